@@ -1,0 +1,15 @@
+"""fa3nn: FlashAttention-3 for NVIDIA Hopper as a PyTorch drop-in for training."""
+
+from fa3nn.dispatch import UnsupportedCall
+from fa3nn.interface import explain, flash_attn_func, flash_attn_varlen_func
+from fa3nn.module import FlashAttentionV3
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FlashAttentionV3",
+    "UnsupportedCall",
+    "explain",
+    "flash_attn_func",
+    "flash_attn_varlen_func",
+]

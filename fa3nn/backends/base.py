@@ -1,0 +1,96 @@
+"""What every backend is: a name, a refusal test, and forward/backward entry points.
+
+Backends never see recipe objects or user kwargs: they get tensors plus an `AttnParams` and, for packed batches,
+a `Varlen`. They return fresh tensors (the custom op owns allocation semantics).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from fa3nn.masks import Window
+
+
+def lse_dtype(dtype: torch.dtype) -> torch.dtype:
+    """lse is float32, except float64 for float64 inputs (so gradcheck sees exact values)."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+@dataclass(frozen=True)
+class AttnParams:
+    """The numerics of one attention call, already normalized (scale resolved, causal folded into the window)."""
+
+    softmax_scale: float
+    window: Window
+    softcap: float
+    deterministic: bool
+
+
+@dataclass(frozen=True)
+class Varlen:
+    """Packed-batch metadata. `seqstarts_*` are host copies of cu_seqlens, read once by the dispatcher after it
+    validated them (backends that launch one grid over all sequences need only the tensors)."""
+
+    cu_seqlens_q: torch.Tensor
+    cu_seqlens_k: torch.Tensor
+    max_seqlen_q: int
+    max_seqlen_k: int
+    seqstarts_q: tuple[int, ...]
+    seqstarts_k: tuple[int, ...]
+
+    @property
+    def batch(self) -> int:
+        return len(self.seqstarts_q) - 1
+
+
+@dataclass(frozen=True)
+class AttnCall:
+    """What a backend needs to decide whether it can serve a call (no tensor data, so it is cheap and hashable)."""
+
+    device_type: str
+    capability: tuple[int, int] | None  # CUDA compute capability, None off CUDA
+    dtype: torch.dtype
+    headdim: int
+    headdim_v: int
+    nheads: int
+    nheads_kv: int
+    varlen: bool
+    window: Window
+    softcap: float
+    deterministic: bool
+    has_dlse: bool = False
+
+    @staticmethod
+    def of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, params: AttnParams, varlen: bool) -> AttnCall:
+        capability = torch.cuda.get_device_capability(q.device) if q.device.type == "cuda" else None
+        return AttnCall(
+            device_type=q.device.type,
+            capability=capability,
+            dtype=q.dtype,
+            headdim=q.shape[-1],
+            headdim_v=v.shape[-1],
+            nheads=q.shape[-2],
+            nheads_kv=k.shape[-2],
+            varlen=varlen,
+            window=params.window,
+            softcap=params.softcap,
+            deterministic=params.deterministic,
+        )
+
+
+class Backend:
+    """Base class; subclasses set `name` and implement the four methods."""
+
+    name: str = "?"
+
+    def refusal(self, call: AttnCall, backward: bool) -> str | None:
+        """None if this backend can serve the call (forward, or backward when `backward`), else the reason."""
+        raise NotImplementedError
+
+    def forward(self, q, k, v, params: AttnParams, varlen: Varlen | None) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    def backward(self, dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None):
+        raise NotImplementedError

@@ -1,0 +1,137 @@
+"""Input validation for the public API.
+
+Every bad input raises before any kernel runs, naming the argument and giving expected vs actual. Shape, dtype and
+device checks run in the Python wrappers (torch.compile traces them); checks that must read tensor values
+(cu_seqlens) run inside the custom op, just before the backend is called.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _describe(t: torch.Tensor) -> str:
+    return f"shape {tuple(t.shape)}, dtype {t.dtype}, device {t.device}"
+
+
+def check_tensor(name: str, t, ndim: int, layout: str) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of layout {layout}, got {type(t).__name__}")
+    if t.dim() != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions {layout}, got {t.dim()} ({_describe(t)})")
+    if t.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(
+            f"{name} must be a floating tensor ({', '.join(str(d) for d in SUPPORTED_DTYPES)}), got {t.dtype}"
+        )
+    if t.numel() > 0 and t.stride(-1) != 1:
+        raise ValueError(
+            f"{name} must be contiguous in its last dimension (stride 1), got strides {tuple(t.stride())}; "
+            f"call {name}.contiguous() first"
+        )
+
+
+def check_qkv_consistency(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, batch_dims: int) -> None:
+    """Checks shared by the dense and varlen layouts; heads sit at dim batch_dims + 1 - 1 from the end."""
+    if k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError(f"q, k and v must share one dtype, got q {q.dtype}, k {k.dtype}, v {v.dtype}")
+    if k.device != q.device or v.device != q.device:
+        raise ValueError(f"q, k and v must be on one device, got q {q.device}, k {k.device}, v {v.device}")
+    if batch_dims and (k.shape[0] != q.shape[0] or v.shape[0] != q.shape[0]):
+        raise ValueError(
+            f"batch must match: q has {q.shape[0]}, k has {k.shape[0]}, v has {v.shape[0]}"
+        )
+    if k.shape[:-1] != v.shape[:-1]:
+        raise ValueError(
+            f"k and v must match in every dimension but headdim: k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    if k.shape[-1] != q.shape[-1]:
+        raise ValueError(f"headdim of k must equal headdim of q: q has {q.shape[-1]}, k has {k.shape[-1]}")
+    nheads, nheads_kv = q.shape[-2], k.shape[-2]
+    if nheads_kv == 0 or nheads % nheads_kv != 0:
+        raise ValueError(
+            f"nheads of q ({nheads}) must be a multiple of nheads of k/v ({nheads_kv}) for MHA/GQA/MQA"
+        )
+    if q.shape[-1] == 0 or v.shape[-1] == 0:
+        raise ValueError(f"headdim must be positive, got q {q.shape[-1]}, v {v.shape[-1]}")
+
+
+def check_dense(q, k, v) -> None:
+    layout = "(batch, seqlen, nheads, headdim)"
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, t, 4, layout)
+    check_qkv_consistency(q, k, v, batch_dims=1)
+
+
+def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) -> None:
+    layout = "(total_tokens, nheads, headdim)"
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, t, 3, layout)
+    check_qkv_consistency(q, k, v, batch_dims=0)
+    for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        if not isinstance(cu, torch.Tensor):
+            raise TypeError(f"{name} must be an int32 torch.Tensor of shape (batch + 1,), got {type(cu).__name__}")
+        if cu.dtype != torch.int32:
+            raise TypeError(f"{name} must have dtype torch.int32, got {cu.dtype}")
+        if cu.dim() != 1 or cu.shape[0] < 1:
+            raise ValueError(f"{name} must be 1-D of shape (batch + 1,), got shape {tuple(cu.shape)}")
+        if cu.device != q.device:
+            raise ValueError(f"{name} must be on q's device {q.device}, got {cu.device}")
+    if cu_seqlens_q.shape[0] != cu_seqlens_k.shape[0]:
+        raise ValueError(
+            f"cu_seqlens_q and cu_seqlens_k must both have batch + 1 entries, got {cu_seqlens_q.shape[0]} "
+            f"and {cu_seqlens_k.shape[0]}"
+        )
+    for name, m in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if isinstance(m, bool) or not isinstance(m, int) or m < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {m!r}")
+
+
+def check_cu_seqlens_values(name: str, cu: torch.Tensor, total: int, max_seqlen_name: str, max_seqlen: int) -> list[int]:
+    """Reads cu_seqlens (a host sync; only on paths that need the values) and checks it; returns it as a list."""
+    values = cu.tolist()
+    if values[0] != 0:
+        raise ValueError(f"{name} must start at 0, got {values[0]}")
+    lengths = [b - a for a, b in zip(values[:-1], values[1:])]
+    bad = next((i for i, n in enumerate(lengths) if n < 0), None)
+    if bad is not None:
+        raise ValueError(f"{name} must be non-decreasing, but {name}[{bad + 1}] = {values[bad + 1]} < {values[bad]}")
+    if values[-1] != total:
+        raise ValueError(f"{name}[-1] must equal the total tokens of the packed tensor ({total}), got {values[-1]}")
+    longest = max(lengths, default=0)
+    if longest > max_seqlen:
+        raise ValueError(f"{max_seqlen_name} ({max_seqlen}) is smaller than the longest sequence ({longest}) in {name}")
+    return values
+
+
+def check_options(softmax_scale, causal, window_size, softcap, deterministic, fp8, backend) -> None:
+    if softmax_scale is not None:
+        if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, (int, float)):
+            raise TypeError(f"softmax_scale must be a float or None, got {type(softmax_scale).__name__}")
+        if not math.isfinite(softmax_scale):
+            raise ValueError(f"softmax_scale must be finite, got {softmax_scale}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+    if not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic must be a bool, got {type(deterministic).__name__}")
+    if (
+        not isinstance(window_size, (tuple, list))
+        or len(window_size) != 2
+        or any(isinstance(w, bool) or not isinstance(w, int) for w in window_size)
+    ):
+        raise TypeError(f"window_size must be a pair of ints (left, right), got {window_size!r}")
+    if window_size[0] < -1 or window_size[1] < -1:
+        raise ValueError(f"window_size entries must be >= -1 (-1 = unbounded), got {tuple(window_size)}")
+    if isinstance(softcap, bool) or not isinstance(softcap, (int, float)) or not math.isfinite(softcap):
+        raise TypeError(f"softcap must be a finite float, got {softcap!r}")
+    if softcap < 0:
+        raise ValueError(f"softcap must be >= 0 (0 disables it), got {softcap}")
+    if fp8 is not None:
+        raise NotImplementedError(
+            f"fp8={fp8!r}: FP8 recipes are not implemented yet (tracked in the FP8 issue); pass fp8=None"
+        )
+    if not isinstance(backend, str):
+        raise TypeError(f"backend must be a string, got {type(backend).__name__}")

@@ -1,0 +1,122 @@
+"""torch.library custom ops: `fa3nn::fwd` and `fa3nn::bwd`, with fake (meta) and autograd registrations so that
+torch.compile(fullgraph=True) sees one opaque node per attention call and never breaks the graph.
+
+Both ops take dense (batch, seqlen, nheads, headdim) tensors when cu_seqlens_q is None, else packed
+(total_tokens, nheads, headdim) tensors with int32 cu_seqlens. Backend choice happens inside the op, at run time,
+so the traced graph does not depend on which backends are installed.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from fa3nn.backends.base import AttnCall, AttnParams, Varlen, lse_dtype
+from fa3nn.checks import check_cu_seqlens_values
+from fa3nn.dispatch import resolve
+from fa3nn.masks import Window
+
+
+def _params(softmax_scale, window_left, window_right, softcap, deterministic) -> AttnParams:
+    return AttnParams(float(softmax_scale), Window(window_left, window_right), float(softcap), deterministic)
+
+
+def _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) -> Varlen | None:
+    if cu_seqlens_q is None:
+        return None
+    starts_q = check_cu_seqlens_values("cu_seqlens_q", cu_seqlens_q, q.shape[0], "max_seqlen_q", max_seqlen_q)
+    starts_k = check_cu_seqlens_values("cu_seqlens_k", cu_seqlens_k, k.shape[0], "max_seqlen_k", max_seqlen_k)
+    return Varlen(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, tuple(starts_q), tuple(starts_k))
+
+
+def _lse_shape(q: Tensor, varlen: bool) -> tuple[int, ...]:
+    return (q.shape[1], q.shape[0]) if varlen else (q.shape[0], q.shape[2], q.shape[1])
+
+
+@torch.library.custom_op("fa3nn::fwd", mutates_args=())
+def attention_forward(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    cu_seqlens_q: Optional[Tensor],
+    cu_seqlens_k: Optional[Tensor],
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    softmax_scale: float,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    deterministic: bool,
+    backend: str,
+) -> tuple[Tensor, Tensor]:
+    params = _params(softmax_scale, window_left, window_right, softcap, deterministic)
+    varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    chosen = resolve(backend, AttnCall.of(q, k, v, params, varlen is not None))
+    if q.numel() == 0 or k.numel() == 0:  # empty batch/sequence, or no keys at all: nothing to attend
+        out = q.new_zeros(*q.shape[:-1], v.shape[-1])
+        lse = torch.full(_lse_shape(q, varlen is not None), float("-inf"), dtype=lse_dtype(q.dtype), device=q.device)
+        return out, lse
+    return chosen.forward(q, k, v, params, varlen)
+
+
+@attention_forward.register_fake
+def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, window_left, window_right,
+      softcap, deterministic, backend):
+    out = q.new_empty(*q.shape[:-1], v.shape[-1])
+    lse = q.new_empty(_lse_shape(q, cu_seqlens_q is not None), dtype=lse_dtype(q.dtype))
+    return out, lse
+
+
+@torch.library.custom_op("fa3nn::bwd", mutates_args=())
+def attention_backward(
+    dout: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    out: Tensor,
+    lse: Tensor,
+    dlse: Optional[Tensor],
+    cu_seqlens_q: Optional[Tensor],
+    cu_seqlens_k: Optional[Tensor],
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    softmax_scale: float,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    deterministic: bool,
+    backend: str,
+) -> tuple[Tensor, Tensor, Tensor]:
+    params = _params(softmax_scale, window_left, window_right, softcap, deterministic)
+    varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    call = AttnCall.of(q, k, v, params, varlen is not None)
+    chosen = resolve(backend, call, backward=True)
+    if q.numel() == 0 or k.numel() == 0:
+        return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    if dout.stride(-1) != 1:
+        dout = dout.contiguous()
+    return chosen.backward(dout, q, k, v, out, lse, dlse, params, varlen)
+
+
+@attention_backward.register_fake
+def _(dout, q, k, v, out, lse, dlse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
+      window_left, window_right, softcap, deterministic, backend):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, cu_seqlens_q, cu_seqlens_k = inputs[:5]
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k)
+    ctx.scalars = inputs[5:]
+
+
+def _backward(ctx, dout, dlse):
+    q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
+    dq, dk, dv = attention_backward(dout, q, k, v, out, lse, dlse, cu_seqlens_q, cu_seqlens_k, *ctx.scalars)
+    return (dq, dk, dv) + (None,) * 10
+
+
+attention_forward.register_autograd(_backward, setup_context=_setup_context)

@@ -1,0 +1,81 @@
+"""attention_ref: the plain, unfused oracle every kernel is tested against (FlashAttention-3's test recipe).
+
+Deliberately written independently of the reference backend: dense scores, repeat_interleave for GQA, padding masks
+instead of packing. `upcast=True` computes in float32 (float64 for float32/float64 inputs), which gives `out_ref`;
+`upcast=False, reorder_ops=True` computes in the inputs' own precision, which gives `out_pt`, the yardstick of what
+rounding at that precision costs (see fa3nn.testing.error_ratio).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _upcast_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype in (torch.float32, torch.float64) else torch.float32
+
+
+def _allowed(query_len, key_len, seqlen_q, seqlen_k, window_size, device):
+    """(batch, 1, seqlen_q, seqlen_k) bool: key j attended by query i of a sequence with the given true lengths."""
+    i = torch.arange(seqlen_q, device=device).view(1, 1, -1, 1)
+    j = torch.arange(seqlen_k, device=device).view(1, 1, 1, -1)
+    diagonal = i + (key_len - query_len).view(-1, 1, 1, 1)
+    allowed = (j < key_len.view(-1, 1, 1, 1)) & (i < query_len.view(-1, 1, 1, 1))
+    left, right = window_size
+    if left >= 0:
+        allowed = allowed & (j >= diagonal - left)
+    if right >= 0:
+        allowed = allowed & (j <= diagonal + right)
+    return allowed
+
+
+def attention_ref(
+    q,
+    k,
+    v,
+    query_padding_mask=None,
+    key_padding_mask=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    softmax_scale=None,
+    upcast=True,
+    reorder_ops=False,
+    intermediate_dtype=None,
+):
+    """Dense attention, differentiable through autograd. Returns (out, lse).
+
+    q (batch, seqlen_q, nheads, d), k/v (batch, seqlen_k, nheads_kv, d[v]); padding masks are bool (batch, seqlen),
+    True on real tokens, right-padded: each sequence is masked bottom-right on its own true lengths. Padded query rows
+    and rows that attend no key give zeros and lse = -inf. `reorder_ops` scales q before Q·Kᵀ instead of the scores
+    after (a different rounding order); `intermediate_dtype` rounds P to that dtype before P·V (FP8 emulation).
+    """
+    dtype_og = q.dtype
+    compute = _upcast_dtype(q.dtype) if upcast else q.dtype
+    q, k, v = q.to(compute), k.to(compute), v.to(compute)
+    batch, seqlen_q, nheads, headdim = q.shape
+    seqlen_k, group = k.shape[1], nheads // k.shape[2]
+    k = k.repeat_interleave(group, dim=2)
+    v = v.repeat_interleave(group, dim=2)
+    scale = headdim**-0.5 if softmax_scale is None else softmax_scale
+    if reorder_ops:
+        scores = torch.einsum("bthd,bshd->bhts", q * scale, k)
+    else:
+        scores = torch.einsum("bthd,bshd->bhts", q, k) * scale
+    if softcap > 0:
+        scores = torch.tanh(scores / softcap) * softcap
+    full = torch.full((batch,), 1, dtype=torch.long, device=q.device)
+    query_len = full * seqlen_q if query_padding_mask is None else query_padding_mask.sum(-1)
+    key_len = full * seqlen_k if key_padding_mask is None else key_padding_mask.sum(-1)
+    if causal:
+        window_size = (window_size[0], 0)
+    allowed = _allowed(query_len, key_len, seqlen_q, seqlen_k, window_size, q.device)
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    lse = torch.logsumexp(scores.to(_upcast_dtype(compute)), dim=-1)
+    probs = torch.softmax(scores, dim=-1)
+    probs = probs.masked_fill(~allowed.any(-1, keepdim=True), 0.0)  # rows with no key: softmax gave NaN
+    if intermediate_dtype is not None:
+        probs = probs.to(intermediate_dtype).to(compute)
+    out = torch.einsum("bhts,bshd->bthd", probs, v)
+    lse_dtype = torch.float64 if dtype_og == torch.float64 else torch.float32
+    return out.to(dtype_og), lse.to(lse_dtype)
