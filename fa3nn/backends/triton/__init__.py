@@ -1,16 +1,70 @@
-"""Slot for the portable Triton backend (sm_80 and newer).
+"""The portable Triton backend: forward and backward on any NVIDIA GPU from sm_80 (A100) on, and on the CPU under
+Triton's interpreter (TRITON_INTERPRET=1, for tests).
 
-Not built yet (the Triton backend issue). Until then it refuses every call, so `auto` never picks it and forcing
-it raises an error that says so; it does not pretend to work.
+Features: fp16/bf16 (fp32 under the interpreter only), head dims up to 256 (q and v may differ; non-powers of two are
+padded in registers, never in memory), causal and sliding windows aligned bottom-right, softcap, MQA/GQA by indexing
+the K/V head (never a repeated copy), varlen via cu_seqlens, lse, and the gradient into lse.
+
+The backward has no atomics, so it is always bitwise deterministic: `deterministic=True` costs nothing here.
+
+Triton is imported lazily: without it (or without a GPU and the interpreter) `refusal` says why and the rest of
+fa3nn still works. kernels.py holds the kernels, launch.py the launchers, configs.py the tile tables.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
+
+import torch
+
 from fa3nn.backends.base import AttnCall, Backend
+
+MAX_HEADDIM = 256
+GPU_DTYPES = (torch.float16, torch.bfloat16)
+INTERPRETER_DTYPES = (torch.float16, torch.float32)  # the interpreter's bf16 tl.dot is wrong (numpy has no bf16)
+
+
+def _triton_installed() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def _launch():
+    from fa3nn.backends.triton import launch
+
+    return launch
 
 
 class TritonBackend(Backend):
     name = "triton"
 
     def refusal(self, call: AttnCall, backward: bool) -> str | None:
-        return "not implemented yet (the Triton kernels are tracked in their own issue)"
+        if not _triton_installed():
+            return "triton is not installed (pip install 'fa3nn[triton]')"
+        if call.device_type == "cuda":
+            if call.capability is not None and call.capability < (8, 0):
+                return f"needs an sm_80 or newer GPU (this one is sm_{call.capability[0]}{call.capability[1]})"
+            if call.dtype not in GPU_DTYPES:
+                return f"dtype {call.dtype} is not supported on the GPU (supported: float16, bfloat16)"
+        elif call.device_type == "cpu":
+            if not _interpreting():
+                return "CPU tensors run only under Triton's interpreter (set TRITON_INTERPRET=1), for tests"
+            if call.dtype not in INTERPRETER_DTYPES:
+                return f"dtype {call.dtype} is not supported under the interpreter (supported: float16, float32)"
+        else:
+            return f"device {call.device_type} is not supported (needs CUDA, or the CPU interpreter)"
+        if max(call.headdim, call.headdim_v) > MAX_HEADDIM:
+            return f"head dim {max(call.headdim, call.headdim_v)} is over {MAX_HEADDIM}"
+        if call.nheads % call.nheads_kv != 0:
+            return f"nheads {call.nheads} is not a multiple of nheads_kv {call.nheads_kv}"
+        return None
+
+    def forward(self, q, k, v, params, varlen):
+        return _launch().forward(q, k, v, params, varlen)
+
+    def backward(self, dout, q, k, v, out, lse, dlse, params, varlen):
+        return _launch().backward(dout, q, k, v, out, lse, dlse, params, varlen)

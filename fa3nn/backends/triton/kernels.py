@@ -1,0 +1,474 @@
+"""The Triton kernels: forward, and a three-kernel backward (delta, dK/dV, dQ). Launchers live in launch.py.
+
+Every kernel sees one (query block or key block, head, batch) tile and walks the other sequence in blocks. Scores
+are kept in the log2 domain (scale folded with log2(e), so the softmax is one exp2 per element), lse is stored in
+natural log. Masks are bottom-right aligned (fa3nn.masks): query row i may attend key j when
+
+    i + diag - left  <=  j  <=  i + diag + right,      diag = seqlen_k - seqlen_q,
+
+with HAS_LEFT / HAS_RIGHT saying whether each bound exists (causal is right = 0). The walk over the other sequence
+is split in three phases: masked blocks before the fully attended run, the fully attended run itself (no mask,
+no bounds checks), masked blocks after it. Blocks that no row attends are never visited.
+
+The backward has no atomics: dK/dV programs own a key block and loop over the query heads of its K/V head (GQA
+by indexing), dQ programs own a query block. So every backward is bitwise deterministic, at the price of
+recomputing Q·Kᵀ and dO·Vᵀ in the dQ kernel (7 matmuls instead of 5).
+
+Varlen: with IS_VARLEN the batch index selects [cu_seqlens[b], cu_seqlens[b + 1]) of the packed tensors and the
+batch strides are 0; otherwise every sequence has the dense lengths.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+LOG2E: tl.constexpr = 1.4426950408889634
+LN2: tl.constexpr = 0.6931471805599453
+
+
+@triton.jit
+def _seq_bounds(cu_seqlens, batch, seqlen_dense, IS_VARLEN: tl.constexpr):
+    """(first row in the packed tensor, length) of this batch entry's sequence."""
+    if IS_VARLEN:
+        start = tl.load(cu_seqlens + batch)
+        end = tl.load(cu_seqlens + batch + 1)
+        return start, end - start
+    else:
+        return tl.zeros([], dtype=tl.int32), seqlen_dense
+
+
+@triton.jit
+def _tanh(x):
+    # exp-based, so it lowers the same on every Triton version and under the interpreter; saturates cleanly to
+    # +-1 (exp2 overflows to inf, 2 / inf = 0).
+    return 1.0 - 2.0 / (tl.exp2(x * (2.0 * LOG2E)) + 1.0)
+
+
+@triton.jit
+def _allowed(rows, cols, seqlen_q, seqlen_k, window_left, window_right, HAS_LEFT: tl.constexpr,
+             HAS_RIGHT: tl.constexpr):
+    """Bool tile: key `cols` is attended by query `rows` (both already broadcast to the tile's shape)."""
+    diag = rows + (seqlen_k - seqlen_q)
+    keep = cols < seqlen_k
+    if HAS_RIGHT:
+        keep = keep & (cols <= diag + window_right)
+    if HAS_LEFT:
+        keep = keep & (cols >= diag - window_left)
+    return keep
+
+
+@triton.jit
+def _key_phases(m0, seqlen_q, seqlen_k, window_left, window_right, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr):
+    """For query rows [m0, m0 + BLOCK_M): key range [lo, hi) that any row attends, and inside it the run
+    [full_lo, full_hi) of BLOCK_N blocks that every row attends fully. lo and full_lo/full_hi are block aligned
+    (unless clamped to hi, which empties the phases after them)."""
+    diag = seqlen_k - seqlen_q
+    lo = tl.zeros([], dtype=tl.int32)
+    hi = seqlen_k
+    full_lo = lo
+    full_hi = (seqlen_k // BLOCK_N) * BLOCK_N
+    if HAS_LEFT:
+        lo = (tl.maximum(m0 + diag - window_left, 0) // BLOCK_N) * BLOCK_N
+        full_lo = tl.cdiv(tl.maximum(m0 + BLOCK_M - 1 + diag - window_left, 0), BLOCK_N) * BLOCK_N
+    if HAS_RIGHT:
+        hi = tl.minimum(tl.maximum(m0 + BLOCK_M + diag + window_right, 0), seqlen_k)
+        full_hi = tl.minimum(full_hi, (tl.maximum(m0 + diag + window_right + 1, 0) // BLOCK_N) * BLOCK_N)
+    full_lo = tl.minimum(tl.maximum(full_lo, lo), hi)
+    full_hi = tl.maximum(full_hi, full_lo)
+    return lo, hi, full_lo, full_hi
+
+
+@triton.jit
+def _query_phases(n0, seqlen_q, seqlen_k, window_left, window_right, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr):
+    """The transpose of _key_phases: for keys [n0, n0 + BLOCK_N), the query range [lo, hi) that attends any of
+    them and the run [full_lo, full_hi) of BLOCK_M blocks whose every row attends every one of them."""
+    diag = seqlen_k - seqlen_q
+    lo = tl.zeros([], dtype=tl.int32)
+    hi = seqlen_q
+    full_lo = lo
+    full_hi = (seqlen_q // BLOCK_M) * BLOCK_M
+    if HAS_RIGHT:
+        lo = (tl.maximum(n0 - diag - window_right, 0) // BLOCK_M) * BLOCK_M
+        full_lo = tl.cdiv(tl.maximum(n0 + BLOCK_N - 1 - diag - window_right, 0), BLOCK_M) * BLOCK_M
+    if HAS_LEFT:
+        hi = tl.minimum(tl.maximum(n0 + BLOCK_N - diag + window_left, 0), seqlen_q)
+        full_hi = tl.minimum(full_hi, (tl.maximum(n0 - diag + window_left + 1, 0) // BLOCK_M) * BLOCK_M)
+    full_hi = tl.where(n0 + BLOCK_N > seqlen_k, 0, full_hi)  # a partial key block is checked everywhere
+    full_lo = tl.minimum(tl.maximum(full_lo, lo), hi)
+    full_hi = tl.maximum(full_hi, full_lo)
+    return lo, hi, full_lo, full_hi
+
+
+@triton.jit
+def _load_rows(base, rows, stride_row, offs_d, seqlen, HEADDIM: tl.constexpr, BLOCK_D: tl.constexpr,
+               CHECK_ROWS: tl.constexpr):
+    """(len(rows), BLOCK_D) tile; rows past `seqlen` and columns past HEADDIM read as 0 (only when asked)."""
+    ptrs = base + rows[:, None] * stride_row + offs_d[None, :]
+    if CHECK_ROWS:
+        if BLOCK_D == HEADDIM:
+            return tl.load(ptrs, mask=rows[:, None] < seqlen, other=0.0)
+        else:
+            return tl.load(ptrs, mask=(rows[:, None] < seqlen) & (offs_d[None, :] < HEADDIM), other=0.0)
+    else:
+        if BLOCK_D == HEADDIM:
+            return tl.load(ptrs)
+        else:
+            return tl.load(ptrs, mask=offs_d[None, :] < HEADDIM, other=0.0)
+
+
+@triton.jit
+def _scores(s, qk_scale, softcap2, HAS_SOFTCAP: tl.constexpr):
+    """Raw Q·Kᵀ -> scaled (and soft-capped) scores in log2 units, and tanh (for the backward; 0 without softcap)."""
+    if HAS_SOFTCAP:
+        t = _tanh(s * qk_scale)
+        return t * softcap2, t
+    else:
+        return s * qk_scale, 0.0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Forward
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, rows, offs_n, offs_d, offs_dv, lo, hi,
+               seqlen_q, seqlen_k, qk_scale, softcap2, window_left, window_right,
+               MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+               HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+               BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    for n0 in range(lo, hi, BLOCK_N):
+        cols = n0 + offs_n
+        k = _load_rows(k_base, cols, stride_ks, offs_d, seqlen_k, HEADDIM, BLOCK_D, MASKED)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)
+        s, _ = _scores(s, qk_scale, softcap2, HAS_SOFTCAP)
+        if MASKED:
+            keep = _allowed(rows[:, None], cols[None, :], seqlen_q, seqlen_k, window_left, window_right,
+                            HAS_LEFT, HAS_RIGHT)
+            s = tl.where(keep, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        if MASKED:  # a row with no key yet keeps m = -inf; subtract 0 there so exp2 gives 0, not NaN
+            m_new_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        else:
+            m_new_safe = m_new
+        p = tl.exp2(s - m_new_safe[:, None])
+        alpha = tl.exp2(m_i - m_new_safe)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = _load_rows(v_base, cols, stride_vs, offs_dv, seqlen_k, HEADDIM_V, BLOCK_DV, MASKED)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=DOT_PRECISION)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "group", "window_left", "window_right", "MASK_KIND",
+                               "SEQ_BUCKET"])
+def _fwd_kernel(
+    Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
+    stride_qb, stride_qs, stride_qh,
+    stride_kb, stride_ks, stride_kh,
+    stride_vb, stride_vs, stride_vh,
+    stride_ob, stride_os, stride_oh,
+    stride_lb, stride_lh,
+    seqlen_q, seqlen_k, group,
+    qk_scale, softcap2, window_left, window_right,
+    MASK_KIND, SEQ_BUCKET,  # autotune keys only
+    HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+    IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    head = tl.program_id(1)
+    batch = tl.program_id(2)
+    if HAS_RIGHT:  # causal-like: the last query blocks carry the most keys, launch them first
+        block_m = tl.num_programs(0) - 1 - tl.program_id(0)
+    else:
+        block_m = tl.program_id(0)
+    q_start, seqlen_q = _seq_bounds(cu_seqlens_q, batch, seqlen_q, IS_VARLEN)
+    k_start, seqlen_k = _seq_bounds(cu_seqlens_k, batch, seqlen_k, IS_VARLEN)
+    m0 = block_m * BLOCK_M
+    if m0 >= seqlen_q:
+        return
+    head_kv = head // group
+    b64 = batch.to(tl.int64)
+    q_base = Q + b64 * stride_qb + head.to(tl.int64) * stride_qh + q_start.to(tl.int64) * stride_qs
+    k_base = K + b64 * stride_kb + head_kv.to(tl.int64) * stride_kh + k_start.to(tl.int64) * stride_ks
+    v_base = V + b64 * stride_vb + head_kv.to(tl.int64) * stride_vh + k_start.to(tl.int64) * stride_vs
+    o_base = Out + b64 * stride_ob + head.to(tl.int64) * stride_oh + q_start.to(tl.int64) * stride_os
+    l_base = Lse + b64 * stride_lb + head.to(tl.int64) * stride_lh + q_start
+
+    rows = m0 + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    q = _load_rows(q_base, rows, stride_qs, offs_d, seqlen_q, HEADDIM, BLOCK_D, True)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
+    lo, hi, full_lo, full_hi = _key_phases(m0, seqlen_q, seqlen_k, window_left, window_right, BLOCK_M, BLOCK_N,
+                                           HAS_LEFT, HAS_RIGHT)
+    # Unmasked run first: its blocks need neither bounds checks nor the -inf guard.
+    acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, rows, offs_n, offs_d,
+                               offs_dv, full_lo, full_hi, seqlen_q, seqlen_k, qk_scale, softcap2, window_left,
+                               window_right, False, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V,
+                               BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION)
+    if HAS_LEFT:
+        acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, rows, offs_n, offs_d,
+                                   offs_dv, lo, full_lo, seqlen_q, seqlen_k, qk_scale, softcap2, window_left,
+                                   window_right, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V,
+                                   BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION)
+    acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, rows, offs_n, offs_d,
+                               offs_dv, full_hi, hi, seqlen_q, seqlen_k, qk_scale, softcap2, window_left,
+                               window_right, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V,
+                               BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION)
+
+    # Rows that attend no key: l = 0, acc = 0 -> out 0, lse = log2(0) = -inf.
+    l_safe = tl.where(l_i == 0.0, 1.0, l_i)
+    out = acc / l_safe[:, None]
+    lse = (m_i + tl.log2(l_i)) * LN2
+    row_ok = rows < seqlen_q
+    o_ptrs = o_base + rows[:, None] * stride_os + offs_dv[None, :]
+    if BLOCK_DV == HEADDIM_V:
+        tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=row_ok[:, None])
+    else:
+        tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=row_ok[:, None] & (offs_dv[None, :] < HEADDIM_V))
+    tl.store(l_base + rows, lse, mask=row_ok)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Backward
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@triton.jit(do_not_specialize=["seqlen_q"])
+def _bwd_delta_kernel(
+    Out, dOut, dLse, Delta, cu_seqlens_q,
+    stride_ob, stride_os, stride_oh,
+    stride_dob, stride_dos, stride_doh,
+    stride_lb, stride_lh,  # shared by dLse and Delta (both laid out like lse)
+    seqlen_q,
+    HEADDIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, IS_VARLEN: tl.constexpr, HAS_DLSE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+):
+    """delta = rowsum(dO * O) - dlse, in float32 (dlse: the gradient flowing into lse)."""
+    head = tl.program_id(1)
+    batch = tl.program_id(2)
+    q_start, seqlen_q = _seq_bounds(cu_seqlens_q, batch, seqlen_q, IS_VARLEN)
+    m0 = tl.program_id(0) * BLOCK_M
+    if m0 >= seqlen_q:
+        return
+    b64 = batch.to(tl.int64)
+    rows = m0 + tl.arange(0, BLOCK_M)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    o_base = Out + b64 * stride_ob + head.to(tl.int64) * stride_oh + q_start.to(tl.int64) * stride_os
+    do_base = dOut + b64 * stride_dob + head.to(tl.int64) * stride_doh + q_start.to(tl.int64) * stride_dos
+    o = _load_rows(o_base, rows, stride_os, offs_dv, seqlen_q, HEADDIM_V, BLOCK_DV, True).to(tl.float32)
+    do = _load_rows(do_base, rows, stride_dos, offs_dv, seqlen_q, HEADDIM_V, BLOCK_DV, True).to(tl.float32)
+    delta = tl.sum(o * do, 1)
+    l_offset = b64 * stride_lb + head.to(tl.int64) * stride_lh + q_start
+    row_ok = rows < seqlen_q
+    if HAS_DLSE:
+        delta -= tl.load(dLse + l_offset + rows, mask=row_ok, other=0.0).to(tl.float32)
+    tl.store(Delta + l_offset + rows, delta, mask=row_ok)
+
+
+@triton.jit
+def _load_row_stats(lse_base, delta_base, rows, seqlen_q):
+    """lse in log2 units with -inf (row attends nothing) and rows past the end turned into +inf, so that
+    exp2(s - lse) is 0 there instead of NaN; and delta."""
+    row_ok = rows < seqlen_q
+    lse = tl.load(lse_base + rows, mask=row_ok, other=float("inf"))
+    lse = tl.where(lse == float("-inf"), float("inf"), lse) * LOG2E
+    delta = tl.load(delta_base + rows, mask=row_ok, other=0.0)
+    return lse, delta
+
+
+@triton.jit
+def _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qs, stride_dos, cols, offs_m,
+                    offs_d, offs_dv, lo, hi, seqlen_q, seqlen_k, qk_scale, softcap2, window_left, window_right,
+                    MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+                    HAS_SOFTCAP: tl.constexpr, HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr,
+                    BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr,
+                    DOT_PRECISION: tl.constexpr):
+    for m0 in range(lo, hi, BLOCK_M):
+        rows = m0 + offs_m
+        q = _load_rows(q_base, rows, stride_qs, offs_d, seqlen_q, HEADDIM, BLOCK_D, MASKED)
+        do = _load_rows(do_base, rows, stride_dos, offs_dv, seqlen_q, HEADDIM_V, BLOCK_DV, MASKED)
+        lse, delta = _load_row_stats(lse_base, delta_base, rows, seqlen_q)
+        s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION)  # (BLOCK_N, BLOCK_M): keys x queries
+        s_t, tanh_t = _scores(s_t, qk_scale, softcap2, HAS_SOFTCAP)
+        if MASKED:
+            keep = _allowed(rows[None, :], cols[:, None], seqlen_q, seqlen_k, window_left, window_right,
+                            HAS_LEFT, HAS_RIGHT)
+            s_t = tl.where(keep, s_t, float("-inf"))
+        p_t = tl.exp2(s_t - lse[None, :])
+        dv = tl.dot(p_t.to(do.dtype), do, dv, input_precision=DOT_PRECISION)
+        dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)
+        ds_t = p_t * (dp_t - delta[None, :])
+        if HAS_SOFTCAP:
+            ds_t = ds_t * (1.0 - tanh_t * tanh_t)
+        dk = tl.dot(ds_t.to(q.dtype), q, dk, input_precision=DOT_PRECISION)
+    return dk, dv
+
+
+@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "group", "window_left", "window_right", "MASK_KIND",
+                               "SEQ_BUCKET"])
+def _bwd_dkdv_kernel(
+    Q, K, V, dOut, Lse, Delta, dK, dV, cu_seqlens_q, cu_seqlens_k,
+    stride_qb, stride_qs, stride_qh,
+    stride_kb, stride_ks, stride_kh,
+    stride_vb, stride_vs, stride_vh,
+    stride_dob, stride_dos, stride_doh,
+    stride_dkb, stride_dks, stride_dkh,
+    stride_dvb, stride_dvs, stride_dvh,
+    stride_lb, stride_lh,
+    seqlen_q, seqlen_k, group,
+    softmax_scale, qk_scale, softcap2, window_left, window_right,
+    MASK_KIND, SEQ_BUCKET,
+    HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+    IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """One program per (key block, K/V head, batch): dK, dV summed over the `group` query heads that share it."""
+    head_kv = tl.program_id(1)
+    batch = tl.program_id(2)
+    q_start, seqlen_q = _seq_bounds(cu_seqlens_q, batch, seqlen_q, IS_VARLEN)
+    k_start, seqlen_k = _seq_bounds(cu_seqlens_k, batch, seqlen_k, IS_VARLEN)
+    n0 = tl.program_id(0) * BLOCK_N
+    if n0 >= seqlen_k:
+        return
+    b64 = batch.to(tl.int64)
+    cols = n0 + tl.arange(0, BLOCK_N)
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    k_base = K + b64 * stride_kb + head_kv.to(tl.int64) * stride_kh + k_start.to(tl.int64) * stride_ks
+    v_base = V + b64 * stride_vb + head_kv.to(tl.int64) * stride_vh + k_start.to(tl.int64) * stride_vs
+    k = _load_rows(k_base, cols, stride_ks, offs_d, seqlen_k, HEADDIM, BLOCK_D, True)
+    v = _load_rows(v_base, cols, stride_vs, offs_dv, seqlen_k, HEADDIM_V, BLOCK_DV, True)
+    dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_DV], dtype=tl.float32)
+    lo, hi, full_lo, full_hi = _query_phases(n0, seqlen_q, seqlen_k, window_left, window_right, BLOCK_M, BLOCK_N,
+                                             HAS_LEFT, HAS_RIGHT)
+    for g in range(0, group):
+        head = head_kv * group + g
+        h64 = head.to(tl.int64)
+        q_base = Q + b64 * stride_qb + h64 * stride_qh + q_start.to(tl.int64) * stride_qs
+        do_base = dOut + b64 * stride_dob + h64 * stride_doh + q_start.to(tl.int64) * stride_dos
+        l_offset = b64 * stride_lb + h64 * stride_lh + q_start
+        dk, dv = _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, stride_qs,
+                                 stride_dos, cols, offs_m, offs_d, offs_dv, full_lo, full_hi, seqlen_q, seqlen_k,
+                                 qk_scale, softcap2, window_left, window_right, False, HAS_LEFT, HAS_RIGHT,
+                                 HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION)
+        if HAS_RIGHT:  # without a right bound full_lo == lo: nothing masked before the full run
+            dk, dv = _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, stride_qs,
+                                     stride_dos, cols, offs_m, offs_d, offs_dv, lo, full_lo, seqlen_q, seqlen_k,
+                                     qk_scale, softcap2, window_left, window_right, True, HAS_LEFT, HAS_RIGHT,
+                                     HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION)
+        dk, dv = _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, stride_qs,
+                                 stride_dos, cols, offs_m, offs_d, offs_dv, full_hi, hi, seqlen_q, seqlen_k,
+                                 qk_scale, softcap2, window_left, window_right, True, HAS_LEFT, HAS_RIGHT,
+                                 HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION)
+    dk = dk * softmax_scale
+    key_ok = cols < seqlen_k
+    dk_ptrs = dK + b64 * stride_dkb + head_kv.to(tl.int64) * stride_dkh + (k_start + cols)[:, None].to(
+        tl.int64) * stride_dks + offs_d[None, :]
+    dv_ptrs = dV + b64 * stride_dvb + head_kv.to(tl.int64) * stride_dvh + (k_start + cols)[:, None].to(
+        tl.int64) * stride_dvs + offs_dv[None, :]
+    tl.store(dk_ptrs, dk.to(dK.dtype.element_ty), mask=key_ok[:, None] & (offs_d[None, :] < HEADDIM))
+    tl.store(dv_ptrs, dv.to(dV.dtype.element_ty), mask=key_ok[:, None] & (offs_dv[None, :] < HEADDIM_V))
+
+
+@triton.jit
+def _bwd_dq_inner(dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, rows, offs_n, offs_d, offs_dv, lo,
+                  hi, seqlen_q, seqlen_k, qk_scale, softcap2, window_left, window_right,
+                  MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+                  HAS_SOFTCAP: tl.constexpr, HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr,
+                  BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_N: tl.constexpr,
+                  DOT_PRECISION: tl.constexpr):
+    for n0 in range(lo, hi, BLOCK_N):
+        cols = n0 + offs_n
+        k = _load_rows(k_base, cols, stride_ks, offs_d, seqlen_k, HEADDIM, BLOCK_D, MASKED)
+        v = _load_rows(v_base, cols, stride_vs, offs_dv, seqlen_k, HEADDIM_V, BLOCK_DV, MASKED)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)
+        s, tanh = _scores(s, qk_scale, softcap2, HAS_SOFTCAP)
+        if MASKED:
+            keep = _allowed(rows[:, None], cols[None, :], seqlen_q, seqlen_k, window_left, window_right,
+                            HAS_LEFT, HAS_RIGHT)
+            s = tl.where(keep, s, float("-inf"))
+        p = tl.exp2(s - lse[:, None])
+        dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)
+        ds = p * (dp - delta[:, None])
+        if HAS_SOFTCAP:
+            ds = ds * (1.0 - tanh * tanh)
+        dq = tl.dot(ds.to(k.dtype), k, dq, input_precision=DOT_PRECISION)
+    return dq
+
+
+@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "group", "window_left", "window_right", "MASK_KIND",
+                               "SEQ_BUCKET"])
+def _bwd_dq_kernel(
+    Q, K, V, dOut, Lse, Delta, dQ, cu_seqlens_q, cu_seqlens_k,
+    stride_qb, stride_qs, stride_qh,
+    stride_kb, stride_ks, stride_kh,
+    stride_vb, stride_vs, stride_vh,
+    stride_dob, stride_dos, stride_doh,
+    stride_dqb, stride_dqs, stride_dqh,
+    stride_lb, stride_lh,
+    seqlen_q, seqlen_k, group,
+    softmax_scale, qk_scale, softcap2, window_left, window_right,
+    MASK_KIND, SEQ_BUCKET,
+    HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+    IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """One program per (query block, head, batch): dQ = scale * dS·K over the keys the block attends."""
+    head = tl.program_id(1)
+    batch = tl.program_id(2)
+    if HAS_RIGHT:
+        block_m = tl.num_programs(0) - 1 - tl.program_id(0)
+    else:
+        block_m = tl.program_id(0)
+    q_start, seqlen_q = _seq_bounds(cu_seqlens_q, batch, seqlen_q, IS_VARLEN)
+    k_start, seqlen_k = _seq_bounds(cu_seqlens_k, batch, seqlen_k, IS_VARLEN)
+    m0 = block_m * BLOCK_M
+    if m0 >= seqlen_q:
+        return
+    head_kv = head // group
+    b64 = batch.to(tl.int64)
+    h64 = head.to(tl.int64)
+    q_base = Q + b64 * stride_qb + h64 * stride_qh + q_start.to(tl.int64) * stride_qs
+    do_base = dOut + b64 * stride_dob + h64 * stride_doh + q_start.to(tl.int64) * stride_dos
+    k_base = K + b64 * stride_kb + head_kv.to(tl.int64) * stride_kh + k_start.to(tl.int64) * stride_ks
+    v_base = V + b64 * stride_vb + head_kv.to(tl.int64) * stride_vh + k_start.to(tl.int64) * stride_vs
+    l_offset = b64 * stride_lb + h64 * stride_lh + q_start
+
+    rows = m0 + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    q = _load_rows(q_base, rows, stride_qs, offs_d, seqlen_q, HEADDIM, BLOCK_D, True)
+    do = _load_rows(do_base, rows, stride_dos, offs_dv, seqlen_q, HEADDIM_V, BLOCK_DV, True)
+    lse, delta = _load_row_stats(Lse + l_offset, Delta + l_offset, rows, seqlen_q)
+    dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    lo, hi, full_lo, full_hi = _key_phases(m0, seqlen_q, seqlen_k, window_left, window_right, BLOCK_M, BLOCK_N,
+                                           HAS_LEFT, HAS_RIGHT)
+    dq = _bwd_dq_inner(dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, rows, offs_n, offs_d, offs_dv,
+                       full_lo, full_hi, seqlen_q, seqlen_k, qk_scale, softcap2, window_left, window_right, False,
+                       HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N,
+                       DOT_PRECISION)
+    if HAS_LEFT:
+        dq = _bwd_dq_inner(dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, rows, offs_n, offs_d,
+                           offs_dv, lo, full_lo, seqlen_q, seqlen_k, qk_scale, softcap2, window_left, window_right,
+                           True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N,
+                           DOT_PRECISION)
+    dq = _bwd_dq_inner(dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, rows, offs_n, offs_d, offs_dv,
+                       full_hi, hi, seqlen_q, seqlen_k, qk_scale, softcap2, window_left, window_right, True,
+                       HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N,
+                       DOT_PRECISION)
+    dq = dq * softmax_scale
+    dq_ptrs = dQ + b64 * stride_dqb + h64 * stride_dqh + (q_start + rows)[:, None].to(tl.int64) * stride_dqs + \
+        offs_d[None, :]
+    tl.store(dq_ptrs, dq.to(dQ.dtype.element_ty), mask=(rows[:, None] < seqlen_q) & (offs_d[None, :] < HEADDIM))

@@ -1,0 +1,199 @@
+"""Launchers: tensor layouts and strides, tile choice (table or autotune), grids, output allocation.
+
+Dense tensors are (batch, seqlen, heads, dim); packed (varlen) tensors are (total, heads, dim) and are passed with
+batch stride 0 plus cu_seqlens. lse, dlse and the backward's delta share one layout: (batch, heads, seqlen_q) dense,
+(heads, total_q) packed.
+
+`POISON_OUTPUTS` (or FA3NN_TRITON_POISON=1) allocates every output NaN-filled instead of uninitialized, so a test
+sees any element a kernel fails to write.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import triton
+
+from fa3nn.backends.base import AttnParams, Varlen, lse_dtype
+from fa3nn.backends.triton import configs
+from fa3nn.backends.triton import kernels as K
+
+POISON_OUTPUTS = os.environ.get("FA3NN_TRITON_POISON", "0") == "1"
+LOG2E = math.log2(math.e)
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def _alloc(shape, dtype, device) -> torch.Tensor:
+    if POISON_OUTPUTS:
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def _last_dim_contiguous(x: torch.Tensor) -> torch.Tensor:
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+def _strides(x: torch.Tensor, varlen: bool) -> tuple[int, int, int]:
+    """(batch, seq, head) strides; batch stride 0 for packed tensors."""
+    return (0, x.stride(0), x.stride(1)) if varlen else (x.stride(0), x.stride(1), x.stride(2))
+
+
+def _row_stat_strides(stat: torch.Tensor, varlen: bool) -> tuple[int, int]:
+    """(batch, head) strides of lse-shaped tensors (seq stride is 1: they are made contiguous)."""
+    return (0, stat.stride(0)) if varlen else (stat.stride(0), stat.stride(1))
+
+
+class _Shape:
+    """Everything the launchers derive from one call's tensors."""
+
+    def __init__(self, q, k, v, params: AttnParams, varlen: Varlen | None):
+        self.varlen = varlen is not None
+        if self.varlen:
+            self.batch = varlen.batch
+            self.seqlen_q, self.seqlen_k = varlen.max_seqlen_q, varlen.max_seqlen_k
+            self.cu_q, self.cu_k = varlen.cu_seqlens_q, varlen.cu_seqlens_k
+        else:
+            self.batch, self.seqlen_q, self.seqlen_k = q.shape[0], q.shape[1], k.shape[1]
+            self.cu_q = self.cu_k = q  # unused placeholders (IS_VARLEN=False never reads them)
+        self.nheads, self.nheads_kv = q.shape[-2], k.shape[-2]
+        self.headdim, self.headdim_v = q.shape[-1], v.shape[-1]
+        self.block_d = max(16, triton.next_power_of_2(self.headdim))
+        self.block_dv = max(16, triton.next_power_of_2(self.headdim_v))
+        window = params.window
+        self.has_left, self.has_right = window.left >= 0, window.right >= 0
+        self.causal = window.right == 0
+        self.mask_kind = 0 if window.unmasked else 1 if window.causal and not window.local else 2
+        self.has_softcap = params.softcap > 0
+        if self.has_softcap:  # scores = softcap * tanh(scale * qk / softcap), in log2 units
+            self.qk_scale, self.softcap2 = params.softmax_scale / params.softcap, params.softcap * LOG2E
+        else:
+            self.qk_scale, self.softcap2 = params.softmax_scale * LOG2E, 1.0
+        self.softmax_scale = params.softmax_scale
+        self.window_left, self.window_right = window.left, window.right
+        self.dot_precision = "ieee" if q.dtype == torch.float32 else "tf32"
+        self.elem_bytes = q.element_size()
+        self.device = q.device
+
+    def constexprs(self) -> dict:
+        return dict(
+            HEADDIM=self.headdim, HEADDIM_V=self.headdim_v, BLOCK_D=self.block_d, BLOCK_DV=self.block_dv,
+            IS_VARLEN=self.varlen, HAS_LEFT=self.has_left, HAS_RIGHT=self.has_right,
+            HAS_SOFTCAP=self.has_softcap, DOT_PRECISION=self.dot_precision,
+        )
+
+    def scalars(self) -> tuple:
+        return (self.seqlen_q, self.seqlen_k, self.nheads // self.nheads_kv)
+
+    def autotune_keys(self) -> tuple[int, int]:
+        return self.mask_kind, configs.seq_bucket(max(self.seqlen_q, self.seqlen_k))
+
+
+_smem_limits: dict[int, int] = {}
+
+
+def _smem_limit(device: torch.device) -> int | None:
+    if device.type != "cuda":
+        return None
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _smem_limits:
+        props = torch.cuda.get_device_properties(index)
+        _smem_limits[index] = getattr(props, "shared_memory_per_block_optin", 0) or 99 * 1024
+    return _smem_limits[index]
+
+
+_autotuned: dict[tuple, object] = {}
+
+
+def _launcher(kind: str, kernel, shape: _Shape):
+    """(callable taking grid + args, tile or None): the kernel pinned to one tile, or autotuned over the entry."""
+    if interpreting():
+        return configs.INTERPRETER[kind]
+    tiles = configs.tiles_for(kind, shape.block_d, shape.causal, shape.block_dv, shape.elem_bytes,
+                              _smem_limit(shape.device))
+    if not configs.autotune_enabled() or len(tiles) == 1:
+        return tiles[0]
+    key = (kind, tuple(tiles))
+    if key not in _autotuned:
+        candidates = [
+            triton.Config({"BLOCK_M": t.block_m, "BLOCK_N": t.block_n}, num_warps=t.num_warps, num_stages=t.num_stages)
+            for t in tiles
+        ]
+        _autotuned[key] = triton.autotune(candidates, key=["BLOCK_D", "MASK_KIND", "SEQ_BUCKET"])(kernel)
+    return _autotuned[key]
+
+
+def _launch(kind: str, kernel, shape: _Shape, grid_of, args: tuple, **constexprs):
+    """Run `kernel` with `args`; grid_of(block_m, block_n) gives the grid for a tile."""
+    chosen = _launcher(kind, kernel, shape)
+    if isinstance(chosen, configs.Tile):
+        grid = grid_of(chosen.block_m, chosen.block_n)
+        kernel[grid](*args, **constexprs, BLOCK_M=chosen.block_m, BLOCK_N=chosen.block_n,
+                     num_warps=chosen.num_warps, num_stages=chosen.num_stages)
+    else:
+        chosen[lambda meta: grid_of(meta["BLOCK_M"], meta["BLOCK_N"])](*args, **constexprs)
+
+
+def forward(q, k, v, params: AttnParams, varlen: Varlen | None):
+    q, k, v = (_last_dim_contiguous(x) for x in (q, k, v))
+    shape = _Shape(q, k, v, params, varlen)
+    out = _alloc((*q.shape[:-1], shape.headdim_v), q.dtype, q.device)
+    lse_shape = (shape.nheads, q.shape[0]) if shape.varlen else (shape.batch, shape.nheads, shape.seqlen_q)
+    lse = _alloc(lse_shape, lse_dtype(q.dtype), q.device)
+    args = (
+        q, k, v, out, lse, shape.cu_q, shape.cu_k,
+        *_strides(q, shape.varlen), *_strides(k, shape.varlen), *_strides(v, shape.varlen),
+        *_strides(out, shape.varlen), *_row_stat_strides(lse, shape.varlen),
+        *shape.scalars(), shape.qk_scale, shape.softcap2, shape.window_left, shape.window_right,
+        *shape.autotune_keys(),
+    )
+    _launch("fwd", K._fwd_kernel, shape, lambda bm, bn: (triton.cdiv(shape.seqlen_q, bm), shape.nheads, shape.batch),
+            args, **shape.constexprs())
+    return out, lse
+
+
+def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None):
+    q, k, v, out, dout = (_last_dim_contiguous(x) for x in (q, k, v, out, dout))
+    shape = _Shape(q, k, v, params, varlen)
+    lse = lse.contiguous()
+    delta = torch.empty_like(lse, dtype=torch.float32)
+    stat_strides = _row_stat_strides(lse, shape.varlen)
+    if dlse is not None:
+        dlse = dlse.contiguous()
+    delta_rows = 64
+    K._bwd_delta_kernel[(triton.cdiv(shape.seqlen_q, delta_rows), shape.nheads, shape.batch)](
+        out, dout, dlse if dlse is not None else delta, delta, shape.cu_q,
+        *_strides(out, shape.varlen), *_strides(dout, shape.varlen), *stat_strides, shape.seqlen_q,
+        HEADDIM_V=shape.headdim_v, BLOCK_DV=shape.block_dv, IS_VARLEN=shape.varlen, HAS_DLSE=dlse is not None,
+        BLOCK_M=delta_rows,
+    )
+    dq = _alloc(q.shape, q.dtype, q.device)
+    dk = _alloc(k.shape, k.dtype, k.device)
+    dv = _alloc(v.shape, v.dtype, v.device)
+    common = (
+        *shape.scalars(), shape.softmax_scale, shape.qk_scale, shape.softcap2, shape.window_left,
+        shape.window_right, *shape.autotune_keys(),
+    )
+    qkv_do_strides = (
+        *_strides(q, shape.varlen), *_strides(k, shape.varlen), *_strides(v, shape.varlen),
+        *_strides(dout, shape.varlen),
+    )
+    _launch(
+        "dkdv", K._bwd_dkdv_kernel, shape,
+        lambda bm, bn: (triton.cdiv(shape.seqlen_k, bn), shape.nheads_kv, shape.batch),
+        (q, k, v, dout, lse, delta, dk, dv, shape.cu_q, shape.cu_k, *qkv_do_strides,
+         *_strides(dk, shape.varlen), *_strides(dv, shape.varlen), *stat_strides, *common),
+        **shape.constexprs(),
+    )
+    _launch(
+        "dq", K._bwd_dq_kernel, shape,
+        lambda bm, bn: (triton.cdiv(shape.seqlen_q, bm), shape.nheads, shape.batch),
+        (q, k, v, dout, lse, delta, dq, shape.cu_q, shape.cu_k, *qkv_do_strides, *_strides(dq, shape.varlen),
+         *stat_strides, *common),
+        **shape.constexprs(),
+    )
+    return dq, dk, dv
