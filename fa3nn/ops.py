@@ -94,16 +94,17 @@ def attention_backward(
     call = AttnCall.of(q, k, v, params, varlen is not None)
     chosen = resolve(backend, call, backward=True)
     if q.numel() == 0 or k.numel() == 0:
-        return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        return tuple(torch.zeros(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
     if dout.stride(-1) != 1:
         dout = dout.contiguous()
-    return chosen.backward(dout, q, k, v, out, lse, dlse, params, varlen)
+    # Gradients are contiguous whatever the inputs' strides (the fake impl promises that layout).
+    return tuple(g.contiguous() for g in chosen.backward(dout, q, k, v, out, lse, dlse, params, varlen))
 
 
 @attention_backward.register_fake
 def _(dout, q, k, v, out, lse, dlse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
       window_left, window_right, softcap, deterministic, backend):
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    return tuple(t.new_empty(t.shape) for t in (q, k, v))
 
 
 def _setup_context(ctx, inputs, output):

@@ -1,0 +1,79 @@
+"""The custom ops pass torch.library.opcheck, and torch.compile(fullgraph=True) traces a model with no graph break."""
+
+import pytest
+import torch
+
+import fa3nn
+from fa3nn.ops import attention_backward, attention_forward
+from fa3nn.testing import random_qkv
+
+
+def dense_args(dtype=torch.float32, requires_grad=True):
+    q, k, v = random_qkv(2, 9, 13, 4, 2, 16, dtype, requires_grad=requires_grad)
+    return (q, k, v, None, None, 9, 13, 0.25, -1, 0, 0.0, False, "reference")
+
+
+def varlen_args(requires_grad=True):
+    q = torch.randn(8, 4, 16, requires_grad=requires_grad)
+    k = torch.randn(11, 2, 16, requires_grad=requires_grad)
+    v = torch.randn(11, 2, 16, requires_grad=requires_grad)
+    cu_q = torch.tensor([0, 3, 8], dtype=torch.int32)
+    cu_k = torch.tensor([0, 6, 11], dtype=torch.int32)
+    return (q, k, v, cu_q, cu_k, 5, 6, 0.25, 4, 0, 2.0, False, "reference")
+
+
+@pytest.mark.parametrize("make_args", [dense_args, varlen_args])
+def test_opcheck_forward(make_args):
+    torch.library.opcheck(attention_forward, make_args())
+
+
+@pytest.mark.parametrize("make_args", [dense_args, varlen_args])
+def test_opcheck_backward(make_args):
+    args = make_args(requires_grad=False)
+    q, k, v = args[:3]
+    out, lse = attention_forward(*args)
+    dout, dlse = torch.randn_like(out), torch.randn_like(lse)
+    torch.library.opcheck(attention_backward, (dout, q, k, v, out, lse, dlse, *args[3:]))
+    torch.library.opcheck(attention_backward, (dout, q, k, v, out, lse, None, *args[3:]))
+
+
+class TinyAttentionBlock(torch.nn.Module):
+    def __init__(self, dim=64, nheads=4, nheads_kv=2):
+        super().__init__()
+        self.nheads, self.nheads_kv, self.headdim = nheads, nheads_kv, dim // nheads
+        self.wq = torch.nn.Linear(dim, dim)
+        self.wkv = torch.nn.Linear(dim, 2 * nheads_kv * self.headdim)
+        self.attn = fa3nn.FlashAttentionV3(causal=True, window_size=(16, -1))
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q = self.wq(x).view(b, s, self.nheads, self.headdim)
+        k, v = self.wkv(x).view(b, s, 2, self.nheads_kv, self.headdim).unbind(2)
+        return self.attn(q, k, v).reshape(b, s, -1)
+
+
+def test_compile_fullgraph_forward_and_backward():
+    torch._dynamo.reset()
+    model = TinyAttentionBlock()
+    x = torch.randn(2, 24, 64, requires_grad=True)
+    expected = model(x)
+    expected_grad = torch.autograd.grad(expected.sum(), x)[0]
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    got = compiled(x)
+    got_grad = torch.autograd.grad(got.sum(), x)[0]
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(got_grad, expected_grad)
+
+
+def test_compile_fullgraph_inductor_varlen():
+    torch._dynamo.reset()
+    q, k, v = varlen_args()[:3]
+    cu_q = torch.tensor([0, 3, 8], dtype=torch.int32)
+    cu_k = torch.tensor([0, 6, 11], dtype=torch.int32)
+
+    def f(q, k, v):
+        return fa3nn.flash_attn_varlen_func(q * 2, k, v, cu_q, cu_k, 5, 6, causal=True).sum()
+
+    expected = f(q, k, v)
+    got = torch.compile(f, fullgraph=True)(q, k, v)
+    torch.testing.assert_close(got, expected)
