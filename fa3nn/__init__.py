@@ -1,6 +1,7 @@
 """fa3nn: FlashAttention-3 for NVIDIA Hopper as a PyTorch drop-in for training."""
 
 from fa3nn.dispatch import UnsupportedCall
+from fa3nn.integrations.hf import patch_hf, unpatch_hf
 from fa3nn.interface import explain, flash_attn_func, flash_attn_varlen_func
 from fa3nn.module import FlashAttentionV3
 
@@ -12,4 +13,6 @@ __all__ = [
     "explain",
     "flash_attn_func",
     "flash_attn_varlen_func",
+    "patch_hf",
+    "unpatch_hf",
 ]

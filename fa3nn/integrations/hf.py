@@ -1,0 +1,299 @@
+"""The one-call Hugging Face swap: `fa3nn.patch_hf(model)` routes a transformers model's attention through fa3nn;
+`fa3nn.unpatch_hf(model)` undoes it exactly.
+
+How it plugs in (transformers >= 4.53, where masks are built by `masking_utils`):
+
+* an attention function is registered with `AttentionInterface` under `ATTN_IMPLEMENTATION` ("fa3nn"). The name
+  holds neither "flash" nor "sdpa": transformers treats such names specially (it would try to fetch a hub kernel, or
+  run SDPA's dispatch checks).
+* a mask function is registered under the same name with `AttentionMaskInterface`. Without one, masking_utils returns
+  no mask at all for an unknown name, and a padded batch would silently attend to its padding. fa3nn masks causal
+  and sliding-window patterns itself, so the mask it needs is only the 2D padding mask, or None without padding
+  (transformers' FlashAttention-2 semantics).
+* transformers passes q/k/v as (batch, nheads, seqlen, headdim) and expects (batch, seqlen, nheads, headdim) back;
+  fa3nn takes the latter, so a transpose view (stride 1 in headdim, no copy) is all the layout work. K/V keep their
+  nheads_kv heads: GQA never goes through `repeat_kv`.
+
+Per attention layer, `patch_hf(model)` attaches a `FlashAttentionV3` as `<layer>.fa3nn_attention`: it carries the
+layer's backend, determinism and FP8 recipe, and (once FP8 lands) its delayed-scaling buffers, which then appear in
+the model's state_dict under that name. Causal, window, softcap and scale come from each call's kwargs, i.e. from
+the model itself (`is_causal`, `sliding_window`, `softcap`, `scaling`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from fa3nn.integrations.hf_padding import pack_by_cu_seqlens, pack_by_position_ids, unpad_by_mask
+from fa3nn.interface import flash_attn_func, flash_attn_varlen_func
+from fa3nn.module import FlashAttentionV3
+
+ATTN_IMPLEMENTATION = "fa3nn"
+LAYER_ATTRIBUTE = "fa3nn_attention"
+MIN_TRANSFORMERS = (4, 53)
+TESTED_FAMILIES = ("Llama", "Mistral", "Qwen2", "Gemma-2")
+
+
+class UnsupportedModel(TypeError):
+    """The model does not route its attention through transformers' AttentionInterface."""
+
+
+@dataclass(frozen=True)
+class _Defaults:
+    """Options for layers that carry no FlashAttentionV3 (a model built with attn_implementation="fa3nn" by name)."""
+
+    backend: str = "auto"
+    deterministic: bool = False
+    ignore_dropout: bool = False
+
+
+_defaults = _Defaults()
+_registered_by_us = False
+
+
+def _transformers_version() -> tuple[int, int]:
+    import transformers
+
+    major, minor = transformers.__version__.split(".")[:2]
+    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
+
+
+def _interfaces():
+    version = _transformers_version()
+    if version < MIN_TRANSFORMERS:
+        raise ImportError(
+            f"fa3nn.patch_hf needs transformers >= {'.'.join(map(str, MIN_TRANSFORMERS))} (mask creation through "
+            f"masking_utils.AttentionMaskInterface); found {'.'.join(map(str, version))}. "
+            "Upgrade with: pip install -U 'transformers>=4.53'"
+        )
+    from transformers.masking_utils import AttentionMaskInterface
+    from transformers.modeling_utils import AttentionInterface
+
+    return AttentionInterface, AttentionMaskInterface
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The functions transformers calls
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def fa3nn_padding_mask(
+    batch_size: int,
+    q_length: int,
+    kv_length: int,
+    q_offset: int = 0,
+    kv_offset: int = 0,
+    mask_function=None,
+    attention_mask: torch.Tensor | None = None,
+    **kwargs,
+) -> torch.Tensor | None:
+    """The mask fa3nn needs: the 2D padding mask (batch, kv_length), True on real tokens, or None without padding.
+    The causal/sliding pattern in `mask_function` is applied by fa3nn itself from the layer's kwargs."""
+    if attention_mask is None:
+        return None
+    if attention_mask.dim() != 2:
+        raise ValueError(
+            f"attn_implementation={ATTN_IMPLEMENTATION!r} takes a 2D padding mask (batch, seqlen), got shape "
+            f"{tuple(attention_mask.shape)}; for arbitrary 4D masks use attn_implementation='sdpa' or 'eager'"
+        )
+    attention_mask = attention_mask[:, -kv_length:].bool()  # sliding-window caches keep only the last keys
+    if attention_mask.shape[1] == kv_length and bool(attention_mask.all()):
+        return None
+    return attention_mask
+
+
+def _window(is_causal: bool, sliding_window: int | None, seqlen_k: int) -> tuple[int, int]:
+    # transformers' sliding window counts the query token itself: key j is seen by query i when
+    # i - sliding_window < j <= i, i.e. fa3nn's window (sliding_window - 1, 0) (symmetric when not causal).
+    if sliding_window is None or sliding_window <= 0 or seqlen_k <= sliding_window - 1:
+        return (-1, -1)
+    return (sliding_window - 1, -1 if is_causal else sliding_window - 1)
+
+
+def fa3nn_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    sliding_window: int | None = None,
+    softcap: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """transformers' attention-function contract: q (batch, nheads, seqlen_q, headdim), k/v (batch, nheads_kv,
+    seqlen_k, headdim[_v]) in; (out (batch, seqlen_q, nheads, headdim_v), None) back."""
+    layer = getattr(module, LAYER_ATTRIBUTE, None)
+    backend = layer.backend if layer is not None else _defaults.backend
+    deterministic = layer.deterministic if layer is not None else _defaults.deterministic
+    fp8 = layer.fp8 if layer is not None else None
+    if dropout and dropout > 0 and not _defaults.ignore_dropout:
+        raise ValueError(
+            f"attention dropout {dropout} is set on {type(module).__name__}, but FlashAttention-3 has no dropout. "
+            "Set config.attention_dropout = 0.0, or call fa3nn.patch_hf(..., ignore_dropout=True) to train without it"
+        )
+    for unsupported in ("s_aux", "sinks", "position_bias"):
+        if kwargs.get(unsupported) is not None:
+            raise NotImplementedError(
+                f"{type(module).__name__} passes `{unsupported}` to attention, which fa3nn does not implement; "
+                "use attn_implementation='eager' for this model"
+            )
+    if kwargs.get("output_attentions"):
+        warnings.warn("fa3nn does not return attention weights (output_attentions=True gives None)", stacklevel=2)
+
+    is_causal = getattr(module, "is_causal", True) if is_causal is None else bool(is_causal)
+    q, k, v = query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2)
+    options = dict(
+        softmax_scale=scaling, causal=is_causal, window_size=_window(is_causal, sliding_window, k.shape[1]),
+        softcap=float(softcap or 0.0), deterministic=deterministic, fp8=fp8, backend=backend,
+    )
+
+    if attention_mask is not None:
+        packed = unpad_by_mask(q, k, v, attention_mask)
+    elif all(kwargs.get(n) is not None for n in ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")):
+        packed = pack_by_cu_seqlens(
+            q, k, v, kwargs["cu_seq_lens_q"], kwargs["cu_seq_lens_k"], kwargs["max_length_q"], kwargs["max_length_k"]
+        )
+    elif kwargs.get("position_ids") is not None:
+        packed = pack_by_position_ids(q, k, v, kwargs["position_ids"])
+    else:
+        packed = None
+
+    if packed is None:
+        return flash_attn_func(q, k, v, **options), None
+    out = flash_attn_varlen_func(
+        packed.q, packed.k, packed.v, packed.cu_seqlens_q, packed.cu_seqlens_k, packed.max_seqlen_q,
+        packed.max_seqlen_k, **options,
+    )
+    return packed.restore(out), None
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# patch / unpatch
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _attention_layers(model: nn.Module) -> list[nn.Module]:
+    """The modules that call the AttentionInterface: an `*Attention` class with a `scaling` and a `config`."""
+    return [
+        m for m in model.modules()
+        if type(m).__name__.endswith("Attention") and hasattr(m, "scaling") and hasattr(m, "config")
+    ]
+
+
+def _unsupported(model: nn.Module, why: str) -> UnsupportedModel:
+    return UnsupportedModel(
+        f"fa3nn.patch_hf cannot swap the attention of {type(model).__name__}: {why}. It supports transformers "
+        "models whose attention layers call transformers' AttentionInterface (ALL_ATTENTION_FUNCTIONS.get_interface), "
+        f"e.g. Llama, Mistral, Qwen2/Qwen3, Gemma/Gemma-2/Gemma-3, Phi-3 (tested: {', '.join(TESTED_FAMILIES)}). "
+        "For another model, call fa3nn.flash_attn_func from its attention module yourself"
+    )
+
+
+def _check_model(model: nn.Module) -> list[nn.Module]:
+    from transformers import PreTrainedModel
+
+    if not isinstance(model, PreTrainedModel):
+        raise _unsupported(model, "it is not a transformers PreTrainedModel")
+    can_set = getattr(type(model), "_can_set_attn_implementation", None)
+    if can_set is not None and not can_set():
+        raise _unsupported(model, "its modeling code does not go through the AttentionInterface")
+    if getattr(model.config, "attention_chunk_size", None):
+        raise _unsupported(model, "chunked attention (attention_chunk_size) is not implemented by fa3nn")
+    layers = _attention_layers(model)
+    if not layers:
+        raise _unsupported(model, "no attention layer of the AttentionInterface kind was found")
+    return layers
+
+
+def _configs(model: nn.Module) -> list:
+    """Every config whose `_attn_implementation` the swap may change (the model's, sub-models', sub-configs')."""
+    seen, configs = set(), []
+
+    def add(config):
+        if config is not None and id(config) not in seen:
+            seen.add(id(config))
+            configs.append(config)
+            for key in getattr(config, "sub_configs", {}) or {}:
+                add(getattr(config, key, None))
+
+    for module in model.modules():
+        add(getattr(module, "config", None))
+    return configs
+
+
+def _register(backend: str, deterministic: bool, ignore_dropout: bool) -> None:
+    global _defaults, _registered_by_us
+    attention_interface, mask_interface = _interfaces()
+    attention_interface.register(ATTN_IMPLEMENTATION, fa3nn_attention_forward)
+    mask_interface.register(ATTN_IMPLEMENTATION, fa3nn_padding_mask)
+    _defaults = _Defaults(backend, deterministic, ignore_dropout)
+    _registered_by_us = True
+
+
+def patch_hf(
+    model: nn.Module | None = None,
+    *,
+    fp8=None,
+    backend: str = "auto",
+    deterministic: bool = False,
+    ignore_dropout: bool = False,
+):
+    """Route a transformers model's attention through fa3nn. Returns the model (patched in place).
+
+    Without a model, only registers `attn_implementation="fa3nn"` so that `from_pretrained(...,
+    attn_implementation="fa3nn")` / `from_config` can use it. With a model, also switches it (and its sub-models)
+    to "fa3nn" and attaches one `FlashAttentionV3(fp8=fp8, backend=backend, deterministic=deterministic)` per
+    attention layer. `ignore_dropout=True` trains with attention dropout silently off instead of raising.
+    """
+    _register(backend, deterministic, ignore_dropout)
+    if model is None:
+        return None
+    layers = _check_model(model)
+    if hasattr(model, "_fa3nn_previous"):
+        unpatch_hf(model)  # re-patching (e.g. new options) starts from the original state
+    previous = {id(c): (c, c._attn_implementation_internal) for c in _configs(model)}
+    if hasattr(model, "set_attn_implementation"):
+        model.set_attn_implementation(ATTN_IMPLEMENTATION)
+    else:  # transformers releases without the setter read the config attribute on every call
+        for config, _ in previous.values():
+            config._attn_implementation = ATTN_IMPLEMENTATION
+    for config, _ in previous.values():
+        if config._attn_implementation != ATTN_IMPLEMENTATION:
+            raise _unsupported(model, f"a sub-config kept attn_implementation={config._attn_implementation!r}")
+    for layer in layers:
+        device = next((p.device for p in layer.parameters()), None)
+        attention = FlashAttentionV3(causal=True, deterministic=deterministic, fp8=fp8, backend=backend)
+        layer.add_module(LAYER_ATTRIBUTE, attention.to(device) if device is not None else attention)
+    model._fa3nn_previous = previous
+    return model
+
+
+def unpatch_hf(model: nn.Module | None = None):
+    """Undo `patch_hf(model)`: every config gets back the attention implementation it had, and the attached
+    FlashAttentionV3 modules are removed, so outputs and state_dict are bit-identical to before the patch.
+    Without a model, removes the "fa3nn" registration from transformers (models still set to it then fail)."""
+    global _registered_by_us
+    if model is None:
+        if _registered_by_us:
+            attention_interface, mask_interface = _interfaces()
+            attention_interface._global_mapping.pop(ATTN_IMPLEMENTATION, None)
+            mask_interface._global_mapping.pop(ATTN_IMPLEMENTATION, None)
+            _registered_by_us = False
+        return None
+    previous = getattr(model, "_fa3nn_previous", None)
+    if previous is None:
+        raise ValueError(f"{type(model).__name__} was not patched by fa3nn.patch_hf; nothing to undo")
+    for config, implementation in previous.values():
+        config._attn_implementation_internal = implementation
+    for layer in _attention_layers(model):
+        if LAYER_ATTRIBUTE in layer._modules:
+            del layer._modules[LAYER_ATTRIBUTE]
+    del model._fa3nn_previous
+    return model

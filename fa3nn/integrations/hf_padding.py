@@ -1,0 +1,128 @@
+"""From the ways Hugging Face models mark sequence boundaries to fa3nn's packed (varlen) layout, and back.
+
+transformers hands an attention function one of three boundary descriptions (checked in this order, as its own
+flash-attention path does):
+
+1. a 2D padding mask (batch, seqlen_k), True on real tokens, left or right padded: unpad q/k/v to
+   (total, nheads, headdim), run varlen, scatter the output back (padded query rows get zeros);
+2. `cu_seq_lens_q/k` + `max_length_q/k` kwargs, as `DataCollatorWithFlattening(return_flash_attn_kwargs=True)`
+   produces for sequences flattened into one row;
+3. `position_ids` that restart (1, 2, 3, 0, 1, 0, 1, 2 ...): every token whose position is not its left
+   neighbour's + 1 starts a sequence. Unlike transformers' own check this also accepts batch > 1 (a sequence never
+   spans two rows) and any start value (`position_ids_start`).
+
+Everything else is a dense call. All functions take and return the (batch, seqlen, nheads, headdim) layout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class Packed:
+    """q/k/v in the varlen layout, plus what it takes to put the output back into (batch, seqlen_q, ...)."""
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    cu_seqlens_q: torch.Tensor
+    cu_seqlens_k: torch.Tensor
+    max_seqlen_q: int
+    max_seqlen_k: int
+    query_rows: torch.Tensor | None  # flat (batch * seqlen_q) indices of the real query rows; None = all rows, in order
+    batch: int
+    seqlen_q: int
+
+    def restore(self, out: torch.Tensor) -> torch.Tensor:
+        """(total_q, nheads, headdim_v) -> (batch, seqlen_q, nheads, headdim_v); padded query rows are zero."""
+        if self.query_rows is None:
+            return out.view(self.batch, self.seqlen_q, *out.shape[1:])
+        full = out.new_zeros(self.batch * self.seqlen_q, *out.shape[1:])
+        full.index_copy_(0, self.query_rows, out)  # differentiable in both `out` and the zero background
+        return full.view(self.batch, self.seqlen_q, *out.shape[1:])
+
+
+def _cu_seqlens(lengths: torch.Tensor) -> torch.Tensor:
+    return F.pad(lengths.cumsum(0, dtype=torch.int32), (1, 0))
+
+
+def _flatten(x: torch.Tensor) -> torch.Tensor:
+    return x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])
+
+
+def unpad_by_mask(q, k, v, padding_mask: torch.Tensor) -> Packed:
+    """Case 1. `padding_mask` (batch, seqlen_k) is True on real tokens. seqlen_q may be shorter than seqlen_k (decoding
+    with a cache): the query rows are then the last seqlen_q columns of the mask, as in transformers."""
+    batch, seqlen_q = q.shape[:2]
+    if k.shape[1] > padding_mask.shape[1]:  # a static cache holds more slots than tokens seen: drop the empty ones
+        k, v = k[:, : padding_mask.shape[1]], v[:, : padding_mask.shape[1]]
+    if k.shape[1] != padding_mask.shape[1]:
+        raise ValueError(
+            f"the padding mask covers {padding_mask.shape[1]} key positions but the keys have {k.shape[1]}"
+        )
+    mask_k = padding_mask.bool()
+    lengths_k = mask_k.sum(-1, dtype=torch.int32)
+    rows_k = mask_k.flatten().nonzero().flatten()
+    mask_q = mask_k[:, -seqlen_q:]
+    lengths_q = mask_q.sum(-1, dtype=torch.int32)
+    rows_q = rows_k if seqlen_q == k.shape[1] else mask_q.flatten().nonzero().flatten()
+    return Packed(
+        q=_flatten(q).index_select(0, rows_q),
+        k=_flatten(k).index_select(0, rows_k),
+        v=_flatten(v).index_select(0, rows_k),
+        cu_seqlens_q=_cu_seqlens(lengths_q),
+        cu_seqlens_k=_cu_seqlens(lengths_k),
+        max_seqlen_q=int(lengths_q.max()) if batch else 0,
+        max_seqlen_k=int(lengths_k.max()) if batch else 0,
+        query_rows=rows_q,
+        batch=batch,
+        seqlen_q=seqlen_q,
+    )
+
+
+def pack_by_cu_seqlens(q, k, v, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k) -> Packed:
+    """Case 2. Sequences flattened along batch x seqlen, boundaries given explicitly (int32 or int64 tensors)."""
+    if q.shape[:2] != k.shape[:2]:
+        raise ValueError(
+            "cu_seq_lens_q/k describe flattened sequences, which needs as many query as key positions; got "
+            f"q {tuple(q.shape[:2])}, k {tuple(k.shape[:2])} (batch, seqlen)"
+        )
+    return Packed(
+        q=_flatten(q), k=_flatten(k), v=_flatten(v),
+        cu_seqlens_q=cu_seq_lens_q.to(device=q.device, dtype=torch.int32),
+        cu_seqlens_k=cu_seq_lens_k.to(device=q.device, dtype=torch.int32),
+        max_seqlen_q=int(max_length_q), max_seqlen_k=int(max_length_k),
+        query_rows=None, batch=q.shape[0], seqlen_q=q.shape[1],
+    )
+
+
+def sequence_starts(position_ids: torch.Tensor) -> torch.Tensor:
+    """Bool (batch, seqlen): True where a sequence starts (a row's first token, or a position that is not its left
+    neighbour's + 1)."""
+    starts = torch.ones_like(position_ids, dtype=torch.bool)
+    starts[:, 1:] = position_ids[:, 1:] != position_ids[:, :-1] + 1
+    return starts
+
+
+def pack_by_position_ids(q, k, v, position_ids: torch.Tensor) -> Packed | None:
+    """Case 3. Returns None when every row holds one sequence (a plain dense call does then)."""
+    batch, seqlen = q.shape[:2]
+    if position_ids.dim() != 2 or k.shape[1] != seqlen or seqlen <= 1:
+        return None  # decoding with a cache, or an unusual layout: position ids say nothing about packing
+    position_ids = position_ids.to(q.device).expand(batch, -1)
+    starts = sequence_starts(position_ids)
+    if int(starts.sum()) == batch:  # a host sync, as in transformers' own check
+        return None
+    start_rows = starts.flatten().nonzero().flatten().to(torch.int32)
+    total = torch.tensor([batch * seqlen], dtype=torch.int32, device=q.device)
+    cu_seqlens = torch.cat([start_rows, total])
+    max_seqlen = int(cu_seqlens.diff().max())
+    return Packed(
+        q=_flatten(q), k=_flatten(k), v=_flatten(v),
+        cu_seqlens_q=cu_seqlens, cu_seqlens_k=cu_seqlens, max_seqlen_q=max_seqlen, max_seqlen_k=max_seqlen,
+        query_rows=None, batch=batch, seqlen_q=seqlen,
+    )

@@ -1,0 +1,288 @@
+"""fa3nn.patch_hf on tiny random Llama, Mistral, Qwen2 and Gemma-2 models (CPU, reference backend).
+
+Numerics follow FlashAttention-3's error-ratio rule (fa3nn.testing.assert_error_ratio) at the model level:
+  actual = the patched model in float32,  ref = the eager model in float64,  pt = the eager model in float32.
+The patched model may be at most twice as far from the float64 truth as eager attention at float32 is.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+import fa3nn  # noqa: E402
+from fa3nn.integrations.hf import ATTN_IMPLEMENTATION, LAYER_ATTRIBUTE, UnsupportedModel  # noqa: E402
+from fa3nn.testing import assert_error_ratio  # noqa: E402
+
+VOCAB, SEQLEN, WINDOW = 96, 16, 6
+COMMON = dict(
+    vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+    num_key_value_heads=2, max_position_embeddings=64, attn_implementation="eager", tie_word_embeddings=False,
+)
+
+
+def _config(family: str):
+    if family == "llama":
+        return transformers.LlamaConfig(**COMMON)
+    if family == "mistral":  # every layer slides
+        return transformers.MistralConfig(**COMMON, sliding_window=WINDOW)
+    if family == "qwen2":  # layer 0 full, layer 1 sliding
+        return transformers.Qwen2Config(**COMMON, use_sliding_window=True, sliding_window=WINDOW, max_window_layers=1)
+    if family == "gemma2":  # alternating sliding/full, softcapped scores, scale from query_pre_attn_scalar
+        return transformers.Gemma2Config(
+            **COMMON, head_dim=16, sliding_window=WINDOW, attn_logit_softcapping=1.5, final_logit_softcapping=None,
+            query_pre_attn_scalar=24,
+        )
+    raise ValueError(family)
+
+
+MODEL_CLASSES = {
+    "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+    "gemma2": "Gemma2ForCausalLM",
+}
+FAMILIES = tuple(MODEL_CLASSES)
+
+
+def _model(family: str):
+    model = getattr(transformers, MODEL_CLASSES[family])(_config(family)).eval()
+    with torch.no_grad():  # random init is small; widen it so attention is far from uniform and softcap bites
+        for name, param in model.named_parameters():
+            if name.endswith(("q_proj.weight", "k_proj.weight")):
+                param.mul_(4.0)
+    return model
+
+
+def _run(model, input_ids, dtype, loss_mask=None, **kwargs):
+    """Logits and the gradients of a weighted logit sum (weights fixed by a seed), in float64 for comparison."""
+    model = model.to(dtype)
+    model.zero_grad(set_to_none=True)
+    logits = model(input_ids, **kwargs).logits
+    weights = torch.randn(logits.shape, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    if loss_mask is not None:
+        weights = weights * loss_mask[..., None]
+    (logits.double() * weights).sum().backward()
+    grads = torch.cat([p.grad.double().flatten() for p in model.parameters() if p.grad is not None])
+    return logits.detach().double(), grads
+
+
+def _three_ways(family, input_ids, loss_mask=None, **kwargs):
+    """(actual, ref, pt) logits and grads: patched fp32, eager fp64, eager fp32 (same weights)."""
+    model = _model(family)
+    ref = _run(copy.deepcopy(model), input_ids, torch.float64, loss_mask, **kwargs)
+    pt = _run(copy.deepcopy(model), input_ids, torch.float32, loss_mask, **kwargs)
+    actual = _run(fa3nn.patch_hf(model), input_ids, torch.float32, loss_mask, **kwargs)
+    return actual, ref, pt
+
+
+def _assert_matches(actual, ref, pt, keep=None):
+    keep = (lambda t: t) if keep is None else keep
+    assert_error_ratio(keep(actual[0]), keep(ref[0]), keep(pt[0]), "logits")
+    assert_error_ratio(actual[1], ref[1], pt[1], "parameter gradients")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_patched_matches_eager(family):
+    input_ids = torch.randint(0, VOCAB, (2, SEQLEN))
+    _assert_matches(*_three_ways(family, input_ids))
+
+
+def _run_rows(model, input_ids, real, dtype):
+    """Like `_run` on the real tokens of each row alone (no padding anywhere), at the positions they have in the
+    padded batch. Returns logits in `logits[real]` order and the gradients of the same weighted sum."""
+    model = model.to(dtype)
+    model.zero_grad(set_to_none=True)
+    weights = torch.randn((*input_ids.shape, VOCAB), generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    positions = torch.arange(input_ids.shape[1])
+    rows = []
+    for row in range(input_ids.shape[0]):
+        keep = real[row]
+        logits = model(input_ids[row, keep][None], position_ids=positions[keep][None]).logits[0]
+        (logits.double() * weights[row, keep]).sum().backward()
+        rows.append(logits.detach().double())
+    grads = torch.cat([p.grad.double().flatten() for p in model.parameters() if p.grad is not None])
+    return torch.cat(rows), grads
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_padding(family, side):
+    """A padded batch through the patched model equals each row's real tokens alone (eager, per row). Eager on the
+    padded batch itself is no reference: at float64 its fully masked padding rows turn to NaN and leak."""
+    input_ids = torch.randint(0, VOCAB, (3, SEQLEN))
+    mask = torch.ones(3, SEQLEN, dtype=torch.long)
+    for row, pad in ((1, 5), (2, 11)):
+        if side == "left":
+            mask[row, :pad] = 0
+        else:
+            mask[row, SEQLEN - pad:] = 0
+    real = mask.bool()
+    model = _model(family)
+    ref = _run_rows(copy.deepcopy(model), input_ids, real, torch.float64)
+    pt = _run_rows(copy.deepcopy(model), input_ids, real, torch.float32)
+    logits, grads = _run(fa3nn.patch_hf(model), input_ids, torch.float32, real.double(), attention_mask=mask)
+    _assert_matches((logits[real], grads), ref, pt)
+
+
+@pytest.mark.parametrize("boundaries", ["position_ids", "cu_seq_lens"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_packed_equals_per_sequence(family, boundaries):
+    lengths = (5, 9, 4)
+    sequences = [torch.randint(0, VOCAB, (1, n)) for n in lengths]
+    model = _model(family)
+    patched = fa3nn.patch_hf(copy.deepcopy(model)).float()
+    packed_ids = torch.cat(sequences, dim=1)
+    position_ids = torch.cat([torch.arange(n) for n in lengths]).unsqueeze(0)
+    if boundaries == "position_ids":
+        kwargs = dict(position_ids=position_ids)
+    else:
+        cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int64)
+        kwargs = dict(position_ids=position_ids, cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=max(lengths),
+                      max_length_k=max(lengths))
+    with torch.no_grad():
+        actual = patched(packed_ids, **kwargs).logits.double()
+        ref = torch.cat([model.double()(s).logits for s in sequences], dim=1)
+        pt = torch.cat([model.float()(s).logits for s in sequences], dim=1).double()
+    assert_error_ratio(actual, ref, pt, "packed logits vs per-sequence")
+    # and packing matters: without boundaries, later sequences would attend across them
+    with torch.no_grad():
+        unbounded = patched(packed_ids).logits.double()
+    assert (unbounded[:, lengths[0]:] - ref[:, lengths[0]:]).abs().max() > 1e-3
+
+
+def test_position_ids_packing_with_batch_and_offset_start():
+    """Restarts are found per row (batch > 1) and from any start value (DataCollatorWithFlattening's
+    position_ids_start)."""
+    model = _model("llama").float()
+    patched = fa3nn.patch_hf(copy.deepcopy(model))
+    rows = [(6, 10), (16,)]
+    ids = torch.randint(0, VOCAB, (2, SEQLEN))
+    position_ids = torch.stack([torch.cat([torch.arange(n) + 2 for n in row]) for row in rows])
+    with torch.no_grad():
+        actual = patched(ids, position_ids=position_ids).logits
+        expected_row0 = torch.cat([model(ids[:1, :6], position_ids=position_ids[:1, :6]).logits,
+                                   model(ids[:1, 6:], position_ids=position_ids[:1, 6:]).logits], dim=1)
+        expected_row1 = model(ids[1:], position_ids=position_ids[1:]).logits
+    torch.testing.assert_close(actual, torch.cat([expected_row0, expected_row1]), atol=2e-5, rtol=0)
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral", "gemma2"])
+def test_generate_matches_eager(family):
+    model = _model(family).float()
+    prompt = torch.randint(0, VOCAB, (2, 10))
+    mask = torch.ones_like(prompt)
+    mask[1, :3] = 0  # left padding, as generate expects
+    options = dict(attention_mask=mask, max_new_tokens=5, do_sample=False, pad_token_id=0)
+    expected = model.generate(prompt, **options)
+    fa3nn.patch_hf(model)
+    generated = model.generate(prompt, **options)
+    assert generated.shape == (2, 15)
+    assert torch.equal(generated, expected)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_unpatch_restores_bit_identical(family):
+    model = _model(family).float()
+    input_ids = torch.randint(0, VOCAB, (2, SEQLEN))
+    before_keys = list(model.state_dict())
+    before = model(input_ids).logits.detach()
+    fa3nn.patch_hf(model)
+    assert model.config._attn_implementation == ATTN_IMPLEMENTATION
+    patched = model(input_ids).logits.detach()
+    fa3nn.unpatch_hf(model)
+    after = model(input_ids).logits.detach()
+    assert model.config._attn_implementation == "eager"
+    assert not any(hasattr(m, LAYER_ATTRIBUTE) for m in model.modules())
+    assert list(model.state_dict()) == before_keys
+    assert torch.equal(after, before)
+    assert not torch.equal(patched, before)  # the patch did change the arithmetic (so the check above means something)
+
+
+def test_patch_attaches_one_module_per_layer():
+    model = fa3nn.patch_hf(_model("qwen2"), backend="reference", deterministic=True)
+    attached = [m for m in model.modules() if isinstance(m, fa3nn.FlashAttentionV3)]
+    assert len(attached) == model.config.num_hidden_layers
+    assert all(m.backend == "reference" and m.deterministic for m in attached)
+
+
+def test_registered_by_name_for_from_config():
+    fa3nn.patch_hf()
+    config = _config("llama")
+    eager = transformers.LlamaForCausalLM(config).eval()
+    config_fa3nn = copy.deepcopy(config)
+    config_fa3nn._attn_implementation = ATTN_IMPLEMENTATION
+    by_name = transformers.LlamaForCausalLM(config_fa3nn).eval()
+    by_name.load_state_dict(eager.state_dict())
+    assert by_name.config._attn_implementation == ATTN_IMPLEMENTATION
+    ids = torch.randint(0, VOCAB, (2, SEQLEN))
+    mask = torch.ones_like(ids)
+    mask[0, :4] = 0
+    with torch.no_grad():
+        torch.testing.assert_close(by_name(ids, attention_mask=mask).logits[mask.bool()],
+                                   eager(ids, attention_mask=mask).logits[mask.bool()], atol=2e-5, rtol=0)
+
+
+def test_padding_mask_function_is_registered():
+    """Without the mask function transformers would pass no mask: padding would silently leak into attention."""
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+
+    fa3nn.patch_hf()
+    mask_fn = ALL_MASK_ATTENTION_FUNCTIONS[ATTN_IMPLEMENTATION]
+    padding = torch.tensor([[0, 1, 1], [1, 1, 1]], dtype=torch.bool)
+    assert torch.equal(mask_fn(2, 3, 3, attention_mask=padding), padding)
+    assert mask_fn(2, 3, 3, attention_mask=torch.ones(2, 3, dtype=torch.bool)) is None
+    with pytest.raises(ValueError, match="2D padding mask"):
+        mask_fn(2, 3, 3, attention_mask=torch.ones(2, 1, 3, 3, dtype=torch.bool))
+
+
+def test_dropout_raises_unless_ignored():
+    config = _config("llama")
+    config.attention_dropout = 0.1
+    model = fa3nn.patch_hf(transformers.LlamaForCausalLM(config)).train()
+    ids = torch.randint(0, VOCAB, (1, 8))
+    with pytest.raises(ValueError, match="FlashAttention-3 has no dropout"):
+        model(ids)
+    model.eval()
+    model(ids)  # eval mode passes dropout=0
+    fa3nn.patch_hf(model, ignore_dropout=True).train()
+    try:
+        assert torch.isfinite(model(ids).logits).all()
+    finally:
+        fa3nn.patch_hf()  # restore the default (raise) for other tests
+
+
+def test_unsupported_models_get_a_clear_error():
+    with pytest.raises(UnsupportedModel, match="not a transformers PreTrainedModel.*tested: Llama"):
+        fa3nn.patch_hf(torch.nn.Linear(2, 2))
+
+    class NoInterfaceModel(transformers.PreTrainedModel):
+        config_class = transformers.LlamaConfig
+
+        @classmethod
+        def _can_set_attn_implementation(cls):
+            return False
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.proj = torch.nn.Linear(2, 2)
+
+    with pytest.raises(UnsupportedModel, match="does not go through the AttentionInterface.*Mistral"):
+        fa3nn.patch_hf(NoInterfaceModel(_config("llama")))
+    with pytest.raises(ValueError, match="was not patched"):
+        fa3nn.unpatch_hf(_model("llama"))
+
+
+def test_test_inputs_exercise_window_and_softcap():
+    """Guards the tests above: with these sizes the sliding window and the softcap change the eager output."""
+    ids = torch.randint(0, VOCAB, (1, SEQLEN))
+    mistral, gemma2 = _model("mistral"), _model("gemma2")
+    with torch.no_grad():
+        windowed, softcapped = mistral(ids).logits, gemma2(ids).logits
+        mistral.config.sliding_window = None
+        for layer in gemma2.model.layers:
+            layer.self_attn.attn_logit_softcapping = None
+        assert (mistral(ids).logits - windowed).abs().max() > 1e-3
+        assert (gemma2(ids).logits - softcapped).abs().max() > 1e-3
