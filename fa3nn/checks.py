@@ -90,7 +90,9 @@ def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
             raise ValueError(f"{name} must be a non-negative int, got {m!r}")
 
 
-def check_cu_seqlens_values(name: str, cu: torch.Tensor, total: int, max_seqlen_name: str, max_seqlen: int) -> list[int]:
+def check_cu_seqlens_values(
+    name: str, cu: torch.Tensor, total: int, max_seqlen_name: str, max_seqlen: int
+) -> list[int]:
     """Reads cu_seqlens (a host sync; only on paths that need the values) and checks it; returns it as a list."""
     values = cu.tolist()
     if values[0] != 0:

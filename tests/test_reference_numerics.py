@@ -11,7 +11,12 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 HEADDIMS = [32, 64, 96, 128, 192, 256]
 SEQLENS = [(1, 1), (17, 113), (113, 203), (239, 1), (128, 128), (1024, 1024)]
 HEADS = {"mha": (4, 4), "gqa": (6, 2), "mqa": (3, 1)}
-MASKS = {"none": (False, (-1, -1)), "causal": (True, (-1, -1)), "local": (False, (32, 7)), "causal_local": (True, (48, -1))}
+MASKS = {
+    "none": (False, (-1, -1)),
+    "causal": (True, (-1, -1)),
+    "local": (False, (32, 7)),
+    "causal_local": (True, (48, -1)),
+}
 
 
 def check_against_ref(q, k, v, backend="reference", **kwargs):

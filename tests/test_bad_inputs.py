@@ -1,0 +1,106 @@
+"""One test per bad input: each raises before any kernel runs, naming the argument and expected vs actual."""
+
+import math
+
+import pytest
+import torch
+
+import fa3nn
+
+
+def qkv(batch=2, seqlen_q=8, seqlen_k=8, nheads=4, nheads_kv=2, headdim=16, dtype=torch.float32):
+    return (torch.randn(batch, seqlen_q, nheads, headdim, dtype=dtype),
+            torch.randn(batch, seqlen_k, nheads_kv, headdim, dtype=dtype),
+            torch.randn(batch, seqlen_k, nheads_kv, headdim, dtype=dtype))
+
+
+def packed(cu_q=(0, 3, 8), cu_k=(0, 4, 8), max_q=5, max_k=4):
+    q, k, v = torch.randn(cu_q[-1], 4, 16), torch.randn(cu_k[-1], 2, 16), torch.randn(cu_k[-1], 2, 16)
+    return q, k, v, torch.tensor(cu_q, dtype=torch.int32), torch.tensor(cu_k, dtype=torch.int32), max_q, max_k
+
+
+def dense_call(**kwargs):
+    def call():
+        q, k, v = kwargs.pop("tensors", None) or qkv()
+        return fa3nn.flash_attn_func(q, k, v, **kwargs)
+    return call
+
+
+def varlen_call(args, **kwargs):
+    return lambda: fa3nn.flash_attn_varlen_func(*args, **kwargs)
+
+
+q, k, v = qkv()
+CASES = {
+    "q rank": (dense_call(tensors=(q[0], k, v)), ValueError, r"q must have 4 dimensions"),
+    "batch mismatch": (dense_call(tensors=(q, k[:1], v[:1])), ValueError, r"batch must match: q has 2, k has 1"),
+    "headdim mismatch": (dense_call(tensors=(q, k[..., :8], v)), ValueError, r"headdim of k must equal"),
+    "k/v mismatch": (dense_call(tensors=(q, k, v[:, :4])), ValueError, r"k and v must match"),
+    "heads not divisible": (dense_call(tensors=qkv(nheads=5, nheads_kv=2)), ValueError, r"multiple of nheads of k/v"),
+    "integer dtype": (dense_call(tensors=(q.long(), k, v)), TypeError, r"q must be a floating tensor"),
+    "mixed dtypes": (dense_call(tensors=(q.half(), k, v)), TypeError, r"one dtype, got q torch.float16"),
+    "not a tensor": (dense_call(tensors=(q.tolist(), k, v)), TypeError, r"q must be a torch.Tensor"),
+    "last dim strided": (dense_call(tensors=(q.transpose(1, 3), k.transpose(1, 3), v.transpose(1, 3))),
+                         ValueError, r"contiguous in its last dimension"),
+    "window below -1": (dense_call(window_size=(-2, 0)), ValueError, r"window_size entries must be >= -1"),
+    "window not a pair": (dense_call(window_size=(4,)), TypeError, r"window_size must be a pair"),
+    "softcap negative": (dense_call(softcap=-1.0), ValueError, r"softcap must be >= 0"),
+    "softcap nan": (dense_call(softcap=math.nan), TypeError, r"softcap must be a finite float"),
+    "scale inf": (dense_call(softmax_scale=math.inf), ValueError, r"softmax_scale must be finite"),
+    "scale nan": (dense_call(softmax_scale=math.nan), ValueError, r"softmax_scale must be finite"),
+    "causal not bool": (dense_call(causal=1), TypeError, r"causal must be a bool"),
+    "fp8 recipe": (dense_call(fp8="e4m3"), NotImplementedError, r"fp8='e4m3'.*pass fp8=None"),
+    "unknown backend": (dense_call(backend="cudnn"), ValueError, r"backend must be one of"),
+    "forced unavailable backend": (dense_call(backend="triton"), fa3nn.UnsupportedCall,
+                                   r"backend='triton' cannot run this forward call: .*can: \['reference'\]"),
+    "cu_seqlens dtype": (lambda: fa3nn.flash_attn_varlen_func(*packed()[:3], packed()[3].long(), packed()[4], 5, 4),
+                         TypeError, r"cu_seqlens_q must have dtype torch.int32, got torch.int64"),
+    "cu_seqlens 2-D": (lambda: fa3nn.flash_attn_varlen_func(*packed()[:3], packed()[3][None], packed()[4], 5, 4),
+                       ValueError, r"cu_seqlens_q must be 1-D"),
+    "cu_seqlens not from 0": (varlen_call(packed(cu_q=(1, 3, 8))), ValueError, r"cu_seqlens_q must start at 0, got 1"),
+    "cu_seqlens decreasing": (varlen_call(packed(cu_k=(0, 6, 4, 8), cu_q=(0, 3, 5, 8))), ValueError,
+                              r"cu_seqlens_k must be non-decreasing"),
+    "cu_seqlens total": (lambda: fa3nn.flash_attn_varlen_func(
+        *packed()[:3], torch.tensor([0, 3, 7], dtype=torch.int32), packed()[4], 5, 4),
+        ValueError, r"cu_seqlens_q\[-1\] must equal the total tokens of the packed tensor \(8\), got 7"),
+    "cu_seqlens batch mismatch": (varlen_call(packed(cu_k=(0, 8))), ValueError, r"both have batch \+ 1 entries"),
+    "max_seqlen too small": (varlen_call(packed(max_q=4)), ValueError,
+                             r"max_seqlen_q \(4\) is smaller than the longest sequence \(5\)"),
+    "max_seqlen negative": (varlen_call(packed(max_k=-1)), ValueError, r"max_seqlen_k must be a non-negative int"),
+    "varlen q rank": (lambda: fa3nn.flash_attn_varlen_func(q, *packed()[1:]), ValueError, r"q must have 3 dimensions"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input_raises_clear_error(case):
+    call, error, message = CASES[case]
+    with pytest.raises(error, match=message):
+        call()
+
+
+@pytest.mark.gpu
+def test_tensors_on_different_devices():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match=r"one device"):
+        fa3nn.flash_attn_func(q.cuda(), k, v)
+
+
+def test_tensors_on_different_devices_meta():
+    """Without a GPU, the meta device stands in for "another device"."""
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match=r"q, k and v must be on one device, got q cpu, k meta"):
+        fa3nn.flash_attn_func(q, k.to("meta"), v)
+
+
+def test_module_rejects_bad_config_at_construction():
+    with pytest.raises(ValueError, match=r"window_size entries must be >= -1"):
+        fa3nn.FlashAttentionV3(window_size=(-3, 0))
+    with pytest.raises(ValueError, match=r"backend must be one of"):
+        fa3nn.FlashAttentionV3(backend="flash")
+
+
+def test_module_partial_varlen_arguments():
+    attn = fa3nn.FlashAttentionV3()
+    q, k, v, cu_q, cu_k, max_q, max_k = packed()
+    with pytest.raises(ValueError, match=r"needs all of cu_seqlens_q, cu_seqlens_k, max_seqlen_q and max_seqlen_k"):
+        attn(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
