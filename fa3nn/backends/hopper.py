@@ -1,16 +1,126 @@
-"""Slot for the native Hopper (sm_90a) backend: warp-specialized wgmma + TMA kernels from kernels/hopper/.
+"""The native Hopper (sm_90a) backend: the warp-specialized wgmma + TMA forward kernel from kernels/hopper/.
 
-Not built yet (the native Hopper forward issue). Until then it refuses every call, so `auto` never picks it and
-forcing it raises an error that says so; it does not pretend to work.
+Forward only. The backward of a call whose forward ran here is resolved separately by fa3nn.ops and runs on another
+backend (triton, else reference); they share the lse convention: float32 natural log, (batch, nheads, seqlen_q), or
+(nheads, total_q) for varlen. The library is loaded (built on first use, see hopper_build) the first time a call
+that this backend could otherwise serve asks, and a failed load becomes the refusal reason, so `auto` falls through.
 """
 
 from __future__ import annotations
 
-from fa3nn.backends.base import AttnCall, Backend
+import ctypes
+
+import torch
+
+from fa3nn.backends import hopper_build
+from fa3nn.backends.base import AttnCall, AttnParams, Backend, Varlen
+
+SUPPORTED_HEADDIMS = (64, 128, 256)
+SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
+
+# Compile-time ablations of the kernel (bf16, head dim 128, non-causal only), for benchmarks.
+VARIANTS = {"full": 0, "no_pingpong": 1, "no_overlap": 2, "no_pingpong_no_overlap": 3}
+
+
+class _Library:
+    """Loads the shared library once; remembers why it could not."""
+
+    def __init__(self) -> None:
+        self.lib: ctypes.CDLL | None = None
+        self.error: str | None = None
+        self.tried = False
+
+    def get(self) -> ctypes.CDLL | None:
+        if not self.tried:
+            self.tried = True
+            try:
+                self.lib = hopper_build.load(hopper_build.library_path())
+            except Exception as exc:  # noqa: BLE001 - the reason becomes the refusal message
+                self.error = f"native library unavailable: {exc}"
+        return self.lib
+
+
+_LIBRARY = _Library()
+
+
+def _tma_ready(t: torch.Tensor) -> torch.Tensor:
+    """TMA needs a contiguous head dim, 16-B aligned base and strides that are multiples of 16 B."""
+    ok = t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and all(s % 8 == 0 for s in t.stride()[:-1])
+    return t if ok else t.contiguous()
+
+
+def launch(
+    q, k, v, softmax_scale: float, causal: bool, varlen: Varlen | None = None, variant: str = "full", out=None, lse=None
+):
+    """Run the kernel; returns (out, lse). Allocates through torch (unless `out`/`lse` are given: tests pass
+    NaN-poisoned ones), launches on the current stream, never syncs."""
+    lib = _LIBRARY.get()
+    if lib is None:
+        raise RuntimeError(_LIBRARY.error)
+    q, k, v = _tma_ready(q), _tma_ready(k), _tma_ready(v)
+    headdim = q.shape[-1]
+    if out is None:
+        out = torch.empty(*q.shape[:-1], v.shape[-1], dtype=q.dtype, device=q.device)
+    if varlen is None:
+        batch, seqlen_q, nheads, _ = q.shape
+        seqlen_k, nheads_kv = k.shape[1], k.shape[2]
+        max_seqlen_q = seqlen_q
+        if lse is None:
+            lse = torch.empty(batch, nheads, seqlen_q, dtype=torch.float32, device=q.device)
+        strides = [s for t in (q, k, v, out) for s in t.stride()[:3]]
+        cu_q = cu_k = None
+    else:
+        seqlen_q, nheads, _ = q.shape
+        seqlen_k, nheads_kv = k.shape[0], k.shape[1]
+        batch, max_seqlen_q = varlen.batch, varlen.max_seqlen_q
+        if lse is None:
+            lse = torch.empty(nheads, seqlen_q, dtype=torch.float32, device=q.device)
+        strides = [s for t in (q, k, v, out) for s in (0, *t.stride()[:2])]
+        cu_q = varlen.cu_seqlens_q.to(torch.int32).contiguous()
+        cu_k = varlen.cu_seqlens_k.to(torch.int32).contiguous()
+    stride_array = (ctypes.c_int64 * 12)(*strides)
+    with torch.cuda.device(q.device):
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        status = lib.fa3nn_hopper_fwd(
+            q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(),
+            None if cu_q is None else cu_q.data_ptr(), None if cu_k is None else cu_k.data_ptr(),
+            batch, seqlen_q, seqlen_k, max_seqlen_q, nheads, nheads_kv, headdim, stride_array,
+            float(softmax_scale), int(causal), int(q.dtype == torch.bfloat16), VARIANTS[variant], stream,
+        )
+    if status != 0:
+        raise RuntimeError(f"fa3nn hopper forward failed: {lib.fa3nn_hopper_last_error().decode()}")
+    return out, lse
 
 
 class HopperBackend(Backend):
     name = "hopper"
 
     def refusal(self, call: AttnCall, backward: bool) -> str | None:
-        return "not implemented yet (native Hopper kernels are tracked in their own issue)"
+        if backward:
+            return "no native backward yet (the backward runs on triton or reference, which read this lse)"
+        if call.device_type != "cuda":
+            return f"needs a CUDA device, got {call.device_type}"
+        if call.capability != (9, 0):
+            return f"needs a Hopper GPU (sm_90), got sm_{call.capability[0]}{call.capability[1]}"
+        if call.dtype not in SUPPORTED_DTYPES:
+            return f"dtype {call.dtype} is not supported (bfloat16, float16); fp8 has its own path"
+        if call.headdim != call.headdim_v or call.headdim not in SUPPORTED_HEADDIMS:
+            return (
+                f"headdim {call.headdim}/{call.headdim_v} is not supported by the hopper backend "
+                f"(supported: {', '.join(map(str, SUPPORTED_HEADDIMS))}, equal for q/k and v); use backend='triton'"
+            )
+        if call.window.local or call.window.right > 0:
+            return "sliding-window attention is not in the native kernel yet; use backend='triton' or 'auto'"
+        if call.softcap > 0:
+            return "softcap is not in the native kernel yet; use backend='triton' or 'auto'"
+        if call.nheads % call.nheads_kv != 0:
+            return "nheads must be a multiple of nheads_kv"
+        if _LIBRARY.get() is None:
+            return _LIBRARY.error
+        return None
+
+    def forward(self, q, k, v, params: AttnParams, varlen: Varlen | None):
+        return launch(q, k, v, params.softmax_scale, params.window.causal, varlen)
+
+    def backward(self, dout, q, k, v, out, lse, dlse, params, varlen):
+        raise NotImplementedError("no native backward yet; fa3nn.ops resolves the backward to another backend")

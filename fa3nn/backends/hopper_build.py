@@ -1,0 +1,159 @@
+"""Build, cache and load the native Hopper library (kernels/hopper/ -> libfa3nn_hopper.so).
+
+Where the library comes from, in order:
+1. `FA3NN_HOPPER_LIB=/path/to/libfa3nn_hopper.so`: a prebuilt library (clusters whose compute nodes have no nvcc).
+   Build one with `python -m fa3nn.backends.hopper_build --out /path/to/libfa3nn_hopper.so` on any machine with
+   nvcc >= 12.3 (no GPU needed).
+2. The cache: `$FA3NN_CACHE_DIR` (default `~/.cache/fa3nn`) / hopper / <key> / libfa3nn_hopper.so, where the key hashes
+   the kernel sources, the nvcc flags, the target architecture and `nvcc --version`. A source edit or a new nvcc gets
+   a new key; nothing is rebuilt per import.
+3. Built on first use with nvcc. Eight ranks of one job may arrive at once: the build runs under an exclusive file
+   lock, writes to a temporary name and renames atomically, and whoever waited on the lock finds the finished file.
+
+`python -m fa3nn.backends.hopper_build` builds (or finds) the cached library and prints its path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from functools import cache
+from pathlib import Path
+
+ARCH = "sm_90a"
+NVCC_FLAGS = (
+    "-gencode=arch=compute_90a,code=sm_90a",
+    "-O3",
+    "-std=c++17",
+    "-shared",
+    "-Xcompiler",
+    "-fPIC",
+    "-DFA3NN_HANG_GUARD",
+)
+LIB_NAME = "libfa3nn_hopper.so"
+ENTRY_SOURCE = "flash_fwd_api.cu"
+
+
+def kernels_dir() -> Path:
+    """kernels/hopper/ of this checkout (override with FA3NN_KERNELS_DIR)."""
+    env = os.environ.get("FA3NN_KERNELS_DIR")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "kernels" / "hopper"
+
+
+def find_nvcc() -> str | None:
+    for candidate in (
+        os.environ.get("NVCC"),
+        shutil.which("nvcc"),
+        os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc"),
+    ):
+        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+@cache
+def nvcc_version(nvcc: str) -> str:
+    return subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def source_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.suffix in (".cu", ".cuh"))
+
+
+def cache_key(root: Path, nvcc: str) -> str:
+    digest = hashlib.sha256()
+    for path in source_files(root):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    digest.update(" ".join(NVCC_FLAGS).encode())
+    digest.update(ARCH.encode())
+    digest.update(nvcc_version(nvcc).encode())
+    return digest.hexdigest()[:20]
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("FA3NN_CACHE_DIR", Path.home() / ".cache" / "fa3nn")) / "hopper"
+
+
+def compile_library(nvcc: str, root: Path, out: Path, extra_flags: tuple[str, ...] = ()) -> str:
+    """Compile kernels/hopper into `out` atomically (temp file + rename). Returns ptxas' report."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=out.parent)
+    os.close(fd)
+    cmd = [nvcc, *NVCC_FLAGS, *extra_flags, "-Xptxas", "-v", "-o", tmp, str(root / ENTRY_SOURCE)]
+    try:
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"nvcc failed ({' '.join(cmd)}):\n{result.stderr[-4000:]}")
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return result.stderr
+
+
+def build_cached() -> Path:
+    """The cached library for these sources and this nvcc, built under a file lock if missing."""
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise RuntimeError("nvcc not found (set NVCC or CUDA_HOME, or point FA3NN_HOPPER_LIB at a prebuilt library)")
+    root = kernels_dir()
+    if not (root / ENTRY_SOURCE).is_file():
+        raise RuntimeError(f"kernel sources not found at {root} (set FA3NN_KERNELS_DIR or FA3NN_HOPPER_LIB)")
+    target = cache_root() / cache_key(root, nvcc) / LIB_NAME
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # other ranks wait here, then find the finished file
+        if not target.is_file():
+            compile_library(nvcc, root, target)
+    return target
+
+
+def library_path() -> Path:
+    prebuilt = os.environ.get("FA3NN_HOPPER_LIB")
+    if prebuilt:
+        path = Path(prebuilt)
+        if not path.is_file():
+            raise RuntimeError(f"FA3NN_HOPPER_LIB={prebuilt} does not exist")
+        return path
+    return build_cached()
+
+
+def load(path: Path) -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(path))
+    i32, i64p, ptr, f32 = ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p, ctypes.c_float
+    lib.fa3nn_hopper_fwd.argtypes = [ptr] * 7 + [i32] * 7 + [i64p, f32, i32, i32, i32, ptr]
+    lib.fa3nn_hopper_fwd.restype = i32
+    lib.fa3nn_hopper_last_error.restype = ctypes.c_char_p
+    lib.fa3nn_hopper_supports_headdim.argtypes = [i32]
+    lib.fa3nn_hopper_supports_headdim.restype = i32
+    return lib
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Build the native Hopper library (needs nvcc, not a GPU).")
+    parser.add_argument("--out", type=Path, help="write the library here instead of the cache")
+    args = parser.parse_args(argv)
+    if args.out is not None:
+        nvcc = find_nvcc()
+        if nvcc is None:
+            print("nvcc not found", file=sys.stderr)
+            return 1
+        compile_library(nvcc, kernels_dir(), args.out.resolve())
+        print(args.out.resolve())
+    else:
+        print(build_cached())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

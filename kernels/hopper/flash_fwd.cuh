@@ -1,0 +1,402 @@
+// FlashAttention forward for Hopper: one producer warpgroup (TMA) and two consumer warpgroups (wgmma + online
+// softmax), persistent over (m_block, head, batch) tiles.
+//
+//   producer (warpgroup 0, one elected thread): per tile, Q once, then K_n and V_n for n = last .. first into a
+//       two-stage ring of each; gives its registers away (setmaxnreg.dec).
+//   consumer c (warpgroups 1, 2): 64 query rows each of the 128-row tile. S = Q K^T (both operands in shared memory),
+//       online softmax in registers, O += P V (P from registers). With kOverlap the next tile's Q K^T is issued before
+//       the current P V, and the softmax of S_next runs while P V is on the tensor cores (FA3 Algorithm 2). With
+//       kPingpong two named barriers make the warpgroups take turns issuing GEMMs, so one's softmax overlaps the
+//       other's GEMMs.
+//
+// Key blocks are visited last-first: under a causal mask the blocks that straddle the diagonal (and the ragged last
+// block) come first and are the only ones masked; blocks entirely above the diagonal are never loaded. Out-of-range
+// rows of a tile arrive as zeros from TMA (dense) or as the next sequence's rows (varlen); either way their columns
+// are masked and their rows are never stored.
+#pragma once
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "mbarrier.cuh"
+#include "named_barrier.cuh"
+#include "pipeline.cuh"
+#include "regs.cuh"
+#include "scheduler.cuh"
+#include "softmax.cuh"
+#include "tma.cuh"
+#include "wgmma.cuh"
+
+namespace fa3nn::hopper {
+
+struct FwdParams {
+  void* out;
+  float* lse;
+  const int* cu_seqlens_q;  // null for dense batches
+  const int* cu_seqlens_k;
+  int64_t out_batch_stride, out_row_stride, out_head_stride;  // elements
+  int64_t lse_batch_stride, lse_head_stride;
+  int batch, seqlen_q, seqlen_k;  // dense: the lengths; varlen: unused (read from cu_seqlens)
+  int nheads, group;              // group = nheads / nheads_kv
+  int num_m_blocks;
+  float scale_log2;  // softmax_scale * log2(e)
+};
+
+template <int kHeadDim_, int kBlockN_, int kStages_, bool kBF16_, bool kCausal_, bool kPingpong_ = true,
+          bool kOverlap_ = true>
+struct FwdConfig {
+  static constexpr int kHeadDim = kHeadDim_, kBlockN = kBlockN_, kStages = kStages_;
+  static constexpr bool kBF16 = kBF16_, kCausal = kCausal_, kPingpong = kPingpong_, kOverlap = kOverlap_;
+  static constexpr int kBlockM = 128;  // 64 rows per consumer warpgroup
+  static constexpr int kConsumers = 2;
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128*24 + 256*240 = 64,512 <= 65,536
+  static constexpr int kPanels = kHeadDim / kPanelCols;
+  static constexpr uint32_t kQBytes = kBlockM * kHeadDim * 2;
+  static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * 2;  // one K (or V) stage
+  static constexpr uint32_t kQPanelBytes = kBlockM * kPanelRowBytes;
+  static constexpr uint32_t kKVPanelBytes = kBlockN * kPanelRowBytes;
+  static_assert(kHeadDim % kPanelCols == 0 && kBlockN % 16 == 0, "tile shape");
+  static_assert(kKVPanelBytes % 1024 == 0, "SW128 panels must stay 1024-B aligned");
+
+  struct Barriers {
+    MBarrier q_full, q_empty;
+    Pipeline<kStages> k, v;
+  };
+  // Shared memory, from a 1024-B aligned base: Q | K stages | V stages | barriers.
+  static constexpr uint32_t kOffK = kQBytes;
+  static constexpr uint32_t kOffV = kOffK + kStages * kKVBytes;
+  static constexpr uint32_t kOffBarriers = kOffV + kStages * kKVBytes;
+  static constexpr uint32_t kSmemBytes = kOffBarriers + sizeof(Barriers) + 1024;  // + alignment slack
+  static_assert(kSmemBytes <= 232448, "exceeds Hopper's 227 KB of shared memory per block");
+};
+
+struct SeqRange {
+  int q_start, k_start;    // row offsets into the (packed) tensors
+  int seqlen_q, seqlen_k;
+  int batch_coord;         // TMA batch coordinate (0 for varlen: one packed batch)
+};
+
+__device__ __forceinline__ SeqRange seq_range(const FwdParams& p, int batch) {
+  SeqRange r;
+  if (p.cu_seqlens_q != nullptr) {
+    r.q_start = p.cu_seqlens_q[batch];
+    r.seqlen_q = p.cu_seqlens_q[batch + 1] - r.q_start;
+    r.k_start = p.cu_seqlens_k[batch];
+    r.seqlen_k = p.cu_seqlens_k[batch + 1] - r.k_start;
+    r.batch_coord = 0;
+  } else {
+    r.q_start = r.k_start = 0;
+    r.seqlen_q = p.seqlen_q;
+    r.seqlen_k = p.seqlen_k;
+    r.batch_coord = batch;
+  }
+  return r;
+}
+
+// Number of key blocks tile m_block must visit (keys beyond the causal diagonal of its last row are skipped).
+template <class Cfg>
+__device__ __forceinline__ int num_key_blocks(const SeqRange& r, int m_block) {
+  int keys = r.seqlen_k;
+  if constexpr (Cfg::kCausal) {
+    const int last_row = min(r.seqlen_q, (m_block + 1) * Cfg::kBlockM) - 1;
+    keys = min(keys, max(0, last_row + r.seqlen_k - r.seqlen_q + 1));
+  }
+  return (keys + Cfg::kBlockN - 1) / Cfg::kBlockN;
+}
+
+// Whether key block n has any masked column for some row of tile m_block (ragged end, or crossing the diagonal).
+template <class Cfg>
+__device__ __forceinline__ bool block_needs_mask(const SeqRange& r, int m_block, int n_block) {
+  const int end = (n_block + 1) * Cfg::kBlockN;
+  bool need = end > r.seqlen_k;
+  if constexpr (Cfg::kCausal) need |= end - 1 > m_block * Cfg::kBlockM + r.seqlen_k - r.seqlen_q;
+  return need;
+}
+
+template <class Cfg>
+__device__ __forceinline__ void producer_loop(const CUtensorMap* tma_q, const CUtensorMap* tma_k,
+                                              const CUtensorMap* tma_v, const FwdParams& p, uint8_t* smem,
+                                              typename Cfg::Barriers& bars) {
+  tma_prefetch_descriptor(tma_q);
+  tma_prefetch_descriptor(tma_k);
+  tma_prefetch_descriptor(tma_v);
+  StaticPersistentScheduler<Cfg::kCausal> sched(p.num_m_blocks, p.nheads, p.batch);
+  PipelineState<Cfg::kStages> k_state, v_state;
+  uint32_t q_phase = 0;
+  for (int tile = sched.first(); sched.valid(tile); tile = sched.next(tile)) {
+    const Tile t = sched.decode(tile);
+    const SeqRange r = seq_range(p, t.batch);
+    if (t.m_block * Cfg::kBlockM >= r.seqlen_q) continue;
+    const int n_blocks = num_key_blocks<Cfg>(r, t.m_block);
+    if (n_blocks <= 0) continue;
+    const int head_kv = t.head / p.group;
+
+    bars.q_empty.wait(q_phase ^ 1);
+    bars.q_full.arrive_expect_tx(Cfg::kQBytes);
+#pragma unroll
+    for (int panel = 0; panel < Cfg::kPanels; ++panel)
+      tma_load_4d(tma_q, &bars.q_full, smem + panel * Cfg::kQPanelBytes, panel * kPanelCols,
+                  r.q_start + t.m_block * Cfg::kBlockM, t.head, r.batch_coord);
+    q_phase ^= 1;
+
+    for (int n_block = n_blocks - 1; n_block >= 0; --n_block) {
+      const int row = r.k_start + n_block * Cfg::kBlockN;
+      bars.k.producer_acquire(k_state, Cfg::kKVBytes);
+      uint8_t* k_dst = smem + Cfg::kOffK + k_state.index * Cfg::kKVBytes;
+#pragma unroll
+      for (int panel = 0; panel < Cfg::kPanels; ++panel)
+        tma_load_4d(tma_k, bars.k.full_barrier(k_state), k_dst + panel * Cfg::kKVPanelBytes, panel * kPanelCols, row,
+                    head_kv, r.batch_coord);
+      k_state.advance();
+
+      bars.v.producer_acquire(v_state, Cfg::kKVBytes);
+      uint8_t* v_dst = smem + Cfg::kOffV + v_state.index * Cfg::kKVBytes;
+#pragma unroll
+      for (int panel = 0; panel < Cfg::kPanels; ++panel)
+        tma_load_4d(tma_v, bars.v.full_barrier(v_state), v_dst + panel * Cfg::kKVPanelBytes, panel * kPanelCols, row,
+                    head_kv, r.batch_coord);
+      v_state.advance();
+    }
+  }
+}
+
+// Consumer-side helpers. `tid` is the thread's index in its warpgroup.
+template <class Cfg>
+struct Consumer {
+  static constexpr int kSRegs = Cfg::kBlockN / 2;
+  static constexpr int kORegs = Cfg::kHeadDim / 2;
+  static constexpr int kKSteps = Cfg::kBlockN / 16;
+  static constexpr uint32_t kSchedThreads = 2 * 128;
+
+  int wg;   // consumer index 0 / 1
+  int tid;  // 0..127
+  bool leader;
+
+  // Pingpong: warpgroup wg issues its GEMMs only after the other one has issued its own.
+  __device__ __forceinline__ void gemm_turn_begin() const {
+    if constexpr (Cfg::kPingpong) NamedBarrier::sync(NamedBarrier::kFirstId + wg, kSchedThreads);
+  }
+  __device__ __forceinline__ void gemm_turn_end() const {
+    if constexpr (Cfg::kPingpong) NamedBarrier::arrive(NamedBarrier::kFirstId + (1 - wg), kSchedThreads);
+  }
+
+  __device__ __forceinline__ void apply_mask(float (&s)[kSRegs], const SeqRange& r, int m_block, int n_block) const {
+    const int quad_col = 2 * (tid % 4);
+    const int row0 = m_block * Cfg::kBlockM + wg * 64 + (tid / 32) * 16 + (tid % 32) / 4;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      int limit = r.seqlen_k - n_block * Cfg::kBlockN;  // columns < limit (block-relative) are attended
+      if constexpr (Cfg::kCausal) limit = min(limit, row0 + 8 * half + r.seqlen_k - r.seqlen_q + 1 - n_block * Cfg::kBlockN);
+#pragma unroll
+      for (int i = 0; i < kSRegs; ++i) {
+        if (((i >> 1) & 1) != half) continue;
+        const int col = 8 * (i >> 2) + quad_col + (i & 1);
+        if (col >= limit) s[i] = -INFINITY;
+      }
+    }
+  }
+
+  __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
+    if constexpr (Cfg::kBF16) {
+      __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+      return *reinterpret_cast<uint32_t*>(&v);
+    } else {
+      __half2 v = __floats2half2_rn(lo, hi);
+      return *reinterpret_cast<uint32_t*>(&v);
+    }
+  }
+
+  // The S accumulator of a 64 x 16 slice is exactly the A-fragment layout of m64nNk16, so P needs no shuffles.
+  __device__ __forceinline__ static void to_a_fragments(const float (&s)[kSRegs], uint32_t (&a)[kKSteps][4]) {
+#pragma unroll
+    for (int k = 0; k < kKSteps; ++k)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) a[k][j] = pack(s[8 * k + 2 * j], s[8 * k + 2 * j + 1]);
+  }
+
+  __device__ __forceinline__ static void rescale(float (&o)[kORegs], const float (&o_scale)[2]) {
+#pragma unroll
+    for (int i = 0; i < kORegs; ++i) o[i] *= o_scale[(i >> 1) & 1];
+  }
+
+  __device__ __forceinline__ void store(const FwdParams& p, const SeqRange& r, const Tile& t, float (&o)[kORegs],
+                                        const float (&inv_sum)[2], const float (&lse)[2]) const {
+    const int row0 = t.m_block * Cfg::kBlockM + wg * 64 + (tid / 32) * 16 + (tid % 32) / 4;
+    using Elem = uint16_t;
+    Elem* out = static_cast<Elem*>(p.out) + t.batch * p.out_batch_stride + t.head * p.out_head_stride;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = row0 + 8 * half;
+      if (row >= r.seqlen_q) continue;
+      Elem* out_row = out + static_cast<int64_t>(r.q_start + row) * p.out_row_stride + 2 * (tid % 4);
+#pragma unroll
+      for (int j = 0; j < kORegs / 4; ++j) {
+        const int i = 4 * j + 2 * half;
+        *reinterpret_cast<uint32_t*>(out_row + 8 * j) = pack(o[i] * inv_sum[half], o[i + 1] * inv_sum[half]);
+      }
+      if (tid % 4 == 0)
+        p.lse[t.batch * p.lse_batch_stride + t.head * p.lse_head_stride + r.q_start + row] = lse[half];
+    }
+  }
+};
+
+template <class Cfg>
+__device__ __forceinline__ void consumer_loop(const FwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars, int wg) {
+  using C = Consumer<Cfg>;
+  C c{wg, static_cast<int>(threadIdx.x % 128), threadIdx.x % 128 == 0};
+  StaticPersistentScheduler<Cfg::kCausal> sched(p.num_m_blocks, p.nheads, p.batch);
+  PipelineState<Cfg::kStages> k_state, v_state;
+  uint32_t q_phase = 0;
+
+  const uint32_t smem_base = smem_addr(smem);
+  const uint32_t q_base = smem_base + wg * 64 * kPanelRowBytes;  // this warpgroup's 64 rows inside each Q panel
+  auto k_base = [&](uint32_t stage) { return smem_base + Cfg::kOffK + stage * Cfg::kKVBytes; };
+  auto v_base = [&](uint32_t stage) { return smem_base + Cfg::kOffV + stage * Cfg::kKVBytes; };
+
+  if constexpr (Cfg::kPingpong) {
+    if (wg == 1) NamedBarrier::arrive(NamedBarrier::kFirstId + 0, C::kSchedThreads);  // warpgroup 0 goes first
+  }
+
+  float s[C::kSRegs];
+  float o[C::kORegs];
+  uint32_t pa[C::kKSteps][4];
+  OnlineSoftmax<Cfg::kBlockN> softmax;
+
+  for (int tile = sched.first(); sched.valid(tile); tile = sched.next(tile)) {
+    const Tile t = sched.decode(tile);
+    const SeqRange r = seq_range(p, t.batch);
+    if (t.m_block * Cfg::kBlockM >= r.seqlen_q) continue;
+    const int n_blocks = num_key_blocks<Cfg>(r, t.m_block);
+    softmax.reset();
+#pragma unroll
+    for (int i = 0; i < C::kORegs; ++i) o[i] = 0.f;
+
+    if (n_blocks > 0) {
+      bars.q_full.wait(q_phase);
+      q_phase ^= 1;
+      float o_scale[2];
+
+      auto issue_qk = [&]() {
+        warpgroup_arrive();
+        gemm_ss<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kBF16>(s, q_base, Cfg::kQPanelBytes, k_base(k_state.index),
+                                                          Cfg::kKVPanelBytes, false);
+        wgmma_commit();
+      };
+      auto issue_pv = [&]() {
+        warpgroup_arrive();
+        gemm_rs<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kBF16>(o, pa, v_base(v_state.index), Cfg::kKVPanelBytes);
+        wgmma_commit();
+      };
+      auto release_k = [&](bool last) {
+        if (c.leader) {
+          bars.k.consumer_release(k_state);
+          if (last) bars.q_empty.arrive();
+        }
+        k_state.advance();
+      };
+      auto release_v = [&]() {
+        if (c.leader) bars.v.consumer_release(v_state);
+        v_state.advance();
+      };
+      auto softmax_block = [&](int n_block) {
+        if (block_needs_mask<Cfg>(r, t.m_block, n_block)) c.apply_mask(s, r, t.m_block, n_block);
+        softmax.step(s, p.scale_log2, o_scale);
+      };
+
+      if constexpr (Cfg::kOverlap) {
+        // Prologue: S for the last key block.
+        bars.k.consumer_wait(k_state);
+        c.gemm_turn_begin();
+        issue_qk();
+        c.gemm_turn_end();
+        wgmma_wait<0>();
+        fence_operands(s);
+        release_k(n_blocks == 1);
+        softmax_block(n_blocks - 1);
+        C::to_a_fragments(s, pa);
+
+        for (int n_block = n_blocks - 2; n_block >= 0; --n_block) {
+          bars.k.consumer_wait(k_state);
+          bars.v.consumer_wait(v_state);
+          c.gemm_turn_begin();
+          issue_qk();  // S_next = Q K_n^T
+          issue_pv();  // O += P V_{n+1}
+          c.gemm_turn_end();
+          fence_operands(o);
+          wgmma_wait<1>();  // S_next is ready; P V may still be running
+          fence_operands(s);
+          release_k(n_block == 0);
+          softmax_block(n_block);
+          wgmma_wait<0>();
+          fence_operands(o);
+          release_v();
+          C::rescale(o, o_scale);
+          C::to_a_fragments(s, pa);
+        }
+        // Epilogue: P V for the first key block.
+        bars.v.consumer_wait(v_state);
+        c.gemm_turn_begin();
+        issue_pv();
+        c.gemm_turn_end();
+        wgmma_wait<0>();
+        fence_operands(o);
+        release_v();
+      } else {
+        for (int n_block = n_blocks - 1; n_block >= 0; --n_block) {
+          bars.k.consumer_wait(k_state);
+          c.gemm_turn_begin();
+          issue_qk();
+          c.gemm_turn_end();
+          wgmma_wait<0>();
+          fence_operands(s);
+          release_k(n_block == 0);
+          softmax_block(n_block);
+          C::rescale(o, o_scale);
+          C::to_a_fragments(s, pa);
+          bars.v.consumer_wait(v_state);
+          c.gemm_turn_begin();
+          issue_pv();
+          c.gemm_turn_end();
+          wgmma_wait<0>();
+          fence_operands(o);
+          release_v();
+        }
+      }
+    }
+    float inv_sum[2], lse[2];
+    softmax.finalize(p.scale_log2, inv_sum, lse);
+    c.store(p, r, t, o, inv_sum, lse);
+  }
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    flash_fwd_kernel(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__ CUtensorMap tma_k,
+                     const __grid_constant__ CUtensorMap tma_v, const FwdParams params) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  auto& bars = *reinterpret_cast<typename Cfg::Barriers*>(smem + Cfg::kOffBarriers);
+
+  const int warpgroup = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    bars.q_full.init(1);
+    bars.q_empty.init(Cfg::kConsumers);
+    bars.k.init(Cfg::kConsumers);
+    bars.v.init(Cfg::kConsumers);
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    regs_release<Cfg::kProducerRegs>();
+    if (threadIdx.x / 32 == 0 && elect_one()) producer_loop<Cfg>(&tma_q, &tma_k, &tma_v, params, smem, bars);
+  } else {
+    regs_acquire<Cfg::kConsumerRegs>();
+    consumer_loop<Cfg>(params, smem, bars, warpgroup - 1);
+  }
+}
+
+}  // namespace fa3nn::hopper

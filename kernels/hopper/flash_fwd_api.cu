@@ -1,0 +1,191 @@
+// Host side of the Hopper forward: a plain C ABI (pointers, strides, shapes, stream; no torch headers), the TMA
+// tensor maps, and the table of compiled instantiations. Loaded from Python with ctypes (fa3nn/backends/hopper.py).
+//
+// Build: nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -shared -Xcompiler -fPIC flash_fwd_api.cu
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+#include "flash_fwd.cuh"
+
+using namespace fa3nn::hopper;
+
+namespace {
+
+thread_local char g_error[512] = "";
+
+int fail(const char* fmt, const char* detail) {
+  std::snprintf(g_error, sizeof(g_error), fmt, detail);
+  return 1;
+}
+
+// cuTensorMapEncodeTiled, resolved through the runtime so the library needs no -lcuda at link time.
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeTiledFn encode_tiled() {
+  static EncodeTiledFn fn = [] {
+    void* ptr = nullptr;
+    cudaDriverEntryPointQueryResult status;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &status) !=
+            cudaSuccess ||
+        status != cudaDriverEntryPointSuccess)
+      ptr = nullptr;
+    return reinterpret_cast<EncodeTiledFn>(ptr);
+  }();
+  return fn;
+}
+
+// A (batch, rows, heads, headdim) 16-bit tensor as a 4-d tensor map with box (64, box_rows, 1, 1), 128B swizzle:
+// each box lands as one SW128 panel of box_rows x 128 B. Rows past `rows` are zero-filled.
+bool make_map(CUtensorMap* map, const void* base, bool bf16, int64_t headdim, int64_t rows, int64_t heads,
+              int64_t batch, int64_t row_stride, int64_t head_stride, int64_t batch_stride, int box_rows) {
+  const cuuint64_t dims[4] = {cuuint64_t(headdim), cuuint64_t(rows), cuuint64_t(heads), cuuint64_t(batch)};
+  const cuuint64_t strides[3] = {cuuint64_t(row_stride * 2), cuuint64_t(head_stride * 2),
+                                 cuuint64_t(batch_stride * 2)};
+  const cuuint32_t box[4] = {cuuint32_t(kPanelCols), cuuint32_t(box_rows), 1, 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  EncodeTiledFn fn = encode_tiled();
+  if (fn == nullptr) return false;
+  return fn(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, const_cast<void*>(base),
+            dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+struct Problem {
+  const void *q, *k, *v;
+  void* out;
+  float* lse;
+  const int *cu_seqlens_q, *cu_seqlens_k;
+  int batch, seqlen_q, seqlen_k, max_seqlen_q, nheads, nheads_kv, headdim;
+  const int64_t* strides;  // q, k, v, out: (batch, row, head) each, in elements
+  float softmax_scale;
+  cudaStream_t stream;
+};
+
+int num_sms() {
+  int device = 0, sms = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  return sms > 0 ? sms : 132;
+}
+
+template <class Cfg>
+int launch(const Problem& pr) {
+  const bool varlen = pr.cu_seqlens_q != nullptr;
+  const int64_t map_batch = varlen ? 1 : pr.batch;
+  const int64_t* st = pr.strides;
+  CUtensorMap tq, tk, tv;
+  // For varlen (one packed batch) the batch stride is never used; give TMA a valid one.
+  auto bstride = [&](int64_t s, int64_t rows, int64_t row_stride) { return varlen ? rows * row_stride : s; };
+  if (!make_map(&tq, pr.q, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, map_batch,
+                st[1], st[2], bstride(st[0], pr.seqlen_q, st[1]), Cfg::kBlockM) ||
+      !make_map(&tk, pr.k, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads_kv, map_batch,
+                st[4], st[5], bstride(st[3], pr.seqlen_k, st[4]), Cfg::kBlockN) ||
+      !make_map(&tv, pr.v, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads_kv, map_batch,
+                st[7], st[8], bstride(st[6], pr.seqlen_k, st[7]), Cfg::kBlockN))
+    return fail("%s", "cuTensorMapEncodeTiled failed (pointers must be 16-B aligned, strides multiples of 8 elements)");
+
+  FwdParams p{};
+  p.out = pr.out;
+  p.lse = pr.lse;
+  p.cu_seqlens_q = pr.cu_seqlens_q;
+  p.cu_seqlens_k = pr.cu_seqlens_k;
+  p.out_batch_stride = varlen ? 0 : st[9];
+  p.out_row_stride = st[10];
+  p.out_head_stride = st[11];
+  p.lse_batch_stride = varlen ? 0 : int64_t(pr.nheads) * pr.seqlen_q;  // dense lse (b, h, sq)
+  p.lse_head_stride = pr.seqlen_q;                                     // varlen lse (h, total_q)
+  p.batch = pr.batch;
+  p.seqlen_q = pr.seqlen_q;
+  p.seqlen_k = pr.seqlen_k;
+  p.nheads = pr.nheads;
+  p.group = pr.nheads / pr.nheads_kv;
+  p.num_m_blocks = (pr.max_seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  p.scale_log2 = pr.softmax_scale * 1.4426950408889634f;
+
+  const long long tiles = static_cast<long long>(p.num_m_blocks) * pr.nheads * pr.batch;
+  if (tiles == 0) return 0;
+  static const int sms = num_sms();
+  const int grid = static_cast<int>(tiles < sms ? tiles : sms);
+  auto kernel = flash_fwd_kernel<Cfg>;
+  static bool configured = false;  // per instantiation
+  if (!configured) {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess)
+      return fail("cudaFuncSetAttribute: %s", cudaGetErrorString(cudaGetLastError()));
+    configured = true;
+  }
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, p);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return fail("kernel launch: %s", cudaGetErrorString(err));
+  return 0;
+}
+
+// Tile choices per head dim (kBlockM = 128, two consumer warpgroups): kBlockN, stages.
+//   d64: 128 x 128, 2 stages (48 KB of K/V per stage pair);  d128: 128 x 128, 2 stages (160 KB total);
+//   d256: 128 x 64, 2 stages (64 KB Q + 128 KB K/V = 192 KB; 128 x 80 would not leave room for barriers + slack).
+template <int D> struct Tiles;
+template <> struct Tiles<64> { static constexpr int kBlockN = 128, kStages = 2; };
+template <> struct Tiles<128> { static constexpr int kBlockN = 128, kStages = 2; };
+template <> struct Tiles<256> { static constexpr int kBlockN = 64, kStages = 2; };
+
+template <int D, bool kBF16, bool kCausal, bool kPingpong = true, bool kOverlap = true>
+int launch_d(const Problem& pr) {
+  return launch<FwdConfig<D, Tiles<D>::kBlockN, Tiles<D>::kStages, kBF16, kCausal, kPingpong, kOverlap>>(pr);
+}
+
+template <int D, bool kBF16>
+int dispatch_causal(const Problem& pr, bool causal) {
+  return causal ? launch_d<D, kBF16, true>(pr) : launch_d<D, kBF16, false>(pr);
+}
+
+template <int D>
+int dispatch_dtype(const Problem& pr, bool bf16, bool causal) {
+  return bf16 ? dispatch_causal<D, true>(pr, causal) : dispatch_causal<D, false>(pr, causal);
+}
+
+}  // namespace
+
+extern "C" {
+
+// Head dims this library was built for, for the Python side's refusal messages.
+int fa3nn_hopper_supports_headdim(int headdim) { return headdim == 64 || headdim == 128 || headdim == 256; }
+
+const char* fa3nn_hopper_last_error() { return g_error; }
+
+// Forward attention. q (batch, seqlen_q, nheads, d), k/v (batch, seqlen_k, nheads_kv, d), out like q, lse (batch,
+// nheads, seqlen_q) float32 natural log. Varlen (cu_seqlens_q non-null): q/out (total_q, nheads, d), k/v (total_k,
+// nheads_kv, d), lse (nheads, total_q), batch = number of sequences, seqlen_q/seqlen_k = total_q/total_k.
+// strides: 12 element strides, (batch, row, head) for q, k, v, out; the head dim must be contiguous.
+// variant: 0 = full design, 1 = no pingpong, 2 = no intra-warpgroup overlap, 3 = neither (ablation builds exist for
+// bf16 d128 only). Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
+int fa3nn_hopper_fwd(const void* q, const void* k, const void* v, void* out, float* lse, const int* cu_seqlens_q,
+                     const int* cu_seqlens_k, int batch, int seqlen_q, int seqlen_k, int max_seqlen_q, int nheads,
+                     int nheads_kv, int headdim, const int64_t* strides, float softmax_scale, int causal, int bf16,
+                     int variant, void* stream) {
+  g_error[0] = '\0';
+  const Problem pr{q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, batch, seqlen_q, seqlen_k, max_seqlen_q,
+                   nheads, nheads_kv, headdim, strides, softmax_scale, static_cast<cudaStream_t>(stream)};
+  if (nheads_kv <= 0 || nheads % nheads_kv != 0) return fail("%s", "nheads must be a multiple of nheads_kv");
+  if (variant != 0) {
+    if (headdim != 128 || !bf16 || causal) return fail("%s", "ablation variants exist for bf16, d128, non-causal");
+    switch (variant) {
+      case 1: return launch_d<128, true, false, false, true>(pr);
+      case 2: return launch_d<128, true, false, true, false>(pr);
+      case 3: return launch_d<128, true, false, false, false>(pr);
+      default: return fail("%s", "unknown variant");
+    }
+  }
+  switch (headdim) {
+    case 64: return dispatch_dtype<64>(pr, bf16, causal);
+    case 128: return dispatch_dtype<128>(pr, bf16, causal);
+    case 256: return dispatch_dtype<256>(pr, bf16, causal);
+    default: return fail("%s", "unsupported head dim (built: 64, 128, 256)");
+  }
+}
+
+}  // extern "C"

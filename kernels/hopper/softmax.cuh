@@ -1,0 +1,83 @@
+// Online softmax over the rows a consumer thread owns in a wgmma m64nN fp32 accumulator.
+//
+// Accumulator layout (HOPPER_PRIMER.md section 2): thread (warp w, lane l) holds rows r0 = 16w + l/4 and r1 = r0 + 8;
+// element i belongs to row r0 + 8*((i>>1)&1) and column 8*(i>>2) + 2*(l%4) + (i&1). A row lives in the 4 lanes of a
+// quad, so row reductions are in-thread followed by two xor-shuffles (1, 2).
+//
+// Everything is in exp2 with the softmax scale folded in: p = 2^(s*scale_log2 - m*scale_log2), one FFMA + one
+// MUFU.EX2 per element. Masked scores are -inf. A row whose maximum is still -inf (it has attended nothing yet) uses 0
+// as its subtrahend, so its probabilities are exp2(-inf) = 0 rather than NaN.
+#pragma once
+#include <cstdint>
+
+namespace fa3nn::hopper {
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffff, x, 2));
+}
+
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffff, x, 1);
+  return x + __shfl_xor_sync(0xffffffff, x, 2);
+}
+
+template <int kCols>  // columns of the score tile (kBlockN)
+struct OnlineSoftmax {
+  static constexpr int kRegs = kCols / 2;
+  float row_max[2];
+  float row_sum[2];  // per-thread partial sums; quad-reduced once, in finalize()
+
+  __device__ __forceinline__ void reset() {
+    row_max[0] = row_max[1] = -INFINITY;
+    row_sum[0] = row_sum[1] = 0.f;
+  }
+
+  __device__ __forceinline__ static float scaled_max(float m, float scale_log2) {
+    return m == -INFINITY ? 0.f : m * scale_log2;
+  }
+
+  // Scores -> unnormalized probabilities in place; o_scale[r] is the factor that rescales row r of the output
+  // accumulator to the new maximum (exactly 1 when the maximum did not move).
+  __device__ __forceinline__ void step(float (&s)[kRegs], float scale_log2, float (&o_scale)[2]) {
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int i = 0; i < kRegs; ++i) tile_max[(i >> 1) & 1] = fmaxf(tile_max[(i >> 1) & 1], s[i]);
+    float sub[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float new_max = fmaxf(row_max[r], quad_max(tile_max[r]));
+      sub[r] = scaled_max(new_max, scale_log2);
+      o_scale[r] = fast_exp2(row_max[r] * scale_log2 - sub[r]);  // old max -inf -> 0 (nothing accumulated yet)
+      row_max[r] = new_max;
+      row_sum[r] *= o_scale[r];
+    }
+#pragma unroll
+    for (int i = 0; i < kRegs; ++i) {
+      const int r = (i >> 1) & 1;
+      s[i] = fast_exp2(fmaf(s[i], scale_log2, -sub[r]));
+      row_sum[r] += s[i];
+    }
+  }
+
+  // Per row: the factor that normalizes the output (0 for a row that attended nothing) and the natural-log lse
+  // (-inf for such a row).
+  __device__ __forceinline__ void finalize(float scale_log2, float (&inv_sum)[2], float (&lse)[2]) const {
+    constexpr float kLn2 = 0.69314718055994530942f;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float sum = quad_sum(row_sum[r]);
+      const bool empty = !(sum > 0.f);
+      inv_sum[r] = empty ? 0.f : 1.f / sum;
+      lse[r] = empty ? -INFINITY : (scaled_max(row_max[r], scale_log2) + __log2f(sum)) * kLn2;
+    }
+  }
+};
+
+}  // namespace fa3nn::hopper

@@ -1,0 +1,155 @@
+"""The native Hopper forward (kernels/hopper/, fa3nn/backends/hopper.py).
+
+CPU: the refusal reasons. GPU (`pytest -m gpu` on an H200): the error-ratio rule against attention_ref for bf16/fp16,
+head dims 64/128/256, causal and not, MHA/GQA/MQA, odd and unequal lengths, varlen; outputs NaN-poisoned before
+each call; bitwise determinism; CUDA-graph capture; and the backward of a hopper forward running on another backend.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import fa3nn
+from fa3nn.backends.base import AttnCall
+from fa3nn.backends.hopper import HopperBackend, launch
+from fa3nn.masks import Window
+from fa3nn.testing import assert_error_ratio, attention_ref, random_padding_mask, random_qkv, unpad
+
+DTYPES = [torch.bfloat16, torch.float16]
+HEADDIMS = [64, 128, 256]
+SEQLENS = [(1, 1), (17, 113), (113, 203), (239, 1), (128, 128), (1024, 1024), (511, 1537), (4224, 4224)]
+HEADS = {"mha": (4, 4), "gqa": (6, 2), "mqa": (4, 1)}
+
+
+def _call(**overrides) -> AttnCall:
+    fields = dict(
+        device_type="cuda", capability=(9, 0), dtype=torch.bfloat16, headdim=128, headdim_v=128, nheads=8,
+        nheads_kv=8, varlen=False, window=Window(), softcap=0.0, deterministic=False,
+    )
+    fields.update(overrides)
+    return AttnCall(**fields)
+
+
+@pytest.mark.parametrize(
+    "overrides, backward, expected",
+    [
+        ({}, True, "no native backward"),
+        ({"device_type": "cpu", "capability": None}, False, "needs a CUDA device"),
+        ({"capability": (8, 0)}, False, "needs a Hopper GPU (sm_90), got sm_80"),
+        ({"dtype": torch.float32}, False, "dtype torch.float32 is not supported"),
+        ({"headdim": 96, "headdim_v": 96}, False, "headdim 96/96 is not supported"),
+        ({"window": Window(64, 0)}, False, "sliding-window"),
+        ({"softcap": 30.0}, False, "softcap"),
+    ],
+)
+def test_refusal_reasons(overrides, backward, expected):
+    reason = HopperBackend().refusal(_call(**overrides), backward)
+    assert reason is not None and expected in reason
+
+
+def _hopper_ready() -> bool:
+    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+
+
+needs_hopper = pytest.mark.skipif(not _hopper_ready(), reason="needs an sm_90 (Hopper) GPU")
+
+
+def _poisoned(shape, dtype):
+    return torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+
+
+def _check(q, k, v, causal, out, lse, query_padding_mask=None, key_padding_mask=None):
+    out_ref, lse_ref = attention_ref(q, k, v, query_padding_mask, key_padding_mask, causal=causal)
+    out_pt, _ = attention_ref(q, k, v, query_padding_mask, key_padding_mask, causal=causal, upcast=False,
+                              reorder_ops=True)
+    assert_error_ratio(out, out_ref, out_pt, "out")
+    return lse_ref
+
+
+@pytest.mark.parametrize("heads", list(HEADS))
+@pytest.mark.parametrize("seqlens", SEQLENS, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.gpu
+@needs_hopper
+def test_forward_matches_reference(dtype, headdim, causal, seqlens, heads):
+    seqlen_q, seqlen_k = seqlens
+    nheads, nheads_kv = HEADS[heads]
+    batch = 1 if seqlen_q * seqlen_k > 1 << 22 else 2
+    q, k, v = random_qkv(batch, seqlen_q, seqlen_k, nheads, nheads_kv, headdim, dtype, device="cuda")
+    out = _poisoned((batch, seqlen_q, nheads, headdim), dtype)
+    lse = _poisoned((batch, nheads, seqlen_q), torch.float32)
+    launch(q, k, v, headdim**-0.5, causal, out=out, lse=lse)
+    lse_ref = _check(q, k, v, causal, out, lse)
+    finite = torch.isfinite(lse_ref)
+    assert torch.equal(finite, torch.isfinite(lse)), "lse is -inf exactly where no key is attended"
+    torch.testing.assert_close(lse[finite], lse_ref[finite], atol=1e-3, rtol=1e-4)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.gpu
+@needs_hopper
+def test_varlen_matches_reference(dtype, headdim, causal):
+    batch, max_seqlen, nheads, nheads_kv = 5, 700, 6, 2
+    q, k, v = random_qkv(batch, max_seqlen, max_seqlen, nheads, nheads_kv, headdim, dtype, device="cuda")
+    mask_q = random_padding_mask(batch, max_seqlen, device="cuda")
+    mask_k = random_padding_mask(batch, max_seqlen, device="cuda")
+    q_packed, cu_q, max_q = unpad(q, mask_q)
+    k_packed, cu_k, max_k = unpad(k, mask_k)
+    v_packed, _, _ = unpad(v, mask_k)
+    out = fa3nn.flash_attn_varlen_func(q_packed, k_packed, v_packed, cu_q, cu_k, max_q, max_k, causal=causal,
+                                       return_lse=True, backend="hopper")
+    out_packed, lse_packed = out
+    out_full = torch.zeros_like(q)
+    out_full[mask_q] = out_packed
+    lse_ref = _check(q, k, v, causal, out_full, None, mask_q, mask_k)
+    lse_ref_packed = lse_ref.transpose(1, 2)[mask_q].transpose(0, 1)  # (nheads, total_q)
+    finite = torch.isfinite(lse_ref_packed)
+    assert torch.equal(finite, torch.isfinite(lse_packed))
+    torch.testing.assert_close(lse_packed[finite], lse_ref_packed[finite], atol=1e-3, rtol=1e-4)
+
+
+@pytest.mark.gpu
+@needs_hopper
+@pytest.mark.parametrize("causal", [False, True])
+def test_deterministic_and_graph_capturable(causal):
+    q, k, v = random_qkv(2, 1000, 1500, 8, 2, 128, torch.bfloat16, device="cuda")
+    first = fa3nn.flash_attn_func(q, k, v, causal=causal, backend="hopper")
+    second = fa3nn.flash_attn_func(q, k, v, causal=causal, backend="hopper")
+    assert torch.equal(first, second)
+    static = torch.empty_like(first)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        static.copy_(fa3nn.flash_attn_func(q, k, v, causal=causal, backend="hopper"))  # warm-up outside capture
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static.copy_(fa3nn.flash_attn_func(q, k, v, causal=causal, backend="hopper"))
+    q.copy_(torch.randn_like(q))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(static, fa3nn.flash_attn_func(q, k, v, causal=causal, backend="hopper"))
+
+
+@pytest.mark.gpu
+@needs_hopper
+def test_auto_picks_hopper_forward_and_backward_runs_elsewhere():
+    q, k, v = random_qkv(2, 300, 300, 4, 4, 64, torch.bfloat16, device="cuda", requires_grad=True)
+    explanation = fa3nn.explain(q, k, v, causal=True)
+    assert explanation.forward == "hopper" and explanation.backward != "hopper"
+    out = fa3nn.flash_attn_func(q, k, v, causal=True)
+    out.sum().backward()
+    q_ref, k_ref, v_ref = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    out_ref, _ = attention_ref(q_ref, k_ref, v_ref, causal=True)
+    out_ref.sum().backward()
+    q_pt, k_pt, v_pt = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    out_pt, _ = attention_ref(q_pt, k_pt, v_pt, causal=True, upcast=False, reorder_ops=True)
+    out_pt.sum().backward()
+    for name, got, ref, pt in (("dq", q.grad, q_ref.grad, q_pt.grad), ("dk", k.grad, k_ref.grad, k_pt.grad),
+                               ("dv", v.grad, v_ref.grad, v_pt.grad)):
+        assert_error_ratio(got, ref, pt, name)
