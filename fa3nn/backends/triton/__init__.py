@@ -1,6 +1,10 @@
 """The portable Triton backend: forward and backward on any NVIDIA GPU from sm_80 (A100) on, and on the CPU under
 Triton's interpreter (TRITON_INTERPRET=1, for tests).
 
+On the CPU it needs two switches: TRITON_INTERPRET=1, set before triton is first imported (Triton decorates its
+own standard library in interpreter mode only then), and FA3NN_TRITON_CPU=1, so that `backend="auto"` never
+picks the (very slow) interpreter on its own just because the variable is set in the environment.
+
 Features: fp16/bf16 (fp32 under the interpreter only), head dims up to 256 (q and v may differ; non-powers of two are
 padded in registers, never in memory), causal and sliding windows aligned bottom-right, softcap, MQA/GQA by indexing
 the K/V head (never a repeated copy), varlen via cu_seqlens, lse, and the gradient into lse.
@@ -30,7 +34,7 @@ def _triton_installed() -> bool:
 
 
 def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+    return os.environ.get("TRITON_INTERPRET", "0") == "1" and os.environ.get("FA3NN_TRITON_CPU", "0") == "1"
 
 
 def _launch():
@@ -52,7 +56,8 @@ class TritonBackend(Backend):
                 return f"dtype {call.dtype} is not supported on the GPU (supported: float16, bfloat16)"
         elif call.device_type == "cpu":
             if not _interpreting():
-                return "CPU tensors run only under Triton's interpreter (set TRITON_INTERPRET=1), for tests"
+                return ("CPU tensors run only under Triton's interpreter, for tests (set TRITON_INTERPRET=1 before "
+                        "importing triton, and FA3NN_TRITON_CPU=1)")
             if call.dtype not in INTERPRETER_DTYPES:
                 return f"dtype {call.dtype} is not supported under the interpreter (supported: float16, float32)"
         else:

@@ -24,10 +24,6 @@ POISON_OUTPUTS = os.environ.get("FA3NN_TRITON_POISON", "0") == "1"
 LOG2E = math.log2(math.e)
 
 
-def interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
-
-
 def _alloc(shape, dtype, device) -> torch.Tensor:
     if POISON_OUTPUTS:
         return torch.full(shape, float("nan"), dtype=dtype, device=device)
@@ -111,7 +107,7 @@ _autotuned: dict[tuple, object] = {}
 
 def _launcher(kind: str, kernel, shape: _Shape):
     """(callable taking grid + args, tile or None): the kernel pinned to one tile, or autotuned over the entry."""
-    if interpreting():
+    if shape.device.type != "cuda":  # CPU tensors: Triton's interpreter
         return configs.INTERPRETER[kind]
     tiles = configs.tiles_for(kind, shape.block_d, shape.causal, shape.block_dv, shape.elem_bytes,
                               _smem_limit(shape.device))
@@ -174,8 +170,11 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     dq = _alloc(q.shape, q.dtype, q.device)
     dk = _alloc(k.shape, k.dtype, k.device)
     dv = _alloc(v.shape, v.dtype, v.device)
+    # The backward works in natural units (see kernels._scores): scale, and softcap itself.
+    qk_scale = shape.softmax_scale / params.softcap if shape.has_softcap else shape.softmax_scale
+    softcap = params.softcap if shape.has_softcap else 1.0
     common = (
-        *shape.scalars(), shape.softmax_scale, shape.qk_scale, shape.softcap2, shape.window_left,
+        *shape.scalars(), shape.softmax_scale, qk_scale, softcap, shape.window_left,
         shape.window_right, *shape.autotune_keys(),
     )
     qkv_do_strides = (

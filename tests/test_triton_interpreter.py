@@ -1,0 +1,120 @@
+"""The Triton kernels on the CPU, under TRITON_INTERPRET=1: forward and backward, fp16 and fp32, every feature.
+
+Triton reads TRITON_INTERPRET when a function is decorated, its own standard library (tl.sum, tl.zeros, ...)
+included, so the variable must be set before triton is first imported: this module sets it at import, on machines
+without CUDA (on a GPU machine it would turn the compiled kernels of the GPU tests in the same process into
+interpreted ones; run it there as `CUDA_VISIBLE_DEVICES= pytest tests/test_triton_interpreter.py`). The module
+fixture also sets FA3NN_TRITON_CPU=1, the backend's opt-in for CPU tensors, only while these tests run, so other
+tests' `backend="auto"` calls never land in the interpreter.
+
+The interpreter's bf16 tl.dot is wrong (numpy has no bf16), so bf16 is covered by the GPU tests. Shapes are small
+but cross several of the interpreter's 16/32-row tiles, including partial ones (configs.INTERPRETER).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+
+if torch.cuda.is_available():
+    pytest.skip("interpreter tests run on CPU-only machines (or with CUDA_VISIBLE_DEVICES=)", allow_module_level=True)
+if "triton" not in sys.modules:
+    os.environ["TRITON_INTERPRET"] = "1"
+triton = pytest.importorskip("triton")
+
+from test_triton_helpers import check_dense, check_varlen  # noqa: E402
+
+from fa3nn import flash_attn_func  # noqa: E402
+from fa3nn.backends.base import AttnCall  # noqa: E402
+from fa3nn.backends.triton import TritonBackend  # noqa: E402
+from fa3nn.masks import Window  # noqa: E402
+
+DTYPES = [torch.float16, torch.float32]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def interpreter():
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if os.environ.get("TRITON_INTERPRET") != "1" or not isinstance(triton.language.zeros, InterpretedFunction):
+        pytest.fail("triton was imported before TRITON_INTERPRET=1 was set; set it in the environment (or in "
+                    "tests/conftest.py) before anything imports triton", pytrace=False)
+    os.environ["FA3NN_TRITON_CPU"] = "1"
+    yield
+    del os.environ["FA3NN_TRITON_CPU"]
+
+
+# (batch, seqlen_q, seqlen_k, nheads, nheads_kv, headdim, causal, window, softcap)
+DENSE_CASES = {
+    "one-token": (1, 1, 1, 1, 1, 32, False, (-1, -1), 0.0),
+    "odd-noncausal": (2, 17, 45, 2, 2, 32, False, (-1, -1), 0.0),
+    "causal-more-queries": (1, 45, 17, 2, 1, 32, True, (-1, -1), 0.0),  # leading rows attend nothing
+    "causal-more-keys-gqa": (1, 33, 70, 4, 2, 64, True, (-1, -1), 0.0),
+    "window-both": (1, 70, 70, 2, 1, 48, False, (9, 4), 0.0),  # MQA, head dim padded 48 -> 64
+    "window-left-causal": (1, 64, 96, 2, 2, 32, True, (20, -1), 0.0),
+    "window-right-only": (1, 40, 50, 2, 2, 32, False, (-1, 3), 0.0),
+    "window-left-only": (1, 50, 40, 2, 2, 32, False, (6, -1), 0.0),
+    "softcap": (2, 30, 41, 2, 2, 32, False, (-1, -1), 2.0),
+    "softcap-causal-gqa": (1, 41, 30, 4, 1, 32, True, (-1, -1), 5.0),
+    "many-queries-one-key": (1, 239, 1, 1, 1, 32, False, (-1, -1), 0.0),
+}
+
+
+# With one key every softmax is exactly 1 and the exact dS cancels to exactly 0, so pt's error is 0 and the bound is
+# the noise floor alone (2.4e-8 in fp32). A kernel computing delta = rowsum(dO * O) (FlashAttention's algorithm)
+# leaves a residue of one fp32 rounding of |dO . V| (~1e-7) there; in fp16 the floor (2.4e-4) covers it.
+SINGLE_KEY = {"one-token", "many-queries-one-key"}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", DENSE_CASES, ids=str)
+def test_dense(case, dtype):
+    if case in SINGLE_KEY and dtype == torch.float32:
+        pytest.skip("exact-cancellation case: covered in fp16 here and in fp16/bf16 on the GPU")
+    batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
+    check_dense(batch, sq, sk, h, hk, d, dtype, "cpu", causal=causal, window=window, softcap=softcap)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_headdim_v_differs(dtype):
+    check_dense(1, 20, 37, 2, 1, 32, dtype, "cpu", causal=True, headdim_v=64)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_lse_gradient(dtype):
+    check_dense(1, 29, 52, 2, 1, 32, dtype, "cpu", causal=True, lse_grad=True)  # sk > sq: every row attends
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("causal,window", [(False, (-1, -1)), (True, (-1, -1)), (False, (7, 2))], ids=str)
+def test_varlen(causal, window, dtype):
+    check_varlen(3, 40, 57, 2, 1, 32, dtype, "cpu", causal=causal, window=window)
+
+
+def test_deterministic_backward_is_bitwise_repeatable():
+    (q, k, v, grad_out), first = check_dense(1, 37, 53, 4, 2, 32, torch.float32, "cpu", causal=True,
+                                             deterministic=True)
+    out = flash_attn_func(q, k, v, causal=True, deterministic=True, backend="triton")
+    second = torch.autograd.grad(out, (q, k, v), grad_out)
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)
+
+
+def _call(device="cpu", dtype=torch.float16, headdim=64, nheads_kv=2):
+    return AttnCall(device, None, dtype, headdim, headdim, 4, nheads_kv, False, Window(), 0.0, False)
+
+
+def test_refusals_name_the_reason():
+    backend = TritonBackend()
+    assert backend.refusal(_call(), backward=True) is None
+    assert "interpreter" in backend.refusal(_call(dtype=torch.bfloat16), False)
+    assert "head dim 512" in backend.refusal(_call(headdim=512), False)
+    assert "multiple" in backend.refusal(_call(nheads_kv=3), False)
+    del os.environ["FA3NN_TRITON_CPU"]
+    try:
+        assert "TRITON_INTERPRET=1" in backend.refusal(_call(), False)
+    finally:
+        os.environ["FA3NN_TRITON_CPU"] = "1"
