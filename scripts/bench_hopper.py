@@ -3,8 +3,9 @@
 overlap) at head dim 128. Writes JSON (to --json) and prints a markdown table last.
 
 Timing: a CUDA sleep kernel is queued first so that all timed launches are enqueued before the GPU reaches them;
-CUDA events around `--iters` back-to-back calls then measure device time only (no host launch gaps), and the
-median over `--reps` such batches is reported.
+CUDA events around `--iters` back-to-back calls then measure device time only (no host launch gaps). cuDNN and
+every variant are timed round-robin, `--reps` times, so clock drift hits them alike; the table gives medians and
+the median of the per-round ratios.
 
     python scripts/bench_hopper.py --json out.json [--headdims 64 128 256] [--seqlens 512 ... 16384]
 """
@@ -25,20 +26,23 @@ from fa3nn.metrics import attention_flops
 TOKENS, WIDTH = 16384, 2048
 
 
-def device_time_ms(fn, iters: int, reps: int) -> float:
-    fn()
+def time_interleaved(fns: dict, iters: int, reps: int) -> dict[str, list[float]]:
+    """ms per call for each fn, `reps` samples each, taken round-robin so clock drift hits every fn alike."""
+    for fn in fns.values():
+        fn()
     torch.cuda.synchronize()
-    times = []
+    samples = {name: [] for name in fns}
     for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(2_000_000)  # ~1 ms: the launches below queue up behind it
-        start.record()
-        for _ in range(iters):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / iters)
-    return statistics.median(times)
+        for name, fn in fns.items():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(2_000_000)  # ~1 ms: the launches below queue up behind it
+            start.record()
+            for _ in range(iters):
+                fn()
+            end.record()
+            torch.cuda.synchronize()
+            samples[name].append(start.elapsed_time(end) / iters)
+    return samples
 
 
 def bench_shape(headdim: int, seqlen: int, causal: bool, args, variants=("full",)) -> list[dict]:
@@ -46,26 +50,34 @@ def bench_shape(headdim: int, seqlen: int, causal: bool, args, variants=("full",
     q, k, v = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     scale = headdim**-0.5
     flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal)
-    rows = []
 
     def cudnn():
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
             return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                   is_causal=causal, scale=scale)
 
-    ms_cudnn = device_time_ms(cudnn, args.iters, args.reps)
-    ref = cudnn().transpose(1, 2)
+    fns = {"cudnn": cudnn}
     for variant in variants:
-        out, _ = launch(q, k, v, scale, causal, variant=variant)
-        max_diff = (out.float() - ref.float()).abs().max().item()
-        ms = device_time_ms(lambda variant=variant: launch(q, k, v, scale, causal, variant=variant), args.iters,
-                            args.reps)
+        fns[variant] = lambda variant=variant: launch(q, k, v, scale, causal, variant=variant)
+    ref = cudnn().transpose(1, 2)
+    diffs = {variant: (launch(q, k, v, scale, causal, variant=variant)[0].float() - ref.float()).abs().max().item()
+             for variant in variants}
+    samples = time_interleaved(fns, args.iters, args.reps)
+    ms_cudnn = statistics.median(samples["cudnn"])
+    rows = []
+    for variant in variants:
+        ms = statistics.median(samples[variant])
+        ratio = statistics.median(c / h for c, h in zip(samples["cudnn"], samples[variant]))
         rows.append(dict(
             headdim=headdim, seqlen=seqlen, causal=causal, batch=batch, nheads=nheads, variant=variant,
             ms=ms, tflops=flops / ms / 1e9, cudnn_ms=ms_cudnn, cudnn_tflops=flops / ms_cudnn / 1e9,
-            ratio=ms_cudnn / ms, max_abs_diff_vs_cudnn=max_diff,
+            ratio=ratio, max_abs_diff_vs_cudnn=diffs[variant], samples_ms=samples[variant],
+            cudnn_samples_ms=samples["cudnn"],
         ))
     return rows
+
+
+EXPERIMENTS = {64: ("tiles_a", "tiles_b"), 128: ("tiles_a", "tiles_b"), 256: ("tiles_a",)}
 
 
 def main() -> None:
@@ -74,6 +86,7 @@ def main() -> None:
     parser.add_argument("--headdims", type=int, nargs="+", default=[64, 128, 256])
     parser.add_argument("--seqlens", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192, 16384])
     parser.add_argument("--ablation-seqlens", type=int, nargs="*", default=[2048, 8192, 16384])
+    parser.add_argument("--experiment-seqlens", type=int, nargs="*", default=[])
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--reps", type=int, default=7)
     args = parser.parse_args()
@@ -85,7 +98,11 @@ def main() -> None:
                 rows += bench_shape(headdim, seqlen, causal, args)
     for seqlen in args.ablation_seqlens:
         rows += bench_shape(128, seqlen, False, args,
-                            variants=("full", "no_pingpong", "no_overlap", "no_pingpong_no_overlap"))
+                            variants=("full", "no_pingpong", "no_overlap", "no_pingpong_no_overlap", "skip_kv_loads"))
+    for headdim in args.headdims:
+        for seqlen in args.experiment_seqlens:
+            for causal in (False, True):
+                rows += bench_shape(headdim, seqlen, causal, args, variants=("full", *EXPERIMENTS[headdim]))
     meta = dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
                 cudnn=torch.backends.cudnn.version(), dtype="bfloat16")
     if args.json:

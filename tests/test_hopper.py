@@ -18,7 +18,9 @@ from fa3nn.testing import assert_error_ratio, attention_ref, random_padding_mask
 
 DTYPES = [torch.bfloat16, torch.float16]
 HEADDIMS = [64, 128, 256]
-SEQLENS = [(1, 1), (17, 113), (113, 203), (239, 1), (128, 128), (1024, 1024), (511, 1537), (4224, 4224)]
+SEQLENS = [
+    (1, 1), (17, 113), (113, 203), (239, 1), (128, 128), (1024, 1024), (511, 1537), (4224, 4224), (8192, 8192),
+]
 HEADS = {"mha": (4, 4), "gqa": (6, 2), "mqa": (4, 1)}
 
 

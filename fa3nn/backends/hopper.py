@@ -18,8 +18,13 @@ from fa3nn.backends.base import AttnCall, AttnParams, Backend, Varlen
 SUPPORTED_HEADDIMS = (64, 128, 256)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 
-# Compile-time ablations of the kernel (bf16, head dim 128, non-causal only), for benchmarks.
-VARIANTS = {"full": 0, "no_pingpong": 1, "no_overlap": 2, "no_pingpong_no_overlap": 3}
+# Compile-time variants of the kernel, for benchmarks only: ablations (bf16, head dim 128, non-causal), experimental
+# tile shapes (bf16; kernels/hopper/flash_fwd_api.cu `Tiles`), and a diagnostic that skips the K/V loads (wrong
+# results: it measures the kernel without its L2 -> shared-memory traffic).
+VARIANTS = {
+    "full": 0, "no_pingpong": 1, "no_overlap": 2, "no_pingpong_no_overlap": 3, "tiles_a": 4, "tiles_b": 5,
+    "skip_kv_loads": 9,
+}
 
 
 class _Library:

@@ -44,15 +44,20 @@ struct FwdParams {
   float scale_log2;  // softmax_scale * log2(e)
 };
 
+// kSkipKVLoads is a diagnostic only (wrong results): the producer signals K/V stages without loading them, which
+// measures the kernel with its L2 -> shared-memory traffic removed.
 template <int kHeadDim_, int kBlockN_, int kStages_, bool kBF16_, bool kCausal_, bool kPingpong_ = true,
-          bool kOverlap_ = true>
+          bool kOverlap_ = true, int kConsumers_ = 2, bool kSkipKVLoads_ = false>
 struct FwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kBlockN = kBlockN_, kStages = kStages_;
   static constexpr bool kBF16 = kBF16_, kCausal = kCausal_, kPingpong = kPingpong_, kOverlap = kOverlap_;
-  static constexpr int kBlockM = 128;  // 64 rows per consumer warpgroup
-  static constexpr int kConsumers = 2;
+  static constexpr bool kSkipKVLoads = kSkipKVLoads_;
+  static constexpr int kConsumers = kConsumers_;  // consumer warpgroups, 64 query rows each
+  static constexpr int kBlockM = 64 * kConsumers;
   static constexpr int kThreads = 128 * (1 + kConsumers);
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128*24 + 256*240 = 64,512 <= 65,536
+  // Register split (64K per SM, one CTA per SM): 2 consumers: 128*24 + 256*240 = 64,512; 3: 128*32 + 384*160 = 65,536.
+  static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
   static constexpr int kPanels = kHeadDim / kPanelCols;
   static constexpr uint32_t kQBytes = kBlockM * kHeadDim * 2;
   static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * 2;  // one K (or V) stage
@@ -144,6 +149,15 @@ __device__ __forceinline__ void producer_loop(const CUtensorMap* tma_q, const CU
 
     for (int n_block = n_blocks - 1; n_block >= 0; --n_block) {
       const int row = r.k_start + n_block * Cfg::kBlockN;
+      if constexpr (Cfg::kSkipKVLoads) {
+        bars.k.empty[k_state.index].wait(k_state.phase ^ 1);
+        bars.k.full[k_state.index].arrive();
+        k_state.advance();
+        bars.v.empty[v_state.index].wait(v_state.phase ^ 1);
+        bars.v.full[v_state.index].arrive();
+        v_state.advance();
+        continue;
+      }
       bars.k.producer_acquire(k_state, Cfg::kKVBytes);
       uint8_t* k_dst = smem + Cfg::kOffK + k_state.index * Cfg::kKVBytes;
 #pragma unroll
@@ -169,18 +183,20 @@ struct Consumer {
   static constexpr int kSRegs = Cfg::kBlockN / 2;
   static constexpr int kORegs = Cfg::kHeadDim / 2;
   static constexpr int kKSteps = Cfg::kBlockN / 16;
-  static constexpr uint32_t kSchedThreads = 2 * 128;
+  static constexpr uint32_t kSchedThreads = 2 * 128;  // the waiting warpgroup + the one that hands over the turn
 
-  int wg;   // consumer index 0 / 1
+  int wg;   // consumer index 0 .. kConsumers-1
   int tid;  // 0..127
   bool leader;
 
-  // Pingpong: warpgroup wg issues its GEMMs only after the other one has issued its own.
+  // Pingpong: consumer warpgroups take turns (0, 1, .., 0, ...) issuing their GEMMs, each waiting on its own named
+  // barrier until the previous one has issued, so one's softmax runs while another's GEMMs use the tensor cores.
   __device__ __forceinline__ void gemm_turn_begin() const {
     if constexpr (Cfg::kPingpong) NamedBarrier::sync(NamedBarrier::kFirstId + wg, kSchedThreads);
   }
   __device__ __forceinline__ void gemm_turn_end() const {
-    if constexpr (Cfg::kPingpong) NamedBarrier::arrive(NamedBarrier::kFirstId + (1 - wg), kSchedThreads);
+    if constexpr (Cfg::kPingpong)
+      NamedBarrier::arrive(NamedBarrier::kFirstId + (wg + 1) % Cfg::kConsumers, kSchedThreads);
   }
 
   __device__ __forceinline__ void apply_mask(float (&s)[kSRegs], const SeqRange& r, int m_block, int n_block) const {
@@ -257,7 +273,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, uint8_t* smem,
   auto v_base = [&](uint32_t stage) { return smem_base + Cfg::kOffV + stage * Cfg::kKVBytes; };
 
   if constexpr (Cfg::kPingpong) {
-    if (wg == 1) NamedBarrier::arrive(NamedBarrier::kFirstId + 0, C::kSchedThreads);  // warpgroup 0 goes first
+    if (wg == Cfg::kConsumers - 1) NamedBarrier::arrive(NamedBarrier::kFirstId + 0, C::kSchedThreads);  // 0 first
   }
 
   float s[C::kSRegs];

@@ -125,17 +125,26 @@ int launch(const Problem& pr) {
   return 0;
 }
 
-// Tile choices per head dim (kBlockM = 128, two consumer warpgroups): kBlockN, stages.
-//   d64: 128 x 128, 2 stages (48 KB of K/V per stage pair);  d128: 128 x 128, 2 stages (160 KB total);
-//   d256: 128 x 64, 2 stages (64 KB Q + 128 KB K/V = 192 KB; 128 x 80 would not leave room for barriers + slack).
-template <int D> struct Tiles;
-template <> struct Tiles<64> { static constexpr int kBlockN = 128, kStages = 2; };
-template <> struct Tiles<128> { static constexpr int kBlockN = 128, kStages = 2; };
-template <> struct Tiles<256> { static constexpr int kBlockN = 64, kStages = 2; };
+// Tile choices per head dim: kBlockN, K/V stages, consumer warpgroups (kBlockM = 64 per consumer).
+//   d64: 128 x 128, 2 stages;  d128: 128 x 128, 2 stages (160 KB of smem);
+//   d256: 128 x 64, 2 stages (64 KB Q + 128 KB K/V = 192 KB).
+// Variants 4 and 5 are experimental tile shapes compiled for bf16 so one benchmark run can compare them.
+template <int D, int kVariant> struct Tiles;
+template <> struct Tiles<64, 0> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 2; };
+template <> struct Tiles<64, 4> { static constexpr int kBlockN = 128, kStages = 4, kConsumers = 2; };
+template <> struct Tiles<64, 5> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 3; };
+template <> struct Tiles<128, 0> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 2; };
+template <> struct Tiles<128, 4> { static constexpr int kBlockN = 128, kStages = 3, kConsumers = 2; };
+template <> struct Tiles<128, 5> { static constexpr int kBlockN = 176, kStages = 2, kConsumers = 2; };
+template <> struct Tiles<256, 0> { static constexpr int kBlockN = 64, kStages = 2, kConsumers = 2; };
+template <> struct Tiles<256, 4> { static constexpr int kBlockN = 80, kStages = 2, kConsumers = 2; };
 
-template <int D, bool kBF16, bool kCausal, bool kPingpong = true, bool kOverlap = true>
+template <int D, bool kBF16, bool kCausal, int kVariant = 0, bool kPingpong = true, bool kOverlap = true,
+          bool kSkipKVLoads = false>
 int launch_d(const Problem& pr) {
-  return launch<FwdConfig<D, Tiles<D>::kBlockN, Tiles<D>::kStages, kBF16, kCausal, kPingpong, kOverlap>>(pr);
+  using T = Tiles<D, kVariant>;
+  return launch<FwdConfig<D, T::kBlockN, T::kStages, kBF16, kCausal, kPingpong, kOverlap, T::kConsumers,
+                          kSkipKVLoads>>(pr);
 }
 
 template <int D, bool kBF16>
@@ -146,6 +155,33 @@ int dispatch_causal(const Problem& pr, bool causal) {
 template <int D>
 int dispatch_dtype(const Problem& pr, bool bf16, bool causal) {
   return bf16 ? dispatch_causal<D, true>(pr, causal) : dispatch_causal<D, false>(pr, causal);
+}
+
+template <int D, int kVariant>
+int dispatch_experimental(const Problem& pr, bool causal) {
+  return causal ? launch_d<D, true, true, kVariant>(pr) : launch_d<D, true, false, kVariant>(pr);
+}
+
+int dispatch_variant(const Problem& pr, bool bf16, bool causal, int variant) {
+  const int d = pr.headdim;
+  if (variant >= 1 && variant <= 3) {
+    if (d != 128 || !bf16 || causal) return fail("%s", "ablation variants exist for bf16, d128, non-causal");
+    if (variant == 1) return launch_d<128, true, false, 0, false, true>(pr);
+    if (variant == 2) return launch_d<128, true, false, 0, true, false>(pr);
+    return launch_d<128, true, false, 0, false, false>(pr);
+  }
+  if (variant == 4 || variant == 5) {
+    if (!bf16) return fail("%s", "experimental tile variants exist for bf16 only");
+    if (d == 64) return variant == 4 ? dispatch_experimental<64, 4>(pr, causal) : dispatch_experimental<64, 5>(pr, causal);
+    if (d == 128) return variant == 4 ? dispatch_experimental<128, 4>(pr, causal) : dispatch_experimental<128, 5>(pr, causal);
+    if (d == 256 && variant == 4) return dispatch_experimental<256, 4>(pr, causal);
+    return fail("%s", "no such experimental variant for this head dim");
+  }
+  if (variant == 9) {
+    if (d != 128 || !bf16 || causal) return fail("%s", "the skip-loads diagnostic exists for bf16, d128, non-causal");
+    return launch_d<128, true, false, 0, true, true, true>(pr);
+  }
+  return fail("%s", "unknown variant");
 }
 
 }  // namespace
@@ -162,7 +198,8 @@ const char* fa3nn_hopper_last_error() { return g_error; }
 // nheads_kv, d), lse (nheads, total_q), batch = number of sequences, seqlen_q/seqlen_k = total_q/total_k.
 // strides: 12 element strides, (batch, row, head) for q, k, v, out; the head dim must be contiguous.
 // variant: 0 = full design, 1 = no pingpong, 2 = no intra-warpgroup overlap, 3 = neither (ablation builds exist for
-// bf16 d128 only). Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
+// bf16 d128 non-causal only); 4, 5 = experimental tile shapes (bf16; see Tiles); 9 = diagnostic without K/V loads
+// (wrong results; measures the kernel without its L2 traffic). Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_fwd(const void* q, const void* k, const void* v, void* out, float* lse, const int* cu_seqlens_q,
                      const int* cu_seqlens_k, int batch, int seqlen_q, int seqlen_k, int max_seqlen_q, int nheads,
                      int nheads_kv, int headdim, const int64_t* strides, float softmax_scale, int causal, int bf16,
@@ -171,15 +208,7 @@ int fa3nn_hopper_fwd(const void* q, const void* k, const void* v, void* out, flo
   const Problem pr{q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, batch, seqlen_q, seqlen_k, max_seqlen_q,
                    nheads, nheads_kv, headdim, strides, softmax_scale, static_cast<cudaStream_t>(stream)};
   if (nheads_kv <= 0 || nheads % nheads_kv != 0) return fail("%s", "nheads must be a multiple of nheads_kv");
-  if (variant != 0) {
-    if (headdim != 128 || !bf16 || causal) return fail("%s", "ablation variants exist for bf16, d128, non-causal");
-    switch (variant) {
-      case 1: return launch_d<128, true, false, false, true>(pr);
-      case 2: return launch_d<128, true, false, true, false>(pr);
-      case 3: return launch_d<128, true, false, false, false>(pr);
-      default: return fail("%s", "unknown variant");
-    }
-  }
+  if (variant != 0) return dispatch_variant(pr, bf16, causal, variant);
   switch (headdim) {
     case 64: return dispatch_dtype<64>(pr, bf16, causal);
     case 128: return dispatch_dtype<128>(pr, bf16, causal);
