@@ -53,7 +53,7 @@ DENSE_CASES = {
     "odd-noncausal": (2, 17, 45, 2, 2, 32, False, (-1, -1), 0.0),
     "causal-more-queries": (1, 45, 17, 2, 1, 32, True, (-1, -1), 0.0),  # leading rows attend nothing
     "causal-more-keys-gqa": (1, 33, 70, 4, 2, 64, True, (-1, -1), 0.0),
-    "window-both": (1, 70, 70, 2, 1, 48, False, (9, 4), 0.0),  # MQA, head dim padded 48 -> 64
+    "window-both": (1, 70, 70, 2, 1, 48, False, (9, 4), 0.0),  # MQA, head dim padded 48 -> 64 (TMA test: 64)
     "window-left-causal": (1, 64, 96, 2, 2, 32, True, (20, -1), 0.0),
     "window-right-only": (1, 40, 50, 2, 2, 32, False, (-1, 3), 0.0),
     "window-left-only": (1, 50, 40, 2, 2, 32, False, (6, -1), 0.0),
@@ -118,3 +118,27 @@ def test_refusals_name_the_reason():
         assert "TRITON_INTERPRET=1" in backend.refusal(_call(), False)
     finally:
         os.environ["FA3NN_TRITON_CPU"] = "1"
+
+
+@pytest.mark.parametrize("case", ["causal-more-keys-gqa", "window-both", "softcap"], ids=str)
+def test_tma_descriptor_path(case, monkeypatch):
+    """The forward's tensor-descriptor path (used on Hopper), forced on under the interpreter: rows past a
+    sequence's end come from the next sequence here, unlike the pointer path's masked loads."""
+    from fa3nn.backends.triton import launch
+
+    monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
+    batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
+    q, k, v = (torch.randn(2, n, heads, 64) for n, heads in ((sq, h), (sk, hk), (sk, hk)))
+    assert launch._tma_views(q, k, v, launch._Shape(q, k, v, _params(causal, window, softcap), None)) is not None
+    check_dense(2, sq, sk, h, hk, 64, torch.float16, "cpu", causal=causal, window=window, softcap=softcap)
+
+
+def test_tma_descriptor_path_varlen(monkeypatch):
+    monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
+    check_varlen(3, 40, 57, 2, 1, 32, torch.float16, "cpu", causal=True)
+
+
+def _params(causal, window, softcap):
+    from fa3nn.backends.base import AttnParams
+
+    return AttnParams(0.125, Window.from_args(causal, window), softcap, False)

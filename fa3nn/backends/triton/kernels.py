@@ -120,6 +120,22 @@ def _load_rows(base, rows, stride_row, offs_d, seqlen, HEADDIM: tl.constexpr, BL
 
 
 @triton.jit
+def _load_block(src, seq_start, row0, col, offs_r, stride_row, offs_d, seqlen, HEADDIM: tl.constexpr,
+                BLOCK_D: tl.constexpr, CHECK_ROWS: tl.constexpr, USE_TMA: tl.constexpr):
+    """Rows [row0, row0 + len(offs_r)) of one head: `src` is a TMA descriptor over the (rows, heads * dim) view
+    (USE_TMA; `col` = head * dim) or the head's base pointer. TMA reads rows past `seqlen` from whatever follows
+    (the next sequence, or zeros past the tensor's end); with CHECK_ROWS they are zeroed here, so nothing
+    non-finite from there can reach a product."""
+    if USE_TMA:
+        tile = src.load([seq_start + row0, col])
+        if CHECK_ROWS:
+            tile = tl.where((row0 + offs_r)[:, None] < seqlen, tile, 0.0)
+        return tile
+    else:
+        return _load_rows(src, row0 + offs_r, stride_row, offs_d, seqlen, HEADDIM, BLOCK_D, CHECK_ROWS)
+
+
+@triton.jit
 def _scores(s, qk_scale, softcap2, HAS_SOFTCAP: tl.constexpr):
     """Raw Q·Kᵀ -> scaled (and soft-capped) scores, and tanh (for the backward; 0 without softcap). The forward
     passes log2-unit constants (one FMA and exp2 per score), the backward natural ones: it subtracts the stored
@@ -138,14 +154,16 @@ def _scores(s, qk_scale, softcap2, HAS_SOFTCAP: tl.constexpr):
 
 
 @triton.jit
-def _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, rows, offs_n, offs_d, offs_dv, lo, hi,
-               seqlen_q, seqlen_k, qk_scale, softcap2, window_left, window_right,
+def _fwd_inner(acc, l_i, m_i, q, k_src, v_src, k_start, head_kv, stride_ks, stride_vs, rows, offs_n, offs_d, offs_dv,
+               lo, hi, seqlen_q, seqlen_k, qk_scale, softcap2, window_left, window_right,
                MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
                HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-               BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr):
+               BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr):
     for n0 in range(lo, hi, BLOCK_N):
         cols = n0 + offs_n
-        k = _load_rows(k_base, cols, stride_ks, offs_d, seqlen_k, HEADDIM, BLOCK_D, MASKED)
+        # K rows past the end need no zeroing: their scores are masked to -inf (tl.where drops even NaN)
+        k = _load_block(k_src, k_start, n0, head_kv * HEADDIM, offs_n, stride_ks, offs_d, seqlen_k, HEADDIM, BLOCK_D,
+                        MASKED and not USE_TMA, USE_TMA)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)
         s, _ = _scores(s, qk_scale, softcap2, HAS_SOFTCAP)
         if MASKED:
@@ -160,7 +178,8 @@ def _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, rows, off
         p = tl.exp2(s - m_new_safe[:, None])
         alpha = tl.exp2(m_i - m_new_safe)
         l_i = l_i * alpha + tl.sum(p, 1)
-        v = _load_rows(v_base, cols, stride_vs, offs_dv, seqlen_k, HEADDIM_V, BLOCK_DV, MASKED)
+        v = _load_block(v_src, k_start, n0, head_kv * HEADDIM_V, offs_n, stride_vs, offs_dv, seqlen_k, HEADDIM_V,
+                        BLOCK_DV, MASKED, USE_TMA)
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=DOT_PRECISION)
         m_i = m_new
     return acc, l_i, m_i
@@ -180,8 +199,9 @@ def _fwd_kernel(
     MASK_KIND, SEQ_BUCKET,  # autotune keys only
     HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
+    """Q, K, V are pointers, or with USE_TMA tensor descriptors over the (rows, heads * dim) views."""
     head = tl.program_id(1)
     batch = tl.program_id(2)
     if HAS_RIGHT:  # causal-like: the last query blocks carry the most keys, launch them first
@@ -195,9 +215,20 @@ def _fwd_kernel(
         return
     head_kv = head // group
     b64 = batch.to(tl.int64)
-    q_base = Q + b64 * stride_qb + head.to(tl.int64) * stride_qh + q_start.to(tl.int64) * stride_qs
-    k_base = K + b64 * stride_kb + head_kv.to(tl.int64) * stride_kh + k_start.to(tl.int64) * stride_ks
-    v_base = V + b64 * stride_vb + head_kv.to(tl.int64) * stride_vh + k_start.to(tl.int64) * stride_vs
+    if USE_TMA:  # descriptors address rows of the packed (batch * seqlen or total, heads * dim) view
+        q_src, k_src, v_src = Q, K, V
+        if IS_VARLEN:
+            q_row0 = q_start
+            k_row0 = k_start
+        else:
+            q_row0 = batch * seqlen_q
+            k_row0 = batch * seqlen_k
+    else:
+        q_src = Q + b64 * stride_qb + head.to(tl.int64) * stride_qh + q_start.to(tl.int64) * stride_qs
+        k_src = K + b64 * stride_kb + head_kv.to(tl.int64) * stride_kh + k_start.to(tl.int64) * stride_ks
+        v_src = V + b64 * stride_vb + head_kv.to(tl.int64) * stride_vh + k_start.to(tl.int64) * stride_vs
+        q_row0 = q_start
+        k_row0 = k_start
     o_base = Out + b64 * stride_ob + head.to(tl.int64) * stride_oh + q_start.to(tl.int64) * stride_os
     l_base = Lse + b64 * stride_lb + head.to(tl.int64) * stride_lh + q_start
 
@@ -205,7 +236,8 @@ def _fwd_kernel(
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
-    q = _load_rows(q_base, rows, stride_qs, offs_d, seqlen_q, HEADDIM, BLOCK_D, True)
+    q = _load_block(q_src, q_row0, m0, head * HEADDIM, tl.arange(0, BLOCK_M), stride_qs, offs_d, seqlen_q, HEADDIM,
+                    BLOCK_D, True, USE_TMA)
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -213,19 +245,19 @@ def _fwd_kernel(
     lo, hi, full_lo, full_hi = _key_phases(m0, seqlen_q, seqlen_k, window_left, window_right, BLOCK_M, BLOCK_N,
                                            HAS_LEFT, HAS_RIGHT)
     # Unmasked run first: its blocks need neither bounds checks nor the -inf guard.
-    acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, rows, offs_n, offs_d,
-                               offs_dv, full_lo, full_hi, seqlen_q, seqlen_k, qk_scale, softcap2, window_left,
-                               window_right, False, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V,
-                               BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION)
+    acc, l_i, m_i = _fwd_inner(
+        acc, l_i, m_i, q, k_src, v_src, k_row0, head_kv, stride_ks, stride_vs, rows, offs_n, offs_d, offs_dv,
+        full_lo, full_hi, seqlen_q, seqlen_k, qk_scale, softcap2, window_left, window_right, False, HAS_LEFT,
+        HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION, USE_TMA)
     if HAS_LEFT:
-        acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, rows, offs_n, offs_d,
-                                   offs_dv, lo, full_lo, seqlen_q, seqlen_k, qk_scale, softcap2, window_left,
-                                   window_right, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V,
-                                   BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION)
-    acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, rows, offs_n, offs_d,
-                               offs_dv, full_hi, hi, seqlen_q, seqlen_k, qk_scale, softcap2, window_left,
-                               window_right, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V,
-                               BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION)
+        acc, l_i, m_i = _fwd_inner(
+            acc, l_i, m_i, q, k_src, v_src, k_row0, head_kv, stride_ks, stride_vs, rows, offs_n, offs_d, offs_dv,
+            lo, full_lo, seqlen_q, seqlen_k, qk_scale, softcap2, window_left, window_right, True, HAS_LEFT,
+            HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION, USE_TMA)
+    acc, l_i, m_i = _fwd_inner(
+        acc, l_i, m_i, q, k_src, v_src, k_row0, head_kv, stride_ks, stride_vs, rows, offs_n, offs_d, offs_dv,
+        full_hi, hi, seqlen_q, seqlen_k, qk_scale, softcap2, window_left, window_right, True, HAS_LEFT,
+        HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION, USE_TMA)
 
     # Rows that attend no key: l = 0, acc = 0 -> out 0, lse = log2(0) = -inf.
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)

@@ -4,6 +4,10 @@ Dense tensors are (batch, seqlen, heads, dim); packed (varlen) tensors are (tota
 batch stride 0 plus cu_seqlens. lse, dlse and the backward's delta share one layout: (batch, heads, seqlen_q) dense,
 (heads, total_q) packed.
 
+The forward reads Q, K, V through TMA tensor descriptors (triton.tools.tensor_descriptor) on sm_90+ when the
+installed Triton has them and the tensors allow a (rows, heads * dim) view with power-of-two head dims;
+FA3NN_TRITON_TMA=0 forces the pointer path, =1 forces descriptors (also under the interpreter, for tests).
+
 `POISON_OUTPUTS` (or FA3NN_TRITON_POISON=1) allocates every output NaN-filled instead of uninitialized, so a test
 sees any element a kernel fails to write.
 """
@@ -22,6 +26,38 @@ from fa3nn.backends.triton import kernels as K
 
 POISON_OUTPUTS = os.environ.get("FA3NN_TRITON_POISON", "0") == "1"
 LOG2E = math.log2(math.e)
+
+
+def _tma_views(q, k, v, shape) -> tuple | None:
+    """(rows, heads * dim) views of q, k, v for tensor descriptors, or None where the pointer path must serve."""
+    mode = os.environ.get("FA3NN_TRITON_TMA", "auto")
+    if mode == "0" or (mode != "1" and (q.device.type != "cuda" or torch.cuda.get_device_capability(q.device)[0] < 9)):
+        return None
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401  (Triton >= 3.4)
+    except ImportError:
+        return None
+    if shape.headdim != shape.block_d or shape.headdim_v != shape.block_dv:
+        return None  # a padded block would read the next head's columns
+    views = []
+    for x in (q, k, v):
+        rows = x.shape[0] if shape.varlen else x.shape[0] * x.shape[1]
+        try:
+            view = x.view(rows, x.shape[-2] * x.shape[-1])
+        except RuntimeError:
+            return None
+        if view.data_ptr() % 16 or (view.stride(0) * view.element_size()) % 16:
+            return None
+        views.append(view)
+    return tuple(views)
+
+
+def _set_tma_block_shapes(nargs: dict) -> None:
+    """Autotuner pre-hook: the descriptors' block shapes follow the tile being tried."""
+    if nargs.get("USE_TMA"):
+        nargs["Q"].block_shape = [nargs["BLOCK_M"], nargs["HEADDIM"]]
+        nargs["K"].block_shape = [nargs["BLOCK_N"], nargs["HEADDIM"]]
+        nargs["V"].block_shape = [nargs["BLOCK_N"], nargs["HEADDIM_V"]]
 
 
 def _alloc(shape, dtype, device) -> torch.Tensor:
@@ -70,6 +106,7 @@ class _Shape:
         else:
             self.qk_scale, self.softcap2 = params.softmax_scale * LOG2E, 1.0
         self.softmax_scale = params.softmax_scale
+        self.deterministic = params.deterministic
         self.window_left, self.window_right = window.left, window.right
         self.dot_precision = "ieee" if q.dtype == torch.float32 else "tf32"
         self.elem_bytes = q.element_size()
@@ -106,17 +143,22 @@ _autotuned: dict[tuple, object] = {}
 
 
 def _launcher(kind: str, kernel, shape: _Shape):
-    """(callable taking grid + args, tile or None): the kernel pinned to one tile, or autotuned over the entry."""
+    """The tile to pin, or the autotuner over the table entry.
+
+    deterministic=True pins the table's first tile in both directions: autotuning may pick another tile in
+    another process, and a different tile rounds differently, so only a pinned tile is bitwise repeatable."""
     if shape.device.type != "cuda":  # CPU tensors: Triton's interpreter
         return configs.INTERPRETER[kind]
     tiles = configs.tiles_for(kind, shape.block_d, shape.causal, shape.block_dv, shape.elem_bytes,
                               _smem_limit(shape.device))
-    if not configs.autotune_enabled() or len(tiles) == 1:
+    if shape.deterministic or not configs.autotune_enabled() or len(tiles) == 1:
         return tiles[0]
     key = (kind, tuple(tiles))
     if key not in _autotuned:
+        hook = _set_tma_block_shapes if kind == "fwd" else None
         candidates = [
-            triton.Config({"BLOCK_M": t.block_m, "BLOCK_N": t.block_n}, num_warps=t.num_warps, num_stages=t.num_stages)
+            triton.Config({"BLOCK_M": t.block_m, "BLOCK_N": t.block_n}, num_warps=t.num_warps, num_stages=t.num_stages,
+                          pre_hook=hook)
             for t in tiles
         ]
         _autotuned[key] = triton.autotune(candidates, key=["BLOCK_D", "MASK_KIND", "SEQ_BUCKET"])(kernel)
@@ -128,6 +170,9 @@ def _launch(kind: str, kernel, shape: _Shape, grid_of, args: tuple, **constexprs
     chosen = _launcher(kind, kernel, shape)
     if isinstance(chosen, configs.Tile):
         grid = grid_of(chosen.block_m, chosen.block_n)
+        if kind == "fwd":
+            _set_tma_block_shapes({**dict(zip(("Q", "K", "V"), args)), **constexprs, "BLOCK_M": chosen.block_m,
+                                   "BLOCK_N": chosen.block_n})
         kernel[grid](*args, **constexprs, BLOCK_M=chosen.block_m, BLOCK_N=chosen.block_n,
                      num_warps=chosen.num_warps, num_stages=chosen.num_stages)
     else:
@@ -140,15 +185,24 @@ def forward(q, k, v, params: AttnParams, varlen: Varlen | None):
     out = _alloc((*q.shape[:-1], shape.headdim_v), q.dtype, q.device)
     lse_shape = (shape.nheads, q.shape[0]) if shape.varlen else (shape.batch, shape.nheads, shape.seqlen_q)
     lse = _alloc(lse_shape, lse_dtype(q.dtype), q.device)
+    views = _tma_views(q, k, v, shape)
+    if views is not None:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        # block shapes are placeholders until the tile is known (_set_tma_block_shapes)
+        sources = tuple(TensorDescriptor.from_tensor(x, [16, x.shape[1] // n]) for x, n in
+                        zip(views, (shape.nheads, shape.nheads_kv, shape.nheads_kv)))
+    else:
+        sources = (q, k, v)
     args = (
-        q, k, v, out, lse, shape.cu_q, shape.cu_k,
+        *sources, out, lse, shape.cu_q, shape.cu_k,
         *_strides(q, shape.varlen), *_strides(k, shape.varlen), *_strides(v, shape.varlen),
         *_strides(out, shape.varlen), *_row_stat_strides(lse, shape.varlen),
         *shape.scalars(), shape.qk_scale, shape.softcap2, shape.window_left, shape.window_right,
         *shape.autotune_keys(),
     )
     _launch("fwd", K._fwd_kernel, shape, lambda bm, bn: (triton.cdiv(shape.seqlen_q, bm), shape.nheads, shape.batch),
-            args, **shape.constexprs())
+            args, **shape.constexprs(), USE_TMA=views is not None)
     return out, lse
 
 

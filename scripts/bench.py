@@ -1,0 +1,234 @@
+"""Attention benchmark shared by every kernel issue: fa3nn backends side by side with torch SDPA's cuDNN,
+FlashAttention-2 and memory-efficient backends, in one run on one GPU.
+
+Shapes are the FlashAttention-3 paper's: batch * seqlen = 16384 tokens, nheads * headdim = 2048, bf16. FLOPs come
+from fa3nn.metrics.attention_flops (the one formula). For each (head dim, seqlen, causal) and backend it
+  1. checks the backend against fa3nn's fp32 reference on a slice (batch 0, two heads): out, dq, dk, dv;
+  2. measures peak extra memory of one forward+backward (max allocated minus what the inputs already hold);
+  3. times each direction with CUDA events: a sleep kernel is queued first so the timed calls are all enqueued before
+     the GPU reaches them (no host gaps), `--iters` back-to-back calls over `--rotate` input sets (so L2 does not
+     hold the inputs between calls), median of `--reps` such batches.
+Writes benchmarks/results/<tag>.json and .md (GPU, torch/triton/cuDNN versions, date) and prints the table last.
+
+    python scripts/bench.py                                 # the full grid (about 10 minutes on an H200)
+    python scripts/bench.py --headdims 128 --seqlens 2048 8192 --backends triton cudnn fa2   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from fa3nn import flash_attn_func
+from fa3nn.backends.base import AttnParams
+from fa3nn.backends.reference import backward_dense, forward_dense
+from fa3nn.masks import Window
+from fa3nn.metrics import attention_flops
+
+TOKENS, WIDTH = 16384, 2048
+SDPA = {"cudnn": SDPBackend.CUDNN_ATTENTION, "fa2": SDPBackend.FLASH_ATTENTION,
+        "mem-eff": SDPBackend.EFFICIENT_ATTENTION}
+FA3NN = ("triton", "hopper", "reference")
+RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+
+
+def attention_fn(backend: str):
+    """(q, k, v, causal) -> out for (batch, seqlen, heads, dim) tensors."""
+    if backend in FA3NN:
+        return lambda q, k, v, causal: flash_attn_func(q, k, v, causal=causal, backend=backend)
+    if backend in SDPA:
+        which = SDPA[backend]
+
+        def sdpa(q, k, v, causal):
+            with sdpa_kernel([which]):
+                out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                     is_causal=causal)
+            return out.transpose(1, 2)
+
+        return sdpa
+    raise ValueError(f"unknown backend {backend!r}; choose from {FA3NN + tuple(SDPA)}")
+
+
+def check(fn, q, k, v, dout, causal) -> dict:
+    """Max errors against fa3nn's reference (fp32 compute) on batch 0, heads 0-1: out absolute, grads relative."""
+    q, k, v, dout = (x[:1, :, :2].detach().contiguous() for x in (q, k, v, dout))
+    params = AttnParams(q.shape[-1] ** -0.5, Window.from_args(causal, (-1, -1)), 0.0, False)
+    out_ref, lse_ref = forward_dense(q, k, v, params)
+    grads_ref = backward_dense(dout, q, k, v, out_ref, lse_ref, None, params)
+    leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
+    out = fn(*leaves, causal)
+    grads = torch.autograd.grad(out, leaves, dout)
+    errors = {"out": (out - out_ref).abs().max().item()}
+    for name, g, g_ref in zip(("dq", "dk", "dv"), grads, grads_ref):
+        errors[name] = ((g.float() - g_ref.float()).abs().max() / g_ref.float().abs().max()).item()
+    errors["ok"] = errors["out"] <= 2e-2 and max(errors[n] for n in ("dq", "dk", "dv")) <= 5e-2
+    return errors
+
+
+def peak_extra_mib(fn, q, k, v, dout, causal) -> float:
+    leaves = [x.detach().requires_grad_(True) for x in (q, k, v)]
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    out = fn(*leaves, causal)
+    torch.autograd.grad(out, leaves, dout)
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - base) / 2**20
+
+
+def time_ms(calls, iters: int, reps: int) -> float:
+    """Median over `reps` of (device time of `iters` back-to-back calls) / iters; calls[i % len] is call i."""
+    for call in calls:  # warm-up: compile, autotune, handles
+        call()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(2_000_000)  # ~1 ms at 2 GHz: the GPU waits while the host enqueues the timed calls
+        start.record()
+        for i in range(iters):
+            calls[i % len(calls)]()
+        end.record()
+        torch.cuda.synchronize()
+        samples.append(start.elapsed_time(end) / iters)
+    return statistics.median(samples)
+
+
+def bench_shape(backends, headdim, seqlen, causal, directions, args) -> dict:
+    batch, nheads = TOKENS // seqlen, WIDTH // headdim
+    sets = []
+    for _ in range(args.rotate):
+        q, k, v, dout = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16)
+                         for _ in range(4))
+        sets.append((q, k, v, dout))
+    flops = {d: attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal, direction=d)
+             for d in ("fwd", "bwd")}
+    row = {"headdim": headdim, "seqlen": seqlen, "batch": batch, "nheads": nheads, "causal": causal, "results": {}}
+    for backend in backends:
+        fn = attention_fn(backend)
+        result: dict = {}
+        try:
+            result["check"] = check(fn, *sets[0], causal)
+        except Exception as exc:  # a backend that can't run this shape says why, and the run goes on
+            result["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+            row["results"][backend] = result
+            continue
+        if not result["check"]["ok"]:
+            row["results"][backend] = result  # wrong answers are not timed
+            continue
+        result["peak_extra_mib"] = peak_extra_mib(fn, *sets[0], causal)
+        if "fwd" in directions:
+            with torch.no_grad():
+                ms = time_ms([lambda s=s, fn=fn: fn(s[0], s[1], s[2], causal) for s in sets], args.iters, args.reps)
+            result["fwd_ms"], result["fwd_tflops"] = ms, flops["fwd"] / ms / 1e9
+        if "bwd" in directions:
+            graphs = []
+            for q, k, v, dout in sets:
+                leaves = [x.detach().requires_grad_(True) for x in (q, k, v)]
+                graphs.append((fn(*leaves, causal), leaves, dout))
+            ms = time_ms([lambda g=g: torch.autograd.grad(g[0], g[1], g[2], retain_graph=True) for g in graphs],
+                         args.iters, args.reps)
+            result["bwd_ms"], result["bwd_tflops"] = ms, flops["bwd"] / ms / 1e9
+            del graphs
+        row["results"][backend] = result
+    del sets
+    torch.cuda.empty_cache()
+    return row
+
+
+def environment() -> dict:
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    return {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "triton": triton_version,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def markdown(report: dict) -> str:
+    env, backends, rows = report["environment"], report["backends"], report["rows"]
+    ours = next((b for b in backends if b in FA3NN), None)
+    peers = [p for p in ("cudnn", "fa2") if p in backends and p != ours]
+    lines = [
+        f"# Attention benchmark: {env['gpu']}, {env['date']}",
+        "",
+        f"torch {env['torch']} (CUDA {env['cuda']}), cuDNN {env['cudnn']}, triton {env['triton']}; bf16, "
+        f"batch x seqlen = {TOKENS}, nheads x headdim = {WIDTH}. TFLOP/s (fa3nn.metrics), peak = extra MiB of one "
+        "fwd+bwd. `x` = not run (error or failed check, see JSON).",
+        "",
+    ]
+    header = ["hdim", "seqlen", "causal"]
+    for b in backends:
+        header += [f"{b} fwd", f"{b} bwd", f"{b} peak"]
+    for p in peers:
+        header += [f"{ours}/{p} fwd", f"{ours}/{p} bwd"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+
+    def num(value, fmt="{:.1f}"):
+        return fmt.format(value) if value is not None else "x"
+
+    for row in rows:
+        cells = [str(row["headdim"]), str(row["seqlen"]), "yes" if row["causal"] else "no"]
+        res = row["results"]
+        for b in backends:
+            r = res.get(b, {})
+            cells += [num(r.get("fwd_tflops")), num(r.get("bwd_tflops")), num(r.get("peak_extra_mib"), "{:.0f}")]
+        for p in peers:
+            for d in ("fwd", "bwd"):
+                a, c = res.get(ours, {}).get(f"{d}_tflops"), res.get(p, {}).get(f"{d}_tflops")
+                cells.append(num(a / c if a and c else None, "{:.2f}"))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backends", nargs="+", default=["triton", "cudnn", "fa2", "mem-eff"],
+                        help=f"first fa3nn backend is the one ratios are given for; choices: {FA3NN + tuple(SDPA)}")
+    parser.add_argument("--headdims", nargs="+", type=int, default=[64, 128, 256])
+    parser.add_argument("--seqlens", nargs="+", type=int, default=[512, 1024, 2048, 4096, 8192, 16384])
+    parser.add_argument("--causal", choices=["both", "yes", "no"], default="both")
+    parser.add_argument("--directions", nargs="+", choices=["fwd", "bwd"], default=["fwd", "bwd"])
+    parser.add_argument("--iters", type=int, default=10, help="back-to-back calls per timed batch")
+    parser.add_argument("--reps", type=int, default=7, help="timed batches; the median is reported")
+    parser.add_argument("--rotate", type=int, default=3, help="input sets cycled through (defeats L2 reuse)")
+    parser.add_argument("--out-dir", type=Path, default=RESULTS)
+    parser.add_argument("--tag", default=None, help="file name stem (default: bench-<gpu>-<date>)")
+    args = parser.parse_args()
+    for b in args.backends:
+        attention_fn(b)  # fail fast on a typo
+    env = environment()
+    causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
+    rows = []
+    for headdim in args.headdims:
+        for seqlen in args.seqlens:
+            for causal in causals:
+                rows.append(bench_shape(args.backends, headdim, seqlen, causal, args.directions, args))
+                print(json.dumps({k: rows[-1][k] for k in ("headdim", "seqlen", "causal")}), flush=True)
+    report = {"environment": env, "backends": args.backends, "args": {k: str(v) for k, v in vars(args).items()},
+              "rows": rows}
+    tag = args.tag or f"bench-{env['gpu'].replace(' ', '_')}-{env['date'][:10]}"
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / f"{tag}.json").write_text(json.dumps(report, indent=1))
+    table = markdown(report)
+    (args.out_dir / f"{tag}.md").write_text(table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
