@@ -77,6 +77,7 @@ def bench_shape(headdim: int, seqlen: int, causal: bool, args, variants=("full",
     return rows
 
 
+# Alternative tile shapes compiled next to the default (kernels/hopper/flash_fwd_api.cu, `Tiles`).
 EXPERIMENTS = {64: ("tiles_a", "tiles_b"), 128: ("tiles_a", "tiles_b"), 256: ("tiles_a",)}
 
 
@@ -96,9 +97,11 @@ def main() -> None:
         for seqlen in args.seqlens:
             for causal in (False, True):
                 rows += bench_shape(headdim, seqlen, causal, args)
-    for seqlen in args.ablation_seqlens:
-        rows += bench_shape(128, seqlen, False, args,
-                            variants=("full", "no_pingpong", "no_overlap", "no_pingpong_no_overlap", "skip_kv_loads"))
+    ablations = ("full", "no_pingpong", "no_overlap", "no_pingpong_no_overlap")
+    for headdim in args.headdims:
+        for seqlen in args.ablation_seqlens:
+            extra = ("skip_kv_loads",) if headdim == 128 else ()
+            rows += bench_shape(headdim, seqlen, False, args, variants=ablations + extra)
     for headdim in args.headdims:
         for seqlen in args.experiment_seqlens:
             for causal in (False, True):

@@ -233,7 +233,10 @@ struct Consumer {
       for (int j = 0; j < 4; ++j) a[k][j] = pack(s[8 * k + 2 * j], s[8 * k + 2 * j + 1]);
   }
 
+  // Rescale O to the new row maxima. Once the maxima settle (most key blocks of a long row) every factor is exactly
+  // 1, and the warp skips the D/2 multiplies.
   __device__ __forceinline__ static void rescale(float (&o)[kORegs], const float (&o_scale)[2]) {
+    if (!__any_sync(0xffffffff, o_scale[0] != 1.f || o_scale[1] != 1.f)) return;
 #pragma unroll
     for (int i = 0; i < kORegs; ++i) o[i] *= o_scale[(i >> 1) & 1];
   }
@@ -267,10 +270,11 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, uint8_t* smem,
   PipelineState<Cfg::kStages> k_state, v_state;
   uint32_t q_phase = 0;
 
+  // Descriptors of stage 0 (and of this warpgroup's 64 rows inside each Q panel); stage s is kKVBytes * s further.
   const uint32_t smem_base = smem_addr(smem);
-  const uint32_t q_base = smem_base + wg * 64 * kPanelRowBytes;  // this warpgroup's 64 rows inside each Q panel
-  auto k_base = [&](uint32_t stage) { return smem_base + Cfg::kOffK + stage * Cfg::kKVBytes; };
-  auto v_base = [&](uint32_t stage) { return smem_base + Cfg::kOffV + stage * Cfg::kKVBytes; };
+  const uint64_t desc_q = make_desc_kmajor_sw128(smem_base + wg * 64 * kPanelRowBytes);
+  const uint64_t desc_k0 = make_desc_kmajor_sw128(smem_base + Cfg::kOffK);
+  const uint64_t desc_v0 = make_desc_mnmajor_sw128(smem_base + Cfg::kOffV, Cfg::kKVPanelBytes);
 
   if constexpr (Cfg::kPingpong) {
     if (wg == Cfg::kConsumers - 1) NamedBarrier::arrive(NamedBarrier::kFirstId + 0, C::kSchedThreads);  // 0 first
@@ -297,13 +301,13 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, uint8_t* smem,
 
       auto issue_qk = [&]() {
         warpgroup_arrive();
-        gemm_ss<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kBF16>(s, q_base, Cfg::kQPanelBytes, k_base(k_state.index),
-                                                          Cfg::kKVPanelBytes, false);
+        gemm_ss<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kBF16, Cfg::kQPanelBytes, Cfg::kKVPanelBytes>(
+            s, desc_q, desc_advance(desc_k0, k_state.index * Cfg::kKVBytes));
         wgmma_commit();
       };
       auto issue_pv = [&]() {
         warpgroup_arrive();
-        gemm_rs<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kBF16>(o, pa, v_base(v_state.index), Cfg::kKVPanelBytes);
+        gemm_rs<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kBF16>(o, pa, desc_advance(desc_v0, v_state.index * Cfg::kKVBytes));
         wgmma_commit();
       };
       auto release_k = [&](bool last) {

@@ -125,19 +125,20 @@ int launch(const Problem& pr) {
   return 0;
 }
 
-// Tile choices per head dim: kBlockN, K/V stages, consumer warpgroups (kBlockM = 64 per consumer).
-//   d64: 128 x 128, 2 stages;  d128: 128 x 128, 2 stages (160 KB of smem);
-//   d256: 128 x 64, 2 stages (64 KB Q + 128 KB K/V = 192 KB).
-// Variants 4 and 5 are experimental tile shapes compiled for bf16 so one benchmark run can compare them.
+// Tile choices per head dim: kBlockN, K/V stages, consumer warpgroups (kBlockM = 64 per consumer). Variant 0 is
+// the default; 4 and 5 are alternatives compiled for bf16 so one benchmark run can compare them (benchmarks/NOTES.md).
+//   d64:  192 x 128, 3 consumers (160 registers each), 2 stages.  4: 128 x 128, 2 consumers.  5: 192 x 128, 3 stages.
+//   d128: 128 x 176, 2 stages (208 KB of smem).                    4: 128 x 128.               5: 128 x 192.
+//   d256: 128 x 80, 2 stages (64 KB Q + 160 KB K/V = 224 KB).       4: 128 x 64.
 template <int D, int kVariant> struct Tiles;
-template <> struct Tiles<64, 0> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 2; };
-template <> struct Tiles<64, 4> { static constexpr int kBlockN = 128, kStages = 4, kConsumers = 2; };
-template <> struct Tiles<64, 5> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 3; };
-template <> struct Tiles<128, 0> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 2; };
-template <> struct Tiles<128, 4> { static constexpr int kBlockN = 128, kStages = 3, kConsumers = 2; };
-template <> struct Tiles<128, 5> { static constexpr int kBlockN = 176, kStages = 2, kConsumers = 2; };
-template <> struct Tiles<256, 0> { static constexpr int kBlockN = 64, kStages = 2, kConsumers = 2; };
-template <> struct Tiles<256, 4> { static constexpr int kBlockN = 80, kStages = 2, kConsumers = 2; };
+template <> struct Tiles<64, 0> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 3; };
+template <> struct Tiles<64, 4> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 2; };
+template <> struct Tiles<64, 5> { static constexpr int kBlockN = 128, kStages = 3, kConsumers = 3; };
+template <> struct Tiles<128, 0> { static constexpr int kBlockN = 176, kStages = 2, kConsumers = 2; };
+template <> struct Tiles<128, 4> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 2; };
+template <> struct Tiles<128, 5> { static constexpr int kBlockN = 192, kStages = 2, kConsumers = 2; };
+template <> struct Tiles<256, 0> { static constexpr int kBlockN = 80, kStages = 2, kConsumers = 2; };
+template <> struct Tiles<256, 4> { static constexpr int kBlockN = 64, kStages = 2, kConsumers = 2; };
 
 template <int D, bool kBF16, bool kCausal, int kVariant = 0, bool kPingpong = true, bool kOverlap = true,
           bool kSkipKVLoads = false>
@@ -162,13 +163,20 @@ int dispatch_experimental(const Problem& pr, bool causal) {
   return causal ? launch_d<D, true, true, kVariant>(pr) : launch_d<D, true, false, kVariant>(pr);
 }
 
+template <int D>
+int ablation(const Problem& pr, int variant) {
+  if (variant == 1) return launch_d<D, true, false, 0, false, true>(pr);
+  if (variant == 2) return launch_d<D, true, false, 0, true, false>(pr);
+  return launch_d<D, true, false, 0, false, false>(pr);
+}
+
 int dispatch_variant(const Problem& pr, bool bf16, bool causal, int variant) {
   const int d = pr.headdim;
   if (variant >= 1 && variant <= 3) {
-    if (d != 128 || !bf16 || causal) return fail("%s", "ablation variants exist for bf16, d128, non-causal");
-    if (variant == 1) return launch_d<128, true, false, 0, false, true>(pr);
-    if (variant == 2) return launch_d<128, true, false, 0, true, false>(pr);
-    return launch_d<128, true, false, 0, false, false>(pr);
+    if (!bf16 || causal) return fail("%s", "ablation variants exist for bf16, non-causal");
+    if (d == 64) return ablation<64>(pr, variant);
+    if (d == 128) return ablation<128>(pr, variant);
+    return ablation<256>(pr, variant);
   }
   if (variant == 4 || variant == 5) {
     if (!bf16) return fail("%s", "experimental tile variants exist for bf16 only");
@@ -198,7 +206,7 @@ const char* fa3nn_hopper_last_error() { return g_error; }
 // nheads_kv, d), lse (nheads, total_q), batch = number of sequences, seqlen_q/seqlen_k = total_q/total_k.
 // strides: 12 element strides, (batch, row, head) for q, k, v, out; the head dim must be contiguous.
 // variant: 0 = full design, 1 = no pingpong, 2 = no intra-warpgroup overlap, 3 = neither (ablation builds exist for
-// bf16 d128 non-causal only); 4, 5 = experimental tile shapes (bf16; see Tiles); 9 = diagnostic without K/V loads
+// bf16 non-causal); 4, 5 = experimental tile shapes (bf16; see Tiles); 9 = diagnostic without K/V loads
 // (wrong results; measures the kernel without its L2 traffic). Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_fwd(const void* q, const void* k, const void* v, void* out, float* lse, const int* cu_seqlens_q,
                      const int* cu_seqlens_k, int batch, int seqlen_q, int seqlen_k, int max_seqlen_q, int nheads,

@@ -45,10 +45,23 @@ struct OnlineSoftmax {
 
   // Scores -> unnormalized probabilities in place; o_scale[r] is the factor that rescales row r of the output
   // accumulator to the new maximum (exactly 1 when the maximum did not move).
-  __device__ __forceinline__ void step(float (&s)[kRegs], float scale_log2, float (&o_scale)[2]) {
-    float tile_max[2] = {-INFINITY, -INFINITY};
+  // Max (or sum) of one row's kRegs/2 values as a balanced tree: log2 depth instead of a kRegs/2-long dependency
+  // chain, which sits on every iteration's critical path.
+  template <bool kMax>
+  __device__ __forceinline__ static float row_reduce(const float (&s)[kRegs], int half) {
+    constexpr int kN = kRegs / 2;
+    float v[kN];
 #pragma unroll
-    for (int i = 0; i < kRegs; ++i) tile_max[(i >> 1) & 1] = fmaxf(tile_max[(i >> 1) & 1], s[i]);
+    for (int j = 0; j < kN; ++j) v[j] = s[4 * (j / 2) + 2 * half + (j % 2)];
+#pragma unroll
+    for (int width = 1; width < kN; width *= 2)
+#pragma unroll
+      for (int j = 0; j + width < kN; j += 2 * width) v[j] = kMax ? fmaxf(v[j], v[j + width]) : v[j] + v[j + width];
+    return v[0];
+  }
+
+  __device__ __forceinline__ void step(float (&s)[kRegs], float scale_log2, float (&o_scale)[2]) {
+    const float tile_max[2] = {row_reduce<true>(s, 0), row_reduce<true>(s, 1)};
     float sub[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -56,14 +69,11 @@ struct OnlineSoftmax {
       sub[r] = scaled_max(new_max, scale_log2);
       o_scale[r] = fast_exp2(row_max[r] * scale_log2 - sub[r]);  // old max -inf -> 0 (nothing accumulated yet)
       row_max[r] = new_max;
-      row_sum[r] *= o_scale[r];
     }
 #pragma unroll
-    for (int i = 0; i < kRegs; ++i) {
-      const int r = (i >> 1) & 1;
-      s[i] = fast_exp2(fmaf(s[i], scale_log2, -sub[r]));
-      row_sum[r] += s[i];
-    }
+    for (int i = 0; i < kRegs; ++i) s[i] = fast_exp2(fmaf(s[i], scale_log2, -sub[(i >> 1) & 1]));
+#pragma unroll
+    for (int r = 0; r < 2; ++r) row_sum[r] = row_sum[r] * o_scale[r] + row_reduce<false>(s, r);
   }
 
   // Per row: the factor that normalizes the output (0 for a row that attended nothing) and the natural-log lse

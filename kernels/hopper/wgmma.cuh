@@ -60,30 +60,29 @@ __device__ __forceinline__ void fence_operands(uint32_t (&regs)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+r"(regs[i])::"memory");
 }
 
-// acc(64 x N) (+)= A(64 x D) B(N x D)^T, A and B K-major SW128 panels of D/64 panels each.
-// a_panel0/b_panel0: shared addresses of the first panel; a_panel_bytes/b_panel_bytes: stride between panels.
-template <int N, int D, bool kBF16>
-__device__ __forceinline__ void gemm_ss(float (&acc)[N / 2], uint32_t a_panel0, uint32_t a_panel_bytes,
-                                        uint32_t b_panel0, uint32_t b_panel_bytes, bool accumulate) {
+// A descriptor moved by `bytes` inside shared memory: the start address field is the low 14 bits of (addr >> 4) and
+// every tile here stays below 256 KB, so adding (bytes >> 4) to the descriptor never carries out of the field.
+// This keeps the per-k-step cost at one 64-bit add of an immediate instead of re-encoding the address.
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
+
+// acc(64 x N) (+)= A(64 x D) B(N x D)^T, A and B K-major SW128 panels, D/64 panels each, kAPanelBytes /
+// kBPanelBytes apart; desc_a / desc_b describe the first k16 step of the first panel.
+template <int N, int D, bool kBF16, uint32_t kAPanelBytes, uint32_t kBPanelBytes>
+__device__ __forceinline__ void gemm_ss(float (&acc)[N / 2], uint64_t desc_a, uint64_t desc_b) {
 #pragma unroll
   for (int k = 0; k < D / 16; ++k) {
     const uint32_t k_off = (k % 4) * 32;
-    const uint64_t da = make_desc_kmajor_sw128(a_panel0 + (k / 4) * a_panel_bytes + k_off);
-    const uint64_t db = make_desc_kmajor_sw128(b_panel0 + (k / 4) * b_panel_bytes + k_off);
-    WgmmaSS<N, kBF16>::mma(acc, da, db, (accumulate || k > 0) ? 1 : 0);
+    WgmmaSS<N, kBF16>::mma(acc, desc_advance(desc_a, (k / 4) * kAPanelBytes + k_off),
+                           desc_advance(desc_b, (k / 4) * kBPanelBytes + k_off), k > 0 ? 1 : 0);
   }
 }
 
 // acc(64 x D) += P(64 x K) V(K x D): P from registers (K/16 fragments of 4 regs), V MN-major SW128 in D/64 panels of
-// K rows x 128 B each, `v_panel_bytes` apart.
+// K rows x 128 B each; desc_v describes the first 16 rows (make_desc_mnmajor_sw128 with LBO = the panel stride).
 template <int K, int D, bool kBF16>
-__device__ __forceinline__ void gemm_rs(float (&acc)[D / 2], const uint32_t (&p)[K / 16][4], uint32_t v_panel0,
-                                        uint32_t v_panel_bytes) {
+__device__ __forceinline__ void gemm_rs(float (&acc)[D / 2], const uint32_t (&p)[K / 16][4], uint64_t desc_v) {
 #pragma unroll
-  for (int k = 0; k < K / 16; ++k) {
-    const uint64_t db = make_desc_mnmajor_sw128(v_panel0 + k * 16 * kPanelRowBytes, v_panel_bytes);
-    WgmmaRS<D, kBF16>::mma(acc, p[k], db, 1);
-  }
+  for (int k = 0; k < K / 16; ++k) WgmmaRS<D, kBF16>::mma(acc, p[k], desc_advance(desc_v, k * 16 * kPanelRowBytes), 1);
 }
 
 }  // namespace fa3nn::hopper
