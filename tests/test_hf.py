@@ -286,3 +286,15 @@ def test_test_inputs_exercise_window_and_softcap():
             layer.self_attn.attn_logit_softcapping = None
         assert (mistral(ids).logits - windowed).abs().max() > 1e-3
         assert (gemma2(ids).logits - softcapped).abs().max() > 1e-3
+
+
+def test_autocast_bf16_matches_eager():
+    """Under autocast, rotary embeddings leave q/k in float32 and v in bfloat16: fa3nn runs them in the autocast
+    dtype (as transformers' flash path does). pt = eager under the same autocast."""
+    input_ids = torch.randint(0, VOCAB, (2, SEQLEN))
+    model = _model("llama")
+    ref = _run(copy.deepcopy(model), input_ids, torch.float64)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        pt = _run(copy.deepcopy(model), input_ids, torch.float32)
+        actual = _run(fa3nn.patch_hf(model), input_ids, torch.float32)
+    _assert_matches(actual, ref, pt)

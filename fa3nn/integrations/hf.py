@@ -22,6 +22,7 @@ the model itself (`is_causal`, `sliding_window`, `softcap`, `scaling`).
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass
 
@@ -114,6 +115,16 @@ def _window(is_causal: bool, sliding_window: int | None, seqlen_k: int) -> tuple
     return (sliding_window - 1, -1 if is_causal else sliding_window - 1)
 
 
+def _compute_dtype(query, key, value) -> torch.dtype:
+    """One dtype for q, k and v. Under autocast, rotary embeddings (computed in float32) promote q and k to float32
+    while v stays in the autocast dtype; as transformers' flash path does, attention then runs in the autocast
+    dtype. Outside autocast, mixed inputs run in the widest of them."""
+    device_type = query.device.type
+    if torch.is_autocast_enabled(device_type):
+        return torch.get_autocast_dtype(device_type)
+    return functools.reduce(torch.promote_types, (query.dtype, key.dtype, value.dtype))
+
+
 def fa3nn_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
@@ -148,7 +159,8 @@ def fa3nn_attention_forward(
         warnings.warn("fa3nn does not return attention weights (output_attentions=True gives None)", stacklevel=2)
 
     is_causal = getattr(module, "is_causal", True) if is_causal is None else bool(is_causal)
-    q, k, v = query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2)
+    dtype = _compute_dtype(query, key, value)
+    q, k, v = (t.transpose(1, 2).to(dtype) for t in (query, key, value))
     options = dict(
         softmax_scale=scaling, causal=is_causal, window_size=_window(is_causal, sliding_window, k.shape[1]),
         softcap=float(softcap or 0.0), deterministic=deterministic, fp8=fp8, backend=backend,
