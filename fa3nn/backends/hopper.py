@@ -12,7 +12,6 @@ import ctypes
 
 import torch
 
-from fa3nn.backends import hopper_build
 from fa3nn.backends.base import AttnCall, AttnParams, Backend, Varlen
 
 SUPPORTED_HEADDIMS = (64, 128, 256)
@@ -39,6 +38,8 @@ class _Library:
         if not self.tried:
             self.tried = True
             try:
+                from fa3nn.backends import hopper_build  # lazy: `python -m fa3nn.backends.hopper_build` stays clean
+
                 self.lib = hopper_build.load(hopper_build.library_path())
             except Exception as exc:  # noqa: BLE001 - the reason becomes the refusal message
                 self.error = f"native library unavailable: {exc}"

@@ -82,8 +82,13 @@ def cache_root() -> Path:
     return Path(os.environ.get("FA3NN_CACHE_DIR", Path.home() / ".cache" / "fa3nn")) / "hopper"
 
 
+def ptxas_log_path(library: Path) -> Path:
+    """Where the build keeps ptxas' resource report (registers, spills, stack) next to the library."""
+    return library.with_suffix(".ptxas.log")
+
+
 def compile_library(nvcc: str, root: Path, out: Path, extra_flags: tuple[str, ...] = ()) -> str:
-    """Compile kernels/hopper into `out` atomically (temp file + rename). Returns ptxas' report."""
+    """Compile kernels/hopper into `out` atomically (temp file + rename), keeping ptxas' report beside it."""
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=out.parent)
     os.close(fd)
@@ -92,6 +97,9 @@ def compile_library(nvcc: str, root: Path, out: Path, extra_flags: tuple[str, ..
         result = subprocess.run(cmd, capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"nvcc failed ({' '.join(cmd)}):\n{result.stderr[-4000:]}")
+        log_tmp = f"{tmp}.log"
+        Path(log_tmp).write_text(result.stderr)
+        os.replace(log_tmp, ptxas_log_path(out))
         os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):

@@ -126,7 +126,8 @@ int launch(const Problem& pr) {
 }
 
 // Tile choices per head dim: kBlockN, K/V stages, consumer warpgroups (kBlockM = 64 per consumer). Variant 0 is
-// the default; 4 and 5 are alternatives compiled for bf16 so one benchmark run can compare them (benchmarks/NOTES.md).
+// the default, variant 4 serves short causal calls (dispatch_causal); 4 and 5 are also compiled for bf16 under
+// their own variant numbers so one benchmark run can compare shapes (benchmarks/NOTES.md).
 //   d64:  192 x 128, 3 consumers (160 registers each), 2 stages.  4: 128 x 128, 2 consumers.  5: 192 x 128, 3 stages.
 //   d128: 128 x 176, 2 stages (208 KB of smem).                    4: 128 x 128.               5: 128 x 192.
 //   d256: 128 x 80, 2 stages (64 KB Q + 160 KB K/V = 224 KB).       4: 128 x 64.
@@ -148,9 +149,16 @@ int launch_d(const Problem& pr) {
                           kSkipKVLoads>>(pr);
 }
 
+// Causal calls with short query sequences take the narrower tiles of variant 4: a causal tile wastes up to one key
+// block of work on its diagonal, and at seqlen_q <= 1024 that waste outweighs the per-block overheads that wider
+// blocks save (measured at 512 on the H200: d64 0.76 -> 0.81 of cuDNN, d128 0.63 -> 0.74, d256 0.63 -> 0.67; at
+// 16384 the wide tiles win: 1.04 / 1.05 / 0.98 vs 0.93 / 0.97 / 0.88; benchmarks/NOTES.md).
+constexpr int kShortCausalSeqlen = 1024;
+
 template <int D, bool kBF16>
 int dispatch_causal(const Problem& pr, bool causal) {
-  return causal ? launch_d<D, kBF16, true>(pr) : launch_d<D, kBF16, false>(pr);
+  if (!causal) return launch_d<D, kBF16, false>(pr);
+  return pr.max_seqlen_q <= kShortCausalSeqlen ? launch_d<D, kBF16, true, 4>(pr) : launch_d<D, kBF16, true>(pr);
 }
 
 template <int D>
