@@ -1,8 +1,9 @@
 """Compile every native Hopper kernel instantiation with nvcc (no GPU needed) and check ptxas' resource report.
 
-Fails (exit 1) when any instantiation spills registers or uses local memory (stack frame), or when ptxas reports
-that it serialized wgmma or ignored setmaxnreg (C7508, C7511, C7515, C7519: each means the kernel is not what the
-source says). Prints registers, the setmaxnreg split and shared memory per instantiation.
+Flags in the table: P pingpong, O intra-warpgroup overlap, T cross-tile pipeline, X skip-K/V-loads diagnostic;
+q1/q2 = Q stages. Fails (exit 1) when any instantiation spills registers or uses local memory (stack frame), or
+when ptxas reports that it serialized wgmma or ignored setmaxnreg (C7508, C7511, C7515, C7519: each means the
+kernel is not what the source says). Prints registers, the setmaxnreg split and shared memory per instantiation.
 
 The build is the runtime one (fa3nn.backends.hopper_build): the library and its ptxas log are cached by source
 hash, nvcc version and architecture, so a second run with unchanged sources only re-reads the log.
@@ -27,7 +28,9 @@ from fa3nn.backends import hopper_build  # noqa: E402
 ENTRY = re.compile(r"Compiling entry function '(\S+)' for '(\w+)'")
 PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 USED = re.compile(r"Used (\d+) registers")
-CONFIG = re.compile(r"FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELb([01])ELi(\d+)ELb([01])E")
+CONFIG = re.compile(
+    r"FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELb([01])ELi(\d+)ELb([01])ELi(\d+)ELb([01])E"
+)
 BAD_WARNINGS = ("C7508", "C7511", "C7515", "C7519")
 
 
@@ -44,21 +47,24 @@ class Instantiation:
         m = CONFIG.search(self.name)
         if m is None:
             return None
-        d, bn, stages, bf16, causal, pingpong, overlap, consumers, skip = (int(g) for g in m.groups())
+        d, bn, stages, bf16, causal, pingpong, overlap, consumers, skip, q_stages, cross = (int(g) for g in m.groups())
         return dict(headdim=d, block_n=bn, stages=stages, dtype="bf16" if bf16 else "fp16", causal=bool(causal),
-                    pingpong=bool(pingpong), overlap=bool(overlap), consumers=consumers, skip_kv_loads=bool(skip))
+                    pingpong=bool(pingpong), overlap=bool(overlap), consumers=consumers, skip_kv_loads=bool(skip),
+                    q_stages=q_stages, cross_tile=bool(cross and overlap))
 
     def describe(self) -> str:
         c = self.config
         if c is None:
             return self.name[:60]
-        # Shared memory as FwdConfig lays it out: Q | K stages | V stages | mbarriers | 1 KB alignment slack.
-        smem = 64 * c["consumers"] * c["headdim"] * 2 + 2 * c["stages"] * c["block_n"] * c["headdim"] * 2
-        smem += 8 * (2 + 4 * c["stages"]) + 1024
+        # Shared memory as FwdConfig lays it out: Q stages | K stages | V stages | mbarriers | 1 KB alignment slack.
+        smem = c["q_stages"] * 64 * c["consumers"] * c["headdim"] * 2
+        smem += 2 * c["stages"] * c["block_n"] * c["headdim"] * 2 + 8 * (2 * c["q_stages"] + 4 * c["stages"]) + 1024
         regs = "24/240" if c["consumers"] == 2 else "32/160"
-        flags = "".join(f for f, on in (("P", c["pingpong"]), ("O", c["overlap"]), ("X", c["skip_kv_loads"])) if on)
+        flags = "".join(f for f, on in (("P", c["pingpong"]), ("O", c["overlap"]), ("T", c["cross_tile"]),
+                                        ("X", c["skip_kv_loads"])) if on)
         return (f"d{c['headdim']:<4}{c['dtype']:<5}{'causal' if c['causal'] else 'full':<7}"
-                f"{64 * c['consumers']}x{c['block_n']:<5}st{c['stages']} {flags:<4} regs {self.registers} "
+                f"{64 * c['consumers']}x{c['block_n']:<5}st{c['stages']} q{c['q_stages']} {flags:<5}"
+                f"regs {self.registers} "
                 f"(setmaxnreg {regs})  smem {smem / 1024:.1f} KB")
 
 

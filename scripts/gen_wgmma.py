@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 # N values for the SS form (S = Q K^T: N = kBlockN) and the RS form (O += P V: N = head dim).
-SS_N = (64, 80, 96, 112, 128, 176, 192)
+SS_N = (64, 80, 96, 112, 128, 160, 176, 192)
 RS_N = (64, 128, 256)
 TYPES = {"bf16": "bf16", "f16": "f16"}
 

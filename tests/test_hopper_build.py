@@ -28,7 +28,7 @@ def _check_kernels_module():
 
 def test_ptxas_report_parser_flags_spills():
     check = _check_kernels_module()
-    name = "_ZN5fa3nn6hopper16flash_fwd_kernelINS0_9FwdConfigILi128ELi176ELi2ELb1ELb0ELb1ELb1ELi2ELb0EEEEEv"
+    name = "_ZN5fa3nn6hopper16flash_fwd_kernelINS0_9FwdConfigILi128ELi176ELi2ELb1ELb0ELb1ELb1ELi2ELb0ELi1ELb1EEEEEv"
     log = (
         f"ptxas info    : Compiling entry function '{name}' for 'sm_90a'\n"
         f"ptxas info    : Function properties for {name}\n"

@@ -46,12 +46,15 @@ struct FwdParams {
 
 // kSkipKVLoads is a diagnostic only (wrong results): the producer signals K/V stages without loading them, which
 // measures the kernel with its L2 -> shared-memory traffic removed.
+// kQStages = 2 double-buffers Q, so the next tile's Q loads while this tile still computes; kCrossTile (needs
+// kOverlap) pipelines across tiles: the next tile's first Q K^T is issued together with this tile's last P V.
 template <int kHeadDim_, int kBlockN_, int kStages_, bool kBF16_, bool kCausal_, bool kPingpong_ = true,
-          bool kOverlap_ = true, int kConsumers_ = 2, bool kSkipKVLoads_ = false>
+          bool kOverlap_ = true, int kConsumers_ = 2, bool kSkipKVLoads_ = false, int kQStages_ = 1,
+          bool kCrossTile_ = true>
 struct FwdConfig {
-  static constexpr int kHeadDim = kHeadDim_, kBlockN = kBlockN_, kStages = kStages_;
+  static constexpr int kHeadDim = kHeadDim_, kBlockN = kBlockN_, kStages = kStages_, kQStages = kQStages_;
   static constexpr bool kBF16 = kBF16_, kCausal = kCausal_, kPingpong = kPingpong_, kOverlap = kOverlap_;
-  static constexpr bool kSkipKVLoads = kSkipKVLoads_;
+  static constexpr bool kSkipKVLoads = kSkipKVLoads_, kCrossTile = kCrossTile_ && kOverlap_;
   static constexpr int kConsumers = kConsumers_;  // consumer warpgroups, 64 query rows each
   static constexpr int kBlockM = 64 * kConsumers;
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -64,14 +67,14 @@ struct FwdConfig {
   static constexpr uint32_t kQPanelBytes = kBlockM * kPanelRowBytes;
   static constexpr uint32_t kKVPanelBytes = kBlockN * kPanelRowBytes;
   static_assert(kHeadDim % kPanelCols == 0 && kBlockN % 16 == 0, "tile shape");
-  static_assert(kKVPanelBytes % 1024 == 0, "SW128 panels must stay 1024-B aligned");
+  static_assert(kKVPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0, "SW128 panels must stay 1024-B aligned");
 
   struct Barriers {
-    MBarrier q_full, q_empty;
+    Pipeline<kQStages> q;
     Pipeline<kStages> k, v;
   };
-  // Shared memory, from a 1024-B aligned base: Q | K stages | V stages | barriers.
-  static constexpr uint32_t kOffK = kQBytes;
+  // Shared memory, from a 1024-B aligned base: Q stages | K stages | V stages | barriers.
+  static constexpr uint32_t kOffK = kQStages * kQBytes;
   static constexpr uint32_t kOffV = kOffK + kStages * kKVBytes;
   static constexpr uint32_t kOffBarriers = kOffV + kStages * kKVBytes;
   static constexpr uint32_t kSmemBytes = kOffBarriers + sizeof(Barriers) + 1024;  // + alignment slack
@@ -130,7 +133,7 @@ __device__ __forceinline__ void producer_loop(const CUtensorMap* tma_q, const CU
   tma_prefetch_descriptor(tma_v);
   StaticPersistentScheduler<Cfg::kCausal> sched(p.num_m_blocks, p.nheads, p.batch);
   PipelineState<Cfg::kStages> k_state, v_state;
-  uint32_t q_phase = 0;
+  PipelineState<Cfg::kQStages> q_state;
   for (int tile = sched.first(); sched.valid(tile); tile = sched.next(tile)) {
     const Tile t = sched.decode(tile);
     const SeqRange r = seq_range(p, t.batch);
@@ -139,13 +142,13 @@ __device__ __forceinline__ void producer_loop(const CUtensorMap* tma_q, const CU
     if (n_blocks <= 0) continue;
     const int head_kv = t.head / p.group;
 
-    bars.q_empty.wait(q_phase ^ 1);
-    bars.q_full.arrive_expect_tx(Cfg::kQBytes);
+    bars.q.producer_acquire(q_state, Cfg::kQBytes);
+    uint8_t* q_dst = smem + q_state.index * Cfg::kQBytes;
 #pragma unroll
     for (int panel = 0; panel < Cfg::kPanels; ++panel)
-      tma_load_4d(tma_q, &bars.q_full, smem + panel * Cfg::kQPanelBytes, panel * kPanelCols,
+      tma_load_4d(tma_q, bars.q.full_barrier(q_state), q_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols,
                   r.q_start + t.m_block * Cfg::kBlockM, t.head, r.batch_coord);
-    q_phase ^= 1;
+    q_state.advance();
 
     for (int n_block = n_blocks - 1; n_block >= 0; --n_block) {
       const int row = r.k_start + n_block * Cfg::kBlockN;
@@ -260,6 +263,23 @@ struct Consumer {
         p.lse[t.batch * p.lse_batch_stride + t.head * p.lse_head_stride + r.q_start + row] = lse[half];
     }
   }
+
+  // A tile whose rows attend no key (causal with seqlen_q > seqlen_k, or an empty varlen sequence): zeros, -inf.
+  __device__ __forceinline__ void store_empty(const FwdParams& p, const SeqRange& r, const Tile& t) const {
+    float zeros[kORegs];
+#pragma unroll
+    for (int i = 0; i < kORegs; ++i) zeros[i] = 0.f;
+    const float none[2] = {0.f, 0.f}, lse[2] = {-INFINITY, -INFINITY};
+    store(p, r, t, zeros, none, lse);
+  }
+};
+
+// One tile of the persistent walk that has key blocks to visit.
+struct WorkTile {
+  int index;  // scheduler tile index
+  Tile t;
+  SeqRange r;
+  int n_blocks;
 };
 
 template <class Cfg>
@@ -268,11 +288,11 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, uint8_t* smem,
   C c{wg, static_cast<int>(threadIdx.x % 128), threadIdx.x % 128 == 0};
   StaticPersistentScheduler<Cfg::kCausal> sched(p.num_m_blocks, p.nheads, p.batch);
   PipelineState<Cfg::kStages> k_state, v_state;
-  uint32_t q_phase = 0;
+  PipelineState<Cfg::kQStages> q_state;
 
-  // Descriptors of stage 0 (and of this warpgroup's 64 rows inside each Q panel); stage s is kKVBytes * s further.
+  // Descriptors of stage 0 (and of this warpgroup's 64 rows inside each Q panel); stage s is k*Bytes * s further.
   const uint32_t smem_base = smem_addr(smem);
-  const uint64_t desc_q = make_desc_kmajor_sw128(smem_base + wg * 64 * kPanelRowBytes);
+  const uint64_t desc_q0 = make_desc_kmajor_sw128(smem_base + wg * 64 * kPanelRowBytes);
   const uint64_t desc_k0 = make_desc_kmajor_sw128(smem_base + Cfg::kOffK);
   const uint64_t desc_v0 = make_desc_mnmajor_sw128(smem_base + Cfg::kOffV, Cfg::kKVPanelBytes);
 
@@ -283,89 +303,155 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, uint8_t* smem,
   float s[C::kSRegs];
   float o[C::kORegs];
   uint32_t pa[C::kKSteps][4];
+  float o_scale[2];
   OnlineSoftmax<Cfg::kBlockN> softmax;
 
-  for (int tile = sched.first(); sched.valid(tile); tile = sched.next(tile)) {
-    const Tile t = sched.decode(tile);
-    const SeqRange r = seq_range(p, t.batch);
-    if (t.m_block * Cfg::kBlockM >= r.seqlen_q) continue;
-    const int n_blocks = num_key_blocks<Cfg>(r, t.m_block);
-    softmax.reset();
+  auto issue_qk = [&]() {
+    warpgroup_arrive();
+    gemm_ss<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kBF16, Cfg::kQPanelBytes, Cfg::kKVPanelBytes>(
+        s, desc_advance(desc_q0, q_state.index * Cfg::kQBytes), desc_advance(desc_k0, k_state.index * Cfg::kKVBytes));
+    wgmma_commit();
+  };
+  auto issue_pv = [&]() {
+    warpgroup_arrive();
+    gemm_rs<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kBF16>(o, pa, desc_advance(desc_v0, v_state.index * Cfg::kKVBytes));
+    wgmma_commit();
+  };
+  // K block done; after a tile's last Q K^T its Q stage is free too.
+  auto release_k = [&](bool last_of_tile) {
+    if (c.leader) {
+      bars.k.consumer_release(k_state);
+      if (last_of_tile) bars.q.consumer_release(q_state);
+    }
+    k_state.advance();
+    if (last_of_tile) q_state.advance();
+  };
+  auto release_v = [&]() {
+    if (c.leader) bars.v.consumer_release(v_state);
+    v_state.advance();
+  };
+  auto softmax_block = [&](const WorkTile& w, int n_block) {
+    if (block_needs_mask<Cfg>(w.r, w.t.m_block, n_block)) c.apply_mask(s, w.r, w.t.m_block, n_block);
+    softmax.step(s, p.scale_log2, o_scale);
+  };
+  auto zero_o = [&]() {
 #pragma unroll
     for (int i = 0; i < C::kORegs; ++i) o[i] = 0.f;
+  };
+  auto finish_tile = [&](const WorkTile& w) {
+    float inv_sum[2], lse[2];
+    softmax.finalize(p.scale_log2, inv_sum, lse);
+    c.store(p, w.r, w.t, o, inv_sum, lse);
+  };
+  // Next tile (from scheduler index `from`) that has key blocks; tiles whose rows attend nothing are written here.
+  auto find_work = [&](int from, WorkTile& w) -> bool {
+    for (int tile = from; sched.valid(tile); tile = sched.next(tile)) {
+      w.index = tile;
+      w.t = sched.decode(tile);
+      w.r = seq_range(p, w.t.batch);
+      if (w.t.m_block * Cfg::kBlockM >= w.r.seqlen_q) continue;
+      w.n_blocks = num_key_blocks<Cfg>(w.r, w.t.m_block);
+      if (w.n_blocks > 0) return true;
+      c.store_empty(p, w.r, w.t);
+    }
+    return false;
+  };
+  // The steady-state step (FA3 Algorithm 2): S for block n_block while P V of the previous block runs.
+  auto overlapped_step = [&](const WorkTile& w, int n_block) {
+    bars.k.consumer_wait(k_state);
+    bars.v.consumer_wait(v_state);
+    c.gemm_turn_begin();
+    issue_qk();  // S_next = Q K_n^T
+    issue_pv();  // O += P V_{n+1}
+    c.gemm_turn_end();
+    fence_operands(o);
+    wgmma_wait<1>();  // S_next is ready; P V may still be running
+    fence_operands(s);
+    release_k(n_block == 0);
+    softmax_block(w, n_block);
+    wgmma_wait<0>();
+    fence_operands(o);
+    release_v();
+    C::rescale(o, o_scale);
+    C::to_a_fragments(s, pa);
+  };
+  // First Q K^T of a tile, alone (no P V to overlap with).
+  auto first_block = [&](const WorkTile& w) {
+    bars.q.consumer_wait(q_state);
+    bars.k.consumer_wait(k_state);
+    c.gemm_turn_begin();
+    issue_qk();
+    c.gemm_turn_end();
+    wgmma_wait<0>();
+    fence_operands(s);
+    release_k(w.n_blocks == 1);
+    softmax_block(w, w.n_blocks - 1);
+    C::to_a_fragments(s, pa);
+  };
+  // Last P V of a tile, alone.
+  auto last_block = [&]() {
+    bars.v.consumer_wait(v_state);
+    c.gemm_turn_begin();
+    issue_pv();
+    c.gemm_turn_end();
+    wgmma_wait<0>();
+    fence_operands(o);
+    release_v();
+  };
 
-    if (n_blocks > 0) {
-      bars.q_full.wait(q_phase);
-      q_phase ^= 1;
-      float o_scale[2];
-
-      auto issue_qk = [&]() {
-        warpgroup_arrive();
-        gemm_ss<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kBF16, Cfg::kQPanelBytes, Cfg::kKVPanelBytes>(
-            s, desc_q, desc_advance(desc_k0, k_state.index * Cfg::kKVBytes));
-        wgmma_commit();
-      };
-      auto issue_pv = [&]() {
-        warpgroup_arrive();
-        gemm_rs<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kBF16>(o, pa, desc_advance(desc_v0, v_state.index * Cfg::kKVBytes));
-        wgmma_commit();
-      };
-      auto release_k = [&](bool last) {
-        if (c.leader) {
-          bars.k.consumer_release(k_state);
-          if (last) bars.q_empty.arrive();
-        }
-        k_state.advance();
-      };
-      auto release_v = [&]() {
-        if (c.leader) bars.v.consumer_release(v_state);
-        v_state.advance();
-      };
-      auto softmax_block = [&](int n_block) {
-        if (block_needs_mask<Cfg>(r, t.m_block, n_block)) c.apply_mask(s, r, t.m_block, n_block);
-        softmax.step(s, p.scale_log2, o_scale);
-      };
-
+  WorkTile cur;
+  if constexpr (Cfg::kCrossTile) {
+    if (!find_work(sched.first(), cur)) return;
+    softmax.reset();
+    zero_o();
+    first_block(cur);
+    int n_block = cur.n_blocks - 1;  // the block whose P is in pa
+    while (true) {
+      if (n_block > 0) {
+        overlapped_step(cur, --n_block);
+        continue;
+      }
+      const WorkTile prev = cur;
+      if (!find_work(sched.next(prev.index), cur)) {
+        last_block();
+        finish_tile(prev);
+        break;
+      }
+      // Tile boundary: the new tile's first Q K^T runs with the previous tile's last P V.
+      bars.q.consumer_wait(q_state);
+      bars.k.consumer_wait(k_state);
+      bars.v.consumer_wait(v_state);
+      c.gemm_turn_begin();
+      issue_qk();
+      issue_pv();
+      c.gemm_turn_end();
+      fence_operands(o);
+      wgmma_wait<1>();
+      fence_operands(s);
+      release_k(cur.n_blocks == 1);
+      float inv_sum[2], lse[2];
+      softmax.finalize(p.scale_log2, inv_sum, lse);  // the previous tile's row statistics
+      softmax.reset();
+      n_block = cur.n_blocks - 1;
+      softmax_block(cur, n_block);
+      wgmma_wait<0>();
+      fence_operands(o);
+      release_v();
+      c.store(p, prev.r, prev.t, o, inv_sum, lse);
+      zero_o();
+      C::to_a_fragments(s, pa);
+    }
+  } else {
+    for (int from = sched.first(); find_work(from, cur); from = sched.next(cur.index)) {
+      softmax.reset();
+      zero_o();
       if constexpr (Cfg::kOverlap) {
-        // Prologue: S for the last key block.
-        bars.k.consumer_wait(k_state);
-        c.gemm_turn_begin();
-        issue_qk();
-        c.gemm_turn_end();
-        wgmma_wait<0>();
-        fence_operands(s);
-        release_k(n_blocks == 1);
-        softmax_block(n_blocks - 1);
-        C::to_a_fragments(s, pa);
-
-        for (int n_block = n_blocks - 2; n_block >= 0; --n_block) {
-          bars.k.consumer_wait(k_state);
-          bars.v.consumer_wait(v_state);
-          c.gemm_turn_begin();
-          issue_qk();  // S_next = Q K_n^T
-          issue_pv();  // O += P V_{n+1}
-          c.gemm_turn_end();
-          fence_operands(o);
-          wgmma_wait<1>();  // S_next is ready; P V may still be running
-          fence_operands(s);
-          release_k(n_block == 0);
-          softmax_block(n_block);
-          wgmma_wait<0>();
-          fence_operands(o);
-          release_v();
-          C::rescale(o, o_scale);
-          C::to_a_fragments(s, pa);
-        }
-        // Epilogue: P V for the first key block.
-        bars.v.consumer_wait(v_state);
-        c.gemm_turn_begin();
-        issue_pv();
-        c.gemm_turn_end();
-        wgmma_wait<0>();
-        fence_operands(o);
-        release_v();
+        first_block(cur);
+        for (int n_block = cur.n_blocks - 2; n_block >= 0; --n_block) overlapped_step(cur, n_block);
+        last_block();
       } else {
-        for (int n_block = n_blocks - 1; n_block >= 0; --n_block) {
+        bars.q.consumer_wait(q_state);
+        for (int n_block = cur.n_blocks - 1; n_block >= 0; --n_block) {
           bars.k.consumer_wait(k_state);
           c.gemm_turn_begin();
           issue_qk();
@@ -373,22 +459,14 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, uint8_t* smem,
           wgmma_wait<0>();
           fence_operands(s);
           release_k(n_block == 0);
-          softmax_block(n_block);
+          softmax_block(cur, n_block);
           C::rescale(o, o_scale);
           C::to_a_fragments(s, pa);
-          bars.v.consumer_wait(v_state);
-          c.gemm_turn_begin();
-          issue_pv();
-          c.gemm_turn_end();
-          wgmma_wait<0>();
-          fence_operands(o);
-          release_v();
+          last_block();
         }
       }
+      finish_tile(cur);
     }
-    float inv_sum[2], lse[2];
-    softmax.finalize(p.scale_log2, inv_sum, lse);
-    c.store(p, r, t, o, inv_sum, lse);
   }
 }
 
@@ -402,8 +480,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   const int warpgroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
-    bars.q_full.init(1);
-    bars.q_empty.init(Cfg::kConsumers);
+    bars.q.init(Cfg::kConsumers);
     bars.k.init(Cfg::kConsumers);
     bars.v.init(Cfg::kConsumers);
     fence_barrier_init();

@@ -129,24 +129,25 @@ int launch(const Problem& pr) {
 // the default, variant 4 serves short causal calls (dispatch_causal); 4 and 5 are also compiled for bf16 under
 // their own variant numbers so one benchmark run can compare shapes (benchmarks/NOTES.md).
 //   d64:  192 x 128, 3 consumers (160 registers each), 2 stages.  4: 128 x 128, 2 consumers.  5: 192 x 128, 3 stages.
-//   d128: 128 x 176, 2 stages (208 KB of smem).                    4: 128 x 128.               5: 128 x 192.
+//   d128: 128 x 176, 2 stages (208 KB of smem).                    4: 128 x 128.               5: 128 x 160, 2 Q.
 //   d256: 128 x 80, 2 stages (64 KB Q + 160 KB K/V = 224 KB).       4: 128 x 64.
 template <int D, int kVariant> struct Tiles;
-template <> struct Tiles<64, 0> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 3; };
-template <> struct Tiles<64, 4> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 2; };
-template <> struct Tiles<64, 5> { static constexpr int kBlockN = 128, kStages = 3, kConsumers = 3; };
-template <> struct Tiles<128, 0> { static constexpr int kBlockN = 176, kStages = 2, kConsumers = 2; };
-template <> struct Tiles<128, 4> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 2; };
-template <> struct Tiles<128, 5> { static constexpr int kBlockN = 192, kStages = 2, kConsumers = 2; };
-template <> struct Tiles<256, 0> { static constexpr int kBlockN = 80, kStages = 2, kConsumers = 2; };
-template <> struct Tiles<256, 4> { static constexpr int kBlockN = 64, kStages = 2, kConsumers = 2; };
+// kQStages = 2 (Q double-buffered) wherever shared memory allows it.
+template <> struct Tiles<64, 0> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 3, kQStages = 2; };
+template <> struct Tiles<64, 4> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 2, kQStages = 2; };
+template <> struct Tiles<64, 5> { static constexpr int kBlockN = 128, kStages = 3, kConsumers = 3, kQStages = 2; };
+template <> struct Tiles<128, 0> { static constexpr int kBlockN = 176, kStages = 2, kConsumers = 2, kQStages = 1; };
+template <> struct Tiles<128, 4> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 2, kQStages = 2; };
+template <> struct Tiles<128, 5> { static constexpr int kBlockN = 160, kStages = 2, kConsumers = 2, kQStages = 2; };
+template <> struct Tiles<256, 0> { static constexpr int kBlockN = 80, kStages = 2, kConsumers = 2, kQStages = 1; };
+template <> struct Tiles<256, 4> { static constexpr int kBlockN = 64, kStages = 2, kConsumers = 2, kQStages = 1; };
 
 template <int D, bool kBF16, bool kCausal, int kVariant = 0, bool kPingpong = true, bool kOverlap = true,
-          bool kSkipKVLoads = false>
+          bool kSkipKVLoads = false, bool kCrossTile = true>
 int launch_d(const Problem& pr) {
   using T = Tiles<D, kVariant>;
   return launch<FwdConfig<D, T::kBlockN, T::kStages, kBF16, kCausal, kPingpong, kOverlap, T::kConsumers,
-                          kSkipKVLoads>>(pr);
+                          kSkipKVLoads, T::kQStages, kCrossTile>>(pr);
 }
 
 // Causal calls with short query sequences take the narrower tiles of variant 4: a causal tile wastes up to one key
@@ -193,6 +194,15 @@ int dispatch_variant(const Problem& pr, bool bf16, bool causal, int variant) {
     if (d == 256 && variant == 4) return dispatch_experimental<256, 4>(pr, causal);
     return fail("%s", "no such experimental variant for this head dim");
   }
+  if (variant == 6) {  // default tiles without the cross-tile pipeline
+    if (!bf16) return fail("%s", "the no-cross-tile ablation exists for bf16 only");
+    if (d == 64) return causal ? launch_d<64, true, true, 0, true, true, false, false>(pr)
+                               : launch_d<64, true, false, 0, true, true, false, false>(pr);
+    if (d == 128) return causal ? launch_d<128, true, true, 0, true, true, false, false>(pr)
+                                : launch_d<128, true, false, 0, true, true, false, false>(pr);
+    return causal ? launch_d<256, true, true, 0, true, true, false, false>(pr)
+                  : launch_d<256, true, false, 0, true, true, false, false>(pr);
+  }
   if (variant == 9) {
     if (d != 128 || !bf16 || causal) return fail("%s", "the skip-loads diagnostic exists for bf16, d128, non-causal");
     return launch_d<128, true, false, 0, true, true, true>(pr);
@@ -214,7 +224,8 @@ const char* fa3nn_hopper_last_error() { return g_error; }
 // nheads_kv, d), lse (nheads, total_q), batch = number of sequences, seqlen_q/seqlen_k = total_q/total_k.
 // strides: 12 element strides, (batch, row, head) for q, k, v, out; the head dim must be contiguous.
 // variant: 0 = full design, 1 = no pingpong, 2 = no intra-warpgroup overlap, 3 = neither (ablation builds exist for
-// bf16 non-causal); 4, 5 = experimental tile shapes (bf16; see Tiles); 9 = diagnostic without K/V loads
+// bf16 non-causal); 4, 5 = experimental tile shapes (bf16; see Tiles); 6 = without the cross-tile pipeline (bf16);
+// 9 = diagnostic without K/V loads
 // (wrong results; measures the kernel without its L2 traffic). Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_fwd(const void* q, const void* k, const void* v, void* out, float* lse, const int* cu_seqlens_q,
                      const int* cu_seqlens_k, int batch, int seqlen_q, int seqlen_k, int max_seqlen_q, int nheads,
