@@ -23,26 +23,29 @@ class Tile:
     num_stages: int
 
 
+# Candidate lists come from ptxas register/spill reports (Triton 3.9, sm_90a; benchmarks/NOTES.md) and the GPU
+# sweep of `python -m fa3nn.backends.triton.tune`.
 # Forward: one program per (BLOCK_M queries, head, batch), walking keys in BLOCK_N steps.
 FWD: dict[tuple[int, bool], list[Tile]] = {
-    (32, False): [Tile(128, 64, 4, 3), Tile(128, 128, 4, 3)],
+    (32, False): [Tile(128, 64, 4, 3), Tile(128, 128, 8, 3)],
     (64, False): [Tile(128, 64, 4, 3), Tile(128, 128, 8, 3)],
-    (128, False): [Tile(128, 64, 8, 3), Tile(128, 128, 8, 3), Tile(128, 64, 4, 3)],
-    (256, False): [Tile(128, 64, 8, 2), Tile(64, 64, 4, 2)],
+    (128, False): [Tile(128, 64, 8, 3), Tile(128, 128, 8, 2), Tile(128, 128, 8, 3)],
+    (256, False): [Tile(128, 32, 8, 2), Tile(64, 64, 8, 2)],
 }
-# dK/dV: one program per (BLOCK_N keys, K/V head, batch), walking queries in BLOCK_M steps.
+# dK/dV: one program per (BLOCK_N keys, K/V head, batch), walking queries in BLOCK_M steps. The two fp32
+# accumulators (BLOCK_N x dim each) dominate registers: at dim 128 only BLOCK_M = 32 with 8 warps avoids spills.
 BWD_DKDV: dict[tuple[int, bool], list[Tile]] = {
-    (32, False): [Tile(64, 128, 8, 3), Tile(32, 128, 4, 3)],
-    (64, False): [Tile(64, 128, 8, 3), Tile(32, 128, 4, 3)],
-    (128, False): [Tile(64, 128, 8, 2), Tile(32, 128, 4, 3), Tile(64, 64, 4, 3)],
-    (256, False): [Tile(32, 64, 4, 2), Tile(64, 64, 8, 2)],
+    (32, False): [Tile(32, 128, 8, 3), Tile(64, 128, 8, 3)],
+    (64, False): [Tile(32, 128, 8, 3), Tile(64, 128, 8, 3)],
+    (128, False): [Tile(32, 128, 8, 2), Tile(64, 128, 8, 2), Tile(32, 128, 8, 3)],
+    (256, False): [Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)],
 }
 # dQ: one program per (BLOCK_M queries, head, batch), walking keys in BLOCK_N steps.
 BWD_DQ: dict[tuple[int, bool], list[Tile]] = {
     (32, False): [Tile(128, 64, 8, 3), Tile(64, 64, 4, 3)],
     (64, False): [Tile(128, 64, 8, 3), Tile(64, 64, 4, 3)],
-    (128, False): [Tile(128, 64, 8, 2), Tile(64, 64, 4, 3), Tile(128, 128, 8, 2)],
-    (256, False): [Tile(64, 64, 8, 2), Tile(64, 32, 4, 2)],
+    (128, False): [Tile(128, 64, 8, 2), Tile(128, 64, 8, 3), Tile(128, 128, 8, 2)],
+    (256, False): [Tile(64, 32, 4, 2), Tile(64, 64, 8, 2)],
 }
 # Causal starts from the same tiles until measurements say otherwise.
 for _table in (FWD, BWD_DKDV, BWD_DQ):

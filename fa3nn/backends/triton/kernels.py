@@ -23,8 +23,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-LOG2E: tl.constexpr = 1.4426950408889634
-LN2: tl.constexpr = 0.6931471805599453
+LOG2E = tl.constexpr(1.4426950408889634)
+LN2 = tl.constexpr(0.6931471805599453)
 
 
 @triton.jit
@@ -161,9 +161,12 @@ def _fwd_inner(acc, l_i, m_i, q, k_src, v_src, k_start, head_kv, stride_ks, stri
                BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr):
     for n0 in range(lo, hi, BLOCK_N):
         cols = n0 + offs_n
-        # K rows past the end need no zeroing: their scores are masked to -inf (tl.where drops even NaN)
-        k = _load_block(k_src, k_start, n0, head_kv * HEADDIM, offs_n, stride_ks, offs_d, seqlen_k, HEADDIM, BLOCK_D,
-                        MASKED and not USE_TMA, USE_TMA)
+        if USE_TMA:  # K rows past the end need no zeroing: their scores are masked to -inf (even NaN ones)
+            k = _load_block(k_src, k_start, n0, head_kv * HEADDIM, offs_n, stride_ks, offs_d, seqlen_k, HEADDIM,
+                            BLOCK_D, False, True)
+        else:
+            k = _load_block(k_src, k_start, n0, head_kv * HEADDIM, offs_n, stride_ks, offs_d, seqlen_k, HEADDIM,
+                            BLOCK_D, MASKED, False)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)
         s, _ = _scores(s, qk_scale, softcap2, HAS_SOFTCAP)
         if MASKED:

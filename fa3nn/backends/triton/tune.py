@@ -1,0 +1,136 @@
+"""Sweep tile shapes for the Triton kernels on the current GPU, one kernel at a time, to fill configs.py's tables.
+
+    python -m fa3nn.backends.triton.tune --headdim 128 --seqlen 4096 --json tune.json
+
+Each variant pins one kernel's tile (the others stay at their table defaults) and is timed with CUDA events over
+back-to-back calls (median of several batches). All variants are compiled first in parallel worker processes (Triton's
+on-disk cache then serves the timing process), since compiling dominates a sweep's wall time. Shapes follow the
+benchmark: batch * seqlen = 16384 tokens, nheads * headdim = 2048, bf16.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import multiprocessing
+import os
+import statistics
+
+import torch
+
+from fa3nn.backends.base import AttnParams
+from fa3nn.backends.triton import configs
+from fa3nn.backends.triton.configs import Tile
+from fa3nn.masks import Window
+from fa3nn.metrics import attention_flops
+
+CANDIDATES = {
+    "fwd": [Tile(128, 64, 8, 3), Tile(128, 128, 8, 3), Tile(128, 128, 8, 2), Tile(128, 64, 8, 2), Tile(64, 64, 4, 3)],
+    "dkdv": [Tile(32, 128, 8, 2), Tile(64, 128, 8, 2), Tile(32, 128, 8, 3), Tile(64, 128, 8, 3), Tile(64, 64, 8, 2)],
+    "dq": [Tile(128, 64, 8, 2), Tile(128, 64, 8, 3), Tile(128, 128, 8, 2), Tile(64, 64, 4, 3), Tile(64, 128, 8, 2)],
+}
+
+
+def _variants(headdim: int, causals, tma_options):
+    for causal in causals:
+        for kind, tiles in CANDIDATES.items():
+            for tile in tiles:
+                for tma in tma_options if kind == "fwd" else ("0",):
+                    yield {"kind": kind, "tile": tile, "causal": causal, "tma": tma, "headdim": headdim}
+
+
+def _pin(variant) -> None:
+    os.environ["FA3NN_TRITON_AUTOTUNE"] = "0"
+    os.environ["FA3NN_TRITON_TMA"] = variant["tma"]
+    block_d = max(32, variant["headdim"])
+    configs.TABLES[variant["kind"]][(block_d, variant["causal"])] = [variant["tile"]] + [
+        t for t in configs.TABLES[variant["kind"]][(block_d, variant["causal"])] if t != variant["tile"]
+    ]
+
+
+def _inputs(headdim: int, seqlen: int, tokens: int = 16384, width: int = 2048):
+    batch, nheads = max(1, tokens // seqlen), max(1, width // headdim)
+    return [torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(4)]
+
+
+def _run(variant, q, k, v, dout):
+    from fa3nn.backends.triton import launch
+
+    params = AttnParams(q.shape[-1] ** -0.5, Window.from_args(variant["causal"], (-1, -1)), 0.0, False)
+    if variant["kind"] == "fwd":
+        return lambda: launch.forward(q, k, v, params, None)
+    out, lse = launch.forward(q, k, v, params, None)
+    return lambda: launch.backward(dout, q, k, v, out, lse, None, params, None)
+
+
+def _warm(variant) -> str:
+    """Worker: compile one variant by running it once on a small shape."""
+    _pin(variant)
+    _run(variant, *_inputs(variant["headdim"], 256, tokens=512))()
+    torch.cuda.synchronize()
+    return "ok"
+
+
+def _time_ms(fn, iters: int = 10, reps: int = 5) -> float:
+    fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(2_000_000)
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        samples.append(start.elapsed_time(end) / iters)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--headdim", type=int, default=128)
+    parser.add_argument("--seqlen", type=int, default=4096)
+    parser.add_argument("--causal", choices=["both", "yes", "no"], default="both")
+    parser.add_argument("--tma", nargs="+", default=["0", "1"], help="forward variants: 0 pointers, 1 descriptors")
+    parser.add_argument("--workers", type=int, default=min(14, os.cpu_count() or 1))
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
+    variants = list(_variants(args.headdim, causals, args.tma))
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
+        futures = [pool.submit(_warm, v) for v in variants]
+        concurrent.futures.wait(futures)  # failures resurface (and are recorded) when timed below
+    q, k, v, dout = _inputs(args.headdim, args.seqlen)
+    defaults = {kind: {key: list(tiles) for key, tiles in table.items()} for kind, table in configs.TABLES.items()}
+    results = []
+    for variant in variants:
+        for kind, table in defaults.items():  # reset every table, then pin this variant's kernel
+            configs.TABLES[kind].clear()
+            configs.TABLES[kind].update({key: list(tiles) for key, tiles in table.items()})
+        row = {**variant, "tile": variant["tile"].__dict__}
+        _pin(variant)
+        try:
+            ms = _time_ms(_run(variant, q, k, v, dout))
+        except Exception as exc:  # e.g. a tile over the shared-memory limit
+            row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        else:
+            direction = "fwd" if variant["kind"] == "fwd" else "bwd"
+            flops = attention_flops(q.shape[0], q.shape[2], args.seqlen, args.seqlen, args.headdim,
+                                    causal=variant["causal"], direction=direction)
+            row["ms"], row["tflops"] = ms, flops / ms / 1e9
+        results.append(row)
+        t = variant["tile"]
+        print(f"{variant['kind']:5} causal={int(variant['causal'])} tma={variant['tma']} "
+              f"({t.block_m},{t.block_n},w{t.num_warps},s{t.num_stages}): "
+              + (f"{row['tflops']:.1f} TFLOP/s" if "tflops" in row else row["error"]), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"headdim": args.headdim, "seqlen": args.seqlen, "gpu": torch.cuda.get_device_name(),
+                       "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
