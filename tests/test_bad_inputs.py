@@ -104,3 +104,15 @@ def test_module_partial_varlen_arguments():
     q, k, v, cu_q, cu_k, max_q, max_k = packed()
     with pytest.raises(ValueError, match=r"needs all of cu_seqlens_q, cu_seqlens_k, max_seqlen_q and max_seqlen_k"):
         attn(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+
+
+def test_cu_seqlens_checked_again_after_in_place_change():
+    """Validation is cached per tensor; an in-place edit bumps the version counter, so it is checked again."""
+    q, k, v, cu_q, cu_k, max_q, max_k = packed()
+    fa3nn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k)
+    cu_q[1] = 6  # now the second sequence has 2 tokens and the first 6 > max_seqlen_q
+    with pytest.raises(ValueError, match=r"max_seqlen_q \(5\) is smaller than the longest sequence \(6\)"):
+        fa3nn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k)
+    cu_q[1] = 9
+    with pytest.raises(ValueError, match=r"cu_seqlens_q must be non-decreasing"):
+        fa3nn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, 9)
