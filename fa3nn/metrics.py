@@ -30,3 +30,58 @@ def attention_flops(
     if direction not in factors:
         raise ValueError(f"direction must be one of {tuple(factors)}, got {direction!r}")
     return forward * factors[direction]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Training: model FLOPs per token, GPU peaks, MFU
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def model_flops_per_token(
+    n_params: int, n_layers: int, n_heads: int, head_dim: int, seqlen: int, causal: bool = True
+) -> float:
+    """Training (forward + backward) model FLOPs per token of a decoder-only transformer.
+
+    6·N: every parameter of a matmul costs 2 FLOPs per token in the forward (multiply + add) and 4 in the backward
+    (the input gradient and the weight gradient); N leaves out the input embedding table (a lookup, not a matmul).
+    Attention: the two score matmuls per layer, `attention_flops` forward for one query row against `seqlen` keys,
+    times 3 for forward + backward (backward = 2 x forward, as for 6·N: model FLOPs count the math the model needs,
+    not the recomputation a FlashAttention backward does). causal=True halves the attention term (each query sees
+    half the keys on average); PaLM and torchtitan do not halve, so at equal speed their MFU reads higher by the
+    attention share.
+    """
+    attention_forward_per_token = attention_flops(1, n_heads, 1, seqlen, head_dim, causal=False)
+    if causal:
+        attention_forward_per_token /= 2
+    return 6.0 * n_params + 3.0 * n_layers * attention_forward_per_token
+
+
+# Dense (no 2:4 sparsity) peak tensor-core TFLOP/s per GPU, from NVIDIA's datasheets, whose headline numbers are
+# "with sparsity" and twice these. H100 SXM5 and H200 (same GH100 chip, same clocks): 989.4 bf16 / 1978.9 fp8;
+# H100 PCIe: 756 / 1513; H100 NVL: 835 / 1671; A100 (SXM and PCIe): 312 bf16, no fp8.
+# Keys are matched against torch.cuda.get_device_name() (e.g. "NVIDIA H200", "NVIDIA H100 80GB HBM3"), first match.
+PEAK_TFLOPS: dict[str, dict[str, float]] = {
+    "H100 PCIe": {"bf16": 756.0, "fp8": 1513.0},
+    "H100 NVL": {"bf16": 835.0, "fp8": 1671.0},
+    "H100": {"bf16": 989.4, "fp8": 1978.9},
+    "H200": {"bf16": 989.4, "fp8": 1978.9},
+    "GH200": {"bf16": 989.4, "fp8": 1978.9},
+    "A100": {"bf16": 312.0},
+}
+
+
+def peak_tflops(device_name: str | None, precision: str = "bf16") -> float | None:
+    """The table's dense peak for a device name, or None when unknown (CPU, unlisted GPU): MFU is then not reported."""
+    if not device_name:
+        return None
+    for key, peaks in PEAK_TFLOPS.items():
+        if key in device_name:
+            return peaks.get(precision)
+    return None
+
+
+def mfu(tokens_per_second_per_device: float, flops_per_token: float, peak: float | None) -> float | None:
+    """Model FLOPs utilization: achieved model FLOP/s per device over the device's peak TFLOP/s (a fraction)."""
+    if peak is None:
+        return None
+    return tokens_per_second_per_device * flops_per_token / (peak * 1e12)

@@ -1,0 +1,141 @@
+"""Atomic, safely loadable checkpoints.
+
+Layout: run_dir/checkpoints/step-00000150/ holds
+    model.safetensors     every model tensor, including fa3nn's FP8 attention state (buffers of the attached
+                          FlashAttentionV3 modules are part of the model's state_dict)
+    optimizer.pt          AdamW state            } torch.save, read back with torch.load(weights_only=True):
+    scheduler.pt          LR schedule position   } tensors, numbers and containers only, never pickled code
+    rng-rank{r}.pt        each process's torch (CPU and CUDA) and Python RNG states
+    trainer.json          step (= data position, see data.py), token count, config, wandb run id
+and run_dir/checkpoints/latest names the newest complete one.
+
+Atomicity: everything is written into a temporary sibling folder, fsynced, then renamed into place (a rename is
+atomic on POSIX filesystems) and only then is `latest` replaced (write a temp file, fsync, rename). A crash at any
+point leaves the previous checkpoint and `latest` as they were; stale temporary folders are removed by the next save.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+
+import torch
+
+LATEST = "latest"
+TMP_PREFIX = ".tmp-"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_atomic_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f"{TMP_PREFIX}{path.name}.{os.getpid()}")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _state_dicts(accelerator, model, optimizer):
+    """Full (unsharded) model and optimizer state dicts on the main process."""
+    if accelerator.distributed_type.name == "FSDP":  # FSDP2: gather shards with torch.distributed.checkpoint
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        return get_state_dict(model, optimizer, options=options)
+    return accelerator.unwrap_model(model).state_dict(), optimizer.state_dict()
+
+
+def rng_state() -> dict:
+    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(accelerator, run_dir: Path, step: int, model, optimizer, scheduler, trainer_state: dict,
+                    keep: int) -> Path:
+    """Collective: every process calls it. Returns the final checkpoint folder."""
+    from safetensors.torch import save_file
+
+    root = run_dir / "checkpoints"
+    final = root / f"step-{step:08d}"
+    tmp = root / f"{TMP_PREFIX}step-{step:08d}"
+    model_state, optimizer_state = _state_dicts(accelerator, model, optimizer)
+    if accelerator.is_main_process:
+        root.mkdir(parents=True, exist_ok=True)
+        for stale in root.glob(f"{TMP_PREFIX}*"):  # left by a crash during an earlier save
+            shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
+        tmp.mkdir()
+    accelerator.wait_for_everyone()
+    torch.save(rng_state(), tmp / f"rng-rank{accelerator.process_index}.pt")
+    if accelerator.is_main_process:
+        tensors = {k: v.detach().contiguous().cpu() for k, v in model_state.items()}
+        save_file(tensors, tmp / "model.safetensors", metadata={"format": "pt"})
+        torch.save(optimizer_state, tmp / "optimizer.pt")
+        torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+        (tmp / "trainer.json").write_text(json.dumps({**trainer_state, "step": step}, indent=1))
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        for file in tmp.iterdir():
+            with open(file, "rb") as f:
+                os.fsync(f.fileno())
+        if final.exists():  # re-saving the same step (e.g. after a resume): replace it as a whole
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        _fsync_dir(root)
+        _write_atomic_text(root / LATEST, final.name)
+        for old in sorted(p for p in root.glob("step-*") if p.is_dir())[:-keep]:
+            shutil.rmtree(old)
+    accelerator.wait_for_everyone()
+    return final
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    pointer = run_dir / "checkpoints" / LATEST
+    if not pointer.exists():
+        return None
+    path = pointer.parent / pointer.read_text().strip()
+    if not (path / "trainer.json").exists():
+        raise FileNotFoundError(f"{pointer} names {path.name}, which is missing or incomplete")
+    return path
+
+
+def load_checkpoint(accelerator, path: Path, model, optimizer, scheduler) -> dict:
+    """Restore model, optimizer, scheduler and this process's RNG; returns trainer.json's contents."""
+    from safetensors.torch import load_file
+
+    model_state = load_file(path / "model.safetensors")
+    optimizer_state = torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True)
+    if accelerator.distributed_type.name == "FSDP":
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+        set_state_dict(model, optimizer, model_state_dict=model_state, optim_state_dict=optimizer_state,
+                       options=StateDictOptions(full_state_dict=True))
+    else:
+        accelerator.unwrap_model(model).load_state_dict(model_state)
+        optimizer.load_state_dict(optimizer_state)
+    scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
+    rng_file = path / f"rng-rank{accelerator.process_index}.pt"
+    if not rng_file.exists():
+        raise FileNotFoundError(f"{rng_file} is missing: resume with the same number of processes that saved "
+                                f"{path.name} (or start fresh)")
+    set_rng_state(torch.load(rng_file, weights_only=True))
+    return json.loads((path / "trainer.json").read_text())

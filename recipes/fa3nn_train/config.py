@@ -1,0 +1,224 @@
+"""Run configuration: four dataclasses, one per TOML table ([model], [data], [optim], [run]) of a file in configs/.
+
+Every field is documented where it is declared; `load_config` rejects unknown keys and bad values with a message
+that names the field. Command-line overrides use the same dotted names: `optim.lr=3e-4 run.max_steps=100`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+ATTENTIONS = ("fa3nn", "sdpa", "eager")
+MIXED_PRECISIONS = ("auto", "no", "bf16")
+
+
+class ConfigError(ValueError):
+    """A config file or override names an unknown field or gives a value that cannot work."""
+
+
+@dataclass
+class ModelConfig:
+    """A Llama-style decoder (transformers' LlamaForCausalLM), randomly initialized: no weights are downloaded."""
+
+    hidden_size: int = 128  # d_model
+    intermediate_size: int = 352  # SwiGLU inner width
+    num_layers: int = 4
+    num_heads: int = 4  # query heads; head_dim = hidden_size // num_heads
+    num_kv_heads: int = 2  # key/value heads (GQA when < num_heads)
+    rope_theta: float = 10000.0
+    init_std: float = 0.02  # std of the normal init of every linear and embedding weight
+    tie_embeddings: bool = False  # share the input embedding with the output head
+    attention: str = "fa3nn"  # "fa3nn" (patch_hf), or transformers' own "sdpa"/"eager" for baselines
+    backend: str = "auto"  # fa3nn backend: auto | hopper | triton | reference
+    fp8_attention: str | None = None  # fa3nn FP8 attention recipe name (None = bf16/fp32 attention)
+    activation_checkpointing: bool = False  # recompute each decoder layer in the backward
+    compile: bool = False  # torch.compile the model
+
+    def check(self) -> None:
+        if self.hidden_size % self.num_heads:
+            raise ConfigError(f"model.hidden_size ({self.hidden_size}) must be divisible by model.num_heads "
+                              f"({self.num_heads})")
+        if self.num_heads % self.num_kv_heads:
+            raise ConfigError(f"model.num_heads ({self.num_heads}) must be a multiple of model.num_kv_heads "
+                              f"({self.num_kv_heads})")
+        if self.attention not in ATTENTIONS:
+            raise ConfigError(f"model.attention must be one of {ATTENTIONS}, got {self.attention!r}")
+        if self.attention != "fa3nn" and self.fp8_attention is not None:
+            raise ConfigError("model.fp8_attention needs model.attention = 'fa3nn'")
+
+
+@dataclass
+class DataConfig:
+    """Where text comes from, how it is tokenized, and how it is cut into training blocks."""
+
+    source: str = "stdlib"  # "stdlib" (Python's own docs + sources, offline), a local .txt/.jsonl/.parquet file or
+    # folder, or a hub dataset name (needs network)
+    hub_config: str | None = None  # the hub dataset's config name, if it has several
+    split: str = "train"
+    text_field: str = "text"  # column holding the text (jsonl/parquet/hub)
+    streaming: bool = False  # iterate without downloading/tokenizing everything first (large corpora)
+    shuffle_buffer: int = 10_000  # documents held for shuffling when streaming
+    tokenizer: str = "local"  # "local": a byte-level BPE trained on the corpus and cached; else a hub name
+    vocab_size: int = 4096  # size of the locally trained tokenizer (hub tokenizers bring their own)
+    seq_len: int = 128  # tokens per training sequence
+    keep_boundaries: bool = True  # documents never attend to each other inside a block (position_ids restart)
+    max_corpus_mb: float = 4.0  # cap on the "stdlib" corpus size
+    cache_dir: str = "~/.cache/fa3nn"  # built corpora and trained tokenizers
+
+    def check(self) -> None:
+        if self.seq_len < 2:
+            raise ConfigError(f"data.seq_len must be >= 2, got {self.seq_len}")
+        if self.tokenizer == "local" and self.vocab_size < 300:
+            raise ConfigError(f"data.vocab_size must be >= 300 for a byte-level BPE (256 bytes + merges), "
+                              f"got {self.vocab_size}")
+
+
+@dataclass
+class OptimConfig:
+    """AdamW with linear warmup then cosine decay to min_lr."""
+
+    lr: float = 3e-3
+    min_lr: float = 3e-4
+    warmup_steps: int = 10
+    weight_decay: float = 0.1  # applied to matrices only, never to norms or biases
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
+
+    def check(self) -> None:
+        if not 0 <= self.min_lr <= self.lr:
+            raise ConfigError(f"optim.min_lr ({self.min_lr}) must be in [0, optim.lr = {self.lr}]")
+        if self.warmup_steps < 0 or self.grad_clip < 0:
+            raise ConfigError("optim.warmup_steps and optim.grad_clip must be >= 0")
+
+
+@dataclass
+class RunConfig:
+    """Steps, batch, precision, logging and checkpoints."""
+
+    max_steps: int = 100
+    global_batch_size: int = 16  # sequences per optimizer step, over all processes
+    micro_batch_size: int = 8  # sequences per process per forward; accumulation fills the rest
+    mixed_precision: str = "auto"  # "auto": bf16 autocast on GPU, fp32 on CPU; or "no" / "bf16"
+    fp8_linear: bool = False  # FP8 linear layers through accelerate's torchao backend (GPU, torchao installed)
+    seed: int = 1234
+    log_every: int = 10  # steps between log lines (JSONL, wandb, stdout)
+    save_every: int = 0  # steps between checkpoints; 0 saves only at the end
+    keep_checkpoints: int = 2  # newest checkpoints kept on disk
+    run_dir: str = "runs/{config}"  # "{config}" becomes the config name
+    wandb: bool = True  # log to Weights & Biases (offline mode when no API key is configured)
+    wandb_project: str = "fa3nn-pretrain"
+    warmup_steps_excluded: int = 2  # first steps left out of tokens/s (allocation, compilation)
+
+    def check(self) -> None:
+        if self.global_batch_size % self.micro_batch_size:
+            raise ConfigError(f"run.global_batch_size ({self.global_batch_size}) must be a multiple of "
+                              f"run.micro_batch_size ({self.micro_batch_size})")
+        if self.mixed_precision not in MIXED_PRECISIONS:
+            raise ConfigError(f"run.mixed_precision must be one of {MIXED_PRECISIONS}, got {self.mixed_precision!r}")
+        if self.max_steps < 1 or self.log_every < 1 or self.save_every < 0 or self.keep_checkpoints < 1:
+            raise ConfigError("run.max_steps, run.log_every and run.keep_checkpoints must be >= 1; "
+                              "run.save_every >= 0")
+
+    def grad_accum_steps(self, world_size: int) -> int:
+        per_step = self.micro_batch_size * world_size
+        if self.global_batch_size % per_step:
+            raise ConfigError(
+                f"run.global_batch_size ({self.global_batch_size}) must be a multiple of run.micro_batch_size x "
+                f"processes ({self.micro_batch_size} x {world_size}); change one of them"
+            )
+        return self.global_batch_size // per_step
+
+
+@dataclass
+class TrainConfig:
+    name: str = "tiny"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+    def check(self) -> TrainConfig:
+        for section in (self.model, self.data, self.optim, self.run):
+            section.check()
+        return self
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _coerce(section: str, name: str, value, annotation: str):
+    where = f"{section}.{name}"
+    kinds = {"int": int, "float": float, "bool": bool, "str": str}
+    optional = annotation.endswith("| None")
+    base = annotation.replace("| None", "").strip()
+    if value is None or (isinstance(value, str) and value.lower() == "none" and optional):
+        if optional:
+            return None
+        raise ConfigError(f"{where} may not be None")
+    kind = kinds[base]
+    if isinstance(value, str) and kind is not str:  # from the command line
+        if kind is bool:
+            if value.lower() not in ("true", "false", "1", "0"):
+                raise ConfigError(f"{where} must be true or false, got {value!r}")
+            return value.lower() in ("true", "1")
+        try:
+            return kind(float(value)) if kind is int and float(value).is_integer() else kind(value)
+        except ValueError:
+            raise ConfigError(f"{where} must be {base}, got {value!r}") from None
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ConfigError(f"{where} must be {base}, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def _apply(config: TrainConfig, section: str, values: dict) -> None:
+    if section == "name":
+        config.name = str(values)
+        return
+    target = getattr(config, section, None)
+    if not dataclasses.is_dataclass(target):
+        raise ConfigError(f"unknown config table [{section}]; tables: model, data, optim, run")
+    fields = {f.name: f for f in dataclasses.fields(target)}
+    for name, value in values.items():
+        if name not in fields:
+            raise ConfigError(f"unknown field {section}.{name}; {section} has: {', '.join(fields)}")
+        setattr(target, name, _coerce(section, name, value, str(fields[name].type)))
+
+
+def resolve_config_path(name_or_path: str) -> Path:
+    path = Path(name_or_path)
+    if path.suffix != ".toml":
+        path = CONFIG_DIR / f"{name_or_path}.toml"
+    if not path.exists():
+        known = sorted(p.stem for p in CONFIG_DIR.glob("*.toml"))
+        raise ConfigError(f"no config {name_or_path!r} (looked at {path}); known configs: {known}")
+    return path
+
+
+def load_config(name_or_path: str = "tiny", overrides: list[str] = ()) -> TrainConfig:
+    """A config file (a name from configs/ or a path) plus `section.field=value` overrides, checked."""
+    path = resolve_config_path(name_or_path)
+    with open(path, "rb") as f:
+        tables = tomllib.load(f)
+    config = TrainConfig(name=path.stem)
+    for section, values in tables.items():
+        _apply(config, section, values)
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        section, dot, name = key.partition(".")
+        if not sep or not dot:
+            raise ConfigError(f"overrides look like section.field=value (e.g. optim.lr=3e-4), got {override!r}")
+        _apply(config, section, {name: value})
+    return config.check()

@@ -1,0 +1,102 @@
+"""Tokenized documents -> fixed-length training blocks -> per-process micro-batches, resumable by step.
+
+Packing: documents, each followed by the end-of-text token, are concatenated and cut into windows of seq_len + 1
+tokens with stride seq_len (inputs = window[:-1], targets = window[1:]), so no token is wasted on padding.
+With `keep_boundaries`, position_ids restart at 0 where a document starts inside a block: fa3nn's patched model (and
+transformers' own masks) then keep documents from attending to each other, and the target that would predict a new
+document's first token from the previous one is ignored (-100).
+
+Order and sharding: the block stream is a pure function of (config, seed, epoch), identical on every process.
+Global step s uses blocks [s * G, (s + 1) * G) with G = global_batch_size; process r of W takes micro-batch m as
+blocks s * G + (m * W + r) * micro + [0, micro). The data position in a checkpoint is therefore just the step, and
+1 process or W processes see the same global batch at every step.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import torch
+
+IGNORE_INDEX = -100
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # (micro, seq_len) int64
+    position_ids: torch.Tensor  # (micro, seq_len) int64
+    targets: torch.Tensor  # (micro, seq_len) int64, IGNORE_INDEX where no loss
+
+    def to(self, device) -> Batch:
+        return Batch(*(t.to(device, non_blocking=True) for t in (self.input_ids, self.position_ids, self.targets)))
+
+
+def pack_blocks(token_docs, seq_len: int, eos_id: int, keep_boundaries: bool):
+    """Yields (input_ids, position_ids, targets) lists of length seq_len from an iterable of token-id lists."""
+    window = seq_len + 1
+    tokens: list[int] = []
+    starts: list[bool] = []  # True where a document begins
+    for doc in token_docs:
+        tokens += doc + [eos_id]
+        starts += [True] + [False] * len(doc)
+        while len(tokens) >= window:
+            yield _block(tokens[:window], starts[:window], keep_boundaries)
+            del tokens[:seq_len], starts[:seq_len]  # the last token of this window is the first of the next
+
+
+def _block(tokens: list[int], starts: list[bool], keep_boundaries: bool):
+    seq_len = len(tokens) - 1
+    inputs, targets = tokens[:-1], tokens[1:]
+    if not keep_boundaries:
+        return inputs, list(range(seq_len)), targets
+    positions, position = [], 0
+    for t in range(seq_len):
+        position = 0 if (starts[t] or t == 0) else position + 1
+        positions.append(position)
+    targets = [IGNORE_INDEX if starts[t + 1] else target for t, target in enumerate(targets)]
+    return inputs, positions, targets
+
+
+class BlockStream:
+    """Infinite, deterministic stream of blocks over epochs of a `datasets` corpus."""
+
+    def __init__(self, dataset, text_field: str, tokenizer, seq_len: int, keep_boundaries: bool, seed: int,
+                 streaming: bool, shuffle_buffer: int):
+        self.dataset, self.text_field, self.tokenizer = dataset, text_field, tokenizer
+        self.seq_len, self.keep_boundaries, self.seed = seq_len, keep_boundaries, seed
+        self.streaming, self.shuffle_buffer = streaming, shuffle_buffer
+
+    def _documents(self, epoch: int):
+        if self.streaming:
+            shuffled = self.dataset.shuffle(seed=self.seed + epoch, buffer_size=self.shuffle_buffer)
+        else:
+            shuffled = self.dataset.shuffle(seed=self.seed + epoch)
+        for rows in shuffled.iter(batch_size=256):
+            yield from self.tokenizer.encode_batch(rows[self.text_field])
+
+    def __iter__(self):
+        for epoch in itertools.count():
+            produced = 0
+            for block in pack_blocks(self._documents(epoch), self.seq_len, self.tokenizer.eos_id,
+                                     self.keep_boundaries):
+                produced += 1
+                yield block
+            if produced == 0:
+                raise ValueError(f"the corpus holds fewer than data.seq_len + 1 = {self.seq_len + 1} tokens")
+
+
+def micro_batches(blocks, start_step: int, global_batch: int, micro: int, rank: int, world: int):
+    """Yields, per global step from start_step on, this process's list of micro-batches (see module docstring)."""
+    accum = global_batch // (micro * world)
+    stream = iter(blocks)
+    for _ in itertools.islice(stream, start_step * global_batch):  # resume: skip what earlier steps consumed
+        pass
+    while True:
+        step_blocks = list(itertools.islice(stream, global_batch))
+        mine = []
+        for m in range(accum):
+            offset = (m * world + rank) * micro
+            rows = step_blocks[offset: offset + micro]
+            mine.append(Batch(*(torch.tensor([row[i] for row in rows], dtype=torch.long) for i in range(3))))
+        yield mine

@@ -1,0 +1,101 @@
+"""One metrics line every `log_every` steps, to three places: stdout (main process), metrics.jsonl in the run
+directory, and the accelerate trackers (Weights & Biases, offline when no API key is configured).
+
+tokens/s counts the tokens of every process (global) and per device, over the steps since the last line (or, for
+the first line, since the end of the `run.warmup_steps_excluded` warm-up steps: allocator warm-up, compilation).
+TFLOP/s and MFU are per device, from `fa3nn.metrics` (model FLOPs per token x tokens/s, over the documented peak of
+the device).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from fa3nn.metrics import mfu, peak_tflops
+
+
+def configure_wandb(run_dir: Path) -> bool:
+    """Offline mode unless an API key is configured; returns False when wandb is not installed."""
+    try:
+        import wandb  # noqa: F401
+    except ImportError:
+        print("wandb is not installed: logging to metrics.jsonl only (pip install wandb, or run.wandb=false)")
+        return False
+    has_key = bool(os.environ.get("WANDB_API_KEY")) or (Path.home() / ".netrc").exists() and "api.wandb.ai" in (
+        Path.home() / ".netrc").read_text()
+    if not has_key:
+        os.environ.setdefault("WANDB_MODE", "offline")
+    os.environ.setdefault("WANDB_DIR", str(run_dir))
+    os.environ.setdefault("WANDB_SILENT", "true")
+    return True
+
+
+def peak_memory_gib(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    # CPU: the process's peak resident set (ru_maxrss is KiB on Linux, bytes on macOS)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (2**30 if sys.platform == "darwin" else 2**20)
+
+
+class MetricsLogger:
+    def __init__(self, accelerator, run_dir: Path, flops_per_token: float, tokens_per_step: int):
+        self.accelerator = accelerator
+        self.world = accelerator.num_processes
+        self.flops_per_token = flops_per_token
+        self.tokens_per_step = tokens_per_step  # global
+        device = accelerator.device
+        self.peak = peak_tflops(torch.cuda.get_device_name(device) if device.type == "cuda" else None)
+        self.jsonl = open(run_dir / "metrics.jsonl", "a") if accelerator.is_main_process else None
+        self._mark_step, self._mark_time = None, None
+
+    def start_window(self, step: int) -> None:
+        """Start timing throughput at `step` (the trainer calls it once the excluded warm-up steps are done, and
+        after each checkpoint save)."""
+        if self.accelerator.device.type == "cuda":
+            torch.cuda.synchronize()
+        self._mark_step, self._mark_time = step, time.perf_counter()
+
+    def log(self, step: int, loss: float, lr: float, grad_norm: float, tokens_seen: int) -> dict:
+        if self.accelerator.device.type == "cuda":
+            torch.cuda.synchronize()
+        now = time.perf_counter()
+        metrics = {"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens_seen": tokens_seen}
+        if self._mark_step is not None and step > self._mark_step:
+            tokens_per_s = (step - self._mark_step) * self.tokens_per_step / (now - self._mark_time)
+            per_device = tokens_per_s / self.world
+            metrics.update({
+                "tokens_per_s": tokens_per_s,
+                "tokens_per_s_per_device": per_device,
+                "tflops_per_device": per_device * self.flops_per_token / 1e12,
+                "mfu": mfu(per_device, self.flops_per_token, self.peak),
+            })
+        metrics["peak_mem_gib"] = peak_memory_gib(self.accelerator.device)
+        if self._mark_step is not None:  # the next window starts here (once timing has started at all)
+            self._mark_step, self._mark_time = step, now
+        self.accelerator.log({k: v for k, v in metrics.items() if v is not None and k != "step"}, step=step)
+        if self.jsonl is not None:
+            self.jsonl.write(json.dumps(metrics) + "\n")
+            self.jsonl.flush()
+        return metrics
+
+    def close(self) -> None:
+        if self.jsonl is not None:
+            self.jsonl.close()
+
+
+def format_line(m: dict) -> str:
+    parts = [f"step {m['step']:>6}", f"loss {m['loss']:.4f}", f"lr {m['lr']:.2e}", f"gnorm {m['grad_norm']:.3f}"]
+    if "tokens_per_s" in m:
+        parts += [f"tok/s {m['tokens_per_s']:,.0f} ({m['tokens_per_s_per_device']:,.0f}/dev)",
+                  f"TFLOP/s {m['tflops_per_device']:.2f}/dev"]
+        parts.append(f"MFU {100 * m['mfu']:.1f}%" if m.get("mfu") is not None else "MFU n/a")
+    parts.append(f"mem {m['peak_mem_gib']:.2f} GiB")
+    return " | ".join(parts)

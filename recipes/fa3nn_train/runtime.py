@@ -1,0 +1,47 @@
+"""The accelerate side of a run: the Accelerator (precision, FP8 linears, trackers) and the run directory."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import torch
+from fa3nn_train.config import ConfigError
+from fa3nn_train.metrics_logger import configure_wandb
+
+
+def make_accelerator(config, run_dir: Path):
+    from accelerate import Accelerator
+
+    run = config.run
+    on_gpu = torch.cuda.is_available()
+    precision = run.mixed_precision if run.mixed_precision != "auto" else ("bf16" if on_gpu else "no")
+    kwargs_handlers = []
+    if run.fp8_linear:
+        if not on_gpu:
+            raise ConfigError("run.fp8_linear needs a CUDA GPU with FP8 tensor cores (Hopper); set it to false on CPU")
+        if importlib.util.find_spec("torchao") is None:
+            raise ConfigError("run.fp8_linear uses accelerate's torchao backend: pip install torchao")
+        from accelerate.utils import AORecipeKwargs
+
+        precision, kwargs_handlers = "fp8", [AORecipeKwargs()]
+    use_wandb = run.wandb and configure_wandb(run_dir)
+    return Accelerator(
+        mixed_precision=precision,
+        log_with="wandb" if use_wandb else None,
+        project_dir=str(run_dir),
+        kwargs_handlers=kwargs_handlers,
+        cpu=not on_gpu,  # on CPU, several processes (torchrun or accelerate launch) join through gloo
+        step_scheduler_with_optimizer=False,  # the schedule advances once per optimizer step, by our own call
+    )
+
+
+def start_trackers(accelerator, config, run_dir: Path, wandb_id: str | None) -> str | None:
+    """Starts wandb (when enabled) and returns its run id, so a resumed run continues the same wandb run."""
+    if not accelerator.log_with:
+        return None
+    init = {"wandb": {"dir": str(run_dir), "name": run_dir.name, "id": wandb_id, "resume": "allow"}}
+    accelerator.init_trackers(config.run.wandb_project, config=config.to_dict(), init_kwargs=init)
+    if accelerator.is_main_process:
+        return accelerator.get_tracker("wandb", unwrap=True).id
+    return wandb_id

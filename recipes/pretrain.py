@@ -1,0 +1,144 @@
+"""Pretrain a Llama-style model with fa3nn attention, on one CPU process or many GPUs through accelerate.
+
+    python recipes/pretrain.py                                    # tiny config: 2 CPU cores, < 3 minutes
+    python recipes/pretrain.py --config llama-125m optim.lr=1e-3  # any field: section.field=value
+    accelerate launch --config_file configs/accelerate/8gpu-fsdp2.yaml recipes/pretrain.py --config llama-1b
+    python recipes/pretrain.py --resume                           # continue the run in run_dir exactly
+
+Each optimizer step consumes `run.global_batch_size` sequences whatever the number of processes; the loss is the
+mean next-token cross-entropy over all of them (summed per micro-batch, divided by the global target count), so a
+run on W processes follows the same trajectory as one process with gradient accumulation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # `fa3nn_train` imports however this script is launched
+
+import torch  # noqa: E402
+from fa3nn_train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint  # noqa: E402
+from fa3nn_train.config import load_config  # noqa: E402
+from fa3nn_train.corpus import load_documents  # noqa: E402
+from fa3nn_train.data import BlockStream, micro_batches  # noqa: E402
+from fa3nn_train.metrics_logger import MetricsLogger, format_line  # noqa: E402
+from fa3nn_train.model import build_model, flops_per_token, loss_sum  # noqa: E402
+from fa3nn_train.optim import build_optimizer, build_scheduler  # noqa: E402
+from fa3nn_train.runtime import make_accelerator, start_trackers  # noqa: E402
+from fa3nn_train.tokenizer import load_tokenizer  # noqa: E402
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="tiny", help="a name in configs/ (tiny, llama-125m, ...) or a .toml path")
+    parser.add_argument("--run-dir", help="where metrics, wandb files and checkpoints go (default: run.run_dir)")
+    parser.add_argument("--resume", action="store_true", help="continue from run_dir/checkpoints/latest")
+    parser.add_argument("--no-wandb", action="store_true", help="log to metrics.jsonl and stdout only")
+    parser.add_argument("overrides", nargs="*", metavar="section.field=value")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> list[dict]:
+    args = parse_args(argv)
+    config = load_config(args.config, args.overrides + (["run.wandb=false"] if args.no_wandb else []))
+    run, data = config.run, config.data
+    run_dir = Path(args.run_dir or run.run_dir.format(config=config.name))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    accelerator = make_accelerator(config, run_dir)
+    world, rank = accelerator.num_processes, accelerator.process_index
+    accum = run.grad_accum_steps(world)
+    torch.manual_seed(run.seed)  # same init on every process
+
+    cache_dir = Path(data.cache_dir).expanduser()
+    with accelerator.main_process_first():  # the main process builds the corpus and tokenizer, the others load them
+        dataset, text_field = load_documents(data, cache_dir)
+        fingerprint = getattr(dataset, "_fingerprint", None) or f"{data.source}|{data.hub_config}|{data.split}"
+        tokenizer = load_tokenizer(data, dataset, text_field, cache_dir, fingerprint)
+
+    model = build_model(config.model, tokenizer.vocab_size, data.seq_len)
+    flops = flops_per_token(model, config.model, data.seq_len)
+    if config.model.compile:
+        model = torch.compile(model)
+    optimizer = build_optimizer(model, config.optim)
+    scheduler = build_scheduler(optimizer, config.optim, run.max_steps)
+    model, optimizer = accelerator.prepare(model, optimizer)
+
+    start_step, state = 0, {"tokens_seen": 0, "wandb_id": None}
+    if args.resume:
+        checkpoint = latest_checkpoint(run_dir)
+        if checkpoint is None:
+            raise SystemExit(f"--resume: no checkpoint under {run_dir / 'checkpoints'}; run without --resume first")
+        state = load_checkpoint(accelerator, checkpoint, model, optimizer, scheduler)
+        start_step = state["step"]
+        accelerator.print(f"resumed from {checkpoint} at step {start_step}")
+    elif accelerator.is_main_process:
+        (run_dir / "metrics.jsonl").unlink(missing_ok=True)  # a fresh run starts a fresh log
+    state["wandb_id"] = start_trackers(accelerator, config, run_dir, state.get("wandb_id"))
+    n_params = sum(p.numel() for p in accelerator.unwrap_model(model).parameters())
+    accelerator.print(
+        f"{config.name}: {n_params / 1e6:.1f}M params, attention={config.model.attention}, {world} process(es) x "
+        f"{run.micro_batch_size} seqs x {accum} accumulation = {run.global_batch_size} seqs of {data.seq_len} tokens;"
+        f" tokenizer {tokenizer.name} ({tokenizer.vocab_size} tokens); run dir {run_dir}"
+    )
+
+    stream = BlockStream(dataset, text_field, tokenizer, data.seq_len, data.keep_boundaries, run.seed,
+                         data.streaming, data.shuffle_buffer)
+    batches = micro_batches(stream, start_step, run.global_batch_size, run.micro_batch_size, rank, world)
+    tokens_per_step = run.global_batch_size * data.seq_len
+    logger = MetricsLogger(accelerator, run_dir, flops, tokens_per_step)
+    progress = _progress(accelerator, start_step, run.max_steps)
+    history, device = [], accelerator.device
+    if run.warmup_steps_excluded == 0:
+        logger.start_window(start_step)
+    for step in range(start_step, run.max_steps):
+        micro = [batch.to(device) for batch in next(batches)]
+        local_targets = torch.tensor(sum(int((b.targets != -100).sum()) for b in micro), device=device)
+        global_targets = accelerator.reduce(local_targets, "sum").item()
+        loss_total = torch.zeros((), device=device)
+        for i, batch in enumerate(micro):
+            sync = contextlib.nullcontext() if i == accum - 1 else accelerator.no_sync(model)
+            with sync:
+                loss, _ = loss_sum(model, batch)
+                accelerator.backward(loss * (world / global_targets))  # DDP/FSDP average over processes
+            loss_total += loss.detach()
+        grad_norm = accelerator.clip_grad_norm_(model.parameters(), run_clip(config))
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        state["tokens_seen"] += tokens_per_step
+        done = step + 1
+        if done == start_step + run.warmup_steps_excluded:
+            logger.start_window(done)  # tokens/s leaves out allocator warm-up and compilation
+        if done % run.log_every == 0 or done == run.max_steps:
+            mean_loss = (accelerator.reduce(loss_total, "sum") / global_targets).item()
+            metrics = logger.log(done, mean_loss, scheduler.get_last_lr()[0], float(grad_norm), state["tokens_seen"])
+            history.append(metrics)
+            progress.write(format_line(metrics)) if progress else None
+        if (run.save_every and done % run.save_every == 0) or done == run.max_steps:
+            save_checkpoint(accelerator, run_dir, done, model, optimizer, scheduler,
+                            {**state, "config": config.to_dict(), "world_size": world}, run.keep_checkpoints)
+            logger.start_window(done)  # leave checkpoint I/O out of tokens/s
+        progress.update(1) if progress else None
+    progress.close() if progress else None
+    logger.close()
+    accelerator.end_training()
+    return history
+
+
+def run_clip(config) -> float:
+    return config.optim.grad_clip if config.optim.grad_clip > 0 else float("inf")
+
+
+def _progress(accelerator, start: int, total: int):
+    if not accelerator.is_main_process:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=start, desc="pretrain", unit="step", dynamic_ncols=True, file=sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""The pretraining recipe on CPU: end to end runs (subprocesses, one thread each), distributed equivalence (gloo),
+exact resume and crash-safe checkpoints. Small model overrides keep the suite to about a minute of CPU per test."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("accelerate")
+pytest.importorskip("datasets")
+pytest.importorskip("tokenizers")
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = ROOT / "recipes" / "pretrain.py"
+sys.path.insert(0, str(ROOT / "recipes"))
+
+from fa3nn_train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint  # noqa: E402
+from fa3nn_train.config import ConfigError, load_config  # noqa: E402
+from fa3nn_train.data import IGNORE_INDEX, micro_batches, pack_blocks  # noqa: E402
+
+# A 0.1M-parameter model on 0.5 MB of the stdlib corpus: seconds per run.
+SMALL = [
+    "model.hidden_size=64", "model.intermediate_size=128", "model.num_layers=2", "data.seq_len=64",
+    "data.vocab_size=512", "data.max_corpus_mb=0.5", "run.global_batch_size=8", "run.micro_batch_size=4",
+    "run.log_every=1", "optim.warmup_steps=2",
+]
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("fa3nn-cache")
+
+
+def _env():
+    env = dict(os.environ, OMP_NUM_THREADS="1", WANDB_MODE="offline", WANDB_SILENT="true",
+               TOKENIZERS_PARALLELISM="false")
+    env.pop("WANDB_API_KEY", None)
+    return env
+
+
+def _train(run_dir, cache_dir, *args, processes=1, timeout=240):
+    launcher = [sys.executable, str(RECIPE)]
+    if processes > 1:
+        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
+                    str(RECIPE)]
+    command = [*launcher, "--run-dir", str(run_dir), f"data.cache_dir={cache_dir}", *args]
+    result = subprocess.run(command, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"{' '.join(command)}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
+
+
+def _wandb_history_values(run_dir: Path, key: str) -> list[float]:
+    """Values logged under `key` in the offline wandb run: its .wandb file is a log of protobuf records in which each
+    history item holds the key (field 2) and the JSON value (field 16)."""
+    (log,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")
+    data = log.read_bytes()
+    encoded = key.encode()
+    values = []
+    for match in re.finditer(re.escape(b"\x12" + bytes([len(encoded)]) + encoded + b"\x82\x01"), data):
+        length = data[match.end()]
+        values.append(float(data[match.end() + 1: match.end() + 1 + length]))
+    return list(dict.fromkeys(values))  # each history row is stored twice (history and its partial-history echo)
+
+
+def test_default_config_runs_logs_and_learns(tmp_path, cache_dir):
+    """`python recipes/pretrain.py` on the default (tiny) config, shortened to 12 steps."""
+    history = _train(tmp_path, cache_dir, "run.max_steps=12", "run.log_every=2")
+    assert [m["step"] for m in history] == [2, 4, 6, 8, 10, 12]
+    assert history[-1]["loss"] < history[0]["loss"] - 0.5, [m["loss"] for m in history]
+    assert "tokens_per_s" not in history[0]  # steps 1-2 are warm-up (run.warmup_steps_excluded), not timed
+    assert all(m["tokens_per_s"] > 0 and m["tokens_per_s_per_device"] == m["tokens_per_s"] for m in history[1:])
+    assert all(m["tflops_per_device"] > 0 and m["mfu"] is None for m in history[1:])  # no peak known for a CPU
+    assert history[-1]["tokens_seen"] == 12 * 16 * 128
+    logged = _wandb_history_values(tmp_path, "tokens_per_s")
+    assert logged == [m["tokens_per_s"] for m in history[1:]]
+    assert latest_checkpoint(tmp_path).name == "step-00000012"
+
+
+def test_two_processes_match_one(tmp_path, cache_dir):
+    """Same global batch of 8: one process (micro 4 x 2 accumulation) vs two gloo processes (micro 4 x 1).
+    Only the order of float32 sums differs (gradient all-reduce, loss reduce): losses agree to rtol 1e-5."""
+    args = [*SMALL, "run.max_steps=5", "run.wandb=false"]
+    one = _train(tmp_path / "one", cache_dir, *args)
+    two = _train(tmp_path / "two", cache_dir, *args, processes=2)
+    losses_one, losses_two = [m["loss"] for m in one], [m["loss"] for m in two]
+    assert len(losses_one) == len(losses_two) == 5
+    torch.testing.assert_close(torch.tensor(losses_two), torch.tensor(losses_one), rtol=1e-5, atol=0)
+    assert losses_one[-1] < losses_one[0]
+
+
+def test_resume_matches_uninterrupted_run(tmp_path, cache_dir):
+    """A run resumed from its step-3 checkpoint logs the same losses, bit for bit, as the run that went on."""
+    args = [*SMALL, "run.max_steps=6", "run.save_every=3", "run.keep_checkpoints=3", "run.wandb=false"]
+    full = _train(tmp_path / "full", cache_dir, *args)
+    interrupted = tmp_path / "interrupted"
+    (interrupted / "checkpoints").mkdir(parents=True)
+    shutil.copytree(tmp_path / "full/checkpoints/step-00000003", interrupted / "checkpoints/step-00000003")
+    (interrupted / "checkpoints/latest").write_text("step-00000003")
+    resumed = _train(interrupted, cache_dir, *args, "--resume")
+    assert [m["step"] for m in resumed] == [4, 5, 6]
+    assert [m["loss"] for m in resumed] == [m["loss"] for m in full[3:]]
+    assert [m["grad_norm"] for m in resumed] == [m["grad_norm"] for m in full[3:]]
+
+
+def _tiny_setup():
+    from accelerate import Accelerator
+    from fa3nn_train.model import build_model
+    from fa3nn_train.optim import build_optimizer, build_scheduler
+
+    config = load_config("tiny", SMALL)
+    model = build_model(config.model, 512, config.data.seq_len)
+    optimizer = build_optimizer(model, config.optim)
+    scheduler = build_scheduler(optimizer, config.optim, 10)
+    accelerator = Accelerator(cpu=True)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    return accelerator, model, optimizer, scheduler
+
+
+def _train_step(model, optimizer, scheduler):
+    ids = torch.randint(0, 512, (2, 16))
+    model(input_ids=ids, labels=ids).loss.backward()
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad()
+
+
+def test_crash_during_save_keeps_previous_checkpoint(tmp_path, monkeypatch):
+    accelerator, model, optimizer, scheduler = _tiny_setup()
+    _train_step(model, optimizer, scheduler)
+    save_checkpoint(accelerator, tmp_path, 1, model, optimizer, scheduler, {"tokens_seen": 1}, keep=2)
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    _train_step(model, optimizer, scheduler)
+
+    real_save = torch.save
+
+    def crash_on_optimizer(obj, path, *args, **kwargs):
+        if str(path).endswith("optimizer.pt"):
+            raise OSError("disk full (simulated crash mid-save)")
+        return real_save(obj, path, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", crash_on_optimizer)
+    with pytest.raises(OSError, match="simulated"):
+        save_checkpoint(accelerator, tmp_path, 2, model, optimizer, scheduler, {"tokens_seen": 2}, keep=2)
+    monkeypatch.setattr(torch, "save", real_save)
+
+    assert latest_checkpoint(tmp_path).name == "step-00000001"
+    assert not (tmp_path / "checkpoints/step-00000002").exists()
+    _, fresh, fresh_optimizer, fresh_scheduler = _tiny_setup()
+    state = load_checkpoint(accelerator, latest_checkpoint(tmp_path), fresh, fresh_optimizer, fresh_scheduler)
+    assert state["step"] == 1 and state["tokens_seen"] == 1
+    assert fresh_scheduler.last_epoch == 1
+    for name, tensor in fresh.state_dict().items():
+        assert torch.equal(tensor, saved[name]), name
+    # the next save cleans the half-written folder and moves `latest`
+    save_checkpoint(accelerator, tmp_path, 2, model, optimizer, scheduler, {"tokens_seen": 2}, keep=2)
+    assert latest_checkpoint(tmp_path).name == "step-00000002"
+    assert not list((tmp_path / "checkpoints").glob(".tmp-*"))
+
+
+def test_pack_blocks_keeps_document_boundaries():
+    docs = [[10, 11, 12], [20, 21], [30, 31, 32, 33, 34]]  # + eos (0) after each: 13 tokens
+    blocks = list(pack_blocks(iter(docs), seq_len=4, eos_id=0, keep_boundaries=True))
+    inputs, positions, targets = zip(*blocks)
+    assert inputs == ([10, 11, 12, 0], [20, 21, 0, 30], [31, 32, 33, 34])
+    assert positions == ([0, 1, 2, 3], [0, 1, 2, 0], [0, 1, 2, 3])
+    # a target that starts a new document is not predicted from the previous one
+    assert targets == ([11, 12, 0, IGNORE_INDEX], [21, 0, IGNORE_INDEX, 31], [32, 33, 34, 0])
+    plain = list(pack_blocks(iter(docs), seq_len=4, eos_id=0, keep_boundaries=False))
+    assert [b[1] for b in plain] == [[0, 1, 2, 3]] * 3 and plain[0][2] == [11, 12, 0, 20]
+
+
+def test_micro_batches_split_the_global_batch_and_resume():
+    blocks = [([i] * 3, [0, 1, 2], [i] * 3) for i in range(100)]
+
+    def step_rows(world, start=0, steps=3):
+        per_rank = [micro_batches(blocks, start, 8, 2, rank, world) for rank in range(world)]
+        return [sorted(int(b.input_ids[r, 0]) for it in per_rank for b in next(it) for r in range(2))
+                for _ in range(steps)]
+
+    assert step_rows(1) == step_rows(2) == step_rows(4) == [list(range(s * 8, s * 8 + 8)) for s in range(3)]
+    assert step_rows(2, start=2, steps=1) == [list(range(16, 24))]
+
+
+def test_config_errors_name_the_field():
+    assert load_config("tiny").model.attention == "fa3nn"
+    with pytest.raises(ConfigError, match="unknown field optim.learning_rate; optim has: lr"):
+        load_config("tiny", ["optim.learning_rate=1"])
+    with pytest.raises(ConfigError, match="run.global_batch_size .* multiple of run.micro_batch_size"):
+        load_config("tiny", ["run.global_batch_size=10", "run.micro_batch_size=4"])
+    with pytest.raises(ConfigError, match="model.num_heads .* multiple of model.num_kv_heads"):
+        load_config("tiny", ["model.num_kv_heads=3"])
+    with pytest.raises(ConfigError, match="run.max_steps must be int"):
+        load_config("tiny", ["run.max_steps=many"])
+    with pytest.raises(ConfigError, match="known configs: .*llama-125m.*tiny"):
+        load_config("llama-7b")
+    assert load_config("tiny", ["run.global_batch_size=32"]).run.grad_accum_steps(world_size=2) == 2
+    for name in ("llama-125m", "llama-350m", "llama-1b"):
+        assert load_config(name).data.seq_len >= 2048
