@@ -24,21 +24,17 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
 ARCH = "sm_90a"
-NVCC_FLAGS = (
-    "-gencode=arch=compute_90a,code=sm_90a",
-    "-O3",
-    "-std=c++17",
-    "-shared",
-    "-Xcompiler",
-    "-fPIC",
-    "-DFA3NN_HANG_GUARD",
-)
+GENCODE = "-gencode=arch=compute_90a,code=sm_90a"
+NVCC_FLAGS = (GENCODE, "-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-DFA3NN_HANG_GUARD")
 LIB_NAME = "libfa3nn_hopper.so"
 ENTRY_SOURCE = "flash_fwd_api.cu"
+# One translation unit per head dim so the kernels compile in parallel; the C ABI lives in ENTRY_SOURCE.
+UNITS = (ENTRY_SOURCE, "flash_fwd_d64.cu", "flash_fwd_d128.cu", "flash_fwd_d256.cu")
 
 
 def kernels_dir() -> Path:
@@ -88,23 +84,29 @@ def ptxas_log_path(library: Path) -> Path:
 
 
 def compile_library(nvcc: str, root: Path, out: Path, extra_flags: tuple[str, ...] = ()) -> str:
-    """Compile kernels/hopper into `out` atomically (temp file + rename), keeping ptxas' report beside it."""
+    """Compile kernels/hopper into `out` atomically (temp dir + rename), keeping ptxas' report beside it.
+    The translation units compile in parallel, then nvcc links them (static cudart, no -lcuda needed)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=out.parent)
-    os.close(fd)
-    cmd = [nvcc, *NVCC_FLAGS, *extra_flags, "-Xptxas", "-v", "-o", tmp, str(root / ENTRY_SOURCE)]
-    try:
-        result = subprocess.run(cmd, capture_output=True, text=True)
+    with tempfile.TemporaryDirectory(prefix=".build-", dir=out.parent) as tmp:
+        objects = [os.path.join(tmp, unit.replace(".cu", ".o")) for unit in UNITS]
+        commands = [[nvcc, *NVCC_FLAGS, *extra_flags, "-Xptxas", "-v", "-c", "-o", obj, str(root / unit)]
+                    for unit, obj in zip(UNITS, objects)]
+        with ThreadPoolExecutor(max_workers=min(len(commands), os.cpu_count() or 1)) as pool:
+            results = list(pool.map(lambda cmd: subprocess.run(cmd, capture_output=True, text=True), commands))
+        for cmd, result in zip(commands, results):
+            if result.returncode != 0:
+                raise RuntimeError(f"nvcc failed ({' '.join(cmd)}):\n{result.stderr[-4000:]}")
+        library = os.path.join(tmp, LIB_NAME)
+        link = [nvcc, GENCODE, "-shared", "-o", library, *objects]
+        result = subprocess.run(link, capture_output=True, text=True)
         if result.returncode != 0:
-            raise RuntimeError(f"nvcc failed ({' '.join(cmd)}):\n{result.stderr[-4000:]}")
-        log_tmp = f"{tmp}.log"
-        Path(log_tmp).write_text(result.stderr)
-        os.replace(log_tmp, ptxas_log_path(out))
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return result.stderr
+            raise RuntimeError(f"nvcc link failed ({' '.join(link)}):\n{result.stderr[-4000:]}")
+        report = "".join(r.stderr for r in results)
+        log = os.path.join(tmp, "ptxas.log")
+        Path(log).write_text(report)
+        os.replace(log, ptxas_log_path(out))
+        os.replace(library, out)
+    return report
 
 
 def build_cached() -> Path:

@@ -1,0 +1,218 @@
+// Host-side launch of the Hopper forward: TMA tensor maps, the tile table per head dim, and the dispatch from a
+// call's shape to a compiled instantiation. Included by one translation unit per head dim (flash_fwd_d*.cu), which
+// nvcc compiles in parallel; flash_fwd_api.cu holds the C ABI.
+#pragma once
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "flash_fwd.cuh"
+
+namespace fa3nn::hopper::host {
+
+// Records an error message for fa3nn_hopper_last_error() and returns nonzero (defined in flash_fwd_api.cu).
+int fail(const char* fmt, const char* detail);
+
+// cuTensorMapEncodeTiled, resolved through the runtime so the library needs no -lcuda at link time.
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+inline EncodeTiledFn encode_tiled() {
+  static EncodeTiledFn fn = [] {
+    void* ptr = nullptr;
+    cudaDriverEntryPointQueryResult status;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &status) !=
+            cudaSuccess ||
+        status != cudaDriverEntryPointSuccess)
+      ptr = nullptr;
+    return reinterpret_cast<EncodeTiledFn>(ptr);
+  }();
+  return fn;
+}
+
+// A (batch, rows, heads, headdim) 16-bit tensor as a 4-d tensor map with box (64, box_rows, 1, 1), 128B swizzle:
+// each box lands as one SW128 panel of box_rows x 128 B. Rows past `rows` are zero-filled.
+inline bool make_map(CUtensorMap* map, const void* base, bool bf16, int64_t headdim, int64_t rows, int64_t heads,
+              int64_t batch, int64_t row_stride, int64_t head_stride, int64_t batch_stride, int box_rows) {
+  const cuuint64_t dims[4] = {cuuint64_t(headdim), cuuint64_t(rows), cuuint64_t(heads), cuuint64_t(batch)};
+  const cuuint64_t strides[3] = {cuuint64_t(row_stride * 2), cuuint64_t(head_stride * 2),
+                                 cuuint64_t(batch_stride * 2)};
+  const cuuint32_t box[4] = {cuuint32_t(kPanelCols), cuuint32_t(box_rows), 1, 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  EncodeTiledFn fn = encode_tiled();
+  if (fn == nullptr) return false;
+  return fn(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, const_cast<void*>(base),
+            dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+struct Problem {
+  const void *q, *k, *v;
+  void* out;
+  float* lse;
+  const int *cu_seqlens_q, *cu_seqlens_k;
+  int batch, seqlen_q, seqlen_k, max_seqlen_q, nheads, nheads_kv, headdim;
+  const int64_t* strides;  // q, k, v, out: (batch, row, head) each, in elements
+  float softmax_scale;
+  cudaStream_t stream;
+};
+
+inline int num_sms() {
+  int device = 0, sms = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  return sms > 0 ? sms : 132;
+}
+
+template <class Cfg>
+int launch(const Problem& pr) {
+  const bool varlen = pr.cu_seqlens_q != nullptr;
+  const int64_t map_batch = varlen ? 1 : pr.batch;
+  const int64_t* st = pr.strides;
+  CUtensorMap tq, tk, tv;
+  // For varlen (one packed batch) the batch stride is never used; give TMA a valid one.
+  auto bstride = [&](int64_t s, int64_t rows, int64_t row_stride) { return varlen ? rows * row_stride : s; };
+  if (!make_map(&tq, pr.q, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, map_batch,
+                st[1], st[2], bstride(st[0], pr.seqlen_q, st[1]), Cfg::kBlockM) ||
+      !make_map(&tk, pr.k, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads_kv, map_batch,
+                st[4], st[5], bstride(st[3], pr.seqlen_k, st[4]), Cfg::kBlockN) ||
+      !make_map(&tv, pr.v, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads_kv, map_batch,
+                st[7], st[8], bstride(st[6], pr.seqlen_k, st[7]), Cfg::kBlockN))
+    return fail("%s", "cuTensorMapEncodeTiled failed (pointers must be 16-B aligned, strides multiples of 8 elements)");
+
+  FwdParams p{};
+  p.out = pr.out;
+  p.lse = pr.lse;
+  p.cu_seqlens_q = pr.cu_seqlens_q;
+  p.cu_seqlens_k = pr.cu_seqlens_k;
+  p.out_batch_stride = varlen ? 0 : st[9];
+  p.out_row_stride = st[10];
+  p.out_head_stride = st[11];
+  p.lse_batch_stride = varlen ? 0 : int64_t(pr.nheads) * pr.seqlen_q;  // dense lse (b, h, sq)
+  p.lse_head_stride = pr.seqlen_q;                                     // varlen lse (h, total_q)
+  p.batch = pr.batch;
+  p.seqlen_q = pr.seqlen_q;
+  p.seqlen_k = pr.seqlen_k;
+  p.nheads = pr.nheads;
+  p.group = pr.nheads / pr.nheads_kv;
+  p.num_m_blocks = (pr.max_seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  p.scale_log2 = pr.softmax_scale * 1.4426950408889634f;
+
+  const long long tiles = static_cast<long long>(p.num_m_blocks) * pr.nheads * pr.batch;
+  if (tiles == 0) return 0;
+  static const int sms = num_sms();
+  const int grid = static_cast<int>(tiles < sms ? tiles : sms);
+  auto kernel = flash_fwd_kernel<Cfg>;
+  static bool configured = false;  // per instantiation
+  if (!configured) {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess)
+      return fail("cudaFuncSetAttribute: %s", cudaGetErrorString(cudaGetLastError()));
+    configured = true;
+  }
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, p);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return fail("kernel launch: %s", cudaGetErrorString(err));
+  return 0;
+}
+
+// Tile choices per head dim: kBlockN, K/V stages, consumer warpgroups (kBlockM = 64 per consumer). Variant 0 is
+// the default, variant 4 serves short causal calls (dispatch_causal); 4 and 5 are also compiled for bf16 under
+// their own variant numbers so one benchmark run can compare shapes (benchmarks/NOTES.md).
+//   d64:  192 x 128, 3 consumers (160 registers each), 2 stages.  4: 128 x 128, 2 consumers.  5: 192 x 128, 3 stages.
+//   d128: 128 x 176, 2 stages (208 KB of smem).                    4: 128 x 128.               5: 128 x 160, 2 Q.
+//   d256: 128 x 80, 2 stages (64 KB Q + 160 KB K/V = 224 KB).       4: 128 x 64.
+template <int D, int kVariant> struct Tiles;
+// kQStages = 2 (Q double-buffered) wherever shared memory allows it.
+template <> struct Tiles<64, 0> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 3, kQStages = 2; };
+template <> struct Tiles<64, 4> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 2, kQStages = 2; };
+template <> struct Tiles<64, 5> { static constexpr int kBlockN = 128, kStages = 3, kConsumers = 3, kQStages = 2; };
+template <> struct Tiles<128, 0> { static constexpr int kBlockN = 176, kStages = 2, kConsumers = 2, kQStages = 1; };
+template <> struct Tiles<128, 4> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 2, kQStages = 2; };
+template <> struct Tiles<128, 5> { static constexpr int kBlockN = 160, kStages = 2, kConsumers = 2, kQStages = 2; };
+template <> struct Tiles<256, 0> { static constexpr int kBlockN = 80, kStages = 2, kConsumers = 2, kQStages = 1; };
+template <> struct Tiles<256, 4> { static constexpr int kBlockN = 64, kStages = 2, kConsumers = 2, kQStages = 1; };
+
+template <int D, bool kBF16, bool kCausal, int kVariant = 0, bool kPingpong = true, bool kOverlap = true,
+          bool kSkipKVLoads = false, bool kCrossTile = true>
+int launch_d(const Problem& pr) {
+  using T = Tiles<D, kVariant>;
+  return launch<FwdConfig<D, T::kBlockN, T::kStages, kBF16, kCausal, kPingpong, kOverlap, T::kConsumers,
+                          kSkipKVLoads, T::kQStages, kCrossTile>>(pr);
+}
+
+// Short calls take the narrower tiles of variant 4. A causal tile wastes up to one key block of work on its
+// diagonal, and a key block past the end of a short sequence is mostly padding; below these lengths that waste
+// outweighs the per-block overheads that wider blocks save. Thresholds from the H200 runs in benchmarks/NOTES.md
+// (e.g. d128 causal 512: 0.63 -> 0.74 of cuDNN, 2048: 0.82 -> 0.85; d128 non-causal 512: 0.84 -> 0.89; at 16384
+// the wide tiles win: d128 causal 1.05 vs 0.97).
+template <int D> struct ShortCallSeqlen;
+template <> struct ShortCallSeqlen<64> { static constexpr int kCausal = 1024, kNonCausal = 0; };
+template <> struct ShortCallSeqlen<128> { static constexpr int kCausal = 2048, kNonCausal = 512; };
+template <> struct ShortCallSeqlen<256> { static constexpr int kCausal = 1024, kNonCausal = 0; };
+
+template <int D, bool kBF16>
+int dispatch_causal(const Problem& pr, bool causal) {
+  if (causal) {
+    return pr.max_seqlen_q <= ShortCallSeqlen<D>::kCausal ? launch_d<D, kBF16, true, 4>(pr)
+                                                          : launch_d<D, kBF16, true>(pr);
+  }
+  if constexpr (ShortCallSeqlen<D>::kNonCausal > 0) {
+    if (pr.max_seqlen_q <= ShortCallSeqlen<D>::kNonCausal) return launch_d<D, kBF16, false, 4>(pr);
+  }
+  return launch_d<D, kBF16, false>(pr);
+}
+
+template <int D, int kVariant>
+int dispatch_experimental(const Problem& pr, bool causal) {
+  return causal ? launch_d<D, true, true, kVariant>(pr) : launch_d<D, true, false, kVariant>(pr);
+}
+
+template <int D>
+int ablation(const Problem& pr, int variant) {
+  if (variant == 1) return launch_d<D, true, false, 0, false, true>(pr);
+  if (variant == 2) return launch_d<D, true, false, 0, true, false>(pr);
+  return launch_d<D, true, false, 0, false, false>(pr);
+}
+
+// One head dim: the default dispatch (variant 0) and the benchmark-only variants documented at fa3nn_hopper_fwd.
+template <int D>
+int run_headdim(const Problem& pr, bool bf16, bool causal, int variant) {
+  switch (variant) {
+    case 0:
+      return bf16 ? dispatch_causal<D, true>(pr, causal) : dispatch_causal<D, false>(pr, causal);
+    case 1:
+    case 2:
+    case 3:
+      if (!bf16 || causal) return fail("%s", "ablation variants exist for bf16, non-causal");
+      return ablation<D>(pr, variant);
+    case 4:
+      if (!bf16) return fail("%s", "experimental tile variants exist for bf16 only");
+      return dispatch_experimental<D, 4>(pr, causal);
+    case 5:
+      if constexpr (D != 256) {
+        if (!bf16) return fail("%s", "experimental tile variants exist for bf16 only");
+        return dispatch_experimental<D, 5>(pr, causal);
+      }
+      return fail("%s", "no such experimental variant for this head dim");
+    case 6:  // default tiles without the cross-tile pipeline
+      if (!bf16) return fail("%s", "the no-cross-tile ablation exists for bf16 only");
+      return causal ? launch_d<D, true, true, 0, true, true, false, false>(pr)
+                    : launch_d<D, true, false, 0, true, true, false, false>(pr);
+    case 9:
+      if constexpr (D == 128) {
+        if (!bf16 || causal) return fail("%s", "the skip-loads diagnostic exists for bf16, non-causal");
+        return launch_d<128, true, false, 0, true, true, true>(pr);
+      }
+      return fail("%s", "the skip-loads diagnostic exists for d128 only");
+    default:
+      return fail("%s", "unknown variant");
+  }
+}
+
+int run_d64(const Problem& pr, bool bf16, bool causal, int variant);
+int run_d128(const Problem& pr, bool bf16, bool causal, int variant);
+int run_d256(const Problem& pr, bool bf16, bool causal, int variant);
+
+}  // namespace fa3nn::hopper::host
