@@ -155,3 +155,18 @@ def test_auto_picks_hopper_forward_and_backward_runs_elsewhere():
     for name, got, ref, pt in (("dq", q.grad, q_ref.grad, q_pt.grad), ("dk", k.grad, k_ref.grad, k_pt.grad),
                                ("dv", v.grad, v_ref.grad, v_pt.grad)):
         assert_error_ratio(got, ref, pt, name)
+
+
+@pytest.mark.gpu
+@needs_hopper
+@pytest.mark.parametrize("causal", [False, True])
+def test_strided_inputs_and_unusual_scales(causal):
+    """(b, h, s, d) tensors viewed as (b, s, h, d) go to TMA without a copy; a zero or negative softmax scale (legal,
+    degenerate) must still give the reference's answer."""
+    q, k, v = (torch.randn(2, 4, 300, 128, device="cuda").to(torch.bfloat16).transpose(1, 2) for _ in range(3))
+    assert q.shape == (2, 300, 4, 128) and not q.is_contiguous()  # (b, s, h, d) views with head stride s * d
+    for scale in (0.3, 0.0, -0.2):
+        out = fa3nn.flash_attn_func(q, k, v, softmax_scale=scale, causal=causal, backend="hopper")
+        out_ref, _ = attention_ref(q, k, v, causal=causal, softmax_scale=scale)
+        out_pt, _ = attention_ref(q, k, v, causal=causal, softmax_scale=scale, upcast=False, reorder_ops=True)
+        assert_error_ratio(out, out_ref, out_pt, f"out (scale {scale})")

@@ -13,6 +13,7 @@ import ctypes
 import torch
 
 from fa3nn.backends.base import AttnCall, AttnParams, Backend, Varlen
+from fa3nn.backends.reference import ReferenceBackend
 
 SUPPORTED_HEADDIMS = (64, 128, 256)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
@@ -126,6 +127,10 @@ class HopperBackend(Backend):
         return None
 
     def forward(self, q, k, v, params: AttnParams, varlen: Varlen | None):
+        if not params.softmax_scale > 0:
+            # The kernel's running maximum assumes scores grow with Q K^T (a positive scale); a zero or negative
+            # scale is legal but degenerate, so it takes the exact path instead of a wrong one.
+            return ReferenceBackend().forward(q, k, v, params, varlen)
         return launch(q, k, v, params.softmax_scale, params.window.causal, varlen)
 
     def backward(self, dout, q, k, v, out, lse, dlse, params, varlen):
