@@ -78,11 +78,7 @@ def bench_shape(headdim: int, seqlen: int, causal: bool, args, variants=("full",
 
 
 # Alternative tile shapes compiled next to the default (kernels/hopper/flash_fwd_api.cu, `Tiles`).
-EXPERIMENTS = {
-    64: ("tiles_a", "tiles_b", "no_cross_tile"),
-    128: ("tiles_a", "tiles_b", "no_cross_tile"),
-    256: ("tiles_a", "no_cross_tile"),
-}
+EXPERIMENTS = {64: ("tiles_a", "tiles_b"), 128: ("tiles_a", "tiles_b"), 256: ("tiles_a",)}
 
 
 def main() -> None:
@@ -92,6 +88,7 @@ def main() -> None:
     parser.add_argument("--seqlens", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192, 16384])
     parser.add_argument("--ablation-seqlens", type=int, nargs="*", default=[2048, 8192, 16384])
     parser.add_argument("--experiment-seqlens", type=int, nargs="*", default=[])
+    parser.add_argument("--experiment-headdims", type=int, nargs="*", default=[64, 128, 256])
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--reps", type=int, default=7)
     args = parser.parse_args()
@@ -101,12 +98,12 @@ def main() -> None:
         for seqlen in args.seqlens:
             for causal in (False, True):
                 rows += bench_shape(headdim, seqlen, causal, args)
-    ablations = ("full", "no_pingpong", "no_overlap", "no_pingpong_no_overlap")
+    ablations = ("full", "no_pingpong", "no_overlap", "no_pingpong_no_overlap", "no_cross_tile")
     for headdim in args.headdims:
         for seqlen in args.ablation_seqlens:
             extra = ("skip_kv_loads",) if headdim == 128 else ()
             rows += bench_shape(headdim, seqlen, False, args, variants=ablations + extra)
-    for headdim in args.headdims:
+    for headdim in args.experiment_headdims:
         for seqlen in args.experiment_seqlens:
             for causal in (False, True):
                 rows += bench_shape(headdim, seqlen, causal, args, variants=("full", *EXPERIMENTS[headdim]))
