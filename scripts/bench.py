@@ -207,6 +207,8 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=10, help="back-to-back calls per timed batch")
     parser.add_argument("--reps", type=int, default=7, help="timed batches; the median is reported")
     parser.add_argument("--rotate", type=int, default=3, help="input sets cycled through (defeats L2 reuse)")
+    parser.add_argument("--precompile", type=int, default=0, metavar="WORKERS",
+                        help="compile the Triton backend's autotune candidates in this many processes first")
     parser.add_argument("--out-dir", type=Path, default=RESULTS)
     parser.add_argument("--tag", default=None, help="file name stem (default: bench-<gpu>-<date>)")
     args = parser.parse_args()
@@ -214,6 +216,13 @@ def main() -> None:
         attention_fn(b)  # fail fast on a typo
     env = environment()
     causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
+    if args.precompile and "triton" in args.backends:
+        from fa3nn.backends.triton.tune import precompile
+
+        try:
+            precompile(args.headdims, causals, workers=args.precompile)
+        except Exception as exc:  # only a speed-up: the autotuner compiles whatever is missing
+            print(f"precompile failed ({type(exc).__name__}: {exc}); compiling on demand", flush=True)
     rows = []
     for headdim in args.headdims:
         for seqlen in args.seqlens:

@@ -85,3 +85,10 @@ def test_deterministic_backward_is_bitwise_repeatable():
         again = torch.autograd.grad(out, (q, k, v), grad_out)
         for name, a, b in zip(("dq", "dk", "dv"), first, again):
             assert torch.equal(a, b), f"{name} differs between identical runs"
+
+
+def test_deterministic_path_features():
+    """deterministic=True takes the separate dQ kernel; the other tests cover the default atomic dQ."""
+    check_dense(2, 239, 1024, 4, 1, 64, torch.bfloat16, "cuda", causal=True, window=(100, -1), softcap=20.0,
+                deterministic=True)
+    check_varlen(5, 300, 417, 4, 2, 128, torch.float16, "cuda", causal=True, deterministic=True)

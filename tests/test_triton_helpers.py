@@ -47,7 +47,7 @@ def check_dense(batch, seqlen_q, seqlen_k, nheads, nheads_kv, headdim, dtype, de
 
 
 def check_varlen(batch, max_seqlen_q, max_seqlen_k, nheads, nheads_kv, headdim, dtype, device, causal=False,
-                 window=(-1, -1), softcap=0.0):
+                 window=(-1, -1), softcap=0.0, deterministic=False):
     """Packed sequences of random lengths (some empty): compared with padded attention_ref per sequence."""
     q, k, v = random_qkv(batch, max_seqlen_q, max_seqlen_k, nheads, nheads_kv, headdim, dtype, device,
                          requires_grad=True)
@@ -59,7 +59,7 @@ def check_varlen(batch, max_seqlen_q, max_seqlen_k, nheads, nheads_kv, headdim, 
     q_packed, k_packed, v_packed = (x.clone().requires_grad_(True) for x in (q_packed, k_packed, v_packed))
     opts = dict(causal=causal, window_size=window, softcap=softcap)
     out, lse = flash_attn_varlen_func(q_packed, k_packed, v_packed, cu_q, cu_k, msq, msk, **opts, return_lse=True,
-                                      backend="triton")
+                                      deterministic=deterministic, backend="triton")
     out_ref, lse_ref = attention_ref(q, k, v, mask_q, mask_k, **opts)
     out_pt, lse_pt = attention_ref(q, k, v, mask_q, mask_k, **opts, upcast=False, reorder_ops=True)
     assert_error_ratio(pad(out, mask_q), out_ref, out_pt, "out")

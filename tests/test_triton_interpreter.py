@@ -78,6 +78,14 @@ def test_dense(case, dtype):
     check_dense(batch, sq, sk, h, hk, d, dtype, "cpu", causal=causal, window=window, softcap=softcap)
 
 
+@pytest.mark.parametrize("case", ["causal-more-queries", "window-both", "softcap-causal-gqa"], ids=str)
+def test_deterministic_path(case):
+    """deterministic=True takes the separate dQ kernel (no atomics); the default adds dQ by atomics."""
+    batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
+    check_dense(batch, sq, sk, h, hk, d, torch.float16, "cpu", causal=causal, window=window, softcap=softcap,
+                deterministic=True)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_headdim_v_differs(dtype):
     check_dense(1, 20, 37, 2, 1, 32, dtype, "cpu", causal=True, headdim_v=64)
@@ -92,6 +100,10 @@ def test_lse_gradient(dtype):
 @pytest.mark.parametrize("causal,window", [(False, (-1, -1)), (True, (-1, -1)), (False, (7, 2))], ids=str)
 def test_varlen(causal, window, dtype):
     check_varlen(3, 40, 57, 2, 1, 32, dtype, "cpu", causal=causal, window=window)
+
+
+def test_varlen_deterministic_path():
+    check_varlen(3, 40, 57, 2, 1, 32, torch.float16, "cpu", causal=True, deterministic=True)
 
 
 def test_deterministic_backward_is_bitwise_repeatable():

@@ -29,7 +29,7 @@ class Tile:
 FWD: dict[tuple[int, bool], list[Tile]] = {
     (32, False): [Tile(128, 64, 4, 3), Tile(128, 128, 8, 3)],
     (64, False): [Tile(128, 64, 4, 3), Tile(128, 128, 8, 3)],
-    (128, False): [Tile(128, 64, 8, 3), Tile(128, 128, 8, 2), Tile(128, 128, 8, 3)],
+    (128, False): [Tile(64, 64, 4, 3), Tile(128, 64, 8, 3), Tile(128, 128, 8, 3)],
     (256, False): [Tile(128, 32, 8, 2), Tile(64, 64, 8, 2)],
 }
 # dK/dV: one program per (BLOCK_N keys, K/V head, batch), walking queries in BLOCK_M steps. The two fp32
@@ -40,6 +40,13 @@ BWD_DKDV: dict[tuple[int, bool], list[Tile]] = {
     (128, False): [Tile(32, 128, 8, 2), Tile(64, 128, 8, 2), Tile(32, 128, 8, 3)],
     (256, False): [Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)],
 }
+# dK/dV with dQ by atomics (the default backward): the dK/dV kernel plus a BLOCK_M x dim dQ product per step.
+BWD_FUSED: dict[tuple[int, bool], list[Tile]] = {
+    (32, False): [Tile(64, 128, 8, 3), Tile(32, 128, 8, 3)],
+    (64, False): [Tile(64, 128, 8, 3), Tile(32, 128, 8, 3)],
+    (128, False): [Tile(64, 128, 8, 2), Tile(32, 128, 8, 2), Tile(64, 64, 8, 2)],
+    (256, False): [Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)],
+}
 # dQ: one program per (BLOCK_M queries, head, batch), walking keys in BLOCK_N steps.
 BWD_DQ: dict[tuple[int, bool], list[Tile]] = {
     (32, False): [Tile(128, 64, 8, 3), Tile(64, 64, 4, 3)],
@@ -48,13 +55,14 @@ BWD_DQ: dict[tuple[int, bool], list[Tile]] = {
     (256, False): [Tile(64, 32, 4, 2), Tile(64, 64, 8, 2)],
 }
 # Causal starts from the same tiles until measurements say otherwise.
-for _table in (FWD, BWD_DKDV, BWD_DQ):
+for _table in (FWD, BWD_DKDV, BWD_FUSED, BWD_DQ):
     for (_block_d, _), _tiles in list(_table.items()):
         _table.setdefault((_block_d, True), list(_tiles))
 
 # Under the interpreter: small, unequal tiles, so that small test shapes still cross several blocks of each kind.
-INTERPRETER = {"fwd": Tile(32, 16, 4, 1), "dkdv": Tile(16, 32, 4, 1), "dq": Tile(32, 16, 4, 1)}
-TABLES = {"fwd": FWD, "dkdv": BWD_DKDV, "dq": BWD_DQ}
+INTERPRETER = {"fwd": Tile(32, 16, 4, 1), "dkdv": Tile(16, 32, 4, 1), "fused": Tile(16, 32, 4, 1),
+               "dq": Tile(32, 16, 4, 1)}
+TABLES = {"fwd": FWD, "dkdv": BWD_DKDV, "fused": BWD_FUSED, "dq": BWD_DQ}
 
 
 def autotune_enabled() -> bool:
@@ -71,7 +79,7 @@ def shared_memory_bytes(kind: str, tile: Tile, block_d: int, block_dv: int, elem
     """Rough shared-memory need of a tile: the streamed operands times the pipeline depth, plus resident tiles."""
     if kind == "fwd":
         resident, streamed = tile.block_m * block_d, tile.block_n * (block_d + block_dv)
-    elif kind == "dkdv":
+    elif kind in ("dkdv", "fused"):
         resident, streamed = tile.block_n * (block_d + block_dv), tile.block_m * (block_d + block_dv)
     else:
         resident, streamed = tile.block_m * (block_d + block_dv), tile.block_n * (block_d + block_dv)

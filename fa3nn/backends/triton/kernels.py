@@ -324,12 +324,13 @@ def _load_row_stats(lse_base, delta_base, rows, seqlen_q):
 
 
 @triton.jit
-def _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qs, stride_dos, cols, offs_m,
-                    offs_d, offs_dv, lo, hi, seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right,
+def _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_base, stride_qs, stride_dos,
+                    stride_dqs, cols, offs_m, offs_d, offs_dv, lo, hi, seqlen_q, seqlen_k, softmax_scale, qk_scale,
+                    score_cap, window_left, window_right,
                     MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                     HAS_SOFTCAP: tl.constexpr, HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr,
                     BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr,
-                    DOT_PRECISION: tl.constexpr):
+                    DOT_PRECISION: tl.constexpr, ATOMIC_DQ: tl.constexpr):
     for m0 in range(lo, hi, BLOCK_M):
         rows = m0 + offs_m
         q = _load_rows(q_base, rows, stride_qs, offs_d, seqlen_q, HEADDIM, BLOCK_D, MASKED)
@@ -347,29 +348,43 @@ def _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_
         ds_t = p_t * (dp_t - delta[None, :])
         if HAS_SOFTCAP:
             ds_t = ds_t * (1.0 - tanh_t * tanh_t)
-        dk = tl.dot(ds_t.to(q.dtype), q, dk, input_precision=DOT_PRECISION)
+        ds_t = ds_t.to(q.dtype)
+        dk = tl.dot(ds_t, q, dk, input_precision=DOT_PRECISION)
+        if ATOMIC_DQ:  # this key block's share of dQ, added into the fp32 accumulator (order varies run to run)
+            dq = tl.dot(tl.trans(ds_t), k, input_precision=DOT_PRECISION) * softmax_scale
+            dq_ptrs = dq_base + rows[:, None] * stride_dqs + offs_d[None, :]
+            if MASKED:
+                tl.atomic_add(dq_ptrs, dq, mask=(rows[:, None] < seqlen_q) & (offs_d[None, :] < HEADDIM),
+                              sem="relaxed")
+            elif BLOCK_D == HEADDIM:
+                tl.atomic_add(dq_ptrs, dq, sem="relaxed")
+            else:
+                tl.atomic_add(dq_ptrs, dq, mask=offs_d[None, :] < HEADDIM, sem="relaxed")
     return dk, dv
 
 
 @triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "group", "window_left", "window_right", "MASK_KIND",
                                "SEQ_BUCKET"])
 def _bwd_dkdv_kernel(
-    Q, K, V, dOut, Lse, Delta, dK, dV, cu_seqlens_q, cu_seqlens_k,
+    Q, K, V, dOut, Lse, Delta, dK, dV, dQacc, cu_seqlens_q, cu_seqlens_k,
     stride_qb, stride_qs, stride_qh,
     stride_kb, stride_ks, stride_kh,
     stride_vb, stride_vs, stride_vh,
     stride_dob, stride_dos, stride_doh,
     stride_dkb, stride_dks, stride_dkh,
     stride_dvb, stride_dvs, stride_dvh,
+    stride_dqb, stride_dqs, stride_dqh,
     stride_lb, stride_lh,
     seqlen_q, seqlen_k, group,
     softmax_scale, qk_scale, score_cap, window_left, window_right,
     MASK_KIND, SEQ_BUCKET,
     HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, ATOMIC_DQ: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    """One program per (key block, K/V head, batch): dK, dV summed over the `group` query heads that share it."""
+    """One program per (key block, K/V head, batch): dK, dV summed over the `group` query heads that share it.
+    With ATOMIC_DQ it also adds scale * dS·K into the fp32 dQacc (5 matmuls in all instead of 7 with the separate
+    dQ kernel, but the float additions land in a run-dependent order: not bitwise deterministic)."""
     head_kv = tl.program_id(1)
     batch = tl.program_id(2)
     q_start, seqlen_q = _seq_bounds(cu_seqlens_q, batch, seqlen_q, IS_VARLEN)
@@ -396,19 +411,23 @@ def _bwd_dkdv_kernel(
         q_base = Q + b64 * stride_qb + h64 * stride_qh + q_start.to(tl.int64) * stride_qs
         do_base = dOut + b64 * stride_dob + h64 * stride_doh + q_start.to(tl.int64) * stride_dos
         l_offset = b64 * stride_lb + h64 * stride_lh + q_start
-        dk, dv = _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, stride_qs,
-                                 stride_dos, cols, offs_m, offs_d, offs_dv, full_lo, full_hi, seqlen_q, seqlen_k,
-                                 qk_scale, score_cap, window_left, window_right, False, HAS_LEFT, HAS_RIGHT,
-                                 HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION)
+        dq_base = dQacc + b64 * stride_dqb + h64 * stride_dqh + q_start.to(tl.int64) * stride_dqs
+        dk, dv = _bwd_dkdv_inner(
+            dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_base, stride_qs, stride_dos,
+            stride_dqs, cols, offs_m, offs_d, offs_dv, full_lo, full_hi, seqlen_q, seqlen_k, softmax_scale, qk_scale,
+            score_cap, window_left, window_right, False, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V,
+            BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, ATOMIC_DQ)
         if HAS_RIGHT:  # without a right bound full_lo == lo: nothing masked before the full run
-            dk, dv = _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, stride_qs,
-                                     stride_dos, cols, offs_m, offs_d, offs_dv, lo, full_lo, seqlen_q, seqlen_k,
-                                     qk_scale, score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT,
-                                     HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION)
-        dk, dv = _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, stride_qs,
-                                 stride_dos, cols, offs_m, offs_d, offs_dv, full_hi, hi, seqlen_q, seqlen_k,
-                                 qk_scale, score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT,
-                                 HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION)
+            dk, dv = _bwd_dkdv_inner(
+                dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_base, stride_qs, stride_dos,
+                stride_dqs, cols, offs_m, offs_d, offs_dv, lo, full_lo, seqlen_q, seqlen_k, softmax_scale, qk_scale,
+                score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V,
+                BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, ATOMIC_DQ)
+        dk, dv = _bwd_dkdv_inner(
+            dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_base, stride_qs, stride_dos,
+            stride_dqs, cols, offs_m, offs_d, offs_dv, full_hi, hi, seqlen_q, seqlen_k, softmax_scale, qk_scale,
+            score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V,
+            BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, ATOMIC_DQ)
     dk = dk * softmax_scale
     key_ok = cols < seqlen_k
     dk_ptrs = dK + b64 * stride_dkb + head_kv.to(tl.int64) * stride_dkh + (k_start + cols)[:, None].to(

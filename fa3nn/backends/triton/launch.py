@@ -161,7 +161,10 @@ def _launcher(kind: str, kernel, shape: _Shape):
                           pre_hook=hook)
             for t in tiles
         ]
-        _autotuned[key] = triton.autotune(candidates, key=["BLOCK_D", "MASK_KIND", "SEQ_BUCKET"])(kernel)
+        # the atomic dQ accumulator must start from zero for every timed trial
+        reset = ["dQacc"] if kind == "fused" else None
+        _autotuned[key] = triton.autotune(candidates, key=["BLOCK_D", "MASK_KIND", "SEQ_BUCKET"],
+                                          reset_to_zero=reset)(kernel)
     return _autotuned[key]
 
 
@@ -221,7 +224,6 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
         HEADDIM_V=shape.headdim_v, BLOCK_DV=shape.block_dv, IS_VARLEN=shape.varlen, HAS_DLSE=dlse is not None,
         BLOCK_M=delta_rows,
     )
-    dq = _alloc(q.shape, q.dtype, q.device)
     dk = _alloc(k.shape, k.dtype, k.device)
     dv = _alloc(v.shape, v.dtype, v.device)
     # The backward works in natural units (see kernels._scores): scale, and softcap itself.
@@ -235,13 +237,21 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
         *_strides(q, shape.varlen), *_strides(k, shape.varlen), *_strides(v, shape.varlen),
         *_strides(dout, shape.varlen),
     )
+    # Default: dQ by fp32 atomics from the dK/dV kernel (5 matmuls). deterministic=True: a separate dQ kernel
+    # (7 matmuls, no atomics, bitwise repeatable).
+    atomic_dq = not params.deterministic
+    dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device) if atomic_dq else dk
     _launch(
-        "dkdv", K._bwd_dkdv_kernel, shape,
+        "fused" if atomic_dq else "dkdv", K._bwd_dkdv_kernel, shape,
         lambda bm, bn: (triton.cdiv(shape.seqlen_k, bn), shape.nheads_kv, shape.batch),
-        (q, k, v, dout, lse, delta, dk, dv, shape.cu_q, shape.cu_k, *qkv_do_strides,
-         *_strides(dk, shape.varlen), *_strides(dv, shape.varlen), *stat_strides, *common),
-        **shape.constexprs(),
+        (q, k, v, dout, lse, delta, dk, dv, dq_acc, shape.cu_q, shape.cu_k, *qkv_do_strides,
+         *_strides(dk, shape.varlen), *_strides(dv, shape.varlen), *_strides(dq_acc, shape.varlen), *stat_strides,
+         *common),
+        **shape.constexprs(), ATOMIC_DQ=atomic_dq,
     )
+    if atomic_dq:
+        return dq_acc.to(q.dtype), dk, dv
+    dq = _alloc(q.shape, q.dtype, q.device)
     _launch(
         "dq", K._bwd_dq_kernel, shape,
         lambda bm, bn: (triton.cdiv(shape.seqlen_q, bm), shape.nheads, shape.batch),

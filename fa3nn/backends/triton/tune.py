@@ -28,6 +28,7 @@ from fa3nn.metrics import attention_flops
 CANDIDATES = {
     "fwd": [Tile(128, 64, 8, 3), Tile(128, 128, 8, 3), Tile(128, 128, 8, 2), Tile(128, 64, 8, 2), Tile(64, 64, 4, 3)],
     "dkdv": [Tile(32, 128, 8, 2), Tile(64, 128, 8, 2), Tile(32, 128, 8, 3), Tile(64, 128, 8, 3), Tile(64, 64, 8, 2)],
+    "fused": [Tile(64, 128, 8, 2), Tile(32, 128, 8, 2), Tile(64, 128, 8, 3), Tile(32, 128, 8, 3), Tile(64, 64, 8, 2)],
     "dq": [Tile(128, 64, 8, 2), Tile(128, 64, 8, 3), Tile(128, 128, 8, 2), Tile(64, 64, 4, 3), Tile(64, 128, 8, 2)],
 }
 
@@ -43,7 +44,7 @@ def _variants(headdim: int, causals, tma_options):
 def _pin(variant) -> None:
     os.environ["FA3NN_TRITON_AUTOTUNE"] = "0"
     os.environ["FA3NN_TRITON_TMA"] = variant["tma"]
-    block_d = max(32, variant["headdim"])
+    block_d = max(32, triton_block(variant["headdim"]))
     configs.TABLES[variant["kind"]][(block_d, variant["causal"])] = [variant["tile"]] + [
         t for t in configs.TABLES[variant["kind"]][(block_d, variant["causal"])] if t != variant["tile"]
     ]
@@ -57,7 +58,9 @@ def _inputs(headdim: int, seqlen: int, tokens: int = 16384, width: int = 2048):
 def _run(variant, q, k, v, dout):
     from fa3nn.backends.triton import launch
 
-    params = AttnParams(q.shape[-1] ** -0.5, Window.from_args(variant["causal"], (-1, -1)), 0.0, False)
+    # "dkdv" and "dq" are the deterministic backward's kernels, "fused" the default (atomic dQ) one
+    deterministic = variant["kind"] in ("dkdv", "dq")
+    params = AttnParams(q.shape[-1] ** -0.5, Window.from_args(variant["causal"], (-1, -1)), 0.0, deterministic)
     if variant["kind"] == "fwd":
         return lambda: launch.forward(q, k, v, params, None)
     out, lse = launch.forward(q, k, v, params, None)
@@ -70,6 +73,23 @@ def _warm(variant) -> str:
     _run(variant, *_inputs(variant["headdim"], 256, tokens=512))()
     torch.cuda.synchronize()
     return "ok"
+
+
+def precompile(headdims, causals, kinds=("fwd", "fused"), workers: int = 8) -> None:
+    """Compile every tile of configs.py's entries for these shapes in parallel processes (on-disk cache), so that
+    the autotuner in the calling process only times them. Used by scripts/bench.py --precompile."""
+    variants = [
+        {"kind": kind, "tile": tile, "causal": causal, "tma": "auto", "headdim": headdim}
+        for headdim in headdims for causal in causals for kind in kinds
+        for tile in configs.TABLES[kind][(max(32, triton_block(headdim)), causal)]
+    ]
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(min(workers, len(variants)), mp_context=ctx) as pool:
+        concurrent.futures.wait([pool.submit(_warm, v) for v in variants])
+
+
+def triton_block(headdim: int) -> int:
+    return max(16, 1 << (headdim - 1).bit_length())
 
 
 def _time_ms(fn, iters: int = 10, reps: int = 5) -> float:
