@@ -160,6 +160,19 @@ def environment() -> dict:
     }
 
 
+def triton_choices() -> dict:
+    """The tiles the Triton backend's autotuner settled on, per kernel and key (empty if it never ran)."""
+    try:
+        from fa3nn.backends.triton import launch
+    except ImportError:
+        return {}
+    choices = {}
+    for (kind, _), tuner in launch._autotuned.items():
+        for key, config in getattr(tuner, "cache", {}).items():
+            choices[f"{kind} {key}"] = str(config)
+    return choices
+
+
 def markdown(report: dict) -> str:
     env, backends, rows = report["environment"], report["backends"], report["rows"]
     ours = next((b for b in backends if b in FA3NN), None)
@@ -230,7 +243,7 @@ def main() -> None:
                 rows.append(bench_shape(args.backends, headdim, seqlen, causal, args.directions, args))
                 print(json.dumps({k: rows[-1][k] for k in ("headdim", "seqlen", "causal")}), flush=True)
     report = {"environment": env, "backends": args.backends, "args": {k: str(v) for k, v in vars(args).items()},
-              "rows": rows}
+              "rows": rows, "triton_autotune": triton_choices()}
     tag = args.tag or f"bench-{env['gpu'].replace(' ', '_')}-{env['date'][:10]}"
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / f"{tag}.json").write_text(json.dumps(report, indent=1))
