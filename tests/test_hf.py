@@ -232,10 +232,10 @@ def test_padding_mask_function_is_registered():
     fa3nn.patch_hf()
     mask_fn = ALL_MASK_ATTENTION_FUNCTIONS[ATTN_IMPLEMENTATION]
     padding = torch.tensor([[0, 1, 1], [1, 1, 1]], dtype=torch.bool)
-    assert torch.equal(mask_fn(2, 3, 3, attention_mask=padding), padding)
-    assert mask_fn(2, 3, 3, attention_mask=torch.ones(2, 3, dtype=torch.bool)) is None
+    assert torch.equal(mask_fn(batch_size=2, q_length=3, kv_length=3, attention_mask=padding), padding)
+    assert mask_fn(batch_size=2, q_length=3, kv_length=3, attention_mask=torch.ones(2, 3, dtype=torch.bool)) is None
     with pytest.raises(ValueError, match="2D padding mask"):
-        mask_fn(2, 3, 3, attention_mask=torch.ones(2, 1, 3, 3, dtype=torch.bool))
+        mask_fn(batch_size=2, q_length=3, kv_length=3, attention_mask=torch.ones(2, 1, 3, 3, dtype=torch.bool))
 
 
 def test_dropout_raises_unless_ignored():

@@ -84,16 +84,15 @@ def _interfaces():
 
 def fa3nn_padding_mask(
     batch_size: int,
-    q_length: int,
+    *,
     kv_length: int,
-    q_offset: int = 0,
-    kv_offset: int = 0,
-    mask_function=None,
     attention_mask: torch.Tensor | None = None,
     **kwargs,
 ) -> torch.Tensor | None:
     """The mask fa3nn needs: the 2D padding mask (batch, kv_length), True on real tokens, or None without padding.
-    The causal/sliding pattern in `mask_function` is applied by fa3nn itself from the layer's kwargs."""
+    The causal/sliding pattern in `mask_function` is applied by fa3nn itself from the layer's kwargs. transformers
+    passes everything by keyword; 4.5x sends `cache_position`, 5.x `q_length`/`q_offset`, neither of which matters
+    here."""
     if attention_mask is None:
         return None
     if attention_mask.dim() != 2:
