@@ -1,0 +1,176 @@
+"""Per-layer FP8 state that must survive checkpoints and agree across ranks: the delayed-scaling amax history.
+
+A layer using DelayedScaling owns a DelayedScalingState whose buffers are part of its state_dict:
+
+    amax_history     (amax_history_len, 3) float32, columns q, k, v; row 0 is the newest amax
+    scale            (3,) float32, the scales the next forward quantizes with
+    skipped_updates  (3,) int64, how many updates kept the previous scale because the amax was 0, NaN or Inf
+
+Lifecycle of one training step:
+    forward    quantize with `scale` (delayed: computed from earlier steps), then observe(amax of this call), which
+               max-accumulates into a pending amax (non-persistent; several calls per step accumulate, e.g. with
+               gradient accumulation). Single process, or reduce_amax=False: update() right away.
+    step hook  fa3nn.fp8.sync_amax(model) once per step: under torch.distributed with reduce_amax it reduces every
+               layer's pending amax in ONE all_reduce(MAX) per process group (not one per layer call), then updates
+               each layer; it also warns once if updates were skipped. It never syncs in the forward.
+    update     push the amax into the history (row 0), then scale = fp8_max / amax / 2**margin with amax the max of
+               the history ("max") or its newest row ("most_recent"). A 0/NaN/Inf amax is not pushed; that
+               tensor keeps its previous scale and its skipped_updates count grows. All on device, no host sync.
+
+Before the first update the history is empty (`scale` is a placeholder 1.0), so the forward uses this call's amax
+instead (first_call_scale); `started` says which, read from the device once and then tracked in Python.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import defaultdict
+from collections.abc import Iterable
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from fa3nn.fp8.config import CurrentScaling, DelayedScaling, PerTileScaling, Recipe
+from fa3nn.fp8.hadamard import HadamardRotation
+from fa3nn.fp8.scaling import E4M3_MAX, amax_to_scale
+
+TENSORS = ("q", "k", "v")
+
+
+class DelayedScalingState(nn.Module):
+    def __init__(self, recipe: DelayedScaling):
+        super().__init__()
+        if not isinstance(recipe, DelayedScaling):
+            raise TypeError(f"DelayedScalingState needs a DelayedScaling recipe, got {type(recipe).__name__}")
+        self.recipe = recipe
+        self.register_buffer("amax_history", torch.zeros(recipe.amax_history_len, len(TENSORS)))
+        self.register_buffer("scale", torch.ones(len(TENSORS)))
+        self.register_buffer("skipped_updates", torch.zeros(len(TENSORS), dtype=torch.int64))
+        # Not in state_dict: an amax observed but not yet folded into the history, and whether there is one.
+        self.register_buffer("pending_amax", torch.zeros(len(TENSORS)), persistent=False)
+        self.register_buffer("pending", torch.zeros((), dtype=torch.bool), persistent=False)
+        self._warned_skips = 0
+        # Python-side: whether the history holds an amax yet (None = unknown after load_state_dict; reading it once
+        # costs one host sync). Lets a fused quantization pass use `scale` without first computing this call's amax.
+        self._started: bool | None = False
+        self.register_load_state_dict_post_hook(lambda module, keys: setattr(module, "_started", None))
+
+    @property
+    def fp8_max(self) -> float:
+        return E4M3_MAX  # E4M3 and HYBRID both quantize the forward to e4m3
+
+    def needs_reduce(self, group=None) -> bool:
+        """True when amaxes must be all-reduced before they update the history."""
+        if not (self.recipe.reduce_amax and dist.is_available() and dist.is_initialized()):
+            return False
+        return dist.get_world_size(group or self.recipe.process_group) > 1
+
+    @property
+    def started(self) -> bool:
+        """True once an update has put an amax in the history; until then the forward scales from this call's
+        amax (first_call_scale), since `scale` is still the placeholder 1.0."""
+        if self._started is None:
+            self._started = bool(self.amax_history.amax() > 0)
+        return self._started
+
+    def first_call_scale(self, amax_now: torch.Tensor) -> torch.Tensor:
+        """(3,) scales from this call's (3,) amax, for forwards before the first update."""
+        scale, _ = amax_to_scale(amax_now, self.fp8_max, self.recipe.margin, self.scale)
+        return scale
+
+    @torch.no_grad()
+    def observe(self, amax_qkv: torch.Tensor) -> None:
+        """Max-accumulate this call's (3,) amax into the pending amax. NaN is recorded as +Inf so it survives a MAX
+        all_reduce (NaN comparisons would silently drop it) and is still caught as non-finite by update()."""
+        amax = amax_qkv.detach().to(self.pending_amax)
+        amax = torch.where(torch.isnan(amax), torch.full_like(amax, float("inf")), amax)
+        self.pending_amax.copy_(torch.where(self.pending, torch.maximum(self.pending_amax, amax), amax))
+        self.pending.fill_(True)
+
+    @torch.no_grad()
+    def update(self) -> None:
+        """Fold the pending amax into the history and recompute the scales (see the module docstring)."""
+        amax = self.pending_amax
+        good = self.pending & torch.isfinite(amax) & (amax > 0)
+        skipped = self.pending & ~good
+        shifted = torch.cat([amax.unsqueeze(0), self.amax_history[:-1]], dim=0)
+        self.amax_history.copy_(torch.where(good, shifted, self.amax_history))
+        if self.recipe.amax_compute_algo == "max":
+            history_amax = self.amax_history.amax(dim=0)
+        else:
+            history_amax = self.amax_history[0]
+        scale, _ = amax_to_scale(history_amax, self.fp8_max, self.recipe.margin, self.scale)
+        self.scale.copy_(torch.where(good, scale, self.scale))
+        self.skipped_updates.add_(skipped.to(torch.int64))
+        self.pending_amax.zero_()
+        self.pending.fill_(False)
+        self._started = None if self._started is False else self._started  # re-read lazily, once
+
+    def warn_if_skipped(self) -> None:
+        """Warn once per state when updates were skipped (reads the counter: a host sync, so only the step hook
+        calls it)."""
+        total = int(self.skipped_updates.sum())
+        if total > 0 and self._warned_skips == 0:
+            self._warned_skips = total
+            counts = dict(zip(TENSORS, self.skipped_updates.tolist()))
+            warnings.warn(
+                f"fa3nn FP8 delayed scaling: an amax was 0, NaN or Inf, so the previous scale was kept "
+                f"(skipped updates so far per tensor: {counts}); check the inputs for non-finite values. "
+                f"This warning is shown once; read .skipped_updates for the running count.",
+                stacklevel=3,
+            )
+
+    def extra_repr(self) -> str:
+        return f"recipe={self.recipe!r}"
+
+
+def make_state(recipe: Recipe | None, layer_idx: int = 0) -> nn.Module | None:
+    """The per-layer state a recipe needs (a module for its buffers), or None when it needs none.
+    layer_idx seeds the incoherent-processing signs so that layers differ."""
+    if isinstance(recipe, DelayedScaling):
+        return DelayedScalingState(recipe)
+    if isinstance(recipe, PerTileScaling) and recipe.incoherent:
+        return HadamardRotation(recipe.seed, layer_idx)
+    if recipe is None or isinstance(recipe, (PerTileScaling, CurrentScaling)):
+        return None
+    raise TypeError(f"not an fa3nn FP8 recipe: {type(recipe).__name__}")
+
+
+def _collect(modules_or_states) -> list[DelayedScalingState]:
+    if isinstance(modules_or_states, nn.Module):
+        modules_or_states = [modules_or_states]
+    states: list[DelayedScalingState] = []
+    for item in modules_or_states:
+        found = item.modules() if isinstance(item, nn.Module) else [item]
+        states += [m for m in found if isinstance(m, DelayedScalingState) and m not in states]
+    return states
+
+
+@torch.no_grad()
+def sync_amax(modules_or_states: nn.Module | Iterable, group=None) -> int:
+    """The once-per-step hook for delayed scaling: call it after the forward (or the backward) of every step,
+    on every rank, with the same model; returns the number of all_reduce calls made.
+
+    Finds every DelayedScalingState in the given modules (in module order, which is the same on every rank) and,
+    for those that need a reduction, concatenates their pending amaxes plus a pending flag into one tensor per
+    process group (`group` overrides each recipe's process_group), does ONE all_reduce(MAX) on it, and updates
+    each state. A layer that ran on one rank only still gets the global amax; a layer that ran on no rank is left
+    as is. States that need no reduction were already updated in their forward; all states warn once if updates
+    were skipped.
+    """
+    states = _collect(modules_or_states)
+    by_group = defaultdict(list)
+    for state in states:
+        if state.needs_reduce(group):
+            by_group[group or state.recipe.process_group].append(state)
+    for pg, members in by_group.items():
+        packed = torch.stack([torch.cat([s.pending_amax, s.pending.to(s.pending_amax).unsqueeze(0)]) for s in members])
+        dist.all_reduce(packed, op=dist.ReduceOp.MAX, group=pg)
+        for state, row in zip(members, packed):
+            state.pending_amax.copy_(row[: len(TENSORS)])
+            state.pending.copy_(row[len(TENSORS)] > 0)
+            state.update()
+    for state in states:
+        state.warn_if_skipped()
+    return len(by_group)

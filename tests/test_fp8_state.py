@@ -1,0 +1,196 @@
+"""Delayed-scaling state: history and scale updates, bad-amax handling, state_dict round trips, the training
+forward's updates, and the once-per-step amax all_reduce across two gloo processes."""
+
+import os
+import warnings
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+
+from fa3nn.backends.base import AttnParams
+from fa3nn.fp8 import (
+    CurrentScaling,
+    DelayedScaling,
+    DelayedScalingState,
+    HadamardRotation,
+    PerTileScaling,
+    fp8_attention_forward,
+    make_state,
+    quantize_qkv,
+    sync_amax,
+)
+from fa3nn.masks import Window
+
+PARAMS = AttnParams(0.125, Window(), 0.0, False)
+
+
+def _step(state, amax):
+    state.observe(torch.tensor(amax, dtype=torch.float32))
+    state.update()
+
+
+def test_make_state():
+    assert isinstance(make_state(DelayedScaling()), DelayedScalingState)
+    assert isinstance(make_state(PerTileScaling()), HadamardRotation)
+    assert make_state(PerTileScaling(incoherent=False)) is None
+    assert make_state(CurrentScaling()) is None and make_state(None) is None
+    with pytest.raises(TypeError, match="recipe"):
+        make_state("per_tile")
+
+
+def test_history_and_scale_max_vs_most_recent():
+    for algo, expect_k in (("max", 8.0), ("most_recent", 2.0)):
+        state = DelayedScalingState(DelayedScaling(amax_history_len=3, amax_compute_algo=algo))
+        assert not state.started
+        _step(state, [1.0, 8.0, 4.0])
+        assert state.started
+        _step(state, [2.0, 2.0, 448.0])
+        assert state.amax_history.tolist() == [[2.0, 2.0, 448.0], [1.0, 8.0, 4.0], [0.0, 0.0, 0.0]]
+        expect = [448 / 2.0, 448 / expect_k, 1.0] if algo == "max" else [224.0, 224.0, 1.0]
+        torch.testing.assert_close(state.scale, torch.tensor(expect), rtol=0, atol=0)
+    _step(state, [4.0, 4.0, 4.0])
+    _step(state, [7.0, 7.0, 7.0])  # history of 3: the oldest row (1, 8, 4) falls out
+    assert state.amax_history[:, 0].tolist() == [7.0, 4.0, 2.0]
+
+
+def test_margin():
+    state = DelayedScalingState(DelayedScaling(margin=3))
+    _step(state, [1.0, 2.0, 4.0])
+    torch.testing.assert_close(state.scale, torch.tensor([56.0, 28.0, 14.0]), rtol=0, atol=0)
+
+
+def test_observe_keeps_the_max_of_a_step():
+    state = DelayedScalingState(DelayedScaling())
+    state.observe(torch.tensor([1.0, 5.0, 2.0]))
+    state.observe(torch.tensor([3.0, 1.0, 2.0]))
+    state.update()
+    assert state.amax_history[0].tolist() == [3.0, 5.0, 2.0]
+    assert not state.pending and state.pending_amax.tolist() == [0.0, 0.0, 0.0]
+    state.update()  # nothing pending: no change, nothing counted
+    assert state.amax_history[1].tolist() == [0.0, 0.0, 0.0] and state.skipped_updates.tolist() == [0, 0, 0]
+
+
+def test_bad_amax_keeps_previous_scale_counts_and_warns_once():
+    state = DelayedScalingState(DelayedScaling(amax_history_len=4))
+    _step(state, [2.0, 2.0, 2.0])
+    scale = state.scale.clone()
+    _step(state, [float("nan"), 0.0, float("inf")])
+    torch.testing.assert_close(state.scale, scale, rtol=0, atol=0)
+    assert state.skipped_updates.tolist() == [1, 1, 1]
+    assert state.amax_history[1].tolist() == [0.0, 0.0, 0.0]  # bad amaxes are not pushed
+    _step(state, [4.0, float("nan"), 1.0])
+    assert state.skipped_updates.tolist() == [1, 2, 1]
+    torch.testing.assert_close(state.scale, torch.tensor([112.0, 224.0, 224.0]), rtol=0, atol=0)
+    model = nn.ModuleDict({"attn": state})
+    with pytest.warns(UserWarning, match="amax was 0, NaN or Inf"):
+        assert sync_amax(model) == 0  # single process: no all_reduce, only the check
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sync_amax(model)  # once
+
+
+def test_state_dict_round_trip_is_exact():
+    recipe = DelayedScaling(amax_history_len=5)
+    state = DelayedScalingState(recipe)
+    for amax in ([1.5, 2.0, 3.0], [0.3, 7.0, float("nan")], [2.25, 0.5, 1.0]):
+        _step(state, amax)
+    saved = state.state_dict()
+    assert set(saved) == {"amax_history", "scale", "skipped_updates"}
+    restored = DelayedScalingState(recipe)
+    restored.load_state_dict(saved)
+    for name in saved:
+        assert torch.equal(getattr(restored, name), getattr(state, name)), name
+    assert restored.started  # read back from the loaded history
+    q, k, v = (torch.randn(1, 64, 2, 32) * 3 for _ in range(3))
+    a, b = quantize_qkv(q, k, v, recipe, state), quantize_qkv(q, k, v, recipe, restored)
+    assert torch.equal(a.q.view(torch.uint8), b.q.view(torch.uint8)) and torch.equal(a.v_descale, b.v_descale)
+
+
+def test_first_forward_scales_from_its_own_amax_then_delayed():
+    recipe = DelayedScaling()
+    state = make_state(recipe)
+    q, k, v = (torch.randn(1, 64, 2, 32) for _ in range(3))
+    q[0, 3, 1, 7] = 20.0
+    first = quantize_qkv(q, k, v, recipe, state)
+    assert first.q_descale.flatten()[0].item() == pytest.approx(20.0 / 448, rel=1e-6)
+    fp8_attention_forward(q, k, v, PARAMS, recipe, state, training=True)  # updates: not distributed
+    assert state.amax_history[0, 0] == 20.0
+    later = quantize_qkv(q * 0.5, k, v, recipe, state)
+    assert later.q_descale.flatten()[0].item() == pytest.approx(20.0 / 448, rel=1e-6)  # the delayed scale
+
+
+def test_training_forward_updates_every_call_eval_does_not():
+    recipe = DelayedScaling(amax_history_len=8)
+    state = make_state(recipe)
+    q, k, v = (torch.randn(2, 40, 2, 32) for _ in range(3))
+    for step in range(3):
+        fp8_attention_forward(q * (step + 1), k, v, PARAMS, recipe, state, training=True)
+    assert state.amax_history[:3, 0].tolist() == pytest.approx([3 * q.abs().max().item(), 2 * q.abs().max().item(),
+                                                                q.abs().max().item()], rel=1e-6)
+    history = state.amax_history.clone()
+    fp8_attention_forward(q * 10, k, v, PARAMS, recipe, state, training=False)
+    assert torch.equal(state.amax_history, history) and not state.pending
+
+
+# --- two gloo processes ---------------------------------------------------------------------------------------
+
+
+def _worker(rank, world, init_file, results):
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        recipe = DelayedScaling(amax_history_len=4)
+        layers = nn.ModuleList([make_state(recipe) for _ in range(3)])
+        calls = []
+        all_reduce = dist.all_reduce
+
+        def counting_all_reduce(tensor, *args, **kwargs):
+            calls.append(tuple(tensor.shape))
+            return all_reduce(tensor, *args, **kwargs)
+
+        dist.all_reduce = counting_all_reduce
+        q, k, v = (torch.randn(1, 32, 2, 16) for _ in range(3))
+        q[0, 0, 0, 0] = 10.0 * (rank + 1)  # rank 1 holds the larger q amax
+        v[0, 0, 0, 0] = float("nan") if rank == 0 else 1.0
+        for _ in range(2):  # two micro-batches in one step: observed, not yet folded into the history
+            fp8_attention_forward(q, k, v, PARAMS, recipe, layers[0], training=True)
+        if rank == 0:  # layer 1 runs on rank 0 only; layer 2 runs on no rank
+            fp8_attention_forward(q, k, v, PARAMS, recipe, layers[1], training=True)
+        pending_before = layers[0].amax_history.abs().sum().item()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            groups = sync_amax(layers)
+        dist.all_reduce = all_reduce
+        results[rank] = dict(
+            pending_before=pending_before,
+            calls=calls,
+            groups=groups,
+            history=[layer.amax_history.clone() for layer in layers],
+            scale=[layer.scale.clone() for layer in layers],
+            skipped=[layer.skipped_updates.tolist() for layer in layers],
+            warned=any("NaN" in str(w.message) for w in caught),
+            expected_k=k.abs().max().item(),
+        )
+    finally:
+        dist.destroy_process_group()
+
+
+def test_sync_amax_two_gloo_processes(tmp_path):
+    results = mp.Manager().dict()
+    mp.spawn(_worker, args=(2, os.fspath(tmp_path / "store"), results), nprocs=2, join=True)
+    r0, r1 = results[0], results[1]
+    for r in (r0, r1):
+        assert r["pending_before"] == 0.0  # distributed: nothing updated in the forward
+        assert r["calls"] == [(3, 4)] and r["groups"] == 1  # ONE all_reduce for all layers: (layers, q/k/v + flag)
+        assert r["warned"]
+    for layer in range(3):
+        assert torch.equal(r0["history"][layer], r1["history"][layer])  # every rank holds the same history
+        assert torch.equal(r0["scale"][layer], r1["scale"][layer])
+    assert r0["history"][0][0, 0].item() == 20.0  # the max over ranks
+    assert r0["history"][0][0, 1].item() == max(r0["expected_k"], r1["expected_k"])
+    assert r0["skipped"][0] == [0, 0, 1]  # a NaN on one rank is a bad amax on all ranks (not dropped by MAX)
+    assert r0["scale"][0][2].item() == 1.0  # ...so v keeps its previous (initial) scale
+    assert r1["history"][1][0, 0].item() == 10.0  # layer 1 ran on rank 0 only; rank 1 gets its amax too
+    assert r0["history"][2].abs().sum().item() == 0.0 and r0["skipped"][2] == [0, 0, 0]  # ran nowhere: untouched
