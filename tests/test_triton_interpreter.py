@@ -79,11 +79,13 @@ def test_dense(case, dtype):
 
 
 @pytest.mark.parametrize("case", ["causal-more-queries", "window-both", "softcap-causal-gqa"], ids=str)
-def test_deterministic_path(case):
-    """deterministic=True takes the separate dQ kernel (no atomics); the default adds dQ by atomics."""
+def test_atomic_dq_path(case, monkeypatch):
+    """FA3NN_TRITON_ATOMIC_DQ: dQ added by atomics from the dK/dV kernel (opt-in; the default is the dQ kernel)."""
+    from fa3nn.backends.triton import launch
+
+    monkeypatch.setattr(launch, "ATOMIC_DQ", True)
     batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
-    check_dense(batch, sq, sk, h, hk, d, torch.float16, "cpu", causal=causal, window=window, softcap=softcap,
-                deterministic=True)
+    check_dense(batch, sq, sk, h, hk, d, torch.float16, "cpu", causal=causal, window=window, softcap=softcap)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -102,8 +104,11 @@ def test_varlen(causal, window, dtype):
     check_varlen(3, 40, 57, 2, 1, 32, dtype, "cpu", causal=causal, window=window)
 
 
-def test_varlen_deterministic_path():
-    check_varlen(3, 40, 57, 2, 1, 32, torch.float16, "cpu", causal=True, deterministic=True)
+def test_varlen_atomic_dq_path(monkeypatch):
+    from fa3nn.backends.triton import launch
+
+    monkeypatch.setattr(launch, "ATOMIC_DQ", True)
+    check_varlen(3, 40, 57, 2, 1, 32, torch.float16, "cpu", causal=True)
 
 
 def test_deterministic_backward_is_bitwise_repeatable():

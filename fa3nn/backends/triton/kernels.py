@@ -10,9 +10,10 @@ with HAS_LEFT / HAS_RIGHT saying whether each bound exists (causal is right = 0)
 is split in three phases: masked blocks before the fully attended run, the fully attended run itself (no mask,
 no bounds checks), masked blocks after it. Blocks that no row attends are never visited.
 
-The backward has no atomics: dK/dV programs own a key block and loop over the query heads of its K/V head (GQA
-by indexing), dQ programs own a query block. So every backward is bitwise deterministic, at the price of
-recomputing Q·Kᵀ and dO·Vᵀ in the dQ kernel (7 matmuls instead of 5).
+The default backward has no atomics: dK/dV programs own a key block and loop over the query heads of its K/V head
+(GQA by indexing), dQ programs own a query block. So it is bitwise deterministic, at the price of recomputing Q·Kᵀ
+and dO·Vᵀ in the dQ kernel (7 matmuls instead of 5). With ATOMIC_DQ the dK/dV kernel also adds dQ into an fp32
+buffer by atomics (5 matmuls, run-dependent summation order): opt-in, measured slower on the H200.
 
 Varlen: with IS_VARLEN the batch index selects [cu_seqlens[b], cu_seqlens[b + 1]) of the packed tensors and the
 batch strides are 0; otherwise every sequence has the dense lengths.

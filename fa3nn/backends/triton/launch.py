@@ -25,6 +25,7 @@ from fa3nn.backends.triton import configs
 from fa3nn.backends.triton import kernels as K
 
 POISON_OUTPUTS = os.environ.get("FA3NN_TRITON_POISON", "0") == "1"
+ATOMIC_DQ = os.environ.get("FA3NN_TRITON_ATOMIC_DQ", "0") == "1"
 LOG2E = math.log2(math.e)
 
 
@@ -237,9 +238,10 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
         *_strides(q, shape.varlen), *_strides(k, shape.varlen), *_strides(v, shape.varlen),
         *_strides(dout, shape.varlen),
     )
-    # Default: dQ by fp32 atomics from the dK/dV kernel (5 matmuls). deterministic=True: a separate dQ kernel
-    # (7 matmuls, no atomics, bitwise repeatable).
-    atomic_dq = not params.deterministic
+    # Default: a separate dQ kernel (7 matmuls, no atomics, bitwise repeatable). FA3NN_TRITON_ATOMIC_DQ=1 instead
+    # adds dQ by fp32 atomics from the dK/dV kernel (5 matmuls), unless deterministic=True. On the H200 (Triton
+    # 3.6) the atomic path measured slower, up to 2x at causal (benchmarks/NOTES.md), hence opt-in.
+    atomic_dq = ATOMIC_DQ and not params.deterministic
     dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device) if atomic_dq else dk
     _launch(
         "fused" if atomic_dq else "dkdv", K._bwd_dkdv_kernel, shape,

@@ -58,6 +58,7 @@ def _inputs(headdim: int, seqlen: int, tokens: int = 16384, width: int = 2048):
 def _run(variant, q, k, v, dout):
     from fa3nn.backends.triton import launch
 
+    launch.ATOMIC_DQ = variant["kind"] == "fused"
     # "dkdv" and "dq" are the deterministic backward's kernels, "fused" the default (atomic dQ) one
     deterministic = variant["kind"] in ("dkdv", "dq")
     params = AttnParams(q.shape[-1] ** -0.5, Window.from_args(variant["causal"], (-1, -1)), 0.0, deterministic)
@@ -75,7 +76,7 @@ def _warm(variant) -> str:
     return "ok"
 
 
-def precompile(headdims, causals, kinds=("fwd", "fused"), workers: int = 8) -> None:
+def precompile(headdims, causals, kinds=("fwd", "dkdv", "dq"), workers: int = 8) -> None:
     """Compile every tile of configs.py's entries for these shapes in parallel processes (on-disk cache), so that
     the autotuner in the calling process only times them. Used by scripts/bench.py --precompile."""
     variants = [
