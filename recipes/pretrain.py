@@ -85,7 +85,7 @@ def main(argv=None) -> list[dict]:
     )
 
     stream = BlockStream(dataset, text_field, tokenizer, data.seq_len, data.keep_boundaries, run.seed,
-                         data.streaming, data.shuffle_buffer)
+                         data.streaming, data.shuffle_buffer, data.block_shuffle_buffer)
     batches = micro_batches(stream, start_step, run.global_batch_size, run.micro_batch_size, rank, world)
     tokens_per_step = run.global_batch_size * data.seq_len
     logger = MetricsLogger(accelerator, run_dir, flops, tokens_per_step)

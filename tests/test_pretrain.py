@@ -204,3 +204,18 @@ def test_config_errors_name_the_field():
     assert load_config("tiny", ["run.global_batch_size=32"]).run.grad_accum_steps(world_size=2) == 2
     for name in ("llama-125m", "llama-350m", "llama-1b"):
         assert load_config(name).data.seq_len >= 2048
+
+
+def test_fa3nn_and_sdpa_training_agree(tmp_path, cache_dir):
+    """recipes/compare_attention.py (the GPU baseline tool) on CPU: identical runs but for the attention
+    implementation. In float32 the loss curves agree to 1e-4 over 4 steps (attention rounding only)."""
+    out = tmp_path / "compare.json"
+    command = [sys.executable, str(ROOT / "recipes/compare_attention.py"), "--out", str(out), "--run-root",
+               str(tmp_path), *SMALL, "run.max_steps=4", "run.wandb=false", f"data.cache_dir={cache_dir}"]
+    result = subprocess.run(command, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert [m["step"] for m in report["fa3nn"]["history"]] == [1, 2, 3, 4]
+    assert report["max_abs_loss_gap"] < 1e-4
+    assert report["fa3nn"]["summary"]["final_loss"] < report["fa3nn"]["history"][0]["loss"]
+    assert "fa3nn" in result.stdout and "sdpa" in result.stdout

@@ -67,6 +67,7 @@ class DataConfig:
     text_field: str = "text"  # column holding the text (jsonl/parquet/hub)
     streaming: bool = False  # iterate without downloading/tokenizing everything first (large corpora)
     shuffle_buffer: int = 10_000  # documents held for shuffling when streaming
+    block_shuffle_buffer: int = 2048  # packed blocks held for shuffling (0 keeps packing order)
     tokenizer: str = "local"  # "local": a byte-level BPE trained on the corpus and cached; else a hub name
     vocab_size: int = 4096  # size of the locally trained tokenizer (hub tokenizers bring their own)
     seq_len: int = 128  # tokens per training sequence

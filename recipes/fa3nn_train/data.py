@@ -6,6 +6,8 @@ With `keep_boundaries`, position_ids restart at 0 where a document starts inside
 transformers' own masks) then keep documents from attending to each other, and the target that would predict a new
 document's first token from the previous one is ignored (-100).
 
+Blocks then pass through a buffered shuffle (data.block_shuffle_buffer) so that one global batch mixes documents.
+
 Order and sharding: the block stream is a pure function of (config, seed, epoch), identical on every process.
 Global step s uses blocks [s * G, (s + 1) * G) with G = global_batch_size; process r of W takes micro-batch m as
 blocks s * G + (m * W + r) * micro + [0, micro). The data position in a checkpoint is therefore just the step, and
@@ -15,6 +17,7 @@ blocks s * G + (m * W + r) * micro + [0, micro). The data position in a checkpoi
 from __future__ import annotations
 
 import itertools
+import random
 from dataclasses import dataclass
 
 import torch
@@ -62,10 +65,11 @@ class BlockStream:
     """Infinite, deterministic stream of blocks over epochs of a `datasets` corpus."""
 
     def __init__(self, dataset, text_field: str, tokenizer, seq_len: int, keep_boundaries: bool, seed: int,
-                 streaming: bool, shuffle_buffer: int):
+                 streaming: bool, shuffle_buffer: int, block_shuffle_buffer: int):
         self.dataset, self.text_field, self.tokenizer = dataset, text_field, tokenizer
         self.seq_len, self.keep_boundaries, self.seed = seq_len, keep_boundaries, seed
         self.streaming, self.shuffle_buffer = streaming, shuffle_buffer
+        self.block_shuffle_buffer = block_shuffle_buffer
 
     def _documents(self, epoch: int):
         if self.streaming:
@@ -78,12 +82,32 @@ class BlockStream:
     def __iter__(self):
         for epoch in itertools.count():
             produced = 0
-            for block in pack_blocks(self._documents(epoch), self.seq_len, self.tokenizer.eos_id,
-                                     self.keep_boundaries):
+            blocks = pack_blocks(self._documents(epoch), self.seq_len, self.tokenizer.eos_id, self.keep_boundaries)
+            for block in shuffle_buffered(blocks, self.block_shuffle_buffer, self.seed + epoch):
                 produced += 1
                 yield block
             if produced == 0:
                 raise ValueError(f"the corpus holds fewer than data.seq_len + 1 = {self.seq_len + 1} tokens")
+
+
+def shuffle_buffered(items, buffer_size: int, seed: int):
+    """Deterministic buffered shuffle: hold `buffer_size` items, emit a random one as each new item arrives.
+    Blocks cut from one long document arrive in a row; without this a whole global batch can come from one file,
+    and the loss swings with whatever file it is."""
+    if buffer_size <= 1:
+        yield from items
+        return
+    rng = random.Random(seed)
+    buffer = []
+    for item in items:
+        if len(buffer) < buffer_size:
+            buffer.append(item)
+            continue
+        index = rng.randrange(buffer_size)
+        yield buffer[index]
+        buffer[index] = item
+    rng.shuffle(buffer)
+    yield from buffer
 
 
 def micro_batches(blocks, start_step: int, global_batch: int, micro: int, rank: int, world: int):

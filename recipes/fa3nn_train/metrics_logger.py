@@ -52,6 +52,8 @@ class MetricsLogger:
         self.flops_per_token = flops_per_token
         self.tokens_per_step = tokens_per_step  # global
         device = accelerator.device
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)  # peak memory of training, not of what ran before
         self.peak = peak_tflops(torch.cuda.get_device_name(device) if device.type == "cuda" else None)
         self.jsonl = open(run_dir / "metrics.jsonl", "a") if accelerator.is_main_process else None
         self._mark_step, self._mark_time = None, None
