@@ -1,0 +1,28 @@
+"""fa3nn.metrics' training formulas: model FLOPs per token, the GPU peak table, MFU."""
+
+import pytest
+
+from fa3nn.metrics import attention_flops, mfu, model_flops_per_token, peak_tflops
+
+
+def test_model_flops_per_token_by_hand():
+    # 6·N, plus per layer 3 x (QK^T and PV forward: 2 matmuls x 2 FLOPs x heads x head_dim x seqlen), causal halved
+    n_params, layers, heads, head_dim, seqlen = 85_000_000, 12, 12, 64, 2048
+    attention = 3 * layers * (2 * 2 * heads * head_dim * seqlen) / 2
+    assert model_flops_per_token(n_params, layers, heads, head_dim, seqlen) == 6 * n_params + attention
+    full = model_flops_per_token(n_params, layers, heads, head_dim, seqlen, causal=False)
+    assert full - 6 * n_params == pytest.approx(2 * attention)
+    # the attention term is the library's one formula: fwd FLOPs of one call / tokens, times 3
+    one_call = attention_flops(1, heads, seqlen, seqlen, head_dim, causal=True)
+    assert attention == pytest.approx(3 * layers * one_call / seqlen)
+
+
+def test_peak_table_and_mfu():
+    assert peak_tflops("NVIDIA H200") == 989.4
+    assert peak_tflops("NVIDIA H100 80GB HBM3") == 989.4
+    assert peak_tflops("NVIDIA H100 PCIe") == 756.0  # the more specific key wins over "H100"
+    assert peak_tflops("NVIDIA H200", "fp8") == 1978.9
+    assert peak_tflops(None) is None and peak_tflops("Some CPU") is None
+    # 100k tokens/s x 1 GFLOP/token = 100 TFLOP/s = 10.1% of an H200
+    assert mfu(100_000, 1e9, 989.4) == pytest.approx(100 / 989.4)
+    assert mfu(100_000, 1e9, None) is None
