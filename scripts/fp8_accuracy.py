@@ -6,8 +6,17 @@ attention output against an fp64 reference computed from those same bf16 inputs.
 emulation (fa3nn.fp8.reference: e4m3 Q, K, V and P, fp32 accumulation, the kernels' rounding points); the bf16 row
 runs the same online-softmax code with bf16 operands and P rounded to bf16, i.e. a bf16 FlashAttention kernel.
 
-    python scripts/fp8_accuracy.py                      # batch 1, 8 heads, seqlen 8192, headdim 128 (~3 min on 2 cores)
-    python scripts/fp8_accuracy.py --seqlen 2048 --seeds 0 1 2
+    python scripts/fp8_accuracy.py            # batch 1, 2 heads, headdim 128, seqlen 2048/4096/8192, seeds 0-2
+    python scripts/fp8_accuracy.py --seqlens 1024 --seeds 0   # a quick look
+
+The default takes about 5 minutes on 2 CPU cores (the fp64 reference and five emulations at seqlen 8192 dominate).
+
+Why the rows differ: e4m3 keeps 3 mantissa bits, so every quantized value carries up to 2^-4 relative error whatever
+its scale; finer scale tiles help only where a tile's values would otherwise fall below e4m3's normal range. What
+hurts is a query outlier meeting a key outlier at the same head-dim index: their product dominates the score and
+carries that relative error whole. The Hadamard rotation spreads both outliers over all 128 dims, where the errors
+of 128 terms average out. What remains is V's own e4m3 error (not rotated) and the rotated Q·K error; both grow
+slowly with seqlen, as a longer row holds more outlier coincidences that dominate its softmax.
 """
 
 from __future__ import annotations
@@ -77,40 +86,45 @@ def rmse(actual, ref):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--nheads", type=int, default=8)
-    parser.add_argument("--seqlen", type=int, default=8192)
+    parser.add_argument("--nheads", type=int, default=2)
+    parser.add_argument("--seqlens", type=int, nargs="+", default=[2048, 4096, 8192])
     parser.add_argument("--headdim", type=int, default=128)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     args = parser.parse_args()
     torch.set_grad_enabled(False)
     softmax_scale = args.headdim**-0.5
-    errors: dict[str, list[float]] = {}
-    for seed in args.seeds:
-        q, k, v = outlier_qkv(args.batch, args.seqlen, args.nheads, args.headdim, seed)
-        start = time.time()
-        ref = flash_attn_func(q.double(), k.double(), v.double(), backend="reference")
-        for name, recipe in rows():
-            if recipe is None:
-                out = bf16_kernel_model(q, k, v, softmax_scale)
-            else:
-                out = fp8_output(q, k, v, recipe, softmax_scale)
-            errors.setdefault(name, []).append(rmse(out, ref))
-        print(f"seed {seed}: {time.time() - start:.0f} s", flush=True)
+    errors: dict[tuple[str, int], list[float]] = {}
+    for seqlen in args.seqlens:
+        for seed in args.seeds:
+            start = time.time()
+            q, k, v = outlier_qkv(args.batch, seqlen, args.nheads, args.headdim, seed)
+            ref = flash_attn_func(q.double(), k.double(), v.double(), backend="reference")
+            for name, recipe in rows():
+                if recipe is None:
+                    out = bf16_kernel_model(q, k, v, softmax_scale)
+                else:
+                    out = fp8_output(q, k, v, recipe, softmax_scale)
+                errors.setdefault((name, seqlen), []).append(rmse(out, ref))
+            print(f"seqlen {seqlen}, seed {seed}: {time.time() - start:.0f} s", flush=True)
 
-    shape = f"batch {args.batch}, seqlen {args.seqlen}, nheads {args.nheads}, headdim {args.headdim}, non-causal"
-    print(f"\nOutput RMSE vs fp64, inputs N(0,1) + N(0,100)·Bernoulli(0.001) in bf16; {shape}; "
-          f"mean over seeds {args.seeds}\n")
-    print("| precision | RMSE | FlashAttention-3 paper (H100) |")
-    print("|---|---|---|")
-    failed = []
-    for name, values in errors.items():
-        mean = sum(values) / len(values)
-        spread = f" (seeds: {', '.join(f'{e:.2e}' for e in values)})" if len(values) > 1 else ""
-        print(f"| {name} | {mean:.2e}{spread} | {PAPER.get(name, '')} |")
-        if name in TARGET and mean > TARGET[name]:
-            failed.append(f"{name}: {mean:.2e} > target {TARGET[name]:.1e}")
-    if failed:
-        raise SystemExit("missed: " + "; ".join(failed))
+    print(f"\nOutput RMSE vs an fp64 reference. Inputs: each entry N(0,1) + N(0,100)·Bernoulli(0.001), rounded to "
+          f"bf16; batch {args.batch}, nheads {args.nheads}, headdim {args.headdim}, non-causal. Each cell: mean "
+          f"over seeds {args.seeds} (min-max).\n")
+    print("| precision | " + " | ".join(f"seqlen {s}" for s in args.seqlens) + " | FlashAttention-3 paper (H100) |")
+    print("|---|" + "---|" * len(args.seqlens) + "---|")
+    names = [name for name, _ in rows()]
+    for name in names:
+        cells = []
+        for seqlen in args.seqlens:
+            values = errors[name, seqlen]
+            cells.append(f"{sum(values) / len(values):.2e} ({min(values):.1e}-{max(values):.1e})")
+        print(f"| {name} | " + " | ".join(cells) + f" | {PAPER.get(name, '')} |")
+    for name, target in TARGET.items():
+        for seqlen in args.seqlens:
+            mean = sum(errors[name, seqlen]) / len(errors[name, seqlen])
+            verdict = "meets" if mean <= target else "misses"
+            print(f"\n{name}, seqlen {seqlen}: {mean:.2e} {verdict} the paper's {target:.1e}", end="")
+    print()
 
 
 if __name__ == "__main__":

@@ -123,6 +123,7 @@ def test_per_tile_scales_are_local():
     assert torch.equal(a.q[:, :128].view(torch.uint8), b.q[:, :128].view(torch.uint8))  # tile 0 untouched
     assert not torch.equal(a.q[:, 128:, 1].view(torch.uint8), b.q[:, 128:, 1].view(torch.uint8))
     assert torch.equal(a.q_descale[:, 0], b.q_descale[:, 0]) and b.q_descale[0, 1, 1] == pytest.approx(300 / 448)
+    assert b.amax.tolist() == [300.0, k.abs().max().item(), v.abs().max().item()]  # per-tensor amax, from the tiles
     c, d = quantize_qkv(q, k, v, CurrentScaling()), quantize_qkv(spiked, k, v, CurrentScaling())
     assert c.q_descale.shape == (1, 2, 1) and c.block_q == 256
     assert not torch.equal(c.q[:, :128, 1].view(torch.uint8), d.q[:, :128, 1].view(torch.uint8))  # one scale per head
@@ -220,7 +221,9 @@ def _kernel_style_backward(dout, q, k, v, out, lse, softmax_scale, causal):
 GRAD_SQNR_FLOOR = {False: 34.0, True: 26.5}
 
 
-@pytest.mark.parametrize("name", list(RECIPES))
+# The backward only sees the forward's lse and O, which every recipe gets to the same accuracy on N(0, 1) inputs
+# (the floors above were measured over all four), so two recipes stand for all: tiles + rotation, and per tensor.
+@pytest.mark.parametrize("name", ["per_tile_incoherent", "delayed"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("shape", [(1, 128, 2, 64), (2, 113, 4, 128), (1, 256, 2, 256)])
 def test_fp8_forward_gradients(name, shape, causal):

@@ -15,7 +15,7 @@ from fa3nn.fp8.config import (
     from_transformer_engine,
 )
 from fa3nn.fp8.hadamard import HadamardRotation, random_sign_hadamard, sylvester_hadamard
-from fa3nn.fp8.quantize import QuantizedQKV, quantize_qkv
+from fa3nn.fp8.quantize import QuantizedQKV, quantize_qkv, quantize_qkv_tensors, recipe_arguments
 from fa3nn.fp8.reference import P_SCALE, attention_fp8
 from fa3nn.fp8.scaling import E4M3_MAX, amax_to_scale, saturated_cast, sqnr_db, tensor_amax, tile_amax
 from fa3nn.fp8.state import DelayedScalingState, make_state, sync_amax
@@ -40,7 +40,9 @@ __all__ = [
     "from_transformer_engine",
     "make_state",
     "quantize_qkv",
+    "quantize_qkv_tensors",
     "random_sign_hadamard",
+    "recipe_arguments",
     "saturated_cast",
     "sqnr_db",
     "sync_amax",

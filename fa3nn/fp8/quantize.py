@@ -25,7 +25,7 @@ class QuantizedQKV:
 
     block_q / block_k are the rows per scale tile (>= the longest sequence when there is one scale per
     (batch, head) or per tensor). amax is the (3,) per-tensor amax of Q, K, V as quantized (delayed scaling
-    records it; None for the other recipes, which need no history)."""
+    records it in its history)."""
 
     q: torch.Tensor
     k: torch.Tensor
@@ -48,6 +48,74 @@ def _rows(x: torch.Tensor, cu_seqlens: torch.Tensor | None, max_seqlen: int | No
     return max(1, x.shape[1] if cu_seqlens is None else int(max_seqlen))
 
 
+def quantize_qkv_tensors(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    block_q: int,
+    block_k: int,
+    rotation: torch.Tensor | None = None,
+    tensor_scales: torch.Tensor | None = None,
+    cu_seqlens_q: torch.Tensor | None = None,
+    cu_seqlens_k: torch.Tensor | None = None,
+    max_seqlen_q: int | None = None,
+    max_seqlen_k: int | None = None,
+) -> QuantizedQKV:
+    """The recipe-free quantization pass, in the primitive arguments a custom op or a kernel launcher takes.
+
+    block_q / block_k  rows per scale tile of Q / of K and V; 0 means one tile per sequence (per (batch, head)).
+    rotation           float32 (headdim, headdim) applied to Q and K (x @ rotation) before quantizing, or None.
+    tensor_scales      float32 (3,): one scale per tensor for Q, K, V (delayed scaling); the blocks then only
+                       say how the descales are laid out. None: scales from the amax of each tile.
+    The returned amax is always the (3,) per-tensor amax of Q and K (as rotated) and V: free for tile scaling (a
+    max over the tile amaxes), one extra reduction with tensor_scales (which the fused GPU pass does as it casts).
+    """
+    if rotation is not None:
+        q, k = q.to(torch.float32) @ rotation, k.to(torch.float32) @ rotation
+    seqs = ((q, cu_seqlens_q, max_seqlen_q), (k, cu_seqlens_k, max_seqlen_k), (v, cu_seqlens_k, max_seqlen_k))
+    blocks = [block if block > 0 else _rows(x, cu, m) for (x, cu, m), block in zip(seqs, (block_q, block_k, block_k))]
+    if tensor_scales is None:
+        amaxes = [tile_amax(x, block, cu, m) for (x, cu, m), block in zip(seqs, blocks)]
+        scales = [amax_to_scale(a)[0] for a in amaxes]
+        amax = torch.stack([a.amax() if a.numel() else a.new_zeros(()) for a in amaxes])
+    else:
+        tensor_scales = tensor_scales.to(device=q.device, dtype=torch.float32)
+        scales = [tensor_scales[i].expand(*_heads_and_batch(x, cu), 1) for i, (x, cu, _) in enumerate(seqs)]
+        amax = torch.stack([tensor_amax(x) for x in (q, k, v)])
+    quantized = [quantize_rows(x, s, block, cu) for (x, cu, _), s, block in zip(seqs, scales, blocks)]
+    descales = [torch.reciprocal(s) for s in scales]
+    return QuantizedQKV(*quantized, *descales, block_q=blocks[0], block_k=blocks[1], amax=amax)
+
+
+def recipe_arguments(recipe: Recipe, state: torch.nn.Module | None, q, k, v) -> dict:
+    """Map a recipe and the layer's state onto quantize_qkv_tensors' primitive arguments (block_q, block_k,
+    rotation, tensor_scales): the one place where a recipe becomes numbers a kernel can take."""
+    if isinstance(recipe, PerTileScaling):
+        rotation = None
+        if recipe.incoherent:
+            if not isinstance(state, HadamardRotation):
+                raise TypeError(
+                    "PerTileScaling(incoherent=True) needs the layer's HadamardRotation state "
+                    f"(fa3nn.fp8.make_state(recipe, layer_idx)); got {type(state).__name__}"
+                )
+            rotation = state.rotation(q.shape[-1]).to(q.device)
+        return dict(block_q=recipe.block_q, block_k=recipe.block_k, rotation=rotation, tensor_scales=None)
+    if isinstance(recipe, CurrentScaling):
+        return dict(block_q=0, block_k=0, rotation=None, tensor_scales=None)
+    if isinstance(recipe, DelayedScaling):
+        if not isinstance(state, DelayedScalingState):
+            raise TypeError(
+                "DelayedScaling needs the layer's DelayedScalingState (fa3nn.fp8.make_state(recipe)); got "
+                f"{type(state).__name__}"
+            )
+        if state.started:
+            scales = state.scale
+        else:  # no history yet: scale this first call by its own per-tensor amax
+            scales = state.first_call_scale(torch.stack([tensor_amax(x) for x in (q, k, v)]).to(state.scale))
+        return dict(block_q=0, block_k=0, rotation=None, tensor_scales=scales)
+    raise TypeError(f"not an fa3nn FP8 recipe: {type(recipe).__name__}")
+
+
 def quantize_qkv(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -65,39 +133,9 @@ def quantize_qkv(
     a DelayedScalingState for DelayedScaling, else None. This function only reads it; recording the amax of a
     training forward is the caller's (fa3nn.fp8.fp8_attention_forward).
     """
-    if isinstance(recipe, PerTileScaling) and recipe.incoherent:
-        if not isinstance(state, HadamardRotation):
-            raise TypeError(
-                "PerTileScaling(incoherent=True) needs the layer's HadamardRotation state "
-                f"(fa3nn.fp8.make_state(recipe, layer_idx)); got {type(state).__name__}"
-            )
-        q, k = state(q), state(k)  # fp32, rotated along headdim
-    seqs = ((q, cu_seqlens_q, max_seqlen_q), (k, cu_seqlens_k, max_seqlen_k), (v, cu_seqlens_k, max_seqlen_k))
-    amax = None
-    if isinstance(recipe, PerTileScaling):
-        blocks = (recipe.block_q, recipe.block_k, recipe.block_k)
-        amaxes = [tile_amax(x, block, cu, m) for (x, cu, m), block in zip(seqs, blocks)]
-        scales = [amax_to_scale(a)[0] for a in amaxes]
-    elif isinstance(recipe, CurrentScaling):
-        blocks = tuple(_rows(x, cu, m) for x, cu, m in seqs)
-        scales = [amax_to_scale(tile_amax(x, block, cu, m))[0] for (x, cu, m), block in zip(seqs, blocks)]
-    elif isinstance(recipe, DelayedScaling):
-        if not isinstance(state, DelayedScalingState):
-            raise TypeError(
-                "DelayedScaling needs the layer's DelayedScalingState (fa3nn.fp8.make_state(recipe)); got "
-                f"{type(state).__name__}"
-            )
-        blocks = tuple(_rows(x, cu, m) for x, cu, m in seqs)
-        amax = torch.stack([tensor_amax(x) for x in (q, k, v)]).to(state.scale.device)
-        per_tensor = state.scale if state.started else state.first_call_scale(amax)
-        scales = [
-            per_tensor[i].to(x.device).expand(*_heads_and_batch(x, cu), 1) for i, (x, cu, _) in enumerate(seqs)
-        ]
-    else:
-        raise TypeError(f"not an fa3nn FP8 recipe: {type(recipe).__name__}")
-    quantized = [quantize_rows(x, s, block, cu) for (x, cu, _), s, block in zip(seqs, scales, blocks)]
-    descales = [torch.reciprocal(s) for s in scales]
-    return QuantizedQKV(*quantized, *descales, block_q=blocks[0], block_k=blocks[1], amax=amax)
+    arguments = recipe_arguments(recipe, state, q, k, v)
+    return quantize_qkv_tensors(q, k, v, **arguments, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                                max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
 
 
-__all__ = ["E4M3_MAX", "QuantizedQKV", "quantize_qkv"]
+__all__ = ["E4M3_MAX", "QuantizedQKV", "quantize_qkv", "quantize_qkv_tensors", "recipe_arguments"]

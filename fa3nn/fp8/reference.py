@@ -28,8 +28,8 @@ Rounding points, in the order a kernel performs them (this module reproduces eac
        to 2^-17, and being a power of two it folds back exactly.
     6. acc = acc * exp(m_old - m_new) + P8·V8 * v_descale, fp32. With one V scale per key tile a kernel folds
        v_descale[t-1] / v_descale[t] into the rescale it already applies to acc, so it costs nothing.
-    7. O = acc / (l * P_SCALE) rounded once to bf16 (or fp16); lse = m + log(l) in fp32 (-inf for a row with no
-       attended key, whose output is 0).
+    7. O = acc / (l * P_SCALE) rounded once to the inputs' dtype (bf16 or fp16); lse = m + log(l) in fp32
+       (-inf for a row with no attended key, whose output is 0).
 """
 
 from __future__ import annotations
