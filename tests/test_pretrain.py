@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -167,18 +168,44 @@ def test_crash_during_save_keeps_previous_checkpoint(tmp_path, monkeypatch):
 
 def test_pack_blocks_keeps_document_boundaries():
     docs = [[10, 11, 12], [20, 21], [30, 31, 32, 33, 34]]  # + eos (0) after each: 13 tokens
-    blocks = list(pack_blocks(iter(docs), seq_len=4, eos_id=0, keep_boundaries=True))
+    blocks = [[a.tolist() for a in b] for b in pack_blocks(iter(docs), seq_len=4, eos_id=0, keep_boundaries=True)]
     inputs, positions, targets = zip(*blocks)
     assert inputs == ([10, 11, 12, 0], [20, 21, 0, 30], [31, 32, 33, 34])
     assert positions == ([0, 1, 2, 3], [0, 1, 2, 0], [0, 1, 2, 3])
     # a target that starts a new document is not predicted from the previous one
     assert targets == ([11, 12, 0, IGNORE_INDEX], [21, 0, IGNORE_INDEX, 31], [32, 33, 34, 0])
-    plain = list(pack_blocks(iter(docs), seq_len=4, eos_id=0, keep_boundaries=False))
+    plain = [[a.tolist() for a in b] for b in pack_blocks(iter(docs), seq_len=4, eos_id=0, keep_boundaries=False)]
     assert [b[1] for b in plain] == [[0, 1, 2, 3]] * 3 and plain[0][2] == [11, 12, 0, 20]
 
 
+def _pack_blocks_one_token_at_a_time(docs, seq_len, eos_id, keep_boundaries):
+    tokens, starts = [], []
+    for doc in docs:
+        tokens += doc + [eos_id]
+        starts += [True] + [False] * len(doc)
+    for lo in range(0, len(tokens) - seq_len, seq_len):
+        window, begins = tokens[lo: lo + seq_len + 1], starts[lo: lo + seq_len + 1]
+        positions, position = [], 0
+        for t in range(seq_len):
+            restart = t == 0 or (keep_boundaries and begins[t])
+            position = 0 if restart else position + 1
+            positions.append(position)
+        targets = [IGNORE_INDEX if keep_boundaries and begins[t + 1] else window[t + 1] for t in range(seq_len)]
+        yield window[:-1], positions, targets
+
+
+@pytest.mark.parametrize("keep_boundaries", [True, False])
+def test_pack_blocks_matches_token_by_token_packing(keep_boundaries):
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        docs = [rng.integers(1, 50, rng.integers(0, 40)).tolist() for _ in range(rng.integers(1, 30))]
+        seq_len, chunk = int(rng.integers(2, 20)), int(rng.integers(1, 5))
+        packed = [[a.tolist() for a in b] for b in pack_blocks(docs, seq_len, 0, keep_boundaries, chunk)]
+        assert packed == [list(b) for b in _pack_blocks_one_token_at_a_time(docs, seq_len, 0, keep_boundaries)]
+
+
 def test_micro_batches_split_the_global_batch_and_resume():
-    blocks = [([i] * 3, [0, 1, 2], [i] * 3) for i in range(100)]
+    blocks = [(np.full(3, i), np.arange(3), np.full(3, i)) for i in range(100)]
 
     def step_rows(world, start=0, steps=3):
         per_rank = [micro_batches(blocks, start, 8, 2, rank, world) for rank in range(world)]

@@ -20,6 +20,7 @@ import itertools
 import random
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 IGNORE_INDEX = -100
@@ -35,29 +36,49 @@ class Batch:
         return Batch(*(t.to(device, non_blocking=True) for t in (self.input_ids, self.position_ids, self.targets)))
 
 
-def pack_blocks(token_docs, seq_len: int, eos_id: int, keep_boundaries: bool):
-    """Yields (input_ids, position_ids, targets) lists of length seq_len from an iterable of token-id lists."""
+def pack_blocks(token_docs, seq_len: int, eos_id: int, keep_boundaries: bool, chunk_windows: int = 64):
+    """Yields (input_ids, position_ids, targets) int64 numpy arrays of length seq_len from token-id lists.
+    Documents are gathered until `chunk_windows` windows are ready and cut in vectorized numpy: per-token Python
+    here would cost ~1 µs a token, a visible share of a GPU step at 10^5-10^6 tokens/s."""
     window = seq_len + 1
-    tokens: list[int] = []
-    starts: list[bool] = []  # True where a document begins
+    pieces, piece_starts, pending = [], [], 0
+    carry_tokens, carry_starts = np.empty(0, np.int64), np.empty(0, bool)
+
+    def cut(tokens, starts):
+        count = (len(tokens) - 1) // seq_len if len(tokens) >= window else 0
+        for w in range(count):
+            lo = w * seq_len
+            yield _block(tokens[lo: lo + window], starts[lo: lo + window], keep_boundaries)
+        rest = count * seq_len  # the last token of a window is the first of the next
+        return tokens[rest:], starts[rest:]
+
     for doc in token_docs:
-        tokens += doc + [eos_id]
-        starts += [True] + [False] * len(doc)
-        while len(tokens) >= window:
-            yield _block(tokens[:window], starts[:window], keep_boundaries)
-            del tokens[:seq_len], starts[:seq_len]  # the last token of this window is the first of the next
+        doc_tokens = np.asarray(doc + [eos_id], dtype=np.int64)
+        doc_starts = np.zeros(len(doc_tokens), dtype=bool)
+        doc_starts[0] = True
+        pieces.append(doc_tokens)
+        piece_starts.append(doc_starts)
+        pending += len(doc_tokens)
+        if len(carry_tokens) + pending >= chunk_windows * seq_len + 1:
+            tokens = np.concatenate([carry_tokens, *pieces])
+            starts = np.concatenate([carry_starts, *piece_starts])
+            carry_tokens, carry_starts = yield from cut(tokens, starts)
+            pieces, piece_starts, pending = [], [], 0
+    if pieces:
+        yield from cut(np.concatenate([carry_tokens, *pieces]), np.concatenate([carry_starts, *piece_starts]))
 
 
-def _block(tokens: list[int], starts: list[bool], keep_boundaries: bool):
+def _block(tokens: np.ndarray, starts: np.ndarray, keep_boundaries: bool):
     seq_len = len(tokens) - 1
-    inputs, targets = tokens[:-1], tokens[1:]
+    inputs, targets = tokens[:-1], tokens[1:].copy()
+    index = np.arange(seq_len, dtype=np.int64)
     if not keep_boundaries:
-        return inputs, list(range(seq_len)), targets
-    positions, position = [], 0
-    for t in range(seq_len):
-        position = 0 if (starts[t] or t == 0) else position + 1
-        positions.append(position)
-    targets = [IGNORE_INDEX if starts[t + 1] else target for t, target in enumerate(targets)]
+        return inputs, index, targets
+    # position = distance to the latest document start at or before t (the block's first token counts as one)
+    block_starts = starts[:-1].copy()
+    block_starts[0] = True
+    positions = index - np.maximum.accumulate(np.where(block_starts, index, 0))
+    targets[starts[1:]] = IGNORE_INDEX
     return inputs, positions, targets
 
 
@@ -122,5 +143,5 @@ def micro_batches(blocks, start_step: int, global_batch: int, micro: int, rank: 
         for m in range(accum):
             offset = (m * world + rank) * micro
             rows = step_blocks[offset: offset + micro]
-            mine.append(Batch(*(torch.tensor([row[i] for row in rows], dtype=torch.long) for i in range(3))))
+            mine.append(Batch(*(torch.from_numpy(np.stack([row[i] for row in rows])) for i in range(3))))
         yield mine
