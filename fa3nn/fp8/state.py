@@ -12,13 +12,14 @@ Lifecycle of one training step:
                gradient accumulation). Single process, or reduce_amax=False: update() right away.
     step hook  fa3nn.fp8.sync_amax(model) once per step: under torch.distributed with reduce_amax it reduces every
                layer's pending amax in ONE all_reduce(MAX) per process group (not one per layer call), then updates
-               each layer; it also warns once if updates were skipped. It never syncs in the forward.
+               each layer; it also warns once if updates were skipped (reading that counter is its one host sync).
     update     push the amax into the history (row 0), then scale = fp8_max / amax / 2**margin with amax the max of
                the history ("max") or its newest row ("most_recent"). A 0/NaN/Inf amax is not pushed; that
                tensor keeps its previous scale and its skipped_updates count grows. All on device, no host sync.
 
 Before the first update the history is empty (`scale` is a placeholder 1.0), so the forward uses this call's amax
-instead (first_call_scale); `started` says which, read from the device once and then tracked in Python.
+instead (first_call_scale); `started` says which. It is tracked in Python and read from the device (a host sync)
+only until the history holds an amax, so a steady-state training forward never syncs.
 """
 
 from __future__ import annotations
