@@ -246,3 +246,59 @@ def test_fa3nn_and_sdpa_training_agree(tmp_path, cache_dir):
     assert report["max_abs_loss_gap"] < 1e-4
     assert report["fa3nn"]["summary"]["final_loss"] < report["fa3nn"]["history"][0]["loss"]
     assert "fa3nn" in result.stdout and "sdpa" in result.stdout
+
+
+@pytest.mark.parametrize("fmt", ["txt", "jsonl", "parquet"])
+def test_local_corpus_formats_and_streaming(tmp_path, fmt):
+    import datasets
+    from fa3nn_train.corpus import load_documents
+    from fa3nn_train.data import BlockStream
+
+    texts = [f"document {i}: " + "word " * (5 + i) for i in range(6)]
+    path = tmp_path / f"corpus.{fmt}"
+    if fmt == "txt":
+        path.write_text("\n".join(texts) + "\n")
+    elif fmt == "jsonl":
+        path.write_text("".join(json.dumps({"body": t}) + "\n" for t in texts))
+    else:
+        datasets.Dataset.from_dict({"body": texts}).to_parquet(str(path))
+    config = load_config("tiny", [f"data.source={path}", "data.text_field=body", f"data.cache_dir={tmp_path}"])
+
+    class CharTokenizer:
+        eos_id = 0
+
+        @staticmethod
+        def encode_batch(batch):
+            return [[ord(c) for c in text] for text in batch]
+
+    for streaming in (False, True):
+        config.data.streaming = streaming
+        dataset, field = load_documents(config.data, tmp_path)
+        assert sorted(row[field] for row in dataset) == sorted(texts)
+        stream = iter(BlockStream(dataset, field, CharTokenizer(), 16, True, 0, streaming, 4, 8))
+        blocks = [next(stream) for _ in range(40)]  # more than one epoch: the stream restarts with a new order
+        assert all(len(b[0]) == 16 for b in blocks)
+        assert sum(int((b[2] == IGNORE_INDEX).sum()) for b in blocks) > 0  # document starts are inside blocks
+
+
+def test_activation_checkpointing_gives_identical_gradients():
+    from fa3nn_train.data import Batch
+    from fa3nn_train.model import build_model, loss_sum
+
+    config = load_config("tiny", SMALL)
+    ids = torch.randint(0, 512, (2, 64))
+    positions = torch.cat([torch.arange(20), torch.arange(44)]).repeat(2, 1)
+    batch = Batch(ids, positions, ids)
+    grads = []
+    for checkpointing in (False, True):
+        config.model.activation_checkpointing = checkpointing
+        torch.manual_seed(0)
+        model = build_model(config.model, 512, 64).train()
+        flag = "is_activation_checkpointing" if hasattr(model, "is_activation_checkpointing") else \
+            "is_gradient_checkpointing"
+        assert getattr(model, flag) == checkpointing
+        loss, count = loss_sum(model, batch)
+        loss.backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+        assert count == 128
+    assert all(torch.equal(a, b) for a, b in zip(*grads))

@@ -32,7 +32,11 @@ def build_model(model_config, vocab_size: int, seq_len: int):
     if model_config.attention == "fa3nn":
         fa3nn.patch_hf(model, backend=model_config.backend, fp8=model_config.fp8_attention)
     if model_config.activation_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        options = {"use_reentrant": False}
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x; the old name is deprecated
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=options)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=options)
     return model
 
 
