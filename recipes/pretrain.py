@@ -94,9 +94,8 @@ def main(argv=None) -> list[dict]:
     if run.warmup_steps_excluded == 0:
         logger.start_window(start_step)
     for step in range(start_step, run.max_steps):
-        micro = [batch.to(device) for batch in next(batches)]
-        local_targets = torch.tensor(sum(int((b.targets != -100).sum()) for b in micro), device=device)
-        global_targets = accelerator.reduce(local_targets, "sum").item()
+        micro, global_targets = next(batches)
+        micro = [batch.to(device) for batch in micro]
         loss_total = torch.zeros((), device=device)
         for i, batch in enumerate(micro):
             sync = contextlib.nullcontext() if i == accum - 1 else accelerator.no_sync(model)
@@ -104,7 +103,7 @@ def main(argv=None) -> list[dict]:
                 loss, _ = loss_sum(model, batch)
                 accelerator.backward(loss * (world / global_targets))  # DDP/FSDP average over processes
             loss_total += loss.detach()
-        grad_norm = accelerator.clip_grad_norm_(model.parameters(), run_clip(config))
+        grad_norm = accelerator.clip_grad_norm_(model.parameters(), config.optim.grad_clip or float("inf"))
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
@@ -116,28 +115,24 @@ def main(argv=None) -> list[dict]:
             mean_loss = (accelerator.reduce(loss_total, "sum") / global_targets).item()
             metrics = logger.log(done, mean_loss, scheduler.get_last_lr()[0], float(grad_norm), state["tokens_seen"])
             history.append(metrics)
-            progress.write(format_line(metrics)) if progress else None
+            if accelerator.is_main_process:
+                progress.write(format_line(metrics))
         if (run.save_every and done % run.save_every == 0) or done == run.max_steps:
             save_checkpoint(accelerator, run_dir, done, model, optimizer, scheduler,
                             {**state, "config": config.to_dict(), "world_size": world}, run.keep_checkpoints)
             logger.start_window(done)  # leave checkpoint I/O out of tokens/s
-        progress.update(1) if progress else None
-    progress.close() if progress else None
+        progress.update(1)
+    progress.close()
     logger.close()
     accelerator.end_training()
     return history
 
 
-def run_clip(config) -> float:
-    return config.optim.grad_clip if config.optim.grad_clip > 0 else float("inf")
-
-
 def _progress(accelerator, start: int, total: int):
-    if not accelerator.is_main_process:
-        return None
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, initial=start, desc="pretrain", unit="step", dynamic_ncols=True, file=sys.stdout)
+    return tqdm(total=total, initial=start, desc="pretrain", unit="step", dynamic_ncols=True, file=sys.stdout,
+                disable=not accelerator.is_main_process)
 
 
 if __name__ == "__main__":

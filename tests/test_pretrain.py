@@ -209,8 +209,12 @@ def test_micro_batches_split_the_global_batch_and_resume():
 
     def step_rows(world, start=0, steps=3):
         per_rank = [micro_batches(blocks, start, 8, 2, rank, world) for rank in range(world)]
-        return [sorted(int(b.input_ids[r, 0]) for it in per_rank for b in next(it) for r in range(2))
-                for _ in range(steps)]
+        rows = []
+        for _ in range(steps):
+            steps_out = [next(it) for it in per_rank]
+            assert all(count == 8 * 3 for _, count in steps_out)  # targets in the global batch, seen by every rank
+            rows.append(sorted(int(b.input_ids[r, 0]) for mine, _ in steps_out for b in mine for r in range(2)))
+        return rows
 
     assert step_rows(1) == step_rows(2) == step_rows(4) == [list(range(s * 8, s * 8 + 8)) for s in range(3)]
     assert step_rows(2, start=2, steps=1) == [list(range(16, 24))]

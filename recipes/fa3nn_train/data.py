@@ -132,7 +132,9 @@ def shuffle_buffered(items, buffer_size: int, seed: int):
 
 
 def micro_batches(blocks, start_step: int, global_batch: int, micro: int, rank: int, world: int):
-    """Yields, per global step from start_step on, this process's list of micro-batches (see module docstring)."""
+    """Yields, per global step from start_step on, this process's list of micro-batches (see module docstring) and
+    the number of loss targets in the whole global batch (every process sees every block, so it needs no
+    collective and no device sync)."""
     accum = global_batch // (micro * world)
     stream = iter(blocks)
     for _ in itertools.islice(stream, start_step * global_batch):  # resume: skip what earlier steps consumed
@@ -144,4 +146,5 @@ def micro_batches(blocks, start_step: int, global_batch: int, micro: int, rank: 
             offset = (m * world + rank) * micro
             rows = step_blocks[offset: offset + micro]
             mine.append(Batch(*(torch.from_numpy(np.stack([row[i] for row in rows])) for i in range(3))))
-        yield mine
+        global_targets = sum(int((block[2] != IGNORE_INDEX).sum()) for block in step_blocks)
+        yield mine, global_targets
