@@ -41,7 +41,8 @@ struct FwdParams {
   int batch, seqlen_q, seqlen_k;  // dense: the lengths; varlen: unused (read from cu_seqlens)
   int nheads, group;              // group = nheads / nheads_kv
   int num_m_blocks;
-  float scale_log2;  // softmax_scale * log2(e)
+  int heads_per_section;  // causal schedule: (batch, head) pairs per longest-first section (scheduler.cuh)
+  float scale_log2;       // softmax_scale * log2(e)
 };
 
 // kSkipKVLoads is a diagnostic only (wrong results): the producer signals K/V stages without loading them, which
@@ -131,7 +132,7 @@ __device__ __forceinline__ void producer_loop(const CUtensorMap* tma_q, const CU
   tma_prefetch_descriptor(tma_q);
   tma_prefetch_descriptor(tma_k);
   tma_prefetch_descriptor(tma_v);
-  StaticPersistentScheduler<Cfg::kCausal> sched(p.num_m_blocks, p.nheads, p.batch);
+  StaticPersistentScheduler<Cfg::kCausal> sched(p.num_m_blocks, p.nheads, p.batch, p.heads_per_section);
   PipelineState<Cfg::kStages> k_state, v_state;
   PipelineState<Cfg::kQStages> q_state;
   for (int tile = sched.first(); sched.valid(tile); tile = sched.next(tile)) {
@@ -286,7 +287,7 @@ template <class Cfg>
 __device__ __forceinline__ void consumer_loop(const FwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars, int wg) {
   using C = Consumer<Cfg>;
   C c{wg, static_cast<int>(threadIdx.x % 128), threadIdx.x % 128 == 0};
-  StaticPersistentScheduler<Cfg::kCausal> sched(p.num_m_blocks, p.nheads, p.batch);
+  StaticPersistentScheduler<Cfg::kCausal> sched(p.num_m_blocks, p.nheads, p.batch, p.heads_per_section);
   PipelineState<Cfg::kStages> k_state, v_state;
   PipelineState<Cfg::kQStages> q_state;
 

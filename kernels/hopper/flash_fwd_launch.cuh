@@ -59,6 +59,13 @@ struct Problem {
   cudaStream_t stream;
 };
 
+inline int l2_bytes() {
+  int device = 0, bytes = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device);
+  return bytes > 0 ? bytes : 50 << 20;
+}
+
 inline int num_sms() {
   int device = 0, sms = 0;
   cudaGetDevice(&device);
@@ -98,6 +105,17 @@ int launch(const Problem& pr) {
   p.nheads = pr.nheads;
   p.group = pr.nheads / pr.nheads_kv;
   p.num_m_blocks = (pr.max_seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  {
+    // Causal sections: as many (batch, head) pairs as keep their K/V within half the L2 (one K/V head serves
+    // nheads / nheads_kv query heads), at least one.
+    static const int l2 = l2_bytes();
+    const int64_t keys_per_seq = varlen ? (int64_t(pr.seqlen_k) + pr.batch - 1) / pr.batch : pr.seqlen_k;
+    const int64_t kv_bytes_per_head = 2 * keys_per_seq * pr.headdim * 2 * pr.nheads_kv / pr.nheads;
+    const int64_t bh = int64_t(pr.batch) * pr.nheads;
+    int64_t section = kv_bytes_per_head > 0 ? (l2 / 2) / kv_bytes_per_head : bh;
+    section = section < 1 ? 1 : (section > bh ? bh : section);
+    p.heads_per_section = static_cast<int>(section);
+  }
   p.scale_log2 = pr.softmax_scale * 1.4426950408889634f;
 
   const long long tiles = static_cast<long long>(p.num_m_blocks) * pr.nheads * pr.batch;
