@@ -46,6 +46,13 @@ def _write_atomic_text(path: Path, text: str) -> None:
     _fsync_dir(path.parent)
 
 
+def _bare_model(accelerator, model):
+    """The model without DDP and torch.compile wrappers, so checkpoint keys never carry `_orig_mod.` and a compiled
+    run and an eager run load each other's checkpoints."""
+    model = accelerator.unwrap_model(model)
+    return getattr(model, "_orig_mod", model)
+
+
 def _state_dicts(accelerator, model, optimizer):
     """Full (unsharded) model and optimizer state dicts on the main process."""
     if accelerator.distributed_type.name == "FSDP":  # FSDP2: gather shards with torch.distributed.checkpoint
@@ -53,7 +60,7 @@ def _state_dicts(accelerator, model, optimizer):
 
         options = StateDictOptions(full_state_dict=True, cpu_offload=True)
         return get_state_dict(model, optimizer, options=options)
-    return accelerator.unwrap_model(model).state_dict(), optimizer.state_dict()
+    return _bare_model(accelerator, model).state_dict(), optimizer.state_dict()
 
 
 def rng_state() -> dict:
@@ -130,7 +137,7 @@ def load_checkpoint(accelerator, path: Path, model, optimizer, scheduler) -> dic
         set_state_dict(model, optimizer, model_state_dict=model_state, optim_state_dict=optimizer_state,
                        options=StateDictOptions(full_state_dict=True))
     else:
-        accelerator.unwrap_model(model).load_state_dict(model_state)
+        _bare_model(accelerator, model).load_state_dict(model_state)
         optimizer.load_state_dict(optimizer_state)
     scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
     rng_file = path / f"rng-rank{accelerator.process_index}.pt"
