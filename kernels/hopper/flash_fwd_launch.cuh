@@ -66,6 +66,15 @@ inline int l2_bytes() {
   return bytes > 0 ? bytes : 50 << 20;
 }
 
+// Whether a causal call walks its tiles longest-first within L2-sized sections of heads (scheduler.cuh) rather than
+// longest-first over all tiles. Sections cut DRAM re-reads of K/V but, with the static round-robin assignment,
+// unbalance the SMs when a section holds few heads. Measured on the H200 at the FA3 shapes (benchmarks/NOTES.md):
+// d128 causal 512: 0.75 -> 0.87 of cuDNN, 2048: 0.85 -> 0.94, 8192: 0.95 -> 1.03, but 16384: 1.04 -> 0.91;
+// d256 512: 0.70 -> 0.79, 4096: 0.87 -> 0.89, 8192: 0.97 -> 0.90; d64 2048: 0.95 -> 0.83 (192-row tiles).
+inline bool use_l2_sections(int headdim, int max_seqlen_q) {
+  return (headdim == 128 && max_seqlen_q <= 8192) || (headdim == 256 && max_seqlen_q <= 4096);
+}
+
 inline int num_sms() {
   int device = 0, sms = 0;
   cudaGetDevice(&device);
@@ -105,7 +114,8 @@ int launch(const Problem& pr) {
   p.nheads = pr.nheads;
   p.group = pr.nheads / pr.nheads_kv;
   p.num_m_blocks = (pr.max_seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
-  {
+  p.heads_per_section = pr.batch * pr.nheads;  // one section: plain longest-first over every tile
+  if (Cfg::kCausal && use_l2_sections(pr.headdim, pr.max_seqlen_q)) {
     // Causal sections: as many (batch, head) pairs as keep their K/V within half the L2 (one K/V head serves
     // nheads / nheads_kv query heads), at least one.
     static const int l2 = l2_bytes();
