@@ -9,6 +9,7 @@ that this backend could otherwise serve asks, and a failed load becomes the refu
 from __future__ import annotations
 
 import ctypes
+import threading
 
 import torch
 
@@ -18,8 +19,8 @@ from fa3nn.backends.reference import ReferenceBackend
 SUPPORTED_HEADDIMS = (64, 128, 256)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 
-# Compile-time variants of the kernel, for benchmarks only: ablations (bf16, head dim 128, non-causal), experimental
-# tile shapes (bf16; kernels/hopper/flash_fwd_api.cu `Tiles`), and a diagnostic that skips the K/V loads (wrong
+# Compile-time variants of the kernel, for benchmarks only: ablations (bf16, non-causal), other tile shapes (bf16;
+# `Tiles` in kernels/hopper/flash_fwd_launch.cuh), and a diagnostic that skips the K/V loads (head dim 128; wrong
 # results: it measures the kernel without its L2 -> shared-memory traffic).
 VARIANTS = {
     "full": 0, "no_pingpong": 1, "no_overlap": 2, "no_pingpong_no_overlap": 3, "tiles_a": 4, "tiles_b": 5,
@@ -34,9 +35,12 @@ class _Library:
         self.lib: ctypes.CDLL | None = None
         self.error: str | None = None
         self.tried = False
+        self.lock = threading.Lock()
 
     def get(self) -> ctypes.CDLL | None:
-        if not self.tried:
+        with self.lock:
+            if self.tried:
+                return self.lib
             self.tried = True
             try:
                 from fa3nn.backends import hopper_build  # lazy: `python -m fa3nn.backends.hopper_build` stays clean
@@ -44,7 +48,7 @@ class _Library:
                 self.lib = hopper_build.load(hopper_build.library_path())
             except Exception as exc:  # noqa: BLE001 - the reason becomes the refusal message
                 self.error = f"native library unavailable: {exc}"
-        return self.lib
+            return self.lib
 
 
 _LIBRARY = _Library()
@@ -53,7 +57,10 @@ _LIBRARY = _Library()
 def _tma_ready(t: torch.Tensor) -> torch.Tensor:
     """TMA needs a contiguous head dim, 16-B aligned base and strides that are multiples of 16 B."""
     ok = t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and all(s % 8 == 0 for s in t.stride()[:-1])
-    return t if ok else t.contiguous()
+    if ok:
+        return t
+    t = t.contiguous()
+    return t if t.data_ptr() % 16 == 0 else t.clone()  # a contiguous view at an odd offset: copy to a fresh buffer
 
 
 def launch(
