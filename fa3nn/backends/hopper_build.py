@@ -38,9 +38,14 @@ UNITS = (ENTRY_SOURCE, "flash_fwd_d64.cu", "flash_fwd_d128.cu", "flash_fwd_d256.
 
 
 def kernels_dir() -> Path:
-    """kernels/hopper/ of this checkout (override with FA3NN_KERNELS_DIR)."""
+    """FA3NN_KERNELS_DIR if set; else kernels/hopper/ of this checkout (editable installs); else the copy a wheel
+    ships in fa3nn/_kernels/hopper/ (setup.py puts it there)."""
     env = os.environ.get("FA3NN_KERNELS_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "kernels" / "hopper"
+    if env:
+        return Path(env)
+    package = Path(__file__).resolve().parents[1]
+    checkout = package.parent / "kernels" / "hopper"
+    return checkout if checkout.is_dir() else package / "_kernels" / "hopper"
 
 
 def find_nvcc() -> str | None:
