@@ -1,0 +1,26 @@
+"""Dispatch decisions on calls this machine cannot make itself: a synthetic Hopper call (no GPU needed)."""
+
+import pytest
+import torch
+
+from fa3nn.backends.base import AttnCall
+from fa3nn.dispatch import UnsupportedCall, resolve
+from fa3nn.masks import Window
+
+
+def hopper_call(**overrides) -> AttnCall:
+    fields = dict(device_type="cuda", capability=(9, 0), dtype=torch.bfloat16, headdim=128, headdim_v=128, nheads=16,
+                  nheads_kv=4, varlen=False, window=Window(-1, 0), softcap=0.0, deterministic=False)
+    fields.update(overrides)
+    return AttnCall(**fields)
+
+
+def test_forced_backend_with_unsupported_headdim_names_it_and_the_alternatives():
+    with pytest.raises(UnsupportedCall, match=r"backend='hopper' cannot run this forward call: headdim 96/96 is not "
+                                              r"supported by the hopper backend \(supported: 64, 128, 256.*can: "):
+        resolve("hopper", hopper_call(headdim=96, headdim_v=96))
+
+
+def test_forced_backend_with_unsupported_feature_points_to_triton():
+    with pytest.raises(UnsupportedCall, match=r"softcap is not in the native kernel yet; use backend='triton'"):
+        resolve("hopper", hopper_call(softcap=30.0))
