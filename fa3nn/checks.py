@@ -12,6 +12,8 @@ import weakref
 
 import torch
 
+from fa3nn.fp8.config import as_recipe
+
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
@@ -168,9 +170,6 @@ def check_options(softmax_scale, causal, window_size, softcap, deterministic, fp
         raise TypeError(f"softcap must be a finite float, got {softcap!r}")
     if softcap < 0:
         raise ValueError(f"softcap must be >= 0 (0 disables it), got {softcap}")
-    if fp8 is not None:
-        raise NotImplementedError(
-            f"fp8={fp8!r}: FP8 recipes are not implemented yet (tracked in the FP8 issue); pass fp8=None"
-        )
+    as_recipe(fp8)  # raises on an unknown recipe name or a value that is no recipe
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a string, got {type(backend).__name__}")

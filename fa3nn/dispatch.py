@@ -5,6 +5,10 @@ any device) and takes the first that supports the exact call: device, dtype, hea
 The reference backend supports everything, so `auto` always finds one; on a CUDA device it is a slow path and
 `auto` warns once when it lands there. Forcing a backend that can't serve a call raises `UnsupportedCall` naming
 what is unsupported and which backends would work.
+
+FP8 calls (an `fp8=` recipe) have their own forward paths, `FP8_FORWARD_PATHS`; their backward is the bf16 backward
+and is dispatched as above. Today the only FP8 forward is the emulation of the kernels' rounding points (slow, any
+device); forcing a backend without an FP8 kernel raises rather than silently running bf16.
 """
 
 from __future__ import annotations
@@ -66,6 +70,39 @@ def resolve(backend: str, call: AttnCall, backward: bool = False) -> Backend:
     return BACKENDS[chosen]
 
 
+# FP8 forward paths by backend name: what runs an FP8 call. The Triton and native FP8 forwards will add entries.
+FP8_FORWARD_PATHS: dict[str, str] = {"reference": "fp8 emulation (reference)"}
+
+
+def fp8_refusal(name: str) -> str | None:
+    if name in FP8_FORWARD_PATHS:
+        return None
+    return f"the {name} backend has no FP8 forward kernel yet (FP8 runs through the emulation until it lands)"
+
+
+def resolve_fp8(backend: str, call: AttnCall) -> str:
+    """The FP8 forward path for this call (a key of FP8_FORWARD_PATHS); raises UnsupportedCall for a forced
+    backend that has none."""
+    check_backend_name(backend)
+    if backend == "auto":
+        chosen = next(name for name in AUTO_ORDER if fp8_refusal(name) is None)
+        if chosen == "reference" and call.device_type == "cuda" and "fp8" not in _warned_slow_path:
+            _warned_slow_path.add("fp8")
+            warnings.warn(
+                "fa3nn: FP8 attention runs through the emulation of the FP8 kernels' rounding (slow) until the FP8 "
+                "kernels land; pass fp8=None for the fast bf16 kernels",
+                stacklevel=3,
+            )
+        return chosen
+    reason = fp8_refusal(backend)
+    if reason is not None:
+        raise UnsupportedCall(
+            f"backend={backend!r} cannot run this FP8 forward call: {reason}. "
+            f"Backends that can: {list(FP8_FORWARD_PATHS)}; or pass backend='auto' (or fp8=None for bf16)"
+        )
+    return backend
+
+
 @dataclass(frozen=True)
 class Explanation:
     """Which backend a call would use in each direction, and why every other backend was refused."""
@@ -82,14 +119,19 @@ class Explanation:
         return "\n".join(lines)
 
 
-def explain_call(backend: str, call: AttnCall) -> Explanation:
+def explain_call(backend: str, call: AttnCall, fp8: bool = False) -> Explanation:
+    """With fp8, the forward names its FP8 path (e.g. "fp8 emulation (reference)"); the backward is the bf16 one."""
     check_backend_name(backend)
     picks, refused = {}, {}
     for backward in (False, True):
         answers = refusals(call, backward)
+        if fp8 and not backward:
+            answers = {name: fp8_refusal(name) for name in AUTO_ORDER}
         if backend == "auto":
             picks[backward] = next(name for name, why in answers.items() if why is None)
         else:
             picks[backward] = backend if answers[backend] is None else "none"
         refused[backward] = {name: why for name, why in answers.items() if why is not None}
+    if fp8 and picks[False] != "none":
+        picks[False] = FP8_FORWARD_PATHS[picks[False]]
     return Explanation(picks[False], picks[True], refused[False], refused[True])

@@ -15,9 +15,14 @@ lse is the natural-log sum of exp of the scaled (and soft-capped) scores; it is 
 
 from __future__ import annotations
 
+import functools
+
+import torch
+
 from fa3nn.backends.base import AttnCall, AttnParams
 from fa3nn.checks import check_dense, check_options, check_varlen
 from fa3nn.dispatch import Explanation, check_backend_name, explain_call
+from fa3nn.fp8 import DelayedScaling, HadamardRotation, PerTileScaling, as_recipe, fp8_attention_forward
 from fa3nn.masks import Window
 from fa3nn.ops import attention_forward
 
@@ -27,6 +32,64 @@ def _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp
     check_backend_name(backend)
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else float(softmax_scale)
     return AttnParams(scale, Window.from_args(causal, window_size), float(softcap), deterministic)
+
+
+@functools.cache
+def _function_rotation(seed: int, device: torch.device) -> HadamardRotation:
+    """The incoherent-processing state of a call without a module: layer 0's signs for the recipe's seed."""
+    return HadamardRotation(seed, 0).to(device)
+
+
+def _function_fp8_state(recipe, q):
+    """fp8= for the functions, which keep no state: per-tile and current scaling need none (per-tile's rotation is
+    a cached HadamardRotation(seed, 0)); delayed scaling keeps an amax history, so it needs a module."""
+    if isinstance(recipe, DelayedScaling):
+        raise ValueError(
+            "fp8=DelayedScaling needs state (an amax history kept across calls), which flash_attn_func and "
+            "flash_attn_varlen_func do not keep; use fa3nn.FlashAttentionV3(fp8=...) (one per layer, with "
+            "layer_idx), or a stateless recipe: fa3nn.PerTileScaling() or fa3nn.CurrentScaling()"
+        )
+    if isinstance(recipe, PerTileScaling) and recipe.incoherent:
+        return _function_rotation(recipe.seed, q.device if isinstance(q, torch.Tensor) else torch.device("cpu"))
+    return None
+
+
+def attention(
+    q,
+    k,
+    v,
+    cu_seqlens_q=None,
+    cu_seqlens_k=None,
+    max_seqlen_q=None,
+    max_seqlen_k=None,
+    *,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    deterministic=False,
+    backend="auto",
+    fp8_recipe=None,
+    fp8_state=None,
+    training=False,
+):
+    """(out, lse): the one path behind flash_attn_func, flash_attn_varlen_func, FlashAttentionV3 and patch_hf.
+    Checks the inputs, then runs `fa3nn::fwd`, or with an FP8 recipe (fa3nn.fp8.as_recipe's output) and the
+    layer's fp8_state, fa3nn.fp8.fp8_attention_forward (training=True lets delayed scaling record its amax)."""
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    if varlen:
+        check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    else:
+        check_dense(q, k, v)
+        max_seqlen_q, max_seqlen_k = q.shape[1], k.shape[1]
+    params = _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8_recipe, backend)
+    if fp8_recipe is not None:
+        return fp8_attention_forward(q, k, v, params, fp8_recipe, fp8_state, cu_seqlens_q, cu_seqlens_k,
+                                     max_seqlen_q, max_seqlen_k, training=training, backend=backend)
+    return attention_forward(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, params.softmax_scale, params.window.left,
+        params.window.right, params.softcap, deterministic, backend,
+    )
 
 
 def flash_attn_func(
@@ -47,12 +110,15 @@ def flash_attn_func(
     softmax_scale defaults to headdim ** -0.5. window_size = (left, right), -1 = unbounded; causal=True is the
     window (left, 0) and combines with a left window. deterministic=True asks for a run-to-run bitwise identical
     backward. backend is "auto", "hopper", "triton" or "reference"; fa3nn.explain says which one a call gets.
+    fp8 is None (no FP8), a recipe (fa3nn.PerTileScaling(), fa3nn.CurrentScaling()), its name ("per_tile",
+    "current") or True (per_tile): the forward quantizes Q, K, V to e4m3, the backward is the bf16 one.
+    DelayedScaling keeps state across calls, so it needs a FlashAttentionV3.
     """
-    check_dense(q, k, v)
-    params = _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
-    out, lse = attention_forward(
-        q, k, v, None, None, q.shape[1], k.shape[1], params.softmax_scale, params.window.left,
-        params.window.right, params.softcap, deterministic, backend,
+    recipe = as_recipe(fp8)
+    out, lse = attention(
+        q, k, v, softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap,
+        deterministic=deterministic, backend=backend, fp8_recipe=recipe,
+        fp8_state=_function_fp8_state(recipe, q),
     )
     return (out, lse) if return_lse else out
 
@@ -77,11 +143,11 @@ def flash_attn_varlen_func(
     """Exact attention over packed sequences: sequence i holds rows cu_seqlens[i]:cu_seqlens[i + 1] and is masked
     on its own (bottom-right per sequence). Same keywords and returns as `flash_attn_func`; lse is (nheads, total_q).
     """
-    check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    params = _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
-    out, lse = attention_forward(
-        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, params.softmax_scale,
-        params.window.left, params.window.right, params.softcap, deterministic, backend,
+    recipe = as_recipe(fp8)
+    out, lse = attention(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=softmax_scale, causal=causal,
+        window_size=window_size, softcap=softcap, deterministic=deterministic, backend=backend, fp8_recipe=recipe,
+        fp8_state=_function_fp8_state(recipe, q),
     )
     return (out, lse) if return_lse else out
 
@@ -111,4 +177,4 @@ def explain(
     else:
         check_dense(q, k, v)
     params = _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
-    return explain_call(backend, AttnCall.of(q, k, v, params, varlen))
+    return explain_call(backend, AttnCall.of(q, k, v, params, varlen), fp8=as_recipe(fp8) is not None)

@@ -1,7 +1,8 @@
-"""FlashAttentionV3: a thin nn.Module whose forward is one call into fa3nn's ops.
+"""FlashAttentionV3: a thin nn.Module whose forward is one call into fa3nn's attention path.
 
-It holds the attention configuration (causal, scale, window, softcap, backend, FP8 recipe). Per-layer state that
-later features need (the FP8 delayed-scaling amax history) lives in buffers, so it is part of `state_dict`.
+It holds the attention configuration (causal, scale, window, softcap, backend, FP8 recipe) and the FP8 recipe's
+per-layer state as a submodule `fp8_state`, so that state is part of `state_dict`: the Hadamard signs of
+PerTileScaling(incoherent=True), or DelayedScaling's amax_history / scale / skipped_updates.
 """
 
 from __future__ import annotations
@@ -10,12 +11,19 @@ from torch import nn
 
 from fa3nn.checks import check_options
 from fa3nn.dispatch import check_backend_name
-from fa3nn.interface import flash_attn_func, flash_attn_varlen_func
+from fa3nn.fp8 import as_recipe, make_state
+from fa3nn.interface import attention
 
 
 class FlashAttentionV3(nn.Module):
     """Exact attention. forward(q, k, v) takes dense (batch, seqlen, nheads, headdim) tensors, or packed
-    (total_tokens, nheads, headdim) tensors with cu_seqlens_q/k and max_seqlen_q/k, and returns `out`."""
+    (total_tokens, nheads, headdim) tensors with cu_seqlens_q/k and max_seqlen_q/k, and returns `out`.
+
+    fp8 is None, a recipe (fa3nn.PerTileScaling(), fa3nn.CurrentScaling(), fa3nn.DelayedScaling(...), a Transformer
+    Engine DelayedScaling), its name ("per_tile", "current", "delayed") or True (per_tile). layer_idx seeds the
+    layer's incoherent-processing signs, so that layers differ. With DelayedScaling, call fa3nn.sync_amax(model)
+    once per optimizer step (it all-reduces the amaxes under torch.distributed).
+    """
 
     def __init__(
         self,
@@ -26,6 +34,7 @@ class FlashAttentionV3(nn.Module):
         deterministic: bool = False,
         fp8=None,
         backend: str = "auto",
+        layer_idx: int = 0,
     ):
         super().__init__()
         check_options(softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
@@ -35,24 +44,37 @@ class FlashAttentionV3(nn.Module):
         self.window_size = tuple(window_size)
         self.softcap = softcap
         self.deterministic = deterministic
-        self.fp8 = fp8
         self.backend = backend
+        self.layer_idx = layer_idx
+        self.fp8_recipe = as_recipe(fp8)
+        self.fp8_state = make_state(self.fp8_recipe, layer_idx)  # a submodule (its buffers), or None
 
     def forward(self, q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None):
-        options = dict(
-            softmax_scale=self.softmax_scale, causal=self.causal, window_size=self.window_size,
-            softcap=self.softcap, deterministic=self.deterministic, fp8=self.fp8, backend=self.backend,
-        )
-        if cu_seqlens_q is None and cu_seqlens_k is None:
-            return flash_attn_func(q, k, v, **options)
-        if cu_seqlens_q is None or cu_seqlens_k is None or max_seqlen_q is None or max_seqlen_k is None:
+        if (cu_seqlens_q is None) != (cu_seqlens_k is None) or (
+            cu_seqlens_q is not None and (max_seqlen_q is None or max_seqlen_k is None)
+        ):
             raise ValueError(
                 "a packed (varlen) call needs all of cu_seqlens_q, cu_seqlens_k, max_seqlen_q and max_seqlen_k"
             )
-        return flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, **options)
+        out, _ = self.attend(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+        return out
+
+    def attend(self, q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
+               **overrides):
+        """(out, lse) with this layer's options, FP8 recipe and state; `overrides` replace softmax_scale, causal,
+        window_size or softcap for one call (patch_hf takes them from the model's own kwargs)."""
+        options = dict(
+            softmax_scale=self.softmax_scale, causal=self.causal, window_size=self.window_size, softcap=self.softcap,
+        )
+        options.update(overrides)
+        return attention(
+            q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, **options,
+            deterministic=self.deterministic, backend=self.backend, fp8_recipe=self.fp8_recipe,
+            fp8_state=self.fp8_state, training=self.training,
+        )
 
     def extra_repr(self) -> str:
         return (
             f"causal={self.causal}, softmax_scale={self.softmax_scale}, window_size={self.window_size}, "
-            f"softcap={self.softcap}, backend={self.backend!r}, fp8={self.fp8!r}"
+            f"softcap={self.softcap}, backend={self.backend!r}, fp8={self.fp8_recipe!r}, layer_idx={self.layer_idx}"
         )

@@ -1,5 +1,5 @@
-"""torch.library custom ops: `fa3nn::fwd` and `fa3nn::bwd`, with fake (meta) and autograd registrations so that
-torch.compile(fullgraph=True) sees one opaque node per attention call and never breaks the graph.
+"""torch.library custom ops: `fa3nn::fwd`, `fa3nn::fwd_fp8` and `fa3nn::bwd`, with fake (meta) and autograd
+registrations so that torch.compile(fullgraph=True) sees one opaque node per attention call and never breaks the graph.
 
 Both ops take dense (batch, seqlen, nheads, headdim) tensors when cu_seqlens_q is None, else packed
 (total_tokens, nheads, headdim) tensors with int32 cu_seqlens. Backend choice happens inside the op, at run time,
@@ -15,7 +15,9 @@ from torch import Tensor
 
 from fa3nn.backends.base import AttnCall, AttnParams, Varlen, lse_dtype
 from fa3nn.checks import check_cu_seqlens_values
-from fa3nn.dispatch import resolve
+from fa3nn.dispatch import resolve, resolve_fp8
+from fa3nn.fp8.quantize import quantize_qkv_tensors
+from fa3nn.fp8.reference import attention_fp8
 from fa3nn.masks import Window
 
 
@@ -121,3 +123,67 @@ def _backward(ctx, dout, dlse):
 
 
 attention_forward.register_autograd(_backward, setup_context=_setup_context)
+
+
+@torch.library.custom_op("fa3nn::fwd_fp8", mutates_args=())
+def attention_forward_fp8(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    cu_seqlens_q: Optional[Tensor],
+    cu_seqlens_k: Optional[Tensor],
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    softmax_scale: float,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    deterministic: bool,
+    backend: str,
+    block_q: int,
+    block_k: int,
+    rotation: Optional[Tensor],
+    tensor_scales: Optional[Tensor],
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The FP8 forward: `fa3nn::fwd`'s arguments plus the recipe as numbers (fa3nn.fp8.recipe_arguments: rows per
+    scale tile, the Hadamard rotation or None, per-tensor scales or None). Returns out (q's dtype), lse and the (3,)
+    float32 amax of Q, K, V as quantized, which delayed scaling records. The backward is the bf16 one (`fa3nn::bwd`)
+    from the high-precision q, k, v."""
+    params = _params(softmax_scale, window_left, window_right, softcap, deterministic)
+    varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    resolve_fp8(backend, AttnCall.of(q, k, v, params, varlen is not None))  # raises for a backend with no FP8 path
+    if q.numel() == 0 or k.numel() == 0:
+        out = q.new_zeros(*q.shape[:-1], v.shape[-1])
+        lse = torch.full(_lse_shape(q, varlen is not None), float("-inf"), dtype=lse_dtype(q.dtype), device=q.device)
+        return out, lse, torch.zeros(3, dtype=torch.float32, device=q.device)
+    # The only FP8 path today is the emulation of the kernels' rounding points (fa3nn.fp8.reference); the Triton
+    # and native FP8 forwards will take the same quantized tensors in its place, chosen by resolve_fp8.
+    quantized = quantize_qkv_tensors(q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q, cu_seqlens_k,
+                                     max_seqlen_q, max_seqlen_k)
+    out, lse = attention_fp8(quantized, params.softmax_scale, params.window, params.softcap, cu_seqlens_q,
+                             cu_seqlens_k, out_dtype=q.dtype)
+    return out.contiguous(), lse.to(lse_dtype(q.dtype)).contiguous(), quantized.amax.to(torch.float32)
+
+
+@attention_forward_fp8.register_fake
+def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, window_left, window_right,
+      softcap, deterministic, backend, block_q, block_k, rotation, tensor_scales):
+    out = q.new_empty(*q.shape[:-1], v.shape[-1])
+    lse = q.new_empty(_lse_shape(q, cu_seqlens_q is not None), dtype=lse_dtype(q.dtype))
+    return out, lse, q.new_empty(3, dtype=torch.float32)
+
+
+def _setup_context_fp8(ctx, inputs, output):
+    q, k, v, cu_seqlens_q, cu_seqlens_k = inputs[:5]
+    out, lse, _ = output
+    ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k)
+    ctx.scalars = inputs[5:13]  # max_seqlen_q ... backend: fa3nn::bwd's trailing arguments
+
+
+def _backward_fp8(ctx, dout, dlse, damax):
+    q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
+    dq, dk, dv = attention_backward(dout, q, k, v, out, lse, dlse, cu_seqlens_q, cu_seqlens_k, *ctx.scalars)
+    return (dq, dk, dv) + (None,) * 14
+
+
+attention_forward_fp8.register_autograd(_backward_fp8, setup_context=_setup_context_fp8)

@@ -1,16 +1,32 @@
-"""One FP8 attention forward call: quantize with the layer's recipe and state, record the amax of a training
-forward, run the FP8 attention. Today the attention is the emulation (fa3nn.fp8.reference); the Triton and native
-FP8 kernels will take `QuantizedQKV` in its place with the same arguments."""
+"""One FP8 attention forward call, the one path behind fa3nn.flash_attn_func(fp8=...), FlashAttentionV3(fp8=...)
+and patch_hf(fp8=...): turn the recipe and the layer's state into numbers (recipe_arguments), run the `fa3nn::fwd_fp8`
+custom op (quantization + FP8 forward; bf16 backward), and record the amax of a training forward.
+
+Activation checkpointing recomputes a layer's forward inside the backward. With delayed scaling that recompute
+must neither record its amax again (a second history row per step) nor quantize with a newer scale than the forward
+it recomputes (single-process, the forward has already updated `scale`; the recomputed output would then differ from
+the one the loss saw). torch.utils.checkpoint runs the recompute inside the autograd engine in both its variants
+(reentrant, whose first forward runs under no_grad, and non-reentrant), which is what `_recomputing` detects; the
+recompute then reuses the scales of the layer's last training forward (`forward_scale`). That is the right forward
+whenever each forward's backward comes before the layer's next forward (plain training, gradient accumulation);
+a schedule that runs a layer's forward twice before the first backward (pipeline parallelism) would need the scales
+kept per micro-batch. Under torch.compile the engine query cannot be traced and a forward counts as a first one.
+"""
 
 from __future__ import annotations
 
 import torch
 
-from fa3nn.backends.base import AttnParams, Varlen
+from fa3nn.backends.base import AttnParams
 from fa3nn.fp8.config import Recipe
-from fa3nn.fp8.quantize import quantize_qkv
-from fa3nn.fp8.reference import attention_fp8
+from fa3nn.fp8.quantize import recipe_arguments
 from fa3nn.fp8.state import DelayedScalingState
+
+
+def _recomputing() -> bool:
+    """True inside a backward pass (the autograd engine is running a graph task): a checkpointed recompute.
+    torch.compile cannot trace the engine query; a compiled forward is taken as a first forward."""
+    return not torch.compiler.is_compiling() and torch._C._current_graph_task_id() != -1
 
 
 def fp8_attention_forward(
@@ -20,22 +36,38 @@ def fp8_attention_forward(
     params: AttnParams,
     recipe: Recipe,
     state: torch.nn.Module | None = None,
-    varlen: Varlen | None = None,
+    cu_seqlens_q: torch.Tensor | None = None,
+    cu_seqlens_k: torch.Tensor | None = None,
+    max_seqlen_q: int | None = None,
+    max_seqlen_k: int | None = None,
     training: bool = False,
+    backend: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """out in q's dtype and float32 lse, in the layouts of fa3nn.flash_attn_func / flash_attn_varlen_func.
+    """out in q's dtype and float32 lse, in the layouts of fa3nn.flash_attn_func (dense) or, given cu_seqlens,
+    flash_attn_varlen_func (packed). Differentiable: the backward is fa3nn's bf16 backward from q, k, v.
 
     state is the layer's fa3nn.fp8.make_state(recipe, layer_idx). With training=True a DelayedScalingState
     observes this call's amax and, unless a distributed reduction is pending (then fa3nn.fp8.sync_amax does it
-    once per step), updates its history and scales right away.
+    once per step), updates its history and scales right away; a checkpointed recompute records nothing and
+    quantizes with the scales of the forward it recomputes.
     """
-    cu_q, cu_k = (None, None) if varlen is None else (varlen.cu_seqlens_q, varlen.cu_seqlens_k)
-    max_q, max_k = (None, None) if varlen is None else (varlen.max_seqlen_q, varlen.max_seqlen_k)
-    quantized = quantize_qkv(q, k, v, recipe, state, cu_q, cu_k, max_q, max_k)
-    if training and isinstance(state, DelayedScalingState):
-        state.observe(quantized.amax)
+    delayed_training = training and isinstance(state, DelayedScalingState) and q.numel() > 0 and k.numel() > 0
+    recomputing = delayed_training and _recomputing()
+    arguments = recipe_arguments(recipe, state, q, k, v)
+    if recomputing:
+        arguments["tensor_scales"] = state.forward_scale
+    if cu_seqlens_q is None:
+        max_seqlen_q, max_seqlen_k = q.shape[1], k.shape[1]
+    # fa3nn.ops registers the op when fa3nn is imported; calling it through torch.ops keeps fa3nn.fp8 free of an
+    # import cycle (fa3nn.ops imports the quantization pass and the emulation from here).
+    out, lse, amax = torch.ops.fa3nn.fwd_fp8(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, params.softmax_scale, params.window.left,
+        params.window.right, params.softcap, params.deterministic, backend, arguments["block_q"],
+        arguments["block_k"], arguments["rotation"], arguments["tensor_scales"],
+    )
+    if delayed_training and not recomputing:
+        state.forward_scale.copy_(arguments["tensor_scales"])
+        state.observe(amax)
         if not state.needs_reduce():
             state.update()
-    return attention_fp8(
-        quantized, params.softmax_scale, params.window, params.softcap, cu_q, cu_k, out_dtype=q.dtype
-    )
+    return out, lse

@@ -66,6 +66,8 @@ class HadamardRotation(nn.Module):
                 f"incoherent processing supports headdim <= {self.hadamard_signs.numel()}, got {headdim}; "
                 f"use PerTileScaling(incoherent=False)"
             )
+        if torch.compiler.is_compiling():  # traced into the graph (a version-keyed cache cannot be)
+            return random_sign_hadamard(self.hadamard_signs[:headdim])
         # _version changes when load_state_dict copies new signs in, which invalidates the cached matrix.
         key = (headdim, self.hadamard_signs.device, self.hadamard_signs._version)
         if key not in self._cache:

@@ -51,6 +51,9 @@ class DelayedScalingState(nn.Module):
         # Not in state_dict: an amax observed but not yet folded into the history, and whether there is one.
         self.register_buffer("pending_amax", torch.zeros(len(TENSORS)), persistent=False)
         self.register_buffer("pending", torch.zeros((), dtype=torch.bool), persistent=False)
+        # The scales the last training forward quantized with: a checkpointed recompute of that forward reuses them,
+        # since a single-process forward has already updated `scale` by the time its backward recomputes it.
+        self.register_buffer("forward_scale", torch.ones(len(TENSORS)), persistent=False)
         self._warned_skips = 0
         # Python-side: whether the history holds an amax yet (None = unknown after load_state_dict; reading it once
         # costs one host sync). Lets a fused quantization pass use `scale` without first computing this call's amax.

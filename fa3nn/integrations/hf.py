@@ -15,9 +15,10 @@ How it plugs in (transformers >= 4.53, where masks are built by `masking_utils`)
   nheads_kv heads: GQA never goes through `repeat_kv`.
 
 Per attention layer, `patch_hf(model)` attaches a `FlashAttentionV3` as `<layer>.fa3nn_attention`: it carries the
-layer's backend, determinism and FP8 recipe, and (once FP8 lands) its delayed-scaling buffers, which then appear in
-the model's state_dict under that name. Causal, window, softcap and scale come from each call's kwargs, i.e. from
-the model itself (`is_causal`, `sliding_window`, `softcap`, `scaling`).
+layer's backend, determinism and FP8 recipe, and the recipe's per-layer state (Hadamard signs seeded by the
+layer's `layer_idx`, or the delayed-scaling amax history), which appears in the model's state_dict under that
+name. Causal, window, softcap and scale come from each call's kwargs, i.e. from the model itself (`is_causal`,
+`sliding_window`, `softcap`, `scaling`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import torch
 from torch import nn
 
 from fa3nn.integrations.hf_padding import pack_by_cu_seqlens, pack_by_position_ids, unpad_by_mask
-from fa3nn.interface import flash_attn_func, flash_attn_varlen_func
+from fa3nn.interface import attention
 from fa3nn.module import FlashAttentionV3
 
 ATTN_IMPLEMENTATION = "fa3nn"
@@ -140,9 +141,6 @@ def fa3nn_attention_forward(
     """transformers' attention-function contract: q (batch, nheads, seqlen_q, headdim), k/v (batch, nheads_kv,
     seqlen_k, headdim[_v]) in; (out (batch, seqlen_q, nheads, headdim_v), None) back."""
     layer = getattr(module, LAYER_ATTRIBUTE, None)
-    backend = layer.backend if layer is not None else _defaults.backend
-    deterministic = layer.deterministic if layer is not None else _defaults.deterministic
-    fp8 = layer.fp8 if layer is not None else None
     if dropout and dropout > 0 and not _defaults.ignore_dropout:
         raise ValueError(
             f"attention dropout {dropout} is set on {type(module).__name__}, but FlashAttention-3 has no dropout. "
@@ -162,8 +160,14 @@ def fa3nn_attention_forward(
     q, k, v = (t.transpose(1, 2).to(dtype) for t in (query, key, value))
     options = dict(
         softmax_scale=scaling, causal=is_causal, window_size=_window(is_causal, sliding_window, k.shape[1]),
-        softcap=float(softcap or 0.0), deterministic=deterministic, fp8=fp8, backend=backend,
+        softcap=float(softcap or 0.0),
     )
+    if layer is not None:  # the layer's backend, determinism, FP8 recipe and state
+        attend = functools.partial(layer.attend, **options)
+    else:
+        attend = functools.partial(
+            attention, **options, deterministic=_defaults.deterministic, backend=_defaults.backend
+        )
 
     if attention_mask is not None:
         packed = unpad_by_mask(q, k, v, attention_mask)
@@ -177,10 +181,10 @@ def fa3nn_attention_forward(
         packed = None
 
     if packed is None:
-        return flash_attn_func(q, k, v, **options), None
-    out = flash_attn_varlen_func(
+        return attend(q, k, v)[0], None
+    out, _ = attend(
         packed.q, packed.k, packed.v, packed.cu_seqlens_q, packed.cu_seqlens_k, packed.max_seqlen_q,
-        packed.max_seqlen_k, **options,
+        packed.max_seqlen_k,
     )
     return packed.restore(out), None
 
@@ -260,8 +264,9 @@ def patch_hf(
 
     Without a model, only registers `attn_implementation="fa3nn"` so that `from_pretrained(...,
     attn_implementation="fa3nn")` / `from_config` can use it. With a model, also switches it (and its sub-models)
-    to "fa3nn" and attaches one `FlashAttentionV3(fp8=fp8, backend=backend, deterministic=deterministic)` per
-    attention layer. `ignore_dropout=True` trains with attention dropout silently off instead of raising.
+    to "fa3nn" and attaches one `FlashAttentionV3(fp8=fp8, backend=backend, deterministic=deterministic,
+    layer_idx=<the layer's layer_idx>)` per attention layer (with DelayedScaling, call fa3nn.sync_amax(model) once
+    per optimizer step). `ignore_dropout=True` trains with attention dropout silently off instead of raising.
     """
     _register(backend, deterministic, ignore_dropout)
     if model is None:
@@ -278,9 +283,11 @@ def patch_hf(
     for config, _ in previous.values():
         if config._attn_implementation != ATTN_IMPLEMENTATION:
             raise _unsupported(model, f"a sub-config kept attn_implementation={config._attn_implementation!r}")
-    for layer in layers:
+    for position, layer in enumerate(layers):
         device = next((p.device for p in layer.parameters()), None)
-        attention = FlashAttentionV3(causal=True, deterministic=deterministic, fp8=fp8, backend=backend)
+        layer_idx = getattr(layer, "layer_idx", None)
+        attention = FlashAttentionV3(causal=True, deterministic=deterministic, fp8=fp8, backend=backend,
+                                     layer_idx=position if layer_idx is None else layer_idx)
         layer.add_module(LAYER_ATTRIBUTE, attention.to(device) if device is not None else attention)
     model._fa3nn_previous = previous
     return model

@@ -1,0 +1,263 @@
+"""FP8 through the public API: the `fa3nn::fwd_fp8` custom op (opcheck, torch.compile), FlashAttentionV3(fp8=...)
+with its per-layer state (state_dict, training updates, activation checkpointing), the functions' fp8=, explain,
+and patch_hf's per-layer recipes."""
+
+import pytest
+import torch
+from torch.utils.checkpoint import checkpoint
+
+import fa3nn
+from fa3nn.fp8 import (
+    DelayedScalingState,
+    HadamardRotation,
+    attention_fp8,
+    make_state,
+    quantize_qkv,
+    recipe_arguments,
+)
+from fa3nn.masks import Window
+from fa3nn.ops import attention_forward_fp8
+
+RECIPES = {
+    "per_tile_incoherent": fa3nn.PerTileScaling(),
+    "per_tile": fa3nn.PerTileScaling(block_q=64, block_k=32, incoherent=False),
+    "current": fa3nn.CurrentScaling(),
+    "delayed": fa3nn.DelayedScaling(amax_history_len=4),
+}
+
+
+def bf16_qkv(batch=2, seqlen_q=70, seqlen_k=90, nheads=4, nheads_kv=2, headdim=64, requires_grad=False):
+    q = torch.randn(batch, seqlen_q, nheads, headdim).to(torch.bfloat16)
+    k, v = (torch.randn(batch, seqlen_k, nheads_kv, headdim).to(torch.bfloat16) for _ in range(2))
+    return [t.requires_grad_(requires_grad) for t in (q, k, v)]
+
+
+def emulated(recipe, state, q, k, v, causal=False, cu=None, max_seqlen=None):
+    """The FP8 emulation called directly: what every public path must reproduce bit for bit."""
+    quantized = quantize_qkv(q.detach(), k.detach(), v.detach(), recipe, state, cu, cu, max_seqlen, max_seqlen)
+    return attention_fp8(quantized, q.shape[-1] ** -0.5, Window.from_args(causal, (-1, -1)), 0.0, cu, cu,
+                         out_dtype=q.dtype)
+
+
+# --- the custom op ----------------------------------------------------------------------------------------------
+
+
+def op_args(recipe_name, varlen, requires_grad=True):
+    recipe = RECIPES[recipe_name]
+    state = make_state(recipe, 1)
+    if varlen:
+        q, k, v = (torch.randn(total, heads, 32).to(torch.bfloat16).requires_grad_(requires_grad)
+                   for total, heads in ((40, 4), (40, 2), (40, 2)))
+        cu = torch.tensor([0, 17, 40], dtype=torch.int32)
+        head = (q, k, v, cu, cu, 23, 23)
+    else:
+        q, k, v = bf16_qkv(2, 33, 47, 4, 2, 32, requires_grad)
+        head = (q, k, v, None, None, 33, 47)
+    if recipe_name == "delayed":  # a started history: the op gets per-tensor scales
+        state.observe(torch.tensor([3.0, 4.0, 5.0]))
+        state.update()
+    a = recipe_arguments(recipe, state, q, k, v)
+    return (*head, 32**-0.5, -1, 0, 0.0, False, "reference", a["block_q"], a["block_k"], a["rotation"],
+            a["tensor_scales"])
+
+
+@pytest.mark.parametrize("recipe_name", ["per_tile_incoherent", "delayed"])
+@pytest.mark.parametrize("varlen", [False, True])
+def test_opcheck_fwd_fp8(recipe_name, varlen):
+    torch.library.opcheck(attention_forward_fp8, op_args(recipe_name, varlen))
+
+
+def test_op_returns_the_emulation_and_the_amax():
+    args = op_args("per_tile_incoherent", varlen=False, requires_grad=False)
+    q, k, v = args[:3]
+    out, lse, amax = attention_forward_fp8(*args)
+    quantized = quantize_qkv(q, k, v, RECIPES["per_tile_incoherent"], make_state(RECIPES["per_tile_incoherent"], 1))
+    expect_out, expect_lse = attention_fp8(quantized, 32**-0.5, Window(-1, 0), out_dtype=torch.bfloat16)
+    assert torch.equal(out, expect_out) and torch.equal(lse, expect_lse) and torch.equal(amax, quantized.amax)
+    assert out.dtype == torch.bfloat16 and lse.dtype == torch.float32 and amax.shape == (3,)
+
+
+def test_fp8_backward_is_the_bf16_backward():
+    """Training: FP8 forward, bf16 backward from the high-precision q, k, v. With the reference backward (which
+    recomputes lse from q, k) the gradients for one dout equal the bf16 path's exactly."""
+    q, k, v = bf16_qkv(requires_grad=True)
+    out8 = fa3nn.flash_attn_func(q, k, v, causal=True, fp8="per_tile")
+    out = fa3nn.flash_attn_func(q, k, v, causal=True)
+    assert not torch.equal(out8, out)  # the forward really is FP8...
+    dout = torch.randn_like(out)
+    for got, expect in zip(torch.autograd.grad(out8, (q, k, v), dout), torch.autograd.grad(out, (q, k, v), dout)):
+        assert torch.equal(got, expect)  # ...and the backward bf16
+
+
+@pytest.mark.parametrize("recipe_name", ["per_tile_incoherent", "current", "delayed"])
+def test_compile_fullgraph_module_with_fp8(recipe_name):
+    """torch.compile(fullgraph=True) over a FlashAttentionV3 with an FP8 recipe: no graph break, the same outputs,
+    gradients and (delayed scaling) the same history and scales as eager, over three training steps."""
+    torch._dynamo.reset()
+    eager = fa3nn.FlashAttentionV3(causal=True, fp8=RECIPES[recipe_name], layer_idx=2).train()
+    module = fa3nn.FlashAttentionV3(causal=True, fp8=RECIPES[recipe_name], layer_idx=2).train()
+    compiled = torch.compile(module, fullgraph=True, backend="aot_eager")
+    for step in range(3):
+        q, k, v = (t.detach().mul(step + 1).requires_grad_() for t in bf16_qkv(1, 40, 40, 4, 2, 32))
+        got = compiled(q, k, v)
+        got_grads = torch.autograd.grad(got.float().sum(), (q, k, v))
+        expect = eager(q, k, v)
+        expect_grads = torch.autograd.grad(expect.float().sum(), (q, k, v))
+        assert torch.equal(got, expect), f"step {step}"
+        assert all(torch.equal(a, b) for a, b in zip(got_grads, expect_grads))
+        assert torch.equal(module.state_dict()["fp8_state.scale"], eager.state_dict()["fp8_state.scale"]) \
+            if recipe_name == "delayed" else True
+    if recipe_name == "delayed":
+        assert torch.equal(module.fp8_state.amax_history, eager.fp8_state.amax_history)
+        assert (module.fp8_state.amax_history[:3] > 0).all() and (module.fp8_state.amax_history[3] == 0).all()
+
+
+# --- FlashAttentionV3 ----------------------------------------------------------------------------------------------
+
+
+def test_module_state_matches_the_recipe():
+    assert fa3nn.FlashAttentionV3().fp8_state is None and fa3nn.FlashAttentionV3().fp8_recipe is None
+    assert fa3nn.FlashAttentionV3(fp8="current").fp8_state is None
+    assert isinstance(fa3nn.FlashAttentionV3(fp8=True).fp8_recipe, fa3nn.PerTileScaling)
+    assert list(fa3nn.FlashAttentionV3(fp8="per_tile").state_dict()) == ["fp8_state.hadamard_signs"]
+    assert set(fa3nn.FlashAttentionV3(fp8="delayed").state_dict()) == {
+        "fp8_state.amax_history", "fp8_state.scale", "fp8_state.skipped_updates"}
+    a, b = (fa3nn.FlashAttentionV3(fp8="per_tile", layer_idx=i).fp8_state.hadamard_signs for i in (0, 1))
+    assert not torch.equal(a, b)  # layers differ
+    assert torch.equal(a, HadamardRotation(0, 0).hadamard_signs)
+    with pytest.raises(ValueError, match="unknown FP8 recipe name 'fp8'"):
+        fa3nn.FlashAttentionV3(fp8="fp8")
+
+
+@pytest.mark.parametrize("recipe_name", list(RECIPES))
+def test_module_equals_the_emulation_dense_and_varlen(recipe_name):
+    recipe = RECIPES[recipe_name]
+    attn = fa3nn.FlashAttentionV3(causal=True, fp8=recipe, layer_idx=5).eval()
+    q, k, v = bf16_qkv(2, 60, 60)
+    assert torch.equal(attn(q, k, v), emulated(recipe, attn.fp8_state, q, k, v, causal=True)[0])
+    cu = torch.tensor([0, 60, 120], dtype=torch.int32)
+    packed = [t.reshape(120, *t.shape[2:]) for t in (q, k, v)]
+    expect = emulated(recipe, attn.fp8_state, *packed, causal=True, cu=cu, max_seqlen=60)[0]
+    assert torch.equal(attn(*packed, cu, cu, 60, 60), expect)
+
+
+@pytest.mark.parametrize("recipe_name", ["per_tile_incoherent", "delayed"])
+def test_module_state_dict_round_trip(recipe_name):
+    """A module restored from a state_dict quantizes exactly like the saved one, even when built with another
+    layer_idx (the Hadamard signs come from the checkpoint) or an untouched history."""
+    recipe = RECIPES[recipe_name]
+    trained = fa3nn.FlashAttentionV3(fp8=recipe, layer_idx=3).train()
+    for step in range(3):
+        trained(*(t * (step + 1) for t in bf16_qkv()))
+    restored = fa3nn.FlashAttentionV3(fp8=recipe, layer_idx=0)
+    restored.load_state_dict(trained.state_dict())
+    for name, value in trained.state_dict().items():
+        assert torch.equal(restored.state_dict()[name], value), name
+    q, k, v = bf16_qkv()
+    trained.eval(), restored.eval()
+    assert torch.equal(restored(q, k, v), trained(q, k, v))
+    assert not torch.equal(fa3nn.FlashAttentionV3(fp8=recipe, layer_idx=0).eval()(q, k, v), trained(q, k, v))
+
+
+def test_module_training_updates_delayed_state_eval_does_not():
+    attn = fa3nn.FlashAttentionV3(fp8="delayed").train()
+    q, k, v = bf16_qkv()
+    attn(q, k, v)
+    assert attn.fp8_state.amax_history[0].tolist() == [t.abs().max().item() for t in (q, k, v)]
+    attn(q * 2, k, v)
+    assert attn.fp8_state.amax_history[0, 0].item() == 2 * q.abs().max().item()
+    history = attn.fp8_state.amax_history.clone()
+    attn.eval()(q * 4, k, v)
+    assert torch.equal(attn.fp8_state.amax_history, history) and not attn.fp8_state.pending
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True])
+def test_activation_checkpointing_records_the_amax_once(use_reentrant):
+    """torch.utils.checkpoint recomputes the forward inside the backward; the recompute must not push a second
+    history row, nor move the scale the next step uses. Same history, scale and gradients as without it."""
+    runs = []
+    for checkpointed in (False, True):
+        torch.manual_seed(0)
+        attn = fa3nn.FlashAttentionV3(causal=True, fp8=fa3nn.DelayedScaling(amax_history_len=8)).train()
+
+        def block(q, k, v, attn=attn):  # an op after attention saves a tensor: the recompute runs past attention
+            return attn(q, k, v).float().square()
+
+        grads = []
+        for step in range(2):
+            q, k, v = (t.detach().mul(step + 1).requires_grad_() for t in bf16_qkv())
+            out = checkpoint(block, q, k, v, use_reentrant=use_reentrant) if checkpointed else block(q, k, v)
+            out.sum().backward()  # reentrant checkpoint does not support autograd.grad
+            grads += [q.grad, k.grad, v.grad]
+        runs.append((attn.fp8_state.amax_history.clone(), attn.fp8_state.scale.clone(), grads))
+    (history, scale, grads), (history_ckpt, scale_ckpt, grads_ckpt) = runs
+    assert (history[:2] > 0).all() and (history[2:] == 0).all()  # two steps, two rows
+    assert torch.equal(history_ckpt, history) and torch.equal(scale_ckpt, scale)
+    assert all(torch.equal(a, b) for a, b in zip(grads_ckpt, grads))
+
+
+# --- the functions, explain --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fp8", ["per_tile", True, fa3nn.PerTileScaling(seed=7), "current"])
+def test_functions_take_stateless_recipes(fp8):
+    recipe = fa3nn.fp8.as_recipe(fp8)
+    state = make_state(recipe, 0)  # layer 0 of the recipe's seed: what a call without a module uses
+    q, k, v = bf16_qkv()
+    out, lse = fa3nn.flash_attn_func(q, k, v, fp8=fp8, return_lse=True)
+    expect_out, expect_lse = emulated(recipe, state, q, k, v)
+    assert torch.equal(out, expect_out) and torch.equal(lse, expect_lse)
+    cu = torch.tensor([0, 33, 70], dtype=torch.int32)
+    packed = [t[0].contiguous() for t in bf16_qkv(1, 70, 70)]
+    got = fa3nn.flash_attn_varlen_func(*packed, cu, cu, 37, 37, causal=True, fp8=fp8)
+    assert torch.equal(got, emulated(recipe, state, *packed, causal=True, cu=cu, max_seqlen=37)[0])
+
+
+def test_functions_refuse_delayed_scaling():
+    q, k, v = bf16_qkv()
+    with pytest.raises(ValueError, match=r"needs state.*use fa3nn.FlashAttentionV3\(fp8=...\)"):
+        fa3nn.flash_attn_func(q, k, v, fp8=fa3nn.DelayedScaling())
+    cu = torch.tensor([0, 70], dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"needs state"):
+        fa3nn.flash_attn_varlen_func(q[0], k[0, :70], v[0, :70], cu, cu, 70, 70, fp8="delayed")
+
+
+def test_explain_names_the_fp8_path():
+    q, k, v = bf16_qkv()
+    explanation = fa3nn.explain(q, k, v, causal=True, fp8="per_tile")
+    assert explanation.forward == "fp8 emulation (reference)"
+    assert explanation.backward == fa3nn.explain(q, k, v, causal=True).backward  # the bf16 backward
+    assert "no FP8 forward kernel" in explanation.forward_refusals["hopper"]
+    assert "forward: fp8 emulation (reference)" in str(explanation)
+    assert fa3nn.explain(q, k, v, fp8="per_tile", backend="triton").forward == "none"
+    for backend in ("triton", "hopper"):  # forced backends never run bf16 in place of FP8
+        with pytest.raises(fa3nn.UnsupportedCall, match=rf"backend='{backend}' cannot run this FP8 forward call"):
+            fa3nn.flash_attn_func(q, k, v, fp8="current", backend=backend)
+    assert torch.equal(fa3nn.flash_attn_func(q, k, v, fp8="current", backend="reference"),
+                       fa3nn.flash_attn_func(q, k, v, fp8="current"))
+
+
+# --- patch_hf ------------------------------------------------------------------------------------------------------
+
+
+def test_patch_hf_fp8_per_layer_state_and_sync_amax():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64, attn_implementation="eager",
+    )
+    model = fa3nn.patch_hf(transformers.LlamaForCausalLM(config).to(torch.bfloat16), fp8="per_tile")
+    layers = [layer.self_attn.fa3nn_attention for layer in model.model.layers]
+    assert [layer.layer_idx for layer in layers] == [0, 1, 2]
+    signs = [model.state_dict()[f"model.layers.{i}.self_attn.fa3nn_attention.fp8_state.hadamard_signs"]
+             for i in range(3)]
+    assert not torch.equal(signs[0], signs[1]) and not torch.equal(signs[1], signs[2])
+
+    model = fa3nn.patch_hf(model, fp8=fa3nn.DelayedScaling(amax_history_len=4)).train()
+    ids = torch.randint(0, 96, (2, 16))
+    model(ids, labels=ids).loss.backward()
+    assert fa3nn.sync_amax(model) == 0  # single process: the forward already updated every layer
+    for i, layer in enumerate(model.model.layers):
+        state = layer.self_attn.fa3nn_attention.fp8_state
+        assert isinstance(state, DelayedScalingState)
+        assert (state.amax_history[0] > 0).all() and (state.amax_history[1:] == 0).all(), f"layer {i}"
