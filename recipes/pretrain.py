@@ -30,6 +30,8 @@ from fa3nn_train.optim import build_optimizer, build_scheduler  # noqa: E402
 from fa3nn_train.runtime import make_accelerator, start_trackers  # noqa: E402
 from fa3nn_train.tokenizer import load_tokenizer  # noqa: E402
 
+import fa3nn  # noqa: E402
+
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -103,6 +105,8 @@ def main(argv=None) -> list[dict]:
                 loss, _ = loss_sum(model, batch)
                 accelerator.backward(loss * (world / global_targets))  # DDP/FSDP average over processes
             loss_total += loss.detach()
+        if config.model.fp8_attention:  # delayed scaling: fold (all-reduce) the step's amaxes once, on every rank
+            fa3nn.sync_amax(model)
         grad_norm = accelerator.clip_grad_norm_(model.parameters(), config.optim.grad_clip or float("inf"))
         optimizer.step()
         scheduler.step()

@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 import torch
 
+import fa3nn
+
 pytest.importorskip("accelerate")
 pytest.importorskip("datasets")
 pytest.importorskip("tokenizers")
@@ -306,3 +308,53 @@ def test_activation_checkpointing_gives_identical_gradients():
         grads.append([p.grad.clone() for p in model.parameters()])
         assert count == 128
     assert all(torch.equal(a, b) for a, b in zip(*grads))
+
+
+def test_fp8_attention_config_goes_through_recipe_names():
+    from fa3nn_train.model import build_model
+
+    with pytest.raises(ConfigError, match=r"model.fp8_attention: unknown FP8 recipe name 'e4m3'"):
+        load_config("tiny", ["model.fp8_attention=e4m3"])
+    model = build_model(load_config("tiny", [*SMALL, "model.fp8_attention=per_tile"]).model, 512, 64)
+    layers = [layer.self_attn.fa3nn_attention for layer in model.model.layers]
+    assert [layer.layer_idx for layer in layers] == [0, 1]
+    assert all(layer.fp8_recipe == fa3nn.PerTileScaling() for layer in layers)
+
+
+def test_fp8_attention_with_activation_checkpointing_records_each_amax_once():
+    """transformers' (non-reentrant) checkpointing recomputes each decoder layer in the backward: with delayed
+    scaling the recompute must not record a second amax nor quantize with the scale its forward just updated."""
+    from fa3nn_train.data import Batch
+    from fa3nn_train.model import build_model, loss_sum
+
+    config = load_config("tiny", [*SMALL, "model.fp8_attention=delayed"])
+    ids = torch.randint(0, 512, (2, 64))
+    batch = Batch(ids, torch.arange(64).repeat(2, 1), ids)
+    runs = []
+    for checkpointing in (False, True):
+        config.model.activation_checkpointing = checkpointing
+        torch.manual_seed(0)
+        model = build_model(config.model, 512, 64).train()
+        loss_sum(model, batch)[0].backward()
+        states = [layer.self_attn.fa3nn_attention.fp8_state for layer in model.model.layers]
+        runs.append(([s.amax_history.clone() for s in states], [p.grad.clone() for p in model.parameters()]))
+    (histories, grads), (histories_ckpt, grads_ckpt) = runs
+    for history, history_ckpt in zip(histories, histories_ckpt):
+        assert (history[0] > 0).all() and (history[1:] == 0).all()  # one forward, one row
+        assert torch.equal(history_ckpt, history)
+    assert all(torch.equal(a, b) for a, b in zip(grads, grads_ckpt))
+
+
+def test_fp8_attention_two_processes_sync_amax_once_per_step(tmp_path, cache_dir):
+    """Delayed-scaling FP8 attention on two gloo processes: the forwards only observe amaxes; the recipe's
+    fa3nn.sync_amax call folds them into each layer's history once per step (3 steps: 3 rows, in the checkpoint)."""
+    from safetensors.torch import load_file
+
+    args = [*SMALL, "model.fp8_attention=delayed", "run.max_steps=3", "run.wandb=false"]
+    history = _train(tmp_path, cache_dir, *args, processes=2)
+    assert len(history) == 3 and all(np.isfinite(m["loss"]) for m in history)
+    tensors = load_file(latest_checkpoint(tmp_path) / "model.safetensors")
+    amax_histories = [v for k, v in tensors.items() if k.endswith("fa3nn_attention.fp8_state.amax_history")]
+    assert len(amax_histories) == 2  # one per layer
+    for amax_history in amax_histories:
+        assert (amax_history[:3] > 0).all() and (amax_history[3:] == 0).all()

@@ -11,6 +11,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fa3nn.fp8 import from_recipe_name
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -39,7 +41,7 @@ class ModelConfig:
     tie_embeddings: bool = False  # share the input embedding with the output head
     attention: str = "fa3nn"  # "fa3nn" (patch_hf), or transformers' own "sdpa"/"eager" for baselines
     backend: str = "auto"  # fa3nn backend: auto | hopper | triton | reference
-    fp8_attention: str | None = None  # fa3nn FP8 attention recipe name (None = bf16/fp32 attention)
+    fp8_attention: str | None = None  # fa3nn FP8 attention recipe: per_tile | current | delayed (None = no FP8)
     activation_checkpointing: bool = False  # recompute each decoder layer in the backward
     compile: bool = False  # torch.compile the model
 
@@ -54,6 +56,11 @@ class ModelConfig:
             raise ConfigError(f"model.attention must be one of {ATTENTIONS}, got {self.attention!r}")
         if self.attention != "fa3nn" and self.fp8_attention is not None:
             raise ConfigError("model.fp8_attention needs model.attention = 'fa3nn'")
+        if self.fp8_attention is not None:
+            try:
+                from_recipe_name(self.fp8_attention)
+            except ValueError as error:
+                raise ConfigError(f"model.fp8_attention: {error}") from None
 
 
 @dataclass

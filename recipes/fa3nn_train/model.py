@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import fa3nn
+from fa3nn.fp8 import from_recipe_name
 from fa3nn.metrics import model_flops_per_token
 
 
@@ -30,7 +31,8 @@ def build_model(model_config, vocab_size: int, seq_len: int):
     )
     model = LlamaForCausalLM(hf_config)  # transformers' init: normal(0, init_std) weights, ones in norms
     if model_config.attention == "fa3nn":
-        fa3nn.patch_hf(model, backend=model_config.backend, fp8=model_config.fp8_attention)
+        fp8 = None if model_config.fp8_attention is None else from_recipe_name(model_config.fp8_attention)
+        fa3nn.patch_hf(model, backend=model_config.backend, fp8=fp8)
     if model_config.activation_checkpointing:
         options = {"use_reentrant": False}
         if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x; the old name is deprecated
