@@ -15,10 +15,6 @@ lse is the natural-log sum of exp of the scaled (and soft-capped) scores; it is 
 
 from __future__ import annotations
 
-import functools
-
-import torch
-
 from fa3nn.backends.base import AttnCall, AttnParams
 from fa3nn.checks import check_dense, check_options, check_varlen
 from fa3nn.dispatch import Explanation, check_backend_name, explain_call
@@ -34,13 +30,19 @@ def _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp
     return AttnParams(scale, Window.from_args(causal, window_size), float(softcap), deterministic)
 
 
-@functools.cache
-def _function_rotation(seed: int, device: torch.device) -> HadamardRotation:
-    """The incoherent-processing state of a call without a module: layer 0's signs for the recipe's seed."""
-    return HadamardRotation(seed, 0).to(device)
+# Incoherent-processing state for calls without a module, per recipe seed: layer 0's signs, kept on the CPU (the
+# rotation matrix moves to q's device per call). A plain dict, created with the default seed at import, so that
+# torch.compile reads an existing module instead of tracing the creation of one (which it cannot).
+_function_rotations: dict[int, HadamardRotation] = {0: HadamardRotation(0, 0)}
 
 
-def _function_fp8_state(recipe, q):
+def _function_rotation(seed: int) -> HadamardRotation:
+    if seed not in _function_rotations:
+        _function_rotations[seed] = HadamardRotation(seed, 0)
+    return _function_rotations[seed]
+
+
+def _function_fp8_state(recipe):
     """fp8= for the functions, which keep no state: per-tile and current scaling need none (per-tile's rotation is
     a cached HadamardRotation(seed, 0)); delayed scaling keeps an amax history, so it needs a module."""
     if isinstance(recipe, DelayedScaling):
@@ -50,7 +52,7 @@ def _function_fp8_state(recipe, q):
             "layer_idx), or a stateless recipe: fa3nn.PerTileScaling() or fa3nn.CurrentScaling()"
         )
     if isinstance(recipe, PerTileScaling) and recipe.incoherent:
-        return _function_rotation(recipe.seed, q.device if isinstance(q, torch.Tensor) else torch.device("cpu"))
+        return _function_rotation(recipe.seed)
     return None
 
 
@@ -118,7 +120,7 @@ def flash_attn_func(
     out, lse = attention(
         q, k, v, softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap,
         deterministic=deterministic, backend=backend, fp8_recipe=recipe,
-        fp8_state=_function_fp8_state(recipe, q),
+        fp8_state=_function_fp8_state(recipe),
     )
     return (out, lse) if return_lse else out
 
@@ -147,7 +149,7 @@ def flash_attn_varlen_func(
     out, lse = attention(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=softmax_scale, causal=causal,
         window_size=window_size, softcap=softcap, deterministic=deterministic, backend=backend, fp8_recipe=recipe,
-        fp8_state=_function_fp8_state(recipe, q),
+        fp8_state=_function_fp8_state(recipe),
     )
     return (out, lse) if return_lse else out
 
@@ -169,7 +171,8 @@ def explain(
     backend="auto",
 ) -> Explanation:
     """Which backend `flash_attn_func` (or, given cu_seqlens, `flash_attn_varlen_func`) would use for this call in
-    the forward and the backward, and why each other backend was refused. Runs no kernel.
+    the forward and the backward, and why each other backend was refused. Runs no kernel. With an fp8 recipe the
+    forward names its FP8 path ("fp8 emulation (reference)" until the FP8 kernels land); the backward is bf16.
     """
     varlen = cu_seqlens_q is not None
     if varlen:

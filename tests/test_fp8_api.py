@@ -213,6 +213,20 @@ def test_functions_take_stateless_recipes(fp8):
     assert torch.equal(got, emulated(recipe, state, *packed, causal=True, cu=cu, max_seqlen=37)[0])
 
 
+def test_compile_fullgraph_functions_with_fp8():
+    torch._dynamo.reset()
+    q, k, v = bf16_qkv(1, 40, 40, 4, 2, 32)
+    cu = torch.tensor([0, 15, 40], dtype=torch.int32)
+
+    def f(q, k, v):
+        dense = fa3nn.flash_attn_func(q, k, v, causal=True, fp8=True)
+        packed = fa3nn.flash_attn_varlen_func(q[0], k[0], v[0], cu, cu, 25, 25, fp8="current")
+        return dense, packed
+
+    for got, expect in zip(torch.compile(f, fullgraph=True, backend="aot_eager")(q, k, v), f(q, k, v)):
+        assert torch.equal(got, expect)
+
+
 def test_functions_refuse_delayed_scaling():
     q, k, v = bf16_qkv()
     with pytest.raises(ValueError, match=r"needs state.*use fa3nn.FlashAttentionV3\(fp8=...\)"):
