@@ -159,6 +159,14 @@ def test_module_state_dict_round_trip(recipe_name):
     assert not torch.equal(fa3nn.FlashAttentionV3(fp8=recipe, layer_idx=0).eval()(q, k, v), trained(q, k, v))
 
 
+def test_casting_the_model_keeps_delayed_state_float32():
+    attn = fa3nn.FlashAttentionV3(fp8="delayed").to(torch.bfloat16)
+    assert {t.dtype for t in attn.fp8_state.buffers()} == {torch.float32, torch.int64, torch.bool}
+    attn.train()(*bf16_qkv())
+    q_amax = attn.fp8_state.amax_history[0, 0].item()
+    assert attn.fp8_state.scale[0].item() == torch.tensor(448.0 / q_amax).item()  # an fp32 scale, not bf16
+
+
 def test_module_training_updates_delayed_state_eval_does_not():
     attn = fa3nn.FlashAttentionV3(fp8="delayed").train()
     q, k, v = bf16_qkv()

@@ -17,6 +17,11 @@ Lifecycle of one training step:
                the history ("max") or its newest row ("most_recent"). A 0/NaN/Inf amax is not pushed; that
                tensor keeps its previous scale and its skipped_updates count grows. All on device, no host sync.
 
+A checkpointed recompute of a training forward (fa3nn.fp8.attention) records nothing and quantizes with
+`forward_scale` (non-persistent), the scales that forward used.
+
+The float buffers stay float32 when the model is cast to bf16/fp16 (moves to another device follow the model).
+
 Before the first update the history is empty (`scale` is a placeholder 1.0), so the forward uses this call's amax
 instead (first_call_scale); `started` says which. It is tracked in Python and read from the device (a host sync)
 only until the history holds an amax, so a steady-state training forward never syncs.
@@ -59,6 +64,15 @@ class DelayedScalingState(nn.Module):
         # costs one host sync). Lets a fused quantization pass use `scale` without first computing this call's amax.
         self._started: bool | None = False
         self.register_load_state_dict_post_hook(lambda module, keys: setattr(module, "_started", None))
+
+    def _apply(self, fn, recurse=True):
+        """Moves follow the model, casts do not: after model.to(torch.bfloat16) the amax history and the scales
+        stay float32 (bf16 would round every amax and scale to 8 significant bits)."""
+        super()._apply(fn, recurse)
+        for name, buffer in self._buffers.items():
+            if buffer is not None and buffer.is_floating_point() and buffer.dtype != torch.float32:
+                self._buffers[name] = buffer.float()
+        return self
 
     @property
     def fp8_max(self) -> float:
