@@ -3,8 +3,9 @@
 `backend="auto"` tries, in order, hopper (native sm_90a kernels), triton (any sm_80+ GPU), reference (pure PyTorch,
 any device) and takes the first that supports the exact call: device, dtype, head dims, features, direction.
 The reference backend supports everything, so `auto` always finds one; on a CUDA device it is a slow path and
-`auto` warns once when it lands there. Forcing a backend that can't serve a call raises `UnsupportedCall` naming
-what is unsupported and which backends would work.
+`auto` warns once when it lands there. Forcing a backend that can't serve a call's forward raises `UnsupportedCall`
+naming what is unsupported and which backends would work; the backward of a forced backend that has none (the native
+Hopper backend is forward-only today) runs where `auto` would run it.
 
 FP8 calls (an `fp8=` recipe) have their own forward paths, `FP8_FORWARD_PATHS`; their backward is the bf16 backward
 and is dispatched as above. Today the only FP8 forward is the emulation of the kernels' rounding points (slow, any
@@ -48,13 +49,16 @@ def resolve(backend: str, call: AttnCall, backward: bool = False) -> Backend:
     if backend != "auto":
         check_backend_name(backend)
         reason = BACKENDS[backend].refusal(call, backward)
-        if reason is not None:
+        if reason is None:
+            return BACKENDS[backend]
+        if not backward:
             able = [name for name, why in refusals(call, backward).items() if why is None]
             raise UnsupportedCall(
                 f"backend={backend!r} cannot run this {direction} call: {reason}. "
                 f"Backends that can: {able}; or pass backend='auto'"
             )
-        return BACKENDS[backend]
+        # A forced backend picks the forward. A backward it cannot run (the native Hopper backend is forward-only)
+        # takes auto's order, so training with a forced forward works; explain() shows where it runs.
     answers = refusals(call, backward)
     chosen = next(name for name, why in answers.items() if why is None)
     if chosen == "reference" and call.device_type == "cuda":
@@ -127,8 +131,9 @@ def explain_call(backend: str, call: AttnCall, fp8: bool = False) -> Explanation
         answers = refusals(call, backward)
         if fp8 and not backward:
             answers = {name: fp8_refusal(name) for name in AUTO_ORDER}
-        if backend == "auto":
-            picks[backward] = next(name for name, why in answers.items() if why is None)
+        auto_pick = next((name for name, why in answers.items() if why is None), "none")
+        if backend == "auto" or (backward and answers[backend] is not None):  # see resolve(): backward falls back
+            picks[backward] = auto_pick
         else:
             picks[backward] = backend if answers[backend] is None else "none"
         refused[backward] = {name: why for name, why in answers.items() if why is not None}

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from fa3nn import flash_attn_func
+from fa3nn import explain, flash_attn_func
 from fa3nn.backends.base import AttnParams
 from fa3nn.backends.reference import backward_dense, forward_dense
 from fa3nn.masks import Window
@@ -128,7 +128,10 @@ def bench_shape(backends, headdim, seqlen, causal, directions, args) -> dict:
             with torch.no_grad():
                 ms = time_ms([lambda s=s, fn=fn: fn(s[0], s[1], s[2], causal) for s in sets], args.iters, args.reps)
             result["fwd_ms"], result["fwd_tflops"] = ms, flops["fwd"] / ms / 1e9
-        if "bwd" in directions:
+        bwd_runs_on = explain(*sets[0][:3], causal=causal, backend=backend).backward if backend in FA3NN else backend
+        if bwd_runs_on != backend:
+            result["bwd_runs_on"] = bwd_runs_on  # a forward-only backend: its backward is another one's, not timed
+        elif "bwd" in directions:
             graphs = []
             for q, k, v, dout in sets:
                 leaves = [x.detach().requires_grad_(True) for x in (q, k, v)]
@@ -175,8 +178,8 @@ def triton_choices() -> dict:
 
 def markdown(report: dict) -> str:
     env, backends, rows = report["environment"], report["backends"], report["rows"]
-    ours = next((b for b in backends if b in FA3NN), None)
-    peers = [p for p in ("cudnn", "fa2") if p in backends and p != ours]
+    ours = [b for b in backends if b in FA3NN]
+    peers = [p for p in ("cudnn", "fa2") if p in backends]
     lines = [
         f"# Attention benchmark: {env['gpu']}, {env['date']}",
         "",
@@ -188,8 +191,9 @@ def markdown(report: dict) -> str:
     header = ["hdim", "seqlen", "causal"]
     for b in backends:
         header += [f"{b} fwd", f"{b} bwd", f"{b} peak"]
-    for p in peers:
-        header += [f"{ours}/{p} fwd", f"{ours}/{p} bwd"]
+    for b in ours:
+        for p in peers:
+            header += [f"{b}/{p} fwd", f"{b}/{p} bwd"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
 
     def num(value, fmt="{:.1f}"):
@@ -201,10 +205,11 @@ def markdown(report: dict) -> str:
         for b in backends:
             r = res.get(b, {})
             cells += [num(r.get("fwd_tflops")), num(r.get("bwd_tflops")), num(r.get("peak_extra_mib"), "{:.0f}")]
-        for p in peers:
-            for d in ("fwd", "bwd"):
-                a, c = res.get(ours, {}).get(f"{d}_tflops"), res.get(p, {}).get(f"{d}_tflops")
-                cells.append(num(a / c if a and c else None, "{:.2f}"))
+        for b in ours:
+            for p in peers:
+                for d in ("fwd", "bwd"):
+                    a, c = res.get(b, {}).get(f"{d}_tflops"), res.get(p, {}).get(f"{d}_tflops")
+                    cells.append(num(a / c if a and c else None, "{:.2f}"))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -212,7 +217,7 @@ def markdown(report: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backends", nargs="+", default=["triton", "cudnn", "fa2", "mem-eff"],
-                        help=f"first fa3nn backend is the one ratios are given for; choices: {FA3NN + tuple(SDPA)}")
+                        help=f"ratios: every fa3nn backend against cudnn and fa2; choices: {FA3NN + tuple(SDPA)}")
     parser.add_argument("--headdims", nargs="+", type=int, default=[64, 128, 256])
     parser.add_argument("--seqlens", nargs="+", type=int, default=[512, 1024, 2048, 4096, 8192, 16384])
     parser.add_argument("--causal", choices=["both", "yes", "no"], default="both")

@@ -24,3 +24,9 @@ def test_forced_backend_with_unsupported_headdim_names_it_and_the_alternatives()
 def test_forced_backend_with_unsupported_feature_points_to_triton():
     with pytest.raises(UnsupportedCall, match=r"softcap is not in the native kernel yet; use backend='triton'"):
         resolve("hopper", hopper_call(softcap=30.0))
+
+
+def test_backward_of_a_forward_only_forced_backend_falls_back_to_auto_order():
+    """backend='hopper' trains: its backward runs where auto would run it (triton here), not an error."""
+    assert resolve("hopper", hopper_call(), backward=True).name == "triton"
+    assert resolve("auto", hopper_call(), backward=True).name == "triton"

@@ -2,9 +2,9 @@
 
 import pytest
 import torch
+from test_reference_numerics import check_against_ref
 
 from fa3nn.testing import random_qkv
-from test_reference_numerics import check_against_ref
 
 pytestmark = pytest.mark.gpu
 
