@@ -241,20 +241,21 @@ def main() -> None:
             precompile(args.headdims, causals, workers=args.precompile)
         except Exception as exc:  # only a speed-up: the autotuner compiles whatever is missing
             print(f"precompile failed ({type(exc).__name__}: {exc}); compiling on demand", flush=True)
+    tag = args.tag or f"bench-{env['gpu'].replace(' ', '_')}-{env['date'][:10]}"
+    args.out_dir.mkdir(parents=True, exist_ok=True)
     rows = []
     for headdim in args.headdims:
         for seqlen in args.seqlens:
             for causal in causals:
                 rows.append(bench_shape(args.backends, headdim, seqlen, causal, args.directions, args))
                 print(json.dumps({k: rows[-1][k] for k in ("headdim", "seqlen", "causal")}), flush=True)
-    report = {"environment": env, "backends": args.backends, "args": {k: str(v) for k, v in vars(args).items()},
-              "rows": rows, "triton_autotune": triton_choices()}
-    tag = args.tag or f"bench-{env['gpu'].replace(' ', '_')}-{env['date'][:10]}"
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / f"{tag}.json").write_text(json.dumps(report, indent=1))
-    table = markdown(report)
-    (args.out_dir / f"{tag}.md").write_text(table)
-    print(table)
+                report = {"environment": env, "backends": args.backends,
+                          "args": {k: str(v) for k, v in vars(args).items()}, "rows": rows,
+                          "triton_autotune": triton_choices()}
+                # Written after every shape, so a run cut short by a time limit keeps what it measured.
+                (args.out_dir / f"{tag}.json").write_text(json.dumps(report, indent=1))
+                (args.out_dir / f"{tag}.md").write_text(markdown(report))
+    print(markdown(report))
 
 
 if __name__ == "__main__":
