@@ -36,6 +36,15 @@ def _sdpa_context(name: str):
     return sdpa_kernel([getattr(SDPBackend, SDPA_BACKENDS[name])])
 
 
+def _reset_accelerate() -> None:
+    """`Accelerator.end_training()` destroys the process group but accelerate's state singletons survive it, so a
+    second run in the same processes would hit a barrier on a dead group (seen on 2 H200s: "Default process group
+    has not been initialized"). Forget that state; the next Accelerator re-initializes from the launcher's env."""
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
 def summarize(history: list[dict]) -> dict:
     timed = [m for m in history if "tokens_per_s" in m]
     timed = timed[1:] or timed  # the first timed window still holds compilation and allocator growth
@@ -69,6 +78,7 @@ def main(argv=None) -> dict:
         with context:
             history = pretrain(["--config", args.config, "--run-dir", str(run_dir), *overrides])
         results[attention] = {"summary": summarize(history), "history": history}
+        _reset_accelerate()
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()

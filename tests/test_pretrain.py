@@ -358,3 +358,18 @@ def test_fp8_attention_two_processes_sync_amax_once_per_step(tmp_path, cache_dir
     assert len(amax_histories) == 2  # one per layer
     for amax_history in amax_histories:
         assert (amax_history[:3] > 0).all() and (amax_history[3:] == 0).all()
+
+
+def test_compare_attention_runs_both_models_in_two_processes(tmp_path, cache_dir):
+    """compare_attention trains fa3nn then SDPA in the same processes: the second run must re-initialize the process
+    group that the first one's end_training() destroyed (it failed that way on 2 H200s before the fix)."""
+    out = tmp_path / "compare.json"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+               str(ROOT / "recipes" / "compare_attention.py"), "--run-root", str(tmp_path / "runs"), "--out", str(out),
+               *SMALL, "run.max_steps=3", "run.wandb=false", f"data.cache_dir={cache_dir}"]
+    result = subprocess.run(command, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    report = json.loads(out.read_text())
+    assert report["processes"] == 2
+    assert len(report["fa3nn"]["history"]) == len(report["sdpa"]["history"]) == 3
+    assert report["max_abs_loss_gap"] < 1e-3
