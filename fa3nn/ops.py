@@ -37,6 +37,17 @@ def _lse_shape(q: Tensor, varlen: bool) -> tuple[int, ...]:
     return (q.shape[1], q.shape[0]) if varlen else (q.shape[0], q.shape[2], q.shape[1])
 
 
+def _outputs_like(q: Tensor, v: Tensor, varlen: bool) -> tuple[Tensor, Tensor]:
+    """Uninitialized (out, lse) of the shapes and dtypes every forward op returns (its fake implementation)."""
+    return q.new_empty(*q.shape[:-1], v.shape[-1]), q.new_empty(_lse_shape(q, varlen), dtype=lse_dtype(q.dtype))
+
+
+def _nothing_attended(q: Tensor, v: Tensor, varlen: bool) -> tuple[Tensor, Tensor]:
+    """(zeros, -inf) outputs: the result when there is no query or no key at all (empty batch or sequence)."""
+    out, lse = _outputs_like(q, v, varlen)
+    return out.zero_(), lse.fill_(float("-inf"))
+
+
 @torch.library.custom_op("fa3nn::fwd", mutates_args=())
 def attention_forward(
     q: Tensor,
@@ -57,18 +68,14 @@ def attention_forward(
     varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     chosen = resolve(backend, AttnCall.of(q, k, v, params, varlen is not None))
     if q.numel() == 0 or k.numel() == 0:  # empty batch/sequence, or no keys at all: nothing to attend
-        out = q.new_zeros(*q.shape[:-1], v.shape[-1])
-        lse = torch.full(_lse_shape(q, varlen is not None), float("-inf"), dtype=lse_dtype(q.dtype), device=q.device)
-        return out, lse
+        return _nothing_attended(q, v, varlen is not None)
     return chosen.forward(q, k, v, params, varlen)
 
 
 @attention_forward.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, window_left, window_right,
       softcap, deterministic, backend):
-    out = q.new_empty(*q.shape[:-1], v.shape[-1])
-    lse = q.new_empty(_lse_shape(q, cu_seqlens_q is not None), dtype=lse_dtype(q.dtype))
-    return out, lse
+    return _outputs_like(q, v, cu_seqlens_q is not None)
 
 
 @torch.library.custom_op("fa3nn::bwd", mutates_args=())
@@ -153,9 +160,7 @@ def attention_forward_fp8(
     varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     resolve_fp8(backend, AttnCall.of(q, k, v, params, varlen is not None))  # raises for a backend with no FP8 path
     if q.numel() == 0 or k.numel() == 0:
-        out = q.new_zeros(*q.shape[:-1], v.shape[-1])
-        lse = torch.full(_lse_shape(q, varlen is not None), float("-inf"), dtype=lse_dtype(q.dtype), device=q.device)
-        return out, lse, torch.zeros(3, dtype=torch.float32, device=q.device)
+        return *_nothing_attended(q, v, varlen is not None), torch.zeros(3, dtype=torch.float32, device=q.device)
     # The only FP8 path today is the emulation of the kernels' rounding points (fa3nn.fp8.reference); the Triton
     # and native FP8 forwards will take the same quantized tensors in its place, chosen by resolve_fp8.
     quantized = quantize_qkv_tensors(q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q, cu_seqlens_k,
@@ -168,9 +173,7 @@ def attention_forward_fp8(
 @attention_forward_fp8.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, window_left, window_right,
       softcap, deterministic, backend, block_q, block_k, rotation, tensor_scales):
-    out = q.new_empty(*q.shape[:-1], v.shape[-1])
-    lse = q.new_empty(_lse_shape(q, cu_seqlens_q is not None), dtype=lse_dtype(q.dtype))
-    return out, lse, q.new_empty(3, dtype=torch.float32)
+    return *_outputs_like(q, v, cu_seqlens_q is not None), q.new_empty(3, dtype=torch.float32)
 
 
 def _setup_context_fp8(ctx, inputs, output):
