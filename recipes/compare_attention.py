@@ -36,15 +36,6 @@ def _sdpa_context(name: str):
     return sdpa_kernel([getattr(SDPBackend, SDPA_BACKENDS[name])])
 
 
-def _reset_accelerate() -> None:
-    """`Accelerator.end_training()` destroys the process group but accelerate's state singletons survive it, so a
-    second run in the same processes would hit a barrier on a dead group (seen on 2 H200s: "Default process group
-    has not been initialized"). Forget that state; the next Accelerator re-initializes from the launcher's env."""
-    from accelerate.state import AcceleratorState
-
-    AcceleratorState._reset_state(reset_partial_state=True)
-
-
 def summarize(history: list[dict]) -> dict:
     timed = [m for m in history if "tokens_per_s" in m]
     timed = timed[1:] or timed  # the first timed window still holds compilation and allocator growth
@@ -70,15 +61,19 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
 
     results = {}
-    for attention in ("fa3nn", "sdpa"):
+    attentions = ("fa3nn", "sdpa")
+    for attention in attentions:
         run_dir = Path(args.run_root) / f"{args.config}-{attention}"
         overrides = [*args.overrides, f"model.attention={attention}",
                      f"data.keep_boundaries={str(args.keep_boundaries).lower()}"]
         context = _sdpa_context(args.sdpa_backend) if attention == "sdpa" else contextlib.nullcontext()
         with context:
-            history = pretrain(["--config", args.config, "--run-dir", str(run_dir), *overrides])
+            # Both runs share one process group: end_training() would destroy it, and neither accelerate's state
+            # (2 H200s: "Default process group has not been initialized") nor a re-initialization under torchrun
+            # (gloo: a rank hung in init_process_group) survives that.
+            history = pretrain(["--config", args.config, "--run-dir", str(run_dir), *overrides],
+                               keep_process_group=attention != attentions[-1])
         results[attention] = {"summary": summarize(history), "history": history}
-        _reset_accelerate()
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()

@@ -43,7 +43,9 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def main(argv=None) -> list[dict]:
+def main(argv=None, keep_process_group: bool = False) -> list[dict]:
+    """Train; returns the logged metrics. keep_process_group leaves torch.distributed up for a next run in the same
+    processes (compare_attention): re-initializing a destroyed group can hang under torchrun (seen with gloo)."""
     args = parse_args(argv)
     config = load_config(args.config, args.overrides + (["run.wandb=false"] if args.no_wandb else []))
     run, data = config.run, config.data
@@ -128,7 +130,11 @@ def main(argv=None) -> list[dict]:
         progress.update(1)
     progress.close()
     logger.close()
-    accelerator.end_training()
+    if keep_process_group:
+        for tracker in accelerator.trackers:
+            tracker.finish()
+    else:
+        accelerator.end_training()  # finishes the trackers and destroys the process group
     return history
 
 

@@ -361,8 +361,8 @@ def test_fp8_attention_two_processes_sync_amax_once_per_step(tmp_path, cache_dir
 
 
 def test_compare_attention_runs_both_models_in_two_processes(tmp_path, cache_dir):
-    """compare_attention trains fa3nn then SDPA in the same processes: the second run must re-initialize the process
-    group that the first one's end_training() destroyed (it failed that way on 2 H200s before the fix)."""
+    """compare_attention trains fa3nn then SDPA in the same processes, on one process group that the first run must
+    not destroy (on 2 H200s the second run then failed; re-initializing the group instead hung under torchrun)."""
     out = tmp_path / "compare.json"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                str(ROOT / "recipes" / "compare_attention.py"), "--run-root", str(tmp_path / "runs"), "--out", str(out),
