@@ -103,7 +103,7 @@ def attention_backward(
     call = AttnCall.of(q, k, v, params, varlen is not None)
     chosen = resolve(backend, call, backward=True)
     if q.numel() == 0 or k.numel() == 0:
-        return tuple(torch.zeros(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
+        return tuple(t.new_zeros(t.shape) for t in (q, k, v))
     if dout.stride(-1) != 1:
         dout = dout.contiguous()
     # Gradients are contiguous whatever the inputs' strides (the fake impl promises that layout).
@@ -117,16 +117,19 @@ def _(dout, q, k, v, out, lse, dlse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, m
 
 
 def _setup_context(ctx, inputs, output):
+    """Shared by fa3nn::fwd and fa3nn::fwd_fp8: both start with fa3nn::bwd's arguments (fwd_fp8 appends the recipe's)
+    and both backwards are the bf16 fa3nn::bwd from the high-precision q, k, v."""
     q, k, v, cu_seqlens_q, cu_seqlens_k = inputs[:5]
-    out, lse = output
+    out, lse = output[:2]
     ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k)
-    ctx.scalars = inputs[5:]
+    ctx.scalars = inputs[5:13]  # max_seqlen_q ... backend: fa3nn::bwd's trailing arguments
+    ctx.num_inputs = len(inputs)
 
 
-def _backward(ctx, dout, dlse):
+def _backward(ctx, dout, dlse, *unused_grads):  # fwd_fp8's amax output has no gradient
     q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
     dq, dk, dv = attention_backward(dout, q, k, v, out, lse, dlse, cu_seqlens_q, cu_seqlens_k, *ctx.scalars)
-    return (dq, dk, dv) + (None,) * 10
+    return (dq, dk, dv) + (None,) * (ctx.num_inputs - 3)
 
 
 attention_forward.register_autograd(_backward, setup_context=_setup_context)
@@ -176,17 +179,4 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_s
     return *_outputs_like(q, v, cu_seqlens_q is not None), q.new_empty(3, dtype=torch.float32)
 
 
-def _setup_context_fp8(ctx, inputs, output):
-    q, k, v, cu_seqlens_q, cu_seqlens_k = inputs[:5]
-    out, lse, _ = output
-    ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k)
-    ctx.scalars = inputs[5:13]  # max_seqlen_q ... backend: fa3nn::bwd's trailing arguments
-
-
-def _backward_fp8(ctx, dout, dlse, damax):
-    q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
-    dq, dk, dv = attention_backward(dout, q, k, v, out, lse, dlse, cu_seqlens_q, cu_seqlens_k, *ctx.scalars)
-    return (dq, dk, dv) + (None,) * 14
-
-
-attention_forward_fp8.register_autograd(_backward_fp8, setup_context=_setup_context_fp8)
+attention_forward_fp8.register_autograd(_backward, setup_context=_setup_context)
