@@ -5,6 +5,11 @@ q1/q2 = Q stages. Fails (exit 1) when any instantiation spills registers or uses
 when ptxas reports that it serialized wgmma or ignored setmaxnreg (C7508, C7511, C7515, C7519: each means the
 kernel is not what the source says). Prints registers, the setmaxnreg split and shared memory per instantiation.
 
+With cuobjdump available (PATH, $CUDA_HOME/bin, or $CUOBJDUMP; pip's nvidia-cuda-cuobjdump + nvidia-cuda-nvdisasm
+provide it), also reads the SASS: every bf16/fp16 kernel must issue HGMMA and every FP8 kernel QGMMA (the e4m3
+tensor-core instruction; an FP8 kernel whose GEMMs fell back to anything else fails), and every kernel UTMALDG
+(TMA loads). Without cuobjdump the SASS columns say "not checked".
+
 The build is the runtime one (fa3nn.backends.hopper_build): the library and its ptxas log are cached by source
 hash, nvcc version and architecture, so a second run with unchanged sources only re-reads the log.
 
@@ -15,7 +20,10 @@ hash, nvcc version and architecture, so a second run with unchanged sources only
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shutil
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -31,7 +39,10 @@ USED = re.compile(r"Used (\d+) registers")
 CONFIG = re.compile(
     r"FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELb([01])ELi(\d+)ELb([01])ELi(\d+)ELb([01])E"
 )
+FP8_CONFIG = re.compile(r"Fp8FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])E")
 BAD_WARNINGS = ("C7508", "C7511", "C7515", "C7519")
+SASS_FUNCTION = re.compile(r"Function : (\S+)")
+SASS_OPS = ("HGMMA", "QGMMA", "UTMALDG")
 
 
 @dataclass
@@ -41,6 +52,34 @@ class Instantiation:
     stack: int = -1
     spill_stores: int = -1
     spill_loads: int = -1
+    sass: dict | None = None  # instruction counts (SASS_OPS) from cuobjdump, None when not read
+
+    @property
+    def fp8(self) -> bool:
+        return FP8_CONFIG.search(self.name) is not None
+
+    @property
+    def sass_failure(self) -> str | None:
+        if self.sass is None:
+            return None
+        gemm = "QGMMA" if self.fp8 else "HGMMA"
+        missing = [op for op in (gemm, "UTMALDG") if self.sass.get(op, 0) == 0]
+        return f"no {' / '.join(missing)} in SASS" if missing else None
+
+    def sass_summary(self) -> str:
+        if self.sass is None:
+            return "SASS not checked"
+        return " ".join(f"{op} {self.sass.get(op, 0)}" for op in SASS_OPS if self.sass.get(op, 0))
+
+    def describe_fp8(self) -> str:
+        m = FP8_CONFIG.search(self.name)
+        d, stages, q_stages, out_bf16, causal, pingpong = (int(g) for g in m.groups())
+        # Shared memory as Fp8FwdConfig lays it out: Q stages | K stages | Vt stages (128 keys x d bytes each) |
+        # mbarriers | 1 KB alignment slack.
+        smem = q_stages * 128 * d + 2 * stages * 128 * d + 8 * (2 * q_stages + 4 * stages) + 1024
+        return (f"d{d:<4}fp8>{'bf16' if out_bf16 else 'fp16':<5}{'causal' if causal else 'full':<7}128x128  st{stages} "
+                f"q{q_stages} {'PO' if pingpong else 'O':<5}regs {self.registers} (setmaxnreg 24/240)  "
+                f"smem {smem / 1024:.1f} KB")
 
     @property
     def config(self) -> dict | None:
@@ -53,6 +92,8 @@ class Instantiation:
                     q_stages=q_stages, cross_tile=bool(cross and overlap))
 
     def describe(self) -> str:
+        if self.fp8:
+            return self.describe_fp8()
         c = self.config
         if c is None:
             return self.name[:60]
@@ -81,6 +122,32 @@ def parse(log: str) -> tuple[list[Instantiation], list[str]]:
     return kernels, warnings
 
 
+def find_cuobjdump() -> str | None:
+    for candidate in (os.environ.get("CUOBJDUMP"), shutil.which("cuobjdump"),
+                      os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "cuobjdump")):
+        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def sass_counts(cuobjdump: str, library: Path) -> dict[str, dict[str, int]] | None:
+    """{mangled kernel name: {op: count}} from `cuobjdump -sass`, or None if it cannot disassemble."""
+    result = subprocess.run([cuobjdump, "-sass", str(library)], capture_output=True, text=True)
+    if result.returncode != 0:
+        print(f"cuobjdump failed (SASS not checked): {result.stderr.strip()[:300]}")
+        return None
+    counts: dict[str, dict[str, int]] = {}
+    current = None
+    for line in result.stdout.splitlines():
+        if m := SASS_FUNCTION.search(line):
+            current = counts.setdefault(m.group(1), {})
+        elif current is not None:
+            for op in SASS_OPS:
+                if op in line:
+                    current[op] = current.get(op, 0) + 1
+    return counts
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fresh", action="store_true", help="rebuild in a temporary directory, ignore the cache")
@@ -98,20 +165,29 @@ def main(argv: list[str] | None = None) -> int:
     if not log_path.is_file():  # a cache entry from before logs were kept: rebuild it
         hopper_build.compile_library(nvcc, hopper_build.kernels_dir(), library)
     kernels, warnings = parse(log_path.read_text())
-    failures = [k for k in kernels if k.stack != 0 or k.spill_stores != 0 or k.spill_loads != 0 or k.registers < 0]
+    cuobjdump = find_cuobjdump()
+    sass = sass_counts(cuobjdump, library) if cuobjdump else None
+    if sass is not None:
+        for k in kernels:
+            k.sass = sass.get(k.name, {})
+    failures = [k for k in kernels if k.stack != 0 or k.spill_stores != 0 or k.spill_loads != 0 or k.registers < 0
+                or k.sass_failure]
     print(f"{len(kernels)} kernel instantiations in {library}")
     for k in sorted(kernels, key=lambda k: k.describe()):
-        status = "ok" if k not in failures else f"FAIL stack {k.stack} spill {k.spill_stores}/{k.spill_loads}"
-        print(f"  {k.describe():<80} {status}")
+        spills = f"FAIL stack {k.stack} spill {k.spill_stores}/{k.spill_loads}"
+        status = "ok" if k not in failures else k.sass_failure or spills
+        print(f"  {k.describe():<80} {k.sass_summary():<32} {status}")
     for w in warnings:
         print(f"  ptxas: {w}")
     if not kernels:
         print("no kernels found in the ptxas log")
         return 1
     if failures or warnings:
-        print(f"FAILED: {len(failures)} instantiations spill or use local memory, {len(warnings)} ptxas warnings")
+        print(f"FAILED: {len(failures)} instantiations spill, use local memory or miss their tensor-core / TMA "
+              f"instructions; {len(warnings)} ptxas warnings")
         return 1
-    print("all instantiations: 0 spills, 0 bytes of stack, no wgmma serialization or setmaxnreg warnings")
+    sass_note = "HGMMA/QGMMA and UTMALDG in every kernel's SASS" if sass is not None else "SASS not checked"
+    print(f"all instantiations: 0 spills, 0 bytes of stack, no wgmma serialization or setmaxnreg warnings; {sass_note}")
     return 0
 
 

@@ -33,8 +33,10 @@ GENCODE = "-gencode=arch=compute_90a,code=sm_90a"
 NVCC_FLAGS = (GENCODE, "-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-DFA3NN_HANG_GUARD")
 LIB_NAME = "libfa3nn_hopper.so"
 ENTRY_SOURCE = "flash_fwd_api.cu"
-# One translation unit per head dim so the kernels compile in parallel; the C ABI lives in ENTRY_SOURCE.
-UNITS = (ENTRY_SOURCE, "flash_fwd_d64.cu", "flash_fwd_d128.cu", "flash_fwd_d256.cu")
+# One translation unit per head dim so the kernels compile in parallel; the C ABI lives in ENTRY_SOURCE (bf16/fp16)
+# and flash_fwd_fp8_api.cu (FP8).
+UNITS = (ENTRY_SOURCE, "flash_fwd_d64.cu", "flash_fwd_d128.cu", "flash_fwd_d256.cu",
+         "flash_fwd_fp8_api.cu", "flash_fwd_fp8_d64.cu", "flash_fwd_fp8_d128.cu", "flash_fwd_fp8_d256.cu")
 
 
 def kernels_dir() -> Path:
@@ -151,6 +153,8 @@ def load(path: Path) -> ctypes.CDLL:
     lib.fa3nn_hopper_last_error.restype = ctypes.c_char_p
     lib.fa3nn_hopper_supports_headdim.argtypes = [i32]
     lib.fa3nn_hopper_supports_headdim.restype = i32
+    lib.fa3nn_hopper_fp8_fwd.argtypes = [ptr] * 10 + [i32] * 9 + [i64p, i64p, i32, i32, f32, i32, i32, i32, ptr]
+    lib.fa3nn_hopper_fp8_fwd.restype = i32
     return lib
 
 

@@ -1,0 +1,193 @@
+"""The native Hopper FP8 forward (kernels/hopper/flash_fwd_fp8.cuh): e4m3 Q, K, Vᵀ with float32 descales -> out, lse.
+
+Both GEMMs run on the FP8 tensor cores with fp32 accumulation; the rounding points are those of the emulation,
+fa3nn.fp8.reference.attention_fp8 with block_n = KEY_BLOCK (128), which is the oracle the GPU tests compare with.
+
+Layouts (the quantization pass's contract; fa3nn.fp8.quantize defines the values, this module only the layout):
+    q8   e4m3 (batch, seqlen_q, nheads, d)           varlen: (total_q, nheads, d)
+    k8   e4m3 (batch, seqlen_k, nheads_kv, d)        varlen: (total_k, nheads_kv, d)
+    vt8  e4m3 (batch, nheads_kv, d, seqlen_k_pad)    varlen: (nheads_kv, d, total_k_pad), sequence i's keys at
+         columns cu_seqlens_k[i]..; V transposed (FP8 wgmma reads its B operand K-major only), the key dimension
+         zero-padded to a multiple of 16 so TMA's 16-byte stride rule holds (`transpose_v` builds it from v8).
+    q_descale float32 (batch, nheads, ceil(seqlen_q / block_q)); k_descale, v_descale float32 (batch, nheads_kv,
+         ceil(seqlen_k / block_k)); varlen: batch = number of sequences, tiles counted from each sequence's start.
+    block_q any positive row count; block_k a multiple of 128 (the kernel's key block) or >= the longest key
+         sequence (one scale per (batch, head) or per tensor reaches the kernel that way).
+    out  (batch, seqlen_q, nheads, d) in out_dtype (bf16 or fp16), lse float32 (batch, nheads, seqlen_q), natural
+         log; varlen: out (total_q, nheads, d), lse (nheads, total_q). A row attending no key: zeros, lse = -inf.
+
+Launches on torch's current stream and never synchronizes with the host (varlen needs max_seqlen_q/max_seqlen_k
+from the caller for that reason).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import torch
+
+from fa3nn.backends.hopper import _LIBRARY
+from fa3nn.masks import Window
+
+E4M3 = torch.float8_e4m3fn
+KEY_BLOCK = 128  # the kernel's key block: one k/v descale per block
+SUPPORTED_HEADDIMS = (64, 128, 256)
+OUT_DTYPES = (torch.bfloat16, torch.float16)
+VT_KEY_MULTIPLE = 16
+UNMASKED = Window()
+# Compile-time variants, for benchmarks only (bf16 output, head dims 128 and 256): the default design, without
+# pingpong, and the other K/V stage count (kernels/hopper/flash_fwd_fp8_launch.cuh, Fp8Tiles).
+VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2}
+
+
+def padded_keys(seqlen_k: int) -> int:
+    """vt8's key dimension for `seqlen_k` keys (a total for varlen)."""
+    return -(-seqlen_k // VT_KEY_MULTIPLE) * VT_KEY_MULTIPLE
+
+
+def transpose_v(v8: torch.Tensor) -> torch.Tensor:
+    """vt8 from an e4m3 V in the callers' layout: dense (batch, seqlen_k, nheads_kv, d) -> (batch, nheads_kv, d,
+    seqlen_k_pad); packed (total_k, nheads_kv, d) -> (nheads_kv, d, total_k_pad). Zero padding. A layout change
+    only (the fused quantization pass writes this directly)."""
+    keys_dim = v8.dim() - 3
+    keys = v8.shape[keys_dim]
+    order = (0, 2, 3, 1) if keys_dim == 1 else (1, 2, 0)
+    vt = torch.zeros(*(v8.shape[i] for i in order[:-1]), padded_keys(keys), dtype=v8.dtype, device=v8.device)
+    vt[..., :keys] = v8.permute(*order)
+    return vt
+
+
+def _check_e4m3(name: str, t: torch.Tensor, dims: int) -> None:
+    if t.dtype != E4M3:
+        raise TypeError(f"{name} must be float8_e4m3fn (fa3nn.fp8.quantize writes it), got {t.dtype}")
+    if t.dim() != dims:
+        raise ValueError(f"{name} must have {dims} dims here, got shape {tuple(t.shape)}")
+
+
+def _tma_ready(t: torch.Tensor) -> torch.Tensor:
+    """TMA reads a contiguous last dim from a 16-B aligned base with byte strides that are multiples of 16."""
+    ok = t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and all(s % 16 == 0 for s in t.stride()[:-1])
+    if ok:
+        return t
+    t = t.contiguous()
+    return t if t.data_ptr() % 16 == 0 else t.clone()
+
+
+def _descale(name: str, t: torch.Tensor, batch: int, heads: int, rows: int, block: int) -> torch.Tensor:
+    tiles = max(1, -(-rows // block))
+    if t.dtype != torch.float32:
+        raise TypeError(f"{name} must be float32 (fa3nn.fp8.quantize's descales), got {t.dtype}")
+    if t.dim() != 3 or t.shape[0] != batch or t.shape[1] != heads or t.shape[2] < tiles:
+        raise ValueError(
+            f"{name} must be (batch={batch}, heads={heads}, tiles>={tiles}) for {rows} rows in blocks of {block}, "
+            f"got {tuple(t.shape)}"
+        )
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def fp8_forward(
+    q8: torch.Tensor,
+    k8: torch.Tensor,
+    vt8: torch.Tensor,
+    q_descale: torch.Tensor,
+    k_descale: torch.Tensor,
+    v_descale: torch.Tensor,
+    block_q: int,
+    block_k: int,
+    softmax_scale: float,
+    window: Window = UNMASKED,
+    cu_seqlens_q: torch.Tensor | None = None,
+    cu_seqlens_k: torch.Tensor | None = None,
+    max_seqlen_q: int | None = None,
+    max_seqlen_k: int | None = None,
+    out_dtype: torch.dtype = torch.bfloat16,
+    out: torch.Tensor | None = None,
+    lse: torch.Tensor | None = None,
+    variant: str = "full",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run the FP8 forward (layouts in the module docstring); returns (out, lse). `window` may be unmasked or
+    causal (bottom-right aligned, fa3nn.masks). `out`/`lse` may be given preallocated (tests pass NaN-poisoned
+    ones); `variant` picks a benchmark variant (VARIANTS)."""
+    varlen = cu_seqlens_q is not None
+    if varlen != (cu_seqlens_k is not None):
+        raise ValueError("cu_seqlens_q and cu_seqlens_k must be given together")
+    dims = 3 if varlen else 4
+    for name, t in (("q8", q8), ("k8", k8), ("vt8", vt8)):
+        _check_e4m3(name, t, dims)
+    headdim = q8.shape[-1]
+    if headdim not in SUPPORTED_HEADDIMS or k8.shape[-1] != headdim or vt8.shape[-2] != headdim:
+        raise ValueError(
+            f"head dims q8 {headdim}, k8 {k8.shape[-1]}, vt8 {vt8.shape[-2]}: the FP8 forward needs them equal and in "
+            f"{SUPPORTED_HEADDIMS}; use the emulation (fa3nn.fp8.attention_fp8) for others"
+        )
+    if window.local or window.right > 0:
+        raise ValueError(f"window {window}: the native FP8 forward supports no mask or causal only; use the emulation")
+    if out_dtype not in OUT_DTYPES:
+        raise TypeError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
+    if not softmax_scale > 0:
+        raise ValueError(f"softmax_scale must be positive, got {softmax_scale}")
+    if varlen:
+        if max_seqlen_q is None or max_seqlen_k is None:
+            raise ValueError("varlen calls need max_seqlen_q and max_seqlen_k (ints; reading cu_seqlens would sync)")
+        seqlen_q, nheads, _ = q8.shape
+        seqlen_k, nheads_kv, _ = k8.shape
+        batch = cu_seqlens_q.numel() - 1
+        vt_expect = (nheads_kv, headdim)
+    else:
+        batch, seqlen_q, nheads, _ = q8.shape
+        seqlen_k, nheads_kv = k8.shape[1], k8.shape[2]
+        max_seqlen_q, max_seqlen_k = seqlen_q, seqlen_k
+        vt_expect = (batch, nheads_kv, headdim)
+        if k8.shape[0] != batch:
+            raise ValueError(f"k8 batch {k8.shape[0]} != q8 batch {batch}")
+    if tuple(vt8.shape[:-1]) != vt_expect or vt8.shape[-1] < seqlen_k or vt8.shape[-1] % VT_KEY_MULTIPLE:
+        raise ValueError(
+            f"vt8 must be {(*vt_expect, padded_keys(seqlen_k))} (V transposed, keys zero-padded to a multiple of "
+            f"{VT_KEY_MULTIPLE}; fa3nn.backends.hopper_fp8.transpose_v), got {tuple(vt8.shape)}"
+        )
+    if nheads_kv <= 0 or nheads % nheads_kv:
+        raise ValueError(f"nheads ({nheads}) must be a multiple of nheads_kv ({nheads_kv})")
+    if not isinstance(block_q, int) or block_q <= 0:
+        raise ValueError(f"block_q must be a positive int, got {block_q!r}")
+    if not isinstance(block_k, int) or block_k <= 0 or (block_k % KEY_BLOCK and block_k < max_seqlen_k):
+        raise ValueError(
+            f"block_k={block_k!r}: the FP8 kernel needs one k/v descale per {KEY_BLOCK}-key block, so block_k must be "
+            f"a multiple of {KEY_BLOCK} or >= the longest key sequence ({max_seqlen_k})"
+        )
+    q_descale = _descale("q_descale", q_descale, batch, nheads, max_seqlen_q, block_q)
+    k_descale = _descale("k_descale", k_descale, batch, nheads_kv, max_seqlen_k, block_k)
+    v_descale = _descale("v_descale", v_descale, batch, nheads_kv, max_seqlen_k, block_k)
+    if q8.device.type != "cuda":
+        raise RuntimeError(f"the native FP8 forward needs CUDA tensors, got {q8.device}")
+    lib = _LIBRARY.get()
+    if lib is None:
+        raise RuntimeError(_LIBRARY.error)
+
+    q8, k8, vt8 = _tma_ready(q8), _tma_ready(k8), _tma_ready(vt8)
+    if out is None:
+        out = torch.empty(*q8.shape[:-1], headdim, dtype=out_dtype, device=q8.device)
+    if lse is None:
+        lse_shape = (nheads, seqlen_q) if varlen else (batch, nheads, seqlen_q)
+        lse = torch.empty(lse_shape, dtype=torch.float32, device=q8.device)
+    if varlen:
+        strides = [s for t in (q8, k8, vt8, out) for s in (0, *t.stride()[:2])]
+        cu_q = cu_seqlens_q.to(torch.int32).contiguous()
+        cu_k = cu_seqlens_k.to(torch.int32).contiguous()
+    else:
+        strides = [s for t in (q8, k8, vt8, out) for s in t.stride()[:3]]
+        cu_q = cu_k = None
+    stride_array = (ctypes.c_int64 * 12)(*strides)
+    descale_strides = (ctypes.c_int64 * 6)(*(s for t in (q_descale, k_descale, v_descale) for s in t.stride()[:2]))
+    with torch.cuda.device(q8.device):
+        stream = torch.cuda.current_stream(q8.device).cuda_stream
+        status = lib.fa3nn_hopper_fp8_fwd(
+            q8.data_ptr(), k8.data_ptr(), vt8.data_ptr(), out.data_ptr(), lse.data_ptr(),
+            None if cu_q is None else cu_q.data_ptr(), None if cu_k is None else cu_k.data_ptr(),
+            q_descale.data_ptr(), k_descale.data_ptr(), v_descale.data_ptr(),
+            batch, seqlen_q, seqlen_k, vt8.shape[-1], max_seqlen_q, max_seqlen_k, nheads, nheads_kv, headdim,
+            stride_array, descale_strides, block_q, block_k, float(softmax_scale), int(window.causal),
+            int(out_dtype == torch.bfloat16), VARIANTS[variant], stream,
+        )
+    if status != 0:
+        raise RuntimeError(f"fa3nn hopper FP8 forward failed: {lib.fa3nn_hopper_last_error().decode()}")
+    return out, lse

@@ -1,0 +1,389 @@
+// FlashAttention forward in FP8 for Hopper: e4m3 Q, K, Vt with per-tile descales, both GEMMs on the FP8 tensor
+// cores (QGMMA), fp32 accumulation, bf16/fp16 output and fp32 lse. The oracle is fa3nn/fp8/reference.py, whose
+// docstring lists the rounding points performed here in the same order.
+//
+// Structure as the bf16 kernel (flash_fwd.cuh), whose tile helpers it reuses: one producer warpgroup (TMA), two
+// consumer warpgroups of 64 query rows each, persistent over (m_block, head, batch) tiles, pingpong between the
+// consumers and intra-warpgroup overlap (S_next = Q K^T runs while the softmax of the previous block waits on nothing
+// and P V is on the tensor cores). Differences:
+//   * Key blocks of 128 (the scale tile of PerTileScaling), visited first to last like the emulation: P's e4m3
+//     rounding depends on the running max at the time P is made, so the visiting order is part of the numerics.
+//   * V arrives transposed (vt8: head-dim rows of keys), since FP8 wgmma reads B K-major only; P is converted to
+//     e4m3 A fragments with quad shuffles (wgmma_fp8.cuh) so Vt stays in natural key order.
+//   * Scores are scaled per (query tile, key tile) by the descales, and V's descale of each key block is folded into
+//     the output rescale: O is kept in units of the current block's v_descale, acc' = acc' * 2^(m_old - m_new) *
+//     vd_prev / vd_cur + P8 V8, and the epilogue multiplies by vd_last / (2^8 l).
+#pragma once
+#include <cstdint>
+
+#include "flash_fwd.cuh"
+#include "softmax_fp8.cuh"
+#include "wgmma_fp8.cuh"
+
+namespace fa3nn::hopper {
+
+struct Fp8FwdParams {
+  FwdParams base;  // output, lse, cu_seqlens, shapes, scheduler fields; base.scale_log2 = softmax_scale * log2(e)
+  const float *q_descale, *k_descale, *v_descale;  // (batch, nheads[_kv], tiles) float32
+  int64_t q_descale_batch_stride, q_descale_head_stride;
+  int64_t k_descale_batch_stride, k_descale_head_stride;
+  int64_t v_descale_batch_stride, v_descale_head_stride;
+  int block_q;  // query rows per q_descale tile (any positive count: each thread reads its own rows' descale)
+  int block_k;  // key rows per k/v_descale tile: a multiple of kBlockN, or >= every sequence's seqlen_k
+};
+
+template <int kHeadDim_, int kStages_, int kQStages_, bool kOutBF16_, bool kCausal_, bool kPingpong_ = true>
+struct Fp8FwdConfig {
+  static constexpr int kHeadDim = kHeadDim_, kStages = kStages_, kQStages = kQStages_;
+  static constexpr bool kOutBF16 = kOutBF16_, kCausal = kCausal_, kPingpong = kPingpong_;
+  static constexpr int kConsumers = 2, kBlockM = 128, kBlockN = 128;
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128*24 + 256*240 = 64,512 of 65,536
+  // Q and K rows are headdim bytes: 128-B swizzled panels, or one 64-B swizzled panel at head dim 64.
+  static constexpr int kRowBytes = kHeadDim >= 128 ? 128 : kHeadDim;
+  static constexpr int kPanels = kHeadDim / kRowBytes;
+  static constexpr uint32_t kQBytes = kBlockM * kHeadDim;
+  static constexpr uint32_t kKBytes = kBlockN * kHeadDim;
+  static constexpr uint32_t kVBytes = kHeadDim * kBlockN;  // Vt: headdim rows of 128 keys (one 128-B row each)
+  static constexpr uint32_t kQPanelBytes = kBlockM * kRowBytes;
+  static constexpr uint32_t kKPanelBytes = kBlockN * kRowBytes;
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head dim");
+  static_assert(kKPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0 && kVBytes % 1024 == 0, "1024-B alignment");
+
+  struct Barriers {
+    Pipeline<kQStages> q;
+    Pipeline<kStages> k, v;
+  };
+  // Shared memory, from a 1024-B aligned base: Q stages | K stages | Vt stages | barriers.
+  static constexpr uint32_t kOffK = kQStages * kQBytes;
+  static constexpr uint32_t kOffV = kOffK + kStages * kKBytes;
+  static constexpr uint32_t kOffBarriers = kOffV + kStages * kVBytes;
+  static constexpr uint32_t kSmemBytes = kOffBarriers + sizeof(Barriers) + 1024;  // + alignment slack
+  static_assert(kSmemBytes <= 232448, "exceeds Hopper's 227 KB of shared memory per block");
+};
+
+template <class Cfg>
+__device__ __forceinline__ void fp8_producer_loop(const CUtensorMap* tma_q, const CUtensorMap* tma_k,
+                                                  const CUtensorMap* tma_vt, const FwdParams& p, uint8_t* smem,
+                                                  typename Cfg::Barriers& bars) {
+  tma_prefetch_descriptor(tma_q);
+  tma_prefetch_descriptor(tma_k);
+  tma_prefetch_descriptor(tma_vt);
+  StaticPersistentScheduler<Cfg::kCausal> sched(p.num_m_blocks, p.nheads, p.batch, p.heads_per_section);
+  PipelineState<Cfg::kStages> k_state, v_state;
+  PipelineState<Cfg::kQStages> q_state;
+  for (int tile = sched.first(); sched.valid(tile); tile = sched.next(tile)) {
+    const Tile t = sched.decode(tile);
+    const SeqRange r = seq_range(p, t.batch);
+    if (t.m_block * Cfg::kBlockM >= r.seqlen_q) continue;
+    const int n_blocks = num_key_blocks<Cfg>(r, t.m_block);
+    if (n_blocks <= 0) continue;
+    const int head_kv = t.head / p.group;
+
+    bars.q.producer_acquire(q_state, Cfg::kQBytes);
+    uint8_t* q_dst = smem + q_state.index * Cfg::kQBytes;
+#pragma unroll
+    for (int panel = 0; panel < Cfg::kPanels; ++panel)
+      tma_load_4d(tma_q, bars.q.full_barrier(q_state), q_dst + panel * Cfg::kQPanelBytes, panel * Cfg::kRowBytes,
+                  r.q_start + t.m_block * Cfg::kBlockM, t.head, r.batch_coord);
+    q_state.advance();
+
+    for (int n_block = 0; n_block < n_blocks; ++n_block) {
+      const int key = r.k_start + n_block * Cfg::kBlockN;
+      bars.k.producer_acquire(k_state, Cfg::kKBytes);
+      uint8_t* k_dst = smem + Cfg::kOffK + k_state.index * Cfg::kKBytes;
+#pragma unroll
+      for (int panel = 0; panel < Cfg::kPanels; ++panel)
+        tma_load_4d(tma_k, bars.k.full_barrier(k_state), k_dst + panel * Cfg::kKPanelBytes, panel * Cfg::kRowBytes,
+                    key, head_kv, r.batch_coord);
+      k_state.advance();
+
+      bars.v.producer_acquire(v_state, Cfg::kVBytes);
+      tma_load_4d(tma_vt, bars.v.full_barrier(v_state), smem + Cfg::kOffV + v_state.index * Cfg::kVBytes, key, 0,
+                  head_kv, r.batch_coord);
+      v_state.advance();
+    }
+  }
+}
+
+// Consumer-side helpers for one warpgroup; `tid` is the thread's index in it.
+template <class Cfg>
+struct Fp8Consumer {
+  static constexpr int kSRegs = Cfg::kBlockN / 2;
+  static constexpr int kORegs = Cfg::kHeadDim / 2;
+  static constexpr int kKSteps = Cfg::kBlockN / 32;
+  static constexpr uint32_t kSchedThreads = 2 * 128;
+
+  int wg;
+  int tid;
+
+  __device__ __forceinline__ int row0(int m_block) const {  // this thread's first row in the sequence
+    return m_block * Cfg::kBlockM + wg * 64 + (tid / 32) * 16 + (tid % 32) / 4;
+  }
+
+  // Pingpong (as in flash_fwd.cuh): the consumer warpgroups take turns issuing their GEMMs.
+  __device__ __forceinline__ void gemm_turn_begin() const {
+    if constexpr (Cfg::kPingpong) NamedBarrier::sync(NamedBarrier::kFirstId + wg, kSchedThreads);
+  }
+  __device__ __forceinline__ void gemm_turn_end() const {
+    if constexpr (Cfg::kPingpong)
+      NamedBarrier::arrive(NamedBarrier::kFirstId + (wg + 1) % Cfg::kConsumers, kSchedThreads);
+  }
+
+  // -inf on columns past the sequence's keys or, under causal, past the row's bottom-right aligned diagonal.
+  __device__ __forceinline__ void apply_mask(float (&s)[kSRegs], const SeqRange& r, int m_block, int n_block) const {
+    const int quad_col = 2 * (tid % 4);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      int limit = r.seqlen_k - n_block * Cfg::kBlockN;  // block-relative columns < limit are attended
+      if constexpr (Cfg::kCausal)
+        limit = min(limit, row0(m_block) + 8 * half + r.seqlen_k - r.seqlen_q + 1 - n_block * Cfg::kBlockN);
+#pragma unroll
+      for (int i = 0; i < kSRegs; ++i) {
+        if (((i >> 1) & 1) != half) continue;
+        if (8 * (i >> 2) + quad_col + (i & 1) >= limit) s[i] = -INFINITY;
+      }
+    }
+  }
+
+  // Rescale O by one factor per row; skipped when every factor of the warp is exactly 1 (per-tensor V scales once
+  // the row maxima settle).
+  __device__ __forceinline__ static void rescale(float (&o)[kORegs], const float (&factor)[2]) {
+    if (!__any_sync(0xffffffff, factor[0] != 1.f || factor[1] != 1.f)) return;
+#pragma unroll
+    for (int i = 0; i < kORegs; ++i) o[i] *= factor[(i >> 1) & 1];
+  }
+
+  __device__ __forceinline__ static uint32_t pack_out(float lo, float hi) {
+    if constexpr (Cfg::kOutBF16) {
+      __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+      return *reinterpret_cast<uint32_t*>(&v);
+    } else {
+      __half2 v = __floats2half2_rn(lo, hi);
+      return *reinterpret_cast<uint32_t*>(&v);
+    }
+  }
+
+  // O * out_scale[row] rounded once to the output dtype, and lse; rows past the sequence are not stored.
+  __device__ __forceinline__ void store(const FwdParams& p, const SeqRange& r, const Tile& t, const float (&o)[kORegs],
+                                        const float (&out_scale)[2], const float (&lse)[2]) const {
+    uint16_t* out = static_cast<uint16_t*>(p.out) + t.batch * p.out_batch_stride + t.head * p.out_head_stride;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = row0(t.m_block) + 8 * half;
+      if (row >= r.seqlen_q) continue;
+      uint16_t* out_row = out + static_cast<int64_t>(r.q_start + row) * p.out_row_stride + 2 * (tid % 4);
+#pragma unroll
+      for (int j = 0; j < kORegs / 4; ++j) {
+        const int i = 4 * j + 2 * half;
+        *reinterpret_cast<uint32_t*>(out_row + 8 * j) = pack_out(o[i] * out_scale[half], o[i + 1] * out_scale[half]);
+      }
+      if (tid % 4 == 0)
+        p.lse[t.batch * p.lse_batch_stride + t.head * p.lse_head_stride + r.q_start + row] = lse[half];
+    }
+  }
+
+  __device__ __forceinline__ void store_empty(const FwdParams& p, const SeqRange& r, const Tile& t) const {
+    float zeros[kORegs];
+#pragma unroll
+    for (int i = 0; i < kORegs; ++i) zeros[i] = 0.f;
+    const float none[2] = {0.f, 0.f}, lse[2] = {-INFINITY, -INFINITY};
+    store(p, r, t, zeros, none, lse);
+  }
+};
+
+// The descales of one (batch, head) for the tile being computed.
+struct TileDescales {
+  float q[2];        // this thread's two query rows
+  const float* k;    // k/v descale rows of (batch, head_kv)
+  const float* v;
+  int block_k;
+
+  __device__ __forceinline__ float k_at(int n_block, int block_n) const { return __ldg(k + n_block * block_n / block_k); }
+  __device__ __forceinline__ float v_at(int n_block, int block_n) const { return __ldg(v + n_block * block_n / block_k); }
+};
+
+template <class Cfg>
+__device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, uint8_t* smem,
+                                                  typename Cfg::Barriers& bars, int wg) {
+  using C = Fp8Consumer<Cfg>;
+  const FwdParams& p = params.base;
+  const C c{wg, static_cast<int>(threadIdx.x % 128)};
+  const bool leader = c.tid == 0;
+  StaticPersistentScheduler<Cfg::kCausal> sched(p.num_m_blocks, p.nheads, p.batch, p.heads_per_section);
+  PipelineState<Cfg::kStages> k_state, v_state;
+  PipelineState<Cfg::kQStages> q_state;
+
+  const uint32_t smem_base = smem_addr(smem);
+  const uint64_t desc_q0 = make_desc_fp8_kmajor<Cfg::kRowBytes>(smem_base + wg * 64 * Cfg::kRowBytes);
+  const uint64_t desc_k0 = make_desc_fp8_kmajor<Cfg::kRowBytes>(smem_base + Cfg::kOffK);
+  const uint64_t desc_v0 = make_desc_kmajor_sw128(smem_base + Cfg::kOffV);
+
+  if constexpr (Cfg::kPingpong) {
+    if (wg == Cfg::kConsumers - 1) NamedBarrier::arrive(NamedBarrier::kFirstId + 0, C::kSchedThreads);
+  }
+
+  float s[C::kSRegs];
+  float o[C::kORegs];
+  uint32_t pa[C::kKSteps][4];
+  OnlineSoftmaxFp8<Cfg::kBlockN> softmax;
+  TileDescales ds;
+  float k_next, v_next;  // descales of the next key block, loaded one block ahead
+  float v_pa;            // v_descale of the block whose P is in pa; O is kept in units of it
+
+  auto issue_qk = [&]() {
+    warpgroup_arrive();
+    gemm_fp8_ss<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kRowBytes, Cfg::kQPanelBytes, Cfg::kKPanelBytes>(
+        s, desc_advance(desc_q0, q_state.index * Cfg::kQBytes), desc_advance(desc_k0, k_state.index * Cfg::kKBytes));
+    wgmma_commit();
+  };
+  auto issue_pv = [&]() {
+    warpgroup_arrive();
+    gemm_fp8_rs<Cfg::kBlockN, Cfg::kHeadDim>(o, pa, desc_advance(desc_v0, v_state.index * Cfg::kVBytes));
+    wgmma_commit();
+  };
+  auto release_k = [&](bool last_of_tile) {
+    if (leader) {
+      bars.k.consumer_release(k_state);
+      if (last_of_tile) bars.q.consumer_release(q_state);
+    }
+    k_state.advance();
+    if (last_of_tile) q_state.advance();
+  };
+  auto release_v = [&]() {
+    if (leader) bars.v.consumer_release(v_state);
+    v_state.advance();
+  };
+  // After the P V that read pa has completed: keeps the compiler from placing the next P's fragments in pa's
+  // registers before the wait (the software half of the ordering; wait_group is the hardware half).
+  auto fence_pa = [&]() {
+#pragma unroll
+    for (int k = 0; k < C::kKSteps; ++k) fence_operands(pa[k]);
+  };
+  auto prefetch_descales = [&](int n_block, int n_blocks) {
+    if (n_block < n_blocks) {
+      k_next = ds.k_at(n_block, Cfg::kBlockN);
+      v_next = ds.v_at(n_block, Cfg::kBlockN);
+    }
+  };
+  // Scores of block n_block (descale k_desc) -> 2^8 P in s; o_scale as OnlineSoftmaxFp8::step.
+  auto softmax_block = [&](const SeqRange& r, int m_block, int n_block, float k_desc, float (&o_scale)[2]) {
+    if (block_needs_mask<Cfg>(r, m_block, n_block)) c.apply_mask(s, r, m_block, n_block);
+    const float factor[2] = {ds.q[0] * k_desc * p.scale_log2, ds.q[1] * k_desc * p.scale_log2};
+    softmax.step(s, factor, o_scale);
+  };
+
+  Tile t;
+  SeqRange r;
+  for (int tile = sched.first(); sched.valid(tile); tile = sched.next(tile)) {
+    t = sched.decode(tile);
+    r = seq_range(p, t.batch);
+    if (t.m_block * Cfg::kBlockM >= r.seqlen_q) continue;
+    const int n_blocks = num_key_blocks<Cfg>(r, t.m_block);
+    if (n_blocks <= 0) {
+      c.store_empty(p, r, t);
+      continue;
+    }
+    const int head_kv = t.head / p.group;
+    const float* q_desc = params.q_descale + t.batch * params.q_descale_batch_stride + t.head * params.q_descale_head_stride;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = min(c.row0(t.m_block) + 8 * half, r.seqlen_q - 1);  // rows past the end: any valid tile
+      ds.q[half] = __ldg(q_desc + row / params.block_q);
+    }
+    ds.k = params.k_descale + t.batch * params.k_descale_batch_stride + head_kv * params.k_descale_head_stride;
+    ds.v = params.v_descale + t.batch * params.v_descale_batch_stride + head_kv * params.v_descale_head_stride;
+    ds.block_k = params.block_k;
+    softmax.reset();
+#pragma unroll
+    for (int i = 0; i < C::kORegs; ++i) o[i] = 0.f;
+
+    // Block 0: Q K^T alone (no P V to overlap with).
+    prefetch_descales(0, n_blocks);
+    float k_cur = k_next;
+    v_pa = v_next;
+    prefetch_descales(1, n_blocks);
+    float o_scale[2];
+    bars.q.consumer_wait(q_state);
+    bars.k.consumer_wait(k_state);
+    c.gemm_turn_begin();
+    issue_qk();
+    c.gemm_turn_end();
+    wgmma_wait<0>();
+    fence_operands(s);
+    release_k(n_blocks == 1);
+    softmax_block(r, t.m_block, 0, k_cur, o_scale);  // O is zero: nothing to rescale
+    p_to_fp8_fragments<Cfg::kBlockN>(s, pa);
+
+    for (int n_block = 1; n_block < n_blocks; ++n_block) {
+      // S = Q K_n^T while O += P_{n-1} V_{n-1} runs (FA3 Algorithm 2).
+      k_cur = k_next;
+      const float v_cur = v_next;
+      prefetch_descales(n_block + 1, n_blocks);
+      bars.k.consumer_wait(k_state);
+      bars.v.consumer_wait(v_state);
+      c.gemm_turn_begin();
+      issue_qk();
+      issue_pv();
+      c.gemm_turn_end();
+      fence_operands(o);
+      wgmma_wait<1>();
+      fence_operands(s);
+      release_k(n_block == n_blocks - 1);
+      softmax_block(r, t.m_block, n_block, k_cur, o_scale);
+      wgmma_wait<0>();
+      fence_operands(o);
+      fence_pa();
+      release_v();
+      const float v_ratio = v_pa / v_cur;  // O: units of v_pa -> units of v_cur
+      const float factor[2] = {o_scale[0] * v_ratio, o_scale[1] * v_ratio};
+      C::rescale(o, factor);
+      v_pa = v_cur;
+      p_to_fp8_fragments<Cfg::kBlockN>(s, pa);
+    }
+
+    // The last P V alone.
+    bars.v.consumer_wait(v_state);
+    c.gemm_turn_begin();
+    issue_pv();
+    c.gemm_turn_end();
+    wgmma_wait<0>();
+    fence_operands(o);
+    fence_pa();
+    release_v();
+
+    float inv_sum[2], lse[2];
+    softmax.finalize(inv_sum, lse);
+    const float out_scale[2] = {inv_sum[0] * v_pa, inv_sum[1] * v_pa};
+    c.store(p, r, t, o, out_scale, lse);
+  }
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    flash_fwd_fp8_kernel(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__ CUtensorMap tma_k,
+                         const __grid_constant__ CUtensorMap tma_vt, const Fp8FwdParams params) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  auto& bars = *reinterpret_cast<typename Cfg::Barriers*>(smem + Cfg::kOffBarriers);
+
+  const int warpgroup = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    bars.q.init(Cfg::kConsumers);
+    bars.k.init(Cfg::kConsumers);
+    bars.v.init(Cfg::kConsumers);
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    regs_release<Cfg::kProducerRegs>();
+    if (threadIdx.x / 32 == 0 && elect_one())
+      fp8_producer_loop<Cfg>(&tma_q, &tma_k, &tma_vt, params.base, smem, bars);
+  } else {
+    regs_acquire<Cfg::kConsumerRegs>();
+    fp8_consumer_loop<Cfg>(params, smem, bars, warpgroup - 1);
+  }
+}
+
+}  // namespace fa3nn::hopper

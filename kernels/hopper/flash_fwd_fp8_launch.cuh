@@ -1,0 +1,169 @@
+// Host-side launch of the Hopper FP8 forward: e4m3 tensor maps, the tile table per head dim, and the dispatch from
+// a call to a compiled instantiation. Included by one translation unit per head dim (flash_fwd_fp8_d*.cu);
+// flash_fwd_fp8_api.cu holds the C ABI. Shares fail(), the driver entry point and the SM/L2 queries with the bf16
+// launcher (flash_fwd_launch.cuh).
+#pragma once
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "flash_fwd_fp8.cuh"
+#include "flash_fwd_launch.cuh"
+
+namespace fa3nn::hopper::host {
+
+// A 4-d e4m3 (byte) tensor, dims innermost first, byte strides of dims 1..3, as a tensor map with the given box and
+// swizzle (box[0] bytes must equal the swizzle span). Out-of-bounds box elements are zero-filled.
+inline bool make_map_e4m3(CUtensorMap* map, const void* base, const int64_t (&dims)[4], const int64_t (&strides)[3],
+                          const int (&box)[4], CUtensorMapSwizzle swizzle) {
+  const cuuint64_t g_dims[4] = {cuuint64_t(dims[0]), cuuint64_t(dims[1]), cuuint64_t(dims[2]), cuuint64_t(dims[3])};
+  const cuuint64_t g_strides[3] = {cuuint64_t(strides[0]), cuuint64_t(strides[1]), cuuint64_t(strides[2])};
+  const cuuint32_t g_box[4] = {cuuint32_t(box[0]), cuuint32_t(box[1]), cuuint32_t(box[2]), cuuint32_t(box[3])};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  EncodeTiledFn fn = encode_tiled();
+  if (fn == nullptr) return false;
+  return fn(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void*>(base), g_dims, g_strides, g_box, elem_strides,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+struct Fp8Problem {
+  const void *q8, *k8, *vt8;
+  void* out;
+  float* lse;
+  const int *cu_seqlens_q, *cu_seqlens_k;
+  const float *q_descale, *k_descale, *v_descale;
+  int batch, seqlen_q, seqlen_k, seqlen_k_pad, max_seqlen_q, max_seqlen_k, nheads, nheads_kv, headdim;
+  // Element (= byte for e4m3) strides: q8, k8 (batch, row, head); vt8 (batch, head, headdim row); out (batch, row,
+  // head). Varlen: the batch entries are unused.
+  const int64_t* strides;
+  const int64_t* descale_strides;  // q, k, v descales: (batch, head) each
+  int block_q, block_k;
+  float softmax_scale;
+  bool out_bf16, causal;
+  cudaStream_t stream;
+};
+
+template <class Cfg>
+int launch_fp8(const Fp8Problem& pr) {
+  const bool varlen = pr.cu_seqlens_q != nullptr;
+  const int64_t map_batch = varlen ? 1 : pr.batch;
+  const int64_t* st = pr.strides;
+  // For varlen (one packed batch) the batch stride is never used; TMA still wants a valid one.
+  auto bstride = [&](int64_t s, int64_t fallback) { return varlen ? fallback : s; };
+  const CUtensorMapSwizzle qk_swizzle = Cfg::kRowBytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+  CUtensorMap tq, tk, tv;
+  const bool ok =
+      make_map_e4m3(&tq, pr.q8, {pr.headdim, pr.seqlen_q, pr.nheads, map_batch},
+                    {st[1], st[2], bstride(st[0], st[1] * pr.seqlen_q)}, {Cfg::kRowBytes, Cfg::kBlockM, 1, 1},
+                    qk_swizzle) &&
+      make_map_e4m3(&tk, pr.k8, {pr.headdim, pr.seqlen_k, pr.nheads_kv, map_batch},
+                    {st[4], st[5], bstride(st[3], st[4] * pr.seqlen_k)}, {Cfg::kRowBytes, Cfg::kBlockN, 1, 1},
+                    qk_swizzle) &&
+      make_map_e4m3(&tv, pr.vt8, {pr.seqlen_k_pad, pr.headdim, pr.nheads_kv, map_batch},
+                    {st[8], st[7], bstride(st[6], st[7] * pr.nheads_kv)}, {Cfg::kBlockN, Cfg::kHeadDim, 1, 1},
+                    CU_TENSOR_MAP_SWIZZLE_128B);
+  if (!ok)
+    return fail("%s", "cuTensorMapEncodeTiled failed for the FP8 forward (pointers must be 16-B aligned, q8/k8 row "
+                      "and head strides and vt8's padded key length multiples of 16 bytes)");
+
+  Fp8FwdParams fp{};
+  FwdParams& p = fp.base;
+  p.out = pr.out;
+  p.lse = pr.lse;
+  p.cu_seqlens_q = pr.cu_seqlens_q;
+  p.cu_seqlens_k = pr.cu_seqlens_k;
+  p.out_batch_stride = varlen ? 0 : st[9];
+  p.out_row_stride = st[10];
+  p.out_head_stride = st[11];
+  p.lse_batch_stride = varlen ? 0 : int64_t(pr.nheads) * pr.seqlen_q;  // dense lse (b, h, sq)
+  p.lse_head_stride = pr.seqlen_q;                                     // varlen lse (h, total_q)
+  p.batch = pr.batch;
+  p.seqlen_q = pr.seqlen_q;
+  p.seqlen_k = pr.seqlen_k;
+  p.nheads = pr.nheads;
+  p.group = pr.nheads / pr.nheads_kv;
+  p.num_m_blocks = (pr.max_seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  p.heads_per_section = pr.batch * pr.nheads;  // one section: plain longest-first over every tile
+  if (Cfg::kCausal && use_l2_sections(pr.headdim, pr.max_seqlen_q)) {
+    // As the bf16 launcher: (batch, head) sections whose K and Vt (one byte per element here) fit in half the L2.
+    static const int l2 = l2_bytes();
+    const int64_t keys_per_seq = varlen ? (int64_t(pr.seqlen_k) + pr.batch - 1) / pr.batch : pr.seqlen_k;
+    const int64_t kv_bytes_per_head = 2 * keys_per_seq * pr.headdim * pr.nheads_kv / pr.nheads;
+    const int64_t bh = int64_t(pr.batch) * pr.nheads;
+    int64_t section = kv_bytes_per_head > 0 ? (l2 / 2) / kv_bytes_per_head : bh;
+    section = section < 1 ? 1 : (section > bh ? bh : section);
+    p.heads_per_section = static_cast<int>(section);
+  }
+  p.scale_log2 = pr.softmax_scale * 1.4426950408889634f;
+  fp.q_descale = pr.q_descale;
+  fp.k_descale = pr.k_descale;
+  fp.v_descale = pr.v_descale;
+  const int64_t* ds = pr.descale_strides;
+  fp.q_descale_batch_stride = ds[0];
+  fp.q_descale_head_stride = ds[1];
+  fp.k_descale_batch_stride = ds[2];
+  fp.k_descale_head_stride = ds[3];
+  fp.v_descale_batch_stride = ds[4];
+  fp.v_descale_head_stride = ds[5];
+  fp.block_q = pr.block_q;
+  fp.block_k = pr.block_k;
+
+  const long long tiles = static_cast<long long>(p.num_m_blocks) * pr.nheads * pr.batch;
+  if (tiles == 0) return 0;
+  static const int sms = num_sms();
+  const int grid = static_cast<int>(tiles < sms ? tiles : sms);
+  auto kernel = flash_fwd_fp8_kernel<Cfg>;
+  static bool configured = false;  // per instantiation
+  if (!configured) {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess)
+      return fail("cudaFuncSetAttribute: %s", cudaGetErrorString(cudaGetLastError()));
+    configured = true;
+  }
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, fp);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return fail("kernel launch: %s", cudaGetErrorString(err));
+  return 0;
+}
+
+// K/V stages and Q stages per head dim (key blocks are always 128: the PerTileScaling tile). An FP8 key block costs
+// half the tensor-core time of a bf16 one while its TMA latency stays, so d64/d128 take a third K/V stage where the
+// bf16 kernel keeps two; d256 has room for two (Q 2 x 32 KB + K, Vt 2 x 2 x 32 KB = 192 KB).
+//   variant 0: the default below.  1: without pingpong.  2: the other stage count (d128: 2, d256: Q 1 + 3 K/V).
+template <int D, int kVariant> struct Fp8Tiles;
+template <> struct Fp8Tiles<64, 0> { static constexpr int kStages = 3, kQStages = 2; };
+template <> struct Fp8Tiles<128, 0> { static constexpr int kStages = 3, kQStages = 2; };
+template <> struct Fp8Tiles<128, 2> { static constexpr int kStages = 2, kQStages = 2; };
+template <> struct Fp8Tiles<256, 0> { static constexpr int kStages = 2, kQStages = 2; };
+template <> struct Fp8Tiles<256, 2> { static constexpr int kStages = 3, kQStages = 1; };
+
+template <int D, int kVariant, bool kPingpong = true>
+int run_fp8_tiles(const Fp8Problem& pr) {
+  using T = Fp8Tiles<D, kVariant>;
+  if (pr.out_bf16)
+    return pr.causal ? launch_fp8<Fp8FwdConfig<D, T::kStages, T::kQStages, true, true, kPingpong>>(pr)
+                     : launch_fp8<Fp8FwdConfig<D, T::kStages, T::kQStages, true, false, kPingpong>>(pr);
+  if constexpr (kVariant != 0 || !kPingpong) {
+    return fail("%s", "FP8 benchmark variants exist for bf16 output only");
+  } else {
+    return pr.causal ? launch_fp8<Fp8FwdConfig<D, T::kStages, T::kQStages, false, true>>(pr)
+                     : launch_fp8<Fp8FwdConfig<D, T::kStages, T::kQStages, false, false>>(pr);
+  }
+}
+
+template <int D>
+int run_fp8_headdim(const Fp8Problem& pr, int variant) {
+  if (variant == 0) return run_fp8_tiles<D, 0>(pr);
+  if constexpr (D != 64) {
+    if (variant == 1) return run_fp8_tiles<D, 0, false>(pr);
+    if (variant == 2) return run_fp8_tiles<D, 2>(pr);
+  }
+  return fail("%s", "unknown FP8 variant for this head dim (0 = default; 1, 2 = benchmark variants at d128/d256)");
+}
+
+int run_fp8_d64(const Fp8Problem& pr, int variant);
+int run_fp8_d128(const Fp8Problem& pr, int variant);
+int run_fp8_d256(const Fp8Problem& pr, int variant);
+
+}  // namespace fa3nn::hopper::host

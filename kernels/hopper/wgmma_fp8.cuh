@@ -1,0 +1,101 @@
+// FP8 (e4m3) warpgroup MMA: the K-major operand descriptors, the two attention GEMMs, and P's conversion from the
+// fp32 accumulator to the e4m3 A-operand fragments. See HOPPER_PRIMER.md sections 1-3.
+//
+// FP8 wgmma (m64nNk32) has no transpose immediates: A and B are both K-major. S = Q8 K8^T reduces over headdim,
+// which is contiguous in Q and K; O += P8 V8 reduces over keys, so V arrives transposed (Vt: head-dim rows of
+// keys, written by the quantization pass). One k-step consumes 32 bytes of every row, as for bf16, so the k-advance
+// inside a 128-B swizzled row is the same +32 B.
+#pragma once
+#include <cstdint>
+
+#include "wgmma.cuh"
+#include "wgmma_fp8_ops.cuh"
+
+namespace fa3nn::hopper {
+
+// Descriptor of a K-major SW64 operand (rows of 64 B, 8-row atoms of 512 B): head dim 64 in e4m3 fills only half of
+// a 128-B row, and TMA's 128B swizzle needs a 128-B box, so those tiles use the 64B swizzle on both sides.
+__device__ __forceinline__ uint64_t make_desc_kmajor_sw64(uint32_t smem) {
+  uint64_t desc = 0;
+  desc |= static_cast<uint64_t>((smem & 0x3FFFF) >> 4);
+  desc |= static_cast<uint64_t>(1) << 16;          // LBO (unused for swizzled K-major)
+  desc |= static_cast<uint64_t>(512 >> 4) << 32;   // SBO: 8 rows x 64 B
+  desc |= static_cast<uint64_t>(2) << 62;          // 64B swizzle
+  return desc;
+}
+
+// K-major descriptor for e4m3 rows of kRowBytes bytes (128: SW128, 64: SW64).
+template <int kRowBytes>
+__device__ __forceinline__ uint64_t make_desc_fp8_kmajor(uint32_t smem) {
+  static_assert(kRowBytes == 128 || kRowBytes == 64, "fp8 tiles use 128-B or 64-B swizzled rows");
+  if constexpr (kRowBytes == 128) return make_desc_kmajor_sw128(smem);
+  else return make_desc_kmajor_sw64(smem);
+}
+
+// acc(64 x N) = A(64 x D) B(N x D)^T in e4m3: both K-major in D / kRowBytes panels of kRowBytes-byte rows,
+// kAPanelBytes / kBPanelBytes apart; desc_a / desc_b describe the first k32 step of the first panel.
+template <int N, int D, int kRowBytes, uint32_t kAPanelBytes, uint32_t kBPanelBytes>
+__device__ __forceinline__ void gemm_fp8_ss(float (&acc)[N / 2], uint64_t desc_a, uint64_t desc_b) {
+  constexpr int kStepsPerPanel = kRowBytes / 32;
+#pragma unroll
+  for (int k = 0; k < D / 32; ++k) {
+    const uint32_t k_off = (k % kStepsPerPanel) * 32;
+    const uint32_t panel = k / kStepsPerPanel;
+    WgmmaFp8SS<N>::mma(acc, desc_advance(desc_a, panel * kAPanelBytes + k_off),
+                       desc_advance(desc_b, panel * kBPanelBytes + k_off), k > 0 ? 1 : 0);
+  }
+}
+
+// acc(64 x D) += P(64 x K) Vt(D x K)^T: P from registers (K/32 fragments of 4 regs), Vt one K-major SW128 panel of
+// D rows x K bytes (K = 128 keys fills the 128-B row); desc_vt describes the first k32 step.
+template <int K, int D>
+__device__ __forceinline__ void gemm_fp8_rs(float (&acc)[D / 2], const uint32_t (&p)[K / 32][4], uint64_t desc_vt) {
+  static_assert(K == 128, "Vt rows are one 128-B swizzled row of keys");
+#pragma unroll
+  for (int k = 0; k < K / 32; ++k) WgmmaFp8RS<D>::mma(acc, p[k], desc_advance(desc_vt, k * 32), 1);
+}
+
+// Two fp32 values -> two e4m3 bytes (round to nearest even, saturating), `lo` in the low byte.
+__device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
+  uint16_t packed;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;" : "=h"(packed) : "f"(lo), "f"(hi));  // first source -> high byte
+  return packed;
+}
+
+// The fp32 accumulator of a 64 x K tile (m64nK layout) -> the A fragments of K/32 m64nNk32 e4m3 wgmmas.
+//
+// Layouts, per 32-column slice and quad position q = lane % 4 (rows r0 and r1 = r0 + 8 of the quad are shared):
+//   accumulator: thread q holds columns {2q, 2q+1, 8+2q, 9+2q} and {16+2q, 17+2q, 24+2q, 25+2q} of each row;
+//   A fragment:  reg0 = (r0, k 4q..4q+3), reg1 = (r1, 4q..4q+3), reg2 = (r0, 16+4q..), reg3 = (r1, 16+4q..).
+// The byte pairs thread q needs sit in threads 2q%4 and 2q%4+1 of its quad. Each thread packs two words per row,
+//   x = columns (2q, 2q+1, 16+2q, 17+2q),  y = columns (8+2q, 9+2q, 24+2q, 25+2q),
+// and two quad shuffles deliver them: round A reads lane f(q) = (q & 1) << 1 | q >> 1 (0, 2, 1, 3), where even
+// lanes send x and odd lanes y; round B reads lane f(q) ^ 1, where even lanes send y and odd lanes x. Receivers
+// q < 2 then hold (first pair, second pair) = (A, B), receivers q >= 2 hold (B, A); one byte_perm per register
+// interleaves them. Vt stays in natural key order (the layout the quantization pass writes), at 16 shuffles per
+// 128-key block and thread.
+template <int K>
+__device__ __forceinline__ void p_to_fp8_fragments(const float (&p)[K / 2], uint32_t (&a)[K / 32][4]) {
+  const int lane = threadIdx.x % 32;
+  const int quad = lane % 4;
+  const bool odd = quad & 1;
+  const int src_a = (lane & ~3) | ((quad & 1) << 1) | (quad >> 1);
+  const int src_b = src_a ^ 1;
+  const uint32_t sel_lo = quad < 2 ? 0x5410 : 0x1054;  // bytes (first.0, first.1, second.0, second.1)
+  const uint32_t sel_hi = quad < 2 ? 0x7632 : 0x3276;  // bytes (first.2, first.3, second.2, second.3)
+#pragma unroll
+  for (int kb = 0; kb < K / 32; ++kb) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int i = 16 * kb + 2 * h;  // row h of the slice: slab t, element e at i + 4t + e
+      const uint32_t x = e4m3x2(p[i], p[i + 1]) | (e4m3x2(p[i + 8], p[i + 9]) << 16);
+      const uint32_t y = e4m3x2(p[i + 4], p[i + 5]) | (e4m3x2(p[i + 12], p[i + 13]) << 16);
+      const uint32_t got_a = __shfl_sync(0xffffffff, odd ? y : x, src_a);
+      const uint32_t got_b = __shfl_sync(0xffffffff, odd ? x : y, src_b);
+      a[kb][h] = __byte_perm(got_a, got_b, sel_lo);
+      a[kb][2 + h] = __byte_perm(got_a, got_b, sel_hi);
+    }
+  }
+}
+
+}  // namespace fa3nn::hopper

@@ -1,0 +1,91 @@
+"""Time the native Hopper FP8 forward (kernel alone: inputs already quantized, Vt already written) against our bf16
+Hopper forward in the same run, at the FlashAttention-3 paper's shapes (batch * seqlen = 16384 tokens, nheads *
+headdim = 2048). Also records the FP8 output's SQNR against the bf16 kernel's at every shape (a whole-shape sanity
+check beyond the test sizes; ~25 dB is e4m3's level on N(0, 1) inputs). Writes JSON (--json), prints a markdown
+table last.
+
+Timing as scripts/bench_hopper.py: a CUDA sleep queues the launches, CUDA events around `--iters` back-to-back
+calls, round-robin over `--reps` rounds; medians and the median of the per-round ratios.
+
+    python scripts/bench_hopper_fp8.py --json out.json [--headdims 128 256] [--seqlens 2048 8192 16384]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_hopper import TOKENS, WIDTH, time_interleaved  # noqa: E402
+
+from fa3nn.backends.hopper import launch  # noqa: E402
+from fa3nn.backends.hopper_fp8 import fp8_forward, transpose_v  # noqa: E402
+from fa3nn.fp8.quantize import quantize_qkv_tensors  # noqa: E402
+from fa3nn.fp8.scaling import sqnr_db  # noqa: E402
+from fa3nn.masks import Window  # noqa: E402
+from fa3nn.metrics import attention_flops  # noqa: E402
+
+
+def bench_shape(headdim: int, seqlen: int, causal: bool, args) -> dict:
+    batch, nheads = TOKENS // seqlen, WIDTH // headdim
+    q, k, v = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    quantized = quantize_qkv_tensors(q, k, v, 128, 128)
+    vt8 = transpose_v(quantized.v)
+    scale = headdim**-0.5
+    window = Window(-1, 0) if causal else Window()
+    flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal)
+
+    def fp8(variant="full"):
+        return lambda: fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale,
+                                   quantized.v_descale, 128, 128, scale, window, variant=variant)
+
+    def bf16():
+        return launch(q, k, v, scale, causal)
+
+    reference = bf16()[0]
+    fns = {"fp8": fp8(), **{f"fp8_{v}": fp8(v) for v in args.variants}, "bf16": bf16}
+    sqnr = {name: sqnr_db(fn()[0], reference) for name, fn in fns.items() if name != "bf16"}
+    samples = time_interleaved(fns, args.iters, args.reps)
+    ms = {name: statistics.median(s) for name, s in samples.items()}
+    speedup = statistics.median(b / f for f, b in zip(samples["fp8"], samples["bf16"]))
+    return dict(headdim=headdim, seqlen=seqlen, causal=causal, batch=batch, nheads=nheads, ms=ms,
+                tflops={name: flops / t / 1e9 for name, t in ms.items()}, fp8_over_bf16=speedup,
+                sqnr_vs_bf16_db=sqnr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, required=True)
+    parser.add_argument("--headdims", type=int, nargs="+", default=[128, 256])
+    parser.add_argument("--seqlens", type=int, nargs="+", default=[2048, 8192, 16384])
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--variants", nargs="*", default=["no_pingpong", "other_stages"],
+                        help="FP8 benchmark variants timed beside the default (fa3nn.backends.hopper_fp8.VARIANTS)")
+    args = parser.parse_args(argv)
+    rows = []
+    for headdim in args.headdims:
+        for seqlen in args.seqlens:
+            for causal in (False, True):
+                rows.append(bench_shape(headdim, seqlen, causal, args))
+                args.json.write_text(json.dumps(dict(device=torch.cuda.get_device_name(), rows=rows), indent=1))
+    names = [f"fp8_{v}" for v in args.variants]
+    print("| hdim | seqlen | causal | fp8 TFLOP/s | bf16 TFLOP/s | fp8 / bf16 | SQNR vs bf16 (dB) | "
+          + " | ".join(f"{n} TFLOP/s" for n in names) + " |")
+    print("|---" * (6 + len(names)) + "|---|")
+    for r in rows:
+        t = r["tflops"]
+        print(f"| {r['headdim']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | {t['fp8']:.1f} | "
+              f"{t['bf16']:.1f} | {r['fp8_over_bf16']:.2f} | {r['sqnr_vs_bf16_db']['fp8']:.1f} | "
+              + " | ".join(f"{t[n]:.1f}" for n in names) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

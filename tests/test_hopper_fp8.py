@@ -1,0 +1,256 @@
+"""The native Hopper FP8 forward (kernels/hopper/flash_fwd_fp8.cuh, fa3nn/backends/hopper_fp8.py).
+
+CPU: the Vt layout helper and the binding's argument errors. GPU (`pytest -m gpu` on an H200): the kernel against
+its oracle, the emulation fa3nn.fp8.reference.attention_fp8 (block_n = 128, the kernel's key block), and against the
+exact attention of the dequantized inputs ("truth": fp64). Inputs are the torch quantization pass's output with vt8
+built by transpose_v; outputs are NaN-poisoned before each call.
+
+Tolerances, and why. The kernel performs the emulation's rounding points in the same order, so the only differences
+are fp32 summation order, ex2.approx, and the FP8 tensor cores' accumulation of Q8 K8^T (Hopper keeps fewer than
+fp32's 24 mantissa bits inside a k32 wgmma). Those move S by a small relative amount, which matters in two places:
+  * P8 = e4m3(2^8 P): a P value near an e4m3 rounding midpoint may round the other way, changing that P by one e4m3
+    step. This touches a small fraction of P, while the emulation's own e4m3 rounding touches every P, so
+        rms(out - oracle) <= 0.75 * rms(oracle - truth) + rms(bf16/fp16 rounding of truth),
+    the last term allowing one output-rounding step where the fp32 values differ by an ulp. A kernel that rounded
+    P elsewhere (or not at all) differs from the oracle by as much as the oracle differs from the truth: ratio ~1.
+  * The output meets fa3nn's error-ratio rule with the oracle as the "pt" implementation: max|out - truth| <=
+    2 * max|oracle - truth| + noise.
+  * lse comes from fp32 P before any e4m3 rounding, so only the S error enters it:
+        |lse - lse_oracle| <= 2^-9 * (1 + |lse_oracle|),
+    about 16x the relative error of a 14-bit accumulation of the row's largest score. A wrong descale tile moves
+    lse by the ratio of neighbouring tiles' amaxes, typically 5-20%.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from fa3nn.backends.hopper_fp8 import KEY_BLOCK, fp8_forward, padded_keys, transpose_v
+from fa3nn.fp8.quantize import QuantizedQKV, quantize_qkv_tensors
+from fa3nn.fp8.reference import attention_fp8
+from fa3nn.fp8.scaling import rows_from_tiles
+from fa3nn.masks import Window
+from fa3nn.testing import attention_ref, random_padding_mask, unpad
+from fa3nn.testing.error_ratio import assert_error_ratio
+
+E4M3 = torch.float8_e4m3fn
+HEADS = {"mha": (4, 4), "gqa": (6, 2), "mqa": (4, 1)}
+SEQLENS = [(1, 1), (113, 203), (239, 1), (128, 128), (511, 1537), (1024, 1024), (4224, 4224)]
+RMS_RATIO = 0.75
+LSE_RTOL = 2.0**-9
+
+
+# ----------------------------------------------------------------------------------------------------- CPU tests
+
+
+def test_transpose_v_layout_dense_and_packed():
+    v8 = torch.randn(2, 37, 3, 64).to(E4M3)
+    vt = transpose_v(v8)
+    assert vt.shape == (2, 3, 64, 48) and padded_keys(37) == 48
+    assert torch.equal(vt[..., :37].float(), v8.float().permute(0, 2, 3, 1))
+    assert (vt[..., 37:].float() == 0).all()
+    packed = torch.randn(50, 2, 128).to(E4M3)
+    vt = transpose_v(packed)
+    assert vt.shape == (2, 128, 64)
+    assert torch.equal(vt[..., :50].float(), packed.float().permute(1, 2, 0))
+
+
+def _cpu_args(**overrides):
+    q8 = torch.zeros(1, 300, 2, 128, dtype=E4M3)
+    k8 = torch.zeros(1, 300, 2, 128, dtype=E4M3)
+    args = dict(q8=q8, k8=k8, vt8=transpose_v(k8), q_descale=torch.ones(1, 2, 3), k_descale=torch.ones(1, 2, 3),
+                v_descale=torch.ones(1, 2, 3), block_q=128, block_k=128, softmax_scale=0.1)
+    args.update(overrides)
+    return args
+
+
+@pytest.mark.parametrize(
+    "overrides, error, message",
+    [
+        ({"q8": torch.zeros(1, 300, 2, 128, dtype=torch.bfloat16)}, TypeError, "q8 must be float8_e4m3fn"),
+        ({"block_k": 64}, ValueError, "block_k=64"),
+        ({"vt8": torch.zeros(1, 2, 128, 300, dtype=E4M3)}, ValueError, "vt8 must be (1, 2, 128, 304)"),
+        ({"k_descale": torch.ones(1, 2, 2)}, ValueError, "k_descale must be (batch=1, heads=2, tiles>=3)"),
+        ({"window": Window(64, 0)}, ValueError, "no mask or causal only"),
+        ({"q8": torch.zeros(1, 300, 2, 96, dtype=E4M3)}, ValueError, "head dims q8 96"),
+    ],
+)
+def test_argument_errors_name_the_argument(overrides, error, message):
+    with pytest.raises(error, match=None) as info:
+        fp8_forward(**_cpu_args(**overrides))
+    assert message in str(info.value)
+
+
+def test_block_k_of_one_tile_per_sequence_is_accepted_before_the_device_check():
+    # block_k >= seqlen_k (per-(batch, head) or per-tensor scales) passes validation; the CPU device is refused next.
+    with pytest.raises(RuntimeError, match="needs CUDA tensors"):
+        fp8_forward(**_cpu_args(block_k=300, k_descale=torch.ones(1, 2, 1), v_descale=torch.ones(1, 2, 1)))
+
+
+# ----------------------------------------------------------------------------------------------------- GPU tests
+
+
+def _hopper_ready() -> bool:
+    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+
+
+needs_hopper = pytest.mark.skipif(not _hopper_ready(), reason="needs an sm_90 (Hopper) GPU")
+
+
+def _draw(shape, distribution):
+    x = torch.randn(shape, device="cuda")
+    if distribution == "outlier":  # FlashAttention-3's: N(0, 1) + N(0, 100) * Bernoulli(0.001)
+        x = x + torch.randn(shape, device="cuda") * 10 * (torch.rand(shape, device="cuda") < 0.001)
+    return x.to(torch.bfloat16)
+
+
+def _dequantized(x8, descale, block, rows, cu_seqlens=None):
+    return x8.float() * rows_from_tiles(descale, block, rows, cu_seqlens).unsqueeze(-1)
+
+
+def _rms(x):
+    return x.double().pow(2).mean().sqrt().item() if x.numel() else 0.0
+
+
+def _check(out, lse, oracle, truth, out_dtype):
+    (out_o, lse_o), (out_t, lse_t) = oracle, truth
+    assert_error_ratio(out, out_t, out_o, "out (truth = fp64 attention of the dequantized inputs, pt = emulation)")
+    rounding = _rms(out_t.to(out_dtype).double() - out_t.double())
+    kernel_vs_oracle = _rms(out.double() - out_o.double())
+    oracle_vs_truth = _rms(out_o.double() - out_t.double())
+    assert kernel_vs_oracle <= RMS_RATIO * oracle_vs_truth + rounding, (
+        f"rms(out - oracle) {kernel_vs_oracle:.3e} > {RMS_RATIO} x rms(oracle - truth) {oracle_vs_truth:.3e} "
+        f"+ output rounding {rounding:.3e}"
+    )
+    finite = torch.isfinite(lse_o)
+    assert torch.equal(finite, torch.isfinite(lse)), "lse is -inf exactly where no key is attended"
+    assert torch.equal(finite, torch.isfinite(lse_t.to(lse_o.dtype)))
+    excess = (lse[finite] - lse_o[finite]).abs() - LSE_RTOL * (1 + lse_o[finite].abs())
+    worst = excess.max().item() if excess.numel() else 0.0
+    assert worst <= 0, f"lse off the oracle by {worst:.3e} more than the bound allows"
+    lse_err = (lse[finite] - lse_o[finite]).abs().max().item() if finite.any() else 0.0
+    return dict(rms_kernel_vs_oracle=kernel_vs_oracle, rms_oracle_vs_truth=oracle_vs_truth, max_lse_diff=lse_err)
+
+
+def _run_dense(q, k, v, causal, block_q=128, block_k=128, tensor_scales=None, out_dtype=torch.bfloat16):
+    """Quantize with the torch pass, run kernel, emulation and fp64 truth; check; return the rms pair."""
+    batch, seqlen_q, nheads, headdim = q.shape
+    seqlen_k = k.shape[1]
+    quantized = quantize_qkv_tensors(q, k, v, block_q, block_k, tensor_scales=tensor_scales)
+    scale = headdim**-0.5
+    window = Window(-1, 0) if causal else Window()
+    out = torch.full((batch, seqlen_q, nheads, headdim), float("nan"), dtype=out_dtype, device="cuda")
+    lse = torch.full((batch, nheads, seqlen_q), float("nan"), dtype=torch.float32, device="cuda")
+    fp8_forward(quantized.q, quantized.k, transpose_v(quantized.v), quantized.q_descale, quantized.k_descale,
+                quantized.v_descale, quantized.block_q, quantized.block_k, scale, window, out_dtype=out_dtype,
+                out=out, lse=lse)
+    oracle = attention_fp8(quantized, scale, window, out_dtype=out_dtype, block_n=KEY_BLOCK)
+    q_d = _dequantized(quantized.q, quantized.q_descale, quantized.block_q, seqlen_q)
+    k_d = _dequantized(quantized.k, quantized.k_descale, quantized.block_k, seqlen_k)
+    v_d = _dequantized(quantized.v, quantized.v_descale, quantized.block_k, seqlen_k)
+    truth = attention_ref(q_d, k_d, v_d, causal=causal, softmax_scale=scale)  # fp32 inputs -> computed in fp64
+    return _check(out, lse, oracle, truth, out_dtype)
+
+
+@pytest.mark.parametrize("heads", ["mha", "gqa"])
+@pytest.mark.parametrize("seqlens", SEQLENS, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("headdim", [64, 128, 256])
+@pytest.mark.gpu
+@needs_hopper
+def test_matches_emulation_per_tile(headdim, causal, seqlens, heads, record_property):
+    seqlen_q, seqlen_k = seqlens
+    nheads, nheads_kv = HEADS[heads]
+    batch = 1 if seqlen_q * seqlen_k > 1 << 22 else 2
+    q = _draw((batch, seqlen_q, nheads, headdim), "normal")
+    k, v = (_draw((batch, seqlen_k, nheads_kv, headdim), "normal") for _ in range(2))
+    record_property("errors", _run_dense(q, k, v, causal))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("headdim", [128, 256])
+@pytest.mark.parametrize("scaling", ["per_tile", "per_head", "per_tensor"])
+@pytest.mark.gpu
+@needs_hopper
+def test_outlier_distribution_and_scale_granularities(headdim, causal, scaling, record_property):
+    """FA3's outlier inputs with one scale per 128-row tile, per (batch, head) (block = seqlen, not a multiple of
+    128), and per tensor (delayed scaling's layout); MQA, uneven lengths."""
+    q = _draw((2, 1000, 4, headdim), "outlier")
+    k, v = (_draw((2, 1900, 1, headdim), "outlier") for _ in range(2))
+    if scaling == "per_tile":
+        errors = _run_dense(q, k, v, causal)
+    elif scaling == "per_head":
+        errors = _run_dense(q, k, v, causal, block_q=0, block_k=0)
+    else:
+        tensor_scales = torch.stack([448 / x.abs().amax().float() for x in (q, k, v)])
+        errors = _run_dense(q, k, v, causal, block_q=0, block_k=0, tensor_scales=tensor_scales)
+    record_property("errors", errors)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.gpu
+@needs_hopper
+def test_other_blocks_and_fp16_output(causal, record_property):
+    """Q scale tiles smaller than the kernel's query tile, K/V tiles of two key blocks, fp16 output."""
+    q = _draw((2, 777, 4, 128), "normal")
+    k, v = (_draw((2, 901, 2, 128), "normal") for _ in range(2))
+    record_property("errors", _run_dense(q, k, v, causal, block_q=48, block_k=256, out_dtype=torch.float16))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("headdim", [64, 128, 256])
+@pytest.mark.gpu
+@needs_hopper
+def test_varlen_matches_emulation(headdim, causal, record_property):
+    batch, max_seqlen, nheads, nheads_kv = 5, 700, 6, 2
+    q = _draw((batch, max_seqlen, nheads, headdim), "outlier")
+    k, v = (_draw((batch, max_seqlen, nheads_kv, headdim), "outlier") for _ in range(2))
+    mask_q = random_padding_mask(batch, max_seqlen, device="cuda")
+    mask_k = random_padding_mask(batch, max_seqlen, device="cuda")
+    q_p, cu_q, max_q = unpad(q, mask_q)
+    k_p, cu_k, max_k = unpad(k, mask_k)
+    v_p, _, _ = unpad(v, mask_k)
+    quantized = quantize_qkv_tensors(q_p, k_p, v_p, 128, 128, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                                     max_seqlen_q=max_q, max_seqlen_k=max_k)
+    scale = headdim**-0.5
+    window = Window(-1, 0) if causal else Window()
+    out = torch.full(q_p.shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+    lse = torch.full((nheads, q_p.shape[0]), float("nan"), dtype=torch.float32, device="cuda")
+    fp8_forward(quantized.q, quantized.k, transpose_v(quantized.v), quantized.q_descale, quantized.k_descale,
+                quantized.v_descale, 128, 128, scale, window, cu_q, cu_k, max_q, max_k, out=out, lse=lse)
+    oracle = attention_fp8(quantized, scale, window, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, block_n=KEY_BLOCK)
+    # Truth per sequence (fp64 attention of that sequence's dequantized rows), packed like the kernel's output.
+    q_d = _dequantized(quantized.q, quantized.q_descale, 128, q_p.shape[0], cu_q)
+    k_d = _dequantized(quantized.k, quantized.k_descale, 128, k_p.shape[0], cu_k)
+    v_d = _dequantized(quantized.v, quantized.v_descale, 128, k_p.shape[0], cu_k)
+    out_t = torch.zeros(q_p.shape, dtype=torch.float64, device="cuda")
+    lse_t = torch.full((nheads, q_p.shape[0]), -math.inf, dtype=torch.float64, device="cuda")
+    starts_q, starts_k = cu_q.tolist(), cu_k.tolist()
+    for i in range(batch):
+        rq, rk = slice(starts_q[i], starts_q[i + 1]), slice(starts_k[i], starts_k[i + 1])
+        if rq.start == rq.stop or rk.start == rk.stop:
+            continue
+        o, s = attention_ref(q_d[rq][None], k_d[rk][None], v_d[rk][None], causal=causal, softmax_scale=scale)
+        out_t[rq], lse_t[:, rq] = o[0], s[0]
+    record_property("errors", _check(out, lse, oracle, (out_t, lse_t), torch.bfloat16))
+
+
+@pytest.mark.gpu
+@needs_hopper
+def test_deterministic_on_the_current_stream():
+    q = _draw((2, 1000, 8, 128), "normal")
+    k, v = (_draw((2, 1500, 2, 128), "normal") for _ in range(2))
+    quantized: QuantizedQKV = quantize_qkv_tensors(q, k, v, 128, 128)
+    args = (quantized.q, quantized.k, transpose_v(quantized.v), quantized.q_descale, quantized.k_descale,
+            quantized.v_descale, 128, 128, 0.1, Window(-1, 0))
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        first = fp8_forward(*args)
+        second = fp8_forward(*args)
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    assert torch.equal(first[0], second[0]) and torch.equal(first[1], second[1])
