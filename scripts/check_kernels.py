@@ -1,9 +1,10 @@
 """Compile every native Hopper kernel instantiation with nvcc (no GPU needed) and check ptxas' resource report.
 
-Flags in the table: P pingpong, O intra-warpgroup overlap, T cross-tile pipeline, X skip-K/V-loads diagnostic;
-q1/q2 = Q stages. Fails (exit 1) when any instantiation spills registers or uses local memory (stack frame), or
-when ptxas reports that it serialized wgmma or ignored setmaxnreg (C7508, C7511, C7515, C7519: each means the
-kernel is not what the source says). Prints registers, the setmaxnreg split and shared memory per instantiation.
+Flags in the table: P pingpong, O intra-warpgroup overlap, T cross-tile pipeline, X skip-K/V-loads diagnostic,
+E4 every 4th exp2 on the FP32 pipe (FP8); q1/q2 = Q stages. Fails (exit 1) when any instantiation spills registers
+or uses local memory (stack frame), or when ptxas reports that it serialized wgmma or ignored setmaxnreg (C7508,
+C7511, C7515, C7519: each means the kernel is not what the source says). Prints registers, the setmaxnreg split
+and shared memory per instantiation.
 
 With cuobjdump available (PATH, $CUDA_HOME/bin, or $CUOBJDUMP; pip's nvidia-cuda-cuobjdump + nvidia-cuda-nvdisasm
 provide it), also reads the SASS: every bf16/fp16 kernel must issue HGMMA and every FP8 kernel QGMMA (the e4m3
@@ -39,7 +40,7 @@ USED = re.compile(r"Used (\d+) registers")
 CONFIG = re.compile(
     r"FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELb([01])ELi(\d+)ELb([01])ELi(\d+)ELb([01])E"
 )
-FP8_CONFIG = re.compile(r"Fp8FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])E")
+FP8_CONFIG = re.compile(r"Fp8FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELi(\d+)E")
 BAD_WARNINGS = ("C7508", "C7511", "C7515", "C7519")
 SASS_FUNCTION = re.compile(r"Function : (\S+)")
 SASS_OPS = ("HGMMA", "QGMMA", "UTMALDG")
@@ -73,13 +74,13 @@ class Instantiation:
 
     def describe_fp8(self) -> str:
         m = FP8_CONFIG.search(self.name)
-        d, stages, q_stages, out_bf16, causal, pingpong = (int(g) for g in m.groups())
+        d, stages, q_stages, out_bf16, causal, pingpong, poly_every = (int(g) for g in m.groups())
         # Shared memory as Fp8FwdConfig lays it out: Q stages | K stages | Vt stages (128 keys x d bytes each) |
         # mbarriers | 1 KB alignment slack.
         smem = q_stages * 128 * d + 2 * stages * 128 * d + 8 * (2 * q_stages + 4 * stages) + 1024
+        flags = ("PO" if pingpong else "O") + (f"E{poly_every}" if poly_every else "")  # E: exp2 on FP32 pipe
         return (f"d{d:<4}fp8>{'bf16' if out_bf16 else 'fp16':<5}{'causal' if causal else 'full':<7}128x128  st{stages} "
-                f"q{q_stages} {'PO' if pingpong else 'O':<5}regs {self.registers} (setmaxnreg 24/240)  "
-                f"smem {smem / 1024:.1f} KB")
+                f"q{q_stages} {flags:<5}regs {self.registers} (setmaxnreg 24/240)  smem {smem / 1024:.1f} KB")
 
     @property
     def config(self) -> dict | None:

@@ -60,3 +60,23 @@ def test_every_instantiation_compiles_without_spills(capsys):
     report = capsys.readouterr().out
     assert status == 0, report
     assert "0 spills" in report
+
+
+def test_fp8_instantiations_are_described_and_need_qgmma_and_tma_in_sass():
+    check = _check_kernels_module()
+    name = ("_ZN5fa3nn6hopper20flash_fwd_fp8_kernelINS0_12Fp8FwdConfigILi128ELi3ELi2ELb1ELb0ELb1ELi4EEEEEv"
+            "14CUtensorMap_stS4_S4_NS0_12Fp8FwdParamsE")
+    log = (
+        f"ptxas info    : Compiling entry function '{name}' for 'sm_90a'\n"
+        "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+        "ptxas info    : Used 168 registers, used 16 barriers\n"
+    )
+    (k,), warnings = check.parse(log)
+    assert k.fp8 and "d128 fp8>bf16 full   128x128  st3 q2 POE4" in k.describe()
+    assert k.sass_failure is None and "SASS not checked" in k.sass_summary()  # no cuobjdump: nothing claimed
+    k.sass = {"HGMMA": 16, "UTMALDG": 3}  # bf16 tensor-core instructions are not FP8 ones
+    assert k.sass_failure == "no QGMMA in SASS"
+    k.sass = {"QGMMA": 16}
+    assert k.sass_failure == "no UTMALDG in SASS"
+    k.sass = {"QGMMA": 16, "UTMALDG": 3}
+    assert k.sass_failure is None and k.sass_summary() == "QGMMA 16 UTMALDG 3"

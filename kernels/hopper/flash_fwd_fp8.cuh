@@ -32,9 +32,12 @@ struct Fp8FwdParams {
   int block_k;  // key rows per k/v_descale tile: a multiple of kBlockN, or >= every sequence's seqlen_k
 };
 
-template <int kHeadDim_, int kStages_, int kQStages_, bool kOutBF16_, bool kCausal_, bool kPingpong_ = true>
+// kPolyExpEvery > 0: every kPolyExpEvery-th score's exp2 on the FP32 pipe (exp2_poly in softmax_fp8.cuh).
+template <int kHeadDim_, int kStages_, int kQStages_, bool kOutBF16_, bool kCausal_, bool kPingpong_ = true,
+          int kPolyExpEvery_ = 0>
 struct Fp8FwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kStages = kStages_, kQStages = kQStages_;
+  static constexpr int kPolyExpEvery = kPolyExpEvery_;
   static constexpr bool kOutBF16 = kOutBF16_, kCausal = kCausal_, kPingpong = kPingpong_;
   static constexpr int kConsumers = 2, kBlockM = 128, kBlockN = 128;
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -226,7 +229,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   float s[C::kSRegs];
   float o[C::kORegs];
   uint32_t pa[C::kKSteps][4];
-  OnlineSoftmaxFp8<Cfg::kBlockN> softmax;
+  OnlineSoftmaxFp8<Cfg::kBlockN, Cfg::kPolyExpEvery> softmax;
   TileDescales ds;
   float k_next, v_next;  // descales of the next key block, loaded one block ahead
   float v_pa;            // v_descale of the block whose P is in pa; O is kept in units of it
