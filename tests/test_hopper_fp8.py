@@ -37,7 +37,8 @@ import math
 import pytest
 import torch
 
-from fa3nn.backends.hopper_fp8 import KEY_BLOCK, fp8_forward, padded_keys, transpose_v
+from fa3nn.backends.base import AttnCall
+from fa3nn.backends.hopper_fp8 import KEY_BLOCK, fp8_forward, padded_keys, refusal, transpose_v
 from fa3nn.fp8.quantize import QuantizedQKV, quantize_qkv_tensors
 from fa3nn.fp8.reference import attention_fp8
 from fa3nn.fp8.scaling import rows_from_tiles
@@ -93,6 +94,29 @@ def test_argument_errors_name_the_argument(overrides, error, message):
     with pytest.raises(error, match=None) as info:
         fp8_forward(**_cpu_args(**overrides))
     assert message in str(info.value)
+
+
+def _call(**overrides) -> AttnCall:
+    fields = dict(device_type="cuda", capability=(9, 0), dtype=torch.bfloat16, headdim=128, headdim_v=128, nheads=8,
+                  nheads_kv=2, varlen=False, window=Window(), softcap=0.0, deterministic=False)
+    fields.update(overrides)
+    return AttnCall(**fields)
+
+
+@pytest.mark.parametrize(
+    "overrides, block_k, expected",
+    [
+        ({"capability": (8, 9)}, 128, "needs a Hopper GPU"),
+        ({"dtype": torch.float32}, 128, "output dtype torch.float32"),
+        ({"headdim": 96, "headdim_v": 96}, 128, "headdim 96/96"),
+        ({"window": Window(64, 0)}, 128, "sliding-window"),
+        ({"softcap": 30.0}, 128, "softcap"),
+        ({}, 64, "block_k=64"),
+    ],
+)
+def test_refusal_reasons(overrides, block_k, expected):
+    reason = refusal(_call(**overrides), block_k, max_seqlen_k=1000)
+    assert reason is not None and expected in reason
 
 
 def test_block_k_of_one_tile_per_sequence_is_accepted_before_the_device_check():
@@ -297,3 +321,10 @@ def test_deterministic_on_the_current_stream():
     torch.cuda.current_stream().wait_stream(stream)
     torch.cuda.synchronize()
     assert torch.equal(first[0], second[0]) and torch.equal(first[1], second[1])
+
+
+@pytest.mark.gpu
+@needs_hopper
+def test_supported_call_is_not_refused():
+    assert refusal(_call(), 128, 1500) is None  # the library loads (the prebuilt FA3NN_HOPPER_LIB on the device)
+    assert refusal(_call(), 1500, 1500) is None  # one k/v scale per (batch, head)

@@ -26,6 +26,7 @@ import ctypes
 
 import torch
 
+from fa3nn.backends.base import AttnCall
 from fa3nn.backends.hopper import _LIBRARY
 from fa3nn.masks import Window
 
@@ -39,6 +40,28 @@ UNMASKED = Window()
 # pingpong, the other K/V stage count, and (d128) a quarter of the exp2s on the FP32 pipe instead of MUFU
 # (kernels/hopper/flash_fwd_fp8_launch.cuh, Fp8Tiles).
 VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3}
+
+
+def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
+    """Why the native FP8 forward cannot serve this call (None: it can). For the FP8 dispatch: `call` describes the
+    high-precision inputs (AttnCall.of), block_k / max_seqlen_k come from the quantization (QuantizedQKV.block_k)."""
+    if call.device_type != "cuda" or call.capability != (9, 0):
+        return f"needs a Hopper GPU (sm_90), got {call.device_type} {call.capability}"
+    if call.dtype not in OUT_DTYPES:
+        return f"output dtype {call.dtype} is not supported (bfloat16, float16)"
+    if call.headdim != call.headdim_v or call.headdim not in SUPPORTED_HEADDIMS:
+        return f"headdim {call.headdim}/{call.headdim_v}: the native FP8 forward supports {SUPPORTED_HEADDIMS}, equal"
+    if call.window.local or call.window.right > 0:
+        return "sliding-window attention is not in the native FP8 forward"
+    if call.softcap > 0:
+        return "softcap is not in the native FP8 forward"
+    if call.nheads % call.nheads_kv:
+        return "nheads must be a multiple of nheads_kv"
+    if block_k % KEY_BLOCK and block_k < max_seqlen_k:
+        return f"block_k={block_k} is neither a multiple of {KEY_BLOCK} nor >= the longest key sequence"
+    if _LIBRARY.get() is None:
+        return _LIBRARY.error
+    return None
 
 
 def padded_keys(seqlen_k: int) -> int:
