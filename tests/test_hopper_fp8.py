@@ -177,7 +177,7 @@ def _run_dense(q, k, v, causal, block_q=128, block_k=128, tensor_scales=None, ou
     return _run_quantized(quantized, causal, q.shape[-1] ** -0.5, out_dtype)
 
 
-def _run_quantized(quantized, causal, scale, out_dtype=torch.bfloat16, **tolerances):
+def _run_quantized(quantized, causal, scale, out_dtype=torch.bfloat16, variant="full", **tolerances):
     """Run kernel, emulation and fp64 truth on dense quantized inputs; check; return the error numbers."""
     batch, seqlen_q, nheads, headdim = quantized.q.shape
     seqlen_k = quantized.k.shape[1]
@@ -186,7 +186,7 @@ def _run_quantized(quantized, causal, scale, out_dtype=torch.bfloat16, **toleran
     lse = torch.full((batch, nheads, seqlen_q), float("nan"), dtype=torch.float32, device="cuda")
     fp8_forward(quantized.q, quantized.k, transpose_v(quantized.v), quantized.q_descale, quantized.k_descale,
                 quantized.v_descale, quantized.block_q, quantized.block_k, scale, window, out_dtype=out_dtype,
-                out=out, lse=lse)
+                out=out, lse=lse, variant=variant)
     oracle = attention_fp8(quantized, scale, window, out_dtype=out_dtype, block_n=KEY_BLOCK)
     q_d = _dequantized(quantized.q, quantized.q_descale, quantized.block_q, seqlen_q)
     k_d = _dequantized(quantized.k, quantized.k_descale, quantized.block_k, seqlen_k)
@@ -195,15 +195,9 @@ def _run_quantized(quantized, causal, scale, out_dtype=torch.bfloat16, **toleran
     return _check(out, lse, oracle, truth, out_dtype, **tolerances)
 
 
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("headdim", [64, 128, 256])
-@pytest.mark.gpu
-@needs_hopper
-def test_rounding_points_with_exact_scores(headdim, causal, record_property):
+def _exact_score_inputs(batch, seqlen_q, seqlen_k, nheads, nheads_kv, headdim) -> QuantizedQKV:
     """Q8, K8 integers in [-4, 4] (|Q8 K8^T| <= 16 * 256 < 2^14: exact at any accumulation precision), descales
-    random powers of two per tile, softmax scale 2^-2: S and S * descales are exact in kernel and emulation alike,
-    so their outputs may differ only where folding log2(e) into the scale moves a P across an e4m3 midpoint."""
-    batch, seqlen_q, seqlen_k, nheads, nheads_kv = 2, 1000, 1900, 4, 2
+    random powers of two per 128-row tile, V8 any e4m3 values."""
 
     def integers(*shape):
         return torch.randint(-4, 5, shape, device="cuda").float().to(E4M3)
@@ -213,12 +207,39 @@ def test_rounding_points_with_exact_scores(headdim, causal, record_property):
 
     tiles_q, tiles_k = -(-seqlen_q // 128), -(-seqlen_k // 128)
     v8 = (torch.randn(batch, seqlen_k, nheads_kv, headdim, device="cuda") * 64).clamp(-448, 448).to(E4M3)
-    quantized = QuantizedQKV(
+    return QuantizedQKV(
         integers(batch, seqlen_q, nheads, headdim), integers(batch, seqlen_k, nheads_kv, headdim), v8,
         powers_of_two(batch, nheads, tiles_q), powers_of_two(batch, nheads_kv, tiles_k),
         powers_of_two(batch, nheads_kv, tiles_k), 128, 128,
     )
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("headdim", [64, 128, 256])
+@pytest.mark.gpu
+@needs_hopper
+def test_rounding_points_with_exact_scores(headdim, causal, record_property):
+    """Exact scores, softmax scale 2^-2: S and S * descales are exact in kernel and emulation alike, so their outputs
+    may differ only where folding log2(e) into the scale moves a P across an e4m3 midpoint."""
+    quantized = _exact_score_inputs(2, 1000, 1900, 4, 2, headdim)
     record_property("errors", _run_quantized(quantized, causal, 0.25, rms_ratio=EXACT_RMS_RATIO,
+                                             lse_rtol=EXACT_LSE_RTOL))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(
+    "headdim, variant",
+    [(128, "no_pingpong"), (128, "other_stages"), (128, "poly_exp2"), (128, "cross_tile"), (256, "no_pingpong"),
+     (256, "other_stages"), (256, "cross_tile")],
+)
+@pytest.mark.gpu
+@needs_hopper
+def test_benchmark_variant_matches_emulation(headdim, variant, causal, record_property):
+    """The benchmarked variants on exact-score inputs, with more tiles (256) than SMs so the persistent loop, and
+    the cross-tile pipeline, run several tiles per CTA. poly_exp2's polynomial (relative error 5.2e-6) stays far
+    inside the exact-score bounds."""
+    quantized = _exact_score_inputs(2, 2000, 1500, 8, 2, headdim)
+    record_property("errors", _run_quantized(quantized, causal, 0.25, variant=variant, rms_ratio=EXACT_RMS_RATIO,
                                              lse_rtol=EXACT_LSE_RTOL))
 
 

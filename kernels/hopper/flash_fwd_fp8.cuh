@@ -33,11 +33,13 @@ struct Fp8FwdParams {
 };
 
 // kPolyExpEvery > 0: every kPolyExpEvery-th score's exp2 on the FP32 pipe (exp2_poly in softmax_fp8.cuh).
+// kCrossTile: the next tile's first Q K^T is issued together with this tile's last P V (as flash_fwd.cuh).
 template <int kHeadDim_, int kStages_, int kQStages_, bool kOutBF16_, bool kCausal_, bool kPingpong_ = true,
-          int kPolyExpEvery_ = 0>
+          int kPolyExpEvery_ = 0, bool kCrossTile_ = false>
 struct Fp8FwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kStages = kStages_, kQStages = kQStages_;
   static constexpr int kPolyExpEvery = kPolyExpEvery_;
+  static constexpr bool kCrossTile = kCrossTile_;
   static constexpr bool kOutBF16 = kOutBF16_, kCausal = kCausal_, kPingpong = kPingpong_;
   static constexpr int kConsumers = 2, kBlockM = 128, kBlockN = 128;
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -276,37 +278,47 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     softmax.step(s, factor, o_scale);
   };
 
-  Tile t;
-  SeqRange r;
-  for (int tile = sched.first(); sched.valid(tile); tile = sched.next(tile)) {
-    t = sched.decode(tile);
-    r = seq_range(p, t.batch);
-    if (t.m_block * Cfg::kBlockM >= r.seqlen_q) continue;
-    const int n_blocks = num_key_blocks<Cfg>(r, t.m_block);
-    if (n_blocks <= 0) {
-      c.store_empty(p, r, t);
-      continue;
+  // Next tile (from scheduler index `from`) that has key blocks; tiles whose rows attend nothing are written here.
+  auto find_work = [&](int from, WorkTile& w) -> bool {
+    for (int tile = from; sched.valid(tile); tile = sched.next(tile)) {
+      w.index = tile;
+      w.t = sched.decode(tile);
+      w.r = seq_range(p, w.t.batch);
+      if (w.t.m_block * Cfg::kBlockM >= w.r.seqlen_q) continue;
+      w.n_blocks = num_key_blocks<Cfg>(w.r, w.t.m_block);
+      if (w.n_blocks > 0) return true;
+      c.store_empty(p, w.r, w.t);
     }
-    const int head_kv = t.head / p.group;
-    const float* q_desc = params.q_descale + t.batch * params.q_descale_batch_stride + t.head * params.q_descale_head_stride;
+    return false;
+  };
+  // The tile's descales: this thread's two query rows, and key block 0's (k0, v0; block 1's prefetched).
+  auto begin_tile = [&](const WorkTile& w, float& k0, float& v0) {
+    const int head_kv = w.t.head / p.group;
+    const float* q_desc =
+        params.q_descale + w.t.batch * params.q_descale_batch_stride + w.t.head * params.q_descale_head_stride;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int row = min(c.row0(t.m_block) + 8 * half, r.seqlen_q - 1);  // rows past the end: any valid tile
+      const int row = min(c.row0(w.t.m_block) + 8 * half, w.r.seqlen_q - 1);  // rows past the end: any valid tile
       ds.q[half] = __ldg(q_desc + row / params.block_q);
     }
-    ds.k = params.k_descale + t.batch * params.k_descale_batch_stride + head_kv * params.k_descale_head_stride;
-    ds.v = params.v_descale + t.batch * params.v_descale_batch_stride + head_kv * params.v_descale_head_stride;
+    ds.k = params.k_descale + w.t.batch * params.k_descale_batch_stride + head_kv * params.k_descale_head_stride;
+    ds.v = params.v_descale + w.t.batch * params.v_descale_batch_stride + head_kv * params.v_descale_head_stride;
     ds.block_k = params.block_k;
-    softmax.reset();
+    prefetch_descales(0, w.n_blocks);
+    k0 = k_next;
+    v0 = v_next;
+    prefetch_descales(1, w.n_blocks);
+  };
+  auto zero_o = [&]() {
 #pragma unroll
     for (int i = 0; i < C::kORegs; ++i) o[i] = 0.f;
-
-    // Block 0: Q K^T alone (no P V to overlap with).
-    prefetch_descales(0, n_blocks);
-    float k_cur = k_next;
-    v_pa = v_next;
-    prefetch_descales(1, n_blocks);
-    float o_scale[2];
+  };
+  // Block 0 of a tile: Q K^T alone (no P V to overlap with).
+  auto first_block = [&](const WorkTile& w) {
+    float k0;
+    begin_tile(w, k0, v_pa);
+    softmax.reset();
+    zero_o();
     bars.q.consumer_wait(q_state);
     bars.k.consumer_wait(k_state);
     c.gemm_turn_begin();
@@ -314,15 +326,76 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     c.gemm_turn_end();
     wgmma_wait<0>();
     fence_operands(s);
-    release_k(n_blocks == 1);
-    softmax_block(r, t.m_block, 0, k_cur, o_scale);  // O is zero: nothing to rescale
+    release_k(w.n_blocks == 1);
+    float o_scale[2];
+    softmax_block(w.r, w.t.m_block, 0, k0, o_scale);  // O is zero: nothing to rescale
     p_to_fp8_fragments<Cfg::kBlockN>(s, pa);
+  };
+  // The steady state (FA3 Algorithm 2): S = Q K_n^T while O += P_{n-1} V_{n-1} runs.
+  auto overlapped_step = [&](const WorkTile& w, int n_block) {
+    const float k_cur = k_next, v_cur = v_next;
+    prefetch_descales(n_block + 1, w.n_blocks);
+    bars.k.consumer_wait(k_state);
+    bars.v.consumer_wait(v_state);
+    c.gemm_turn_begin();
+    issue_qk();
+    issue_pv();
+    c.gemm_turn_end();
+    fence_operands(o);
+    wgmma_wait<1>();
+    fence_operands(s);
+    release_k(n_block == w.n_blocks - 1);
+    float o_scale[2];
+    softmax_block(w.r, w.t.m_block, n_block, k_cur, o_scale);
+    wgmma_wait<0>();
+    fence_operands(o);
+    fence_pa();
+    release_v();
+    const float v_ratio = v_pa / v_cur;  // O: units of v_pa -> units of v_cur
+    const float factor[2] = {o_scale[0] * v_ratio, o_scale[1] * v_ratio};
+    C::rescale(o, factor);
+    v_pa = v_cur;
+    p_to_fp8_fragments<Cfg::kBlockN>(s, pa);
+  };
+  // The last P V of a tile, alone.
+  auto last_block = [&]() {
+    bars.v.consumer_wait(v_state);
+    c.gemm_turn_begin();
+    issue_pv();
+    c.gemm_turn_end();
+    wgmma_wait<0>();
+    fence_operands(o);
+    fence_pa();
+    release_v();
+  };
+  auto store_tile = [&](const WorkTile& w, const float (&inv_sum)[2], const float (&lse)[2], float v_last) {
+    const float out_scale[2] = {inv_sum[0] * v_last, inv_sum[1] * v_last};
+    c.store(p, w.r, w.t, o, out_scale, lse);
+  };
 
-    for (int n_block = 1; n_block < n_blocks; ++n_block) {
-      // S = Q K_n^T while O += P_{n-1} V_{n-1} runs (FA3 Algorithm 2).
-      k_cur = k_next;
-      const float v_cur = v_next;
-      prefetch_descales(n_block + 1, n_blocks);
+  WorkTile cur;
+  if constexpr (Cfg::kCrossTile) {
+    if (!find_work(sched.first(), cur)) return;
+    first_block(cur);
+    int n_block = 0;  // the block whose P is in pa
+    while (true) {
+      if (n_block + 1 < cur.n_blocks) {
+        overlapped_step(cur, ++n_block);
+        continue;
+      }
+      const WorkTile prev = cur;
+      const float v_prev = v_pa;
+      if (!find_work(sched.next(prev.index), cur)) {
+        last_block();
+        float inv_sum[2], lse[2];
+        softmax.finalize(inv_sum, lse);
+        store_tile(prev, inv_sum, lse, v_prev);
+        break;
+      }
+      // Tile boundary: the new tile's first Q K^T runs with the previous tile's last P V.
+      float k0, v0;
+      begin_tile(cur, k0, v0);
+      bars.q.consumer_wait(q_state);
       bars.k.consumer_wait(k_state);
       bars.v.consumer_wait(v_state);
       c.gemm_turn_begin();
@@ -332,33 +405,31 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
       fence_operands(o);
       wgmma_wait<1>();
       fence_operands(s);
-      release_k(n_block == n_blocks - 1);
-      softmax_block(r, t.m_block, n_block, k_cur, o_scale);
+      release_k(cur.n_blocks == 1);
+      float inv_sum[2], lse[2];
+      softmax.finalize(inv_sum, lse);  // the previous tile's row statistics
+      softmax.reset();
+      float o_scale[2];
+      softmax_block(cur.r, cur.t.m_block, 0, k0, o_scale);
       wgmma_wait<0>();
       fence_operands(o);
       fence_pa();
       release_v();
-      const float v_ratio = v_pa / v_cur;  // O: units of v_pa -> units of v_cur
-      const float factor[2] = {o_scale[0] * v_ratio, o_scale[1] * v_ratio};
-      C::rescale(o, factor);
-      v_pa = v_cur;
+      store_tile(prev, inv_sum, lse, v_prev);
+      zero_o();
+      v_pa = v0;
       p_to_fp8_fragments<Cfg::kBlockN>(s, pa);
+      n_block = 0;
     }
-
-    // The last P V alone.
-    bars.v.consumer_wait(v_state);
-    c.gemm_turn_begin();
-    issue_pv();
-    c.gemm_turn_end();
-    wgmma_wait<0>();
-    fence_operands(o);
-    fence_pa();
-    release_v();
-
-    float inv_sum[2], lse[2];
-    softmax.finalize(inv_sum, lse);
-    const float out_scale[2] = {inv_sum[0] * v_pa, inv_sum[1] * v_pa};
-    c.store(p, r, t, o, out_scale, lse);
+  } else {
+    for (int from = sched.first(); find_work(from, cur); from = sched.next(cur.index)) {
+      first_block(cur);
+      for (int n_block = 1; n_block < cur.n_blocks; ++n_block) overlapped_step(cur, n_block);
+      last_block();
+      float inv_sum[2], lse[2];
+      softmax.finalize(inv_sum, lse);
+      store_tile(cur, inv_sum, lse, v_pa);
+    }
   }
 }
 

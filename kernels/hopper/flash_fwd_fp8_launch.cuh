@@ -131,7 +131,7 @@ int launch_fp8(const Fp8Problem& pr) {
 // half the tensor-core time of a bf16 one while its TMA latency stays, so d64/d128 take a third K/V stage where the
 // bf16 kernel keeps two; d256 has room for two (Q 2 x 32 KB + K, Vt 2 x 2 x 32 KB = 192 KB).
 //   variant 0: the default below.  1: without pingpong.  2: the other stage count (d128: 2, d256: Q 1 + 3 K/V).
-//   3 (d128): a quarter of the exp2s on the FP32 pipe (exp2_poly), the rest on MUFU.
+//   3 (d128): a quarter of the exp2s on the FP32 pipe (exp2_poly), the rest on MUFU.  4: with the cross-tile pipeline.
 template <int D, int kVariant> struct Fp8Tiles;
 template <> struct Fp8Tiles<64, 0> { static constexpr int kStages = 3, kQStages = 2; };
 template <> struct Fp8Tiles<128, 0> { static constexpr int kStages = 3, kQStages = 2; };
@@ -139,17 +139,18 @@ template <> struct Fp8Tiles<128, 2> { static constexpr int kStages = 2, kQStages
 template <> struct Fp8Tiles<256, 0> { static constexpr int kStages = 2, kQStages = 2; };
 template <> struct Fp8Tiles<256, 2> { static constexpr int kStages = 3, kQStages = 1; };
 
-template <int D, int kVariant, bool kPingpong = true, int kPolyExpEvery = 0>
+template <int D, int kVariant, bool kPingpong = true, int kPolyExpEvery = 0, bool kCrossTile = false>
 int run_fp8_tiles(const Fp8Problem& pr) {
   using T = Fp8Tiles<D, kVariant>;
+  constexpr int S = T::kStages, Q = T::kQStages;
   if (pr.out_bf16)
-    return pr.causal ? launch_fp8<Fp8FwdConfig<D, T::kStages, T::kQStages, true, true, kPingpong, kPolyExpEvery>>(pr)
-                     : launch_fp8<Fp8FwdConfig<D, T::kStages, T::kQStages, true, false, kPingpong, kPolyExpEvery>>(pr);
-  if constexpr (kVariant != 0 || !kPingpong || kPolyExpEvery != 0) {
+    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, kPolyExpEvery, kCrossTile>>(pr)
+                     : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, kPolyExpEvery, kCrossTile>>(pr);
+  if constexpr (kVariant != 0 || !kPingpong || kPolyExpEvery != 0 || kCrossTile) {
     return fail("%s", "FP8 benchmark variants exist for bf16 output only");
   } else {
-    return pr.causal ? launch_fp8<Fp8FwdConfig<D, T::kStages, T::kQStages, false, true>>(pr)
-                     : launch_fp8<Fp8FwdConfig<D, T::kStages, T::kQStages, false, false>>(pr);
+    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, false, true>>(pr)
+                     : launch_fp8<Fp8FwdConfig<D, S, Q, false, false>>(pr);
   }
 }
 
@@ -159,11 +160,12 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   if constexpr (D != 64) {
     if (variant == 1) return run_fp8_tiles<D, 0, false>(pr);
     if (variant == 2) return run_fp8_tiles<D, 2>(pr);
+    if (variant == 4) return run_fp8_tiles<D, 0, true, 0, true>(pr);
   }
   if constexpr (D == 128) {
     if (variant == 3) return run_fp8_tiles<D, 0, true, 4>(pr);
   }
-  return fail("%s", "unknown FP8 variant for this head dim (0 = default; 1, 2 = benchmark variants at d128/d256, "
+  return fail("%s", "unknown FP8 variant for this head dim (0 = default; 1, 2, 4 = benchmark variants at d128/d256, "
                     "3 at d128)");
 }
 
