@@ -34,9 +34,13 @@ if [ "$smoke" -eq 0 ]; then
   variants=$?
   echo "variants rc $variants" | tee -a "$OUT/summary.txt"
   if [ "$variants" -eq 0 ]; then variant_args=(); else variant_args=(--variants); fi
+  # SM clock and power while the bench runs: FP8 tensor work throttles clocks, which the TFLOP/s alone hide.
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw --format=csv -lms 250 > "$OUT/clocks.csv" 2>&1 &
+  sampler=$!
   timeout "${BENCH_S:-60}" python scripts/bench_hopper_fp8.py --json "$OUT/bench.json" "${variant_args[@]}" \
     > "$OUT/bench.log" 2>&1
   echo "bench rc $?" | tee -a "$OUT/summary.txt"
+  kill "$sampler" 2>/dev/null
 fi
 tail -n 15 "$OUT/smoke.log"
 grep -E "passed|failed|error" "$OUT/tests.log" 2>/dev/null | tail -n 5
