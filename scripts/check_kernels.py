@@ -40,7 +40,7 @@ USED = re.compile(r"Used (\d+) registers")
 CONFIG = re.compile(
     r"FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELb([01])ELi(\d+)ELb([01])ELi(\d+)ELb([01])E"
 )
-FP8_CONFIG = re.compile(r"Fp8FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELi(\d+)ELb([01])E")
+FP8_CONFIG = re.compile(r"Fp8FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELi(\d+)E")
 BAD_WARNINGS = ("C7508", "C7511", "C7515", "C7519")
 SASS_FUNCTION = re.compile(r"Function : (\S+)")
 SASS_OPS = ("HGMMA", "QGMMA", "UTMALDG")
@@ -74,11 +74,11 @@ class Instantiation:
 
     def describe_fp8(self) -> str:
         m = FP8_CONFIG.search(self.name)
-        d, stages, q_stages, out_bf16, causal, pingpong, poly_every, cross = (int(g) for g in m.groups())
+        d, stages, q_stages, out_bf16, causal, pingpong, poly_every = (int(g) for g in m.groups())
         # Shared memory as Fp8FwdConfig lays it out: Q stages | K stages | Vt stages (128 keys x d bytes each) |
         # mbarriers | 1 KB alignment slack.
         smem = q_stages * 128 * d + 2 * stages * 128 * d + 8 * (2 * q_stages + 4 * stages) + 1024
-        flags = ("PO" if pingpong else "O") + ("T" if cross else "") + (f"E{poly_every}" if poly_every else "")
+        flags = ("PO" if pingpong else "O") + (f"E{poly_every}" if poly_every else "")
         return (f"d{d:<4}fp8>{'bf16' if out_bf16 else 'fp16':<5}{'causal' if causal else 'full':<7}128x128  st{stages} "
                 f"q{q_stages} {flags:<5}regs {self.registers} (setmaxnreg 24/240)  smem {smem / 1024:.1f} KB")
 

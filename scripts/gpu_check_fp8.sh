@@ -13,7 +13,7 @@ export PYTHONPATH=$PWD
 T=tests/test_hopper_fp8.py
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.sm --format=csv > "$OUT/gpu.txt" 2>&1
 
-timeout "${SMOKE_S:-45}" python -m pytest -q -p no:cacheprovider \
+timeout "${SMOKE_S:-45}" python -m pytest -v -p no:cacheprovider \
   "$T::test_matches_emulation_per_tile[128-False-1024x1024-mha]" \
   "$T::test_matches_emulation_per_tile[128-True-511x1537-gqa]" \
   "$T::test_matches_emulation_per_tile[128-False-239x1-mha]" > "$OUT/smoke.log" 2>&1
@@ -21,7 +21,9 @@ smoke=$?
 echo "smoke rc $smoke" | tee -a "$OUT/summary.txt"
 
 if [ "$smoke" -eq 0 ] || [ "$smoke" -eq 1 ]; then
-  timeout "${TESTS_S:-60}" python -m pytest -q -m gpu -n 8 -p no:cacheprovider --junitxml="$OUT/junit.xml" \
+  # -v: each result is printed with its test name as it completes, so a run cut by its timeout still says which
+  # tests passed and failed (the first H200 run, with -q, left only dots).
+  timeout "${TESTS_S:-150}" python -m pytest -v -m gpu -n 8 -p no:cacheprovider --junitxml="$OUT/junit.xml" \
     -k "not benchmark_variant" "$T" > "$OUT/tests.log" 2>&1
   echo "tests rc $?" | tee -a "$OUT/summary.txt"
 fi
@@ -29,7 +31,7 @@ fi
 if [ "$smoke" -eq 0 ]; then
   # The benchmark variants are tested (and timed) only after the default passed its smoke test, in their own run:
   # a variant that hangs must not take the default's results with it.
-  timeout "${VARIANTS_S:-30}" python -m pytest -q -m gpu -n 8 -p no:cacheprovider \
+  timeout "${VARIANTS_S:-60}" python -m pytest -v -m gpu -n 8 -p no:cacheprovider \
     --junitxml="$OUT/junit-variants.xml" -k "benchmark_variant" "$T" > "$OUT/variants.log" 2>&1
   variants=$?
   echo "variants rc $variants" | tee -a "$OUT/summary.txt"
@@ -37,13 +39,13 @@ if [ "$smoke" -eq 0 ]; then
   # SM clock and power while the bench runs: FP8 tensor work throttles clocks, which the TFLOP/s alone hide.
   nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw --format=csv -lms 250 > "$OUT/clocks.csv" 2>&1 &
   sampler=$!
-  timeout "${BENCH_S:-60}" python scripts/bench_hopper_fp8.py --json "$OUT/bench.json" "${variant_args[@]}" \
+  timeout "${BENCH_S:-120}" python scripts/bench_hopper_fp8.py --json "$OUT/bench.json" "${variant_args[@]}" \
     > "$OUT/bench.log" 2>&1
   echo "bench rc $?" | tee -a "$OUT/summary.txt"
   kill "$sampler" 2>/dev/null
 fi
 tail -n 15 "$OUT/smoke.log"
 grep -E "passed|failed|error" "$OUT/tests.log" 2>/dev/null | tail -n 5
-grep -E "^(FAILED|ERROR)" "$OUT/tests.log" "$OUT/variants.log" 2>/dev/null | head -n 20
+grep -hE "(FAILED|ERROR)" "$OUT/tests.log" "$OUT/variants.log" 2>/dev/null | head -n 20
 grep -E "passed|failed" "$OUT/variants.log" 2>/dev/null | tail -n 2
 tail -n 16 "$OUT/bench.log" 2>/dev/null

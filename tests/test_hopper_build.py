@@ -64,7 +64,7 @@ def test_every_instantiation_compiles_without_spills(capsys):
 
 def test_fp8_instantiations_are_described_and_need_qgmma_and_tma_in_sass():
     check = _check_kernels_module()
-    name = ("_ZN5fa3nn6hopper20flash_fwd_fp8_kernelINS0_12Fp8FwdConfigILi128ELi3ELi2ELb1ELb0ELb1ELi4ELb0EEEEEv"
+    name = ("_ZN5fa3nn6hopper20flash_fwd_fp8_kernelINS0_12Fp8FwdConfigILi128ELi3ELi2ELb1ELb0ELb1ELi4EEEEEv"
             "14CUtensorMap_stS4_S4_NS0_12Fp8FwdParamsE")
     log = (
         f"ptxas info    : Compiling entry function '{name}' for 'sm_90a'\n"

@@ -37,9 +37,10 @@ OUT_DTYPES = (torch.bfloat16, torch.float16)
 VT_KEY_MULTIPLE = 16
 UNMASKED = Window()
 # Compile-time variants, for benchmarks only (bf16 output, head dims 128 and 256): the default design, without
-# pingpong, the other K/V stage count, (d128) a quarter of the exp2s on the FP32 pipe instead of MUFU, and with the
-# cross-tile pipeline (kernels/hopper/flash_fwd_fp8_launch.cuh, Fp8Tiles).
-VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "cross_tile": 4}
+# pingpong, the other K/V stage count, (d128) a quarter of the exp2s on the FP32 pipe instead of MUFU
+# (kernels/hopper/flash_fwd_fp8_launch.cuh, Fp8Tiles). "persistent" is a diagnostic: the default kernel launched
+# with one CTA per SM looping over tiles, which did not finish in the first H200 run once CTAs had several tiles.
+VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "persistent": 5}
 
 
 def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:

@@ -43,6 +43,7 @@ struct Fp8Problem {
   float softmax_scale;
   bool out_bf16, causal;
   cudaStream_t stream;
+  bool persistent = false;  // one CTA per SM looping over tiles (diagnostic variant 5), else one CTA per tile
 };
 
 template <class Cfg>
@@ -112,8 +113,11 @@ int launch_fp8(const Fp8Problem& pr) {
 
   const long long tiles = static_cast<long long>(p.num_m_blocks) * pr.nheads * pr.batch;
   if (tiles == 0) return 0;
+  if (tiles > 0x7fffffffLL) return fail("%s", "too many tiles for one launch");
+  // One CTA per tile (the kernel's persistent loop then runs once per CTA). pr.persistent (benchmark variant 5)
+  // launches one CTA per SM instead: several tiles per CTA, which did not finish in the first H200 run.
   static const int sms = num_sms();
-  const int grid = static_cast<int>(tiles < sms ? tiles : sms);
+  const int grid = static_cast<int>(pr.persistent && tiles > sms ? sms : tiles);
   auto kernel = flash_fwd_fp8_kernel<Cfg>;
   static bool configured = false;  // per instantiation
   if (!configured) {
@@ -131,7 +135,8 @@ int launch_fp8(const Fp8Problem& pr) {
 // half the tensor-core time of a bf16 one while its TMA latency stays, so d64/d128 take a third K/V stage where the
 // bf16 kernel keeps two; d256 has room for two (Q 2 x 32 KB + K, Vt 2 x 2 x 32 KB = 192 KB).
 //   variant 0: the default below.  1: without pingpong.  2: the other stage count (d128: 2, d256: Q 1 + 3 K/V).
-//   3 (d128): a quarter of the exp2s on the FP32 pipe (exp2_poly), the rest on MUFU.  4: with the cross-tile pipeline.
+//   3 (d128): a quarter of the exp2s on the FP32 pipe (exp2_poly), the rest on MUFU.
+//   5: the default kernel launched persistent (one CTA per SM; diagnostic, see Fp8Problem::persistent).
 template <int D, int kVariant> struct Fp8Tiles;
 template <> struct Fp8Tiles<64, 0> { static constexpr int kStages = 3, kQStages = 2; };
 template <> struct Fp8Tiles<128, 0> { static constexpr int kStages = 3, kQStages = 2; };
@@ -139,14 +144,14 @@ template <> struct Fp8Tiles<128, 2> { static constexpr int kStages = 2, kQStages
 template <> struct Fp8Tiles<256, 0> { static constexpr int kStages = 2, kQStages = 2; };
 template <> struct Fp8Tiles<256, 2> { static constexpr int kStages = 3, kQStages = 1; };
 
-template <int D, int kVariant, bool kPingpong = true, int kPolyExpEvery = 0, bool kCrossTile = false>
+template <int D, int kVariant, bool kPingpong = true, int kPolyExpEvery = 0>
 int run_fp8_tiles(const Fp8Problem& pr) {
   using T = Fp8Tiles<D, kVariant>;
   constexpr int S = T::kStages, Q = T::kQStages;
   if (pr.out_bf16)
-    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, kPolyExpEvery, kCrossTile>>(pr)
-                     : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, kPolyExpEvery, kCrossTile>>(pr);
-  if constexpr (kVariant != 0 || !kPingpong || kPolyExpEvery != 0 || kCrossTile) {
+    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, kPolyExpEvery>>(pr)
+                     : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, kPolyExpEvery>>(pr);
+  if constexpr (kVariant != 0 || !kPingpong || kPolyExpEvery != 0) {
     return fail("%s", "FP8 benchmark variants exist for bf16 output only");
   } else {
     return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, false, true>>(pr)
@@ -157,16 +162,20 @@ int run_fp8_tiles(const Fp8Problem& pr) {
 template <int D>
 int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   if (variant == 0) return run_fp8_tiles<D, 0>(pr);
+  if (variant == 5) {
+    Fp8Problem persistent = pr;
+    persistent.persistent = true;
+    return run_fp8_tiles<D, 0>(persistent);
+  }
   if constexpr (D != 64) {
     if (variant == 1) return run_fp8_tiles<D, 0, false>(pr);
     if (variant == 2) return run_fp8_tiles<D, 2>(pr);
-    if (variant == 4) return run_fp8_tiles<D, 0, true, 0, true>(pr);
   }
   if constexpr (D == 128) {
     if (variant == 3) return run_fp8_tiles<D, 0, true, 4>(pr);
   }
-  return fail("%s", "unknown FP8 variant for this head dim (0 = default; 1, 2, 4 = benchmark variants at d128/d256, "
-                    "3 at d128)");
+  return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = persistent; 1, 2 = benchmark variants "
+                    "at d128/d256, 3 at d128)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);
