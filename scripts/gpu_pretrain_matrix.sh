@@ -5,10 +5,11 @@
 # The four 1-GPU comparisons run two at a time, one per GPU (independent processes); the 2-GPU ones one after
 # another. A job starts only if the time left covers its estimate, so a budget cut drops whole jobs, never half of one.
 #
-#   bash scripts/gpu_pretrain_matrix.sh [STEPS] [BUDGET_SECONDS]     (results and logs under $OUT)
+#   bash scripts/gpu_pretrain_matrix.sh [STEPS_1GPU] [STEPS_2GPU] [BUDGET_SECONDS]   (results and logs under $OUT)
 set -uo pipefail
-steps=${1:-200}
-budget=${2:-540}
+steps_one=${1:-200}
+steps_two=${2:-100}
+budget=${3:-540}
 out=${OUT:-benchmarks/results/pretrain-matrix}
 mkdir -p "$out"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TOKENIZERS_PARALLELISM=false
@@ -20,8 +21,8 @@ micro() { [ "$1" = 2048 ] && echo 8 || echo 2; }  # sequences per GPU: 16384 tok
 
 # compare MODE MODEL SEQLEN [GPU]: MODE is 1gpu, 2gpu-ddp or 2gpu-fsdp2 (configs/accelerate/MODE.yaml)
 compare() {
-    local mode=$1 model=$2 seq=$3 gpu=${4:-all} nproc=1 name
-    [ "$mode" != 1gpu ] && nproc=2
+    local mode=$1 model=$2 seq=$3 gpu=${4:-all} nproc=1 steps=$steps_one name
+    [ "$mode" != 1gpu ] && nproc=2 && steps=$steps_two
     name=$model-s$seq-$mode
     local m; m=$(micro "$seq")
     local gpu_arg=(); [ "$mode" = 1gpu ] && gpu_arg=(--gpu_ids "$gpu")
@@ -39,14 +40,16 @@ compare() {
 # fits SECONDS: true if a job estimated at SECONDS still fits the budget
 fits() { [ $(( $(date +%s) - start + $1 )) -le "$budget" ]; }
 
-# 1 GPU: both GPUs busy with independent comparisons (estimates from 217k tokens/s for 125m at 2048 on one H200).
-( compare 1gpu llama-125m 2048 0; compare 1gpu llama-125m 8192 0; compare 1gpu llama-350m 2048 0 ) &
-( compare 1gpu llama-350m 8192 1 ) &
+# 1 GPU: both GPUs busy with independent comparisons, split so both chains take about as long (model FLOPs per step
+# over the ~170 TFLOP/s the 125m run reached on one H200, plus ~25 s of start-up per run).
+( compare 1gpu llama-350m 2048 0; compare 1gpu llama-125m 2048 0 ) &
+( compare 1gpu llama-350m 8192 1; compare 1gpu llama-125m 8192 1 ) &
 wait
-# 2 GPUs, most informative first; each job's estimate is its 1-GPU time plus start-up.
-for job in "2gpu-ddp llama-125m 2048 60" "2gpu-fsdp2 llama-125m 2048 70" "2gpu-ddp llama-350m 2048 110" \
-           "2gpu-fsdp2 llama-350m 2048 120" "2gpu-ddp llama-125m 8192 80" "2gpu-fsdp2 llama-350m 8192 160" \
-           "2gpu-fsdp2 llama-125m 8192 90" "2gpu-ddp llama-350m 8192 150"; do
+# 2 GPUs, the most informative first (DDP for the small model, FSDP2 for the larger one); estimates in seconds for
+# both runs of a comparison at 100 steps.
+for job in "2gpu-ddp llama-125m 2048 65" "2gpu-fsdp2 llama-350m 2048 105" "2gpu-ddp llama-125m 8192 80" \
+           "2gpu-fsdp2 llama-350m 8192 125" "2gpu-fsdp2 llama-125m 2048 70" "2gpu-ddp llama-350m 2048 105" \
+           "2gpu-fsdp2 llama-125m 8192 85" "2gpu-ddp llama-350m 8192 125"; do
     set -- $job
     if fits "$4"; then compare "$1" "$2" "$3"; else echo "skipped (budget): $1 $2 $3"; fi
 done
