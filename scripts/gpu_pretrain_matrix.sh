@@ -54,3 +54,5 @@ for job in "2gpu-ddp llama-125m 2048 65" "2gpu-fsdp2 llama-350m 2048 105" "2gpu-
     if fits "$4"; then compare "$1" "$2" "$3"; else echo "skipped (budget): $1 $2 $3"; fi
 done
 python scripts/pretrain_matrix_table.py "$out" | tee "$out/summary.md"
+# The device tool brings back only a few files from $OUT: the histories and logs travel as one archive.
+tar czf "$out/runs.tgz" -C "$out" $(cd "$out" && ls *.json *.log) && (cd "$out" && rm -f ./*.json ./*.log)
