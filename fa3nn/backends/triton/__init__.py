@@ -15,11 +15,13 @@ from the dK/dV kernel (fewer matmuls, not deterministic; deterministic=True stil
 H200 with Triton 3.6 it measured slower, so it is opt-in (benchmarks/NOTES.md).
 
 Triton is imported lazily: without it (or without a GPU and the interpreter) `refusal` says why and the rest of
-fa3nn still works. kernels.py holds the kernels, launch.py the launchers, configs.py the tile tables.
+fa3nn still works. kernels.py holds the kernels, launch.py the launchers, configs.py the tile table (one pinned
+tile per kernel, head dim, causal and sequence bucket; FA3NN_TRITON_AUTOTUNE=1 opts into autotuning).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 
@@ -32,6 +34,7 @@ GPU_DTYPES = (torch.float16, torch.bfloat16)
 INTERPRETER_DTYPES = (torch.float16, torch.float32)  # the interpreter's bf16 tl.dot is wrong (numpy has no bf16)
 
 
+@functools.cache  # asked on every call; find_spec was a visible share of a short call's host time
 def _triton_installed() -> bool:
     return importlib.util.find_spec("triton") is not None
 
