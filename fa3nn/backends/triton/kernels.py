@@ -330,12 +330,24 @@ def _load_row_stats(lse_base, delta_base, rows, seqlen_q, LOG2_SCORES: tl.conste
 
 
 @triton.jit
-def _probabilities(s, lse, LOG2_SCORES: tl.constexpr):
-    """P = exp(s - lse), both in log2 units (one exp2) or both natural."""
-    if LOG2_SCORES:
-        return tl.exp2(s - lse)
+def _score_minus_lse(s, lse, qk_scale, score_cap, HAS_SOFTCAP: tl.constexpr, LOG2_SCORES: tl.constexpr):
+    """Raw Q·Kᵀ -> the exponent of P = exp(score - lse) (log2 units with LOG2_SCORES: one FMA per score without
+    softcap; natural units otherwise, see _scores), and tanh for the softcap derivative (0 without softcap).
+    Written as an explicit FMA because ptxas left the multiply and the subtract apart (sm_90a SASS of the dK/dV
+    kernel, head dim 128: one FMUL and one FADD per score)."""
+    if HAS_SOFTCAP or not LOG2_SCORES:
+        scores, tanh = _scores(s, qk_scale, score_cap, HAS_SOFTCAP)
+        return scores - lse, tanh
     else:
-        return tl.exp(s - lse)
+        return tl.fma(s, qk_scale, -lse), 0.0
+
+
+@triton.jit
+def _exp(x, LOG2_SCORES: tl.constexpr):
+    if LOG2_SCORES:
+        return tl.exp2(x)
+    else:
+        return tl.exp(x)
 
 
 @triton.jit
@@ -352,12 +364,12 @@ def _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_base
         do = _load_rows(do_base, rows, stride_dos, offs_dv, seqlen_q, HEADDIM_V, BLOCK_DV, MASKED)
         lse, delta = _load_row_stats(lse_base, delta_base, rows, seqlen_q, LOG2_SCORES)
         s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION)  # (BLOCK_N, BLOCK_M): keys x queries
-        s_t, tanh_t = _scores(s_t, qk_scale, score_cap, HAS_SOFTCAP)
+        x_t, tanh_t = _score_minus_lse(s_t, lse[None, :], qk_scale, score_cap, HAS_SOFTCAP, LOG2_SCORES)
         if MASKED:
             keep = _allowed(rows[None, :], cols[:, None], seqlen_q, seqlen_k, window_left, window_right,
                             HAS_LEFT, HAS_RIGHT)
-            s_t = tl.where(keep, s_t, float("-inf"))
-        p_t = _probabilities(s_t, lse[None, :], LOG2_SCORES)
+            x_t = tl.where(keep, x_t, float("-inf"))
+        p_t = _exp(x_t, LOG2_SCORES)
         dv = tl.dot(p_t.to(do.dtype), do, dv, input_precision=DOT_PRECISION)
         dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)
         ds_t = p_t * (dp_t - delta[None, :])
@@ -466,12 +478,12 @@ def _bwd_dq_inner(dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, r
         k = _load_rows(k_base, cols, stride_ks, offs_d, seqlen_k, HEADDIM, BLOCK_D, MASKED)
         v = _load_rows(v_base, cols, stride_vs, offs_dv, seqlen_k, HEADDIM_V, BLOCK_DV, MASKED)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)
-        s, tanh = _scores(s, qk_scale, score_cap, HAS_SOFTCAP)
+        x, tanh = _score_minus_lse(s, lse[:, None], qk_scale, score_cap, HAS_SOFTCAP, LOG2_SCORES)
         if MASKED:
             keep = _allowed(rows[:, None], cols[None, :], seqlen_q, seqlen_k, window_left, window_right,
                             HAS_LEFT, HAS_RIGHT)
-            s = tl.where(keep, s, float("-inf"))
-        p = _probabilities(s, lse[:, None], LOG2_SCORES)
+            x = tl.where(keep, x, float("-inf"))
+        p = _exp(x, LOG2_SCORES)
         dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)
         ds = p * (dp - delta[:, None])
         if HAS_SOFTCAP:
