@@ -6,8 +6,10 @@ from fa3nn.metrics.attention_flops (the one formula). For each (head dim, seqlen
   1. checks the backend against fa3nn's fp32 reference on a slice (batch 0, two heads): out, dq, dk, dv;
   2. measures peak extra memory of one forward+backward (max allocated minus what the inputs already hold);
   3. times each direction with CUDA events: a sleep kernel is queued first so the timed calls are all enqueued before
-     the GPU reaches them (no host gaps), `--iters` back-to-back calls over `--rotate` input sets (so L2 does not
-     hold the inputs between calls), median of `--reps` such batches.
+     the GPU reaches them (no host gaps; the sleep is sized from a first, untimed batch's host time), `--iters`
+     back-to-back calls over `--rotate` input sets (so L2 does not hold the inputs between calls), median of
+     `--reps` such batches. The host time per call is recorded too (`fwd_host_ms`, `bwd_host_ms` in the JSON): a
+     training step whose host time exceeds its device time runs at the host's pace.
 Writes benchmarks/results/<tag>.json and .md (GPU, torch/triton/cuDNN versions, date) and prints the table last.
 
     python scripts/bench.py                                 # the full grid (about 10 minutes on an H200)
@@ -20,6 +22,7 @@ import argparse
 import datetime
 import json
 import statistics
+import time
 from pathlib import Path
 
 import torch
@@ -83,21 +86,31 @@ def peak_extra_mib(fn, q, k, v, dout, causal) -> float:
     return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
-def time_ms(calls, iters: int, reps: int) -> float:
-    """Median over `reps` of (device time of `iters` back-to-back calls) / iters; calls[i % len] is call i."""
+def time_ms(calls, iters: int, reps: int, host_ms: list | None = None) -> float:
+    """Median over `reps` of (device time of `iters` back-to-back calls) / iters; calls[i % len] is call i.
+    Appends the median host time per call (enqueueing alone) to `host_ms` when given."""
     for call in calls:  # warm-up: compile, autotune, handles
         call()
     torch.cuda.synchronize()
-    samples = []
-    for _ in range(reps):
+    samples, host = [], []
+    sleep_cycles = 2_000_000  # ~1 ms at 2 GHz: the GPU waits while the host enqueues the timed calls
+    for rep in range(reps + 1):  # rep 0 measures the host time only, to size the sleep of the others
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(2_000_000)  # ~1 ms at 2 GHz: the GPU waits while the host enqueues the timed calls
+        torch.cuda._sleep(sleep_cycles)
         start.record()
+        t0 = time.perf_counter()
         for i in range(iters):
             calls[i % len(calls)]()
+        host.append((time.perf_counter() - t0) * 1e3 / iters)
         end.record()
         torch.cuda.synchronize()
-        samples.append(start.elapsed_time(end) / iters)
+        # The sleep must outlast the enqueueing, or host time leaks into the device time: at seqlen 512 one
+        # Python-launched call can take longer to enqueue than to run.
+        sleep_cycles = max(sleep_cycles, int(2 * host[-1] * iters * 2_000_000))
+        if rep:
+            samples.append(start.elapsed_time(end) / iters)
+    if host_ms is not None:
+        host_ms.append(statistics.median(host[1:]))
     return statistics.median(samples)
 
 
@@ -125,9 +138,11 @@ def bench_shape(backends, headdim, seqlen, causal, directions, args) -> dict:
             continue
         result["peak_extra_mib"] = peak_extra_mib(fn, *sets[0], causal)
         if "fwd" in directions:
+            host: list = []
             with torch.no_grad():
-                ms = time_ms([lambda s=s, fn=fn: fn(s[0], s[1], s[2], causal) for s in sets], args.iters, args.reps)
-            result["fwd_ms"], result["fwd_tflops"] = ms, flops["fwd"] / ms / 1e9
+                ms = time_ms([lambda s=s, fn=fn: fn(s[0], s[1], s[2], causal) for s in sets], args.iters, args.reps,
+                             host)
+            result["fwd_ms"], result["fwd_tflops"], result["fwd_host_ms"] = ms, flops["fwd"] / ms / 1e9, host[0]
         bwd_runs_on = explain(*sets[0][:3], causal=causal, backend=backend).backward if backend in FA3NN else backend
         if bwd_runs_on != backend:
             result["bwd_runs_on"] = bwd_runs_on  # a forward-only backend: its backward is another one's, not timed
@@ -136,9 +151,10 @@ def bench_shape(backends, headdim, seqlen, causal, directions, args) -> dict:
             for q, k, v, dout in sets:
                 leaves = [x.detach().requires_grad_(True) for x in (q, k, v)]
                 graphs.append((fn(*leaves, causal), leaves, dout))
+            host = []
             ms = time_ms([lambda g=g: torch.autograd.grad(g[0], g[1], g[2], retain_graph=True) for g in graphs],
-                         args.iters, args.reps)
-            result["bwd_ms"], result["bwd_tflops"] = ms, flops["bwd"] / ms / 1e9
+                         args.iters, args.reps, host)
+            result["bwd_ms"], result["bwd_tflops"], result["bwd_host_ms"] = ms, flops["bwd"] / ms / 1e9, host[0]
             del graphs
         row["results"][backend] = result
     del sets
