@@ -4,6 +4,7 @@ lse, dq, dk, dv to FlashAttention-3's error-ratio rule against attention_ref (fp
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from fa3nn import flash_attn_func, flash_attn_varlen_func
@@ -168,3 +169,24 @@ def test_autotuning_is_opt_in(monkeypatch):
     assert configs.autotune_enabled()
     candidates = configs.autotune_candidates("fwd", 256, 256, True, 8192, 2, H200_SMEM)
     assert candidates == [configs.Tile(128, 32, 8, 2), configs.Tile(64, 64, 8, 2)]  # pinned first, no repeats
+
+
+def test_launcher_sizes_each_grid_by_its_own_heads(monkeypatch):
+    """launch._launcher on a (faked) H200: dK/dV's grid counts K/V heads, the forward's and dQ's query heads; and
+    deterministic=True takes the pinned tile even with autotuning opted in."""
+    pytest.importorskip("triton")
+    from fa3nn.backends.base import AttnParams
+    from fa3nn.backends.triton import configs, launch
+    from fa3nn.masks import Window
+
+    monkeypatch.setattr(launch, "_device", lambda device: (9, H200_SMS, H200_SMEM))
+    monkeypatch.setenv("FA3NN_TRITON_AUTOTUNE", "1")
+    q = torch.empty(1, 1024, 8, 64)  # MQA, batch 1: 8 query heads, 1 K/V head
+    k = v = torch.empty(1, 1024, 1, 64)
+    shape = launch._Shape(q, k, v, AttnParams(0.125, Window.from_args(True, (-1, -1)), 0.0, True), None)
+    shape.device = torch.device("cuda", 0)
+    # forward: 8 heads x 16 blocks of 64 rows = 128 programs <= 132 SMs -> 64 rows (pinned: 128)
+    assert launch._launcher("fwd", None, shape) == configs.Tile(64, 128, 8, 3)
+    # dK/dV: one K/V head, 16 blocks of 64 keys -> 64 (pinned: 128); dQ stays at its 64 rows
+    assert launch._launcher("dkdv", None, shape) == configs.Tile(32, 64, 8, 3)
+    assert launch._launcher("dq", None, shape) == configs.Tile(64, 64, 4, 3)
