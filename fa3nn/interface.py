@@ -20,7 +20,7 @@ from fa3nn.checks import check_dense, check_options, check_varlen
 from fa3nn.dispatch import Explanation, check_backend_name, explain_call
 from fa3nn.fp8 import DelayedScaling, HadamardRotation, PerTileScaling, as_recipe, fp8_attention_forward
 from fa3nn.masks import Window
-from fa3nn.ops import attention_forward
+from fa3nn.ops import attention_call
 
 
 def _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8, backend):
@@ -88,7 +88,7 @@ def attention(
     if fp8_recipe is not None:
         return fp8_attention_forward(q, k, v, params, fp8_recipe, fp8_state, cu_seqlens_q, cu_seqlens_k,
                                      max_seqlen_q, max_seqlen_k, training=training, backend=backend)
-    return attention_forward(
+    return attention_call(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, params.softmax_scale, params.window.left,
         params.window.right, params.softcap, deterministic, backend,
     )
