@@ -451,12 +451,16 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
     }
     return false;
   };
-  // The steady-state step (FA3 Algorithm 2): S for block n_block while P V of the previous block runs.
+  // The steady-state step (FA3 Algorithm 2): S for block n_block while P V of the previous block runs. O is
+  // rescaled by the previous softmax's factors (o_scale) right before the P V that adds to it, between the two
+  // issues, so the multiplies run while the tensor cores compute Q K^T rather than after the P V wait.
   auto overlapped_step = [&](const WorkTile& w, int n_block) {
     bars.k.consumer_wait(k_state);
     bars.v.consumer_wait(v_state);
     c.gemm_turn_begin();
     issue_qk();  // S_next = Q K_n^T
+    fence_operands(o);  // keeps the compiler from hoisting the multiplies above the Q K^T issue
+    C::rescale(o, o_scale);
     issue_pv();  // O += P V_{n+1}
     c.gemm_turn_end();
     fence_operands(o);
@@ -468,7 +472,6 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
     wgmma_wait<0>();
     fence_operands(o);
     release_v();
-    C::rescale(o, o_scale);
     C::to_a_fragments(s, pa);
   };
   // First Q K^T of a tile, alone (no P V to overlap with).
@@ -482,10 +485,12 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
     fence_operands(s);
     release_k(w.n_blocks == 1);
     softmax_block(w, w.n_blocks - 1);
+    o_scale[0] = o_scale[1] = 1.f;  // O is still zero: the next step's rescale is skipped
     C::to_a_fragments(s, pa);
   };
-  // Last P V of a tile, alone.
+  // Last P V of a tile, alone (O rescaled first: no Q K^T to hide that under).
   auto last_block = [&]() {
+    C::rescale(o, o_scale);
     bars.v.consumer_wait(v_state);
     c.gemm_turn_begin();
     issue_pv();
@@ -523,6 +528,8 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
       bars.v.consumer_wait(v_state);
       c.gemm_turn_begin();
       issue_qk();
+      fence_operands(o);
+      C::rescale(o, o_scale);
       issue_pv();
       c.gemm_turn_end();
       fence_operands(o);
@@ -534,6 +541,7 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
       softmax.reset();
       n_block = cur.n_blocks - 1;
       softmax_block(cur, n_block);
+      o_scale[0] = o_scale[1] = 1.f;  // the new tile's O starts at zero (zero_o below)
       wgmma_wait<0>();
       fence_operands(o);
       release_v();
@@ -563,9 +571,8 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
           fence_operands(s);
           release_k(n_block == 0);
           softmax_block(cur, n_block);
-          C::rescale(o, o_scale);
           C::to_a_fragments(s, pa);
-          last_block();
+          last_block();  // rescales O, then P V
         }
       }
       finish_tile(cur);
