@@ -83,6 +83,15 @@ inline int num_sms() {
   return sms > 0 ? sms : 132;
 }
 
+namespace {
+// Whether this library has raised instantiation Cfg's dynamic shared-memory limit. Internal linkage on purpose: a
+// function-local static of a template is a process-wide unique symbol (STB_GNU_UNIQUE), so two builds of this library
+// in one process (bench_hopper.py --compare) shared it, and the second build launched unconfigured ("invalid
+// argument").
+template <class Cfg>
+bool smem_configured = false;
+}  // namespace
+
 template <class Cfg>
 int launch(const Problem& pr) {
   const bool varlen = pr.cu_seqlens_q != nullptr;
@@ -142,11 +151,10 @@ int launch(const Problem& pr) {
   static const int sms = num_sms();
   const int grid = static_cast<int>(tiles < sms ? tiles : sms);
   auto kernel = flash_fwd_kernel<Cfg>;
-  static bool configured = false;  // per instantiation
-  if (!configured) {
+  if (!smem_configured<Cfg>) {
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess)
       return fail("cudaFuncSetAttribute: %s", cudaGetErrorString(cudaGetLastError()));
-    configured = true;
+    smem_configured<Cfg> = true;
   }
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, to, p);
   const cudaError_t err = cudaGetLastError();
