@@ -84,10 +84,10 @@ inline int num_sms() {
 }
 
 namespace {
-// Whether this library has raised instantiation Cfg's dynamic shared-memory limit. Internal linkage on purpose: a
-// function-local static of a template is a process-wide unique symbol (STB_GNU_UNIQUE), so two builds of this library
-// in one process (bench_hopper.py --compare) shared it, and the second build launched unconfigured ("invalid
-// argument").
+// Whether this library has raised instantiation Cfg's dynamic shared-memory limit. Not a function-local static: in a
+// template that is a process-wide unique symbol (STB_GNU_UNIQUE), so two builds of this library in one process
+// (bench_hopper.py --compare) shared it, and the second build launched unconfigured ("invalid argument"). nvcc gives
+// this unnamed namespace a per-build hashed name, so each build keeps its own flag.
 template <class Cfg>
 bool smem_configured = false;
 }  // namespace
