@@ -16,8 +16,8 @@
 //
 // Epilogue (kTmaStoreO, dense calls): each consumer writes its 64 normalized O rows into its own rows of the tile's
 // Q stage (done with Q by then), fences, and one thread issues TMA stores that run while the warpgroup starts the
-// next tile; the Q stage goes back to the producer once the stores have read it. Varlen calls and Q1 configs store
-// O from registers (store_o_direct).
+// next tile; the Q stage goes back to the producer once the stores have read it. Varlen calls, Q1 configs and d64
+// store O from registers (store_o_direct).
 #pragma once
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -64,8 +64,11 @@ struct FwdConfig {
   static constexpr bool kSkipKVLoads = kSkipKVLoads_, kCrossTile = kCrossTile_ && kOverlap_;
   // The TMA-store epilogue writes each warpgroup's O into its own rows of the finished tile's Q stage, so it needs a
   // second Q stage for the next tile (no extra shared memory; Q1 configs have none to spare: d128 128 x 176 uses 208
-  // of 227 KB, d256 224) and is built for the cross-tile loop, the default.
-  static constexpr bool kTmaStoreO = kQStages == 2 && kCrossTile;
+  // of 227 KB, d256 224) and is built for the cross-tile loop, the default. Measured on the H200 against the direct
+  // stores, same run (benchmarks/NOTES.md, v7): d128 128 x 128 tiles +10% at seqlen 512, +6% causal 512, +5% causal
+  // 2048; d64 -1% to -7% at every length (half the O bytes per row to save, the same barrier, fence and delayed Q
+  // release), so d64 keeps the direct stores.
+  static constexpr bool kTmaStoreO = kQStages == 2 && kCrossTile && kHeadDim >= 128;
   static constexpr int kConsumers = kConsumers_;  // consumer warpgroups, 64 query rows each
   static constexpr int kBlockM = 64 * kConsumers;
   static constexpr int kThreads = 128 * (1 + kConsumers);
