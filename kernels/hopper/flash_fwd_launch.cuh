@@ -87,7 +87,7 @@ namespace {
 // Whether this library has raised instantiation Cfg's dynamic shared-memory limit. Not a function-local static: in a
 // template that is a process-wide unique symbol (STB_GNU_UNIQUE), so two builds of this library in one process
 // (bench_hopper.py --compare) shared it, and the second build launched unconfigured ("invalid argument"). nvcc gives
-// this unnamed namespace a hashed name that differed in each build compared (v7 notes), so each kept its own flag.
+// this unnamed namespace a hashed name that differed in each of the v7 builds (NOTES.md), so each kept its own flag.
 template <class Cfg>
 bool smem_configured = false;
 }  // namespace
