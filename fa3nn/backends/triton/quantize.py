@@ -1,15 +1,19 @@
 """The fused FP8 quantization pass: bf16/fp16 Q, K, V -> the e4m3 operands of fa3nn.fp8.operands, in one launch.
 
 One program owns one block of rows of one head of one of Q, K or V (program axis 1 walks Q's heads, then K's, then
-V's). It reads its rows once, rotates Q and K by the recipe's Hadamard matrix (a (d, d) fp32 GEMM on the tile, in
-KC-column steps so that neither operand outgrows shared memory at d = 256), takes the block's amax, and writes e4m3
-rows (V transposed: keys contiguous, for the FP8 P·V GEMM) and the block's amax. Three recipe shapes:
+V's). It reads its rows once, rotates Q and K by the recipe's Hadamard matrix (a (d, d) GEMM on the tile in
+KC-column steps, so neither operand outgrows shared memory at d = 256; precision: ROTATE_PRECISION), takes the
+block's amax, and writes e4m3
+rows (V transposed: keys contiguous, for the FP8 P·V GEMM) and the block's amax. Three cases:
 
-    per tile, tile <= 128 rows    one pass: a block is a scale tile, its scale is computed in the program
+    per tile, a tile fits one program's registers (<= 128 x 256 fp32; rotated <= 128 x 128, see
+                                  MAX_ROTATED_TILE_ELEMENTS)
+                                  one pass: a block is a scale tile, its scale is computed in the program
     per tensor (delayed scaling)  one pass: the scales are given
-    per (batch, head), or tiles > 128 rows (CurrentScaling)  two passes: block amaxes first, tile scales from them
-                                  (fa3nn.fp8.scaling.amax_to_scale, on a tensor of a few KB), then the cast pass.
-                                  A 16k-row scale tile cannot sit in registers, so this recipe reads Q, K, V twice.
+    otherwise (per (batch, head) = CurrentScaling; per-tile at d = 256 with the rotation)
+                                  two passes: block amaxes first, tile scales from them (fa3nn.fp8.scaling.
+                                  amax_to_scale, on a tensor of a few KB), then the cast pass. A 16k-row scale tile
+                                  cannot sit in registers, so these read Q, K, V twice (and rotate twice).
 
 The values are fa3nn.fp8.quantize.quantize_qkv_tensors' exactly: the same fp32 multiply, saturation and
 round-to-nearest-even, scale = (1 / amax) * 448 with an IEEE reciprocal (div_rn; Triton's `/` is approximate in
@@ -32,9 +36,18 @@ from fa3nn.fp8.operands import FP8Operands, padded_keys
 from fa3nn.fp8.scaling import E4M3, amax_to_scale, num_tiles
 
 E4M3_MAX = tl.constexpr(448.0)
-MAX_FUSED_ROWS = 128  # largest scale tile one program holds in registers (128 x 256 fp32 = 128 regs/thread at 16 warps)
+# The most fp32 elements one program holds as its scale tile: 128 rows x 256 dims unrotated (64 registers/thread at
+# 16 warps). Rotated, the GEMM's operands need room too: ptxas (Triton 3.9, sm_90a) failed register allocation for
+# a rotated 128 x 256 tile and spilled 432 bytes at 128 x 128 (tf32x3), so rotated tiles stop at 128 x 128 and
+# d = 256 takes the two-pass path.
+MAX_TILE_ELEMENTS = 128 * 256
+MAX_ROTATED_TILE_ELEMENTS = 128 * 128
 CHUNK_ROWS = 64  # rows per program when a scale tile is larger than that, or the scales are given
-ROTATE_PRECISION = "ieee"  # fp32 FMA products and sums, as the PyTorch definition; "tf32x3" is the fast option
+# The rotation GEMM's precision. "tf32x3" (3 tf32 tensor-core products, hi*hi + hi*lo + lo*hi) is fp32-accurate
+# here: bf16/fp16 inputs are exact in tf32, the matrix is carried to 22 of fp32's 24 bits, sums are fp32. "ieee"
+# (fp32 FMA products) is the PyTorch definition's arithmetic but not usable at d = 256: Triton's FMA dot of a
+# rotated 128 x 256 tile compiled for 10 minutes and spilled 300 KB (64 x 256: 9 KB).
+ROTATE_PRECISION = "tf32x3"
 
 
 @triton.jit
@@ -188,7 +201,7 @@ def _quantize_qkv_kernel(
 
 
 def _chunk_rows(rows_per_tile: int, tiles: int) -> int:
-    """Rows per program when a scale tile exceeds MAX_FUSED_ROWS: a power of two dividing the tile (tiles are
+    """Rows per program when a scale tile is not one program's: a power of two dividing the tile (tiles are
     multiples of 16 rows) so that no program straddles two tiles; any when there is one tile per sequence."""
     if tiles == 1:
         return CHUNK_ROWS
@@ -196,7 +209,7 @@ def _chunk_rows(rows_per_tile: int, tiles: int) -> int:
 
 
 def _num_warps(rows: int, block_d: int) -> int:
-    # One fp32 element per 16 threads... 2048 elements per warp keeps the rotated 128 x 256 tile at 64 regs/thread.
+    # 2048 fp32 elements per warp: 64 registers per thread for the tile itself.
     return max(4, min(16, rows * block_d // 2048))
 
 
@@ -242,8 +255,11 @@ def quantize_fused(
     q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
     nheads, nheads_kv, headdim, headdim_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     # One scale tile per program when it fits in registers and scales come from this call's amax.
-    own_scale = tensor_scales is None and max(_Plan(seqlen_q, block_q, True).rows_per_tile,
-                                              _Plan(seqlen_k, block_k, True).rows_per_tile) <= MAX_FUSED_ROWS
+    block_d, block_dv = (max(16, triton.next_power_of_2(d)) for d in (headdim, headdim_v))
+    widest = block_d if rotation is not None else max(block_d, block_dv)
+    tile_rows = max(_Plan(seqlen_q, block_q, True).rows_per_tile, _Plan(seqlen_k, block_k, True).rows_per_tile)
+    limit = MAX_ROTATED_TILE_ELEMENTS if rotation is not None else MAX_TILE_ELEMENTS
+    own_scale = tensor_scales is None and triton.next_power_of_2(tile_rows) * widest <= limit
     plan_q, plan_k = _Plan(seqlen_q, block_q, own_scale), _Plan(seqlen_k, block_k, own_scale)
     slots = nheads + 2 * nheads_kv
     grid = (max(plan_q.nblocks, plan_k.nblocks), slots, batch)
@@ -263,7 +279,6 @@ def quantize_fused(
     slices = (slice(0, nheads), slice(nheads, nheads + nheads_kv), slice(nheads + nheads_kv, slots))
 
     def launch(scale: torch.Tensor, own: bool, store: bool) -> None:
-        block_d, block_dv = (max(16, triton.next_power_of_2(d)) for d in (headdim, headdim_v))
         rows = max(plan_q.rows_pow2, plan_k.rows_pow2)
         cu_q = cu_seqlens_q if varlen else q
         cu_k = cu_seqlens_k if varlen else k

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# One device call for the Triton FP8 work: its GPU tests, then the FP8 bench rows beside our bf16 Triton and Hopper
+# forwards and cuDNN (forward only, pinned tiles: FA3NN_TRITON_AUTOTUNE=0, plus a tile sweep of the FP8 kernel at the
+# longest seqlen). Logs and results go to $OUT (else benchmarks/results).
+# Usage: bash scripts/triton_fp8_gpu.sh [TEST_SECONDS] [BENCH_SECONDS]
+set -uo pipefail
+test_seconds=${1:-80}
+bench_seconds=${2:-120}
+out=${OUT:-benchmarks/results}
+mkdir -p "$out"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 FA3NN_TRITON_AUTOTUNE=0
+[ -f build/libfa3nn_hopper.so ] && export FA3NN_HOPPER_LIB=$PWD/build/libfa3nn_hopper.so
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader
+timeout "$test_seconds" python -m pytest -m gpu -q -n 8 -p no:cacheprovider tests/test_fp8_triton_gpu.py 2>&1 \
+    | tee "$out/triton_fp8_gpu_tests.log" | tail -n 25
+echo "pytest exit: ${PIPESTATUS[0]}"
+timeout "$bench_seconds" python scripts/bench.py --backends triton triton-fp8 hopper cudnn --headdims 128 256 \
+    --seqlens 16384 8192 2048 --directions fwd --iters 5 --reps 3 --rotate 2 --fp8-tile-sweep \
+    --out-dir "$out" --tag triton_fp8_h200 2>&1 | tee "$out/triton_fp8_bench.log" | tail -n 20
+echo "bench exit: ${PIPESTATUS[0]}"
