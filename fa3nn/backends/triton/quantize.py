@@ -47,6 +47,8 @@ CHUNK_ROWS = 64  # rows per program when a scale tile is larger than that, or th
 # here: bf16/fp16 inputs are exact in tf32, the matrix is carried to 22 of fp32's 24 bits, sums are fp32. "ieee"
 # (fp32 FMA products) is the PyTorch definition's arithmetic but not usable at d = 256: Triton's FMA dot of a
 # rotated 128 x 256 tile compiled for 10 minutes and spilled 300 KB (64 x 256: 9 KB).
+# One difference from fp32: an infinite input splits into inf + (inf - inf) = NaN, so a rotated row holding +-Inf
+# becomes NaN where PyTorch's fp32 rotation gives +-Inf (saturated to +-448); both scale that tile by 1.
 ROTATE_PRECISION = "tf32x3"
 
 
