@@ -3,9 +3,10 @@ an FP8 path) runs fa3nn.flash_attn_func(fp8=RECIPE, backend=<name>) and is measu
 
     fwd (end to end)  the public call: recipe -> fused quantization pass -> FP8 kernel, what a model pays
     kernel            the FP8 forward alone on operands quantized beforehand (fa3nn.dispatch.FP8Path.kernel)
-    quant             the fused quantization pass alone: with the default fp32 ("ieee") Hadamard rotation, with
-                      "tf32x3" (3 tf32 tensor-core products; how far its e4m3 values move is recorded), and
-                      without rotation (incoherent=False)
+    quant             the fused quantization pass alone, as the call runs it (the Hadamard rotation in "tf32x3",
+                      fa3nn.backends.triton.quantize.ROTATE_PRECISION), with the rotation in fp32 FMA ("ieee"; how
+                      far tf32x3's e4m3 values and scales are from it is recorded), and without rotation
+                      (incoherent=False)
 
 The check before timing: the error-ratio rule against fp32 attention with the FP8 emulation as the yardstick, and
 an SQNR floor of 20 dB (per-tile + incoherent FP8 measures ~25.6 dB on N(0, 1) inputs, tests/test_fp8_reference.py).
@@ -50,9 +51,10 @@ def check(base: str, q, k, v, causal) -> dict:
             "error_ratio": report, "ok": passed and sqnr >= SQNR_FLOOR_DB}
 
 
-def _operands(sets, rotate_precision="ieee", incoherent=True):
-    from fa3nn.backends.triton.quantize import quantize_fused
+def _operands(sets, rotate_precision=None, incoherent=True):
+    from fa3nn.backends.triton.quantize import ROTATE_PRECISION, quantize_fused
 
+    rotate_precision = rotate_precision or ROTATE_PRECISION
     state = make_state(RECIPE)
     calls, results = [], []
     for q, k, v, *_ in sets:
@@ -78,13 +80,13 @@ def bench(base: str, sets, causal: bool, flops: float, time_ms, args) -> dict:
         result["fwd_ms"], result["fwd_tflops"] = ms, flops / ms / 1e9
         quant_calls, operands = _operands(sets)
         result["quant_ms"] = time_ms(quant_calls, args.iters, args.reps)
-        calls, fast = _operands(sets, "tf32x3")
-        result["quant_tf32x3_ms"] = time_ms(calls, args.iters, args.reps)
-        for name in ("q", "k"):  # how far tf32x3's rotation moves the e4m3 values and scales from fp32's
-            a, b = getattr(fast[0], name).float(), getattr(operands[0], name).float()
-            result[f"tf32x3_{name}_changed_fraction"] = (a != b).float().mean().item()
-            da, db = getattr(fast[0], f"{name}_descale"), getattr(operands[0], f"{name}_descale")
-            result[f"tf32x3_{name}_descale_max_rel"] = ((da - db).abs() / db).max().item()
+        calls, fp32 = _operands(sets, "ieee")
+        result["quant_ieee_ms"] = time_ms(calls, args.iters, args.reps)
+        for name in ("q", "k"):  # how far the default rotation moves the e4m3 values and scales from fp32 FMA's
+            a, b = getattr(operands[0], name).float(), getattr(fp32[0], name).float()
+            result[f"default_vs_ieee_{name}_changed_fraction"] = (a != b).float().mean().item()
+            da, db = getattr(operands[0], f"{name}_descale"), getattr(fp32[0], f"{name}_descale")
+            result[f"default_vs_ieee_{name}_descale_max_rel"] = ((da - db).abs() / db).max().item()
         calls, _ = _operands(sets, incoherent=False)
         result["quant_no_rotation_ms"] = time_ms(calls, args.iters, args.reps)
         kernel = FP8_FORWARD_PATHS[base].kernel
