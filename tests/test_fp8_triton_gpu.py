@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fp8_kernel_checks import check_forward, check_quantize
 
-import fa3nn
-from fa3nn.fp8 import random_sign_hadamard
-from fa3nn.fp8.hadamard import random_signs
-from fa3nn.fp8.reference import FP8_GRAD_ERROR_RATIO
-from fa3nn.masks import Window
-from fa3nn.testing import assert_error_ratio, attention_ref, random_padding_mask, unpad
+if not torch.cuda.is_available():  # before anything imports triton: the interpreter tests need to set it up first
+    pytest.skip("needs a CUDA GPU (run `pytest -m gpu` on the H200)", allow_module_level=True)
+
+from fp8_kernel_checks import check_forward, check_quantize  # noqa: E402
+
+import fa3nn  # noqa: E402
+from fa3nn.fp8 import random_sign_hadamard  # noqa: E402
+from fa3nn.fp8.hadamard import random_signs  # noqa: E402
+from fa3nn.fp8.reference import FP8_GRAD_ERROR_RATIO  # noqa: E402
+from fa3nn.masks import Window  # noqa: E402
+from fa3nn.testing import assert_error_ratio, attention_ref, random_padding_mask, unpad  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
