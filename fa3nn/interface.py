@@ -172,7 +172,8 @@ def explain(
 ) -> Explanation:
     """Which backend `flash_attn_func` (or, given cu_seqlens, `flash_attn_varlen_func`) would use for this call in
     the forward and the backward, and why each other backend was refused. Runs no kernel. With an fp8 recipe the
-    forward names its FP8 path ("fp8 emulation (reference)" until the FP8 kernels land); the backward is bf16.
+    forward names its FP8 path ("triton fp8 kernel" on sm_89+ GPUs, "fp8 emulation (reference)" elsewhere); the
+    backward is bf16.
     """
     varlen = cu_seqlens_q is not None
     if varlen:

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from fa3nn.backends.base import AttnCall, AttnParams, Varlen, lse_dtype
 from fa3nn.checks import check_cu_seqlens_values
-from fa3nn.dispatch import resolve, resolve_fp8
+from fa3nn.dispatch import FP8_FORWARD_PATHS, resolve, resolve_fp8
 from fa3nn.fp8.quantize import quantize_qkv_tensors
 from fa3nn.fp8.reference import attention_fp8
 from fa3nn.masks import Window
@@ -195,16 +195,25 @@ def attention_forward_fp8(
     from the high-precision q, k, v."""
     params = _params(softmax_scale, window_left, window_right, softcap, deterministic)
     varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    resolve_fp8(backend, AttnCall.of(q, k, v, params, varlen is not None))  # raises for a backend with no FP8 path
+    chosen = resolve_fp8(backend, AttnCall.of(q, k, v, params, varlen is not None))  # raises if there is no path
     if q.numel() == 0 or k.numel() == 0:
         return *_nothing_attended(q, v, varlen is not None), torch.zeros(3, dtype=torch.float32, device=q.device)
-    # The only FP8 path today is the emulation of the kernels' rounding points (fa3nn.fp8.reference); the Triton
-    # and native FP8 forwards will take the same quantized tensors in its place, chosen by resolve_fp8.
-    quantized = quantize_qkv_tensors(q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q, cu_seqlens_k,
-                                     max_seqlen_q, max_seqlen_k)
-    out, lse = attention_fp8(quantized, params.softmax_scale, params.window, params.softcap, cu_seqlens_q,
-                             cu_seqlens_k, out_dtype=q.dtype)
-    return out.contiguous(), lse.to(lse_dtype(q.dtype)).contiguous(), quantized.amax.to(torch.float32)
+    kernel = FP8_FORWARD_PATHS[chosen].kernel
+    if kernel is None:  # the emulation of the kernels' rounding points (fa3nn.fp8.reference), any device
+        quantized = quantize_qkv_tensors(q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q,
+                                         cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+        out, lse = attention_fp8(quantized, params.softmax_scale, params.window, params.softcap, cu_seqlens_q,
+                                 cu_seqlens_k, out_dtype=q.dtype)
+        return out.contiguous(), lse.to(lse_dtype(q.dtype)).contiguous(), quantized.amax.to(torch.float32)
+    from fa3nn.backends.triton.quantize import quantize_fused  # imports triton: only where a kernel path runs
+
+    operands = quantize_fused(q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q, cu_seqlens_k,
+                              max_seqlen_q, max_seqlen_k)
+    softcap_arg = {"softcap": params.softcap} if params.softcap > 0 else {}  # see fa3nn.dispatch.FP8Path
+    out, lse = kernel(operands.q, operands.k, operands.vt, operands.q_descale, operands.k_descale,
+                      operands.v_descale, operands.block_q, operands.block_k, params.softmax_scale, params.window,
+                      cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q.dtype, **softcap_arg)
+    return out, lse, operands.amax
 
 
 @attention_forward_fp8.register_fake

@@ -14,6 +14,9 @@ Writes benchmarks/results/<tag>.json and .md (GPU, torch/triton/cuDNN versions, 
 
     python scripts/bench.py                                 # the full grid (about 10 minutes on an H200)
     python scripts/bench.py --headdims 128 --seqlens 2048 8192 --backends triton cudnn fa2   # a quick look
+    python scripts/bench.py --backends triton triton-fp8 hopper cudnn --directions fwd           # FP8 rows
+
+FP8 rows (a backend name ending in -fp8) are measured end to end, kernel only and quantization only: bench_fp8.py.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import statistics
 import time
 from pathlib import Path
 
+import bench_fp8
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -44,6 +48,9 @@ RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 
 def attention_fn(backend: str):
     """(q, k, v, causal) -> out for (batch, seqlen, heads, dim) tensors."""
+    base = bench_fp8.fp8_base(backend)
+    if base in FA3NN:
+        return bench_fp8.attention_fn(base)
     if backend in FA3NN:
         return lambda q, k, v, causal: flash_attn_func(q, k, v, causal=causal, backend=backend)
     if backend in SDPA:
@@ -56,22 +63,24 @@ def attention_fn(backend: str):
             return out.transpose(1, 2)
 
         return sdpa
-    raise ValueError(f"unknown backend {backend!r}; choose from {FA3NN + tuple(SDPA)}")
+    raise ValueError(f"unknown backend {backend!r}; choose from {FA3NN + tuple(SDPA)}, or an fa3nn backend + "
+                     f"'{bench_fp8.SUFFIX}'")
 
 
-def check(fn, q, k, v, dout, causal) -> dict:
-    """Max errors against fa3nn's reference (fp32 compute) on batch 0, heads 0-1: out absolute, grads relative."""
+def check(fn, q, k, v, dout, causal, grads: bool = True) -> dict:
+    """Max errors against fa3nn's reference (fp32 compute) on batch 0, heads 0-1: out absolute, grads relative
+    (grads=False: the forward only, for forward-only runs)."""
     q, k, v, dout = (x[:1, :, :2].detach().contiguous() for x in (q, k, v, dout))
     params = AttnParams(q.shape[-1] ** -0.5, Window.from_args(causal, (-1, -1)), 0.0, False)
     out_ref, lse_ref = forward_dense(q, k, v, params)
-    grads_ref = backward_dense(dout, q, k, v, out_ref, lse_ref, None, params)
-    leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
+    leaves = [x.clone().requires_grad_(grads) for x in (q, k, v)]
     out = fn(*leaves, causal)
-    grads = torch.autograd.grad(out, leaves, dout)
     errors = {"out": (out - out_ref).abs().max().item()}
-    for name, g, g_ref in zip(("dq", "dk", "dv"), grads, grads_ref):
-        errors[name] = ((g.float() - g_ref.float()).abs().max() / g_ref.float().abs().max()).item()
-    errors["ok"] = errors["out"] <= 2e-2 and max(errors[n] for n in ("dq", "dk", "dv")) <= 5e-2
+    if grads:
+        grads_ref = backward_dense(dout, q, k, v, out_ref, lse_ref, None, params)
+        for name, g, g_ref in zip(("dq", "dk", "dv"), torch.autograd.grad(out, leaves, dout), grads_ref):
+            errors[name] = ((g.float() - g_ref.float()).abs().max() / g_ref.float().abs().max()).item()
+    errors["ok"] = errors["out"] <= 2e-2 and max(errors.get(n, 0.0) for n in ("dq", "dk", "dv")) <= 5e-2
     return errors
 
 
@@ -127,8 +136,15 @@ def bench_shape(backends, headdim, seqlen, causal, directions, args) -> dict:
     for backend in backends:
         fn = attention_fn(backend)
         result: dict = {}
+        base = bench_fp8.fp8_base(backend)
+        if base is not None:
+            try:
+                row["results"][backend] = bench_fp8.bench(base, sets, causal, flops["fwd"], time_ms, args)
+            except Exception as exc:
+                row["results"][backend] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
+            continue
         try:
-            result["check"] = check(fn, *sets[0], causal)
+            result["check"] = check(fn, *sets[0], causal, grads="bwd" in directions)
         except Exception as exc:  # a backend that can't run this shape says why, and the run goes on
             result["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
             row["results"][backend] = result
@@ -136,7 +152,8 @@ def bench_shape(backends, headdim, seqlen, causal, directions, args) -> dict:
         if not result["check"]["ok"]:
             row["results"][backend] = result  # wrong answers are not timed
             continue
-        result["peak_extra_mib"] = peak_extra_mib(fn, *sets[0], causal)
+        if "bwd" in directions:
+            result["peak_extra_mib"] = peak_extra_mib(fn, *sets[0], causal)
         if "fwd" in directions:
             host: list = []
             with torch.no_grad():
@@ -195,6 +212,7 @@ def triton_choices() -> dict:
 def markdown(report: dict) -> str:
     env, backends, rows = report["environment"], report["backends"], report["rows"]
     ours = [b for b in backends if b in FA3NN]
+    fp8 = [b for b in backends if bench_fp8.fp8_base(b)]
     peers = [p for p in ("cudnn", "fa2") if p in backends]
     lines = [
         f"# Attention benchmark: {env['gpu']}, {env['date']}",
@@ -206,10 +224,16 @@ def markdown(report: dict) -> str:
     ]
     header = ["hdim", "seqlen", "causal"]
     for b in backends:
-        header += [f"{b} fwd", f"{b} bwd", f"{b} peak"]
+        if b in fp8:  # end to end, kernel only, and the quantization pass's milliseconds
+            header += [f"{b} fwd", f"{b} kernel", f"{b} quant ms", f"{b} quant ms ieee", f"{b} quant ms no-rot"]
+        else:
+            header += [f"{b} fwd", f"{b} bwd", f"{b} peak"]
     for b in ours:
         for p in peers:
             header += [f"{b}/{p} fwd", f"{b}/{p} bwd"]
+    fp8_vs = [p for p in ("triton", "hopper", "cudnn") if p in backends]
+    for b in fp8:
+        header += [f"{b} kernel/{p} fwd" for p in fp8_vs] + [f"{b} fwd/{p} fwd" for p in fp8_vs]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
 
     def num(value, fmt="{:.1f}"):
@@ -220,11 +244,20 @@ def markdown(report: dict) -> str:
         res = row["results"]
         for b in backends:
             r = res.get(b, {})
-            cells += [num(r.get("fwd_tflops")), num(r.get("bwd_tflops")), num(r.get("peak_extra_mib"), "{:.0f}")]
+            if b in fp8:
+                cells += [num(r.get("fwd_tflops")), num(r.get("kernel_tflops"))]
+                cells += [num(r.get(key), "{:.3f}") for key in ("quant_ms", "quant_ieee_ms", "quant_no_rotation_ms")]
+            else:
+                cells += [num(r.get("fwd_tflops")), num(r.get("bwd_tflops")), num(r.get("peak_extra_mib"), "{:.0f}")]
         for b in ours:
             for p in peers:
                 for d in ("fwd", "bwd"):
                     a, c = res.get(b, {}).get(f"{d}_tflops"), res.get(p, {}).get(f"{d}_tflops")
+                    cells.append(num(a / c if a and c else None, "{:.2f}"))
+        for b in fp8:
+            for key in ("kernel_tflops", "fwd_tflops"):
+                for p in fp8_vs:
+                    a, c = res.get(b, {}).get(key), res.get(p, {}).get("fwd_tflops")
                     cells.append(num(a / c if a and c else None, "{:.2f}"))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -243,6 +276,8 @@ def main() -> None:
     parser.add_argument("--rotate", type=int, default=3, help="input sets cycled through (defeats L2 reuse)")
     parser.add_argument("--precompile", type=int, default=0, metavar="WORKERS",
                         help="compile the Triton backend's autotune candidates in this many processes first")
+    parser.add_argument("--fp8-tile-sweep", action="store_true",
+                        help="time every Triton FP8 tile at the longest seqlen, non-causal (bench_fp8.py)")
     parser.add_argument("--out-dir", type=Path, default=RESULTS)
     parser.add_argument("--tag", default=None, help="file name stem (default: bench-<gpu>-<date>)")
     args = parser.parse_args()
