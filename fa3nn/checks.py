@@ -8,11 +8,11 @@ device checks run in the Python wrappers (torch.compile traces them); checks tha
 from __future__ import annotations
 
 import math
-import weakref
 
 import torch
 
 from fa3nn.fp8.config import as_recipe
+from fa3nn.memo import TensorMemo
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -93,40 +93,16 @@ def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
             raise ValueError(f"{name} must be a non-negative int, got {m!r}")
 
 
-# Validated cu_seqlens, by tensor identity: id -> (weakref, version counter, total, values, longest). A training
-# step passes one cu_seqlens tensor to every layer (and to every backward); reading it costs a host sync, so it is
-# read and checked once per tensor, not per call. The weakref and the version counter make a stale hit impossible:
-# a dead tensor, a new tensor at a recycled id, or an in-place change all miss and re-validate.
-_validated: dict[int, tuple] = {}
-_VALIDATED_MAX = 256
-
-
-def _cached_values(cu: torch.Tensor, total: int):
-    entry = _validated.get(id(cu))
-    if entry is None or entry[0]() is not cu or entry[2] != total:
-        return None
-    try:
-        return entry[3:] if entry[1] == cu._version else None
-    except RuntimeError:  # inference-mode tensors have no version counter
-        return None
-
-
-def _remember(cu: torch.Tensor, total: int, values: tuple[int, ...], longest: int) -> None:
-    try:
-        version = cu._version
-    except RuntimeError:
-        return
-    if len(_validated) >= _VALIDATED_MAX:
-        _validated.clear()
-    _validated[id(cu)] = (weakref.ref(cu), version, total, values, longest)
+# cu_seqlens read and validated once per tensor (fa3nn.memo), not per layer call.
+_validated = TensorMemo()
 
 
 def check_cu_seqlens_values(
     name: str, cu: torch.Tensor, total: int, max_seqlen_name: str, max_seqlen: int
 ) -> tuple[int, ...]:
     """Checks cu_seqlens' values (reading them is a host sync, done once per tensor) and returns them as a tuple."""
-    cached = _cached_values(cu, total)
-    if cached is None:
+
+    def read() -> tuple[tuple[int, ...], int]:
         values = tuple(cu.tolist())
         if values[0] != 0:
             raise ValueError(f"{name} must start at 0, got {values[0]}")
@@ -140,9 +116,9 @@ def check_cu_seqlens_values(
             raise ValueError(
                 f"{name}[-1] must equal the total tokens of the packed tensor ({total}), got {values[-1]}"
             )
-        cached = (values, max(lengths, default=0))
-        _remember(cu, total, *cached)
-    values, longest = cached
+        return values, max(lengths, default=0)
+
+    values, longest = _validated.get(cu, total, read)
     if longest > max_seqlen:
         raise ValueError(f"{max_seqlen_name} ({max_seqlen}) is smaller than the longest sequence ({longest}) in {name}")
     return values

@@ -8,13 +8,15 @@ naming what is unsupported and which backends would work; the backward of a forc
 Hopper backend is forward-only today) runs where `auto` would run it.
 
 FP8 calls (an `fp8=` recipe) have their own forward paths, `FP8_FORWARD_PATHS`; their backward is the bf16 backward
-and is dispatched as above. Today the only FP8 forward is the emulation of the kernels' rounding points (slow, any
-device); forcing a backend without an FP8 kernel raises rather than silently running bf16.
+and is dispatched as above. `auto` takes the first FP8 path in AUTO_ORDER (hopper > triton > reference) that serves
+the call: the Triton FP8 kernel on sm_89+ GPUs, else the emulation of the kernels' rounding points (slow, any
+device). Forcing a backend without an FP8 path raises rather than silently running bf16.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fa3nn.backends.base import AttnCall, Backend
@@ -74,35 +76,62 @@ def resolve(backend: str, call: AttnCall, backward: bool = False) -> Backend:
     return BACKENDS[chosen]
 
 
-# FP8 forward paths by backend name: what runs an FP8 call. The Triton and native FP8 forwards will add entries.
-FP8_FORWARD_PATHS: dict[str, str] = {"reference": "fp8 emulation (reference)"}
+@dataclass(frozen=True)
+class FP8Path:
+    """One FP8 forward. `refusal(call)` is None when it serves the call, else why not. `kernel` is None for the
+    emulation (fa3nn.fp8.reference, fed by the PyTorch quantization); otherwise fa3nn::fwd_fp8 runs the fused
+    quantization pass (fa3nn.backends.triton.quantize) and calls
+
+        kernel(q8, k8, vt8, q_descale, k_descale, v_descale, block_q, block_k, softmax_scale, window,
+               cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, out_dtype[, softcap=...]) -> (out, lse)
+
+    on the operands of fa3nn.fp8.operands (dense calls pass cu_seqlens None and the dense lengths); softcap is
+    passed only when nonzero, so a kernel without softcap refuses such calls and need not take the argument."""
+
+    description: str
+    refusal: Callable[[AttnCall], str | None]
+    kernel: Callable | None = None
 
 
-def fp8_refusal(name: str) -> str | None:
-    if name in FP8_FORWARD_PATHS:
-        return None
-    return f"the {name} backend has no FP8 forward kernel yet (FP8 runs through the emulation until it lands)"
+def _serves_all(call: AttnCall) -> str | None:
+    return None
+
+
+# FP8 forward paths by backend name. A new FP8 kernel is one entry here (its name must be a backend's, so that
+# `backend=` can force it; AUTO_ORDER ranks it).
+FP8_FORWARD_PATHS: dict[str, FP8Path] = {
+    "triton": FP8Path("triton fp8 kernel", BACKENDS["triton"].fp8_refusal, BACKENDS["triton"].forward_fp8),
+    "reference": FP8Path("fp8 emulation (reference)", _serves_all),
+}
+
+
+def fp8_refusal(name: str, call: AttnCall) -> str | None:
+    if name not in FP8_FORWARD_PATHS:
+        return f"the {name} backend has no FP8 forward kernel yet (FP8 runs through another path until it lands)"
+    return FP8_FORWARD_PATHS[name].refusal(call)
 
 
 def resolve_fp8(backend: str, call: AttnCall) -> str:
     """The FP8 forward path for this call (a key of FP8_FORWARD_PATHS); raises UnsupportedCall for a forced
     backend that has none."""
     check_backend_name(backend)
+    answers = {name: fp8_refusal(name, call) for name in AUTO_ORDER}
     if backend == "auto":
-        chosen = next(name for name in AUTO_ORDER if fp8_refusal(name) is None)
+        chosen = next(name for name, why in answers.items() if why is None)
         if chosen == "reference" and call.device_type == "cuda" and "fp8" not in _warned_slow_path:
             _warned_slow_path.add("fp8")
+            why = "; ".join(f"{n}: {r}" for n, r in answers.items() if r is not None)
             warnings.warn(
-                "fa3nn: FP8 attention runs through the emulation of the FP8 kernels' rounding (slow) until the FP8 "
-                "kernels land; pass fp8=None for the fast bf16 kernels",
+                f"fa3nn: FP8 attention fell back to the emulation of the FP8 kernels' rounding (slow) on CUDA "
+                f"(refused: {why}); pass fp8=None for the fast bf16 kernels",
                 stacklevel=3,
             )
         return chosen
-    reason = fp8_refusal(backend)
-    if reason is not None:
+    if answers[backend] is not None:
+        able = [name for name, why in answers.items() if why is None]
         raise UnsupportedCall(
-            f"backend={backend!r} cannot run this FP8 forward call: {reason}. "
-            f"Backends that can: {list(FP8_FORWARD_PATHS)}; or pass backend='auto' (or fp8=None for bf16)"
+            f"backend={backend!r} cannot run this FP8 forward call: {answers[backend]}. "
+            f"Backends that can: {able}; or pass backend='auto' (or fp8=None for bf16)"
         )
     return backend
 
@@ -130,7 +159,7 @@ def explain_call(backend: str, call: AttnCall, fp8: bool = False) -> Explanation
     for backward in (False, True):
         answers = refusals(call, backward)
         if fp8 and not backward:
-            answers = {name: fp8_refusal(name) for name in AUTO_ORDER}
+            answers = {name: fp8_refusal(name, call) for name in AUTO_ORDER}
         auto_pick = next((name for name, why in answers.items() if why is None), "none")
         if backend == "auto" or (backward and answers[backend] is not None):  # see resolve(): backward falls back
             picks[backward] = auto_pick
@@ -138,5 +167,5 @@ def explain_call(backend: str, call: AttnCall, fp8: bool = False) -> Explanation
             picks[backward] = backend if answers[backend] is None else "none"
         refused[backward] = {name: why for name, why in answers.items() if why is not None}
     if fp8 and picks[False] != "none":
-        picks[False] = FP8_FORWARD_PATHS[picks[False]]
+        picks[False] = FP8_FORWARD_PATHS[picks[False]].description
     return Explanation(picks[False], picks[True], refused[False], refused[True])

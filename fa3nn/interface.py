@@ -20,7 +20,7 @@ from fa3nn.checks import check_dense, check_options, check_varlen
 from fa3nn.dispatch import Explanation, check_backend_name, explain_call
 from fa3nn.fp8 import DelayedScaling, HadamardRotation, PerTileScaling, as_recipe, fp8_attention_forward
 from fa3nn.masks import Window
-from fa3nn.ops import attention_forward
+from fa3nn.ops import attention_call
 
 
 def _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8, backend):
@@ -88,7 +88,7 @@ def attention(
     if fp8_recipe is not None:
         return fp8_attention_forward(q, k, v, params, fp8_recipe, fp8_state, cu_seqlens_q, cu_seqlens_k,
                                      max_seqlen_q, max_seqlen_k, training=training, backend=backend)
-    return attention_forward(
+    return attention_call(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, params.softmax_scale, params.window.left,
         params.window.right, params.softcap, deterministic, backend,
     )
@@ -172,7 +172,8 @@ def explain(
 ) -> Explanation:
     """Which backend `flash_attn_func` (or, given cu_seqlens, `flash_attn_varlen_func`) would use for this call in
     the forward and the backward, and why each other backend was refused. Runs no kernel. With an fp8 recipe the
-    forward names its FP8 path ("fp8 emulation (reference)" until the FP8 kernels land); the backward is bf16.
+    forward names its FP8 path ("triton fp8 kernel" on sm_89+ GPUs, "fp8 emulation (reference)" elsewhere); the
+    backward is bf16.
     """
     varlen = cu_seqlens_q is not None
     if varlen:

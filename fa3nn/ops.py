@@ -15,7 +15,7 @@ from torch import Tensor
 
 from fa3nn.backends.base import AttnCall, AttnParams, Varlen, lse_dtype
 from fa3nn.checks import check_cu_seqlens_values
-from fa3nn.dispatch import resolve, resolve_fp8
+from fa3nn.dispatch import FP8_FORWARD_PATHS, resolve, resolve_fp8
 from fa3nn.fp8.quantize import quantize_qkv_tensors
 from fa3nn.fp8.reference import attention_fp8
 from fa3nn.masks import Window
@@ -48,8 +48,7 @@ def _nothing_attended(q: Tensor, v: Tensor, varlen: bool) -> tuple[Tensor, Tenso
     return out.zero_(), lse.fill_(float("-inf"))
 
 
-@torch.library.custom_op("fa3nn::fwd", mutates_args=())
-def attention_forward(
+def _forward_impl(
     q: Tensor,
     k: Tensor,
     v: Tensor,
@@ -72,14 +71,16 @@ def attention_forward(
     return chosen.forward(q, k, v, params, varlen)
 
 
+attention_forward = torch.library.custom_op("fa3nn::fwd", _forward_impl, mutates_args=())
+
+
 @attention_forward.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, window_left, window_right,
       softcap, deterministic, backend):
     return _outputs_like(q, v, cu_seqlens_q is not None)
 
 
-@torch.library.custom_op("fa3nn::bwd", mutates_args=())
-def attention_backward(
+def _backward_impl(
     dout: Tensor,
     q: Tensor,
     k: Tensor,
@@ -110,6 +111,9 @@ def attention_backward(
     return tuple(g.contiguous() for g in chosen.backward(dout, q, k, v, out, lse, dlse, params, varlen))
 
 
+attention_backward = torch.library.custom_op("fa3nn::bwd", _backward_impl, mutates_args=())
+
+
 @attention_backward.register_fake
 def _(dout, q, k, v, out, lse, dlse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
       window_left, window_right, softcap, deterministic, backend):
@@ -133,6 +137,36 @@ def _backward(ctx, dout, dlse, *unused_grads):  # fwd_fp8's amax output has no g
 
 
 attention_forward.register_autograd(_backward, setup_context=_setup_context)
+
+
+class _EagerAttention(torch.autograd.Function):
+    """fa3nn::fwd and fa3nn::bwd's implementations without the custom-op dispatcher, for eager mode. The Python
+    custom-op machinery (argument normalization, redispatch, the generated autograd wrapper) measured ~0.6 ms of host
+    time per layer forward+backward on this project's CPU machine, more than the whole call costs the GPU at short
+    sequence lengths; a training step that waits for the host pays it on every layer. Same functions, same saved
+    tensors, same gradients (an unused lse gets a zero gradient in both: autograd materializes it)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, *arguments):  # arguments: fa3nn::fwd's, after v
+        out, lse = _forward_impl(q, k, v, *arguments)
+        cu_seqlens_q, cu_seqlens_k = arguments[:2]
+        ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k)
+        ctx.scalars = arguments[2:]
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, dlse):
+        q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
+        grads = _backward_impl(dout, q, k, v, out, lse, dlse, cu_seqlens_q, cu_seqlens_k, *ctx.scalars)
+        return (*grads, *(None,) * (2 + len(ctx.scalars)))
+
+
+def attention_call(q, k, v, *arguments) -> tuple[Tensor, Tensor]:
+    """fa3nn::fwd with its autograd: the registered custom op where torch.compile traces (one opaque node per call),
+    the same implementation through a plain autograd.Function in eager mode (see _EagerAttention)."""
+    if torch.compiler.is_compiling():
+        return attention_forward(q, k, v, *arguments)
+    return _EagerAttention.apply(q, k, v, *arguments)
 
 
 @torch.library.custom_op("fa3nn::fwd_fp8", mutates_args=())
@@ -161,16 +195,25 @@ def attention_forward_fp8(
     from the high-precision q, k, v."""
     params = _params(softmax_scale, window_left, window_right, softcap, deterministic)
     varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    resolve_fp8(backend, AttnCall.of(q, k, v, params, varlen is not None))  # raises for a backend with no FP8 path
+    chosen = resolve_fp8(backend, AttnCall.of(q, k, v, params, varlen is not None))  # raises if there is no path
     if q.numel() == 0 or k.numel() == 0:
         return *_nothing_attended(q, v, varlen is not None), torch.zeros(3, dtype=torch.float32, device=q.device)
-    # The only FP8 path today is the emulation of the kernels' rounding points (fa3nn.fp8.reference); the Triton
-    # and native FP8 forwards will take the same quantized tensors in its place, chosen by resolve_fp8.
-    quantized = quantize_qkv_tensors(q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q, cu_seqlens_k,
-                                     max_seqlen_q, max_seqlen_k)
-    out, lse = attention_fp8(quantized, params.softmax_scale, params.window, params.softcap, cu_seqlens_q,
-                             cu_seqlens_k, out_dtype=q.dtype)
-    return out.contiguous(), lse.to(lse_dtype(q.dtype)).contiguous(), quantized.amax.to(torch.float32)
+    kernel = FP8_FORWARD_PATHS[chosen].kernel
+    if kernel is None:  # the emulation of the kernels' rounding points (fa3nn.fp8.reference), any device
+        quantized = quantize_qkv_tensors(q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q,
+                                         cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+        out, lse = attention_fp8(quantized, params.softmax_scale, params.window, params.softcap, cu_seqlens_q,
+                                 cu_seqlens_k, out_dtype=q.dtype)
+        return out.contiguous(), lse.to(lse_dtype(q.dtype)).contiguous(), quantized.amax.to(torch.float32)
+    from fa3nn.backends.triton.quantize import quantize_fused  # imports triton: only where a kernel path runs
+
+    operands = quantize_fused(q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q, cu_seqlens_k,
+                              max_seqlen_q, max_seqlen_k)
+    softcap_arg = {"softcap": params.softcap} if params.softcap > 0 else {}  # see fa3nn.dispatch.FP8Path
+    out, lse = kernel(operands.q, operands.k, operands.vt, operands.q_descale, operands.k_descale,
+                      operands.v_descale, operands.block_q, operands.block_k, params.softmax_scale, params.window,
+                      cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q.dtype, **softcap_arg)
+    return out, lse, operands.amax
 
 
 @attention_forward_fp8.register_fake

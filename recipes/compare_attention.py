@@ -57,45 +57,55 @@ def main(argv=None) -> dict:
     parser.add_argument("--run-root", default="runs/compare")
     parser.add_argument("--sdpa-backend", default="cudnn", choices=[*SDPA_BACKENDS, "any"])
     parser.add_argument("--keep-boundaries", action="store_true", help="packed documents masked apart in both")
+    parser.add_argument("--fp8", metavar="RECIPE", help="also run fa3nn with this FP8 attention recipe "
+                        "(per_tile | current | delayed), between the fa3nn and SDPA runs")
     parser.add_argument("overrides", nargs="*", metavar="section.field=value")
     args = parser.parse_args(argv)
 
     results = {}
-    attentions = ("fa3nn", "sdpa")
-    for attention in attentions:
-        run_dir = Path(args.run_root) / f"{args.config}-{attention}"
-        overrides = [*args.overrides, f"model.attention={attention}",
+    runs = {"fa3nn": ["model.attention=fa3nn"]}
+    if args.fp8:
+        runs["fa3nn-fp8"] = ["model.attention=fa3nn", f"model.fp8_attention={args.fp8}"]
+    runs["sdpa"] = ["model.attention=sdpa"]
+    for label, attention_overrides in runs.items():
+        run_dir = Path(args.run_root) / f"{args.config}-{label}"
+        overrides = [*args.overrides, *attention_overrides,
                      f"data.keep_boundaries={str(args.keep_boundaries).lower()}"]
-        context = _sdpa_context(args.sdpa_backend) if attention == "sdpa" else contextlib.nullcontext()
+        context = _sdpa_context(args.sdpa_backend) if label == "sdpa" else contextlib.nullcontext()
         with context:
-            # Both runs share one process group: end_training() would destroy it, and neither accelerate's state
+            # All runs share one process group: end_training() would destroy it, and neither accelerate's state
             # (2 H200s: "Default process group has not been initialized") nor a re-initialization under torchrun
             # (gloo: a rank hung in init_process_group) survives that.
             history = pretrain(["--config", args.config, "--run-dir", str(run_dir), *overrides],
-                               keep_process_group=attention != attentions[-1])
-        results[attention] = {"summary": summarize(history), "history": history}
+                               keep_process_group=label != "sdpa")
+        results[label] = {"summary": summarize(history), "history": history}
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
 
-    fa3nn_losses = [m["loss"] for m in results["fa3nn"]["history"]]
     sdpa_losses = [m["loss"] for m in results["sdpa"]["history"]]
+
+    def gap(label: str) -> float:
+        return max(abs(a - b) for a, b in zip((m["loss"] for m in results[label]["history"]), sdpa_losses))
+
     report = {
         "config": args.config, "overrides": args.overrides, "sdpa_backend": args.sdpa_backend,
         "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
         "processes": int(os.environ.get("WORLD_SIZE", 1)),
-        "max_abs_loss_gap": max(abs(a - b) for a, b in zip(fa3nn_losses, sdpa_losses)),
+        "max_abs_loss_gap": gap("fa3nn"),
+        **({"max_abs_loss_gap_fp8": gap("fa3nn-fp8")} if args.fp8 else {}),
         **results,
     }
     if int(os.environ.get("RANK", 0)) == 0:
-        print(f"{'attention':<10}{'tok/s':>12}{'tok/s/dev':>12}{'TFLOP/s/dev':>13}{'MFU':>8}{'mem GiB':>9}{'loss':>8}")
+        print(f"{'attention':<11}{'tok/s':>12}{'tok/s/dev':>12}{'TFLOP/s/dev':>13}{'MFU':>8}{'mem GiB':>9}{'loss':>8}")
         for attention, result in results.items():
             s = result["summary"]
             mfu = f"{100 * s['mfu']:.1f}%" if s["mfu"] is not None else "n/a"
-            print(f"{attention:<10}{s['tokens_per_s'] or 0:>12,.0f}{s['tokens_per_s_per_device'] or 0:>12,.0f}"
+            print(f"{attention:<11}{s['tokens_per_s'] or 0:>12,.0f}{s['tokens_per_s_per_device'] or 0:>12,.0f}"
                   f"{s['tflops_per_device'] or 0:>13.1f}{mfu:>8}{s['peak_mem_gib']:>9.2f}{s['final_loss']:>8.4f}")
-        print(f"largest loss gap over {len(fa3nn_losses)} logged steps: {report['max_abs_loss_gap']:.4f}")
+        print(f"largest loss gap to sdpa over {len(sdpa_losses)} logged steps: fa3nn {report['max_abs_loss_gap']:.4f}"
+              + (f", fa3nn-fp8 {report['max_abs_loss_gap_fp8']:.4f}" if args.fp8 else ""))
         if args.out:
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             Path(args.out).write_text(json.dumps(report, indent=1))

@@ -6,12 +6,17 @@ from fa3nn.metrics.attention_flops (the one formula). For each (head dim, seqlen
   1. checks the backend against fa3nn's fp32 reference on a slice (batch 0, two heads): out, dq, dk, dv;
   2. measures peak extra memory of one forward+backward (max allocated minus what the inputs already hold);
   3. times each direction with CUDA events: a sleep kernel is queued first so the timed calls are all enqueued before
-     the GPU reaches them (no host gaps), `--iters` back-to-back calls over `--rotate` input sets (so L2 does not
-     hold the inputs between calls), median of `--reps` such batches.
+     the GPU reaches them (no host gaps; the sleep is sized from a first, untimed batch's host time), `--iters`
+     back-to-back calls over `--rotate` input sets (so L2 does not hold the inputs between calls), median of
+     `--reps` such batches. The host time per call is recorded too (`fwd_host_ms`, `bwd_host_ms` in the JSON): a
+     training step whose host time exceeds its device time runs at the host's pace.
 Writes benchmarks/results/<tag>.json and .md (GPU, torch/triton/cuDNN versions, date) and prints the table last.
 
     python scripts/bench.py                                 # the full grid (about 10 minutes on an H200)
     python scripts/bench.py --headdims 128 --seqlens 2048 8192 --backends triton cudnn fa2   # a quick look
+    python scripts/bench.py --backends triton triton-fp8 hopper cudnn --directions fwd           # FP8 rows
+
+FP8 rows (a backend name ending in -fp8) are measured end to end, kernel only and quantization only: bench_fp8.py.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ import argparse
 import datetime
 import json
 import statistics
+import time
 from pathlib import Path
 
+import bench_fp8
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -41,6 +48,9 @@ RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 
 def attention_fn(backend: str):
     """(q, k, v, causal) -> out for (batch, seqlen, heads, dim) tensors."""
+    base = bench_fp8.fp8_base(backend)
+    if base in FA3NN:
+        return bench_fp8.attention_fn(base)
     if backend in FA3NN:
         return lambda q, k, v, causal: flash_attn_func(q, k, v, causal=causal, backend=backend)
     if backend in SDPA:
@@ -53,22 +63,24 @@ def attention_fn(backend: str):
             return out.transpose(1, 2)
 
         return sdpa
-    raise ValueError(f"unknown backend {backend!r}; choose from {FA3NN + tuple(SDPA)}")
+    raise ValueError(f"unknown backend {backend!r}; choose from {FA3NN + tuple(SDPA)}, or an fa3nn backend + "
+                     f"'{bench_fp8.SUFFIX}'")
 
 
-def check(fn, q, k, v, dout, causal) -> dict:
-    """Max errors against fa3nn's reference (fp32 compute) on batch 0, heads 0-1: out absolute, grads relative."""
+def check(fn, q, k, v, dout, causal, grads: bool = True) -> dict:
+    """Max errors against fa3nn's reference (fp32 compute) on batch 0, heads 0-1: out absolute, grads relative
+    (grads=False: the forward only, for forward-only runs)."""
     q, k, v, dout = (x[:1, :, :2].detach().contiguous() for x in (q, k, v, dout))
     params = AttnParams(q.shape[-1] ** -0.5, Window.from_args(causal, (-1, -1)), 0.0, False)
     out_ref, lse_ref = forward_dense(q, k, v, params)
-    grads_ref = backward_dense(dout, q, k, v, out_ref, lse_ref, None, params)
-    leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
+    leaves = [x.clone().requires_grad_(grads) for x in (q, k, v)]
     out = fn(*leaves, causal)
-    grads = torch.autograd.grad(out, leaves, dout)
     errors = {"out": (out - out_ref).abs().max().item()}
-    for name, g, g_ref in zip(("dq", "dk", "dv"), grads, grads_ref):
-        errors[name] = ((g.float() - g_ref.float()).abs().max() / g_ref.float().abs().max()).item()
-    errors["ok"] = errors["out"] <= 2e-2 and max(errors[n] for n in ("dq", "dk", "dv")) <= 5e-2
+    if grads:
+        grads_ref = backward_dense(dout, q, k, v, out_ref, lse_ref, None, params)
+        for name, g, g_ref in zip(("dq", "dk", "dv"), torch.autograd.grad(out, leaves, dout), grads_ref):
+            errors[name] = ((g.float() - g_ref.float()).abs().max() / g_ref.float().abs().max()).item()
+    errors["ok"] = errors["out"] <= 2e-2 and max(errors.get(n, 0.0) for n in ("dq", "dk", "dv")) <= 5e-2
     return errors
 
 
@@ -83,21 +95,31 @@ def peak_extra_mib(fn, q, k, v, dout, causal) -> float:
     return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
-def time_ms(calls, iters: int, reps: int) -> float:
-    """Median over `reps` of (device time of `iters` back-to-back calls) / iters; calls[i % len] is call i."""
+def time_ms(calls, iters: int, reps: int, host_ms: list | None = None) -> float:
+    """Median over `reps` of (device time of `iters` back-to-back calls) / iters; calls[i % len] is call i.
+    Appends the median host time per call (enqueueing alone) to `host_ms` when given."""
     for call in calls:  # warm-up: compile, autotune, handles
         call()
     torch.cuda.synchronize()
-    samples = []
-    for _ in range(reps):
+    samples, host = [], []
+    sleep_cycles = 2_000_000  # ~1 ms at 2 GHz: the GPU waits while the host enqueues the timed calls
+    for rep in range(reps + 1):  # rep 0 measures the host time only, to size the sleep of the others
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(2_000_000)  # ~1 ms at 2 GHz: the GPU waits while the host enqueues the timed calls
+        torch.cuda._sleep(sleep_cycles)
         start.record()
+        t0 = time.perf_counter()
         for i in range(iters):
             calls[i % len(calls)]()
+        host.append((time.perf_counter() - t0) * 1e3 / iters)
         end.record()
         torch.cuda.synchronize()
-        samples.append(start.elapsed_time(end) / iters)
+        # The sleep must outlast the enqueueing, or host time leaks into the device time: at seqlen 512 one
+        # Python-launched call can take longer to enqueue than to run.
+        sleep_cycles = max(sleep_cycles, int(2 * host[-1] * iters * 2_000_000))
+        if rep:
+            samples.append(start.elapsed_time(end) / iters)
+    if host_ms is not None:
+        host_ms.append(statistics.median(host[1:]))
     return statistics.median(samples)
 
 
@@ -114,8 +136,15 @@ def bench_shape(backends, headdim, seqlen, causal, directions, args) -> dict:
     for backend in backends:
         fn = attention_fn(backend)
         result: dict = {}
+        base = bench_fp8.fp8_base(backend)
+        if base is not None:
+            try:
+                row["results"][backend] = bench_fp8.bench(base, sets, causal, flops["fwd"], time_ms, args)
+            except Exception as exc:
+                row["results"][backend] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
+            continue
         try:
-            result["check"] = check(fn, *sets[0], causal)
+            result["check"] = check(fn, *sets[0], causal, grads="bwd" in directions)
         except Exception as exc:  # a backend that can't run this shape says why, and the run goes on
             result["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
             row["results"][backend] = result
@@ -123,11 +152,14 @@ def bench_shape(backends, headdim, seqlen, causal, directions, args) -> dict:
         if not result["check"]["ok"]:
             row["results"][backend] = result  # wrong answers are not timed
             continue
-        result["peak_extra_mib"] = peak_extra_mib(fn, *sets[0], causal)
+        if "bwd" in directions:
+            result["peak_extra_mib"] = peak_extra_mib(fn, *sets[0], causal)
         if "fwd" in directions:
+            host: list = []
             with torch.no_grad():
-                ms = time_ms([lambda s=s, fn=fn: fn(s[0], s[1], s[2], causal) for s in sets], args.iters, args.reps)
-            result["fwd_ms"], result["fwd_tflops"] = ms, flops["fwd"] / ms / 1e9
+                ms = time_ms([lambda s=s, fn=fn: fn(s[0], s[1], s[2], causal) for s in sets], args.iters, args.reps,
+                             host)
+            result["fwd_ms"], result["fwd_tflops"], result["fwd_host_ms"] = ms, flops["fwd"] / ms / 1e9, host[0]
         bwd_runs_on = explain(*sets[0][:3], causal=causal, backend=backend).backward if backend in FA3NN else backend
         if bwd_runs_on != backend:
             result["bwd_runs_on"] = bwd_runs_on  # a forward-only backend: its backward is another one's, not timed
@@ -136,9 +168,10 @@ def bench_shape(backends, headdim, seqlen, causal, directions, args) -> dict:
             for q, k, v, dout in sets:
                 leaves = [x.detach().requires_grad_(True) for x in (q, k, v)]
                 graphs.append((fn(*leaves, causal), leaves, dout))
+            host = []
             ms = time_ms([lambda g=g: torch.autograd.grad(g[0], g[1], g[2], retain_graph=True) for g in graphs],
-                         args.iters, args.reps)
-            result["bwd_ms"], result["bwd_tflops"] = ms, flops["bwd"] / ms / 1e9
+                         args.iters, args.reps, host)
+            result["bwd_ms"], result["bwd_tflops"], result["bwd_host_ms"] = ms, flops["bwd"] / ms / 1e9, host[0]
             del graphs
         row["results"][backend] = result
     del sets
@@ -179,6 +212,7 @@ def triton_choices() -> dict:
 def markdown(report: dict) -> str:
     env, backends, rows = report["environment"], report["backends"], report["rows"]
     ours = [b for b in backends if b in FA3NN]
+    fp8 = [b for b in backends if bench_fp8.fp8_base(b)]
     peers = [p for p in ("cudnn", "fa2") if p in backends]
     lines = [
         f"# Attention benchmark: {env['gpu']}, {env['date']}",
@@ -190,10 +224,16 @@ def markdown(report: dict) -> str:
     ]
     header = ["hdim", "seqlen", "causal"]
     for b in backends:
-        header += [f"{b} fwd", f"{b} bwd", f"{b} peak"]
+        if b in fp8:  # end to end, kernel only, and the quantization pass's milliseconds
+            header += [f"{b} fwd", f"{b} kernel", f"{b} quant ms", f"{b} quant ms ieee", f"{b} quant ms no-rot"]
+        else:
+            header += [f"{b} fwd", f"{b} bwd", f"{b} peak"]
     for b in ours:
         for p in peers:
             header += [f"{b}/{p} fwd", f"{b}/{p} bwd"]
+    fp8_vs = [p for p in ("triton", "hopper", "cudnn") if p in backends]
+    for b in fp8:
+        header += [f"{b} kernel/{p} fwd" for p in fp8_vs] + [f"{b} fwd/{p} fwd" for p in fp8_vs]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
 
     def num(value, fmt="{:.1f}"):
@@ -204,11 +244,20 @@ def markdown(report: dict) -> str:
         res = row["results"]
         for b in backends:
             r = res.get(b, {})
-            cells += [num(r.get("fwd_tflops")), num(r.get("bwd_tflops")), num(r.get("peak_extra_mib"), "{:.0f}")]
+            if b in fp8:
+                cells += [num(r.get("fwd_tflops")), num(r.get("kernel_tflops"))]
+                cells += [num(r.get(key), "{:.3f}") for key in ("quant_ms", "quant_ieee_ms", "quant_no_rotation_ms")]
+            else:
+                cells += [num(r.get("fwd_tflops")), num(r.get("bwd_tflops")), num(r.get("peak_extra_mib"), "{:.0f}")]
         for b in ours:
             for p in peers:
                 for d in ("fwd", "bwd"):
                     a, c = res.get(b, {}).get(f"{d}_tflops"), res.get(p, {}).get(f"{d}_tflops")
+                    cells.append(num(a / c if a and c else None, "{:.2f}"))
+        for b in fp8:
+            for key in ("kernel_tflops", "fwd_tflops"):
+                for p in fp8_vs:
+                    a, c = res.get(b, {}).get(key), res.get(p, {}).get("fwd_tflops")
                     cells.append(num(a / c if a and c else None, "{:.2f}"))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -227,6 +276,8 @@ def main() -> None:
     parser.add_argument("--rotate", type=int, default=3, help="input sets cycled through (defeats L2 reuse)")
     parser.add_argument("--precompile", type=int, default=0, metavar="WORKERS",
                         help="compile the Triton backend's autotune candidates in this many processes first")
+    parser.add_argument("--fp8-tile-sweep", action="store_true",
+                        help="time every Triton FP8 tile at the longest seqlen, non-causal (bench_fp8.py)")
     parser.add_argument("--out-dir", type=Path, default=RESULTS)
     parser.add_argument("--tag", default=None, help="file name stem (default: bench-<gpu>-<date>)")
     args = parser.parse_args()

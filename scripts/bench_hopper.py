@@ -8,6 +8,10 @@ every variant are timed round-robin, `--reps` times, so clock drift hits them al
 the median of the per-round ratios.
 
     python scripts/bench_hopper.py --json out.json [--headdims 64 128 256] [--seqlens 512 ... 16384]
+
+To compare kernel versions in one run, build each (`python -m fa3nn.backends.hopper_build --out DIR/lib.so`) and
+pass `--compare NAME=PATH ...`: every shape then also times the full variant of each of those libraries as row
+variant NAME, next to this checkout's (or FA3NN_HOPPER_LIB's) library and cuDNN.
 """
 
 from __future__ import annotations
@@ -15,12 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from fa3nn.backends.hopper import launch
+from fa3nn.backends.hopper import VARIANTS, launch
 from fa3nn.metrics import attention_flops
 
 TOKENS, WIDTH = 16384, 2048
@@ -45,7 +50,9 @@ def time_interleaved(fns: dict, iters: int, reps: int) -> dict[str, list[float]]
     return samples
 
 
-def bench_shape(headdim: int, seqlen: int, causal: bool, args, variants=("full",)) -> list[dict]:
+def bench_shape(headdim: int, seqlen: int, causal: bool, args, variants=("full",), libraries=None) -> list[dict]:
+    """One shape: cuDNN, this library's `variants`, and the full variant of each of `libraries` (name -> CDLL)."""
+    libraries = libraries or {}
     batch, nheads = TOKENS // seqlen, WIDTH // headdim
     q, k, v = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     scale = headdim**-0.5
@@ -56,12 +63,17 @@ def bench_shape(headdim: int, seqlen: int, causal: bool, args, variants=("full",
             return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                   is_causal=causal, scale=scale)
 
+    def run(variant):
+        if variant in libraries:
+            return launch(q, k, v, scale, causal, library=libraries[variant])
+        return launch(q, k, v, scale, causal, variant=variant)
+
+    variants = (*variants, *libraries)
     fns = {"cudnn": cudnn}
     for variant in variants:
-        fns[variant] = lambda variant=variant: launch(q, k, v, scale, causal, variant=variant)
+        fns[variant] = lambda variant=variant: run(variant)
     ref = cudnn().transpose(1, 2)
-    diffs = {variant: (launch(q, k, v, scale, causal, variant=variant)[0].float() - ref.float()).abs().max().item()
-             for variant in variants}
+    diffs = {variant: (run(variant)[0].float() - ref.float()).abs().max().item() for variant in variants}
     samples = time_interleaved(fns, args.iters, args.reps)
     ms_cudnn = statistics.median(samples["cudnn"])
     rows = []
@@ -91,13 +103,24 @@ def main() -> None:
     parser.add_argument("--experiment-headdims", type=int, nargs="*", default=[64, 128, 256])
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--compare", nargs="*", default=[], metavar="NAME=PATH",
+                        help="other builds of the library, timed as variant NAME next to every full-variant row")
+    parser.add_argument("--variants", nargs="*", default=["full"], help="variants of this library per shape")
     args = parser.parse_args()
+    from fa3nn.backends import hopper_build
+
+    libraries = {}
+    for item in args.compare:
+        name, sep, path = item.partition("=")
+        if not sep or not name or name in VARIANTS:
+            parser.error(f"--compare expects NAME=PATH with NAME not a kernel variant, got {item!r}")
+        libraries[name] = hopper_build.load(Path(path))
     torch.backends.cuda.matmul.allow_tf32 = False
     rows = []
     for headdim in args.headdims:
         for seqlen in args.seqlens:
             for causal in (False, True):
-                rows += bench_shape(headdim, seqlen, causal, args)
+                rows += bench_shape(headdim, seqlen, causal, args, tuple(args.variants), libraries)
     ablations = ("full", "no_pingpong", "no_overlap", "no_pingpong_no_overlap", "no_cross_tile")
     for headdim in args.headdims:
         for seqlen in args.ablation_seqlens:

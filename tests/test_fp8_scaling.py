@@ -124,5 +124,15 @@ def test_rotation_seeded_per_layer_and_restored_by_state_dict():
     torch.testing.assert_close(random_sign_hadamard(a.hadamard_signs[:128]), a.rotation(128), rtol=0, atol=0)
 
 
+def test_rotation_cached_per_device():
+    """The functions keep their rotation state on the CPU; the matrix for another device is made once, not copied
+    per call (a pageable host-to-device copy stalls the host until the GPU's queue drains)."""
+    rotation = HadamardRotation(0)
+    on_cpu = rotation.rotation(64, torch.device("cpu"))
+    assert rotation.rotation(64, "cpu") is on_cpu and rotation.rotation(64) is on_cpu
+    rotation.hadamard_signs.neg_()  # an in-place change of the signs (load_state_dict) drops every cached copy
+    assert not torch.equal(rotation.rotation(64, "cpu"), on_cpu)
+
+
 def test_e4m3_max():
     assert E4M3_MAX == 448.0

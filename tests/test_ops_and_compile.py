@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import fa3nn
-from fa3nn.ops import attention_backward, attention_forward
+from fa3nn.ops import attention_backward, attention_call, attention_forward
 from fa3nn.testing import random_qkv
 
 
@@ -35,6 +35,23 @@ def test_opcheck_backward(make_args):
     dout, dlse = torch.randn_like(out), torch.randn_like(lse)
     torch.library.opcheck(attention_backward, (dout, q, k, v, out, lse, dlse, *args[3:]))
     torch.library.opcheck(attention_backward, (dout, q, k, v, out, lse, None, *args[3:]))
+
+
+@pytest.mark.parametrize("make_args", [dense_args, varlen_args])
+@pytest.mark.parametrize("use_lse", [False, True])
+def test_eager_path_equals_custom_op(make_args, use_lse):
+    """Eager calls skip the custom-op dispatcher (fa3nn.ops._EagerAttention); outputs and gradients must be bitwise
+    those of the registered op with its autograd, with and without a gradient flowing into lse."""
+    args = make_args()
+    results = []
+    for call in (attention_call, attention_forward):
+        inputs = [t.detach().clone().requires_grad_() for t in args[:3]]
+        out, lse = call(*inputs, *args[3:])
+        loss = (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum() + (lse.sum() if use_lse else 0)
+        results.append((out, lse, *torch.autograd.grad(loss, inputs)))
+    for eager, op in zip(*results):
+        assert torch.equal(eager, op)
+    assert type(attention_call(*args)[0].grad_fn).__name__ == "_EagerAttentionBackward"
 
 
 class TinyAttentionBlock(torch.nn.Module):

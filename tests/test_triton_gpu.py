@@ -2,8 +2,9 @@
 pairs plus (4224, 4224) and (8192, 8192), every feature, through the error-ratio rule.
 
 Every output is allocated NaN-filled (launch.POISON_OUTPUTS), so an element a kernel fails to write fails the rule;
-inputs are fresh N(0, 1) draws. Autotuning is off here (FA3NN_TRITON_AUTOTUNE=0: the first tile of each table entry,
-so the compile set is fixed); benchmark runs check the autotuned tiles against the reference before timing them.
+inputs are fresh N(0, 1) draws. Tiles are the pinned ones (configs.tile_for; FA3NN_TRITON_AUTOTUNE=0 makes sure):
+small shapes run them shrunk by the short-grid rule, (2048, 2048) runs the 1k-4k bucket's, the large pairs the
+longest bucket's.
 """
 
 from __future__ import annotations
@@ -41,6 +42,13 @@ def test_seqlen_pairs(dtype, headdim, causal):
     for seqlen_q, seqlen_k in seqlens:
         batch = 2 if seqlen_q * seqlen_k <= 1 << 20 else 1
         check_dense(batch, seqlen_q, seqlen_k, 2, 2, headdim, dtype, "cuda", causal=causal)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("headdim", [64, 128, 256])
+def test_middle_sequence_bucket(headdim, causal):
+    """The tiles pinned for 1k < seqlen <= 4k, which the pairs above never reach."""
+    check_dense(1, 2048, 2048, 2, 2, headdim, torch.bfloat16, "cuda", causal=causal)
 
 
 @pytest.mark.parametrize("headdim", [64, 128])

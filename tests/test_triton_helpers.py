@@ -4,6 +4,7 @@ lse, dq, dk, dv to FlashAttention-3's error-ratio rule against attention_ref (fp
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from fa3nn import flash_attn_func, flash_attn_varlen_func
@@ -72,3 +73,120 @@ def check_varlen(batch, max_seqlen_q, max_seqlen_k, nheads, nheads_kv, headdim, 
     grads_pt = _grads(out_pt, (q, k, v), grad_out)
     for name, g, g_ref, g_pt, mask in zip(("dq", "dk", "dv"), grads, grads_ref, grads_pt, (mask_q, mask_k, mask_k)):
         assert_error_ratio(g, g_ref[mask], g_pt[mask], name)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The tile table (fa3nn.backends.triton.configs): pure Python, no Triton needed.
+# ---------------------------------------------------------------------------------------------------------------
+
+H200_SMS, H200_SMEM, A100_SMEM = 132, 232448, 166912
+
+
+def test_seq_buckets_split_at_1k_and_4k():
+    from fa3nn.backends.triton.configs import seq_bucket
+
+    assert [seq_bucket(n) for n in (1, 512, 1024, 1025, 2048, 4096, 4097, 16384)] == [0, 0, 0, 1, 1, 1, 2, 2]
+
+
+def test_pinned_tiles_are_the_measured_winners():
+    from fa3nn.backends.triton.configs import Tile, pinned
+
+    # head dim 128: the forward's 64x64 / 4 warps at every length, causal or not (NOTES.md: 502 vs 428 TFLOP/s)
+    for seqlen in (512, 2048, 16384):
+        for causal in (False, True):
+            assert pinned("fwd", 128, causal, seqlen) == Tile(64, 64, 4, 3)
+            assert pinned("dq", 128, causal, seqlen) == Tile(128, 64, 8, 3)
+    assert pinned("dkdv", 128, False, 4096) == Tile(64, 128, 8, 2)
+    assert pinned("dkdv", 128, True, 512) == Tile(32, 128, 8, 2)
+    # head dims 64 and 256 change tile with the sequence bucket
+    assert pinned("fwd", 64, True, 2048) == Tile(128, 64, 4, 3)
+    assert pinned("fwd", 64, True, 8192) == Tile(128, 128, 8, 3)
+    assert pinned("fwd", 256, False, 4096) == Tile(64, 64, 8, 2)
+    assert pinned("fwd", 256, False, 4097) == Tile(128, 32, 8, 2)
+    assert pinned("dkdv", 256, True, 16384) == Tile(32, 64, 8, 2)
+    # padded head dims share their power of two's entry; 32 (unmeasured) takes 64's
+    assert pinned("fwd", 16, False, 100) == pinned("fwd", 32, False, 100) == pinned("fwd", 64, False, 100)
+
+
+def test_every_pinned_tile_fits_hopper_shared_memory():
+    from fa3nn.backends.triton.configs import PINNED, shared_memory_bytes
+
+    for kind, table in PINNED.items():
+        for (block_d, causal), tiles in table.items():
+            assert len(tiles) == 3, (kind, block_d, causal)
+            for tile in tiles:
+                assert shared_memory_bytes(kind, tile, block_d, block_d, 2) <= H200_SMEM, (kind, block_d, tile)
+
+
+def test_short_grids_get_smaller_tiles_until_one_wave():
+    from fa3nn.backends.triton.configs import Tile, fill_sms
+
+    d64_fwd = Tile(128, 128, 8, 3)
+    # batch 1 x 8 heads x 512 rows: 32 programs of 128 rows, 64 of 64 rows (both under 132 SMs) -> 64 rows
+    assert fill_sms("fwd", d64_fwd, 8, 512, H200_SMS) == Tile(64, 128, 8, 3)
+    # 20 units: 80 programs of 128 rows, but 160 of 64 would need a second wave -> unchanged
+    assert fill_sms("fwd", d64_fwd, 20, 512, H200_SMS) == d64_fwd
+    # the benchmark's seqlen 512 (batch 32 x 16 heads) has 2048 programs: unchanged
+    assert fill_sms("fwd", d64_fwd, 512, 512, H200_SMS) == d64_fwd
+    # dK/dV programs own key rows: BLOCK_N shrinks, BLOCK_M stays
+    assert fill_sms("dkdv", Tile(32, 128, 8, 3), 4, 1000, H200_SMS) == Tile(32, 64, 8, 3)
+    # never below 64 rows, however small the grid
+    assert fill_sms("dq", Tile(128, 64, 8, 3), 1, 64, H200_SMS) == Tile(64, 64, 8, 3)
+    assert fill_sms("fwd", Tile(64, 64, 4, 3), 1, 64, H200_SMS) == Tile(64, 64, 4, 3)
+
+
+def test_tiles_shrink_to_the_shared_memory():
+    from fa3nn.backends.triton.configs import Tile, fit_shared_memory, shared_memory_bytes, tile_for
+
+    # (64 + 3 stages x 2 x 64) rows x 128 dims x 2 bytes = 114688 bytes; a 64 KiB device gets one stage: 49152
+    assert shared_memory_bytes("fwd", Tile(64, 64, 4, 3), 128, 128, 2) == 114688
+    assert fit_shared_memory("fwd", Tile(64, 64, 4, 3), 128, 128, 2, 65536) == Tile(64, 64, 4, 1)
+    # d256 (128, 32, 8, 2) needs 131072 bytes; one stage 98304, 16 key rows 81920, then 64 query rows 49152
+    assert fit_shared_memory("fwd", Tile(128, 32, 8, 2), 256, 256, 2, 65536) == Tile(64, 16, 8, 1)
+    # an A100 keeps every pinned tile of the benchmark's head dims
+    for block_d in (64, 128, 256):
+        for seqlen in (512, 2048, 16384):
+            tile = tile_for("fwd", block_d, block_d, True, seqlen, 2, 4096, seqlen, 108, A100_SMEM)
+            assert shared_memory_bytes("fwd", tile, block_d, block_d, 2) <= A100_SMEM
+
+
+def test_tile_for_is_the_pinned_tile_unless_overridden(monkeypatch):
+    from fa3nn.backends.triton import configs
+
+    bench_shape = dict(elem_bytes=2, grid_units=32 * 16, grid_seqlen=2048, num_sms=H200_SMS, smem_limit=H200_SMEM)
+    assert configs.tile_for("fwd", 128, 128, False, 2048, **bench_shape) == configs.Tile(64, 64, 4, 3)
+    monkeypatch.setitem(configs.OVERRIDES, "fwd", configs.Tile(16, 16, 1, 1))
+    assert configs.tile_for("fwd", 128, 128, False, 2048, **bench_shape) == configs.Tile(16, 16, 1, 1)
+    assert configs.tile_for("dq", 128, 128, False, 2048, **bench_shape) == configs.Tile(128, 64, 8, 3)
+
+
+def test_autotuning_is_opt_in(monkeypatch):
+    from fa3nn.backends.triton import configs
+
+    monkeypatch.delenv("FA3NN_TRITON_AUTOTUNE", raising=False)
+    assert not configs.autotune_enabled()
+    monkeypatch.setenv("FA3NN_TRITON_AUTOTUNE", "1")
+    assert configs.autotune_enabled()
+    candidates = configs.autotune_candidates("fwd", 256, 256, True, 8192, 2, H200_SMEM)
+    assert candidates == [configs.Tile(128, 32, 8, 2), configs.Tile(64, 64, 8, 2)]  # pinned first, no repeats
+
+
+def test_launcher_sizes_each_grid_by_its_own_heads(monkeypatch):
+    """launch._launcher on a (faked) H200: dK/dV's grid counts K/V heads, the forward's and dQ's query heads; and
+    deterministic=True takes the pinned tile even with autotuning opted in."""
+    pytest.importorskip("triton")
+    from fa3nn.backends.base import AttnParams
+    from fa3nn.backends.triton import configs, launch
+    from fa3nn.masks import Window
+
+    monkeypatch.setattr(launch, "_device", lambda device: (9, H200_SMS, H200_SMEM))
+    monkeypatch.setenv("FA3NN_TRITON_AUTOTUNE", "1")
+    q = torch.empty(1, 1024, 8, 64)  # MQA, batch 1: 8 query heads, 1 K/V head
+    k = v = torch.empty(1, 1024, 1, 64)
+    shape = launch._Shape(q, k, v, AttnParams(0.125, Window.from_args(True, (-1, -1)), 0.0, True), None)
+    shape.device = torch.device("cuda", 0)
+    # forward: 8 heads x 16 blocks of 64 rows = 128 programs <= 132 SMs -> 64 rows (pinned: 128)
+    assert launch._launcher("fwd", None, shape) == configs.Tile(64, 128, 8, 3)
+    # dK/dV: one K/V head, 16 blocks of 64 keys -> 64 (pinned: 128); dQ stays at its 64 rows
+    assert launch._launcher("dkdv", None, shape) == configs.Tile(32, 64, 8, 3)
+    assert launch._launcher("dq", None, shape) == configs.Tile(64, 64, 4, 3)

@@ -64,11 +64,13 @@ def _tma_ready(t: torch.Tensor) -> torch.Tensor:
 
 
 def launch(
-    q, k, v, softmax_scale: float, causal: bool, varlen: Varlen | None = None, variant: str = "full", out=None, lse=None
+    q, k, v, softmax_scale: float, causal: bool, varlen: Varlen | None = None, variant: str = "full", out=None,
+    lse=None, library: ctypes.CDLL | None = None,
 ):
     """Run the kernel; returns (out, lse). Allocates through torch (unless `out`/`lse` are given: tests pass
-    NaN-poisoned ones), launches on the current stream, never syncs."""
-    lib = _LIBRARY.get()
+    NaN-poisoned ones), launches on the current stream, never syncs. `library` (a hopper_build.load() result) runs
+    another build of the kernels instead of the backend's own: benchmarks compare versions in one run."""
+    lib = library if library is not None else _LIBRARY.get()
     if lib is None:
         raise RuntimeError(_LIBRARY.error)
     q, k, v = _tma_ready(q), _tma_ready(k), _tma_ready(v)

@@ -60,19 +60,26 @@ class HadamardRotation(nn.Module):
         self.register_buffer("hadamard_signs", random_signs(seed + _LAYER_SEED_STRIDE * layer_idx))
         self._cache: dict = {}
 
-    def rotation(self, headdim: int) -> torch.Tensor:
+    def rotation(self, headdim: int, device: torch.device | None = None) -> torch.Tensor:
+        """The (headdim, headdim) float32 matrix, on `device` (default: the signs' device). Cached per device: the
+        stateless functions keep this module on the CPU, and copying the matrix to the GPU on every call is a
+        pageable host-to-device copy, which makes the host wait for all queued GPU work."""
         if headdim > self.hadamard_signs.numel():
             raise ValueError(
                 f"incoherent processing supports headdim <= {self.hadamard_signs.numel()}, got {headdim}; "
                 f"use PerTileScaling(incoherent=False)"
             )
+        device = torch.device(device) if device is not None else self.hadamard_signs.device
         if torch.compiler.is_compiling():  # traced into the graph (a version-keyed cache cannot be)
-            return random_sign_hadamard(self.hadamard_signs[:headdim])
-        # _version changes when load_state_dict copies new signs in, which invalidates the cached matrix.
+            return random_sign_hadamard(self.hadamard_signs[:headdim]).to(device)
+        # _version changes when load_state_dict copies new signs in, which invalidates the cached matrices.
         key = (headdim, self.hadamard_signs.device, self.hadamard_signs._version)
         if key not in self._cache:
-            self._cache = {key: random_sign_hadamard(self.hadamard_signs[:headdim])}
-        return self._cache[key]
+            self._cache = {key: {}}
+        per_device = self._cache[key]
+        if device not in per_device:
+            per_device[device] = random_sign_hadamard(self.hadamard_signs[:headdim]).to(device)
+        return per_device[device]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (..., headdim) -> x @ R in float32."""

@@ -98,7 +98,7 @@ def recipe_arguments(recipe: Recipe, state: torch.nn.Module | None, q, k, v) -> 
                     "PerTileScaling(incoherent=True) needs the layer's HadamardRotation state "
                     f"(fa3nn.fp8.make_state(recipe, layer_idx)); got {type(state).__name__}"
                 )
-            rotation = state.rotation(q.shape[-1]).to(q.device)
+            rotation = state.rotation(q.shape[-1], q.device)
         return dict(block_q=recipe.block_q, block_k=recipe.block_k, rotation=rotation, tensor_scales=None)
     if isinstance(recipe, CurrentScaling):
         return dict(block_q=0, block_k=0, rotation=None, tensor_scales=None)

@@ -21,6 +21,12 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from fa3nn.memo import TensorMemo
+
+# Boundaries read from a position_ids tensor or a padding mask, once per tensor: transformers passes the same one to
+# every layer of a forward (fa3nn.memo says why that matters).
+_boundaries = TensorMemo()
+
 
 @dataclass
 class Packed:
@@ -64,23 +70,34 @@ def unpad_by_mask(q, k, v, padding_mask: torch.Tensor) -> Packed:
         raise ValueError(
             f"the padding mask covers {padding_mask.shape[1]} key positions but the keys have {k.shape[1]}"
         )
+    bounds = _boundaries.get(padding_mask, ("mask", seqlen_q), lambda: _mask_boundaries(padding_mask, seqlen_q))
+    rows_q, rows_k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k = bounds
+    return Packed(
+        q=_flatten(q).index_select(0, rows_q),
+        k=_flatten(k).index_select(0, rows_k),
+        v=_flatten(v).index_select(0, rows_k),
+        cu_seqlens_q=cu_seqlens_q,
+        cu_seqlens_k=cu_seqlens_k,
+        max_seqlen_q=max_seqlen_q,
+        max_seqlen_k=max_seqlen_k,
+        query_rows=rows_q,
+        batch=batch,
+        seqlen_q=seqlen_q,
+    )
+
+
+def _mask_boundaries(padding_mask: torch.Tensor, seqlen_q: int) -> tuple:
+    """What unpadding needs from the mask (host syncs: nonzero, max), computed once per mask tensor."""
     mask_k = padding_mask.bool()
     lengths_k = mask_k.sum(-1, dtype=torch.int32)
     rows_k = mask_k.flatten().nonzero().flatten()
     mask_q = mask_k[:, -seqlen_q:]
     lengths_q = mask_q.sum(-1, dtype=torch.int32)
-    rows_q = rows_k if seqlen_q == k.shape[1] else mask_q.flatten().nonzero().flatten()
-    return Packed(
-        q=_flatten(q).index_select(0, rows_q),
-        k=_flatten(k).index_select(0, rows_k),
-        v=_flatten(v).index_select(0, rows_k),
-        cu_seqlens_q=_cu_seqlens(lengths_q),
-        cu_seqlens_k=_cu_seqlens(lengths_k),
-        max_seqlen_q=int(lengths_q.max()) if batch else 0,
-        max_seqlen_k=int(lengths_k.max()) if batch else 0,
-        query_rows=rows_q,
-        batch=batch,
-        seqlen_q=seqlen_q,
+    rows_q = rows_k if seqlen_q == mask_k.shape[1] else mask_q.flatten().nonzero().flatten()
+    batch = mask_k.shape[0]
+    return (
+        rows_q, rows_k, _cu_seqlens(lengths_q), _cu_seqlens(lengths_k),
+        int(lengths_q.max()) if batch else 0, int(lengths_k.max()) if batch else 0,
     )
 
 
@@ -113,16 +130,28 @@ def pack_by_position_ids(q, k, v, position_ids: torch.Tensor) -> Packed | None:
     batch, seqlen = q.shape[:2]
     if position_ids.dim() != 2 or k.shape[1] != seqlen or seqlen <= 1:
         return None  # decoding with a cache, or an unusual layout: position ids say nothing about packing
-    position_ids = position_ids.to(q.device).expand(batch, -1)
-    starts = sequence_starts(position_ids)
-    if int(starts.sum()) == batch:  # a host sync, as in transformers' own check
+    bounds = _boundaries.get(
+        position_ids, ("positions", batch, seqlen, q.device),
+        lambda: _position_boundaries(position_ids.to(q.device).expand(batch, -1)),
+    )
+    if bounds is None:
         return None
-    start_rows = starts.flatten().nonzero().flatten().to(torch.int32)
-    total = torch.tensor([batch * seqlen], dtype=torch.int32, device=q.device)
-    cu_seqlens = torch.cat([start_rows, total])
-    max_seqlen = int(cu_seqlens.diff().max())
+    cu_seqlens, max_seqlen = bounds
     return Packed(
         q=_flatten(q), k=_flatten(k), v=_flatten(v),
         cu_seqlens_q=cu_seqlens, cu_seqlens_k=cu_seqlens, max_seqlen_q=max_seqlen, max_seqlen_k=max_seqlen,
         query_rows=None, batch=batch, seqlen_q=seqlen,
     )
+
+
+def _position_boundaries(position_ids: torch.Tensor) -> tuple[torch.Tensor, int] | None:
+    """cu_seqlens and the longest sequence of restarting position ids, or None when each row is one sequence (a
+    host sync, as in transformers' own check; once per position_ids tensor)."""
+    batch, seqlen = position_ids.shape
+    starts = sequence_starts(position_ids)
+    if int(starts.sum()) == batch:
+        return None
+    start_rows = starts.flatten().nonzero().flatten().to(torch.int32)
+    total = torch.tensor([batch * seqlen], dtype=torch.int32, device=position_ids.device)
+    cu_seqlens = torch.cat([start_rows, total])
+    return cu_seqlens, int(cu_seqlens.diff().max())

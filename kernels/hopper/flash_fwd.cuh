@@ -13,6 +13,11 @@
 // block) come first and are the only ones masked; blocks entirely above the diagonal are never loaded. Out-of-range
 // rows of a tile arrive as zeros from TMA (dense) or as the next sequence's rows (varlen); either way their columns
 // are masked and their rows are never stored.
+//
+// Epilogue (kTmaStoreO, dense calls): each consumer writes its 64 normalized O rows into its own rows of the tile's
+// Q stage (done with Q by then), fences, and one thread issues TMA stores that run while the warpgroup starts the
+// next tile; the Q stage goes back to the producer once the stores have read it. Varlen calls, Q1 configs and d64
+// store O from registers (store_o_direct).
 #pragma once
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -42,6 +47,7 @@ struct FwdParams {
   int nheads, group;              // group = nheads / nheads_kv
   int num_m_blocks;
   int heads_per_section;  // causal schedule: (batch, head) pairs per longest-first section (scheduler.cuh)
+  int store_o_tma;        // 1: O leaves through shared memory with TMA stores (dense calls, kTmaStoreO builds)
   float scale_log2;       // softmax_scale * log2(e)
 };
 
@@ -56,6 +62,13 @@ struct FwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kBlockN = kBlockN_, kStages = kStages_, kQStages = kQStages_;
   static constexpr bool kBF16 = kBF16_, kCausal = kCausal_, kPingpong = kPingpong_, kOverlap = kOverlap_;
   static constexpr bool kSkipKVLoads = kSkipKVLoads_, kCrossTile = kCrossTile_ && kOverlap_;
+  // The TMA-store epilogue writes each warpgroup's O into its own rows of the finished tile's Q stage, so it needs a
+  // second Q stage for the next tile (no extra shared memory; Q1 configs have none to spare: d128 128 x 176 uses 208
+  // of 227 KB, d256 224) and is built for the cross-tile loop, the default. Measured on the H200 against the direct
+  // stores, same run (benchmarks/NOTES.md, v7): d128 128 x 128 tiles +10% at seqlen 512, +6% causal 512, +5% causal
+  // 2048; d64 -1% to -7% at every length (half the O bytes per row to save, the same barrier, fence and delayed Q
+  // release), so d64 keeps the direct stores.
+  static constexpr bool kTmaStoreO = kQStages == 2 && kCrossTile && kHeadDim >= 128;
   static constexpr int kConsumers = kConsumers_;  // consumer warpgroups, 64 query rows each
   static constexpr int kBlockM = 64 * kConsumers;
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -245,14 +258,27 @@ struct Consumer {
     for (int i = 0; i < kORegs; ++i) o[i] *= o_scale[(i >> 1) & 1];
   }
 
-  __device__ __forceinline__ void store(const FwdParams& p, const SeqRange& r, const Tile& t, float (&o)[kORegs],
-                                        const float (&inv_sum)[2], const float (&lse)[2]) const {
-    const int row0 = t.m_block * Cfg::kBlockM + wg * 64 + (tid / 32) * 16 + (tid % 32) / 4;
+  __device__ __forceinline__ int row_in_warpgroup(int half) const { return (tid / 32) * 16 + (tid % 32) / 4 + 8 * half; }
+
+  __device__ __forceinline__ void store_lse(const FwdParams& p, const SeqRange& r, const Tile& t,
+                                            const float (&lse)[2]) const {
+    if (tid % 4 != 0) return;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = t.m_block * Cfg::kBlockM + wg * 64 + row_in_warpgroup(half);
+      if (row < r.seqlen_q) p.lse[t.batch * p.lse_batch_stride + t.head * p.lse_head_stride + r.q_start + row] = lse[half];
+    }
+  }
+
+  // O from registers to global memory, 4 bytes per store, rows past the sequence skipped. Varlen calls take this
+  // path: a TMA box clips only at the packed tensor's end and would overwrite the next sequence's first rows.
+  __device__ __forceinline__ void store_o_direct(const FwdParams& p, const SeqRange& r, const Tile& t,
+                                                 const float (&o)[kORegs], const float (&inv_sum)[2]) const {
     using Elem = uint16_t;
     Elem* out = static_cast<Elem*>(p.out) + t.batch * p.out_batch_stride + t.head * p.out_head_stride;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int row = row0 + 8 * half;
+      const int row = t.m_block * Cfg::kBlockM + wg * 64 + row_in_warpgroup(half);
       if (row >= r.seqlen_q) continue;
       Elem* out_row = out + static_cast<int64_t>(r.q_start + row) * p.out_row_stride + 2 * (tid % 4);
 #pragma unroll
@@ -260,9 +286,51 @@ struct Consumer {
         const int i = 4 * j + 2 * half;
         *reinterpret_cast<uint32_t*>(out_row + 8 * j) = pack(o[i] * inv_sum[half], o[i + 1] * inv_sum[half]);
       }
-      if (tid % 4 == 0)
-        p.lse[t.batch * p.lse_batch_stride + t.head * p.lse_head_stride + r.q_start + row] = lse[half];
     }
+  }
+
+  __device__ __forceinline__ void store(const FwdParams& p, const SeqRange& r, const Tile& t, const float (&o)[kORegs],
+                                        const float (&inv_sum)[2], const float (&lse)[2]) const {
+    store_o_direct(p, r, t, o, inv_sum);
+    store_lse(p, r, t, lse);
+  }
+
+  // Normalized O into this warpgroup's 64 rows of SW128 panels (the layout one 64 x 64 TMA box reads): element
+  // (row, col) sits in panel col / 64 at byte row * 128 + ((col % 64 / 8) ^ (row % 8)) * 16 + (col % 8) * 2. For each
+  // store the warp's rows g = 0..7 XOR the 16-B chunk, so its 32 lanes hit 32 different banks.
+  __device__ __forceinline__ void write_o_smem(uint8_t* rows, const float (&o)[kORegs],
+                                               const float (&inv_sum)[2]) const {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = row_in_warpgroup(half);
+      uint8_t* row_ptr = rows + row * kPanelRowBytes + 4 * (tid % 4);
+#pragma unroll
+      for (int j = 0; j < kORegs / 4; ++j) {  // 8-column slab j: panel j / 8, chunk j % 8
+        const int i = 4 * j + 2 * half;
+        *reinterpret_cast<uint32_t*>(row_ptr + (j / 8) * Cfg::kQPanelBytes + (((j % 8) ^ (row % 8)) << 4)) =
+            pack(o[i] * inv_sum[half], o[i + 1] * inv_sum[half]);
+      }
+    }
+  }
+
+  // The TMA-store epilogue: O into shared memory (`rows`: this warpgroup's rows of the tile's Q stage), a proxy fence
+  // so TMA sees the writes, a barrier over this warpgroup, then the leader issues one 64 x 64 box per panel and commits
+  // them as one bulk group. Nobody waits here: the stores overlap the next tile, and the caller hands the stage back
+  // only after tma_store_wait_read. TMA clips the rows past seqlen_q. lse stays a plain store.
+  __device__ __forceinline__ void store_tma(const CUtensorMap* tma_o, uint8_t* rows, const FwdParams& p,
+                                            const SeqRange& r, const Tile& t, const float (&o)[kORegs],
+                                            const float (&inv_sum)[2], const float (&lse)[2]) const {
+    write_o_smem(rows, o, inv_sum);
+    fence_proxy_async_smem();
+    NamedBarrier::sync(NamedBarrier::kFirstId + Cfg::kConsumers + wg, 128);
+    if (leader) {
+      const int row = r.q_start + t.m_block * Cfg::kBlockM + wg * 64;
+#pragma unroll
+      for (int panel = 0; panel < Cfg::kPanels; ++panel)
+        tma_store_4d(tma_o, rows + panel * Cfg::kQPanelBytes, panel * kPanelCols, row, t.head, r.batch_coord);
+      tma_store_commit();
+    }
+    store_lse(p, r, t, lse);
   }
 
   // A tile whose rows attend no key (causal with seqlen_q > seqlen_k, or an empty varlen sequence): zeros, -inf.
@@ -281,12 +349,19 @@ struct WorkTile {
   Tile t;
   SeqRange r;
   int n_blocks;
+  int q_stage;  // the Q stage holding its rows (and, with the TMA-store epilogue, its O afterwards)
 };
 
 template <class Cfg>
-__device__ __forceinline__ void consumer_loop(const FwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars, int wg) {
+__device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const FwdParams& p, uint8_t* smem,
+                                              typename Cfg::Barriers& bars, int wg) {
   using C = Consumer<Cfg>;
   C c{wg, static_cast<int>(threadIdx.x % 128), threadIdx.x % 128 == 0};
+  // With the TMA-store epilogue a tile's Q stage is released after its O has been stored from it, not after the
+  // tile's last Q K^T.
+  const bool store_via_q_stage = Cfg::kTmaStoreO && p.store_o_tma != 0;
+  int stored_q_stage = -1;  // Q stage whose O store is in flight, handed back by release_stored_q()
+  if (store_via_q_stage && c.leader) tma_prefetch_descriptor(tma_o);
   StaticPersistentScheduler<Cfg::kCausal> sched(p.num_m_blocks, p.nheads, p.batch, p.heads_per_section);
   PipelineState<Cfg::kStages> k_state, v_state;
   PipelineState<Cfg::kQStages> q_state;
@@ -322,10 +397,23 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, uint8_t* smem,
   auto release_k = [&](bool last_of_tile) {
     if (c.leader) {
       bars.k.consumer_release(k_state);
-      if (last_of_tile) bars.q.consumer_release(q_state);
+      if (last_of_tile && !store_via_q_stage) bars.q.consumer_release(q_state);
     }
     k_state.advance();
     if (last_of_tile) q_state.advance();
+  };
+  // Give the previous tile's Q stage back once its O stores have read it. Called one step after the epilogue, so the
+  // wait is normally already satisfied, and before waiting on the next Q (whose load may need this very stage).
+  auto release_stored_q = [&]() {
+    if constexpr (Cfg::kTmaStoreO) {
+      if (stored_q_stage >= 0) {
+        if (c.leader) {
+          tma_store_wait_read<0>();
+          bars.q.empty[stored_q_stage].arrive();
+        }
+        stored_q_stage = -1;
+      }
+    }
   };
   auto release_v = [&]() {
     if (c.leader) bars.v.consumer_release(v_state);
@@ -339,10 +427,18 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, uint8_t* smem,
 #pragma unroll
     for (int i = 0; i < C::kORegs; ++i) o[i] = 0.f;
   };
+  auto epilogue = [&](const WorkTile& w, const float (&inv_sum)[2], const float (&lse)[2]) {
+    if (store_via_q_stage) {
+      c.store_tma(tma_o, smem + w.q_stage * Cfg::kQBytes + wg * 64 * kPanelRowBytes, p, w.r, w.t, o, inv_sum, lse);
+      stored_q_stage = w.q_stage;
+    } else {
+      c.store(p, w.r, w.t, o, inv_sum, lse);
+    }
+  };
   auto finish_tile = [&](const WorkTile& w) {
     float inv_sum[2], lse[2];
     softmax.finalize(p.scale_log2, inv_sum, lse);
-    c.store(p, w.r, w.t, o, inv_sum, lse);
+    epilogue(w, inv_sum, lse);
   };
   // Next tile (from scheduler index `from`) that has key blocks; tiles whose rows attend nothing are written here.
   auto find_work = [&](int from, WorkTile& w) -> bool {
@@ -352,28 +448,33 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, uint8_t* smem,
       w.r = seq_range(p, w.t.batch);
       if (w.t.m_block * Cfg::kBlockM >= w.r.seqlen_q) continue;
       w.n_blocks = num_key_blocks<Cfg>(w.r, w.t.m_block);
+      w.q_stage = q_state.index;  // q_state has advanced past every earlier tile
       if (w.n_blocks > 0) return true;
       c.store_empty(p, w.r, w.t);
     }
     return false;
   };
-  // The steady-state step (FA3 Algorithm 2): S for block n_block while P V of the previous block runs.
+  // The steady-state step (FA3 Algorithm 2): S for block n_block while P V of the previous block runs. O is
+  // rescaled by the previous softmax's factors (o_scale) right before the P V that adds to it, between the two
+  // issues, so the multiplies run while the tensor cores compute Q K^T rather than after the P V wait.
   auto overlapped_step = [&](const WorkTile& w, int n_block) {
     bars.k.consumer_wait(k_state);
     bars.v.consumer_wait(v_state);
     c.gemm_turn_begin();
     issue_qk();  // S_next = Q K_n^T
+    fence_operands(o);  // keeps the compiler from hoisting the multiplies above the Q K^T issue
+    C::rescale(o, o_scale);
     issue_pv();  // O += P V_{n+1}
     c.gemm_turn_end();
     fence_operands(o);
     wgmma_wait<1>();  // S_next is ready; P V may still be running
     fence_operands(s);
     release_k(n_block == 0);
+    release_stored_q();
     softmax_block(w, n_block);
     wgmma_wait<0>();
     fence_operands(o);
     release_v();
-    C::rescale(o, o_scale);
     C::to_a_fragments(s, pa);
   };
   // First Q K^T of a tile, alone (no P V to overlap with).
@@ -387,10 +488,12 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, uint8_t* smem,
     fence_operands(s);
     release_k(w.n_blocks == 1);
     softmax_block(w, w.n_blocks - 1);
+    o_scale[0] = o_scale[1] = 1.f;  // O is still zero: the next step's rescale is skipped
     C::to_a_fragments(s, pa);
   };
-  // Last P V of a tile, alone.
+  // Last P V of a tile, alone (O rescaled first: no Q K^T to hide that under).
   auto last_block = [&]() {
+    C::rescale(o, o_scale);
     bars.v.consumer_wait(v_state);
     c.gemm_turn_begin();
     issue_pv();
@@ -416,14 +519,20 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, uint8_t* smem,
       if (!find_work(sched.next(prev.index), cur)) {
         last_block();
         finish_tile(prev);
+        if constexpr (Cfg::kTmaStoreO) {
+          if (c.leader && store_via_q_stage) tma_store_wait<0>();  // the last stores finish before the CTA exits
+        }
         break;
       }
       // Tile boundary: the new tile's first Q K^T runs with the previous tile's last P V.
+      release_stored_q();
       bars.q.consumer_wait(q_state);
       bars.k.consumer_wait(k_state);
       bars.v.consumer_wait(v_state);
       c.gemm_turn_begin();
       issue_qk();
+      fence_operands(o);
+      C::rescale(o, o_scale);
       issue_pv();
       c.gemm_turn_end();
       fence_operands(o);
@@ -435,10 +544,14 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, uint8_t* smem,
       softmax.reset();
       n_block = cur.n_blocks - 1;
       softmax_block(cur, n_block);
+      o_scale[0] = o_scale[1] = 1.f;  // the new tile's O starts at zero (zero_o below)
       wgmma_wait<0>();
       fence_operands(o);
       release_v();
-      c.store(p, prev.r, prev.t, o, inv_sum, lse);
+      epilogue(prev, inv_sum, lse);
+      // A one-block tile has no later step before the next boundary, whose Q load may need the stage just stored
+      // from: hand it back now rather than one tile late.
+      if (cur.n_blocks == 1) release_stored_q();
       zero_o();
       C::to_a_fragments(s, pa);
     }
@@ -461,9 +574,8 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, uint8_t* smem,
           fence_operands(s);
           release_k(n_block == 0);
           softmax_block(cur, n_block);
-          C::rescale(o, o_scale);
           C::to_a_fragments(s, pa);
-          last_block();
+          last_block();  // rescales O, then P V
         }
       }
       finish_tile(cur);
@@ -474,7 +586,8 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, uint8_t* smem,
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     flash_fwd_kernel(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__ CUtensorMap tma_k,
-                     const __grid_constant__ CUtensorMap tma_v, const FwdParams params) {
+                     const __grid_constant__ CUtensorMap tma_v, const __grid_constant__ CUtensorMap tma_o,
+                     const FwdParams params) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   auto& bars = *reinterpret_cast<typename Cfg::Barriers*>(smem + Cfg::kOffBarriers);
@@ -493,7 +606,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (threadIdx.x / 32 == 0 && elect_one()) producer_loop<Cfg>(&tma_q, &tma_k, &tma_v, params, smem, bars);
   } else {
     regs_acquire<Cfg::kConsumerRegs>();
-    consumer_loop<Cfg>(params, smem, bars, warpgroup - 1);
+    consumer_loop<Cfg>(&tma_o, params, smem, bars, warpgroup - 1);
   }
 }
 

@@ -33,7 +33,8 @@ inline EncodeTiledFn encode_tiled() {
 }
 
 // A (batch, rows, heads, headdim) 16-bit tensor as a 4-d tensor map with box (64, box_rows, 1, 1), 128B swizzle:
-// each box lands as one SW128 panel of box_rows x 128 B. Rows past `rows` are zero-filled.
+// each box lands as one SW128 panel of box_rows x 128 B. Rows past `rows` are zero-filled (loads) or not written
+// (stores).
 inline bool make_map(CUtensorMap* map, const void* base, bool bf16, int64_t headdim, int64_t rows, int64_t heads,
               int64_t batch, int64_t row_stride, int64_t head_stride, int64_t batch_stride, int box_rows) {
   const cuuint64_t dims[4] = {cuuint64_t(headdim), cuuint64_t(rows), cuuint64_t(heads), cuuint64_t(batch)};
@@ -82,6 +83,15 @@ inline int num_sms() {
   return sms > 0 ? sms : 132;
 }
 
+namespace {
+// Whether this library has raised instantiation Cfg's dynamic shared-memory limit. Not a function-local static: in a
+// template that is a process-wide unique symbol (STB_GNU_UNIQUE), so two builds of this library in one process
+// (bench_hopper.py --compare) shared it, and the second build launched unconfigured ("invalid argument"). nvcc gives
+// this unnamed namespace a hashed name that differed in each of the v7 builds (NOTES.md), so each kept its own flag.
+template <class Cfg>
+bool smem_configured = false;
+}  // namespace
+
 template <class Cfg>
 int launch(const Problem& pr) {
   const bool varlen = pr.cu_seqlens_q != nullptr;
@@ -98,7 +108,15 @@ int launch(const Problem& pr) {
                 st[7], st[8], bstride(st[6], pr.seqlen_k, st[7]), Cfg::kBlockN))
     return fail("%s", "cuTensorMapEncodeTiled failed (pointers must be 16-B aligned, strides multiples of 8 elements)");
 
+  // O: one 64-row box per consumer warpgroup and panel, for the TMA-store epilogue of dense calls. An output whose
+  // base or strides TMA cannot address (not 16-B aligned) keeps the direct stores.
+  CUtensorMap to{};
+  const bool store_o_tma = Cfg::kTmaStoreO && !varlen &&
+                           make_map(&to, pr.out, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, pr.batch, st[10],
+                                    st[11], st[9], 64);
+
   FwdParams p{};
+  p.store_o_tma = store_o_tma ? 1 : 0;
   p.out = pr.out;
   p.lse = pr.lse;
   p.cu_seqlens_q = pr.cu_seqlens_q;
@@ -133,13 +151,12 @@ int launch(const Problem& pr) {
   static const int sms = num_sms();
   const int grid = static_cast<int>(tiles < sms ? tiles : sms);
   auto kernel = flash_fwd_kernel<Cfg>;
-  static bool configured = false;  // per instantiation
-  if (!configured) {
+  if (!smem_configured<Cfg>) {
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess)
       return fail("cudaFuncSetAttribute: %s", cudaGetErrorString(cudaGetLastError()));
-    configured = true;
+    smem_configured<Cfg> = true;
   }
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, p);
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, to, p);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return fail("kernel launch: %s", cudaGetErrorString(err));
   return 0;

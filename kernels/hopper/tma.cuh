@@ -24,7 +24,8 @@ __device__ __forceinline__ void tma_load_4d(const CUtensorMap* map, MBarrier* ba
       : "memory");
 }
 
-// 4-d tile store from shared memory (bulk-group completion): the caller commits and waits.
+// 4-d tile store from shared memory (bulk-group completion): the caller commits and waits. Box elements outside the
+// tensor are not written (TMA clips them), so the last tile of a sequence needs no row predicate.
 __device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, const void* smem_src, int c0, int c1, int c2,
                                              int c3) {
   asm volatile(
@@ -39,6 +40,13 @@ __device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk
 template <int kPending>
 __device__ __forceinline__ void tma_store_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
+}
+
+// Waits until at most kPending bulk groups of this thread are pending, writes to global memory included (before the
+// CTA exits, so no store outlives its shared-memory source).
+template <int kPending>
+__device__ __forceinline__ void tma_store_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(kPending) : "memory");
 }
 
 // Generic-proxy writes to shared memory (st.shared) become visible to the async proxy (TMA store, wgmma).

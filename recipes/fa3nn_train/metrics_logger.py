@@ -80,6 +80,8 @@ class MetricsLogger:
                 "mfu": mfu(per_device, self.flops_per_token, self.peak),
             })
         metrics["peak_mem_gib"] = peak_memory_gib(self.accelerator.device)
+        if self.world > 1:
+            metrics.update(self._across_ranks(metrics["peak_mem_gib"]))
         if self._mark_step is not None:  # the next window starts here (once timing has started at all)
             self._mark_step, self._mark_time = step, now
         self.accelerator.log({k: v for k, v in metrics.items() if v is not None and k != "step"}, step=step)
@@ -87,6 +89,13 @@ class MetricsLogger:
             self.jsonl.write(json.dumps(metrics) + "\n")
             self.jsonl.flush()
         return metrics
+
+    def _across_ranks(self, peak_mem_gib: float) -> dict:
+        """Peak memory of every rank (FSDP2 shards unevenly when layer sizes don't divide), gathered at log steps
+        only: one small all-gather."""
+        local = torch.tensor([peak_mem_gib], dtype=torch.float64, device=self.accelerator.device)
+        peaks = self.accelerator.gather(local).tolist()
+        return {"peak_mem_gib_max": max(peaks), "peak_mem_gib_min": min(peaks)}
 
     def close(self) -> None:
         if self.jsonl is not None:

@@ -15,11 +15,16 @@ from the dK/dV kernel (fewer matmuls, not deterministic; deterministic=True stil
 H200 with Triton 3.6 it measured slower, so it is opt-in (benchmarks/NOTES.md).
 
 Triton is imported lazily: without it (or without a GPU and the interpreter) `refusal` says why and the rest of
-fa3nn still works. kernels.py holds the kernels, launch.py the launchers, configs.py the tile tables.
+fa3nn still works. kernels.py holds the kernels, launch.py the launchers, configs.py the tile table (one pinned
+tile per kernel, head dim, causal and sequence bucket; FA3NN_TRITON_AUTOTUNE=1 opts into autotuning).
+
+FP8: quantize.py is the fused quantization pass (bf16/fp16 Q, K, V -> e4m3 operands, fa3nn.fp8.operands) that every
+GPU FP8 forward is fed by, fp8_kernels.py / fp8_launch.py the Triton FP8 forward (sm_89+; the interpreter too).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 
@@ -32,6 +37,7 @@ GPU_DTYPES = (torch.float16, torch.bfloat16)
 INTERPRETER_DTYPES = (torch.float16, torch.float32)  # the interpreter's bf16 tl.dot is wrong (numpy has no bf16)
 
 
+@functools.cache  # asked on every call; find_spec was a visible share of a short call's host time
 def _triton_installed() -> bool:
     return importlib.util.find_spec("triton") is not None
 
@@ -70,6 +76,20 @@ class TritonBackend(Backend):
         if call.nheads % call.nheads_kv != 0:
             return f"nheads {call.nheads} is not a multiple of nheads_kv {call.nheads_kv}"
         return None
+
+    def fp8_refusal(self, call: AttnCall) -> str | None:
+        """Whether the Triton FP8 forward (fp8_kernels.py, fed by the fused pass in quantize.py) serves a call."""
+        if call.device_type == "cuda" and call.capability is not None and call.capability < (8, 9):
+            return (f"FP8 tensor cores need an sm_89 or newer GPU (this one is sm_{call.capability[0]}"
+                    f"{call.capability[1]})")
+        return self.refusal(call, backward=False)
+
+    @staticmethod
+    def forward_fp8(*args, **kwargs):
+        """fa3nn.dispatch.FP8Path's kernel signature; see fp8_launch.forward_fp8."""
+        from fa3nn.backends.triton import fp8_launch
+
+        return fp8_launch.forward_fp8(*args, **kwargs)
 
     def forward(self, q, k, v, params, varlen):
         return _launch().forward(q, k, v, params, varlen)

@@ -1,12 +1,15 @@
-"""Tile shapes per (padded head dim, causal), the autotune space, and its key.
+"""Tile shapes for the Triton kernels: one pinned tile per (kernel, padded head dim, causal, sequence bucket), a rule
+that shrinks it when the grid would leave SMs idle, and the opt-in autotune space.
 
-Each table entry is a short list: the first tile is the default (used when autotuning is off, and the one the
-GPU tests exercise); the autotuner picks among all of them the first time it meets a key. The key is
-(BLOCK_D, MASK_KIND, SEQ_BUCKET, dtypes), with the sequence length bucketed coarsely, so a new sequence length
-retunes only when it crosses a bucket boundary. Tiles that would not fit the device's shared memory are dropped
-before either path sees them (an A100 has 164 KB per block against Hopper's 227 KB).
+The default never times anything: a call's tile is a pure function of its shape and the GPU's SM count and shared
+memory, so two runs (or two processes) always run the same kernels. Autotuning was the default before, and it was
+not reproducible: at head dim 128, seqlen 2048 one run picked (128, 64, 8 warps) and ran the forward at 428
+TFLOP/s, another picked (64, 64, 4 warps) and ran it at 502 (benchmarks/NOTES.md, "Triton backend"). The pinned
+tiles below are the winners of those measurements. FA3NN_TRITON_AUTOTUNE=1 still lets Triton's autotuner choose
+among the pinned tile and ALTERNATIVES, keyed by (BLOCK_D, MASK_KIND, SEQ_BUCKET).
 
-Measured choices are recorded in benchmarks/NOTES.md ("Triton backend").
+Tiles that would not fit the device's shared memory are shrunk before any launch (an A100 has 164 KB per block
+against Hopper's 227 KB).
 """
 
 from __future__ import annotations
@@ -23,57 +26,130 @@ class Tile:
     num_stages: int
 
 
-# Candidate lists come from ptxas register/spill reports (Triton 3.9, sm_90a; benchmarks/NOTES.md) and the GPU
-# sweep of `python -m fa3nn.backends.triton.tune`.
-# Forward: one program per (BLOCK_M queries, head, batch), walking keys in BLOCK_N steps.
-FWD: dict[tuple[int, bool], list[Tile]] = {
-    (32, False): [Tile(128, 64, 4, 3), Tile(128, 128, 8, 3)],
-    (64, False): [Tile(128, 64, 4, 3), Tile(128, 128, 8, 3)],
-    (128, False): [Tile(64, 64, 4, 3), Tile(128, 64, 8, 3), Tile(128, 128, 8, 3)],
-    (256, False): [Tile(128, 32, 8, 2), Tile(64, 64, 8, 2)],
+# Sequence buckets by max(seqlen_q, seqlen_k): <= 1024, <= 4096, longer. The autotune key uses the same buckets.
+SEQ_BUCKET_LIMITS = (1024, 4096)
+
+# The grid side of each kernel: forward and dQ programs own BLOCK_M query rows, dK/dV programs BLOCK_N key rows.
+GRID_SIDE = {"fwd": "block_m", "dq": "block_m", "dkdv": "block_n", "fused": "block_n"}
+# The short-grid rule never goes below this many rows (one wgmma M tile per warpgroup).
+MIN_GRID_BLOCK = 64
+
+# PINNED[kind][(block_d, causal)] = (tile for seqlen <= 1k, <= 4k, longer). Sources, all H200 + Triton 3.6, bf16,
+# the benchmark's shapes (benchmarks/results/): `sweep` = triton-h200-tune-hdim128-seqlen4096.json (one kernel's
+# tile varied, the rest fixed); `runs` = the autotuner's picks and their TFLOP/s in final-h200.json,
+# triton-h200-hdim128-final.json and triton-h200-atomic-dq-*.json (same forward code in all of them).
+PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
+    "fwd": {
+        # d64, runs: 128x64/4w won where both were measured (2048 causal 327 vs 255; 8192 non-causal 420 vs 360);
+        # elsewhere 128x128/8w is the only tile measured (picked by both runs at 512, 2048 non-causal, 8k causal).
+        (64, False): (Tile(128, 128, 8, 3), Tile(128, 128, 8, 3), Tile(128, 64, 4, 3)),
+        (64, True): (Tile(128, 128, 8, 3), Tile(128, 64, 4, 3), Tile(128, 128, 8, 3)),
+        # d128: 64x64/4w/3 stages (two CTAs per SM, TMA loads) won every comparison: sweep at 4096 498 vs 456-484
+        # non-causal, 475 vs 365-420 causal; runs at 2048 502 vs 428, 8192 536 vs 489, 512 376 vs 302.
+        (128, False): (Tile(64, 64, 4, 3),) * 3,
+        (128, True): (Tile(64, 64, 4, 3),) * 3,
+        # d256: runs: 64x64/8w up to 4k (both runs); past 4k 128x32/8w (causal 8192: 357 vs 282 for 64x64).
+        (256, False): (Tile(64, 64, 8, 2), Tile(64, 64, 8, 2), Tile(128, 32, 8, 2)),
+        (256, True): (Tile(64, 64, 8, 2), Tile(64, 64, 8, 2), Tile(128, 32, 8, 2)),
+    },
+    "dkdv": {
+        # d64, runs: 32x128 up to 4k, 64x128 past it (both 8 warps, 3 stages).
+        (64, False): (Tile(32, 128, 8, 3), Tile(32, 128, 8, 3), Tile(64, 128, 8, 3)),
+        (64, True): (Tile(32, 128, 8, 3), Tile(32, 128, 8, 3), Tile(64, 128, 8, 3)),
+        # d128, sweep at 4096 (whole backward): 64x128/8w/2 stages 244 non-causal, 211 causal; the 32-row tiles
+        # (the only spill-free ones) 230-238 and 206-208. Runs picked 32x128/3 stages at 512.
+        (128, False): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 2), Tile(64, 128, 8, 2)),
+        (128, True): (Tile(32, 128, 8, 2), Tile(64, 128, 8, 2), Tile(64, 128, 8, 2)),
+        # d256, runs: 64x32 up to 4k, 32x64 past it (8 warps, 2 stages).
+        (256, False): (Tile(64, 32, 8, 2), Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)),
+        (256, True): (Tile(64, 32, 8, 2), Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)),
+    },
+    "dq": {
+        # d64, runs: 64x64/4w everywhere except causal past 4k (128x64/8w).
+        (64, False): (Tile(64, 64, 4, 3),) * 3,
+        (64, True): (Tile(64, 64, 4, 3), Tile(64, 64, 4, 3), Tile(128, 64, 8, 3)),
+        # d128, sweep at 4096: 128x64/8w/3 stages 243 non-causal, 225 causal, against 206-238 and 193-219.
+        (128, False): (Tile(128, 64, 8, 3),) * 3,
+        (128, True): (Tile(128, 64, 8, 3),) * 3,
+        # d256, runs: 64x32/4w/2 stages at every key.
+        (256, False): (Tile(64, 32, 4, 2),) * 3,
+        (256, True): (Tile(64, 32, 4, 2),) * 3,
+    },
+    "fused": {  # the opt-in atomic-dQ backward (FA3NN_TRITON_ATOMIC_DQ=1), runs with it as the default
+        (64, False): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 3), Tile(64, 128, 8, 3)),
+        (64, True): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 3), Tile(64, 128, 8, 3)),
+        (128, False): (Tile(64, 64, 8, 2), Tile(64, 64, 8, 2), Tile(64, 128, 8, 2)),
+        (128, True): (Tile(64, 64, 8, 2),) * 3,
+        (256, False): (Tile(64, 32, 8, 2), Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)),
+        (256, True): (Tile(64, 32, 8, 2), Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)),
+    },
 }
-# dK/dV: one program per (BLOCK_N keys, K/V head, batch), walking queries in BLOCK_M steps. The two fp32
-# accumulators (BLOCK_N x dim each) dominate registers: at dim 128 only BLOCK_M = 32 with 8 warps avoids spills,
-# yet (64, 128) measured faster on the H200 (244 vs 230 TFLOP/s for the whole backward, seqlen 4096).
-BWD_DKDV: dict[tuple[int, bool], list[Tile]] = {
-    (32, False): [Tile(32, 128, 8, 3), Tile(64, 128, 8, 3)],
-    (64, False): [Tile(32, 128, 8, 3), Tile(64, 128, 8, 3)],
-    (128, False): [Tile(64, 128, 8, 2), Tile(32, 128, 8, 2), Tile(32, 128, 8, 3)],
-    (256, False): [Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)],
+# Head dim 32 has no measurements: it takes head dim 64's tiles (its accumulators are half as large).
+for _table in PINNED.values():
+    for _causal in (False, True):
+        _table[(32, _causal)] = _table[(64, _causal)]
+
+# Extra tiles the opt-in autotuner may pick, per (kind, block_d): the previous candidate lists (ptxas-guided).
+ALTERNATIVES: dict[str, dict[int, list[Tile]]] = {
+    "fwd": {32: [Tile(128, 64, 4, 3), Tile(128, 128, 8, 3)], 64: [Tile(128, 64, 4, 3), Tile(128, 128, 8, 3)],
+            128: [Tile(64, 64, 4, 3), Tile(128, 64, 8, 3), Tile(128, 128, 8, 3)],
+            256: [Tile(128, 32, 8, 2), Tile(64, 64, 8, 2)]},
+    "dkdv": {32: [Tile(32, 128, 8, 3), Tile(64, 128, 8, 3)], 64: [Tile(32, 128, 8, 3), Tile(64, 128, 8, 3)],
+             128: [Tile(64, 128, 8, 2), Tile(32, 128, 8, 2), Tile(32, 128, 8, 3)],
+             256: [Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)]},
+    "fused": {32: [Tile(64, 128, 8, 3), Tile(32, 128, 8, 3)], 64: [Tile(64, 128, 8, 3), Tile(32, 128, 8, 3)],
+              128: [Tile(64, 128, 8, 2), Tile(32, 128, 8, 2), Tile(64, 64, 8, 2)],
+              256: [Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)]},
+    "dq": {32: [Tile(128, 64, 8, 3), Tile(64, 64, 4, 3)], 64: [Tile(128, 64, 8, 3), Tile(64, 64, 4, 3)],
+           128: [Tile(128, 64, 8, 3), Tile(128, 64, 8, 2), Tile(128, 128, 8, 2)],
+           256: [Tile(64, 32, 4, 2), Tile(64, 64, 8, 2)]},
 }
-# dK/dV with dQ by atomics (the default backward): the dK/dV kernel plus a BLOCK_M x dim dQ product per step.
-BWD_FUSED: dict[tuple[int, bool], list[Tile]] = {
-    (32, False): [Tile(64, 128, 8, 3), Tile(32, 128, 8, 3)],
-    (64, False): [Tile(64, 128, 8, 3), Tile(32, 128, 8, 3)],
-    (128, False): [Tile(64, 128, 8, 2), Tile(32, 128, 8, 2), Tile(64, 64, 8, 2)],
-    (256, False): [Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)],
-}
-# dQ: one program per (BLOCK_M queries, head, batch), walking keys in BLOCK_N steps.
-BWD_DQ: dict[tuple[int, bool], list[Tile]] = {
-    (32, False): [Tile(128, 64, 8, 3), Tile(64, 64, 4, 3)],
-    (64, False): [Tile(128, 64, 8, 3), Tile(64, 64, 4, 3)],
-    (128, False): [Tile(128, 64, 8, 3), Tile(128, 64, 8, 2), Tile(128, 128, 8, 2)],
-    (256, False): [Tile(64, 32, 4, 2), Tile(64, 64, 8, 2)],
-}
-# Causal starts from the same tiles until measurements say otherwise.
-for _table in (FWD, BWD_DKDV, BWD_FUSED, BWD_DQ):
-    for (_block_d, _), _tiles in list(_table.items()):
-        _table.setdefault((_block_d, True), list(_tiles))
 
 # Under the interpreter: small, unequal tiles, so that small test shapes still cross several blocks of each kind.
 INTERPRETER = {"fwd": Tile(32, 16, 4, 1), "dkdv": Tile(16, 32, 4, 1), "fused": Tile(16, 32, 4, 1),
                "dq": Tile(32, 16, 4, 1)}
-TABLES = {"fwd": FWD, "dkdv": BWD_DKDV, "fused": BWD_FUSED, "dq": BWD_DQ}
+
+# A tile pinned per kind for a sweep (fa3nn.backends.triton.tune): used as is, before any table, rule or tuner.
+OVERRIDES: dict[str, Tile] = {}
 
 
 def autotune_enabled() -> bool:
-    """FA3NN_TRITON_AUTOTUNE=0 pins the first tile of each entry (reproducible compile set, e.g. for tests)."""
-    return os.environ.get("FA3NN_TRITON_AUTOTUNE", "1") != "0"
+    """FA3NN_TRITON_AUTOTUNE=1 opts into timing the candidates on first use of each key (not reproducible run to
+    run; deterministic=True calls still take the pinned tile)."""
+    return os.environ.get("FA3NN_TRITON_AUTOTUNE", "0") == "1"
 
 
 def seq_bucket(max_seqlen: int) -> int:
-    """Autotune key for sequence length: <= 1k, <= 4k, longer."""
-    return 0 if max_seqlen <= 1024 else 1 if max_seqlen <= 4096 else 2
+    """0 for max_seqlen <= 1024, 1 for <= 4096, 2 for longer (table column, and autotune key)."""
+    return sum(max_seqlen > limit for limit in SEQ_BUCKET_LIMITS)
+
+
+def pinned(kind: str, block_d: int, causal: bool, max_seqlen: int) -> Tile:
+    """The table's tile for one kernel and call shape, before the grid and shared-memory adjustments."""
+    return PINNED[kind][(max(32, block_d), causal)][seq_bucket(max_seqlen)]
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def fill_sms(kind: str, tile: Tile, grid_units: int, grid_seqlen: int, num_sms: int) -> Tile:
+    """Halve the tile's grid-side block (query rows for fwd/dq, key rows for dK/dV) while the halved grid still fits
+    in one wave of `num_sms` programs and the block stays >= MIN_GRID_BLOCK rows.
+
+    `grid_units` is batch * heads of the grid (K/V heads for dK/dV), `grid_seqlen` the sequence the grid side
+    walks. When the grid has fewer programs than SMs, the kernel's time is one program's time, which is
+    proportional to its rows: half the rows on twice the SMs halves it. Past one wave the larger tile's better
+    per-SM throughput wins, so the rule stops there."""
+    side = GRID_SIDE[kind]
+    block = getattr(tile, side)
+    while block // 2 >= MIN_GRID_BLOCK and grid_units * _cdiv(grid_seqlen, block // 2) <= num_sms:
+        block //= 2
+    if block == getattr(tile, side):
+        return tile
+    if side == "block_m":
+        return Tile(block, tile.block_n, tile.num_warps, tile.num_stages)
+    return Tile(tile.block_m, block, tile.num_warps, tile.num_stages)
 
 
 def shared_memory_bytes(kind: str, tile: Tile, block_d: int, block_dv: int, elem_bytes: int) -> int:
@@ -87,21 +163,42 @@ def shared_memory_bytes(kind: str, tile: Tile, block_d: int, block_dv: int, elem
     return (resident + max(1, tile.num_stages) * streamed) * elem_bytes
 
 
-def tiles_for(kind: str, block_d: int, causal: bool, block_dv: int, elem_bytes: int, smem_limit: int | None):
-    """The candidate tiles of one kernel for one call shape, in preference order, filtered by shared memory."""
-    tiles = TABLES[kind][(max(32, block_d), causal)]
-    if smem_limit is None:
-        return tiles
-    fitting = [t for t in tiles if shared_memory_bytes(kind, t, block_d, block_dv, elem_bytes) <= smem_limit]
-    if fitting:
-        return fitting
-    # Nothing fits: halve the smallest tile until it does (stages first, then rows).
-    tile = min(tiles, key=lambda t: shared_memory_bytes(kind, t, block_d, block_dv, elem_bytes))
+def fit_shared_memory(kind: str, tile: Tile, block_d: int, block_dv: int, elem_bytes: int, smem_limit: int) -> Tile:
+    """The tile, or a smaller one that fits `smem_limit` bytes: fewer stages first, then fewer key rows, then
+    fewer query rows."""
     while shared_memory_bytes(kind, tile, block_d, block_dv, elem_bytes) > smem_limit:
         if tile.num_stages > 1:
             tile = Tile(tile.block_m, tile.block_n, tile.num_warps, tile.num_stages - 1)
         elif tile.block_n > 16:
             tile = Tile(tile.block_m, tile.block_n // 2, tile.num_warps, 1)
+        elif tile.block_m > 16:
+            tile = Tile(tile.block_m // 2, tile.block_n, tile.num_warps, 1)
         else:
-            tile = Tile(max(16, tile.block_m // 2), tile.block_n, tile.num_warps, 1)
-    return [tile]
+            break
+    return tile
+
+
+def tile_for(kind: str, block_d: int, block_dv: int, causal: bool, max_seqlen: int, elem_bytes: int,
+             grid_units: int, grid_seqlen: int, num_sms: int | None = None, smem_limit: int | None = None) -> Tile:
+    """The tile one kernel runs with for one call: OVERRIDES, else the pinned tile, shrunk by fill_sms (when
+    `num_sms` is known) and to the shared memory (when `smem_limit` is)."""
+    if kind in OVERRIDES:
+        return OVERRIDES[kind]
+    tile = pinned(kind, block_d, causal, max_seqlen)
+    if num_sms:
+        tile = fill_sms(kind, tile, grid_units, grid_seqlen, num_sms)
+    if smem_limit:
+        tile = fit_shared_memory(kind, tile, block_d, block_dv, elem_bytes, smem_limit)
+    return tile
+
+
+def autotune_candidates(kind: str, block_d: int, block_dv: int, causal: bool, max_seqlen: int, elem_bytes: int,
+                        smem_limit: int | None = None) -> list[Tile]:
+    """The opt-in autotuner's choices: the pinned tile first, then ALTERNATIVES, those over `smem_limit` dropped
+    (the pinned one shrunk instead, so the list is never empty)."""
+    first = pinned(kind, block_d, causal, max_seqlen)
+    tiles = [first] + [t for t in ALTERNATIVES[kind][max(32, block_d)] if t != first]
+    if smem_limit is None:
+        return tiles
+    fitting = [t for t in tiles if shared_memory_bytes(kind, t, block_d, block_dv, elem_bytes) <= smem_limit]
+    return fitting or [fit_shared_memory(kind, first, block_d, block_dv, elem_bytes, smem_limit)]

@@ -1,8 +1,9 @@
 """The Triton kernels: forward, and a three-kernel backward (delta, dK/dV, dQ). Launchers live in launch.py.
 
 Every kernel sees one (query block or key block, head, batch) tile and walks the other sequence in blocks. Scores
-are kept in the log2 domain (scale folded with log2(e), so the softmax is one exp2 per element), lse is stored in
-natural log. Masks are bottom-right aligned (fa3nn.masks): query row i may attend key j when
+are kept in the log2 domain (scale folded with log2(e), so the softmax is one exp2 per element; the backward does
+the same for 16-bit inputs, see _scores), lse is stored in natural log. Masks are bottom-right aligned
+(fa3nn.masks): query row i may attend key j when
 
     i + diag - left  <=  j  <=  i + diag + right,      diag = seqlen_k - seqlen_q,
 
@@ -139,9 +140,11 @@ def _load_block(src, seq_start, row0, col, offs_r, stride_row, offs_d, seqlen, H
 @triton.jit
 def _scores(s, qk_scale, softcap2, HAS_SOFTCAP: tl.constexpr):
     """Raw Q·Kᵀ -> scaled (and soft-capped) scores, and tanh (for the backward; 0 without softcap). The forward
-    passes log2-unit constants (one FMA and exp2 per score), the backward natural ones: it subtracts the stored
-    natural lse before converting, which keeps fp32 rounding of |s|, |lse| ~ 10 out of P (measured: dq/dk errors
-    2.2x -> under 2x the fp32 PyTorch error under the interpreter)."""
+    passes log2-unit constants (one FMA and exp2 per score). So does the backward for 16-bit inputs (LOG2_SCORES:
+    lse is converted once per row); for fp32 it passes natural ones and subtracts the stored natural lse before
+    exponentiating, which keeps fp32 rounding of |s|, |lse| ~ 10 out of P (measured: dq/dk errors 2.2x -> under
+    2x the fp32 PyTorch error under the interpreter). For bf16/fp16 that rounding (~1e-6 relative) is far under
+    P's own rounding to 16 bits before the matmuls."""
     if HAS_SOFTCAP:
         t = _tanh(s * qk_scale)
         return t * softcap2, t
@@ -314,14 +317,37 @@ def _bwd_delta_kernel(
 
 
 @triton.jit
-def _load_row_stats(lse_base, delta_base, rows, seqlen_q):
-    """lse with -inf (row attends nothing) and rows past the end turned into +inf, so that exp(s - lse) is 0
-    there instead of NaN; and delta."""
+def _load_row_stats(lse_base, delta_base, rows, seqlen_q, LOG2_SCORES: tl.constexpr):
+    """lse (times log2(e) with LOG2_SCORES) with -inf (row attends nothing) and rows past the end turned into
+    +inf, so that exp(s - lse) is 0 there instead of NaN; and delta."""
     row_ok = rows < seqlen_q
     lse = tl.load(lse_base + rows, mask=row_ok, other=float("inf"))
     lse = tl.where(lse == float("-inf"), float("inf"), lse)
+    if LOG2_SCORES:
+        lse = lse * LOG2E
     delta = tl.load(delta_base + rows, mask=row_ok, other=0.0)
     return lse, delta
+
+
+@triton.jit
+def _score_minus_lse(s, lse, qk_scale, score_cap, HAS_SOFTCAP: tl.constexpr, LOG2_SCORES: tl.constexpr):
+    """Raw Q·Kᵀ -> the exponent of P = exp(score - lse) (log2 units with LOG2_SCORES: one FMA per score without
+    softcap; natural units otherwise, see _scores), and tanh for the softcap derivative (0 without softcap).
+    Written as an explicit FMA because ptxas left the multiply and the subtract apart (sm_90a SASS of the dK/dV
+    kernel, head dim 128: one FMUL and one FADD per score)."""
+    if HAS_SOFTCAP or not LOG2_SCORES:
+        scores, tanh = _scores(s, qk_scale, score_cap, HAS_SOFTCAP)
+        return scores - lse, tanh
+    else:
+        return tl.fma(s, qk_scale, -lse), 0.0
+
+
+@triton.jit
+def _exp(x, LOG2_SCORES: tl.constexpr):
+    if LOG2_SCORES:
+        return tl.exp2(x)
+    else:
+        return tl.exp(x)
 
 
 @triton.jit
@@ -331,19 +357,19 @@ def _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_base
                     MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                     HAS_SOFTCAP: tl.constexpr, HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr,
                     BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr,
-                    DOT_PRECISION: tl.constexpr, ATOMIC_DQ: tl.constexpr):
+                    DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr):
     for m0 in range(lo, hi, BLOCK_M):
         rows = m0 + offs_m
         q = _load_rows(q_base, rows, stride_qs, offs_d, seqlen_q, HEADDIM, BLOCK_D, MASKED)
         do = _load_rows(do_base, rows, stride_dos, offs_dv, seqlen_q, HEADDIM_V, BLOCK_DV, MASKED)
-        lse, delta = _load_row_stats(lse_base, delta_base, rows, seqlen_q)
+        lse, delta = _load_row_stats(lse_base, delta_base, rows, seqlen_q, LOG2_SCORES)
         s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION)  # (BLOCK_N, BLOCK_M): keys x queries
-        s_t, tanh_t = _scores(s_t, qk_scale, score_cap, HAS_SOFTCAP)
+        x_t, tanh_t = _score_minus_lse(s_t, lse[None, :], qk_scale, score_cap, HAS_SOFTCAP, LOG2_SCORES)
         if MASKED:
             keep = _allowed(rows[None, :], cols[:, None], seqlen_q, seqlen_k, window_left, window_right,
                             HAS_LEFT, HAS_RIGHT)
-            s_t = tl.where(keep, s_t, float("-inf"))
-        p_t = tl.exp(s_t - lse[None, :])
+            x_t = tl.where(keep, x_t, float("-inf"))
+        p_t = _exp(x_t, LOG2_SCORES)
         dv = tl.dot(p_t.to(do.dtype), do, dv, input_precision=DOT_PRECISION)
         dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)
         ds_t = p_t * (dp_t - delta[None, :])
@@ -381,7 +407,8 @@ def _bwd_dkdv_kernel(
     MASK_KIND, SEQ_BUCKET,
     HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, ATOMIC_DQ: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     """One program per (key block, K/V head, batch): dK, dV summed over the `group` query heads that share it.
     With ATOMIC_DQ it also adds scale * dS·K into the fp32 dQacc (5 matmuls in all instead of 7 with the separate
@@ -417,18 +444,18 @@ def _bwd_dkdv_kernel(
             dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_base, stride_qs, stride_dos,
             stride_dqs, cols, offs_m, offs_d, offs_dv, full_lo, full_hi, seqlen_q, seqlen_k, softmax_scale, qk_scale,
             score_cap, window_left, window_right, False, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V,
-            BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, ATOMIC_DQ)
+            BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ)
         if HAS_RIGHT:  # without a right bound full_lo == lo: nothing masked before the full run
             dk, dv = _bwd_dkdv_inner(
                 dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_base, stride_qs, stride_dos,
                 stride_dqs, cols, offs_m, offs_d, offs_dv, lo, full_lo, seqlen_q, seqlen_k, softmax_scale, qk_scale,
                 score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V,
-                BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, ATOMIC_DQ)
+                BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ)
         dk, dv = _bwd_dkdv_inner(
             dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_base, stride_qs, stride_dos,
             stride_dqs, cols, offs_m, offs_d, offs_dv, full_hi, hi, seqlen_q, seqlen_k, softmax_scale, qk_scale,
             score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V,
-            BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, ATOMIC_DQ)
+            BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ)
     dk = dk * softmax_scale
     key_ok = cols < seqlen_k
     dk_ptrs = dK + b64 * stride_dkb + head_kv.to(tl.int64) * stride_dkh + (k_start + cols)[:, None].to(
@@ -445,18 +472,18 @@ def _bwd_dq_inner(dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, r
                   MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                   HAS_SOFTCAP: tl.constexpr, HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr,
                   BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_N: tl.constexpr,
-                  DOT_PRECISION: tl.constexpr):
+                  DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr):
     for n0 in range(lo, hi, BLOCK_N):
         cols = n0 + offs_n
         k = _load_rows(k_base, cols, stride_ks, offs_d, seqlen_k, HEADDIM, BLOCK_D, MASKED)
         v = _load_rows(v_base, cols, stride_vs, offs_dv, seqlen_k, HEADDIM_V, BLOCK_DV, MASKED)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)
-        s, tanh = _scores(s, qk_scale, score_cap, HAS_SOFTCAP)
+        x, tanh = _score_minus_lse(s, lse[:, None], qk_scale, score_cap, HAS_SOFTCAP, LOG2_SCORES)
         if MASKED:
             keep = _allowed(rows[:, None], cols[None, :], seqlen_q, seqlen_k, window_left, window_right,
                             HAS_LEFT, HAS_RIGHT)
-            s = tl.where(keep, s, float("-inf"))
-        p = tl.exp(s - lse[:, None])
+            x = tl.where(keep, x, float("-inf"))
+        p = _exp(x, LOG2_SCORES)
         dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)
         ds = p * (dp - delta[:, None])
         if HAS_SOFTCAP:
@@ -480,7 +507,7 @@ def _bwd_dq_kernel(
     MASK_KIND, SEQ_BUCKET,
     HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """One program per (query block, head, batch): dQ = scale * dS·K over the keys the block attends."""
     head = tl.program_id(1)
@@ -509,23 +536,23 @@ def _bwd_dq_kernel(
     offs_dv = tl.arange(0, BLOCK_DV)
     q = _load_rows(q_base, rows, stride_qs, offs_d, seqlen_q, HEADDIM, BLOCK_D, True)
     do = _load_rows(do_base, rows, stride_dos, offs_dv, seqlen_q, HEADDIM_V, BLOCK_DV, True)
-    lse, delta = _load_row_stats(Lse + l_offset, Delta + l_offset, rows, seqlen_q)
+    lse, delta = _load_row_stats(Lse + l_offset, Delta + l_offset, rows, seqlen_q, LOG2_SCORES)
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     lo, hi, full_lo, full_hi = _key_phases(m0, seqlen_q, seqlen_k, window_left, window_right, BLOCK_M, BLOCK_N,
                                            HAS_LEFT, HAS_RIGHT)
     dq = _bwd_dq_inner(dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, rows, offs_n, offs_d, offs_dv,
                        full_lo, full_hi, seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, False,
                        HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N,
-                       DOT_PRECISION)
+                       DOT_PRECISION, LOG2_SCORES)
     if HAS_LEFT:
         dq = _bwd_dq_inner(dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, rows, offs_n, offs_d,
                            offs_dv, lo, full_lo, seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right,
                            True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N,
-                           DOT_PRECISION)
+                           DOT_PRECISION, LOG2_SCORES)
     dq = _bwd_dq_inner(dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, rows, offs_n, offs_d, offs_dv,
                        full_hi, hi, seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, True,
                        HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N,
-                       DOT_PRECISION)
+                       DOT_PRECISION, LOG2_SCORES)
     dq = dq * softmax_scale
     dq_ptrs = dQ + b64 * stride_dqb + h64 * stride_dqh + (q_start + rows)[:, None].to(tl.int64) * stride_dqs + \
         offs_d[None, :]

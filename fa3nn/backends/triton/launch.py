@@ -24,6 +24,11 @@ from fa3nn.backends.base import AttnParams, Varlen, lse_dtype
 from fa3nn.backends.triton import configs
 from fa3nn.backends.triton import kernels as K
 
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor  # Triton >= 3.4
+except ImportError:
+    TensorDescriptor = None
+
 POISON_OUTPUTS = os.environ.get("FA3NN_TRITON_POISON", "0") == "1"
 ATOMIC_DQ = os.environ.get("FA3NN_TRITON_ATOMIC_DQ", "0") == "1"
 LOG2E = math.log2(math.e)
@@ -32,11 +37,9 @@ LOG2E = math.log2(math.e)
 def _tma_views(q, k, v, shape) -> tuple | None:
     """(rows, heads * dim) views of q, k, v for tensor descriptors, or None where the pointer path must serve."""
     mode = os.environ.get("FA3NN_TRITON_TMA", "auto")
-    if mode == "0" or (mode != "1" and (q.device.type != "cuda" or torch.cuda.get_device_capability(q.device)[0] < 9)):
+    if mode == "0" or (mode != "1" and (q.device.type != "cuda" or _device(q.device)[0] < 9)):
         return None
-    try:
-        from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401  (Triton >= 3.4)
-    except ImportError:
+    if TensorDescriptor is None:
         return None
     if shape.headdim != shape.block_d or shape.headdim_v != shape.block_dv:
         return None  # a padded block would read the next head's columns
@@ -127,33 +130,45 @@ class _Shape:
         return self.mask_kind, configs.seq_bucket(max(self.seqlen_q, self.seqlen_k))
 
 
-_smem_limits: dict[int, int] = {}
+_device_limits: dict[int, tuple[int, int, int]] = {}
 
 
-def _smem_limit(device: torch.device) -> int | None:
-    if device.type != "cuda":
-        return None
+def _device(device: torch.device) -> tuple[int, int, int]:
+    """(major compute capability, SM count, shared memory per block) of a CUDA device, looked up once: the
+    per-call property queries were a visible share of the launch's host time at seqlen 512."""
     index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _smem_limits:
+    if index not in _device_limits:
         props = torch.cuda.get_device_properties(index)
-        _smem_limits[index] = getattr(props, "shared_memory_per_block_optin", 0) or 99 * 1024
-    return _smem_limits[index]
+        smem = getattr(props, "shared_memory_per_block_optin", 0) or 99 * 1024
+        _device_limits[index] = (props.major, props.multi_processor_count, smem)
+    return _device_limits[index]
 
 
 _autotuned: dict[tuple, object] = {}
 
 
 def _launcher(kind: str, kernel, shape: _Shape):
-    """The tile to pin, or the autotuner over the table entry.
-
-    deterministic=True pins the table's first tile in both directions: autotuning may pick another tile in
-    another process, and a different tile rounds differently, so only a pinned tile is bitwise repeatable."""
+    """The tile to launch with (configs.tile_for: pinned per shape, reproducible), or with FA3NN_TRITON_AUTOTUNE=1
+    the autotuner over configs.autotune_candidates. deterministic=True never autotunes: another process may pick
+    another tile, and a different tile rounds differently."""
     if shape.device.type != "cuda":  # CPU tensors: Triton's interpreter
-        return configs.INTERPRETER[kind]
-    tiles = configs.tiles_for(kind, shape.block_d, shape.causal, shape.block_dv, shape.elem_bytes,
-                              _smem_limit(shape.device))
-    if shape.deterministic or not configs.autotune_enabled() or len(tiles) == 1:
-        return tiles[0]
+        return configs.OVERRIDES.get(kind, configs.INTERPRETER[kind])
+    _, num_sms, smem_limit = _device(shape.device)
+    max_seqlen = max(shape.seqlen_q, shape.seqlen_k)
+    if configs.autotune_enabled() and not shape.deterministic and kind not in configs.OVERRIDES:
+        tiles = configs.autotune_candidates(kind, shape.block_d, shape.block_dv, shape.causal, max_seqlen,
+                                            shape.elem_bytes, smem_limit)
+        if len(tiles) > 1:
+            return _autotuner(kind, kernel, tiles)
+    if kind in ("dkdv", "fused"):  # one program per key block of each K/V head
+        units, grid_seqlen = shape.batch * shape.nheads_kv, shape.seqlen_k
+    else:  # one program per query block of each head
+        units, grid_seqlen = shape.batch * shape.nheads, shape.seqlen_q
+    return configs.tile_for(kind, shape.block_d, shape.block_dv, shape.causal, max_seqlen, shape.elem_bytes, units,
+                            grid_seqlen, num_sms, smem_limit)
+
+
+def _autotuner(kind: str, kernel, tiles: list[configs.Tile]):
     key = (kind, tuple(tiles))
     if key not in _autotuned:
         hook = _set_tma_block_shapes if kind == "fwd" else None
@@ -191,8 +206,6 @@ def forward(q, k, v, params: AttnParams, varlen: Varlen | None):
     lse = _alloc(lse_shape, lse_dtype(q.dtype), q.device)
     views = _tma_views(q, k, v, shape)
     if views is not None:
-        from triton.tools.tensor_descriptor import TensorDescriptor
-
         # block shapes are placeholders until the tile is known (_set_tma_block_shapes)
         sources = tuple(TensorDescriptor.from_tensor(x, [16, x.shape[1] // n]) for x, n in
                         zip(views, (shape.nheads, shape.nheads_kv, shape.nheads_kv)))
@@ -227,9 +240,12 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     )
     dk = _alloc(k.shape, k.dtype, k.device)
     dv = _alloc(v.shape, v.dtype, v.device)
-    # The backward works in natural units (see kernels._scores): scale, and softcap itself.
-    qk_scale = shape.softmax_scale / params.softcap if shape.has_softcap else shape.softmax_scale
-    softcap = params.softcap if shape.has_softcap else 1.0
+    # 16-bit inputs: scores in log2 units, lse converted once per row, so P is one FMA and one exp2 per score;
+    # fp32 (interpreter tests) keeps natural units, whose rounding stays under the fp32 reference's (kernels._scores).
+    log2_scores = q.dtype != torch.float32
+    unit = LOG2E if log2_scores else 1.0
+    qk_scale = shape.softmax_scale / params.softcap if shape.has_softcap else shape.softmax_scale * unit
+    softcap = params.softcap * unit if shape.has_softcap else 1.0
     common = (
         *shape.scalars(), shape.softmax_scale, qk_scale, softcap, shape.window_left,
         shape.window_right, *shape.autotune_keys(),
@@ -249,7 +265,7 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
         (q, k, v, dout, lse, delta, dk, dv, dq_acc, shape.cu_q, shape.cu_k, *qkv_do_strides,
          *_strides(dk, shape.varlen), *_strides(dv, shape.varlen), *_strides(dq_acc, shape.varlen), *stat_strides,
          *common),
-        **shape.constexprs(), ATOMIC_DQ=atomic_dq,
+        **shape.constexprs(), LOG2_SCORES=log2_scores, ATOMIC_DQ=atomic_dq,
     )
     if atomic_dq:
         return dq_acc.to(q.dtype), dk, dv
@@ -259,6 +275,6 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
         lambda bm, bn: (triton.cdiv(shape.seqlen_q, bm), shape.nheads, shape.batch),
         (q, k, v, dout, lse, delta, dq, shape.cu_q, shape.cu_k, *qkv_do_strides, *_strides(dq, shape.varlen),
          *stat_strides, *common),
-        **shape.constexprs(),
+        **shape.constexprs(), LOG2_SCORES=log2_scores,
     )
     return dq, dk, dv

@@ -1,11 +1,11 @@
-"""Sweep tile shapes for the Triton kernels on the current GPU, one kernel at a time, to fill configs.py's tables.
+"""Sweep tile shapes for the Triton kernels on the current GPU, one kernel at a time, to fill configs.PINNED.
 
     python -m fa3nn.backends.triton.tune --headdim 128 --seqlen 4096 --json tune.json
 
-Each variant pins one kernel's tile (the others stay at their table defaults) and is timed with CUDA events over
-back-to-back calls (median of several batches). All variants are compiled first in parallel worker processes (Triton's
-on-disk cache then serves the timing process), since compiling dominates a sweep's wall time. Shapes follow the
-benchmark: batch * seqlen = 16384 tokens, nheads * headdim = 2048, bf16.
+Each variant pins one kernel's tile (configs.OVERRIDES; the others keep their pinned tiles) and is timed with CUDA
+events over back-to-back calls (median of several batches). All variants are compiled first in parallel worker
+processes (Triton's on-disk cache then serves the timing process), since compiling dominates a sweep's wall time.
+Shapes follow the benchmark: batch * seqlen = 16384 tokens, nheads * headdim = 2048, bf16.
 """
 
 from __future__ import annotations
@@ -42,12 +42,11 @@ def _variants(headdim: int, causals, tma_options):
 
 
 def _pin(variant) -> None:
+    """Run this variant's kernel with its tile (configs.OVERRIDES), the other kernels with their pinned tiles."""
     os.environ["FA3NN_TRITON_AUTOTUNE"] = "0"
     os.environ["FA3NN_TRITON_TMA"] = variant["tma"]
-    block_d = max(32, triton_block(variant["headdim"]))
-    configs.TABLES[variant["kind"]][(block_d, variant["causal"])] = [variant["tile"]] + [
-        t for t in configs.TABLES[variant["kind"]][(block_d, variant["causal"])] if t != variant["tile"]
-    ]
+    configs.OVERRIDES.clear()
+    configs.OVERRIDES[variant["kind"]] = variant["tile"]
 
 
 def _inputs(headdim: int, seqlen: int, tokens: int = 16384, width: int = 2048):
@@ -71,19 +70,29 @@ def _run(variant, q, k, v, dout):
 def _warm(variant) -> str:
     """Worker: compile one variant by running it once on a small shape."""
     _pin(variant)
-    _run(variant, *_inputs(variant["headdim"], 256, tokens=512))()
+    # 4096 tokens: enough programs that configs.fill_sms leaves the other kernels' tiles as the benchmark runs them
+    _run(variant, *_inputs(variant["headdim"], 256, tokens=4096))()
     torch.cuda.synchronize()
     return "ok"
 
 
 def precompile(headdims, causals, kinds=("fwd", "dkdv", "dq"), workers: int = 8) -> None:
-    """Compile every tile of configs.py's entries for these shapes in parallel processes (on-disk cache), so that
-    the autotuner in the calling process only times them. Used by scripts/bench.py --precompile."""
-    variants = [
-        {"kind": kind, "tile": tile, "causal": causal, "tma": "auto", "headdim": headdim}
-        for headdim in headdims for causal in causals for kind in kinds
-        for tile in configs.TABLES[kind][(max(32, triton_block(headdim)), causal)]
-    ]
+    """Compile, in parallel processes (into Triton's on-disk cache), every tile configs.py pins for these head dims
+    over all sequence buckets, plus the autotune candidates when FA3NN_TRITON_AUTOTUNE=1, so that the calling
+    process only loads (or times) them. Used by scripts/bench.py --precompile."""
+    variants, seen = [], set()
+    for headdim in headdims:
+        block_d = max(32, triton_block(headdim))
+        for causal in causals:
+            for kind in kinds:
+                tiles = list(configs.PINNED[kind][(block_d, causal)])
+                if configs.autotune_enabled():
+                    tiles += configs.ALTERNATIVES[kind][block_d]
+                for tile in tiles:
+                    if (headdim, causal, kind, tile) not in seen:
+                        seen.add((headdim, causal, kind, tile))
+                        variants.append({"kind": kind, "tile": tile, "causal": causal, "tma": "auto",
+                                         "headdim": headdim})
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(min(workers, len(variants)), mp_context=ctx) as pool:
         concurrent.futures.wait([pool.submit(_warm, v) for v in variants])
@@ -125,12 +134,8 @@ def main() -> None:
         futures = [pool.submit(_warm, v) for v in variants]
         concurrent.futures.wait(futures)  # failures resurface (and are recorded) when timed below
     q, k, v, dout = _inputs(args.headdim, args.seqlen)
-    defaults = {kind: {key: list(tiles) for key, tiles in table.items()} for kind, table in configs.TABLES.items()}
     results = []
     for variant in variants:
-        for kind, table in defaults.items():  # reset every table, then pin this variant's kernel
-            configs.TABLES[kind].clear()
-            configs.TABLES[kind].update({key: list(tiles) for key, tiles in table.items()})
         row = {**variant, "tile": variant["tile"].__dict__}
         _pin(variant)
         try:

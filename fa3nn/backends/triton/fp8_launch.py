@@ -1,0 +1,149 @@
+"""Launcher of the Triton FP8 forward (fp8_kernels.py): tiles, grid, outputs.
+
+`forward_fp8` has the signature every FP8 forward kernel of fa3nn shares (fa3nn.dispatch.FP8Path): the e4m3
+operands of fa3nn.fp8.operands and the call's parameters in, (out, lse) out.
+
+Tiles. A key block must not straddle two V scale tiles (the V descale is folded into the per-block rescale), so
+BLOCK_N divides block_k, unless one scale covers the whole sequence (block_k >= seqlen_k). The emulation
+(fa3nn.fp8.reference) walks keys in blocks of 128: with BLOCK_N = 128 the kernel rounds P at the same running maxima;
+another BLOCK_N moves only P's e4m3 rounding (tests/test_fp8_reference.py, ~33 dB between the two).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+
+from fa3nn.backends.base import lse_dtype
+from fa3nn.backends.triton import configs
+from fa3nn.backends.triton.configs import Tile
+from fa3nn.backends.triton.fp8_kernels import _fp8_fwd_kernel
+from fa3nn.masks import Window
+
+LOG2E = math.log2(math.e)
+
+# First tile = the default (autotuning off). Started from FlashAttention-3's FP8 tiles (128 x 128 up to headdim 128,
+# 128 x 64..128 at 256). Measured (H200, Triton 3.6, d128 seqlen 16k non-causal, benchmarks/NOTES.md "Triton FP8"):
+# (128, 64, 8, 3) 370 TFLOP/s, (128, 128, 8, 3) 314, (128, 128, 8, 2) 288, (64, 128, 4, 3) 181; ptxas (Triton 3.9,
+# sm_90a) reports 76 / 740 / 660 / 2228 bytes of spills for them, the same order. Head dims 64 and 256 are unmeasured.
+FP8_FWD: dict[int, list[Tile]] = {
+    64: [Tile(128, 128, 8, 3), Tile(128, 64, 4, 3), Tile(64, 128, 4, 3)],
+    128: [Tile(128, 64, 8, 3), Tile(128, 128, 8, 3), Tile(128, 128, 8, 2), Tile(64, 128, 4, 3)],
+    256: [Tile(128, 64, 8, 2), Tile(128, 128, 8, 2), Tile(64, 64, 4, 2), Tile(128, 32, 8, 3)],
+}
+INTERPRETER_TILE = Tile(32, 16, 4, 1)  # small, so that test shapes cross several query and key blocks
+
+
+def _fits_scale_tiles(tile: Tile, block_k: int, seqlen_k: int) -> bool:
+    return block_k >= seqlen_k or block_k % tile.block_n == 0
+
+
+def fp8_tiles(block_d: int, block_k: int, seqlen_k: int) -> list[Tile]:
+    """Candidate tiles in preference order; never empty (block_k is a multiple of 16, so BLOCK_N = 16 always fits)."""
+    tiles = [t for t in FP8_FWD[max(64, block_d)] if _fits_scale_tiles(t, block_k, seqlen_k)]
+    if not tiles:
+        block_n = next(n for n in (128, 64, 32, 16) if block_k % n == 0)
+        tiles = [Tile(128 if block_d <= 128 else 64, block_n, 8 if block_d <= 128 else 4, 2)]
+    return tiles
+
+
+def default_tile(device: torch.device, block_d: int, block_k: int, seqlen_k: int) -> Tile:
+    """The tile a call runs with when autotuning is off (FA3NN_TRITON_AUTOTUNE=0), as the GPU tests do."""
+    if device.type != "cuda":
+        return INTERPRETER_TILE
+    return fp8_tiles(block_d, block_k, seqlen_k)[0]
+
+
+_autotuned: dict[tuple, object] = {}
+
+
+def _tuner(tiles: list[Tile]):
+    key = tuple(tiles)
+    if key not in _autotuned:
+        candidates = [triton.Config({"BLOCK_M": t.block_m, "BLOCK_N": t.block_n}, num_warps=t.num_warps,
+                                    num_stages=t.num_stages) for t in tiles]
+        _autotuned[key] = triton.autotune(candidates, key=["BLOCK_D", "MASK_KIND", "SEQ_BUCKET"])(_fp8_fwd_kernel)
+    return _autotuned[key]
+
+
+def forward_fp8(
+    q8: torch.Tensor,
+    k8: torch.Tensor,
+    vt8: torch.Tensor,
+    q_descale: torch.Tensor,
+    k_descale: torch.Tensor,
+    v_descale: torch.Tensor,
+    block_q: int,
+    block_k: int,
+    softmax_scale: float,
+    window: Window,
+    cu_seqlens_q: torch.Tensor | None,
+    cu_seqlens_k: torch.Tensor | None,
+    max_seqlen_q: int | None,
+    max_seqlen_k: int | None,
+    out_dtype: torch.dtype,
+    softcap: float = 0.0,
+    tile: Tile | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """out (q8's shape with v's head dim, out_dtype) and float32 lse ((batch, nheads, seqlen_q) dense, (nheads,
+    total_q) packed). `tile` pins a tile (tests); otherwise the table's first, or the autotuner's pick."""
+    varlen = cu_seqlens_q is not None
+    if varlen:
+        batch, seqlen_q, seqlen_k = cu_seqlens_q.numel() - 1, int(max_seqlen_q), int(max_seqlen_k)
+    else:
+        batch, seqlen_q, seqlen_k = q8.shape[0], q8.shape[1], k8.shape[1]
+    nheads, nheads_kv, headdim, headdim_v = q8.shape[-2], k8.shape[-2], q8.shape[-1], vt8.shape[-2]
+    block_d = max(32, triton.next_power_of_2(headdim))  # an e4m3 tensor-core step reduces over 32 elements
+    block_dv = max(32, triton.next_power_of_2(headdim_v))
+    q_descale, k_descale, v_descale = (d.contiguous() for d in (q_descale, k_descale, v_descale))
+    if k_descale.stride() != v_descale.stride():
+        raise ValueError(f"k_descale {tuple(k_descale.shape)} and v_descale {tuple(v_descale.shape)} must have "
+                         f"one layout (batch, nheads_kv, tiles)")
+    out = torch.empty(*q8.shape[:-1], headdim_v, dtype=out_dtype, device=q8.device)
+    lse_shape = (nheads, q8.shape[0]) if varlen else (batch, nheads, seqlen_q)
+    lse = torch.empty(lse_shape, dtype=lse_dtype(out_dtype), device=q8.device)
+
+    if softcap > 0:  # scores = softcap * tanh(scale * qk / softcap), in log2 units
+        qk_scale, softcap2 = softmax_scale / softcap, softcap * LOG2E
+    else:
+        qk_scale, softcap2 = softmax_scale * LOG2E, 1.0
+
+    def strides3(x):
+        return (0, x.stride(0), x.stride(1)) if varlen else (x.stride(0), x.stride(1), x.stride(2))
+
+    vt_strides = (0, vt8.stride(0), vt8.stride(1)) if varlen else (vt8.stride(0), vt8.stride(1), vt8.stride(2))
+    lse_strides = (0, lse.stride(0)) if varlen else (lse.stride(0), lse.stride(1))
+    mask_kind = 0 if window.unmasked else 1 if window.causal and not window.local else 2
+    args = (
+        q8, k8, vt8, q_descale, k_descale, v_descale, out, lse,
+        cu_seqlens_q if varlen else q_descale, cu_seqlens_k if varlen else q_descale,
+        *strides3(q8), *strides3(k8), *vt_strides, q_descale.stride(0), q_descale.stride(1),
+        k_descale.stride(0), k_descale.stride(1), *strides3(out), *lse_strides,
+        seqlen_q, seqlen_k, nheads // nheads_kv, block_q, block_k, q_descale.shape[-1],
+        qk_scale, softcap2, window.left, window.right,
+        mask_kind, configs.seq_bucket(max(seqlen_q, seqlen_k)),
+    )
+    constexprs = dict(
+        HEADDIM=headdim, HEADDIM_V=headdim_v, BLOCK_D=block_d, BLOCK_DV=block_dv, IS_VARLEN=varlen,
+        HAS_LEFT=window.left >= 0, HAS_RIGHT=window.right >= 0, HAS_SOFTCAP=softcap > 0,
+        SOFTWARE_CAST=q8.device.type == "cpu",
+    )
+
+    def grid(block_m):
+        return (triton.cdiv(seqlen_q, block_m), nheads, batch)
+
+    if tile is None and q8.device.type == "cuda" and configs.autotune_enabled():
+        tiles = fp8_tiles(block_d, block_k, seqlen_k)
+        if len(tiles) > 1:
+            _tuner(tiles)[lambda meta: grid(meta["BLOCK_M"])](*args, **constexprs)
+            return out, lse
+    if tile is None:
+        tile = default_tile(q8.device, block_d, block_k, seqlen_k)
+    if not _fits_scale_tiles(tile, block_k, seqlen_k):
+        raise ValueError(f"tile BLOCK_N={tile.block_n} straddles V scale tiles of block_k={block_k} rows; pick a "
+                         f"BLOCK_N that divides block_k")
+    _fp8_fwd_kernel[grid(tile.block_m)](*args, **constexprs, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
+                                        num_warps=tile.num_warps, num_stages=tile.num_stages)
+    return out, lse

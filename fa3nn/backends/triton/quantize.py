@@ -1,0 +1,328 @@
+"""The fused FP8 quantization pass: bf16/fp16 Q, K, V -> the e4m3 operands of fa3nn.fp8.operands, in one launch.
+
+One program owns one block of rows of one head of one of Q, K or V (program axis 1 walks Q's heads, then K's, then
+V's). It reads its rows once, rotates Q and K by the recipe's Hadamard matrix (a (d, d) GEMM on the tile in
+KC-column steps, so neither operand outgrows shared memory at d = 256; precision: ROTATE_PRECISION), takes the
+block's amax, and writes e4m3
+rows (V transposed: keys contiguous, for the FP8 P·V GEMM) and the block's amax. Three cases:
+
+    per tile, a tile fits one program's registers (<= 128 x 256 fp32; rotated <= 128 x 128, see
+                                  MAX_ROTATED_TILE_ELEMENTS)
+                                  one pass: a block is a scale tile, its scale is computed in the program
+    per tensor (delayed scaling)  one pass: the scales are given
+    otherwise (per (batch, head) = CurrentScaling; per-tile at d = 256 with the rotation)
+                                  two passes: block amaxes first, tile scales from them (fa3nn.fp8.scaling.
+                                  amax_to_scale, on a tensor of a few KB), then the cast pass. A 16k-row scale tile
+                                  cannot sit in registers, so these read Q, K, V twice (and rotate twice).
+
+The values are fa3nn.fp8.quantize.quantize_qkv_tensors' exactly: the same fp32 multiply, saturation and
+round-to-nearest-even, scale = (1 / amax) * 448 with an IEEE reciprocal (div_rn; Triton's `/` is approximate in
+fp32) and descale = 1 / scale likewise. The rotation is the one exception: its fp32 sums run in another order than
+torch's matmul, so rotated Q and K agree to a few fp32 ulps and an e4m3 value whose fp32 input sits that close to a
+rounding midpoint can land one e4m3 step away (tests/test_fp8_triton_*.py bound both).
+
+Triton's interpreter (TRITON_INTERPRET=1) converts fp32 to e4m3 by truncation, not round-to-nearest-even (Triton
+3.9: -127.54 became -64). Under the interpreter the kernel therefore rounds onto e4m3's grid in fp32 arithmetic
+first (SOFTWARE_CAST); the GPU uses the hardware cvt.rn.satfinite, and the GPU tests compare it bitwise.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from fa3nn.fp8.operands import FP8Operands, padded_keys
+from fa3nn.fp8.scaling import E4M3, amax_to_scale, num_tiles
+
+E4M3_MAX = tl.constexpr(448.0)
+# The most fp32 elements one program holds as its scale tile: 128 rows x 256 dims unrotated (64 registers/thread at
+# 16 warps). Rotated, the GEMM's operands need room too: ptxas (Triton 3.9, sm_90a) failed register allocation for
+# a rotated 128 x 256 tile and spilled 432 bytes at 128 x 128 (tf32x3), so rotated tiles stop at 128 x 128 and
+# d = 256 takes the two-pass path.
+MAX_TILE_ELEMENTS = 128 * 256
+MAX_ROTATED_TILE_ELEMENTS = 128 * 128
+CHUNK_ROWS = 64  # rows per program when a scale tile is larger than that, or the scales are given
+# The rotation GEMM's precision. "tf32x3" (3 tf32 tensor-core products, hi*hi + hi*lo + lo*hi) is fp32-accurate
+# here: bf16/fp16 inputs are exact in tf32, the matrix is carried to 22 of fp32's 24 bits, sums are fp32. "ieee"
+# (fp32 FMA products) is the PyTorch definition's arithmetic but not usable at d = 256: Triton's FMA dot of a
+# rotated 128 x 256 tile compiled for 10 minutes and spilled 300 KB (64 x 256: 9 KB).
+# One difference from fp32: an infinite input splits into inf + (inf - inf) = NaN, so a rotated row holding +-Inf
+# becomes NaN where PyTorch's fp32 rotation gives +-Inf (saturated to +-448); both scale that tile by 1.
+ROTATE_PRECISION = "tf32x3"
+
+
+@triton.jit
+def _round_to_e4m3_grid(x):
+    """Round-to-nearest-even onto e4m3's grid in fp32 arithmetic (|x| <= 448 already): the spacing in the binade of
+    x is 2^(e - 3), subnormals share the smallest normal binade's 2^-9; the sign is copied back bitwise so -0 stays
+    -0. Only for the interpreter, whose own cast truncates."""
+    bits = x.to(tl.int32, bitcast=True)
+    sign = bits & -2147483648
+    magnitude = tl.abs(x)
+    exponent = tl.maximum(((magnitude.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127, -6)
+    inv_spacing = ((3 - exponent + 127) << 23).to(tl.float32, bitcast=True)
+    spacing = ((exponent - 3 + 127) << 23).to(tl.float32, bitcast=True)
+    steps = magnitude * inv_spacing  # exact: a power-of-two scaling, < 16
+    steps = (steps + 12582912.0) - 12582912.0  # + 1.5 * 2^23: fp32 addition rounds to an integer, ties to even
+    rounded = (steps * spacing).to(tl.int32, bitcast=True) | sign
+    return rounded.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _to_e4m3(x, SOFTWARE_CAST: tl.constexpr):
+    """Saturating round-to-nearest-even cast, NaN kept: fa3nn.fp8.scaling.saturated_cast after its multiply."""
+    x = tl.minimum(tl.maximum(x, -E4M3_MAX, propagate_nan=tl.PropagateNan.ALL), E4M3_MAX,
+                   propagate_nan=tl.PropagateNan.ALL)
+    if SOFTWARE_CAST:
+        x = _round_to_e4m3_grid(x)
+    return x.to(tl.float8e4nv)
+
+
+@triton.jit
+def _load_tile(src, rows, row_ok, stride_s, rotation, HEADDIM: tl.constexpr, BLOCK_D: tl.constexpr,
+               ROWS: tl.constexpr, ROTATE: tl.constexpr, KC: tl.constexpr, PRECISION: tl.constexpr):
+    """(ROWS, BLOCK_D) fp32 rows of one head, rotated (x @ rotation) when ROTATE; masked rows and columns are 0."""
+    offs_d = tl.arange(0, BLOCK_D)
+    if ROTATE:
+        acc = tl.zeros([ROWS, BLOCK_D], dtype=tl.float32)
+        offs_k = tl.arange(0, KC)
+        for k0 in tl.static_range(0, BLOCK_D, KC):
+            cols = k0 + offs_k
+            x = tl.load(src + rows[:, None] * stride_s + cols[None, :],
+                        mask=row_ok[:, None] & (cols[None, :] < HEADDIM), other=0.0).to(tl.float32)
+            r = tl.load(rotation + cols[:, None] * HEADDIM + offs_d[None, :],
+                        mask=(cols[:, None] < HEADDIM) & (offs_d[None, :] < HEADDIM), other=0.0)
+            acc = tl.dot(x, r, acc, input_precision=PRECISION)
+        return acc
+    else:
+        return tl.load(src + rows[:, None] * stride_s + offs_d[None, :],
+                       mask=row_ok[:, None] & (offs_d[None, :] < HEADDIM), other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _scale_from_amax(amax):
+    """fa3nn.fp8.scaling.amax_to_scale with fallback 1.0: 448 / amax, or 1 where amax is 0, NaN, Inf or so small
+    that the scale overflows. PyTorch evaluates `python_float / tensor` as reciprocal(tensor) * python_float (two
+    roundings; a plain 448 / amax differs in the last bit for ~20% of amaxes), so this does the same."""
+    bad = (amax != amax) | (amax <= 0.0) | (amax == float("inf"))
+    scale = tl.math.div_rn(1.0, tl.where(bad, 1.0, amax)) * E4M3_MAX
+    return tl.where(bad | (scale == float("inf")), 1.0, scale)
+
+
+@triton.jit
+def _quantize_block(X, X8, Scale, Descale, BlockAmax, rotation, block, head, batch, seq_start, seqlen, nblocks,
+                    rows_per_block, amax_offset, stride_xb, stride_xs, stride_xh, stride_ob, stride_os, stride_oh,
+                    HEADDIM: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr, ROTATE: tl.constexpr,
+                    TRANSPOSE: tl.constexpr, OWN_SCALE: tl.constexpr, STORE: tl.constexpr, KC: tl.constexpr,
+                    PRECISION: tl.constexpr, SOFTWARE_CAST: tl.constexpr):
+    """Rows [block * rows_per_block, +rows_per_block) of one head. Writes the block's amax; with OWN_SCALE the
+    block is a scale tile (its descale goes to Descale[batch, head, block]), else its scale is read from Scale
+    (laid out like BlockAmax); with STORE the e4m3 rows (TRANSPOSE: as (dim, keys) with keys contiguous)."""
+    in_block = tl.arange(0, ROWS)
+    rows = block * rows_per_block + in_block
+    active = block < nblocks
+    active = block < nblocks
+    row_ok = (in_block < rows_per_block) & (rows < tl.where(active, seqlen, 0))
+    src = X + batch.to(tl.int64) * stride_xb + head.to(tl.int64) * stride_xh + seq_start.to(tl.int64) * stride_xs
+    y = _load_tile(src, rows, row_ok, stride_xs, rotation, HEADDIM, BLOCK_D, ROWS, ROTATE, KC, PRECISION)
+    magnitude = tl.abs(y)
+    amax = tl.max(tl.max(magnitude, 1), 0)
+    has_nan = tl.max(tl.max((y != y).to(tl.int32), 1), 0) > 0  # tl.max drops NaN; torch's amax keeps it
+    amax = tl.where(has_nan, float("nan"), amax)
+    tl.store(BlockAmax + amax_offset, amax)
+    if OWN_SCALE:
+        scale = _scale_from_amax(amax)
+        tl.store(Descale + block, tl.math.div_rn(1.0, scale), mask=active)
+    else:
+        scale = tl.load(Scale + amax_offset)
+    if STORE:
+        x8 = _to_e4m3(y * scale, SOFTWARE_CAST)
+        offs_d = tl.arange(0, BLOCK_D)
+        dst = X8 + batch.to(tl.int64) * stride_ob + head.to(tl.int64) * stride_oh
+        if TRANSPOSE:  # (dim, keys): stride_os is the dim stride here, keys are contiguous
+            ptrs = dst + offs_d[:, None] * stride_os + (seq_start + rows)[None, :]
+            tl.store(ptrs, tl.trans(x8), mask=row_ok[None, :] & (offs_d[:, None] < HEADDIM))
+        else:
+            ptrs = dst + (seq_start + rows)[:, None].to(tl.int64) * stride_os + offs_d[None, :]
+            tl.store(ptrs, x8, mask=row_ok[:, None] & (offs_d[None, :] < HEADDIM))
+
+
+@triton.jit
+def _seq(cu_seqlens, batch, seqlen_dense, IS_VARLEN: tl.constexpr):
+    if IS_VARLEN:
+        start = tl.load(cu_seqlens + batch)
+        return start, tl.load(cu_seqlens + batch + 1) - start
+    else:
+        return tl.zeros([], dtype=tl.int32), seqlen_dense
+
+
+@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "rows_q", "rows_k", "nblocks_q", "nblocks_k"])
+def _quantize_qkv_kernel(
+    Q, K, V, Q8, K8, VT8, Rotation, Scale, DescaleQ, DescaleK, DescaleV, BlockAmax, cu_seqlens_q, cu_seqlens_k,
+    stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
+    stride_q8b, stride_q8s, stride_q8h, stride_k8b, stride_k8s, stride_k8h, stride_vtb, stride_vth, stride_vtd,
+    stride_dqb, stride_dqh, stride_dkb, stride_dkh,
+    seqlen_q, seqlen_k, nheads, nheads_kv, rows_q, rows_k, nblocks_q, nblocks_k,
+    HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+    ROWS_Q: tl.constexpr, ROWS_K: tl.constexpr, ROTATE: tl.constexpr, OWN_SCALE: tl.constexpr,
+    STORE: tl.constexpr, IS_VARLEN: tl.constexpr, KC: tl.constexpr, PRECISION: tl.constexpr,
+    SOFTWARE_CAST: tl.constexpr,
+):
+    """Grid (row blocks, nheads + 2 * nheads_kv, batch). Program axis 1 picks the tensor and head. The descale
+    tensors of K and V share one layout (stride_dk*)."""
+    block = tl.program_id(0)
+    slot = tl.program_id(1)
+    batch = tl.program_id(2)
+    amax_offset = (batch * tl.num_programs(1) + slot) * tl.num_programs(0) + block
+    if slot < nheads:
+        start, seqlen = _seq(cu_seqlens_q, batch, seqlen_q, IS_VARLEN)
+        _quantize_block(Q, Q8, Scale, DescaleQ + batch * stride_dqb + slot * stride_dqh, BlockAmax, Rotation,
+                        block, slot, batch, start, seqlen, nblocks_q, rows_q, amax_offset, stride_qb, stride_qs,
+                        stride_qh, stride_q8b, stride_q8s, stride_q8h, HEADDIM, BLOCK_D, ROWS_Q, ROTATE, False,
+                        OWN_SCALE, STORE, KC, PRECISION, SOFTWARE_CAST)
+    elif slot < nheads + nheads_kv:
+        head = slot - nheads
+        start, seqlen = _seq(cu_seqlens_k, batch, seqlen_k, IS_VARLEN)
+        _quantize_block(K, K8, Scale, DescaleK + batch * stride_dkb + head * stride_dkh, BlockAmax, Rotation,
+                        block, head, batch, start, seqlen, nblocks_k, rows_k, amax_offset, stride_kb, stride_ks,
+                        stride_kh, stride_k8b, stride_k8s, stride_k8h, HEADDIM, BLOCK_D, ROWS_K, ROTATE, False,
+                        OWN_SCALE, STORE, KC, PRECISION, SOFTWARE_CAST)
+    else:
+        head = slot - nheads - nheads_kv
+        start, seqlen = _seq(cu_seqlens_k, batch, seqlen_k, IS_VARLEN)
+        _quantize_block(V, VT8, Scale, DescaleV + batch * stride_dkb + head * stride_dkh, BlockAmax, Rotation,
+                        block, head, batch, start, seqlen, nblocks_k, rows_k, amax_offset, stride_vb, stride_vs,
+                        stride_vh, stride_vtb, stride_vtd, stride_vth, HEADDIM_V, BLOCK_DV, ROWS_K, False, True,
+                        OWN_SCALE, STORE, KC, PRECISION, SOFTWARE_CAST)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Launcher
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _chunk_rows(rows_per_tile: int, tiles: int) -> int:
+    """Rows per program when a scale tile is not one program's: a power of two dividing the tile (tiles are
+    multiples of 16 rows) so that no program straddles two tiles; any when there is one tile per sequence."""
+    if tiles == 1:
+        return CHUNK_ROWS
+    return next(r for r in (CHUNK_ROWS, 32, 16) if rows_per_tile % r == 0)
+
+
+def _num_warps(rows: int, block_d: int) -> int:
+    # 2048 fp32 elements per warp: 64 registers per thread for the tile itself.
+    return max(4, min(16, rows * block_d // 2048))
+
+
+class _Plan:
+    """Row blocks of one tensor: rows_per_tile (scale tile), rows_per_block (one program), blocks per tile."""
+
+    def __init__(self, seqlen: int, block: int, own_scale: bool):
+        self.rows_per_tile = block if block > 0 else max(1, seqlen)
+        self.tiles = num_tiles(seqlen, self.rows_per_tile)
+        if own_scale:
+            self.rows_per_block = self.rows_per_tile
+        else:
+            self.rows_per_block = _chunk_rows(self.rows_per_tile, self.tiles)
+        self.blocks_per_tile = -(-min(self.rows_per_tile, max(1, seqlen)) // self.rows_per_block)
+        self.nblocks = self.tiles * self.blocks_per_tile
+
+    @property
+    def rows_pow2(self) -> int:
+        return max(16, triton.next_power_of_2(self.rows_per_block))
+
+
+def quantize_fused(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    block_q: int,
+    block_k: int,
+    rotation: torch.Tensor | None = None,
+    tensor_scales: torch.Tensor | None = None,
+    cu_seqlens_q: torch.Tensor | None = None,
+    cu_seqlens_k: torch.Tensor | None = None,
+    max_seqlen_q: int | None = None,
+    max_seqlen_k: int | None = None,
+    rotate_precision: str = ROTATE_PRECISION,
+) -> FP8Operands:
+    """fa3nn.fp8.quantize.quantize_qkv_tensors' arguments and values, in the kernels' layout (fa3nn.fp8.operands):
+    dense (batch, seqlen, heads, dim) or packed (total, heads, dim) q, k, v with a last dim of stride 1."""
+    varlen = cu_seqlens_q is not None
+    if varlen:
+        batch, seqlen_q, seqlen_k = cu_seqlens_q.numel() - 1, int(max_seqlen_q), int(max_seqlen_k)
+    else:
+        batch, seqlen_q, seqlen_k = q.shape[0], q.shape[1], k.shape[1]
+    q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
+    nheads, nheads_kv, headdim, headdim_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    # One scale tile per program when it fits in registers and scales come from this call's amax.
+    block_d, block_dv = (max(16, triton.next_power_of_2(d)) for d in (headdim, headdim_v))
+    widest = block_d if rotation is not None else max(block_d, block_dv)
+    tile_rows = max(_Plan(seqlen_q, block_q, True).rows_per_tile, _Plan(seqlen_k, block_k, True).rows_per_tile)
+    limit = MAX_ROTATED_TILE_ELEMENTS if rotation is not None else MAX_TILE_ELEMENTS
+    own_scale = tensor_scales is None and triton.next_power_of_2(tile_rows) * widest <= limit
+    plan_q, plan_k = _Plan(seqlen_q, block_q, own_scale), _Plan(seqlen_k, block_k, own_scale)
+    slots = nheads + 2 * nheads_kv
+    grid = (max(plan_q.nblocks, plan_k.nblocks), slots, batch)
+    device = q.device
+
+    q8 = torch.empty(q.shape, dtype=E4M3, device=device)
+    k8 = torch.empty(k.shape, dtype=E4M3, device=device)
+    total_k = k.shape[0] if varlen else seqlen_k
+    keys_pad = padded_keys(total_k)
+    vt_shape = (nheads_kv, headdim_v, keys_pad) if varlen else (batch, nheads_kv, headdim_v, keys_pad)
+    vt8 = torch.empty(vt_shape, dtype=E4M3, device=device)
+    if keys_pad != total_k:
+        vt8[..., total_k:] = 0  # the contract's zero padding; programs write only real keys
+    descales = [torch.empty(batch, h, p.tiles, dtype=torch.float32, device=device)
+                for h, p in ((nheads, plan_q), (nheads_kv, plan_k), (nheads_kv, plan_k))]
+    block_amax = torch.empty(batch, slots, grid[0], dtype=torch.float32, device=device)
+    slices = (slice(0, nheads), slice(nheads, nheads + nheads_kv), slice(nheads + nheads_kv, slots))
+
+    def launch(scale: torch.Tensor, own: bool, store: bool) -> None:
+        rows = max(plan_q.rows_pow2, plan_k.rows_pow2)
+        cu_q = cu_seqlens_q if varlen else q
+        cu_k = cu_seqlens_k if varlen else k
+        strides = []
+        for x in (q, k, v, q8, k8):
+            strides += [0, x.stride(0), x.stride(1)] if varlen else [x.stride(0), x.stride(1), x.stride(2)]
+        strides += [0, vt8.stride(0), vt8.stride(1)] if varlen else [vt8.stride(0), vt8.stride(1), vt8.stride(2)]
+        strides += [descales[0].stride(0), descales[0].stride(1), descales[1].stride(0), descales[1].stride(1)]
+        _quantize_qkv_kernel[grid](
+            q, k, v, q8, k8, vt8, rotation if rotation is not None else q, scale, *descales, block_amax, cu_q, cu_k,
+            *strides, seqlen_q, seqlen_k, nheads, nheads_kv, plan_q.rows_per_block, plan_k.rows_per_block,
+            plan_q.nblocks, plan_k.nblocks,
+            HEADDIM=headdim, HEADDIM_V=headdim_v, BLOCK_D=block_d, BLOCK_DV=block_dv, ROWS_Q=plan_q.rows_pow2,
+            ROWS_K=plan_k.rows_pow2, ROTATE=rotation is not None, OWN_SCALE=own, STORE=store, IS_VARLEN=varlen,
+            KC=min(block_d, 32), PRECISION=rotate_precision, SOFTWARE_CAST=device.type == "cpu",
+            num_warps=_num_warps(rows, max(block_d, block_dv)),
+        )
+
+    def per_block(scales: list[torch.Tensor]) -> torch.Tensor:
+        """(batch, heads, tiles) scales of Q, K, V -> one per program, laid out like block_amax."""
+        out = torch.empty_like(block_amax)
+        for s, p, where in zip(scales, (plan_q, plan_k, plan_k), slices):
+            expanded = s.expand(batch, where.stop - where.start, p.tiles).repeat_interleave(p.blocks_per_tile, -1)
+            out[:, where, : p.nblocks] = expanded
+            out[:, where, p.nblocks:] = 1.0
+        return out
+
+    if rotation is not None:
+        rotation = rotation.to(device=device, dtype=torch.float32).contiguous()
+    if own_scale:
+        launch(block_amax, True, True)  # Scale is unused: each program computes its own
+    elif tensor_scales is not None:
+        tensor_scales = tensor_scales.to(device=device, dtype=torch.float32)
+        scales = [tensor_scales[i].expand(batch, where.stop - where.start, 1) for i, where in enumerate(slices)]
+        launch(per_block(scales), False, True)
+        descales = [torch.reciprocal(s) for s in scales]
+    else:
+        launch(block_amax, False, False)  # amax pass: Scale is unused
+        tile_amax = [block_amax[:, where, : p.nblocks].reshape(batch, where.stop - where.start, p.tiles, -1)
+                     .amax(-1) for p, where in zip((plan_q, plan_k, plan_k), slices)]
+        scales = [amax_to_scale(a)[0] for a in tile_amax]
+        launch(per_block(scales), False, True)
+        descales = [torch.reciprocal(s) for s in scales]
+    amax = torch.stack([block_amax[:, where].amax() for where in slices])
+    return FP8Operands(q8, k8, vt8, *descales, plan_q.rows_per_tile, plan_k.rows_per_tile, amax)

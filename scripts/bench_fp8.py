@@ -1,0 +1,114 @@
+"""FP8 rows of scripts/bench.py: a backend name with `-fp8` (triton-fp8; hopper-fp8 once the native FP8 kernel is
+an FP8 path) runs fa3nn.flash_attn_func(fp8=RECIPE, backend=<name>) and is measured three ways at each shape:
+
+    fwd (end to end)  the public call: recipe -> fused quantization pass -> FP8 kernel, what a model pays
+    kernel            the FP8 forward alone on operands quantized beforehand (fa3nn.dispatch.FP8Path.kernel)
+    quant             the fused quantization pass alone, as the call runs it (the Hadamard rotation in "tf32x3",
+                      fa3nn.backends.triton.quantize.ROTATE_PRECISION), with the rotation in fp32 FMA ("ieee"; how
+                      far tf32x3's e4m3 values and scales are from it is recorded), and without rotation
+                      (incoherent=False)
+
+The check before timing: the error-ratio rule against fp32 attention with the FP8 emulation as the yardstick, and
+an SQNR floor of 20 dB (per-tile + incoherent FP8 measures ~25.6 dB on N(0, 1) inputs, tests/test_fp8_reference.py).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fa3nn import PerTileScaling, flash_attn_func
+from fa3nn.backends.base import AttnParams
+from fa3nn.backends.reference import forward_dense
+from fa3nn.fp8 import make_state, sqnr_db
+from fa3nn.fp8.quantize import recipe_arguments
+from fa3nn.masks import Window
+from fa3nn.testing.error_ratio import error_ratio_report
+
+SUFFIX = "-fp8"
+RECIPE = PerTileScaling()  # the default FP8 recipe: 128-row scale tiles, incoherent processing
+SQNR_FLOOR_DB = 20.0
+
+
+def fp8_base(backend: str) -> str | None:
+    """'triton-fp8' -> 'triton'; None for a bf16 backend."""
+    return backend[: -len(SUFFIX)] if backend.endswith(SUFFIX) else None
+
+
+def attention_fn(base: str):
+    return lambda q, k, v, causal: flash_attn_func(q, k, v, causal=causal, fp8=RECIPE, backend=base)
+
+
+def check(base: str, q, k, v, causal) -> dict:
+    q, k, v = (x[:1, :, :2].detach().contiguous() for x in (q, k, v))
+    params = AttnParams(q.shape[-1] ** -0.5, Window.from_args(causal, (-1, -1)), 0.0, False)
+    ref, _ = forward_dense(q, k, v, params)
+    out = attention_fn(base)(q, k, v, causal)
+    emulated = attention_fn("reference")(q, k, v, causal)
+    passed, report = error_ratio_report(out, ref, emulated)
+    drift = (out.double() - emulated.double()).pow(2).mean().sqrt() / (emulated.double() - ref).pow(2).mean().sqrt()
+    sqnr = sqnr_db(out, ref)
+    return {"sqnr_db": sqnr, "sqnr_emulation_db": sqnr_db(emulated, ref), "drift_vs_fp8_error": drift.item(),
+            "error_ratio": report, "ok": passed and sqnr >= SQNR_FLOOR_DB}
+
+
+def _operands(sets, rotate_precision=None, incoherent=True):
+    from fa3nn.backends.triton.quantize import ROTATE_PRECISION, quantize_fused
+
+    rotate_precision = rotate_precision or ROTATE_PRECISION
+    state = make_state(RECIPE)
+    calls, results = [], []
+    for q, k, v, *_ in sets:
+        arguments = recipe_arguments(RECIPE, state, q, k, v)
+        if not incoherent:
+            arguments["rotation"] = None
+        calls.append(lambda q=q, k=k, v=v, a=arguments: quantize_fused(q, k, v, **a, rotate_precision=rotate_precision))
+        results.append(calls[-1]())
+    return calls, results
+
+
+def bench(base: str, sets, causal: bool, flops: float, time_ms, args) -> dict:
+    """Check, then time end to end, kernel only and the quantization pass (module docstring)."""
+    from fa3nn.dispatch import FP8_FORWARD_PATHS
+
+    result: dict = {"check": check(base, *sets[0][:3], causal)}
+    if not result["check"]["ok"]:
+        return result
+    window = Window.from_args(causal, (-1, -1))
+    fn = attention_fn(base)
+    with torch.no_grad():
+        ms = time_ms([lambda s=s: fn(s[0], s[1], s[2], causal) for s in sets], args.iters, args.reps)
+        result["fwd_ms"], result["fwd_tflops"] = ms, flops / ms / 1e9
+        quant_calls, operands = _operands(sets)
+        result["quant_ms"] = time_ms(quant_calls, args.iters, args.reps)
+        calls, fp32 = _operands(sets, "ieee")
+        result["quant_ieee_ms"] = time_ms(calls, args.iters, args.reps)
+        for name in ("q", "k"):  # how far the default rotation moves the e4m3 values and scales from fp32 FMA's
+            a, b = getattr(operands[0], name).float(), getattr(fp32[0], name).float()
+            result[f"default_vs_ieee_{name}_changed_fraction"] = (a != b).float().mean().item()
+            da, db = getattr(operands[0], f"{name}_descale"), getattr(fp32[0], f"{name}_descale")
+            result[f"default_vs_ieee_{name}_descale_max_rel"] = ((da - db).abs() / db).max().item()
+        calls, _ = _operands(sets, incoherent=False)
+        result["quant_no_rotation_ms"] = time_ms(calls, args.iters, args.reps)
+        kernel = FP8_FORWARD_PATHS[base].kernel
+        seqlen = sets[0][0].shape[1]
+        scale = sets[0][0].shape[-1] ** -0.5
+
+        def run(ops, tile=None):
+            extra = {"tile": tile} if tile is not None else {}
+            return kernel(ops.q, ops.k, ops.vt, ops.q_descale, ops.k_descale, ops.v_descale, ops.block_q,
+                          ops.block_k, scale, window, None, None, seqlen, seqlen, sets[0][0].dtype, **extra)
+
+        ms = time_ms([lambda o=o: run(o) for o in operands], args.iters, args.reps)
+        result["kernel_ms"], result["kernel_tflops"] = ms, flops / ms / 1e9
+        if base == "triton" and args.fp8_tile_sweep and not causal and seqlen == max(args.seqlens):
+            from fa3nn.backends.triton.fp8_launch import fp8_tiles
+
+            sweep = {}
+            for tile in fp8_tiles(max(32, sets[0][0].shape[-1]), operands[0].block_k, seqlen):
+                try:
+                    ms = time_ms([lambda o=o, t=tile: run(o, t) for o in operands], args.iters, args.reps)
+                    sweep[str(tile)] = round(flops / ms / 1e9, 1)
+                except Exception as exc:  # a tile that does not compile (shared memory) is recorded, not fatal
+                    sweep[str(tile)] = f"{type(exc).__name__}: {str(exc)[:120]}"
+            result["tile_sweep_tflops"] = sweep
+    return result

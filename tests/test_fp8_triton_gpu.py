@@ -1,0 +1,105 @@
+"""The fused FP8 quantization pass and the Triton FP8 forward on a CUDA GPU with FP8 tensor cores (`pytest -m gpu`):
+the hardware e4m3 cast bitwise against torch's, NaN inputs, bf16, head dims 128 and 256, and the op through
+backend='auto' (tests/fp8_kernel_checks.py holds the checks and their tolerances). Autotuning is off: the first tile
+of each table entry, so the emulation can walk keys in the kernel's own block size.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():  # before anything imports triton: the interpreter tests need to set it up first
+    pytest.skip("needs a CUDA GPU (run `pytest -m gpu` on the H200)", allow_module_level=True)
+
+from fp8_kernel_checks import check_forward, check_quantize  # noqa: E402
+
+import fa3nn  # noqa: E402
+from fa3nn.fp8 import random_sign_hadamard  # noqa: E402
+from fa3nn.fp8.hadamard import random_signs  # noqa: E402
+from fa3nn.fp8.reference import FP8_GRAD_ERROR_RATIO  # noqa: E402
+from fa3nn.masks import Window  # noqa: E402
+from fa3nn.testing import assert_error_ratio, attention_ref, random_padding_mask, unpad  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def fp8_gpu(monkeypatch):
+    pytest.importorskip("triton")
+    if torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("FP8 tensor cores need sm_89 or newer")
+    monkeypatch.setenv("FA3NN_TRITON_AUTOTUNE", "0")
+
+
+def qkv(batch, seqlen_q, seqlen_k, nheads, nheads_kv, headdim, dtype=torch.bfloat16):
+    return tuple(torch.randn(batch, s, h, headdim, device="cuda").to(dtype)
+                 for s, h in ((seqlen_q, nheads), (seqlen_k, nheads_kv), (seqlen_k, nheads_kv)))
+
+
+def rotation(headdim):
+    return random_sign_hadamard(random_signs(7, headdim)).cuda()
+
+
+@pytest.mark.parametrize("headdim", [128, 256])
+@pytest.mark.parametrize("block_q,block_k,rotate,scales",
+                         [(128, 128, False, None), (128, 128, True, None), (0, 0, False, None), (64, 16, False, None),
+                          (0, 0, False, (20.0, 100.0, 50.0))], ids=str)
+def test_quantize_matches_torch(headdim, block_q, block_k, rotate, scales):
+    q, k, v = qkv(2, 1000, 777, 4, 2, headdim)
+    q[0, 3, 1, 5] = float("nan")  # NaN stays NaN and makes its tile's scale 1, as in torch
+    if not rotate:  # +-Inf saturates to +-448 at scale 1; rotated, tf32x3 turns it into NaN (quantize.py says why)
+        k[1, 700, 0, 0] = float("inf")
+    check_quantize(q, k, v, block_q, block_k, rotation(headdim) if rotate else None,
+                   torch.tensor(scales, device="cuda") if scales else None)
+
+
+def test_quantize_fp16_varlen_rotated():
+    lengths = [300, 0, 129, 1]
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+    q, k, v = (torch.randn(sum(lengths), h, 128, device="cuda").half() for h in (4, 1, 1))
+    check_quantize(q, k, v, 128, 128, rotation(128), None, cu, cu, 300, 300)
+    check_quantize(q, k, v, 0, 0, None, None, cu, cu, 300, 300)
+
+
+@pytest.mark.parametrize("headdim", [128, 256])
+@pytest.mark.parametrize("window,softcap", [(Window(), 0.0), (Window(-1, 0), 0.0), (Window(200, 50), 30.0)], ids=str)
+def test_forward_matches_emulation(headdim, window, softcap):
+    for seqlen_q, seqlen_k in [(113, 203), (1024, 1024)]:
+        q, k, v = qkv(2, seqlen_q, seqlen_k, 4, 2, headdim)
+        check_forward(q, k, v, 128, 128, window, softcap, rotation=rotation(headdim))
+
+
+def test_forward_long_fp16_current_scaling():
+    q, k, v = qkv(1, 4224, 4224, 2, 2, 128, torch.float16)
+    check_forward(q, k, v, 0, 0, Window(-1, 0))
+
+
+def test_forward_varlen():
+    batch, max_q, max_k = 4, 300, 400
+    q, k, v = qkv(batch, max_q, max_k, 4, 1, 128)
+    mask_q, mask_k = random_padding_mask(batch, max_q, "cuda"), random_padding_mask(batch, max_k, "cuda")
+    (q_packed, cu_q, msq), (k_packed, cu_k, msk) = unpad(q, mask_q), unpad(k, mask_k)
+    v_packed = unpad(v, mask_k)[0]
+    check_forward(q_packed, k_packed, v_packed, 128, 128, Window(-1, 0), cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                  max_seqlen_q=msq, max_seqlen_k=msk, mask_q=mask_q, mask_k=mask_k)
+
+
+def test_auto_runs_the_triton_kernel_and_trains():
+    """fp8=True with backend='auto' takes the Triton FP8 path (until a native one exists); its output meets the
+    error-ratio rule with the emulation path as the yardstick, and the bf16 backward from it meets
+    FP8_GRAD_ERROR_RATIO (fa3nn.fp8.reference) against the bf16 path."""
+    q, k, v = (x.requires_grad_() for x in qkv(2, 512, 512, 4, 4, 128))
+    explanation = fa3nn.explain(q, k, v, causal=True, fp8=True)
+    assert explanation.forward != "fp8 emulation (reference)", explanation
+    out = fa3nn.flash_attn_func(q, k, v, causal=True, fp8=True)
+    out_emulated = fa3nn.flash_attn_func(q, k, v, causal=True, fp8=True, backend="reference")
+    ref, _ = attention_ref(q, k, v, causal=True)
+    assert_error_ratio(out, ref, out_emulated, "out")
+    dout = torch.randn_like(out)
+    pt, _ = attention_ref(q, k, v, causal=True, upcast=False, reorder_ops=True)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    grads_ref = torch.autograd.grad(ref, (q, k, v), dout)
+    grads_pt = torch.autograd.grad(pt, (q, k, v), dout)
+    for name, g, g_ref, g_pt in zip(("dq", "dk", "dv"), grads, grads_ref, grads_pt):
+        assert_error_ratio(g, g_ref, g_pt, name, ratio=FP8_GRAD_ERROR_RATIO)

@@ -1,0 +1,232 @@
+"""The fused FP8 quantization pass and the Triton FP8 forward on the CPU, under TRITON_INTERPRET=1
+(tests/fp8_kernel_checks.py holds the checks and their tolerances).
+
+Does the interpreter handle float8? Loads, stores and tl.dot of e4m3 operands yes (exactly: it widens through fp16).
+Its fp32 -> e4m3 cast no: it truncates instead of rounding to nearest even (Triton 3.9: -127.54 -> -64, 5372 of
+65536 test values wrong) and turns NaN into 384. The kernels therefore round onto e4m3's grid in fp32 arithmetic
+under the interpreter (SOFTWARE_CAST) and cast only exact values; these tests cover that path and every value of
+the format. The hardware cast (cvt.rn.satfinite) and NaN inputs are covered by tests/test_fp8_triton_gpu.py.
+The interpreter's bf16 is unreliable (numpy has none): inputs are fp16 and fp32 here, bf16 on the GPU.
+
+Run as the Triton interpreter tests are (see tests/test_triton_interpreter.py): on a CPU-only machine, or with
+CUDA_VISIBLE_DEVICES= on a GPU one.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+
+if torch.cuda.is_available():
+    pytest.skip("interpreter tests run on CPU-only machines (or with CUDA_VISIBLE_DEVICES=)", allow_module_level=True)
+if "triton" not in sys.modules:
+    os.environ["TRITON_INTERPRET"] = "1"
+triton = pytest.importorskip("triton")
+
+from fp8_kernel_checks import check_forward, check_quantize  # noqa: E402
+
+import fa3nn  # noqa: E402
+from fa3nn.backends.triton.fp8_launch import forward_fp8  # noqa: E402
+from fa3nn.backends.triton.quantize import quantize_fused  # noqa: E402
+from fa3nn.fp8 import make_state, random_sign_hadamard  # noqa: E402
+from fa3nn.fp8.hadamard import random_signs  # noqa: E402
+from fa3nn.fp8.quantize import quantize_qkv_tensors, recipe_arguments  # noqa: E402
+from fa3nn.masks import Window  # noqa: E402
+from fa3nn.testing import random_padding_mask, unpad  # noqa: E402
+
+E4M3 = torch.float8_e4m3fn
+# Under the interpreter the kernel's sums are numpy's fp32 and its cast the emulation's, so only summation order and
+# exp2 vs exp separate it from the emulation (measured: rms ratio < 1e-3, lse ratio ~ 3e-5).
+TIGHT = dict(rms_ratio=0.01, lse_ratio=0.01)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def interpreter():
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if os.environ.get("TRITON_INTERPRET") != "1" or not isinstance(triton.language.zeros, InterpretedFunction):
+        pytest.fail("triton was imported before TRITON_INTERPRET=1 was set; set it in the environment before "
+                    "anything imports triton", pytrace=False)
+    os.environ["FA3NN_TRITON_CPU"] = "1"
+    yield
+    del os.environ["FA3NN_TRITON_CPU"]
+
+
+def qkv(batch, seqlen_q, seqlen_k, nheads, nheads_kv, headdim, headdim_v=None, dtype=torch.float16, scale=1.0):
+    q = (torch.randn(batch, seqlen_q, nheads, headdim) * scale).to(dtype)
+    k = torch.randn(batch, seqlen_k, nheads_kv, headdim).to(dtype)
+    v = (torch.randn(batch, seqlen_k, nheads_kv, headdim_v or headdim) * 2).to(dtype)
+    return q, k, v
+
+
+def rotation(headdim, seed=3):
+    return random_sign_hadamard(random_signs(seed, headdim))
+
+
+# --- quantization ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "block_q,block_k,rotate,scales",
+    [
+        (32, 16, False, None),  # per tile, one program per tile
+        (48, 32, False, None),  # a tile that is not a power of two: masked rows inside the program
+        (0, 0, False, None),  # per (batch, head), sequences <= 128 rows: still one pass
+        (160, 16, False, None),  # a 160-row Q tile: block amaxes, then the cast pass
+        (0, 0, False, (20.0, 100.0, 50.0)),  # per-tensor scales given (delayed scaling)
+        (32, 16, True, None),  # per tile with the Hadamard rotation fused in
+        (0, 0, True, (2.0, 3.0, 4.0)),
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
+def test_quantize_matches_torch(block_q, block_k, rotate, scales, dtype):
+    q, k, v = qkv(2, 170, 50, 4, 2, 64, headdim_v=32, dtype=dtype, scale=3.0)
+    check_quantize(q, k, v, block_q, block_k, rotation(64) if rotate else None,
+                   torch.tensor(scales) if scales else None)
+
+
+def test_quantize_long_sequence_per_head_two_passes():
+    q, k, v = qkv(1, 300, 260, 2, 1, 32)
+    check_quantize(q, k, v, 0, 0)
+    check_quantize(q, k, v, 0, 0, rotation(32))
+
+
+def test_quantize_non_power_of_two_headdim():
+    q, k, v = qkv(1, 40, 40, 2, 2, 96, headdim_v=80)
+    check_quantize(q, k, v, 16, 32, rotation(96))  # rotation: block-diagonal 32 x 32 Hadamard blocks
+
+
+def test_quantize_zero_tiles_and_infinities():
+    """An all-zero tile quantizes at scale 1 (descale 1); an Inf makes its tile's scale 1 and saturates to 448."""
+    q, k, v = qkv(1, 64, 64, 1, 1, 32)
+    q[:, :16] = 0
+    k[0, 20, 0, 3] = float("inf")
+    v[0, 40, 0, 0] = -float("inf")
+    operands = check_quantize(q, k, v, 16, 16)
+    assert (operands.q_descale[0, 0, 0] == 1.0) and (operands.k_descale[0, 0, 1] == 1.0)
+    assert operands.k[0, 20, 0, 3].float() == 448 and operands.vt[0, 0, 0, 40].float() == -448
+
+
+def test_quantize_varlen():
+    """Tiles restart at each sequence; an empty sequence keeps unit descales; Vᵀ columns sit at cu_seqlens_k."""
+    lengths_q, lengths_k = [30, 0, 45, 7], [10, 35, 0, 21]
+    cu_q = torch.tensor([0, *torch.tensor(lengths_q).cumsum(0).tolist()], dtype=torch.int32)
+    cu_k = torch.tensor([0, *torch.tensor(lengths_k).cumsum(0).tolist()], dtype=torch.int32)
+    q = (torch.randn(sum(lengths_q), 4, 64) * 2).half()
+    k, v = torch.randn(sum(lengths_k), 2, 64).half(), torch.randn(sum(lengths_k), 2, 64).half()
+    for blocks in ((16, 16), (32, 16), (0, 0)):
+        operands = check_quantize(q, k, v, *blocks, None, None, cu_q, cu_k, max(lengths_q), max(lengths_k))
+        assert operands.vt.shape == (2, 64, 80)  # 66 keys padded to 80
+        assert (operands.vt[..., 66:].float() == 0).all()
+    check_quantize(q, k, v, 16, 16, rotation(64), None, cu_q, cu_k, max(lengths_q), max(lengths_k))
+
+
+def test_vt_layout_contract():
+    """vt8[b, h, :, j] is key j of V head h: (batch, nheads_kv, dv, ceil(seqlen_k / 16) * 16), zero-padded."""
+    q, k, v = qkv(2, 20, 37, 2, 2, 32, headdim_v=16)
+    operands = quantize_fused(q, k, v, 16, 16)
+    assert operands.vt.shape == (2, 2, 16, 48) and operands.vt.is_contiguous()
+    v8 = quantize_qkv_tensors(q, k, v, 16, 16).v
+    for b, h, j in ((1, 0, 5), (0, 1, 36), (1, 1, 16)):
+        assert torch.equal(operands.vt[b, h, :, j].view(torch.uint8), v8[b, j, h].view(torch.uint8))
+    assert (operands.vt[..., 37:].float() == 0).all()
+
+
+def test_e4m3_cast_rounds_like_torch():
+    """Every e4m3 value, every midpoint between neighbours (ties to even), values past 448, +-Inf, subnormals and
+    -0.0, through the kernel's cast at scale 1: bitwise torch's saturated round-to-nearest-even."""
+    finite = torch.arange(256, dtype=torch.uint8).view(E4M3).float()
+    finite = finite[torch.isfinite(finite)].sort().values
+    midpoints = (finite[1:] + finite[:-1]) / 2
+    special = torch.tensor([448.5, 460.0, 1e6, float("inf"), -float("inf"), -0.0, 2.0**-10, -(2.0**-10), 3e-4])
+    values = torch.cat([finite, midpoints, special, torch.randn(2048) * torch.logspace(-4, 3, 2048)])
+    rows = -(-values.numel() // 32)
+    q = torch.nn.functional.pad(values, (0, rows * 32 - values.numel())).view(1, rows, 1, 32)
+    ones = torch.ones(3)
+    operands = quantize_fused(q, q, q, 0, 0, None, ones)
+    expect = q.clamp(-448, 448).to(E4M3)
+    assert torch.equal(operands.q.view(torch.uint8), expect.view(torch.uint8))
+
+
+# --- forward ------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "window,softcap",
+    [(Window(), 0.0), (Window(-1, 0), 0.0), (Window(10, 3), 0.0), (Window(), 5.0), (Window(20, 0), 5.0)],
+    ids=str,
+)
+def test_forward_matches_emulation(window, softcap):
+    q, k, v = qkv(2, 70, 90, 4, 2, 64)
+    check_forward(q, k, v, 32, 32, window, softcap, **TIGHT)
+
+
+@pytest.mark.parametrize("block_q,block_k,rotate", [(16, 48, False), (0, 0, False), (32, 16, True)], ids=str)
+def test_forward_recipes(block_q, block_k, rotate):
+    """Scale tiles smaller and larger than the kernel's tiles, one per (batch, head), and rotated Q, K."""
+    q, k, v = qkv(1, 100, 100, 2, 1, 32)
+    check_forward(q, k, v, block_q, block_k, Window(-1, 0), rotation=rotation(32) if rotate else None, **TIGHT)
+
+
+def test_forward_headdim_v_and_fp32():
+    q, k, v = qkv(1, 40, 50, 2, 2, 48, headdim_v=24, dtype=torch.float32)
+    check_forward(q, k, v, 16, 16, Window(-1, 0), **TIGHT)
+
+
+def test_forward_seqlen_q_longer_than_k_causal():
+    """Bottom-right causal with more queries than keys: the first rows attend nothing (out 0, lse -inf)."""
+    q, k, v = qkv(1, 50, 20, 2, 2, 32)
+    check_forward(q, k, v, 16, 16, Window(-1, 0), **TIGHT)
+
+
+@pytest.mark.parametrize("window", [Window(), Window(-1, 0)], ids=str)
+def test_forward_varlen(window):
+    batch, max_q, max_k = 3, 60, 70
+    q, k, v = qkv(batch, max_q, max_k, 2, 1, 32)
+    mask_q = random_padding_mask(batch, max_q)
+    mask_k = random_padding_mask(batch, max_k)
+    q_packed, cu_q, msq = unpad(q, mask_q)
+    k_packed, cu_k, msk = unpad(k, mask_k)
+    v_packed, _, _ = unpad(v, mask_k)
+    check_forward(q_packed, k_packed, v_packed, 16, 32, window, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                  max_seqlen_q=msq, max_seqlen_k=msk, mask_q=mask_q, mask_k=mask_k, **TIGHT)
+
+
+# --- the op -----------------------------------------------------------------------------------------------------
+
+
+def test_op_runs_the_fused_pass_and_triton_kernel():
+    """fp8=..., backend='triton': explain names the kernel, the output is exactly quantize_fused + forward_fp8's,
+    the amax is the PyTorch pass's, and training runs the bf16 backward."""
+    q, k, v = qkv(1, 40, 40, 2, 2, 32)
+    recipe = fa3nn.PerTileScaling(block_q=16, block_k=16)
+    assert fa3nn.explain(q, k, v, fp8=recipe, backend="triton").forward == "triton fp8 kernel"
+    state = make_state(recipe)
+    arguments = recipe_arguments(recipe, state, q, k, v)
+    operands = quantize_fused(q, k, v, **arguments)
+    expect, expect_lse = forward_fp8(operands.q, operands.k, operands.vt, operands.q_descale, operands.k_descale,
+                                     operands.v_descale, 16, 16, 32**-0.5, Window(-1, 0), None, None, 40, 40,
+                                     torch.float16)
+    leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+    out, lse, amax = torch.ops.fa3nn.fwd_fp8(*leaves, None, None, 40, 40, 32**-0.5, -1, 0, 0.0, False, "triton",
+                                             16, 16, arguments["rotation"], None)
+    assert torch.equal(out, expect) and torch.equal(lse, expect_lse)
+    _, _, amax_emulated = torch.ops.fa3nn.fwd_fp8(q, k, v, None, None, 40, 40, 32**-0.5, -1, 0, 0.0, False,
+                                                  "reference", 16, 16, arguments["rotation"], None)
+    torch.testing.assert_close(amax, amax_emulated, rtol=1e-5, atol=0)  # rotated Q, K: summation order
+    grads = torch.autograd.grad(out, leaves, torch.randn_like(out))
+    assert all(torch.isfinite(g).all() for g in grads)
+
+
+def test_auto_keeps_the_emulation_on_the_cpu():
+    """CPU calls with backend='auto' never land in the interpreter (FA3NN_TRITON_CPU is only the tests' opt-in)."""
+    q, k, v = qkv(1, 20, 20, 1, 1, 32)
+    del os.environ["FA3NN_TRITON_CPU"]
+    try:
+        assert fa3nn.explain(q, k, v, fp8=True).forward == "fp8 emulation (reference)"
+    finally:
+        os.environ["FA3NN_TRITON_CPU"] = "1"
