@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_hopper import TOKENS, WIDTH, time_interleaved  # noqa: E402
 
 from fa3nn.backends.hopper import launch  # noqa: E402
-from fa3nn.backends.hopper_fp8 import fp8_forward, transpose_v  # noqa: E402
+from fa3nn.backends.hopper_fp8 import fp8_forward  # noqa: E402
+from fa3nn.fp8.operands import transpose_v  # noqa: E402
 from fa3nn.fp8.quantize import quantize_qkv_tensors  # noqa: E402
 from fa3nn.fp8.scaling import sqnr_db  # noqa: E402
 from fa3nn.masks import Window  # noqa: E402
@@ -36,7 +37,7 @@ def bench_shape(headdim: int, seqlen: int, causal: bool, args) -> dict:
     batch, nheads = TOKENS // seqlen, WIDTH // headdim
     q, k, v = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     quantized = quantize_qkv_tensors(q, k, v, 128, 128)
-    vt8 = transpose_v(quantized.v)
+    vt8 = transpose_v(quantized.v, varlen=False)
     scale = headdim**-0.5
     window = Window(-1, 0) if causal else Window()
     flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal)

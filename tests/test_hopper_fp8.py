@@ -3,7 +3,7 @@
 CPU: the Vt layout helper and the binding's argument errors. GPU (`pytest -m gpu` on an H200): the kernel against
 its oracle, the emulation fa3nn.fp8.reference.attention_fp8 (block_n = 128, the kernel's key block), and against the
 exact attention of the dequantized inputs ("truth": fp64). Inputs are the torch quantization pass's output with vt8
-built by transpose_v; outputs are NaN-poisoned before each call.
+built by fa3nn.fp8.operands.transpose_v; outputs are NaN-poisoned before each call.
 
 Tolerances, and why. The kernel performs the emulation's rounding points in the same order, so the only differences
 are fp32 summation order, ex2.approx, and the FP8 tensor cores' accumulation of Q8 K8^T (Hopper keeps fewer than
@@ -38,7 +38,8 @@ import pytest
 import torch
 
 from fa3nn.backends.base import AttnCall
-from fa3nn.backends.hopper_fp8 import KEY_BLOCK, fp8_forward, padded_keys, refusal, transpose_v
+from fa3nn.backends.hopper_fp8 import KEY_BLOCK, fp8_forward, refusal
+from fa3nn.fp8.operands import transpose_v
 from fa3nn.fp8.quantize import QuantizedQKV, quantize_qkv_tensors
 from fa3nn.fp8.reference import attention_fp8
 from fa3nn.fp8.scaling import rows_from_tiles
@@ -58,23 +59,12 @@ EXACT_LSE_RTOL = 2.0**-14
 # ----------------------------------------------------------------------------------------------------- CPU tests
 
 
-def test_transpose_v_layout_dense_and_packed():
-    v8 = torch.randn(2, 37, 3, 64).to(E4M3)
-    vt = transpose_v(v8)
-    assert vt.shape == (2, 3, 64, 48) and padded_keys(37) == 48
-    assert torch.equal(vt[..., :37].float(), v8.float().permute(0, 2, 3, 1))
-    assert (vt[..., 37:].float() == 0).all()
-    packed = torch.randn(50, 2, 128).to(E4M3)
-    vt = transpose_v(packed)
-    assert vt.shape == (2, 128, 64)
-    assert torch.equal(vt[..., :50].float(), packed.float().permute(1, 2, 0))
-
-
 def _cpu_args(**overrides):
     q8 = torch.zeros(1, 300, 2, 128, dtype=E4M3)
     k8 = torch.zeros(1, 300, 2, 128, dtype=E4M3)
-    args = dict(q8=q8, k8=k8, vt8=transpose_v(k8), q_descale=torch.ones(1, 2, 3), k_descale=torch.ones(1, 2, 3),
-                v_descale=torch.ones(1, 2, 3), block_q=128, block_k=128, softmax_scale=0.1)
+    args = dict(q8=q8, k8=k8, vt8=transpose_v(k8, varlen=False), q_descale=torch.ones(1, 2, 3),
+                k_descale=torch.ones(1, 2, 3), v_descale=torch.ones(1, 2, 3), block_q=128, block_k=128,
+                softmax_scale=0.1)
     args.update(overrides)
     return args
 
@@ -94,6 +84,15 @@ def test_argument_errors_name_the_argument(overrides, error, message):
     with pytest.raises(error, match=None) as info:
         fp8_forward(**_cpu_args(**overrides))
     assert message in str(info.value)
+
+
+def test_fp8_path_calling_convention_passes_validation():
+    """fa3nn.ops calls an FP8Path kernel positionally (fa3nn.dispatch.FP8Path); fp8_forward takes that order, so such
+    a call gets through every argument check to the device check."""
+    a = _cpu_args()
+    with pytest.raises(RuntimeError, match="needs CUDA tensors"):
+        fp8_forward(a["q8"], a["k8"], a["vt8"], a["q_descale"], a["k_descale"], a["v_descale"], 128, 128, 0.1,
+                    Window(-1, 0), None, None, 300, 300, torch.bfloat16)
 
 
 def _call(**overrides) -> AttnCall:
@@ -184,9 +183,9 @@ def _run_quantized(quantized, causal, scale, out_dtype=torch.bfloat16, variant="
     window = Window(-1, 0) if causal else Window()
     out = torch.full((batch, seqlen_q, nheads, headdim), float("nan"), dtype=out_dtype, device="cuda")
     lse = torch.full((batch, nheads, seqlen_q), float("nan"), dtype=torch.float32, device="cuda")
-    fp8_forward(quantized.q, quantized.k, transpose_v(quantized.v), quantized.q_descale, quantized.k_descale,
-                quantized.v_descale, quantized.block_q, quantized.block_k, scale, window, out_dtype=out_dtype,
-                out=out, lse=lse, variant=variant)
+    fp8_forward(quantized.q, quantized.k, transpose_v(quantized.v, varlen=False), quantized.q_descale,
+                quantized.k_descale, quantized.v_descale, quantized.block_q, quantized.block_k, scale, window,
+                out_dtype=out_dtype, out=out, lse=lse, variant=variant)
     oracle = attention_fp8(quantized, scale, window, out_dtype=out_dtype, block_n=KEY_BLOCK)
     q_d = _dequantized(quantized.q, quantized.q_descale, quantized.block_q, seqlen_q)
     k_d = _dequantized(quantized.k, quantized.k_descale, quantized.block_k, seqlen_k)
@@ -306,8 +305,9 @@ def test_varlen_matches_emulation(headdim, causal, record_property):
     window = Window(-1, 0) if causal else Window()
     out = torch.full(q_p.shape, float("nan"), dtype=torch.bfloat16, device="cuda")
     lse = torch.full((nheads, q_p.shape[0]), float("nan"), dtype=torch.float32, device="cuda")
-    fp8_forward(quantized.q, quantized.k, transpose_v(quantized.v), quantized.q_descale, quantized.k_descale,
-                quantized.v_descale, 128, 128, scale, window, cu_q, cu_k, max_q, max_k, out=out, lse=lse)
+    fp8_forward(quantized.q, quantized.k, transpose_v(quantized.v, varlen=True), quantized.q_descale,
+                quantized.k_descale, quantized.v_descale, 128, 128, scale, window, cu_q, cu_k, max_q, max_k,
+                out=out, lse=lse)
     oracle = attention_fp8(quantized, scale, window, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, block_n=KEY_BLOCK)
     # Truth per sequence (fp64 attention of that sequence's dequantized rows), packed like the kernel's output.
     q_d = _dequantized(quantized.q, quantized.q_descale, 128, q_p.shape[0], cu_q)
@@ -331,7 +331,7 @@ def test_deterministic_on_the_current_stream():
     q = _draw((2, 1000, 8, 128), "normal")
     k, v = (_draw((2, 1500, 2, 128), "normal") for _ in range(2))
     quantized: QuantizedQKV = quantize_qkv_tensors(q, k, v, 128, 128)
-    args = (quantized.q, quantized.k, transpose_v(quantized.v), quantized.q_descale, quantized.k_descale,
+    args = (quantized.q, quantized.k, transpose_v(quantized.v, varlen=False), quantized.q_descale, quantized.k_descale,
             quantized.v_descale, 128, 128, 0.1, Window(-1, 0))
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())

@@ -3,12 +3,12 @@
 Both GEMMs run on the FP8 tensor cores with fp32 accumulation; the rounding points are those of the emulation,
 fa3nn.fp8.reference.attention_fp8 with block_n = KEY_BLOCK (128), which is the oracle the GPU tests compare with.
 
-Layouts (the quantization pass's contract; fa3nn.fp8.quantize defines the values, this module only the layout):
+Layouts (fa3nn.fp8.operands, the contract with the quantization pass; fa3nn.fp8.quantize defines the values):
     q8   e4m3 (batch, seqlen_q, nheads, d)           varlen: (total_q, nheads, d)
     k8   e4m3 (batch, seqlen_k, nheads_kv, d)        varlen: (total_k, nheads_kv, d)
     vt8  e4m3 (batch, nheads_kv, d, seqlen_k_pad)    varlen: (nheads_kv, d, total_k_pad), sequence i's keys at
          columns cu_seqlens_k[i]..; V transposed (FP8 wgmma reads its B operand K-major only), the key dimension
-         zero-padded to a multiple of 16 so TMA's 16-byte stride rule holds (`transpose_v` builds it from v8).
+         zero-padded to a multiple of 16 so TMA's 16-byte stride rule holds (fa3nn.fp8.operands.transpose_v).
     q_descale float32 (batch, nheads, ceil(seqlen_q / block_q)); k_descale, v_descale float32 (batch, nheads_kv,
          ceil(seqlen_k / block_k)); varlen: batch = number of sequences, tiles counted from each sequence's start.
     block_q any positive row count; block_k a multiple of 128 (the kernel's key block) or >= the longest key
@@ -28,13 +28,13 @@ import torch
 
 from fa3nn.backends.base import AttnCall
 from fa3nn.backends.hopper import _LIBRARY
+from fa3nn.fp8.operands import VT_PAD, padded_keys
 from fa3nn.masks import Window
 
 E4M3 = torch.float8_e4m3fn
 KEY_BLOCK = 128  # the kernel's key block: one k/v descale per block
 SUPPORTED_HEADDIMS = (64, 128, 256)
 OUT_DTYPES = (torch.bfloat16, torch.float16)
-VT_KEY_MULTIPLE = 16
 UNMASKED = Window()
 # Compile-time variants, for benchmarks only (bf16 output, head dims 128 and 256): the default design, without
 # pingpong, the other K/V stage count, (d128) a quarter of the exp2s on the FP32 pipe instead of MUFU
@@ -43,9 +43,10 @@ UNMASKED = Window()
 VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "persistent": 5}
 
 
-def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
-    """Why the native FP8 forward cannot serve this call (None: it can). For the FP8 dispatch: `call` describes the
-    high-precision inputs (AttnCall.of), block_k / max_seqlen_k come from the quantization (QuantizedQKV.block_k)."""
+def refusal(call: AttnCall, block_k: int | None = None, max_seqlen_k: int | None = None) -> str | None:
+    """Why the native FP8 forward cannot serve this call (None: it can): fa3nn.dispatch.FP8Path's refusal. `call`
+    describes the high-precision inputs (AttnCall.of). The K/V scale block is checked when given (fp8_forward checks
+    it again and names it): a multiple of KEY_BLOCK or >= the longest key sequence."""
     if call.device_type != "cuda" or call.capability != (9, 0):
         return f"needs a Hopper GPU (sm_90), got {call.device_type} {call.capability}"
     if call.dtype not in OUT_DTYPES:
@@ -58,28 +59,11 @@ def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
         return "softcap is not in the native FP8 forward"
     if call.nheads % call.nheads_kv:
         return "nheads must be a multiple of nheads_kv"
-    if block_k % KEY_BLOCK and block_k < max_seqlen_k:
+    if block_k is not None and block_k % KEY_BLOCK and block_k < max_seqlen_k:
         return f"block_k={block_k} is neither a multiple of {KEY_BLOCK} nor >= the longest key sequence"
     if _LIBRARY.get() is None:
         return _LIBRARY.error
     return None
-
-
-def padded_keys(seqlen_k: int) -> int:
-    """vt8's key dimension for `seqlen_k` keys (a total for varlen)."""
-    return -(-seqlen_k // VT_KEY_MULTIPLE) * VT_KEY_MULTIPLE
-
-
-def transpose_v(v8: torch.Tensor) -> torch.Tensor:
-    """vt8 from an e4m3 V in the callers' layout: dense (batch, seqlen_k, nheads_kv, d) -> (batch, nheads_kv, d,
-    seqlen_k_pad); packed (total_k, nheads_kv, d) -> (nheads_kv, d, total_k_pad). Zero padding. A layout change
-    only (the fused quantization pass writes this directly)."""
-    keys_dim = v8.dim() - 3
-    keys = v8.shape[keys_dim]
-    order = (0, 2, 3, 1) if keys_dim == 1 else (1, 2, 0)
-    vt = torch.zeros(*(v8.shape[i] for i in order[:-1]), padded_keys(keys), dtype=v8.dtype, device=v8.device)
-    vt[..., :keys] = v8.permute(*order)
-    return vt
 
 
 def _check_e4m3(name: str, t: torch.Tensor, dims: int) -> None:
@@ -131,8 +115,9 @@ def fp8_forward(
     variant: str = "full",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the FP8 forward (layouts in the module docstring); returns (out, lse). `window` may be unmasked or
-    causal (bottom-right aligned, fa3nn.masks). `out`/`lse` may be given preallocated (tests pass NaN-poisoned
-    ones); `variant` picks a benchmark variant (VARIANTS)."""
+    causal (bottom-right aligned, fa3nn.masks). The positional arguments are fa3nn.dispatch.FP8Path's kernel
+    signature (dense calls may pass cu_seqlens None with any max_seqlen). `out`/`lse` may be given preallocated
+    (tests pass NaN-poisoned ones); `variant` picks a benchmark variant (VARIANTS)."""
     varlen = cu_seqlens_q is not None
     if varlen != (cu_seqlens_k is not None):
         raise ValueError("cu_seqlens_q and cu_seqlens_k must be given together")
@@ -165,10 +150,10 @@ def fp8_forward(
         vt_expect = (batch, nheads_kv, headdim)
         if k8.shape[0] != batch:
             raise ValueError(f"k8 batch {k8.shape[0]} != q8 batch {batch}")
-    if tuple(vt8.shape[:-1]) != vt_expect or vt8.shape[-1] < seqlen_k or vt8.shape[-1] % VT_KEY_MULTIPLE:
+    if tuple(vt8.shape[:-1]) != vt_expect or vt8.shape[-1] < seqlen_k or vt8.shape[-1] % VT_PAD:
         raise ValueError(
             f"vt8 must be {(*vt_expect, padded_keys(seqlen_k))} (V transposed, keys zero-padded to a multiple of "
-            f"{VT_KEY_MULTIPLE}; fa3nn.backends.hopper_fp8.transpose_v), got {tuple(vt8.shape)}"
+            f"{VT_PAD}; fa3nn.fp8.operands.transpose_v), got {tuple(vt8.shape)}"
         )
     if nheads_kv <= 0 or nheads % nheads_kv:
         raise ValueError(f"nheads ({nheads}) must be a multiple of nheads_kv ({nheads_kv})")
