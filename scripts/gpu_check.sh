@@ -13,8 +13,8 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 # the device the compile; without it, the backend builds itself on first use.
 [ -f build/libfa3nn_hopper.so ] && export FA3NN_HOPPER_LIB=$PWD/build/libfa3nn_hopper.so
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee "$out/gpu_state.txt"
-timeout "$test_seconds" python -m pytest -m gpu -q -n 8 -p no:cacheprovider tests/ 2>&1 | tee "$out/gpu_tests.log" \
-    | tail -n 25
+timeout "$test_seconds" python -m pytest -m gpu -v -rfE -n 8 -p no:cacheprovider tests/ 2>&1 | tee "$out/gpu_tests.log" \
+    | grep -E "(FAILED|ERROR|passed|failed)" | tail -n 25
 echo "pytest exit: ${PIPESTATUS[0]}"
 timeout "$bench_seconds" python scripts/bench.py --out-dir "$out" "$@" 2>&1 | tee "$out/bench.log" | tail -n 45
 echo "bench exit: ${PIPESTATUS[0]}"

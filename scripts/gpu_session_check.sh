@@ -15,9 +15,10 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_
 [ -f build/libfa3nn_hopper.so ] && export FA3NN_HOPPER_LIB=$PWD/build/libfa3nn_hopper.so
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$out/gpu_state.txt"
 
-timeout "$suite_s" python -m pytest -m gpu -n 8 -q -rfE -p no:cacheprovider tests/ \
+# -v: xdist prints every result with its name as it lands, so a run cut by its limit still names failures.
+timeout "$suite_s" python -m pytest -m gpu -n 8 -v -rfE -p no:cacheprovider tests/ \
     --ignore=tests/test_hopper_fp8.py > "$out/gpu_tests.log" 2>&1
-echo "suite rc $?"; tail -n 3 "$out/gpu_tests.log"; grep -E "^(FAILED|ERROR)" "$out/gpu_tests.log" | head -n 20
+echo "suite rc $?"; grep -cE " PASSED" "$out/gpu_tests.log"; grep -E "(FAILED|ERROR) tests/" "$out/gpu_tests.log" | head -n 20
 
 T=tests/test_hopper_fp8.py
 third=$((fp8_s / 3))
