@@ -380,3 +380,15 @@ def test_compare_attention_runs_all_models_in_two_processes(tmp_path, cache_dir)
     assert 0 < report["max_abs_loss_gap_fp8"] < 5e-2
     for m in report["fa3nn"]["history"]:
         assert 0 < m["peak_mem_gib_min"] <= m["peak_mem_gib_max"]
+
+
+def test_profile_step_writes_a_table_and_trace_per_attention(tmp_path):
+    """scripts/profile_step.py (the tool for the unexplained per-step time, NOTES issue 6) runs on the CPU."""
+    command = [sys.executable, str(ROOT / "scripts" / "profile_step.py"), "--out-dir", str(tmp_path), "--steps", "1",
+               "--warmup", "1"]
+    result = subprocess.run(command, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for attention in ("fa3nn", "sdpa"):
+        assert "Self CPU" in (tmp_path / f"{attention}.txt").read_text()
+        assert (tmp_path / f"{attention}-trace.json").stat().st_size > 0
+    assert "fa3nn" in result.stdout and "ms/step" in result.stdout
