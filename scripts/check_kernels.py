@@ -2,7 +2,8 @@
 
 Flags in the table: P pingpong, O intra-warpgroup overlap, T cross-tile pipeline, X skip-K/V-loads diagnostic,
 E4 every 4th exp2 on the FP32 pipe (FP8); q1/q2 = Q stages; bwd rows are the backward's main kernel (64 query rows x
-128 keys per step; its pre/post-processing kernels are plain elementwise passes, listed without SASS requirements). Fails (exit 1) when any instantiation spills registers
+128 keys per step; its pre/post-processing kernels are plain elementwise passes, listed without SASS requirements).
+Fails (exit 1) when any instantiation spills registers
 or uses local memory (stack frame), or when ptxas reports that it serialized wgmma or ignored setmaxnreg (C7508,
 C7511, C7512, C7515, C7519: each means the kernel is not what the source says). Prints registers, the setmaxnreg split
 and shared memory per instantiation.
@@ -115,7 +116,8 @@ class Instantiation:
         smem = 2 * 128 * d * 2 + 2 * stages * 64 * d * 2 + 2 * 128 * 64 * 2 + 2 * stages * 256 + 8 * (1 + 2 * stages)
         smem += 1024
         return (f"bwd d{d:<4}{'bf16' if bf16 else 'fp16':<5}{'causal' if causal else 'full':<7}64x128  st{stages} "
-                f"dQ by {'keys' if d < 128 else 'cols'} regs {self.registers} (setmaxnreg 24/240)  smem {smem / 1024:.1f} KB")
+                f"dQ by {'keys' if d < 128 else 'cols'} regs {self.registers} (setmaxnreg 24/240)  "
+                f"smem {smem / 1024:.1f} KB")
 
     def describe(self) -> str:
         if self.fp8:
