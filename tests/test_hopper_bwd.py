@@ -153,4 +153,7 @@ def test_backward_dk_dv_deterministic(causal):
     first = hopper_bwd.launch(dout, q, k, v, out, lse, 128**-0.5, causal)
     second = hopper_bwd.launch(dout, q, k, v, out, lse, 128**-0.5, causal)
     assert torch.equal(first[1], second[1]) and torch.equal(first[2], second[2])
-    torch.testing.assert_close(first[0], second[0], atol=0, rtol=1e-2)  # dQ: fp32 atomics in varying order
+    # dQ: fp32 atomics in varying order move its last bits (one bf16 rounding step, or more where a sum cancels to
+    # near zero), so only a race-sized difference fails.
+    dq_max = first[0].abs().max().item()
+    torch.testing.assert_close(first[0], second[0], atol=1e-3 * dq_max, rtol=1e-2)
