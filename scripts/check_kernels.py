@@ -1,21 +1,25 @@
 """Compile every native Hopper kernel instantiation with nvcc (no GPU needed) and check ptxas' resource report.
 
 Flags in the table: P pingpong, O intra-warpgroup overlap, T cross-tile pipeline, X skip-K/V-loads diagnostic,
-E4 every 4th exp2 on the FP32 pipe (FP8); q1/q2 = Q stages. Fails (exit 1) when any instantiation spills registers
+E4 every 4th exp2 on the FP32 pipe (FP8); q1/q2 = Q stages; bwd rows are the backward's main kernel (64 query rows x
+128 keys per step; its pre/post-processing kernels are plain elementwise passes, listed without SASS requirements).
+Fails (exit 1) when any instantiation spills registers
 or uses local memory (stack frame), or when ptxas reports that it serialized wgmma or ignored setmaxnreg (C7508,
-C7511, C7515, C7519: each means the kernel is not what the source says). Prints registers, the setmaxnreg split
+C7511, C7512, C7515, C7519: each means the kernel is not what the source says). Prints registers, the setmaxnreg split
 and shared memory per instantiation.
 
 With cuobjdump available (PATH, $CUDA_HOME/bin, or $CUOBJDUMP; pip's nvidia-cuda-cuobjdump + nvidia-cuda-nvdisasm
 provide it), also reads the SASS: every bf16/fp16 kernel must issue HGMMA and every FP8 kernel QGMMA (the e4m3
 tensor-core instruction; an FP8 kernel whose GEMMs fell back to anything else fails), and every kernel UTMALDG
-(TMA loads). Without cuobjdump the SASS columns say "not checked".
+(TMA loads); every backward main kernel also UBLKCP (the bulk copies of lse/delta) and REDG (the dQ reductions).
+Without cuobjdump the SASS columns say "not checked".
 
 The build is the runtime one (fa3nn.backends.hopper_build): the library and its ptxas log are cached by source
 hash, nvcc version and architecture, so a second run with unchanged sources only re-reads the log.
 
     python scripts/check_kernels.py            # build (or reuse) the cached library, check it
     python scripts/check_kernels.py --fresh    # rebuild into a temporary directory
+    python scripts/check_kernels.py --library build/libfa3nn_hopper.so   # a library built with hopper_build --out
 """
 
 from __future__ import annotations
@@ -41,9 +45,12 @@ CONFIG = re.compile(
     r"FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELb([01])ELi(\d+)ELb([01])ELi(\d+)ELb([01])E"
 )
 FP8_CONFIG = re.compile(r"Fp8FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELi(\d+)E")
-BAD_WARNINGS = ("C7508", "C7511", "C7515", "C7519")
+BWD_CONFIG = re.compile(r"BwdConfigILi(\d+)ELi(\d+)ELb([01])ELb([01])E")
+# C7512 (nvcc 13.0): "wgmma.mma_async instructions are serialized due to insufficient register resources" -- seen on
+# the backward's first build, together with 516 B of spills.
+BAD_WARNINGS = ("C7508", "C7511", "C7512", "C7515", "C7519")
 SASS_FUNCTION = re.compile(r"Function : (\S+)")
-SASS_OPS = ("HGMMA", "QGMMA", "UTMALDG")
+SASS_OPS = ("HGMMA", "QGMMA", "UTMALDG", "UBLKCP", "REDG", "UBLKRED")
 
 
 @dataclass
@@ -60,11 +67,21 @@ class Instantiation:
         return FP8_CONFIG.search(self.name) is not None
 
     @property
+    def bwd(self) -> bool:
+        return BWD_CONFIG.search(self.name) is not None
+
+    @property
+    def elementwise(self) -> bool:
+        """The backward's pre/post-processing kernels: no tensor cores or TMA expected."""
+        return "flash_bwd_preprocess_kernel" in self.name or "flash_bwd_postprocess_kernel" in self.name
+
+    @property
     def sass_failure(self) -> str | None:
-        if self.sass is None:
+        if self.sass is None or self.elementwise:
             return None
         gemm = "QGMMA" if self.fp8 else "HGMMA"
-        missing = [op for op in (gemm, "UTMALDG") if self.sass.get(op, 0) == 0]
+        required = (gemm, "UTMALDG", "UBLKCP", "REDG") if self.bwd else (gemm, "UTMALDG")
+        missing = [op for op in required if self.sass.get(op, 0) == 0]
         return f"no {' / '.join(missing)} in SASS" if missing else None
 
     def sass_summary(self) -> str:
@@ -92,9 +109,21 @@ class Instantiation:
                     pingpong=bool(pingpong), overlap=bool(overlap), consumers=consumers, skip_kv_loads=bool(skip),
                     q_stages=q_stages, cross_tile=bool(cross and overlap))
 
+    def describe_bwd(self) -> str:
+        d, stages, bf16, causal = (int(g) for g in BWD_CONFIG.search(self.name).groups())
+        # Shared memory as BwdConfig lays it out: K | V (128 keys x d each) | Q, dO stages (64 rows x d each) | dS^T x 2
+        # (128 x 64) | lse/delta stages (64 floats each) | mbarriers | 1 KB alignment slack.
+        smem = 2 * 128 * d * 2 + 2 * stages * 64 * d * 2 + 2 * 128 * 64 * 2 + 2 * stages * 256 + 8 * (1 + 2 * stages)
+        smem += 1024
+        return (f"bwd d{d:<4}{'bf16' if bf16 else 'fp16':<5}{'causal' if causal else 'full':<7}64x128  st{stages} "
+                f"dQ by {'keys' if d < 128 else 'cols'} regs {self.registers} (setmaxnreg 24/240)  "
+                f"smem {smem / 1024:.1f} KB")
+
     def describe(self) -> str:
         if self.fp8:
             return self.describe_fp8()
+        if self.bwd:
+            return self.describe_bwd()
         c = self.config
         if c is None:
             return self.name[:60]
@@ -152,12 +181,15 @@ def sass_counts(cuobjdump: str, library: Path) -> dict[str, dict[str, int]] | No
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fresh", action="store_true", help="rebuild in a temporary directory, ignore the cache")
+    parser.add_argument("--library", type=Path, help="check this build (hopper_build --out) and its .ptxas.log instead")
     args = parser.parse_args(argv)
     nvcc = hopper_build.find_nvcc()
     if nvcc is None:
         print("nvcc not found: nothing to check", file=sys.stderr)
         return 2
-    if args.fresh:
+    if args.library is not None:
+        library = args.library.resolve()
+    elif args.fresh:
         library = Path(tempfile.mkdtemp(prefix="fa3nn-check-")) / hopper_build.LIB_NAME
         hopper_build.compile_library(nvcc, hopper_build.kernels_dir(), library)
     else:
@@ -187,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FAILED: {len(failures)} instantiations spill, use local memory or miss their tensor-core / TMA "
               f"instructions; {len(warnings)} ptxas warnings")
         return 1
-    sass_note = "HGMMA/QGMMA and UTMALDG in every kernel's SASS" if sass is not None else "SASS not checked"
+    sass_note = ("HGMMA/QGMMA and UTMALDG in every kernel's SASS (UBLKCP and REDG too in the backward's)"
+                 if sass is not None else "SASS not checked")
     print(f"all instantiations: 0 spills, 0 bytes of stack, no wgmma serialization or setmaxnreg warnings; {sass_note}")
     return 0
 

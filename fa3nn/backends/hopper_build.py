@@ -35,8 +35,10 @@ LIB_NAME = "libfa3nn_hopper.so"
 ENTRY_SOURCE = "flash_fwd_api.cu"
 # One translation unit per head dim so the kernels compile in parallel; the C ABI lives in ENTRY_SOURCE (bf16/fp16)
 # and flash_fwd_fp8_api.cu (FP8).
+# flash_bwd_*.cu: the backward (draft; fa3nn/backends/hopper_bwd.py binds it, nothing dispatches to it yet).
 UNITS = (ENTRY_SOURCE, "flash_fwd_d64.cu", "flash_fwd_d128.cu", "flash_fwd_d256.cu",
-         "flash_fwd_fp8_api.cu", "flash_fwd_fp8_d64.cu", "flash_fwd_fp8_d128.cu", "flash_fwd_fp8_d256.cu")
+         "flash_fwd_fp8_api.cu", "flash_fwd_fp8_d64.cu", "flash_fwd_fp8_d128.cu", "flash_fwd_fp8_d256.cu",
+         "flash_bwd_api.cu", "flash_bwd_d64.cu", "flash_bwd_d128.cu")
 
 
 def kernels_dir() -> Path:
@@ -155,6 +157,9 @@ def load(path: Path) -> ctypes.CDLL:
     lib.fa3nn_hopper_supports_headdim.restype = i32
     lib.fa3nn_hopper_fp8_fwd.argtypes = [ptr] * 10 + [i32] * 9 + [i64p, i64p, i32, i32, f32, i32, i32, i32, ptr]
     lib.fa3nn_hopper_fp8_fwd.restype = i32
+    lib.fa3nn_hopper_bwd.argtypes = [ptr] * 12 + [i32] * 6 + [i64p, f32, i32, i32, ptr]
+    lib.fa3nn_hopper_bwd.restype = i32
+    lib.fa3nn_hopper_bwd_block_m.restype = i32
     return lib
 
 

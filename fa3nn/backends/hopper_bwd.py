@@ -1,0 +1,132 @@
+"""The native Hopper backward (kernels/hopper/flash_bwd*.cu): DRAFT, compiled and register-checked but never run on a
+GPU, and not wired into dispatch (HopperBackend still refuses backward calls).
+
+Scope: dense batches, MHA (nheads_kv == nheads), head dim 64 or 128, bf16/fp16, causal or not, no sliding window,
+no softcap, no gradient into lse. `lse` is the forward's: float32, natural log, (batch, nheads, seqlen_q).
+
+`backward` has the Backend.backward signature (fa3nn/backends/base.py); `launch` is the kernel call with the
+conventions of fa3nn.backends.hopper.launch (allocations through torch, the current stream, no host sync, optional
+preallocated outputs so tests can NaN-poison them). Arguments are checked before the library is loaded, so a wrong
+call fails with a message that names the argument on any machine.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import torch
+
+from fa3nn.backends.base import AttnParams, Varlen
+from fa3nn.backends.hopper import _LIBRARY, _tma_ready
+
+SUPPORTED_HEADDIMS = (64, 128)
+SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
+BLOCK_M = 64  # query rows per step of the main kernel: the workspaces are padded to a multiple of it
+
+
+def check_arguments(dout, q, k, v, out, lse, softmax_scale: float) -> None:
+    """Raise ValueError naming the first argument the native backward cannot take, and what to do instead."""
+    for name, t in (("q", q), ("k", k), ("v", v), ("out", out), ("dout", dout), ("lse", lse)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    for name, t in (("q", q), ("k", k), ("v", v), ("out", out), ("dout", dout)):
+        if t.dim() != 4:
+            raise ValueError(
+                f"{name} must be 4-d (batch, seqlen, nheads, headdim), got shape {tuple(t.shape)}; packed (varlen) "
+                "batches are not supported by the native backward yet"
+            )
+        if t.dtype not in SUPPORTED_DTYPES:
+            raise ValueError(f"{name} has dtype {t.dtype}; the native backward takes bfloat16 or float16")
+        if t.dtype != q.dtype:
+            raise ValueError(f"{name} has dtype {t.dtype} but q has {q.dtype}; pass one dtype for q, k, v, out, dout")
+        if t.device != q.device:
+            raise ValueError(f"{name} is on {t.device} but q is on {q.device}; put all tensors on one device")
+    batch, seqlen_q, nheads, headdim = q.shape
+    if headdim not in SUPPORTED_HEADDIMS:
+        raise ValueError(
+            f"q has head dim {headdim}; the native backward supports {', '.join(map(str, SUPPORTED_HEADDIMS))} "
+            "(use backend='triton' for the backward)"
+        )
+    if k.shape[0] != batch or k.shape[3] != headdim:
+        raise ValueError(f"k has shape {tuple(k.shape)}; expected (batch={batch}, seqlen_k, nheads, {headdim})")
+    if k.shape[2] != nheads:
+        raise ValueError(
+            f"k has {k.shape[2]} heads but q has {nheads}: GQA/MQA is not supported by the native backward yet "
+            "(use backend='triton' for the backward)"
+        )
+    if v.shape != k.shape:
+        raise ValueError(f"v has shape {tuple(v.shape)}; expected k's shape {tuple(k.shape)}")
+    if out.shape != q.shape:
+        raise ValueError(f"out has shape {tuple(out.shape)}; expected q's shape {tuple(q.shape)}")
+    if dout.shape != q.shape:
+        raise ValueError(f"dout has shape {tuple(dout.shape)}; expected q's shape {tuple(q.shape)}")
+    if lse.shape != (batch, nheads, seqlen_q) or lse.dtype != torch.float32:
+        raise ValueError(
+            f"lse has shape {tuple(lse.shape)} and dtype {lse.dtype}; expected the forward's float32 "
+            f"(batch, nheads, seqlen_q) = {(batch, nheads, seqlen_q)}"
+        )
+    if lse.device != q.device:
+        raise ValueError(f"lse is on {lse.device} but q is on {q.device}; put all tensors on one device")
+    if not softmax_scale > 0:
+        raise ValueError(f"softmax_scale must be positive, got {softmax_scale}")
+
+
+def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None, dk=None, dv=None,
+           library: ctypes.CDLL | None = None):
+    """Run preprocess, main kernel and postprocess; returns (dq, dk, dv). Allocates outputs and fp32 workspaces
+    through torch unless dq/dk/dv are given, launches on the current stream, never syncs."""
+    check_arguments(dout, q, k, v, out, lse, softmax_scale)
+    for name, grad, like in (("dq", dq, q), ("dk", dk, k), ("dv", dv, v)):
+        # The kernels store 2 elements (4 B) at a time: contiguous head dim, even strides, 4-B aligned base.
+        if grad is not None and (grad.shape != like.shape or grad.dtype != like.dtype or grad.stride(-1) != 1
+                                 or any(s % 2 for s in grad.stride()[:-1]) or grad.data_ptr() % 4):
+            raise ValueError(f"{name} must have shape {tuple(like.shape)}, dtype {like.dtype}, a contiguous head dim "
+                             "and even strides (or pass None and let the backward allocate it)")
+    if q.device.type != "cuda":
+        raise ValueError(f"q is on {q.device}; the native backward needs a CUDA (Hopper) device")
+    lib = library if library is not None else _LIBRARY.get()
+    if lib is None:
+        raise RuntimeError(_LIBRARY.error)
+    dout, q, k, v, out = (_tma_ready(t) for t in (dout, q, k, v, out))
+    lse = lse.contiguous()
+    batch, seqlen_q, nheads, headdim = q.shape
+    seqlen_k = k.shape[1]
+    dq = torch.empty_like(q) if dq is None else dq
+    dk = torch.empty_like(k) if dk is None else dk
+    dv = torch.empty_like(v) if dv is None else dv
+    if seqlen_k == 0:  # no keys: nothing reaches q; the kernels launch nothing for an empty call
+        dq.zero_()
+    if seqlen_q == 0:
+        dk.zero_()
+        dv.zero_()
+    seqlen_q_rounded = (seqlen_q + BLOCK_M - 1) // BLOCK_M * BLOCK_M
+    workspace = dict(dtype=torch.float32, device=q.device)
+    dq_accum = torch.empty(batch, nheads, seqlen_q_rounded, headdim, **workspace)  # zeroed by the preprocess kernel
+    lse_log2 = torch.empty(batch, nheads, seqlen_q_rounded, **workspace)
+    delta = torch.empty(batch, nheads, seqlen_q_rounded, **workspace)
+    strides = [s for t in (q, k, v, out, dout, dq, dk, dv) for s in t.stride()[:3]]
+    stride_array = (ctypes.c_int64 * 24)(*strides)
+    with torch.cuda.device(q.device):
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        status = lib.fa3nn_hopper_bwd(
+            dout.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(),
+            dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), dq_accum.data_ptr(), lse_log2.data_ptr(), delta.data_ptr(),
+            batch, seqlen_q, seqlen_k, nheads, k.shape[2], headdim, stride_array, float(softmax_scale), int(causal),
+            int(q.dtype == torch.bfloat16), stream,
+        )
+    if status != 0:
+        raise RuntimeError(f"fa3nn hopper backward failed: {lib.fa3nn_hopper_last_error().decode()}")
+    return dq, dk, dv
+
+
+def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None):
+    """Backend.backward for the native kernels (not registered with any backend yet)."""
+    if varlen is not None:
+        raise ValueError("varlen is not supported by the native backward yet; use backend='triton' for the backward")
+    if dlse is not None:
+        raise ValueError("dlse (a gradient into lse) is not supported by the native backward yet; use backend='triton'")
+    if params.window.local or params.window.right > 0:
+        raise ValueError(f"params.window {params.window} is a sliding window; the native backward does causal or full")
+    if params.softcap > 0:
+        raise ValueError(f"params.softcap {params.softcap}: softcap is not in the native backward yet")
+    return launch(dout, q, k, v, out, lse, params.softmax_scale, params.window.causal)

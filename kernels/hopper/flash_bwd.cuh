@@ -1,0 +1,435 @@
+// FlashAttention backward for Hopper (FA3 Algorithm 3 / FA2 backward), DRAFT: compiled and inspected, never run.
+// One CTA per (key block of kBlockN = 128 keys, head, batch); one producer warpgroup, two consumer warpgroups.
+//
+//   producer (warpgroup 0, one elected thread): K_n and V_n once, then for each query block m (64 rows) Q_m and dO_m
+//       (TMA, SW128 panels) plus lse_log2_m and delta_m (64 floats each, bulk copies) into a kStages ring.
+//   consumer c (warpgroups 1, 2) owns keys [64c, 64c + 64) of the block. Per query block, with transposed scores so
+//       that keys are the wgmma M dimension and P^T / dS^T come out of the accumulators already as A fragments:
+//         S^T  = K_c Q^T            SS, both K-major                         (64 keys x 64 queries)
+//         dP^T = V_c dO^T           SS, both K-major
+//         P^T  = exp2(S^T * scale_log2 - lse_log2[query])   (causal mask only on blocks crossing the diagonal)
+//         dS^T = P^T * (dP^T - delta[query])
+//         dV_c += P^T dO            RS, dO read N-major (trans-b)            (64 keys x d, registers across m)
+//         dK_c += dS^T Q            RS, Q read N-major
+//         dS^T -> shared memory (keys x queries, SW128), so both warpgroups' keys form dS for:
+//         dQ_m += dS K              SS, dS M-major (trans-a), K N-major (trans-b), fp32 atomics into dq_accum
+//       d128 splits dQ by head-dim columns (warpgroup c: columns [64c, 64c + 64), all 128 keys: one barrier over
+//       both consumers per block); d64 splits it by keys (warpgroup c: its own 64 keys, all 64 columns, no
+//       cross-warpgroup barrier, twice the atomics).
+//   After the loop each consumer writes dK_c * softmax_scale and dV_c (rows past seqlen_k skipped).
+//
+// Registers per consumer thread (fp32 accumulators: N/2 per 64-row wgmma): d128: dK 64 + dV 64 + S^T 32 + dP^T 32
+// + dQ 32, with S^T/dP^T dead (packed into 16 + 16 A-fragment registers) before dQ is live: 192 accumulator
+// registers at the peak; ptxas allocates up to R237 of 240 (d64: R205 / R212), 0 spills (scripts/check_kernels.py).
+//
+// Query rows past seqlen_q arrive as zeros (TMA zero fill) and their lse_log2 is +inf (preprocess), so P = 0 there;
+// rows whose forward lse is -inf (they attend no key) also get +inf, so they contribute nothing instead of NaN.
+#pragma once
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "bulk_copy.cuh"
+#include "mbarrier.cuh"
+#include "named_barrier.cuh"
+#include "pipeline.cuh"
+#include "regs.cuh"
+#include "tma.cuh"
+#include "wgmma.cuh"
+
+namespace fa3nn::hopper {
+
+struct BwdParams {
+  float* dq_accum;        // (batch, nheads, seqlen_q_rounded, d) fp32, zeroed by the preprocess kernel
+  const float* lse_log2;  // (batch, nheads, seqlen_q_rounded): lse * log2(e); +inf on padded / empty rows
+  const float* delta;     // (batch, nheads, seqlen_q_rounded): rowsum(dO * O)
+  void* dk;
+  void* dv;
+  int64_t dk_batch_stride, dk_row_stride, dk_head_stride;  // elements
+  int64_t dv_batch_stride, dv_row_stride, dv_head_stride;
+  int seqlen_q, seqlen_k, seqlen_q_rounded;
+  int nheads;
+  int num_m_blocks;
+  float scale_log2;     // softmax_scale * log2(e)
+  float softmax_scale;
+};
+
+template <int kHeadDim_, int kStages_, bool kBF16_, bool kCausal_>
+struct BwdConfig {
+  static constexpr int kHeadDim = kHeadDim_, kStages = kStages_;
+  static constexpr bool kBF16 = kBF16_, kCausal = kCausal_;
+  static constexpr int kBlockM = 64;   // query rows per step (one wgmma M of dQ)
+  static constexpr int kBlockN = 128;  // keys per CTA, 64 per consumer warpgroup
+  static constexpr int kConsumers = 2;
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128*24 + 256*240 = 64,512 of 65,536
+  // dQ split between the two consumers (see the file comment): by head-dim columns needs N = d/2 >= 64 (a full SW128
+  // panel of K as the B operand); d64 splits by keys instead.
+  static constexpr bool kDQSplitKeys = kHeadDim < 128;
+  static constexpr int kDQCols = kDQSplitKeys ? kHeadDim : kHeadDim / 2;  // dQ columns one consumer accumulates
+  static constexpr int kDQKeys = kDQSplitKeys ? 64 : kBlockN;             // keys one consumer's dQ GEMM sums over
+  static constexpr int kPanels = kHeadDim / kPanelCols;
+  static constexpr uint32_t kKVPanelBytes = kBlockN * kPanelRowBytes;  // 16 KB
+  static constexpr uint32_t kQPanelBytes = kBlockM * kPanelRowBytes;   // 8 KB
+  static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * 2;
+  static constexpr uint32_t kQBytes = kBlockM * kHeadDim * 2;
+  static constexpr uint32_t kRowStatBytes = kBlockM * 4;                  // lse_log2 or delta of one query block
+  static constexpr uint32_t kDSBytes = kBlockN * kPanelRowBytes;         // dS^T: 128 keys x 64 queries, one panel
+  static constexpr uint32_t kStageBytes = 2 * kQBytes + 2 * kRowStatBytes;  // what one ring stage receives
+  static_assert(kHeadDim % kPanelCols == 0, "head dim must be a multiple of 64");
+
+  struct Barriers {
+    MBarrier kv;  // K and V of this CTA's key block, loaded once
+    Pipeline<kStages> qdo;
+  };
+  // Shared memory from a 1024-B aligned base: K | V | Q stages | dO stages | dS^T x 2 | lse_log2 stages | delta
+  // stages | barriers. Every SW128 region starts on a 1024-B boundary.
+  static constexpr uint32_t kOffV = kKVBytes;
+  static constexpr uint32_t kOffQ = 2 * kKVBytes;
+  static constexpr uint32_t kOffDO = kOffQ + kStages * kQBytes;
+  static constexpr uint32_t kOffDS = kOffDO + kStages * kQBytes;
+  static constexpr uint32_t kOffLse = kOffDS + 2 * kDSBytes;
+  static constexpr uint32_t kOffDelta = kOffLse + kStages * kRowStatBytes;
+  static constexpr uint32_t kOffBarriers = kOffDelta + kStages * kRowStatBytes;
+  static constexpr uint32_t kSmemBytes = kOffBarriers + sizeof(Barriers) + 1024;  // + alignment slack
+  static_assert(kSmemBytes <= 232448, "exceeds Hopper's 227 KB of shared memory per block");
+};
+
+// Query blocks key block n_block must visit: under a causal mask (bottom-right aligned, as the forward) query row i
+// sees key j iff j <= i + seqlen_k - seqlen_q, so rows before n_block * kBlockN - (seqlen_k - seqlen_q) see none of
+// the block's keys and their query blocks are skipped.
+template <class Cfg>
+__device__ __forceinline__ int first_m_block(const BwdParams& p, int n_block) {
+  if constexpr (!Cfg::kCausal) return 0;
+  const int first_row = n_block * Cfg::kBlockN - (p.seqlen_k - p.seqlen_q);
+  return first_row <= 0 ? 0 : first_row / Cfg::kBlockM;
+}
+
+// Whether query block m_block has a masked (query, key) pair in key block n_block: some key past seqlen_k, or some
+// key above the diagonal of the block's first row.
+template <class Cfg>
+__device__ __forceinline__ bool bwd_block_needs_mask(const BwdParams& p, int m_block, int n_block) {
+  const int last_key = (n_block + 1) * Cfg::kBlockN - 1;
+  bool need = last_key >= p.seqlen_k;
+  if constexpr (Cfg::kCausal) need |= last_key > m_block * Cfg::kBlockM + p.seqlen_k - p.seqlen_q;
+  return need;
+}
+
+template <class Cfg>
+__device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUtensorMap* tma_k,
+                                             const CUtensorMap* tma_v, const CUtensorMap* tma_do, const BwdParams& p,
+                                             uint8_t* smem, typename Cfg::Barriers& bars) {
+  const int n_block = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
+  tma_prefetch_descriptor(tma_q);
+  tma_prefetch_descriptor(tma_k);
+  tma_prefetch_descriptor(tma_v);
+  tma_prefetch_descriptor(tma_do);
+  bars.kv.arrive_expect_tx(2 * Cfg::kKVBytes);
+#pragma unroll
+  for (int panel = 0; panel < Cfg::kPanels; ++panel) {
+    tma_load_4d(tma_k, &bars.kv, smem + panel * Cfg::kKVPanelBytes, panel * kPanelCols, n_block * Cfg::kBlockN, head,
+                batch);
+    tma_load_4d(tma_v, &bars.kv, smem + Cfg::kOffV + panel * Cfg::kKVPanelBytes, panel * kPanelCols,
+                n_block * Cfg::kBlockN, head, batch);
+  }
+  const int64_t stat_row0 = (static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q_rounded;
+  PipelineState<Cfg::kStages> st;
+  for (int m_block = first_m_block<Cfg>(p, n_block); m_block < p.num_m_blocks; ++m_block) {
+    bars.qdo.producer_acquire(st, Cfg::kStageBytes);
+    MBarrier* full = bars.qdo.full_barrier(st);
+    uint8_t* q_dst = smem + Cfg::kOffQ + st.index * Cfg::kQBytes;
+    uint8_t* do_dst = smem + Cfg::kOffDO + st.index * Cfg::kQBytes;
+#pragma unroll
+    for (int panel = 0; panel < Cfg::kPanels; ++panel) {
+      tma_load_4d(tma_q, full, q_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols, m_block * Cfg::kBlockM, head,
+                  batch);
+      tma_load_4d(tma_do, full, do_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols, m_block * Cfg::kBlockM, head,
+                  batch);
+    }
+    const int64_t row = stat_row0 + static_cast<int64_t>(m_block) * Cfg::kBlockM;
+    bulk_load(smem + Cfg::kOffLse + st.index * Cfg::kRowStatBytes, p.lse_log2 + row, Cfg::kRowStatBytes, full);
+    bulk_load(smem + Cfg::kOffDelta + st.index * Cfg::kRowStatBytes, p.delta + row, Cfg::kRowStatBytes, full);
+    st.advance();
+  }
+}
+
+// MBarrier::wait for the consumer's m loop. Same hang guard, but the trap is followed by a `break`, so the loop keeps
+// a normal exit edge: with MBarrier::wait's `__trap()` (no return) inside the loop that carries the dK/dV accumulators,
+// ptxas serialized every wgmma (C7512) and spilled 516 B at d128 (measured, nvcc 13.0); with trap + break, 0 spills.
+// The break is never reached: trap ends the kernel.
+__device__ __forceinline__ void wait_in_loop(MBarrier& bar, uint32_t parity) {
+#ifdef FA3NN_HANG_GUARD
+  uint32_t polls = 0;
+  while (!bar.try_wait(parity)) {
+    if (++polls == (1u << 30)) {
+      asm volatile("trap;");
+      break;
+    }
+  }
+#else
+  bar.wait(parity);
+#endif
+}
+
+// fence_operands over the 4 k-steps of a 64 x 64 A operand held in registers.
+__device__ __forceinline__ void fence_fragments(uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k) fence_operands(a[k]);
+}
+
+template <class Cfg>
+struct BwdConsumer {
+  static constexpr int kSRegs = 32;  // 64 keys x 64 queries
+  static constexpr int kAccRegs = Cfg::kHeadDim / 2;  // dK, dV: 64 keys x d
+  static constexpr int kDQRegs = Cfg::kDQCols / 2;
+  static constexpr uint32_t kDSBarrierThreads = 2 * 128;
+
+  int wg;   // 0 or 1: keys [64 wg, 64 wg + 64) of the block
+  int tid;  // 0..127
+  bool leader;
+
+  __device__ __forceinline__ int row_in_warpgroup(int half) const { return (tid / 32) * 16 + (tid % 32) / 4 + 8 * half; }
+  // Accumulator element i sits at row r0 + 8 * ((i >> 1) & 1), column 8 * (i >> 2) + 2 * (tid % 4) + (i & 1).
+  __device__ __forceinline__ int col_of(int i) const { return 8 * (i >> 2) + 2 * (tid % 4) + (i & 1); }
+
+  __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
+    if constexpr (Cfg::kBF16) {
+      __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+      return *reinterpret_cast<uint32_t*>(&v);
+    } else {
+      __half2 v = __floats2half2_rn(lo, hi);
+      return *reinterpret_cast<uint32_t*>(&v);
+    }
+  }
+
+  // Rows are keys, columns queries. Masked: keys past seqlen_k, and (causal) keys above the query's diagonal.
+  __device__ __forceinline__ void apply_mask(float (&s)[kSRegs], const BwdParams& p, int m_block, int n_block) const {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int key = n_block * Cfg::kBlockN + wg * 64 + row_in_warpgroup(half);
+#pragma unroll
+      for (int i = 0; i < kSRegs; ++i) {
+        if (((i >> 1) & 1) != half) continue;
+        const int query = m_block * Cfg::kBlockM + col_of(i);
+        bool masked = key >= p.seqlen_k;
+        if constexpr (Cfg::kCausal) masked |= key > query + p.seqlen_k - p.seqlen_q;
+        if (masked) s[i] = -INFINITY;
+      }
+    }
+  }
+
+  // P^T in place of S^T: exp2(S^T * scale_log2 - lse_log2[query]); the per-query statistics are pairs of adjacent
+  // columns, read as float2 from this stage's shared-memory copy.
+  __device__ __forceinline__ void probs(float (&s)[kSRegs], const float* lse_log2, float scale_log2) const {
+#pragma unroll
+    for (int j = 0; j < kSRegs / 4; ++j) {
+      const float2 l = *reinterpret_cast<const float2*>(lse_log2 + 8 * j + 2 * (tid % 4));
+      s[4 * j + 0] = exp2f(s[4 * j + 0] * scale_log2 - l.x);
+      s[4 * j + 1] = exp2f(s[4 * j + 1] * scale_log2 - l.y);
+      s[4 * j + 2] = exp2f(s[4 * j + 2] * scale_log2 - l.x);
+      s[4 * j + 3] = exp2f(s[4 * j + 3] * scale_log2 - l.y);
+    }
+  }
+
+  // dS^T in place of dP^T: P^T * (dP^T - delta[query]).
+  __device__ __forceinline__ void dscores(float (&dp)[kSRegs], const float (&pt)[kSRegs], const float* delta) const {
+#pragma unroll
+    for (int j = 0; j < kSRegs / 4; ++j) {
+      const float2 d = *reinterpret_cast<const float2*>(delta + 8 * j + 2 * (tid % 4));
+      dp[4 * j + 0] = pt[4 * j + 0] * (dp[4 * j + 0] - d.x);
+      dp[4 * j + 1] = pt[4 * j + 1] * (dp[4 * j + 1] - d.y);
+      dp[4 * j + 2] = pt[4 * j + 2] * (dp[4 * j + 2] - d.x);
+      dp[4 * j + 3] = pt[4 * j + 3] * (dp[4 * j + 3] - d.y);
+    }
+  }
+
+  // A 64 x 64 accumulator as the A operand of m64nNk16 (4 k-steps of 16 queries): the accumulator layout of a 64 x 16
+  // slice is the A-fragment layout, so no shuffles (HOPPER_PRIMER.md section 2).
+  __device__ __forceinline__ static void to_a_fragments(const float (&s)[kSRegs], uint32_t (&a)[4][4]) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) a[k][j] = pack(s[8 * k + 2 * j], s[8 * k + 2 * j + 1]);
+  }
+
+  // dS^T (this warpgroup's 64 key rows, 16-bit, as packed in the A fragments) into the SW128 panel `ds`: element
+  // (key, query) at byte key * 128 + ((query / 8) ^ (key % 8)) * 16 + (query % 8) * 2, the layout a wgmma descriptor
+  // reads with 128B swizzle. Fragment a[k][j] holds columns 16k + 8(j/2) + 2q (+1) of row r0 + 8 (j % 2).
+  __device__ __forceinline__ void write_ds(uint8_t* ds, const uint32_t (&a)[4][4]) const {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int key = wg * 64 + row_in_warpgroup(half);
+      uint8_t* row = ds + key * kPanelRowBytes + 4 * (tid % 4);
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+          const int chunk = 2 * k + hi;  // 8-query chunk
+          *reinterpret_cast<uint32_t*>(row + ((chunk ^ (key % 8)) << 4)) = a[k][2 * hi + half];
+        }
+    }
+  }
+
+  // dQ (64 queries x kDQCols, fp32) added into dq_accum with vector reductions (red.global.add.v2.f32).
+  __device__ __forceinline__ void reduce_dq(const BwdParams& p, int batch, int head, int m_block,
+                                            const float (&dq)[kDQRegs]) const {
+    const int col0 = Cfg::kDQSplitKeys ? 0 : wg * Cfg::kDQCols;
+    float* base = p.dq_accum +
+                  ((static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q_rounded + m_block * Cfg::kBlockM) *
+                      Cfg::kHeadDim +
+                  col0;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float* row = base + row_in_warpgroup(half) * Cfg::kHeadDim + 2 * (tid % 4);
+#pragma unroll
+      for (int j = 0; j < kDQRegs / 4; ++j) red_add_v2(row + 8 * j, dq[4 * j + 2 * half], dq[4 * j + 2 * half + 1]);
+    }
+  }
+
+  // dK or dV rows of this warpgroup (times `scale`) from registers, 4 bytes per store; keys past seqlen_k skipped.
+  __device__ __forceinline__ void store_rows(void* dst, int64_t batch_stride, int64_t row_stride, int64_t head_stride,
+                                             const BwdParams& p, int batch, int head, int n_block,
+                                             const float (&acc)[kAccRegs], float scale) const {
+    uint16_t* out = static_cast<uint16_t*>(dst) + batch * batch_stride + head * head_stride;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int key = n_block * Cfg::kBlockN + wg * 64 + row_in_warpgroup(half);
+      if (key >= p.seqlen_k) continue;
+      uint16_t* out_row = out + static_cast<int64_t>(key) * row_stride + 2 * (tid % 4);
+#pragma unroll
+      for (int j = 0; j < kAccRegs / 4; ++j) {
+        const int i = 4 * j + 2 * half;
+        *reinterpret_cast<uint32_t*>(out_row + 8 * j) = pack(acc[i] * scale, acc[i + 1] * scale);
+      }
+    }
+  }
+};
+
+template <class Cfg>
+__device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars, int wg) {
+  using C = BwdConsumer<Cfg>;
+  const C c{wg, static_cast<int>(threadIdx.x % 128), threadIdx.x % 128 == 0};
+  const int n_block = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
+  const uint32_t base = smem_addr(smem);
+  // This warpgroup's 64 key rows of K and V as the A operand (K-major) of S^T and dP^T.
+  const uint64_t desc_k_rows = make_desc_kmajor_sw128(base + wg * 64 * kPanelRowBytes);
+  const uint64_t desc_v_rows = make_desc_kmajor_sw128(base + Cfg::kOffV + wg * 64 * kPanelRowBytes);
+  // dQ's B operand: K read N-major (keys are the reduction dimension). Column split: panel wg, all 128 keys; key
+  // split: this warpgroup's 64 keys of the (single) panel.
+  const uint64_t desc_k_dq = Cfg::kDQSplitKeys
+                                 ? make_desc_mnmajor_sw128(base + wg * 64 * kPanelRowBytes, Cfg::kKVPanelBytes)
+                                 : make_desc_mnmajor_sw128(base + wg * Cfg::kKVPanelBytes, Cfg::kKVPanelBytes);
+
+  float dk[C::kAccRegs], dv[C::kAccRegs];
+#pragma unroll
+  for (int i = 0; i < C::kAccRegs; ++i) dk[i] = dv[i] = 0.f;
+  float s[C::kSRegs], dp[C::kSRegs], dq[C::kDQRegs];
+  uint32_t pa[4][4], dsa[4][4];
+
+  bars.kv.wait(0);
+  PipelineState<Cfg::kStages> st;
+  int step = 0;
+  for (int m_block = first_m_block<Cfg>(p, n_block); m_block < p.num_m_blocks; ++m_block, ++step) {
+    wait_in_loop(bars.qdo.full[st.index], st.phase);
+    const uint32_t q_smem = base + Cfg::kOffQ + st.index * Cfg::kQBytes;
+    const uint32_t do_smem = base + Cfg::kOffDO + st.index * Cfg::kQBytes;
+    const float* lse_log2 = reinterpret_cast<const float*>(smem + Cfg::kOffLse + st.index * Cfg::kRowStatBytes);
+    const float* delta = reinterpret_cast<const float*>(smem + Cfg::kOffDelta + st.index * Cfg::kRowStatBytes);
+
+    // S^T and dP^T, two groups: the exponentials of P^T run while dP^T is on the tensor cores.
+    warpgroup_arrive();
+    gemm_ss<64, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(s, desc_k_rows,
+                                                                                   make_desc_kmajor_sw128(q_smem));
+    wgmma_commit();
+    gemm_ss<64, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(dp, desc_v_rows,
+                                                                                   make_desc_kmajor_sw128(do_smem));
+    wgmma_commit();
+    wgmma_wait<1>();
+    fence_operands(s);
+    if (bwd_block_needs_mask<Cfg>(p, m_block, n_block)) c.apply_mask(s, p, m_block, n_block);
+    c.probs(s, lse_log2, p.scale_log2);
+    wgmma_wait<0>();
+    fence_operands(dp);
+    // dS^T first, packed and stored, so dP^T dies before P^T is packed (d128 peaks here at dK + dV + 64).
+    c.dscores(dp, s, delta);
+    C::to_a_fragments(dp, dsa);
+    fence_fragments(dsa);
+    uint8_t* ds_smem = smem + Cfg::kOffDS + (step & 1) * Cfg::kDSBytes;
+    c.write_ds(ds_smem, dsa);
+    C::to_a_fragments(s, pa);
+
+    // dV += P^T dO and dK += dS^T Q, A from registers, B (dO, Q: queries x d) read N-major.
+    warpgroup_arrive();
+    gemm_rs<64, Cfg::kHeadDim, Cfg::kBF16>(dv, pa, make_desc_mnmajor_sw128(do_smem, Cfg::kQPanelBytes));
+    gemm_rs<64, Cfg::kHeadDim, Cfg::kBF16>(dk, dsa, make_desc_mnmajor_sw128(q_smem, Cfg::kQPanelBytes));
+    wgmma_commit();
+
+    // dS^T visible to the async proxy, then (column split) both warpgroups' rows written. The dS buffer alternates
+    // per step: the buffer written now was last read by step - 2's dQ GEMMs, which both warpgroups waited for
+    // (wait_group 0) before step - 1's barrier.
+    fence_proxy_async_smem();
+    if constexpr (Cfg::kDQSplitKeys) {
+      NamedBarrier::sync(NamedBarrier::kFirstId + wg, 128);
+    } else {
+      NamedBarrier::sync(NamedBarrier::kFirstId, C::kDSBarrierThreads);
+    }
+    // The dK/dV wgmmas are done reading pa/dsa before dQ's accumulator becomes live: without this wait the A
+    // fragments stay allocated across the dQ GEMM and d128 needs 237 of 240 registers (no room for the hang guard's
+    // poll counter: 516 B of spills). They ran during the barrier, so the wait is short.
+    wgmma_wait<0>();
+    fence_fragments(pa);
+    fence_fragments(dsa);
+    // dQ = dS K: A = dS^T in shared memory read M-major (queries contiguous), k-steps of 16 keys = 16 rows of 128 B.
+    const uint32_t ds_rows = smem_addr(ds_smem) + (Cfg::kDQSplitKeys ? wg * 64 * kPanelRowBytes : 0);
+    const uint64_t desc_ds = make_desc_mnmajor_sw128(ds_rows, Cfg::kDSBytes);
+    warpgroup_arrive();
+#pragma unroll
+    for (int k = 0; k < Cfg::kDQKeys / 16; ++k)
+      WgmmaSSMN<Cfg::kDQCols, Cfg::kBF16>::mma(dq, desc_advance(desc_ds, k * 16 * kPanelRowBytes),
+                                               desc_advance(desc_k_dq, k * 16 * kPanelRowBytes), k > 0 ? 1 : 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operands(dq);
+    fence_operands(dk);
+    fence_operands(dv);
+    // Q, dO, lse and delta of this stage are no longer read: every thread's lse/delta reads precede the barrier
+    // above (column split) or this warpgroup's (key split), and the leader's wait covers the wgmmas.
+    if (c.leader) bars.qdo.consumer_release(st);
+    st.advance();
+    c.reduce_dq(p, batch, head, m_block, dq);
+  }
+
+  c.store_rows(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, p, batch, head, n_block, dk,
+               p.softmax_scale);
+  c.store_rows(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, p, batch, head, n_block, dv, 1.f);
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    flash_bwd_kernel(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__ CUtensorMap tma_k,
+                     const __grid_constant__ CUtensorMap tma_v, const __grid_constant__ CUtensorMap tma_do,
+                     const BwdParams params) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  auto& bars = *reinterpret_cast<typename Cfg::Barriers*>(smem + Cfg::kOffBarriers);
+
+  const int warpgroup = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    bars.kv.init(1);
+    bars.qdo.init(Cfg::kConsumers);
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    regs_release<Cfg::kProducerRegs>();
+    if (threadIdx.x / 32 == 0 && elect_one()) bwd_producer<Cfg>(&tma_q, &tma_k, &tma_v, &tma_do, params, smem, bars);
+  } else {
+    regs_acquire<Cfg::kConsumerRegs>();
+    bwd_consumer<Cfg>(params, smem, bars, warpgroup - 1);
+  }
+}
+
+}  // namespace fa3nn::hopper

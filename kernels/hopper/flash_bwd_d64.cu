@@ -1,0 +1,8 @@
+// Backward instantiations for head dim 64 (bf16/fp16 x causal/not), compiled in parallel with the other units.
+#include "flash_bwd_launch.cuh"
+
+namespace fa3nn::hopper::host {
+
+int run_bwd_d64(const BwdProblem& pr, bool bf16, bool causal) { return run_bwd_headdim<64>(pr, bf16, causal); }
+
+}  // namespace fa3nn::hopper::host

@@ -1,0 +1,122 @@
+// Host-side launch of the Hopper backward (DRAFT, never run): preprocess, main kernel, postprocess on one stream, no
+// synchronization. Included by one translation unit per head dim (flash_bwd_d*.cu); flash_bwd_api.cu holds the C ABI.
+#pragma once
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "flash_bwd.cuh"
+#include "flash_bwd_prepost.cuh"
+#include "flash_fwd_launch.cuh"  // fail(), make_map() (the tensor-map encoding is shared with the forward)
+
+namespace fa3nn::hopper::host {
+
+// A dense backward call. Workspaces come from the caller (torch allocates them): dq_accum (batch, nheads,
+// seqlen_q_rounded, d) fp32, lse_log2 and delta (batch, nheads, seqlen_q_rounded) fp32, seqlen_q_rounded =
+// seqlen_q rounded up to a multiple of 64.
+struct BwdProblem {
+  const void *dout, *q, *k, *v, *out;
+  const float* lse;
+  void *dq, *dk, *dv;
+  float *dq_accum, *lse_log2, *delta;
+  int batch, seqlen_q, seqlen_k, nheads, headdim;
+  const int64_t* strides;  // q, k, v, out, dout, dq, dk, dv: (batch, row, head) each, in elements
+  float softmax_scale;
+  cudaStream_t stream;
+};
+
+constexpr int kBwdBlockM = 64;  // BwdConfig::kBlockM: the padding unit of the workspaces
+
+namespace {
+template <class Cfg>
+bool bwd_smem_configured = false;  // see smem_configured in flash_fwd_launch.cuh for why not a function-local static
+}  // namespace
+
+template <class Cfg>
+int launch_bwd(const BwdProblem& pr) {
+  const int64_t* st = pr.strides;
+  const int seqlen_q_rounded = (pr.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM * Cfg::kBlockM;
+
+  BwdPrePostParams pp{};
+  pp.out = pr.out;
+  pp.dout = pr.dout;
+  pp.lse = pr.lse;
+  pp.dq = pr.dq;
+  pp.dq_accum = pr.dq_accum;
+  pp.lse_log2 = pr.lse_log2;
+  pp.delta = pr.delta;
+  pp.out_batch_stride = st[9], pp.out_row_stride = st[10], pp.out_head_stride = st[11];
+  pp.dout_batch_stride = st[12], pp.dout_row_stride = st[13], pp.dout_head_stride = st[14];
+  pp.dq_batch_stride = st[15], pp.dq_row_stride = st[16], pp.dq_head_stride = st[17];
+  pp.seqlen_q = pr.seqlen_q;
+  pp.seqlen_q_rounded = seqlen_q_rounded;
+  pp.nheads = pr.nheads;
+  pp.softmax_scale = pr.softmax_scale;
+  if (pr.batch == 0 || pr.nheads == 0 || pr.seqlen_q == 0 || pr.seqlen_k == 0) return 0;  // caller zero-fills
+
+  CUtensorMap tq, tk, tv, tdo;
+  if (!make_map(&tq, pr.q, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, pr.batch, st[1], st[2], st[0],
+                Cfg::kBlockM) ||
+      !make_map(&tk, pr.k, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads, pr.batch, st[4], st[5], st[3],
+                Cfg::kBlockN) ||
+      !make_map(&tv, pr.v, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads, pr.batch, st[7], st[8], st[6],
+                Cfg::kBlockN) ||
+      !make_map(&tdo, pr.dout, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, pr.batch, st[13], st[14], st[12],
+                Cfg::kBlockM))
+    return fail("%s", "cuTensorMapEncodeTiled failed (pointers must be 16-B aligned, strides multiples of 8 elements)");
+
+  BwdParams p{};
+  p.dq_accum = pr.dq_accum;
+  p.lse_log2 = pr.lse_log2;
+  p.delta = pr.delta;
+  p.dk = pr.dk;
+  p.dv = pr.dv;
+  p.dk_batch_stride = st[18], p.dk_row_stride = st[19], p.dk_head_stride = st[20];
+  p.dv_batch_stride = st[21], p.dv_row_stride = st[22], p.dv_head_stride = st[23];
+  p.seqlen_q = pr.seqlen_q;
+  p.seqlen_k = pr.seqlen_k;
+  p.seqlen_q_rounded = seqlen_q_rounded;
+  p.nheads = pr.nheads;
+  p.num_m_blocks = seqlen_q_rounded / Cfg::kBlockM;
+  p.scale_log2 = pr.softmax_scale * 1.4426950408889634f;
+  p.softmax_scale = pr.softmax_scale;
+
+  const dim3 rows_grid(seqlen_q_rounded / kPrePostRowsPerBlock, pr.nheads, pr.batch);
+  flash_bwd_preprocess_kernel<Cfg::kHeadDim, Cfg::kBF16><<<rows_grid, 256, 0, pr.stream>>>(pp);
+
+  auto kernel = flash_bwd_kernel<Cfg>;
+  if (!bwd_smem_configured<Cfg>) {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess)
+      return fail("cudaFuncSetAttribute: %s", cudaGetErrorString(cudaGetLastError()));
+    bwd_smem_configured<Cfg> = true;
+  }
+  // Key blocks in blockIdx.x order: under a causal mask block 0 has the most query blocks, so the longest CTAs start
+  // first.
+  const dim3 grid((pr.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN, pr.nheads, pr.batch);
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, tdo, p);
+
+  const dim3 post_grid((pr.seqlen_q + kPrePostRowsPerBlock - 1) / kPrePostRowsPerBlock, pr.nheads, pr.batch);
+  flash_bwd_postprocess_kernel<Cfg::kHeadDim, Cfg::kBF16><<<post_grid, 256, 0, pr.stream>>>(pp);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return fail("backward launch: %s", cudaGetErrorString(err));
+  return 0;
+}
+
+// K/V stay resident per CTA, so the ring holds only Q, dO, lse, delta: d128 2 stages = 161 KB of shared memory
+// (K 32 + V 32 + Q 2x16 + dO 2x16 + dS 2x16 + 1 KB row stats), d64 3 stages = 105 KB.
+template <int D> struct BwdTiles;
+template <> struct BwdTiles<64> { static constexpr int kStages = 3; };
+template <> struct BwdTiles<128> { static constexpr int kStages = 2; };
+
+template <int D>
+int run_bwd_headdim(const BwdProblem& pr, bool bf16, bool causal) {
+  constexpr int S = BwdTiles<D>::kStages;
+  if (bf16) return causal ? launch_bwd<BwdConfig<D, S, true, true>>(pr) : launch_bwd<BwdConfig<D, S, true, false>>(pr);
+  return causal ? launch_bwd<BwdConfig<D, S, false, true>>(pr) : launch_bwd<BwdConfig<D, S, false, false>>(pr);
+}
+
+int run_bwd_d64(const BwdProblem& pr, bool bf16, bool causal);
+int run_bwd_d128(const BwdProblem& pr, bool bf16, bool causal);
+
+}  // namespace fa3nn::hopper::host

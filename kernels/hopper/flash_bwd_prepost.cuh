@@ -1,0 +1,100 @@
+// The backward's two small kernels around the main one (flash_bwd.cuh):
+//   preprocess: per query row, delta = rowsum(dO * O) in fp32 and lse_log2 = lse * log2(e) (+inf for rows past
+//       seqlen_q and rows whose lse is -inf, so the main kernel's P is exactly 0 there), into arrays padded to whole
+//       64-row query blocks (the main kernel bulk-copies them per block, no bounds checks); zeroes dq_accum.
+//   postprocess: dQ = dq_accum * softmax_scale, converted to the input dtype.
+// Both are memory-bound elementwise passes: one warp per query row, 8 rows per 256-thread block.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace fa3nn::hopper {
+
+struct BwdPrePostParams {
+  const void* out;
+  const void* dout;
+  const float* lse;  // (batch, nheads, seqlen_q) natural log, from the forward
+  void* dq;
+  float* dq_accum;   // (batch, nheads, seqlen_q_rounded, d)
+  float* lse_log2;   // (batch, nheads, seqlen_q_rounded)
+  float* delta;
+  int64_t out_batch_stride, out_row_stride, out_head_stride;  // elements
+  int64_t dout_batch_stride, dout_row_stride, dout_head_stride;
+  int64_t dq_batch_stride, dq_row_stride, dq_head_stride;
+  int seqlen_q, seqlen_q_rounded, nheads;
+  float softmax_scale;
+};
+
+constexpr int kPrePostRowsPerBlock = 8;  // one warp per row
+
+template <bool kBF16>
+__device__ __forceinline__ float to_float(uint16_t bits) {
+  if constexpr (kBF16) {
+    return __bfloat162float(__ushort_as_bfloat16(bits));
+  } else {
+    return __half2float(__ushort_as_half(bits));
+  }
+}
+
+template <bool kBF16>
+__device__ __forceinline__ uint16_t from_float(float x) {
+  if constexpr (kBF16) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+  } else {
+    return __half_as_ushort(__float2half_rn(x));
+  }
+}
+
+// Grid (seqlen_q_rounded / 8, nheads, batch), 256 threads: warp w handles query row 8 * blockIdx.x + w.
+template <int kHeadDim, bool kBF16>
+__global__ void __launch_bounds__(256) flash_bwd_preprocess_kernel(const BwdPrePostParams p) {
+  constexpr int kPerLane = kHeadDim / 32;  // consecutive elements per lane (2 for d64, 4 for d128)
+  const int lane = threadIdx.x % 32;
+  const int row = blockIdx.x * kPrePostRowsPerBlock + threadIdx.x / 32;
+  const int head = blockIdx.y, batch = blockIdx.z;
+  const int64_t stat = (static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q_rounded + row;
+  float* accum_row = p.dq_accum + stat * kHeadDim + lane * kPerLane;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) accum_row[i] = 0.f;
+  if (row >= p.seqlen_q) {
+    if (lane == 0) {
+      p.delta[stat] = 0.f;
+      p.lse_log2[stat] = INFINITY;
+    }
+    return;
+  }
+  const uint16_t* o = static_cast<const uint16_t*>(p.out) + batch * p.out_batch_stride + row * p.out_row_stride +
+                      head * p.out_head_stride + lane * kPerLane;
+  const uint16_t* d_o = static_cast<const uint16_t*>(p.dout) + batch * p.dout_batch_stride +
+                        row * p.dout_row_stride + head * p.dout_head_stride + lane * kPerLane;
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) sum += to_float<kBF16>(o[i]) * to_float<kBF16>(d_o[i]);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffff, sum, offset);
+  if (lane == 0) {
+    const float lse = p.lse[(static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q + row];
+    p.delta[stat] = sum;
+    p.lse_log2[stat] = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
+  }
+}
+
+// Grid (ceil(seqlen_q / 8), nheads, batch), 256 threads.
+template <int kHeadDim, bool kBF16>
+__global__ void __launch_bounds__(256) flash_bwd_postprocess_kernel(const BwdPrePostParams p) {
+  constexpr int kPerLane = kHeadDim / 32;
+  const int lane = threadIdx.x % 32;
+  const int row = blockIdx.x * kPrePostRowsPerBlock + threadIdx.x / 32;
+  if (row >= p.seqlen_q) return;
+  const int head = blockIdx.y, batch = blockIdx.z;
+  const int64_t stat = (static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q_rounded + row;
+  const float* accum_row = p.dq_accum + stat * kHeadDim + lane * kPerLane;
+  uint16_t* dq = static_cast<uint16_t*>(p.dq) + batch * p.dq_batch_stride + row * p.dq_row_stride +
+                 head * p.dq_head_stride + lane * kPerLane;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) dq[i] = from_float<kBF16>(accum_row[i] * p.softmax_scale);
+}
+
+}  // namespace fa3nn::hopper

@@ -1,0 +1,126 @@
+"""First device run of the native Hopper backward (draft): per-gradient errors, then backward-only timing against
+cuDNN and fa3nn's Triton backward in the same run. Written before the kernel ever ran; one device call.
+
+1. Errors, smallest case first (a wrong phase traps after ~2^30 polls rather than hanging): max |error| / max |ref|
+   of dq, dk, dv against fa3nn's fp32 reference backward (bench.py's 5e-2 bound), per case, so a failure says which
+   gradient is wrong (benchmarks/NOTES.md, "Hopper backward", says what each pattern points at).
+2. Timing (only if every case passed, or with --time-anyway): backward only, the FA3 paper's shapes (batch * seqlen
+   = 16384 tokens, nheads * headdim = 2048, bf16), out/lse from the native forward; cuDNN's backward is SDPA's
+   autograd backward (its forward excluded); TFLOP/s from fa3nn.metrics.attention_flops.
+Writes $OUT/hopper_bwd_check.json (else benchmarks/results/) and prints a table last.
+
+    FA3NN_HOPPER_LIB=build/libfa3nn_hopper.so python scripts/hopper_bwd_device_check.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import TOKENS, WIDTH, time_ms  # noqa: E402
+
+from fa3nn.backends import hopper_bwd  # noqa: E402
+from fa3nn.backends.base import AttnParams  # noqa: E402
+from fa3nn.backends.hopper import launch as hopper_forward  # noqa: E402
+from fa3nn.backends.reference import backward_dense, forward_dense  # noqa: E402
+from fa3nn.backends.triton.launch import backward as triton_backward  # noqa: E402
+from fa3nn.masks import Window  # noqa: E402
+from fa3nn.metrics import attention_flops  # noqa: E402
+
+CASES = [  # (headdim, seqlen_q, seqlen_k, causal), smallest first
+    (128, 128, 128, False), (128, 128, 128, True), (64, 128, 128, False), (128, 113, 203, True),
+    (64, 239, 1, True), (128, 1024, 1024, False), (128, 1024, 1024, True), (64, 511, 1537, True),
+]
+
+
+def params(headdim, causal):
+    return AttnParams(headdim**-0.5, Window.from_args(causal, (-1, -1)), 0.0, False)
+
+
+def errors(headdim, seqlen_q, seqlen_k, causal, dtype=torch.bfloat16) -> dict:
+    q = torch.randn(2, seqlen_q, 4, headdim, device="cuda", dtype=dtype)
+    k, v = (torch.randn(2, seqlen_k, 4, headdim, device="cuda", dtype=dtype) for _ in range(2))
+    dout = torch.randn_like(q)
+    p = params(headdim, causal)
+    out, lse = hopper_forward(q, k, v, p.softmax_scale, causal)
+    grads = hopper_bwd.launch(dout, q, k, v, out, lse, p.softmax_scale, causal)
+    torch.cuda.synchronize()
+    out_ref, lse_ref = forward_dense(q, k, v, p)
+    refs = backward_dense(dout, q, k, v, out_ref, lse_ref, None, p)
+    row = {"case": f"d{headdim} {seqlen_q}x{seqlen_k} {'causal' if causal else 'full'}"}
+    for name, g, r in zip(("dq", "dk", "dv"), grads, refs):
+        row[name] = ((g.float() - r.float()).abs().max() / r.float().abs().max().clamp_min(1e-12)).item()
+        row[name + "_nan"] = bool(g.isnan().any())
+    row["ok"] = all(row[n] <= 5e-2 and not row[n + "_nan"] for n in ("dq", "dk", "dv"))
+    return row
+
+
+def timing(headdim, seqlen, causal, iters, reps) -> dict:
+    batch, nheads = TOKENS // seqlen, WIDTH // headdim
+    q, k, v, dout = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16)
+                     for _ in range(4))
+    p = params(headdim, causal)
+    out, lse = hopper_forward(q, k, v, p.softmax_scale, causal)
+    leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        sdpa_out = F.scaled_dot_product_attention(*(x.transpose(1, 2) for x in leaves), is_causal=causal)
+    sdpa_dout = dout.transpose(1, 2)
+    calls = {
+        "hopper": lambda: hopper_bwd.launch(dout, q, k, v, out, lse, p.softmax_scale, causal),
+        "triton": lambda: triton_backward(dout, q, k, v, out, lse, None, p, None),
+        "cudnn": lambda: torch.autograd.grad(sdpa_out, leaves, sdpa_dout, retain_graph=True),
+    }
+    flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal, direction="bwd")
+    row = {"headdim": headdim, "seqlen": seqlen, "causal": causal}
+    for name, call in calls.items():
+        try:
+            row[name] = flops / (time_ms([call], iters, reps) * 1e-3) / 1e12
+        except Exception as exc:  # one backend failing must not lose the others' numbers
+            row[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--time-anyway", action="store_true", help="time even if a correctness case failed")
+    parser.add_argument("--iters", type=int, default=8)
+    parser.add_argument("--reps", type=int, default=5)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    report = {"errors": [], "timing": []}
+    for case in CASES:
+        row = errors(*case)
+        report["errors"].append(row)
+        print(f"{row['case']:<24} dq {row['dq']:.2e} dk {row['dk']:.2e} dv {row['dv']:.2e} "
+              f"{'ok' if row['ok'] else 'FAIL'}", flush=True)
+    passed = all(r["ok"] for r in report["errors"])
+    if passed or args.time_anyway:
+        for headdim in (128, 64):
+            for seqlen in (2048, 16384):
+                for causal in (False, True):
+                    report["timing"].append(timing(headdim, seqlen, causal, args.iters, args.reps))
+    out_dir = Path(os.environ.get("OUT") or Path(__file__).resolve().parents[1] / "benchmarks" / "results")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "hopper_bwd_check.json").write_text(json.dumps(report, indent=1))
+    print("\n| hdim | seqlen | causal | hopper bwd TFLOP/s | triton | cuDNN | hopper / cuDNN |")
+    print("|---|---|---|---|---|---|---|")
+    for r in report["timing"]:
+        ratio = r["hopper"] / r["cudnn"] if all(isinstance(r[n], float) for n in ("hopper", "cudnn")) else "-"
+        cells = [f"{r[n]:.0f}" if isinstance(r[n], float) else r[n][:40] for n in ("hopper", "triton", "cudnn")]
+        print(f"| {r['headdim']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | {' | '.join(cells)} | "
+              f"{ratio if isinstance(ratio, str) else f'{ratio:.2f}'} |")
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""A float64 model of the index math of the Hopper backward (kernels/hopper/flash_bwd.cuh), checked against the
+exact gradients. CPU only, numpy.
+
+What it checks: the per-thread accumulator / A-fragment maps, the transposed-score layout, the mask and which query
+blocks a key block visits (first_m_block, bwd_block_needs_mask), the lse_log2 / delta padding of the preprocess, the
+dS^T shared-memory swizzle (write_ds) as a 128B-swizzled panel read back row by row, the dQ split (columns for d128,
+keys for d64), reduce_dq's and store_rows' addressing. Every formula is transcribed from the kernel by hand, so this
+is a model, not the kernel: it cannot see hardware semantics (descriptors, wgmma operand majorness, barriers,
+rounding to 16 bits). It assumes each wgmma computes acc[m][n] = sum_k A[m][k] B[n][k] for the operands the kernel
+names. A wrong transcription in either place shows as a mismatch: changing the swizzle XOR or first_m_block by one
+makes dQ or all three gradients fail (tried when it was written).
+
+    python scripts/model_hopper_bwd.py
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+BLOCK_M, BLOCK_N = 64, 128
+TID = np.arange(128)
+WARP, GROUP, QUAD = TID // 32, (TID % 32) // 4, TID % 4
+
+
+def frag_coords(i: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row, column) of accumulator element i for every thread of a warpgroup (HOPPER_PRIMER.md section 2)."""
+    row = 16 * WARP + GROUP + 8 * ((i >> 1) & 1)
+    col = 8 * (i >> 2) + 2 * QUAD + (i & 1)
+    return row, col
+
+
+def to_regs(acc: np.ndarray, n: int) -> np.ndarray:
+    """A 64 x n accumulator as the (128 threads, n / 2) registers a wgmma leaves it in."""
+    regs = np.zeros((128, n // 2))
+    for i in range(n // 2):
+        regs[:, i] = acc[frag_coords(i)]
+    return regs
+
+
+def from_a_fragments(regs: np.ndarray) -> np.ndarray:
+    """The 64 x 64 A operand that to_a_fragments' packed pairs a[k][j] = (s[8k+2j], s[8k+2j+1]) present to the RS
+    wgmma: element e of pair j in k-step k sits at row r0 + 8 (j & 1), k 16k + 8 (j >> 1) + 2q + e."""
+    a = np.zeros((64, 64))
+    for k in range(4):
+        for j in range(4):
+            for e in range(2):
+                a[16 * WARP + GROUP + 8 * (j & 1), 16 * k + 8 * (j >> 1) + 2 * QUAD + e] = regs[:, 8 * k + 2 * j + e]
+    return a
+
+
+def write_ds(panel: np.ndarray, regs: np.ndarray, wg: int) -> None:
+    """write_ds: fragment a[k][2 hi + half] (columns 16k + 8 hi + 2q, +1 of row r0 + 8 half) to byte
+    key * 128 + ((chunk ^ key % 8) << 4) + 4q of the panel (stored here as 16-bit elements)."""
+    for half in range(2):
+        key = wg * 64 + 16 * WARP + GROUP + 8 * half
+        for k in range(4):
+            for hi in range(2):
+                chunk = 2 * k + hi
+                byte = key * 128 + ((chunk ^ (key % 8)) << 4) + 4 * QUAD
+                j = 2 * hi + half
+                panel[byte // 2] = regs[:, 8 * k + 2 * j]
+                panel[byte // 2 + 1] = regs[:, 8 * k + 2 * j + 1]
+
+
+def read_sw128(panel: np.ndarray, rows: int) -> np.ndarray:
+    """A rows x 64 16-bit matrix from a 128B-swizzled panel (the layout TMA SWIZZLE_128B writes and the descriptors
+    read): element (r, c) at byte r * 128 + ((c / 8) ^ (r % 8)) * 16 + (c % 8) * 2."""
+    r, c = np.arange(rows)[:, None], np.arange(64)[None, :]
+    return panel[(r * 128 + (((c // 8) ^ (r % 8)) << 4) + (c % 8) * 2) // 2]
+
+
+def first_m_block(n_block, seqlen_q, seqlen_k, causal):
+    if not causal:
+        return 0
+    first_row = n_block * BLOCK_N - (seqlen_k - seqlen_q)
+    return 0 if first_row <= 0 else first_row // BLOCK_M
+
+
+def exact_grads(q, k, v, dout, scale, causal):
+    seqlen_q, seqlen_k = q.shape[1], k.shape[1]
+    s = np.einsum("bqhd,bkhd->bhqk", q, k) * scale
+    if causal:
+        allowed = np.arange(seqlen_k)[None, :] <= np.arange(seqlen_q)[:, None] + seqlen_k - seqlen_q
+        s = np.where(allowed, s, -np.inf)
+    row_max = s.max(-1, keepdims=True)
+    row_max = np.where(np.isfinite(row_max), row_max, 0)
+    e = np.exp(s - row_max)
+    z = e.sum(-1, keepdims=True)
+    p = e / np.where(z > 0, z, 1)
+    lse = np.where(z[..., 0] > 0, np.log(np.where(z > 0, z, 1)[..., 0]) + row_max[..., 0], -np.inf)
+    out = np.einsum("bhqk,bkhd->bqhd", p, v)
+    dp = np.einsum("bqhd,bkhd->bhqk", dout, v)
+    ds = p * (dp - (p * dp).sum(-1, keepdims=True))
+    grads = (np.einsum("bhqk,bkhd->bqhd", ds, k) * scale, np.einsum("bhqk,bqhd->bkhd", ds, q) * scale,
+             np.einsum("bhqk,bqhd->bkhd", p, dout))
+    return out, lse, grads
+
+
+def model(q, k, v, out, dout, lse, scale, causal):
+    """dq, dk, dv as the three kernels compute them (flash_bwd_prepost.cuh, flash_bwd.cuh)."""
+    batch, seqlen_q, nheads, d = q.shape
+    seqlen_k = k.shape[1]
+    rounded = (seqlen_q + BLOCK_M - 1) // BLOCK_M * BLOCK_M
+    # preprocess
+    lse_log2 = np.full((batch, nheads, rounded), np.inf)
+    lse_log2[:, :, :seqlen_q] = np.where(lse == -np.inf, np.inf, lse * np.log2(np.e))
+    delta = np.zeros((batch, nheads, rounded))
+    delta[:, :, :seqlen_q] = np.einsum("bqhd,bqhd->bhq", out, dout)
+    dq_accum = np.zeros((batch, nheads, rounded, d))
+    dk = np.full(k.shape, np.nan)
+    dv = np.full(v.shape, np.nan)
+    scale_log2 = scale * np.log2(np.e)
+    split_keys = d < 128
+    dq_cols = d if split_keys else d // 2
+
+    def tile(x, start, rows, b, h):  # a TMA box: rows past the end arrive as zeros
+        t = np.zeros((rows, d))
+        part = x[b, start:start + rows, h]
+        t[: len(part)] = part
+        return t
+
+    for b in range(batch):
+        for h in range(nheads):
+            for n_block in range((seqlen_k + BLOCK_N - 1) // BLOCK_N):
+                k_tile, v_tile = tile(k, n_block * BLOCK_N, BLOCK_N, b, h), tile(v, n_block * BLOCK_N, BLOCK_N, b, h)
+                dk_regs = np.zeros((2, 128, d // 2))
+                dv_regs = np.zeros((2, 128, d // 2))
+                for m_block in range(first_m_block(n_block, seqlen_q, seqlen_k, causal), rounded // BLOCK_M):
+                    q_tile = tile(q, m_block * BLOCK_M, BLOCK_M, b, h)
+                    do_tile = tile(dout, m_block * BLOCK_M, BLOCK_M, b, h)
+                    rows = slice(m_block * BLOCK_M, (m_block + 1) * BLOCK_M)
+                    stage_lse, stage_delta = lse_log2[b, h, rows], delta[b, h, rows]
+                    ds_panel = np.zeros(BLOCK_N * 64)
+                    last_key = (n_block + 1) * BLOCK_N - 1
+                    needs_mask = last_key >= seqlen_k or (causal and last_key > m_block * BLOCK_M + seqlen_k - seqlen_q)
+                    for wg in range(2):
+                        keys = slice(wg * 64, wg * 64 + 64)
+                        s = to_regs(k_tile[keys] @ q_tile.T, 64)
+                        dp = to_regs(v_tile[keys] @ do_tile.T, 64)
+                        cols = [frag_coords(i)[1] for i in range(32)]
+                        if needs_mask:
+                            for i in range(32):
+                                key = n_block * BLOCK_N + wg * 64 + frag_coords(i)[0]
+                                query = m_block * BLOCK_M + cols[i]
+                                masked = key >= seqlen_k
+                                if causal:
+                                    masked |= key > query + seqlen_k - seqlen_q
+                                s[masked, i] = -np.inf
+                        for i in range(32):
+                            s[:, i] = np.exp2(s[:, i] * scale_log2 - stage_lse[cols[i]])
+                            dp[:, i] = s[:, i] * (dp[:, i] - stage_delta[cols[i]])
+                        write_ds(ds_panel, dp, wg)
+                        dv_regs[wg] += to_regs(from_a_fragments(s) @ do_tile, d)
+                        dk_regs[wg] += to_regs(from_a_fragments(dp) @ q_tile, d)
+                    ds_t = read_sw128(ds_panel, BLOCK_N)  # 128 keys x 64 queries
+                    for wg in range(2):
+                        if split_keys:
+                            dq, col0 = ds_t[wg * 64:wg * 64 + 64].T @ k_tile[wg * 64:wg * 64 + 64], 0
+                        else:
+                            dq, col0 = ds_t.T @ k_tile[:, wg * dq_cols:(wg + 1) * dq_cols], wg * dq_cols
+                        regs = to_regs(dq, dq_cols)
+                        for half in range(2):  # reduce_dq
+                            row = 16 * WARP + GROUP + 8 * half
+                            for j in range(dq_cols // 8):
+                                for e in range(2):
+                                    np.add.at(dq_accum[b, h, rows], (row, col0 + 8 * j + 2 * QUAD + e),
+                                              regs[:, 4 * j + 2 * half + e])
+                for wg in range(2):  # store_rows
+                    for half in range(2):
+                        key = n_block * BLOCK_N + wg * 64 + 16 * WARP + GROUP + 8 * half
+                        ok = key < seqlen_k
+                        for j in range(d // 8):
+                            for e in range(2):
+                                col = 8 * j + 2 * QUAD[ok] + e
+                                dk[b, key[ok], h, col] = dk_regs[wg, ok, 4 * j + 2 * half + e] * scale
+                                dv[b, key[ok], h, col] = dv_regs[wg, ok, 4 * j + 2 * half + e]
+    dq = np.transpose(dq_accum[:, :, :seqlen_q], (0, 2, 1, 3)) * scale  # postprocess
+    return dq, dk, dv
+
+
+def main() -> int:
+    rng = np.random.default_rng(0)
+    failures = 0
+    for seqlen_q, seqlen_k in [(1, 1), (17, 113), (113, 203), (239, 1), (128, 128), (200, 300), (300, 130)]:
+        for d in (64, 128):
+            for causal in (False, True):
+                q, dout = (rng.standard_normal((1, seqlen_q, 2, d)) for _ in range(2))
+                k, v = (rng.standard_normal((1, seqlen_k, 2, d)) for _ in range(2))
+                out, lse, exact = exact_grads(q, k, v, dout, d**-0.5, causal)
+                got = model(q, k, v, out, dout, lse, d**-0.5, causal)
+                errors = [float(np.max(np.abs(g - x))) if g.size else 0.0 for g, x in zip(got, exact)]
+                ok = max(errors) < 1e-9 and not any(np.isnan(g).any() for g in got)
+                failures += not ok
+                print(f"{seqlen_q}x{seqlen_k} d{d} {'causal' if causal else 'full':<6} max |error| dq {errors[0]:.1e} "
+                      f"dk {errors[1]:.1e} dv {errors[2]:.1e} {'ok' if ok else 'FAIL'}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
