@@ -110,6 +110,7 @@ def _call(**overrides) -> AttnCall:
         ({"headdim": 96, "headdim_v": 96}, 128, "headdim 96/96"),
         ({"window": Window(64, 0)}, 128, "sliding-window"),
         ({"softcap": 30.0}, 128, "softcap"),
+        ({"varlen": True}, 128, "varlen"),
         ({}, 64, "block_k=64"),
     ],
 )
