@@ -40,7 +40,9 @@ UNMASKED = Window()
 # pingpong, the other K/V stage count, (d128) a quarter of the exp2s on the FP32 pipe instead of MUFU
 # (kernels/hopper/flash_fwd_fp8_launch.cuh, Fp8Tiles). "persistent" is a diagnostic: the default kernel launched
 # with one CTA per SM looping over tiles, which did not finish in the first H200 run once CTAs had several tiles.
-VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "persistent": 5}
+# "persistent_no_pingpong" (d128, d256) launches "no_pingpong" the same way, to tell a pingpong hang from the rest.
+VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "persistent": 5,
+            "persistent_no_pingpong": 6}
 
 
 def refusal(call: AttnCall, block_k: int | None = None, max_seqlen_k: int | None = None) -> str | None:

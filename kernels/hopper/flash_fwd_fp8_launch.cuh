@@ -119,11 +119,13 @@ int launch_fp8(const Fp8Problem& pr) {
   static const int sms = num_sms();
   const int grid = static_cast<int>(pr.persistent && tiles > sms ? sms : tiles);
   auto kernel = flash_fwd_fp8_kernel<Cfg>;
-  static bool configured = false;  // per instantiation
-  if (!configured) {
+  // smem_configured<Cfg> (flash_fwd_launch.cuh), not a function-local static: that would be one process-wide
+  // STB_GNU_UNIQUE symbol shared by every build of this library loaded in the process, and a second build would
+  // launch unconfigured ("invalid argument"), the bf16 launcher's bug fixed in dfd04d5.
+  if (!smem_configured<Cfg>) {
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess)
       return fail("cudaFuncSetAttribute: %s", cudaGetErrorString(cudaGetLastError()));
-    configured = true;
+    smem_configured<Cfg> = true;
   }
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, fp);
   const cudaError_t err = cudaGetLastError();
@@ -137,6 +139,7 @@ int launch_fp8(const Fp8Problem& pr) {
 //   variant 0: the default below.  1: without pingpong.  2: the other stage count (d128: 2, d256: Q 1 + 3 K/V).
 //   3 (d128): a quarter of the exp2s on the FP32 pipe (exp2_poly), the rest on MUFU.
 //   5: the default kernel launched persistent (one CTA per SM; diagnostic, see Fp8Problem::persistent).
+//   6 (d128, d256): variant 1 (no pingpong) launched persistent (diagnostic).
 template <int D, int kVariant> struct Fp8Tiles;
 template <> struct Fp8Tiles<64, 0> { static constexpr int kStages = 3, kQStages = 2; };
 template <> struct Fp8Tiles<128, 0> { static constexpr int kStages = 3, kQStages = 2; };
@@ -169,13 +172,18 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   }
   if constexpr (D != 64) {
     if (variant == 1) return run_fp8_tiles<D, 0, false>(pr);
+    if (variant == 6) {  // variant 1 launched persistent: tells a pingpong (named barrier) hang from the rest
+      Fp8Problem persistent = pr;
+      persistent.persistent = true;
+      return run_fp8_tiles<D, 0, false>(persistent);
+    }
     if (variant == 2) return run_fp8_tiles<D, 2>(pr);
   }
   if constexpr (D == 128) {
     if (variant == 3) return run_fp8_tiles<D, 0, true, 4>(pr);
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = persistent; 1, 2 = benchmark variants "
-                    "at d128/d256, 3 at d128)");
+                    "at d128/d256, 6 = 1 persistent at d128/d256, 3 at d128)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);
