@@ -104,7 +104,8 @@ int launch_bwd(const BwdProblem& pr) {
 }
 
 // K/V stay resident per CTA, so the ring holds only Q, dO, lse, delta: d128 2 stages = 161 KB of shared memory
-// (K 32 + V 32 + Q 2x16 + dO 2x16 + dS 2x16 + 1 KB row stats), d64 3 stages = 105 KB.
+// (K 32 + V 32 + Q 2x16 + dO 2x16 + dS 2x16 + 1 KB row stats), d64 3 stages = 113.5 KB (K 16 + V 16 + Q 3x8 +
+// dO 3x8 + dS 2x16 + 1.5 KB row stats); kSmemBytes adds the barriers and 1 KB of alignment slack (162.0 / 114.6 KB).
 template <int D> struct BwdTiles;
 template <> struct BwdTiles<64> { static constexpr int kStages = 3; };
 template <> struct BwdTiles<128> { static constexpr int kStages = 2; };
