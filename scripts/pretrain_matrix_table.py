@@ -8,6 +8,7 @@ from the compare_attention JSONs in a folder, with the 1 -> 2 GPU scaling effici
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -15,15 +16,12 @@ MODES = ("1gpu", "2gpu-ddp", "2gpu-fsdp2")
 
 
 def load(folder: Path) -> dict[tuple[str, str, str], dict]:
+    """Reports by (model, seqlen, mode) from files named MODEL-sSEQLEN-MODE.json (gpu_pretrain_matrix.sh's names)."""
     runs = {}
     for path in sorted(folder.glob("*.json")):
-        mode = None
-        for candidate in MODES:
-            if path.stem.endswith("-" + candidate):
-                mode = candidate
-                model, seq = path.stem[: -len(candidate) - 1].rsplit("-s", 1)
-        if mode is not None:
-            runs[(model, seq, mode)] = json.loads(path.read_text())
+        name = re.fullmatch(rf"(.+)-s(\d+)-({'|'.join(MODES)})", path.stem)
+        if name is not None:
+            runs[name.groups()] = json.loads(path.read_text())
     return runs
 
 
