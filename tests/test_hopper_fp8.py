@@ -287,16 +287,22 @@ def test_other_blocks_and_fp16_output(causal, record_property):
     record_property("errors", _run_dense(q, k, v, causal, block_q=48, block_k=256, out_dtype=torch.float16))
 
 
+@pytest.mark.parametrize("key_lengths", ["any", "multiple_of_16"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("headdim", [64, 128, 256])
 @pytest.mark.gpu
 @needs_hopper
-def test_varlen_matches_emulation(headdim, causal, record_property):
+def test_varlen_matches_emulation(headdim, causal, key_lengths, record_property):
+    """Uneven lengths drawn from 0..700; "multiple_of_16" rounds the key lengths down so every sequence's first key
+    column in vt8 is 16-byte aligned (what a TMA load's innermost coordinate must be)."""
     batch, max_seqlen, nheads, nheads_kv = 5, 700, 6, 2
     q = _draw((batch, max_seqlen, nheads, headdim), "outlier")
     k, v = (_draw((batch, max_seqlen, nheads_kv, headdim), "outlier") for _ in range(2))
     mask_q = random_padding_mask(batch, max_seqlen, device="cuda")
     mask_k = random_padding_mask(batch, max_seqlen, device="cuda")
+    if key_lengths == "multiple_of_16":
+        lengths = mask_k.sum(-1) // 16 * 16
+        mask_k = torch.arange(max_seqlen, device="cuda")[None] < lengths[:, None]
     q_p, cu_q, max_q = unpad(q, mask_q)
     k_p, cu_k, max_k = unpad(k, mask_k)
     v_p, _, _ = unpad(v, mask_k)
