@@ -4,8 +4,9 @@
 any device) and takes the first that supports the exact call: device, dtype, head dims, features, direction.
 The reference backend supports everything, so `auto` always finds one; on a CUDA device it is a slow path and
 `auto` warns once when it lands there. Forcing a backend that can't serve a call's forward raises `UnsupportedCall`
-naming what is unsupported and which backends would work; the backward of a forced backend that has none (the native
-Hopper backend is forward-only today) runs where `auto` would run it.
+naming what is unsupported and which backends would work; the backward of a forced backend that cannot run it
+(the native Hopper backward lacks varlen, head dim 256, sliding windows, softcap and deterministic=True) runs where
+`auto` would run it.
 
 FP8 calls (an `fp8=` recipe) have their own forward paths, `FP8_FORWARD_PATHS`; their backward is the bf16 backward
 and is dispatched as above. `auto` takes the first FP8 path in AUTO_ORDER (hopper > triton > reference) that serves
@@ -59,7 +60,7 @@ def resolve(backend: str, call: AttnCall, backward: bool = False) -> Backend:
                 f"backend={backend!r} cannot run this {direction} call: {reason}. "
                 f"Backends that can: {able}; or pass backend='auto'"
             )
-        # A forced backend picks the forward. A backward it cannot run (the native Hopper backend is forward-only)
+        # A forced backend picks the forward. A backward it cannot run (e.g. a varlen one on hopper)
         # takes auto's order, so training with a forced forward works; explain() shows where it runs.
     answers = refusals(call, backward)
     chosen = next(name for name, why in answers.items() if why is None)

@@ -1,9 +1,10 @@
 """First device run of the native Hopper backward (draft): per-gradient errors, then backward-only timing against
 cuDNN and fa3nn's Triton backward in the same run. Written before the kernel ever ran; one device call.
 
-1. Errors, smallest case first (a wrong phase traps after ~2^30 polls rather than hanging): max |error| / max |ref|
-   of dq, dk, dv against fa3nn's fp32 reference backward (bench.py's 5e-2 bound), per case, so a failure says which
-   gradient is wrong (benchmarks/NOTES.md, "Hopper backward", says what each pattern points at).
+1. Errors, smallest case first (a wrong phase traps after ~2^30 polls rather than hanging): each of dq, dk, dv
+   judged by the error-ratio rule (fa3nn.testing.error_ratio) against the fp32 / bf16 reference pair, with
+   max |error| / max |ref| printed beside it, per case, so a failure says which gradient is wrong
+   (benchmarks/NOTES.md, "Hopper backward", says what each pattern points at).
 2. Timing (only if every case passed, or with --time-anyway): backward only, the FA3 paper's shapes (batch * seqlen
    = 16384 tokens, nheads * headdim = 2048, bf16), out/lse from the native forward; cuDNN's backward is SDPA's
    autograd backward (its forward excluded); TFLOP/s from fa3nn.metrics.attention_flops.
@@ -32,10 +33,11 @@ from bench import TOKENS, WIDTH, time_ms  # noqa: E402
 from fa3nn.backends import hopper_bwd  # noqa: E402
 from fa3nn.backends.base import AttnParams  # noqa: E402
 from fa3nn.backends.hopper import launch as hopper_forward  # noqa: E402
-from fa3nn.backends.reference import backward_dense, forward_dense  # noqa: E402
 from fa3nn.backends.triton.launch import backward as triton_backward  # noqa: E402
 from fa3nn.masks import Window  # noqa: E402
 from fa3nn.metrics import attention_flops  # noqa: E402
+from fa3nn.testing.error_ratio import error_ratio_report  # noqa: E402
+from fa3nn.testing.reference import attention_ref  # noqa: E402
 
 CASES = [  # (headdim, seqlen_q, seqlen_k, causal), smallest first
     (128, 128, 128, False), (128, 128, 128, True), (64, 128, 128, False), (128, 113, 203, True),
@@ -47,7 +49,17 @@ def params(headdim, causal):
     return AttnParams(headdim**-0.5, Window.from_args(causal, (-1, -1)), 0.0, False)
 
 
+def _grads_ref(q, k, v, dout, causal, upcast):
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    out, _ = attention_ref(*leaves, causal=causal, upcast=upcast, reorder_ops=not upcast)
+    out.backward(dout)
+    return [t.grad for t in leaves]
+
+
 def errors(headdim, seqlen_q, seqlen_k, causal, dtype=torch.bfloat16) -> dict:
+    """The error-ratio rule (tests' rule) per gradient, plus max|error| / max|ref| for orientation. The relative
+    error alone is no verdict: at seqlen_k = 1 dq and dk are exactly 0 in exact arithmetic (P = 1 on the one key, so
+    dS = dP - delta = 0), and the first device run read 5.6e5 there for a kernel the rule passes."""
     q = torch.randn(2, seqlen_q, 4, headdim, device="cuda", dtype=dtype)
     k, v = (torch.randn(2, seqlen_k, 4, headdim, device="cuda", dtype=dtype) for _ in range(2))
     dout = torch.randn_like(q)
@@ -55,13 +67,13 @@ def errors(headdim, seqlen_q, seqlen_k, causal, dtype=torch.bfloat16) -> dict:
     out, lse = hopper_forward(q, k, v, p.softmax_scale, causal)
     grads = hopper_bwd.launch(dout, q, k, v, out, lse, p.softmax_scale, causal)
     torch.cuda.synchronize()
-    out_ref, lse_ref = forward_dense(q, k, v, p)
-    refs = backward_dense(dout, q, k, v, out_ref, lse_ref, None, p)
-    row = {"case": f"d{headdim} {seqlen_q}x{seqlen_k} {'causal' if causal else 'full'}"}
-    for name, g, r in zip(("dq", "dk", "dv"), grads, refs):
+    refs = _grads_ref(q, k, v, dout, causal, upcast=True)
+    pts = _grads_ref(q, k, v, dout, causal, upcast=False)
+    row = {"case": f"d{headdim} {seqlen_q}x{seqlen_k} {'causal' if causal else 'full'}", "ok": True}
+    for name, g, r, pt in zip(("dq", "dk", "dv"), grads, refs, pts):
         row[name] = ((g.float() - r.float()).abs().max() / r.float().abs().max().clamp_min(1e-12)).item()
-        row[name + "_nan"] = bool(g.isnan().any())
-    row["ok"] = all(row[n] <= 5e-2 and not row[n + "_nan"] for n in ("dq", "dk", "dv"))
+        passed, row[name + "_rule"] = error_ratio_report(g, r, pt)
+        row["ok"] &= passed
     return row
 
 

@@ -26,7 +26,17 @@ def test_forced_backend_with_unsupported_feature_points_to_triton():
         resolve("hopper", hopper_call(softcap=30.0))
 
 
-def test_backward_of_a_forward_only_forced_backend_falls_back_to_auto_order():
-    """backend='hopper' trains: its backward runs where auto would run it (triton here), not an error."""
-    assert resolve("hopper", hopper_call(), backward=True).name == "triton"
-    assert resolve("auto", hopper_call(), backward=True).name == "triton"
+def test_backward_the_forced_backend_refuses_falls_back_to_auto_order():
+    """backend='hopper' trains wherever its forward runs: a backward the native kernels lack (varlen, head dim 256)
+    runs where auto would run it (triton here), not an error."""
+    for call in (hopper_call(varlen=True), hopper_call(headdim=256, headdim_v=256)):
+        assert resolve("hopper", call, backward=True).name == "triton"
+        assert resolve("auto", call, backward=True).name == "triton"
+
+
+def test_dense_backward_resolves_to_hopper_when_the_library_loads(monkeypatch):
+    from fa3nn.backends import hopper_lib
+
+    monkeypatch.setattr(hopper_lib.LIBRARY, "get", lambda: object())  # a synthetic call: no GPU, no build
+    assert resolve("auto", hopper_call(), backward=True).name == "hopper"
+    assert resolve("auto", hopper_call(deterministic=True), backward=True).name == "triton"

@@ -2,7 +2,8 @@
 
 CPU: the refusal reasons. GPU (`pytest -m gpu` on an H200): the error-ratio rule against attention_ref for bf16/fp16,
 head dims 64/128/256, causal and not, MHA/GQA/MQA, odd and unequal lengths, varlen; outputs NaN-poisoned before
-each call; bitwise determinism; CUDA-graph capture; and the backward of a hopper forward running on another backend.
+each call; bitwise determinism; CUDA-graph capture; the backward through the API on hopper (MHA/GQA/MQA, a
+gradient into lse) and, where the native backward refuses, on another backend.
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ def _call(**overrides) -> AttnCall:
 @pytest.mark.parametrize(
     "overrides, backward, expected",
     [
-        ({}, True, "no native backward"),
+        ({"varlen": True}, True, "varlen (cu_seqlens) is not in the native backward"),
+        ({"headdim": 256, "headdim_v": 256}, True, "headdim 256: the native backward has 64, 128"),
+        ({"deterministic": True}, True, "deterministic=True"),
+        ({"window": Window(64, 0)}, True, "sliding-window"),
         ({"device_type": "cpu", "capability": None}, False, "needs a CUDA device"),
         ({"capability": (8, 0)}, False, "needs a Hopper GPU (sm_90), got sm_80"),
         ({"dtype": torch.float32}, False, "dtype torch.float32 is not supported"),
@@ -138,23 +142,52 @@ def test_deterministic_and_graph_capturable(causal):
     assert torch.equal(static, fa3nn.flash_attn_func(q, k, v, causal=causal, backend="hopper"))
 
 
+def _api_gradients(q, k, v, dout, dlse, causal, **kwargs):
+    """dq, dk, dv of <out, dout> + <lse, dlse> through fa3nn.flash_attn_func (kwargs) or attention_ref."""
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    if kwargs.get("reference"):
+        out, lse = attention_ref(*leaves, causal=causal, upcast=kwargs["upcast"], reorder_ops=not kwargs["upcast"])
+    else:
+        out, lse = fa3nn.flash_attn_func(*leaves, causal=causal, return_lse=True, **kwargs)
+    ((out.float() * dout.float()).sum() + (lse.float() * dlse).sum()).backward()
+    return [t.grad for t in leaves]
+
+
 @pytest.mark.gpu
 @needs_hopper
-def test_auto_picks_hopper_forward_and_backward_runs_elsewhere():
-    q, k, v = random_qkv(2, 300, 300, 4, 4, 64, torch.bfloat16, device="cuda", requires_grad=True)
-    explanation = fa3nn.explain(q, k, v, causal=True)
-    assert explanation.forward == "hopper" and explanation.backward != "hopper"
-    out = fa3nn.flash_attn_func(q, k, v, causal=True)
-    out.sum().backward()
-    q_ref, k_ref, v_ref = (t.detach().clone().requires_grad_() for t in (q, k, v))
-    out_ref, _ = attention_ref(q_ref, k_ref, v_ref, causal=True)
-    out_ref.sum().backward()
-    q_pt, k_pt, v_pt = (t.detach().clone().requires_grad_() for t in (q, k, v))
-    out_pt, _ = attention_ref(q_pt, k_pt, v_pt, causal=True, upcast=False, reorder_ops=True)
-    out_pt.sum().backward()
-    for name, got, ref, pt in (("dq", q.grad, q_ref.grad, q_pt.grad), ("dk", k.grad, k_ref.grad, k_pt.grad),
-                               ("dv", v.grad, v_ref.grad, v_pt.grad)):
-        assert_error_ratio(got, ref, pt, name)
+@pytest.mark.parametrize("heads", ["mha", "gqa", "mqa"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("headdim", [64, 128])
+def test_auto_runs_forward_and_backward_on_hopper(headdim, causal, heads):
+    """Through the API with a gradient into lse too (dlse enters the preprocess's delta); GQA/MQA via the backend's
+    K/V expansion and group sum."""
+    nheads, nheads_kv = HEADS[heads]
+    q, k, v = random_qkv(2, 300, 451, nheads, nheads_kv, headdim, torch.bfloat16, device="cuda")
+    explanation = fa3nn.explain(q, k, v, causal=causal)
+    assert (explanation.forward, explanation.backward) == ("hopper", "hopper"), explanation
+    dout = torch.randn_like(q)
+    dlse = torch.randn(2, nheads, 300, device="cuda")
+    got = _api_gradients(q, k, v, dout, dlse, causal)
+    ref = _api_gradients(q, k, v, dout, dlse, causal, reference=True, upcast=True)
+    pt = _api_gradients(q, k, v, dout, dlse, causal, reference=True, upcast=False)
+    for name, g, r, p in zip(("dq", "dk", "dv"), got, ref, pt):
+        assert_error_ratio(g, r, p, name)
+
+
+@pytest.mark.gpu
+@needs_hopper
+def test_backward_the_native_kernel_refuses_runs_elsewhere():
+    """deterministic=True (the native dQ uses atomics) and head dim 256 train through another backend."""
+    for headdim, deterministic in ((128, True), (256, False)):
+        q, k, v = random_qkv(2, 200, 200, 4, 4, headdim, torch.bfloat16, device="cuda")
+        explanation = fa3nn.explain(q, k, v, causal=True, deterministic=deterministic)
+        assert explanation.forward == "hopper" and explanation.backward == "triton", explanation
+        dout, dlse = torch.randn_like(q), torch.zeros(2, 4, 200, device="cuda")
+        got = _api_gradients(q, k, v, dout, dlse, True, deterministic=deterministic)
+        ref = _api_gradients(q, k, v, dout, dlse, True, reference=True, upcast=True)
+        pt = _api_gradients(q, k, v, dout, dlse, True, reference=True, upcast=False)
+        for name, g, r, p in zip(("dq", "dk", "dv"), got, ref, pt):
+            assert_error_ratio(g, r, p, f"{name} (d{headdim})")
 
 
 @pytest.mark.gpu

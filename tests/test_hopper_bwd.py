@@ -1,5 +1,4 @@
-"""The native Hopper backward (kernels/hopper/flash_bwd*.cu, fa3nn/backends/hopper_bwd.py), a draft not wired into
-dispatch.
+"""The native Hopper backward (kernels/hopper/flash_bwd*.cu, fa3nn/backends/hopper_bwd.py), HopperBackend's backward.
 
 CPU: argument checks (each wrong argument is named) and the refusals of the Backend.backward entry point.
 GPU (`pytest -m gpu` on an H200): dq/dk/dv against the reference backward by the error-ratio rule (fp32 reference vs
@@ -74,6 +73,8 @@ def test_launch_rejects_bad_gradient_buffers_and_cpu_tensors():
     args = _inputs()
     with pytest.raises(ValueError, match="dk must have shape"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, dk=torch.empty_like(args["k"]).float(), **args)
+    with pytest.raises(ValueError, match=r"dlse has shape \(2, 4\)"):
+        hopper_bwd.launch(softmax_scale=0.1, causal=False, dlse=torch.zeros(2, 4), **args)
     with pytest.raises(ValueError, match="needs a CUDA"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, **args)
 
@@ -87,7 +88,6 @@ def _params(window=None, softcap=0.0):
     [
         (dict(varlen=Varlen(torch.zeros(2, dtype=torch.int32), torch.zeros(2, dtype=torch.int32), 1, 1, (0, 1),
                             (0, 1))), "varlen"),
-        (dict(dlse=torch.zeros(2, 4, 100)), "dlse"),
         (dict(params=_params(window=Window(32, 0))), "sliding window"),
         (dict(params=_params(softcap=30.0)), "softcap"),
     ],

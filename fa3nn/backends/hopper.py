@@ -1,19 +1,23 @@
-"""The native Hopper (sm_90a) backend: the warp-specialized wgmma + TMA forward kernel from kernels/hopper/.
+"""The native Hopper (sm_90a) backend: the warp-specialized wgmma + TMA kernels from kernels/hopper/.
 
-Forward only. The backward of a call whose forward ran here is resolved separately by fa3nn.ops and runs on another
-backend (triton, else reference); they share the lse convention: float32 natural log, (batch, nheads, seqlen_q), or
-(nheads, total_q) for varlen. The library is loaded (built on first use, see hopper_build) the first time a call
-that this backend could otherwise serve asks, and a failed load becomes the refusal reason, so `auto` falls through.
+Forward: bf16/fp16, head dims 64/128/256, causal or not, MQA/GQA, varlen. Backward (hopper_bwd.py): dense batches,
+head dims 64/128, causal or not, MHA natively and GQA/MQA by expanding K/V to every query head and summing dK/dV
+over each group; every other backward (varlen, a gradient into lse, deterministic=True: dQ is summed with fp32
+atomics) is refused, so `auto` runs it on triton (else reference), which read the same lse: float32 natural log,
+(batch, nheads, seqlen_q), or (nheads, total_q) for varlen. The library is loaded (built on first use, see
+hopper_build) the first time a call that this backend could otherwise serve asks, and a failed load becomes the
+refusal reason, so `auto` falls through.
 """
 
 from __future__ import annotations
 
 import ctypes
-import threading
 
 import torch
 
+from fa3nn.backends import hopper_bwd
 from fa3nn.backends.base import AttnCall, AttnParams, Backend, Varlen
+from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
 from fa3nn.backends.reference import ReferenceBackend
 
 SUPPORTED_HEADDIMS = (64, 128, 256)
@@ -28,41 +32,6 @@ VARIANTS = {
 }
 
 
-class _Library:
-    """Loads the shared library once; remembers why it could not."""
-
-    def __init__(self) -> None:
-        self.lib: ctypes.CDLL | None = None
-        self.error: str | None = None
-        self.tried = False
-        self.lock = threading.Lock()
-
-    def get(self) -> ctypes.CDLL | None:
-        with self.lock:
-            if self.tried:
-                return self.lib
-            self.tried = True
-            try:
-                from fa3nn.backends import hopper_build  # lazy: `python -m fa3nn.backends.hopper_build` stays clean
-
-                self.lib = hopper_build.load(hopper_build.library_path())
-            except Exception as exc:  # noqa: BLE001 - the reason becomes the refusal message
-                self.error = f"native library unavailable: {exc}"
-            return self.lib
-
-
-_LIBRARY = _Library()
-
-
-def _tma_ready(t: torch.Tensor) -> torch.Tensor:
-    """TMA needs a contiguous head dim, 16-B aligned base and strides that are multiples of 16 B."""
-    ok = t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and all(s % 8 == 0 for s in t.stride()[:-1])
-    if ok:
-        return t
-    t = t.contiguous()
-    return t if t.data_ptr() % 16 == 0 else t.clone()  # a contiguous view at an odd offset: copy to a fresh buffer
-
-
 def launch(
     q, k, v, softmax_scale: float, causal: bool, varlen: Varlen | None = None, variant: str = "full", out=None,
     lse=None, library: ctypes.CDLL | None = None,
@@ -70,10 +39,8 @@ def launch(
     """Run the kernel; returns (out, lse). Allocates through torch (unless `out`/`lse` are given: tests pass
     NaN-poisoned ones), launches on the current stream, never syncs. `library` (a hopper_build.load() result) runs
     another build of the kernels instead of the backend's own: benchmarks compare versions in one run."""
-    lib = library if library is not None else _LIBRARY.get()
-    if lib is None:
-        raise RuntimeError(_LIBRARY.error)
-    q, k, v = _tma_ready(q), _tma_ready(k), _tma_ready(v)
+    lib = library if library is not None else LIBRARY.require()
+    q, k, v = tma_ready(q), tma_ready(k), tma_ready(v)
     headdim = q.shape[-1]
     if out is None:
         out = torch.empty(*q.shape[:-1], v.shape[-1], dtype=q.dtype, device=q.device)
@@ -112,8 +79,6 @@ class HopperBackend(Backend):
     name = "hopper"
 
     def refusal(self, call: AttnCall, backward: bool) -> str | None:
-        if backward:
-            return "no native backward yet (the backward runs on triton or reference, which read this lse)"
         if call.device_type != "cuda":
             return f"needs a CUDA device, got {call.device_type}"
         if call.capability != (9, 0):
@@ -131,8 +96,10 @@ class HopperBackend(Backend):
             return "softcap is not in the native kernel yet; use backend='triton' or 'auto'"
         if call.nheads % call.nheads_kv != 0:
             return "nheads must be a multiple of nheads_kv"
-        if _LIBRARY.get() is None:
-            return _LIBRARY.error
+        if backward and (why := hopper_bwd.refusal(call)) is not None:
+            return why
+        if LIBRARY.get() is None:
+            return LIBRARY.error
         return None
 
     def forward(self, q, k, v, params: AttnParams, varlen: Varlen | None):
@@ -143,4 +110,6 @@ class HopperBackend(Backend):
         return launch(q, k, v, params.softmax_scale, params.window.causal, varlen)
 
     def backward(self, dout, q, k, v, out, lse, dlse, params, varlen):
-        raise NotImplementedError("no native backward yet; fa3nn.ops resolves the backward to another backend")
+        if not params.softmax_scale > 0:  # as in forward: the degenerate scale takes the exact path
+            return ReferenceBackend().backward(dout, q, k, v, out, lse, dlse, params, varlen)
+        return hopper_bwd.backward(dout, q, k, v, out, lse, dlse, params, varlen)

@@ -1,8 +1,9 @@
-"""The native Hopper backward (kernels/hopper/flash_bwd*.cu): DRAFT, compiled and register-checked but never run on a
-GPU, and not wired into dispatch (HopperBackend still refuses backward calls).
+"""The native Hopper backward (kernels/hopper/flash_bwd*.cu), HopperBackend's backward.
 
-Scope: dense batches, MHA (nheads_kv == nheads), head dim 64 or 128, bf16/fp16, causal or not, no sliding window,
-no softcap, no gradient into lse. `lse` is the forward's: float32, natural log, (batch, nheads, seqlen_q).
+Kernel scope: dense batches, MHA (nheads_kv == nheads), head dim 64 or 128, bf16/fp16, causal or not, no sliding
+window, no softcap; dQ is summed with fp32 atomics, so it is not bitwise deterministic.
+`backward` adds GQA/MQA by expanding K and V to every query head (copies) and summing dK/dV over each group.
+`lse` is the forward's: float32, natural log, (batch, nheads, seqlen_q).
 
 `backward` has the Backend.backward signature (fa3nn/backends/base.py); `launch` is the kernel call with the
 conventions of fa3nn.backends.hopper.launch (allocations through torch, the current stream, no host sync, optional
@@ -16,8 +17,8 @@ import ctypes
 
 import torch
 
-from fa3nn.backends.base import AttnParams, Varlen
-from fa3nn.backends.hopper import _LIBRARY, _tma_ready
+from fa3nn.backends.base import AttnCall, AttnParams, Varlen
+from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
 
 SUPPORTED_HEADDIMS = (64, 128)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
@@ -71,11 +72,15 @@ def check_arguments(dout, q, k, v, out, lse, softmax_scale: float) -> None:
         raise ValueError(f"softmax_scale must be positive, got {softmax_scale}")
 
 
-def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None, dk=None, dv=None,
+def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None, dk=None, dv=None, dlse=None,
            library: ctypes.CDLL | None = None):
     """Run preprocess, main kernel and postprocess; returns (dq, dk, dv). Allocates outputs and fp32 workspaces
-    through torch unless dq/dk/dv are given, launches on the current stream, never syncs."""
+    through torch unless dq/dk/dv are given, launches on the current stream, never syncs. `dlse` (the gradient into
+    lse, lse's shape; None for none) is folded into the preprocess's delta."""
     check_arguments(dout, q, k, v, out, lse, softmax_scale)
+    if dlse is not None and (dlse.shape != lse.shape or dlse.device != lse.device):
+        raise ValueError(f"dlse has shape {tuple(dlse.shape)} on {dlse.device}; expected lse's {tuple(lse.shape)} "
+                         f"on {lse.device}")
     for name, grad, like in (("dq", dq, q), ("dk", dk, k), ("dv", dv, v)):
         # The kernels store 2 elements (4 B) at a time: contiguous head dim, even strides, 4-B aligned base.
         if grad is not None and (grad.shape != like.shape or grad.dtype != like.dtype or grad.stride(-1) != 1
@@ -84,11 +89,10 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
                              "and even strides (or pass None and let the backward allocate it)")
     if q.device.type != "cuda":
         raise ValueError(f"q is on {q.device}; the native backward needs a CUDA (Hopper) device")
-    lib = library if library is not None else _LIBRARY.get()
-    if lib is None:
-        raise RuntimeError(_LIBRARY.error)
-    dout, q, k, v, out = (_tma_ready(t) for t in (dout, q, k, v, out))
+    lib = library if library is not None else LIBRARY.require()
+    dout, q, k, v, out = (tma_ready(t) for t in (dout, q, k, v, out))
     lse = lse.contiguous()
+    dlse = None if dlse is None else dlse.to(torch.float32).contiguous()
     batch, seqlen_q, nheads, headdim = q.shape
     seqlen_k = k.shape[1]
     dq = torch.empty_like(q) if dq is None else dq
@@ -110,7 +114,8 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
         stream = torch.cuda.current_stream(q.device).cuda_stream
         status = lib.fa3nn_hopper_bwd(
             dout.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(),
-            dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), dq_accum.data_ptr(), lse_log2.data_ptr(), delta.data_ptr(),
+            None if dlse is None else dlse.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
+            dq_accum.data_ptr(), lse_log2.data_ptr(), delta.data_ptr(),
             batch, seqlen_q, seqlen_k, nheads, k.shape[2], headdim, stride_array, float(softmax_scale), int(causal),
             int(q.dtype == torch.bfloat16), stream,
         )
@@ -119,14 +124,35 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     return dq, dk, dv
 
 
+def refusal(call: AttnCall) -> str | None:
+    """What the native backward lacks beyond the forward's refusals (HopperBackend.refusal checks those first)."""
+    if call.varlen:
+        return "varlen (cu_seqlens) is not in the native backward yet; it runs on triton"
+    if call.headdim not in SUPPORTED_HEADDIMS:
+        return f"headdim {call.headdim}: the native backward has {', '.join(map(str, SUPPORTED_HEADDIMS))}"
+    if call.deterministic:
+        return "deterministic=True: the native backward sums dQ with fp32 atomics; triton's backward has none"
+    return None
+
+
 def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None):
-    """Backend.backward for the native kernels (not registered with any backend yet)."""
+    """Backend.backward for the native kernels; GQA/MQA through copies of K and V (module docstring)."""
     if varlen is not None:
         raise ValueError("varlen is not supported by the native backward yet; use backend='triton' for the backward")
-    if dlse is not None:
-        raise ValueError("dlse (a gradient into lse) is not supported by the native backward yet; use backend='triton'")
     if params.window.local or params.window.right > 0:
         raise ValueError(f"params.window {params.window} is a sliding window; the native backward does causal or full")
     if params.softcap > 0:
         raise ValueError(f"params.softcap {params.softcap}: softcap is not in the native backward yet")
-    return launch(dout, q, k, v, out, lse, params.softmax_scale, params.window.causal)
+    group = q.shape[2] // k.shape[2] if q.dim() == 4 and k.dim() == 4 and k.shape[2] else 1
+    if group == 1:
+        return launch(dout, q, k, v, out, lse, params.softmax_scale, params.window.causal, dlse=dlse)
+    if q.shape[2] != group * k.shape[2]:
+        raise ValueError(f"q has {q.shape[2]} heads, not a multiple of k's {k.shape[2]}")
+    # GQA: query head h reads kv head h // group (the forward's convention), so repeat_interleave on the head axis.
+    k_full, v_full = (t.repeat_interleave(group, dim=2) for t in (k, v))
+    dq, dk_full, dv_full = launch(dout, q, k_full, v_full, out, lse, params.softmax_scale, params.window.causal,
+                                  dlse=dlse)
+    batch, seqlen_k, nheads_kv, headdim = k.shape
+    dk = dk_full.view(batch, seqlen_k, nheads_kv, group, headdim).sum(3, dtype=torch.float32).to(k.dtype)
+    dv = dv_full.view(batch, seqlen_k, nheads_kv, group, headdim).sum(3, dtype=torch.float32).to(v.dtype)
+    return dq, dk, dv

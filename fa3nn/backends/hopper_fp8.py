@@ -27,7 +27,7 @@ import ctypes
 import torch
 
 from fa3nn.backends.base import AttnCall
-from fa3nn.backends.hopper import _LIBRARY
+from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
 from fa3nn.fp8.operands import VT_PAD, padded_keys
 from fa3nn.masks import Window
 
@@ -68,8 +68,8 @@ def refusal(call: AttnCall, block_k: int | None = None, max_seqlen_k: int | None
         return "nheads must be a multiple of nheads_kv"
     if block_k is not None and block_k % KEY_BLOCK and block_k < max_seqlen_k:
         return f"block_k={block_k} is neither a multiple of {KEY_BLOCK} nor >= the longest key sequence"
-    if _LIBRARY.get() is None:
-        return _LIBRARY.error
+    if LIBRARY.get() is None:
+        return LIBRARY.error
     return None
 
 
@@ -78,15 +78,6 @@ def _check_e4m3(name: str, t: torch.Tensor, dims: int) -> None:
         raise TypeError(f"{name} must be float8_e4m3fn (fa3nn.fp8.quantize writes it), got {t.dtype}")
     if t.dim() != dims:
         raise ValueError(f"{name} must have {dims} dims here, got shape {tuple(t.shape)}")
-
-
-def _tma_ready(t: torch.Tensor) -> torch.Tensor:
-    """TMA reads a contiguous last dim from a 16-B aligned base with byte strides that are multiples of 16."""
-    ok = t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and all(s % 16 == 0 for s in t.stride()[:-1])
-    if ok:
-        return t
-    t = t.contiguous()
-    return t if t.data_ptr() % 16 == 0 else t.clone()
 
 
 def _descale(name: str, t: torch.Tensor, batch: int, heads: int, rows: int, block: int) -> torch.Tensor:
@@ -176,11 +167,9 @@ def fp8_forward(
     v_descale = _descale("v_descale", v_descale, batch, nheads_kv, max_seqlen_k, block_k)
     if q8.device.type != "cuda":
         raise RuntimeError(f"the native FP8 forward needs CUDA tensors, got {q8.device}")
-    lib = _LIBRARY.get()
-    if lib is None:
-        raise RuntimeError(_LIBRARY.error)
+    lib = LIBRARY.require()
 
-    q8, k8, vt8 = _tma_ready(q8), _tma_ready(k8), _tma_ready(vt8)
+    q8, k8, vt8 = tma_ready(q8), tma_ready(k8), tma_ready(vt8)
     if out is None:
         out = torch.empty(*q8.shape[:-1], headdim, dtype=out_dtype, device=q8.device)
     if lse is None:

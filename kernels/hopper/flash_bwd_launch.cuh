@@ -17,7 +17,7 @@ namespace fa3nn::hopper::host {
 // seqlen_q rounded up to a multiple of 64.
 struct BwdProblem {
   const void *dout, *q, *k, *v, *out;
-  const float* lse;
+  const float *lse, *dlse;  // dlse may be null
   void *dq, *dk, *dv;
   float *dq_accum, *lse_log2, *delta;
   int batch, seqlen_q, seqlen_k, nheads, headdim;
@@ -42,6 +42,7 @@ int launch_bwd(const BwdProblem& pr) {
   pp.out = pr.out;
   pp.dout = pr.dout;
   pp.lse = pr.lse;
+  pp.dlse = pr.dlse;
   pp.dq = pr.dq;
   pp.dq_accum = pr.dq_accum;
   pp.lse_log2 = pr.lse_log2;

@@ -1,5 +1,5 @@
 // The backward's two small kernels around the main one (flash_bwd.cuh):
-//   preprocess: per query row, delta = rowsum(dO * O) in fp32 and lse_log2 = lse * log2(e) (+inf for rows past
+//   preprocess: per query row, delta = rowsum(dO * O) - dlse in fp32 and lse_log2 = lse * log2(e) (+inf for rows past
 //       seqlen_q and rows whose lse is -inf, so the main kernel's P is exactly 0 there), into arrays padded to whole
 //       64-row query blocks (the main kernel bulk-copies them per block, no bounds checks); zeroes dq_accum.
 //   postprocess: dQ = dq_accum * softmax_scale, converted to the input dtype.
@@ -15,7 +15,8 @@ namespace fa3nn::hopper {
 struct BwdPrePostParams {
   const void* out;
   const void* dout;
-  const float* lse;  // (batch, nheads, seqlen_q) natural log, from the forward
+  const float* lse;   // (batch, nheads, seqlen_q) natural log, from the forward
+  const float* dlse;  // the gradient into lse, same layout, or null (none)
   void* dq;
   float* dq_accum;   // (batch, nheads, seqlen_q_rounded, d)
   float* lse_log2;   // (batch, nheads, seqlen_q_rounded)
@@ -75,8 +76,10 @@ __global__ void __launch_bounds__(256) flash_bwd_preprocess_kernel(const BwdPreP
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffff, sum, offset);
   if (lane == 0) {
-    const float lse = p.lse[(static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q + row];
-    p.delta[stat] = sum;
+    const int64_t lse_index = (static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q + row;
+    const float lse = p.lse[lse_index];
+    // dlse enters dS = P * (dP - delta) as dS += P * dlse (d lse / d S = P), i.e. delta -= dlse.
+    p.delta[stat] = p.dlse != nullptr ? sum - p.dlse[lse_index] : sum;
     p.lse_log2[stat] = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
   }
 }

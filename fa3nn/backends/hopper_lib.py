@@ -1,0 +1,53 @@
+"""What every native Hopper binding shares: the shared library (kernels/hopper/, loaded once, built on first use by
+hopper_build) and the operand rule of TMA. The forward (hopper.py), backward (hopper_bwd.py) and FP8 forward
+(hopper_fp8.py) bindings import these; none of them imports another.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import torch
+
+
+class _Library:
+    """Loads the shared library once; remembers why it could not."""
+
+    def __init__(self) -> None:
+        self.lib: ctypes.CDLL | None = None
+        self.error: str | None = None
+        self.tried = False
+        self.lock = threading.Lock()
+
+    def get(self) -> ctypes.CDLL | None:
+        with self.lock:
+            if self.tried:
+                return self.lib
+            self.tried = True
+            try:
+                from fa3nn.backends import hopper_build  # lazy: `python -m fa3nn.backends.hopper_build` stays clean
+
+                self.lib = hopper_build.load(hopper_build.library_path())
+            except Exception as exc:  # noqa: BLE001 - the reason becomes the refusal message
+                self.error = f"native library unavailable: {exc}"
+            return self.lib
+
+    def require(self) -> ctypes.CDLL:
+        lib = self.get()
+        if lib is None:
+            raise RuntimeError(self.error)
+        return lib
+
+
+LIBRARY = _Library()
+
+
+def tma_ready(t: torch.Tensor) -> torch.Tensor:
+    """TMA reads a contiguous last dim from a 16-B aligned base with byte strides that are multiples of 16; a tensor
+    that breaks the rule is copied (contiguous, and to a fresh buffer if the contiguous view sits at an odd offset)."""
+    size = t.element_size()
+    if t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and all(s * size % 16 == 0 for s in t.stride()[:-1]):
+        return t
+    t = t.contiguous()
+    return t if t.data_ptr() % 16 == 0 else t.clone()
