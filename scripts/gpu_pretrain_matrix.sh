@@ -6,6 +6,9 @@
 # another. A job starts only if the time left covers its estimate, so a budget cut drops whole jobs, never half of one.
 #
 #   bash scripts/gpu_pretrain_matrix.sh [STEPS_1GPU] [STEPS_2GPU] [BUDGET_SECONDS]   (results and logs under $OUT)
+#
+# ONE_GPU=0 skips the 1-GPU rows; JOBS="2gpu-ddp:llama-125m:8192 ..." runs only those 2-GPU jobs (in the script's order), to
+# finish a matrix that an earlier call's budget cut.
 set -uo pipefail
 steps_one=${1:-200}
 steps_two=${2:-100}
@@ -42,16 +45,21 @@ fits() { [ $(( $(date +%s) - start + $1 )) -le "$budget" ]; }
 
 # 1 GPU: both GPUs busy with independent comparisons, split so both chains take about as long (model FLOPs per step
 # over the ~170 TFLOP/s the 125m run reached on one H200, plus ~25 s of start-up per run).
-( compare 1gpu llama-350m 2048 0; compare 1gpu llama-125m 2048 0 ) &
-( compare 1gpu llama-350m 8192 1; compare 1gpu llama-125m 8192 1 ) &
-wait
+if [ "${ONE_GPU:-1}" != 0 ]; then
+    ( compare 1gpu llama-350m 2048 0; compare 1gpu llama-125m 2048 0 ) &
+    ( compare 1gpu llama-350m 8192 1; compare 1gpu llama-125m 8192 1 ) &
+    wait
+fi
 # 2 GPUs, the most informative first (DDP for the small model, FSDP2 for the larger one); estimates in seconds for
 # both runs of a comparison at 100 steps.
-for job in "2gpu-ddp llama-125m 2048 65" "2gpu-fsdp2 llama-350m 2048 105" "2gpu-ddp llama-125m 8192 80" \
-           "2gpu-fsdp2 llama-350m 8192 125" "2gpu-fsdp2 llama-125m 2048 70" "2gpu-ddp llama-350m 2048 105" \
-           "2gpu-fsdp2 llama-125m 8192 85" "2gpu-ddp llama-350m 8192 125"; do
+estimates=("2gpu-ddp llama-125m 2048 65" "2gpu-fsdp2 llama-350m 2048 105" "2gpu-ddp llama-125m 8192 80"
+           "2gpu-fsdp2 llama-350m 8192 125" "2gpu-fsdp2 llama-125m 2048 70" "2gpu-ddp llama-350m 2048 105"
+           "2gpu-fsdp2 llama-125m 8192 85" "2gpu-ddp llama-350m 8192 125")
+for job in "${estimates[@]}"; do
     set -- $job
-    if fits "$4"; then compare "$1" "$2" "$3"; else echo "skipped (budget): $1 $2 $3"; fi
+    if [ -n "${JOBS:-}" ] && [[ " $JOBS " != *" $1:$2:$3 "* ]]; then continue; fi
+    # the estimate is for 100 steps; scale its compute part (all but ~50 s of start-up) to the steps asked for
+    if fits $(( 50 + ($4 - 50) * steps_two / 100 )); then compare "$1" "$2" "$3"; else echo "skipped (budget): $1 $2 $3"; fi
 done
 python scripts/pretrain_matrix_table.py "$out" | tee "$out/summary.md"
 # The device tool brings back only a few files from $OUT: the histories and logs travel as one archive.
