@@ -10,7 +10,8 @@ naming what is unsupported and which backends would work; the backward of a forc
 
 FP8 calls (an `fp8=` recipe) have their own forward paths, `FP8_FORWARD_PATHS`; their backward is the bf16 backward
 and is dispatched as above. `auto` takes the first FP8 path in AUTO_ORDER (hopper > triton > reference) that serves
-the call: the Triton FP8 kernel on sm_89+ GPUs, else the emulation of the kernels' rounding points (slow, any
+the call: the native FP8 kernel on Hopper (dense batches, no window or softcap, K/V scale tiles of whole 128-key
+blocks), the Triton FP8 kernel on sm_89+ GPUs, else the emulation of the kernels' rounding points (slow, any
 device). Forcing a backend without an FP8 path raises rather than silently running bf16.
 """
 
@@ -20,6 +21,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fa3nn.backends import hopper_fp8
 from fa3nn.backends.base import AttnCall, Backend
 from fa3nn.backends.hopper import HopperBackend
 from fa3nn.backends.reference import ReferenceBackend
@@ -79,7 +81,9 @@ def resolve(backend: str, call: AttnCall, backward: bool = False) -> Backend:
 
 @dataclass(frozen=True)
 class FP8Path:
-    """One FP8 forward. `refusal(call)` is None when it serves the call, else why not. `kernel` is None for the
+    """One FP8 forward. `refusal(call, block_k, max_seqlen_k)` is None when it serves the call, else why not
+    (block_k: the recipe's key rows per K/V scale, 0 for one scale per sequence; max_seqlen_k: the longest key
+    sequence). `kernel` is None for the
     emulation (fa3nn.fp8.reference, fed by the PyTorch quantization); otherwise fa3nn::fwd_fp8 runs the fused
     quantization pass (fa3nn.backends.triton.quantize) and calls
 
@@ -90,33 +94,35 @@ class FP8Path:
     passed only when nonzero, so a kernel without softcap refuses such calls and need not take the argument."""
 
     description: str
-    refusal: Callable[[AttnCall], str | None]
+    refusal: Callable[[AttnCall, int, int], str | None]
     kernel: Callable | None = None
 
 
-def _serves_all(call: AttnCall) -> str | None:
+def _serves_all(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
     return None
 
 
 # FP8 forward paths by backend name. A new FP8 kernel is one entry here (its name must be a backend's, so that
 # `backend=` can force it; AUTO_ORDER ranks it).
 FP8_FORWARD_PATHS: dict[str, FP8Path] = {
-    "triton": FP8Path("triton fp8 kernel", BACKENDS["triton"].fp8_refusal, BACKENDS["triton"].forward_fp8),
+    "hopper": FP8Path("hopper fp8 kernel", hopper_fp8.refusal, hopper_fp8.fp8_forward),
+    "triton": FP8Path("triton fp8 kernel", lambda call, block_k, max_seqlen_k: BACKENDS["triton"].fp8_refusal(call),
+                      BACKENDS["triton"].forward_fp8),
     "reference": FP8Path("fp8 emulation (reference)", _serves_all),
 }
 
 
-def fp8_refusal(name: str, call: AttnCall) -> str | None:
+def fp8_refusal(name: str, call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
     if name not in FP8_FORWARD_PATHS:
         return f"the {name} backend has no FP8 forward kernel yet (FP8 runs through another path until it lands)"
-    return FP8_FORWARD_PATHS[name].refusal(call)
+    return FP8_FORWARD_PATHS[name].refusal(call, block_k, max_seqlen_k)
 
 
-def resolve_fp8(backend: str, call: AttnCall) -> str:
+def resolve_fp8(backend: str, call: AttnCall, block_k: int, max_seqlen_k: int) -> str:
     """The FP8 forward path for this call (a key of FP8_FORWARD_PATHS); raises UnsupportedCall for a forced
-    backend that has none."""
+    backend that has none. block_k / max_seqlen_k as in FP8Path."""
     check_backend_name(backend)
-    answers = {name: fp8_refusal(name, call) for name in AUTO_ORDER}
+    answers = {name: fp8_refusal(name, call, block_k, max_seqlen_k) for name in AUTO_ORDER}
     if backend == "auto":
         chosen = next(name for name, why in answers.items() if why is None)
         if chosen == "reference" and call.device_type == "cuda" and "fp8" not in _warned_slow_path:
@@ -153,14 +159,16 @@ class Explanation:
         return "\n".join(lines)
 
 
-def explain_call(backend: str, call: AttnCall, fp8: bool = False) -> Explanation:
-    """With fp8, the forward names its FP8 path (e.g. "fp8 emulation (reference)"); the backward is the bf16 one."""
+def explain_call(backend: str, call: AttnCall, fp8: bool = False, block_k: int = 0, max_seqlen_k: int = 0
+                 ) -> Explanation:
+    """With fp8, the forward names its FP8 path (e.g. "fp8 emulation (reference)"); the backward is the bf16 one.
+    block_k / max_seqlen_k: the recipe's K/V scale rows and the longest key sequence, as in FP8Path."""
     check_backend_name(backend)
     picks, refused = {}, {}
     for backward in (False, True):
         answers = refusals(call, backward)
         if fp8 and not backward:
-            answers = {name: fp8_refusal(name, call) for name in AUTO_ORDER}
+            answers = {name: fp8_refusal(name, call, block_k, max_seqlen_k) for name in AUTO_ORDER}
         auto_pick = next((name for name, why in answers.items() if why is None), "none")
         if backend == "auto" or (backward and answers[backend] is not None):  # see resolve(): backward falls back
             picks[backward] = auto_pick

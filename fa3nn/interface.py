@@ -19,6 +19,7 @@ from fa3nn.backends.base import AttnCall, AttnParams
 from fa3nn.checks import check_dense, check_options, check_varlen
 from fa3nn.dispatch import Explanation, check_backend_name, explain_call
 from fa3nn.fp8 import DelayedScaling, HadamardRotation, PerTileScaling, as_recipe, fp8_attention_forward
+from fa3nn.fp8.quantize import scale_block_k
 from fa3nn.masks import Window
 from fa3nn.ops import attention_call
 
@@ -181,4 +182,7 @@ def explain(
     else:
         check_dense(q, k, v)
     params = _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
-    return explain_call(backend, AttnCall.of(q, k, v, params, varlen), fp8=as_recipe(fp8) is not None)
+    recipe = as_recipe(fp8)
+    block_k = scale_block_k(recipe) if recipe is not None else 0
+    return explain_call(backend, AttnCall.of(q, k, v, params, varlen), fp8=recipe is not None, block_k=block_k,
+                        max_seqlen_k=max_seqlen_k if varlen else k.shape[1])

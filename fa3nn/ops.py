@@ -197,7 +197,8 @@ def attention_forward_fp8(
     from the high-precision q, k, v."""
     params = _params(softmax_scale, window_left, window_right, softcap, deterministic)
     varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    chosen = resolve_fp8(backend, AttnCall.of(q, k, v, params, varlen is not None))  # raises if there is no path
+    call = AttnCall.of(q, k, v, params, varlen is not None)
+    chosen = resolve_fp8(backend, call, block_k, max_seqlen_k if varlen is not None else k.shape[1])  # or raises
     if q.numel() == 0 or k.numel() == 0:
         return *_nothing_attended(q, v, varlen is not None), torch.zeros(3, dtype=torch.float32, device=q.device)
     kernel = FP8_FORWARD_PATHS[chosen].kernel

@@ -249,7 +249,7 @@ def test_explain_names_the_fp8_path():
     explanation = fa3nn.explain(q, k, v, causal=True, fp8="per_tile")
     assert explanation.forward == "fp8 emulation (reference)"
     assert explanation.backward == fa3nn.explain(q, k, v, causal=True).backward  # the bf16 backward
-    assert "no FP8 forward kernel" in explanation.forward_refusals["hopper"]
+    assert "needs a Hopper GPU" in explanation.forward_refusals["hopper"]
     assert "forward: fp8 emulation (reference)" in str(explanation)
     assert fa3nn.explain(q, k, v, fp8="per_tile", backend="triton").forward == "none"
     for backend in ("triton", "hopper"):  # forced backends never run bf16 in place of FP8

@@ -85,14 +85,17 @@ def test_forward_varlen():
                   max_seqlen_q=msq, max_seqlen_k=msk, mask_q=mask_q, mask_k=mask_k)
 
 
-def test_auto_runs_the_triton_kernel_and_trains():
-    """fp8=True with backend='auto' takes the Triton FP8 path (until a native one exists); its output meets the
-    error-ratio rule with the emulation path as the yardstick, and the bf16 backward from it meets
-    FP8_GRAD_ERROR_RATIO (fa3nn.fp8.reference) against the bf16 path."""
+@pytest.mark.parametrize("backend", ["auto", "triton"])
+def test_fp8_kernel_paths_train(backend):
+    """fp8=True takes a kernel path: with backend='auto' the native FP8 forward on Hopper (the Triton one elsewhere),
+    forced 'triton' the Triton one; the output meets the error-ratio rule with the emulation path as the yardstick,
+    and the bf16 backward from it meets FP8_GRAD_ERROR_RATIO (fa3nn.fp8.reference) against the bf16 path."""
     q, k, v = (x.requires_grad_() for x in qkv(2, 512, 512, 4, 4, 128))
-    explanation = fa3nn.explain(q, k, v, causal=True, fp8=True)
-    assert explanation.forward != "fp8 emulation (reference)", explanation
-    out = fa3nn.flash_attn_func(q, k, v, causal=True, fp8=True)
+    explanation = fa3nn.explain(q, k, v, causal=True, fp8=True, backend=backend)
+    hopper = torch.cuda.get_device_capability() == (9, 0)
+    expected = "hopper fp8 kernel" if backend == "auto" and hopper else "triton fp8 kernel"
+    assert explanation.forward == expected, explanation
+    out = fa3nn.flash_attn_func(q, k, v, causal=True, fp8=True, backend=backend)
     out_emulated = fa3nn.flash_attn_func(q, k, v, causal=True, fp8=True, backend="reference")
     ref, _ = attention_ref(q, k, v, causal=True)
     assert_error_ratio(out, ref, out_emulated, "out")

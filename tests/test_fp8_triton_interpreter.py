@@ -157,7 +157,10 @@ def test_e4m3_cast_rounds_like_torch():
 
 @pytest.mark.parametrize(
     "window,softcap",
-    [(Window(), 0.0), (Window(-1, 0), 0.0), (Window(10, 3), 0.0), (Window(), 5.0), (Window(20, 0), 5.0)],
+    # Window(60, 30): for query rows 32..63 (tile 32 x 16) a masked left run [0, 32), an unmasked run [32, 80) and a
+    # masked right run [80, 90), so the kernel must walk them in key order to round P like the emulation.
+    [(Window(), 0.0), (Window(-1, 0), 0.0), (Window(10, 3), 0.0), (Window(60, 30), 0.0), (Window(), 5.0),
+     (Window(20, 0), 5.0)],
     ids=str,
 )
 def test_forward_matches_emulation(window, softcap):

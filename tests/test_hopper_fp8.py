@@ -37,6 +37,7 @@ import math
 import pytest
 import torch
 
+import fa3nn
 from fa3nn.backends.base import AttnCall
 from fa3nn.backends.hopper_fp8 import KEY_BLOCK, fp8_forward, refusal
 from fa3nn.fp8.operands import transpose_v
@@ -355,3 +356,26 @@ def test_deterministic_on_the_current_stream():
 def test_supported_call_is_not_refused():
     assert refusal(_call(), 128, 1500) is None  # the library loads (the prebuilt FA3NN_HOPPER_LIB on the device)
     assert refusal(_call(), 1500, 1500) is None  # one k/v scale per (batch, head)
+
+
+@pytest.mark.gpu
+@needs_hopper
+def test_api_routes_dense_fp8_to_the_native_kernel():
+    """fp8= with backend='auto' on Hopper: dense calls take this kernel through the fused quantization pass (output
+    held to the error-ratio rule with the emulation path as the yardstick); K/V scale tiles that split a 128-key
+    block, and varlen calls, take the Triton FP8 kernel."""
+    q = torch.randn(2, 1000, 8, 128, device="cuda").to(torch.bfloat16)
+    k, v = (torch.randn(2, 1100, 2, 128, device="cuda").to(torch.bfloat16) for _ in range(2))
+    for recipe in ("per_tile", "current"):
+        assert fa3nn.explain(q, k, v, causal=True, fp8=recipe).forward == "hopper fp8 kernel"
+        out = fa3nn.flash_attn_func(q, k, v, causal=True, fp8=recipe)
+        emulated = fa3nn.flash_attn_func(q, k, v, causal=True, fp8=recipe, backend="reference")
+        ref, _ = attention_ref(q, k, v, causal=True)
+        assert_error_ratio(out, ref, emulated, f"out ({recipe})")
+    small_tiles = fa3nn.PerTileScaling(block_q=128, block_k=64)
+    assert fa3nn.explain(q, k, v, causal=True, fp8=small_tiles).forward == "triton fp8 kernel"
+    cu = torch.tensor([0, 1000, 2000], dtype=torch.int32, device="cuda")
+    cu_k = torch.tensor([0, 1100, 2200], dtype=torch.int32, device="cuda")
+    explanation = fa3nn.explain(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), cu, cu_k, 1000, 1100,
+                                causal=True, fp8="per_tile")
+    assert explanation.forward == "triton fp8 kernel", explanation

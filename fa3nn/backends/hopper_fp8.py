@@ -45,10 +45,10 @@ VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "per
             "persistent_no_pingpong": 6}
 
 
-def refusal(call: AttnCall, block_k: int | None = None, max_seqlen_k: int | None = None) -> str | None:
+def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
     """Why the native FP8 forward cannot serve this call (None: it can): fa3nn.dispatch.FP8Path's refusal. `call`
-    describes the high-precision inputs (AttnCall.of). The K/V scale block is checked when given (fp8_forward checks
-    it again and names it): a multiple of KEY_BLOCK or >= the longest key sequence."""
+    describes the high-precision inputs (AttnCall.of); block_k is the recipe's K/V scale rows (0: one scale per
+    sequence), which must be a multiple of KEY_BLOCK or >= the longest key sequence (fp8_forward checks it again)."""
     if call.device_type != "cuda" or call.capability != (9, 0):
         return f"needs a Hopper GPU (sm_90), got {call.device_type} {call.capability}"
     if call.dtype not in OUT_DTYPES:
@@ -66,7 +66,7 @@ def refusal(call: AttnCall, block_k: int | None = None, max_seqlen_k: int | None
         return "varlen batches are not in the native FP8 forward yet (unaligned Vt TMA coordinates)"
     if call.nheads % call.nheads_kv:
         return "nheads must be a multiple of nheads_kv"
-    if block_k is not None and block_k % KEY_BLOCK and block_k < max_seqlen_k:
+    if block_k % KEY_BLOCK and block_k < max_seqlen_k:
         return f"block_k={block_k} is neither a multiple of {KEY_BLOCK} nor >= the longest key sequence"
     if LIBRARY.get() is None:
         return LIBRARY.error

@@ -87,6 +87,12 @@ def quantize_qkv_tensors(
     return QuantizedQKV(*quantized, *descales, block_q=blocks[0], block_k=blocks[1], amax=amax)
 
 
+def scale_block_k(recipe: Recipe) -> int:
+    """Key rows per K/V scale that recipe_arguments gives the recipe (0: one scale per sequence), without a state:
+    what an FP8 kernel's refusal needs to know before any tensor is quantized."""
+    return recipe.block_k if isinstance(recipe, PerTileScaling) else 0
+
+
 def recipe_arguments(recipe: Recipe, state: torch.nn.Module | None, q, k, v) -> dict:
     """Map a recipe and the layer's state onto quantize_qkv_tensors' primitive arguments (block_q, block_k,
     rotation, tensor_scales): the one place where a recipe becomes numbers a kernel can take."""
