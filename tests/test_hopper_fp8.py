@@ -295,15 +295,17 @@ def test_other_blocks_and_fp16_output(causal, record_property):
 @needs_hopper
 def test_varlen_matches_emulation(headdim, causal, key_lengths, record_property):
     """Uneven lengths drawn from 0..700; "multiple_of_16" rounds the key lengths down so every sequence's first key
-    column in vt8 is 16-byte aligned (what a TMA load's innermost coordinate must be)."""
+    column in vt8 is 16-byte aligned (what a TMA load's innermost coordinate must be) and checks the result; "any"
+    makes the first key length 699 and checks that the call is refused with the reason, not run (it faulted)."""
     batch, max_seqlen, nheads, nheads_kv = 5, 700, 6, 2
     q = _draw((batch, max_seqlen, nheads, headdim), "outlier")
     k, v = (_draw((batch, max_seqlen, nheads_kv, headdim), "outlier") for _ in range(2))
     mask_q = random_padding_mask(batch, max_seqlen, device="cuda")
     mask_k = random_padding_mask(batch, max_seqlen, device="cuda")
-    if key_lengths == "multiple_of_16":
-        lengths = mask_k.sum(-1) // 16 * 16
-        mask_k = torch.arange(max_seqlen, device="cuda")[None] < lengths[:, None]
+    lengths = mask_k.sum(-1) // 16 * 16 if key_lengths == "multiple_of_16" else mask_k.sum(-1)
+    if key_lengths == "any":
+        lengths[0] = 699
+    mask_k = torch.arange(max_seqlen, device="cuda")[None] < lengths[:, None]
     q_p, cu_q, max_q = unpad(q, mask_q)
     k_p, cu_k, max_k = unpad(k, mask_k)
     v_p, _, _ = unpad(v, mask_k)
@@ -313,9 +315,13 @@ def test_varlen_matches_emulation(headdim, causal, key_lengths, record_property)
     window = Window(-1, 0) if causal else Window()
     out = torch.full(q_p.shape, float("nan"), dtype=torch.bfloat16, device="cuda")
     lse = torch.full((nheads, q_p.shape[0]), float("nan"), dtype=torch.float32, device="cuda")
-    fp8_forward(quantized.q, quantized.k, transpose_v(quantized.v, varlen=True), quantized.q_descale,
-                quantized.k_descale, quantized.v_descale, 128, 128, scale, window, cu_q, cu_k, max_q, max_k,
-                out=out, lse=lse)
+    args = (quantized.q, quantized.k, transpose_v(quantized.v, varlen=True), quantized.q_descale,
+            quantized.k_descale, quantized.v_descale, 128, 128, scale, window, cu_q, cu_k, max_q, max_k)
+    if key_lengths == "any":
+        with pytest.raises(ValueError, match="needs every sequence to start at a multiple of 16 keys"):
+            fp8_forward(*args, out=out, lse=lse)
+        return
+    fp8_forward(*args, out=out, lse=lse)
     oracle = attention_fp8(quantized, scale, window, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, block_n=KEY_BLOCK)
     # Truth per sequence (fp64 attention of that sequence's dequantized rows), packed like the kernel's output.
     q_d = _dequantized(quantized.q, quantized.q_descale, 128, q_p.shape[0], cu_q)

@@ -61,8 +61,9 @@ def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
         return "softcap is not in the native FP8 forward"
     if call.varlen:
         # The kernel loads Vt with the key column innermost; a sequence starting at a column that is not a multiple
-        # of 16 makes that TMA load an illegal instruction (every varlen test on the H200, benchmarks/NOTES.md,
-        # "Hang analysis"). Until vt8 gets per-sequence aligned starts, varlen goes to the other paths.
+        # of 16 makes that TMA load an illegal instruction (H200, 2026-11-30: every varlen case with such a start
+        # faulted, all 6 with starts at multiples of 16 passed). Until vt8 gets per-sequence aligned starts, varlen
+        # goes to the other paths (fp8_forward itself runs aligned batches and refuses the rest).
         return "varlen batches are not in the native FP8 forward yet (unaligned Vt TMA coordinates)"
     if call.nheads % call.nheads_kv:
         return "nheads must be a multiple of nheads_kv"
@@ -167,6 +168,13 @@ def fp8_forward(
     v_descale = _descale("v_descale", v_descale, batch, nheads_kv, max_seqlen_k, block_k)
     if q8.device.type != "cuda":
         raise RuntimeError(f"the native FP8 forward needs CUDA tensors, got {q8.device}")
+    if varlen and bool((cu_seqlens_k % VT_PAD).any()):  # one host sync; dispatch never sends varlen here (refusal)
+        # The kernel loads vt8 by TMA with the key column innermost, and a TMA coordinate there must be 16-byte
+        # aligned: an unaligned sequence start was an illegal instruction on the H200 (benchmarks/NOTES.md).
+        raise ValueError(
+            f"cu_seqlens_k {cu_seqlens_k.tolist()[:8]}...: the native FP8 forward needs every sequence to start at a "
+            f"multiple of {VT_PAD} keys in vt8; use the Triton FP8 forward (backend='triton') for other varlen batches"
+        )
     lib = LIBRARY.require()
 
     q8, k8, vt8 = tma_ready(q8), tma_ready(k8), tma_ready(vt8)
