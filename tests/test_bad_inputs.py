@@ -52,8 +52,8 @@ CASES = {
     "fp8 recipe name": (dense_call(fp8="e4m3"), ValueError, r"unknown FP8 recipe name 'e4m3'; choose one of"),
     "fp8 recipe type": (dense_call(fp8=3), TypeError, r"cannot convert int to an fa3nn FP8 recipe"),
     "fp8 delayed without a module": (dense_call(fp8="delayed"), ValueError, r"needs state .*fa3nn.FlashAttentionV3"),
-    "fp8 forced backend without FP8": (dense_call(fp8="per_tile", backend="hopper"), fa3nn.UnsupportedCall,
-                                       r"backend='hopper' cannot run this FP8 forward call: .*no FP8 forward kernel"),
+    "fp8 forced backend off its GPU": (dense_call(fp8="per_tile", backend="hopper"), fa3nn.UnsupportedCall,
+                                       r"backend='hopper' cannot run this FP8 forward call: needs a Hopper GPU"),
     "fp8 forced backend refusing the call": (
         dense_call(fp8="per_tile", backend="triton"), fa3nn.UnsupportedCall,
         r"backend='triton' cannot run this FP8 forward call: CPU tensors run only under Triton's interpreter.*"
