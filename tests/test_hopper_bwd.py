@@ -99,6 +99,30 @@ def test_backward_refuses_what_the_kernel_lacks(kwargs, expected):
         hopper_bwd.backward(**_inputs(), **call)
 
 
+def test_gqa_backward_expands_kv_and_sums_each_group(monkeypatch):
+    """The GQA/MQA wrapper around the MHA kernel, on the CPU: `launch` replaced by the exact MHA backward (fp32
+    autograd of attention_ref), so what is checked is the wrapper's head mapping (query head h reads K/V head
+    h // group) and group sums, against the reference's own GQA backward."""
+
+    def mha_backward(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None):
+        assert q.shape[2] == k.shape[2], "the kernel must see MHA"
+        leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
+        o, _ = attention_ref(*leaves, causal=causal, softmax_scale=softmax_scale)
+        o.backward(dout.float())
+        return tuple(t.grad.to(q.dtype) for t in leaves)
+
+    monkeypatch.setattr(hopper_bwd, "launch", mha_backward)
+    for nheads_kv in (2, 1):
+        args = _inputs(nheads=6, nheads_kv=nheads_kv, dtype=torch.float32)
+        got = hopper_bwd.backward(**args, dlse=None, params=_params(), varlen=None)
+        leaves = [args[n].detach().clone().requires_grad_() for n in ("q", "k", "v")]
+        out, _ = attention_ref(*leaves, softmax_scale=0.1)
+        out.backward(args["dout"])
+        for name, g, leaf in zip(("dq", "dk", "dv"), got, leaves):
+            assert g.shape == leaf.shape, name
+            torch.testing.assert_close(g, leaf.grad, rtol=1e-5, atol=1e-5, msg=f"{name} (nheads_kv {nheads_kv})")
+
+
 def _hopper_ready() -> bool:
     return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 
