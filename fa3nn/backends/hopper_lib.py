@@ -1,6 +1,6 @@
 """What every native Hopper binding shares: the shared library (kernels/hopper/, loaded once, built on first use by
-hopper_build) and the operand rule of TMA. The forward (hopper.py), backward (hopper_bwd.py) and FP8 forward
-(hopper_fp8.py) bindings import these; none of them imports another.
+hopper_build) and the operand rule of TMA, imported by the forward (hopper.py), backward (hopper_bwd.py) and FP8
+forward (hopper_fp8.py) bindings so that none reaches into another's internals.
 """
 
 from __future__ import annotations
