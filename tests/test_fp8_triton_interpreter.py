@@ -274,6 +274,24 @@ def test_op_runs_the_fused_pass_and_triton_kernel():
     assert all(torch.isfinite(g).all() for g in grads)
 
 
+def test_varlen_op_runs_the_fused_pass_and_triton_kernel():
+    """A packed batch with unaligned key starts through fa3nn.flash_attn_varlen_func(fp8=..., backend='triton'):
+    exactly quantize_fused + forward_fp8 on the operands' vt_starts."""
+    lengths = [19, 0, 33, 7]
+    cu = cu_seqlens(lengths)
+    q, k, v = (torch.randn(sum(lengths), 2, 32).half() for _ in range(3))
+    recipe = fa3nn.PerTileScaling(block_q=16, block_k=16, incoherent=False)  # the rotation has its own tests
+    call = dict(causal=True, fp8=recipe)
+    assert fa3nn.explain(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=33, max_seqlen_k=33,
+                         backend="triton", **call).forward == "triton fp8 kernel"
+    out = fa3nn.flash_attn_varlen_func(q, k, v, cu, cu, 33, 33, backend="triton", **call)
+    operands = quantize_fused(q, k, v, 16, 16, None, None, cu, cu, 33, 33)
+    expect, _ = forward_fp8(operands.q, operands.k, operands.vt, operands.q_descale, operands.k_descale,
+                            operands.v_descale, 16, 16, 32**-0.5, Window(-1, 0), cu, cu, 33, 33, torch.float16,
+                            vt_starts=operands.vt_starts)
+    assert torch.equal(out, expect)
+
+
 def test_auto_keeps_the_emulation_on_the_cpu():
     """CPU calls with backend='auto' never land in the interpreter (FA3NN_TRITON_CPU is only the tests' opt-in)."""
     q, k, v = qkv(1, 20, 20, 1, 1, 32)
