@@ -88,10 +88,12 @@ class FP8Path:
     quantization pass (fa3nn.backends.triton.quantize) and calls
 
         kernel(q8, k8, vt8, q_descale, k_descale, v_descale, block_q, block_k, softmax_scale, window,
-               cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, out_dtype[, softcap=...]) -> (out, lse)
+               cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, out_dtype, vt_starts=...[, softcap=...])
+            -> (out, lse)
 
-    on the operands of fa3nn.fp8.operands (dense calls pass cu_seqlens None and the dense lengths); softcap is
-    passed only when nonzero, so a kernel without softcap refuses such calls and need not take the argument."""
+    on the operands of fa3nn.fp8.operands (dense calls pass cu_seqlens None, the dense lengths and vt_starts None;
+    packed ones the int32 first Vᵀ column of each sequence, FP8Operands.vt_starts); softcap is passed only when
+    nonzero, so a kernel without softcap refuses such calls and need not take the argument."""
 
     description: str
     refusal: Callable[[AttnCall, int, int], str | None]

@@ -215,7 +215,8 @@ def attention_forward_fp8(
     softcap_arg = {"softcap": params.softcap} if params.softcap > 0 else {}  # see fa3nn.dispatch.FP8Path
     out, lse = kernel(operands.q, operands.k, operands.vt, operands.q_descale, operands.k_descale,
                       operands.v_descale, operands.block_q, operands.block_k, params.softmax_scale, params.window,
-                      cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q.dtype, **softcap_arg)
+                      cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q.dtype, vt_starts=operands.vt_starts,
+                      **softcap_arg)
     return out, lse, operands.amax
 
 

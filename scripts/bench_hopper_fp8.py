@@ -37,7 +37,7 @@ def bench_shape(headdim: int, seqlen: int, causal: bool, args) -> dict:
     batch, nheads = TOKENS // seqlen, WIDTH // headdim
     q, k, v = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     quantized = quantize_qkv_tensors(q, k, v, 128, 128)
-    vt8 = transpose_v(quantized.v, varlen=False)
+    vt8 = transpose_v(quantized.v)
     scale = headdim**-0.5
     window = Window(-1, 0) if causal else Window()
     flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal)

@@ -55,8 +55,12 @@ def check_quantize(q, k, v, block_q, block_k, rotation=None, tensor_scales=None,
     the fused operands."""
     args = (q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     got = quantize_fused(*args, **kwargs)
-    expect = to_operands(quantize_qkv_tensors(*args), cu_seqlens_q is not None)
+    expect = to_operands(quantize_qkv_tensors(*args), cu_seqlens_k)
     assert (got.block_q, got.block_k) == (expect.block_q, expect.block_k)
+    if cu_seqlens_k is None:
+        assert got.vt_starts is None and expect.vt_starts is None
+    else:
+        assert got.vt_starts.dtype == torch.int32 and torch.equal(got.vt_starts, expect.vt_starts)
     for name in ("q", "k", "vt", "q_descale", "k_descale", "v_descale", "amax"):
         actual, wanted = getattr(got, name), getattr(expect, name)
         assert actual.shape == wanted.shape and actual.dtype == wanted.dtype, (
@@ -104,10 +108,12 @@ def check_forward(q, k, v, block_q, block_k, window=UNMASKED, softcap=0.0, rotat
     scale = q.shape[-1] ** -0.5
     out, lse = forward_fp8(operands.q, operands.k, operands.vt, operands.q_descale, operands.k_descale,
                            operands.v_descale, operands.block_q, operands.block_k, scale, window, cu_seqlens_q,
-                           cu_seqlens_k, max_seqlen_q, max_seqlen_k, q.dtype, softcap=softcap, tile=tile)
+                           cu_seqlens_k, max_seqlen_q, max_seqlen_k, q.dtype, softcap=softcap, tile=tile,
+                           vt_starts=operands.vt_starts)
     total_k = k.shape[0] if varlen else k.shape[1]
-    same_operands = QuantizedQKV(operands.q, operands.k, v_from_vt(operands.vt, total_k, varlen), operands.q_descale,
-                                 operands.k_descale, operands.v_descale, operands.block_q, operands.block_k)
+    same_operands = QuantizedQKV(operands.q, operands.k, v_from_vt(operands.vt, total_k, cu_seqlens_k),
+                                 operands.q_descale, operands.k_descale, operands.v_descale, operands.block_q,
+                                 operands.block_k)
     emul, lse_emul = attention_fp8(same_operands, scale, window, softcap, cu_seqlens_q, cu_seqlens_k,
                                    out_dtype=q.dtype, block_n=tile.block_n)
     exact, lse_exact = _exact(q, k, v, window, softcap, cu_seqlens_q, cu_seqlens_k, mask_q, mask_k)

@@ -75,10 +75,15 @@ def test_forward_long_fp16_current_scaling():
     check_forward(q, k, v, 0, 0, Window(-1, 0))
 
 
-def test_forward_varlen():
+@pytest.mark.parametrize("lengths_k", [None, (399, 0, 1, 250)], ids=["random", "unaligned_and_empty"])
+def test_forward_varlen(lengths_k):
+    """Random lengths, and fixed key lengths where an empty and a one-key sequence start at packed key 399, off the
+    16-key grid: each sequence's Vᵀ is read at its 16-aligned vt_starts column (fa3nn.fp8.operands)."""
     batch, max_q, max_k = 4, 300, 400
     q, k, v = qkv(batch, max_q, max_k, 4, 1, 128)
     mask_q, mask_k = random_padding_mask(batch, max_q, "cuda"), random_padding_mask(batch, max_k, "cuda")
+    if lengths_k is not None:
+        mask_k = torch.arange(max_k, device="cuda")[None] < torch.tensor(lengths_k, device="cuda")[:, None]
     (q_packed, cu_q, msq), (k_packed, cu_k, msk) = unpad(q, mask_q), unpad(k, mask_k)
     v_packed = unpad(v, mask_k)[0]
     check_forward(q_packed, k_packed, v_packed, 128, 128, Window(-1, 0), cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,

@@ -33,6 +33,7 @@ from fa3nn.backends.triton.fp8_launch import forward_fp8  # noqa: E402
 from fa3nn.backends.triton.quantize import quantize_fused  # noqa: E402
 from fa3nn.fp8 import make_state, random_sign_hadamard  # noqa: E402
 from fa3nn.fp8.hadamard import random_signs  # noqa: E402
+from fa3nn.fp8.operands import transpose_v, v_from_vt, vt_columns  # noqa: E402
 from fa3nn.fp8.quantize import quantize_qkv_tensors, recipe_arguments  # noqa: E402
 from fa3nn.masks import Window  # noqa: E402
 from fa3nn.testing import random_padding_mask, unpad  # noqa: E402
@@ -111,18 +112,50 @@ def test_quantize_zero_tiles_and_infinities():
     assert operands.k[0, 20, 0, 3].float() == 448 and operands.vt[0, 0, 0, 40].float() == -448
 
 
+def cu_seqlens(lengths):
+    return torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+
+
 def test_quantize_varlen():
-    """Tiles restart at each sequence; an empty sequence keeps unit descales; Vᵀ columns sit at cu_seqlens_k."""
+    """Tiles restart at each sequence; an empty sequence keeps unit descales; Vᵀ columns start at 16-aligned
+    vt_starts (fa3nn.fp8.operands), zeros between sequences."""
     lengths_q, lengths_k = [30, 0, 45, 7], [10, 35, 0, 21]
-    cu_q = torch.tensor([0, *torch.tensor(lengths_q).cumsum(0).tolist()], dtype=torch.int32)
-    cu_k = torch.tensor([0, *torch.tensor(lengths_k).cumsum(0).tolist()], dtype=torch.int32)
+    cu_q, cu_k = cu_seqlens(lengths_q), cu_seqlens(lengths_k)
     q = (torch.randn(sum(lengths_q), 4, 64) * 2).half()
     k, v = torch.randn(sum(lengths_k), 2, 64).half(), torch.randn(sum(lengths_k), 2, 64).half()
     for blocks in ((16, 16), (32, 16), (0, 0)):
         operands = check_quantize(q, k, v, *blocks, None, None, cu_q, cu_k, max(lengths_q), max(lengths_k))
-        assert operands.vt.shape == (2, 64, 80)  # 66 keys padded to 80
-        assert (operands.vt[..., 66:].float() == 0).all()
+        assert operands.vt_starts.tolist() == [0, 16, 64, 64, 96]  # 10 -> 16, 35 -> 48, 0, 21 -> 32 columns
+        assert operands.vt.shape == (2, 64, 128)  # vt_columns: 66 keys + 15 per sequence, padded to 128
+        data = torch.zeros(128, dtype=torch.bool)
+        for start, length in zip(operands.vt_starts.tolist(), lengths_k):
+            data[start : start + length] = True
+        assert (operands.vt[..., ~data].float() == 0).all()
     check_quantize(q, k, v, 16, 16, rotation(64), None, cu_q, cu_k, max(lengths_q), max(lengths_k))
+
+
+def test_vt_layout_contract_varlen():
+    """Packed vt8[h, :, vt_starts[i] + j] is key j of sequence i, V head h; every sequence starts at a multiple of 16
+    (the native kernel's TMA rule), every other column is zero; transpose_v / v_from_vt agree with the fused pass."""
+    lengths = [17, 0, 1, 33, 16, 5]
+    cu_k = cu_seqlens(lengths)
+    q = torch.randn(sum(lengths), 2, 32).half()
+    k, v = torch.randn(sum(lengths), 1, 32).half(), torch.randn(sum(lengths), 1, 16).half()
+    operands = quantize_fused(q, k, v, 16, 16, None, None, cu_k, cu_k, max(lengths), max(lengths))
+    starts = operands.vt_starts.tolist()
+    assert starts == [0, 32, 32, 48, 96, 112, 128]
+    assert all(start % 16 == 0 for start in starts)
+    assert operands.vt.shape == (1, 16, vt_columns(sum(lengths), len(lengths))) and operands.vt.is_contiguous()
+    v8 = quantize_qkv_tensors(q, k, v, 16, 16, cu_seqlens_q=cu_k, cu_seqlens_k=cu_k, max_seqlen_q=max(lengths),
+                              max_seqlen_k=max(lengths)).v
+    written = torch.zeros(operands.vt.shape[-1], dtype=torch.bool)
+    for i, length in enumerate(lengths):
+        for j in range(length):
+            assert torch.equal(operands.vt[0, :, starts[i] + j].view(torch.uint8), v8[cu_k[i] + j, 0].view(torch.uint8))
+        written[starts[i] : starts[i] + length] = True
+    assert (operands.vt[..., ~written].float() == 0).all()
+    assert torch.equal(transpose_v(v8, cu_k).view(torch.uint8), operands.vt.view(torch.uint8))
+    assert torch.equal(v_from_vt(operands.vt, sum(lengths), cu_k).view(torch.uint8), v8.view(torch.uint8))
 
 
 def test_vt_layout_contract():
@@ -186,6 +219,22 @@ def test_forward_seqlen_q_longer_than_k_causal():
     check_forward(q, k, v, 16, 16, Window(-1, 0), **TIGHT)
 
 
+@pytest.mark.parametrize("window", [Window(), Window(-1, 0), Window(10, 3)], ids=str)
+def test_forward_varlen_unaligned_and_empty(window):
+    """Key sequences that start at unaligned cu_seqlens_k offsets (17, 18, 51, ...), an empty key sequence with
+    queries (its rows attend nothing), an empty query sequence, and one of length 1: the kernel reads each sequence's
+    Vᵀ at vt_starts and nothing of its neighbours."""
+    lengths_q, lengths_k = [20, 7, 0, 40, 3], [17, 0, 1, 33, 50]
+    batch, max_q, max_k = len(lengths_q), max(lengths_q), max(lengths_k)
+    q, k, v = qkv(batch, max_q, max_k, 2, 1, 32)
+    mask_q = torch.arange(max_q)[None] < torch.tensor(lengths_q)[:, None]
+    mask_k = torch.arange(max_k)[None] < torch.tensor(lengths_k)[:, None]
+    (q_packed, cu_q, msq), (k_packed, cu_k, msk) = unpad(q, mask_q), unpad(k, mask_k)
+    v_packed = unpad(v, mask_k)[0]
+    check_forward(q_packed, k_packed, v_packed, 16, 16, window, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                  max_seqlen_q=msq, max_seqlen_k=msk, mask_q=mask_q, mask_k=mask_k, **TIGHT)
+
+
 @pytest.mark.parametrize("window", [Window(), Window(-1, 0)], ids=str)
 def test_forward_varlen(window):
     batch, max_q, max_k = 3, 60, 70
@@ -223,6 +272,24 @@ def test_op_runs_the_fused_pass_and_triton_kernel():
     torch.testing.assert_close(amax, amax_emulated, rtol=1e-5, atol=0)  # rotated Q, K: summation order
     grads = torch.autograd.grad(out, leaves, torch.randn_like(out))
     assert all(torch.isfinite(g).all() for g in grads)
+
+
+def test_varlen_op_runs_the_fused_pass_and_triton_kernel():
+    """A packed batch with unaligned key starts through fa3nn.flash_attn_varlen_func(fp8=..., backend='triton'):
+    exactly quantize_fused + forward_fp8 on the operands' vt_starts."""
+    lengths = [19, 0, 33, 7]
+    cu = cu_seqlens(lengths)
+    q, k, v = (torch.randn(sum(lengths), 2, 32).half() for _ in range(3))
+    recipe = fa3nn.PerTileScaling(block_q=16, block_k=16, incoherent=False)  # the rotation has its own tests
+    call = dict(causal=True, fp8=recipe)
+    assert fa3nn.explain(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=33, max_seqlen_k=33,
+                         backend="triton", **call).forward == "triton fp8 kernel"
+    out = fa3nn.flash_attn_varlen_func(q, k, v, cu, cu, 33, 33, backend="triton", **call)
+    operands = quantize_fused(q, k, v, 16, 16, None, None, cu, cu, 33, 33)
+    expect, _ = forward_fp8(operands.q, operands.k, operands.vt, operands.q_descale, operands.k_descale,
+                            operands.v_descale, 16, 16, 32**-0.5, Window(-1, 0), cu, cu, 33, 33, torch.float16,
+                            vt_starts=operands.vt_starts)
+    assert torch.equal(out, expect)
 
 
 def test_auto_keeps_the_emulation_on_the_cpu():

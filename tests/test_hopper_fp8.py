@@ -1,9 +1,10 @@
 """The native Hopper FP8 forward (kernels/hopper/flash_fwd_fp8.cuh, fa3nn/backends/hopper_fp8.py).
 
-CPU: the Vt layout helper and the binding's argument errors. GPU (`pytest -m gpu` on an H200): the kernel against
-its oracle, the emulation fa3nn.fp8.reference.attention_fp8 (block_n = 128, the kernel's key block), and against the
-exact attention of the dequantized inputs ("truth": fp64). Inputs are the torch quantization pass's output with vt8
-built by fa3nn.fp8.operands.transpose_v; outputs are NaN-poisoned before each call.
+CPU: the Vt layout helper and the binding's argument errors (the packed vt8 layout included). GPU (`pytest -m gpu`
+on an H200): the kernel against its oracle, the emulation fa3nn.fp8.reference.attention_fp8 (block_n = 128, the
+kernel's key block), and against the exact attention of the dequantized inputs ("truth": fp64). Inputs are the torch
+quantization pass's output with vt8 built by fa3nn.fp8.operands.transpose_v (one varlen test uses the fused pass's
+operands); outputs are NaN-poisoned before each call.
 
 Tolerances, and why. The kernel performs the emulation's rounding points in the same order, so the only differences
 are fp32 summation order, ex2.approx, and the FP8 tensor cores' accumulation of Q8 K8^T (Hopper keeps fewer than
@@ -40,7 +41,7 @@ import torch
 import fa3nn
 from fa3nn.backends.base import AttnCall
 from fa3nn.backends.hopper_fp8 import KEY_BLOCK, fp8_forward, refusal
-from fa3nn.fp8.operands import transpose_v
+from fa3nn.fp8.operands import transpose_v, v_from_vt, vt_starts
 from fa3nn.fp8.quantize import QuantizedQKV, quantize_qkv_tensors
 from fa3nn.fp8.reference import attention_fp8
 from fa3nn.fp8.scaling import rows_from_tiles
@@ -63,7 +64,7 @@ EXACT_LSE_RTOL = 2.0**-14
 def _cpu_args(**overrides):
     q8 = torch.zeros(1, 300, 2, 128, dtype=E4M3)
     k8 = torch.zeros(1, 300, 2, 128, dtype=E4M3)
-    args = dict(q8=q8, k8=k8, vt8=transpose_v(k8, varlen=False), q_descale=torch.ones(1, 2, 3),
+    args = dict(q8=q8, k8=k8, vt8=transpose_v(k8), q_descale=torch.ones(1, 2, 3),
                 k_descale=torch.ones(1, 2, 3), v_descale=torch.ones(1, 2, 3), block_q=128, block_k=128,
                 softmax_scale=0.1)
     args.update(overrides)
@@ -126,6 +127,34 @@ def test_block_k_of_one_tile_per_sequence_is_accepted_before_the_device_check():
         fp8_forward(**_cpu_args(block_k=300, k_descale=torch.ones(1, 2, 1), v_descale=torch.ones(1, 2, 1)))
 
 
+def _cpu_varlen_args(**overrides):
+    """Three sequences of 17, 0 and 30 keys (starts 0, 17, 17: unaligned in k8, 0, 32, 32 in vt8)."""
+    cu = torch.tensor([0, 17, 17, 47], dtype=torch.int32)
+    k8 = torch.zeros(47, 2, 128, dtype=E4M3)
+    args = dict(q8=torch.zeros(47, 2, 128, dtype=E4M3), k8=k8, vt8=transpose_v(k8, cu),
+                q_descale=torch.ones(3, 2, 1), k_descale=torch.ones(3, 2, 1), v_descale=torch.ones(3, 2, 1),
+                block_q=128, block_k=128, softmax_scale=0.1, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=30,
+                max_seqlen_k=30)
+    args.update(overrides)
+    return args
+
+
+def test_varlen_vt8_layout_is_checked_before_the_device():
+    """A packed vt8 in the old layout (sequences at cu_seqlens_k columns, padded_keys(47) = 48 columns) is refused
+    naming the 16-aligned layout; so is a vt_starts array of the wrong type; the new layout passes every check."""
+    k8 = torch.zeros(47, 2, 128, dtype=E4M3)
+    old_layout = torch.zeros(2, 128, 48, dtype=E4M3)
+    old_layout[..., :47] = k8.permute(1, 2, 0)
+    with pytest.raises(ValueError, match="every sequence at a 16-aligned column"):
+        fp8_forward(**_cpu_varlen_args(vt8=old_layout))
+    with pytest.raises(ValueError, match="vt_starts must be int32"):
+        fp8_forward(**_cpu_varlen_args(vt_starts=torch.tensor([0, 17, 17, 47])))
+    assert vt_starts(_cpu_varlen_args()["cu_seqlens_k"]).tolist() == [0, 32, 32, 64]
+    for given in (None, vt_starts(_cpu_varlen_args()["cu_seqlens_k"])):
+        with pytest.raises(RuntimeError, match="needs CUDA tensors"):
+            fp8_forward(**_cpu_varlen_args(vt_starts=given))
+
+
 # ----------------------------------------------------------------------------------------------------- GPU tests
 
 
@@ -185,7 +214,7 @@ def _run_quantized(quantized, causal, scale, out_dtype=torch.bfloat16, variant="
     window = Window(-1, 0) if causal else Window()
     out = torch.full((batch, seqlen_q, nheads, headdim), float("nan"), dtype=out_dtype, device="cuda")
     lse = torch.full((batch, nheads, seqlen_q), float("nan"), dtype=torch.float32, device="cuda")
-    fp8_forward(quantized.q, quantized.k, transpose_v(quantized.v, varlen=False), quantized.q_descale,
+    fp8_forward(quantized.q, quantized.k, transpose_v(quantized.v), quantized.q_descale,
                 quantized.k_descale, quantized.v_descale, quantized.block_q, quantized.block_k, scale, window,
                 out_dtype=out_dtype, out=out, lse=lse, variant=variant)
     oracle = attention_fp8(quantized, scale, window, out_dtype=out_dtype, block_n=KEY_BLOCK)
@@ -288,55 +317,85 @@ def test_other_blocks_and_fp16_output(causal, record_property):
     record_property("errors", _run_dense(q, k, v, causal, block_q=48, block_k=256, out_dtype=torch.float16))
 
 
-@pytest.mark.parametrize("key_lengths", ["any", "multiple_of_16"])
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("headdim", [64, 128, 256])
-@pytest.mark.gpu
-@needs_hopper
-def test_varlen_matches_emulation(headdim, causal, key_lengths, record_property):
-    """Uneven lengths drawn from 0..700; "multiple_of_16" rounds the key lengths down so every sequence's first key
-    column in vt8 is 16-byte aligned (what a TMA load's innermost coordinate must be) and checks the result; "any"
-    makes the first key length 699 and checks that the call is refused with the reason, not run (it faulted)."""
-    batch, max_seqlen, nheads, nheads_kv = 5, 700, 6, 2
-    q = _draw((batch, max_seqlen, nheads, headdim), "outlier")
-    k, v = (_draw((batch, max_seqlen, nheads_kv, headdim), "outlier") for _ in range(2))
-    mask_q = random_padding_mask(batch, max_seqlen, device="cuda")
-    mask_k = random_padding_mask(batch, max_seqlen, device="cuda")
-    lengths = mask_k.sum(-1) // 16 * 16 if key_lengths == "multiple_of_16" else mask_k.sum(-1)
-    if key_lengths == "any":
-        lengths[0] = 699
-    mask_k = torch.arange(max_seqlen, device="cuda")[None] < lengths[:, None]
-    q_p, cu_q, max_q = unpad(q, mask_q)
-    k_p, cu_k, max_k = unpad(k, mask_k)
-    v_p, _, _ = unpad(v, mask_k)
-    quantized = quantize_qkv_tensors(q_p, k_p, v_p, 128, 128, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
-                                     max_seqlen_q=max_q, max_seqlen_k=max_k)
+def _run_varlen(quantized, vt8, starts, cu_q, cu_k, max_q, max_k, causal, block_q=128, block_k=128):
+    """Kernel (on vt8 / starts), emulation and per-sequence fp64 truth on packed quantized inputs; check; return the
+    error numbers."""
+    total_q, nheads, headdim = quantized.q.shape
+    total_k = quantized.k.shape[0]
     scale = headdim**-0.5
     window = Window(-1, 0) if causal else Window()
-    out = torch.full(q_p.shape, float("nan"), dtype=torch.bfloat16, device="cuda")
-    lse = torch.full((nheads, q_p.shape[0]), float("nan"), dtype=torch.float32, device="cuda")
-    args = (quantized.q, quantized.k, transpose_v(quantized.v, varlen=True), quantized.q_descale,
-            quantized.k_descale, quantized.v_descale, 128, 128, scale, window, cu_q, cu_k, max_q, max_k)
-    if key_lengths == "any":
-        with pytest.raises(ValueError, match="needs every sequence to start at a multiple of 16 keys"):
-            fp8_forward(*args, out=out, lse=lse)
-        return
-    fp8_forward(*args, out=out, lse=lse)
+    out = torch.full((total_q, nheads, headdim), float("nan"), dtype=torch.bfloat16, device="cuda")
+    lse = torch.full((nheads, total_q), float("nan"), dtype=torch.float32, device="cuda")
+    fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale, quantized.v_descale,
+                block_q, block_k, scale, window, cu_q, cu_k, max_q, max_k, out=out, lse=lse, vt_starts=starts)
     oracle = attention_fp8(quantized, scale, window, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, block_n=KEY_BLOCK)
     # Truth per sequence (fp64 attention of that sequence's dequantized rows), packed like the kernel's output.
-    q_d = _dequantized(quantized.q, quantized.q_descale, 128, q_p.shape[0], cu_q)
-    k_d = _dequantized(quantized.k, quantized.k_descale, 128, k_p.shape[0], cu_k)
-    v_d = _dequantized(quantized.v, quantized.v_descale, 128, k_p.shape[0], cu_k)
-    out_t = torch.zeros(q_p.shape, dtype=torch.float64, device="cuda")
-    lse_t = torch.full((nheads, q_p.shape[0]), -math.inf, dtype=torch.float64, device="cuda")
+    q_d = _dequantized(quantized.q, quantized.q_descale, block_q, total_q, cu_q)
+    k_d = _dequantized(quantized.k, quantized.k_descale, block_k, total_k, cu_k)
+    v_d = _dequantized(quantized.v, quantized.v_descale, block_k, total_k, cu_k)
+    out_t = torch.zeros(out.shape, dtype=torch.float64, device="cuda")
+    lse_t = torch.full((nheads, total_q), -math.inf, dtype=torch.float64, device="cuda")
     starts_q, starts_k = cu_q.tolist(), cu_k.tolist()
-    for i in range(batch):
+    for i in range(cu_q.numel() - 1):
         rq, rk = slice(starts_q[i], starts_q[i + 1]), slice(starts_k[i], starts_k[i + 1])
         if rq.start == rq.stop or rk.start == rk.stop:
             continue
         o, s = attention_ref(q_d[rq][None], k_d[rk][None], v_d[rk][None], causal=causal, softmax_scale=scale)
         out_t[rq], lse_t[:, rq] = o[0], s[0]
-    record_property("errors", _check(out, lse, oracle, (out_t, lse_t), torch.bfloat16))
+    return _check(out, lse, oracle, (out_t, lse_t), torch.bfloat16)
+
+
+def _packed_inputs(batch, max_seqlen, nheads, nheads_kv, headdim, key_lengths):
+    """Packed bf16 q, k, v with uneven lengths drawn from 0..max_seqlen; key lengths shaped by `key_lengths`:
+    "multiple_of_16" rounds them down, "any" makes the first 699 (so sequence 1 starts at an odd packed key),
+    "empty_and_one" makes sequence 1's keys empty and sequence 2's a single key (both after unaligned starts)."""
+    q = _draw((batch, max_seqlen, nheads, headdim), "outlier")
+    k, v = (_draw((batch, max_seqlen, nheads_kv, headdim), "outlier") for _ in range(2))
+    mask_q = random_padding_mask(batch, max_seqlen, device="cuda")
+    lengths = random_padding_mask(batch, max_seqlen, device="cuda").sum(-1)
+    if key_lengths == "multiple_of_16":
+        lengths = lengths // 16 * 16
+    else:
+        lengths[0] = 699
+        if key_lengths == "empty_and_one":
+            lengths[1], lengths[2] = 0, 1
+    mask_k = torch.arange(max_seqlen, device="cuda")[None] < lengths[:, None]
+    (q_p, cu_q, max_q), (k_p, cu_k, max_k) = unpad(q, mask_q), unpad(k, mask_k)
+    v_p = unpad(v, mask_k)[0]
+    if key_lengths != "multiple_of_16":  # the case must keep its meaning: a sequence starting off the 16-key grid
+        assert bool((cu_k[1:-1] % 16 != 0).any())
+    return q_p, k_p, v_p, cu_q, cu_k, max_q, max_k
+
+
+@pytest.mark.parametrize("key_lengths", ["any", "multiple_of_16", "empty_and_one"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("headdim", [64, 128, 256])
+@pytest.mark.gpu
+@needs_hopper
+def test_varlen_matches_emulation(headdim, causal, key_lengths, record_property):
+    """Packed batches with vt8 in the 16-aligned layout (fa3nn.fp8.operands.transpose_v, vt_starts). Before that
+    layout, "any" faulted (a TMA load with an unaligned innermost coordinate) and only "multiple_of_16" passed."""
+    q_p, k_p, v_p, cu_q, cu_k, max_q, max_k = _packed_inputs(5, 700, 6, 2, headdim, key_lengths)
+    quantized = quantize_qkv_tensors(q_p, k_p, v_p, 128, 128, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                                     max_seqlen_q=max_q, max_seqlen_k=max_k)
+    errors = _run_varlen(quantized, transpose_v(quantized.v, cu_k), vt_starts(cu_k), cu_q, cu_k, max_q, max_k,
+                         causal)
+    record_property("errors", errors)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.gpu
+@needs_hopper
+def test_varlen_on_the_fused_pass_operands(causal, record_property):
+    """The fused quantization pass's packed operands (vt8 and vt_starts as it writes them) run in the kernel: the
+    path fa3nn.ops would take once hopper_fp8.refusal admits varlen."""
+    from fa3nn.backends.triton.quantize import quantize_fused
+
+    q_p, k_p, v_p, cu_q, cu_k, max_q, max_k = _packed_inputs(5, 700, 6, 2, 128, "empty_and_one")
+    ops = quantize_fused(q_p, k_p, v_p, 128, 128, None, None, cu_q, cu_k, max_q, max_k)
+    quantized = QuantizedQKV(ops.q, ops.k, v_from_vt(ops.vt, k_p.shape[0], cu_k), ops.q_descale, ops.k_descale,
+                             ops.v_descale, ops.block_q, ops.block_k)
+    record_property("errors", _run_varlen(quantized, ops.vt, ops.vt_starts, cu_q, cu_k, max_q, max_k, causal))
 
 
 @pytest.mark.gpu
@@ -345,7 +404,7 @@ def test_deterministic_on_the_current_stream():
     q = _draw((2, 1000, 8, 128), "normal")
     k, v = (_draw((2, 1500, 2, 128), "normal") for _ in range(2))
     quantized: QuantizedQKV = quantize_qkv_tensors(q, k, v, 128, 128)
-    args = (quantized.q, quantized.k, transpose_v(quantized.v, varlen=False), quantized.q_descale, quantized.k_descale,
+    args = (quantized.q, quantized.k, transpose_v(quantized.v), quantized.q_descale, quantized.k_descale,
             quantized.v_descale, 128, 128, 0.1, Window(-1, 0))
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())

@@ -6,9 +6,11 @@ fa3nn.fp8.reference.attention_fp8 with block_n = KEY_BLOCK (128), which is the o
 Layouts (fa3nn.fp8.operands, the contract with the quantization pass; fa3nn.fp8.quantize defines the values):
     q8   e4m3 (batch, seqlen_q, nheads, d)           varlen: (total_q, nheads, d)
     k8   e4m3 (batch, seqlen_k, nheads_kv, d)        varlen: (total_k, nheads_kv, d)
-    vt8  e4m3 (batch, nheads_kv, d, seqlen_k_pad)    varlen: (nheads_kv, d, total_k_pad), sequence i's keys at
-         columns cu_seqlens_k[i]..; V transposed (FP8 wgmma reads its B operand K-major only), the key dimension
-         zero-padded to a multiple of 16 so TMA's 16-byte stride rule holds (fa3nn.fp8.operands.transpose_v).
+    vt8  e4m3 (batch, nheads_kv, d, seqlen_k_pad)    varlen: (nheads_kv, d, vt_columns(total_k, batch)),
+         sequence i's keys at columns vt_starts[i].. (multiples of 16, zeros between sequences); V transposed (FP8
+         wgmma reads its B operand K-major only), the key dimension zero-padded to a multiple of 16 so TMA's
+         16-byte rules hold for the stride and for every sequence's first column (fa3nn.fp8.operands).
+    vt_starts int32 (batch + 1,), varlen only: FP8Operands.vt_starts (fa3nn.fp8.operands.vt_starts(cu_seqlens_k)).
     q_descale float32 (batch, nheads, ceil(seqlen_q / block_q)); k_descale, v_descale float32 (batch, nheads_kv,
          ceil(seqlen_k / block_k)); varlen: batch = number of sequences, tiles counted from each sequence's start.
     block_q any positive row count; block_k a multiple of 128 (the kernel's key block) or >= the longest key
@@ -28,7 +30,7 @@ import torch
 
 from fa3nn.backends.base import AttnCall
 from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
-from fa3nn.fp8.operands import VT_PAD, padded_keys
+from fa3nn.fp8.operands import VT_PAD, check_vt_starts, padded_keys, vt_columns
 from fa3nn.masks import Window
 
 E4M3 = torch.float8_e4m3fn
@@ -61,10 +63,11 @@ def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
         return "softcap is not in the native FP8 forward"
     if call.varlen:
         # The kernel loads Vt with the key column innermost; a sequence starting at a column that is not a multiple
-        # of 16 makes that TMA load an illegal instruction (H200, 2026-11-30: every varlen case with such a start
-        # faulted, all 6 with starts at multiples of 16 passed). Until vt8 gets per-sequence aligned starts, varlen
-        # goes to the other paths (fp8_forward itself runs aligned batches and refuses the rest).
-        return "varlen batches are not in the native FP8 forward yet (unaligned Vt TMA coordinates)"
+        # of 16 made that TMA load an illegal instruction (H200, 2026-11-30: every varlen case with such a start
+        # faulted, all 6 with starts at multiples of 16 passed). vt8 now puts every sequence at a 16-aligned column
+        # (fa3nn.fp8.operands.vt_starts), which fp8_forward runs, but that path has not run on a GPU yet: until
+        # `pytest -m gpu tests/test_hopper_fp8.py -k varlen` passes on an H200, varlen goes to the other paths.
+        return "varlen batches are not validated on a GPU in the native FP8 forward yet (16-aligned vt8 starts)"
     if call.nheads % call.nheads_kv:
         return "nheads must be a multiple of nheads_kv"
     if block_k % KEY_BLOCK and block_k < max_seqlen_k:
@@ -112,11 +115,14 @@ def fp8_forward(
     out: torch.Tensor | None = None,
     lse: torch.Tensor | None = None,
     variant: str = "full",
+    vt_starts: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the FP8 forward (layouts in the module docstring); returns (out, lse). `window` may be unmasked or
     causal (bottom-right aligned, fa3nn.masks). The positional arguments are fa3nn.dispatch.FP8Path's kernel
     signature (dense calls may pass cu_seqlens None with any max_seqlen). `out`/`lse` may be given preallocated
-    (tests pass NaN-poisoned ones); `variant` picks a benchmark variant (VARIANTS)."""
+    (tests pass NaN-poisoned ones); `variant` picks a benchmark variant (VARIANTS). vt_starts: varlen vt8's
+    per-sequence first columns (FP8Operands.vt_starts), computed from cu_seqlens_k when None; they must come from
+    fa3nn.fp8.operands.vt_starts (multiples of 16 by construction, not re-checked: that would be a host sync)."""
     varlen = cu_seqlens_q is not None
     if varlen != (cu_seqlens_k is not None):
         raise ValueError("cu_seqlens_q and cu_seqlens_k must be given together")
@@ -149,11 +155,15 @@ def fp8_forward(
         vt_expect = (batch, nheads_kv, headdim)
         if k8.shape[0] != batch:
             raise ValueError(f"k8 batch {k8.shape[0]} != q8 batch {batch}")
-    if tuple(vt8.shape[:-1]) != vt_expect or vt8.shape[-1] < seqlen_k or vt8.shape[-1] % VT_PAD:
+    columns = vt_columns(seqlen_k, batch) if varlen else padded_keys(seqlen_k)
+    if tuple(vt8.shape[:-1]) != vt_expect or vt8.shape[-1] < columns or vt8.shape[-1] % VT_PAD:
         raise ValueError(
-            f"vt8 must be {(*vt_expect, padded_keys(seqlen_k))} (V transposed, keys zero-padded to a multiple of "
-            f"{VT_PAD}; fa3nn.fp8.operands.transpose_v), got {tuple(vt8.shape)}"
+            f"vt8 must be {(*vt_expect, columns)} (V transposed, keys zero-padded to a multiple of {VT_PAD}"
+            f"{', every sequence at a 16-aligned column' if varlen else ''}; fa3nn.fp8.operands.transpose_v), got "
+            f"{tuple(vt8.shape)}"
         )
+    if varlen:  # every sequence's first vt8 column a multiple of 16 (module docstring): shapes checked, no sync
+        vt_starts = check_vt_starts(vt8, vt_starts, cu_seqlens_k, seqlen_k)
     if nheads_kv <= 0 or nheads % nheads_kv:
         raise ValueError(f"nheads ({nheads}) must be a multiple of nheads_kv ({nheads_kv})")
     if not isinstance(block_q, int) or block_q <= 0:
@@ -168,13 +178,6 @@ def fp8_forward(
     v_descale = _descale("v_descale", v_descale, batch, nheads_kv, max_seqlen_k, block_k)
     if q8.device.type != "cuda":
         raise RuntimeError(f"the native FP8 forward needs CUDA tensors, got {q8.device}")
-    if varlen and bool((cu_seqlens_k % VT_PAD).any()):  # one host sync; dispatch never sends varlen here (refusal)
-        # The kernel loads vt8 by TMA with the key column innermost, and a TMA coordinate there must be 16-byte
-        # aligned: an unaligned sequence start was an illegal instruction on the H200 (benchmarks/NOTES.md).
-        raise ValueError(
-            f"cu_seqlens_k {cu_seqlens_k.tolist()[:8]}...: the native FP8 forward needs every sequence to start at a "
-            f"multiple of {VT_PAD} keys in vt8; use the Triton FP8 forward (backend='triton') for other varlen batches"
-        )
     lib = LIBRARY.require()
 
     q8, k8, vt8 = tma_ready(q8), tma_ready(k8), tma_ready(vt8)
@@ -197,6 +200,7 @@ def fp8_forward(
         status = lib.fa3nn_hopper_fp8_fwd(
             q8.data_ptr(), k8.data_ptr(), vt8.data_ptr(), out.data_ptr(), lse.data_ptr(),
             None if cu_q is None else cu_q.data_ptr(), None if cu_k is None else cu_k.data_ptr(),
+            vt_starts.data_ptr() if varlen else None,
             q_descale.data_ptr(), k_descale.data_ptr(), v_descale.data_ptr(),
             batch, seqlen_q, seqlen_k, vt8.shape[-1], max_seqlen_q, max_seqlen_k, nheads, nheads_kv, headdim,
             stride_array, descale_strides, block_q, block_k, float(softmax_scale), int(window.causal),

@@ -32,6 +32,10 @@ struct Fp8FwdParams {
   int64_t v_descale_batch_stride, v_descale_head_stride;
   int block_q;  // query rows per q_descale tile (any positive count: each thread reads its own rows' descale)
   int block_k;  // key rows per k/v_descale tile: a multiple of kBlockN, or >= every sequence's seqlen_k
+  // Varlen: (batch + 1) int32, sequence b's first column in the packed vt8 (fa3nn/fp8/operands.py), a multiple of 16
+  // so the Vt TMA load's innermost coordinate is 16-byte aligned (an unaligned one is an illegal instruction). Read
+  // once per tile by the producer. Dense: nullptr (each batch's Vt starts at column 0).
+  const int* vt_starts;
 };
 
 // kPolyExpEvery > 0: every kPolyExpEvery-th score's exp2 on the FP32 pipe (exp2_poly in softmax_fp8.cuh).
@@ -69,8 +73,8 @@ struct Fp8FwdConfig {
 
 template <class Cfg>
 __device__ __forceinline__ void fp8_producer_loop(const CUtensorMap* tma_q, const CUtensorMap* tma_k,
-                                                  const CUtensorMap* tma_vt, const FwdParams& p, uint8_t* smem,
-                                                  typename Cfg::Barriers& bars) {
+                                                  const CUtensorMap* tma_vt, const FwdParams& p,
+                                                  const int* vt_starts, uint8_t* smem, typename Cfg::Barriers& bars) {
   tma_prefetch_descriptor(tma_q);
   tma_prefetch_descriptor(tma_k);
   tma_prefetch_descriptor(tma_vt);
@@ -84,6 +88,7 @@ __device__ __forceinline__ void fp8_producer_loop(const CUtensorMap* tma_q, cons
     const int n_blocks = num_key_blocks<Cfg>(r, t.m_block);
     if (n_blocks <= 0) continue;
     const int head_kv = t.head / p.group;
+    const int vt_start = vt_starts != nullptr ? vt_starts[t.batch] : 0;
 
     bars.q.producer_acquire(q_state, Cfg::kQBytes);
     uint8_t* q_dst = smem + q_state.index * Cfg::kQBytes;
@@ -104,8 +109,8 @@ __device__ __forceinline__ void fp8_producer_loop(const CUtensorMap* tma_q, cons
       k_state.advance();
 
       bars.v.producer_acquire(v_state, Cfg::kVBytes);
-      tma_load_4d(tma_vt, bars.v.full_barrier(v_state), smem + Cfg::kOffV + v_state.index * Cfg::kVBytes, key, 0,
-                  head_kv, r.batch_coord);
+      tma_load_4d(tma_vt, bars.v.full_barrier(v_state), smem + Cfg::kOffV + v_state.index * Cfg::kVBytes,
+                  vt_start + n_block * Cfg::kBlockN, 0, head_kv, r.batch_coord);
       v_state.advance();
     }
   }
@@ -406,7 +411,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (warpgroup == 0) {
     regs_release<Cfg::kProducerRegs>();
     if (threadIdx.x / 32 == 0 && elect_one())
-      fp8_producer_loop<Cfg>(&tma_q, &tma_k, &tma_vt, params.base, smem, bars);
+      fp8_producer_loop<Cfg>(&tma_q, &tma_k, &tma_vt, params.base, params.vt_starts, smem, bars);
   } else {
     regs_acquire<Cfg::kConsumerRegs>();
     fp8_consumer_loop<Cfg>(params, smem, bars, warpgroup - 1);

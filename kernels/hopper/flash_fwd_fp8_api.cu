@@ -15,8 +15,9 @@ extern "C" {
 // nheads_kv, d, seqlen_k_pad) = V transposed with the keys zero-padded to seqlen_k_pad (a multiple of 16); out
 // (batch, seqlen_q, nheads, d) bf16 (out_bf16) or fp16; lse (batch, nheads, seqlen_q) float32 natural log.
 // Varlen (cu_seqlens_q non-null): q8/out (total_q, nheads, d), k8 (total_k, nheads_kv, d), vt8 (nheads_kv, d,
-// total_k_pad) with sequence i's keys at columns cu_seqlens_k[i]..; lse (nheads, total_q); batch = number of
-// sequences, seqlen_q/seqlen_k = total_q/total_k, seqlen_k_pad = total_k_pad.
+// vt_columns) with sequence i's keys at columns vt_starts[i].. (vt_starts: int32 (batch + 1), every entry a multiple
+// of 16, zeros between sequences; fa3nn/fp8/operands.py); lse (nheads, total_q); batch = number of sequences,
+// seqlen_q/seqlen_k = total_q/total_k, seqlen_k_pad = vt8's column count. Dense calls pass vt_starts null.
 // Descales float32 (batch, nheads, tiles) for q (block_q rows per tile) and (batch, nheads_kv, tiles) for k and v
 // (block_k rows per tile); block_k must be a multiple of 128 or >= max_seqlen_k.
 // strides: 12 element strides: (batch, row, head) for q8 and k8, (batch, head, d) for vt8, (batch, row, head) for
@@ -26,18 +27,21 @@ extern "C" {
 // 6 = variant 1 launched persistent (diagnostic, d128/d256).
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_fp8_fwd(const void* q8, const void* k8, const void* vt8, void* out, float* lse,
-                         const int* cu_seqlens_q, const int* cu_seqlens_k, const float* q_descale,
-                         const float* k_descale, const float* v_descale, int batch, int seqlen_q, int seqlen_k,
-                         int seqlen_k_pad, int max_seqlen_q, int max_seqlen_k, int nheads, int nheads_kv, int headdim,
+                         const int* cu_seqlens_q, const int* cu_seqlens_k, const int* vt_starts,
+                         const float* q_descale, const float* k_descale, const float* v_descale, int batch,
+                         int seqlen_q, int seqlen_k, int seqlen_k_pad, int max_seqlen_q, int max_seqlen_k, int nheads,
+                         int nheads_kv, int headdim,
                          const int64_t* strides, const int64_t* descale_strides, int block_q, int block_k,
                          float softmax_scale, int causal, int out_bf16, int variant, void* stream) {
   if (nheads_kv <= 0 || nheads % nheads_kv != 0) return fail("%s", "nheads must be a multiple of nheads_kv");
   if (block_q <= 0) return fail("%s", "block_q must be positive");
   if (block_k <= 0 || (block_k % 128 != 0 && block_k < max_seqlen_k))
     return fail("%s", "block_k must be a multiple of 128 (the kernel's key block) or >= max_seqlen_k");
+  if (cu_seqlens_q != nullptr && vt_starts == nullptr)
+    return fail("%s", "varlen calls need vt_starts (each sequence's first vt8 column, a multiple of 16)");
   if (seqlen_k_pad % 16 != 0 || seqlen_k_pad < seqlen_k)
     return fail("%s", "vt8's key dimension must be padded to a multiple of 16 that holds every key");
-  const Fp8Problem pr{q8, k8, vt8, out, lse, cu_seqlens_q, cu_seqlens_k, q_descale, k_descale, v_descale,
+  const Fp8Problem pr{q8, k8, vt8, out, lse, cu_seqlens_q, cu_seqlens_k, vt_starts, q_descale, k_descale, v_descale,
                       batch, seqlen_q, seqlen_k, seqlen_k_pad, max_seqlen_q, max_seqlen_k, nheads, nheads_kv, headdim,
                       strides, descale_strides, block_q, block_k, softmax_scale, out_bf16 != 0, causal != 0,
                       static_cast<cudaStream_t>(stream)};

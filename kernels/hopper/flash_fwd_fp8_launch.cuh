@@ -33,6 +33,7 @@ struct Fp8Problem {
   void* out;
   float* lse;
   const int *cu_seqlens_q, *cu_seqlens_k;
+  const int* vt_starts;  // varlen: (batch + 1) first vt8 column per sequence, multiples of 16 (Fp8FwdParams)
   const float *q_descale, *k_descale, *v_descale;
   int batch, seqlen_q, seqlen_k, seqlen_k_pad, max_seqlen_q, max_seqlen_k, nheads, nheads_kv, headdim;
   // Element (= byte for e4m3) strides: q8, k8 (batch, row, head); vt8 (batch, head, headdim row); out (batch, row,
@@ -110,6 +111,7 @@ int launch_fp8(const Fp8Problem& pr) {
   fp.v_descale_head_stride = ds[5];
   fp.block_q = pr.block_q;
   fp.block_k = pr.block_k;
+  fp.vt_starts = varlen ? pr.vt_starts : nullptr;
 
   const long long tiles = static_cast<long long>(p.num_m_blocks) * pr.nheads * pr.batch;
   if (tiles == 0) return 0;

@@ -86,7 +86,7 @@ def _fp8_fwd_inner(acc, l_i, m_i, v_scale_now, q8, row_factor, k_base, vt_base, 
 @triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "group", "block_q", "block_k", "window_left",
                                "window_right", "MASK_KIND", "SEQ_BUCKET"])
 def _fp8_fwd_kernel(
-    Q8, K8, VT8, QDescale, KDescale, VDescale, Out, Lse, cu_seqlens_q, cu_seqlens_k,
+    Q8, K8, VT8, QDescale, KDescale, VDescale, Out, Lse, cu_seqlens_q, cu_seqlens_k, vt_starts,
     stride_qb, stride_qs, stride_qh,
     stride_kb, stride_ks, stride_kh,
     stride_vtb, stride_vth, stride_vtd,
@@ -102,7 +102,8 @@ def _fp8_fwd_kernel(
 ):
     """One program per (BLOCK_M queries, head, batch); the K/V descales of K/V head h // group are shared with
     K/V (layout (batch, nheads_kv, tiles) for both, strides stride_kd*). qk_scale is softmax_scale * log2(e), or
-    softmax_scale / softcap with softcap (then softcap2 = softcap * log2(e))."""
+    softmax_scale / softcap with softcap (then softcap2 = softcap * log2(e)). Varlen: sequence b's Vᵀ columns start
+    at vt_starts[b] (fa3nn.fp8.operands), its Q and K rows at cu_seqlens_q[b] and cu_seqlens_k[b]."""
     head = tl.program_id(1)
     batch = tl.program_id(2)
     if HAS_RIGHT:  # causal-like: the last query blocks carry the most keys, launch them first
@@ -118,7 +119,8 @@ def _fp8_fwd_kernel(
     b64 = batch.to(tl.int64)
     q_base = Q8 + b64 * stride_qb + head.to(tl.int64) * stride_qh + q_start.to(tl.int64) * stride_qs
     k_base = K8 + b64 * stride_kb + head_kv.to(tl.int64) * stride_kh + k_start.to(tl.int64) * stride_ks
-    vt_base = VT8 + b64 * stride_vtb + head_kv.to(tl.int64) * stride_vth + k_start.to(tl.int64)
+    vt_start = tl.load(vt_starts + batch) if IS_VARLEN else k_start
+    vt_base = VT8 + b64 * stride_vtb + head_kv.to(tl.int64) * stride_vth + vt_start.to(tl.int64)
     kd_base = KDescale + batch * stride_kdb + head_kv * stride_kdh
     vd_base = VDescale + batch * stride_kdb + head_kv * stride_kdh
     o_base = Out + b64 * stride_ob + head.to(tl.int64) * stride_oh + q_start.to(tl.int64) * stride_os

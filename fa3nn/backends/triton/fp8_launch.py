@@ -20,6 +20,7 @@ from fa3nn.backends.base import lse_dtype
 from fa3nn.backends.triton import configs
 from fa3nn.backends.triton.configs import Tile
 from fa3nn.backends.triton.fp8_kernels import _fp8_fwd_kernel
+from fa3nn.fp8.operands import check_vt_starts
 from fa3nn.masks import Window
 
 LOG2E = math.log2(math.e)
@@ -86,12 +87,15 @@ def forward_fp8(
     out_dtype: torch.dtype,
     softcap: float = 0.0,
     tile: Tile | None = None,
+    vt_starts: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """out (q8's shape with v's head dim, out_dtype) and float32 lse ((batch, nheads, seqlen_q) dense, (nheads,
-    total_q) packed). `tile` pins a tile (tests); otherwise the table's first, or the autotuner's pick."""
+    total_q) packed). `tile` pins a tile (tests); otherwise the table's first, or the autotuner's pick. vt_starts:
+    packed vt8's per-sequence first columns (FP8Operands.vt_starts); computed from cu_seqlens_k when not given."""
     varlen = cu_seqlens_q is not None
     if varlen:
         batch, seqlen_q, seqlen_k = cu_seqlens_q.numel() - 1, int(max_seqlen_q), int(max_seqlen_k)
+        vt_starts = check_vt_starts(vt8, vt_starts, cu_seqlens_k, k8.shape[0])
     else:
         batch, seqlen_q, seqlen_k = q8.shape[0], q8.shape[1], k8.shape[1]
     nheads, nheads_kv, headdim, headdim_v = q8.shape[-2], k8.shape[-2], q8.shape[-1], vt8.shape[-2]
@@ -119,6 +123,7 @@ def forward_fp8(
     args = (
         q8, k8, vt8, q_descale, k_descale, v_descale, out, lse,
         cu_seqlens_q if varlen else q_descale, cu_seqlens_k if varlen else q_descale,
+        vt_starts if varlen else q_descale,
         *strides3(q8), *strides3(k8), *vt_strides, q_descale.stride(0), q_descale.stride(1),
         k_descale.stride(0), k_descale.stride(1), *strides3(out), *lse_strides,
         seqlen_q, seqlen_k, nheads // nheads_kv, block_q, block_k, q_descale.shape[-1],

@@ -32,7 +32,7 @@ import torch
 import triton
 import triton.language as tl
 
-from fa3nn.fp8.operands import FP8Operands, padded_keys
+from fa3nn.fp8.operands import FP8Operands, padded_keys, vt_columns, vt_starts
 from fa3nn.fp8.scaling import E4M3, amax_to_scale, num_tiles
 
 E4M3_MAX = tl.constexpr(448.0)
@@ -111,14 +111,16 @@ def _scale_from_amax(amax):
 
 
 @triton.jit
-def _quantize_block(X, X8, Scale, Descale, BlockAmax, rotation, block, head, batch, seq_start, seqlen, nblocks,
-                    rows_per_block, amax_offset, stride_xb, stride_xs, stride_xh, stride_ob, stride_os, stride_oh,
+def _quantize_block(X, X8, Scale, Descale, BlockAmax, rotation, block, head, batch, seq_start, out_start, seqlen,
+                    nblocks, rows_per_block, amax_offset, stride_xb, stride_xs, stride_xh, stride_ob, stride_os,
+                    stride_oh,
                     HEADDIM: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr, ROTATE: tl.constexpr,
                     TRANSPOSE: tl.constexpr, OWN_SCALE: tl.constexpr, STORE: tl.constexpr, KC: tl.constexpr,
                     PRECISION: tl.constexpr, SOFTWARE_CAST: tl.constexpr):
     """Rows [block * rows_per_block, +rows_per_block) of one head. Writes the block's amax; with OWN_SCALE the
     block is a scale tile (its descale goes to Descale[batch, head, block]), else its scale is read from Scale
-    (laid out like BlockAmax); with STORE the e4m3 rows (TRANSPOSE: as (dim, keys) with keys contiguous)."""
+    (laid out like BlockAmax); with STORE the e4m3 rows (TRANSPOSE: as (dim, keys) with keys contiguous). The
+    rows are read from row seq_start of X and written from row (TRANSPOSE: column) out_start of X8."""
     in_block = tl.arange(0, ROWS)
     rows = block * rows_per_block + in_block
     active = block < nblocks
@@ -141,10 +143,10 @@ def _quantize_block(X, X8, Scale, Descale, BlockAmax, rotation, block, head, bat
         offs_d = tl.arange(0, BLOCK_D)
         dst = X8 + batch.to(tl.int64) * stride_ob + head.to(tl.int64) * stride_oh
         if TRANSPOSE:  # (dim, keys): stride_os is the dim stride here, keys are contiguous
-            ptrs = dst + offs_d[:, None] * stride_os + (seq_start + rows)[None, :]
+            ptrs = dst + offs_d[:, None] * stride_os + (out_start + rows)[None, :]
             tl.store(ptrs, tl.trans(x8), mask=row_ok[None, :] & (offs_d[:, None] < HEADDIM))
         else:
-            ptrs = dst + (seq_start + rows)[:, None].to(tl.int64) * stride_os + offs_d[None, :]
+            ptrs = dst + (out_start + rows)[:, None].to(tl.int64) * stride_os + offs_d[None, :]
             tl.store(ptrs, x8, mask=row_ok[:, None] & (offs_d[None, :] < HEADDIM))
 
 
@@ -160,7 +162,7 @@ def _seq(cu_seqlens, batch, seqlen_dense, IS_VARLEN: tl.constexpr):
 @triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "rows_q", "rows_k", "nblocks_q", "nblocks_k"])
 def _quantize_qkv_kernel(
     Q, K, V, Q8, K8, VT8, Rotation, Scale, DescaleQ, DescaleK, DescaleV, BlockAmax, cu_seqlens_q, cu_seqlens_k,
-    stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
+    vt_starts, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
     stride_q8b, stride_q8s, stride_q8h, stride_k8b, stride_k8s, stride_k8h, stride_vtb, stride_vth, stride_vtd,
     stride_dqb, stride_dqh, stride_dkb, stride_dkh,
     seqlen_q, seqlen_k, nheads, nheads_kv, rows_q, rows_k, nblocks_q, nblocks_k,
@@ -170,7 +172,8 @@ def _quantize_qkv_kernel(
     SOFTWARE_CAST: tl.constexpr,
 ):
     """Grid (row blocks, nheads + 2 * nheads_kv, batch). Program axis 1 picks the tensor and head. The descale
-    tensors of K and V share one layout (stride_dk*)."""
+    tensors of K and V share one layout (stride_dk*). Varlen: sequence b's keys go to Vᵀ columns vt_starts[b]..
+    (fa3nn.fp8.operands: 16-aligned starts), its rows of Q and K to rows cu_seqlens[b].."""
     block = tl.program_id(0)
     slot = tl.program_id(1)
     batch = tl.program_id(2)
@@ -178,21 +181,22 @@ def _quantize_qkv_kernel(
     if slot < nheads:
         start, seqlen = _seq(cu_seqlens_q, batch, seqlen_q, IS_VARLEN)
         _quantize_block(Q, Q8, Scale, DescaleQ + batch * stride_dqb + slot * stride_dqh, BlockAmax, Rotation,
-                        block, slot, batch, start, seqlen, nblocks_q, rows_q, amax_offset, stride_qb, stride_qs,
+                        block, slot, batch, start, start, seqlen, nblocks_q, rows_q, amax_offset, stride_qb, stride_qs,
                         stride_qh, stride_q8b, stride_q8s, stride_q8h, HEADDIM, BLOCK_D, ROWS_Q, ROTATE, False,
                         OWN_SCALE, STORE, KC, PRECISION, SOFTWARE_CAST)
     elif slot < nheads + nheads_kv:
         head = slot - nheads
         start, seqlen = _seq(cu_seqlens_k, batch, seqlen_k, IS_VARLEN)
         _quantize_block(K, K8, Scale, DescaleK + batch * stride_dkb + head * stride_dkh, BlockAmax, Rotation,
-                        block, head, batch, start, seqlen, nblocks_k, rows_k, amax_offset, stride_kb, stride_ks,
+                        block, head, batch, start, start, seqlen, nblocks_k, rows_k, amax_offset, stride_kb, stride_ks,
                         stride_kh, stride_k8b, stride_k8s, stride_k8h, HEADDIM, BLOCK_D, ROWS_K, ROTATE, False,
                         OWN_SCALE, STORE, KC, PRECISION, SOFTWARE_CAST)
     else:
         head = slot - nheads - nheads_kv
         start, seqlen = _seq(cu_seqlens_k, batch, seqlen_k, IS_VARLEN)
+        column = tl.load(vt_starts + batch) if IS_VARLEN else start
         _quantize_block(V, VT8, Scale, DescaleV + batch * stride_dkb + head * stride_dkh, BlockAmax, Rotation,
-                        block, head, batch, start, seqlen, nblocks_k, rows_k, amax_offset, stride_vb, stride_vs,
+                        block, head, batch, start, column, seqlen, nblocks_k, rows_k, amax_offset, stride_vb, stride_vs,
                         stride_vh, stride_vtb, stride_vtd, stride_vth, HEADDIM_V, BLOCK_DV, ROWS_K, False, True,
                         OWN_SCALE, STORE, KC, PRECISION, SOFTWARE_CAST)
 
@@ -269,12 +273,14 @@ def quantize_fused(
 
     q8 = torch.empty(q.shape, dtype=E4M3, device=device)
     k8 = torch.empty(k.shape, dtype=E4M3, device=device)
-    total_k = k.shape[0] if varlen else seqlen_k
-    keys_pad = padded_keys(total_k)
-    vt_shape = (nheads_kv, headdim_v, keys_pad) if varlen else (batch, nheads_kv, headdim_v, keys_pad)
-    vt8 = torch.empty(vt_shape, dtype=E4M3, device=device)
-    if keys_pad != total_k:
-        vt8[..., total_k:] = 0  # the contract's zero padding; programs write only real keys
+    if varlen:  # sequences at 16-aligned columns, zeros between them (fa3nn.fp8.operands); programs write only keys
+        starts = vt_starts(cu_seqlens_k)
+        vt8 = torch.zeros(nheads_kv, headdim_v, vt_columns(k.shape[0], batch), dtype=E4M3, device=device)
+    else:
+        starts, keys_pad = None, padded_keys(seqlen_k)
+        vt8 = torch.empty(batch, nheads_kv, headdim_v, keys_pad, dtype=E4M3, device=device)
+        if keys_pad != seqlen_k:
+            vt8[..., seqlen_k:] = 0  # the contract's zero padding
     descales = [torch.empty(batch, h, p.tiles, dtype=torch.float32, device=device)
                 for h, p in ((nheads, plan_q), (nheads_kv, plan_k), (nheads_kv, plan_k))]
     block_amax = torch.empty(batch, slots, grid[0], dtype=torch.float32, device=device)
@@ -291,8 +297,8 @@ def quantize_fused(
         strides += [descales[0].stride(0), descales[0].stride(1), descales[1].stride(0), descales[1].stride(1)]
         _quantize_qkv_kernel[grid](
             q, k, v, q8, k8, vt8, rotation if rotation is not None else q, scale, *descales, block_amax, cu_q, cu_k,
-            *strides, seqlen_q, seqlen_k, nheads, nheads_kv, plan_q.rows_per_block, plan_k.rows_per_block,
-            plan_q.nblocks, plan_k.nblocks,
+            starts if varlen else q, *strides, seqlen_q, seqlen_k, nheads, nheads_kv, plan_q.rows_per_block,
+            plan_k.rows_per_block, plan_q.nblocks, plan_k.nblocks,
             HEADDIM=headdim, HEADDIM_V=headdim_v, BLOCK_D=block_d, BLOCK_DV=block_dv, ROWS_Q=plan_q.rows_pow2,
             ROWS_K=plan_k.rows_pow2, ROTATE=rotation is not None, OWN_SCALE=own, STORE=store, IS_VARLEN=varlen,
             KC=min(block_d, 32), PRECISION=rotate_precision, SOFTWARE_CAST=device.type == "cpu",
@@ -325,4 +331,4 @@ def quantize_fused(
         launch(per_block(scales), False, True)
         descales = [torch.reciprocal(s) for s in scales]
     amax = torch.stack([block_amax[:, where].amax() for where in slices])
-    return FP8Operands(q8, k8, vt8, *descales, plan_q.rows_per_tile, plan_k.rows_per_tile, amax)
+    return FP8Operands(q8, k8, vt8, *descales, plan_q.rows_per_tile, plan_k.rows_per_tile, amax, starts)
