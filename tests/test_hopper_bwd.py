@@ -11,6 +11,11 @@ the default variant's (it changes only how dQ reaches dq_accum).
 
 from __future__ import annotations
 
+import importlib.util
+import random
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -84,6 +89,31 @@ def test_launch_rejects_bad_gradient_buffers_and_cpu_tensors():
 def test_launch_rejects_an_unknown_variant():
     with pytest.raises(ValueError, match="variant 'tma_dq' is not a backward variant; choose one of red_dq, bulk_dq"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, variant="tma_dq", **_inputs())
+
+
+def _script(name):
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bulk_dq_handoff_model_passes_and_catches_a_wrong_protocol(monkeypatch):
+    """The named-barrier protocol of the bulk-dQ variant (scripts/model_bwd_dq_handoff.py) under random schedules;
+    a writer that frees its buffer even when no later step will wait for it must be caught."""
+    model = _script("model_bwd_dq_handoff")
+    assert model.main() == 0
+
+    def writer_always_frees(steps):
+        for s in range(steps):
+            yield ("sync", model.FULL + s % 2)
+            yield ("read", s)
+            yield ("arrive", model.EMPTY + s % 2)
+
+    monkeypatch.setattr(model, "writer", writer_always_frees)
+    assert "partly arrived" in model.run(3, random.Random(0))
 
 
 def _params(window=None, softcap=0.0):
