@@ -11,7 +11,8 @@ and shared memory per instantiation.
 With cuobjdump available (PATH, $CUDA_HOME/bin, or $CUOBJDUMP; pip's nvidia-cuda-cuobjdump + nvidia-cuda-nvdisasm
 provide it), also reads the SASS: every bf16/fp16 kernel must issue HGMMA and every FP8 kernel QGMMA (the e4m3
 tensor-core instruction; an FP8 kernel whose GEMMs fell back to anything else fails), and every kernel UTMALDG
-(TMA loads); every backward main kernel also UBLKCP (the bulk copies of lse/delta) and REDG (the dQ reductions).
+(TMA loads); every backward main kernel also UBLKCP (the bulk copies of lse/delta), and for its dQ either REDG (the
+per-thread reductions, the default) or, in the bulk-dQ variant, UTMAREDG (TMA reduce-add) and no REDG at all.
 Without cuobjdump the SASS columns say "not checked".
 
 The build is the runtime one (fa3nn.backends.hopper_build): the library and its ptxas log are cached by source
@@ -45,12 +46,14 @@ CONFIG = re.compile(
     r"FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELb([01])ELi(\d+)ELb([01])ELi(\d+)ELb([01])E"
 )
 FP8_CONFIG = re.compile(r"Fp8FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELi(\d+)E")
-BWD_CONFIG = re.compile(r"BwdConfigILi(\d+)ELi(\d+)ELb([01])ELb([01])E")
+BWD_CONFIG = re.compile(r"BwdConfigILi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])E")
 # C7512 (nvcc 13.0): "wgmma.mma_async instructions are serialized due to insufficient register resources" -- seen on
 # the backward's first build, together with 516 B of spills.
 BAD_WARNINGS = ("C7508", "C7511", "C7512", "C7515", "C7519")
 SASS_FUNCTION = re.compile(r"Function : (\S+)")
-SASS_OPS = ("HGMMA", "QGMMA", "UTMALDG", "UBLKCP", "REDG", "UBLKRED")
+SASS_OPS = ("HGMMA", "QGMMA", "UTMALDG", "UBLKCP", "REDG", "UTMAREDG", "UBLKRED")
+# Whole mnemonics: a substring test would count every UTMAREDG (TMA reduce) as a REDG too.
+SASS_OP_PATTERNS = {op: re.compile(rf"\b{op}\b") for op in SASS_OPS}
 
 
 @dataclass
@@ -71,6 +74,11 @@ class Instantiation:
         return BWD_CONFIG.search(self.name) is not None
 
     @property
+    def bwd_dq_bulk(self) -> bool:
+        m = BWD_CONFIG.search(self.name)
+        return m is not None and m.group(5) == "1"
+
+    @property
     def elementwise(self) -> bool:
         """The backward's pre/post-processing kernels: no tensor cores or TMA expected."""
         return "flash_bwd_preprocess_kernel" in self.name or "flash_bwd_postprocess_kernel" in self.name
@@ -80,9 +88,16 @@ class Instantiation:
         if self.sass is None or self.elementwise:
             return None
         gemm = "QGMMA" if self.fp8 else "HGMMA"
-        required = (gemm, "UTMALDG", "UBLKCP", "REDG") if self.bwd else (gemm, "UTMALDG")
+        if not self.bwd:
+            required = (gemm, "UTMALDG")
+        else:
+            required = (gemm, "UTMALDG", "UBLKCP", "UTMAREDG" if self.bwd_dq_bulk else "REDG")
         missing = [op for op in required if self.sass.get(op, 0) == 0]
-        return f"no {' / '.join(missing)} in SASS" if missing else None
+        if missing:
+            return f"no {' / '.join(missing)} in SASS"
+        if self.bwd_dq_bulk and self.sass.get("REDG", 0):
+            return f"bulk dQ variant still has {self.sass['REDG']} REDG"
+        return None
 
     def sass_summary(self) -> str:
         if self.sass is None:
@@ -110,14 +125,14 @@ class Instantiation:
                     q_stages=q_stages, cross_tile=bool(cross and overlap))
 
     def describe_bwd(self) -> str:
-        d, stages, bf16, causal = (int(g) for g in BWD_CONFIG.search(self.name).groups())
+        d, stages, bf16, causal, dq_bulk = (int(g) for g in BWD_CONFIG.search(self.name).groups())
         # Shared memory as BwdConfig lays it out: K | V (128 keys x d each) | Q, dO stages (64 rows x d each) | dS^T x 2
-        # (128 x 64) | lse/delta stages (64 floats each) | mbarriers | 1 KB alignment slack.
+        # (128 x 64) | bulk dQ: 2 x 32 KB fp32 | lse/delta stages (64 floats each) | mbarriers | 1 KB alignment slack.
         smem = 2 * 128 * d * 2 + 2 * stages * 64 * d * 2 + 2 * 128 * 64 * 2 + 2 * stages * 256 + 8 * (1 + 2 * stages)
-        smem += 1024
+        smem += 1024 + (2 * 32768 if dq_bulk else 0)
         return (f"bwd d{d:<4}{'bf16' if bf16 else 'fp16':<5}{'causal' if causal else 'full':<7}64x128  st{stages} "
-                f"dQ by {'keys' if d < 128 else 'cols'} regs {self.registers} (setmaxnreg 24/240)  "
-                f"smem {smem / 1024:.1f} KB")
+                f"dQ {'bulk' if dq_bulk else 'red'} by {'keys' if d < 128 else 'cols'} regs {self.registers} "
+                f"(setmaxnreg 24/240)  smem {smem / 1024:.1f} KB")
 
     def describe(self) -> str:
         if self.fp8:
@@ -172,8 +187,8 @@ def sass_counts(cuobjdump: str, library: Path) -> dict[str, dict[str, int]] | No
         if m := SASS_FUNCTION.search(line):
             current = counts.setdefault(m.group(1), {})
         elif current is not None:
-            for op in SASS_OPS:
-                if op in line:
+            for op, pattern in SASS_OP_PATTERNS.items():
+                if pattern.search(line):
                     current[op] = current.get(op, 0) + 1
     return counts
 
@@ -219,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FAILED: {len(failures)} instantiations spill, use local memory or miss their tensor-core / TMA "
               f"instructions; {len(warnings)} ptxas warnings")
         return 1
-    sass_note = ("HGMMA/QGMMA and UTMALDG in every kernel's SASS (UBLKCP and REDG too in the backward's)"
+    sass_note = ("HGMMA/QGMMA and UTMALDG in every kernel's SASS (UBLKCP and REDG too in the backward's; UTMAREDG "
+                 "and no REDG in its bulk-dQ variant)"
                  if sass is not None else "SASS not checked")
     print(f"all instantiations: 0 spills, 0 bytes of stack, no wgmma serialization or setmaxnreg warnings; {sass_note}")
     return 0

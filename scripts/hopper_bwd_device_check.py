@@ -1,16 +1,19 @@
-"""First device run of the native Hopper backward (draft): per-gradient errors, then backward-only timing against
-cuDNN and fa3nn's Triton backward in the same run. Written before the kernel ever ran; one device call.
+"""Device check of the native Hopper backward and its variants: per-gradient errors, then backward-only timing of
+every selected variant (hopper_bwd.VARIANTS; --variants, default all) against cuDNN and fa3nn's Triton backward in
+the same run; one device call.
 
-1. Errors, smallest case first (a wrong phase traps after ~2^30 polls rather than hanging): each of dq, dk, dv
-   judged by the error-ratio rule (fa3nn.testing.error_ratio) against the fp32 / bf16 reference pair, with
+1. Errors, per variant, smallest case first (a wrong phase traps after ~2^30 polls rather than hanging): each of
+   dq, dk, dv judged by the error-ratio rule (fa3nn.testing.error_ratio) against the fp32 / bf16 reference pair, with
    max |error| / max |ref| printed beside it, per case, so a failure says which gradient is wrong
    (benchmarks/NOTES.md, "Hopper backward", says what each pattern points at).
 2. Timing (only if every case passed, or with --time-anyway): backward only, the FA3 paper's shapes (batch * seqlen
    = 16384 tokens, nheads * headdim = 2048, bf16), out/lse from the native forward; cuDNN's backward is SDPA's
-   autograd backward (its forward excluded); TFLOP/s from fa3nn.metrics.attention_flops.
+   autograd backward (its forward excluded); TFLOP/s from fa3nn.metrics.attention_flops. Variants are timed one after
+   the other on the same inputs, so their ratio (last column: each variant over the first one given) is from one run.
 Writes $OUT/hopper_bwd_check.json (else benchmarks/results/) and prints a table last.
 
     FA3NN_HOPPER_LIB=build/libfa3nn_hopper.so python scripts/hopper_bwd_device_check.py
+    FA3NN_HOPPER_LIB=build/libfa3nn_hopper.so python scripts/hopper_bwd_device_check.py --variants red_dq bulk_dq
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ def _grads_ref(q, k, v, dout, causal, upcast):
     return [t.grad for t in leaves]
 
 
-def errors(headdim, seqlen_q, seqlen_k, causal, dtype=torch.bfloat16) -> dict:
+def errors(headdim, seqlen_q, seqlen_k, causal, variant, dtype=torch.bfloat16) -> dict:
     """The error-ratio rule (tests' rule) per gradient, plus max|error| / max|ref| for orientation. The relative
     error alone is no verdict: at seqlen_k = 1 dq and dk are exactly 0 in exact arithmetic (P = 1 on the one key, so
     dS = dP - delta = 0), and the first device run read 5.6e5 there for a kernel the rule passes."""
@@ -65,11 +68,12 @@ def errors(headdim, seqlen_q, seqlen_k, causal, dtype=torch.bfloat16) -> dict:
     dout = torch.randn_like(q)
     p = params(headdim, causal)
     out, lse = hopper_forward(q, k, v, p.softmax_scale, causal)
-    grads = hopper_bwd.launch(dout, q, k, v, out, lse, p.softmax_scale, causal)
+    grads = hopper_bwd.launch(dout, q, k, v, out, lse, p.softmax_scale, causal, variant=variant)
     torch.cuda.synchronize()
     refs = _grads_ref(q, k, v, dout, causal, upcast=True)
     pts = _grads_ref(q, k, v, dout, causal, upcast=False)
-    row = {"case": f"d{headdim} {seqlen_q}x{seqlen_k} {'causal' if causal else 'full'}", "ok": True}
+    row = {"case": f"d{headdim} {seqlen_q}x{seqlen_k} {'causal' if causal else 'full'}", "variant": variant,
+           "ok": True}
     for name, g, r, pt in zip(("dq", "dk", "dv"), grads, refs, pts):
         row[name] = ((g.float() - r.float()).abs().max() / r.float().abs().max().clamp_min(1e-12)).item()
         passed, row[name + "_rule"] = error_ratio_report(g, r, pt)
@@ -77,7 +81,7 @@ def errors(headdim, seqlen_q, seqlen_k, causal, dtype=torch.bfloat16) -> dict:
     return row
 
 
-def timing(headdim, seqlen, causal, iters, reps) -> dict:
+def timing(headdim, seqlen, causal, variants, iters, reps) -> dict:
     batch, nheads = TOKENS // seqlen, WIDTH // headdim
     q, k, v, dout = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16)
                      for _ in range(4))
@@ -88,7 +92,11 @@ def timing(headdim, seqlen, causal, iters, reps) -> dict:
         sdpa_out = F.scaled_dot_product_attention(*(x.transpose(1, 2) for x in leaves), is_causal=causal)
     sdpa_dout = dout.transpose(1, 2)
     calls = {
-        "hopper": lambda: hopper_bwd.launch(dout, q, k, v, out, lse, p.softmax_scale, causal),
+        f"hopper:{variant}": (lambda variant=variant: hopper_bwd.launch(dout, q, k, v, out, lse, p.softmax_scale,
+                                                                         causal, variant=variant))
+        for variant in variants
+    }
+    calls |= {
         "triton": lambda: triton_backward(dout, q, k, v, out, lse, None, p, None),
         "cudnn": lambda: torch.autograd.grad(sdpa_out, leaves, sdpa_dout, retain_graph=True),
     }
@@ -105,32 +113,43 @@ def timing(headdim, seqlen, causal, iters, reps) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time-anyway", action="store_true", help="time even if a correctness case failed")
+    parser.add_argument("--variants", nargs="+", default=list(hopper_bwd.VARIANTS), choices=list(hopper_bwd.VARIANTS),
+                        help="backward variants to check and time (default: all built); the first is the baseline "
+                             "of the ratio column")
     parser.add_argument("--iters", type=int, default=8)
     parser.add_argument("--reps", type=int, default=5)
     args = parser.parse_args()
     torch.manual_seed(0)
     report = {"errors": [], "timing": []}
-    for case in CASES:
-        row = errors(*case)
-        report["errors"].append(row)
-        print(f"{row['case']:<24} dq {row['dq']:.2e} dk {row['dk']:.2e} dv {row['dv']:.2e} "
-              f"{'ok' if row['ok'] else 'FAIL'}", flush=True)
+    report["variants"] = args.variants
+    for variant in args.variants:
+        for case in CASES:
+            row = errors(*case, variant)
+            report["errors"].append(row)
+            print(f"{variant:<8} {row['case']:<24} dq {row['dq']:.2e} dk {row['dk']:.2e} dv {row['dv']:.2e} "
+                  f"{'ok' if row['ok'] else 'FAIL'}", flush=True)
     passed = all(r["ok"] for r in report["errors"])
     if passed or args.time_anyway:
         for headdim in (128, 64):
             for seqlen in (2048, 16384):
                 for causal in (False, True):
-                    report["timing"].append(timing(headdim, seqlen, causal, args.iters, args.reps))
+                    report["timing"].append(timing(headdim, seqlen, causal, args.variants, args.iters, args.reps))
     out_dir = Path(os.environ.get("OUT") or Path(__file__).resolve().parents[1] / "benchmarks" / "results")
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "hopper_bwd_check.json").write_text(json.dumps(report, indent=1))
-    print("\n| hdim | seqlen | causal | hopper bwd TFLOP/s | triton | cuDNN | hopper / cuDNN |")
-    print("|---|---|---|---|---|---|---|")
+    hoppers = [f"hopper:{v}" for v in args.variants]
+
+    def ratio(r, a, b):
+        return f"{r[a] / r[b]:.2f}" if isinstance(r[a], float) and isinstance(r[b], float) else "-"
+
+    names = [*hoppers, "triton", "cudnn"]
+    ratios = [f"{v} / cuDNN" for v in args.variants] + [f"{v} / {args.variants[0]}" for v in args.variants[1:]]
+    print(f"\n| hdim | seqlen | causal | {' | '.join(names)} (bwd TFLOP/s) | {' | '.join(ratios)} |")
+    print("|---" * (3 + len(names) + len(ratios)) + "|")
     for r in report["timing"]:
-        ratio = r["hopper"] / r["cudnn"] if all(isinstance(r[n], float) for n in ("hopper", "cudnn")) else "-"
-        cells = [f"{r[n]:.0f}" if isinstance(r[n], float) else r[n][:40] for n in ("hopper", "triton", "cudnn")]
-        print(f"| {r['headdim']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | {' | '.join(cells)} | "
-              f"{ratio if isinstance(ratio, str) else f'{ratio:.2f}'} |")
+        cells = [f"{r[n]:.0f}" if isinstance(r[n], float) else r[n][:40] for n in names]
+        cells += [ratio(r, h, "cudnn") for h in hoppers] + [ratio(r, h, hoppers[0]) for h in hoppers[1:]]
+        print(f"| {r['headdim']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | {' | '.join(cells)} |")
     return 0 if passed else 1
 
 

@@ -4,11 +4,13 @@ exact gradients. CPU only, numpy.
 What it checks: the per-thread accumulator / A-fragment maps, the transposed-score layout, the mask and which query
 blocks a key block visits (first_m_block, bwd_block_needs_mask), the lse_log2 / delta padding of the preprocess, the
 dS^T shared-memory swizzle (write_ds) as a 128B-swizzled panel read back row by row, the dQ split (columns for d128,
-keys for d64), reduce_dq's and store_rows' addressing. Every formula is transcribed from the kernel by hand, so this
-is a model, not the kernel: it cannot see hardware semantics (descriptors, wgmma operand majorness, barriers,
-rounding to 16 bits). It assumes each wgmma computes acc[m][n] = sum_k A[m][k] B[n][k] for the operands the kernel
-names. A wrong transcription in either place shows as a mismatch: changing the swizzle XOR or first_m_block by one
-makes dQ or all three gradients fail (tried when it was written).
+keys for d64), reduce_dq's and store_rows' addressing, and the bulk-dQ variant's path (stage_dq's swizzled fp32
+tile, read back as the dQ writer's TMA reduce-add boxes and added at their coordinates). Every formula is
+transcribed from the kernel by hand, so this is a model, not the kernel: it cannot see hardware semantics
+(descriptors, wgmma operand majorness, barriers, rounding to 16 bits). It assumes each wgmma computes
+acc[m][n] = sum_k A[m][k] B[n][k] for the operands the kernel names. A wrong transcription in either place shows as
+a mismatch: changing the swizzle XOR or first_m_block by one makes dQ or all three gradients fail (tried when it was
+written); so does an off-by-one in stage_dq's XOR, its float pair offset, or (d64) its per-warpgroup tile.
 
     python scripts/model_hopper_bwd.py
 """
@@ -71,6 +73,45 @@ def read_sw128(panel: np.ndarray, rows: int) -> np.ndarray:
     return panel[(r * 128 + (((c // 8) ^ (r % 8)) << 4) + (c % 8) * 2) // 2]
 
 
+DQ_PANEL_COLS = 32  # BwdConfig::kDQPanelCols: fp32 columns per 128-B row of a bulk-dQ panel
+DQ_PANEL_FLOATS = BLOCK_M * DQ_PANEL_COLS
+
+
+def stage_dq(stage: np.ndarray, regs: np.ndarray, wg: int, d: int) -> None:
+    """BwdConsumer::stage_dq: fragment pair (dq[4j + 2 half], +1) of row r0 + 8 half to byte (panel0 + j / 4) * 8192
+    + row * 128 + ((chunk ^ row % 8) << 4) + 8 (tid % 2), chunk = 2 (j % 4) + (tid % 4) / 2 (the stage as floats)."""
+    split_keys = d < 128
+    dq_cols = d if split_keys else d // 2
+    tile = wg * (d // DQ_PANEL_COLS) * DQ_PANEL_FLOATS if split_keys else 0
+    panel0 = 0 if split_keys else wg * dq_cols // DQ_PANEL_COLS
+    for half in range(2):
+        row = 16 * WARP + GROUP + 8 * half
+        for j in range(dq_cols // 8):
+            chunk = 2 * (j % 4) + QUAD // 2
+            byte = (panel0 + j // 4) * DQ_PANEL_FLOATS * 4 + row * 128 + ((chunk ^ (row % 8)) << 4) + 8 * (TID % 2)
+            np.testing.assert_array_equal(byte % 8, 0)  # float2 stores
+            stage[tile + byte // 4] = regs[:, 4 * j + 2 * half]
+            stage[tile + byte // 4 + 1] = regs[:, 4 * j + 2 * half + 1]
+
+
+def tma_box_sw128_f32(stage: np.ndarray, start: int) -> np.ndarray:
+    """The 64 x 32 fp32 box a 128B-swizzled tensor map reads from shared memory at float offset `start` (TMA's
+    layout, written independently of stage_dq): element (r, c) at byte r * 128 + ((c / 4) ^ (r % 8)) * 16 +
+    (c % 4) * 4."""
+    r, c = np.arange(BLOCK_M)[:, None], np.arange(DQ_PANEL_COLS)[None, :]
+    return stage[start + (r * 128 + (((c // 4) ^ (r % 8)) << 4) + (c % 4) * 4) // 4]
+
+
+def dq_writer(dq_rows: np.ndarray, stage: np.ndarray, d: int) -> None:
+    """bwd_dq_writer: per tile and panel, dq_accum[rows of the block, 32 panel + (0..31)] += the panel's box."""
+    tiles = 2 if d < 128 else 1
+    panels = d // DQ_PANEL_COLS
+    for tile in range(tiles):
+        for panel in range(panels):
+            start = (tile * panels + panel) * DQ_PANEL_FLOATS
+            dq_rows[:, panel * DQ_PANEL_COLS:(panel + 1) * DQ_PANEL_COLS] += tma_box_sw128_f32(stage, start)
+
+
 def first_m_block(n_block, seqlen_q, seqlen_k, causal):
     if not causal:
         return 0
@@ -98,8 +139,9 @@ def exact_grads(q, k, v, dout, scale, causal):
     return out, lse, grads
 
 
-def model(q, k, v, out, dout, lse, scale, causal):
-    """dq, dk, dv as the three kernels compute them (flash_bwd_prepost.cuh, flash_bwd.cuh)."""
+def model(q, k, v, out, dout, lse, scale, causal, dq_bulk=False):
+    """dq, dk, dv as the three kernels compute them (flash_bwd_prepost.cuh, flash_bwd.cuh); dq_bulk: the bulk-dQ
+    variant's staging and reduce instead of reduce_dq."""
     batch, seqlen_q, nheads, d = q.shape
     seqlen_k = k.shape[1]
     rounded = (seqlen_q + BLOCK_M - 1) // BLOCK_M * BLOCK_M
@@ -155,18 +197,26 @@ def model(q, k, v, out, dout, lse, scale, causal):
                         dv_regs[wg] += to_regs(from_a_fragments(s) @ do_tile, d)
                         dk_regs[wg] += to_regs(from_a_fragments(dp) @ q_tile, d)
                     ds_t = read_sw128(ds_panel, BLOCK_N)  # 128 keys x 64 queries
+                    # Bulk dQ: both tiles (d64) or the one tile (d128) of a 32 KB stage, NaN first so a float that
+                    # stage_dq misses poisons dq (in the kernel it would add step - 2's stale values).
+                    stage = np.full(32768 // 4, np.nan)
                     for wg in range(2):
                         if split_keys:
                             dq, col0 = ds_t[wg * 64:wg * 64 + 64].T @ k_tile[wg * 64:wg * 64 + 64], 0
                         else:
                             dq, col0 = ds_t.T @ k_tile[:, wg * dq_cols:(wg + 1) * dq_cols], wg * dq_cols
                         regs = to_regs(dq, dq_cols)
+                        if dq_bulk:
+                            stage_dq(stage, regs, wg, d)
+                            continue
                         for half in range(2):  # reduce_dq
                             row = 16 * WARP + GROUP + 8 * half
                             for j in range(dq_cols // 8):
                                 for e in range(2):
                                     np.add.at(dq_accum[b, h, rows], (row, col0 + 8 * j + 2 * QUAD + e),
                                               regs[:, 4 * j + 2 * half + e])
+                    if dq_bulk:
+                        dq_writer(dq_accum[b, h, rows], stage, d)
                 for wg in range(2):  # store_rows
                     for half in range(2):
                         key = n_block * BLOCK_N + wg * 64 + 16 * WARP + GROUP + 8 * half
@@ -189,12 +239,14 @@ def main() -> int:
                 q, dout = (rng.standard_normal((1, seqlen_q, 2, d)) for _ in range(2))
                 k, v = (rng.standard_normal((1, seqlen_k, 2, d)) for _ in range(2))
                 out, lse, exact = exact_grads(q, k, v, dout, d**-0.5, causal)
-                got = model(q, k, v, out, dout, lse, d**-0.5, causal)
-                errors = [float(np.max(np.abs(g - x))) if g.size else 0.0 for g, x in zip(got, exact)]
-                ok = max(errors) < 1e-9 and not any(np.isnan(g).any() for g in got)
-                failures += not ok
-                print(f"{seqlen_q}x{seqlen_k} d{d} {'causal' if causal else 'full':<6} max |error| dq {errors[0]:.1e} "
-                      f"dk {errors[1]:.1e} dv {errors[2]:.1e} {'ok' if ok else 'FAIL'}")
+                for dq_bulk in (False, True):
+                    got = model(q, k, v, out, dout, lse, d**-0.5, causal, dq_bulk)
+                    errors = [float(np.max(np.abs(g - x))) if g.size else 0.0 for g, x in zip(got, exact)]
+                    ok = max(errors) < 1e-9 and not any(np.isnan(g).any() for g in got)
+                    failures += not ok
+                    print(f"{seqlen_q}x{seqlen_k} d{d} {'causal' if causal else 'full':<6} "
+                          f"{'bulk' if dq_bulk else 'red':<4} max |error| dq {errors[0]:.1e} dk {errors[1]:.1e} "
+                          f"dv {errors[2]:.1e} {'ok' if ok else 'FAIL'}")
     return 1 if failures else 0
 
 

@@ -80,3 +80,27 @@ def test_fp8_instantiations_are_described_and_need_qgmma_and_tma_in_sass():
     assert k.sass_failure == "no UTMALDG in SASS"
     k.sass = {"QGMMA": 16, "UTMALDG": 3}
     assert k.sass_failure is None and k.sass_summary() == "QGMMA 16 UTMALDG 3"
+
+
+@pytest.mark.parametrize("dq_bulk", [False, True])
+def test_bwd_instantiations_need_their_dq_instruction_in_sass(dq_bulk):
+    """The backward's default kernel must reduce dQ with REDG; the bulk-dQ variant with UTMAREDG and no REDG."""
+    check = _check_kernels_module()
+    name = (f"_ZN5fa3nn6hopper16flash_bwd_kernelINS0_9BwdConfigILi128ELi2ELb1ELb0ELb{int(dq_bulk)}EEEEEv"
+            "14CUtensorMap_stS4_S4_S4_S4_NS0_9BwdParamsE")
+    log = (
+        f"ptxas info    : Compiling entry function '{name}' for 'sm_90a'\n"
+        "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+        "ptxas info    : Used 168 registers, used 16 barriers\n"
+    )
+    (k,), _ = check.parse(log)
+    assert k.bwd and k.bwd_dq_bulk == dq_bulk
+    assert f"dQ {'bulk' if dq_bulk else 'red'} by cols" in k.describe()
+    assert f"smem {226.0 if dq_bulk else 162.0} KB" in k.describe()
+    base = {"HGMMA": 32, "UTMALDG": 8, "UBLKCP": 2}
+    k.sass = base | {"REDG": 16}
+    assert k.sass_failure == ("no UTMAREDG in SASS" if dq_bulk else None)
+    k.sass = base | {"UTMAREDG": 20}
+    assert k.sass_failure == (None if dq_bulk else "no REDG in SASS")
+    k.sass = base | {"UTMAREDG": 20, "REDG": 16}
+    assert k.sass_failure == ("bulk dQ variant still has 16 REDG" if dq_bulk else None)

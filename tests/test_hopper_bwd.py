@@ -4,10 +4,17 @@ CPU: argument checks (each wrong argument is named) and the refusals of the Back
 GPU (`pytest -m gpu` on an H200): dq/dk/dv against the reference backward by the error-ratio rule (fp32 reference vs
 the same math in the input dtype), bf16/fp16, head dims 64/128, causal and not, the sequence lengths of
 test_hopper.py (odd, unequal, one-key, longer queries than keys); gradients NaN-poisoned before each call; dK/dV
-bitwise deterministic (dQ is summed with fp32 atomics, so its last bits may vary).
+bitwise deterministic (dQ is summed with fp32 atomics, so its last bits may vary). The bulk-dQ variant (dQ through
+shared memory and TMA reduce-adds, hopper_bwd.VARIANTS) by the same rule on fewer shapes, with dK/dV bitwise equal to
+the default variant's (it changes only how dQ reaches dq_accum).
 """
 
 from __future__ import annotations
+
+import importlib.util
+import random
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -79,6 +86,36 @@ def test_launch_rejects_bad_gradient_buffers_and_cpu_tensors():
         hopper_bwd.launch(softmax_scale=0.1, causal=False, **args)
 
 
+def test_launch_rejects_an_unknown_variant():
+    with pytest.raises(ValueError, match="variant 'tma_dq' is not a backward variant; choose one of red_dq, bulk_dq"):
+        hopper_bwd.launch(softmax_scale=0.1, causal=False, variant="tma_dq", **_inputs())
+
+
+def _script(name):
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bulk_dq_handoff_model_passes_and_catches_a_wrong_protocol(monkeypatch):
+    """The named-barrier protocol of the bulk-dQ variant (scripts/model_bwd_dq_handoff.py) under random schedules;
+    a writer that frees its buffer even when no later step will wait for it must be caught."""
+    model = _script("model_bwd_dq_handoff")
+    assert model.main() == 0
+
+    def writer_always_frees(steps):
+        for s in range(steps):
+            yield ("sync", model.FULL + s % 2)
+            yield ("read", s)
+            yield ("arrive", model.EMPTY + s % 2)
+
+    monkeypatch.setattr(model, "writer", writer_always_frees)
+    assert "partly arrived" in model.run(3, random.Random(0))
+
+
 def _params(window=None, softcap=0.0):
     return AttnParams(softmax_scale=0.1, window=window or Window(), softcap=softcap, deterministic=False)
 
@@ -141,13 +178,9 @@ def _poisoned_like(t):
     return torch.full_like(t, float("nan"))
 
 
-@pytest.mark.parametrize("seqlens", SEQLENS, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("headdim", HEADDIMS)
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.gpu
-@needs_hopper
-def test_backward_matches_reference(dtype, headdim, causal, seqlens):
+def _check_against_reference(dtype, headdim, causal, seqlens, variant):
+    """Runs `variant` on NaN-poisoned gradients, asserts the error-ratio rule per gradient; returns the inputs and
+    the gradients for further checks."""
     from fa3nn.backends.hopper import launch as forward
 
     seqlen_q, seqlen_k = seqlens
@@ -157,12 +190,41 @@ def test_backward_matches_reference(dtype, headdim, causal, seqlens):
     out, lse = forward(q, k, v, scale, causal)
     dout = torch.randn_like(out)
     dq, dk, dv = (_poisoned_like(t) for t in (q, k, v))
-    hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, dq=dq, dk=dk, dv=dv)
+    hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, dq=dq, dk=dk, dv=dv, variant=variant)
     ref = _reference_grads(q, k, v, dout, causal, upcast=True)
     pt = _reference_grads(q, k, v, dout, causal, upcast=False)
     for name, got, r, p in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, pt):
         assert not got.isnan().any(), f"{name} has NaNs (unwritten rows of the poisoned buffer, or NaN math)"
         assert_error_ratio(got, r, p, name)
+    return (dout, q, k, v, out, lse, scale), (dq, dk, dv)
+
+
+@pytest.mark.parametrize("seqlens", SEQLENS, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.gpu
+@needs_hopper
+def test_backward_matches_reference(dtype, headdim, causal, seqlens):
+    _check_against_reference(dtype, headdim, causal, seqlens, "red_dq")
+
+
+# One query block (1x1), a single key (239x1), ragged key and query blocks over many steps (511x1537: both dQ
+# buffers reused many times), and the long case (4224x4224).
+BULK_DQ_SEQLENS = [(1, 1), (239, 1), (511, 1537), (4224, 4224)]
+
+
+@pytest.mark.parametrize("seqlens", BULK_DQ_SEQLENS, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.gpu
+@needs_hopper
+def test_bulk_dq_variant_matches_reference(dtype, headdim, causal, seqlens):
+    (dout, q, k, v, out, lse, scale), (_, dk, dv) = _check_against_reference(dtype, headdim, causal, seqlens,
+                                                                             "bulk_dq")
+    _, dk_red, dv_red = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, variant="red_dq")
+    assert torch.equal(dk, dk_red) and torch.equal(dv, dv_red), "bulk_dq changed dK/dV: only dQ's path may differ"
 
 
 @pytest.mark.parametrize("causal", [False, True])

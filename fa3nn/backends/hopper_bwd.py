@@ -23,6 +23,11 @@ from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
 SUPPORTED_HEADDIMS = (64, 128)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 BLOCK_M = 64  # query rows per step of the main kernel: the workspaces are padded to a multiple of it
+# Compile-time variants of the main kernel (fa3nn_hopper_bwd's `variant`), for benchmarks and tests; dispatch always
+# runs "red_dq". red_dq: each consumer thread adds its dQ fragment to dq_accum with red.global.add.v2.f32.
+# bulk_dq: FA3's dQ path: the fragment goes to a 128B-swizzled fp32 tile in shared memory and one producer thread adds
+# the tile with TMA reduce-adds (kernels/hopper/flash_bwd.cuh; benchmarks/NOTES.md, "Bulk dQ").
+VARIANTS = {"red_dq": 0, "bulk_dq": 1}
 
 
 def check_arguments(dout, q, k, v, out, lse, softmax_scale: float) -> None:
@@ -73,10 +78,13 @@ def check_arguments(dout, q, k, v, out, lse, softmax_scale: float) -> None:
 
 
 def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None, dk=None, dv=None, dlse=None,
-           library: ctypes.CDLL | None = None):
+           variant: str = "red_dq", library: ctypes.CDLL | None = None):
     """Run preprocess, main kernel and postprocess; returns (dq, dk, dv). Allocates outputs and fp32 workspaces
     through torch unless dq/dk/dv are given, launches on the current stream, never syncs. `dlse` (the gradient into
-    lse, lse's shape; None for none) is folded into the preprocess's delta."""
+    lse, lse's shape; None for none) is folded into the preprocess's delta. `variant` picks a build of the main
+    kernel (VARIANTS); `library` (a hopper_build.load() result) another build of the library."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant {variant!r} is not a backward variant; choose one of {', '.join(VARIANTS)}")
     check_arguments(dout, q, k, v, out, lse, softmax_scale)
     if dlse is not None and (dlse.shape != lse.shape or dlse.device != lse.device):
         raise ValueError(f"dlse has shape {tuple(dlse.shape)} on {dlse.device}; expected lse's {tuple(lse.shape)} "
@@ -117,7 +125,7 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
             None if dlse is None else dlse.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
             dq_accum.data_ptr(), lse_log2.data_ptr(), delta.data_ptr(),
             batch, seqlen_q, seqlen_k, nheads, k.shape[2], headdim, stride_array, float(softmax_scale), int(causal),
-            int(q.dtype == torch.bfloat16), stream,
+            int(q.dtype == torch.bfloat16), VARIANTS[variant], stream,
         )
     if status != 0:
         raise RuntimeError(f"fa3nn hopper backward failed: {lib.fa3nn_hopper_last_error().decode()}")

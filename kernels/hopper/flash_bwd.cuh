@@ -18,6 +18,14 @@
 //       cross-warpgroup barrier, twice the atomics).
 //   After the loop each consumer writes dK_c * softmax_scale and dV_c (rows past seqlen_k skipped).
 //
+// Bulk dQ (kDQBulk, variant 1 of fa3nn_hopper_bwd; FA3's dQ path): instead of per-thread red.global.add.v2.f32, each
+// consumer writes its fp32 dQ fragment to a shared-memory tile (64 rows x 32-column panels, 128B-swizzled, double
+// buffered), fences it to the async proxy and arrives on that buffer's "full" named barrier; warp 1 of the producer
+// warpgroup (the dQ writer) syncs on it and one of its lanes adds the tile into dq_accum with TMA reduce-adds
+// (cp.reduce.async.bulk.tensor, one per panel), waits until they have read the buffer, and arrives on its "empty"
+// barrier, which the consumers sync on before they write that buffer again two query blocks later. d128's column
+// split fills one 64 x 128 tile; d64's key split gives each warpgroup its own 64 x 64 tile (two reduces per step).
+//
 // Registers per consumer thread (fp32 accumulators: N/2 per 64-row wgmma): d128: dK 64 + dV 64 + S^T 32 + dP^T 32
 // + dQ 32, with S^T/dP^T dead (packed into 16 + 16 A-fragment registers) before dQ is live: 192 accumulator
 // registers at the peak; ptxas allocates up to R237 of 240 (d64: R205 / R212), 0 spills (scripts/check_kernels.py).
@@ -36,7 +44,9 @@
 #include "named_barrier.cuh"
 #include "pipeline.cuh"
 #include "regs.cuh"
+#include "shared_store.cuh"
 #include "tma.cuh"
+#include "tma_reduce.cuh"
 #include "wgmma.cuh"
 
 namespace fa3nn::hopper {
@@ -56,10 +66,11 @@ struct BwdParams {
   float softmax_scale;
 };
 
-template <int kHeadDim_, int kStages_, bool kBF16_, bool kCausal_>
+template <int kHeadDim_, int kStages_, bool kBF16_, bool kCausal_, bool kDQBulk_ = false>
 struct BwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kStages = kStages_;
   static constexpr bool kBF16 = kBF16_, kCausal = kCausal_;
+  static constexpr bool kDQBulk = kDQBulk_;  // dQ through shared memory and TMA reduce-adds (file comment)
   static constexpr int kBlockM = 64;   // query rows per step (one wgmma M of dQ)
   static constexpr int kBlockN = 128;  // keys per CTA, 64 per consumer warpgroup
   static constexpr int kConsumers = 2;
@@ -79,18 +90,33 @@ struct BwdConfig {
   static constexpr uint32_t kDSBytes = kBlockN * kPanelRowBytes;         // dS^T: 128 keys x 64 queries, one panel
   static constexpr uint32_t kStageBytes = 2 * kQBytes + 2 * kRowStatBytes;  // what one ring stage receives
   static_assert(kHeadDim % kPanelCols == 0, "head dim must be a multiple of 64");
+  // Bulk dQ: fp32 tiles of 64 rows in panels of 32 columns (128 B per row, the widest box a 128B-swizzled map
+  // takes); one tile per consumer under the key split (each sums other keys into the same rows), one shared tile
+  // under the column split; two buffers.
+  static constexpr int kDQPanelCols = 32;
+  static constexpr uint32_t kDQPanelBytes = kBlockM * kDQPanelCols * 4;  // 8 KB
+  static constexpr int kDQTiles = kDQSplitKeys ? kConsumers : 1;
+  static constexpr int kDQTilePanels = kHeadDim / kDQPanelCols;
+  static constexpr uint32_t kDQTileBytes = kDQTilePanels * kDQPanelBytes;
+  static constexpr uint32_t kDQStageBytes = kDQBulk ? kDQTiles * kDQTileBytes : 0;  // 32 KB at d64 and d128
+  // Named barriers of the bulk dQ handoff, one pair per buffer (ids kFirstId, kFirstId + 1 are the dS barriers):
+  // full = both consumers arrive, the dQ writer warp syncs; empty = the writer arrives, the consumers sync.
+  static constexpr uint32_t kDQFullBarrier = NamedBarrier::kFirstId + 2;   // + buffer
+  static constexpr uint32_t kDQEmptyBarrier = NamedBarrier::kFirstId + 4;  // + buffer
+  static constexpr uint32_t kDQBarrierThreads = 128 * kConsumers + 32;
 
   struct Barriers {
     MBarrier kv;  // K and V of this CTA's key block, loaded once
     Pipeline<kStages> qdo;
   };
-  // Shared memory from a 1024-B aligned base: K | V | Q stages | dO stages | dS^T x 2 | lse_log2 stages | delta
-  // stages | barriers. Every SW128 region starts on a 1024-B boundary.
+  // Shared memory from a 1024-B aligned base: K | V | Q stages | dO stages | dS^T x 2 | dQ x 2 (bulk dQ only) |
+  // lse_log2 stages | delta stages | barriers. Every SW128 region starts on a 1024-B boundary.
   static constexpr uint32_t kOffV = kKVBytes;
   static constexpr uint32_t kOffQ = 2 * kKVBytes;
   static constexpr uint32_t kOffDO = kOffQ + kStages * kQBytes;
   static constexpr uint32_t kOffDS = kOffDO + kStages * kQBytes;
-  static constexpr uint32_t kOffLse = kOffDS + 2 * kDSBytes;
+  static constexpr uint32_t kOffDQ = kOffDS + 2 * kDSBytes;
+  static constexpr uint32_t kOffLse = kOffDQ + 2 * kDQStageBytes;
   static constexpr uint32_t kOffDelta = kOffLse + kStages * kRowStatBytes;
   static constexpr uint32_t kOffBarriers = kOffDelta + kStages * kRowStatBytes;
   static constexpr uint32_t kSmemBytes = kOffBarriers + sizeof(Barriers) + 1024;  // + alignment slack
@@ -153,6 +179,37 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUt
     bulk_load(smem + Cfg::kOffDelta + st.index * Cfg::kRowStatBytes, p.delta + row, Cfg::kRowStatBytes, full);
     st.advance();
   }
+}
+
+// Bulk dQ: warp 1 of the producer warpgroup. Per query block (the consumers' order), wait until both consumers have
+// staged and fenced this buffer's dQ tile(s), add every 64 x 32 panel into dq_accum with one TMA reduce-add, wait
+// until the reduces have read the buffer, and free it for the consumers' step + 2 (the empty arrive is skipped when
+// no such step exists, so no barrier is left half-arrived). The whole warp runs the barriers (bar.sync/bar.arrive are
+// .aligned); one lane issues. Before exit the writes themselves are waited for, so none outlives the shared memory.
+template <class Cfg>
+__device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const BwdParams& p, uint8_t* smem) {
+  const int n_block = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
+  const bool issuer = elect_one();
+  if (issuer) tma_prefetch_descriptor(tma_dq);
+  int step = 0;
+  for (int m_block = first_m_block<Cfg>(p, n_block); m_block < p.num_m_blocks; ++m_block, ++step) {
+    const int buffer = step & 1;
+    NamedBarrier::sync(Cfg::kDQFullBarrier + buffer, Cfg::kDQBarrierThreads);
+    if (issuer) {
+      const uint8_t* stage = smem + Cfg::kOffDQ + buffer * Cfg::kDQStageBytes;
+#pragma unroll
+      for (int tile = 0; tile < Cfg::kDQTiles; ++tile)
+#pragma unroll
+        for (int panel = 0; panel < Cfg::kDQTilePanels; ++panel)
+          tma_reduce_add_4d(tma_dq, stage + tile * Cfg::kDQTileBytes + panel * Cfg::kDQPanelBytes,
+                            panel * Cfg::kDQPanelCols, m_block * Cfg::kBlockM, head, batch);
+      tma_store_commit();
+      tma_store_wait_read<0>();
+    }
+    __syncwarp();
+    if (m_block + 2 < p.num_m_blocks) NamedBarrier::arrive(Cfg::kDQEmptyBarrier + buffer, Cfg::kDQBarrierThreads);
+  }
+  if (issuer) tma_store_wait<0>();
 }
 
 // MBarrier::wait for the consumer's m loop. Same hang guard, but the trap is followed by a `break`, so the loop keeps
@@ -288,6 +345,29 @@ struct BwdConsumer {
     }
   }
 
+  // Bulk dQ: the same fragment into this warpgroup's part of the fp32 staging tile, as a 128B-swizzled TMA box of
+  // 64 rows x 32 columns per 8 KB panel reads it: element (row, col) at byte panel * 8192 + row * 128 +
+  // (((col % 32) / 4) ^ (row % 8)) * 16 + (col % 4) * 4. The swizzle also keeps the float2 stores conflict-free:
+  // the 8 rows of a warp's store (row % 8 = lane / 4) land on 4 distinct 32-B chunk pairs, so 256 B take the
+  // minimum 2 wavefronts (a plain row-major tile, 512 B per row, would put all 8 rows on the same banks: 8).
+  // st.shared (STS.64) on the 32-bit shared address, not a C++ store through the generic pointer (ST.E.64).
+  __device__ __forceinline__ void stage_dq(uint8_t* stage, const float (&dq)[kDQRegs]) const {
+    const uint32_t tile = smem_addr(stage) + (Cfg::kDQSplitKeys ? wg * Cfg::kDQTileBytes : 0);
+    const int panel0 = Cfg::kDQSplitKeys ? 0 : wg * Cfg::kDQCols / Cfg::kDQPanelCols;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = row_in_warpgroup(half);
+#pragma unroll
+      for (int j = 0; j < kDQRegs / 4; ++j) {
+        // Columns 8j + 2q, +1 of this warpgroup's kDQCols: panel j / 4, in-panel column 8 (j % 4) + 2q.
+        const int chunk = 2 * (j % 4) + (tid % 4) / 2;
+        const uint32_t byte = (panel0 + j / 4) * Cfg::kDQPanelBytes + row * 128 + ((chunk ^ (row % 8)) << 4) +
+                              8 * (tid % 2);
+        st_shared_v2(tile + byte, dq[4 * j + 2 * half], dq[4 * j + 2 * half + 1]);
+      }
+    }
+  }
+
   // dK or dV rows of this warpgroup (times `scale`) from registers, 4 bytes per store; keys past seqlen_k skipped.
   __device__ __forceinline__ void store_rows(void* dst, int64_t batch_stride, int64_t row_stride, int64_t head_stride,
                                              const BwdParams& p, int batch, int head, int n_block,
@@ -398,7 +478,16 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
     // above (column split) or this warpgroup's (key split), and the leader's wait covers the wgmmas.
     if (c.leader) bars.qdo.consumer_release(st);
     st.advance();
-    c.reduce_dq(p, batch, head, m_block, dq);
+    if constexpr (Cfg::kDQBulk) {
+      // This buffer was last read by step - 2's reduces; the dQ writer frees it (module comment).
+      const int buffer = step & 1;
+      if (step >= 2) NamedBarrier::sync(Cfg::kDQEmptyBarrier + buffer, Cfg::kDQBarrierThreads);
+      c.stage_dq(smem + Cfg::kOffDQ + buffer * Cfg::kDQStageBytes, dq);
+      fence_proxy_async_smem();
+      NamedBarrier::arrive(Cfg::kDQFullBarrier + buffer, Cfg::kDQBarrierThreads);
+    } else {
+      c.reduce_dq(p, batch, head, m_block, dq);
+    }
   }
 
   c.store_rows(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, p, batch, head, n_block, dk,
@@ -410,7 +499,7 @@ template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     flash_bwd_kernel(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__ CUtensorMap tma_k,
                      const __grid_constant__ CUtensorMap tma_v, const __grid_constant__ CUtensorMap tma_do,
-                     const BwdParams params) {
+                     const __grid_constant__ CUtensorMap tma_dq_accum, const BwdParams params) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   auto& bars = *reinterpret_cast<typename Cfg::Barriers*>(smem + Cfg::kOffBarriers);
@@ -426,6 +515,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (warpgroup == 0) {
     regs_release<Cfg::kProducerRegs>();
     if (threadIdx.x / 32 == 0 && elect_one()) bwd_producer<Cfg>(&tma_q, &tma_k, &tma_v, &tma_do, params, smem, bars);
+    if constexpr (Cfg::kDQBulk) {
+      if (threadIdx.x / 32 == 1) bwd_dq_writer<Cfg>(&tma_dq_accum, params, smem);
+    }
   } else {
     regs_acquire<Cfg::kConsumerRegs>();
     bwd_consumer<Cfg>(params, smem, bars, warpgroup - 1);

@@ -17,18 +17,20 @@ extern "C" {
 // dq_accum (batch, nheads, seqlen_q_rounded, d), lse_log2 and delta (batch, nheads, seqlen_q_rounded), float32,
 // contiguous, seqlen_q_rounded = seqlen_q rounded up to a multiple of 64; their contents on entry do not matter.
 // strides: 24 element strides, (batch, row, head) for q, k, v, out, dout, dq, dk, dv; head dim contiguous.
+// variant: 0 = dQ summed by per-thread fp32 reductions (default), 1 = bulk dQ (fp32 tile in shared memory, added by
+// TMA reduce-adds from one producer thread; flash_bwd.cuh), for benchmarks and tests until it has run on a GPU.
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void* v, const void* out, const float* lse,
                      const float* dlse, void* dq, void* dk, void* dv, float* dq_accum, float* lse_log2, float* delta,
                      int batch, int seqlen_q, int seqlen_k, int nheads, int nheads_kv, int headdim, const int64_t* strides,
-                     float softmax_scale, int causal, int bf16, void* stream) {
+                     float softmax_scale, int causal, int bf16, int variant, void* stream) {
   if (nheads_kv != nheads) return fail("%s", "the native backward supports MHA only (nheads_kv must equal nheads)");
   if (!(softmax_scale > 0.f)) return fail("%s", "softmax_scale must be positive");
   const BwdProblem pr{dout, q, k, v, out, lse, dlse, dq, dk, dv, dq_accum, lse_log2, delta, batch, seqlen_q, seqlen_k,
                       nheads, headdim, strides, softmax_scale, static_cast<cudaStream_t>(stream)};
   switch (headdim) {
-    case 64: return run_bwd_d64(pr, bf16 != 0, causal != 0);
-    case 128: return run_bwd_d128(pr, bf16 != 0, causal != 0);
+    case 64: return run_bwd_d64(pr, bf16 != 0, causal != 0, variant);
+    case 128: return run_bwd_d128(pr, bf16 != 0, causal != 0, variant);
     default: return fail("%s", "unsupported head dim for the backward (built: 64, 128)");
   }
 }

@@ -1,8 +1,10 @@
-// Backward instantiations for head dim 128 (bf16/fp16 x causal/not), compiled in parallel with the other units.
+// Backward instantiations for head dim 128 (bf16/fp16 x causal/not x variant), compiled in parallel with the other units.
 #include "flash_bwd_launch.cuh"
 
 namespace fa3nn::hopper::host {
 
-int run_bwd_d128(const BwdProblem& pr, bool bf16, bool causal) { return run_bwd_headdim<128>(pr, bf16, causal); }
+int run_bwd_d128(const BwdProblem& pr, bool bf16, bool causal, int variant) {
+  return run_bwd_headdim<128>(pr, bf16, causal, variant);
+}
 
 }  // namespace fa3nn::hopper::host

@@ -28,6 +28,22 @@ struct BwdProblem {
 
 constexpr int kBwdBlockM = 64;  // BwdConfig::kBlockM: the padding unit of the workspaces
 
+// dq_accum (batch, nheads, seqlen_q_rounded, d) fp32, contiguous, as the bulk dQ path's reduce target: boxes of
+// 64 rows x 32 columns (128 B, the 128B swizzle's span), the layout BwdConsumer::stage_dq writes.
+inline bool make_accum_map(CUtensorMap* map, float* dq_accum, int64_t headdim, int64_t rows_rounded, int64_t heads,
+                           int64_t batch, int box_rows, int box_cols) {
+  const cuuint64_t dims[4] = {cuuint64_t(headdim), cuuint64_t(rows_rounded), cuuint64_t(heads), cuuint64_t(batch)};
+  const cuuint64_t strides[3] = {cuuint64_t(headdim * 4), cuuint64_t(rows_rounded * headdim * 4),
+                                 cuuint64_t(heads * rows_rounded * headdim * 4)};
+  const cuuint32_t box[4] = {cuuint32_t(box_cols), cuuint32_t(box_rows), 1, 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  EncodeTiledFn fn = encode_tiled();
+  if (fn == nullptr) return false;
+  return fn(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, dq_accum, dims, strides, box, elem_strides,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 namespace {
 template <class Cfg>
 bool bwd_smem_configured = false;  // see smem_configured in flash_fwd_launch.cuh for why not a function-local static
@@ -66,6 +82,10 @@ int launch_bwd(const BwdProblem& pr) {
       !make_map(&tdo, pr.dout, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, pr.batch, st[13], st[14], st[12],
                 Cfg::kBlockM))
     return fail("%s", "cuTensorMapEncodeTiled failed (pointers must be 16-B aligned, strides multiples of 8 elements)");
+  CUtensorMap tdq{};  // read only by the bulk dQ variant
+  if (Cfg::kDQBulk && !make_accum_map(&tdq, pr.dq_accum, pr.headdim, seqlen_q_rounded, pr.nheads, pr.batch,
+                                      Cfg::kBlockM, Cfg::kDQPanelCols))
+    return fail("%s", "cuTensorMapEncodeTiled failed for dq_accum (it must be contiguous fp32, 16-B aligned)");
 
   BwdParams p{};
   p.dq_accum = pr.dq_accum;
@@ -95,7 +115,7 @@ int launch_bwd(const BwdProblem& pr) {
   // Key blocks in blockIdx.x order: under a causal mask block 0 has the most query blocks, so the longest CTAs start
   // first.
   const dim3 grid((pr.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN, pr.nheads, pr.batch);
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, tdo, p);
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, tdo, tdq, p);
 
   const dim3 post_grid((pr.seqlen_q + kPrePostRowsPerBlock - 1) / kPrePostRowsPerBlock, pr.nheads, pr.batch);
   flash_bwd_postprocess_kernel<Cfg::kHeadDim, Cfg::kBF16><<<post_grid, 256, 0, pr.stream>>>(pp);
@@ -107,18 +127,33 @@ int launch_bwd(const BwdProblem& pr) {
 // K/V stay resident per CTA, so the ring holds only Q, dO, lse, delta: d128 2 stages = 161 KB of shared memory
 // (K 32 + V 32 + Q 2x16 + dO 2x16 + dS 2x16 + 1 KB row stats), d64 3 stages = 113.5 KB (K 16 + V 16 + Q 3x8 +
 // dO 3x8 + dS 2x16 + 1.5 KB row stats); kSmemBytes adds the barriers and 1 KB of alignment slack (162.0 / 114.6 KB).
+// The bulk dQ variant adds two 32 KB fp32 dQ buffers: d128 226.0 KB (of 227), d64 178.6 KB.
 template <int D> struct BwdTiles;
 template <> struct BwdTiles<64> { static constexpr int kStages = 3; };
 template <> struct BwdTiles<128> { static constexpr int kStages = 2; };
 
-template <int D>
-int run_bwd_headdim(const BwdProblem& pr, bool bf16, bool causal) {
+template <int D, bool kDQBulk>
+int run_bwd_dispatch(const BwdProblem& pr, bool bf16, bool causal) {
   constexpr int S = BwdTiles<D>::kStages;
-  if (bf16) return causal ? launch_bwd<BwdConfig<D, S, true, true>>(pr) : launch_bwd<BwdConfig<D, S, true, false>>(pr);
-  return causal ? launch_bwd<BwdConfig<D, S, false, true>>(pr) : launch_bwd<BwdConfig<D, S, false, false>>(pr);
+  if (bf16)
+    return causal ? launch_bwd<BwdConfig<D, S, true, true, kDQBulk>>(pr)
+                  : launch_bwd<BwdConfig<D, S, true, false, kDQBulk>>(pr);
+  return causal ? launch_bwd<BwdConfig<D, S, false, true, kDQBulk>>(pr)
+                : launch_bwd<BwdConfig<D, S, false, false, kDQBulk>>(pr);
 }
 
-int run_bwd_d64(const BwdProblem& pr, bool bf16, bool causal);
-int run_bwd_d128(const BwdProblem& pr, bool bf16, bool causal);
+// variant: 0 = dQ by per-thread red.global.add.v2.f32 (the default), 1 = bulk dQ (shared memory + TMA reduce-add,
+// flash_bwd.cuh; not yet run on a GPU, so only benchmarks and tests select it).
+template <int D>
+int run_bwd_headdim(const BwdProblem& pr, bool bf16, bool causal, int variant) {
+  switch (variant) {
+    case 0: return run_bwd_dispatch<D, false>(pr, bf16, causal);
+    case 1: return run_bwd_dispatch<D, true>(pr, bf16, causal);
+    default: return fail("%s", "unknown backward variant (built: 0 = red dQ, 1 = bulk dQ)");
+  }
+}
+
+int run_bwd_d64(const BwdProblem& pr, bool bf16, bool causal, int variant);
+int run_bwd_d128(const BwdProblem& pr, bool bf16, bool causal, int variant);
 
 }  // namespace fa3nn::hopper::host

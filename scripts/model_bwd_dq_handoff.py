@@ -1,0 +1,117 @@
+"""A model of the bulk-dQ handoff of the Hopper backward (kernels/hopper/flash_bwd.cuh, kDQBulk): the named-barrier
+protocol between the 8 consumer warps and the dQ writer warp, run under many random warp schedules. CPU only.
+
+Hardware named barriers are modeled as the PTX ISA describes them: a barrier counts arriving threads (32 per warp);
+when the count reaches the expected number (288 here) it completes, releases the warps blocked in bar.sync on it, and
+starts over. A warp that arrives twice before completion is counted twice, which is how a protocol bug would show
+(an early completion), so the model flags it. Transcribed from the kernel by hand, like model_hopper_bwd.py:
+
+    consumer warp, step s:   if s >= 2: bar.sync(EMPTY + s % 2); write buffer s % 2; bar.arrive(FULL + s % 2)
+    writer warp, step s:     bar.sync(FULL + s % 2); read buffer s % 2 (reduce, wait_group.read);
+                             if s + 2 < steps: bar.arrive(EMPTY + s % 2)
+
+Checks, for 1..7 query blocks and 2000 schedules each: every warp finishes (no deadlock), no barrier completes with a
+warp counted twice, no barrier is left partly arrived at exit, the writer reads step s's buffer only after all 8
+consumer warps wrote it, and no consumer overwrites a buffer before the writer has read the step that was in it.
+Changing the kernel's `s >= 2` or `s + 2 < steps` by one fails it (tried when it was written).
+
+    python scripts/model_bwd_dq_handoff.py
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+
+FULL, EMPTY = 10, 12  # NamedBarrier::kFirstId + 2 / + 4 (BwdConfig::kDQFullBarrier, kDQEmptyBarrier)
+WARP, CONSUMER_WARPS = 32, 8
+EXPECTED = CONSUMER_WARPS * WARP + WARP  # BwdConfig::kDQBarrierThreads = 288
+
+
+def consumer(steps: int, warp: int):
+    for s in range(steps):
+        if s >= 2:
+            yield ("sync", EMPTY + s % 2)
+        yield ("write", s, warp)
+        yield ("arrive", FULL + s % 2)
+
+
+def writer(steps: int):
+    for s in range(steps):
+        yield ("sync", FULL + s % 2)
+        yield ("read", s)
+        if s + 2 < steps:
+            yield ("arrive", EMPTY + s % 2)
+
+
+def run(steps: int, rng: random.Random) -> str | None:
+    """One random schedule; returns what went wrong, or None."""
+    warps = {f"c{w}": consumer(steps, w) for w in range(CONSUMER_WARPS)} | {"writer": writer(steps)}
+    pending = {name: next(gen) for name, gen in warps.items()}
+    arrived = {bar: [] for bar in (FULL, FULL + 1, EMPTY, EMPTY + 1)}  # warps counted in the current generation
+    blocked: dict[str, int] = {}  # warp -> barrier it waits on in bar.sync
+    buffer_step = {0: None, 1: None}  # step whose dQ a buffer holds
+    written = {}  # step -> consumer warps that wrote it
+    read = set()
+
+    def count(bar, name):
+        if name in arrived[bar]:
+            return f"warp {name} arrived twice at barrier {bar} in one generation"
+        arrived[bar].append(name)
+        if len(arrived[bar]) * WARP == EXPECTED:
+            for waiter in [w for w, b in blocked.items() if b == bar]:
+                del blocked[waiter]
+            arrived[bar] = []
+        return None
+
+    def advance(name):
+        pending[name] = next(warps[name], None)
+        if pending[name] is None:
+            del pending[name]
+
+    while pending:
+        runnable = [w for w in pending if w not in blocked]
+        if not runnable:
+            return f"deadlock: {sorted(blocked.items())}"
+        name = rng.choice(runnable)
+        op = pending[name]
+        if op[0] == "sync":
+            if (why := count(op[1], name)) is not None:
+                return why
+            if name in arrived[op[1]]:  # the barrier did not complete with this arrival: wait
+                blocked[name] = op[1]
+        elif op[0] == "arrive":
+            if (why := count(op[1], name)) is not None:
+                return why
+        elif op[0] == "write":
+            _, s, warp = op
+            held = buffer_step[s % 2]
+            if held is not None and held != s and held not in read:
+                return f"consumer warp {warp} overwrote step {held}'s dQ before the writer read it"
+            buffer_step[s % 2] = s
+            written.setdefault(s, set()).add(warp)
+        elif op[0] == "read":
+            s = op[1]
+            if written.get(s, set()) != set(range(CONSUMER_WARPS)) or buffer_step[s % 2] != s:
+                return f"writer read step {s} before every consumer warp wrote it"
+            read.add(s)
+        advance(name)
+    if blocked or any(arrived.values()):
+        return f"barriers left partly arrived at exit: {arrived}"
+    if read != set(range(steps)):
+        return f"steps never reduced: {sorted(set(range(steps)) - read)}"
+    return None
+
+
+def main() -> int:
+    rng = random.Random(0)
+    failures = 0
+    for steps in range(1, 8):
+        problems = {why for _ in range(2000) if (why := run(steps, rng)) is not None}
+        failures += bool(problems)
+        print(f"{steps} query blocks: " + ("ok" if not problems else "FAIL " + "; ".join(sorted(problems))[:300]))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
