@@ -148,22 +148,30 @@ def resources(compiled) -> dict:
 
 # Tiles beyond the tables, per (kind, head dim): the restructuring candidates this tool was written to check.
 EXTRA: dict[tuple[str, int], list[Tile]] = {
-    ("dkdv", 64): [Tile(64, 128, 8, 2), Tile(64, 128, 16, 2)],
+    ("dkdv", 64): [Tile(64, 128, 8, 2), Tile(64, 128, 16, 2), Tile(32, 128, 8, 2), Tile(64, 128, 8, 1),
+                   Tile(16, 128, 8, 2)],
     ("dkdv", 128): [Tile(64, 128, 16, 2), Tile(64, 128, 16, 3), Tile(32, 128, 16, 2), Tile(64, 64, 4, 2),
-                    Tile(32, 64, 4, 2), Tile(16, 128, 8, 2), Tile(64, 128, 8, 1), Tile(128, 128, 16, 2)],
+                    Tile(32, 64, 4, 2), Tile(16, 128, 8, 2), Tile(64, 128, 8, 1), Tile(128, 128, 16, 2),
+                    Tile(16, 128, 8, 3), Tile(32, 128, 8, 1), Tile(16, 128, 8, 1), Tile(16, 64, 4, 2)],
     ("dkdv", 256): [Tile(32, 64, 4, 2), Tile(32, 64, 8, 2), Tile(64, 64, 16, 2), Tile(32, 128, 16, 2),
-                    Tile(16, 64, 4, 2), Tile(32, 64, 16, 2)],
+                    Tile(16, 64, 4, 2), Tile(32, 64, 16, 2), Tile(16, 64, 8, 2), Tile(32, 64, 8, 1),
+                    Tile(16, 64, 8, 1), Tile(16, 32, 4, 2)],
     ("dq", 128): [Tile(64, 64, 4, 3), Tile(128, 64, 16, 2), Tile(128, 128, 16, 2)],
     ("dq", 256): [Tile(64, 64, 4, 2), Tile(64, 32, 8, 2), Tile(128, 32, 8, 2), Tile(64, 64, 8, 2)],
 }
 
 
 def tiles_to_check(kind: str, headdim: int, causal: bool, sets: list[str]) -> list[tuple[Tile, str]]:
-    """(tile, where it comes from) for one kernel and head dim: pinned buckets, ALTERNATIVES, EXTRA."""
+    """(tile, where it comes from) for one kernel and head dim: pinned buckets, candidate tables, ALTERNATIVES,
+    EXTRA."""
     found: dict[Tile, list[str]] = {}
     if "pinned" in sets:
         for bucket, tile in enumerate(configs.PINNED[kind][(headdim, causal)]):
             found.setdefault(tile, []).append(f"pinned{('<=1k', '<=4k', '>4k')[bucket]}")
+    if "tables" in sets:
+        for name, table in configs.CANDIDATE_TABLES.items():
+            for bucket, tile in enumerate(table.get(kind, {}).get((headdim, causal), ())):
+                found.setdefault(tile, []).append(f"{name}{('<=1k', '<=4k', '>4k')[bucket]}")
     if "alt" in sets:
         for tile in configs.ALTERNATIVES[kind][headdim]:
             found.setdefault(tile, []).append("alt")
@@ -210,7 +218,8 @@ def main() -> None:
     parser.add_argument("--kinds", nargs="+", choices=KINDS, default=["fwd", "dkdv", "dq"])
     parser.add_argument("--headdims", nargs="+", type=int, choices=[64, 128, 256], default=[64, 128, 256])
     parser.add_argument("--causal", choices=["both", "yes", "no"], default="both")
-    parser.add_argument("--sets", nargs="+", choices=["pinned", "alt", "extra"], default=["pinned", "alt", "extra"])
+    parser.add_argument("--sets", nargs="+", choices=["pinned", "tables", "alt", "extra"],
+                        default=["pinned", "tables", "alt", "extra"])
     parser.add_argument("--tiles", nargs="+", type=parse_tile, default=None, metavar="MxNxWARPSxSTAGES",
                         help="check these tiles instead of the tables")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="compile in this many processes")

@@ -11,7 +11,7 @@ dim = 2048) and every table named in --tables:
 Writes $OUT/triton_tile_ab.json (or --json) and prints a table last: TFLOP/s and the ratio to "pinned".
 
     python scripts/triton_tile_ab.py                                   # pinned vs every candidate table
-    python scripts/triton_tile_ab.py --tables pinned spill-free --headdims 128 --seqlens 2048 8192
+    python scripts/triton_tile_ab.py --tables pinned least-spill --headdims 128 --seqlens 2048 8192
 """
 
 from __future__ import annotations

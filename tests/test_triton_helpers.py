@@ -124,11 +124,12 @@ def test_candidate_tables_replace_only_their_entries(monkeypatch):
     from fa3nn.backends.triton import configs
 
     assert configs.TILE_TABLE == "pinned"  # the default path is the measured table
-    monkeypatch.setattr(configs, "TILE_TABLE", "spill-free")
+    monkeypatch.setattr(configs, "TILE_TABLE", "least-spill")
     assert configs.pinned("dkdv", 128, True, 8192) == configs.Tile(16, 128, 8, 2)
     assert configs.pinned("dkdv", 128, True, 8192) != configs.PINNED["dkdv"][(128, True)][2]
     assert configs.pinned("dq", 128, True, 8192) == configs.PINNED["dq"][(128, True)][2]
-    assert configs.pinned("dkdv", 256, False, 8192) == configs.PINNED["dkdv"][(256, False)][2]
+    assert configs.pinned("dq", 64, False, 8192) == configs.PINNED["dq"][(64, False)][2]
+    assert configs.pinned("fwd", 256, False, 8192) == configs.PINNED["fwd"][(256, False)][2]
     for name, table in configs.CANDIDATE_TABLES.items():
         for kind, entries in table.items():
             for (block_d, causal), tiles in entries.items():
@@ -136,7 +137,7 @@ def test_candidate_tables_replace_only_their_entries(monkeypatch):
                 for tile in tiles:
                     assert configs.shared_memory_bytes(kind, tile, block_d, block_d, 2) <= H200_SMEM, (name, tile)
     monkeypatch.setattr(configs, "TILE_TABLE", "fastest")
-    with pytest.raises(ValueError, match="spill-free"):
+    with pytest.raises(ValueError, match="least-spill"):
         configs.pinned("dkdv", 128, True, 8192)
 
 

@@ -94,15 +94,23 @@ for _table in PINNED.values():
 # by side with "pinned"). They come from compiling for sm_90a on the CPU with Triton 3.6 + its ptxas 12.8, the
 # H200's versions (scripts/triton_offline_compile.py; table and stack bytes in benchmarks/NOTES.md, "v3"): the
 # pinned dK/dV tiles spill (d128 64x128/8w/2: 184 B of stack non-causal, 520 B causal; d64 64x128/8w/3: 152 B
-# and 640 B; d256 64x32 and 32x64: 96-312 B), these do not, or much less.
+# and 640 B; d256 64x32 and 32x64: 96-312 B; d256 dQ 64x32/4w: 136-160 B), these do not, or much less.
 CANDIDATE_TABLES: dict[str, dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]]] = {
-    # d128: 16 query rows per step (the one tile with 0 B causal and non-causal); d64 past 4k: 2 stages, not 3
-    # (0 B non-causal); d256: unchanged (no 8-warp wgmma tile there compiles without spills).
-    "spill-free": {
+    # The fewest spills of any tile checked, per kernel. dK/dV d128: 16 query rows per step (the one 8-warp tile
+    # with 0 B causal and non-causal); d64 past 4k: 2 stages, not 3 (0 B non-causal); d256: 16x64 on wgmma (0 B
+    # non-causal, 88 B causal) instead of 64x32 on mma.sync / 32x64 (96-312 B). dQ d256: 8 warps instead of 4
+    # (0 B, against 136-160 B).
+    "least-spill": {
         "dkdv": {
             (64, False): (Tile(32, 128, 8, 3), Tile(32, 128, 8, 3), Tile(64, 128, 8, 2)),
             (128, False): (Tile(16, 128, 8, 2),) * 3,
             (128, True): (Tile(16, 128, 8, 2),) * 3,
+            (256, False): (Tile(16, 64, 8, 2),) * 3,
+            (256, True): (Tile(16, 64, 8, 2),) * 3,
+        },
+        "dq": {
+            (256, False): (Tile(64, 32, 8, 2),) * 3,
+            (256, True): (Tile(64, 32, 8, 2),) * 3,
         },
     },
     # d128 non-causal: the pinned 64x128 tile without software pipelining (one stage: 24 B of stack instead of
