@@ -10,6 +10,11 @@ read with the cuobjdump bundled with Triton:
   regs      registers per thread (255 is the ceiling)
   stack     bytes of stack frame per thread; Triton's `n_spills` on a GPU is (stack + local) / 4
   STL/LDL   local-memory store / load instructions in the SASS (the spill and refill code itself)
+  hot       STL + LDL inside the innermost loops that issue tensor-core instructions (the per-tile loop over the
+            other sequence): spill code there runs every step, elsewhere once per head or per program
+  loop      SASS instructions in the first such loop (the unmasked run: the step the kernel spends its time in)
+  w/kscore  that loop's warp instructions per 1024 scores (loop x warps x 1024 / (BLOCK_M x BLOCK_N)): the issue
+            cost of one score, comparable across tile shapes (tensor-core and softmax work included)
   smem      dynamic shared memory per program in KB (Triton's metadata.shared: the launch's request)
   mma       HGMMA (wgmma) or HMMA (mma.sync): which tensor-core instruction the dots became
 
@@ -124,6 +129,26 @@ def compile_offline(name: str, args: tuple, kwargs: dict):
 
 
 RES_USAGE = re.compile(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")
+SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);")
+BRANCH = re.compile(r"\bBRA\s+0x([0-9a-f]+)")
+SPILL = re.compile(r"\b(STL|LDL)\b")
+MMA = re.compile(r"\b(HGMMA|HMMA)\b")
+
+
+def hot_loops(sass: str) -> tuple[int, int]:
+    """(STL + LDL inside the innermost loops (backward branches) that contain tensor-core instructions, instructions
+    of the first such loop)."""
+    code = [(int(addr, 16), text) for addr, text in SASS_LINE.findall(sass)]
+    loops = [(int(m.group(1), 16), addr) for addr, text in code
+             if (m := BRANCH.search(text)) and int(m.group(1), 16) < addr]
+    innermost = [(lo, hi) for lo, hi in loops if not any(lo <= a and b <= hi and (a, b) != (lo, hi) for a, b in loops)]
+    total, first = 0, 0
+    for lo, hi in sorted(innermost):
+        body = [text for addr, text in code if lo <= addr <= hi]
+        if any(MMA.search(text) for text in body):
+            total += sum(1 for text in body if SPILL.search(text))
+            first = first or len(body)
+    return total, first
 
 
 def _cuobjdump(*flags: str, cubin: bytes) -> str:
@@ -136,14 +161,17 @@ def _cuobjdump(*flags: str, cubin: bytes) -> str:
         path.unlink()
 
 
-def resources(compiled) -> dict:
+def resources(compiled, tile: Tile) -> dict:
     """regs, stack, n_spills (Triton's, = (stack + local) / 4), STL/LDL counts, smem KB, mma kind of a kernel."""
     cubin = compiled.asm["cubin"]
     regs, stack, _, local = (int(x) for x in RES_USAGE.search(_cuobjdump("-res-usage", cubin=cubin)).groups())
     sass = _cuobjdump("-sass", cubin=cubin)
     mma = "wgmma" if "HGMMA" in sass else "mma.sync" if "HMMA" in sass else "none"
+    hot, loop = hot_loops(sass)
     return dict(regs=regs, stack=stack, n_spills=(stack + local) // 4, stl=len(re.findall(r"\bSTL\b", sass)),
-                ldl=len(re.findall(r"\bLDL\b", sass)), smem_kb=round(compiled.metadata.shared / 1024, 1), mma=mma)
+                ldl=len(re.findall(r"\bLDL\b", sass)), hot=hot, loop=loop,
+                per_kscore=round(loop * tile.num_warps * 1024 / (tile.block_m * tile.block_n)),
+                smem_kb=round(compiled.metadata.shared / 1024, 1), mma=mma)
 
 
 # Tiles beyond the tables, per (kind, head dim): the restructuring candidates this tool was written to check.
@@ -199,7 +227,7 @@ def run_one(job: dict) -> dict:
     tile = Tile(*job["tile"])
     try:
         compiled = compile_offline(*record_launch(job["kind"], tile, job["headdim"], job["causal"]))
-        return dict(job, **resources(compiled))
+        return dict(job, **resources(compiled, tile))
     except Exception as error:  # one tile failing to compile (too much smem, ptxas error) is a result too
         return dict(job, error=f"{type(error).__name__}: {str(error).splitlines()[0][:120]}")
 
@@ -208,8 +236,9 @@ def _row(r: dict) -> str:
     tile = "x".join(str(x) for x in r["tile"])
     head = f"| {r['kind']} | {r['headdim']} | {'yes' if r['causal'] else 'no'} | {tile} | {r['source']} |"
     if "error" in r:
-        return f"{head} {r['error']} |||||||"
-    cells = (r[key] for key in ("regs", "stack", "n_spills", "stl", "ldl", "smem_kb", "mma"))
+        return f"{head} {r['error']} ||||||||||"
+    cells = (r[key] for key in ("regs", "stack", "n_spills", "stl", "ldl", "hot", "loop", "per_kscore", "smem_kb",
+                                 "mma"))
     return f"{head} {' | '.join(str(c) for c in cells)} |"
 
 
@@ -246,8 +275,9 @@ def main() -> None:
             print(_row(rows[-1]), file=sys.stderr, flush=True)
     if args.json:
         args.json.write_text(json.dumps(dict(triton=triton.__version__, target="sm_90a", rows=rows), indent=1))
-    print("| kernel | d | causal | tile MxNxWxS | source | regs | stack B | n_spills | STL | LDL | smem KB | mma |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| kernel | d | causal | tile MxNxWxS | source | regs | stack B | n_spills | STL | LDL | hot | loop "
+          "| w/kscore | smem KB | mma |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(_row(r))
 
