@@ -25,6 +25,9 @@ Numbers depend on the Triton version and its bundled ptxas: Triton 3.9 assembles
     python scripts/triton_offline_compile.py                               # pinned + candidate tiles, d64/128/256
     python scripts/triton_offline_compile.py --kinds dkdv --headdims 128 --tiles 64x128x8x2 32x128x8x2
     python scripts/triton_offline_compile.py --sets pinned --json out.json -j 2
+    FA3NN_TRITON_UNMASKED_ROW_STATS=1 python scripts/triton_offline_compile.py --kinds dkdv   # a launcher option
+
+The launchers' environment switches apply as in a real run (they are read when fa3nn is imported).
 """
 
 from __future__ import annotations
