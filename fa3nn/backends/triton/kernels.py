@@ -422,7 +422,7 @@ def _bwd_dkdv_kernel(
     With ATOMIC_DQ it also adds scale * dS·K into the fp32 dQacc (5 matmuls in all instead of 7 with the separate
     dQ kernel, but the float additions land in a run-dependent order: not bitwise deterministic).
     UNMASKED_ROW_STATS: the unmasked run loads lse and delta without the row bounds mask and the -inf test, which
-    cannot fire there (same values, bitwise). sm_90a SASS (Triton 3.6): the d128 64x128 step loses 124 of its 647
+    cannot fire there (same values, bitwise). sm_90a SASS (Triton 3.6): the d128 64x128 step loses 156 of its 647
     instructions, mostly the per-element predicates of the replicated lse/delta loads (benchmarks/NOTES.md, v3)."""
     head_kv = tl.program_id(1)
     batch = tl.program_id(2)
@@ -455,21 +455,18 @@ def _bwd_dkdv_kernel(
             dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_base, stride_qs, stride_dos,
             stride_dqs, cols, offs_m, offs_d, offs_dv, full_lo, full_hi, seqlen_q, seqlen_k, softmax_scale, qk_scale,
             score_cap, window_left, window_right, False, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V,
-            BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
-            UNMASKED_ROW_STATS)
+            BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, UNMASKED_ROW_STATS)
         if HAS_RIGHT:  # without a right bound full_lo == lo: nothing masked before the full run
             dk, dv = _bwd_dkdv_inner(
                 dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_base, stride_qs, stride_dos,
                 stride_dqs, cols, offs_m, offs_d, offs_dv, lo, full_lo, seqlen_q, seqlen_k, softmax_scale, qk_scale,
                 score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V,
-                BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
-            UNMASKED_ROW_STATS)
+                BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, UNMASKED_ROW_STATS)
         dk, dv = _bwd_dkdv_inner(
             dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_base, stride_qs, stride_dos,
             stride_dqs, cols, offs_m, offs_d, offs_dv, full_hi, hi, seqlen_q, seqlen_k, softmax_scale, qk_scale,
             score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V,
-            BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
-            UNMASKED_ROW_STATS)
+            BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, UNMASKED_ROW_STATS)
     dk = dk * softmax_scale
     key_ok = cols < seqlen_k
     dk_ptrs = dK + b64 * stride_dkb + head_kv.to(tl.int64) * stride_dkh + (k_start + cols)[:, None].to(
