@@ -15,7 +15,8 @@ read with the cuobjdump bundled with Triton:
   loop      SASS instructions in the first such loop (the unmasked run: the step the kernel spends its time in)
   w/kscore  that loop's warp instructions per 1024 scores (loop x warps x 1024 / (BLOCK_M x BLOCK_N)): the issue
             cost of one score, comparable across tile shapes (tensor-core and softmax work included)
-  smem      dynamic shared memory per program in KB (Triton's metadata.shared: the launch's request)
+  smem      dynamic shared memory per program in KB (Triton's metadata.shared: the launch's request; compiling
+            does not check it, an H200 refuses more than 227 KB at launch)
   mma       HGMMA (wgmma) or HMMA (mma.sync): which tensor-core instruction the dots became
 
 Numbers depend on the Triton version and its bundled ptxas: Triton 3.9 assembles sm_90a with ptxas 13.x, Triton
