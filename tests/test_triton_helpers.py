@@ -118,6 +118,29 @@ def test_every_pinned_tile_fits_hopper_shared_memory():
                 assert shared_memory_bytes(kind, tile, block_d, block_d, 2) <= H200_SMEM, (kind, block_d, tile)
 
 
+def test_candidate_tables_replace_only_their_entries(monkeypatch):
+    """FA3NN_TRITON_TILES / configs.TILE_TABLE: a candidate table replaces its own entries, PINNED serves the rest,
+    an unknown name is refused with the choices, and every candidate tile fits the H200's shared memory."""
+    from fa3nn.backends.triton import configs
+
+    assert configs.TILE_TABLE == "pinned"  # the default path is the measured table
+    monkeypatch.setattr(configs, "TILE_TABLE", "least-spill")
+    assert configs.pinned("dkdv", 128, True, 8192) == configs.Tile(16, 128, 8, 2)
+    assert configs.pinned("dkdv", 128, True, 8192) != configs.PINNED["dkdv"][(128, True)][2]
+    assert configs.pinned("dq", 128, True, 8192) == configs.PINNED["dq"][(128, True)][2]
+    assert configs.pinned("dq", 64, False, 8192) == configs.PINNED["dq"][(64, False)][2]
+    assert configs.pinned("fwd", 256, False, 8192) == configs.PINNED["fwd"][(256, False)][2]
+    for name, table in configs.CANDIDATE_TABLES.items():
+        for kind, entries in table.items():
+            for (block_d, causal), tiles in entries.items():
+                assert len(tiles) == 3, (name, kind, block_d, causal)
+                for tile in tiles:
+                    assert configs.shared_memory_bytes(kind, tile, block_d, block_d, 2) <= H200_SMEM, (name, tile)
+    monkeypatch.setattr(configs, "TILE_TABLE", "fastest")
+    with pytest.raises(ValueError, match="least-spill"):
+        configs.pinned("dkdv", 128, True, 8192)
+
+
 def test_short_grids_get_smaller_tiles_until_one_wave():
     from fa3nn.backends.triton.configs import Tile, fill_sms
 

@@ -117,6 +117,30 @@ def test_atomic_dq_path(case, monkeypatch):
     check_dense(batch, sq, sk, h, hk, d, torch.float16, "cpu", causal=causal, window=window, softcap=softcap)
 
 
+@pytest.mark.parametrize("case", ["causal-more-queries", "causal-more-keys-gqa", "window-both", "softcap"], ids=str)
+def test_unmasked_row_stats_is_bitwise_the_default(case, monkeypatch):
+    """FA3NN_TRITON_UNMASKED_ROW_STATS (opt-in): the dK/dV kernel's unmasked run drops row checks that cannot fire
+    there (every row exists and attends a key), so dq, dk, dv must equal the default path's bit for bit; the cases
+    include rows that attend nothing (lse = -inf) and ragged blocks."""
+    from fa3nn.backends.triton import launch
+
+    batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
+    opts = dict(causal=causal, window_size=window, softcap=softcap)
+    (q, k, v, grad_out), default = check_dense(batch, sq, sk, h, hk, d, torch.float32, "cpu", causal=causal,
+                                               window=window, softcap=softcap)
+    monkeypatch.setattr(launch, "UNMASKED_ROW_STATS", True)
+    out = flash_attn_func(q, k, v, **opts, backend="triton")
+    for name, a, b in zip(("dq", "dk", "dv"), default, torch.autograd.grad(out, (q, k, v), grad_out)):
+        assert torch.equal(a, b), name
+
+
+def test_unmasked_row_stats_varlen(monkeypatch):
+    from fa3nn.backends.triton import launch
+
+    monkeypatch.setattr(launch, "UNMASKED_ROW_STATS", True)
+    check_varlen(3, 40, 57, 2, 1, 32, torch.float16, "cpu", causal=True)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_headdim_v_differs(dtype):
     check_dense(1, 20, 37, 2, 1, 32, dtype, "cpu", causal=True, headdim_v=64)

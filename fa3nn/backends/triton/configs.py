@@ -89,6 +89,72 @@ for _table in PINNED.values():
     for _causal in (False, True):
         _table[(32, _causal)] = _table[(64, _causal)]
 
+# Candidate tables, not yet timed on a GPU: each replaces some PINNED entries and is selected by name with
+# FA3NN_TRITON_TILES=<name> (or configs.TILE_TABLE = <name>, as scripts/triton_tile_ab.py does to time them side
+# by side with "pinned"). They come from compiling for sm_90a on the CPU with Triton 3.6 + its ptxas 12.8, the
+# H200's versions (scripts/triton_offline_compile.py; table and stack bytes in benchmarks/NOTES.md, "v3"): the
+# pinned dK/dV tiles spill (d128 64x128/8w/2: 184 B of stack non-causal, 520 B causal; d64 64x128/8w/3: 152 B
+# and 640 B; d256 64x32 and 32x64: 96-312 B; d256 dQ 64x32/4w: 136-160 B), but the spill code sits outside the
+# loops that run at the benchmark's shapes; `least-spill` removes it anyway, `fewest-instructions` goes by the
+# issue cost per score instead.
+CANDIDATE_TABLES: dict[str, dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]]] = {
+    # The fewest spills of any tile checked, per kernel. dK/dV d128: 16 query rows per step (the one 8-warp tile
+    # with 0 B causal and non-causal); d64 past 4k: 2 stages, not 3 (0 B non-causal); d256: 16x64 on wgmma (0 B
+    # non-causal, 88 B causal) instead of 64x32 on mma.sync / 32x64 (96-312 B). dQ d256: 8 warps instead of 4
+    # (0 B, against 136-160 B).
+    "least-spill": {
+        "dkdv": {
+            (64, False): (Tile(32, 128, 8, 3), Tile(32, 128, 8, 3), Tile(64, 128, 8, 2)),
+            (128, False): (Tile(16, 128, 8, 2),) * 3,
+            (128, True): (Tile(16, 128, 8, 2),) * 3,
+            (256, False): (Tile(16, 64, 8, 2),) * 3,
+            (256, True): (Tile(16, 64, 8, 2),) * 3,
+        },
+        "dq": {
+            (256, False): (Tile(64, 32, 8, 2),) * 3,
+            (256, True): (Tile(64, 32, 8, 2),) * 3,
+        },
+    },
+    # The fewest SASS instructions per score in the hot loop among tiles without spills there and with >= 2 stages
+    # (scripts/triton_offline_compile.py, column w/kscore; Triton 3.6). dK/dV d64: 64x128/2 stages, 549 (608
+    # causal) warp instructions per 1024 scores against the pinned 712-778 (<= 4k) and 690-702 (> 4k); dQ d128:
+    # 128x128, 236-246 against 288-290 (but v1's sweep measured it 2% slower, old code: the metric is a guide);
+    # dQ d256: 128x32/8 warps, 518-528 against 590, and no spills (pinned 64x32/4w: 136-160 B). d128 and d256 dK/dV
+    # are at the minimum already.
+    "fewest-instructions": {
+        "dkdv": {
+            (64, False): (Tile(64, 128, 8, 2),) * 3,
+            (64, True): (Tile(64, 128, 8, 2),) * 3,
+        },
+        "dq": {
+            (128, False): (Tile(128, 128, 8, 2),) * 3,
+            (128, True): (Tile(128, 128, 8, 2),) * 3,
+            (256, False): (Tile(128, 32, 8, 2),) * 3,
+            (256, True): (Tile(128, 32, 8, 2),) * 3,
+        },
+    },
+    # d128 non-causal: the pinned 64x128 tile without software pipelining (one stage: 24 B of stack instead of
+    # 184 B, 604 instructions per 1024 scores instead of 647, but no load prefetch; causal keeps the pinned tile,
+    # one stage spills 696 B there, 231 spill instructions in the loops).
+    "dkdv-one-stage": {
+        "dkdv": {
+            (128, False): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 1), Tile(64, 128, 8, 1)),
+        },
+    },
+}
+TILE_TABLE = os.environ.get("FA3NN_TRITON_TILES", "pinned")
+
+
+def tile_table(kind: str) -> dict[tuple[int, bool], tuple[Tile, Tile, Tile]]:
+    """PINNED[kind], with the entries of the candidate table TILE_TABLE names (when not "pinned") replaced."""
+    if TILE_TABLE == "pinned":
+        return PINNED[kind]
+    if TILE_TABLE not in CANDIDATE_TABLES:
+        raise ValueError(f"FA3NN_TRITON_TILES={TILE_TABLE!r} names no tile table; use one of "
+                         f"{['pinned', *CANDIDATE_TABLES]}")
+    return {**PINNED[kind], **CANDIDATE_TABLES[TILE_TABLE].get(kind, {})}
+
+
 # Extra tiles the opt-in autotuner may pick, per (kind, block_d): the previous candidate lists (ptxas-guided).
 ALTERNATIVES: dict[str, dict[int, list[Tile]]] = {
     "fwd": {32: [Tile(128, 64, 4, 3), Tile(128, 128, 8, 3)], 64: [Tile(128, 64, 4, 3), Tile(128, 128, 8, 3)],
@@ -126,7 +192,7 @@ def seq_bucket(max_seqlen: int) -> int:
 
 def pinned(kind: str, block_d: int, causal: bool, max_seqlen: int) -> Tile:
     """The table's tile for one kernel and call shape, before the grid and shared-memory adjustments."""
-    return PINNED[kind][(max(32, block_d), causal)][seq_bucket(max_seqlen)]
+    return tile_table(kind)[(max(32, block_d), causal)][seq_bucket(max_seqlen)]
 
 
 def _cdiv(a: int, b: int) -> int:

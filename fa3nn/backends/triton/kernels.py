@@ -317,15 +317,21 @@ def _bwd_delta_kernel(
 
 
 @triton.jit
-def _load_row_stats(lse_base, delta_base, rows, seqlen_q, LOG2_SCORES: tl.constexpr):
+def _load_row_stats(lse_base, delta_base, rows, seqlen_q, LOG2_SCORES: tl.constexpr, CHECK_ROWS: tl.constexpr = True):
     """lse (times log2(e) with LOG2_SCORES) with -inf (row attends nothing) and rows past the end turned into
-    +inf, so that exp(s - lse) is 0 there instead of NaN; and delta."""
-    row_ok = rows < seqlen_q
-    lse = tl.load(lse_base + rows, mask=row_ok, other=float("inf"))
-    lse = tl.where(lse == float("-inf"), float("inf"), lse)
+    +inf, so that exp(s - lse) is 0 there instead of NaN; and delta. CHECK_ROWS=False is for rows that all exist
+    and all attend some key (the dK/dV kernel's unmasked run): neither case can occur, so the values are the same
+    without the bounds mask and the -inf test."""
+    if CHECK_ROWS:
+        row_ok = rows < seqlen_q
+        lse = tl.load(lse_base + rows, mask=row_ok, other=float("inf"))
+        lse = tl.where(lse == float("-inf"), float("inf"), lse)
+        delta = tl.load(delta_base + rows, mask=row_ok, other=0.0)
+    else:
+        lse = tl.load(lse_base + rows)
+        delta = tl.load(delta_base + rows)
     if LOG2_SCORES:
         lse = lse * LOG2E
-    delta = tl.load(delta_base + rows, mask=row_ok, other=0.0)
     return lse, delta
 
 
@@ -357,12 +363,14 @@ def _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_base
                     MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                     HAS_SOFTCAP: tl.constexpr, HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr,
                     BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr,
-                    DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr):
+                    DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
+                    UNMASKED_ROW_STATS: tl.constexpr):
     for m0 in range(lo, hi, BLOCK_M):
         rows = m0 + offs_m
         q = _load_rows(q_base, rows, stride_qs, offs_d, seqlen_q, HEADDIM, BLOCK_D, MASKED)
         do = _load_rows(do_base, rows, stride_dos, offs_dv, seqlen_q, HEADDIM_V, BLOCK_DV, MASKED)
-        lse, delta = _load_row_stats(lse_base, delta_base, rows, seqlen_q, LOG2_SCORES)
+        lse, delta = _load_row_stats(lse_base, delta_base, rows, seqlen_q, LOG2_SCORES,
+                                     MASKED or not UNMASKED_ROW_STATS)
         s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION)  # (BLOCK_N, BLOCK_M): keys x queries
         x_t, tanh_t = _score_minus_lse(s_t, lse[None, :], qk_scale, score_cap, HAS_SOFTCAP, LOG2_SCORES)
         if MASKED:
@@ -407,12 +415,15 @@ def _bwd_dkdv_kernel(
     MASK_KIND, SEQ_BUCKET,
     HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr, BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
+    UNMASKED_ROW_STATS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """One program per (key block, K/V head, batch): dK, dV summed over the `group` query heads that share it.
     With ATOMIC_DQ it also adds scale * dS·K into the fp32 dQacc (5 matmuls in all instead of 7 with the separate
-    dQ kernel, but the float additions land in a run-dependent order: not bitwise deterministic)."""
+    dQ kernel, but the float additions land in a run-dependent order: not bitwise deterministic).
+    UNMASKED_ROW_STATS: the unmasked run loads lse and delta without the row bounds mask and the -inf test, which
+    cannot fire there (same values, bitwise). sm_90a SASS (Triton 3.6): the d128 64x128 step loses 156 of its 647
+    instructions, mostly the per-element predicates of the replicated lse/delta loads (benchmarks/NOTES.md, v3)."""
     head_kv = tl.program_id(1)
     batch = tl.program_id(2)
     q_start, seqlen_q = _seq_bounds(cu_seqlens_q, batch, seqlen_q, IS_VARLEN)
@@ -444,18 +455,18 @@ def _bwd_dkdv_kernel(
             dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_base, stride_qs, stride_dos,
             stride_dqs, cols, offs_m, offs_d, offs_dv, full_lo, full_hi, seqlen_q, seqlen_k, softmax_scale, qk_scale,
             score_cap, window_left, window_right, False, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V,
-            BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ)
+            BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, UNMASKED_ROW_STATS)
         if HAS_RIGHT:  # without a right bound full_lo == lo: nothing masked before the full run
             dk, dv = _bwd_dkdv_inner(
                 dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_base, stride_qs, stride_dos,
                 stride_dqs, cols, offs_m, offs_d, offs_dv, lo, full_lo, seqlen_q, seqlen_k, softmax_scale, qk_scale,
                 score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V,
-                BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ)
+                BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, UNMASKED_ROW_STATS)
         dk, dv = _bwd_dkdv_inner(
             dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_base, stride_qs, stride_dos,
             stride_dqs, cols, offs_m, offs_d, offs_dv, full_hi, hi, seqlen_q, seqlen_k, softmax_scale, qk_scale,
             score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V,
-            BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ)
+            BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, UNMASKED_ROW_STATS)
     dk = dk * softmax_scale
     key_ok = cols < seqlen_k
     dk_ptrs = dK + b64 * stride_dkb + head_kv.to(tl.int64) * stride_dkh + (k_start + cols)[:, None].to(

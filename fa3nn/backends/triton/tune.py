@@ -85,7 +85,7 @@ def precompile(headdims, causals, kinds=("fwd", "dkdv", "dq"), workers: int = 8)
         block_d = max(32, triton_block(headdim))
         for causal in causals:
             for kind in kinds:
-                tiles = list(configs.PINNED[kind][(block_d, causal)])
+                tiles = list(configs.tile_table(kind)[(block_d, causal)])
                 if configs.autotune_enabled():
                     tiles += configs.ALTERNATIVES[kind][block_d]
                 for tile in tiles:

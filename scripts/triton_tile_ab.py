@@ -1,0 +1,163 @@
+"""Time the Triton backward with each variant side by side on one GPU, after checking each variant's gradients.
+
+A variant is a tile table (`pinned` = configs.PINNED, or a name from configs.CANDIDATE_TABLES), optionally with
+`+row-stats` (launch.UNMASKED_ROW_STATS: the dK/dV kernel's unmasked run without the row checks that cannot fire).
+For every (head dim, seqlen, causal) at the benchmark's shapes (bf16, batch * seqlen = 16384 tokens, nheads * head
+dim = 2048) and every variant named in --variants:
+  1. check: fa3nn's reference on batch 0, heads 0-1 (scripts/bench.py's check), and the full-shape gradients
+     against the "pinned" variant's (max |difference| / max |pinned| per gradient): a candidate tile only changes
+     the summation order, so anything above 2e-2 is a bug, not rounding (and +row-stats on the pinned tiles must
+     give 0);
+  2. time launch.backward alone (delta + dK/dV + dQ kernels) with bench.py's event timing, the variants one after
+     the other on the same inputs. A variant that runs the same kernels as an earlier one at a shape is skipped.
+Writes $OUT/triton_tile_ab.json (or --json) and prints a table last: TFLOP/s and the ratio to "pinned".
+
+    python scripts/triton_tile_ab.py                     # pinned vs every table, with and without +row-stats
+    python scripts/triton_tile_ab.py --variants pinned pinned+row-stats --headdims 128 --seqlens 2048 8192
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import multiprocessing
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import bench  # noqa: E402  (scripts/bench.py: check and time_ms)
+import torch  # noqa: E402
+
+from fa3nn import flash_attn_func  # noqa: E402
+from fa3nn.backends.base import AttnParams  # noqa: E402
+from fa3nn.backends.triton import configs, launch  # noqa: E402
+from fa3nn.masks import Window  # noqa: E402
+from fa3nn.metrics import attention_flops  # noqa: E402
+
+MAX_DIFF_TO_PINNED = 2e-2  # another tile: another summation order; the same tiles (+row-stats) must match exactly
+VARIANTS = ["pinned", "pinned+row-stats"] + [f"{name}{option}" for name in configs.CANDIDATE_TABLES
+                                             for option in ("", "+row-stats")]
+
+
+def _inputs(headdim: int, seqlen: int, tokens: int = 16384, width: int = 2048):
+    batch, nheads = max(1, tokens // seqlen), max(1, width // headdim)
+    return [torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(4)]
+
+
+def select(variant: str) -> None:
+    """Make `variant` ("<table>" or "<table>+row-stats") the one launch.backward runs."""
+    table, _, option = variant.partition("+")
+    if option not in ("", "row-stats"):
+        raise ValueError(f"variant {variant!r}: the only option is +row-stats")
+    configs.TILE_TABLE = table
+    configs.tile_table("dkdv")  # refuses an unknown table name
+    launch.UNMASKED_ROW_STATS = option == "row-stats"
+
+
+def _warm(job: tuple) -> str:
+    """Worker: compile one variant's backward kernels for one shape into Triton's disk cache, on a small input
+    (configs.OVERRIDES pins the tiles the full shape would use, past fill_sms and the sequence bucket)."""
+    variant, headdim, seqlen, causal = job
+    select(variant)
+    for kind in ("dkdv", "dq"):
+        configs.OVERRIDES[kind] = configs.pinned(kind, headdim, causal, seqlen)
+    q, k, v, dout = _inputs(headdim, 256, tokens=4096)
+    params = AttnParams(headdim ** -0.5, Window.from_args(causal, (-1, -1)), 0.0, False)
+    out, lse = launch.forward(q, k, v, params, None)
+    launch.backward(dout, q, k, v, out, lse, None, params, None)
+    torch.cuda.synchronize()
+    return "ok"
+
+
+def precompile(jobs: list[tuple], workers: int) -> None:
+    """Compile every (variant, shape) in parallel processes first: the timed process then only loads kernels."""
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(min(workers, len(jobs)), mp_context=ctx) as pool:
+        concurrent.futures.wait([pool.submit(_warm, job) for job in jobs])  # failures resurface when measured
+
+
+def measure(headdim: int, seqlen: int, causal: bool, variants: list[str], iters: int, reps: int) -> list[dict]:
+    q, k, v, dout = _inputs(headdim, seqlen)
+    params = AttnParams(headdim ** -0.5, Window.from_args(causal, (-1, -1)), 0.0, False)
+    select("pinned")
+    out, lse = launch.forward(q, k, v, params, None)
+    pinned_grads = launch.backward(dout, q, k, v, out, lse, None, params, None)
+    pinned_tiles = {kind: vars(configs.pinned(kind, headdim, causal, seqlen)) for kind in ("dkdv", "dq")}
+    flops = attention_flops(q.shape[0], q.shape[2], seqlen, seqlen, headdim, causal=causal, direction="bwd")
+    rows, kernels_seen = [], []
+    for variant in variants:
+        select(variant)
+        row = dict(variant=variant, headdim=headdim, seqlen=seqlen, causal=causal,
+                   tiles={kind: vars(configs.pinned(kind, headdim, causal, seqlen)) for kind in ("dkdv", "dq")})
+        kernels = (row["tiles"], launch.UNMASKED_ROW_STATS)
+        if kernels in kernels_seen:
+            continue  # the same kernels as an earlier variant at this shape
+        kernels_seen.append(kernels)
+        try:
+            row["check"] = bench.check(lambda *a: flash_attn_func(*a[:3], causal=a[3], backend="triton"),
+                                       q, k, v, dout, causal)
+            grads = launch.backward(dout, q, k, v, out, lse, None, params, None)
+            row["diff_to_pinned"] = {name: ((g.float() - p.float()).abs().max() / p.float().abs().max()).item()
+                                     for name, g, p in zip(("dq", "dk", "dv"), grads, pinned_grads)}
+            limit = 0.0 if row["tiles"] == pinned_tiles else MAX_DIFF_TO_PINNED
+            row["ok"] = row["check"]["ok"] and max(row["diff_to_pinned"].values()) <= limit
+            ms = bench.time_ms([lambda: launch.backward(dout, q, k, v, out, lse, None, params, None)], iters, reps)
+            row["bwd_ms"], row["bwd_tflops"] = ms, flops / ms / 1e9
+        except Exception as error:  # a candidate that fails to compile or launch is a result too
+            row["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    select("pinned")
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--variants", nargs="+", default=VARIANTS)
+    parser.add_argument("--headdims", nargs="+", type=int, default=[128, 64, 256])
+    parser.add_argument("--seqlens", nargs="+", type=int, default=[2048, 8192])
+    parser.add_argument("--causal", choices=["both", "yes", "no"], default="both")
+    parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--precompile", type=int, default=8, metavar="WORKERS",
+                        help="compile in this many processes first (0: compile while measuring)")
+    parser.add_argument("--json", type=Path, default=Path(os.environ.get("OUT", ".")) / "triton_tile_ab.json")
+    args = parser.parse_args()
+    if args.variants[0] != "pinned":
+        parser.error("--variants must start with pinned (the baseline every other variant is compared with)")
+    for variant in args.variants:
+        select(variant)  # refuses an unknown name before any GPU work
+    causals = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
+    if args.precompile:
+        jobs = {}
+        for job in ((v, d, s, c) for v in args.variants for d in args.headdims for s in args.seqlens for c in causals):
+            select(job[0])  # one job per distinct set of kernels
+            kernels = (job[1], job[3], launch.UNMASKED_ROW_STATS,
+                       *(configs.pinned(kind, job[1], job[3], job[2]) for kind in ("dkdv", "dq")))
+            jobs.setdefault(kernels, job)
+        select("pinned")
+        precompile(list(jobs.values()), args.precompile)
+    rows = []
+    for headdim in args.headdims:
+        for seqlen in args.seqlens:
+            for causal in causals:
+                rows += measure(headdim, seqlen, causal, args.variants, args.iters, args.reps)
+    args.json.write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
+                                         triton=__import__("triton").__version__, rows=rows), indent=1))
+    pinned = {(r["headdim"], r["seqlen"], r["causal"]): r.get("bwd_tflops") for r in rows if r["variant"] == "pinned"}
+    print("| variant | d | seqlen | causal | dK/dV tile | dQ tile | bwd TFLOP/s | vs pinned | check |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        tiles = ["x".join(str(x) for x in r["tiles"][kind].values()) for kind in ("dkdv", "dq")]
+        base = pinned.get((r["headdim"], r["seqlen"], r["causal"]))
+        speed = f"{r['bwd_tflops']:.0f}" if "bwd_tflops" in r else r.get("error", "?")
+        ratio = f"{r['bwd_tflops'] / base:.3f}" if "bwd_tflops" in r and base else "-"
+        print(f"| {r['variant']} | {r['headdim']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | {tiles[0]} | "
+              f"{tiles[1]} | {speed} | {ratio} | {'ok' if r.get('ok') else 'FAIL'} |")
+
+
+if __name__ == "__main__":
+    main()
