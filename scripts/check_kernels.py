@@ -46,7 +46,7 @@ CONFIG = re.compile(
     r"FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELb([01])ELi(\d+)ELb([01])ELi(\d+)ELb([01])E"
 )
 FP8_CONFIG = re.compile(r"Fp8FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELi(\d+)E")
-BWD_CONFIG = re.compile(r"BwdConfigILi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])E")
+BWD_CONFIG = re.compile(r"BwdConfigILi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELb([01])E")
 # C7512 (nvcc 13.0): "wgmma.mma_async instructions are serialized due to insufficient register resources" -- seen on
 # the backward's first build, together with 516 B of spills.
 BAD_WARNINGS = ("C7508", "C7511", "C7512", "C7515", "C7519")
@@ -125,13 +125,14 @@ class Instantiation:
                     q_stages=q_stages, cross_tile=bool(cross and overlap))
 
     def describe_bwd(self) -> str:
-        d, stages, bf16, causal, dq_bulk = (int(g) for g in BWD_CONFIG.search(self.name).groups())
+        d, stages, bf16, causal, dq_bulk, overlap = (int(g) for g in BWD_CONFIG.search(self.name).groups())
         # Shared memory as BwdConfig lays it out: K | V (128 keys x d each) | Q, dO stages (64 rows x d each) | dS^T x 2
         # (128 x 64) | bulk dQ: 2 x 32 KB fp32 | lse/delta stages (64 floats each) | mbarriers | 1 KB alignment slack.
         smem = 2 * 128 * d * 2 + 2 * stages * 64 * d * 2 + 2 * 128 * 64 * 2 + 2 * stages * 256 + 8 * (1 + 2 * stages)
         smem += 1024 + (2 * 32768 if dq_bulk else 0)
         return (f"bwd d{d:<4}{'bf16' if bf16 else 'fp16':<5}{'causal' if causal else 'full':<7}64x128  st{stages} "
-                f"dQ {'bulk' if dq_bulk else 'red'} by {'keys' if d < 128 else 'cols'} regs {self.registers} "
+                f"dQ {'bulk' if dq_bulk else 'red'} by {'keys' if d < 128 else 'cols'} "
+                f"{('ovl S+dP ' if d < 128 else 'ovl S    ') if overlap else ''}regs {self.registers} "
                 f"(setmaxnreg 24/240)  smem {smem / 1024:.1f} KB")
 
     def describe(self) -> str:

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # What the 2026-11-30 late-afternoon session built without a GPU, validated and timed on one H200 (benchmarks/NOTES.md
-# has a section per item: "FP8 varlen: 16-aligned packed vt8", "Bulk dQ", Triton "v3"). Two stages, each fits one
-# device call; everything archived under $OUT as pending.tgz (the device tool returns few files).
+# has a section per item: "FP8 varlen: 16-aligned packed vt8", "Bulk dQ", "Overlap", Triton "v3"). Two stages,
+# each fits one device call; everything archived under $OUT as pending.tgz (the device tool returns few files).
 #   tests  the GPU tests of all three at once: native FP8 (varlen with unaligned starts, dense), the bulk-dQ backward
-#          variant (dK/dV bitwise equal to the default), the Triton FP8 tests (fused pass writes the new vt8 layout)
-#          and the whole native backward file; ~3 min with -n 8
-#   times  bulk_dq vs red_dq vs Triton vs cuDNN backward; Triton backward tiles and FA3NN_TRITON_UNMASKED_ROW_STATS
+#          variant and the overlap variants (dK/dV bitwise equal to the default), the Triton FP8 tests (fused pass
+#          writes the new vt8 layout) and the whole native backward file; ~4 min with -n 8
+#   times  bulk_dq, overlap, bulk_dq_overlap vs red_dq vs Triton vs cuDNN backward (a variant whose error cases fail
+#          is left out of the timing); Triton backward tiles and FA3NN_TRITON_UNMASKED_ROW_STATS
 #          vs the pinned tiles; native FP8 varlen vs Triton FP8 varlen vs bf16; ~7 min
 # Build the library here first: python -m fa3nn.backends.hopper_build --out build/libfa3nn_hopper.so (carry it).
 #
@@ -20,16 +21,17 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
 summary() { echo "  passed $(grep -cE " PASSED" "$1")"; grep -E "(FAILED|ERROR) tests/" "$1" | head -n 15; tail -n 1 "$1"; }
 
 if [ "$stage" = tests ]; then
-    timeout 240 python -m pytest -m gpu -n 8 -v -rfE -p no:cacheprovider tests/test_hopper_fp8.py \
+    timeout 330 python -m pytest -m gpu -n 8 -v -rfE -p no:cacheprovider tests/test_hopper_fp8.py \
         tests/test_hopper_bwd.py tests/test_fp8_triton_gpu.py tests/test_hopper.py > "$out/tests.log" 2>&1
     echo "tests rc $?"; summary "$out/tests.log"
 else
-    timeout 170 python scripts/hopper_bwd_device_check.py --variants red_dq bulk_dq > "$out/bwd.log" 2>&1
+    timeout 240 python scripts/hopper_bwd_device_check.py --variants red_dq bulk_dq overlap bulk_dq_overlap \
+        > "$out/bwd.log" 2>&1
     echo "bwd rc $?"; sed -n '/^| hdim/,$p' "$out/bwd.log"
-    timeout 200 python scripts/triton_tile_ab.py --headdims 128 64 --seqlens 2048 8192 --json "$out/triton_ab.json" \
+    timeout 190 python scripts/triton_tile_ab.py --headdims 128 64 --seqlens 2048 8192 --json "$out/triton_ab.json" \
         > "$out/triton_ab.log" 2>&1
     echo "triton tiles rc $?"; tail -n 20 "$out/triton_ab.log"
-    timeout 120 python scripts/bench_fp8_varlen.py --json "$out/fp8_varlen.json" > "$out/fp8_varlen.log" 2>&1
+    timeout 110 python scripts/bench_fp8_varlen.py --json "$out/fp8_varlen.json" > "$out/fp8_varlen.log" 2>&1
     echo "fp8 varlen rc $?"; tail -n 8 "$out/fp8_varlen.log"
 fi
 tar czf "$out/pending.tgz" -C "$out" $(cd "$out" && ls | grep -v pending.tgz)

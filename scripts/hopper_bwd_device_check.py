@@ -6,7 +6,7 @@ the same run; one device call.
    dq, dk, dv judged by the error-ratio rule (fa3nn.testing.error_ratio) against the fp32 / bf16 reference pair, with
    max |error| / max |ref| printed beside it, per case, so a failure says which gradient is wrong
    (benchmarks/NOTES.md, "Hopper backward", says what each pattern points at).
-2. Timing (only if every case passed, or with --time-anyway): backward only, the FA3 paper's shapes (batch * seqlen
+2. Timing of the variants whose cases all passed (all of them with --time-anyway): backward only, the FA3 paper's shapes (batch * seqlen
    = 16384 tokens, nheads * headdim = 2048, bf16), out/lse from the native forward; cuDNN's backward is SDPA's
    autograd backward (its forward excluded); TFLOP/s from fa3nn.metrics.attention_flops. Variants are timed one after
    the other on the same inputs, so their ratio (last column: each variant over the first one given) is from one run.
@@ -14,6 +14,7 @@ Writes $OUT/hopper_bwd_check.json (else benchmarks/results/) and prints a table 
 
     FA3NN_HOPPER_LIB=build/libfa3nn_hopper.so python scripts/hopper_bwd_device_check.py
     FA3NN_HOPPER_LIB=build/libfa3nn_hopper.so python scripts/hopper_bwd_device_check.py --variants red_dq bulk_dq
+    FA3NN_HOPPER_LIB=build/libfa3nn_hopper.so python scripts/hopper_bwd_device_check.py --variants red_dq overlap
 """
 
 from __future__ import annotations
@@ -126,24 +127,27 @@ def main() -> int:
         for case in CASES:
             row = errors(*case, variant)
             report["errors"].append(row)
-            print(f"{variant:<8} {row['case']:<24} dq {row['dq']:.2e} dk {row['dk']:.2e} dv {row['dv']:.2e} "
+            print(f"{variant:<16} {row['case']:<24} dq {row['dq']:.2e} dk {row['dk']:.2e} dv {row['dv']:.2e} "
                   f"{'ok' if row['ok'] else 'FAIL'}", flush=True)
     passed = all(r["ok"] for r in report["errors"])
-    if passed or args.time_anyway:
+    # A variant with a wrong gradient is left out of the timing (the others still get their same-run numbers).
+    timed = [v for v in args.variants if args.time_anyway or all(r["ok"] for r in report["errors"] if r["variant"] == v)]
+    report["timed_variants"] = timed
+    if timed:
         for headdim in (128, 64):
             for seqlen in (2048, 16384):
                 for causal in (False, True):
-                    report["timing"].append(timing(headdim, seqlen, causal, args.variants, args.iters, args.reps))
+                    report["timing"].append(timing(headdim, seqlen, causal, timed, args.iters, args.reps))
     out_dir = Path(os.environ.get("OUT") or Path(__file__).resolve().parents[1] / "benchmarks" / "results")
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "hopper_bwd_check.json").write_text(json.dumps(report, indent=1))
-    hoppers = [f"hopper:{v}" for v in args.variants]
+    hoppers = [f"hopper:{v}" for v in timed]
 
     def ratio(r, a, b):
         return f"{r[a] / r[b]:.2f}" if isinstance(r[a], float) and isinstance(r[b], float) else "-"
 
     names = [*hoppers, "triton", "cudnn"]
-    ratios = [f"{v} / cuDNN" for v in args.variants] + [f"{v} / {args.variants[0]}" for v in args.variants[1:]]
+    ratios = [f"{v} / cuDNN" for v in timed] + [f"{v} / {timed[0]}" for v in timed[1:]]
     print(f"\n| hdim | seqlen | causal | {' | '.join(names)} (bwd TFLOP/s) | {' | '.join(ratios)} |")
     print("|---" * (3 + len(names) + len(ratios)) + "|")
     for r in report["timing"]:

@@ -6,7 +6,9 @@ the same math in the input dtype), bf16/fp16, head dims 64/128, causal and not, 
 test_hopper.py (odd, unequal, one-key, longer queries than keys); gradients NaN-poisoned before each call; dK/dV
 bitwise deterministic (dQ is summed with fp32 atomics, so its last bits may vary). The bulk-dQ variant (dQ through
 shared memory and TMA reduce-adds, hopper_bwd.VARIANTS) by the same rule on fewer shapes, with dK/dV bitwise equal to
-the default variant's (it changes only how dQ reaches dq_accum).
+the default variant's (it changes only how dQ reaches dq_accum); the overlap variants (next query block's score GEMMs
+issued before this block's dQ GEMM, alone and with bulk dQ) the same way. CPU: the schedule models of the bulk-dQ
+handoff and of the overlap order (scripts/model_bwd_*.py) pass and catch a wrong protocol.
 """
 
 from __future__ import annotations
@@ -114,6 +116,29 @@ def test_bulk_dq_handoff_model_passes_and_catches_a_wrong_protocol(monkeypatch):
 
     monkeypatch.setattr(model, "writer", writer_always_frees)
     assert "partly arrived" in model.run(3, random.Random(0))
+
+
+def test_overlap_schedule_model_passes():
+    """The overlap variants' order (scripts/model_bwd_overlap.py) under random schedules, d64 and d128."""
+    assert _script("model_bwd_overlap").main() == 0
+
+
+@pytest.mark.parametrize("mutation, headdim, expected", [
+    (dict(dq_group_at_step0=False), 64, "not complete"),
+    (dict(release_before_wait=True), 64, "refilled stage"),
+    (dict(release_before_wait=True), 128, "refilled stage"),
+])
+def test_overlap_schedule_model_catches_a_wrong_order(mutation, headdim, expected):
+    """A program without step 0's (discarded) dQ group, or one that releases the ring stage before the dK/dV wait,
+    must fail the model."""
+    model = _script("model_bwd_overlap")
+
+    def mutated(wg, steps, d):
+        return model.consumer_program(wg, steps, d, **mutation)
+
+    rng = random.Random(0)
+    errors = [model.run(steps, headdim, rng, mutated) for steps in (1, 3, 5) for _ in range(100)]
+    assert any(e is not None and expected in e for e in errors), errors[:3]
 
 
 def _params(window=None, softcap=0.0):
@@ -225,6 +250,23 @@ def test_bulk_dq_variant_matches_reference(dtype, headdim, causal, seqlens):
                                                                              "bulk_dq")
     _, dk_red, dv_red = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, variant="red_dq")
     assert torch.equal(dk, dk_red) and torch.equal(dv, dv_red), "bulk_dq changed dK/dV: only dQ's path may differ"
+
+
+# The overlap variants reorder the GEMMs of neighbouring query blocks but not any sum: dK/dV accumulate the same
+# products in the same order as red_dq's, so they must be bitwise equal to its; dQ by the error-ratio rule. The same
+# shapes as bulk dQ: one step (only the prologue and the after-loop hand-off), one key, many ragged steps with both dS^T
+# buffers and (d128, 2 stages) both ring stages reused, the long case.
+@pytest.mark.parametrize("variant", ["overlap", "bulk_dq_overlap"])
+@pytest.mark.parametrize("seqlens", BULK_DQ_SEQLENS, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.gpu
+@needs_hopper
+def test_overlap_variants_match_reference(dtype, headdim, causal, seqlens, variant):
+    (dout, q, k, v, out, lse, scale), (_, dk, dv) = _check_against_reference(dtype, headdim, causal, seqlens, variant)
+    _, dk_red, dv_red = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, variant="red_dq")
+    assert torch.equal(dk, dk_red) and torch.equal(dv, dv_red), f"{variant} changed dK/dV (the sums' order is kept)"
 
 
 @pytest.mark.parametrize("causal", [False, True])

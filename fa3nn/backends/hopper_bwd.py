@@ -26,8 +26,10 @@ BLOCK_M = 64  # query rows per step of the main kernel: the workspaces are padde
 # Compile-time variants of the main kernel (fa3nn_hopper_bwd's `variant`), for benchmarks and tests; dispatch always
 # runs "red_dq". red_dq: each consumer thread adds its dQ fragment to dq_accum with red.global.add.v2.f32.
 # bulk_dq: FA3's dQ path: the fragment goes to a 128B-swizzled fp32 tile in shared memory and one producer thread adds
-# the tile with TMA reduce-adds (kernels/hopper/flash_bwd.cuh; benchmarks/NOTES.md, "Bulk dQ").
-VARIANTS = {"red_dq": 0, "bulk_dq": 1}
+# the tile with TMA reduce-adds (kernels/hopper/flash_bwd.cuh; benchmarks/NOTES.md, "Bulk dQ"). overlap: the next
+# query block's S^T (d64: and dP^T) GEMMs issued before this block's dQ GEMM, which is collected one step later
+# (kernels/hopper/flash_bwd_overlap.cuh; NOTES, "Overlap"); bulk_dq_overlap: both.
+VARIANTS = {"red_dq": 0, "bulk_dq": 1, "overlap": 2, "bulk_dq_overlap": 3}
 
 
 def check_arguments(dout, q, k, v, out, lse, softmax_scale: float) -> None:

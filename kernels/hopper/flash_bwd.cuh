@@ -66,11 +66,15 @@ struct BwdParams {
   float softmax_scale;
 };
 
-template <int kHeadDim_, int kStages_, bool kBF16_, bool kCausal_, bool kDQBulk_ = false>
+template <int kHeadDim_, int kStages_, bool kBF16_, bool kCausal_, bool kDQBulk_ = false, bool kOverlap_ = false>
 struct BwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kStages = kStages_;
   static constexpr bool kBF16 = kBF16_, kCausal = kCausal_;
   static constexpr bool kDQBulk = kDQBulk_;  // dQ through shared memory and TMA reduce-adds (file comment)
+  // Next query block's S^T (and, d64, dP^T) issued before this block's dQ GEMM (flash_bwd_overlap.cuh); d128 has no
+  // registers for dP^T ahead (224 accumulator registers of 240).
+  static constexpr bool kOverlap = kOverlap_;
+  static constexpr bool kOverlapDP = kOverlap_ && kHeadDim_ < 128;
   static constexpr int kBlockM = 64;   // query rows per step (one wgmma M of dQ)
   static constexpr int kBlockN = 128;  // keys per CTA, 64 per consumer warpgroup
   static constexpr int kConsumers = 2;
@@ -495,6 +499,11 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
   c.store_rows(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, p, batch, head, n_block, dv, 1.f);
 }
 
+// Variants 2 and 3: defined in flash_bwd_overlap.cuh (included by flash_bwd_launch.cuh).
+template <class Cfg>
+__device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars,
+                                                     int wg);
+
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     flash_bwd_kernel(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__ CUtensorMap tma_k,
@@ -520,7 +529,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
   } else {
     regs_acquire<Cfg::kConsumerRegs>();
-    bwd_consumer<Cfg>(params, smem, bars, warpgroup - 1);
+    if constexpr (Cfg::kOverlap) {
+      bwd_consumer_overlap<Cfg>(params, smem, bars, warpgroup - 1);
+    } else {
+      bwd_consumer<Cfg>(params, smem, bars, warpgroup - 1);
+    }
   }
 }
 

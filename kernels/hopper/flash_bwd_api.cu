@@ -18,7 +18,8 @@ extern "C" {
 // contiguous, seqlen_q_rounded = seqlen_q rounded up to a multiple of 64; their contents on entry do not matter.
 // strides: 24 element strides, (batch, row, head) for q, k, v, out, dout, dq, dk, dv; head dim contiguous.
 // variant: 0 = dQ summed by per-thread fp32 reductions (default), 1 = bulk dQ (fp32 tile in shared memory, added by
-// TMA reduce-adds from one producer thread; flash_bwd.cuh), for benchmarks and tests until it has run on a GPU.
+// TMA reduce-adds from one producer thread; flash_bwd.cuh), 2 = overlap (next block's score GEMMs issued before this
+// block's dQ GEMM; flash_bwd_overlap.cuh), 3 = both; 1-3 for benchmarks and tests until they have run on a GPU.
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void* v, const void* out, const float* lse,
                      const float* dlse, void* dq, void* dk, void* dv, float* dq_accum, float* lse_log2, float* delta,

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "flash_bwd.cuh"
+#include "flash_bwd_overlap.cuh"
 #include "flash_bwd_prepost.cuh"
 #include "flash_fwd_launch.cuh"  // fail(), make_map() (the tensor-map encoding is shared with the forward)
 
@@ -132,24 +133,27 @@ template <int D> struct BwdTiles;
 template <> struct BwdTiles<64> { static constexpr int kStages = 3; };
 template <> struct BwdTiles<128> { static constexpr int kStages = 2; };
 
-template <int D, bool kDQBulk>
+template <int D, bool kDQBulk, bool kOverlap>
 int run_bwd_dispatch(const BwdProblem& pr, bool bf16, bool causal) {
   constexpr int S = BwdTiles<D>::kStages;
   if (bf16)
-    return causal ? launch_bwd<BwdConfig<D, S, true, true, kDQBulk>>(pr)
-                  : launch_bwd<BwdConfig<D, S, true, false, kDQBulk>>(pr);
-  return causal ? launch_bwd<BwdConfig<D, S, false, true, kDQBulk>>(pr)
-                : launch_bwd<BwdConfig<D, S, false, false, kDQBulk>>(pr);
+    return causal ? launch_bwd<BwdConfig<D, S, true, true, kDQBulk, kOverlap>>(pr)
+                  : launch_bwd<BwdConfig<D, S, true, false, kDQBulk, kOverlap>>(pr);
+  return causal ? launch_bwd<BwdConfig<D, S, false, true, kDQBulk, kOverlap>>(pr)
+                : launch_bwd<BwdConfig<D, S, false, false, kDQBulk, kOverlap>>(pr);
 }
 
 // variant: 0 = dQ by per-thread red.global.add.v2.f32 (the default), 1 = bulk dQ (shared memory + TMA reduce-add,
-// flash_bwd.cuh; not yet run on a GPU, so only benchmarks and tests select it).
+// flash_bwd.cuh), 2 = overlap (next block's score GEMMs before this block's dQ GEMM, flash_bwd_overlap.cuh),
+// 3 = bulk dQ + overlap; 1-3 have not run on a GPU yet, so only benchmarks and tests select them.
 template <int D>
 int run_bwd_headdim(const BwdProblem& pr, bool bf16, bool causal, int variant) {
   switch (variant) {
-    case 0: return run_bwd_dispatch<D, false>(pr, bf16, causal);
-    case 1: return run_bwd_dispatch<D, true>(pr, bf16, causal);
-    default: return fail("%s", "unknown backward variant (built: 0 = red dQ, 1 = bulk dQ)");
+    case 0: return run_bwd_dispatch<D, false, false>(pr, bf16, causal);
+    case 1: return run_bwd_dispatch<D, true, false>(pr, bf16, causal);
+    case 2: return run_bwd_dispatch<D, false, true>(pr, bf16, causal);
+    case 3: return run_bwd_dispatch<D, true, true>(pr, bf16, causal);
+    default: return fail("%s", "unknown backward variant (built: 0 red dQ, 1 bulk dQ, 2 overlap, 3 bulk dQ + overlap)");
   }
 }
 

@@ -1,0 +1,205 @@
+// Backward consumer with the next query block's score GEMMs issued ahead (kOverlap, variants 2 and 3 of
+// fa3nn_hopper_bwd; benchmarks/NOTES.md, "Overlap"). DRAFT: compiled and inspected, never run. Included by
+// flash_bwd_launch.cuh after flash_bwd.cuh (it reuses BwdConsumer and the pipeline; the kernel declares
+// bwd_consumer_overlap); the default consumer is untouched.
+//
+// The default consumer's tensor cores idle while each step's elementwise work (mask, P^T, dS^T, packing, the dS^T
+// store), its named barrier and its dQ reduction run. Here step j - 1's dQ GEMM is issued after step j's score
+// GEMMs, and its result is collected (reduced or staged) inside step j, after that step's elementwise work (d64):
+//
+//   step j: wait full j, issue S^T_j (d64: and dP^T_j, kOverlapDP), issue dQ_j-1 = dS_j-1 K
+//     pending, oldest first: S^T_j [, dP^T_j], dQ_j-1
+//     d64:  wait S^T_j: mask, P^T_j; wait dP^T_j: dS^T_j, pack both   (dQ_j-1 still on the tensor cores)
+//           wait dQ_j-1: hand it off (reduce or stage); dS^T_j -> smem
+//     d128: wait S^T_j and dQ_j-1: hand dQ_j-1 off; issue dP^T_j; mask, P^T_j (under dP^T_j, as the default);
+//           wait dP^T_j: dS^T_j, pack, -> smem; pack P^T_j
+//     issue dV_j += P^T_j dO_j, dK_j += dS^T_j Q_j; fence, dS barrier j; wait dK/dV_j; release stage j
+//   after the last step: issue the last dQ, wait, hand it off
+//
+// Registers (fp32 accumulators per consumer thread; ptxas numbers in benchmarks/NOTES.md, "Overlap"): d64 peaks at
+// dK 32 + dV 32 + S^T 32 + dP^T 32 + dQ 32 = 160. At d128 the same order needs dK 64 + dV 64 + S^T 32 + dP^T 32 + dQ
+// 32 = 224 of 240 (the default already reaches R237 at 192) and spills; even S^T ahead with P^T computed under
+// dQ_j-1 (dK + dV + S^T + dQ = 192, the default's count) spilled 8 B in the causal red-dQ kernels (the mask's index
+// math on top). So d128 keeps S^T_j+1 ahead only as far as dQ_j: the tensor cores run S^T_j+1 and dQ_j back to back,
+// and the loop turn (stage wait, S^T issue and its latency) that the default leaves idle is hidden; d64 also hides
+// P^T, dS^T and both packs behind dQ_j-1. (Whether d128 compiles without serialization: NOTES.)
+//
+// Pipeline and barriers. Step 0's dQ_-1 is a real GEMM whose result is discarded (why: the loop's comment), so every
+// step waits with the same counts. Stage j (Q, dO, lse, delta) is released after the dK/dV wait of step j, as
+// before: dQ reads only dS^T and K. The dS^T buffer of step j (j & 1) was last read by dQ_j-2; every consumer waited for
+// dQ_j-2 in step j - 1 before that step's dS barrier, which this step's writers passed (scripts/model_bwd_overlap.py
+// checks this order, the group counts and the stage release). Bulk dQ
+// (variant 3): dQ_j's tile goes through the same full/empty protocol as in the default order, one step later in time,
+// in the same step order, so bwd_dq_writer is unchanged.
+#pragma once
+#include "flash_bwd.cuh"
+
+namespace fa3nn::hopper {
+
+template <class Cfg>
+struct BwdOverlapStage {
+  uint32_t q_smem, do_smem;
+  const float *lse_log2, *delta;
+
+  __device__ __forceinline__ BwdOverlapStage(uint8_t* smem, uint32_t base, uint32_t index)
+      : q_smem(base + Cfg::kOffQ + index * Cfg::kQBytes),
+        do_smem(base + Cfg::kOffDO + index * Cfg::kQBytes),
+        lse_log2(reinterpret_cast<const float*>(smem + Cfg::kOffLse + index * Cfg::kRowStatBytes)),
+        delta(reinterpret_cast<const float*>(smem + Cfg::kOffDelta + index * Cfg::kRowStatBytes)) {}
+};
+
+// S^T = K_c Q^T (one commit group), and with kWithDP dP^T = V_c dO^T (a second group).
+template <class Cfg, bool kWithDP>
+__device__ __forceinline__ void bwd_issue_scores(float (&s)[32], float (&dp)[32], uint64_t desc_k_rows,
+                                                 uint64_t desc_v_rows, const BwdOverlapStage<Cfg>& stage) {
+  warpgroup_arrive();
+  gemm_ss<64, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(s, desc_k_rows,
+                                                                                 make_desc_kmajor_sw128(stage.q_smem));
+  wgmma_commit();
+  if constexpr (kWithDP) {
+    gemm_ss<64, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(
+        dp, desc_v_rows, make_desc_kmajor_sw128(stage.do_smem));
+    wgmma_commit();
+  }
+}
+
+// dQ of step `step` (query block m_block), already waited for, into dq_accum: red.global.add, or (bulk) the staging
+// tile of buffer step & 1 and the writer's full/empty barriers exactly as in bwd_consumer.
+template <class Cfg>
+__device__ __forceinline__ void bwd_hand_off_dq(const BwdConsumer<Cfg>& c, const BwdParams& p, uint8_t* smem,
+                                                int batch, int head, int m_block, int step,
+                                                const float (&dq)[BwdConsumer<Cfg>::kDQRegs]) {
+  if constexpr (Cfg::kDQBulk) {
+    const int buffer = step & 1;
+    if (step >= 2) NamedBarrier::sync(Cfg::kDQEmptyBarrier + buffer, Cfg::kDQBarrierThreads);
+    c.stage_dq(smem + Cfg::kOffDQ + buffer * Cfg::kDQStageBytes, dq);
+    fence_proxy_async_smem();
+    NamedBarrier::arrive(Cfg::kDQFullBarrier + buffer, Cfg::kDQBarrierThreads);
+  } else {
+    c.reduce_dq(p, batch, head, m_block, dq);
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars,
+                                                     int wg) {
+  using C = BwdConsumer<Cfg>;
+  using Stage = BwdOverlapStage<Cfg>;
+  constexpr bool kAheadDP = Cfg::kOverlapDP;
+  const C c{wg, static_cast<int>(threadIdx.x % 128), threadIdx.x % 128 == 0};
+  const int n_block = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
+  const uint32_t base = smem_addr(smem);
+  const uint64_t desc_k_rows = make_desc_kmajor_sw128(base + wg * 64 * kPanelRowBytes);
+  const uint64_t desc_v_rows = make_desc_kmajor_sw128(base + Cfg::kOffV + wg * 64 * kPanelRowBytes);
+  const uint64_t desc_k_dq = Cfg::kDQSplitKeys
+                                 ? make_desc_mnmajor_sw128(base + wg * 64 * kPanelRowBytes, Cfg::kKVPanelBytes)
+                                 : make_desc_mnmajor_sw128(base + wg * Cfg::kKVPanelBytes, Cfg::kKVPanelBytes);
+
+  float dk[C::kAccRegs], dv[C::kAccRegs];
+#pragma unroll
+  for (int i = 0; i < C::kAccRegs; ++i) dk[i] = dv[i] = 0.f;
+  float s[C::kSRegs], dp[C::kSRegs], dq[C::kDQRegs];
+  uint32_t pa[4][4], dsa[4][4];
+
+  bars.kv.wait(0);
+  // dQ of the previous step (d128: both warpgroups' dS^T rows, d64: this one's) times K, into dq.
+  auto issue_dq = [&](int prev_step) {
+    const uint32_t ds_rows = base + Cfg::kOffDS + (prev_step & 1) * Cfg::kDSBytes +
+                             (Cfg::kDQSplitKeys ? wg * 64 * kPanelRowBytes : 0);
+    const uint64_t desc_ds = make_desc_mnmajor_sw128(ds_rows, Cfg::kDSBytes);
+    warpgroup_arrive();
+#pragma unroll
+    for (int k = 0; k < Cfg::kDQKeys / 16; ++k)
+      WgmmaSSMN<Cfg::kDQCols, Cfg::kBF16>::mma(dq, desc_advance(desc_ds, k * 16 * kPanelRowBytes),
+                                               desc_advance(desc_k_dq, k * 16 * kPanelRowBytes), k > 0 ? 1 : 0);
+  };
+  PipelineState<Cfg::kStages> st;
+  // Step j (query block m_block) once S^T_j [, dP^T_j] and dQ_j-1 are committed, in that order.
+  auto finish_block = [&](int m_block, int step) {
+    const Stage stage(smem, base, st.index);
+    uint8_t* ds_smem = smem + Cfg::kOffDS + (step & 1) * Cfg::kDSBytes;
+    // Pending, oldest first: S^T_j [, dP^T_j], dQ_j-1 (its A operand, dS^T_j-1, is in the other buffer).
+    if constexpr (kAheadDP) {
+      wgmma_wait<2>();
+      fence_operands(s);
+      if (bwd_block_needs_mask<Cfg>(p, m_block, n_block)) c.apply_mask(s, p, m_block, n_block);
+      c.probs(s, stage.lse_log2, p.scale_log2);
+      wgmma_wait<1>();
+      fence_operands(dp);
+      c.dscores(dp, s, stage.delta);
+      C::to_a_fragments(dp, dsa);
+      fence_fragments(dsa);
+      C::to_a_fragments(s, pa);
+      fence_fragments(pa);
+      wgmma_wait<0>();
+      fence_operands(dq);
+      if (step > 0) bwd_hand_off_dq<Cfg>(c, p, smem, batch, head, m_block - 1, step - 1, dq);
+      c.write_ds(ds_smem, dsa);
+    } else {
+      // S^T_j ran behind dQ_j-1; from here on the default order (P^T under dP^T), registers as the default's.
+      wgmma_wait<0>();
+      fence_operands(s);
+      fence_operands(dq);
+      if (step > 0) bwd_hand_off_dq<Cfg>(c, p, smem, batch, head, m_block - 1, step - 1, dq);
+      warpgroup_arrive();
+      gemm_ss<64, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(
+          dp, desc_v_rows, make_desc_kmajor_sw128(stage.do_smem));
+      wgmma_commit();
+      if (bwd_block_needs_mask<Cfg>(p, m_block, n_block)) c.apply_mask(s, p, m_block, n_block);
+      c.probs(s, stage.lse_log2, p.scale_log2);
+      wgmma_wait<0>();
+      fence_operands(dp);
+      c.dscores(dp, s, stage.delta);
+      C::to_a_fragments(dp, dsa);
+      fence_fragments(dsa);
+      c.write_ds(ds_smem, dsa);
+      C::to_a_fragments(s, pa);
+    }
+    // dV_j += P^T dO and dK_j += dS^T Q, A from registers, B (dO, Q) read N-major.
+    warpgroup_arrive();
+    gemm_rs<64, Cfg::kHeadDim, Cfg::kBF16>(dv, pa, make_desc_mnmajor_sw128(stage.do_smem, Cfg::kQPanelBytes));
+    gemm_rs<64, Cfg::kHeadDim, Cfg::kBF16>(dk, dsa, make_desc_mnmajor_sw128(stage.q_smem, Cfg::kQPanelBytes));
+    wgmma_commit();
+    // dS^T visible to the async proxy and (column split) both warpgroups' rows written before dQ_j reads them.
+    fence_proxy_async_smem();
+    if constexpr (Cfg::kDQSplitKeys) {
+      NamedBarrier::sync(NamedBarrier::kFirstId + wg, 128);
+    } else {
+      NamedBarrier::sync(NamedBarrier::kFirstId, C::kDSBarrierThreads);
+    }
+    wgmma_wait<0>();
+    fence_fragments(pa);
+    fence_fragments(dsa);
+    fence_operands(dk);
+    fence_operands(dv);
+    // Stage j is no longer read (Q, dO by the finished GEMMs; lse, delta before the barrier above).
+    if (c.leader) bars.qdo.consumer_release(st);
+    st.advance();
+  };
+  // Step j's score GEMMs, then dQ_j-1. No wgmma sits under a branch and none is in flight across the loop's back
+  // edge; both cost the whole kernel (nvcc 13.0): with dQ_j issued at the end of step j and waited in step j + 1,
+  // ptxas serialized every wgmma (C7515, all 16 kernels); with `if (step > 0)` around dQ_j-1's wgmmas, or with the
+  // first step peeled, it injected a warpgroup.arrive (C7519, the 8 d64 kernels). So step 0 issues a dQ too: it reads
+  // the other dS^T buffer (not yet written: its result is never handed off, and the next dQ starts with scale-d 0),
+  // one 64-query GEMM per CTA. Every key block has at least one query block (the last query row sees every key:
+  // first_m_block), so the final dQ after the loop needs no branch either.
+  int step = 0;
+  for (int m_block = first_m_block<Cfg>(p, n_block); m_block < p.num_m_blocks; ++m_block, ++step) {
+    wait_in_loop(bars.qdo.full[st.index], st.phase);
+    bwd_issue_scores<Cfg, kAheadDP>(s, dp, desc_k_rows, desc_v_rows, Stage(smem, base, st.index));
+    issue_dq(step - 1);
+    wgmma_commit();
+    finish_block(m_block, step);
+  }
+  issue_dq(step - 1);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_operands(dq);
+  bwd_hand_off_dq<Cfg>(c, p, smem, batch, head, p.num_m_blocks - 1, step - 1, dq);
+
+  c.store_rows(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, p, batch, head, n_block, dk,
+               p.softmax_scale);
+  c.store_rows(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, p, batch, head, n_block, dv, 1.f);
+}
+
+}  // namespace fa3nn::hopper
