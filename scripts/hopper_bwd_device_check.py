@@ -6,10 +6,11 @@ the same run; one device call.
    dq, dk, dv judged by the error-ratio rule (fa3nn.testing.error_ratio) against the fp32 / bf16 reference pair, with
    max |error| / max |ref| printed beside it, per case, so a failure says which gradient is wrong
    (benchmarks/NOTES.md, "Hopper backward", says what each pattern points at).
-2. Timing of the variants whose cases all passed (all of them with --time-anyway): backward only, the FA3 paper's shapes (batch * seqlen
-   = 16384 tokens, nheads * headdim = 2048, bf16), out/lse from the native forward; cuDNN's backward is SDPA's
-   autograd backward (its forward excluded); TFLOP/s from fa3nn.metrics.attention_flops. Variants are timed one after
-   the other on the same inputs, so their ratio (last column: each variant over the first one given) is from one run.
+2. Timing of the variants whose cases all passed (all of them with --time-anyway): backward only, the FA3 paper's
+   shapes (batch * seqlen = 16384 tokens, nheads * headdim = 2048, bf16), out/lse from the native forward; cuDNN's
+   backward is SDPA's autograd backward (its forward excluded); TFLOP/s from fa3nn.metrics.attention_flops. Variants
+   are timed one after the other on the same inputs, so their ratio (last column: each variant over the first one
+   given) is from one run.
 Writes $OUT/hopper_bwd_check.json (else benchmarks/results/) and prints a table last.
 
     FA3NN_HOPPER_LIB=build/libfa3nn_hopper.so python scripts/hopper_bwd_device_check.py
@@ -131,7 +132,8 @@ def main() -> int:
                   f"{'ok' if row['ok'] else 'FAIL'}", flush=True)
     passed = all(r["ok"] for r in report["errors"])
     # A variant with a wrong gradient is left out of the timing (the others still get their same-run numbers).
-    timed = [v for v in args.variants if args.time_anyway or all(r["ok"] for r in report["errors"] if r["variant"] == v)]
+    timed = [v for v in args.variants
+             if args.time_anyway or all(r["ok"] for r in report["errors"] if r["variant"] == v)]
     report["timed_variants"] = timed
     if timed:
         for headdim in (128, 64):

@@ -10,7 +10,10 @@ transcribed from the kernel by hand, so this is a model, not the kernel: it cann
 (descriptors, wgmma operand majorness, barriers, rounding to 16 bits). It assumes each wgmma computes
 acc[m][n] = sum_k A[m][k] B[n][k] for the operands the kernel names. A wrong transcription in either place shows as
 a mismatch: changing the swizzle XOR or first_m_block by one makes dQ or all three gradients fail (tried when it was
-written); so does an off-by-one in stage_dq's XOR, its float pair offset, or (d64) its per-warpgroup tile.
+written); so does an off-by-one in stage_dq's XOR, its float pair offset, or (d64) its per-warpgroup tile. The
+overlap variants' deferred dQ (one step late, from the other dS^T buffer, to the previous query block's rows, with a
+discarded dQ at step 0 that reads a NaN buffer) runs too: handing off step 0's dQ, or dQ_j-1 to block m_block's
+rows, fails it (tried).
 
     python scripts/model_hopper_bwd.py
 """
@@ -139,9 +142,12 @@ def exact_grads(q, k, v, dout, scale, causal):
     return out, lse, grads
 
 
-def model(q, k, v, out, dout, lse, scale, causal, dq_bulk=False):
+def model(q, k, v, out, dout, lse, scale, causal, dq_bulk=False, overlap=False):
     """dq, dk, dv as the three kernels compute them (flash_bwd_prepost.cuh, flash_bwd.cuh); dq_bulk: the bulk-dQ
-    variant's staging and reduce instead of reduce_dq."""
+    variant's staging and reduce instead of reduce_dq; overlap: the overlap variants' order (flash_bwd_overlap.cuh):
+    step j computes dQ_j-1 from dS^T buffer (j - 1) & 1 before writing dS^T_j into buffer j & 1, hands it off to
+    query block m_block - 1's rows, step 0's dQ reads the unwritten buffer 1 (NaN here) and is discarded, and the
+    last dQ is handed off after the loop."""
     batch, seqlen_q, nheads, d = q.shape
     seqlen_k = k.shape[1]
     rounded = (seqlen_q + BLOCK_M - 1) // BLOCK_M * BLOCK_M
@@ -169,12 +175,44 @@ def model(q, k, v, out, dout, lse, scale, causal, dq_bulk=False):
                 k_tile, v_tile = tile(k, n_block * BLOCK_N, BLOCK_N, b, h), tile(v, n_block * BLOCK_N, BLOCK_N, b, h)
                 dk_regs = np.zeros((2, 128, d // 2))
                 dv_regs = np.zeros((2, 128, d // 2))
-                for m_block in range(first_m_block(n_block, seqlen_q, seqlen_k, causal), rounded // BLOCK_M):
+
+                def dq_from(panel, k_tile=k_tile):  # both warpgroups' dQ fragments from a dS^T panel
+                    ds_t = read_sw128(panel, BLOCK_N)  # 128 keys x 64 queries
+                    frags = []
+                    for wg in range(2):
+                        if split_keys:
+                            dq, col0 = ds_t[wg * 64:wg * 64 + 64].T @ k_tile[wg * 64:wg * 64 + 64], 0
+                        else:
+                            dq, col0 = ds_t.T @ k_tile[:, wg * dq_cols:(wg + 1) * dq_cols], wg * dq_cols
+                        frags.append((to_regs(dq, dq_cols), col0))
+                    return frags
+
+                def hand_off(frags, rows, b=b, h=h):
+                    # Bulk dQ: both tiles (d64) or the one tile (d128) of a 32 KB stage, NaN first so a float that
+                    # stage_dq misses poisons dq (in the kernel it would add step - 2's stale values).
+                    stage = np.full(32768 // 4, np.nan)
+                    for wg, (regs, col0) in enumerate(frags):
+                        if dq_bulk:
+                            stage_dq(stage, regs, wg, d)
+                            continue
+                        for half in range(2):  # reduce_dq
+                            row = 16 * WARP + GROUP + 8 * half
+                            for j in range(dq_cols // 8):
+                                for e in range(2):
+                                    np.add.at(dq_accum[b, h, rows], (row, col0 + 8 * j + 2 * QUAD + e),
+                                              regs[:, 4 * j + 2 * half + e])
+                    if dq_bulk:
+                        dq_writer(dq_accum[b, h, rows], stage, d)
+
+                ds_buffers = [np.full(BLOCK_N * 64, np.nan) for _ in range(2)]
+                m_first = first_m_block(n_block, seqlen_q, seqlen_k, causal)
+                for step, m_block in enumerate(range(m_first, rounded // BLOCK_M)):
                     q_tile = tile(q, m_block * BLOCK_M, BLOCK_M, b, h)
                     do_tile = tile(dout, m_block * BLOCK_M, BLOCK_M, b, h)
                     rows = slice(m_block * BLOCK_M, (m_block + 1) * BLOCK_M)
                     stage_lse, stage_delta = lse_log2[b, h, rows], delta[b, h, rows]
-                    ds_panel = np.zeros(BLOCK_N * 64)
+                    prev_dq = dq_from(ds_buffers[(step - 1) & 1]) if overlap else None  # issued with S^T_j
+                    ds_panel = ds_buffers[step & 1] if overlap else np.zeros(BLOCK_N * 64)
                     last_key = (n_block + 1) * BLOCK_N - 1
                     needs_mask = last_key >= seqlen_k or (causal and last_key > m_block * BLOCK_M + seqlen_k - seqlen_q)
                     for wg in range(2):
@@ -196,27 +234,14 @@ def model(q, k, v, out, dout, lse, scale, causal, dq_bulk=False):
                         write_ds(ds_panel, dp, wg)
                         dv_regs[wg] += to_regs(from_a_fragments(s) @ do_tile, d)
                         dk_regs[wg] += to_regs(from_a_fragments(dp) @ q_tile, d)
-                    ds_t = read_sw128(ds_panel, BLOCK_N)  # 128 keys x 64 queries
-                    # Bulk dQ: both tiles (d64) or the one tile (d128) of a 32 KB stage, NaN first so a float that
-                    # stage_dq misses poisons dq (in the kernel it would add step - 2's stale values).
-                    stage = np.full(32768 // 4, np.nan)
-                    for wg in range(2):
-                        if split_keys:
-                            dq, col0 = ds_t[wg * 64:wg * 64 + 64].T @ k_tile[wg * 64:wg * 64 + 64], 0
-                        else:
-                            dq, col0 = ds_t.T @ k_tile[:, wg * dq_cols:(wg + 1) * dq_cols], wg * dq_cols
-                        regs = to_regs(dq, dq_cols)
-                        if dq_bulk:
-                            stage_dq(stage, regs, wg, d)
-                            continue
-                        for half in range(2):  # reduce_dq
-                            row = 16 * WARP + GROUP + 8 * half
-                            for j in range(dq_cols // 8):
-                                for e in range(2):
-                                    np.add.at(dq_accum[b, h, rows], (row, col0 + 8 * j + 2 * QUAD + e),
-                                              regs[:, 4 * j + 2 * half + e])
-                    if dq_bulk:
-                        dq_writer(dq_accum[b, h, rows], stage, d)
+                    if overlap:
+                        if step > 0:  # dQ_j-1 to query block m_block - 1
+                            hand_off(prev_dq, slice((m_block - 1) * BLOCK_M, m_block * BLOCK_M))
+                    else:
+                        hand_off(dq_from(ds_panel), rows)
+                if overlap:  # the last dQ, after the loop
+                    last = rounded // BLOCK_M - 1
+                    hand_off(dq_from(ds_buffers[step & 1]), slice(last * BLOCK_M, (last + 1) * BLOCK_M))
                 for wg in range(2):  # store_rows
                     for half in range(2):
                         key = n_block * BLOCK_N + wg * 64 + 16 * WARP + GROUP + 8 * half
@@ -239,13 +264,14 @@ def main() -> int:
                 q, dout = (rng.standard_normal((1, seqlen_q, 2, d)) for _ in range(2))
                 k, v = (rng.standard_normal((1, seqlen_k, 2, d)) for _ in range(2))
                 out, lse, exact = exact_grads(q, k, v, dout, d**-0.5, causal)
-                for dq_bulk in (False, True):
-                    got = model(q, k, v, out, dout, lse, d**-0.5, causal, dq_bulk)
+                for dq_bulk, overlap in ((False, False), (True, False), (False, True), (True, True)):
+                    got = model(q, k, v, out, dout, lse, d**-0.5, causal, dq_bulk, overlap)
                     errors = [float(np.max(np.abs(g - x))) if g.size else 0.0 for g, x in zip(got, exact)]
                     ok = max(errors) < 1e-9 and not any(np.isnan(g).any() for g in got)
                     failures += not ok
                     print(f"{seqlen_q}x{seqlen_k} d{d} {'causal' if causal else 'full':<6} "
-                          f"{'bulk' if dq_bulk else 'red':<4} max |error| dq {errors[0]:.1e} dk {errors[1]:.1e} "
+                          f"{'bulk' if dq_bulk else 'red':<4} {'overlap' if overlap else 'plain':<7} "
+                          f"max |error| dq {errors[0]:.1e} dk {errors[1]:.1e} "
                           f"dv {errors[2]:.1e} {'ok' if ok else 'FAIL'}")
     return 1 if failures else 0
 
