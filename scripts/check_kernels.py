@@ -2,7 +2,8 @@
 
 Flags in the table: P pingpong, O intra-warpgroup overlap, T cross-tile pipeline, X skip-K/V-loads diagnostic,
 E4 every 4th exp2 on the FP32 pipe (FP8); q1/q2 = Q stages; bwd rows are the backward's main kernel (64 query rows x
-128 keys per step; its pre/post-processing kernels are plain elementwise passes, listed without SASS requirements).
+128 keys per step; "ovl S" / "ovl S+dP": the overlap variants, flash_bwd_overlap.cuh; its pre/post-processing
+kernels are plain elementwise passes, listed without SASS requirements).
 Fails (exit 1) when any instantiation spills registers
 or uses local memory (stack frame), or when ptxas reports that it serialized wgmma or ignored setmaxnreg (C7508,
 C7511, C7512, C7515, C7519: each means the kernel is not what the source says). Prints registers, the setmaxnreg split

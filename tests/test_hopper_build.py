@@ -82,12 +82,14 @@ def test_fp8_instantiations_are_described_and_need_qgmma_and_tma_in_sass():
     assert k.sass_failure is None and k.sass_summary() == "QGMMA 16 UTMALDG 3"
 
 
+@pytest.mark.parametrize("overlap", [False, True])
 @pytest.mark.parametrize("dq_bulk", [False, True])
-def test_bwd_instantiations_need_their_dq_instruction_in_sass(dq_bulk):
-    """The backward's default kernel must reduce dQ with REDG; the bulk-dQ variant with UTMAREDG and no REDG."""
+def test_bwd_instantiations_need_their_dq_instruction_in_sass(dq_bulk, overlap):
+    """The backward's default kernel must reduce dQ with REDG; the bulk-dQ variant with UTMAREDG and no REDG; the
+    overlap variants likewise, flagged in the table."""
     check = _check_kernels_module()
-    name = (f"_ZN5fa3nn6hopper16flash_bwd_kernelINS0_9BwdConfigILi128ELi2ELb1ELb0ELb{int(dq_bulk)}EEEEEv"
-            "14CUtensorMap_stS4_S4_S4_S4_NS0_9BwdParamsE")
+    name = (f"_ZN5fa3nn6hopper16flash_bwd_kernelINS0_9BwdConfigILi128ELi2ELb1ELb0ELb{int(dq_bulk)}ELb{int(overlap)}"
+            "EEEEEv14CUtensorMap_stS4_S4_S4_S4_NS0_9BwdParamsE")
     log = (
         f"ptxas info    : Compiling entry function '{name}' for 'sm_90a'\n"
         "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
@@ -96,6 +98,7 @@ def test_bwd_instantiations_need_their_dq_instruction_in_sass(dq_bulk):
     (k,), _ = check.parse(log)
     assert k.bwd and k.bwd_dq_bulk == dq_bulk
     assert f"dQ {'bulk' if dq_bulk else 'red'} by cols" in k.describe()
+    assert ("ovl S " in k.describe()) == overlap
     assert f"smem {226.0 if dq_bulk else 162.0} KB" in k.describe()
     base = {"HGMMA": 32, "UTMALDG": 8, "UBLKCP": 2}
     k.sass = base | {"REDG": 16}
