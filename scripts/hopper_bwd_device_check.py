@@ -135,14 +135,19 @@ def main() -> int:
     timed = [v for v in args.variants
              if args.time_anyway or all(r["ok"] for r in report["errors"] if r["variant"] == v)]
     report["timed_variants"] = timed
+    out_dir = Path(os.environ.get("OUT") or Path(__file__).resolve().parents[1] / "benchmarks" / "results")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # Written after every timed shape and each shape printed as it finishes, so a run cut short by a timeout
+    # (4 variants + Triton + cuDNN x 8 shapes) still leaves what it measured.
+    (out_dir / "hopper_bwd_check.json").write_text(json.dumps(report, indent=1))
     if timed:
         for headdim in (128, 64):
             for seqlen in (2048, 16384):
                 for causal in (False, True):
-                    report["timing"].append(timing(headdim, seqlen, causal, timed, args.iters, args.reps))
-    out_dir = Path(os.environ.get("OUT") or Path(__file__).resolve().parents[1] / "benchmarks" / "results")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "hopper_bwd_check.json").write_text(json.dumps(report, indent=1))
+                    row = timing(headdim, seqlen, causal, timed, args.iters, args.reps)
+                    report["timing"].append(row)
+                    print(json.dumps(row), flush=True)
+                    (out_dir / "hopper_bwd_check.json").write_text(json.dumps(report, indent=1))
     hoppers = [f"hopper:{v}" for v in timed]
 
     def ratio(r, a, b):
