@@ -19,8 +19,9 @@ counts as a reader of that buffer. Checked on every schedule:
 - no deadlock.
 
 Changing the program fails it: dropping step 0's dQ group (d64: the waits then count one group short, so the first step
-reads dP^T before it completed), or releasing the stage before the dK/dV wait (the producer refills Q/dO
-under the dK/dV GEMMs). tests/test_hopper_bwd.py runs both.
+reads dP^T before it completed), releasing the stage before the dK/dV wait (the producer refills Q/dO
+under the dK/dV GEMMs), or dropping the d128 dS barrier (dQ_j reads the other warpgroup's dS^T rows before they
+are written, or one overwrites rows the other's dQ still reads). tests/test_hopper_bwd.py runs all three.
 
     python scripts/model_bwd_overlap.py
 """
@@ -34,7 +35,7 @@ STAGES = {64: 3, 128: 2}  # BwdTiles<D>::kStages
 
 
 def consumer_program(wg: int, steps: int, headdim: int, dq_group_at_step0: bool = True,
-                     release_before_wait: bool = False):
+                     release_before_wait: bool = False, ds_barrier: bool = True):
     """bwd_consumer_overlap's order of waits, issues, commits and shared-memory writes (kOverlapDP = d64)."""
     ahead_dp = headdim < 128
     for j in range(steps):
@@ -73,7 +74,8 @@ def consumer_program(wg: int, steps: int, headdim: int, dq_group_at_step0: bool 
         yield ("commit",)
         if release_before_wait:
             yield ("release", j)
-        yield ("barrier", j)
+        if ds_barrier:
+            yield ("barrier", j)
         yield ("wait", 0)
         if not release_before_wait:
             yield ("release", j)

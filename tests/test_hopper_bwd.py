@@ -127,10 +127,11 @@ def test_overlap_schedule_model_passes():
     (dict(dq_group_at_step0=False), 64, "not complete"),
     (dict(release_before_wait=True), 64, "refilled stage"),
     (dict(release_before_wait=True), 128, "refilled stage"),
+    (dict(ds_barrier=False), 128, "dS^T"),
 ])
 def test_overlap_schedule_model_catches_a_wrong_order(mutation, headdim, expected):
-    """A program without step 0's (discarded) dQ group, or one that releases the ring stage before the dK/dV wait,
-    must fail the model."""
+    """A program without step 0's (discarded) dQ group, one that releases the ring stage before the dK/dV wait, or
+    one without the d128 dS barrier must fail the model."""
     model = _script("model_bwd_overlap")
 
     def mutated(wg, steps, d):

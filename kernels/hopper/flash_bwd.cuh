@@ -26,6 +26,9 @@
 // barrier, which the consumers sync on before they write that buffer again two query blocks later. d128's column
 // split fills one 64 x 128 tile; d64's key split gives each warpgroup its own 64 x 64 tile (two reduces per step).
 //
+// Overlap (kOverlap, variants 2 and 3): a second consumer, bwd_consumer_overlap in flash_bwd_overlap.cuh, that issues
+// step j - 1's dQ GEMM after step j's score GEMMs; the consumer below is the default's and is unchanged.
+//
 // Registers per consumer thread (fp32 accumulators: N/2 per 64-row wgmma): d128: dK 64 + dV 64 + S^T 32 + dP^T 32
 // + dQ 32, with S^T/dP^T dead (packed into 16 + 16 A-fragment registers) before dQ is live: 192 accumulator
 // registers at the peak; ptxas allocates up to R237 of 240 (d64: R205 / R212), 0 spills (scripts/check_kernels.py).
