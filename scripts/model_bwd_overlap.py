@@ -18,10 +18,10 @@ counts as a reader of that buffer. Checked on every schedule:
   step j, and no dS^T row is overwritten while a pending dQ GEMM reads it;
 - no deadlock.
 
-Changing the program fails it: dropping step 0's dQ group (d64: the waits then count one group short, so the first step
-reads dP^T before it completed), releasing the stage before the dK/dV wait (the producer refills Q/dO
-under the dK/dV GEMMs), or dropping the d128 dS barrier (dQ_j reads the other warpgroup's dS^T rows before they
-are written, or one overwrites rows the other's dQ still reads). tests/test_hopper_bwd.py runs all three.
+Changing the program fails it: dropping step 0's dQ group (d64: the waits then count one group short, so the
+first step reads dP^T before it completed; d128's waits happen to tolerate it), releasing the stage before the
+dK/dV wait (the producer refills Q/dO under the dK/dV GEMMs), or dropping the d128 dS barrier (dQ_j reads the other
+warpgroup's dS^T rows before they are written). tests/test_hopper_bwd.py runs all three.
 
     python scripts/model_bwd_overlap.py
 """
@@ -39,14 +39,18 @@ def consumer_program(wg: int, steps: int, headdim: int, dq_group_at_step0: bool 
     """bwd_consumer_overlap's order of waits, issues, commits and shared-memory writes (kOverlapDP = d64)."""
     ahead_dp = headdim < 128
     for j in range(steps):
-        yield ("wait_full", j)
-        yield ("issue", "S", j)
-        yield ("commit",)
         if ahead_dp:
+            yield ("wait_full", j)
+            yield ("issue", "S", j)
+            yield ("commit",)
             yield ("issue", "dP", j)
             yield ("commit",)
         if j > 0 or dq_group_at_step0:
             yield ("issue", "dQ", j - 1)  # at j = 0 a dQ of the unwritten buffer, never handed off
+            yield ("commit",)
+        if not ahead_dp:  # d128: dQ_j-1 first, the stage wait and S^T_j under it
+            yield ("wait_full", j)
+            yield ("issue", "S", j)
             yield ("commit",)
         if ahead_dp:
             yield ("wait", 2)
@@ -59,9 +63,10 @@ def consumer_program(wg: int, steps: int, headdim: int, dq_group_at_step0: bool 
                 yield ("use", "dQ", j - 1)  # hand-off
             yield ("write_ds", j)
         else:
-            yield ("wait", 0)
+            yield ("wait", 1)
             if j > 0:
-                yield ("use", "dQ", j - 1)
+                yield ("use", "dQ", j - 1)  # hand-off while S^T_j runs
+            yield ("wait", 0)
             yield ("issue", "dP", j)
             yield ("commit",)
             yield ("use", "S", j)

@@ -4,33 +4,32 @@
 // bwd_consumer_overlap); the default consumer is untouched.
 //
 // The default consumer's tensor cores idle while each step's elementwise work (mask, P^T, dS^T, packing, the dS^T
-// store), its named barrier and its dQ reduction run. Here step j - 1's dQ GEMM is issued after step j's score
-// GEMMs, and its result is collected (reduced or staged) inside step j, after that step's elementwise work (d64):
+// store), its named barrier and its dQ reduction run. Here step j - 1's dQ GEMM is issued at the top of step j, next
+// to step j's score GEMMs, and handed off (reduced or staged) while other work runs:
 //
-//   step j: wait full j, issue S^T_j (d64: and dP^T_j, kOverlapDP), issue dQ_j-1 = dS_j-1 K
-//     pending, oldest first: S^T_j [, dP^T_j], dQ_j-1
-//     d64:  wait S^T_j: mask, P^T_j; wait dP^T_j: dS^T_j, pack both   (dQ_j-1 still on the tensor cores)
-//           wait dQ_j-1: hand it off (reduce or stage); dS^T_j -> smem
-//     d128: wait S^T_j and dQ_j-1: hand dQ_j-1 off; issue dP^T_j; mask, P^T_j (under dP^T_j, as the default);
-//           wait dP^T_j: dS^T_j, pack, -> smem; pack P^T_j
-//     issue dV_j += P^T_j dO_j, dK_j += dS^T_j Q_j; fence, dS barrier j; wait dK/dV_j; release stage j
+//   d64 (kOverlapDP): wait full j, issue S^T_j, dP^T_j, then dQ_j-1 = dS_j-1 K
+//     wait S^T_j: mask, P^T_j; wait dP^T_j: dS^T_j, pack both         (dQ_j-1 still on the tensor cores)
+//     wait dQ_j-1: hand it off; dS^T_j -> smem
+//   d128: issue dQ_j-1, then wait full j and issue S^T_j                (the stage wait and issue under dQ_j-1)
+//     wait dQ_j-1: hand it off                                          (S^T_j on the tensor cores)
+//     wait S^T_j; issue dP^T_j; mask, P^T_j under dP^T_j (as the default); dS^T_j, pack, -> smem; pack P^T_j
+//   both: issue dV_j += P^T_j dO_j, dK_j += dS^T_j Q_j; fence, dS barrier j; wait dK/dV_j; release stage j
 //   after the last step: issue the last dQ, wait, hand it off
 //
 // Registers (fp32 accumulators per consumer thread; ptxas numbers in benchmarks/NOTES.md, "Overlap"): d64 peaks at
-// dK 32 + dV 32 + S^T 32 + dP^T 32 + dQ 32 = 160. At d128 the same order needs dK 64 + dV 64 + S^T 32 + dP^T 32 + dQ
+// dK 32 + dV 32 + S^T 32 + dP^T 32 + dQ 32 = 160. At d128 the d64 order needs dK 64 + dV 64 + S^T 32 + dP^T 32 + dQ
 // 32 = 224 of 240 (the default already reaches R237 at 192) and spills; even S^T ahead with P^T computed under
 // dQ_j-1 (dK + dV + S^T + dQ = 192, the default's count) spilled 8 B in the causal red-dQ kernels (the mask's index
-// math on top). So d128 keeps S^T_j+1 ahead only as far as dQ_j: the tensor cores run S^T_j+1 and dQ_j back to back,
-// and the loop turn (stage wait, S^T issue and its latency) that the default leaves idle is hidden; d64 also hides
-// P^T, dS^T and both packs behind dQ_j-1. (Whether d128 compiles without serialization: NOTES.)
+// math on top). So d128 overlaps only what fits in the default's 192: the stage wait and S^T issue under dQ_j-1, and
+// dQ_j-1's reductions under S^T_j; d64 also hides P^T, dS^T and both packs behind dQ_j-1.
 //
 // Pipeline and barriers. Step 0's dQ_-1 is a real GEMM whose result is discarded (why: the loop's comment), so every
-// step waits with the same counts. Stage j (Q, dO, lse, delta) is released after the dK/dV wait of step j, as
-// before: dQ reads only dS^T and K. The dS^T buffer of step j (j & 1) was last read by dQ_j-2; every consumer waited for
-// dQ_j-2 in step j - 1 before that step's dS barrier, which this step's writers passed (scripts/model_bwd_overlap.py
-// checks this order, the group counts and the stage release). Bulk dQ
-// (variant 3): dQ_j's tile goes through the same full/empty protocol as in the default order, one step later in time,
-// in the same step order, so bwd_dq_writer is unchanged.
+// step waits with the same counts (d64). Stage j (Q, dO, lse, delta) is released after the dK/dV wait of step j, as
+// before: dQ reads only dS^T and K. The dS^T buffer of step j (j & 1) was last read by dQ_j-2; every consumer waited
+// for dQ_j-2 in step j - 1 before that step's dS barrier, which this step's writers passed
+// (scripts/model_bwd_overlap.py checks this order, the group counts and the stage release). Bulk dQ (variant 3):
+// dQ_j's tile goes through the same full/empty protocol as in the default order, one step later in time, in the same
+// step order, so bwd_dq_writer is unchanged.
 #pragma once
 #include "flash_bwd.cuh"
 
@@ -118,7 +117,8 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
   auto finish_block = [&](int m_block, int step) {
     const Stage stage(smem, base, st.index);
     uint8_t* ds_smem = smem + Cfg::kOffDS + (step & 1) * Cfg::kDSBytes;
-    // Pending, oldest first: S^T_j [, dP^T_j], dQ_j-1 (its A operand, dS^T_j-1, is in the other buffer).
+    // Pending, oldest first: d64 S^T_j, dP^T_j, dQ_j-1; d128 dQ_j-1, S^T_j (dQ_j-1's A operand, dS^T_j-1, is in
+    // the other buffer).
     if constexpr (kAheadDP) {
       wgmma_wait<2>();
       fence_operands(s);
@@ -136,11 +136,13 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
       if (step > 0) bwd_hand_off_dq<Cfg>(c, p, smem, batch, head, m_block - 1, step - 1, dq);
       c.write_ds(ds_smem, dsa);
     } else {
-      // S^T_j ran behind dQ_j-1; from here on the default order (P^T under dP^T), registers as the default's.
-      wgmma_wait<0>();
-      fence_operands(s);
+      // dQ_j-1 handed off while S^T_j runs; from there on the default order (P^T under dP^T), and the default's
+      // register peak (dK + dV + S^T + dQ = 192 during the hand-off).
+      wgmma_wait<1>();
       fence_operands(dq);
       if (step > 0) bwd_hand_off_dq<Cfg>(c, p, smem, batch, head, m_block - 1, step - 1, dq);
+      wgmma_wait<0>();
+      fence_operands(s);
       warpgroup_arrive();
       gemm_ss<64, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(
           dp, desc_v_rows, make_desc_kmajor_sw128(stage.do_smem));
@@ -185,10 +187,18 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
   // first_m_block), so the final dQ after the loop needs no branch either.
   int step = 0;
   for (int m_block = first_m_block<Cfg>(p, n_block); m_block < p.num_m_blocks; ++m_block, ++step) {
-    wait_in_loop(bars.qdo.full[st.index], st.phase);
-    bwd_issue_scores<Cfg, kAheadDP>(s, dp, desc_k_rows, desc_v_rows, Stage(smem, base, st.index));
-    issue_dq(step - 1);
-    wgmma_commit();
+    if constexpr (kAheadDP) {
+      wait_in_loop(bars.qdo.full[st.index], st.phase);
+      bwd_issue_scores<Cfg, true>(s, dp, desc_k_rows, desc_v_rows, Stage(smem, base, st.index));
+      issue_dq(step - 1);
+      wgmma_commit();
+    } else {
+      // d128: dQ_j-1 first, so the stage wait and S^T_j's issue run under it, and its hand-off under S^T_j.
+      issue_dq(step - 1);
+      wgmma_commit();
+      wait_in_loop(bars.qdo.full[st.index], st.phase);
+      bwd_issue_scores<Cfg, false>(s, dp, desc_k_rows, desc_v_rows, Stage(smem, base, st.index));
+    }
     finish_block(m_block, step);
   }
   issue_dq(step - 1);
