@@ -24,9 +24,12 @@ The forward is held to three things, with `emul` = the emulation on the same e4m
 from __future__ import annotations
 
 import torch
+import triton
+import triton.language as tl
 
 from fa3nn.backends.triton.fp8_launch import default_tile, forward_fp8
-from fa3nn.backends.triton.quantize import quantize_fused
+from fa3nn.backends.triton.quantize import _walsh_hadamard, quantize_fused
+from fa3nn.fp8.hadamard import sylvester_hadamard
 from fa3nn.fp8.operands import to_operands, v_from_vt
 from fa3nn.fp8.quantize import QuantizedQKV, quantize_qkv_tensors
 from fa3nn.fp8.reference import attention_fp8
@@ -128,3 +131,24 @@ def check_forward(q, k, v, block_q, block_k, window=UNMASKED, softcap=0.0, rotat
     lse_error = (lse_emul.double() - lse_exact)[finite].abs().max().item() if finite.any() else 0.0
     assert lse_drift <= lse_ratio * lse_error + 1e-6, f"lse: {lse_drift:.3e} > {lse_ratio} x {lse_error:.3e}"
     return drift / max(fp8_error, 1e-30), lse_drift / max(lse_error, 1e-30)
+
+
+@triton.jit
+def _walsh_hadamard_kernel(X, Y, ROWS: tl.constexpr, BLOCK_D: tl.constexpr, LOG2_D: tl.constexpr):
+    offs = tl.arange(0, ROWS)[:, None] * BLOCK_D + tl.arange(0, BLOCK_D)[None, :]
+    tl.store(Y + offs, _walsh_hadamard(tl.load(X + offs).to(tl.float32), ROWS, BLOCK_D, LOG2_D))
+
+
+def check_walsh_hadamard(x: torch.Tensor) -> float:
+    """The fused pass's fp32 fast Walsh-Hadamard transform of (rows, d) x against fp64 x @ H. Each output is log2(d)
+    fp32 additions deep, so |error| <= ((1 + u)^log2(d) - 1) * sum_i |x_i| with u = 2^-24 (elementwise, for any
+    summation tree of that depth; a wrong pairing or order is off by O(|x|)). Returns max |error| / that bound."""
+    rows, headdim = x.shape
+    y = torch.empty(rows, headdim, dtype=torch.float32, device=x.device)
+    _walsh_hadamard_kernel[(1,)](x, y, rows, headdim, headdim.bit_length() - 1)
+    exact = x.double() @ sylvester_hadamard(headdim, torch.float64, x.device)
+    bound = ((1 + 2.0**-24) ** (headdim.bit_length() - 1) - 1) * x.double().abs().sum(1, keepdim=True)
+    ratio = ((y.double() - exact).abs() / bound.clamp_min(1e-300)).max().item()  # a zero row: error 0 exactly
+    assert ratio <= 1.0, f"fwht d={headdim}: error {ratio:.2f} x the fp32 bound"
+    return ratio
+

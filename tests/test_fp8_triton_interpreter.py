@@ -26,7 +26,7 @@ if "triton" not in sys.modules:
     os.environ["TRITON_INTERPRET"] = "1"
 triton = pytest.importorskip("triton")
 
-from fp8_kernel_checks import check_forward, check_quantize  # noqa: E402
+from fp8_kernel_checks import check_forward, check_quantize, check_walsh_hadamard  # noqa: E402
 
 import fa3nn  # noqa: E402
 from fa3nn.backends.triton.fp8_launch import forward_fp8  # noqa: E402
@@ -112,6 +112,50 @@ def test_quantize_zero_tiles_and_infinities():
     assert operands.k[0, 20, 0, 3].float() == 448 and operands.vt[0, 0, 0, 40].float() == -448
 
 
+# --- the rotation as a fast Walsh-Hadamard transform (rotate_precision="fwht") ------------------------------------
+
+
+@pytest.mark.parametrize("headdim", [16, 64, 128, 256])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
+def test_walsh_hadamard_within_fp32_bound(headdim, dtype):
+    x = (torch.randn(16, headdim) * 3).to(dtype)
+    x[0] = 0
+    x[1] = torch.randn(headdim).to(dtype) * 1e4 * torch.linspace(1e-4, 1, headdim).to(dtype)  # wide magnitudes
+    check_walsh_hadamard(x)
+
+
+def test_walsh_hadamard_exact_on_small_integers():
+    """Integers below 2^24 / d: every sum is exact in fp32, so the transform must be x @ H exactly (this catches a
+    pairing that a rounding-error bound could hide at d = 16)."""
+    x = torch.randint(-64, 65, (16, 128)).float()
+    x[2] = 0
+    x[2, 77] = 1  # a unit vector: row 77 of H
+    assert check_walsh_hadamard(x) == 0.0
+
+
+@pytest.mark.parametrize("block_q,block_k,scales", [(32, 16, None), (0, 0, (2.0, 3.0, 4.0)), (0, 0, None)], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
+def test_quantize_fwht_matches_torch(block_q, block_k, scales, dtype):
+    """Per tile in one pass, per-tensor scales given, per (batch, head) in two passes (170 rows)."""
+    q, k, v = qkv(2, 170, 50, 4, 2, 64, headdim_v=32, dtype=dtype, scale=3.0)
+    check_quantize(q, k, v, block_q, block_k, rotation(64), torch.tensor(scales) if scales else None,
+                   rotate_precision="fwht")
+
+
+@pytest.mark.parametrize("headdim", [128, 256])
+def test_quantize_fwht_wide_heads(headdim):
+    """d = 128: one pass with a 128-row tile; d = 256: a rotated tile over MAX_ROTATED_TILE_ELEMENTS, two passes."""
+    q, k, v = qkv(1, 130, 140, 2, 1, headdim)
+    check_quantize(q, k, v, 128, 128, rotation(headdim, seed=5), rotate_precision="fwht")
+
+
+def test_quantize_fwht_non_power_of_two_headdim_takes_the_gemm():
+    q, k, v = qkv(1, 40, 40, 2, 2, 96, headdim_v=80)
+    check_quantize(q, k, v, 16, 32, rotation(96), rotate_precision="fwht")  # block-diagonal R: FWHT_FALLBACK
+    with pytest.raises(ValueError, match="rotate_precision 'tf32' is not one of"):
+        quantize_fused(q, k, v, 16, 32, rotation(96), rotate_precision="tf32")
+
+
 def cu_seqlens(lengths):
     return torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
 
@@ -132,6 +176,8 @@ def test_quantize_varlen():
             data[start : start + length] = True
         assert (operands.vt[..., ~data].float() == 0).all()
     check_quantize(q, k, v, 16, 16, rotation(64), None, cu_q, cu_k, max(lengths_q), max(lengths_k))
+    check_quantize(q, k, v, 16, 16, rotation(64), None, cu_q, cu_k, max(lengths_q), max(lengths_k),
+                   rotate_precision="fwht")
 
 
 def test_vt_layout_contract_varlen():

@@ -50,6 +50,12 @@ CHUNK_ROWS = 64  # rows per program when a scale tile is larger than that, or th
 # One difference from fp32: an infinite input splits into inf + (inf - inf) = NaN, so a rotated row holding +-Inf
 # becomes NaN where PyTorch's fp32 rotation gives +-Inf (saturated to +-448); both scale that tile by 1.
 ROTATE_PRECISION = "tf32x3"
+# "fwht" is no GEMM: a sign flip and a fast Walsh-Hadamard transform, log2(d) stages of fp32 adds on the register
+# tile (d log d adds per row against the GEMM's d^2 multiply-adds, three times over in tf32x3). It needs d to be a
+# power of two and R to be fa3nn.fp8.hadamard's diag(signs) H / sqrt(d); other head dims (96, 192: block-diagonal
+# R) take the GEMM in FWHT_FALLBACK. Accuracy against the fp64 rotation: log2(d) fp32 roundings per output.
+ROTATE_PRECISIONS = ("tf32x3", "ieee", "fwht")
+FWHT_FALLBACK = "tf32x3"
 
 
 @triton.jit
@@ -80,11 +86,43 @@ def _to_e4m3(x, SOFTWARE_CAST: tl.constexpr):
 
 
 @triton.jit
+def _butterfly(x, ROWS: tl.constexpr, BLOCK_D: tl.constexpr, HALF: tl.constexpr):
+    """One stage of the fast Walsh-Hadamard transform on each row: element i and i + HALF (bit HALF of i clear)
+    become their sum and difference. The pair is axis 2 of a (ROWS, BLOCK_D / 2 HALF, 2, HALF) view; two sums over
+    it (one with the upper element negated: exact) give both results, put back in place with a select."""
+    pairs = tl.reshape(x, [ROWS, BLOCK_D // (2 * HALF), 2, HALF])
+    upper = (tl.arange(0, 2) == 1)[None, None, :, None]
+    total = tl.sum(pairs, 2)[:, :, None, :]
+    difference = tl.sum(tl.where(upper, -pairs, pairs), 2)[:, :, None, :]
+    return tl.reshape(tl.where(upper, difference, total), [ROWS, BLOCK_D])
+
+
+@triton.jit
+def _walsh_hadamard(x, ROWS: tl.constexpr, BLOCK_D: tl.constexpr, LOG2_D: tl.constexpr):
+    """x @ H on each row of the (ROWS, BLOCK_D) fp32 tile, H the Sylvester Hadamard matrix of +-1 (unnormalized):
+    LOG2_D butterfly stages, one add per element each, in fp32. Written as reshapes and size-2 sums so that no
+    stage moves data between layouts: a pair inside a thread is one FADD, a pair across lanes a shuffle. The
+    split/permute/join form of the same stages compiled (Triton 3.9, sm_90a, d128) to 939 SHFL and 760 shared-memory
+    accesses through 64 KB of shared memory per program; this one to 855 SHFL, no shared memory beyond the pass's."""
+    for stage in tl.static_range(LOG2_D):
+        x = _butterfly(x, ROWS, BLOCK_D, 1 << stage)
+    return x
+
+
+@triton.jit
 def _load_tile(src, rows, row_ok, stride_s, rotation, HEADDIM: tl.constexpr, BLOCK_D: tl.constexpr,
-               ROWS: tl.constexpr, ROTATE: tl.constexpr, KC: tl.constexpr, PRECISION: tl.constexpr):
-    """(ROWS, BLOCK_D) fp32 rows of one head, rotated (x @ rotation) when ROTATE; masked rows and columns are 0."""
+               ROWS: tl.constexpr, ROTATE: tl.constexpr, KC: tl.constexpr, PRECISION: tl.constexpr,
+               FWHT: tl.constexpr, LOG2_D: tl.constexpr):
+    """(ROWS, BLOCK_D) fp32 rows of one head, rotated (x @ rotation) when ROTATE; masked rows and columns are 0.
+    FWHT (HEADDIM = BLOCK_D, a power of two): rotation = diag(s) H / sqrt(d) (fa3nn.fp8.hadamard), whose first
+    column is s / sqrt(d) since H's is all ones; the rows are scaled by it and go through the fast Walsh-Hadamard
+    transform instead of the GEMM."""
     offs_d = tl.arange(0, BLOCK_D)
-    if ROTATE:
+    if ROTATE and FWHT:
+        x = tl.load(src + rows[:, None] * stride_s + offs_d[None, :], mask=row_ok[:, None], other=0.0)
+        signs = tl.load(rotation + offs_d * HEADDIM)  # column 0: +-1 / sqrt(d)
+        return _walsh_hadamard(x.to(tl.float32) * signs[None, :], ROWS, BLOCK_D, LOG2_D)
+    elif ROTATE:
         acc = tl.zeros([ROWS, BLOCK_D], dtype=tl.float32)
         offs_k = tl.arange(0, KC)
         for k0 in tl.static_range(0, BLOCK_D, KC):
@@ -116,7 +154,8 @@ def _quantize_block(X, X8, Scale, Descale, BlockAmax, rotation, block, head, bat
                     stride_oh,
                     HEADDIM: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr, ROTATE: tl.constexpr,
                     TRANSPOSE: tl.constexpr, OWN_SCALE: tl.constexpr, STORE: tl.constexpr, KC: tl.constexpr,
-                    PRECISION: tl.constexpr, SOFTWARE_CAST: tl.constexpr):
+                    PRECISION: tl.constexpr, FWHT: tl.constexpr, LOG2_D: tl.constexpr,
+                    SOFTWARE_CAST: tl.constexpr):
     """Rows [block * rows_per_block, +rows_per_block) of one head. Writes the block's amax; with OWN_SCALE the
     block is a scale tile (its descale goes to Descale[batch, head, block]), else its scale is read from Scale
     (laid out like BlockAmax); with STORE the e4m3 rows (TRANSPOSE: as (dim, keys) with keys contiguous). The
@@ -127,7 +166,8 @@ def _quantize_block(X, X8, Scale, Descale, BlockAmax, rotation, block, head, bat
     active = block < nblocks
     row_ok = (in_block < rows_per_block) & (rows < tl.where(active, seqlen, 0))
     src = X + batch.to(tl.int64) * stride_xb + head.to(tl.int64) * stride_xh + seq_start.to(tl.int64) * stride_xs
-    y = _load_tile(src, rows, row_ok, stride_xs, rotation, HEADDIM, BLOCK_D, ROWS, ROTATE, KC, PRECISION)
+    y = _load_tile(src, rows, row_ok, stride_xs, rotation, HEADDIM, BLOCK_D, ROWS, ROTATE, KC, PRECISION, FWHT,
+                   LOG2_D)
     magnitude = tl.abs(y)
     amax = tl.max(tl.max(magnitude, 1), 0)
     has_nan = tl.max(tl.max((y != y).to(tl.int32), 1), 0) > 0  # tl.max drops NaN; torch's amax keeps it
@@ -168,8 +208,8 @@ def _quantize_qkv_kernel(
     seqlen_q, seqlen_k, nheads, nheads_kv, rows_q, rows_k, nblocks_q, nblocks_k,
     HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     ROWS_Q: tl.constexpr, ROWS_K: tl.constexpr, ROTATE: tl.constexpr, OWN_SCALE: tl.constexpr,
-    STORE: tl.constexpr, IS_VARLEN: tl.constexpr, KC: tl.constexpr, PRECISION: tl.constexpr,
-    SOFTWARE_CAST: tl.constexpr,
+    STORE: tl.constexpr, IS_VARLEN: tl.constexpr, KC: tl.constexpr, PRECISION: tl.constexpr, FWHT: tl.constexpr,
+    LOG2_D: tl.constexpr, SOFTWARE_CAST: tl.constexpr,
 ):
     """Grid (row blocks, nheads + 2 * nheads_kv, batch). Program axis 1 picks the tensor and head. The descale
     tensors of K and V share one layout (stride_dk*). Varlen: sequence b's keys go to Vᵀ columns vt_starts[b]..
@@ -183,14 +223,14 @@ def _quantize_qkv_kernel(
         _quantize_block(Q, Q8, Scale, DescaleQ + batch * stride_dqb + slot * stride_dqh, BlockAmax, Rotation,
                         block, slot, batch, start, start, seqlen, nblocks_q, rows_q, amax_offset, stride_qb, stride_qs,
                         stride_qh, stride_q8b, stride_q8s, stride_q8h, HEADDIM, BLOCK_D, ROWS_Q, ROTATE, False,
-                        OWN_SCALE, STORE, KC, PRECISION, SOFTWARE_CAST)
+                        OWN_SCALE, STORE, KC, PRECISION, FWHT, LOG2_D, SOFTWARE_CAST)
     elif slot < nheads + nheads_kv:
         head = slot - nheads
         start, seqlen = _seq(cu_seqlens_k, batch, seqlen_k, IS_VARLEN)
         _quantize_block(K, K8, Scale, DescaleK + batch * stride_dkb + head * stride_dkh, BlockAmax, Rotation,
                         block, head, batch, start, start, seqlen, nblocks_k, rows_k, amax_offset, stride_kb, stride_ks,
                         stride_kh, stride_k8b, stride_k8s, stride_k8h, HEADDIM, BLOCK_D, ROWS_K, ROTATE, False,
-                        OWN_SCALE, STORE, KC, PRECISION, SOFTWARE_CAST)
+                        OWN_SCALE, STORE, KC, PRECISION, FWHT, LOG2_D, SOFTWARE_CAST)
     else:
         head = slot - nheads - nheads_kv
         start, seqlen = _seq(cu_seqlens_k, batch, seqlen_k, IS_VARLEN)
@@ -198,7 +238,7 @@ def _quantize_qkv_kernel(
         _quantize_block(V, VT8, Scale, DescaleV + batch * stride_dkb + head * stride_dkh, BlockAmax, Rotation,
                         block, head, batch, start, column, seqlen, nblocks_k, rows_k, amax_offset, stride_vb, stride_vs,
                         stride_vh, stride_vtb, stride_vtd, stride_vth, HEADDIM_V, BLOCK_DV, ROWS_K, False, True,
-                        OWN_SCALE, STORE, KC, PRECISION, SOFTWARE_CAST)
+                        OWN_SCALE, STORE, KC, PRECISION, FWHT, LOG2_D, SOFTWARE_CAST)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -253,6 +293,8 @@ def quantize_fused(
 ) -> FP8Operands:
     """fa3nn.fp8.quantize.quantize_qkv_tensors' arguments and values, in the kernels' layout (fa3nn.fp8.operands):
     dense (batch, seqlen, heads, dim) or packed (total, heads, dim) q, k, v with a last dim of stride 1."""
+    if rotate_precision not in ROTATE_PRECISIONS:
+        raise ValueError(f"rotate_precision {rotate_precision!r} is not one of {ROTATE_PRECISIONS}")
     varlen = cu_seqlens_q is not None
     if varlen:
         batch, seqlen_q, seqlen_k = cu_seqlens_q.numel() - 1, int(max_seqlen_q), int(max_seqlen_k)
@@ -262,6 +304,9 @@ def quantize_fused(
     nheads, nheads_kv, headdim, headdim_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     # One scale tile per program when it fits in registers and scales come from this call's amax.
     block_d, block_dv = (max(16, triton.next_power_of_2(d)) for d in (headdim, headdim_v))
+    fwht = rotate_precision == "fwht" and block_d == headdim
+    if rotate_precision == "fwht" and not fwht:
+        rotate_precision = FWHT_FALLBACK
     widest = block_d if rotation is not None else max(block_d, block_dv)
     tile_rows = max(_Plan(seqlen_q, block_q, True).rows_per_tile, _Plan(seqlen_k, block_k, True).rows_per_tile)
     limit = MAX_ROTATED_TILE_ELEMENTS if rotation is not None else MAX_TILE_ELEMENTS
@@ -301,7 +346,8 @@ def quantize_fused(
             plan_k.rows_per_block, plan_q.nblocks, plan_k.nblocks,
             HEADDIM=headdim, HEADDIM_V=headdim_v, BLOCK_D=block_d, BLOCK_DV=block_dv, ROWS_Q=plan_q.rows_pow2,
             ROWS_K=plan_k.rows_pow2, ROTATE=rotation is not None, OWN_SCALE=own, STORE=store, IS_VARLEN=varlen,
-            KC=min(block_d, 32), PRECISION=rotate_precision, SOFTWARE_CAST=device.type == "cpu",
+            KC=min(block_d, 32), PRECISION="tf32x3" if fwht else rotate_precision, FWHT=fwht,
+            LOG2_D=block_d.bit_length() - 1, SOFTWARE_CAST=device.type == "cpu",
             num_warps=_num_warps(rows, max(block_d, block_dv)),
         )
 
