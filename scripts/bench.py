@@ -225,7 +225,8 @@ def markdown(report: dict) -> str:
     header = ["hdim", "seqlen", "causal"]
     for b in backends:
         if b in fp8:  # end to end, kernel only, and the quantization pass's milliseconds
-            header += [f"{b} fwd", f"{b} kernel", f"{b} quant ms", f"{b} quant ms ieee", f"{b} quant ms no-rot"]
+            header += [f"{b} fwd", f"{b} kernel", f"{b} quant ms", f"{b} quant ms ieee", f"{b} quant ms fwht",
+                       f"{b} quant ms no-rot"]
         else:
             header += [f"{b} fwd", f"{b} bwd", f"{b} peak"]
     for b in ours:
@@ -246,7 +247,8 @@ def markdown(report: dict) -> str:
             r = res.get(b, {})
             if b in fp8:
                 cells += [num(r.get("fwd_tflops")), num(r.get("kernel_tflops"))]
-                cells += [num(r.get(key), "{:.3f}") for key in ("quant_ms", "quant_ieee_ms", "quant_no_rotation_ms")]
+                quant_keys = ("quant_ms", "quant_ieee_ms", "quant_fwht_ms", "quant_no_rotation_ms")
+                cells += [num(r.get(key), "{:.3f}") for key in quant_keys]
             else:
                 cells += [num(r.get("fwd_tflops")), num(r.get("bwd_tflops")), num(r.get("peak_extra_mib"), "{:.0f}")]
         for b in ours:

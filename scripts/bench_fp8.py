@@ -5,8 +5,8 @@ an FP8 path) runs fa3nn.flash_attn_func(fp8=RECIPE, backend=<name>) and is measu
     kernel            the FP8 forward alone on operands quantized beforehand (fa3nn.dispatch.FP8Path.kernel)
     quant             the fused quantization pass alone, as the call runs it (the Hadamard rotation in "tf32x3",
                       fa3nn.backends.triton.quantize.ROTATE_PRECISION), with the rotation in fp32 FMA ("ieee"; how
-                      far tf32x3's e4m3 values and scales are from it is recorded), and without rotation
-                      (incoherent=False)
+                      far tf32x3's e4m3 values and scales are from it is recorded), as a fast Walsh-Hadamard
+                      transform ("fwht"; its distance from fp32 FMA likewise), and without rotation (incoherent=False)
 
 The check before timing: the error-ratio rule against fp32 attention with the FP8 emulation as the yardstick, and
 an SQNR floor of 20 dB (per-tile + incoherent FP8 measures ~25.6 dB on N(0, 1) inputs, tests/test_fp8_reference.py).
@@ -82,11 +82,14 @@ def bench(base: str, sets, causal: bool, flops: float, time_ms, args) -> dict:
         result["quant_ms"] = time_ms(quant_calls, args.iters, args.reps)
         calls, fp32 = _operands(sets, "ieee")
         result["quant_ieee_ms"] = time_ms(calls, args.iters, args.reps)
-        for name in ("q", "k"):  # how far the default rotation moves the e4m3 values and scales from fp32 FMA's
-            a, b = getattr(operands[0], name).float(), getattr(fp32[0], name).float()
-            result[f"default_vs_ieee_{name}_changed_fraction"] = (a != b).float().mean().item()
-            da, db = getattr(operands[0], f"{name}_descale"), getattr(fp32[0], f"{name}_descale")
-            result[f"default_vs_ieee_{name}_descale_max_rel"] = ((da - db).abs() / db).max().item()
+        calls, fwht = _operands(sets, "fwht")
+        result["quant_fwht_ms"] = time_ms(calls, args.iters, args.reps)
+        for label, ops in (("default", operands), ("fwht", fwht)):
+            for name in ("q", "k"):  # how far a rotation moves the e4m3 values and scales from fp32 FMA's
+                a, b = getattr(ops[0], name).float(), getattr(fp32[0], name).float()
+                result[f"{label}_vs_ieee_{name}_changed_fraction"] = (a != b).float().mean().item()
+                da, db = getattr(ops[0], f"{name}_descale"), getattr(fp32[0], f"{name}_descale")
+                result[f"{label}_vs_ieee_{name}_descale_max_rel"] = ((da - db).abs() / db).max().item()
         calls, _ = _operands(sets, incoherent=False)
         result["quant_no_rotation_ms"] = time_ms(calls, args.iters, args.reps)
         kernel = FP8_FORWARD_PATHS[base].kernel

@@ -7,7 +7,9 @@
 #          writes the new vt8 layout) and the whole native backward file; ~4 min with -n 8
 #   times  bulk_dq, overlap, bulk_dq_overlap vs red_dq vs Triton vs cuDNN backward (a variant whose error cases fail
 #          is left out of the timing); Triton backward tiles and FA3NN_TRITON_UNMASKED_ROW_STATS
-#          vs the pinned tiles; native FP8 varlen vs Triton FP8 varlen vs bf16; ~7 min
+#          vs the pinned tiles; native FP8 varlen vs Triton FP8 varlen vs bf16; the fused FP8 quantization pass
+#          with the rotation as a fast Walsh-Hadamard transform ("fwht", NOTES "The rotation as a fast
+#          Walsh-Hadamard transform") vs tf32x3 vs none; ~8 min (timeouts sum to 585 s)
 # Build the library here first: python -m fa3nn.backends.hopper_build --out build/libfa3nn_hopper.so (carry it).
 #
 #   bash scripts/gpu_validate_pending.sh tests|times
@@ -34,6 +36,10 @@ else
     echo "triton tiles rc $?"; tail -n 20 "$out/triton_ab.log"
     timeout 100 python scripts/bench_fp8_varlen.py --json "$out/fp8_varlen.json" > "$out/fp8_varlen.log" 2>&1
     echo "fp8 varlen rc $?"; tail -n 8 "$out/fp8_varlen.log"
+    timeout 45 python scripts/bench_fp8_quant.py --headdims 128 256 --seqlens 16384 --precisions tf32x3 fwht \
+        --json "$out/fp8_quant.json" > "$out/fp8_quant.log" 2>&1
+    echo "fp8 quant rc $?"; sed -n '/^| d | seqlen/,$p' "$out/fp8_quant.log"
+    grep -q '^| d | seqlen' "$out/fp8_quant.log" || grep "^{'headdim'" "$out/fp8_quant.log"  # cut short
 fi
 tar czf "$out/pending.tgz" -C "$out" $(cd "$out" && ls | grep -v pending.tgz)
 (cd "$out" && ls | grep -v pending.tgz | xargs rm -rf)  # only the archive travels back

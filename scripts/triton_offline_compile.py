@@ -113,13 +113,13 @@ def record_launch(kind: str, tile: Tile, headdim: int, causal: bool, seqlen: int
     return next(call for call in sink if call[0] == KERNEL_OF[kind])
 
 
-def compile_offline(name: str, args: tuple, kwargs: dict):
-    """triton.compile of one recorded launch for sm_90a, specialized as the JIT would on a GPU."""
+def compile_offline(name: str, args: tuple, kwargs: dict, module=K):
+    """triton.compile of one recorded launch (of module.<name>) for sm_90a, specialized as the JIT would on a GPU."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, make_backend
     from triton.runtime.jit import create_function_from_signature
 
-    jit = getattr(K, name)
+    jit = getattr(module, name)
     target = GPUTarget(*TARGET)
     backend = make_backend(target)
     kwargs = dict(kwargs, debug=False)

@@ -145,7 +145,7 @@ def check_walsh_hadamard(x: torch.Tensor) -> float:
     summation tree of that depth; a wrong pairing or order is off by O(|x|)). Returns max |error| / that bound."""
     rows, headdim = x.shape
     y = torch.empty(rows, headdim, dtype=torch.float32, device=x.device)
-    _walsh_hadamard_kernel[(1,)](x, y, rows, headdim, headdim.bit_length() - 1)
+    _walsh_hadamard_kernel[(1,)](x, y, rows, headdim, headdim.bit_length() - 1, num_warps=8)
     exact = x.double() @ sylvester_hadamard(headdim, torch.float64, x.device)
     bound = ((1 + 2.0**-24) ** (headdim.bit_length() - 1) - 1) * x.double().abs().sum(1, keepdim=True)
     ratio = ((y.double() - exact).abs() / bound.clamp_min(1e-300)).max().item()  # a zero row: error 0 exactly

@@ -12,7 +12,7 @@ import torch
 if not torch.cuda.is_available():  # before anything imports triton: the interpreter tests need to set it up first
     pytest.skip("needs a CUDA GPU (run `pytest -m gpu` on the H200)", allow_module_level=True)
 
-from fp8_kernel_checks import check_forward, check_quantize  # noqa: E402
+from fp8_kernel_checks import check_forward, check_quantize, check_walsh_hadamard  # noqa: E402
 
 import fa3nn  # noqa: E402
 from fa3nn.fp8 import random_sign_hadamard  # noqa: E402
@@ -54,11 +54,28 @@ def test_quantize_matches_torch(headdim, block_q, block_k, rotate, scales):
                    torch.tensor(scales, device="cuda") if scales else None)
 
 
+@pytest.mark.parametrize("headdim", [64, 128, 256])
+def test_quantize_fwht_matches_torch(headdim):
+    """rotate_precision="fwht": per tile (one pass at d <= 128, two at d = 256) and per (batch, head) (two passes)."""
+    q, k, v = qkv(2, 1000, 777, 4, 2, headdim)
+    q[0, 3, 1, 5] = float("nan")
+    for block_q, block_k in ((128, 128), (0, 0)):
+        check_quantize(q, k, v, block_q, block_k, rotation(headdim), rotate_precision="fwht")
+
+
+@pytest.mark.parametrize("headdim", [64, 128, 256])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_walsh_hadamard_within_fp32_bound(headdim, dtype):
+    """The compiled transform against fp64: the bound holds for any order of the adds, a wrong pairing breaks it."""
+    check_walsh_hadamard((torch.randn(64, headdim, device="cuda") * 3).to(dtype))
+
+
 def test_quantize_fp16_varlen_rotated():
     lengths = [300, 0, 129, 1]
     cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
     q, k, v = (torch.randn(sum(lengths), h, 128, device="cuda").half() for h in (4, 1, 1))
     check_quantize(q, k, v, 128, 128, rotation(128), None, cu, cu, 300, 300)
+    check_quantize(q, k, v, 128, 128, rotation(128), None, cu, cu, 300, 300, rotate_precision="fwht")
     check_quantize(q, k, v, 0, 0, None, None, cu, cu, 300, 300)
 
 

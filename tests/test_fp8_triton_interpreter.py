@@ -144,9 +144,11 @@ def test_quantize_fwht_matches_torch(block_q, block_k, scales, dtype):
 
 @pytest.mark.parametrize("headdim", [128, 256])
 def test_quantize_fwht_wide_heads(headdim):
-    """d = 128: one pass with a 128-row tile; d = 256: a rotated tile over MAX_ROTATED_TILE_ELEMENTS, two passes."""
+    """128-row tiles: one pass (d = 256 too: the FWHT needs no GEMM operands); a tile per (batch, head) of 130-140
+    rows: one 256-row pass at d = 128, two passes at d = 256."""
     q, k, v = qkv(1, 130, 140, 2, 1, headdim)
     check_quantize(q, k, v, 128, 128, rotation(headdim, seed=5), rotate_precision="fwht")
+    check_quantize(q, k, v, 0, 0, rotation(headdim, seed=5), rotate_precision="fwht")
 
 
 def test_quantize_fwht_non_power_of_two_headdim_takes_the_gemm():

@@ -2,15 +2,16 @@
 
 One program owns one block of rows of one head of one of Q, K or V (program axis 1 walks Q's heads, then K's, then
 V's). It reads its rows once, rotates Q and K by the recipe's Hadamard matrix (a (d, d) GEMM on the tile in
-KC-column steps, so neither operand outgrows shared memory at d = 256; precision: ROTATE_PRECISION), takes the
-block's amax, and writes e4m3
-rows (V transposed: keys contiguous, for the FP8 P·V GEMM) and the block's amax. Three cases:
+KC-column steps, so neither operand outgrows shared memory at d = 256, precision ROTATE_PRECISION; or, with
+rotate_precision="fwht", a sign flip and a fast Walsh-Hadamard transform on the tile in registers), takes the
+block's amax, and writes e4m3 rows (V transposed: keys contiguous, for the FP8 P·V GEMM) and the block's amax.
+Three cases:
 
-    per tile, a tile fits one program's registers (<= 128 x 256 fp32; rotated <= 128 x 128, see
+    per tile, a tile fits one program's registers (<= 128 x 256 fp32; rotated by the GEMM <= 128 x 128, see
                                   MAX_ROTATED_TILE_ELEMENTS)
                                   one pass: a block is a scale tile, its scale is computed in the program
     per tensor (delayed scaling)  one pass: the scales are given
-    otherwise (per (batch, head) = CurrentScaling; per-tile at d = 256 with the rotation)
+    otherwise (per (batch, head) = CurrentScaling; per-tile at d = 256 with the GEMM rotation)
                                   two passes: block amaxes first, tile scales from them (fa3nn.fp8.scaling.
                                   amax_to_scale, on a tensor of a few KB), then the cast pass. A 16k-row scale tile
                                   cannot sit in registers, so these read Q, K, V twice (and rotate twice).
@@ -39,7 +40,7 @@ E4M3_MAX = tl.constexpr(448.0)
 # The most fp32 elements one program holds as its scale tile: 128 rows x 256 dims unrotated (64 registers/thread at
 # 16 warps). Rotated, the GEMM's operands need room too: ptxas (Triton 3.9, sm_90a) failed register allocation for
 # a rotated 128 x 256 tile and spilled 432 bytes at 128 x 128 (tf32x3), so rotated tiles stop at 128 x 128 and
-# d = 256 takes the two-pass path.
+# d = 256 takes the two-pass path. The FWHT rotation needs no operands beside the tile: its limit is the unrotated one.
 MAX_TILE_ELEMENTS = 128 * 256
 MAX_ROTATED_TILE_ELEMENTS = 128 * 128
 CHUNK_ROWS = 64  # rows per program when a scale tile is larger than that, or the scales are given
@@ -309,7 +310,7 @@ def quantize_fused(
         rotate_precision = FWHT_FALLBACK
     widest = block_d if rotation is not None else max(block_d, block_dv)
     tile_rows = max(_Plan(seqlen_q, block_q, True).rows_per_tile, _Plan(seqlen_k, block_k, True).rows_per_tile)
-    limit = MAX_ROTATED_TILE_ELEMENTS if rotation is not None else MAX_TILE_ELEMENTS
+    limit = MAX_ROTATED_TILE_ELEMENTS if rotation is not None and not fwht else MAX_TILE_ELEMENTS
     own_scale = tensor_scales is None and triton.next_power_of_2(tile_rows) * widest <= limit
     plan_q, plan_k = _Plan(seqlen_q, block_q, own_scale), _Plan(seqlen_k, block_k, own_scale)
     slots = nheads + 2 * nheads_kv
