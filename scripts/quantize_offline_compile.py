@@ -67,16 +67,20 @@ def record_launches(headdim: int, precision: str, seqlen: int = 256) -> list[tup
     return sink
 
 
+def opcode_counts(sass: str) -> dict:
+    """sass: SASS instructions in a cuobjdump listing (predicates skipped, modifiers dropped), then GROUPS."""
+    opcodes = OPCODE.findall(sass)
+    return dict(sass=len(opcodes), **{group: sum(opcodes.count(name) for name in names)
+                                      for group, names in GROUPS.items()})
+
+
 def count(args: tuple, kwargs: dict) -> dict:
     compiled = compile_offline(KERNEL, args, kwargs, module=quantize)
     cubin = compiled.asm["cubin"]
     regs, stack, _, local = (int(x) for x in RES_USAGE.search(_cuobjdump("-res-usage", cubin=cubin)).groups())
-    opcodes = [op.split(".")[0] for op in OPCODE.findall(_cuobjdump("-sass", cubin=cubin))]
-    row = dict(regs=regs, n_spills=(stack + local) // 4, sass=len(opcodes), warps=kwargs["num_warps"],
-               rows=kwargs["ROWS_Q"], store=kwargs["STORE"], smem_kb=round(compiled.metadata.shared / 1024, 1))
-    for group, names in GROUPS.items():
-        row[group] = sum(opcodes.count(name) for name in names)
-    return row
+    return dict(regs=regs, n_spills=(stack + local) // 4, warps=kwargs["num_warps"], rows=kwargs["ROWS_Q"],
+                store=kwargs["STORE"], smem_kb=round(compiled.metadata.shared / 1024, 1),
+                **opcode_counts(_cuobjdump("-sass", cubin=cubin)))
 
 
 def main() -> None:
