@@ -394,20 +394,87 @@ struct BwdConsumer {
   }
 };
 
+// The pieces both consumers (bwd_consumer here, bwd_consumer_overlap in flash_bwd_overlap.cuh) share: one ring
+// stage's operands, the score GEMMs, the dQ hand-off.
+template <class Cfg>
+struct BwdStage {
+  uint32_t q_smem, do_smem;
+  const float *lse_log2, *delta;
+
+  __device__ __forceinline__ BwdStage(uint8_t* smem, uint32_t base, uint32_t index)
+      : q_smem(base + Cfg::kOffQ + index * Cfg::kQBytes),
+        do_smem(base + Cfg::kOffDO + index * Cfg::kQBytes),
+        lse_log2(reinterpret_cast<const float*>(smem + Cfg::kOffLse + index * Cfg::kRowStatBytes)),
+        delta(reinterpret_cast<const float*>(smem + Cfg::kOffDelta + index * Cfg::kRowStatBytes)) {}
+};
+
+// S^T = K_c Q^T (one commit group), and with kWithDP dP^T = V_c dO^T (a second group).
+template <class Cfg, bool kWithDP>
+__device__ __forceinline__ void bwd_issue_scores(float (&s)[32], float (&dp)[32], uint64_t desc_k_rows,
+                                                 uint64_t desc_v_rows, const BwdStage<Cfg>& stage) {
+  warpgroup_arrive();
+  gemm_ss<64, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(s, desc_k_rows,
+                                                                                 make_desc_kmajor_sw128(stage.q_smem));
+  wgmma_commit();
+  if constexpr (kWithDP) {
+    gemm_ss<64, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(
+        dp, desc_v_rows, make_desc_kmajor_sw128(stage.do_smem));
+    wgmma_commit();
+  }
+}
+
+// dQ of step `step` (query block m_block), already waited for, into dq_accum: red.global.add, or (bulk) the staging
+// tile of buffer step & 1, which was last read by step - 2's reduces, under the dQ writer's full/empty barriers.
+template <class Cfg>
+__device__ __forceinline__ void bwd_hand_off_dq(const BwdConsumer<Cfg>& c, const BwdParams& p, uint8_t* smem,
+                                                int batch, int head, int m_block, int step,
+                                                const float (&dq)[BwdConsumer<Cfg>::kDQRegs]) {
+  if constexpr (Cfg::kDQBulk) {
+    const int buffer = step & 1;
+    if (step >= 2) NamedBarrier::sync(Cfg::kDQEmptyBarrier + buffer, Cfg::kDQBarrierThreads);
+    c.stage_dq(smem + Cfg::kOffDQ + buffer * Cfg::kDQStageBytes, dq);
+    fence_proxy_async_smem();
+    NamedBarrier::arrive(Cfg::kDQFullBarrier + buffer, Cfg::kDQBarrierThreads);
+  } else {
+    c.reduce_dq(p, batch, head, m_block, dq);
+  }
+}
+
+// A consumer warpgroup's fixed shared-memory operands: its 64 key rows of K and V as the A operand (K-major) of S^T
+// and dP^T, and K as dQ's B operand read N-major (keys are the reduction dimension; column split: panel wg, all 128
+// keys; key split: this warpgroup's 64 keys of the single panel).
+template <class Cfg>
+struct BwdKVDescs {
+  uint64_t k_rows, v_rows, k_dq;
+
+  __device__ __forceinline__ BwdKVDescs(uint32_t base, int wg)
+      : k_rows(make_desc_kmajor_sw128(base + wg * 64 * kPanelRowBytes)),
+        v_rows(make_desc_kmajor_sw128(base + Cfg::kOffV + wg * 64 * kPanelRowBytes)),
+        k_dq(Cfg::kDQSplitKeys ? make_desc_mnmajor_sw128(base + wg * 64 * kPanelRowBytes, Cfg::kKVPanelBytes)
+                               : make_desc_mnmajor_sw128(base + wg * Cfg::kKVPanelBytes, Cfg::kKVPanelBytes)) {}
+};
+
+// dQ = dS K into dq (not committed): A = dS^T at ds_smem (a shared address) read M-major (queries contiguous; d128:
+// both warpgroups' rows, d64: this one's), k-steps of 16 keys = 16 rows of 128 B.
+template <class Cfg>
+__device__ __forceinline__ void bwd_issue_dq(float (&dq)[BwdConsumer<Cfg>::kDQRegs], uint32_t ds_smem, int wg,
+                                             uint64_t desc_k_dq) {
+  const uint32_t ds_rows = ds_smem + (Cfg::kDQSplitKeys ? wg * 64 * kPanelRowBytes : 0);
+  const uint64_t desc_ds = make_desc_mnmajor_sw128(ds_rows, Cfg::kDSBytes);
+  warpgroup_arrive();
+#pragma unroll
+  for (int k = 0; k < Cfg::kDQKeys / 16; ++k)
+    WgmmaSSMN<Cfg::kDQCols, Cfg::kBF16>::mma(dq, desc_advance(desc_ds, k * 16 * kPanelRowBytes),
+                                             desc_advance(desc_k_dq, k * 16 * kPanelRowBytes), k > 0 ? 1 : 0);
+}
+
 template <class Cfg>
 __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars, int wg) {
   using C = BwdConsumer<Cfg>;
   const C c{wg, static_cast<int>(threadIdx.x % 128), threadIdx.x % 128 == 0};
   const int n_block = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
   const uint32_t base = smem_addr(smem);
-  // This warpgroup's 64 key rows of K and V as the A operand (K-major) of S^T and dP^T.
-  const uint64_t desc_k_rows = make_desc_kmajor_sw128(base + wg * 64 * kPanelRowBytes);
-  const uint64_t desc_v_rows = make_desc_kmajor_sw128(base + Cfg::kOffV + wg * 64 * kPanelRowBytes);
-  // dQ's B operand: K read N-major (keys are the reduction dimension). Column split: panel wg, all 128 keys; key
-  // split: this warpgroup's 64 keys of the (single) panel.
-  const uint64_t desc_k_dq = Cfg::kDQSplitKeys
-                                 ? make_desc_mnmajor_sw128(base + wg * 64 * kPanelRowBytes, Cfg::kKVPanelBytes)
-                                 : make_desc_mnmajor_sw128(base + wg * Cfg::kKVPanelBytes, Cfg::kKVPanelBytes);
+  const BwdKVDescs<Cfg> descs(base, wg);
 
   float dk[C::kAccRegs], dv[C::kAccRegs];
 #pragma unroll
@@ -420,27 +487,18 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
   int step = 0;
   for (int m_block = first_m_block<Cfg>(p, n_block); m_block < p.num_m_blocks; ++m_block, ++step) {
     wait_in_loop(bars.qdo.full[st.index], st.phase);
-    const uint32_t q_smem = base + Cfg::kOffQ + st.index * Cfg::kQBytes;
-    const uint32_t do_smem = base + Cfg::kOffDO + st.index * Cfg::kQBytes;
-    const float* lse_log2 = reinterpret_cast<const float*>(smem + Cfg::kOffLse + st.index * Cfg::kRowStatBytes);
-    const float* delta = reinterpret_cast<const float*>(smem + Cfg::kOffDelta + st.index * Cfg::kRowStatBytes);
+    const BwdStage<Cfg> stage(smem, base, st.index);
 
     // S^T and dP^T, two groups: the exponentials of P^T run while dP^T is on the tensor cores.
-    warpgroup_arrive();
-    gemm_ss<64, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(s, desc_k_rows,
-                                                                                   make_desc_kmajor_sw128(q_smem));
-    wgmma_commit();
-    gemm_ss<64, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(dp, desc_v_rows,
-                                                                                   make_desc_kmajor_sw128(do_smem));
-    wgmma_commit();
+    bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, stage);
     wgmma_wait<1>();
     fence_operands(s);
     if (bwd_block_needs_mask<Cfg>(p, m_block, n_block)) c.apply_mask(s, p, m_block, n_block);
-    c.probs(s, lse_log2, p.scale_log2);
+    c.probs(s, stage.lse_log2, p.scale_log2);
     wgmma_wait<0>();
     fence_operands(dp);
     // dS^T first, packed and stored, so dP^T dies before P^T is packed (d128 peaks here at dK + dV + 64).
-    c.dscores(dp, s, delta);
+    c.dscores(dp, s, stage.delta);
     C::to_a_fragments(dp, dsa);
     fence_fragments(dsa);
     uint8_t* ds_smem = smem + Cfg::kOffDS + (step & 1) * Cfg::kDSBytes;
@@ -449,8 +507,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
 
     // dV += P^T dO and dK += dS^T Q, A from registers, B (dO, Q: queries x d) read N-major.
     warpgroup_arrive();
-    gemm_rs<64, Cfg::kHeadDim, Cfg::kBF16>(dv, pa, make_desc_mnmajor_sw128(do_smem, Cfg::kQPanelBytes));
-    gemm_rs<64, Cfg::kHeadDim, Cfg::kBF16>(dk, dsa, make_desc_mnmajor_sw128(q_smem, Cfg::kQPanelBytes));
+    gemm_rs<64, Cfg::kHeadDim, Cfg::kBF16>(dv, pa, make_desc_mnmajor_sw128(stage.do_smem, Cfg::kQPanelBytes));
+    gemm_rs<64, Cfg::kHeadDim, Cfg::kBF16>(dk, dsa, make_desc_mnmajor_sw128(stage.q_smem, Cfg::kQPanelBytes));
     wgmma_commit();
 
     // dS^T visible to the async proxy, then (column split) both warpgroups' rows written. The dS buffer alternates
@@ -468,14 +526,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
     wgmma_wait<0>();
     fence_fragments(pa);
     fence_fragments(dsa);
-    // dQ = dS K: A = dS^T in shared memory read M-major (queries contiguous), k-steps of 16 keys = 16 rows of 128 B.
-    const uint32_t ds_rows = smem_addr(ds_smem) + (Cfg::kDQSplitKeys ? wg * 64 * kPanelRowBytes : 0);
-    const uint64_t desc_ds = make_desc_mnmajor_sw128(ds_rows, Cfg::kDSBytes);
-    warpgroup_arrive();
-#pragma unroll
-    for (int k = 0; k < Cfg::kDQKeys / 16; ++k)
-      WgmmaSSMN<Cfg::kDQCols, Cfg::kBF16>::mma(dq, desc_advance(desc_ds, k * 16 * kPanelRowBytes),
-                                               desc_advance(desc_k_dq, k * 16 * kPanelRowBytes), k > 0 ? 1 : 0);
+    bwd_issue_dq<Cfg>(dq, smem_addr(ds_smem), wg, descs.k_dq);
     wgmma_commit();
     wgmma_wait<0>();
     fence_operands(dq);
@@ -485,16 +536,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
     // above (column split) or this warpgroup's (key split), and the leader's wait covers the wgmmas.
     if (c.leader) bars.qdo.consumer_release(st);
     st.advance();
-    if constexpr (Cfg::kDQBulk) {
-      // This buffer was last read by step - 2's reduces; the dQ writer frees it (module comment).
-      const int buffer = step & 1;
-      if (step >= 2) NamedBarrier::sync(Cfg::kDQEmptyBarrier + buffer, Cfg::kDQBarrierThreads);
-      c.stage_dq(smem + Cfg::kOffDQ + buffer * Cfg::kDQStageBytes, dq);
-      fence_proxy_async_smem();
-      NamedBarrier::arrive(Cfg::kDQFullBarrier + buffer, Cfg::kDQBarrierThreads);
-    } else {
-      c.reduce_dq(p, batch, head, m_block, dq);
-    }
+    bwd_hand_off_dq<Cfg>(c, p, smem, batch, head, m_block, step, dq);
   }
 
   c.store_rows(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, p, batch, head, n_block, dk,

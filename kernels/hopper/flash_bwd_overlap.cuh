@@ -36,63 +36,15 @@
 namespace fa3nn::hopper {
 
 template <class Cfg>
-struct BwdOverlapStage {
-  uint32_t q_smem, do_smem;
-  const float *lse_log2, *delta;
-
-  __device__ __forceinline__ BwdOverlapStage(uint8_t* smem, uint32_t base, uint32_t index)
-      : q_smem(base + Cfg::kOffQ + index * Cfg::kQBytes),
-        do_smem(base + Cfg::kOffDO + index * Cfg::kQBytes),
-        lse_log2(reinterpret_cast<const float*>(smem + Cfg::kOffLse + index * Cfg::kRowStatBytes)),
-        delta(reinterpret_cast<const float*>(smem + Cfg::kOffDelta + index * Cfg::kRowStatBytes)) {}
-};
-
-// S^T = K_c Q^T (one commit group), and with kWithDP dP^T = V_c dO^T (a second group).
-template <class Cfg, bool kWithDP>
-__device__ __forceinline__ void bwd_issue_scores(float (&s)[32], float (&dp)[32], uint64_t desc_k_rows,
-                                                 uint64_t desc_v_rows, const BwdOverlapStage<Cfg>& stage) {
-  warpgroup_arrive();
-  gemm_ss<64, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(s, desc_k_rows,
-                                                                                 make_desc_kmajor_sw128(stage.q_smem));
-  wgmma_commit();
-  if constexpr (kWithDP) {
-    gemm_ss<64, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(
-        dp, desc_v_rows, make_desc_kmajor_sw128(stage.do_smem));
-    wgmma_commit();
-  }
-}
-
-// dQ of step `step` (query block m_block), already waited for, into dq_accum: red.global.add, or (bulk) the staging
-// tile of buffer step & 1 and the writer's full/empty barriers exactly as in bwd_consumer.
-template <class Cfg>
-__device__ __forceinline__ void bwd_hand_off_dq(const BwdConsumer<Cfg>& c, const BwdParams& p, uint8_t* smem,
-                                                int batch, int head, int m_block, int step,
-                                                const float (&dq)[BwdConsumer<Cfg>::kDQRegs]) {
-  if constexpr (Cfg::kDQBulk) {
-    const int buffer = step & 1;
-    if (step >= 2) NamedBarrier::sync(Cfg::kDQEmptyBarrier + buffer, Cfg::kDQBarrierThreads);
-    c.stage_dq(smem + Cfg::kOffDQ + buffer * Cfg::kDQStageBytes, dq);
-    fence_proxy_async_smem();
-    NamedBarrier::arrive(Cfg::kDQFullBarrier + buffer, Cfg::kDQBarrierThreads);
-  } else {
-    c.reduce_dq(p, batch, head, m_block, dq);
-  }
-}
-
-template <class Cfg>
 __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars,
                                                      int wg) {
   using C = BwdConsumer<Cfg>;
-  using Stage = BwdOverlapStage<Cfg>;
+  using Stage = BwdStage<Cfg>;
   constexpr bool kAheadDP = Cfg::kOverlapDP;
   const C c{wg, static_cast<int>(threadIdx.x % 128), threadIdx.x % 128 == 0};
   const int n_block = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
   const uint32_t base = smem_addr(smem);
-  const uint64_t desc_k_rows = make_desc_kmajor_sw128(base + wg * 64 * kPanelRowBytes);
-  const uint64_t desc_v_rows = make_desc_kmajor_sw128(base + Cfg::kOffV + wg * 64 * kPanelRowBytes);
-  const uint64_t desc_k_dq = Cfg::kDQSplitKeys
-                                 ? make_desc_mnmajor_sw128(base + wg * 64 * kPanelRowBytes, Cfg::kKVPanelBytes)
-                                 : make_desc_mnmajor_sw128(base + wg * Cfg::kKVPanelBytes, Cfg::kKVPanelBytes);
+  const BwdKVDescs<Cfg> descs(base, wg);
 
   float dk[C::kAccRegs], dv[C::kAccRegs];
 #pragma unroll
@@ -103,14 +55,7 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
   bars.kv.wait(0);
   // dQ of the previous step (d128: both warpgroups' dS^T rows, d64: this one's) times K, into dq.
   auto issue_dq = [&](int prev_step) {
-    const uint32_t ds_rows = base + Cfg::kOffDS + (prev_step & 1) * Cfg::kDSBytes +
-                             (Cfg::kDQSplitKeys ? wg * 64 * kPanelRowBytes : 0);
-    const uint64_t desc_ds = make_desc_mnmajor_sw128(ds_rows, Cfg::kDSBytes);
-    warpgroup_arrive();
-#pragma unroll
-    for (int k = 0; k < Cfg::kDQKeys / 16; ++k)
-      WgmmaSSMN<Cfg::kDQCols, Cfg::kBF16>::mma(dq, desc_advance(desc_ds, k * 16 * kPanelRowBytes),
-                                               desc_advance(desc_k_dq, k * 16 * kPanelRowBytes), k > 0 ? 1 : 0);
+    bwd_issue_dq<Cfg>(dq, base + Cfg::kOffDS + (prev_step & 1) * Cfg::kDSBytes, wg, descs.k_dq);
   };
   PipelineState<Cfg::kStages> st;
   // Step j (query block m_block) once S^T_j [, dP^T_j] and dQ_j-1 are committed, in that order.
@@ -145,7 +90,7 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
       fence_operands(s);
       warpgroup_arrive();
       gemm_ss<64, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(
-          dp, desc_v_rows, make_desc_kmajor_sw128(stage.do_smem));
+          dp, descs.v_rows, make_desc_kmajor_sw128(stage.do_smem));
       wgmma_commit();
       if (bwd_block_needs_mask<Cfg>(p, m_block, n_block)) c.apply_mask(s, p, m_block, n_block);
       c.probs(s, stage.lse_log2, p.scale_log2);
@@ -189,7 +134,7 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
   for (int m_block = first_m_block<Cfg>(p, n_block); m_block < p.num_m_blocks; ++m_block, ++step) {
     if constexpr (kAheadDP) {
       wait_in_loop(bars.qdo.full[st.index], st.phase);
-      bwd_issue_scores<Cfg, true>(s, dp, desc_k_rows, desc_v_rows, Stage(smem, base, st.index));
+      bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, Stage(smem, base, st.index));
       issue_dq(step - 1);
       wgmma_commit();
     } else {
@@ -197,7 +142,7 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
       issue_dq(step - 1);
       wgmma_commit();
       wait_in_loop(bars.qdo.full[st.index], st.phase);
-      bwd_issue_scores<Cfg, false>(s, dp, desc_k_rows, desc_v_rows, Stage(smem, base, st.index));
+      bwd_issue_scores<Cfg, false>(s, dp, descs.k_rows, descs.v_rows, Stage(smem, base, st.index));
     }
     finish_block(m_block, step);
   }
