@@ -468,6 +468,29 @@ __device__ __forceinline__ void bwd_issue_dq(float (&dq)[BwdConsumer<Cfg>::kDQRe
                                              desc_advance(desc_k_dq, k * 16 * kPanelRowBytes), k > 0 ? 1 : 0);
 }
 
+// dV += P^T dO and dK += dS^T Q (one commit group): A from registers, B (dO, Q: queries x d) read N-major.
+template <class Cfg>
+__device__ __forceinline__ void bwd_issue_dkdv(float (&dk)[BwdConsumer<Cfg>::kAccRegs],
+                                               float (&dv)[BwdConsumer<Cfg>::kAccRegs], const uint32_t (&pa)[4][4],
+                                               const uint32_t (&dsa)[4][4], const BwdStage<Cfg>& stage) {
+  warpgroup_arrive();
+  gemm_rs<64, Cfg::kHeadDim, Cfg::kBF16>(dv, pa, make_desc_mnmajor_sw128(stage.do_smem, Cfg::kQPanelBytes));
+  gemm_rs<64, Cfg::kHeadDim, Cfg::kBF16>(dk, dsa, make_desc_mnmajor_sw128(stage.q_smem, Cfg::kQPanelBytes));
+  wgmma_commit();
+}
+
+// This step's dS^T visible to the async proxy (dQ's wgmma reads it), then the rows dQ reads written: with the column
+// split both warpgroups' (one 256-thread barrier), with the key split this warpgroup's own.
+template <class Cfg>
+__device__ __forceinline__ void bwd_sync_ds(int wg) {
+  fence_proxy_async_smem();
+  if constexpr (Cfg::kDQSplitKeys) {
+    NamedBarrier::sync(NamedBarrier::kFirstId + wg, 128);
+  } else {
+    NamedBarrier::sync(NamedBarrier::kFirstId, BwdConsumer<Cfg>::kDSBarrierThreads);
+  }
+}
+
 template <class Cfg>
 __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars, int wg) {
   using C = BwdConsumer<Cfg>;
@@ -505,21 +528,10 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
     c.write_ds(ds_smem, dsa);
     C::to_a_fragments(s, pa);
 
-    // dV += P^T dO and dK += dS^T Q, A from registers, B (dO, Q: queries x d) read N-major.
-    warpgroup_arrive();
-    gemm_rs<64, Cfg::kHeadDim, Cfg::kBF16>(dv, pa, make_desc_mnmajor_sw128(stage.do_smem, Cfg::kQPanelBytes));
-    gemm_rs<64, Cfg::kHeadDim, Cfg::kBF16>(dk, dsa, make_desc_mnmajor_sw128(stage.q_smem, Cfg::kQPanelBytes));
-    wgmma_commit();
-
-    // dS^T visible to the async proxy, then (column split) both warpgroups' rows written. The dS buffer alternates
-    // per step: the buffer written now was last read by step - 2's dQ GEMMs, which both warpgroups waited for
-    // (wait_group 0) before step - 1's barrier.
-    fence_proxy_async_smem();
-    if constexpr (Cfg::kDQSplitKeys) {
-      NamedBarrier::sync(NamedBarrier::kFirstId + wg, 128);
-    } else {
-      NamedBarrier::sync(NamedBarrier::kFirstId, C::kDSBarrierThreads);
-    }
+    bwd_issue_dkdv<Cfg>(dk, dv, pa, dsa, stage);
+    // The dS buffer alternates per step: the buffer written now was last read by step - 2's dQ GEMMs, which both
+    // warpgroups waited for (wait_group 0) before step - 1's barrier.
+    bwd_sync_ds<Cfg>(wg);
     // The dK/dV wgmmas are done reading pa/dsa before dQ's accumulator becomes live: without this wait the A
     // fragments stay allocated across the dQ GEMM and d128 needs 237 of 240 registers (no room for the hang guard's
     // poll counter: 516 B of spills). They ran during the barrier, so the wait is short.

@@ -102,18 +102,8 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
       c.write_ds(ds_smem, dsa);
       C::to_a_fragments(s, pa);
     }
-    // dV_j += P^T dO and dK_j += dS^T Q, A from registers, B (dO, Q) read N-major.
-    warpgroup_arrive();
-    gemm_rs<64, Cfg::kHeadDim, Cfg::kBF16>(dv, pa, make_desc_mnmajor_sw128(stage.do_smem, Cfg::kQPanelBytes));
-    gemm_rs<64, Cfg::kHeadDim, Cfg::kBF16>(dk, dsa, make_desc_mnmajor_sw128(stage.q_smem, Cfg::kQPanelBytes));
-    wgmma_commit();
-    // dS^T visible to the async proxy and (column split) both warpgroups' rows written before dQ_j reads them.
-    fence_proxy_async_smem();
-    if constexpr (Cfg::kDQSplitKeys) {
-      NamedBarrier::sync(NamedBarrier::kFirstId + wg, 128);
-    } else {
-      NamedBarrier::sync(NamedBarrier::kFirstId, C::kDSBarrierThreads);
-    }
+    bwd_issue_dkdv<Cfg>(dk, dv, pa, dsa, stage);
+    bwd_sync_ds<Cfg>(wg);  // before dQ_j (next step) reads dS^T_j
     wgmma_wait<0>();
     fence_fragments(pa);
     fence_fragments(dsa);
