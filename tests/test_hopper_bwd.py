@@ -235,39 +235,25 @@ def test_backward_matches_reference(dtype, headdim, causal, seqlens):
     _check_against_reference(dtype, headdim, causal, seqlens, "red_dq")
 
 
-# One query block (1x1), a single key (239x1), ragged key and query blocks over many steps (511x1537: both dQ
-# buffers reused many times), and the long case (4224x4224).
-BULK_DQ_SEQLENS = [(1, 1), (239, 1), (511, 1537), (4224, 4224)]
+# The variants change only dQ's path (bulk_dq: shared memory + TMA reduce-add) or the order of neighbouring query
+# blocks' GEMMs (overlap), never the order of a sum: dK/dV accumulate the same products in the same order as
+# red_dq's, so they must be bitwise equal to its; dQ by the error-ratio rule. Shapes: one query block (1x1: only the
+# prologue and, overlap, the after-loop hand-off), a single key (239x1), many ragged steps that reuse both dQ / dS^T
+# buffers and (d128, 2 stages) both ring stages (511x1537), and the long case (4224x4224).
+VARIANT_SEQLENS = [(1, 1), (239, 1), (511, 1537), (4224, 4224)]
 
 
-@pytest.mark.parametrize("seqlens", BULK_DQ_SEQLENS, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("variant", ["bulk_dq", "overlap", "bulk_dq_overlap"])
+@pytest.mark.parametrize("seqlens", VARIANT_SEQLENS, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("headdim", HEADDIMS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.gpu
 @needs_hopper
-def test_bulk_dq_variant_matches_reference(dtype, headdim, causal, seqlens):
-    (dout, q, k, v, out, lse, scale), (_, dk, dv) = _check_against_reference(dtype, headdim, causal, seqlens,
-                                                                             "bulk_dq")
-    _, dk_red, dv_red = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, variant="red_dq")
-    assert torch.equal(dk, dk_red) and torch.equal(dv, dv_red), "bulk_dq changed dK/dV: only dQ's path may differ"
-
-
-# The overlap variants reorder the GEMMs of neighbouring query blocks but not any sum: dK/dV accumulate the same
-# products in the same order as red_dq's, so they must be bitwise equal to its; dQ by the error-ratio rule. The same
-# shapes as bulk dQ: one step (only the prologue and the after-loop hand-off), one key, many ragged steps with both dS^T
-# buffers and (d128, 2 stages) both ring stages reused, the long case.
-@pytest.mark.parametrize("variant", ["overlap", "bulk_dq_overlap"])
-@pytest.mark.parametrize("seqlens", BULK_DQ_SEQLENS, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("headdim", HEADDIMS)
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.gpu
-@needs_hopper
-def test_overlap_variants_match_reference(dtype, headdim, causal, seqlens, variant):
+def test_variants_match_reference(dtype, headdim, causal, seqlens, variant):
     (dout, q, k, v, out, lse, scale), (_, dk, dv) = _check_against_reference(dtype, headdim, causal, seqlens, variant)
     _, dk_red, dv_red = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, variant="red_dq")
-    assert torch.equal(dk, dk_red) and torch.equal(dv, dv_red), f"{variant} changed dK/dV (the sums' order is kept)"
+    assert torch.equal(dk, dk_red) and torch.equal(dv, dv_red), f"{variant} changed dK/dV (only dQ's path may differ)"
 
 
 @pytest.mark.parametrize("causal", [False, True])
