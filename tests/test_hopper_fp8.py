@@ -112,13 +112,18 @@ def _call(**overrides) -> AttnCall:
         ({"headdim": 96, "headdim_v": 96}, 128, "headdim 96/96"),
         ({"window": Window(64, 0)}, 128, "sliding-window"),
         ({"softcap": 30.0}, 128, "softcap"),
-        ({"varlen": True}, 128, "varlen"),
         ({}, 64, "block_k=64"),
     ],
 )
 def test_refusal_reasons(overrides, block_k, expected):
     reason = refusal(_call(**overrides), block_k, max_seqlen_k=1000)
     assert reason is not None and expected in reason
+
+
+def test_varlen_is_served_like_dense():
+    """Varlen runs natively since vt8 puts every sequence at a 16-aligned column (an unaligned start faulted the Vt
+    TMA load; H200 2026-11-30: the varlen GPU tests with unaligned starts pass): its answer is the dense call's."""
+    assert refusal(_call(varlen=True), 128, max_seqlen_k=1000) == refusal(_call(), 128, max_seqlen_k=1000)
 
 
 def test_block_k_of_one_tile_per_sequence_is_accepted_before_the_device_check():

@@ -119,12 +119,13 @@ def test_atomic_dq_path(case, monkeypatch):
 
 @pytest.mark.parametrize("case", ["causal-more-queries", "causal-more-keys-gqa", "window-both", "softcap"], ids=str)
 def test_unmasked_row_stats_is_bitwise_the_default(case, monkeypatch):
-    """FA3NN_TRITON_UNMASKED_ROW_STATS (opt-in): the dK/dV kernel's unmasked run drops row checks that cannot fire
-    there (every row exists and attends a key), so dq, dk, dv must equal the default path's bit for bit; the cases
-    include rows that attend nothing (lse = -inf) and ragged blocks."""
+    """FA3NN_TRITON_UNMASKED_ROW_STATS (the default): the dK/dV kernel's unmasked run drops row checks that cannot
+    fire there (every row exists and attends a key), so dq, dk, dv must equal the checked path's bit for bit; the
+    cases include rows that attend nothing (lse = -inf) and ragged blocks."""
     from fa3nn.backends.triton import launch
 
     batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
+    monkeypatch.setattr(launch, "UNMASKED_ROW_STATS", False)
     opts = dict(causal=causal, window_size=window, softcap=softcap)
     (q, k, v, grad_out), default = check_dense(batch, sq, sk, h, hk, d, torch.float32, "cpu", causal=causal,
                                                window=window, softcap=softcap)
@@ -134,10 +135,11 @@ def test_unmasked_row_stats_is_bitwise_the_default(case, monkeypatch):
         assert torch.equal(a, b), name
 
 
-def test_unmasked_row_stats_varlen(monkeypatch):
+@pytest.mark.parametrize("unmasked", [False, True])
+def test_unmasked_row_stats_varlen(unmasked, monkeypatch):
     from fa3nn.backends.triton import launch
 
-    monkeypatch.setattr(launch, "UNMASKED_ROW_STATS", True)
+    monkeypatch.setattr(launch, "UNMASKED_ROW_STATS", unmasked)
     check_varlen(3, 40, 57, 2, 1, 32, torch.float16, "cpu", causal=True)
 
 

@@ -23,13 +23,18 @@ from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
 SUPPORTED_HEADDIMS = (64, 128)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 BLOCK_M = 64  # query rows per step of the main kernel: the workspaces are padded to a multiple of it
-# Compile-time variants of the main kernel (fa3nn_hopper_bwd's `variant`), for benchmarks and tests; dispatch always
-# runs "red_dq". red_dq: each consumer thread adds its dQ fragment to dq_accum with red.global.add.v2.f32.
-# bulk_dq: FA3's dQ path: the fragment goes to a 128B-swizzled fp32 tile in shared memory and one producer thread adds
-# the tile with TMA reduce-adds (kernels/hopper/flash_bwd.cuh; benchmarks/NOTES.md, "Bulk dQ"). overlap: the next
-# query block's S^T (d64: and dP^T) GEMMs issued before this block's dQ GEMM, which is collected one step later
-# (kernels/hopper/flash_bwd_overlap.cuh; NOTES, "Overlap"); bulk_dq_overlap: both.
+# Compile-time variants of the main kernel (fa3nn_hopper_bwd's `variant`). red_dq: each consumer thread adds its dQ
+# fragment to dq_accum with red.global.add.v2.f32. bulk_dq: FA3's dQ path: the fragment goes to a 128B-swizzled fp32
+# tile in shared memory and one producer thread adds the tile with TMA reduce-adds (kernels/hopper/flash_bwd.cuh;
+# benchmarks/NOTES.md, "Bulk dQ"). overlap: the next query block's S^T (d64: and dP^T) GEMMs issued before this
+# block's dQ GEMM, which is collected one step later (kernels/hopper/flash_bwd_overlap.cuh; NOTES, "Overlap");
+# bulk_dq_overlap: both.
 VARIANTS = {"red_dq": 0, "bulk_dq": 1, "overlap": 2, "bulk_dq_overlap": 3}
+# What dispatch runs, per head dim. H200, 2026-11-30 16:37 UTC (NOTES "Backward variants on the H200"), bwd TFLOP/s
+# at 2048/16384 tokens, non-causal and causal, vs red_dq: d128 bulk_dq_overlap 1.17-1.22x (0.80-0.90x cuDNN), bulk_dq
+# 1.11-1.18x, overlap 0.99-1.06x; d64 bulk_dq 1.10-1.27x, bulk_dq_overlap 1.10-1.26x (within 2% of bulk_dq, each
+# ahead at two shapes), overlap 0.88-0.97x: at d64 the simpler build.
+DEFAULT_VARIANTS = {64: "bulk_dq", 128: "bulk_dq_overlap"}
 
 
 def check_arguments(dout, q, k, v, out, lse, softmax_scale: float) -> None:
@@ -80,11 +85,13 @@ def check_arguments(dout, q, k, v, out, lse, softmax_scale: float) -> None:
 
 
 def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None, dk=None, dv=None, dlse=None,
-           variant: str = "red_dq", library: ctypes.CDLL | None = None):
+           variant: str | None = None, library: ctypes.CDLL | None = None):
     """Run preprocess, main kernel and postprocess; returns (dq, dk, dv). Allocates outputs and fp32 workspaces
     through torch unless dq/dk/dv are given, launches on the current stream, never syncs. `dlse` (the gradient into
     lse, lse's shape; None for none) is folded into the preprocess's delta. `variant` picks a build of the main
-    kernel (VARIANTS); `library` (a hopper_build.load() result) another build of the library."""
+    kernel (VARIANTS; None: DEFAULT_VARIANTS for the head dim); `library` (a hopper_build.load() result) another build of the library."""
+    if variant is None:  # a head dim without a default: check_arguments names the problem
+        variant = DEFAULT_VARIANTS.get(q.shape[-1] if isinstance(q, torch.Tensor) else None, "red_dq")
     if variant not in VARIANTS:
         raise ValueError(f"variant {variant!r} is not a backward variant; choose one of {', '.join(VARIANTS)}")
     check_arguments(dout, q, k, v, out, lse, softmax_scale)

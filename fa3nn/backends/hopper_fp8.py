@@ -61,13 +61,6 @@ def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
         return "sliding-window attention is not in the native FP8 forward"
     if call.softcap > 0:
         return "softcap is not in the native FP8 forward"
-    if call.varlen:
-        # The kernel loads Vt with the key column innermost; a sequence starting at a column that is not a multiple
-        # of 16 made that TMA load an illegal instruction (H200, 2026-11-30: every varlen case with such a start
-        # faulted, all 6 with starts at multiples of 16 passed). vt8 now puts every sequence at a 16-aligned column
-        # (fa3nn.fp8.operands.vt_starts), which fp8_forward runs, but that path has not run on a GPU yet: until
-        # `pytest -m gpu tests/test_hopper_fp8.py -k varlen` passes on an H200, varlen goes to the other paths.
-        return "varlen batches are not validated on a GPU in the native FP8 forward yet (16-aligned vt8 starts)"
     if call.nheads % call.nheads_kv:
         return "nheads must be a multiple of nheads_kv"
     if block_k % KEY_BLOCK and block_k < max_seqlen_k:

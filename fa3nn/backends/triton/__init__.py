@@ -16,9 +16,10 @@ H200 with Triton 3.6 it measured slower, so it is opt-in (benchmarks/NOTES.md).
 
 Triton is imported lazily: without it (or without a GPU and the interpreter) `refusal` says why and the rest of
 fa3nn still works. kernels.py holds the kernels, launch.py the launchers, configs.py the tile table (one pinned
-tile per kernel, head dim, causal and sequence bucket; FA3NN_TRITON_AUTOTUNE=1 opts into autotuning). Not yet timed
-on a GPU, opt-in: FA3NN_TRITON_TILES=<table> (configs.CANDIDATE_TABLES) and FA3NN_TRITON_UNMASKED_ROW_STATS=1 (a
-leaner dK/dV step, bitwise the same results); scripts/triton_tile_ab.py times them (benchmarks/NOTES.md, v3).
+tile per kernel, head dim, causal and sequence bucket; FA3NN_TRITON_AUTOTUNE=1 opts into autotuning). Opt-in
+FA3NN_TRITON_TILES=<table> (configs.CANDIDATE_TABLES; on the H200 no table beat the pinned tiles at every shape) and
+the leaner dK/dV step FA3NN_TRITON_UNMASKED_ROW_STATS (default on since the H200 measured it faster, bitwise the
+same results); scripts/triton_tile_ab.py times them (benchmarks/NOTES.md, v3).
 
 FP8: quantize.py is the fused quantization pass (bf16/fp16 Q, K, V -> e4m3 operands, fa3nn.fp8.operands) that every
 GPU FP8 forward is fed by, fp8_kernels.py / fp8_launch.py the Triton FP8 forward (sm_89+; the interpreter too).

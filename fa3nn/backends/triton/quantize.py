@@ -50,7 +50,10 @@ CHUNK_ROWS = 64  # rows per program when a scale tile is larger than that, or th
 # rotated 128 x 256 tile compiled for 10 minutes and spilled 300 KB (64 x 256: 9 KB).
 # One difference from fp32: an infinite input splits into inf + (inf - inf) = NaN, so a rotated row holding +-Inf
 # becomes NaN where PyTorch's fp32 rotation gives +-Inf (saturated to +-448); both scale that tile by 1.
-ROTATE_PRECISION = "tf32x3"
+# The default: "fwht" (below). H200, 2026-11-30 16:37 UTC, d128 16k tokens (Q, K, V; scripts/bench_fp8_quant.py):
+# 0.132 ms against tf32x3's 0.663 ms and 0.103 ms unrotated; against the fp64 rotation 4.4e-6 / 3.2e-6 of the e4m3
+# values changed (fwht / tf32x3), descales within 2.3e-7 / 3.4e-7 relative.
+ROTATE_PRECISION = "fwht"
 # "fwht" is no GEMM: a sign flip and a fast Walsh-Hadamard transform, log2(d) stages of fp32 adds on the register
 # tile (d log d adds per row against the GEMM's d^2 multiply-adds, three times over in tf32x3). It needs d to be a
 # power of two and R to be fa3nn.fp8.hadamard's diag(signs) H / sqrt(d); other head dims (96, 192: block-diagonal
