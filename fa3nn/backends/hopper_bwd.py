@@ -89,7 +89,8 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     """Run preprocess, main kernel and postprocess; returns (dq, dk, dv). Allocates outputs and fp32 workspaces
     through torch unless dq/dk/dv are given, launches on the current stream, never syncs. `dlse` (the gradient into
     lse, lse's shape; None for none) is folded into the preprocess's delta. `variant` picks a build of the main
-    kernel (VARIANTS; None: DEFAULT_VARIANTS for the head dim); `library` (a hopper_build.load() result) another build of the library."""
+    kernel (VARIANTS; None: DEFAULT_VARIANTS for the head dim); `library` (a hopper_build.load() result) another
+    build of the library."""
     if variant is None:  # a head dim without a default: check_arguments names the problem
         variant = DEFAULT_VARIANTS.get(q.shape[-1] if isinstance(q, torch.Tensor) else None, "red_dq")
     if variant not in VARIANTS:
