@@ -5,7 +5,7 @@
 #   2. native FP8 varlen: key lengths multiples of 16 first (aligned vt8 starts), then any lengths
 #   3. native backward (draft): per-gradient errors and timing, then its tests, stopping at the first failure
 #   4. a training step profile, fa3nn vs SDPA (llama-125m, seqlen 2048)
-#   5. the persistent FP8 launch (several tiles per CTA) on one shape: does it finish
+#   5. the FP8 forward (persistent launch, several tiles per CTA) against one CTA per tile on one shape
 #
 #   bash scripts/gpu_triage.sh [SUITE_S]
 set -u
@@ -42,7 +42,7 @@ timeout 100 python scripts/profile_step.py --config llama-125m --out-dir "$out/p
 echo "profile rc $?"; tail -n 60 "$out/profile.log"
 
 stamp persistent fp8
-timeout 30 python scripts/bench_hopper_fp8.py --headdims 128 --seqlens 2048 --variants persistent \
+timeout 30 python scripts/bench_hopper_fp8.py --headdims 128 --seqlens 2048 --variants one_cta_per_tile \
     --json "$out/fp8_persistent.json" > "$out/fp8_persistent.log" 2>&1
 echo "persistent rc $?"; tail -n 6 "$out/fp8_persistent.log"
 stamp done

@@ -22,9 +22,9 @@ extern "C" {
 // (block_k rows per tile); block_k must be a multiple of 128 or >= max_seqlen_k.
 // strides: 12 element strides: (batch, row, head) for q8 and k8, (batch, head, d) for vt8, (batch, row, head) for
 // out; the last dim of each must be contiguous. descale_strides: (batch, head) for q, k, v descales.
-// variant: 0 = the default design; benchmarks (bf16 out): 1 = without pingpong, 2 = the other stage count (d128,
-// d256), 3 = a quarter of the exp2s on the FP32 pipe (d128); 5 = the default launched persistent (diagnostic);
-// 6 = variant 1 launched persistent (diagnostic, d128/d256).
+// variant: 0 = the default design (persistent launch; d128: a quarter of the exp2s on the FP32 pipe); benchmarks
+// (bf16 out): 1 = without pingpong, 2 = the other stage count (d128, d256), 3 = every exp2 on MUFU (d128); 5 = one
+// CTA per tile instead of one per SM.
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_fp8_fwd(const void* q8, const void* k8, const void* vt8, void* out, float* lse,
                          const int* cu_seqlens_q, const int* cu_seqlens_k, const int* vt_starts,

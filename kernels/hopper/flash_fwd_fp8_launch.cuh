@@ -44,7 +44,7 @@ struct Fp8Problem {
   float softmax_scale;
   bool out_bf16, causal;
   cudaStream_t stream;
-  bool persistent = false;  // one CTA per SM looping over tiles (diagnostic variant 5), else one CTA per tile
+  bool one_cta_per_tile = false;  // variant 5: grid = tiles; else one CTA per SM looping over tiles (the default)
 };
 
 template <class Cfg>
@@ -116,10 +116,11 @@ int launch_fp8(const Fp8Problem& pr) {
   const long long tiles = static_cast<long long>(p.num_m_blocks) * pr.nheads * pr.batch;
   if (tiles == 0) return 0;
   if (tiles > 0x7fffffffLL) return fail("%s", "too many tiles for one launch");
-  // One CTA per tile (the kernel's persistent loop then runs once per CTA). pr.persistent (benchmark variant 5)
-  // launches one CTA per SM instead: several tiles per CTA, which did not finish in the first H200 run.
+  // Persistent: one CTA per SM, each walking tiles in the scheduler's order. H200, 2026-11-30 16:48 UTC
+  // (scripts/bench_hopper_fp8.py, kernel only): +1-11% over one CTA per tile at d128/d256 x 2048-16384 x causal or
+  // not, every shape faster (d128 16k causal 546 -> 621 TFLOP/s, d256 16k 863 -> 961). Variant 5 keeps one CTA per tile.
   static const int sms = num_sms();
-  const int grid = static_cast<int>(pr.persistent && tiles > sms ? sms : tiles);
+  const int grid = static_cast<int>(!pr.one_cta_per_tile && tiles > sms ? sms : tiles);
   auto kernel = flash_fwd_fp8_kernel<Cfg>;
   // smem_configured<Cfg> (flash_fwd_launch.cuh), not a function-local static: that would be one process-wide
   // STB_GNU_UNIQUE symbol shared by every build of this library loaded in the process, and a second build would
@@ -138,29 +139,32 @@ int launch_fp8(const Fp8Problem& pr) {
 // K/V stages and Q stages per head dim (key blocks are always 128: the PerTileScaling tile). An FP8 key block costs
 // half the tensor-core time of a bf16 one while its TMA latency stays, so d64/d128 take a third K/V stage where the
 // bf16 kernel keeps two; d256 has room for two (Q 2 x 32 KB + K, Vt 2 x 2 x 32 KB = 192 KB).
+// kPolyExpEvery: every kPolyExpEvery-th score's exp2 on the FP32 pipe (exp2_poly), the rest on MUFU; 0 = all on MUFU.
+// d128 takes a quarter on the FP32 pipe: there MUFU ex2 is as busy as the tensor cores (16 exp2 per SM and clock
+// against 1/16 clock of QGMMA per score). H200, 2026-11-30 16:48 UTC, one CTA per tile: +0.4% / +0.6% at 2048
+// (non-causal / causal), +10.6% / +6.3% at 8192, +9.8% / +18% at 16384 over all-MUFU; d256's softmax is half its
+// GEMM time, so it stays on MUFU.
 //   variant 0: the default below.  1: without pingpong.  2: the other stage count (d128: 2, d256: Q 1 + 3 K/V).
-//   3 (d128): a quarter of the exp2s on the FP32 pipe (exp2_poly), the rest on MUFU.
-//   5: the default kernel launched persistent (one CTA per SM; diagnostic, see Fp8Problem::persistent).
-//   6 (d128, d256): variant 1 (no pingpong) launched persistent (diagnostic).
+//   3 (d128): every exp2 on MUFU (the default until 2026-11-30 evening).  5: one CTA per tile instead of per SM.
 template <int D, int kVariant> struct Fp8Tiles;
-template <> struct Fp8Tiles<64, 0> { static constexpr int kStages = 3, kQStages = 2; };
-template <> struct Fp8Tiles<128, 0> { static constexpr int kStages = 3, kQStages = 2; };
-template <> struct Fp8Tiles<128, 2> { static constexpr int kStages = 2, kQStages = 2; };
-template <> struct Fp8Tiles<256, 0> { static constexpr int kStages = 2, kQStages = 2; };
-template <> struct Fp8Tiles<256, 2> { static constexpr int kStages = 3, kQStages = 1; };
+template <> struct Fp8Tiles<64, 0> { static constexpr int kStages = 3, kQStages = 2, kPolyExpEvery = 0; };
+template <> struct Fp8Tiles<128, 0> { static constexpr int kStages = 3, kQStages = 2, kPolyExpEvery = 4; };
+template <> struct Fp8Tiles<128, 2> { static constexpr int kStages = 2, kQStages = 2, kPolyExpEvery = 4; };
+template <> struct Fp8Tiles<256, 0> { static constexpr int kStages = 2, kQStages = 2, kPolyExpEvery = 0; };
+template <> struct Fp8Tiles<256, 2> { static constexpr int kStages = 3, kQStages = 1, kPolyExpEvery = 0; };
 
-template <int D, int kVariant, bool kPingpong = true, int kPolyExpEvery = 0>
+template <int D, int kVariant, bool kPingpong = true, int kPolyExpEvery = Fp8Tiles<D, kVariant>::kPolyExpEvery>
 int run_fp8_tiles(const Fp8Problem& pr) {
   using T = Fp8Tiles<D, kVariant>;
   constexpr int S = T::kStages, Q = T::kQStages;
   if (pr.out_bf16)
     return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, kPolyExpEvery>>(pr)
                      : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, kPolyExpEvery>>(pr);
-  if constexpr (kVariant != 0 || !kPingpong || kPolyExpEvery != 0) {
+  if constexpr (kVariant != 0 || !kPingpong || kPolyExpEvery != T::kPolyExpEvery) {
     return fail("%s", "FP8 benchmark variants exist for bf16 output only");
   } else {
-    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, false, true>>(pr)
-                     : launch_fp8<Fp8FwdConfig<D, S, Q, false, false>>(pr);
+    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, false, true, true, kPolyExpEvery>>(pr)
+                     : launch_fp8<Fp8FwdConfig<D, S, Q, false, false, true, kPolyExpEvery>>(pr);
   }
 }
 
@@ -168,24 +172,19 @@ template <int D>
 int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   if (variant == 0) return run_fp8_tiles<D, 0>(pr);
   if (variant == 5) {
-    Fp8Problem persistent = pr;
-    persistent.persistent = true;
-    return run_fp8_tiles<D, 0>(persistent);
+    Fp8Problem per_tile = pr;
+    per_tile.one_cta_per_tile = true;
+    return run_fp8_tiles<D, 0>(per_tile);
   }
   if constexpr (D != 64) {
     if (variant == 1) return run_fp8_tiles<D, 0, false>(pr);
-    if (variant == 6) {  // variant 1 launched persistent: tells a pingpong (named barrier) hang from the rest
-      Fp8Problem persistent = pr;
-      persistent.persistent = true;
-      return run_fp8_tiles<D, 0, false>(persistent);
-    }
     if (variant == 2) return run_fp8_tiles<D, 2>(pr);
   }
   if constexpr (D == 128) {
-    if (variant == 3) return run_fp8_tiles<D, 0, true, 4>(pr);
+    if (variant == 3) return run_fp8_tiles<D, 0, true, 0>(pr);
   }
-  return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = persistent; 1, 2 = benchmark variants "
-                    "at d128/d256, 6 = 1 persistent at d128/d256, 3 at d128)");
+  return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile; 1, 2 = benchmark "
+                    "variants at d128/d256, 3 at d128)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);
