@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seqlens", type=int, nargs="+", default=[2048, 8192, 16384])
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--variants", nargs="*", default=["no_pingpong", "other_stages", "mufu_exp2", "one_cta_per_tile"],
+    parser.add_argument("--variants", nargs="*",
+                        default=["no_pingpong", "other_stages", "mufu_exp2", "one_cta_per_tile"],
                         help="FP8 benchmark variants timed beside the default (fa3nn.backends.hopper_fp8.VARIANTS)")
     args = parser.parse_args(argv)
     rows = []
