@@ -1,8 +1,11 @@
 """The native Hopper backward (kernels/hopper/flash_bwd*.cu), HopperBackend's backward.
 
-Kernel scope: dense batches, MHA (nheads_kv == nheads), head dim 64 or 128, bf16/fp16, causal or not, no sliding
-window, no softcap; dQ is summed with fp32 atomics, so it is not bitwise deterministic.
-`backward` adds GQA/MQA by expanding K and V to every query head (copies) and summing dK/dV over each group.
+Kernel scope: dense batches, MHA/GQA/MQA (nheads_kv dividing nheads), head dim 64 or 128, bf16/fp16, causal or not,
+no sliding window, no softcap; dQ is summed with fp32 atomics, so it is not bitwise deterministic. Under GQA/MQA one
+CTA per K/V head walks every query head of its group and sums dK/dV in registers (kernels/hopper/flash_bwd.cuh,
+BwdQueryWalk): dK/dV stay deterministic and are written once per K/V head.
+`backward` runs GQA/MQA through that in-kernel path when NATIVE_GQA is set; otherwise (the default until it has run on
+a GPU) it expands K and V to every query head (copies), runs the kernel as MHA and sums dK/dV over each group.
 `lse` is the forward's: float32, natural log, (batch, nheads, seqlen_q).
 
 `backward` has the Backend.backward signature (fa3nn/backends/base.py); `launch` is the kernel call with the
@@ -35,6 +38,10 @@ VARIANTS = {"red_dq": 0, "bulk_dq": 1, "overlap": 2, "bulk_dq_overlap": 3}
 # 1.11-1.18x, overlap 0.99-1.06x; d64 bulk_dq 1.10-1.27x, bulk_dq_overlap 1.10-1.26x (within 2% of bulk_dq, each
 # ahead at two shapes), overlap 0.88-0.97x: at d64 the simpler build.
 DEFAULT_VARIANTS = {64: "bulk_dq", 128: "bulk_dq_overlap"}
+# GQA/MQA in `backward`: True = the kernel walks each K/V head's query heads (no K/V copies, no group sum); False = the
+# expansion path (repeat_interleave K/V, MHA kernel, fp32 group sum), which costs group x K/V memory, two copies and a
+# sum. False until the in-kernel path has passed tests/test_hopper_bwd.py's GQA tests on a GPU.
+NATIVE_GQA = False
 
 
 def check_arguments(dout, q, k, v, out, lse, softmax_scale: float) -> None:
@@ -62,10 +69,10 @@ def check_arguments(dout, q, k, v, out, lse, softmax_scale: float) -> None:
         )
     if k.shape[0] != batch or k.shape[3] != headdim:
         raise ValueError(f"k has shape {tuple(k.shape)}; expected (batch={batch}, seqlen_k, nheads, {headdim})")
-    if k.shape[2] != nheads:
+    if k.shape[2] == 0 or nheads % k.shape[2] != 0:
         raise ValueError(
-            f"k has {k.shape[2]} heads but q has {nheads}: GQA/MQA is not supported by the native backward yet "
-            "(use backend='triton' for the backward)"
+            f"k has {k.shape[2]} heads but q has {nheads}: q's heads must be a whole multiple of k's (GQA/MQA: "
+            "nheads = group * nheads_kv, query head h reads K/V head h // group)"
         )
     if v.shape != k.shape:
         raise ValueError(f"v has shape {tuple(v.shape)}; expected k's shape {tuple(k.shape)}")
@@ -154,7 +161,8 @@ def refusal(call: AttnCall) -> str | None:
 
 
 def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None):
-    """Backend.backward for the native kernels; GQA/MQA through copies of K and V (module docstring)."""
+    """Backend.backward for the native kernels; GQA/MQA in the kernel with NATIVE_GQA, else through copies of K and V
+    (module docstring)."""
     if varlen is not None:
         raise ValueError("varlen is not supported by the native backward yet; use backend='triton' for the backward")
     if params.window.local or params.window.right > 0:
@@ -162,7 +170,7 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     if params.softcap > 0:
         raise ValueError(f"params.softcap {params.softcap}: softcap is not in the native backward yet")
     group = q.shape[2] // k.shape[2] if q.dim() == 4 and k.dim() == 4 and k.shape[2] else 1
-    if group == 1:
+    if group == 1 or NATIVE_GQA:
         return launch(dout, q, k, v, out, lse, params.softmax_scale, params.window.causal, dlse=dlse)
     if q.shape[2] != group * k.shape[2]:
         raise ValueError(f"q has {q.shape[2]} heads, not a multiple of k's {k.shape[2]}")

@@ -15,13 +15,14 @@ namespace fa3nn::hopper::host {
 
 // A dense backward call. Workspaces come from the caller (torch allocates them): dq_accum (batch, nheads,
 // seqlen_q_rounded, d) fp32, lse_log2 and delta (batch, nheads, seqlen_q_rounded) fp32, seqlen_q_rounded =
-// seqlen_q rounded up to a multiple of 64.
+// seqlen_q rounded up to a multiple of 64. k, v, dk, dv have nheads_kv heads, which divides nheads (GQA/MQA: query
+// head h reads K/V head h / (nheads / nheads_kv), the forward's convention).
 struct BwdProblem {
   const void *dout, *q, *k, *v, *out;
   const float *lse, *dlse;  // dlse may be null
   void *dq, *dk, *dv;
   float *dq_accum, *lse_log2, *delta;
-  int batch, seqlen_q, seqlen_k, nheads, headdim;
+  int batch, seqlen_q, seqlen_k, nheads, nheads_kv, headdim;
   const int64_t* strides;  // q, k, v, out, dout, dq, dk, dv: (batch, row, head) each, in elements
   float softmax_scale;
   cudaStream_t stream;
@@ -76,9 +77,9 @@ int launch_bwd(const BwdProblem& pr) {
   CUtensorMap tq, tk, tv, tdo;
   if (!make_map(&tq, pr.q, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, pr.batch, st[1], st[2], st[0],
                 Cfg::kBlockM) ||
-      !make_map(&tk, pr.k, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads, pr.batch, st[4], st[5], st[3],
+      !make_map(&tk, pr.k, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads_kv, pr.batch, st[4], st[5], st[3],
                 Cfg::kBlockN) ||
-      !make_map(&tv, pr.v, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads, pr.batch, st[7], st[8], st[6],
+      !make_map(&tv, pr.v, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads_kv, pr.batch, st[7], st[8], st[6],
                 Cfg::kBlockN) ||
       !make_map(&tdo, pr.dout, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, pr.batch, st[13], st[14], st[12],
                 Cfg::kBlockM))
@@ -100,6 +101,7 @@ int launch_bwd(const BwdProblem& pr) {
   p.seqlen_k = pr.seqlen_k;
   p.seqlen_q_rounded = seqlen_q_rounded;
   p.nheads = pr.nheads;
+  p.group = pr.nheads / pr.nheads_kv;
   p.num_m_blocks = seqlen_q_rounded / Cfg::kBlockM;
   p.scale_log2 = pr.softmax_scale * 1.4426950408889634f;
   p.softmax_scale = pr.softmax_scale;
@@ -114,8 +116,8 @@ int launch_bwd(const BwdProblem& pr) {
     bwd_smem_configured<Cfg> = true;
   }
   // Key blocks in blockIdx.x order: under a causal mask block 0 has the most query blocks, so the longest CTAs start
-  // first.
-  const dim3 grid((pr.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN, pr.nheads, pr.batch);
+  // first. One CTA per K/V head: it walks the group's query heads (BwdQueryWalk).
+  const dim3 grid((pr.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN, pr.nheads_kv, pr.batch);
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, tdo, tdq, p);
 
   const dim3 post_grid((pr.seqlen_q + kPrePostRowsPerBlock - 1) / kPrePostRowsPerBlock, pr.nheads, pr.batch);
