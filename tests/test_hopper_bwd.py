@@ -97,6 +97,8 @@ def test_launch_rejects_bad_gradient_buffers_and_cpu_tensors():
 def test_launch_rejects_an_unknown_variant():
     with pytest.raises(ValueError, match="variant 'tma_dq' is not a backward variant; choose one of red_dq, bulk_dq"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, variant="tma_dq", **_inputs())
+    with pytest.raises(ValueError, match="grid_order 'heads' is not a grid order; choose one of auto, key_blocks"):
+        hopper_bwd.launch(softmax_scale=0.1, causal=False, grid_order="heads", **_inputs())
 
 
 def _script(name):
@@ -254,7 +256,7 @@ def _poisoned_like(t):
     return torch.full_like(t, float("nan"))
 
 
-def _check_against_reference(dtype, headdim, causal, seqlens, variant, nheads=4, nheads_kv=None):
+def _check_against_reference(dtype, headdim, causal, seqlens, variant, nheads=4, nheads_kv=None, grid_order="auto"):
     """Runs `variant` on NaN-poisoned gradients, asserts the error-ratio rule per gradient; returns the inputs and
     the gradients for further checks. nheads_kv (default nheads) below nheads: GQA/MQA in the kernel."""
     from fa3nn.backends.hopper import launch as forward
@@ -267,7 +269,8 @@ def _check_against_reference(dtype, headdim, causal, seqlens, variant, nheads=4,
     out, lse = forward(q, k, v, scale, causal)
     dout = torch.randn_like(out)
     dq, dk, dv = (_poisoned_like(t) for t in (q, k, v))
-    hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, dq=dq, dk=dk, dv=dv, variant=variant)
+    hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, dq=dq, dk=dk, dv=dv, variant=variant,
+                      grid_order=grid_order)
     ref = _reference_grads(q, k, v, dout, causal, upcast=True)
     pt = _reference_grads(q, k, v, dout, causal, upcast=False)
     for name, got, r, p in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, pt):
@@ -352,6 +355,23 @@ def test_gqa_in_kernel_matches_reference(headdim, causal, seqlens, heads, varian
     if variant != "red_dq":
         _, dk_red, dv_red = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, variant="red_dq")
         assert torch.equal(dk, dk_red) and torch.equal(dv, dv_red), f"{variant} changed GQA dK/dV vs red_dq"
+
+
+# The grid order (hopper_bwd.GRID_ORDERS) only maps CTAs to (key block, K/V head, batch): each CTA computes the same
+# thing either way, so dK/dV are bitwise equal between orders; MHA, GQA and MQA, auto picking either order.
+@pytest.mark.parametrize("heads", [(4, 4), *GQA_HEADS], ids=lambda h: f"{h[0]}q{h[1]}kv")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.gpu
+@needs_hopper
+def test_grid_orders_give_the_same_dk_dv(headdim, causal, heads):
+    nheads, nheads_kv = heads
+    (dout, q, k, v, out, lse, scale), (_, dk, dv) = _check_against_reference(
+        torch.bfloat16, headdim, causal, (511, 1537), None, nheads=nheads, nheads_kv=nheads_kv,
+        grid_order="key_blocks_outer")
+    for order in ("key_blocks_inner", "auto"):
+        _, dk_other, dv_other = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, grid_order=order)
+        assert torch.equal(dk, dk_other) and torch.equal(dv, dv_other), f"grid order {order} changed dK/dV"
 
 
 @pytest.mark.parametrize("causal", [False, True])

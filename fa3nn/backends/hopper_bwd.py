@@ -42,6 +42,11 @@ DEFAULT_VARIANTS = {64: "bulk_dq", 128: "bulk_dq_overlap"}
 # expansion path (repeat_interleave K/V, MHA kernel, fp32 group sum), which costs group x K/V memory, two copies and a
 # sum. False until the in-kernel path has passed tests/test_hopper_bwd.py's GQA tests on a GPU.
 NATIVE_GQA = False
+# CTA order of the main kernel's grid (fa3nn_hopper_bwd's `grid_order`): key_blocks_inner = (key blocks, K/V heads,
+# batch), the MHA order; key_blocks_outer = (K/V heads, batch, key blocks): key block 0, the longest CTA under a causal
+# mask (group times longer under GQA), of every (K/V head, batch) starts first. auto: outer for causal GQA/MQA, else
+# inner (kernels/hopper/flash_bwd_launch.cuh gives the scheduling model's numbers).
+GRID_ORDERS = {"auto": 0, "key_blocks_inner": 1, "key_blocks_outer": 2}
 
 
 def check_arguments(dout, q, k, v, out, lse, softmax_scale: float) -> None:
@@ -92,16 +97,19 @@ def check_arguments(dout, q, k, v, out, lse, softmax_scale: float) -> None:
 
 
 def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None, dk=None, dv=None, dlse=None,
-           variant: str | None = None, library: ctypes.CDLL | None = None):
+           variant: str | None = None, library: ctypes.CDLL | None = None, grid_order: str = "auto"):
     """Run preprocess, main kernel and postprocess; returns (dq, dk, dv). Allocates outputs and fp32 workspaces
     through torch unless dq/dk/dv are given, launches on the current stream, never syncs. `dlse` (the gradient into
     lse, lse's shape; None for none) is folded into the preprocess's delta. `variant` picks a build of the main
     kernel (VARIANTS; None: DEFAULT_VARIANTS for the head dim); `library` (a hopper_build.load() result) another
-    build of the library."""
+    build of the library; `grid_order` the CTA order (GRID_ORDERS; benchmarks and tests). k/v may have fewer heads
+    than q (GQA/MQA, a divisor of q's): dk/dv come out with k/v's shape."""
     if variant is None:  # a head dim without a default: check_arguments names the problem
         variant = DEFAULT_VARIANTS.get(q.shape[-1] if isinstance(q, torch.Tensor) else None, "red_dq")
     if variant not in VARIANTS:
         raise ValueError(f"variant {variant!r} is not a backward variant; choose one of {', '.join(VARIANTS)}")
+    if grid_order not in GRID_ORDERS:
+        raise ValueError(f"grid_order {grid_order!r} is not a grid order; choose one of {', '.join(GRID_ORDERS)}")
     check_arguments(dout, q, k, v, out, lse, softmax_scale)
     if dlse is not None and (dlse.shape != lse.shape or dlse.device != lse.device):
         raise ValueError(f"dlse has shape {tuple(dlse.shape)} on {dlse.device}; expected lse's {tuple(lse.shape)} "
@@ -142,7 +150,7 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
             None if dlse is None else dlse.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
             dq_accum.data_ptr(), lse_log2.data_ptr(), delta.data_ptr(),
             batch, seqlen_q, seqlen_k, nheads, k.shape[2], headdim, stride_array, float(softmax_scale), int(causal),
-            int(q.dtype == torch.bfloat16), VARIANTS[variant], stream,
+            int(q.dtype == torch.bfloat16), VARIANTS[variant], GRID_ORDERS[grid_order], stream,
         )
     if status != 0:
         raise RuntimeError(f"fa3nn hopper backward failed: {lib.fa3nn_hopper_last_error().decode()}")

@@ -69,6 +69,7 @@ struct BwdParams {
   int seqlen_q, seqlen_k, seqlen_q_rounded;
   int nheads;  // query heads (Q, dO, lse, delta, dq_accum); K, V, dK, dV have nheads / group
   int group;   // query heads per K/V head: 1 MHA, nheads MQA
+  int key_blocks_outer;  // grid order, bwd_tile: nonzero = (nheads_kv, batch, key blocks), else (key blocks, ...)
   int num_m_blocks;
   float scale_log2;     // softmax_scale * log2(e)
   float softmax_scale;
@@ -155,6 +156,19 @@ __device__ __forceinline__ bool bwd_block_needs_mask(const BwdParams& p, int m_b
   return need;
 }
 
+// This CTA's key block, K/V head and batch. Two grid orders (the launch picks, flash_bwd_launch.cuh): key blocks
+// innermost, grid (key blocks, nheads_kv, batch), the MHA order; or outermost, grid (nheads_kv, batch, key blocks),
+// which dispatches key block 0 of every (K/V head, batch) first: under a causal mask block 0 is the longest CTA, by a
+// factor group under GQA, and starting the longest first shortens the tail.
+struct BwdTile {
+  int n_block, kv_head, batch;
+};
+
+__device__ __forceinline__ BwdTile bwd_tile(const BwdParams& p) {
+  const int x = blockIdx.x, y = blockIdx.y, z = blockIdx.z;
+  return p.key_blocks_outer ? BwdTile{z, x, y} : BwdTile{x, y, z};
+}
+
 // The steps of one CTA: every query head h = kv_head * group + g of its K/V head (g = 0 .. group - 1), each over the
 // query blocks [begin, num_m_blocks) (first_m_block does not depend on the head), as one flat sequence of total =
 // group * (num_m_blocks - begin) steps. All four loops (producer, dQ writer, both consumers) walk it with the same step
@@ -191,7 +205,8 @@ template <class Cfg>
 __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUtensorMap* tma_k,
                                              const CUtensorMap* tma_v, const CUtensorMap* tma_do, const BwdParams& p,
                                              uint8_t* smem, typename Cfg::Barriers& bars) {
-  const int n_block = blockIdx.x, kv_head = blockIdx.y, batch = blockIdx.z;
+  const BwdTile tile = bwd_tile(p);
+  const int n_block = tile.n_block, kv_head = tile.kv_head, batch = tile.batch;
   tma_prefetch_descriptor(tma_q);
   tma_prefetch_descriptor(tma_k);
   tma_prefetch_descriptor(tma_v);
@@ -226,14 +241,15 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUt
   }
 }
 
-// Bulk dQ: warp 1 of the producer warpgroup. Per step (the consumers' order, BwdQueryWalk), wait until both consumers have
-// staged and fenced this buffer's dQ tile(s), add every 64 x 32 panel into dq_accum with one TMA reduce-add, wait
+// Bulk dQ: warp 1 of the producer warpgroup. Per step (the consumers' order, BwdQueryWalk), wait until both consumers
+// have staged and fenced this buffer's dQ tile(s), add every 64 x 32 panel into dq_accum with one TMA reduce-add, wait
 // until the reduces have read the buffer, and free it for the consumers' step + 2 (the empty arrive is skipped when
 // no such step exists, so no barrier is left half-arrived). The whole warp runs the barriers (bar.sync/bar.arrive are
 // .aligned); one lane issues. Before exit the writes themselves are waited for, so none outlives the shared memory.
 template <class Cfg>
 __device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const BwdParams& p, uint8_t* smem) {
-  const int n_block = blockIdx.x, kv_head = blockIdx.y, batch = blockIdx.z;
+  const BwdTile tile = bwd_tile(p);
+  const int n_block = tile.n_block, kv_head = tile.kv_head, batch = tile.batch;
   const bool issuer = elect_one();
   if (issuer) tma_prefetch_descriptor(tma_dq);
   BwdQueryWalk<Cfg> walk(p, n_block, kv_head);
@@ -533,7 +549,8 @@ template <class Cfg>
 __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars, int wg) {
   using C = BwdConsumer<Cfg>;
   const C c{wg, static_cast<int>(threadIdx.x % 128), threadIdx.x % 128 == 0};
-  const int n_block = blockIdx.x, kv_head = blockIdx.y, batch = blockIdx.z;
+  const BwdTile tile = bwd_tile(p);
+  const int n_block = tile.n_block, kv_head = tile.kv_head, batch = tile.batch;
   const uint32_t base = smem_addr(smem);
   const BwdKVDescs<Cfg> descs(base, wg);
 

@@ -25,6 +25,7 @@ struct BwdProblem {
   int batch, seqlen_q, seqlen_k, nheads, nheads_kv, headdim;
   const int64_t* strides;  // q, k, v, out, dout, dq, dk, dv: (batch, row, head) each, in elements
   float softmax_scale;
+  int grid_order;  // 0 auto (key blocks outermost iff causal GQA/MQA), 1 key blocks innermost, 2 outermost (bwd_tile)
   cudaStream_t stream;
 };
 
@@ -115,9 +116,15 @@ int launch_bwd(const BwdProblem& pr) {
       return fail("cudaFuncSetAttribute: %s", cudaGetErrorString(cudaGetLastError()));
     bwd_smem_configured<Cfg> = true;
   }
-  // Key blocks in blockIdx.x order: under a causal mask block 0 has the most query blocks, so the longest CTAs start
-  // first. One CTA per K/V head: it walks the group's query heads (BwdQueryWalk).
-  const dim3 grid((pr.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN, pr.nheads_kv, pr.batch);
+  // One CTA per (key block, K/V head, batch): it walks the group's query heads (BwdQueryWalk). Under a causal mask key
+  // block 0 has the most query blocks (times group under GQA). Key blocks innermost (the MHA order) start the longest
+  // CTA of each (K/V head, batch) first; outermost start all of them first (bwd_tile), which a greedy model of the
+  // 132 SMs puts at 0.97-0.99 of ideal against 0.62-0.81 innermost for 16 query heads on 4 or 2 K/V heads at seqlen
+  // 2048-8192 (benchmarks/NOTES.md, "In-kernel GQA"), so auto picks it for causal GQA/MQA; MHA keeps its order.
+  const int n_blocks = (pr.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  p.key_blocks_outer = pr.grid_order == 2 || (pr.grid_order == 0 && Cfg::kCausal && p.group > 1);
+  const dim3 grid =
+      p.key_blocks_outer ? dim3(pr.nheads_kv, pr.batch, n_blocks) : dim3(n_blocks, pr.nheads_kv, pr.batch);
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, tdo, tdq, p);
 
   const dim3 post_grid((pr.seqlen_q + kPrePostRowsPerBlock - 1) / kPrePostRowsPerBlock, pr.nheads, pr.batch);

@@ -42,7 +42,8 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
   using Stage = BwdStage<Cfg>;
   constexpr bool kAheadDP = Cfg::kOverlapDP;
   const C c{wg, static_cast<int>(threadIdx.x % 128), threadIdx.x % 128 == 0};
-  const int n_block = blockIdx.x, kv_head = blockIdx.y, batch = blockIdx.z;
+  const BwdTile tile = bwd_tile(p);
+  const int n_block = tile.n_block, kv_head = tile.kv_head, batch = tile.batch;
   const uint32_t base = smem_addr(smem);
   const BwdKVDescs<Cfg> descs(base, wg);
 
