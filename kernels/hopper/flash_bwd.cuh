@@ -205,8 +205,8 @@ template <class Cfg>
 __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUtensorMap* tma_k,
                                              const CUtensorMap* tma_v, const CUtensorMap* tma_do, const BwdParams& p,
                                              uint8_t* smem, typename Cfg::Barriers& bars) {
-  const BwdTile tile = bwd_tile(p);
-  const int n_block = tile.n_block, kv_head = tile.kv_head, batch = tile.batch;
+  const BwdTile cta = bwd_tile(p);
+  const int n_block = cta.n_block, kv_head = cta.kv_head, batch = cta.batch;
   tma_prefetch_descriptor(tma_q);
   tma_prefetch_descriptor(tma_k);
   tma_prefetch_descriptor(tma_v);
@@ -248,8 +248,8 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUt
 // .aligned); one lane issues. Before exit the writes themselves are waited for, so none outlives the shared memory.
 template <class Cfg>
 __device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const BwdParams& p, uint8_t* smem) {
-  const BwdTile tile = bwd_tile(p);
-  const int n_block = tile.n_block, kv_head = tile.kv_head, batch = tile.batch;
+  const BwdTile cta = bwd_tile(p);
+  const int n_block = cta.n_block, kv_head = cta.kv_head, batch = cta.batch;
   const bool issuer = elect_one();
   if (issuer) tma_prefetch_descriptor(tma_dq);
   BwdQueryWalk<Cfg> walk(p, n_block, kv_head);
@@ -549,8 +549,8 @@ template <class Cfg>
 __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars, int wg) {
   using C = BwdConsumer<Cfg>;
   const C c{wg, static_cast<int>(threadIdx.x % 128), threadIdx.x % 128 == 0};
-  const BwdTile tile = bwd_tile(p);
-  const int n_block = tile.n_block, kv_head = tile.kv_head, batch = tile.batch;
+  const BwdTile cta = bwd_tile(p);
+  const int n_block = cta.n_block, kv_head = cta.kv_head, batch = cta.batch;
   const uint32_t base = smem_addr(smem);
   const BwdKVDescs<Cfg> descs(base, wg);
 

@@ -42,8 +42,8 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
   using Stage = BwdStage<Cfg>;
   constexpr bool kAheadDP = Cfg::kOverlapDP;
   const C c{wg, static_cast<int>(threadIdx.x % 128), threadIdx.x % 128 == 0};
-  const BwdTile tile = bwd_tile(p);
-  const int n_block = tile.n_block, kv_head = tile.kv_head, batch = tile.batch;
+  const BwdTile cta = bwd_tile(p);
+  const int n_block = cta.n_block, kv_head = cta.kv_head, batch = cta.batch;
   const uint32_t base = smem_addr(smem);
   const BwdKVDescs<Cfg> descs(base, wg);
 
