@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# In-kernel GQA/MQA for the native backward (benchmarks/NOTES.md, "In-kernel GQA/MQA for the native backward"), validated
-# and timed on one H200 in one device call (~3-6 min; tests time out at 300 s, the check at 200 s):
+# In-kernel GQA/MQA for the native backward (benchmarks/NOTES.md, "In-kernel GQA/MQA for the native backward"),
+# validated and timed on one H200 in one device call (~3-6 min; tests time out at 300 s, the check at 200 s):
 #   1. the GPU tests of tests/test_hopper_bwd.py: the new GQA/MQA ones (all four variants, d64/d128, causal or not,
 #      against the reference; dK/dV bitwise run to run, across variants and across grid orders; backward() with
 #      NATIVE_GQA on) and the existing MHA ones (the walk and the grid order touch every kernel);
