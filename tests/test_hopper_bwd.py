@@ -15,6 +15,7 @@ pass and catch a wrong protocol; the GQA head checks; `backward`'s choice betwee
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import random
 import sys
@@ -23,7 +24,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fa3nn.backends import hopper_bwd
+from fa3nn.backends import hopper_build, hopper_bwd
 from fa3nn.backends.base import AttnParams, Varlen
 from fa3nn.masks import Window
 from fa3nn.testing import assert_error_ratio, attention_ref, random_qkv
@@ -99,6 +100,25 @@ def test_launch_rejects_an_unknown_variant():
         hopper_bwd.launch(softmax_scale=0.1, causal=False, variant="tma_dq", **_inputs())
     with pytest.raises(ValueError, match="grid_order 'heads' is not a grid order; choose one of auto, key_blocks"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, grid_order="heads", **_inputs())
+
+
+@pytest.mark.skipif(hopper_build.find_nvcc() is None, reason="needs nvcc (CUDA toolkit) to build the library")
+def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
+    """fa3nn_hopper_bwd's own checks, through the ctypes binding (so also the argument order: nheads_kv, grid_order
+    and softmax_scale land where the C side reads them). Builds the library like test_hopper_build (no GPU)."""
+    lib = hopper_build.load(hopper_build.library_path())
+    strides = (ctypes.c_int64 * 24)(*([8] * 24))
+
+    def error(nheads, nheads_kv, grid_order=0, softmax_scale=0.1):
+        status = lib.fa3nn_hopper_bwd(*([None] * 13), 2, 100, 120, nheads, nheads_kv, 128, strides, softmax_scale,
+                                      1, 1, 0, grid_order, None)
+        return status, lib.fa3nn_hopper_last_error().decode()
+
+    for nheads, nheads_kv in ((8, 3), (8, 0)):
+        assert error(nheads, nheads_kv) == (1, "nheads_kv must be positive and divide nheads (GQA/MQA: query heads "
+                                               "in groups of equal size)")
+    assert error(8, 2, grid_order=3) == (1, "grid_order must be 0 (auto), 1 or 2")
+    assert error(8, 2, softmax_scale=-1.0) == (1, "softmax_scale must be positive")
 
 
 def _script(name):
