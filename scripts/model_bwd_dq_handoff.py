@@ -10,7 +10,10 @@ starts over. A warp that arrives twice before completion is counted twice, which
     writer warp, step s:     bar.sync(FULL + s % 2); read buffer s % 2 (reduce, wait_group.read);
                              if s + 2 < steps: bar.arrive(EMPTY + s % 2)
 
-Checks, for 1..7 query blocks and 2000 schedules each: every warp finishes (no deadlock), no barrier completes with a
+Steps are the CTA's whole walk (BwdQueryWalk: group * query blocks under GQA/MQA, continuing across query heads), so
+the writer's test is the kernel's `step + 2 < walk.total` as written.
+
+Checks, for 1..7 steps and 2000 schedules each: every warp finishes (no deadlock), no barrier completes with a
 warp counted twice, no barrier is left partly arrived at exit, the writer reads step s's buffer only after all 8
 consumer warps wrote it, and no consumer overwrites a buffer before the writer has read the step that was in it.
 Changing the kernel's `s >= 2` or `s + 2 < steps` by one fails it (tried when it was written).
@@ -109,7 +112,7 @@ def main() -> int:
     for steps in range(1, 8):
         problems = {why for _ in range(2000) if (why := run(steps, rng)) is not None}
         failures += bool(problems)
-        print(f"{steps} query blocks: " + ("ok" if not problems else "FAIL " + "; ".join(sorted(problems))[:300]))
+        print(f"{steps} steps: " + ("ok" if not problems else "FAIL " + "; ".join(sorted(problems))[:300]))
     return 1 if failures else 0
 
 

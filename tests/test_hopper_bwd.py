@@ -7,12 +7,15 @@ test_hopper.py (odd, unequal, one-key, longer queries than keys); gradients NaN-
 bitwise deterministic (dQ is summed with fp32 atomics, so its last bits may vary). The bulk-dQ variant (dQ through
 shared memory and TMA reduce-adds, hopper_bwd.VARIANTS) by the same rule on fewer shapes, with dK/dV bitwise equal to
 the default variant's (it changes only how dQ reaches dq_accum); the overlap variants (next query block's score GEMMs
-issued before this block's dQ GEMM, alone and with bulk dQ) the same way. CPU: the schedule models of the bulk-dQ
-handoff and of the overlap order (scripts/model_bwd_*.py) pass and catch a wrong protocol.
+issued before this block's dQ GEMM, alone and with bulk dQ) the same way. In-kernel GQA/MQA (one CTA per K/V head
+walking its group's query heads): every variant by the same rule, dK/dV bitwise deterministic run to run and equal
+across variants. CPU: the schedule models of the bulk-dQ handoff and of the overlap order (scripts/model_bwd_*.py)
+pass and catch a wrong protocol; the GQA head checks; `backward`'s choice between the in-kernel and expansion paths.
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import random
 import sys
@@ -21,7 +24,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fa3nn.backends import hopper_bwd
+from fa3nn.backends import hopper_build, hopper_bwd
 from fa3nn.backends.base import AttnParams, Varlen
 from fa3nn.masks import Window
 from fa3nn.testing import assert_error_ratio, attention_ref, random_qkv
@@ -55,7 +58,9 @@ def _with(args, **changes):
         (lambda a: _with(a, k=a["k"].float()), "k has dtype torch.float32"),
         (lambda a: _with(a, v=a["v"].half()), "v has dtype torch.float16 but q has torch.bfloat16"),
         (lambda a: _with(a, **_inputs(headdim=96)), "q has head dim 96"),
-        (lambda a: _with(a, k=a["k"][:, :, :2], v=a["v"][:, :, :2]), "k has 2 heads but q has 4: GQA/MQA"),
+        (lambda a: _with(a, k=a["k"][:, :, :3], v=a["v"][:, :, :3]), "k has 3 heads but q has 4: q's heads must be"),
+        (lambda a: _with(a, k=a["k"][:, :, :0], v=a["v"][:, :, :0]), "k has 0 heads but q has 4"),
+        (lambda a: _with(a, v=a["v"][:, :, :2]), "v has shape (2, 120, 2, 128); expected k's shape (2, 120, 4, 128)"),
         (lambda a: _with(a, v=a["v"][:, :60]), "v has shape (2, 60, 4, 128)"),
         (lambda a: _with(a, out=a["out"][:, :50]), "out has shape (2, 50, 4, 128)"),
         (lambda a: _with(a, dout=a["dout"][:1]), "dout has shape (1, 100, 4, 128)"),
@@ -74,6 +79,8 @@ def test_check_arguments_names_the_bad_argument(change, expected):
 def test_check_arguments_accepts_a_valid_call_and_rejects_a_bad_scale():
     args = _inputs(headdim=64, dtype=torch.float16)
     hopper_bwd.check_arguments(softmax_scale=0.125, **args)  # no exception
+    for nheads_kv in (2, 1):  # GQA and MQA: K/V heads dividing q's
+        hopper_bwd.check_arguments(softmax_scale=0.125, **_inputs(nheads=4, nheads_kv=nheads_kv))
     with pytest.raises(ValueError, match="softmax_scale must be positive"):
         hopper_bwd.check_arguments(softmax_scale=0.0, **args)
 
@@ -91,6 +98,27 @@ def test_launch_rejects_bad_gradient_buffers_and_cpu_tensors():
 def test_launch_rejects_an_unknown_variant():
     with pytest.raises(ValueError, match="variant 'tma_dq' is not a backward variant; choose one of red_dq, bulk_dq"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, variant="tma_dq", **_inputs())
+    with pytest.raises(ValueError, match="grid_order 'heads' is not a grid order; choose one of auto, key_blocks"):
+        hopper_bwd.launch(softmax_scale=0.1, causal=False, grid_order="heads", **_inputs())
+
+
+@pytest.mark.skipif(hopper_build.find_nvcc() is None, reason="needs nvcc (CUDA toolkit) to build the library")
+def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
+    """fa3nn_hopper_bwd's own checks, through the ctypes binding (so also the argument order: nheads_kv, grid_order
+    and softmax_scale land where the C side reads them). Builds the library like test_hopper_build (no GPU)."""
+    lib = hopper_build.load(hopper_build.library_path())
+    strides = (ctypes.c_int64 * 24)(*([8] * 24))
+
+    def error(nheads, nheads_kv, grid_order=0, softmax_scale=0.1):
+        status = lib.fa3nn_hopper_bwd(*([None] * 13), 2, 100, 120, nheads, nheads_kv, 128, strides, softmax_scale,
+                                      1, 1, 0, grid_order, None)
+        return status, lib.fa3nn_hopper_last_error().decode()
+
+    for nheads, nheads_kv in ((8, 3), (8, 0)):
+        assert error(nheads, nheads_kv) == (1, "nheads_kv must be positive and divide nheads (GQA/MQA: query heads "
+                                               "in groups of equal size)")
+    assert error(8, 2, grid_order=3) == (1, "grid_order must be 0 (auto), 1 or 2")
+    assert error(8, 2, softmax_scale=-1.0) == (1, "softmax_scale must be positive")
 
 
 def _script(name):
@@ -142,6 +170,29 @@ def test_overlap_schedule_model_catches_a_wrong_order(mutation, headdim, expecte
     assert any(e is not None and expected in e for e in errors), errors[:3]
 
 
+def test_query_walk_model_passes_and_catches_a_wrong_walk():
+    """BwdQueryWalk's GQA step sequence (scripts/model_bwd_query_walk.py): every (query head, block) of the group once,
+    in order, with the previous-step accessors the overlap consumer's dQ hand-off uses; a walk that restarts each head
+    at block 0 instead of the causal first block, or whose prev_m_block ignores the head boundary, must fail it."""
+    model = _script("model_bwd_query_walk")
+    assert model.main() == 0
+
+    class RestartsAtZero(model.Walk):
+        def advance(self):
+            self.m_block += 1
+            if self.m_block == self.end:
+                self.m_block = 0
+                self.head += 1
+
+    class PrevIgnoresHeads(model.Walk):
+        def prev_m_block(self):
+            return self.m_block - 1
+
+    assert model.check(2, 4, 2, 1, RestartsAtZero) is not None
+    assert "previous step" in model.check(0, 3, 2, 0, PrevIgnoresHeads)
+    assert model.main(PrevIgnoresHeads) == 1
+
+
 def _params(window=None, softcap=0.0):
     return AttnParams(softmax_scale=0.1, window=window or Window(), softcap=softcap, deterministic=False)
 
@@ -186,6 +237,27 @@ def test_gqa_backward_expands_kv_and_sums_each_group(monkeypatch):
             torch.testing.assert_close(g, leaf.grad, rtol=1e-5, atol=1e-5, msg=f"{name} (nheads_kv {nheads_kv})")
 
 
+@pytest.mark.parametrize("native_gqa", [True, False])
+def test_backward_routes_gqa_by_the_native_gqa_flag(monkeypatch, native_gqa):
+    """NATIVE_GQA on: `launch` gets K/V as they are (nheads_kv heads) and its dK/dV are returned untouched; off: it
+    gets the expanded copies (the test above checks that path's sums)."""
+    seen = {}
+
+    def fake_launch(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None):
+        seen["k_heads"] = k.shape[2]
+        return torch.zeros_like(q), torch.full_like(k, 2.0), torch.full_like(v, 3.0)
+
+    monkeypatch.setattr(hopper_bwd, "launch", fake_launch)
+    monkeypatch.setattr(hopper_bwd, "NATIVE_GQA", native_gqa)
+    args = _inputs(nheads=8, nheads_kv=2, dtype=torch.float32)
+    dq, dk, dv = hopper_bwd.backward(**args, dlse=None, params=_params(), varlen=None)
+    assert seen["k_heads"] == (2 if native_gqa else 8)
+    assert dk.shape == args["k"].shape and dv.shape == args["v"].shape
+    # Expansion sums 4 copies of the fake's constant per K/V head; the native path returns it as is.
+    assert torch.equal(dk, torch.full_like(args["k"], 2.0 if native_gqa else 8.0))
+    assert torch.equal(dv, torch.full_like(args["v"], 3.0 if native_gqa else 12.0))
+
+
 def _hopper_ready() -> bool:
     return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 
@@ -204,19 +276,21 @@ def _poisoned_like(t):
     return torch.full_like(t, float("nan"))
 
 
-def _check_against_reference(dtype, headdim, causal, seqlens, variant):
+def _check_against_reference(dtype, headdim, causal, seqlens, variant, nheads=4, nheads_kv=None, grid_order="auto"):
     """Runs `variant` on NaN-poisoned gradients, asserts the error-ratio rule per gradient; returns the inputs and
-    the gradients for further checks."""
+    the gradients for further checks. nheads_kv (default nheads) below nheads: GQA/MQA in the kernel."""
     from fa3nn.backends.hopper import launch as forward
 
     seqlen_q, seqlen_k = seqlens
-    batch, nheads = (1 if seqlen_q * seqlen_k > 1 << 22 else 2), 4
-    q, k, v = random_qkv(batch, seqlen_q, seqlen_k, nheads, nheads, headdim, dtype, device="cuda")
+    batch = 1 if seqlen_q * seqlen_k > 1 << 22 else 2
+    nheads_kv = nheads if nheads_kv is None else nheads_kv
+    q, k, v = random_qkv(batch, seqlen_q, seqlen_k, nheads, nheads_kv, headdim, dtype, device="cuda")
     scale = headdim**-0.5
     out, lse = forward(q, k, v, scale, causal)
     dout = torch.randn_like(out)
     dq, dk, dv = (_poisoned_like(t) for t in (q, k, v))
-    hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, dq=dq, dk=dk, dv=dv, variant=variant)
+    hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, dq=dq, dk=dk, dv=dv, variant=variant,
+                      grid_order=grid_order)
     ref = _reference_grads(q, k, v, dout, causal, upcast=True)
     pt = _reference_grads(q, k, v, dout, causal, upcast=False)
     for name, got, r, p in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, pt):
@@ -272,3 +346,73 @@ def test_backward_dk_dv_deterministic(causal):
     # near zero), so only a race-sized difference fails.
     dq_max = first[0].abs().max().item()
     torch.testing.assert_close(first[0], second[0], atol=1e-3 * dq_max, rtol=1e-2)
+
+
+# In-kernel GQA/MQA (hopper_bwd.NATIVE_GQA's path): one CTA per K/V head walks every query head of its group, so the
+# step index, the ring stages and the dQ / dS^T buffers continue across heads, and (causal) each head restarts at the
+# key block's first query block, which is past 0 for most key blocks of 511x1537 and 4224x4224. Group 4 (8 query heads
+# on 2 K/V heads) and MQA with an odd group (3 query heads on 1). dK/dV sum the whole group in registers in a fixed
+# order: bitwise equal run to run, and across variants (which change only dQ's path or the GEMM order of neighbouring
+# steps, not a sum's order); they differ from the expansion path's (fp32 sums of per-head bf16 results).
+GQA_SEQLENS = [(1, 1), (511, 1537), (4224, 4224)]
+GQA_HEADS = [(8, 2), (3, 1)]
+
+
+@pytest.mark.parametrize("variant", list(hopper_bwd.VARIANTS))
+@pytest.mark.parametrize("heads", GQA_HEADS, ids=lambda h: f"{h[0]}q{h[1]}kv")
+@pytest.mark.parametrize("seqlens", GQA_SEQLENS, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.gpu
+@needs_hopper
+def test_gqa_in_kernel_matches_reference(headdim, causal, seqlens, heads, variant):
+    nheads, nheads_kv = heads
+    (dout, q, k, v, out, lse, scale), (dq, dk, dv) = _check_against_reference(
+        torch.bfloat16, headdim, causal, seqlens, variant, nheads=nheads, nheads_kv=nheads_kv)
+    assert dk.shape == k.shape and dv.shape == v.shape
+    again = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, variant=variant)
+    assert torch.equal(dk, again[1]) and torch.equal(dv, again[2]), f"{variant}: GQA dK/dV differ run to run"
+    if variant != "red_dq":
+        _, dk_red, dv_red = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, variant="red_dq")
+        assert torch.equal(dk, dk_red) and torch.equal(dv, dv_red), f"{variant} changed GQA dK/dV vs red_dq"
+
+
+# The grid order (hopper_bwd.GRID_ORDERS) only maps CTAs to (key block, K/V head, batch): each CTA computes the same
+# thing either way, so dK/dV are bitwise equal between orders; MHA, GQA and MQA, auto picking either order.
+@pytest.mark.parametrize("heads", [(4, 4), *GQA_HEADS], ids=lambda h: f"{h[0]}q{h[1]}kv")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.gpu
+@needs_hopper
+def test_grid_orders_give_the_same_dk_dv(headdim, causal, heads):
+    nheads, nheads_kv = heads
+    (dout, q, k, v, out, lse, scale), (_, dk, dv) = _check_against_reference(
+        torch.bfloat16, headdim, causal, (511, 1537), None, nheads=nheads, nheads_kv=nheads_kv,
+        grid_order="key_blocks_outer")
+    for order in ("key_blocks_inner", "auto"):
+        _, dk_other, dv_other = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, grid_order=order)
+        assert torch.equal(dk, dk_other) and torch.equal(dv, dv_other), f"grid order {order} changed dK/dV"
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.gpu
+@needs_hopper
+def test_backward_with_native_gqa_runs_the_kernel_on_unexpanded_kv(monkeypatch, causal):
+    """The Backend.backward entry point with NATIVE_GQA on: the same dK/dV as launch on the K/V heads themselves
+    (bitwise: one kernel), and within the error-ratio rule of the expansion path's reference."""
+    from fa3nn.backends.hopper import launch as forward
+
+    q, k, v = random_qkv(2, 700, 900, 8, 2, 128, torch.bfloat16, device="cuda")
+    scale = 128**-0.5
+    out, lse = forward(q, k, v, scale, causal)
+    dout = torch.randn_like(out)
+    params = AttnParams(softmax_scale=scale, window=Window.from_args(causal, (-1, -1)), softcap=0.0,
+                        deterministic=False)
+    monkeypatch.setattr(hopper_bwd, "NATIVE_GQA", True)
+    dq, dk, dv = hopper_bwd.backward(dout, q, k, v, out, lse, None, params, None)
+    _, dk_launch, dv_launch = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal)
+    assert torch.equal(dk, dk_launch) and torch.equal(dv, dv_launch)
+    ref = _reference_grads(q, k, v, dout, causal, upcast=True)
+    pt = _reference_grads(q, k, v, dout, causal, upcast=False)
+    for name, got, r, p in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, pt):
+        assert_error_ratio(got, r, p, name)

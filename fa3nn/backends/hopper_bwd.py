@@ -1,8 +1,11 @@
 """The native Hopper backward (kernels/hopper/flash_bwd*.cu), HopperBackend's backward.
 
-Kernel scope: dense batches, MHA (nheads_kv == nheads), head dim 64 or 128, bf16/fp16, causal or not, no sliding
-window, no softcap; dQ is summed with fp32 atomics, so it is not bitwise deterministic.
-`backward` adds GQA/MQA by expanding K and V to every query head (copies) and summing dK/dV over each group.
+Kernel scope: dense batches, MHA/GQA/MQA (nheads_kv dividing nheads), head dim 64 or 128, bf16/fp16, causal or not,
+no sliding window, no softcap; dQ is summed with fp32 atomics, so it is not bitwise deterministic. Under GQA/MQA one
+CTA per K/V head walks every query head of its group and sums dK/dV in registers (kernels/hopper/flash_bwd.cuh,
+BwdQueryWalk): dK/dV stay deterministic and are written once per K/V head.
+`backward` runs GQA/MQA through that in-kernel path when NATIVE_GQA is set; otherwise (the default until it has run on
+a GPU) it expands K and V to every query head (copies), runs the kernel as MHA and sums dK/dV over each group.
 `lse` is the forward's: float32, natural log, (batch, nheads, seqlen_q).
 
 `backward` has the Backend.backward signature (fa3nn/backends/base.py); `launch` is the kernel call with the
@@ -35,6 +38,15 @@ VARIANTS = {"red_dq": 0, "bulk_dq": 1, "overlap": 2, "bulk_dq_overlap": 3}
 # 1.11-1.18x, overlap 0.99-1.06x; d64 bulk_dq 1.10-1.27x, bulk_dq_overlap 1.10-1.26x (within 2% of bulk_dq, each
 # ahead at two shapes), overlap 0.88-0.97x: at d64 the simpler build.
 DEFAULT_VARIANTS = {64: "bulk_dq", 128: "bulk_dq_overlap"}
+# GQA/MQA in `backward`: True = the kernel walks each K/V head's query heads (no K/V copies, no group sum); False = the
+# expansion path (repeat_interleave K/V, MHA kernel, fp32 group sum), which costs group x K/V memory, two copies and a
+# sum. False until the in-kernel path has passed tests/test_hopper_bwd.py's GQA tests on a GPU.
+NATIVE_GQA = False
+# CTA order of the main kernel's grid (fa3nn_hopper_bwd's `grid_order`): key_blocks_inner = (key blocks, K/V heads,
+# batch), the MHA order; key_blocks_outer = (K/V heads, batch, key blocks): key block 0, the longest CTA under a causal
+# mask (group times longer under GQA), of every (K/V head, batch) starts first. auto: outer for causal GQA/MQA, else
+# inner (kernels/hopper/flash_bwd_launch.cuh gives the scheduling model's numbers).
+GRID_ORDERS = {"auto": 0, "key_blocks_inner": 1, "key_blocks_outer": 2}
 
 
 def check_arguments(dout, q, k, v, out, lse, softmax_scale: float) -> None:
@@ -62,10 +74,10 @@ def check_arguments(dout, q, k, v, out, lse, softmax_scale: float) -> None:
         )
     if k.shape[0] != batch or k.shape[3] != headdim:
         raise ValueError(f"k has shape {tuple(k.shape)}; expected (batch={batch}, seqlen_k, nheads, {headdim})")
-    if k.shape[2] != nheads:
+    if k.shape[2] == 0 or nheads % k.shape[2] != 0:
         raise ValueError(
-            f"k has {k.shape[2]} heads but q has {nheads}: GQA/MQA is not supported by the native backward yet "
-            "(use backend='triton' for the backward)"
+            f"k has {k.shape[2]} heads but q has {nheads}: q's heads must be a whole multiple of k's (GQA/MQA: "
+            "nheads = group * nheads_kv, query head h reads K/V head h // group)"
         )
     if v.shape != k.shape:
         raise ValueError(f"v has shape {tuple(v.shape)}; expected k's shape {tuple(k.shape)}")
@@ -85,16 +97,19 @@ def check_arguments(dout, q, k, v, out, lse, softmax_scale: float) -> None:
 
 
 def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None, dk=None, dv=None, dlse=None,
-           variant: str | None = None, library: ctypes.CDLL | None = None):
+           variant: str | None = None, library: ctypes.CDLL | None = None, grid_order: str = "auto"):
     """Run preprocess, main kernel and postprocess; returns (dq, dk, dv). Allocates outputs and fp32 workspaces
     through torch unless dq/dk/dv are given, launches on the current stream, never syncs. `dlse` (the gradient into
     lse, lse's shape; None for none) is folded into the preprocess's delta. `variant` picks a build of the main
     kernel (VARIANTS; None: DEFAULT_VARIANTS for the head dim); `library` (a hopper_build.load() result) another
-    build of the library."""
+    build of the library; `grid_order` the CTA order (GRID_ORDERS; benchmarks and tests). k/v may have fewer heads
+    than q (GQA/MQA, a divisor of q's): dk/dv come out with k/v's shape."""
     if variant is None:  # a head dim without a default: check_arguments names the problem
         variant = DEFAULT_VARIANTS.get(q.shape[-1] if isinstance(q, torch.Tensor) else None, "red_dq")
     if variant not in VARIANTS:
         raise ValueError(f"variant {variant!r} is not a backward variant; choose one of {', '.join(VARIANTS)}")
+    if grid_order not in GRID_ORDERS:
+        raise ValueError(f"grid_order {grid_order!r} is not a grid order; choose one of {', '.join(GRID_ORDERS)}")
     check_arguments(dout, q, k, v, out, lse, softmax_scale)
     if dlse is not None and (dlse.shape != lse.shape or dlse.device != lse.device):
         raise ValueError(f"dlse has shape {tuple(dlse.shape)} on {dlse.device}; expected lse's {tuple(lse.shape)} "
@@ -135,7 +150,7 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
             None if dlse is None else dlse.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
             dq_accum.data_ptr(), lse_log2.data_ptr(), delta.data_ptr(),
             batch, seqlen_q, seqlen_k, nheads, k.shape[2], headdim, stride_array, float(softmax_scale), int(causal),
-            int(q.dtype == torch.bfloat16), VARIANTS[variant], stream,
+            int(q.dtype == torch.bfloat16), VARIANTS[variant], GRID_ORDERS[grid_order], stream,
         )
     if status != 0:
         raise RuntimeError(f"fa3nn hopper backward failed: {lib.fa3nn_hopper_last_error().decode()}")
@@ -154,7 +169,8 @@ def refusal(call: AttnCall) -> str | None:
 
 
 def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None):
-    """Backend.backward for the native kernels; GQA/MQA through copies of K and V (module docstring)."""
+    """Backend.backward for the native kernels; GQA/MQA in the kernel with NATIVE_GQA, else through copies of K and V
+    (module docstring)."""
     if varlen is not None:
         raise ValueError("varlen is not supported by the native backward yet; use backend='triton' for the backward")
     if params.window.local or params.window.right > 0:
@@ -162,7 +178,7 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     if params.softcap > 0:
         raise ValueError(f"params.softcap {params.softcap}: softcap is not in the native backward yet")
     group = q.shape[2] // k.shape[2] if q.dim() == 4 and k.dim() == 4 and k.shape[2] else 1
-    if group == 1:
+    if group == 1 or NATIVE_GQA:
         return launch(dout, q, k, v, out, lse, params.softmax_scale, params.window.causal, dlse=dlse)
     if q.shape[2] != group * k.shape[2]:
         raise ValueError(f"q has {q.shape[2]} heads, not a multiple of k's {k.shape[2]}")

@@ -1,8 +1,12 @@
 // FlashAttention backward for Hopper (FA3 Algorithm 3 / FA2 backward), DRAFT: compiled and inspected, never run.
-// One CTA per (key block of kBlockN = 128 keys, head, batch); one producer warpgroup, two consumer warpgroups.
+// One CTA per (key block of kBlockN = 128 keys, K/V head, batch); one producer warpgroup, two consumer warpgroups.
+// The CTA walks every query head of its K/V head's group (GQA/MQA: heads kv_head * group .. + group - 1; MHA: group
+// 1), each over its query blocks, as one sequence of steps (BwdQueryWalk): dK/dV sum over the whole group in
+// registers and are written once per K/V head, with no atomics (so deterministic).
 //
-//   producer (warpgroup 0, one elected thread): K_n and V_n once, then for each query block m (64 rows) Q_m and dO_m
-//       (TMA, SW128 panels) plus lse_log2_m and delta_m (64 floats each, bulk copies) into a kStages ring.
+//   producer (warpgroup 0, one elected thread): K_n and V_n once, then for each step (query head h, query block m of
+//       64 rows) Q_m and dO_m of head h (TMA, SW128 panels) plus lse_log2_m and delta_m (64 floats each, bulk copies)
+//       into a kStages ring.
 //   consumer c (warpgroups 1, 2) owns keys [64c, 64c + 64) of the block. Per query block, with transposed scores so
 //       that keys are the wgmma M dimension and P^T / dS^T come out of the accumulators already as A fragments:
 //         S^T  = K_c Q^T            SS, both K-major                         (64 keys x 64 queries)
@@ -63,7 +67,9 @@ struct BwdParams {
   int64_t dk_batch_stride, dk_row_stride, dk_head_stride;  // elements
   int64_t dv_batch_stride, dv_row_stride, dv_head_stride;
   int seqlen_q, seqlen_k, seqlen_q_rounded;
-  int nheads;
+  int nheads;  // query heads (Q, dO, lse, delta, dq_accum); K, V, dK, dV have nheads / group
+  int group;   // query heads per K/V head: 1 MHA, nheads MQA
+  int key_blocks_outer;  // grid order, bwd_tile: nonzero = (nheads_kv, batch, key blocks), else (key blocks, ...)
   int num_m_blocks;
   float scale_log2;     // softmax_scale * log2(e)
   float softmax_scale;
@@ -150,11 +156,57 @@ __device__ __forceinline__ bool bwd_block_needs_mask(const BwdParams& p, int m_b
   return need;
 }
 
+// This CTA's key block, K/V head and batch. Two grid orders (the launch picks, flash_bwd_launch.cuh): key blocks
+// innermost, grid (key blocks, nheads_kv, batch), the MHA order; or outermost, grid (nheads_kv, batch, key blocks),
+// which dispatches key block 0 of every (K/V head, batch) first: under a causal mask block 0 is the longest CTA, by a
+// factor group under GQA, and starting the longest first shortens the tail.
+struct BwdTile {
+  int n_block, kv_head, batch;
+};
+
+__device__ __forceinline__ BwdTile bwd_tile(const BwdParams& p) {
+  const int x = blockIdx.x, y = blockIdx.y, z = blockIdx.z;
+  return p.key_blocks_outer ? BwdTile{z, x, y} : BwdTile{x, y, z};
+}
+
+// The steps of one CTA: every query head h = kv_head * group + g of its K/V head (g = 0 .. group - 1), each over the
+// query blocks [begin, num_m_blocks) (first_m_block does not depend on the head), as one flat sequence of total =
+// group * (num_m_blocks - begin) steps. All four loops (producer, dQ writer, both consumers) walk it with the same step
+// index, so the ring stages, the dS^T / dQ buffers (step & 1) and every "is there a step + 2" test continue across
+// heads. advance() moves to the next step without a division.
+template <class Cfg>
+struct BwdQueryWalk {
+  int begin;    // first query block of every head
+  int end;      // num_m_blocks
+  int total;    // steps
+  int head;     // query head of the current step
+  int m_block;  // query block of the current step
+
+  __device__ __forceinline__ BwdQueryWalk(const BwdParams& p, int n_block, int kv_head)
+      : begin(first_m_block<Cfg>(p, n_block)),
+        end(p.num_m_blocks),
+        total(p.group * (p.num_m_blocks - begin)),
+        head(kv_head * p.group),
+        m_block(begin) {}
+
+  __device__ __forceinline__ void advance() {
+    if (++m_block == end) {
+      m_block = begin;
+      ++head;
+    }
+  }
+  // The previous step's head and query block (the overlap consumer hands its dQ off one step late); only after at
+  // least one advance().
+  __device__ __forceinline__ int prev_head() const { return m_block == begin ? head - 1 : head; }
+  __device__ __forceinline__ int prev_m_block() const { return m_block == begin ? end - 1 : m_block - 1; }
+};
+
 template <class Cfg>
 __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUtensorMap* tma_k,
                                              const CUtensorMap* tma_v, const CUtensorMap* tma_do, const BwdParams& p,
                                              uint8_t* smem, typename Cfg::Barriers& bars) {
-  const int n_block = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
+  const BwdTile cta = bwd_tile(p);
+  const int n_block = cta.n_block, kv_head = cta.kv_head, batch = cta.batch;
   tma_prefetch_descriptor(tma_q);
   tma_prefetch_descriptor(tma_k);
   tma_prefetch_descriptor(tma_v);
@@ -162,14 +214,15 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUt
   bars.kv.arrive_expect_tx(2 * Cfg::kKVBytes);
 #pragma unroll
   for (int panel = 0; panel < Cfg::kPanels; ++panel) {
-    tma_load_4d(tma_k, &bars.kv, smem + panel * Cfg::kKVPanelBytes, panel * kPanelCols, n_block * Cfg::kBlockN, head,
-                batch);
+    tma_load_4d(tma_k, &bars.kv, smem + panel * Cfg::kKVPanelBytes, panel * kPanelCols, n_block * Cfg::kBlockN,
+                kv_head, batch);
     tma_load_4d(tma_v, &bars.kv, smem + Cfg::kOffV + panel * Cfg::kKVPanelBytes, panel * kPanelCols,
-                n_block * Cfg::kBlockN, head, batch);
+                n_block * Cfg::kBlockN, kv_head, batch);
   }
-  const int64_t stat_row0 = (static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q_rounded;
   PipelineState<Cfg::kStages> st;
-  for (int m_block = first_m_block<Cfg>(p, n_block); m_block < p.num_m_blocks; ++m_block) {
+  BwdQueryWalk<Cfg> walk(p, n_block, kv_head);
+  for (int step = 0; step < walk.total; ++step, walk.advance()) {
+    const int m_block = walk.m_block, head = walk.head;
     bars.qdo.producer_acquire(st, Cfg::kStageBytes);
     MBarrier* full = bars.qdo.full_barrier(st);
     uint8_t* q_dst = smem + Cfg::kOffQ + st.index * Cfg::kQBytes;
@@ -181,25 +234,26 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUt
       tma_load_4d(tma_do, full, do_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols, m_block * Cfg::kBlockM, head,
                   batch);
     }
-    const int64_t row = stat_row0 + static_cast<int64_t>(m_block) * Cfg::kBlockM;
+    const int64_t row = (static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q_rounded + m_block * Cfg::kBlockM;
     bulk_load(smem + Cfg::kOffLse + st.index * Cfg::kRowStatBytes, p.lse_log2 + row, Cfg::kRowStatBytes, full);
     bulk_load(smem + Cfg::kOffDelta + st.index * Cfg::kRowStatBytes, p.delta + row, Cfg::kRowStatBytes, full);
     st.advance();
   }
 }
 
-// Bulk dQ: warp 1 of the producer warpgroup. Per query block (the consumers' order), wait until both consumers have
-// staged and fenced this buffer's dQ tile(s), add every 64 x 32 panel into dq_accum with one TMA reduce-add, wait
+// Bulk dQ: warp 1 of the producer warpgroup. Per step (the consumers' order, BwdQueryWalk), wait until both consumers
+// have staged and fenced this buffer's dQ tile(s), add every 64 x 32 panel into dq_accum with one TMA reduce-add, wait
 // until the reduces have read the buffer, and free it for the consumers' step + 2 (the empty arrive is skipped when
 // no such step exists, so no barrier is left half-arrived). The whole warp runs the barriers (bar.sync/bar.arrive are
 // .aligned); one lane issues. Before exit the writes themselves are waited for, so none outlives the shared memory.
 template <class Cfg>
 __device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const BwdParams& p, uint8_t* smem) {
-  const int n_block = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
+  const BwdTile cta = bwd_tile(p);
+  const int n_block = cta.n_block, kv_head = cta.kv_head, batch = cta.batch;
   const bool issuer = elect_one();
   if (issuer) tma_prefetch_descriptor(tma_dq);
-  int step = 0;
-  for (int m_block = first_m_block<Cfg>(p, n_block); m_block < p.num_m_blocks; ++m_block, ++step) {
+  BwdQueryWalk<Cfg> walk(p, n_block, kv_head);
+  for (int step = 0; step < walk.total; ++step, walk.advance()) {
     const int buffer = step & 1;
     NamedBarrier::sync(Cfg::kDQFullBarrier + buffer, Cfg::kDQBarrierThreads);
     if (issuer) {
@@ -209,12 +263,12 @@ __device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const B
 #pragma unroll
         for (int panel = 0; panel < Cfg::kDQTilePanels; ++panel)
           tma_reduce_add_4d(tma_dq, stage + tile * Cfg::kDQTileBytes + panel * Cfg::kDQPanelBytes,
-                            panel * Cfg::kDQPanelCols, m_block * Cfg::kBlockM, head, batch);
+                            panel * Cfg::kDQPanelCols, walk.m_block * Cfg::kBlockM, walk.head, batch);
       tma_store_commit();
       tma_store_wait_read<0>();
     }
     __syncwarp();
-    if (m_block + 2 < p.num_m_blocks) NamedBarrier::arrive(Cfg::kDQEmptyBarrier + buffer, Cfg::kDQBarrierThreads);
+    if (step + 2 < walk.total) NamedBarrier::arrive(Cfg::kDQEmptyBarrier + buffer, Cfg::kDQBarrierThreads);
   }
   if (issuer) tma_store_wait<0>();
 }
@@ -495,7 +549,8 @@ template <class Cfg>
 __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars, int wg) {
   using C = BwdConsumer<Cfg>;
   const C c{wg, static_cast<int>(threadIdx.x % 128), threadIdx.x % 128 == 0};
-  const int n_block = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
+  const BwdTile cta = bwd_tile(p);
+  const int n_block = cta.n_block, kv_head = cta.kv_head, batch = cta.batch;
   const uint32_t base = smem_addr(smem);
   const BwdKVDescs<Cfg> descs(base, wg);
 
@@ -507,8 +562,9 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
 
   bars.kv.wait(0);
   PipelineState<Cfg::kStages> st;
-  int step = 0;
-  for (int m_block = first_m_block<Cfg>(p, n_block); m_block < p.num_m_blocks; ++m_block, ++step) {
+  BwdQueryWalk<Cfg> walk(p, n_block, kv_head);
+  for (int step = 0; step < walk.total; ++step, walk.advance()) {
+    const int m_block = walk.m_block;
     wait_in_loop(bars.qdo.full[st.index], st.phase);
     const BwdStage<Cfg> stage(smem, base, st.index);
 
@@ -548,12 +604,12 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
     // above (column split) or this warpgroup's (key split), and the leader's wait covers the wgmmas.
     if (c.leader) bars.qdo.consumer_release(st);
     st.advance();
-    bwd_hand_off_dq<Cfg>(c, p, smem, batch, head, m_block, step, dq);
+    bwd_hand_off_dq<Cfg>(c, p, smem, batch, walk.head, m_block, step, dq);
   }
 
-  c.store_rows(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, p, batch, head, n_block, dk,
+  c.store_rows(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, p, batch, kv_head, n_block, dk,
                p.softmax_scale);
-  c.store_rows(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, p, batch, head, n_block, dv, 1.f);
+  c.store_rows(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, p, batch, kv_head, n_block, dv, 1.f);
 }
 
 // Variants 2 and 3: defined in flash_bwd_overlap.cuh (included by flash_bwd_launch.cuh).

@@ -11,24 +11,30 @@ using namespace fa3nn::hopper::host;
 
 extern "C" {
 
-// Dense backward, MHA (nheads_kv == nheads). q, out, dout, dq (batch, seqlen_q, nheads, d); k, v, dk, dv (batch,
-// seqlen_k, nheads, d); lse (batch, nheads, seqlen_q) float32 natural log from the forward, contiguous; dlse, the
-// gradient into lse, the same layout, or null. Workspaces:
+// Dense backward, MHA, GQA or MQA (nheads_kv divides nheads; query head h reads K/V head h / (nheads / nheads_kv)).
+// q, out, dout, dq (batch, seqlen_q, nheads, d); k, v, dk, dv (batch, seqlen_k, nheads_kv, d); lse (batch, nheads,
+// seqlen_q) float32 natural log from the forward, contiguous; dlse, the gradient into lse, the same layout, or null.
+// Workspaces:
 // dq_accum (batch, nheads, seqlen_q_rounded, d), lse_log2 and delta (batch, nheads, seqlen_q_rounded), float32,
 // contiguous, seqlen_q_rounded = seqlen_q rounded up to a multiple of 64; their contents on entry do not matter.
 // strides: 24 element strides, (batch, row, head) for q, k, v, out, dout, dq, dk, dv; head dim contiguous.
 // variant: 0 = dQ summed by per-thread fp32 reductions (default), 1 = bulk dQ (fp32 tile in shared memory, added by
 // TMA reduce-adds from one producer thread; flash_bwd.cuh), 2 = overlap (next block's score GEMMs issued before this
 // block's dQ GEMM; flash_bwd_overlap.cuh), 3 = both; 1-3 for benchmarks and tests until they have run on a GPU.
+// grid_order: 0 = auto (key blocks outermost for causal GQA/MQA, else innermost), 1 = key blocks innermost (the MHA
+// order), 2 = outermost (flash_bwd.cuh, bwd_tile); for benchmarks and tests.
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void* v, const void* out, const float* lse,
                      const float* dlse, void* dq, void* dk, void* dv, float* dq_accum, float* lse_log2, float* delta,
                      int batch, int seqlen_q, int seqlen_k, int nheads, int nheads_kv, int headdim, const int64_t* strides,
-                     float softmax_scale, int causal, int bf16, int variant, void* stream) {
-  if (nheads_kv != nheads) return fail("%s", "the native backward supports MHA only (nheads_kv must equal nheads)");
+                     float softmax_scale, int causal, int bf16, int variant, int grid_order, void* stream) {
+  if (nheads_kv <= 0 || nheads % nheads_kv != 0)
+    return fail("%s", "nheads_kv must be positive and divide nheads (GQA/MQA: query heads in groups of equal size)");
   if (!(softmax_scale > 0.f)) return fail("%s", "softmax_scale must be positive");
+  if (grid_order < 0 || grid_order > 2) return fail("%s", "grid_order must be 0 (auto), 1 or 2");
   const BwdProblem pr{dout, q, k, v, out, lse, dlse, dq, dk, dv, dq_accum, lse_log2, delta, batch, seqlen_q, seqlen_k,
-                      nheads, headdim, strides, softmax_scale, static_cast<cudaStream_t>(stream)};
+                      nheads, nheads_kv, headdim, strides, softmax_scale, grid_order,
+                      static_cast<cudaStream_t>(stream)};
   switch (headdim) {
     case 64: return run_bwd_d64(pr, bf16 != 0, causal != 0, variant);
     case 128: return run_bwd_d128(pr, bf16 != 0, causal != 0, variant);

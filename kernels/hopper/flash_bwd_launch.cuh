@@ -15,15 +15,17 @@ namespace fa3nn::hopper::host {
 
 // A dense backward call. Workspaces come from the caller (torch allocates them): dq_accum (batch, nheads,
 // seqlen_q_rounded, d) fp32, lse_log2 and delta (batch, nheads, seqlen_q_rounded) fp32, seqlen_q_rounded =
-// seqlen_q rounded up to a multiple of 64.
+// seqlen_q rounded up to a multiple of 64. k, v, dk, dv have nheads_kv heads, which divides nheads (GQA/MQA: query
+// head h reads K/V head h / (nheads / nheads_kv), the forward's convention).
 struct BwdProblem {
   const void *dout, *q, *k, *v, *out;
   const float *lse, *dlse;  // dlse may be null
   void *dq, *dk, *dv;
   float *dq_accum, *lse_log2, *delta;
-  int batch, seqlen_q, seqlen_k, nheads, headdim;
+  int batch, seqlen_q, seqlen_k, nheads, nheads_kv, headdim;
   const int64_t* strides;  // q, k, v, out, dout, dq, dk, dv: (batch, row, head) each, in elements
   float softmax_scale;
+  int grid_order;  // 0 auto (key blocks outermost iff causal GQA/MQA), 1 key blocks innermost, 2 outermost (bwd_tile)
   cudaStream_t stream;
 };
 
@@ -76,9 +78,9 @@ int launch_bwd(const BwdProblem& pr) {
   CUtensorMap tq, tk, tv, tdo;
   if (!make_map(&tq, pr.q, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, pr.batch, st[1], st[2], st[0],
                 Cfg::kBlockM) ||
-      !make_map(&tk, pr.k, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads, pr.batch, st[4], st[5], st[3],
+      !make_map(&tk, pr.k, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads_kv, pr.batch, st[4], st[5], st[3],
                 Cfg::kBlockN) ||
-      !make_map(&tv, pr.v, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads, pr.batch, st[7], st[8], st[6],
+      !make_map(&tv, pr.v, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads_kv, pr.batch, st[7], st[8], st[6],
                 Cfg::kBlockN) ||
       !make_map(&tdo, pr.dout, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, pr.batch, st[13], st[14], st[12],
                 Cfg::kBlockM))
@@ -100,6 +102,7 @@ int launch_bwd(const BwdProblem& pr) {
   p.seqlen_k = pr.seqlen_k;
   p.seqlen_q_rounded = seqlen_q_rounded;
   p.nheads = pr.nheads;
+  p.group = pr.nheads / pr.nheads_kv;
   p.num_m_blocks = seqlen_q_rounded / Cfg::kBlockM;
   p.scale_log2 = pr.softmax_scale * 1.4426950408889634f;
   p.softmax_scale = pr.softmax_scale;
@@ -113,9 +116,15 @@ int launch_bwd(const BwdProblem& pr) {
       return fail("cudaFuncSetAttribute: %s", cudaGetErrorString(cudaGetLastError()));
     bwd_smem_configured<Cfg> = true;
   }
-  // Key blocks in blockIdx.x order: under a causal mask block 0 has the most query blocks, so the longest CTAs start
-  // first.
-  const dim3 grid((pr.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN, pr.nheads, pr.batch);
+  // One CTA per (key block, K/V head, batch): it walks the group's query heads (BwdQueryWalk). Under a causal mask key
+  // block 0 has the most query blocks (times group under GQA). Key blocks innermost (the MHA order) start the longest
+  // CTA of each (K/V head, batch) first; outermost start all of them first (bwd_tile), which a greedy model of the
+  // 132 SMs puts at 0.97-0.99 of ideal against 0.62-0.81 innermost for 16 query heads on 4 or 2 K/V heads at seqlen
+  // 2048-8192 (benchmarks/NOTES.md, "In-kernel GQA"), so auto picks it for causal GQA/MQA; MHA keeps its order.
+  const int n_blocks = (pr.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  p.key_blocks_outer = pr.grid_order == 2 || (pr.grid_order == 0 && Cfg::kCausal && p.group > 1);
+  const dim3 grid =
+      p.key_blocks_outer ? dim3(pr.nheads_kv, pr.batch, n_blocks) : dim3(n_blocks, pr.nheads_kv, pr.batch);
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, tdo, tdq, p);
 
   const dim3 post_grid((pr.seqlen_q + kPrePostRowsPerBlock - 1) / kPrePostRowsPerBlock, pr.nheads, pr.batch);

@@ -42,7 +42,8 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
   using Stage = BwdStage<Cfg>;
   constexpr bool kAheadDP = Cfg::kOverlapDP;
   const C c{wg, static_cast<int>(threadIdx.x % 128), threadIdx.x % 128 == 0};
-  const int n_block = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
+  const BwdTile cta = bwd_tile(p);
+  const int n_block = cta.n_block, kv_head = cta.kv_head, batch = cta.batch;
   const uint32_t base = smem_addr(smem);
   const BwdKVDescs<Cfg> descs(base, wg);
 
@@ -58,8 +59,11 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
     bwd_issue_dq<Cfg>(dq, base + Cfg::kOffDS + (prev_step & 1) * Cfg::kDSBytes, wg, descs.k_dq);
   };
   PipelineState<Cfg::kStages> st;
-  // Step j (query block m_block) once S^T_j [, dP^T_j] and dQ_j-1 are committed, in that order.
-  auto finish_block = [&](int m_block, int step) {
+  BwdQueryWalk<Cfg> walk(p, n_block, kv_head);
+  // Step j (walk's current query head and block) once S^T_j [, dP^T_j] and dQ_j-1 are committed, in that order.
+  // dQ_j-1 belongs to the previous step, which under GQA may be the previous query head's last block.
+  auto finish_block = [&](int step) {
+    const int m_block = walk.m_block;
     const Stage stage(smem, base, st.index);
     uint8_t* ds_smem = smem + Cfg::kOffDS + (step & 1) * Cfg::kDSBytes;
     // Pending, oldest first: d64 S^T_j, dP^T_j, dQ_j-1; d128 dQ_j-1, S^T_j (dQ_j-1's A operand, dS^T_j-1, is in
@@ -78,14 +82,14 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
       fence_fragments(pa);
       wgmma_wait<0>();
       fence_operands(dq);
-      if (step > 0) bwd_hand_off_dq<Cfg>(c, p, smem, batch, head, m_block - 1, step - 1, dq);
+      if (step > 0) bwd_hand_off_dq<Cfg>(c, p, smem, batch, walk.prev_head(), walk.prev_m_block(), step - 1, dq);
       c.write_ds(ds_smem, dsa);
     } else {
       // dQ_j-1 handed off while S^T_j runs; from there on the default order (P^T under dP^T), and the default's
       // register peak (dK + dV + S^T + dQ = 192 during the hand-off).
       wgmma_wait<1>();
       fence_operands(dq);
-      if (step > 0) bwd_hand_off_dq<Cfg>(c, p, smem, batch, head, m_block - 1, step - 1, dq);
+      if (step > 0) bwd_hand_off_dq<Cfg>(c, p, smem, batch, walk.prev_head(), walk.prev_m_block(), step - 1, dq);
       wgmma_wait<0>();
       fence_operands(s);
       warpgroup_arrive();
@@ -121,7 +125,7 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
   // one 64-query GEMM per CTA. Every key block has at least one query block (the last query row sees every key:
   // first_m_block), so the final dQ after the loop needs no branch either.
   int step = 0;
-  for (int m_block = first_m_block<Cfg>(p, n_block); m_block < p.num_m_blocks; ++m_block, ++step) {
+  for (; step < walk.total; ++step, walk.advance()) {
     if constexpr (kAheadDP) {
       wait_in_loop(bars.qdo.full[st.index], st.phase);
       bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, Stage(smem, base, st.index));
@@ -134,17 +138,18 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
       wait_in_loop(bars.qdo.full[st.index], st.phase);
       bwd_issue_scores<Cfg, false>(s, dp, descs.k_rows, descs.v_rows, Stage(smem, base, st.index));
     }
-    finish_block(m_block, step);
+    finish_block(step);
   }
+  // The walk stands one past the last step (group's last head, last block): that step's dQ.
   issue_dq(step - 1);
   wgmma_commit();
   wgmma_wait<0>();
   fence_operands(dq);
-  bwd_hand_off_dq<Cfg>(c, p, smem, batch, head, p.num_m_blocks - 1, step - 1, dq);
+  bwd_hand_off_dq<Cfg>(c, p, smem, batch, walk.prev_head(), walk.prev_m_block(), step - 1, dq);
 
-  c.store_rows(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, p, batch, head, n_block, dk,
+  c.store_rows(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, p, batch, kv_head, n_block, dk,
                p.softmax_scale);
-  c.store_rows(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, p, batch, head, n_block, dv, 1.f);
+  c.store_rows(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, p, batch, kv_head, n_block, dv, 1.f);
 }
 
 }  // namespace fa3nn::hopper
