@@ -8,6 +8,7 @@ Timing as scripts/bench_hopper.py: a CUDA sleep queues the launches, CUDA events
 calls, round-robin over `--reps` rounds; medians and the median of the per-round ratios.
 
     python scripts/bench_hopper_fp8.py --json out.json [--headdims 128 256] [--seqlens 2048 8192 16384]
+        [--variants one_cta_per_tile] [--compare before=build/before/libfa3nn_hopper.so]
 """
 
 from __future__ import annotations
@@ -42,15 +43,16 @@ def bench_shape(headdim: int, seqlen: int, causal: bool, args) -> dict:
     window = Window(-1, 0) if causal else Window()
     flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal)
 
-    def fp8(variant="full"):
+    def fp8(variant="full", library=None):
         return lambda: fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale,
-                                   quantized.v_descale, 128, 128, scale, window, variant=variant)
+                                   quantized.v_descale, 128, 128, scale, window, variant=variant, library=library)
 
     def bf16():
         return launch(q, k, v, scale, causal)
 
     reference = bf16()[0]
-    fns = {"fp8": fp8(), **{f"fp8_{v}": fp8(v) for v in args.variants}, "bf16": bf16}
+    fns = {"fp8": fp8(), **{f"fp8_{v}": fp8(v) for v in args.variants},
+           **{f"fp8_{name}": fp8(library=lib) for name, lib in args.libraries.items()}, "bf16": bf16}
     sqnr = {}
     for name in [n for n in fns if n != "bf16"]:
         try:
@@ -76,7 +78,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", nargs="*",
                         default=["no_pingpong", "other_stages", "mufu_exp2", "one_cta_per_tile"],
                         help="FP8 benchmark variants timed beside the default (fa3nn.backends.hopper_fp8.VARIANTS)")
+    parser.add_argument("--compare", nargs="*", default=[], metavar="NAME=PATH",
+                        help="other builds of the library, their default kernel timed as fp8_NAME on the same inputs")
     args = parser.parse_args(argv)
+    from fa3nn.backends import hopper_build
+
+    args.libraries = {}
+    for item in args.compare:
+        name, sep, path = item.partition("=")
+        if not sep or not name or name in args.variants:
+            parser.error(f"--compare expects NAME=PATH with NAME not a variant, got {item!r}")
+        args.libraries[name] = hopper_build.load(Path(path))
     rows = []
     for headdim in args.headdims:
         for seqlen in args.seqlens:
@@ -84,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(bench_shape(headdim, seqlen, causal, args))
                 print(f"d{headdim} {seqlen} {'causal' if causal else 'full'}: {rows[-1]['tflops']}", flush=True)
                 args.json.write_text(json.dumps(dict(device=torch.cuda.get_device_name(), rows=rows), indent=1))
-    names = [f"fp8_{v}" for v in args.variants]
+    names = [f"fp8_{v}" for v in (*args.variants, *args.libraries)]
     print("| hdim | seqlen | causal | fp8 TFLOP/s | bf16 TFLOP/s | fp8 / bf16 | SQNR vs bf16 (dB) | "
           + " | ".join(f"{n} TFLOP/s" for n in names) + " |")
     print("|---" * (6 + len(names)) + "|---|")

@@ -256,6 +256,17 @@ def test_forward_recipes(block_q, block_k, rotate):
     check_forward(q, k, v, block_q, block_k, Window(-1, 0), rotation=rotation(32) if rotate else None, **TIGHT)
 
 
+@pytest.mark.parametrize("window", [Window(), Window(40, 0)], ids=str)
+def test_forward_v_tiles_below_half_the_largest(window):
+    """Rounding point 5' of fa3nn.fp8.reference: V tiles whose descale is under half the sequence's largest keep
+    r = 1 and their own unit, so the accumulator switches units and back; a left window starts some query tiles
+    after the largest tile (the rule must not depend on which tiles a program visits)."""
+    q, k, v = qkv(1, 64, 96, 2, 1, 32)
+    v[:, 16:32] *= 0.25
+    v[:, 64:80] *= 4.0
+    check_forward(q, k, v, 16, 16, window, **TIGHT)
+
+
 def test_forward_headdim_v_and_fp32():
     q, k, v = qkv(1, 40, 50, 2, 2, 48, headdim_v=24, dtype=torch.float32)
     check_forward(q, k, v, 16, 16, Window(-1, 0), **TIGHT)

@@ -107,13 +107,15 @@ def fp8_forward(
     lse: torch.Tensor | None = None,
     variant: str = "full",
     vt_starts: torch.Tensor | None = None,
+    library: ctypes.CDLL | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the FP8 forward (layouts in the module docstring); returns (out, lse). `window` may be unmasked or
     causal (bottom-right aligned, fa3nn.masks). The positional arguments are fa3nn.dispatch.FP8Path's kernel
     signature (dense calls may pass cu_seqlens None with any max_seqlen). `out`/`lse` may be given preallocated
     (tests pass NaN-poisoned ones); `variant` picks a benchmark variant (VARIANTS). vt_starts: varlen vt8's
     per-sequence first columns (FP8Operands.vt_starts), computed from cu_seqlens_k when None; they must come from
-    fa3nn.fp8.operands.vt_starts (multiples of 16 by construction, not re-checked: that would be a host sync)."""
+    fa3nn.fp8.operands.vt_starts (multiples of 16 by construction, not re-checked: that would be a host sync).
+    `library` (a hopper_build.load() result): another build of the library, for benchmarks."""
     varlen = cu_seqlens_q is not None
     if varlen != (cu_seqlens_k is not None):
         raise ValueError("cu_seqlens_q and cu_seqlens_k must be given together")
@@ -169,7 +171,7 @@ def fp8_forward(
     v_descale = _descale("v_descale", v_descale, batch, nheads_kv, max_seqlen_k, block_k)
     if q8.device.type != "cuda":
         raise RuntimeError(f"the native FP8 forward needs CUDA tensors, got {q8.device}")
-    lib = LIBRARY.require()
+    lib = library if library is not None else LIBRARY.require()
 
     q8, k8, vt8 = tma_ready(q8), tma_ready(k8), tma_ready(vt8)
     if out is None:
