@@ -14,7 +14,7 @@ from fa3nn.fp8 import (
     saturated_cast,
     sylvester_hadamard,
 )
-from fa3nn.fp8.scaling import rows_from_tiles, tile_amax, tile_scale
+from fa3nn.fp8.scaling import rows_from_tiles, tile_amax
 from fa3nn.testing import unpad
 
 
@@ -136,13 +136,3 @@ def test_rotation_cached_per_device():
 
 def test_e4m3_max():
     assert E4M3_MAX == 448.0
-
-
-def test_tile_scale_is_amax_to_scale_rounded_down_to_a_power_of_two():
-    amax = torch.tensor([3.0, 448.0, 500.0, 224.0, 0.0, float("nan"), float("inf"), 1e-40])
-    # 448/3 = 149.3 -> 128; 448/448 = 1; 448/500 = 0.896 -> 0.5; 448/224 = 2; bad amaxes -> the fallback 1.
-    assert tile_scale(amax).tolist() == [128.0, 1.0, 0.5, 2.0, 1.0, 1.0, 1.0, 1.0]
-    x = torch.rand(10000) * 1e3 + 1e-3
-    scale = tile_scale(x)
-    assert torch.equal(scale, torch.exp2(torch.floor(torch.log2(448.0 / x))))
-    assert ((x * scale > 224) & (x * scale <= 448)).all()

@@ -257,10 +257,10 @@ def test_forward_recipes(block_q, block_k, rotate):
 
 
 @pytest.mark.parametrize("window", [Window(), Window(40, 0)], ids=str)
-def test_forward_v_tiles_below_half_the_largest(window):
-    """Rounding point 5' of fa3nn.fp8.reference: V tiles whose descale is under half the sequence's largest keep
-    r = 1 and their own unit, so the accumulator switches units and back; a left window starts some query tiles
-    after the largest tile (the rule must not depend on which tiles a program visits)."""
+def test_forward_v_tiles_of_different_scales(window):
+    """V tiles whose descales differ by 4x and 16x from their neighbours: the accumulator's unit follows each key
+    tile's V descale (rounding point 6 of fa3nn.fp8.reference); a left window starts some query tiles after the
+    first tiles, so their first unit is another tile's."""
     q, k, v = qkv(1, 64, 96, 2, 1, 32)
     v[:, 16:32] *= 0.25
     v[:, 64:80] *= 4.0

@@ -226,6 +226,7 @@ def test_gqa_backward_expands_kv_and_sums_each_group(monkeypatch):
         return tuple(t.grad.to(q.dtype) for t in leaves)
 
     monkeypatch.setattr(hopper_bwd, "launch", mha_backward)
+    monkeypatch.setattr(hopper_bwd, "NATIVE_GQA", False)  # the expansion path (the default is the in-kernel one)
     for nheads_kv in (2, 1):
         args = _inputs(nheads=6, nheads_kv=nheads_kv, dtype=torch.float32)
         got = hopper_bwd.backward(**args, dlse=None, params=_params(), varlen=None)

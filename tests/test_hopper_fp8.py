@@ -432,9 +432,9 @@ def test_supported_call_is_not_refused():
 @pytest.mark.gpu
 @needs_hopper
 def test_api_routes_dense_fp8_to_the_native_kernel():
-    """fp8= with backend='auto' on Hopper: dense calls take this kernel through the fused quantization pass (output
-    held to the error-ratio rule with the emulation path as the yardstick); K/V scale tiles that split a 128-key
-    block, and varlen calls, take the Triton FP8 kernel."""
+    """fp8= with backend='auto' on Hopper: dense and varlen calls take this kernel through the fused quantization
+    pass (output held to the error-ratio rule with the emulation path as the yardstick); K/V scale tiles that split
+    a 128-key block take the Triton FP8 kernel."""
     q = torch.randn(2, 1000, 8, 128, device="cuda").to(torch.bfloat16)
     k, v = (torch.randn(2, 1100, 2, 128, device="cuda").to(torch.bfloat16) for _ in range(2))
     for recipe in ("per_tile", "current"):
@@ -447,6 +447,10 @@ def test_api_routes_dense_fp8_to_the_native_kernel():
     assert fa3nn.explain(q, k, v, causal=True, fp8=small_tiles).forward == "triton fp8 kernel"
     cu = torch.tensor([0, 1000, 2000], dtype=torch.int32, device="cuda")
     cu_k = torch.tensor([0, 1100, 2200], dtype=torch.int32, device="cuda")
-    explanation = fa3nn.explain(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), cu, cu_k, 1000, 1100,
-                                causal=True, fp8="per_tile")
-    assert explanation.forward == "triton fp8 kernel", explanation
+    packed = (q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), cu, cu_k, 1000, 1100)
+    explanation = fa3nn.explain(*packed, causal=True, fp8="per_tile")
+    assert explanation.forward == "hopper fp8 kernel", explanation
+    out = fa3nn.flash_attn_varlen_func(*packed, causal=True, fp8="per_tile")
+    emulated = fa3nn.flash_attn_varlen_func(*packed, causal=True, fp8="per_tile", backend="reference")
+    ref, _ = attention_ref(q, k, v, causal=True)
+    assert_error_ratio(out, ref.flatten(0, 1), emulated, "out (varlen)")

@@ -14,7 +14,7 @@ import torch
 
 from fa3nn.fp8.config import CurrentScaling, DelayedScaling, PerTileScaling, Recipe
 from fa3nn.fp8.hadamard import HadamardRotation
-from fa3nn.fp8.scaling import E4M3_MAX, quantize_rows, tensor_amax, tile_amax, tile_scale
+from fa3nn.fp8.scaling import E4M3_MAX, amax_to_scale, quantize_rows, tensor_amax, tile_amax
 from fa3nn.fp8.state import DelayedScalingState
 
 
@@ -66,8 +66,7 @@ def quantize_qkv_tensors(
     block_q / block_k  rows per scale tile of Q / of K and V; 0 means one tile per sequence (per (batch, head)).
     rotation           float32 (headdim, headdim) applied to Q and K (x @ rotation) before quantizing, or None.
     tensor_scales      float32 (3,): one scale per tensor for Q, K, V (delayed scaling); the blocks then only
-                       say how the descales are laid out. None: scales from the amax of each tile
-                       (fa3nn.fp8.scaling.tile_scale: powers of two).
+                       say how the descales are laid out. None: scales from the amax of each tile.
     The returned amax is always the (3,) per-tensor amax of Q and K (as rotated) and V: free for tile scaling (a
     max over the tile amaxes), one extra reduction with tensor_scales (which the fused GPU pass does as it casts).
     """
@@ -77,7 +76,7 @@ def quantize_qkv_tensors(
     blocks = [block if block > 0 else _rows(x, cu, m) for (x, cu, m), block in zip(seqs, (block_q, block_k, block_k))]
     if tensor_scales is None:
         amaxes = [tile_amax(x, block, cu, m) for (x, cu, m), block in zip(seqs, blocks)]
-        scales = [tile_scale(a) for a in amaxes]
+        scales = [amax_to_scale(a)[0] for a in amaxes]
         amax = torch.stack([a.amax() if a.numel() else a.new_zeros(()) for a in amaxes])
     else:
         tensor_scales = tensor_scales.to(device=q.device, dtype=torch.float32)

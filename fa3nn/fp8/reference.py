@@ -26,18 +26,8 @@ Rounding points, in the order a kernel performs them (this module reproduces eac
     5. P8 = e4m3(P * P_SCALE): P <= 1 would waste e4m3's range above 1 and flush probabilities below 2^-9 to zero;
        scaling by 2^8 (FlashAttention-3's max offset of 8 in exp2) maps P into [0, 256], keeps probabilities down
        to 2^-17, and being a power of two it folds back exactly.
-    5'. With per-tile V scales, V's scale goes into P too: P8 = e4m3(P * P_SCALE * r), r = v_descale / u with
-       u = the largest V descale of the sequence (per batch, kv head), for every key block whose descale is at
-       least V_UNIT_LOW * u; other blocks keep r = 1. So P_SCALE * r is in [128, 256]: no saturation, at most one
-       bit of e4m3's subnormal range lost. Why: a kernel keeps acc in units of one V descale; with r = 1
-       everywhere that unit changed at every block (per-tile scales differ from block to block), and so acc was
-       multiplied by v_descale[t-1] / v_descale[t] at every block (1 FMUL per output element per block: 1 per
-       score at d128, 2 at d256), where it otherwise skips the rescale once the row maxima settle. With r, acc's
-       unit is u across all such blocks; the kernels fold log2(r) into the exp2's argument (no per-score cost).
-       The rule depends on the block alone, not on which blocks came before (windows and query tiles visit
-       different ones). With one V scale per (batch, head) (per-tensor, per-head recipes) r = 1: step 5.
-    6. acc = acc * exp(m_old - m_new) + P8·V8 * unit, fp32; unit = u where r came from u, else the block's
-       v_descale.
+    6. acc = acc * exp(m_old - m_new) + P8·V8 * v_descale, fp32. With one V scale per key tile a kernel folds
+       v_descale[t-1] / v_descale[t] into the rescale it already applies to acc, so it costs nothing.
     7. O = acc / (l * P_SCALE) rounded once to the inputs' dtype (bf16 or fp16); lse = m + log(l) in fp32
        (-inf for a row with no attended key, whose output is 0).
 """
@@ -53,9 +43,6 @@ from fa3nn.masks import Window
 P_SCALE = 256.0  # 2^8: P in [0, 1] -> [0, 256], inside e4m3's 448
 UNMASKED = Window()
 BLOCK_N = 128  # the kernels' key tile for FP8 (FlashAttention-3 uses 128 for headdim 128 with masks)
-# Rounding point 5': a key block whose V descale is at least V_UNIT_LOW times the sequence's largest takes its
-# descale ratio into P.
-V_UNIT_LOW = 0.5
 
 
 def _fold(x: torch.Tensor, nheads_kv: int) -> torch.Tensor:
@@ -104,7 +91,6 @@ def attention_fp8_dense(
     row_max = torch.full((batch, nheads_kv, rows), float("-inf"), dtype=f32, device=q8.device)
     row_sum = torch.zeros(batch, nheads_kv, rows, dtype=f32, device=q8.device)
     acc = torch.zeros(batch, nheads_kv, rows, v8.shape[-1], dtype=f32, device=q8.device)
-    v_max = v_descale.amax(dim=-1) if seqlen_k else None  # u of rounding point 5', (b, hk)
     for start in range(0, seqlen_k, block_n):
         cols = slice(start, min(seqlen_k, start + block_n))
         scores = torch.matmul(q_rows, k_t[..., cols])  # rounding point 2
@@ -119,12 +105,8 @@ def attention_fp8_dense(
         rescale = torch.exp(row_max - safe_max)
         probs = torch.exp(scores - safe_max.unsqueeze(-1))  # 4
         row_sum = row_sum * rescale + probs.sum(dim=-1)
-        v_cols = v_descale[:, :, cols]  # (b, hk, cols)
-        in_band = v_cols >= V_UNIT_LOW * v_max[..., None]  # 5' (the kernels' compare: 0.5 * u is exact)
-        ratio = torch.where(in_band, v_cols / v_max[..., None], torch.ones_like(v_cols))
-        unit = torch.where(in_band, v_max[..., None], v_cols)  # acc's unit for this block's products
-        probs8 = (probs * (p_scale * ratio)[:, :, None, :]).to(p_dtype).to(f32)  # 5
-        acc = acc * rescale.unsqueeze(-1) + torch.matmul(probs8, v_rows[:, :, cols] * unit[..., None])  # 6
+        probs8 = (probs * p_scale).to(p_dtype).to(f32)  # 5
+        acc = acc * rescale.unsqueeze(-1) + torch.matmul(probs8, v_rows[:, :, cols] * v_descale[:, :, cols, None])
         row_max = new_max
     attended = row_sum > 0
     out = acc / torch.where(attended, row_sum * p_scale, torch.ones_like(row_sum)).unsqueeze(-1)  # 7

@@ -4,9 +4,7 @@
 Conventions (the same in every kernel):
     scale    multiplies a high-precision value into e4m3 range:  x8 = saturate(x * scale)  (fp32 multiply, RNE cast)
     descale  1 / scale, what a kernel multiplies a GEMM result by: x ~= x8.float() * descale
-    scale = fp8_max / amax / 2**margin (delayed scaling), so the largest |x| lands on fp8_max (448 for e4m3); a
-             scale from a tile's own amax (per tile, per (batch, head)) is that rounded down to a power of two
-             (tile_scale), so the tile's largest |x| lands in (fp8_max / 2, fp8_max].
+    scale = fp8_max / amax / 2**margin, so the largest |x| of a tile lands on fp8_max (448 for e4m3).
 
 Descale tensors have one layout for every granularity, (batch, nheads, tiles), with `block` rows per tile:
     dense  (batch, seqlen, nheads, headdim):  tile t of batch b covers rows [t * block, (t + 1) * block) of b.
@@ -41,22 +39,6 @@ def amax_to_scale(
     bad = bad | ~torch.isfinite(scale)
     fallback = torch.as_tensor(fallback, dtype=torch.float32, device=amax.device)
     return torch.where(bad, fallback, scale), bad
-
-
-def power_of_two_floor(scale: torch.Tensor) -> torch.Tensor:
-    """The largest power of two <= each positive, finite, normal float32 scale (its mantissa bits cleared)."""
-    return (scale.to(torch.float32).view(torch.int32) & 0x7F800000).view(torch.float32)
-
-
-def tile_scale(amax: torch.Tensor) -> torch.Tensor:
-    """The scale of a tile quantized by its own amax (per-tile and per-(batch, head) recipes): amax_to_scale's,
-    rounded down to a power of two, so fp8_max / 2 < amax * scale <= fp8_max. A power of two costs e4m3 nothing
-    (its relative precision is the same over the normal range: only the subnormal floor moves up by at most one
-    binade) and makes every ratio of two scales a power of two, which FP8 kernels can apply exactly: the per-tile V
-    scale folded into P (fa3nn.fp8.reference, rounding point 5') is an exponent shift, not a rounding. On the
-    outlier distribution (scripts/fp8_accuracy.py, 2 heads, seed 0) per-tile + incoherent RMSE: 7.72e-3 / 9.06e-3 at
-    seqlen 2048 / 8192, against 7.58e-3 / 9.38e-3 with exact scales."""
-    return power_of_two_floor(amax_to_scale(amax)[0])
 
 
 def saturated_cast(x: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype = E4M3) -> torch.Tensor:

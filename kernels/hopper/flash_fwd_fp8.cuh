@@ -10,11 +10,9 @@
 //     rounding depends on the running max at the time P is made, so the visiting order is part of the numerics.
 //   * V arrives transposed (vt8: head-dim rows of keys), since FP8 wgmma reads B K-major only; P is converted to
 //     e4m3 A fragments with quad shuffles (wgmma_fp8.cuh) so Vt stays in natural key order.
-//   * Scores are scaled per (query tile, key tile) by the descales. O is kept in units of u, the sequence's largest
-//     V descale: a block whose descale is at least u / 2 puts v_descale / u into P (reference.py point 5',
-//     VFactor), so the O rescale stays exactly 1, and is skipped, once the row maxima settle. Before, O was kept in
-//     units of each block's descale and per-tile V scales made that rescale run every block. The epilogue
-//     multiplies by the unit / (2^8 l).
+//   * Scores are scaled per (query tile, key tile) by the descales, and V's descale of each key block is folded into
+//     the output rescale: O is kept in units of the current block's v_descale, acc' = acc' * 2^(m_old - m_new) *
+//     vd_prev / vd_cur + P8 V8, and the epilogue multiplies by vd_last / (2^8 l).
 #pragma once
 #include <cstdint>
 
@@ -208,7 +206,6 @@ struct TileDescales {
   const float* k;    // k/v descale rows of (batch, head_kv)
   const float* v;
   int block_k;
-  float v_max;       // the largest V descale of the sequence (VFactor's u)
 
   __device__ __forceinline__ float k_at(int n_block, int block_n) const { return __ldg(k + n_block * block_n / block_k); }
   __device__ __forceinline__ float v_at(int n_block, int block_n) const { return __ldg(v + n_block * block_n / block_k); }
@@ -240,7 +237,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   OnlineSoftmaxFp8<Cfg::kBlockN, Cfg::kPolyExpEvery> softmax;
   TileDescales ds;
   float k_next, v_next;  // descales of the next key block, loaded one block ahead
-  float v_unit = 1.f;    // the unit O is kept in (VFactor; set by each tile's first block)
+  float v_pa;            // v_descale of the block whose P is in pa; O is kept in units of it
 
   auto issue_qk = [&]() {
     warpgroup_arrive();
@@ -277,12 +274,11 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
       v_next = ds.v_at(n_block, Cfg::kBlockN);
     }
   };
-  // Scores of block n_block (descale k_desc, V factor v) -> 2^8 r P in s; o_scale as OnlineSoftmaxFp8::step.
-  auto softmax_block = [&](const SeqRange& r, int m_block, int n_block, float k_desc, const VFactor& v,
-                           float (&o_scale)[2]) {
+  // Scores of block n_block (descale k_desc) -> 2^8 P in s; o_scale as OnlineSoftmaxFp8::step.
+  auto softmax_block = [&](const SeqRange& r, int m_block, int n_block, float k_desc, float (&o_scale)[2]) {
     if (block_needs_mask<Cfg>(r, m_block, n_block)) c.apply_mask(s, r, m_block, n_block);
     const float factor[2] = {ds.q[0] * k_desc * p.scale_log2, ds.q[1] * k_desc * p.scale_log2};
-    softmax.step(s, factor, v, o_scale);
+    softmax.step(s, factor, o_scale);
   };
 
   // Next tile (from scheduler index `from`) that has key blocks; tiles whose rows attend nothing are written here.
@@ -311,14 +307,6 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     ds.k = params.k_descale + w.t.batch * params.k_descale_batch_stride + head_kv * params.k_descale_head_stride;
     ds.v = params.v_descale + w.t.batch * params.v_descale_batch_stride + head_kv * params.v_descale_head_stride;
     ds.block_k = params.block_k;
-    // u over the sequence's own tiles (a padded descale row past them holds other values): each lane takes every
-    // 32nd tile, then a warp max. ~seqlen_k / 4096 loads per lane per tile.
-    const int v_tiles = (w.r.seqlen_k + params.block_k - 1) / params.block_k;
-    float v_max = 0.f;
-    for (int tile = c.tid % 32; tile < v_tiles; tile += 32) v_max = fmaxf(v_max, __ldg(ds.v + tile));
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) v_max = fmaxf(v_max, __shfl_xor_sync(0xffffffff, v_max, offset));
-    ds.v_max = v_max;
     prefetch_descales(0, w.n_blocks);
     k0 = k_next;
     v0 = v_next;
@@ -330,8 +318,8 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   };
   // Block 0 of a tile: Q K^T alone (no P V to overlap with).
   auto first_block = [&](const WorkTile& w) {
-    float k0, v0;
-    begin_tile(w, k0, v0);
+    float k0;
+    begin_tile(w, k0, v_pa);
     softmax.reset();
     zero_o();
     bars.q.consumer_wait(q_state);
@@ -343,9 +331,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     fence_operands(s);
     release_k(w.n_blocks == 1);
     float o_scale[2];
-    VFactor v;
-    v.advance(v_unit, v0, ds.v_max);  // sets the tile's first unit; O is zero: no factor to apply
-    softmax_block(w.r, w.t.m_block, 0, k0, v, o_scale);
+    softmax_block(w.r, w.t.m_block, 0, k0, o_scale);  // O is zero: nothing to rescale
     p_to_fp8_fragments<Cfg::kBlockN>(s, pa);
   };
   // The steady state (FA3 Algorithm 2): S = Q K_n^T while O += P_{n-1} V_{n-1} runs.
@@ -362,18 +348,18 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     wgmma_wait<1>();
     fence_operands(s);
     release_k(n_block == w.n_blocks - 1);
-    VFactor v;
-    // Fast divides (2 ulp) instead of IEEE division, whose slow-path call sat in the loop's SASS. A unit change
-    // multiplies O by u_old / u_new; otherwise the factor is exactly 1 and, once the maxima settle, rescale skips.
-    const float unit_ratio = v.advance(v_unit, v_cur, ds.v_max);
     float o_scale[2];
-    softmax_block(w.r, w.t.m_block, n_block, k_cur, v, o_scale);
+    softmax_block(w.r, w.t.m_block, n_block, k_cur, o_scale);
     wgmma_wait<0>();
     fence_operands(o);
     fence_pa();
     release_v();
-    const float factor[2] = {o_scale[0] * unit_ratio, o_scale[1] * unit_ratio};
+    // O: units of v_pa -> units of v_cur. A fast divide (2 ulp) instead of IEEE division, whose slow-path call sat
+    // in the loop's SASS; equal scales (per-tensor V) stay exactly 1 so the rescale can still be skipped.
+    const float v_ratio = v_pa == v_cur ? 1.f : __fdividef(v_pa, v_cur);
+    const float factor[2] = {o_scale[0] * v_ratio, o_scale[1] * v_ratio};
     C::rescale(o, factor);
+    v_pa = v_cur;
     p_to_fp8_fragments<Cfg::kBlockN>(s, pa);
   };
   // The last P V of a tile, alone.
@@ -387,8 +373,8 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     fence_pa();
     release_v();
   };
-  auto store_tile = [&](const WorkTile& w, const float (&inv_sum)[2], const float (&lse)[2], float unit) {
-    const float out_scale[2] = {inv_sum[0] * unit, inv_sum[1] * unit};
+  auto store_tile = [&](const WorkTile& w, const float (&inv_sum)[2], const float (&lse)[2], float v_last) {
+    const float out_scale[2] = {inv_sum[0] * v_last, inv_sum[1] * v_last};
     c.store(p, w.r, w.t, o, out_scale, lse);
   };
 
@@ -399,7 +385,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     last_block();
     float inv_sum[2], lse[2];
     softmax.finalize(inv_sum, lse);
-    store_tile(cur, inv_sum, lse, v_unit);
+    store_tile(cur, inv_sum, lse, v_pa);
   }
 }
 

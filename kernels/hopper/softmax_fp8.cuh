@@ -8,7 +8,7 @@
 //   * P is produced as 2^8 * exp(S - m) (FlashAttention-3's max offset of 8 inside the exp2), so the largest
 //     probability lands on 256, inside e4m3's 448, and the e4m3 cast keeps probabilities down to 2^-17 (step 5).
 //     The row sum adds these same fp32 values before any rounding (step 4); the 2^8 is exact and divides out in
-//     finalize. With per-tile V scales the block's V factor r in [0.5, 1] rides along (step 5', VFactor).
+//     finalize.
 #pragma once
 #include <cstdint>
 
@@ -33,30 +33,6 @@ __device__ __forceinline__ float exp2_poly(float x) {
   return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
 }
 
-// The V factor of one key block (fa3nn/fp8/reference.py, rounding point 5'): P is made as 2^8 * r * P with
-// r = v_descale / u (u: the sequence's largest V descale) when v_descale >= u / 2, else r = 1. The output
-// accumulator is kept in units of `unit`: u across every block with r from u, so its rescale stays exactly 1 (and
-// is skipped once the row maxima settle); a block with r = 1 switches it to that block's descale and back.
-// VFactor{} is r = 1.
-struct VFactor {
-  float log2_r = 0.f;
-  float inv_r = 1.f;
-
-  // This block's r from its descale and u; moves `unit` to the block's unit and returns old / new unit, the
-  // accumulator's extra factor (exactly 1 when the unit stays). Fast divides: IEEE division put a slow-path call in
-  // the loop's SASS.
-  __device__ __forceinline__ float advance(float& unit, float v_descale, float v_max) {
-    const bool in_band = v_descale >= 0.5f * v_max;  // the emulation's compare: 0.5 * u is exact
-    const float block_unit = in_band ? v_max : v_descale;
-    const float ratio = unit == block_unit ? 1.f : __fdividef(unit, block_unit);
-    unit = block_unit;
-    const bool one = !in_band || v_descale == v_max;
-    log2_r = one ? 0.f : __log2f(__fdividef(v_descale, v_max));
-    inv_r = one ? 1.f : __fdividef(v_max, v_descale);
-    return ratio;
-  }
-};
-
 // kCols: columns of the score tile (kBlockN). kPolyEvery > 0: every kPolyEvery-th score's exp2 runs exp2_poly.
 template <int kCols, int kPolyEvery = 0>
 struct OnlineSoftmaxFp8 {
@@ -70,13 +46,9 @@ struct OnlineSoftmaxFp8 {
     row_sum[0] = row_sum[1] = 0.f;
   }
 
-  // Raw scores -> 2^8 * r * probabilities in place. c[r] is row r's score factor for this key block (log2 units);
+  // Raw scores -> 2^8 * probabilities in place. c[r] is row r's score factor for this key block (log2 units);
   // o_scale[r] rescales row r of the output accumulator to the new maximum (0 while nothing was accumulated).
-  // v: the block's V factor r = v_descale / u (rounding point 5' of fa3nn/fp8/reference.py, in [0.5, 1]), folded
-  // into the exp2's argument as log2(r) (no per-score multiply); the row sum adds the probabilities without it
-  // (P' / r: one multiply per row).
-  __device__ __forceinline__ void step(float (&s)[kRegs], const float (&c)[2], const VFactor& v,
-                                       float (&o_scale)[2]) {
+  __device__ __forceinline__ void step(float (&s)[kRegs], const float (&c)[2], float (&o_scale)[2]) {
     float sub[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -86,7 +58,7 @@ struct OnlineSoftmaxFp8 {
       const float safe_max = new_max == -INFINITY ? 0.f : new_max;
       o_scale[r] = fast_exp2(row_max[r] - safe_max);
       row_max[r] = new_max;
-      sub[r] = safe_max - kMaxOffset - v.log2_r;
+      sub[r] = safe_max - kMaxOffset;
     }
 #pragma unroll
     for (int i = 0; i < kRegs; ++i) {
@@ -96,7 +68,7 @@ struct OnlineSoftmaxFp8 {
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r)
-      row_sum[r] = fmaf(OnlineSoftmax<kCols>::template row_reduce<false>(s, r), v.inv_r, row_sum[r] * o_scale[r]);
+      row_sum[r] = row_sum[r] * o_scale[r] + OnlineSoftmax<kCols>::template row_reduce<false>(s, r);
   }
 
   // Per row: 1 / (2^8 * l) (0 for a row that attended nothing) and the natural-log lse m + log(l) (-inf there).

@@ -13,7 +13,7 @@ Three cases:
     per tensor (delayed scaling)  one pass: the scales are given
     otherwise (per (batch, head) = CurrentScaling; per-tile at d = 256 with the GEMM rotation)
                                   two passes: block amaxes first, tile scales from them (fa3nn.fp8.scaling.
-                                  tile_scale, on a tensor of a few KB), then the cast pass. A 16k-row scale tile
+                                  amax_to_scale, on a tensor of a few KB), then the cast pass. A 16k-row scale tile
                                   cannot sit in registers, so these read Q, K, V twice (and rotate twice).
 
 The values are fa3nn.fp8.quantize.quantize_qkv_tensors' exactly: the same fp32 multiply, saturation and
@@ -34,7 +34,7 @@ import triton
 import triton.language as tl
 
 from fa3nn.fp8.operands import FP8Operands, padded_keys, vt_columns, vt_starts
-from fa3nn.fp8.scaling import E4M3, num_tiles, tile_scale
+from fa3nn.fp8.scaling import E4M3, amax_to_scale, num_tiles
 
 E4M3_MAX = tl.constexpr(448.0)
 # The most fp32 elements one program holds as its scale tile: 128 rows x 256 dims unrotated (64 registers/thread at
@@ -145,14 +145,12 @@ def _load_tile(src, rows, row_ok, stride_s, rotation, HEADDIM: tl.constexpr, BLO
 
 @triton.jit
 def _scale_from_amax(amax):
-    """fa3nn.fp8.scaling.tile_scale: amax_to_scale with fallback 1.0 (448 / amax, or 1 where amax is 0, NaN, Inf or
-    so small that the scale overflows), rounded down to a power of two. PyTorch evaluates `python_float / tensor` as
-    reciprocal(tensor) * python_float (two roundings; a plain 448 / amax differs in the last bit for ~20% of amaxes),
-    so this does the same before clearing the mantissa."""
+    """fa3nn.fp8.scaling.amax_to_scale with fallback 1.0: 448 / amax, or 1 where amax is 0, NaN, Inf or so small
+    that the scale overflows. PyTorch evaluates `python_float / tensor` as reciprocal(tensor) * python_float (two
+    roundings; a plain 448 / amax differs in the last bit for ~20% of amaxes), so this does the same."""
     bad = (amax != amax) | (amax <= 0.0) | (amax == float("inf"))
     scale = tl.math.div_rn(1.0, tl.where(bad, 1.0, amax)) * E4M3_MAX
-    scale = tl.where(bad | (scale == float("inf")), 1.0, scale)
-    return (scale.to(tl.int32, bitcast=True) & 0x7F800000).to(tl.float32, bitcast=True)
+    return tl.where(bad | (scale == float("inf")), 1.0, scale)
 
 
 @triton.jit
@@ -380,7 +378,7 @@ def quantize_fused(
         launch(block_amax, False, False)  # amax pass: Scale is unused
         tile_amax = [block_amax[:, where, : p.nblocks].reshape(batch, where.stop - where.start, p.tiles, -1)
                      .amax(-1) for p, where in zip((plan_q, plan_k, plan_k), slices)]
-        scales = [tile_scale(a) for a in tile_amax]
+        scales = [amax_to_scale(a)[0] for a in tile_amax]
         launch(per_block(scales), False, True)
         descales = [torch.reciprocal(s) for s in scales]
     amax = torch.stack([block_amax[:, where].amax() for where in slices])
