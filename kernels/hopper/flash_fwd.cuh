@@ -32,9 +32,23 @@
 #include "scheduler.cuh"
 #include "softmax.cuh"
 #include "tma.cuh"
+#include "warp_specialized.cuh"
 #include "wgmma.cuh"
 
 namespace fa3nn::hopper {
+
+// The forward's rings (bf16 and FP8): Q per tile, K and V per key block; every consumer warpgroup releases each stage.
+template <int kQStages, int kStages>
+struct FwdBarriers {
+  Pipeline<kQStages> q;
+  Pipeline<kStages> k, v;
+
+  __device__ __forceinline__ void init(uint32_t consumers) {
+    q.init(consumers);
+    k.init(consumers);
+    v.init(consumers);
+  }
+};
 
 struct FwdParams {
   void* out;
@@ -83,10 +97,7 @@ struct FwdConfig {
   static_assert(kHeadDim % kPanelCols == 0 && kBlockN % 16 == 0, "tile shape");
   static_assert(kKVPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0, "SW128 panels must stay 1024-B aligned");
 
-  struct Barriers {
-    Pipeline<kQStages> q;
-    Pipeline<kStages> k, v;
-  };
+  using Barriers = FwdBarriers<kQStages, kStages>;
   // Shared memory, from a 1024-B aligned base: Q stages | K stages | V stages | barriers.
   static constexpr uint32_t kOffK = kQStages * kQBytes;
   static constexpr uint32_t kOffV = kOffK + kStages * kKVBytes;
@@ -588,26 +599,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     flash_fwd_kernel(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__ CUtensorMap tma_k,
                      const __grid_constant__ CUtensorMap tma_v, const __grid_constant__ CUtensorMap tma_o,
                      const FwdParams params) {
-  extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* smem = aligned_dynamic_smem();
   auto& bars = *reinterpret_cast<typename Cfg::Barriers*>(smem + Cfg::kOffBarriers);
-
-  const int warpgroup = threadIdx.x / 128;
-  if (threadIdx.x == 0) {
-    bars.q.init(Cfg::kConsumers);
-    bars.k.init(Cfg::kConsumers);
-    bars.v.init(Cfg::kConsumers);
-    fence_barrier_init();
-  }
-  __syncthreads();
-
-  if (warpgroup == 0) {
-    regs_release<Cfg::kProducerRegs>();
-    if (threadIdx.x / 32 == 0 && elect_one()) producer_loop<Cfg>(&tma_q, &tma_k, &tma_v, params, smem, bars);
-  } else {
-    regs_acquire<Cfg::kConsumerRegs>();
-    consumer_loop<Cfg>(&tma_o, params, smem, bars, warpgroup - 1);
-  }
+  warp_specialize<Cfg>(
+      bars,
+      [&](int warp) {
+        if (warp == 0 && elect_one()) producer_loop<Cfg>(&tma_q, &tma_k, &tma_v, params, smem, bars);
+      },
+      [&](int consumer) { consumer_loop<Cfg>(&tma_o, params, smem, bars, consumer); });
 }
 
 }  // namespace fa3nn::hopper

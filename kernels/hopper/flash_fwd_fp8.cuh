@@ -57,10 +57,7 @@ struct Fp8FwdConfig {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head dim");
   static_assert(kKPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0 && kVBytes % 1024 == 0, "1024-B alignment");
 
-  struct Barriers {
-    Pipeline<kQStages> q;
-    Pipeline<kStages> k, v;
-  };
+  using Barriers = FwdBarriers<kQStages, kStages>;  // Vt rides in the v ring
   // Shared memory, from a 1024-B aligned base: Q stages | K stages | Vt stages | barriers.
   static constexpr uint32_t kOffK = kQStages * kQBytes;
   static constexpr uint32_t kOffV = kOffK + kStages * kKBytes;
@@ -393,27 +390,15 @@ template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     flash_fwd_fp8_kernel(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__ CUtensorMap tma_k,
                          const __grid_constant__ CUtensorMap tma_vt, const Fp8FwdParams params) {
-  extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* smem = aligned_dynamic_smem();
   auto& bars = *reinterpret_cast<typename Cfg::Barriers*>(smem + Cfg::kOffBarriers);
-
-  const int warpgroup = threadIdx.x / 128;
-  if (threadIdx.x == 0) {
-    bars.q.init(Cfg::kConsumers);
-    bars.k.init(Cfg::kConsumers);
-    bars.v.init(Cfg::kConsumers);
-    fence_barrier_init();
-  }
-  __syncthreads();
-
-  if (warpgroup == 0) {
-    regs_release<Cfg::kProducerRegs>();
-    if (threadIdx.x / 32 == 0 && elect_one())
-      fp8_producer_loop<Cfg>(&tma_q, &tma_k, &tma_vt, params.base, params.vt_starts, smem, bars);
-  } else {
-    regs_acquire<Cfg::kConsumerRegs>();
-    fp8_consumer_loop<Cfg>(params, smem, bars, warpgroup - 1);
-  }
+  warp_specialize<Cfg>(
+      bars,
+      [&](int warp) {
+        if (warp == 0 && elect_one())
+          fp8_producer_loop<Cfg>(&tma_q, &tma_k, &tma_vt, params.base, params.vt_starts, smem, bars);
+      },
+      [&](int consumer) { fp8_consumer_loop<Cfg>(params, smem, bars, consumer); });
 }
 
 }  // namespace fa3nn::hopper
