@@ -9,7 +9,7 @@
 #include "flash_bwd.cuh"
 #include "flash_bwd_overlap.cuh"
 #include "flash_bwd_prepost.cuh"
-#include "flash_fwd_launch.cuh"  // fail(), make_map() (the tensor-map encoding is shared with the forward)
+#include "flash_fwd_launch.cuh"  // fail(), encode_map(), make_map(), configure_smem(), check_launch()
 
 namespace fa3nn::hopper::host {
 
@@ -30,27 +30,6 @@ struct BwdProblem {
 };
 
 constexpr int kBwdBlockM = 64;  // BwdConfig::kBlockM: the padding unit of the workspaces
-
-// dq_accum (batch, nheads, seqlen_q_rounded, d) fp32, contiguous, as the bulk dQ path's reduce target: boxes of
-// 64 rows x 32 columns (128 B, the 128B swizzle's span), the layout BwdConsumer::stage_dq writes.
-inline bool make_accum_map(CUtensorMap* map, float* dq_accum, int64_t headdim, int64_t rows_rounded, int64_t heads,
-                           int64_t batch, int box_rows, int box_cols) {
-  const cuuint64_t dims[4] = {cuuint64_t(headdim), cuuint64_t(rows_rounded), cuuint64_t(heads), cuuint64_t(batch)};
-  const cuuint64_t strides[3] = {cuuint64_t(headdim * 4), cuuint64_t(rows_rounded * headdim * 4),
-                                 cuuint64_t(heads * rows_rounded * headdim * 4)};
-  const cuuint32_t box[4] = {cuuint32_t(box_cols), cuuint32_t(box_rows), 1, 1};
-  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
-  EncodeTiledFn fn = encode_tiled();
-  if (fn == nullptr) return false;
-  return fn(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, dq_accum, dims, strides, box, elem_strides,
-            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
-namespace {
-template <class Cfg>
-bool bwd_smem_configured = false;  // see smem_configured in flash_fwd_launch.cuh for why not a function-local static
-}  // namespace
 
 template <class Cfg>
 int launch_bwd(const BwdProblem& pr) {
@@ -85,9 +64,15 @@ int launch_bwd(const BwdProblem& pr) {
       !make_map(&tdo, pr.dout, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, pr.batch, st[13], st[14], st[12],
                 Cfg::kBlockM))
     return fail("%s", "cuTensorMapEncodeTiled failed (pointers must be 16-B aligned, strides multiples of 8 elements)");
-  CUtensorMap tdq{};  // read only by the bulk dQ variant
-  if (Cfg::kDQBulk && !make_accum_map(&tdq, pr.dq_accum, pr.headdim, seqlen_q_rounded, pr.nheads, pr.batch,
-                                      Cfg::kBlockM, Cfg::kDQPanelCols))
+  // dq_accum (batch, nheads, seqlen_q_rounded, d) fp32, contiguous, as the bulk dQ path's reduce target: boxes of
+  // 64 rows x 32 columns (128 B, the 128B swizzle's span), the layout BwdConsumer::stage_dq writes. Read only by the
+  // bulk dQ variant.
+  CUtensorMap tdq{};
+  const int64_t accum_row_bytes = int64_t(pr.headdim) * 4, accum_head_bytes = seqlen_q_rounded * accum_row_bytes;
+  if (Cfg::kDQBulk && !encode_map(&tdq, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, pr.dq_accum,
+                                  {pr.headdim, seqlen_q_rounded, pr.nheads, pr.batch},
+                                  {accum_row_bytes, accum_head_bytes, pr.nheads * accum_head_bytes},
+                                  {Cfg::kDQPanelCols, Cfg::kBlockM, 1, 1}, CU_TENSOR_MAP_SWIZZLE_128B))
     return fail("%s", "cuTensorMapEncodeTiled failed for dq_accum (it must be contiguous fp32, 16-B aligned)");
 
   BwdParams p{};
@@ -111,11 +96,7 @@ int launch_bwd(const BwdProblem& pr) {
   flash_bwd_preprocess_kernel<Cfg::kHeadDim, Cfg::kBF16><<<rows_grid, 256, 0, pr.stream>>>(pp);
 
   auto kernel = flash_bwd_kernel<Cfg>;
-  if (!bwd_smem_configured<Cfg>) {
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess)
-      return fail("cudaFuncSetAttribute: %s", cudaGetErrorString(cudaGetLastError()));
-    bwd_smem_configured<Cfg> = true;
-  }
+  if (const int status = configure_smem<Cfg>(kernel)) return status;
   // One CTA per (key block, K/V head, batch): it walks the group's query heads (BwdQueryWalk). Under a causal mask key
   // block 0 has the most query blocks (times group under GQA). Key blocks innermost (the MHA order) start the longest
   // CTA of each (K/V head, batch) first; outermost start all of them first (bwd_tile), which a greedy model of the
@@ -129,9 +110,7 @@ int launch_bwd(const BwdProblem& pr) {
 
   const dim3 post_grid((pr.seqlen_q + kPrePostRowsPerBlock - 1) / kPrePostRowsPerBlock, pr.nheads, pr.batch);
   flash_bwd_postprocess_kernel<Cfg::kHeadDim, Cfg::kBF16><<<post_grid, 256, 0, pr.stream>>>(pp);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return fail("backward launch: %s", cudaGetErrorString(err));
-  return 0;
+  return check_launch("backward launch: %s");
 }
 
 // K/V stay resident per CTA, so the ring holds only Q, dO, lse, delta: d128 2 stages = 161 KB of shared memory

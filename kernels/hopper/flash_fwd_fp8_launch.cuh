@@ -13,21 +13,6 @@
 
 namespace fa3nn::hopper::host {
 
-// A 4-d e4m3 (byte) tensor, dims innermost first, byte strides of dims 1..3, as a tensor map with the given box and
-// swizzle (box[0] bytes must equal the swizzle span). Out-of-bounds box elements are zero-filled.
-inline bool make_map_e4m3(CUtensorMap* map, const void* base, const int64_t (&dims)[4], const int64_t (&strides)[3],
-                          const int (&box)[4], CUtensorMapSwizzle swizzle) {
-  const cuuint64_t g_dims[4] = {cuuint64_t(dims[0]), cuuint64_t(dims[1]), cuuint64_t(dims[2]), cuuint64_t(dims[3])};
-  const cuuint64_t g_strides[3] = {cuuint64_t(strides[0]), cuuint64_t(strides[1]), cuuint64_t(strides[2])};
-  const cuuint32_t g_box[4] = {cuuint32_t(box[0]), cuuint32_t(box[1]), cuuint32_t(box[2]), cuuint32_t(box[3])};
-  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
-  EncodeTiledFn fn = encode_tiled();
-  if (fn == nullptr) return false;
-  return fn(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void*>(base), g_dims, g_strides, g_box, elem_strides,
-            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 struct Fp8Problem {
   const void *q8, *k8, *vt8;
   void* out;
@@ -55,50 +40,25 @@ int launch_fp8(const Fp8Problem& pr) {
   // For varlen (one packed batch) the batch stride is never used; TMA still wants a valid one.
   auto bstride = [&](int64_t s, int64_t fallback) { return varlen ? fallback : s; };
   const CUtensorMapSwizzle qk_swizzle = Cfg::kRowBytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+  // e4m3: element strides are byte strides; box[0] bytes must equal the swizzle span.
+  constexpr CUtensorMapDataType e4m3 = CU_TENSOR_MAP_DATA_TYPE_UINT8;
   CUtensorMap tq, tk, tv;
   const bool ok =
-      make_map_e4m3(&tq, pr.q8, {pr.headdim, pr.seqlen_q, pr.nheads, map_batch},
-                    {st[1], st[2], bstride(st[0], st[1] * pr.seqlen_q)}, {Cfg::kRowBytes, Cfg::kBlockM, 1, 1},
-                    qk_swizzle) &&
-      make_map_e4m3(&tk, pr.k8, {pr.headdim, pr.seqlen_k, pr.nheads_kv, map_batch},
-                    {st[4], st[5], bstride(st[3], st[4] * pr.seqlen_k)}, {Cfg::kRowBytes, Cfg::kBlockN, 1, 1},
-                    qk_swizzle) &&
-      make_map_e4m3(&tv, pr.vt8, {pr.seqlen_k_pad, pr.headdim, pr.nheads_kv, map_batch},
-                    {st[8], st[7], bstride(st[6], st[7] * pr.nheads_kv)}, {Cfg::kBlockN, Cfg::kHeadDim, 1, 1},
-                    CU_TENSOR_MAP_SWIZZLE_128B);
+      encode_map(&tq, e4m3, pr.q8, {pr.headdim, pr.seqlen_q, pr.nheads, map_batch},
+                 {st[1], st[2], bstride(st[0], st[1] * pr.seqlen_q)}, {Cfg::kRowBytes, Cfg::kBlockM, 1, 1},
+                 qk_swizzle) &&
+      encode_map(&tk, e4m3, pr.k8, {pr.headdim, pr.seqlen_k, pr.nheads_kv, map_batch},
+                 {st[4], st[5], bstride(st[3], st[4] * pr.seqlen_k)}, {Cfg::kRowBytes, Cfg::kBlockN, 1, 1},
+                 qk_swizzle) &&
+      encode_map(&tv, e4m3, pr.vt8, {pr.seqlen_k_pad, pr.headdim, pr.nheads_kv, map_batch},
+                 {st[8], st[7], bstride(st[6], st[7] * pr.nheads_kv)}, {Cfg::kBlockN, Cfg::kHeadDim, 1, 1},
+                 CU_TENSOR_MAP_SWIZZLE_128B);
   if (!ok)
     return fail("%s", "cuTensorMapEncodeTiled failed for the FP8 forward (pointers must be 16-B aligned, q8/k8 row "
                       "and head strides and vt8's padded key length multiples of 16 bytes)");
 
   Fp8FwdParams fp{};
-  FwdParams& p = fp.base;
-  p.out = pr.out;
-  p.lse = pr.lse;
-  p.cu_seqlens_q = pr.cu_seqlens_q;
-  p.cu_seqlens_k = pr.cu_seqlens_k;
-  p.out_batch_stride = varlen ? 0 : st[9];
-  p.out_row_stride = st[10];
-  p.out_head_stride = st[11];
-  p.lse_batch_stride = varlen ? 0 : int64_t(pr.nheads) * pr.seqlen_q;  // dense lse (b, h, sq)
-  p.lse_head_stride = pr.seqlen_q;                                     // varlen lse (h, total_q)
-  p.batch = pr.batch;
-  p.seqlen_q = pr.seqlen_q;
-  p.seqlen_k = pr.seqlen_k;
-  p.nheads = pr.nheads;
-  p.group = pr.nheads / pr.nheads_kv;
-  p.num_m_blocks = (pr.max_seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
-  p.heads_per_section = pr.batch * pr.nheads;  // one section: plain longest-first over every tile
-  if (Cfg::kCausal && use_l2_sections(pr.headdim, pr.max_seqlen_q)) {
-    // As the bf16 launcher: (batch, head) sections whose K and Vt (one byte per element here) fit in half the L2.
-    static const int l2 = l2_bytes();
-    const int64_t keys_per_seq = varlen ? (int64_t(pr.seqlen_k) + pr.batch - 1) / pr.batch : pr.seqlen_k;
-    const int64_t kv_bytes_per_head = 2 * keys_per_seq * pr.headdim * pr.nheads_kv / pr.nheads;
-    const int64_t bh = int64_t(pr.batch) * pr.nheads;
-    int64_t section = kv_bytes_per_head > 0 ? (l2 / 2) / kv_bytes_per_head : bh;
-    section = section < 1 ? 1 : (section > bh ? bh : section);
-    p.heads_per_section = static_cast<int>(section);
-  }
-  p.scale_log2 = pr.softmax_scale * 1.4426950408889634f;
+  fp.base = fill_fwd_params<Cfg>(pr, 1);  // K and Vt: one byte per element
   fp.q_descale = pr.q_descale;
   fp.k_descale = pr.k_descale;
   fp.v_descale = pr.v_descale;
@@ -113,7 +73,7 @@ int launch_fp8(const Fp8Problem& pr) {
   fp.block_k = pr.block_k;
   fp.vt_starts = varlen ? pr.vt_starts : nullptr;
 
-  const long long tiles = static_cast<long long>(p.num_m_blocks) * pr.nheads * pr.batch;
+  const long long tiles = static_cast<long long>(fp.base.num_m_blocks) * pr.nheads * pr.batch;
   if (tiles == 0) return 0;
   if (tiles > 0x7fffffffLL) return fail("%s", "too many tiles for one launch");
   // Persistent: one CTA per SM, each walking tiles in the scheduler's order. H200, 2026-11-30 16:48 UTC
@@ -122,18 +82,9 @@ int launch_fp8(const Fp8Problem& pr) {
   static const int sms = num_sms();
   const int grid = static_cast<int>(!pr.one_cta_per_tile && tiles > sms ? sms : tiles);
   auto kernel = flash_fwd_fp8_kernel<Cfg>;
-  // smem_configured<Cfg> (flash_fwd_launch.cuh), not a function-local static: that would be one process-wide
-  // STB_GNU_UNIQUE symbol shared by every build of this library loaded in the process, and a second build would
-  // launch unconfigured ("invalid argument"), the bf16 launcher's bug fixed in dfd04d5.
-  if (!smem_configured<Cfg>) {
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess)
-      return fail("cudaFuncSetAttribute: %s", cudaGetErrorString(cudaGetLastError()));
-    smem_configured<Cfg> = true;
-  }
+  if (const int status = configure_smem<Cfg>(kernel)) return status;
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, fp);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return fail("kernel launch: %s", cudaGetErrorString(err));
-  return 0;
+  return check_launch("kernel launch: %s");
 }
 
 // K/V stages and Q stages per head dim (key blocks are always 128: the PerTileScaling tile). An FP8 key block costs

@@ -32,21 +32,30 @@ inline EncodeTiledFn encode_tiled() {
   return fn;
 }
 
-// A (batch, rows, heads, headdim) 16-bit tensor as a 4-d tensor map with box (64, box_rows, 1, 1), 128B swizzle:
-// each box lands as one SW128 panel of box_rows x 128 B. Rows past `rows` are zero-filled (loads) or not written
-// (stores).
-inline bool make_map(CUtensorMap* map, const void* base, bool bf16, int64_t headdim, int64_t rows, int64_t heads,
-              int64_t batch, int64_t row_stride, int64_t head_stride, int64_t batch_stride, int box_rows) {
-  const cuuint64_t dims[4] = {cuuint64_t(headdim), cuuint64_t(rows), cuuint64_t(heads), cuuint64_t(batch)};
-  const cuuint64_t strides[3] = {cuuint64_t(row_stride * 2), cuuint64_t(head_stride * 2),
-                                 cuuint64_t(batch_stride * 2)};
-  const cuuint32_t box[4] = {cuuint32_t(kPanelCols), cuuint32_t(box_rows), 1, 1};
+// A 4-d tensor, dims innermost first with the byte strides of dims 1..3, as a tensor map with the given box (in
+// elements) and swizzle; box elements out of bounds are zero-filled (loads) or not written (stores). Every tensor
+// map of the library (forward, FP8 forward, backward) is encoded here.
+inline bool encode_map(CUtensorMap* map, CUtensorMapDataType dtype, const void* base, const int64_t (&dims)[4],
+                       const int64_t (&byte_strides)[3], const int (&box)[4], CUtensorMapSwizzle swizzle) {
+  const cuuint64_t g_dims[4] = {cuuint64_t(dims[0]), cuuint64_t(dims[1]), cuuint64_t(dims[2]), cuuint64_t(dims[3])};
+  const cuuint64_t g_strides[3] = {cuuint64_t(byte_strides[0]), cuuint64_t(byte_strides[1]),
+                                   cuuint64_t(byte_strides[2])};
+  const cuuint32_t g_box[4] = {cuuint32_t(box[0]), cuuint32_t(box[1]), cuuint32_t(box[2]), cuuint32_t(box[3])};
   const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
   EncodeTiledFn fn = encode_tiled();
   if (fn == nullptr) return false;
-  return fn(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, const_cast<void*>(base),
-            dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return fn(map, dtype, 4, const_cast<void*>(base), g_dims, g_strides, g_box, elem_strides,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// A (batch, rows, heads, headdim) 16-bit tensor (strides in elements) with box (64, box_rows, 1, 1), 128B swizzle:
+// each box lands as one SW128 panel of box_rows x 128 B.
+inline bool make_map(CUtensorMap* map, const void* base, bool bf16, int64_t headdim, int64_t rows, int64_t heads,
+                     int64_t batch, int64_t row_stride, int64_t head_stride, int64_t batch_stride, int box_rows) {
+  return encode_map(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, base,
+                    {headdim, rows, heads, batch}, {row_stride * 2, head_stride * 2, batch_stride * 2},
+                    {kPanelCols, box_rows, 1, 1}, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
 struct Problem {
@@ -92,6 +101,63 @@ template <class Cfg>
 bool smem_configured = false;
 }  // namespace
 
+// Raises kernel's dynamic shared-memory limit to Cfg::kSmemBytes the first time this library launches Cfg (every
+// launcher: forward, FP8 forward, backward). 0, or nonzero from fail().
+template <class Cfg, class Kernel>
+int configure_smem(Kernel kernel) {
+  if (!smem_configured<Cfg>) {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess)
+      return fail("cudaFuncSetAttribute: %s", cudaGetErrorString(cudaGetLastError()));
+    smem_configured<Cfg> = true;
+  }
+  return 0;
+}
+
+// 0 if the launches before it were accepted, else nonzero from fail(fmt, the CUDA error).
+inline int check_launch(const char* fmt) {
+  const cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? 0 : fail(fmt, cudaGetErrorString(err));
+}
+
+// The FwdParams fields the bf16 and FP8 launchers fill alike: output and lse addressing, shapes, the tile scheduler's
+// fields, scale_log2. ProblemT is Problem or Fp8Problem (same field names; out's strides at strides[9..11]);
+// kv_element_bytes (2 for bf16/fp16 K and V, 1 for e4m3 K and Vt) sizes the causal schedule's L2 sections.
+template <class Cfg, class ProblemT>
+FwdParams fill_fwd_params(const ProblemT& pr, int kv_element_bytes) {
+  const bool varlen = pr.cu_seqlens_q != nullptr;
+  const int64_t* st = pr.strides;
+  FwdParams p{};
+  p.out = pr.out;
+  p.lse = pr.lse;
+  p.cu_seqlens_q = pr.cu_seqlens_q;
+  p.cu_seqlens_k = pr.cu_seqlens_k;
+  p.out_batch_stride = varlen ? 0 : st[9];
+  p.out_row_stride = st[10];
+  p.out_head_stride = st[11];
+  p.lse_batch_stride = varlen ? 0 : int64_t(pr.nheads) * pr.seqlen_q;  // dense lse (b, h, sq)
+  p.lse_head_stride = pr.seqlen_q;                                     // varlen lse (h, total_q)
+  p.batch = pr.batch;
+  p.seqlen_q = pr.seqlen_q;
+  p.seqlen_k = pr.seqlen_k;
+  p.nheads = pr.nheads;
+  p.group = pr.nheads / pr.nheads_kv;
+  p.num_m_blocks = (pr.max_seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  p.heads_per_section = pr.batch * pr.nheads;  // one section: plain longest-first over every tile
+  if (Cfg::kCausal && use_l2_sections(pr.headdim, pr.max_seqlen_q)) {
+    // Causal sections: as many (batch, head) pairs as keep their K/V within half the L2 (one K/V head serves
+    // nheads / nheads_kv query heads), at least one.
+    static const int l2 = l2_bytes();
+    const int64_t keys_per_seq = varlen ? (int64_t(pr.seqlen_k) + pr.batch - 1) / pr.batch : pr.seqlen_k;
+    const int64_t kv_bytes_per_head = 2 * keys_per_seq * pr.headdim * kv_element_bytes * pr.nheads_kv / pr.nheads;
+    const int64_t bh = int64_t(pr.batch) * pr.nheads;
+    int64_t section = kv_bytes_per_head > 0 ? (l2 / 2) / kv_bytes_per_head : bh;
+    section = section < 1 ? 1 : (section > bh ? bh : section);
+    p.heads_per_section = static_cast<int>(section);
+  }
+  p.scale_log2 = pr.softmax_scale * 1.4426950408889634f;
+  return p;
+}
+
 template <class Cfg>
 int launch(const Problem& pr) {
   const bool varlen = pr.cu_seqlens_q != nullptr;
@@ -115,51 +181,17 @@ int launch(const Problem& pr) {
                            make_map(&to, pr.out, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, pr.batch, st[10],
                                     st[11], st[9], 64);
 
-  FwdParams p{};
+  FwdParams p = fill_fwd_params<Cfg>(pr, 2);
   p.store_o_tma = store_o_tma ? 1 : 0;
-  p.out = pr.out;
-  p.lse = pr.lse;
-  p.cu_seqlens_q = pr.cu_seqlens_q;
-  p.cu_seqlens_k = pr.cu_seqlens_k;
-  p.out_batch_stride = varlen ? 0 : st[9];
-  p.out_row_stride = st[10];
-  p.out_head_stride = st[11];
-  p.lse_batch_stride = varlen ? 0 : int64_t(pr.nheads) * pr.seqlen_q;  // dense lse (b, h, sq)
-  p.lse_head_stride = pr.seqlen_q;                                     // varlen lse (h, total_q)
-  p.batch = pr.batch;
-  p.seqlen_q = pr.seqlen_q;
-  p.seqlen_k = pr.seqlen_k;
-  p.nheads = pr.nheads;
-  p.group = pr.nheads / pr.nheads_kv;
-  p.num_m_blocks = (pr.max_seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
-  p.heads_per_section = pr.batch * pr.nheads;  // one section: plain longest-first over every tile
-  if (Cfg::kCausal && use_l2_sections(pr.headdim, pr.max_seqlen_q)) {
-    // Causal sections: as many (batch, head) pairs as keep their K/V within half the L2 (one K/V head serves
-    // nheads / nheads_kv query heads), at least one.
-    static const int l2 = l2_bytes();
-    const int64_t keys_per_seq = varlen ? (int64_t(pr.seqlen_k) + pr.batch - 1) / pr.batch : pr.seqlen_k;
-    const int64_t kv_bytes_per_head = 2 * keys_per_seq * pr.headdim * 2 * pr.nheads_kv / pr.nheads;
-    const int64_t bh = int64_t(pr.batch) * pr.nheads;
-    int64_t section = kv_bytes_per_head > 0 ? (l2 / 2) / kv_bytes_per_head : bh;
-    section = section < 1 ? 1 : (section > bh ? bh : section);
-    p.heads_per_section = static_cast<int>(section);
-  }
-  p.scale_log2 = pr.softmax_scale * 1.4426950408889634f;
 
   const long long tiles = static_cast<long long>(p.num_m_blocks) * pr.nheads * pr.batch;
   if (tiles == 0) return 0;
   static const int sms = num_sms();
   const int grid = static_cast<int>(tiles < sms ? tiles : sms);
   auto kernel = flash_fwd_kernel<Cfg>;
-  if (!smem_configured<Cfg>) {
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess)
-      return fail("cudaFuncSetAttribute: %s", cudaGetErrorString(cudaGetLastError()));
-    smem_configured<Cfg> = true;
-  }
+  if (const int status = configure_smem<Cfg>(kernel)) return status;
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, to, p);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return fail("kernel launch: %s", cudaGetErrorString(err));
-  return 0;
+  return check_launch("kernel launch: %s");
 }
 
 // Tile choices per head dim: kBlockN, K/V stages, consumer warpgroups (kBlockM = 64 per consumer). Variant 0 is
