@@ -54,6 +54,7 @@
 #include "shared_store.cuh"
 #include "tma.cuh"
 #include "tma_reduce.cuh"
+#include "warp_specialized.cuh"
 #include "wgmma.cuh"
 
 namespace fa3nn::hopper {
@@ -121,6 +122,11 @@ struct BwdConfig {
   struct Barriers {
     MBarrier kv;  // K and V of this CTA's key block, loaded once
     Pipeline<kStages> qdo;
+
+    __device__ __forceinline__ void init(uint32_t consumers) {
+      kv.init(1);
+      qdo.init(consumers);
+    }
   };
   // Shared memory from a 1024-B aligned base: K | V | Q stages | dO stages | dS^T x 2 | dQ x 2 (bulk dQ only) |
   // lse_log2 stages | delta stages | barriers. Every SW128 region starts on a 1024-B boundary.
@@ -622,14 +628,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     flash_bwd_kernel(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__ CUtensorMap tma_k,
                      const __grid_constant__ CUtensorMap tma_v, const __grid_constant__ CUtensorMap tma_do,
                      const __grid_constant__ CUtensorMap tma_dq_accum, const BwdParams params) {
-  extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* smem = aligned_dynamic_smem();
   auto& bars = *reinterpret_cast<typename Cfg::Barriers*>(smem + Cfg::kOffBarriers);
 
+  // warp_specialize's skeleton written out: passed as a lambda, this consumer dispatch moved two register moves in
+  // both kernels tried (d64 red dQ, d128 bulk dQ + overlap: 8 SASS lines), whatever the capture or inline attribute.
   const int warpgroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
-    bars.kv.init(1);
-    bars.qdo.init(Cfg::kConsumers);
+    bars.init(Cfg::kConsumers);
     fence_barrier_init();
   }
   __syncthreads();

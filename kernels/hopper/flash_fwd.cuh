@@ -603,8 +603,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   auto& bars = *reinterpret_cast<typename Cfg::Barriers*>(smem + Cfg::kOffBarriers);
   warp_specialize<Cfg>(
       bars,
-      [&](int warp) {
-        if (warp == 0 && elect_one()) producer_loop<Cfg>(&tma_q, &tma_k, &tma_v, params, smem, bars);
+      [&] {
+        if (threadIdx.x / 32 == 0 && elect_one()) producer_loop<Cfg>(&tma_q, &tma_k, &tma_v, params, smem, bars);
       },
       [&](int consumer) { consumer_loop<Cfg>(&tma_o, params, smem, bars, consumer); });
 }

@@ -394,8 +394,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   auto& bars = *reinterpret_cast<typename Cfg::Barriers*>(smem + Cfg::kOffBarriers);
   warp_specialize<Cfg>(
       bars,
-      [&](int warp) {
-        if (warp == 0 && elect_one())
+      [&] {
+        if (threadIdx.x / 32 == 0 && elect_one())
           fp8_producer_loop<Cfg>(&tma_q, &tma_k, &tma_vt, params.base, params.vt_starts, smem, bars);
       },
       [&](int consumer) { fp8_consumer_loop<Cfg>(params, smem, bars, consumer); });

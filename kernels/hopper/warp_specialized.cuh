@@ -1,6 +1,7 @@
-// The entry of every warp-specialized kernel here (forward, FP8 forward, backward), written once:
+// The entry of the warp-specialized forward kernels (bf16 and FP8), written once; the backward uses
+// aligned_dynamic_smem and writes the same skeleton out (flash_bwd_kernel says why):
 //   thread 0 initializes the CTA's mbarriers and fences them for the async proxy (TMA), then the CTA syncs;
-//   warpgroup 0, the producer, gives registers back (setmaxnreg.dec) and runs producer(warp), warp = 0..3 within it;
+//   warpgroup 0, the producer, gives registers back (setmaxnreg.dec) and runs producer() (its warps pick their jobs);
 //   warpgroups 1.., the consumers, take them (setmaxnreg.inc) and run consumer(c), c = 0.. from the first consumer.
 #pragma once
 #include <cstdint>
@@ -23,7 +24,9 @@ __device__ __forceinline__ uint8_t* aligned_dynamic_smem() {
 // replaced (scripts/sass_identical.sh). Two forms that were not: the barrier init passed as a third lambda (the bf16
 // forward's ablation kernels, no pingpong or no overlap, got other producer registers: 96-450 SASS lines apart), and
 // a role returned to the kernel (`if (role < 0) producer else consumer`), which made ptxas ignore setmaxnreg (C7507):
-// the release/acquire must stay inside the branch that runs the role.
+// the release/acquire must stay inside the branch that runs the role. The producer gets no warp index: the backward's
+// `warp == 0` / `warp == 1` on a shared threadIdx.x / 32 compiled to a shift and compare where its own
+// `threadIdx.x / 32 == 0` is one masked test (90 SASS lines apart), so each producer reads threadIdx.x itself.
 template <class Cfg, class Producer, class Consumer>
 __device__ __forceinline__ void warp_specialize(typename Cfg::Barriers& bars, Producer&& producer,
                                                 Consumer&& consumer) {
@@ -36,7 +39,7 @@ __device__ __forceinline__ void warp_specialize(typename Cfg::Barriers& bars, Pr
 
   if (warpgroup == 0) {
     regs_release<Cfg::kProducerRegs>();
-    producer(threadIdx.x / 32);
+    producer();
   } else {
     regs_acquire<Cfg::kConsumerRegs>();
     consumer(warpgroup - 1);
