@@ -43,52 +43,42 @@ def outputs(count: int) -> str:
     return ", ".join(f'"+f"(d[{i}])' for i in range(count))
 
 
-def ss(n: int, t: str, bf16: bool) -> str:
+def wrapper(struct: str, targs: str, n: int, k: int, types: str, a_in_registers: bool, immediates: str) -> str:
+    """One `template <> struct struct<targs>` whose mma() issues wgmma m64n{n}k{k}.f32.{types}: operands %0..%acc-1
+    the accumulators, then A (a descriptor, or 4 registers), B's descriptor and scale_d; `immediates` are the
+    instruction's trailing scale-a, scale-b [, trans-a, trans-b] (the forms differ only there and in A)."""
     acc = n // 2
+    if a_in_registers:
+        a_inputs = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), '
+        a_param, a_operand = "const uint32_t (&a)[4]", f"{{{operand_list(acc, 4)}}}"
+        desc_b = acc + 4
+    else:
+        a_param, a_operand, a_inputs = "uint64_t desc_a", f"%{acc}", '"l"(desc_a), '
+        desc_b = acc + 1
     return f"""
-template <> struct WgmmaSS<{n}, {str(bf16).lower()}> {{
-  __device__ __forceinline__ static void mma(float (&d)[{acc}], uint64_t desc_a, uint64_t desc_b, int scale_d) {{
+template <> struct {struct}<{targs}> {{
+  __device__ __forceinline__ static void mma(float (&d)[{acc}], {a_param}, uint64_t desc_b, int scale_d) {{
     asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{acc + 2}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} "
-        "{{{operand_list(0, acc)}}}, %{acc}, %{acc + 1}, p, 1, 1, 0, 0;\\n}}\\n"
+        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{desc_b + 1}, 0;\\n"
+        "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{types} "
+        "{{{operand_list(0, acc)}}}, {a_operand}, %{desc_b}, p, {immediates};\\n}}\\n"
         : {outputs(acc)}
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+        : {a_inputs}"l"(desc_b), "r"(scale_d));
   }}
 }};
 """
+
+
+def ss(n: int, t: str, bf16: bool) -> str:
+    return wrapper("WgmmaSS", f"{n}, {str(bf16).lower()}", n, 16, f"{t}.{t}", False, "1, 1, 0, 0")
 
 
 def ss_mn(n: int, t: str, bf16: bool) -> str:
-    acc = n // 2
-    return f"""
-template <> struct WgmmaSSMN<{n}, {str(bf16).lower()}> {{
-  __device__ __forceinline__ static void mma(float (&d)[{acc}], uint64_t desc_a, uint64_t desc_b, int scale_d) {{
-    asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{acc + 2}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} "
-        "{{{operand_list(0, acc)}}}, %{acc}, %{acc + 1}, p, 1, 1, 1, 1;\\n}}\\n"
-        : {outputs(acc)}
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-  }}
-}};
-"""
+    return wrapper("WgmmaSSMN", f"{n}, {str(bf16).lower()}", n, 16, f"{t}.{t}", False, "1, 1, 1, 1")
 
 
 def rs(n: int, t: str, bf16: bool) -> str:
-    acc = n // 2
-    return f"""
-template <> struct WgmmaRS<{n}, {str(bf16).lower()}> {{
-  __device__ __forceinline__ static void mma(float (&d)[{acc}], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {{
-    asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{acc + 5}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} "
-        "{{{operand_list(0, acc)}}}, {{{operand_list(acc, 4)}}}, %{acc + 4}, p, 1, 1, 1;\\n}}\\n"
-        : {outputs(acc)}
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-  }}
-}};
-"""
+    return wrapper("WgmmaRS", f"{n}, {str(bf16).lower()}", n, 16, f"{t}.{t}", True, "1, 1, 1")
 
 
 # FP8 (e4m3 x e4m3, m64nNk32): SS for S = Q8 K8^T (N = kBlockN), RS for O += P8 V8 (N = head dim, V transposed).
@@ -113,35 +103,11 @@ template <int N> struct WgmmaFp8RS;
 
 
 def fp8_ss(n: int) -> str:
-    acc = n // 2
-    return f"""
-template <> struct WgmmaFp8SS<{n}> {{
-  __device__ __forceinline__ static void mma(float (&d)[{acc}], uint64_t desc_a, uint64_t desc_b, int scale_d) {{
-    asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{acc + 2}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 "
-        "{{{operand_list(0, acc)}}}, %{acc}, %{acc + 1}, p, 1, 1;\\n}}\\n"
-        : {outputs(acc)}
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-  }}
-}};
-"""
+    return wrapper("WgmmaFp8SS", str(n), n, 32, "e4m3.e4m3", False, "1, 1")
 
 
 def fp8_rs(n: int) -> str:
-    acc = n // 2
-    return f"""
-template <> struct WgmmaFp8RS<{n}> {{
-  __device__ __forceinline__ static void mma(float (&d)[{acc}], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {{
-    asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{acc + 5}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 "
-        "{{{operand_list(0, acc)}}}, {{{operand_list(acc, 4)}}}, %{acc + 4}, p, 1, 1;\\n}}\\n"
-        : {outputs(acc)}
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-  }}
-}};
-"""
+    return wrapper("WgmmaFp8RS", str(n), n, 32, "e4m3.e4m3", True, "1, 1")
 
 
 def main() -> None:
