@@ -634,11 +634,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // warp_specialize's skeleton written out: passed as a lambda, this consumer dispatch moved two register moves in
   // both kernels tried (d64 red dQ, d128 bulk dQ + overlap: 8 SASS lines), whatever the capture or inline attribute.
   const int warpgroup = threadIdx.x / 128;
-  if (threadIdx.x == 0) {
-    bars.init(Cfg::kConsumers);
-    fence_barrier_init();
-  }
-  __syncthreads();
+  init_barriers<Cfg>(bars);
 
   if (warpgroup == 0) {
     regs_release<Cfg::kProducerRegs>();

@@ -1,5 +1,5 @@
 // The entry of the warp-specialized forward kernels (bf16 and FP8), written once; the backward uses
-// aligned_dynamic_smem and writes the same skeleton out (flash_bwd_kernel says why):
+// aligned_dynamic_smem and init_barriers and writes the role split out (flash_bwd_kernel says why):
 //   thread 0 initializes the CTA's mbarriers and fences them for the async proxy (TMA), then the CTA syncs;
 //   warpgroup 0, the producer, gives registers back (setmaxnreg.dec) and runs producer() (its warps pick their jobs);
 //   warpgroups 1.., the consumers, take them (setmaxnreg.inc) and run consumer(c), c = 0.. from the first consumer.
@@ -18,6 +18,17 @@ __device__ __forceinline__ uint8_t* aligned_dynamic_smem() {
   return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
 }
 
+// Thread 0 initializes the CTA's barriers (Cfg::Barriers::init(Cfg::kConsumers)) and fences them for the async
+// proxy; on return every thread sees them initialized.
+template <class Cfg>
+__device__ __forceinline__ void init_barriers(typename Cfg::Barriers& bars) {
+  if (threadIdx.x == 0) {
+    bars.init(Cfg::kConsumers);
+    fence_barrier_init();
+  }
+  __syncthreads();
+}
+
 // Cfg gives the barriers' type and consumer count (Cfg::Barriers::init(Cfg::kConsumers)) and the register split
 // (kProducerRegs, kConsumerRegs); the kernel must be __launch_bounds__(threads, 1) for setmaxnreg to take effect
 // (regs.cuh). The roles are lambdas, inlined, so the kernels' SASS is byte-identical to the hand-written entries this
@@ -31,11 +42,7 @@ template <class Cfg, class Producer, class Consumer>
 __device__ __forceinline__ void warp_specialize(typename Cfg::Barriers& bars, Producer&& producer,
                                                 Consumer&& consumer) {
   const int warpgroup = threadIdx.x / 128;
-  if (threadIdx.x == 0) {
-    bars.init(Cfg::kConsumers);
-    fence_barrier_init();
-  }
-  __syncthreads();
+  init_barriers<Cfg>(bars);
 
   if (warpgroup == 0) {
     regs_release<Cfg::kProducerRegs>();
