@@ -551,18 +551,51 @@ __device__ __forceinline__ void bwd_sync_ds(int wg) {
   }
 }
 
+// What both consumers (this file's and flash_bwd_overlap.cuh's) start from: the warpgroup's view, the CTA's tile,
+// the shared-memory base and the resident K/V descriptors.
+template <class Cfg>
+struct BwdConsumerStart {
+  BwdConsumer<Cfg> c;
+  BwdTile cta;
+  uint32_t base;
+  BwdKVDescs<Cfg> descs;
+
+  __device__ __forceinline__ BwdConsumerStart(const BwdParams& p, uint8_t* smem, int wg)
+      : c{wg, static_cast<int>(threadIdx.x % 128), threadIdx.x % 128 == 0},
+        cta(bwd_tile(p)),
+        base(smem_addr(smem)),
+        descs(base, wg) {}
+};
+
+// dK and dV accumulators to zero (before the first step).
+template <int kRegs>
+__device__ __forceinline__ void bwd_zero_dkdv(float (&dk)[kRegs], float (&dv)[kRegs]) {
+#pragma unroll
+  for (int i = 0; i < kRegs; ++i) dk[i] = dv[i] = 0.f;
+}
+
+// dK (scaled by softmax_scale) and dV of this CTA's key block and K/V head, after the last step.
+template <class Cfg>
+__device__ __forceinline__ void bwd_store_dkdv(const BwdConsumer<Cfg>& c, const BwdParams& p, const BwdTile& cta,
+                                               const float (&dk)[BwdConsumer<Cfg>::kAccRegs],
+                                               const float (&dv)[BwdConsumer<Cfg>::kAccRegs]) {
+  c.store_rows(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, p, cta.batch, cta.kv_head, cta.n_block,
+               dk, p.softmax_scale);
+  c.store_rows(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, p, cta.batch, cta.kv_head, cta.n_block,
+               dv, 1.f);
+}
+
 template <class Cfg>
 __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars, int wg) {
   using C = BwdConsumer<Cfg>;
-  const C c{wg, static_cast<int>(threadIdx.x % 128), threadIdx.x % 128 == 0};
-  const BwdTile cta = bwd_tile(p);
-  const int n_block = cta.n_block, kv_head = cta.kv_head, batch = cta.batch;
-  const uint32_t base = smem_addr(smem);
-  const BwdKVDescs<Cfg> descs(base, wg);
+  const BwdConsumerStart<Cfg> start(p, smem, wg);
+  const C& c = start.c;
+  const int n_block = start.cta.n_block, kv_head = start.cta.kv_head, batch = start.cta.batch;
+  const uint32_t base = start.base;
+  const BwdKVDescs<Cfg>& descs = start.descs;
 
   float dk[C::kAccRegs], dv[C::kAccRegs];
-#pragma unroll
-  for (int i = 0; i < C::kAccRegs; ++i) dk[i] = dv[i] = 0.f;
+  bwd_zero_dkdv(dk, dv);
   float s[C::kSRegs], dp[C::kSRegs], dq[C::kDQRegs];
   uint32_t pa[4][4], dsa[4][4];
 
@@ -612,10 +645,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
     st.advance();
     bwd_hand_off_dq<Cfg>(c, p, smem, batch, walk.head, m_block, step, dq);
   }
-
-  c.store_rows(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, p, batch, kv_head, n_block, dk,
-               p.softmax_scale);
-  c.store_rows(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, p, batch, kv_head, n_block, dv, 1.f);
+  bwd_store_dkdv(c, p, start.cta, dk, dv);
 }
 
 // Variants 2 and 3: defined in flash_bwd_overlap.cuh (included by flash_bwd_launch.cuh).

@@ -41,15 +41,14 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
   using C = BwdConsumer<Cfg>;
   using Stage = BwdStage<Cfg>;
   constexpr bool kAheadDP = Cfg::kOverlapDP;
-  const C c{wg, static_cast<int>(threadIdx.x % 128), threadIdx.x % 128 == 0};
-  const BwdTile cta = bwd_tile(p);
-  const int n_block = cta.n_block, kv_head = cta.kv_head, batch = cta.batch;
-  const uint32_t base = smem_addr(smem);
-  const BwdKVDescs<Cfg> descs(base, wg);
+  const BwdConsumerStart<Cfg> start(p, smem, wg);
+  const C& c = start.c;
+  const int n_block = start.cta.n_block, kv_head = start.cta.kv_head, batch = start.cta.batch;
+  const uint32_t base = start.base;
+  const BwdKVDescs<Cfg>& descs = start.descs;
 
   float dk[C::kAccRegs], dv[C::kAccRegs];
-#pragma unroll
-  for (int i = 0; i < C::kAccRegs; ++i) dk[i] = dv[i] = 0.f;
+  bwd_zero_dkdv(dk, dv);
   float s[C::kSRegs], dp[C::kSRegs], dq[C::kDQRegs];
   uint32_t pa[4][4], dsa[4][4];
 
@@ -147,9 +146,7 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
   fence_operands(dq);
   bwd_hand_off_dq<Cfg>(c, p, smem, batch, walk.prev_head(), walk.prev_m_block(), step - 1, dq);
 
-  c.store_rows(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, p, batch, kv_head, n_block, dk,
-               p.softmax_scale);
-  c.store_rows(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, p, batch, kv_head, n_block, dv, 1.f);
+  bwd_store_dkdv(c, p, start.cta, dk, dv);
 }
 
 }  // namespace fa3nn::hopper
