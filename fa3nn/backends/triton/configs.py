@@ -53,12 +53,18 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         (256, True): (Tile(64, 64, 8, 2), Tile(64, 64, 8, 2), Tile(128, 32, 8, 2)),
     },
     "dkdv": {
-        # d64, runs: 32x128 up to 4k, 64x128 past it (both 8 warps, 3 stages).
-        (64, False): (Tile(32, 128, 8, 3), Tile(32, 128, 8, 3), Tile(64, 128, 8, 3)),
+        # d64, runs: 32x128 up to 4k, 64x128 past it (both 8 warps, 3 stages). Non-causal past 1k: 64x128/2 stages
+        # (H200, 2026-11-30, scripts/triton_tile_ab.py with the unmasked row stats, whole backward: 280 vs 265
+        # TFLOP/s at 2048, 311 vs 295 at 8192, bitwise the same gradients); causal keeps 32x128 (64x128/2: 210 vs
+        # 227 at 2048, 264 vs 291 at 8192). Up to 1k: not measured.
+        (64, False): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 2), Tile(64, 128, 8, 2)),
         (64, True): (Tile(32, 128, 8, 3), Tile(32, 128, 8, 3), Tile(64, 128, 8, 3)),
         # d128, sweep at 4096 (whole backward): 64x128/8w/2 stages 244 non-causal, 211 causal; the 32-row tiles
-        # (the only spill-free ones) 230-238 and 206-208. Runs picked 32x128/3 stages at 512.
-        (128, False): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 2), Tile(64, 128, 8, 2)),
+        # (the only spill-free ones) 230-238 and 206-208. Runs picked 32x128/3 stages at 512. Non-causal past 1k
+        # with one stage (no software pipelining: 24 B of stack instead of 184, 604 instructions per 1024 scores
+        # instead of 647): H200, same run as d64's, 340 vs 333 at 2048, 369 vs 363 at 8192, bitwise the same.
+        # Causal keeps 2 stages (one spills 696 B there).
+        (128, False): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 1), Tile(64, 128, 8, 1)),
         (128, True): (Tile(32, 128, 8, 2), Tile(64, 128, 8, 2), Tile(64, 128, 8, 2)),
         # d256, runs: 64x32 up to 4k, 32x64 past it (8 warps, 2 stages).
         (256, False): (Tile(64, 32, 8, 2), Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)),
@@ -133,12 +139,12 @@ CANDIDATE_TABLES: dict[str, dict[str, dict[tuple[int, bool], tuple[Tile, Tile, T
             (256, True): (Tile(128, 32, 8, 2),) * 3,
         },
     },
-    # d128 non-causal: the pinned 64x128 tile without software pipelining (one stage: 24 B of stack instead of
-    # 184 B, 604 instructions per 1024 scores instead of 647, but no load prefetch; causal keeps the pinned tile,
-    # one stage spills 696 B there, 231 spill instructions in the loops).
-    "dkdv-one-stage": {
+    # The pinned d128 non-causal dK/dV tile before 2026-11-30 evening (two stages), and d64's (32x128/3 stages
+    # at 1k-4k, 64x128/3 past it): for A/B runs against the current pinned ones.
+    "dkdv-two-stage": {
         "dkdv": {
-            (128, False): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 1), Tile(64, 128, 8, 1)),
+            (64, False): (Tile(32, 128, 8, 3), Tile(32, 128, 8, 3), Tile(64, 128, 8, 3)),
+            (128, False): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 2), Tile(64, 128, 8, 2)),
         },
     },
 }
