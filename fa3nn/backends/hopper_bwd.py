@@ -33,8 +33,8 @@ BLOCK_M = 64  # query rows per step of the main kernel: the workspaces are padde
 # block's dQ GEMM, which is collected one step later (kernels/hopper/flash_bwd_overlap.cuh; NOTES, "Overlap");
 # bulk_dq_overlap: both.
 VARIANTS = {"red_dq": 0, "bulk_dq": 1, "overlap": 2, "bulk_dq_overlap": 3}
-# What dispatch runs, per head dim. H200, 2026-11-30 16:37 UTC (NOTES "Backward variants on the H200"), bwd TFLOP/s
-# at 2048/16384 tokens, non-causal and causal, vs red_dq: d128 bulk_dq_overlap 1.17-1.22x (0.80-0.90x cuDNN), bulk_dq
+# What dispatch runs, per head dim. H200, 2026-11-30 16:37 UTC (NOTES "2026-11-30 evening"), bwd TFLOP/s at seqlen
+# 2048/16384, non-causal and causal, vs red_dq: d128 bulk_dq_overlap 1.17-1.22x (0.80-0.90x cuDNN), bulk_dq
 # 1.11-1.18x, overlap 0.99-1.06x; d64 bulk_dq 1.10-1.27x, bulk_dq_overlap 1.10-1.26x (within 2% of bulk_dq, each
 # ahead at two shapes), overlap 0.88-0.97x: at d64 the simpler build.
 DEFAULT_VARIANTS = {64: "bulk_dq", 128: "bulk_dq_overlap"}
