@@ -34,7 +34,7 @@ ATOMIC_DQ = os.environ.get("FA3NN_TRITON_ATOMIC_DQ", "0") == "1"
 # On by default (bitwise the same results; FA3NN_TRITON_UNMASKED_ROW_STATS=0 turns it off): the dK/dV kernel's
 # unmasked run loads lse/delta without the row checks that cannot fire there (kernels._bwd_dkdv_kernel; -24%
 # instructions per step at d128, sm_90a). H200, Triton 3.6, 2026-11-30 (scripts/triton_tile_ab.py, pinned tiles):
-# backward +4.5-6.2% at d128 (2048, 8192; causal and not), +15-28% at d64.
+# backward +4.2-6.2% at d128 (2048, 8192; causal and not), +15-28% at d64.
 UNMASKED_ROW_STATS = os.environ.get("FA3NN_TRITON_UNMASKED_ROW_STATS", "1") == "1"
 LOG2E = math.log2(math.e)
 
