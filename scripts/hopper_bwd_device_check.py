@@ -61,6 +61,34 @@ def _grads_ref(q, k, v, dout, causal, upcast):
     return [t.grad for t in leaves]
 
 
+def rel_error(a, b) -> float:
+    """max |a - b| / max |b| (b = 0 everywhere: over 1e-12)."""
+    return ((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-12)).item()
+
+
+def check_gradients(row: dict, q, k, v, dout, causal, grads) -> dict:
+    """Per gradient into row: max |error| / max |ref| (`dq`, ...) and the error-ratio rule's report (`dq_rule`, ...)
+    against the fp32 / bf16 reference pair; row["ok"] (already set by the caller) and-ed with each rule's verdict."""
+    refs = _grads_ref(q, k, v, dout, causal, upcast=True)
+    pts = _grads_ref(q, k, v, dout, causal, upcast=False)
+    for name, g, r, pt in zip(("dq", "dk", "dv"), grads, refs, pts):
+        row[name] = rel_error(g, r)
+        passed, row[name + "_rule"] = error_ratio_report(g, r, pt)
+        row["ok"] &= passed
+    return row
+
+
+def time_calls(row: dict, calls: dict, flops: float, iters: int, reps: int) -> dict:
+    """Backward TFLOP/s of each call into row[name], or the error that call raised (one failing must not lose the
+    others' numbers)."""
+    for name, call in calls.items():
+        try:
+            row[name] = flops / (time_ms([call], iters, reps) * 1e-3) / 1e12
+        except Exception as exc:
+            row[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+    return row
+
+
 def errors(headdim, seqlen_q, seqlen_k, causal, variant, dtype=torch.bfloat16) -> dict:
     """The error-ratio rule (tests' rule) per gradient, plus max|error| / max|ref| for orientation. The relative
     error alone is no verdict: at seqlen_k = 1 dq and dk are exactly 0 in exact arithmetic (P = 1 on the one key, so
@@ -72,15 +100,9 @@ def errors(headdim, seqlen_q, seqlen_k, causal, variant, dtype=torch.bfloat16) -
     out, lse = hopper_forward(q, k, v, p.softmax_scale, causal)
     grads = hopper_bwd.launch(dout, q, k, v, out, lse, p.softmax_scale, causal, variant=variant)
     torch.cuda.synchronize()
-    refs = _grads_ref(q, k, v, dout, causal, upcast=True)
-    pts = _grads_ref(q, k, v, dout, causal, upcast=False)
     row = {"case": f"d{headdim} {seqlen_q}x{seqlen_k} {'causal' if causal else 'full'}", "variant": variant,
            "ok": True}
-    for name, g, r, pt in zip(("dq", "dk", "dv"), grads, refs, pts):
-        row[name] = ((g.float() - r.float()).abs().max() / r.float().abs().max().clamp_min(1e-12)).item()
-        passed, row[name + "_rule"] = error_ratio_report(g, r, pt)
-        row["ok"] &= passed
-    return row
+    return check_gradients(row, q, k, v, dout, causal, grads)
 
 
 def timing(headdim, seqlen, causal, variants, iters, reps) -> dict:
@@ -103,13 +125,7 @@ def timing(headdim, seqlen, causal, variants, iters, reps) -> dict:
         "cudnn": lambda: torch.autograd.grad(sdpa_out, leaves, sdpa_dout, retain_graph=True),
     }
     flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal, direction="bwd")
-    row = {"headdim": headdim, "seqlen": seqlen, "causal": causal}
-    for name, call in calls.items():
-        try:
-            row[name] = flops / (time_ms([call], iters, reps) * 1e-3) / 1e12
-        except Exception as exc:  # one backend failing must not lose the others' numbers
-            row[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
-    return row
+    return time_calls({"headdim": headdim, "seqlen": seqlen, "causal": causal}, calls, flops, iters, reps)
 
 
 def main() -> int:

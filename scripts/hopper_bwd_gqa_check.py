@@ -39,15 +39,12 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import TOKENS, time_ms  # noqa: E402
+from bench import TOKENS  # noqa: E402
+from hopper_bwd_device_check import check_gradients, params, rel_error, time_calls  # noqa: E402
 
 from fa3nn.backends import hopper_bwd  # noqa: E402
-from fa3nn.backends.base import AttnParams  # noqa: E402
 from fa3nn.backends.hopper import launch as hopper_forward  # noqa: E402
-from fa3nn.masks import Window  # noqa: E402
 from fa3nn.metrics import attention_flops  # noqa: E402
-from fa3nn.testing.error_ratio import error_ratio_report  # noqa: E402
-from fa3nn.testing.reference import attention_ref  # noqa: E402
 
 CASES = [  # (headdim, seqlen_q, seqlen_k, causal, nheads, nheads_kv), smallest first
     (128, 128, 128, False, 8, 2), (64, 1, 1, True, 4, 1), (64, 239, 1, True, 6, 2), (128, 113, 203, True, 3, 1),
@@ -56,17 +53,6 @@ CASES = [  # (headdim, seqlen_q, seqlen_k, causal, nheads, nheads_kv), smallest 
 ]
 NHEADS = 16
 AGREE = 3e-2  # max |in-kernel - other| / max |other| per gradient at the timed shapes (bf16 sums in other orders)
-
-
-def params(headdim, causal):
-    return AttnParams(headdim**-0.5, Window.from_args(causal, (-1, -1)), 0.0, False)
-
-
-def _grads_ref(q, k, v, dout, causal, upcast):
-    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-    out, _ = attention_ref(*leaves, causal=causal, upcast=upcast, reorder_ops=not upcast)
-    out.backward(dout)
-    return [t.grad for t in leaves]
 
 
 def _inputs(batch, seqlen_q, seqlen_k, nheads, nheads_kv, headdim):
@@ -82,20 +68,10 @@ def errors(headdim, seqlen_q, seqlen_k, causal, nheads, nheads_kv) -> dict:
     grads = hopper_bwd.launch(dout, q, k, v, out, lse, p.softmax_scale, causal)
     again = hopper_bwd.launch(dout, q, k, v, out, lse, p.softmax_scale, causal)
     torch.cuda.synchronize()
-    refs = _grads_ref(q, k, v, dout, causal, upcast=True)
-    pts = _grads_ref(q, k, v, dout, causal, upcast=False)
     row = {"case": f"d{headdim} {seqlen_q}x{seqlen_k} {'causal' if causal else 'full'} {nheads}q/{nheads_kv}kv",
            "deterministic_dkdv": bool(torch.equal(grads[1], again[1]) and torch.equal(grads[2], again[2]))}
     row["ok"] = row["deterministic_dkdv"]
-    for name, g, r, pt in zip(("dq", "dk", "dv"), grads, refs, pts):
-        row[name] = ((g.float() - r.float()).abs().max() / r.float().abs().max().clamp_min(1e-12)).item()
-        passed, row[name + "_rule"] = error_ratio_report(g, r, pt)
-        row["ok"] &= passed
-    return row
-
-
-def _rel(a, b) -> float:
-    return ((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-12)).item()
+    return check_gradients(row, q, k, v, dout, causal, grads)
 
 
 def timing(headdim, seqlen, causal, nheads_kv, iters, reps) -> dict:
@@ -141,7 +117,7 @@ def timing(headdim, seqlen, causal, nheads_kv, iters, reps) -> dict:
 
     # Correctness first: the in-kernel path against the expansion path and cuDNN, per gradient.
     mine, theirs, peer = in_kernel(), expansion(), cudnn()
-    row["agree"] = {f"{name} vs {other}": _rel(a, b)
+    row["agree"] = {f"{name} vs {other}": rel_error(a, b)
                     for other, grads in (("expansion", theirs), ("cudnn", peer))
                     for name, a, b in zip(("dq", "dk", "dv"), mine, grads)}
     # The grid order only maps CTAs to tiles: dK/dV bitwise equal in the other order.
@@ -161,12 +137,7 @@ def timing(headdim, seqlen, causal, nheads_kv, iters, reps) -> dict:
             calls.pop(name, None)
             row[name] = "not timed: gradients disagree"
     flops = attention_flops(batch, NHEADS, seqlen, seqlen, headdim, causal=causal, direction="bwd")
-    for name, call in calls.items():
-        try:
-            row[name] = flops / (time_ms([call], iters, reps) * 1e-3) / 1e12
-        except Exception as exc:  # one path failing must not lose the others' numbers
-            row[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
-    return row
+    return time_calls(row, calls, flops, iters, reps)
 
 
 def main() -> int:
