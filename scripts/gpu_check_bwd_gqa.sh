@@ -10,16 +10,11 @@
 #
 #   bash scripts/gpu_check_bwd_gqa.sh
 set -u
-out=${OUT:-/tmp/fa3nn-bwd-gqa}
-mkdir -p "$out"
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-[ -f build/libfa3nn_hopper.so ] && export FA3NN_HOPPER_LIB=$PWD/build/libfa3nn_hopper.so
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$out/gpu_state.txt"
+source "$(dirname "$0")/gpu_env.sh"
+gpu_setup /tmp/fa3nn-bwd-gqa
 xdist=$(python -c "import xdist" 2>/dev/null && echo "-n 8")
 timeout 300 python -m pytest -m gpu $xdist -v -rfE -p no:cacheprovider tests/test_hopper_bwd.py > "$out/tests.log" 2>&1
-echo "tests rc $?: passed $(grep -cE " PASSED" "$out/tests.log")"
-grep -E "(FAILED|ERROR) tests/" "$out/tests.log" | head -n 15
-tail -n 1 "$out/tests.log"
+echo "tests rc $?"; gpu_log_summary "$out/tests.log"
 timeout 200 python scripts/hopper_bwd_gqa_check.py > "$out/gqa.log" 2>&1
 echo "gqa check rc $?"
 grep -E "FAIL" "$out/gqa.log" | head -n 10

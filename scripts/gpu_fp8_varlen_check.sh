@@ -12,26 +12,18 @@
 #   python -m fa3nn.backends.hopper_build --out build/libfa3nn_hopper.so   # on the CPU machine, carried
 #   bash scripts/gpu_fp8_varlen_check.sh
 set -u
-out=${OUT:-/tmp/fa3nn-fp8-varlen}
-mkdir -p "$out"
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-[ -f build/libfa3nn_hopper.so ] && export FA3NN_HOPPER_LIB=$PWD/build/libfa3nn_hopper.so
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$out/gpu_state.txt"
-summary() {
-    echo "  passed $(grep -cE " PASSED" "$1")"
-    grep -E "(FAILED|ERROR) tests/|^(FAILED|ERROR) " "$1" | head -n 12
-    tail -n 1 "$1"
-}
+source "$(dirname "$0")/gpu_env.sh"
+gpu_setup /tmp/fa3nn-fp8-varlen
 
 T=tests/test_hopper_fp8.py
 timeout 150 python -m pytest -m gpu -v -rfE -p no:cacheprovider "$T" -k varlen --junitxml="$out/varlen.xml" \
     > "$out/native_varlen.log" 2>&1
-echo "native fp8 varlen rc $?"; summary "$out/native_varlen.log"
+echo "native fp8 varlen rc $?"; gpu_log_summary "$out/native_varlen.log"
 timeout 150 python -m pytest -m gpu -v -rfE -p no:cacheprovider "$T" -k "not varlen and not benchmark_variant" \
     > "$out/native_dense.log" 2>&1
-echo "native fp8 dense rc $?"; summary "$out/native_dense.log"
+echo "native fp8 dense rc $?"; gpu_log_summary "$out/native_dense.log"
 timeout 120 python -m pytest -m gpu -v -rfE -p no:cacheprovider tests/test_fp8_triton_gpu.py -k varlen \
     > "$out/triton_varlen.log" 2>&1
-echo "triton fp8 varlen rc $?"; summary "$out/triton_varlen.log"
+echo "triton fp8 varlen rc $?"; gpu_log_summary "$out/triton_varlen.log"
 timeout 150 python scripts/bench_fp8_varlen.py --json "$out/fp8_varlen.json" > "$out/bench.log" 2>&1
 echo "bench rc $?"; tail -n 8 "$out/bench.log"

@@ -14,11 +14,8 @@ set -u
 variants_s=${1:-90}
 e2e_s=${2:-100}
 bf16_s=${3:-300}
-out=${OUT:-/tmp/fa3nn-measure}
-mkdir -p "$out"
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-[ -f build/libfa3nn_hopper.so ] && export FA3NN_HOPPER_LIB=$PWD/build/libfa3nn_hopper.so
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$out/gpu_state.txt"
+source "$(dirname "$0")/gpu_env.sh"
+gpu_setup /tmp/fa3nn-measure
 
 timeout "$variants_s" python scripts/bench_hopper_fp8.py --json "$out/fp8_variants.json" --headdims 128 256 \
     --seqlens 2048 8192 16384 --variants one_cta_per_tile mufu_exp2 > "$out/fp8_variants.log" 2>&1
@@ -32,5 +29,4 @@ timeout "$bf16_s" python scripts/bench.py --backends hopper triton cudnn fa2 --h
     --seqlens 2048 8192 16384 --causal both --directions fwd bwd --out-dir "$out" --tag bf16-defaults \
     > "$out/bf16.log" 2>&1
 echo "bf16 bench rc $?"; tail -n 30 "$out/bf16.log"
-tar czf "$out/measure.tgz" -C "$out" $(cd "$out" && ls | grep -v measure.tgz)
-(cd "$out" && ls | grep -v measure.tgz | xargs rm -rf)  # only the archive travels back
+gpu_archive measure.tgz  # only the archive travels back

@@ -15,15 +15,11 @@ suite_s=${1:-230}
 fp8_s=${2:-100}
 gqa_s=${3:-120}
 e2e_s=${4:-100}
-out=${OUT:-/tmp/fa3nn-final}
-mkdir -p "$out"
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-[ -f build/libfa3nn_hopper.so ] && export FA3NN_HOPPER_LIB=$PWD/build/libfa3nn_hopper.so
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$out/gpu_state.txt"
+source "$(dirname "$0")/gpu_env.sh"
+gpu_setup /tmp/fa3nn-final
 
 timeout "$suite_s" python -m pytest -m gpu -n 8 -v -rfE -p no:cacheprovider tests/ > "$out/gpu_tests.log" 2>&1
-echo "suite rc $?: passed $(grep -cE " PASSED" "$out/gpu_tests.log")"
-grep -E "(FAILED|ERROR) tests/" "$out/gpu_tests.log" | head -n 20; tail -n 1 "$out/gpu_tests.log"
+echo "suite rc $?"; gpu_log_summary "$out/gpu_tests.log"
 
 compare=()
 [ -f build/before/libfa3nn_hopper.so ] && compare=(--compare before=build/before/libfa3nn_hopper.so)
@@ -39,5 +35,4 @@ grep -q '^| hdim' "$out/gqa.log" || tail -n 12 "$out/gqa.log"
 timeout "$e2e_s" python scripts/bench.py --backends hopper-fp8 hopper cudnn --directions fwd --headdims 128 256 \
     --seqlens 8192 16384 --causal both --reps 5 --out-dir "$out" --tag fp8-e2e > "$out/fp8_e2e.log" 2>&1
 echo "fp8 e2e rc $?"; sed -n '/^| hdim/,$p' "$out/fp8-e2e.md" 2>/dev/null
-tar czf "$out/final.tgz" -C "$out" $(cd "$out" && ls | grep -v final.tgz)
-(cd "$out" && ls | grep -v final.tgz | xargs rm -rf)  # only the archive travels back
+gpu_archive final.tgz  # only the archive travels back

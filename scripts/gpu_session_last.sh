@@ -9,15 +9,11 @@ set -u
 suite_s=${1:-150}
 e2e_s=${2:-90}
 train_s=${3:-300}
-out=${OUT:-/tmp/fa3nn-last}
-mkdir -p "$out"
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-[ -f build/libfa3nn_hopper.so ] && export FA3NN_HOPPER_LIB=$PWD/build/libfa3nn_hopper.so
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$out/gpu_state.txt"
+source "$(dirname "$0")/gpu_env.sh"
+gpu_setup /tmp/fa3nn-last
 
 timeout "$suite_s" python -m pytest -m gpu -n 8 -v -rfE -p no:cacheprovider tests/ > "$out/gpu_tests.log" 2>&1
-echo "suite rc $?: passed $(grep -cE " PASSED" "$out/gpu_tests.log")"
-grep -E "(FAILED|ERROR) tests/" "$out/gpu_tests.log" | head -n 20; tail -n 1 "$out/gpu_tests.log"
+echo "suite rc $?"; gpu_log_summary "$out/gpu_tests.log"
 
 timeout "$e2e_s" python scripts/bench.py --backends hopper-fp8 hopper cudnn --directions fwd --headdims 128 256 \
     --seqlens 16384 --causal both --reps 5 --out-dir "$out" --tag fp8-e2e > "$out/fp8_e2e.log" 2>&1
@@ -25,5 +21,4 @@ echo "fp8 e2e rc $?"; sed -n '/^| hdim/,$p' "$out/fp8-e2e.md" 2>/dev/null
 
 OUT="$out/scaling" timeout "$train_s" bash scripts/gpu_scaling_run.sh 1 30 > "$out/scaling.log" 2>&1
 echo "llama-1b 1 GPU rc $?"; tail -n 8 "$out/scaling.log"
-tar czf "$out/last.tgz" -C "$out" $(cd "$out" && ls | grep -v last.tgz)
-(cd "$out" && ls | grep -v last.tgz | xargs rm -rf)  # only the archive travels back
+gpu_archive last.tgz  # only the archive travels back

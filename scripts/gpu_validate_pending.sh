@@ -15,17 +15,13 @@
 #   bash scripts/gpu_validate_pending.sh tests|times
 set -u
 stage=${1:?tests or times}
-out=${OUT:-/tmp/fa3nn-pending}
-mkdir -p "$out"
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-[ -f build/libfa3nn_hopper.so ] && export FA3NN_HOPPER_LIB=$PWD/build/libfa3nn_hopper.so
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$out/gpu_state.txt"
-summary() { echo "  passed $(grep -cE " PASSED" "$1")"; grep -E "(FAILED|ERROR) tests/" "$1" | head -n 15; tail -n 1 "$1"; }
+source "$(dirname "$0")/gpu_env.sh"
+gpu_setup /tmp/fa3nn-pending
 
 if [ "$stage" = tests ]; then
     timeout 330 python -m pytest -m gpu -n 8 -v -rfE -p no:cacheprovider tests/test_hopper_fp8.py \
         tests/test_hopper_bwd.py tests/test_fp8_triton_gpu.py tests/test_hopper.py > "$out/tests.log" 2>&1
-    echo "tests rc $?"; summary "$out/tests.log"
+    echo "tests rc $?"; gpu_log_summary "$out/tests.log"
 else
     timeout 260 python scripts/hopper_bwd_device_check.py --variants red_dq bulk_dq overlap bulk_dq_overlap \
         > "$out/bwd.log" 2>&1
@@ -41,5 +37,4 @@ else
     echo "fp8 quant rc $?"; sed -n '/^| d | seqlen/,$p' "$out/fp8_quant.log"
     grep -q '^| d | seqlen' "$out/fp8_quant.log" || grep "^{'headdim'" "$out/fp8_quant.log"  # cut short
 fi
-tar czf "$out/pending.tgz" -C "$out" $(cd "$out" && ls | grep -v pending.tgz)
-(cd "$out" && ls | grep -v pending.tgz | xargs rm -rf)  # only the archive travels back
+gpu_archive pending.tgz  # only the archive travels back

@@ -1,0 +1,25 @@
+# Sourced (not run) by the scripts/gpu_*.sh device scripts: what every one of them does around its own stages.
+#   gpu_setup DEFAULT_OUT  $out = $OUT or DEFAULT_OUT, created; PYTHONPATH with this checkout first, unbuffered
+#                          Python, FA3NN_HOPPER_LIB when build/libfa3nn_hopper.so was carried; the GPU's clocks and
+#                          temperature into $out/gpu_state.txt
+#   gpu_log_summary LOG    a pytest -v log's PASSED count, its first 15 failures/errors and its last line
+#   gpu_archive NAME       everything in $out into $out/NAME (tar.gz) and the rest deleted: the device tool returns
+#                          only a few files
+gpu_setup() {
+    out=${OUT:-$1}
+    mkdir -p "$out"
+    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+    [ -f build/libfa3nn_hopper.so ] && export FA3NN_HOPPER_LIB=$PWD/build/libfa3nn_hopper.so
+    nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$out/gpu_state.txt"
+}
+
+gpu_log_summary() {
+    echo "  passed $(grep -cE " PASSED" "$1")"
+    grep -E "(FAILED|ERROR) tests/|^(FAILED|ERROR) " "$1" | head -n 15
+    tail -n 1 "$1"
+}
+
+gpu_archive() {
+    tar czf "$out/$1" -C "$out" $(cd "$out" && ls | grep -vx "$1")
+    (cd "$out" && ls | grep -vx "$1" | xargs rm -rf)
+}
