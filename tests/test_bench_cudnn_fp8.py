@@ -4,24 +4,17 @@ reference. The cuDNN graph and the timing need a Hopper GPU and cudnn-frontend; 
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
+from script_module import load_script
 
 from fa3nn.fp8.scaling import E4M3_MAX
 from fa3nn.testing.reference import attention_ref
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_cudnn_fp8.py"
-
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_cudnn_fp8", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench_cudnn_fp8")
 
 
 def _qkv(batch=2, seqlen=48, nheads=3, d=16):

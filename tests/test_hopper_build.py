@@ -5,12 +5,11 @@ later runs reuse the cached library and its ptxas log."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
+from script_module import load_script
 
 from fa3nn.backends import hopper_build
 
@@ -18,16 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 needs_nvcc = pytest.mark.skipif(hopper_build.find_nvcc() is None, reason="needs nvcc (CUDA toolkit)")
 
 
-def _check_kernels_module():
-    spec = importlib.util.spec_from_file_location("check_kernels", ROOT / "scripts" / "check_kernels.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_ptxas_report_parser_flags_spills():
-    check = _check_kernels_module()
+    check = load_script("check_kernels")
     name = "_ZN5fa3nn6hopper16flash_fwd_kernelINS0_9FwdConfigILi128ELi176ELi2ELb1ELb0ELb1ELb1ELi2ELb0ELi1ELb1EEEEEv"
     log = (
         f"ptxas info    : Compiling entry function '{name}' for 'sm_90a'\n"
@@ -56,14 +47,14 @@ def test_cache_key_follows_sources(tmp_path):
 
 @needs_nvcc
 def test_every_instantiation_compiles_without_spills(capsys):
-    status = _check_kernels_module().main([])
+    status = load_script("check_kernels").main([])
     report = capsys.readouterr().out
     assert status == 0, report
     assert "0 spills" in report
 
 
 def test_fp8_instantiations_are_described_and_need_qgmma_and_tma_in_sass():
-    check = _check_kernels_module()
+    check = load_script("check_kernels")
     name = ("_ZN5fa3nn6hopper20flash_fwd_fp8_kernelINS0_12Fp8FwdConfigILi128ELi3ELi2ELb1ELb0ELb1ELi4EEEEEv"
             "14CUtensorMap_stS4_S4_NS0_12Fp8FwdParamsE")
     log = (
@@ -87,7 +78,7 @@ def test_fp8_instantiations_are_described_and_need_qgmma_and_tma_in_sass():
 def test_bwd_instantiations_need_their_dq_instruction_in_sass(dq_bulk, overlap):
     """The backward's default kernel must reduce dQ with REDG; the bulk-dQ variant with UTMAREDG and no REDG; the
     overlap variants likewise, flagged in the table."""
-    check = _check_kernels_module()
+    check = load_script("check_kernels")
     name = (f"_ZN5fa3nn6hopper16flash_bwd_kernelINS0_9BwdConfigILi128ELi2ELb1ELb0ELb{int(dq_bulk)}ELb{int(overlap)}"
             "EEEEEv14CUtensorMap_stS4_S4_S4_S4_NS0_9BwdParamsE")
     log = (

@@ -16,13 +16,11 @@ pass and catch a wrong protocol; the GQA head checks; `backward`'s choice betwee
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import random
-import sys
-from pathlib import Path
 
 import pytest
 import torch
+from script_module import load_script
 
 from fa3nn.backends import hopper_build, hopper_bwd
 from fa3nn.backends.base import AttnParams, Varlen
@@ -121,19 +119,10 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
     assert error(8, 2, softmax_scale=-1.0) == (1, "softmax_scale must be positive")
 
 
-def _script(name):
-    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_bulk_dq_handoff_model_passes_and_catches_a_wrong_protocol(monkeypatch):
     """The named-barrier protocol of the bulk-dQ variant (scripts/model_bwd_dq_handoff.py) under random schedules;
     a writer that frees its buffer even when no later step will wait for it must be caught."""
-    model = _script("model_bwd_dq_handoff")
+    model = load_script("model_bwd_dq_handoff")
     assert model.main() == 0
 
     def writer_always_frees(steps):
@@ -148,7 +137,7 @@ def test_bulk_dq_handoff_model_passes_and_catches_a_wrong_protocol(monkeypatch):
 
 def test_overlap_schedule_model_passes():
     """The overlap variants' order (scripts/model_bwd_overlap.py) under random schedules, d64 and d128."""
-    assert _script("model_bwd_overlap").main() == 0
+    assert load_script("model_bwd_overlap").main() == 0
 
 
 @pytest.mark.parametrize("mutation, headdim, expected", [
@@ -160,7 +149,7 @@ def test_overlap_schedule_model_passes():
 def test_overlap_schedule_model_catches_a_wrong_order(mutation, headdim, expected):
     """A program without step 0's (discarded) dQ group, one that releases the ring stage before the dK/dV wait, or
     one without the d128 dS barrier must fail the model."""
-    model = _script("model_bwd_overlap")
+    model = load_script("model_bwd_overlap")
 
     def mutated(wg, steps, d):
         return model.consumer_program(wg, steps, d, **mutation)
@@ -174,7 +163,7 @@ def test_query_walk_model_passes_and_catches_a_wrong_walk():
     """BwdQueryWalk's GQA step sequence (scripts/model_bwd_query_walk.py): every (query head, block) of the group once,
     in order, with the previous-step accessors the overlap consumer's dQ hand-off uses; a walk that restarts each head
     at block 0 instead of the causal first block, or whose prev_m_block ignores the head boundary, must fail it."""
-    model = _script("model_bwd_query_walk")
+    model = load_script("model_bwd_query_walk")
     assert model.main() == 0
 
     class RestartsAtZero(model.Walk):

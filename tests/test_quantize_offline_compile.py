@@ -3,12 +3,8 @@ Triton's CUDA backend; benchmarks/NOTES.md, "The rotation as a fast Walsh-Hadama
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "quantize_offline_compile.py"
+from script_module import load_script
 
 # 9 instructions: predicated ones (@P0, @!PT) count under their opcode, modifiers (.F32, .BFLY) are dropped, the
 # encoding comments (/* 0x... */) and the header are not instructions.
@@ -29,10 +25,7 @@ LISTING = """
 @pytest.fixture(scope="module")
 def offline():
     pytest.importorskip("triton")
-    spec = importlib.util.spec_from_file_location("quantize_offline_compile", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("quantize_offline_compile")
 
 
 def test_opcode_counts(offline):

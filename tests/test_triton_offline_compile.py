@@ -4,12 +4,8 @@ and ~5 s per kernel; benchmarks/NOTES.md, "v3", has its output)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "triton_offline_compile.py"
+from script_module import load_script
 
 # prologue spill; loop A (0x0040-0x0080) with HGMMA and one LDL; loop B (0x00b0-0x00d0) without tensor-core
 # instructions but with an STL; an outer loop (0x0030-0x00e0) around both; an epilogue reload.
@@ -37,10 +33,7 @@ LISTING = """
 @pytest.fixture(scope="module")
 def offline():
     pytest.importorskip("triton")
-    spec = importlib.util.spec_from_file_location("triton_offline_compile", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("triton_offline_compile")
 
 
 def test_hot_spills_count_only_tensor_core_loops(offline):
