@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--variants", nargs="*",
-                        default=["no_pingpong", "other_stages", "mufu_exp2", "one_cta_per_tile"],
+                        default=["no_pingpong", "other_stages", "poly_exp2", "one_cta_per_tile"],
                         help="FP8 benchmark variants timed beside the default (fa3nn.backends.hopper_fp8.VARIANTS)")
     parser.add_argument("--compare", nargs="*", default=[], metavar="NAME=PATH",
                         help="other builds of the library, their default kernel timed as fp8_NAME on the same inputs")

@@ -5,6 +5,7 @@
 # (cuDNN). NCCL's NVLink multicast stays off. Results (JSON with every log line, the run's log) under $OUT.
 #
 #   bash scripts/gpu_scaling_run.sh NGPU [STEPS] [MODEL]        e.g. bash scripts/gpu_scaling_run.sh 8 320
+# FP8=0 leaves the FP8 run out; extra section.field=value overrides for every run go in $OVERRIDES.
 set -uo pipefail
 ngpu=${1:?number of GPUs: 1, 2 or 8}
 steps=${2:-320}
@@ -21,8 +22,11 @@ case $ngpu in
 esac
 name=$model-s4096-${ngpu}gpu
 nvidia-smi --query-gpu=index,name,clocks.max.sm,memory.total --format=csv > "$out/$name-gpus.txt"
-accelerate launch --config_file "$config" recipes/compare_attention.py --config "$model" --fp8 per_tile \
+fp8_args=(--fp8 per_tile)
+[ "${FP8:-1}" = 0 ] && fp8_args=()
+# shellcheck disable=SC2086  # OVERRIDES is a list of words
+accelerate launch --config_file "$config" recipes/compare_attention.py --config "$model" "${fp8_args[@]}" \
     --out "$out/$name.json" --run-root "/tmp/runs/$name" \
     data.seq_len=4096 data.max_corpus_mb=64 run.micro_batch_size=4 run.global_batch_size=$((8 * ngpu)) \
-    run.max_steps="$steps" run.warmup_steps_excluded=20 run.log_every=10 run.save_every=1000000 \
+    run.max_steps="$steps" run.warmup_steps_excluded=20 run.log_every=10 run.save_every=1000000 ${OVERRIDES:-} \
     2>&1 | tee "$out/$name.log" | grep -E "^(attention|fa3nn|sdpa|largest)"

@@ -105,7 +105,7 @@ def errors(headdim, seqlen_q, seqlen_k, causal, variant, dtype=torch.bfloat16) -
     return check_gradients(row, q, k, v, dout, causal, grads)
 
 
-def timing(headdim, seqlen, causal, variants, iters, reps) -> dict:
+def timing(headdim, seqlen, causal, variants, iters, reps, libraries=None) -> dict:
     batch, nheads = TOKENS // seqlen, WIDTH // headdim
     q, k, v, dout = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16)
                      for _ in range(4))
@@ -119,6 +119,11 @@ def timing(headdim, seqlen, causal, variants, iters, reps) -> dict:
         f"hopper:{variant}": (lambda variant=variant: hopper_bwd.launch(dout, q, k, v, out, lse, p.softmax_scale,
                                                                          causal, variant=variant))
         for variant in variants
+    }
+    calls |= {  # other builds of the library (--compare), their default variant
+        f"hopper@{name}": (lambda lib=lib: hopper_bwd.launch(dout, q, k, v, out, lse, p.softmax_scale, causal,
+                                                              library=lib))
+        for name, lib in (libraries or {}).items()
     }
     calls |= {
         "triton": lambda: triton_backward(dout, q, k, v, out, lse, None, p, None),
@@ -136,7 +141,19 @@ def main() -> int:
                              "of the ratio column")
     parser.add_argument("--iters", type=int, default=8)
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--compare", nargs="*", default=[], metavar="NAME=PATH",
+                        help="other builds of the library, their default variant timed as hopper@NAME")
+    parser.add_argument("--headdims", type=int, nargs="+", default=[128, 64])
+    parser.add_argument("--seqlens", type=int, nargs="+", default=[2048, 16384])
     args = parser.parse_args()
+    from fa3nn.backends import hopper_build
+
+    libraries = {}
+    for item in args.compare:
+        name, sep, path = item.partition("=")
+        if not sep or not name:
+            parser.error(f"--compare expects NAME=PATH, got {item!r}")
+        libraries[name] = hopper_build.load(Path(path))
     torch.manual_seed(0)
     report = {"errors": [], "timing": []}
     report["variants"] = args.variants
@@ -157,20 +174,20 @@ def main() -> int:
     # (4 variants + Triton + cuDNN x 8 shapes) still leaves what it measured.
     (out_dir / "hopper_bwd_check.json").write_text(json.dumps(report, indent=1))
     if timed:
-        for headdim in (128, 64):
-            for seqlen in (2048, 16384):
+        for headdim in args.headdims:
+            for seqlen in args.seqlens:
                 for causal in (False, True):
-                    row = timing(headdim, seqlen, causal, timed, args.iters, args.reps)
+                    row = timing(headdim, seqlen, causal, timed, args.iters, args.reps, libraries)
                     report["timing"].append(row)
                     print(json.dumps(row), flush=True)
                     (out_dir / "hopper_bwd_check.json").write_text(json.dumps(report, indent=1))
-    hoppers = [f"hopper:{v}" for v in timed]
+    hoppers = [f"hopper:{v}" for v in timed] + [f"hopper@{name}" for name in libraries]
 
     def ratio(r, a, b):
         return f"{r[a] / r[b]:.2f}" if isinstance(r[a], float) and isinstance(r[b], float) else "-"
 
     names = [*hoppers, "triton", "cudnn"]
-    ratios = [f"{v} / cuDNN" for v in timed] + [f"{v} / {timed[0]}" for v in timed[1:]]
+    ratios = [f"{h} / cuDNN" for h in hoppers] + [f"{h} / {hoppers[0]}" for h in hoppers[1:]]
     print(f"\n| hdim | seqlen | causal | {' | '.join(names)} (bwd TFLOP/s) | {' | '.join(ratios)} |")
     print("|---" * (3 + len(names) + len(ratios)) + "|")
     for r in report["timing"]:

@@ -1,25 +1,52 @@
-"""Run the native Hopper forward a few times at one FA3-paper shape, for a profiler to attach to:
+"""Run one native Hopper kernel a few times at one FA3-paper shape, for a profiler to attach to:
 
-    ncu --clock-control none -k regex:flash_fwd_kernel --launch-skip 2 --launch-count 1 \\
-        --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \\
-        python scripts/hopper_profile_case.py --headdim 128 --seqlen 16384
+    ncu --clock-control none -k regex:flash_fwd_kernel --launch-skip 2 --launch-count 1 --set full \\
+        python scripts/hopper_profile_case.py --kernel fwd --headdim 128 --seqlen 16384
+
+--kernel fwd: the bf16 forward (flash_fwd_kernel); fp8: the FP8 forward on inputs already quantized with per-tile
+scales, 128-row tiles (flash_fwd_fp8_kernel); bwd: the bf16 backward with its default variant (flash_bwd_kernel,
+between its preprocess and postprocess kernels).
 """
 
 import argparse
 
 import torch
 
+from fa3nn.backends import hopper_bwd
 from fa3nn.backends.hopper import launch
+from fa3nn.backends.hopper_fp8 import fp8_forward
+from fa3nn.fp8.operands import transpose_v
+from fa3nn.fp8.quantize import quantize_qkv_tensors
+from fa3nn.masks import Window
 
 parser = argparse.ArgumentParser()
+parser.add_argument("--kernel", choices=("fwd", "fp8", "bwd"), default="fwd")
 parser.add_argument("--headdim", type=int, default=128)
 parser.add_argument("--seqlen", type=int, default=16384)
 parser.add_argument("--causal", action="store_true")
 parser.add_argument("--calls", type=int, default=3)
 args = parser.parse_args()
 batch, nheads = 16384 // args.seqlen, 2048 // args.headdim
+scale = args.headdim**-0.5
 q, k, v = (torch.randn(batch, args.seqlen, nheads, args.headdim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+if args.kernel == "fwd":
+    def call():
+        launch(q, k, v, scale, args.causal)
+elif args.kernel == "fp8":
+    quantized = quantize_qkv_tensors(q, k, v, 128, 128)
+    vt8 = transpose_v(quantized.v)
+    window = Window(-1, 0) if args.causal else Window()
+
+    def call():
+        fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale, quantized.v_descale,
+                    128, 128, scale, window)
+else:
+    out, lse = launch(q, k, v, scale, args.causal)
+    dout = torch.randn_like(q)
+
+    def call():
+        hopper_bwd.launch(dout, q, k, v, out, lse, scale, args.causal)
 for _ in range(args.calls):
-    launch(q, k, v, args.headdim**-0.5, args.causal)
+    call()
 torch.cuda.synchronize()
-print(f"ran {args.calls} calls: d{args.headdim} seqlen {args.seqlen} causal={args.causal}")
+print(f"ran {args.calls} calls of {args.kernel}: d{args.headdim} seqlen {args.seqlen} causal={args.causal}")

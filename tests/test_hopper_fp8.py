@@ -264,15 +264,15 @@ def test_rounding_points_with_exact_scores(headdim, causal, record_property):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize(
     "headdim, variant",
-    [(128, "no_pingpong"), (128, "other_stages"), (128, "mufu_exp2"), (128, "one_cta_per_tile"),
+    [(128, "no_pingpong"), (128, "other_stages"), (128, "poly_exp2"), (128, "one_cta_per_tile"),
      (256, "no_pingpong"), (256, "other_stages"), (256, "one_cta_per_tile")],
 )
 @pytest.mark.gpu
 @needs_hopper
 def test_benchmark_variant_matches_emulation(headdim, variant, causal, record_property):
     """The benchmarked variants on exact-score inputs with more tiles (256) than SMs (the default's persistent
-    launch gives CTAs two tiles; one_cta_per_tile one). The d128 default's exp2 polynomial (relative error 5.2e-6)
-    stays far inside the exact-score bounds, as does mufu_exp2's MUFU-only softmax."""
+    launch gives CTAs two tiles; one_cta_per_tile one). poly_exp2's FP32 exp2 polynomial (relative error 5.2e-6)
+    stays far inside the exact-score bounds, as does the default's MUFU-only softmax."""
     quantized = _exact_score_inputs(2, 2000, 1500, 8, 2, headdim)
     record_property("errors", _run_quantized(quantized, causal, 0.25, variant=variant, rms_ratio=EXACT_RMS_RATIO,
                                              lse_rtol=EXACT_LSE_RTOL))

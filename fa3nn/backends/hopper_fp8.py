@@ -39,10 +39,10 @@ SUPPORTED_HEADDIMS = (64, 128, 256)
 OUT_DTYPES = (torch.bfloat16, torch.float16)
 UNMASKED = Window()
 # Compile-time variants, for benchmarks only (bf16 output, head dims 128 and 256): the default design (one CTA per SM
-# walking tiles; d128: a quarter of the exp2s on the FP32 pipe), without pingpong, the other K/V stage count, (d128)
-# every exp2 on MUFU, and the default kernel launched with one CTA per tile (kernels/hopper/flash_fwd_fp8_launch.cuh,
+# walking tiles, every exp2 on MUFU), without pingpong, the other K/V stage count, (d128) a quarter of the exp2s as
+# an FP32 polynomial, and the default kernel launched with one CTA per tile (kernels/hopper/flash_fwd_fp8_launch.cuh,
 # Fp8Tiles, which gives the measurements behind the defaults).
-VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "mufu_exp2": 3, "one_cta_per_tile": 5}
+VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one_cta_per_tile": 5}
 
 
 def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:

@@ -178,10 +178,10 @@ __device__ __forceinline__ void producer_loop(const CUtensorMap* tma_q, const CU
     for (int n_block = n_blocks - 1; n_block >= 0; --n_block) {
       const int row = r.k_start + n_block * Cfg::kBlockN;
       if constexpr (Cfg::kSkipKVLoads) {
-        bars.k.empty[k_state.index].wait(k_state.phase ^ 1);
+        bars.k.producer_wait_empty(k_state);
         bars.k.full[k_state.index].arrive();
         k_state.advance();
-        bars.v.empty[v_state.index].wait(v_state.phase ^ 1);
+        bars.v.producer_wait_empty(v_state);
         bars.v.full[v_state.index].arrive();
         v_state.advance();
         continue;

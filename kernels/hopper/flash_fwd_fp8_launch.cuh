@@ -70,7 +70,7 @@ int launch_fp8(const Fp8Problem& pr) {
   fp.v_descale_batch_stride = ds[4];
   fp.v_descale_head_stride = ds[5];
   fp.block_q = pr.block_q;
-  fp.block_k = pr.block_k;
+  fp.tiles_per_block = pr.block_k % Cfg::kBlockN == 0 ? 1.f / static_cast<float>(pr.block_k / Cfg::kBlockN) : 0.f;
   fp.vt_starts = varlen ? pr.vt_starts : nullptr;
 
   const long long tiles = static_cast<long long>(fp.base.num_m_blocks) * pr.nheads * pr.batch;
@@ -91,16 +91,17 @@ int launch_fp8(const Fp8Problem& pr) {
 // half the tensor-core time of a bf16 one while its TMA latency stays, so d64/d128 take a third K/V stage where the
 // bf16 kernel keeps two; d256 has room for two (Q 2 x 32 KB + K, Vt 2 x 2 x 32 KB = 192 KB).
 // kPolyExpEvery: every kPolyExpEvery-th score's exp2 on the FP32 pipe (exp2_poly), the rest on MUFU; 0 = all on MUFU.
-// d128 takes a quarter on the FP32 pipe: there MUFU ex2 is as busy as the tensor cores (16 exp2 per SM and clock
-// against 1/16 clock of QGMMA per score). H200, 2026-11-30 16:48 UTC, one CTA per tile: +0.4% / +0.6% at 2048
-// (non-causal / causal), +10.6% / +6.3% at 8192, +9.8% / +18% at 16384 over all-MUFU; d256's softmax is half its
-// GEMM time, so it stays on MUFU.
+// All on MUFU everywhere. A quarter on the FP32 pipe at d128 won +0.4-18% in one run (16:48 UTC) and lost 1-12% in
+// the next (20:35 UTC 2026-11-30: 16k 588 vs 669 TFLOP/s non-causal, 611 vs 647 causal), and ncu says why it cannot
+// pay there: the d128 loop is issue-bound, not MUFU-bound (issue slots 52% busy, tensor pipe 35%; MUFU would be
+// 1024 of the 2857 cycles a 128 x 128 block took), and each polynomial exp2 costs ~10 issued instructions to save
+// one MUFU: 160 more per warp and key block against 795 in all.
 //   variant 0: the default below.  1: without pingpong.  2: the other stage count (d128: 2, d256: Q 1 + 3 K/V).
-//   3 (d128): every exp2 on MUFU (the default until 2026-11-30 evening).  5: one CTA per tile instead of per SM.
+//   3 (d128): a quarter of the exp2s as the FP32 polynomial.  5: one CTA per tile instead of per SM.
 template <int D, int kVariant> struct Fp8Tiles;
 template <> struct Fp8Tiles<64, 0> { static constexpr int kStages = 3, kQStages = 2, kPolyExpEvery = 0; };
-template <> struct Fp8Tiles<128, 0> { static constexpr int kStages = 3, kQStages = 2, kPolyExpEvery = 4; };
-template <> struct Fp8Tiles<128, 2> { static constexpr int kStages = 2, kQStages = 2, kPolyExpEvery = 4; };
+template <> struct Fp8Tiles<128, 0> { static constexpr int kStages = 3, kQStages = 2, kPolyExpEvery = 0; };
+template <> struct Fp8Tiles<128, 2> { static constexpr int kStages = 2, kQStages = 2, kPolyExpEvery = 0; };
 template <> struct Fp8Tiles<256, 0> { static constexpr int kStages = 2, kQStages = 2, kPolyExpEvery = 0; };
 template <> struct Fp8Tiles<256, 2> { static constexpr int kStages = 3, kQStages = 1, kPolyExpEvery = 0; };
 
@@ -132,7 +133,7 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 2) return run_fp8_tiles<D, 2>(pr);
   }
   if constexpr (D == 128) {
-    if (variant == 3) return run_fp8_tiles<D, 0, true, 0>(pr);
+    if (variant == 3) return run_fp8_tiles<D, 0, true, 4>(pr);
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile; 1, 2 = benchmark "
                     "variants at d128/d256, 3 at d128)");

@@ -36,8 +36,11 @@ struct Pipeline {
   }
 
   // Producer side.
+  __device__ __forceinline__ void producer_wait_empty(const PipelineState<kStages>& st) {
+    empty[st.index].wait_sleeping(st.phase ^ 1);
+  }
   __device__ __forceinline__ void producer_acquire(const PipelineState<kStages>& st, uint32_t bytes) {
-    empty[st.index].wait(st.phase ^ 1);
+    producer_wait_empty(st);
     full[st.index].arrive_expect_tx(bytes);
   }
   __device__ __forceinline__ MBarrier* full_barrier(const PipelineState<kStages>& st) { return &full[st.index]; }
