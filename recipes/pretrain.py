@@ -23,7 +23,7 @@ import torch  # noqa: E402
 from fa3nn_train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint  # noqa: E402
 from fa3nn_train.config import load_config  # noqa: E402
 from fa3nn_train.corpus import load_documents  # noqa: E402
-from fa3nn_train.data import BlockStream, micro_batches, prefetched  # noqa: E402
+from fa3nn_train.data import BlockStream, micro_batches  # noqa: E402
 from fa3nn_train.metrics_logger import MetricsLogger, format_line  # noqa: E402
 from fa3nn_train.model import build_model, flops_per_token, loss_sum  # noqa: E402
 from fa3nn_train.optim import build_optimizer, build_scheduler  # noqa: E402
@@ -90,8 +90,7 @@ def main(argv=None, keep_process_group: bool = False) -> list[dict]:
 
     stream = BlockStream(dataset, text_field, tokenizer, data.seq_len, data.keep_boundaries, run.seed,
                          data.streaming, data.shuffle_buffer, data.block_shuffle_buffer)
-    batches = prefetched(micro_batches(stream, start_step, run.global_batch_size, run.micro_batch_size, rank, world),
-                         data.prefetch_steps)
+    batches = micro_batches(stream, start_step, run.global_batch_size, run.micro_batch_size, rank, world)
     tokens_per_step = run.global_batch_size * data.seq_len
     logger = MetricsLogger(accelerator, run_dir, flops, tokens_per_step)
     progress = _progress(accelerator, start_step, run.max_steps)
@@ -129,7 +128,6 @@ def main(argv=None, keep_process_group: bool = False) -> list[dict]:
                             {**state, "config": config.to_dict(), "world_size": world}, run.keep_checkpoints)
             logger.start_window(done)  # leave checkpoint I/O out of tokens/s
         progress.update(1)
-    batches.close()  # stops the prefetch thread
     progress.close()
     logger.close()
     if keep_process_group:

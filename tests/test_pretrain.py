@@ -3,15 +3,12 @@ exact resume and crash-safe checkpoints. Small model overrides keep the suite to
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +27,7 @@ sys.path.insert(0, str(ROOT / "recipes"))
 
 from fa3nn_train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint  # noqa: E402
 from fa3nn_train.config import ConfigError, load_config  # noqa: E402
-from fa3nn_train.data import IGNORE_INDEX, micro_batches, pack_blocks, prefetched  # noqa: E402
+from fa3nn_train.data import IGNORE_INDEX, micro_batches, pack_blocks  # noqa: E402
 
 # A 0.1M-parameter model on 0.5 MB of the stdlib corpus: seconds per run.
 SMALL = [
@@ -223,47 +220,6 @@ def test_micro_batches_split_the_global_batch_and_resume():
 
     assert step_rows(1) == step_rows(2) == step_rows(4) == [list(range(s * 8, s * 8 + 8)) for s in range(3)]
     assert step_rows(2, start=2, steps=1) == [list(range(16, 24))]
-
-
-@pytest.mark.parametrize("depth", [0, 1, 3])
-def test_prefetched_keeps_order_and_values(depth):
-    blocks = [(np.full(3, i), np.arange(3), np.full(3, i)) for i in range(100)]
-    plain = micro_batches(blocks, 1, 8, 2, 1, 2)
-    ahead = prefetched(micro_batches(blocks, 1, 8, 2, 1, 2), depth)
-    for _ in range(5):
-        (want, want_count), (got, got_count) = next(plain), next(ahead)
-        assert got_count == want_count
-        assert [b.input_ids.tolist() for b in got] == [b.input_ids.tolist() for b in want]
-    ahead.close()
-
-
-def test_prefetched_raises_the_producers_error_in_place_and_stops_its_thread():
-    def items():
-        yield 1
-        yield 2
-        raise ValueError("corpus file vanished")
-
-    ahead = prefetched(items(), 2)
-    assert [next(ahead), next(ahead)] == [1, 2]
-    with pytest.raises(ValueError, match="corpus file vanished"):
-        next(ahead)
-    produced = []
-
-    def endless():
-        for i in itertools.count():
-            produced.append(i)
-            yield i
-
-    ahead = prefetched(endless(), 2)
-    assert next(ahead) == 0
-    ahead.close()  # the thread stops: at most depth + 2 items were ever made (queue, one blocked put, one taken)
-    time.sleep(0.3)
-    count = len(produced)
-    time.sleep(0.3)
-    assert len(produced) == count <= 2 + 2
-    assert not any(t.name == "fa3nn-prefetch" for t in threading.enumerate())
-    with pytest.raises(ConfigError, match="data.prefetch_steps must be >= 0"):
-        load_config("tiny", ["data.prefetch_steps=-1"])
 
 
 def test_config_errors_name_the_field():

@@ -75,7 +75,6 @@ class DataConfig:
     streaming: bool = False  # iterate without downloading/tokenizing everything first (large corpora)
     shuffle_buffer: int = 10_000  # documents held for shuffling when streaming
     block_shuffle_buffer: int = 2048  # packed blocks held for shuffling (0 keeps packing order)
-    prefetch_steps: int = 2  # optimizer steps of micro-batches built ahead on a background thread (0: none)
     tokenizer: str = "local"  # "local": a byte-level BPE trained on the corpus and cached; else a hub name
     vocab_size: int = 4096  # size of the locally trained tokenizer (hub tokenizers bring their own)
     seq_len: int = 128  # tokens per training sequence
@@ -86,9 +85,6 @@ class DataConfig:
     def check(self) -> None:
         if self.seq_len < 2:
             raise ConfigError(f"data.seq_len must be >= 2, got {self.seq_len}")
-        if self.prefetch_steps < 0:
-            raise ConfigError(f"data.prefetch_steps must be >= 0 (0: no background prefetch), "
-                              f"got {self.prefetch_steps}")
         if self.tokenizer == "local" and self.vocab_size < 300:
             raise ConfigError(f"data.vocab_size must be >= 300 for a byte-level BPE (256 bytes + merges), "
                               f"got {self.vocab_size}")

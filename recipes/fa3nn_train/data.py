@@ -7,8 +7,6 @@ transformers' own masks) then keep documents from attending to each other, and t
 document's first token from the previous one is ignored (-100).
 
 Blocks then pass through a buffered shuffle (data.block_shuffle_buffer) so that one global batch mixes documents.
-`prefetched` builds the next steps' micro-batches on a background thread (data.prefetch_steps ahead), so that
-tokenizing the next documents does not stall a training step.
 
 Order and sharding: the block stream is a pure function of (config, seed, epoch), identical on every process.
 Global step s uses blocks [s * G, (s + 1) * G) with G = global_batch_size; process r of W takes micro-batch m as
@@ -19,9 +17,7 @@ blocks s * G + (m * W + r) * micro + [0, micro). The data position in a checkpoi
 from __future__ import annotations
 
 import itertools
-import queue
 import random
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -152,58 +148,3 @@ def micro_batches(blocks, start_step: int, global_batch: int, micro: int, rank: 
             mine.append(Batch(*(torch.from_numpy(np.stack([row[i] for row in rows])) for i in range(3))))
         global_targets = sum(int((block[2] != IGNORE_INDEX).sum()) for block in step_blocks)
         yield mine, global_targets
-
-
-class _Failure:
-    def __init__(self, exc: BaseException):
-        self.exc = exc
-
-
-def prefetched(items, depth: int):
-    """`items`, produced on a background thread up to `depth` ahead (depth 0: on the caller's thread). Order and
-    values are unchanged (one producer, a FIFO queue), so resuming by step stays exact; an exception in the producer
-    is raised here at the position it happened. The thread stops when this generator is closed or collected.
-
-    Why: on 2 H200s (llama-1b, seqlen 4096, 16 blocks per step, 2026-11-30) one step near block 660 took ~12 s
-    instead of ~0.6 s in all three runs of one call, the same step in each: the stream tokenizing its next documents
-    on the training thread (the 1-GPU runs, which read half as many blocks, did not reach it in 50 steps). Tokenizing
-    (Rust) and packing (numpy) release the GIL for most of their time, and the training thread mostly waits on the
-    GPU, so a thread one or two steps ahead hides it."""
-    if depth <= 0:
-        yield from items
-        return
-    ready: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    end = object()
-
-    def put(item) -> bool:
-        while not stop.is_set():
-            try:
-                ready.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce():
-        try:
-            for item in items:
-                if not put(item):
-                    return
-            put(end)
-        except BaseException as exc:  # noqa: BLE001  (handed to the consumer, which raises it)
-            put(_Failure(exc))
-
-    thread = threading.Thread(target=produce, name="fa3nn-prefetch", daemon=True)
-    thread.start()
-    try:
-        while True:
-            item = ready.get()
-            if item is end:
-                return
-            if isinstance(item, _Failure):
-                raise item.exc
-            yield item
-    finally:
-        stop.set()
-        thread.join(timeout=5)
