@@ -91,11 +91,12 @@ int launch_fp8(const Fp8Problem& pr) {
 // half the tensor-core time of a bf16 one while its TMA latency stays, so d64/d128 take a third K/V stage where the
 // bf16 kernel keeps two; d256 has room for two (Q 2 x 32 KB + K, Vt 2 x 2 x 32 KB = 192 KB).
 // kPolyExpEvery: every kPolyExpEvery-th score's exp2 on the FP32 pipe (exp2_poly), the rest on MUFU; 0 = all on MUFU.
-// All on MUFU everywhere. A quarter on the FP32 pipe at d128 won +0.4-18% in one run (16:48 UTC) and lost 1-12% in
-// the next (20:35 UTC 2026-11-30: 16k 588 vs 669 TFLOP/s non-causal, 611 vs 647 causal), and ncu says why it cannot
-// pay there: the d128 loop is issue-bound, not MUFU-bound (issue slots 52% busy, tensor pipe 35%; MUFU would be
-// 1024 of the 2857 cycles a 128 x 128 block took), and each polynomial exp2 costs ~10 issued instructions to save
-// one MUFU: 160 more per warp and key block against 795 in all.
+// All on MUFU everywhere; the d128 choice is open. A quarter on the FP32 pipe at d128 won +0.4-18% in one run (16:48
+// UTC 2026-11-30), lost at 16k in the next (19:37 UTC: 588 vs 669 TFLOP/s non-causal, 611 vs 647 causal) and won
+// there again in the one after (20:10 UTC: 680 vs 635, 636 vs 582; all-MUFU won at 4k, 664 vs 639): the same kernel
+// spreads ~8% from run to run, more than the difference. ncu (19:40 UTC) says the d128 loop is latency/issue-bound,
+// not MUFU-bound (issue slots 52% busy, tensor pipe 35%), and each polynomial exp2 costs ~10 issued instructions to
+// save one MUFU.
 //   variant 0: the default below.  1: without pingpong.  2: the other stage count (d128: 2, d256: Q 1 + 3 K/V).
 //   3 (d128): a quarter of the exp2s as the FP32 polynomial.  5: one CTA per tile instead of per SM.
 template <int D, int kVariant> struct Fp8Tiles;
