@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import sys
 from pathlib import Path
 
@@ -97,7 +98,14 @@ def main(argv=None, keep_process_group: bool = False) -> list[dict]:
     history, device = [], accelerator.device
     if run.warmup_steps_excluded == 0:
         logger.start_window(start_step)
+    # Host-side stall finder: on 2 H200s every 42nd step of llama-1b stalled 6-10 s with both GPUs idle, neither GC
+    # nor the data stream as measured on a CPU machine (benchmarks/results/scaling-h200x2-20261130-2045/summary.md).
+    stall_file = (run_dir / f"stalls-rank{rank}.txt").open("a") if run.stall_dump_s > 0 else None
     for step in range(start_step, run.max_steps):
+        if stall_file is not None:  # stacks of every thread if this step is still running after stall_dump_s
+            stall_file.write(f"step {step + 1} started\n")
+            stall_file.flush()
+            faulthandler.dump_traceback_later(run.stall_dump_s, file=stall_file)
         micro, global_targets = next(batches)
         micro = [batch.to(device) for batch in micro]
         loss_total = torch.zeros((), device=device)
@@ -127,7 +135,11 @@ def main(argv=None, keep_process_group: bool = False) -> list[dict]:
             save_checkpoint(accelerator, run_dir, done, model, optimizer, scheduler,
                             {**state, "config": config.to_dict(), "world_size": world}, run.keep_checkpoints)
             logger.start_window(done)  # leave checkpoint I/O out of tokens/s
+        if stall_file is not None:
+            faulthandler.cancel_dump_traceback_later()
         progress.update(1)
+    if stall_file is not None:
+        stall_file.close()
     progress.close()
     logger.close()
     if keep_process_group:

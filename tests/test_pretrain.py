@@ -87,6 +87,17 @@ def test_default_config_runs_logs_and_learns(tmp_path, cache_dir):
     assert latest_checkpoint(tmp_path).name == "step-00000012"
 
 
+def test_stall_dump_writes_the_stacks_of_a_slow_step(tmp_path, cache_dir):
+    """run.stall_dump_s: a step still running after that many seconds leaves every thread's Python stack in
+    run_dir/stalls-rank0.txt, after the step's own line. 1 ms: every CPU step of the tiny model outlasts it."""
+    _train(tmp_path, cache_dir, *SMALL, "run.max_steps=2", "run.wandb=false", "run.stall_dump_s=0.001")
+    dump = (tmp_path / "stalls-rank0.txt").read_text()
+    assert dump.startswith("step 1 started\n") and "step 2 started\n" in dump
+    assert dump.count("Timeout (0:00:00") == 2 and "pretrain.py" in dump, dump[:2000]
+    with pytest.raises(ConfigError, match="run.stall_dump_s must be >= 0"):
+        load_config("tiny", ["run.stall_dump_s=-1"])
+
+
 def test_two_processes_match_one(tmp_path, cache_dir):
     """Same global batch of 8: one process (micro 4 x 2 accumulation) vs two gloo processes (micro 4 x 1).
     Only the order of float32 sums differs (gradient all-reduce, loss reduce): losses agree to rtol 1e-5."""

@@ -127,6 +127,9 @@ class RunConfig:
     wandb: bool = True  # log to Weights & Biases (offline mode when no API key is configured)
     wandb_project: str = "fa3nn-pretrain"
     warmup_steps_excluded: int = 2  # first steps left out of tokens/s (allocation, compilation)
+    # > 0: a step that runs longer than this many seconds writes every thread's Python stack to
+    # run_dir/stalls-rank{R}.txt (faulthandler), to find host-side stalls; 0: off
+    stall_dump_s: float = 0.0
 
     def check(self) -> None:
         if self.global_batch_size % self.micro_batch_size:
@@ -134,6 +137,8 @@ class RunConfig:
                               f"run.micro_batch_size ({self.micro_batch_size})")
         if self.mixed_precision not in MIXED_PRECISIONS:
             raise ConfigError(f"run.mixed_precision must be one of {MIXED_PRECISIONS}, got {self.mixed_precision!r}")
+        if self.stall_dump_s < 0:
+            raise ConfigError(f"run.stall_dump_s must be >= 0 (0: off), got {self.stall_dump_s}")
         if self.max_steps < 1 or self.log_every < 1 or self.save_every < 0 or self.keep_checkpoints < 1:
             raise ConfigError("run.max_steps, run.log_every and run.keep_checkpoints must be >= 1; "
                               "run.save_every >= 0")
