@@ -31,6 +31,20 @@ from fa3nn.metrics import attention_flops
 TOKENS, WIDTH = 16384, 2048
 
 
+def compare_libraries(parser: argparse.ArgumentParser, items: list[str], reserved=()) -> dict:
+    """--compare NAME=PATH ... -> {NAME: the loaded library build}; NAME must not be one of `reserved` (the
+    script's own variant names, which label rows the same way)."""
+    from fa3nn.backends import hopper_build
+
+    libraries = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or name in reserved:
+            parser.error(f"--compare expects NAME=PATH with NAME not a kernel variant, got {item!r}")
+        libraries[name] = hopper_build.load(Path(path))
+    return libraries
+
+
 def time_interleaved(fns: dict, iters: int, reps: int) -> dict[str, list[float]]:
     """ms per call for each fn, `reps` samples each, taken round-robin so clock drift hits every fn alike."""
     for fn in fns.values():
@@ -107,14 +121,7 @@ def main() -> None:
                         help="other builds of the library, timed as variant NAME next to every full-variant row")
     parser.add_argument("--variants", nargs="*", default=["full"], help="variants of this library per shape")
     args = parser.parse_args()
-    from fa3nn.backends import hopper_build
-
-    libraries = {}
-    for item in args.compare:
-        name, sep, path = item.partition("=")
-        if not sep or not name or name in VARIANTS:
-            parser.error(f"--compare expects NAME=PATH with NAME not a kernel variant, got {item!r}")
-        libraries[name] = hopper_build.load(Path(path))
+    libraries = compare_libraries(parser, args.compare, VARIANTS)
     torch.backends.cuda.matmul.allow_tf32 = False
     rows = []
     for headdim in args.headdims:

@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_hopper import TOKENS, WIDTH, time_interleaved  # noqa: E402
+from bench_hopper import TOKENS, WIDTH, compare_libraries, time_interleaved  # noqa: E402
 
 from fa3nn.backends.hopper import launch  # noqa: E402
 from fa3nn.backends.hopper_fp8 import fp8_forward  # noqa: E402
@@ -81,14 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", nargs="*", default=[], metavar="NAME=PATH",
                         help="other builds of the library, their default kernel timed as fp8_NAME on the same inputs")
     args = parser.parse_args(argv)
-    from fa3nn.backends import hopper_build
-
-    args.libraries = {}
-    for item in args.compare:
-        name, sep, path = item.partition("=")
-        if not sep or not name or name in args.variants:
-            parser.error(f"--compare expects NAME=PATH with NAME not a variant, got {item!r}")
-        args.libraries[name] = hopper_build.load(Path(path))
+    args.libraries = compare_libraries(parser, args.compare, args.variants)
     rows = []
     for headdim in args.headdims:
         for seqlen in args.seqlens:

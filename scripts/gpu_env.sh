@@ -2,6 +2,8 @@
 #   gpu_setup DEFAULT_OUT  $out = $OUT or DEFAULT_OUT, created; PYTHONPATH with this checkout first, unbuffered
 #                          Python, FA3NN_HOPPER_LIB when build/libfa3nn_hopper.so was carried; the GPU's clocks and
 #                          temperature into $out/gpu_state.txt
+#   gpu_wheels TARGET GLOB  the carried wheels matching .whl/GLOB installed into TARGET (no index, no dependencies),
+#                          TARGET put first on PYTHONPATH; a failed install is printed, not fatal
 #   gpu_log_summary LOG    a pytest -v log's PASSED count, its first 15 failures/errors and its last line
 #   gpu_archive NAME       everything in $out into $out/NAME (tar.gz) and the rest deleted: the device tool returns
 #                          only a few files
@@ -11,6 +13,12 @@ gpu_setup() {
     export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
     [ -f build/libfa3nn_hopper.so ] && export FA3NN_HOPPER_LIB=$PWD/build/libfa3nn_hopper.so
     nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$out/gpu_state.txt"
+}
+
+gpu_wheels() {
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$1" .whl/$2 \
+        > "$out/pip.log" 2>&1 || echo "wheel install failed: $(tail -n 2 "$out/pip.log")"
+    export PYTHONPATH=$1:$PYTHONPATH
 }
 
 gpu_log_summary() {

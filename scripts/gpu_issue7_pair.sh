@@ -10,9 +10,8 @@ one_s=${2:-200}
 two_s=${3:-330}
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-issue7
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    > "$out/pip.log" 2>&1 || echo "wheel install failed: $(tail -n 2 "$out/pip.log")"
-export PYTHONPATH=/tmp/site:$PYTHONPATH NCCL_NVLS_ENABLE=0
+gpu_wheels /tmp/site "*.whl"
+export NCCL_NVLS_ENABLE=0
 
 CUDA_VISIBLE_DEVICES=0 FP8=0 OUT="$out" timeout "$one_s" bash scripts/gpu_scaling_run.sh 1 "$steps" \
     > "$out/one.log" 2>&1

@@ -12,9 +12,8 @@ steps=${1:-100}
 limit_s=${2:-300}
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-stall
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    > "$out/pip.log" 2>&1 || echo "wheel install failed: $(tail -n 2 "$out/pip.log")"
-export PYTHONPATH=/tmp/site:$PYTHONPATH NCCL_NVLS_ENABLE=0 TOKENIZERS_PARALLELISM=false
+gpu_wheels /tmp/site "*.whl"
+export NCCL_NVLS_ENABLE=0 TOKENIZERS_PARALLELISM=false
 if [ "${GC_OFF:-0}" = 1 ]; then
     mkdir -p /tmp/gcoff && echo "import gc; gc.disable()" > /tmp/gcoff/sitecustomize.py
     export PYTHONPATH=/tmp/gcoff:$PYTHONPATH

@@ -15,9 +15,8 @@ gpu_setup /tmp/fa3nn-open
 timeout "$suite_s" python -m pytest -m gpu -n 8 -v -rfE -p no:cacheprovider tests/ > "$out/gpu_tests.log" 2>&1
 echo "suite rc $?"; gpu_log_summary "$out/gpu_tests.log"
 
-python3 -m pip install -q --no-index --no-deps --target /tmp/cudnnfe .whl/nvidia_cudnn_frontend-*.whl \
-    > "$out/pip.log" 2>&1 || echo "cudnn-frontend install failed: $(tail -n 2 "$out/pip.log")"
-PYTHONPATH=/tmp/cudnnfe:$PYTHONPATH timeout "$cudnn_s" python3 scripts/bench_cudnn_fp8.py \
+gpu_wheels /tmp/cudnnfe "nvidia_cudnn_frontend-*.whl"
+timeout "$cudnn_s" python3 scripts/bench_cudnn_fp8.py \
     --json "$out/cudnn_fp8.json" > "$out/cudnn_fp8.log" 2>&1
 echo "cudnn fp8 rc $?"; tail -n 24 "$out/cudnn_fp8.log"
 

@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import TOKENS, WIDTH, time_ms  # noqa: E402
+from bench_hopper import compare_libraries  # noqa: E402
 
 from fa3nn.backends import hopper_bwd  # noqa: E402
 from fa3nn.backends.base import AttnParams  # noqa: E402
@@ -146,14 +147,7 @@ def main() -> int:
     parser.add_argument("--headdims", type=int, nargs="+", default=[128, 64])
     parser.add_argument("--seqlens", type=int, nargs="+", default=[2048, 16384])
     args = parser.parse_args()
-    from fa3nn.backends import hopper_build
-
-    libraries = {}
-    for item in args.compare:
-        name, sep, path = item.partition("=")
-        if not sep or not name:
-            parser.error(f"--compare expects NAME=PATH, got {item!r}")
-        libraries[name] = hopper_build.load(Path(path))
+    libraries = compare_libraries(parser, args.compare)
     torch.manual_seed(0)
     report = {"errors": [], "timing": []}
     report["variants"] = args.variants
