@@ -3,7 +3,7 @@
 # targets: the bf16 forward and the FP8 forward at d128 16k non-causal, the FP8 forward at d256, the bf16 backward
 # at d64 (llama-1b's head dim) and d128. Per kernel: the details page (speed of light, pipe utilization, warp stall
 # reasons, scheduler statistics) as text and the SASS source page (per-instruction stall samples) as CSV, all in
-# one archive under $OUT (the .ncu-rep files stay there too).
+# one archive under $OUT (the .ncu-rep files stay there too). Summaries: scripts/ncu_sass_summary.py.
 #
 #   bash scripts/gpu_profile.sh [PER_CASE_S]
 set -u
