@@ -24,7 +24,7 @@ import torch  # noqa: E402
 from fa3nn_train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint  # noqa: E402
 from fa3nn_train.config import load_config  # noqa: E402
 from fa3nn_train.corpus import load_documents  # noqa: E402
-from fa3nn_train.data import BlockStream, micro_batches  # noqa: E402
+from fa3nn_train.data import BlockStream, micro_batches, prefetched  # noqa: E402
 from fa3nn_train.metrics_logger import MetricsLogger, format_line  # noqa: E402
 from fa3nn_train.model import build_model, flops_per_token, loss_sum  # noqa: E402
 from fa3nn_train.optim import build_optimizer, build_scheduler  # noqa: E402
@@ -91,15 +91,16 @@ def main(argv=None, keep_process_group: bool = False) -> list[dict]:
 
     stream = BlockStream(dataset, text_field, tokenizer, data.seq_len, data.keep_boundaries, run.seed,
                          data.streaming, data.shuffle_buffer, data.block_shuffle_buffer)
-    batches = micro_batches(stream, start_step, run.global_batch_size, run.micro_batch_size, rank, world)
+    batches = prefetched(micro_batches(stream, start_step, run.global_batch_size, run.micro_batch_size, rank, world),
+                         data.prefetch_steps)
     tokens_per_step = run.global_batch_size * data.seq_len
     logger = MetricsLogger(accelerator, run_dir, flops, tokens_per_step)
     progress = _progress(accelerator, start_step, run.max_steps)
     history, device = [], accelerator.device
     if run.warmup_steps_excluded == 0:
         logger.start_window(start_step)
-    # Host-side stall finder: on 2 H200s every 42nd step of llama-1b stalled 6-10 s with both GPUs idle, neither GC
-    # nor the data stream as measured on a CPU machine (benchmarks/results/scaling-h200x2-20261130-2045/summary.md).
+    # Host-side stall finder. The stall it was added for (6-10 s every 42nd step of llama-1b on 2 H200s) was the
+    # block shuffle buffer refilling at each epoch end, fixed in data.BlockStream.
     stall_file = (run_dir / f"stalls-rank{rank}.txt").open("a") if run.stall_dump_s > 0 else None
     for step in range(start_step, run.max_steps):
         if stall_file is not None:  # stacks of every thread if this step is still running after stall_dump_s

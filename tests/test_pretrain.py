@@ -233,6 +233,70 @@ def test_micro_batches_split_the_global_batch_and_resume():
     assert step_rows(2, start=2, steps=1) == [list(range(16, 24))]
 
 
+def test_block_stream_tokenizes_evenly_across_epoch_ends():
+    """Each block pulled costs at most one encode call of ROWS_PER_ENCODE documents, also at epoch ends. The
+    shuffle buffer (256 blocks) is larger than an epoch (~100 blocks): a buffer per epoch tokenized a whole epoch
+    inside one pull (the 2-GPU stall)."""
+    import datasets
+    from fa3nn_train.data import ROWS_PER_ENCODE, BlockStream
+
+    texts = [f"doc {i} " + "x" * (40 + i % 7) for i in range(4 * ROWS_PER_ENCODE)]
+    calls = []
+
+    class CountingTokenizer:
+        eos_id = 0
+
+        @staticmethod
+        def encode_batch(batch):
+            calls.append(len(batch))
+            return [[1 + ord(c) % 50 for c in text] for text in batch]
+
+    dataset = datasets.Dataset.from_dict({"text": texts})
+    epoch_tokens = sum(len(t) + 1 for t in texts)
+    stream = iter(BlockStream(dataset, "text", CountingTokenizer(), 32, False, 0, False, 0, 256))
+    next(stream)  # fills the buffer
+    per_pull = []
+    for _ in range(4 * epoch_tokens // 32):  # four epochs' worth of blocks
+        before = len(calls)
+        next(stream)
+        per_pull.append(sum(calls[before:]))  # documents tokenized for this block
+    assert sum(calls) > 4 * len(texts)  # the pulls crossed at least four epoch ends
+    assert max(per_pull) <= ROWS_PER_ENCODE, per_pull
+
+
+def test_prefetched_keeps_order_errors_and_stops():
+    from fa3nn_train.data import prefetched
+
+    for depth in (0, 1, 4):
+        assert list(prefetched(iter(range(50)), depth)) == list(range(50))
+
+    def failing():
+        yield from range(3)
+        raise RuntimeError("bad document")
+
+    out = []
+    with pytest.raises(RuntimeError, match="bad document"):
+        for item in prefetched(failing(), 2):
+            out.append(item)
+    assert out == [0, 1, 2]  # everything produced before the error arrives first
+
+    produced = []
+
+    def counting():
+        for i in range(10**6):
+            produced.append(i)
+            yield i
+
+    items = prefetched(counting(), 3)
+    assert [next(items) for _ in range(5)] == list(range(5))
+    items.close()  # the consumer stops: the thread must stop too, not run on through the stream
+    import time
+    time.sleep(0.5)
+    stopped_at = len(produced)
+    time.sleep(0.3)
+    assert len(produced) == stopped_at <= 5 + 3 + 2
+
+
 def test_config_errors_name_the_field():
     assert load_config("tiny").model.attention == "fa3nn"
     with pytest.raises(ConfigError, match="unknown field optim.learning_rate; optim has: lr"):
@@ -245,6 +309,8 @@ def test_config_errors_name_the_field():
         load_config("tiny", ["run.max_steps=many"])
     with pytest.raises(ConfigError, match="known configs: .*llama-125m.*tiny"):
         load_config("llama-7b")
+    with pytest.raises(ConfigError, match="data.prefetch_steps must be >= 0"):
+        load_config("tiny", ["data.prefetch_steps=-1"])
     assert load_config("tiny", ["run.global_batch_size=32"]).run.grad_accum_steps(world_size=2) == 2
     for name in ("llama-125m", "llama-350m", "llama-1b"):
         assert load_config(name).data.seq_len >= 2048

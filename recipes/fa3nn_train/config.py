@@ -81,8 +81,12 @@ class DataConfig:
     keep_boundaries: bool = True  # documents never attend to each other inside a block (position_ids restart)
     max_corpus_mb: float = 4.0  # cap on the "stdlib" corpus size
     cache_dir: str = "~/.cache/fa3nn"  # built corpora and trained tokenizers
+    prefetch_steps: int = 4  # global steps of batches a background thread prepares ahead (0: on demand, in the loop)
 
     def check(self) -> None:
+        if self.prefetch_steps < 0:
+            raise ConfigError(f"data.prefetch_steps must be >= 0 (0 turns the background thread off), "
+                              f"got {self.prefetch_steps}")
         if self.seq_len < 2:
             raise ConfigError(f"data.seq_len must be >= 2, got {self.seq_len}")
         if self.tokenizer == "local" and self.vocab_size < 300:

@@ -6,9 +6,10 @@ With `keep_boundaries`, position_ids restart at 0 where a document starts inside
 transformers' own masks) then keep documents from attending to each other, and the target that would predict a new
 document's first token from the previous one is ignored (-100).
 
-Blocks then pass through a buffered shuffle (data.block_shuffle_buffer) so that one global batch mixes documents.
+Blocks then pass through a buffered shuffle (data.block_shuffle_buffer) so that one global batch mixes documents;
+the buffer runs across epoch ends, so a corpus smaller than the buffer mixes neighbouring epochs.
 
-Order and sharding: the block stream is a pure function of (config, seed, epoch), identical on every process.
+Order and sharding: the block stream is a pure function of (config, seed), identical on every process.
 Global step s uses blocks [s * G, (s + 1) * G) with G = global_batch_size; process r of W takes micro-batch m as
 blocks s * G + (m * W + r) * micro + [0, micro). The data position in a checkpoint is therefore just the step, and
 1 process or W processes see the same global batch at every step.
@@ -17,13 +18,19 @@ blocks s * G + (m * W + r) * micro + [0, micro). The data position in a checkpoi
 from __future__ import annotations
 
 import itertools
+import queue
 import random
+import threading
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 IGNORE_INDEX = -100
+# Documents tokenized per encode_batch call. The training loop pulls blocks between steps, so tokenizing is hidden
+# behind the GPU only when each step's share is small: with 256 rows every 16th llama-1b step (stdlib corpus,
+# 4096-token blocks, 16 per step) waited 0.8-1.6 s for one call on a CPU core; 16 rows keeps steps under ~0.15 s.
+ROWS_PER_ENCODE = 16
 
 
 @dataclass
@@ -36,7 +43,7 @@ class Batch:
         return Batch(*(t.to(device, non_blocking=True) for t in (self.input_ids, self.position_ids, self.targets)))
 
 
-def pack_blocks(token_docs, seq_len: int, eos_id: int, keep_boundaries: bool, chunk_windows: int = 64):
+def pack_blocks(token_docs, seq_len: int, eos_id: int, keep_boundaries: bool, chunk_windows: int = 16):
     """Yields (input_ids, position_ids, targets) int64 numpy arrays of length seq_len from token-id lists.
     Documents are gathered until `chunk_windows` windows are ready and cut in vectorized numpy: per-token Python
     here would cost ~1 µs a token, a visible share of a GPU step at 10^5-10^6 tokens/s."""
@@ -97,18 +104,25 @@ class BlockStream:
             shuffled = self.dataset.shuffle(seed=self.seed + epoch, buffer_size=self.shuffle_buffer)
         else:
             shuffled = self.dataset.shuffle(seed=self.seed + epoch)
-        for rows in shuffled.iter(batch_size=256):
+        for rows in shuffled.iter(batch_size=ROWS_PER_ENCODE):
             yield from self.tokenizer.encode_batch(rows[self.text_field])
 
-    def __iter__(self):
+    def _epochs(self):
         for epoch in itertools.count():
             produced = 0
-            blocks = pack_blocks(self._documents(epoch), self.seq_len, self.tokenizer.eos_id, self.keep_boundaries)
-            for block in shuffle_buffered(blocks, self.block_shuffle_buffer, self.seed + epoch):
+            for block in pack_blocks(self._documents(epoch), self.seq_len, self.tokenizer.eos_id, self.keep_boundaries):
                 produced += 1
                 yield block
             if produced == 0:
                 raise ValueError(f"the corpus holds fewer than data.seq_len + 1 = {self.seq_len + 1} tokens")
+
+    def __iter__(self):
+        # One shuffle buffer over the endless chain of epochs, never drained: a buffer per epoch emptied at the end
+        # of each epoch and then refilled before its next block, which tokenized the whole next epoch inside one
+        # training step whenever the epoch was shorter than the buffer (6-10 s with both GPUs idle, every 42nd step
+        # of llama-1b on 2 H200s; benchmarks/results/scaling-h200x2-20261130-2045/summary.md). Now every block
+        # out costs one block in, and only the first step pays for filling the buffer.
+        yield from shuffle_buffered(self._epochs(), self.block_shuffle_buffer, self.seed)
 
 
 def shuffle_buffered(items, buffer_size: int, seed: int):
@@ -148,3 +162,46 @@ def micro_batches(blocks, start_step: int, global_batch: int, micro: int, rank: 
             mine.append(Batch(*(torch.from_numpy(np.stack([row[i] for row in rows])) for i in range(3))))
         global_targets = sum(int((block[2] != IGNORE_INDEX).sum()) for block in step_blocks)
         yield mine, global_targets
+
+
+def prefetched(items, depth: int):
+    """Iterates `items` in a background thread, up to `depth` items ahead, in the same order; an exception raised
+    while producing is raised here, at the item where it happened. depth 0 iterates in the caller's thread.
+    Tokenizing (encode_batch runs without the GIL) then overlaps the training step instead of lengthening the step
+    that needs a large document."""
+    if depth == 0:
+        yield from items
+        return
+    slots, stop = queue.Queue(maxsize=depth), threading.Event()
+
+    def put(entry) -> bool:
+        while not stop.is_set():
+            try:
+                slots.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce():
+        try:
+            for item in items:
+                if not put((True, item)):
+                    return
+            put((False, None))
+        except BaseException as error:  # noqa: BLE001 - handed to the consumer, raised there
+            put((False, error))
+
+    thread = threading.Thread(target=produce, name="fa3nn-data-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            ok, item = slots.get()
+            if ok:
+                yield item
+            elif item is None:
+                return
+            else:
+                raise item
+    finally:
+        stop.set()
