@@ -6,17 +6,20 @@ when the count reaches the expected number (288 here) it completes, releases the
 starts over. A warp that arrives twice before completion is counted twice, which is how a protocol bug would show
 (an early completion), so the model flags it. Transcribed from the kernel by hand, like model_hopper_bwd.py:
 
-    consumer warp, step s:   if s >= 2: bar.sync(EMPTY + s % 2); write buffer s % 2; bar.arrive(FULL + s % 2)
-    writer warp, step s:     bar.sync(FULL + s % 2); read buffer s % 2 (reduce, wait_group.read);
-                             if s + 2 < steps: bar.arrive(EMPTY + s % 2)
+    consumer warp, step s:   if s >= B: bar.sync(EMPTY + s % B); write buffer s % B; bar.arrive(FULL + s % B)
+    writer warp, step s:     bar.sync(FULL + s % B); read buffer s % B (reduce, wait_group.read);
+                             if s + B < steps: bar.arrive(EMPTY + s % B)
+
+with B = BwdConfig::kDQBuffers: 2, or 1 for the 128-row query blocks (variant m128).
 
 Steps are the CTA's whole walk (BwdQueryWalk: group * query blocks under GQA/MQA, continuing across query heads), so
-the writer's test is the kernel's `step + 2 < walk.total` as written.
+the writer's test is the kernel's `step + kDQBuffers < walk.total` as written.
 
-Checks, for 1..7 steps and 2000 schedules each: every warp finishes (no deadlock), no barrier completes with a
-warp counted twice, no barrier is left partly arrived at exit, the writer reads step s's buffer only after all 8
-consumer warps wrote it, and no consumer overwrites a buffer before the writer has read the step that was in it.
-Changing the kernel's `s >= 2` or `s + 2 < steps` by one fails it (tried when it was written).
+Checks, for 1 and 2 buffers, 1..7 steps and 2000 schedules each: every warp finishes (no deadlock), no barrier
+completes with a warp counted twice, no barrier is left partly arrived at exit, the writer reads step s's buffer
+only after all 8 consumer warps wrote it, and no consumer overwrites a buffer before the writer has read the step
+that was in it. Changing the kernel's `s >= B` or `s + B < steps` by one fails it (tried when it was written, with B
+= 2).
 
     python scripts/model_bwd_dq_handoff.py
 """
@@ -31,29 +34,29 @@ WARP, CONSUMER_WARPS = 32, 8
 EXPECTED = CONSUMER_WARPS * WARP + WARP  # BwdConfig::kDQBarrierThreads = 288
 
 
-def consumer(steps: int, warp: int):
+def consumer(steps: int, warp: int, buffers: int = 2):
     for s in range(steps):
-        if s >= 2:
-            yield ("sync", EMPTY + s % 2)
+        if s >= buffers:
+            yield ("sync", EMPTY + s % buffers)
         yield ("write", s, warp)
-        yield ("arrive", FULL + s % 2)
+        yield ("arrive", FULL + s % buffers)
 
 
-def writer(steps: int):
+def writer(steps: int, buffers: int = 2):
     for s in range(steps):
-        yield ("sync", FULL + s % 2)
+        yield ("sync", FULL + s % buffers)
         yield ("read", s)
-        if s + 2 < steps:
-            yield ("arrive", EMPTY + s % 2)
+        if s + buffers < steps:
+            yield ("arrive", EMPTY + s % buffers)
 
 
-def run(steps: int, rng: random.Random) -> str | None:
+def run(steps: int, rng: random.Random, buffers: int = 2) -> str | None:
     """One random schedule; returns what went wrong, or None."""
-    warps = {f"c{w}": consumer(steps, w) for w in range(CONSUMER_WARPS)} | {"writer": writer(steps)}
+    warps = {f"c{w}": consumer(steps, w, buffers) for w in range(CONSUMER_WARPS)} | {"writer": writer(steps, buffers)}
     pending = {name: next(gen) for name, gen in warps.items()}
-    arrived = {bar: [] for bar in (FULL, FULL + 1, EMPTY, EMPTY + 1)}  # warps counted in the current generation
+    arrived = {bar + b: [] for bar in (FULL, EMPTY) for b in range(buffers)}  # warps counted in the current generation
     blocked: dict[str, int] = {}  # warp -> barrier it waits on in bar.sync
-    buffer_step = {0: None, 1: None}  # step whose dQ a buffer holds
+    buffer_step = dict.fromkeys(range(buffers))  # step whose dQ a buffer holds
     written = {}  # step -> consumer warps that wrote it
     read = set()
 
@@ -88,14 +91,14 @@ def run(steps: int, rng: random.Random) -> str | None:
                 return why
         elif op[0] == "write":
             _, s, warp = op
-            held = buffer_step[s % 2]
+            held = buffer_step[s % buffers]
             if held is not None and held != s and held not in read:
                 return f"consumer warp {warp} overwrote step {held}'s dQ before the writer read it"
-            buffer_step[s % 2] = s
+            buffer_step[s % buffers] = s
             written.setdefault(s, set()).add(warp)
         elif op[0] == "read":
             s = op[1]
-            if written.get(s, set()) != set(range(CONSUMER_WARPS)) or buffer_step[s % 2] != s:
+            if written.get(s, set()) != set(range(CONSUMER_WARPS)) or buffer_step[s % buffers] != s:
                 return f"writer read step {s} before every consumer warp wrote it"
             read.add(s)
         advance(name)
@@ -109,10 +112,12 @@ def run(steps: int, rng: random.Random) -> str | None:
 def main() -> int:
     rng = random.Random(0)
     failures = 0
-    for steps in range(1, 8):
-        problems = {why for _ in range(2000) if (why := run(steps, rng)) is not None}
-        failures += bool(problems)
-        print(f"{steps} steps: " + ("ok" if not problems else "FAIL " + "; ".join(sorted(problems))[:300]))
+    for buffers in (2, 1):
+        for steps in range(1, 8):
+            problems = {why for _ in range(2000) if (why := run(steps, rng, buffers)) is not None}
+            failures += bool(problems)
+            print(f"{buffers} buffer(s), {steps} steps: " + ("ok" if not problems else
+                                                             "FAIL " + "; ".join(sorted(problems))[:300]))
     return 1 if failures else 0
 
 

@@ -98,6 +98,10 @@ def test_launch_rejects_an_unknown_variant():
         hopper_bwd.launch(softmax_scale=0.1, causal=False, variant="tma_dq", **_inputs())
     with pytest.raises(ValueError, match="grid_order 'heads' is not a grid order; choose one of auto, key_blocks"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, grid_order="heads", **_inputs())
+    with pytest.raises(ValueError, match=r"variant 'm128' is built for head dim \(64,\) only, q has head dim 128; "
+                                         "choose one of red_dq, bulk_dq, overlap, bulk_dq_overlap$"):
+        hopper_bwd.launch(softmax_scale=0.1, causal=False, variant="m128", **_inputs(headdim=128))
+    assert hopper_bwd.variants_for(64) == list(hopper_bwd.VARIANTS)
 
 
 @pytest.mark.skipif(hopper_build.find_nvcc() is None, reason="needs nvcc (CUDA toolkit) to build the library")
@@ -116,23 +120,41 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
         assert error(nheads, nheads_kv) == (1, "nheads_kv must be positive and divide nheads (GQA/MQA: query heads "
                                                "in groups of equal size)")
     assert error(8, 2, grid_order=3) == (1, "grid_order must be 0 (auto), 1 or 2")
+    status = lib.fa3nn_hopper_bwd(*([None] * 13), 2, 100, 120, 8, 2, 128, strides, 0.1, 1, 1,
+                                  hopper_bwd.VARIANTS["m128"], 0, None)
+    assert (status, lib.fa3nn_hopper_last_error().decode()) == (
+        1, "backward variant 4 (m128, 128-row query blocks) is built for head dim 64 only")
+    assert lib.fa3nn_hopper_bwd_block_m() == 128  # the workspaces' padding unit: the largest query block
     assert error(8, 2, softmax_scale=-1.0) == (1, "softmax_scale must be positive")
 
 
 def test_bulk_dq_handoff_model_passes_and_catches_a_wrong_protocol(monkeypatch):
-    """The named-barrier protocol of the bulk-dQ variant (scripts/model_bwd_dq_handoff.py) under random schedules;
-    a writer that frees its buffer even when no later step will wait for it must be caught."""
+    """The named-barrier protocol of the bulk-dQ variants (scripts/model_bwd_dq_handoff.py) under random schedules,
+    with 2 buffers and m128's 1; a writer that frees its buffer even when no later step will wait for it, and a
+    single-buffer consumer that waits only from step 2 on, must be caught."""
     model = load_script("model_bwd_dq_handoff")
     assert model.main() == 0
 
-    def writer_always_frees(steps):
+    def writer_always_frees(steps, buffers):
         for s in range(steps):
-            yield ("sync", model.FULL + s % 2)
+            yield ("sync", model.FULL + s % buffers)
             yield ("read", s)
-            yield ("arrive", model.EMPTY + s % 2)
+            yield ("arrive", model.EMPTY + s % buffers)
 
-    monkeypatch.setattr(model, "writer", writer_always_frees)
-    assert "partly arrived" in model.run(3, random.Random(0))
+    def consumer_two_buffer_rule(steps, warp, buffers):  # m128's single buffer, waited for as if there were two
+        for s in range(steps):
+            if s >= 2:
+                yield ("sync", model.EMPTY + s % buffers)
+            yield ("write", s, warp)
+            yield ("arrive", model.FULL + s % buffers)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(model, "writer", writer_always_frees)
+        assert "partly arrived" in model.run(3, random.Random(0))
+    monkeypatch.setattr(model, "consumer", consumer_two_buffer_rule)
+    rng = random.Random(0)
+    problems = {model.run(4, rng, buffers=1) for _ in range(200)}
+    assert any(p is not None and ("overwrote" in p or "partly arrived" in p or "deadlock" in p) for p in problems)
 
 
 def test_overlap_schedule_model_passes():
@@ -303,14 +325,18 @@ def test_backward_matches_reference(dtype, headdim, causal, seqlens):
 # blocks' GEMMs (overlap), never the order of a sum: dK/dV accumulate the same products in the same order as
 # red_dq's, so they must be bitwise equal to its; dQ by the error-ratio rule. Shapes: one query block (1x1: only the
 # prologue and, overlap, the after-loop hand-off), a single key (239x1), many ragged steps that reuse both dQ / dS^T
-# buffers and (d128, 2 stages) both ring stages (511x1537), and the long case (4224x4224).
-VARIANT_SEQLENS = [(1, 1), (239, 1), (511, 1537), (4224, 4224)]
+# buffers and (d128, 2 stages) both ring stages (511x1537), and the long case (4224x4224). m128 (128-row query blocks,
+# d64) adds zero products (a causal start rounded down to 128 rows, padded rows) to the same sums in the same order,
+# so its dK/dV must be bitwise equal too; (200, 300) has a last query block of 72 rows (64-row blocks: one full, one of
+# 8), and (130, 130) puts the causal diagonal inside its second block.
+VARIANT_SEQLENS = [(1, 1), (239, 1), (511, 1537), (4224, 4224), (200, 300), (130, 130)]
+VARIANT_CASES = [(headdim, variant) for headdim in HEADDIMS for variant in hopper_bwd.variants_for(headdim)
+                 if variant != "red_dq"]
 
 
-@pytest.mark.parametrize("variant", ["bulk_dq", "overlap", "bulk_dq_overlap"])
+@pytest.mark.parametrize("headdim,variant", VARIANT_CASES, ids=lambda x: str(x))
 @pytest.mark.parametrize("seqlens", VARIANT_SEQLENS, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("headdim", HEADDIMS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.gpu
 @needs_hopper
@@ -348,11 +374,11 @@ GQA_SEQLENS = [(1, 1), (511, 1537), (4224, 4224)]
 GQA_HEADS = [(8, 2), (3, 1)]
 
 
-@pytest.mark.parametrize("variant", list(hopper_bwd.VARIANTS))
+@pytest.mark.parametrize("headdim,variant", [(h, v) for h in HEADDIMS for v in hopper_bwd.variants_for(h)],
+                         ids=lambda x: str(x))
 @pytest.mark.parametrize("heads", GQA_HEADS, ids=lambda h: f"{h[0]}q{h[1]}kv")
 @pytest.mark.parametrize("seqlens", GQA_SEQLENS, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("headdim", HEADDIMS)
 @pytest.mark.gpu
 @needs_hopper
 def test_gqa_in_kernel_matches_reference(headdim, causal, seqlens, heads, variant):

@@ -25,14 +25,20 @@ from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
 
 SUPPORTED_HEADDIMS = (64, 128)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
-BLOCK_M = 64  # query rows per step of the main kernel: the workspaces are padded to a multiple of it
 # Compile-time variants of the main kernel (fa3nn_hopper_bwd's `variant`). red_dq: each consumer thread adds its dQ
 # fragment to dq_accum with red.global.add.v2.f32. bulk_dq: FA3's dQ path: the fragment goes to a 128B-swizzled fp32
 # tile in shared memory and one producer thread adds the tile with TMA reduce-adds (kernels/hopper/flash_bwd.cuh;
 # benchmarks/NOTES.md, "Bulk dQ"). overlap: the next query block's S^T (d64: and dP^T) GEMMs issued before this
 # block's dQ GEMM, which is collected one step later (kernels/hopper/flash_bwd_overlap.cuh; NOTES, "Overlap");
-# bulk_dq_overlap: both.
-VARIANTS = {"red_dq": 0, "bulk_dq": 1, "overlap": 2, "bulk_dq_overlap": 3}
+# bulk_dq_overlap: both. m128: bulk_dq with 128-row query blocks (FA3's d64 tile; dQ split by query rows), head dim 64
+# only.
+VARIANTS = {"red_dq": 0, "bulk_dq": 1, "overlap": 2, "bulk_dq_overlap": 3, "m128": 4}
+VARIANT_HEADDIMS = {"m128": (64,)}  # variants built for some head dims only; the others are built for all
+
+
+def variants_for(headdim: int) -> list[str]:
+    """The backward variants built for `headdim`."""
+    return [name for name in VARIANTS if headdim in VARIANT_HEADDIMS.get(name, SUPPORTED_HEADDIMS)]
 # What dispatch runs, per head dim. H200, 2026-11-30 16:37 UTC (NOTES "2026-11-30 evening"), bwd TFLOP/s at seqlen
 # 2048/16384, non-causal and causal, vs red_dq: d128 bulk_dq_overlap 1.17-1.22x (0.80-0.90x cuDNN), bulk_dq
 # 1.11-1.18x, overlap 0.99-1.06x; d64 bulk_dq 1.10-1.27x, bulk_dq_overlap 1.10-1.26x (within 2% of bulk_dq, each
@@ -113,6 +119,9 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     if grid_order not in GRID_ORDERS:
         raise ValueError(f"grid_order {grid_order!r} is not a grid order; choose one of {', '.join(GRID_ORDERS)}")
     check_arguments(dout, q, k, v, out, lse, softmax_scale)
+    if variant not in variants_for(q.shape[-1]):
+        raise ValueError(f"variant {variant!r} is built for head dim {VARIANT_HEADDIMS[variant]} only, q has head dim "
+                         f"{q.shape[-1]}; choose one of {', '.join(variants_for(q.shape[-1]))}")
     if dlse is not None and (dlse.shape != lse.shape or dlse.device != lse.device):
         raise ValueError(f"dlse has shape {tuple(dlse.shape)} on {dlse.device}; expected lse's {tuple(lse.shape)} "
                          f"on {lse.device}")
@@ -138,7 +147,8 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     if seqlen_q == 0:
         dk.zero_()
         dv.zero_()
-    seqlen_q_rounded = (seqlen_q + BLOCK_M - 1) // BLOCK_M * BLOCK_M
+    rows = lib.fa3nn_hopper_bwd_block_m()  # the library's padding unit (its largest query block)
+    seqlen_q_rounded = (seqlen_q + rows - 1) // rows * rows
     workspace = dict(dtype=torch.float32, device=q.device)
     dq_accum = torch.empty(batch, nheads, seqlen_q_rounded, headdim, **workspace)  # zeroed by the preprocess kernel
     lse_log2 = torch.empty(batch, nheads, seqlen_q_rounded, **workspace)

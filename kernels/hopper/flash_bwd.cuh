@@ -76,7 +76,8 @@ struct BwdParams {
   float softmax_scale;
 };
 
-template <int kHeadDim_, int kStages_, bool kBF16_, bool kCausal_, bool kDQBulk_ = false, bool kOverlap_ = false>
+template <int kHeadDim_, int kStages_, bool kBF16_, bool kCausal_, bool kDQBulk_ = false, bool kOverlap_ = false,
+          int kBlockM_ = 64>
 struct BwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kStages = kStages_;
   static constexpr bool kBF16 = kBF16_, kCausal = kCausal_;
@@ -85,15 +86,26 @@ struct BwdConfig {
   // registers for dP^T ahead (224 accumulator registers of 240).
   static constexpr bool kOverlap = kOverlap_;
   static constexpr bool kOverlapDP = kOverlap_ && kHeadDim_ < 128;
-  static constexpr int kBlockM = 64;   // query rows per step (one wgmma M of dQ)
+  // Query rows per step. 64: one wgmma M of dQ. 128 (variant m128, d64 with bulk dQ only): twice the work per step
+  // for the same barriers, waits and hand-offs (FA3's d64 tile is 128 x 128); dQ is then split by query rows.
+  static constexpr int kBlockM = kBlockM_;
+  static_assert(kBlockM == 64 || (kBlockM == 128 && kHeadDim_ == 64 && kDQBulk_ && !kOverlap_),
+                "kBlockM 128 is built for head dim 64 with bulk dQ and without overlap only");
+  // Row statistics and dS^T through explicit LDS / STS on 32-bit shared addresses (shared_store.cuh) instead of C++
+  // accesses through the generic `smem` pointer (LD.E / ST.E on 64-bit addresses: 16 address pairs for dS^T alone).
+  // kBlockM 128 needs it: with generic accesses it spilled 144-152 B, with LDS row statistics 24-32 B, with both
+  // 0 (ptxas, nvcc 13.0). The 64-row builds keep their measured SASS until this is measured on them.
+  static constexpr bool kExplicitShared = kBlockM == 128;
   static constexpr int kBlockN = 128;  // keys per CTA, 64 per consumer warpgroup
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128*24 + 256*240 = 64,512 of 65,536
   // dQ split between the two consumers (see the file comment): by head-dim columns needs N = d/2 >= 64 (a full SW128
   // panel of K as the B operand); d64 splits by keys instead.
-  static constexpr bool kDQSplitKeys = kHeadDim < 128;
-  static constexpr int kDQCols = kDQSplitKeys ? kHeadDim : kHeadDim / 2;  // dQ columns one consumer accumulates
+  // kBlockM 128 splits it by query rows instead: warpgroup c, rows [64c, 64c + 64), all 128 keys, all columns.
+  static constexpr bool kDQSplitRows = kBlockM == 128;
+  static constexpr bool kDQSplitKeys = !kDQSplitRows && kHeadDim < 128;
+  static constexpr int kDQCols = kDQSplitKeys || kDQSplitRows ? kHeadDim : kHeadDim / 2;  // dQ columns per consumer
   static constexpr int kDQKeys = kDQSplitKeys ? 64 : kBlockN;             // keys one consumer's dQ GEMM sums over
   static constexpr int kPanels = kHeadDim / kPanelCols;
   static constexpr uint32_t kKVPanelBytes = kBlockN * kPanelRowBytes;  // 16 KB
@@ -101,15 +113,20 @@ struct BwdConfig {
   static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * 2;
   static constexpr uint32_t kQBytes = kBlockM * kHeadDim * 2;
   static constexpr uint32_t kRowStatBytes = kBlockM * 4;                  // lse_log2 or delta of one query block
-  static constexpr uint32_t kDSBytes = kBlockN * kPanelRowBytes;         // dS^T: 128 keys x 64 queries, one panel
+  static constexpr int kDSPanels = kBlockM / 64;                          // dS^T: 128 keys x kBlockM queries,
+  static constexpr uint32_t kDSPanelBytes = kBlockN * kPanelRowBytes;    // in panels of 64 queries
+  static constexpr uint32_t kDSBytes = kDSPanels * kDSPanelBytes;
   static constexpr uint32_t kStageBytes = 2 * kQBytes + 2 * kRowStatBytes;  // what one ring stage receives
   static_assert(kHeadDim % kPanelCols == 0, "head dim must be a multiple of 64");
   // Bulk dQ: fp32 tiles of 64 rows in panels of 32 columns (128 B per row, the widest box a 128B-swizzled map
-  // takes); one tile per consumer under the key split (each sums other keys into the same rows), one shared tile
-  // under the column split; two buffers.
+  // takes); one tile per consumer under the key split (each sums other keys into the same rows) and the row split
+  // (rows 64c.. of the step), one shared tile under the column split; two buffers, one under the row split (its
+  // 128-row steps leave no room for two; the dQ writer has read a buffer long before the next step stages it).
   static constexpr int kDQPanelCols = 32;
-  static constexpr uint32_t kDQPanelBytes = kBlockM * kDQPanelCols * 4;  // 8 KB
-  static constexpr int kDQTiles = kDQSplitKeys ? kConsumers : 1;
+  static constexpr int kDQTileRows = 64;
+  static constexpr uint32_t kDQPanelBytes = kDQTileRows * kDQPanelCols * 4;  // 8 KB
+  static constexpr int kDQTiles = kDQSplitKeys || kDQSplitRows ? kConsumers : 1;
+  static constexpr int kDQBuffers = kDQSplitRows ? 1 : 2;  // dQ buffer of step s: s & (kDQBuffers - 1)
   static constexpr int kDQTilePanels = kHeadDim / kDQPanelCols;
   static constexpr uint32_t kDQTileBytes = kDQTilePanels * kDQPanelBytes;
   static constexpr uint32_t kDQStageBytes = kDQBulk ? kDQTiles * kDQTileBytes : 0;  // 32 KB at d64 and d128
@@ -128,14 +145,14 @@ struct BwdConfig {
       qdo.init(consumers);
     }
   };
-  // Shared memory from a 1024-B aligned base: K | V | Q stages | dO stages | dS^T x 2 | dQ x 2 (bulk dQ only) |
+  // Shared memory from a 1024-B aligned base: K | V | Q stages | dO stages | dS^T x 2 | dQ x kDQBuffers (bulk dQ) |
   // lse_log2 stages | delta stages | barriers. Every SW128 region starts on a 1024-B boundary.
   static constexpr uint32_t kOffV = kKVBytes;
   static constexpr uint32_t kOffQ = 2 * kKVBytes;
   static constexpr uint32_t kOffDO = kOffQ + kStages * kQBytes;
   static constexpr uint32_t kOffDS = kOffDO + kStages * kQBytes;
   static constexpr uint32_t kOffDQ = kOffDS + 2 * kDSBytes;
-  static constexpr uint32_t kOffLse = kOffDQ + 2 * kDQStageBytes;
+  static constexpr uint32_t kOffLse = kOffDQ + kDQBuffers * kDQStageBytes;
   static constexpr uint32_t kOffDelta = kOffLse + kStages * kRowStatBytes;
   static constexpr uint32_t kOffBarriers = kOffDelta + kStages * kRowStatBytes;
   static constexpr uint32_t kSmemBytes = kOffBarriers + sizeof(Barriers) + 1024;  // + alignment slack
@@ -249,7 +266,7 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUt
 
 // Bulk dQ: warp 1 of the producer warpgroup. Per step (the consumers' order, BwdQueryWalk), wait until both consumers
 // have staged and fenced this buffer's dQ tile(s), add every 64 x 32 panel into dq_accum with one TMA reduce-add, wait
-// until the reduces have read the buffer, and free it for the consumers' step + 2 (the empty arrive is skipped when
+// until the reduces have read the buffer, and free it for the consumers' step + kDQBuffers (the empty arrive is skipped when
 // no such step exists, so no barrier is left half-arrived). The whole warp runs the barriers (bar.sync/bar.arrive are
 // .aligned); one lane issues. Before exit the writes themselves are waited for, so none outlives the shared memory.
 template <class Cfg>
@@ -260,21 +277,24 @@ __device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const B
   if (issuer) tma_prefetch_descriptor(tma_dq);
   BwdQueryWalk<Cfg> walk(p, n_block, kv_head);
   for (int step = 0; step < walk.total; ++step, walk.advance()) {
-    const int buffer = step & 1;
+    const int buffer = step & (Cfg::kDQBuffers - 1);  // step % kDQBuffers; a signed % or a helper changed SASS
     NamedBarrier::sync(Cfg::kDQFullBarrier + buffer, Cfg::kDQBarrierThreads);
     if (issuer) {
       const uint8_t* stage = smem + Cfg::kOffDQ + buffer * Cfg::kDQStageBytes;
 #pragma unroll
-      for (int tile = 0; tile < Cfg::kDQTiles; ++tile)
+      for (int tile = 0; tile < Cfg::kDQTiles; ++tile) {
+        const int row = walk.m_block * Cfg::kBlockM + (Cfg::kDQSplitRows ? tile * Cfg::kDQTileRows : 0);
 #pragma unroll
         for (int panel = 0; panel < Cfg::kDQTilePanels; ++panel)
           tma_reduce_add_4d(tma_dq, stage + tile * Cfg::kDQTileBytes + panel * Cfg::kDQPanelBytes,
-                            panel * Cfg::kDQPanelCols, walk.m_block * Cfg::kBlockM, walk.head, batch);
+                            panel * Cfg::kDQPanelCols, row, walk.head, batch);
+      }
       tma_store_commit();
       tma_store_wait_read<0>();
     }
     __syncwarp();
-    if (step + 2 < walk.total) NamedBarrier::arrive(Cfg::kDQEmptyBarrier + buffer, Cfg::kDQBarrierThreads);
+    if (step + Cfg::kDQBuffers < walk.total)
+      NamedBarrier::arrive(Cfg::kDQEmptyBarrier + buffer, Cfg::kDQBarrierThreads);
   }
   if (issuer) tma_store_wait<0>();
 }
@@ -297,15 +317,17 @@ __device__ __forceinline__ void wait_in_loop(MBarrier& bar, uint32_t parity) {
 #endif
 }
 
-// fence_operands over the 4 k-steps of a 64 x 64 A operand held in registers.
-__device__ __forceinline__ void fence_fragments(uint32_t (&a)[4][4]) {
+// fence_operands over the k-steps of a 64 x 16K A operand held in registers.
+template <int K>
+__device__ __forceinline__ void fence_fragments(uint32_t (&a)[K][4]) {
 #pragma unroll
-  for (int k = 0; k < 4; ++k) fence_operands(a[k]);
+  for (int k = 0; k < K; ++k) fence_operands(a[k]);
 }
 
 template <class Cfg>
 struct BwdConsumer {
-  static constexpr int kSRegs = 32;  // 64 keys x 64 queries
+  static constexpr int kSRegs = Cfg::kBlockM / 2;  // 64 keys x kBlockM queries
+  static constexpr int kKSteps = Cfg::kBlockM / 16;  // k16 steps of P^T / dS^T as the A operand (queries)
   static constexpr int kAccRegs = Cfg::kHeadDim / 2;  // dK, dV: 64 keys x d
   static constexpr int kDQRegs = Cfg::kDQCols / 2;
   static constexpr uint32_t kDSBarrierThreads = 2 * 128;
@@ -344,12 +366,19 @@ struct BwdConsumer {
     }
   }
 
+  // The per-query statistic (lse_log2 or delta) of this thread's columns 8j + 2 (tid % 4), +1 (kExplicitShared:
+  // LDS.64 where it is used).
+  __device__ __forceinline__ float2 stat_pair(const float* stat, int j) const {
+    if constexpr (Cfg::kExplicitShared) return ld_shared_v2(smem_addr(stat + 8 * j + 2 * (tid % 4)));
+    return *reinterpret_cast<const float2*>(stat + 8 * j + 2 * (tid % 4));
+  }
+
   // P^T in place of S^T: exp2(S^T * scale_log2 - lse_log2[query]); the per-query statistics are pairs of adjacent
   // columns, read as float2 from this stage's shared-memory copy.
   __device__ __forceinline__ void probs(float (&s)[kSRegs], const float* lse_log2, float scale_log2) const {
 #pragma unroll
     for (int j = 0; j < kSRegs / 4; ++j) {
-      const float2 l = *reinterpret_cast<const float2*>(lse_log2 + 8 * j + 2 * (tid % 4));
+      const float2 l = stat_pair(lse_log2, j);
       s[4 * j + 0] = exp2f(s[4 * j + 0] * scale_log2 - l.x);
       s[4 * j + 1] = exp2f(s[4 * j + 1] * scale_log2 - l.y);
       s[4 * j + 2] = exp2f(s[4 * j + 2] * scale_log2 - l.x);
@@ -361,7 +390,7 @@ struct BwdConsumer {
   __device__ __forceinline__ void dscores(float (&dp)[kSRegs], const float (&pt)[kSRegs], const float* delta) const {
 #pragma unroll
     for (int j = 0; j < kSRegs / 4; ++j) {
-      const float2 d = *reinterpret_cast<const float2*>(delta + 8 * j + 2 * (tid % 4));
+      const float2 d = stat_pair(delta, j);
       dp[4 * j + 0] = pt[4 * j + 0] * (dp[4 * j + 0] - d.x);
       dp[4 * j + 1] = pt[4 * j + 1] * (dp[4 * j + 1] - d.y);
       dp[4 * j + 2] = pt[4 * j + 2] * (dp[4 * j + 2] - d.x);
@@ -369,29 +398,35 @@ struct BwdConsumer {
     }
   }
 
-  // A 64 x 64 accumulator as the A operand of m64nNk16 (4 k-steps of 16 queries): the accumulator layout of a 64 x 16
-  // slice is the A-fragment layout, so no shuffles (HOPPER_PRIMER.md section 2).
-  __device__ __forceinline__ static void to_a_fragments(const float (&s)[kSRegs], uint32_t (&a)[4][4]) {
+  // A 64 x kBlockM accumulator as the A operand of m64nNk16 (k-steps of 16 queries): the accumulator layout of a
+  // 64 x 16 slice is the A-fragment layout, so no shuffles (HOPPER_PRIMER.md section 2).
+  __device__ __forceinline__ static void to_a_fragments(const float (&s)[kSRegs], uint32_t (&a)[kKSteps][4]) {
 #pragma unroll
-    for (int k = 0; k < 4; ++k)
+    for (int k = 0; k < kKSteps; ++k)
 #pragma unroll
       for (int j = 0; j < 4; ++j) a[k][j] = pack(s[8 * k + 2 * j], s[8 * k + 2 * j + 1]);
   }
 
-  // dS^T (this warpgroup's 64 key rows, 16-bit, as packed in the A fragments) into the SW128 panel `ds`: element
-  // (key, query) at byte key * 128 + ((query / 8) ^ (key % 8)) * 16 + (query % 8) * 2, the layout a wgmma descriptor
-  // reads with 128B swizzle. Fragment a[k][j] holds columns 16k + 8(j/2) + 2q (+1) of row r0 + 8 (j % 2).
-  __device__ __forceinline__ void write_ds(uint8_t* ds, const uint32_t (&a)[4][4]) const {
+  // dS^T (this warpgroup's 64 key rows, 16-bit, as packed in the A fragments) into the SW128 panels of `ds` (64
+  // queries each): element (key, query) at byte (query / 64) * kDSPanelBytes + key * 128 + (((query % 64) / 8) ^
+  // (key % 8)) * 16 + (query % 8) * 2, the layout a wgmma descriptor reads with 128B swizzle. Fragment a[k][j] holds
+  // columns 16k + 8(j/2) + 2q (+1) of row r0 + 8 (j % 2).
+  __device__ __forceinline__ void write_ds(uint8_t* ds, const uint32_t (&a)[kKSteps][4]) const {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int key = wg * 64 + row_in_warpgroup(half);
       uint8_t* row = ds + key * kPanelRowBytes + 4 * (tid % 4);
 #pragma unroll
-      for (int k = 0; k < 4; ++k)
+      for (int k = 0; k < kKSteps; ++k)
 #pragma unroll
         for (int hi = 0; hi < 2; ++hi) {
           const int chunk = 2 * k + hi;  // 8-query chunk
-          *reinterpret_cast<uint32_t*>(row + ((chunk ^ (key % 8)) << 4)) = a[k][2 * hi + half];
+          uint8_t* at = row + (chunk / 8) * Cfg::kDSPanelBytes + (((chunk % 8) ^ (key % 8)) << 4);
+          if constexpr (Cfg::kExplicitShared) {
+            st_shared_b32(smem_addr(at), a[k][2 * hi + half]);
+          } else {
+            *reinterpret_cast<uint32_t*>(at) = a[k][2 * hi + half];
+          }
         }
     }
   }
@@ -419,8 +454,8 @@ struct BwdConsumer {
   // minimum 2 wavefronts (a plain row-major tile, 512 B per row, would put all 8 rows on the same banks: 8).
   // st.shared (STS.64) on the 32-bit shared address, not a C++ store through the generic pointer (ST.E.64).
   __device__ __forceinline__ void stage_dq(uint8_t* stage, const float (&dq)[kDQRegs]) const {
-    const uint32_t tile = smem_addr(stage) + (Cfg::kDQSplitKeys ? wg * Cfg::kDQTileBytes : 0);
-    const int panel0 = Cfg::kDQSplitKeys ? 0 : wg * Cfg::kDQCols / Cfg::kDQPanelCols;
+    const uint32_t tile = smem_addr(stage) + (Cfg::kDQTiles > 1 ? wg * Cfg::kDQTileBytes : 0);
+    const int panel0 = Cfg::kDQTiles > 1 ? 0 : wg * Cfg::kDQCols / Cfg::kDQPanelCols;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = row_in_warpgroup(half);
@@ -470,28 +505,30 @@ struct BwdStage {
 
 // S^T = K_c Q^T (one commit group), and with kWithDP dP^T = V_c dO^T (a second group).
 template <class Cfg, bool kWithDP>
-__device__ __forceinline__ void bwd_issue_scores(float (&s)[32], float (&dp)[32], uint64_t desc_k_rows,
-                                                 uint64_t desc_v_rows, const BwdStage<Cfg>& stage) {
+__device__ __forceinline__ void bwd_issue_scores(float (&s)[Cfg::kBlockM / 2], float (&dp)[Cfg::kBlockM / 2],
+                                                 uint64_t desc_k_rows, uint64_t desc_v_rows,
+                                                 const BwdStage<Cfg>& stage) {
   warpgroup_arrive();
-  gemm_ss<64, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(s, desc_k_rows,
-                                                                                 make_desc_kmajor_sw128(stage.q_smem));
+  gemm_ss<Cfg::kBlockM, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(
+      s, desc_k_rows, make_desc_kmajor_sw128(stage.q_smem));
   wgmma_commit();
   if constexpr (kWithDP) {
-    gemm_ss<64, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(
+    gemm_ss<Cfg::kBlockM, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(
         dp, desc_v_rows, make_desc_kmajor_sw128(stage.do_smem));
     wgmma_commit();
   }
 }
 
 // dQ of step `step` (query block m_block), already waited for, into dq_accum: red.global.add, or (bulk) the staging
-// tile of buffer step & 1, which was last read by step - 2's reduces, under the dQ writer's full/empty barriers.
+// tile of buffer step % kDQBuffers, last read by step - kDQBuffers's reduces, under the dQ writer's full/empty
+// barriers.
 template <class Cfg>
 __device__ __forceinline__ void bwd_hand_off_dq(const BwdConsumer<Cfg>& c, const BwdParams& p, uint8_t* smem,
                                                 int batch, int head, int m_block, int step,
                                                 const float (&dq)[BwdConsumer<Cfg>::kDQRegs]) {
   if constexpr (Cfg::kDQBulk) {
-    const int buffer = step & 1;
-    if (step >= 2) NamedBarrier::sync(Cfg::kDQEmptyBarrier + buffer, Cfg::kDQBarrierThreads);
+    const int buffer = step & (Cfg::kDQBuffers - 1);  // step % kDQBuffers; a signed % or a helper changed SASS
+    if (step >= Cfg::kDQBuffers) NamedBarrier::sync(Cfg::kDQEmptyBarrier + buffer, Cfg::kDQBarrierThreads);
     c.stage_dq(smem + Cfg::kOffDQ + buffer * Cfg::kDQStageBytes, dq);
     fence_proxy_async_smem();
     NamedBarrier::arrive(Cfg::kDQFullBarrier + buffer, Cfg::kDQBarrierThreads);
@@ -502,7 +539,7 @@ __device__ __forceinline__ void bwd_hand_off_dq(const BwdConsumer<Cfg>& c, const
 
 // A consumer warpgroup's fixed shared-memory operands: its 64 key rows of K and V as the A operand (K-major) of S^T
 // and dP^T, and K as dQ's B operand read N-major (keys are the reduction dimension; column split: panel wg, all 128
-// keys; key split: this warpgroup's 64 keys of the single panel).
+// keys; key split: this warpgroup's 64 keys of the single panel; row split: the single panel, all 128 keys).
 template <class Cfg>
 struct BwdKVDescs {
   uint64_t k_rows, v_rows, k_dq;
@@ -510,17 +547,21 @@ struct BwdKVDescs {
   __device__ __forceinline__ BwdKVDescs(uint32_t base, int wg)
       : k_rows(make_desc_kmajor_sw128(base + wg * 64 * kPanelRowBytes)),
         v_rows(make_desc_kmajor_sw128(base + Cfg::kOffV + wg * 64 * kPanelRowBytes)),
-        k_dq(Cfg::kDQSplitKeys ? make_desc_mnmajor_sw128(base + wg * 64 * kPanelRowBytes, Cfg::kKVPanelBytes)
-                               : make_desc_mnmajor_sw128(base + wg * Cfg::kKVPanelBytes, Cfg::kKVPanelBytes)) {}
+        k_dq(Cfg::kDQSplitKeys   ? make_desc_mnmajor_sw128(base + wg * 64 * kPanelRowBytes, Cfg::kKVPanelBytes)
+             : Cfg::kDQSplitRows ? make_desc_mnmajor_sw128(base, Cfg::kKVPanelBytes)
+                                 : make_desc_mnmajor_sw128(base + wg * Cfg::kKVPanelBytes, Cfg::kKVPanelBytes)) {}
 };
 
-// dQ = dS K into dq (not committed): A = dS^T at ds_smem (a shared address) read M-major (queries contiguous; d128:
-// both warpgroups' rows, d64: this one's), k-steps of 16 keys = 16 rows of 128 B.
+// dQ = dS K into dq (not committed): A = dS^T at ds_smem (a shared address) read M-major (queries contiguous; column
+// split: both warpgroups' key rows; key split: this one's; row split: both warpgroups' key rows of query panel wg),
+// k-steps of 16 keys = 16 rows of 128 B.
 template <class Cfg>
 __device__ __forceinline__ void bwd_issue_dq(float (&dq)[BwdConsumer<Cfg>::kDQRegs], uint32_t ds_smem, int wg,
                                              uint64_t desc_k_dq) {
-  const uint32_t ds_rows = ds_smem + (Cfg::kDQSplitKeys ? wg * 64 * kPanelRowBytes : 0);
-  const uint64_t desc_ds = make_desc_mnmajor_sw128(ds_rows, Cfg::kDSBytes);
+  const uint32_t ds_rows = ds_smem + (Cfg::kDQSplitKeys   ? wg * 64 * kPanelRowBytes
+                                      : Cfg::kDQSplitRows ? wg * Cfg::kDSPanelBytes
+                                                          : 0);
+  const uint64_t desc_ds = make_desc_mnmajor_sw128(ds_rows, Cfg::kDSPanelBytes);
   warpgroup_arrive();
 #pragma unroll
   for (int k = 0; k < Cfg::kDQKeys / 16; ++k)
@@ -531,16 +572,18 @@ __device__ __forceinline__ void bwd_issue_dq(float (&dq)[BwdConsumer<Cfg>::kDQRe
 // dV += P^T dO and dK += dS^T Q (one commit group): A from registers, B (dO, Q: queries x d) read N-major.
 template <class Cfg>
 __device__ __forceinline__ void bwd_issue_dkdv(float (&dk)[BwdConsumer<Cfg>::kAccRegs],
-                                               float (&dv)[BwdConsumer<Cfg>::kAccRegs], const uint32_t (&pa)[4][4],
-                                               const uint32_t (&dsa)[4][4], const BwdStage<Cfg>& stage) {
+                                               float (&dv)[BwdConsumer<Cfg>::kAccRegs],
+                                               const uint32_t (&pa)[BwdConsumer<Cfg>::kKSteps][4],
+                                               const uint32_t (&dsa)[BwdConsumer<Cfg>::kKSteps][4],
+                                               const BwdStage<Cfg>& stage) {
   warpgroup_arrive();
-  gemm_rs<64, Cfg::kHeadDim, Cfg::kBF16>(dv, pa, make_desc_mnmajor_sw128(stage.do_smem, Cfg::kQPanelBytes));
-  gemm_rs<64, Cfg::kHeadDim, Cfg::kBF16>(dk, dsa, make_desc_mnmajor_sw128(stage.q_smem, Cfg::kQPanelBytes));
+  gemm_rs<Cfg::kBlockM, Cfg::kHeadDim, Cfg::kBF16>(dv, pa, make_desc_mnmajor_sw128(stage.do_smem, Cfg::kQPanelBytes));
+  gemm_rs<Cfg::kBlockM, Cfg::kHeadDim, Cfg::kBF16>(dk, dsa, make_desc_mnmajor_sw128(stage.q_smem, Cfg::kQPanelBytes));
   wgmma_commit();
 }
 
 // This step's dS^T visible to the async proxy (dQ's wgmma reads it), then the rows dQ reads written: with the column
-// split both warpgroups' (one 256-thread barrier), with the key split this warpgroup's own.
+// and row splits both warpgroups' (one 256-thread barrier), with the key split this warpgroup's own.
 template <class Cfg>
 __device__ __forceinline__ void bwd_sync_ds(int wg) {
   fence_proxy_async_smem();
@@ -597,7 +640,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
   float dk[C::kAccRegs], dv[C::kAccRegs];
   bwd_zero_dkdv(dk, dv);
   float s[C::kSRegs], dp[C::kSRegs], dq[C::kDQRegs];
-  uint32_t pa[4][4], dsa[4][4];
+  uint32_t pa[C::kKSteps][4], dsa[C::kKSteps][4];
 
   bars.kv.wait(0);
   PipelineState<Cfg::kStages> st;

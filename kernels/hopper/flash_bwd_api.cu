@@ -16,11 +16,12 @@ extern "C" {
 // seqlen_q) float32 natural log from the forward, contiguous; dlse, the gradient into lse, the same layout, or null.
 // Workspaces:
 // dq_accum (batch, nheads, seqlen_q_rounded, d), lse_log2 and delta (batch, nheads, seqlen_q_rounded), float32,
-// contiguous, seqlen_q_rounded = seqlen_q rounded up to a multiple of 64; their contents on entry do not matter.
+// contiguous, seqlen_q_rounded = seqlen_q rounded up to a multiple of fa3nn_hopper_bwd_block_m() (128); their
+// contents on entry do not matter.
 // strides: 24 element strides, (batch, row, head) for q, k, v, out, dout, dq, dk, dv; head dim contiguous.
 // variant: 0 = dQ summed by per-thread fp32 reductions (default), 1 = bulk dQ (fp32 tile in shared memory, added by
 // TMA reduce-adds from one producer thread; flash_bwd.cuh), 2 = overlap (next block's score GEMMs issued before this
-// block's dQ GEMM; flash_bwd_overlap.cuh), 3 = both; 1-3 for benchmarks and tests until they have run on a GPU.
+// block's dQ GEMM; flash_bwd_overlap.cuh), 3 = both, 4 = bulk dQ with 128-row query blocks (head dim 64 only).
 // grid_order: 0 = auto (key blocks outermost for causal GQA/MQA, else innermost), 1 = key blocks innermost (the MHA
 // order), 2 = outermost (flash_bwd.cuh, bwd_tile); for benchmarks and tests.
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
@@ -43,6 +44,6 @@ int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void*
 }
 
 // Rows the backward's workspaces are padded to (seqlen_q rounded up to a multiple of this).
-int fa3nn_hopper_bwd_block_m() { return kBwdBlockM; }
+int fa3nn_hopper_bwd_block_m() { return kBwdRowsRounding; }
 
 }  // extern "C"

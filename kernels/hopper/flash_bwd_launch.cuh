@@ -15,7 +15,7 @@ namespace fa3nn::hopper::host {
 
 // A dense backward call. Workspaces come from the caller (torch allocates them): dq_accum (batch, nheads,
 // seqlen_q_rounded, d) fp32, lse_log2 and delta (batch, nheads, seqlen_q_rounded) fp32, seqlen_q_rounded =
-// seqlen_q rounded up to a multiple of 64. k, v, dk, dv have nheads_kv heads, which divides nheads (GQA/MQA: query
+// seqlen_q rounded up to a multiple of kBwdRowsRounding (128, the largest kBlockM). k, v, dk, dv have nheads_kv heads, which divides nheads (GQA/MQA: query
 // head h reads K/V head h / (nheads / nheads_kv), the forward's convention).
 struct BwdProblem {
   const void *dout, *q, *k, *v, *out;
@@ -29,12 +29,15 @@ struct BwdProblem {
   cudaStream_t stream;
 };
 
-constexpr int kBwdBlockM = 64;  // BwdConfig::kBlockM: the padding unit of the workspaces
+// The padding unit of the workspaces: the largest BwdConfig::kBlockM, so every variant reads whole query blocks of
+// lse_log2 / delta (bulk copies, no bounds checks) from one workspace layout (hopper_bwd.WORKSPACE_ROWS).
+constexpr int kBwdRowsRounding = 128;
 
 template <class Cfg>
 int launch_bwd(const BwdProblem& pr) {
   const int64_t* st = pr.strides;
-  const int seqlen_q_rounded = (pr.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM * Cfg::kBlockM;
+  static_assert(kBwdRowsRounding % Cfg::kBlockM == 0, "the workspaces must hold whole query blocks");
+  const int seqlen_q_rounded = (pr.seqlen_q + kBwdRowsRounding - 1) / kBwdRowsRounding * kBwdRowsRounding;
 
   BwdPrePostParams pp{};
   pp.out = pr.out;
@@ -65,14 +68,14 @@ int launch_bwd(const BwdProblem& pr) {
                 Cfg::kBlockM))
     return fail("%s", "cuTensorMapEncodeTiled failed (pointers must be 16-B aligned, strides multiples of 8 elements)");
   // dq_accum (batch, nheads, seqlen_q_rounded, d) fp32, contiguous, as the bulk dQ path's reduce target: boxes of
-  // 64 rows x 32 columns (128 B, the 128B swizzle's span), the layout BwdConsumer::stage_dq writes. Read only by the
-  // bulk dQ variant.
+  // kDQTileRows = 64 rows x 32 columns (128 B, the 128B swizzle's span), the layout BwdConsumer::stage_dq writes.
+  // Read only by the bulk dQ variants.
   CUtensorMap tdq{};
   const int64_t accum_row_bytes = int64_t(pr.headdim) * 4, accum_head_bytes = seqlen_q_rounded * accum_row_bytes;
   if (Cfg::kDQBulk && !encode_map(&tdq, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, pr.dq_accum,
                                   {pr.headdim, seqlen_q_rounded, pr.nheads, pr.batch},
                                   {accum_row_bytes, accum_head_bytes, pr.nheads * accum_head_bytes},
-                                  {Cfg::kDQPanelCols, Cfg::kBlockM, 1, 1}, CU_TENSOR_MAP_SWIZZLE_128B))
+                                  {Cfg::kDQPanelCols, Cfg::kDQTileRows, 1, 1}, CU_TENSOR_MAP_SWIZZLE_128B))
     return fail("%s", "cuTensorMapEncodeTiled failed for dq_accum (it must be contiguous fp32, 16-B aligned)");
 
   BwdParams p{};
@@ -88,7 +91,7 @@ int launch_bwd(const BwdProblem& pr) {
   p.seqlen_q_rounded = seqlen_q_rounded;
   p.nheads = pr.nheads;
   p.group = pr.nheads / pr.nheads_kv;
-  p.num_m_blocks = seqlen_q_rounded / Cfg::kBlockM;
+  p.num_m_blocks = (pr.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   p.scale_log2 = pr.softmax_scale * 1.4426950408889634f;
   p.softmax_scale = pr.softmax_scale;
 
@@ -116,24 +119,27 @@ int launch_bwd(const BwdProblem& pr) {
 // K/V stay resident per CTA, so the ring holds only Q, dO, lse, delta: d128 2 stages = 161 KB of shared memory
 // (K 32 + V 32 + Q 2x16 + dO 2x16 + dS 2x16 + 1 KB row stats), d64 3 stages = 113.5 KB (K 16 + V 16 + Q 3x8 +
 // dO 3x8 + dS 2x16 + 1.5 KB row stats); kSmemBytes adds the barriers and 1 KB of alignment slack (162.0 / 114.6 KB).
-// The bulk dQ variant adds two 32 KB fp32 dQ buffers: d128 226.0 KB (of 227), d64 178.6 KB.
-template <int D> struct BwdTiles;
-template <> struct BwdTiles<64> { static constexpr int kStages = 3; };
-template <> struct BwdTiles<128> { static constexpr int kStages = 2; };
+// The bulk dQ variant adds two 32 KB fp32 dQ buffers: d128 226.0 KB (of 227), d64 178.6 KB. d64 with 128-row query
+// blocks (m128): K 16 + V 16 + Q 2x16 + dO 2x16 + dS 2x32 + one 32 KB dQ buffer + 2 KB row stats = 194 KB (+ 1.1).
+template <int D, int kBlockM> struct BwdTiles;
+template <> struct BwdTiles<64, 64> { static constexpr int kStages = 3; };
+template <> struct BwdTiles<64, 128> { static constexpr int kStages = 2; };
+template <> struct BwdTiles<128, 64> { static constexpr int kStages = 2; };
 
-template <int D, bool kDQBulk, bool kOverlap>
+template <int D, bool kDQBulk, bool kOverlap, int kBlockM = 64>
 int run_bwd_dispatch(const BwdProblem& pr, bool bf16, bool causal) {
-  constexpr int S = BwdTiles<D>::kStages;
+  constexpr int S = BwdTiles<D, kBlockM>::kStages;
   if (bf16)
-    return causal ? launch_bwd<BwdConfig<D, S, true, true, kDQBulk, kOverlap>>(pr)
-                  : launch_bwd<BwdConfig<D, S, true, false, kDQBulk, kOverlap>>(pr);
-  return causal ? launch_bwd<BwdConfig<D, S, false, true, kDQBulk, kOverlap>>(pr)
-                : launch_bwd<BwdConfig<D, S, false, false, kDQBulk, kOverlap>>(pr);
+    return causal ? launch_bwd<BwdConfig<D, S, true, true, kDQBulk, kOverlap, kBlockM>>(pr)
+                  : launch_bwd<BwdConfig<D, S, true, false, kDQBulk, kOverlap, kBlockM>>(pr);
+  return causal ? launch_bwd<BwdConfig<D, S, false, true, kDQBulk, kOverlap, kBlockM>>(pr)
+                : launch_bwd<BwdConfig<D, S, false, false, kDQBulk, kOverlap, kBlockM>>(pr);
 }
 
 // variant: 0 = dQ by per-thread red.global.add.v2.f32 (the default), 1 = bulk dQ (shared memory + TMA reduce-add,
 // flash_bwd.cuh), 2 = overlap (next block's score GEMMs before this block's dQ GEMM, flash_bwd_overlap.cuh),
-// 3 = bulk dQ + overlap; 1-3 have not run on a GPU yet, so only benchmarks and tests select them.
+// 3 = bulk dQ + overlap, 4 = bulk dQ with 128-row query blocks (head dim 64 only). Python's DEFAULT_VARIANTS picks
+// per head dim from measurements (fa3nn/backends/hopper_bwd.py).
 template <int D>
 int run_bwd_headdim(const BwdProblem& pr, bool bf16, bool causal, int variant) {
   switch (variant) {
@@ -141,7 +147,11 @@ int run_bwd_headdim(const BwdProblem& pr, bool bf16, bool causal, int variant) {
     case 1: return run_bwd_dispatch<D, true, false>(pr, bf16, causal);
     case 2: return run_bwd_dispatch<D, false, true>(pr, bf16, causal);
     case 3: return run_bwd_dispatch<D, true, true>(pr, bf16, causal);
-    default: return fail("%s", "unknown backward variant (built: 0 red dQ, 1 bulk dQ, 2 overlap, 3 bulk dQ + overlap)");
+    case 4:
+      if constexpr (D == 64) return run_bwd_dispatch<D, true, false, 128>(pr, bf16, causal);
+      return fail("%s", "backward variant 4 (m128, 128-row query blocks) is built for head dim 64 only");
+    default:
+      return fail("%s", "unknown backward variant (built: 0 red dQ, 1 bulk dQ, 2 overlap, 3 bulk dQ + overlap, 4 m128)");
   }
 }
 

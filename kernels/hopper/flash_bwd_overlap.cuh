@@ -50,7 +50,7 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
   float dk[C::kAccRegs], dv[C::kAccRegs];
   bwd_zero_dkdv(dk, dv);
   float s[C::kSRegs], dp[C::kSRegs], dq[C::kDQRegs];
-  uint32_t pa[4][4], dsa[4][4];
+  uint32_t pa[C::kKSteps][4], dsa[C::kKSteps][4];
 
   bars.kv.wait(0);
   // dQ of the previous step (d128: both warpgroups' dS^T rows, d64: this one's) times K, into dq.
