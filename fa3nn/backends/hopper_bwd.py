@@ -43,7 +43,9 @@ def variants_for(headdim: int) -> list[str]:
 # 2048/16384, non-causal and causal, vs red_dq: d128 bulk_dq_overlap 1.17-1.22x (0.80-0.90x cuDNN), bulk_dq
 # 1.11-1.18x, overlap 0.99-1.06x; d64 bulk_dq 1.10-1.27x, bulk_dq_overlap 1.10-1.26x (within 2% of bulk_dq, each
 # ahead at two shapes), overlap 0.88-0.97x: at d64 the simpler build.
-DEFAULT_VARIANTS = {64: "bulk_dq", 128: "bulk_dq_overlap"}
+# d64 since 2026-11-30 23:30 UTC (benchmarks/results/bwd-m128-h200-20261130-2325/): m128 1.14-1.37x bulk_dq at seqlen
+# 512-16384, causal and not, 0.93-1.07x cuDNN (bulk_dq 0.71-0.86x).
+DEFAULT_VARIANTS = {64: "m128", 128: "bulk_dq_overlap"}
 # GQA/MQA in `backward`: True = the kernel walks each K/V head's query heads (no K/V copies, no group sum); False = the
 # expansion path (repeat_interleave K/V, MHA kernel, fp32 group sum), which costs group x K/V memory, two copies and a
 # sum. H200, 2026-11-30 17:25 UTC (scripts/hopper_bwd_gqa_check.py, 16 query heads on 4 or 2 K/V heads, bf16):
