@@ -95,7 +95,7 @@ struct BwdConfig {
   // accesses through the generic `smem` pointer (LD.E / ST.E on 64-bit addresses: 16 address pairs for dS^T alone).
   // kBlockM 128 needs it: with generic accesses it spilled 144-152 B, with LDS row statistics 24-32 B, with both
   // 0 (ptxas, nvcc 13.0). The 64-row builds keep their measured SASS until this is measured on them.
-  static constexpr bool kExplicitShared = kBlockM == 128;
+  static constexpr bool kExplicitShared = true;
   static constexpr int kBlockN = 128;  // keys per CTA, 64 per consumer warpgroup
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);

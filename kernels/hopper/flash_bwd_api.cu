@@ -9,6 +9,8 @@
 
 using namespace fa3nn::hopper::host;
 
+// The C ABI is all this library exports: it is built with -fvisibility=hidden (hopper_build.NVCC_FLAGS).
+#pragma GCC visibility push(default)
 extern "C" {
 
 // Dense backward, MHA, GQA or MQA (nheads_kv divides nheads; query head h reads K/V head h / (nheads / nheads_kv)).
@@ -47,3 +49,4 @@ int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void*
 int fa3nn_hopper_bwd_block_m() { return kBwdRowsRounding; }
 
 }  // extern "C"
+#pragma GCC visibility pop

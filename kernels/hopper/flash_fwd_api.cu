@@ -26,6 +26,8 @@ int fail(const char* fmt, const char* detail) {
 }
 }  // namespace fa3nn::hopper::host
 
+// The C ABI is all this library exports: it is built with -fvisibility=hidden (hopper_build.NVCC_FLAGS).
+#pragma GCC visibility push(default)
 extern "C" {
 
 // Head dims this library was built for, for the Python side's refusal messages.
@@ -58,3 +60,4 @@ int fa3nn_hopper_fwd(const void* q, const void* k, const void* v, void* out, flo
 }
 
 }  // extern "C"
+#pragma GCC visibility pop

@@ -9,6 +9,8 @@
 
 using namespace fa3nn::hopper::host;
 
+// The C ABI is all this library exports: it is built with -fvisibility=hidden (hopper_build.NVCC_FLAGS).
+#pragma GCC visibility push(default)
 extern "C" {
 
 // FP8 forward attention. e4m3 q8 (batch, seqlen_q, nheads, d), k8 (batch, seqlen_k, nheads_kv, d), vt8 (batch,
@@ -54,3 +56,4 @@ int fa3nn_hopper_fp8_fwd(const void* q8, const void* k8, const void* vt8, void* 
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
