@@ -33,7 +33,8 @@ GENCODE = "-gencode=arch=compute_90a,code=sm_90a"
 # -fvisibility=hidden: only the C ABI (the *_api.cu files' extern "C" blocks) is exported. With default visibility
 # two builds loaded in one process (a benchmark's --compare base=...) shared their template statics through symbol
 # interposition: smem_configured<Cfg> set by one build's launch skipped the other's cudaFuncSetAttribute, and that
-# build's launches failed with "invalid argument" (H200, 2026-11-30; the likely cause, checked by the next run).
+# build's launches failed with "invalid argument" (H200, 2026-11-30; with this flag the same comparison runs:
+# benchmarks/results/visibility-h200-20261130-2345/).
 NVCC_FLAGS = (GENCODE, "-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden",
               "-DFA3NN_HANG_GUARD")
 LIB_NAME = "libfa3nn_hopper.so"

@@ -45,6 +45,8 @@ def variants_for(headdim: int) -> list[str]:
 # ahead at two shapes), overlap 0.88-0.97x: at d64 the simpler build.
 # d64 since 2026-11-30 23:30 UTC (benchmarks/results/bwd-m128-h200-20261130-2325/): m128 1.14-1.37x bulk_dq at seqlen
 # 512-16384, causal and not, 0.93-1.07x cuDNN (bulk_dq 0.71-0.86x).
+# d128 after explicit LDS/STS in every backward kernel (results/visibility-h200-20261130-2345/): bulk_dq_overlap
+# 0.91-0.99x cuDNN at 2048/16384, 1.09-1.12x the previous build in the same run.
 DEFAULT_VARIANTS = {64: "m128", 128: "bulk_dq_overlap"}
 # GQA/MQA in `backward`: True = the kernel walks each K/V head's query heads (no K/V copies, no group sum); False = the
 # expansion path (repeat_interleave K/V, MHA kernel, fp32 group sum), which costs group x K/V memory, two copies and a

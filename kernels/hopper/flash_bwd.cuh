@@ -91,11 +91,6 @@ struct BwdConfig {
   static constexpr int kBlockM = kBlockM_;
   static_assert(kBlockM == 64 || (kBlockM == 128 && kHeadDim_ == 64 && kDQBulk_ && !kOverlap_),
                 "kBlockM 128 is built for head dim 64 with bulk dQ and without overlap only");
-  // Row statistics and dS^T through explicit LDS / STS on 32-bit shared addresses (shared_store.cuh) instead of C++
-  // accesses through the generic `smem` pointer (LD.E / ST.E on 64-bit addresses: 16 address pairs for dS^T alone).
-  // kBlockM 128 needs it: with generic accesses it spilled 144-152 B, with LDS row statistics 24-32 B, with both
-  // 0 (ptxas, nvcc 13.0). The 64-row builds keep their measured SASS until this is measured on them.
-  static constexpr bool kExplicitShared = true;
   static constexpr int kBlockN = 128;  // keys per CTA, 64 per consumer warpgroup
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -366,11 +361,14 @@ struct BwdConsumer {
     }
   }
 
-  // The per-query statistic (lse_log2 or delta) of this thread's columns 8j + 2 (tid % 4), +1 (kExplicitShared:
-  // LDS.64 where it is used).
+  // The per-query statistic (lse_log2 or delta) of this thread's columns 8j + 2 (tid % 4), +1, as LDS.64 where it is
+  // used. The row statistics and dS^T (write_ds) go through explicit LDS / STS on 32-bit shared addresses
+  // (shared_store.cuh), not C++ accesses through the generic `smem` pointer (LD.E / ST.E on 64-bit addresses, 16
+  // address pairs for dS^T alone): m128 spilled 144-152 B with generic accesses, 24-32 B with LDS statistics, 0 with
+  // both; the d128 default went 1970 -> 1914 instructions and ran 1.09-1.12x faster in the same run (H200,
+  // benchmarks/NOTES.md "Explicit shared-memory accesses in the backward").
   __device__ __forceinline__ float2 stat_pair(const float* stat, int j) const {
-    if constexpr (Cfg::kExplicitShared) return ld_shared_v2(smem_addr(stat + 8 * j + 2 * (tid % 4)));
-    return *reinterpret_cast<const float2*>(stat + 8 * j + 2 * (tid % 4));
+    return ld_shared_v2(smem_addr(stat + 8 * j + 2 * (tid % 4)));
   }
 
   // P^T in place of S^T: exp2(S^T * scale_log2 - lse_log2[query]); the per-query statistics are pairs of adjacent
@@ -421,12 +419,8 @@ struct BwdConsumer {
 #pragma unroll
         for (int hi = 0; hi < 2; ++hi) {
           const int chunk = 2 * k + hi;  // 8-query chunk
-          uint8_t* at = row + (chunk / 8) * Cfg::kDSPanelBytes + (((chunk % 8) ^ (key % 8)) << 4);
-          if constexpr (Cfg::kExplicitShared) {
-            st_shared_b32(smem_addr(at), a[k][2 * hi + half]);
-          } else {
-            *reinterpret_cast<uint32_t*>(at) = a[k][2 * hi + half];
-          }
+          st_shared_b32(smem_addr(row + (chunk / 8) * Cfg::kDSPanelBytes + (((chunk % 8) ^ (key % 8)) << 4)),
+                        a[k][2 * hi + half]);
         }
     }
   }
