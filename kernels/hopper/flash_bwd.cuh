@@ -30,6 +30,11 @@
 // barrier, which the consumers sync on before they write that buffer again two query blocks later. d128's column
 // split fills one 64 x 128 tile; d64's key split gives each warpgroup its own 64 x 64 tile (two reduces per step).
 //
+// 128-row query blocks (kBlockM 128, variant 4 "m128", d64's default): each step covers 128 queries (S^T, dP^T 64 keys
+// x 128 queries per consumer; dV/dK reduce over 128 queries), dQ is split by query rows (consumer c: rows [64c,
+// 64c + 64) over all 128 keys, so one 256-thread dS barrier as d128's) into one bulk dQ buffer; per FLOP half the
+// waits, barriers and hand-offs of 64-row steps: 1.14-1.37x at d64 (benchmarks/NOTES.md).
+//
 // Overlap (kOverlap, variants 2 and 3): a second consumer, bwd_consumer_overlap in flash_bwd_overlap.cuh, that issues
 // step j - 1's dQ GEMM after step j's score GEMMs; the consumer below is the default's and is unchanged.
 //
@@ -261,9 +266,9 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUt
 
 // Bulk dQ: warp 1 of the producer warpgroup. Per step (the consumers' order, BwdQueryWalk), wait until both consumers
 // have staged and fenced this buffer's dQ tile(s), add every 64 x 32 panel into dq_accum with one TMA reduce-add, wait
-// until the reduces have read the buffer, and free it for the consumers' step + kDQBuffers (the empty arrive is skipped when
-// no such step exists, so no barrier is left half-arrived). The whole warp runs the barriers (bar.sync/bar.arrive are
-// .aligned); one lane issues. Before exit the writes themselves are waited for, so none outlives the shared memory.
+// until the reduces have read the buffer, and free it for the consumers' step + kDQBuffers (the empty arrive is skipped
+// when no such step exists, so no barrier is left half-arrived). The whole warp runs the barriers (bar.sync/bar.arrive
+// are .aligned); one lane issues. Before exit the writes themselves are waited for, so none outlives the shared memory.
 template <class Cfg>
 __device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const BwdParams& p, uint8_t* smem) {
   const BwdTile cta = bwd_tile(p);

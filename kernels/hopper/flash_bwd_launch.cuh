@@ -14,9 +14,9 @@
 namespace fa3nn::hopper::host {
 
 // A dense backward call. Workspaces come from the caller (torch allocates them): dq_accum (batch, nheads,
-// seqlen_q_rounded, d) fp32, lse_log2 and delta (batch, nheads, seqlen_q_rounded) fp32, seqlen_q_rounded =
-// seqlen_q rounded up to a multiple of kBwdRowsRounding (128, the largest kBlockM). k, v, dk, dv have nheads_kv heads, which divides nheads (GQA/MQA: query
-// head h reads K/V head h / (nheads / nheads_kv), the forward's convention).
+// seqlen_q_rounded, d) fp32, lse_log2 and delta (batch, nheads, seqlen_q_rounded) fp32, seqlen_q_rounded = seqlen_q
+// rounded up to a multiple of kBwdRowsRounding (128, the largest kBlockM). k, v, dk, dv have nheads_kv heads, which
+// divides nheads (GQA/MQA: query head h reads K/V head h / (nheads / nheads_kv), the forward's convention).
 struct BwdProblem {
   const void *dout, *q, *k, *v, *out;
   const float *lse, *dlse;  // dlse may be null
@@ -151,7 +151,8 @@ int run_bwd_headdim(const BwdProblem& pr, bool bf16, bool causal, int variant) {
       if constexpr (D == 64) return run_bwd_dispatch<D, true, false, 128>(pr, bf16, causal);
       return fail("%s", "backward variant 4 (m128, 128-row query blocks) is built for head dim 64 only");
     default:
-      return fail("%s", "unknown backward variant (built: 0 red dQ, 1 bulk dQ, 2 overlap, 3 bulk dQ + overlap, 4 m128)");
+      return fail("%s",
+                  "unknown backward variant (built: 0 red dQ, 1 bulk dQ, 2 overlap, 3 bulk dQ + overlap, 4 m128)");
   }
 }
 

@@ -1,7 +1,7 @@
-// Explicit shared-memory stores and loads. A pointer into the 1024-B-aligned dynamic shared memory that went through uintptr_t
-// (every kernel's `smem`) is generic to the compiler, so plain C++ stores through it compile to ST.E (generic, 64-bit
-// address, the shared window resolved per access: SASS of flash_bwd.cuh's write_ds); st.shared takes the 32-bit
-// shared address and compiles to STS.
+// Explicit shared-memory stores and loads. A pointer into the 1024-B-aligned dynamic shared memory that went through
+// uintptr_t (every kernel's `smem`) is generic to the compiler, so plain C++ stores through it compile to ST.E
+// (generic, 64-bit address, the shared window resolved per access: SASS of flash_bwd.cuh's write_ds); st.shared takes
+// the 32-bit shared address and compiles to STS.
 #pragma once
 #include <cstdint>
 
