@@ -30,6 +30,7 @@
 #include "pipeline.cuh"
 #include "regs.cuh"
 #include "scheduler.cuh"
+#include "shared_store.cuh"
 #include "softmax.cuh"
 #include "tma.cuh"
 #include "warp_specialized.cuh"
@@ -308,18 +309,20 @@ struct Consumer {
 
   // Normalized O into this warpgroup's 64 rows of SW128 panels (the layout one 64 x 64 TMA box reads): element
   // (row, col) sits in panel col / 64 at byte row * 128 + ((col % 64 / 8) ^ (row % 8)) * 16 + (col % 8) * 2. For each
-  // store the warp's rows g = 0..7 XOR the 16-B chunk, so its 32 lanes hit 32 different banks.
+  // store the warp's rows g = 0..7 XOR the 16-B chunk, so its 32 lanes hit 32 different banks. st.shared on the 32-bit
+  // address: through the generic pointer the 128 x 128 and 128 x 160 d128 builds stored with 64 ST.E (generic, 64-bit
+  // addresses), the default 128 x 176 with STS.
   __device__ __forceinline__ void write_o_smem(uint8_t* rows, const float (&o)[kORegs],
                                                const float (&inv_sum)[2]) const {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = row_in_warpgroup(half);
-      uint8_t* row_ptr = rows + row * kPanelRowBytes + 4 * (tid % 4);
+      const uint32_t row_addr = smem_addr(rows) + row * kPanelRowBytes + 4 * (tid % 4);
 #pragma unroll
       for (int j = 0; j < kORegs / 4; ++j) {  // 8-column slab j: panel j / 8, chunk j % 8
         const int i = 4 * j + 2 * half;
-        *reinterpret_cast<uint32_t*>(row_ptr + (j / 8) * Cfg::kQPanelBytes + (((j % 8) ^ (row % 8)) << 4)) =
-            pack(o[i] * inv_sum[half], o[i + 1] * inv_sum[half]);
+        st_shared_b32(row_addr + (j / 8) * Cfg::kQPanelBytes + (((j % 8) ^ (row % 8)) << 4),
+                      pack(o[i] * inv_sum[half], o[i + 1] * inv_sum[half]));
       }
     }
   }
