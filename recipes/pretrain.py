@@ -139,6 +139,7 @@ def main(argv=None, keep_process_group: bool = False) -> list[dict]:
         if stall_file is not None:
             faulthandler.cancel_dump_traceback_later()
         progress.update(1)
+    batches.close()  # stops and joins the prefetch thread before the process group and the process go away
     if stall_file is not None:
         stall_file.close()
     progress.close()

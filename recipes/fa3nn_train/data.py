@@ -166,7 +166,8 @@ def micro_batches(blocks, start_step: int, global_batch: int, micro: int, rank: 
 
 def prefetched(items, depth: int):
     """Iterates `items` in a background thread, up to `depth` items ahead, in the same order; an exception raised
-    while producing is raised here, at the item where it happened. depth 0 iterates in the caller's thread.
+    while producing is raised here, at the item where it happened. depth 0 iterates in the caller's thread. Close
+    the generator (or exhaust it) when done: that stops and joins the thread.
     Tokenizing (encode_batch runs without the GIL) then overlaps the training step instead of lengthening the step
     that needs a large document."""
     if depth == 0:
@@ -204,4 +205,8 @@ def prefetched(items, depth: int):
             else:
                 raise item
     finally:
+        # Stop and join, so no producer is inside datasets / tokenizers native code when the process exits: a
+        # thread left running there aborted a 2-process run at exit ("terminate called without an active
+        # exception", CI 2026-12-01). The producer sees `stop` at its next put, after at most one item.
         stop.set()
+        thread.join()
