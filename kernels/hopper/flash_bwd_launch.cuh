@@ -30,7 +30,8 @@ struct BwdProblem {
 };
 
 // The padding unit of the workspaces: the largest BwdConfig::kBlockM, so every variant reads whole query blocks of
-// lse_log2 / delta (bulk copies, no bounds checks) from one workspace layout (hopper_bwd.WORKSPACE_ROWS).
+// lse_log2 / delta (bulk copies, no bounds checks) from one workspace layout; fa3nn_hopper_bwd_block_m() returns it
+// to Python.
 constexpr int kBwdRowsRounding = 128;
 
 template <class Cfg>
