@@ -46,13 +46,17 @@ def compare_libraries(parser: argparse.ArgumentParser, items: list[str], reserve
 
 
 def time_interleaved(fns: dict, iters: int, reps: int) -> dict[str, list[float]]:
-    """ms per call for each fn, `reps` samples each, taken round-robin so clock drift hits every fn alike."""
+    """ms per call for each fn, `reps` samples each, taken round-robin so clock drift hits every fn alike. Round r
+    starts at the r-th fn: on 2026-12-01 the fn timed first in every round ran 10-15% slower than its own build
+    timed later in the round at seqlen 16384 (FP8 d128 3.5-3.7 ms vs 3.1), not at 4096/8192; rotating the order
+    spreads such a position effect over every fn instead of charging it to one."""
     for fn in fns.values():
         fn()
     torch.cuda.synchronize()
     samples = {name: [] for name in fns}
-    for _ in range(reps):
-        for name, fn in fns.items():
+    order = list(fns.items())
+    for rep in range(reps):
+        for name, fn in order[rep % len(order):] + order[:rep % len(order)]:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             torch.cuda._sleep(2_000_000)  # ~1 ms: the launches below queue up behind it
             start.record()

@@ -65,7 +65,7 @@ def bench_shape(headdim: int, seqlen: int, causal: bool, args) -> dict:
     speedup = statistics.median(b / f for f, b in zip(samples["fp8"], samples["bf16"]))
     return dict(headdim=headdim, seqlen=seqlen, causal=causal, batch=batch, nheads=nheads, ms=ms,
                 tflops={name: flops / t / 1e9 for name, t in ms.items()}, fp8_over_bf16=speedup,
-                sqnr_vs_bf16_db=sqnr)
+                sqnr_vs_bf16_db=sqnr, samples_ms=samples)
 
 
 def main(argv: list[str] | None = None) -> int:

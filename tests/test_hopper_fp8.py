@@ -265,7 +265,7 @@ def test_rounding_points_with_exact_scores(headdim, causal, record_property):
 @pytest.mark.parametrize(
     "headdim, variant",
     [(128, "no_pingpong"), (128, "other_stages"), (128, "poly_exp2"), (128, "one_cta_per_tile"),
-     (256, "no_pingpong"), (256, "other_stages"), (256, "one_cta_per_tile")],
+     (128, "plain_pv_wait"), (256, "no_pingpong"), (256, "other_stages"), (256, "one_cta_per_tile")],
 )
 @pytest.mark.gpu
 @needs_hopper

@@ -486,6 +486,11 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
     release_k(n_block == 0);
     release_stored_q();
     softmax_block(w, n_block);
+    // ptxas hoists this plain P V wait above the softmax before it (SASS: all exp2 after the wait), so the
+    // softmax does not overlap this warpgroup's P V, only the other warpgroup's GEMMs. Making the wait depend on the
+    // softmax (wgmma_wait_after, as the FP8 kernel does) was measured on the H200 (2026-12-01, two runs, same-run
+    // against this build): 4-10% slower at seqlen 512-2048 with 128 x 128 tiles (d128 512 0.136 vs 0.127 ms, d64
+    // causal 1024 -10%), 1-2% slower at 16384; it also made ptxas spill in the d64 and long causal builds.
     wgmma_wait<0>();
     fence_operands(o);
     release_v();

@@ -41,11 +41,17 @@ struct Fp8FwdParams {
 };
 
 // kPolyExpEvery > 0: every kPolyExpEvery-th score's exp2 on the FP32 pipe (exp2_poly in softmax_fp8.cuh).
+// kExperiment (benchmark builds of the d128 kernel, never dispatched by the library): Fp8Experiment.
+enum Fp8Experiment : int {
+  kNoExperiment = 0,
+  kSkipSoftmax = 1,   // P = c * S, no row max, exp2 or row sum: WRONG output; times the loop without its softmax
+  kPlainPvWait = 2,   // the P V wait without the softmax dependency, which ptxas hoists above the softmax
+};
 template <int kHeadDim_, int kStages_, int kQStages_, bool kOutBF16_, bool kCausal_, bool kPingpong_ = true,
-          int kPolyExpEvery_ = 0>
+          int kPolyExpEvery_ = 0, int kExperiment_ = kNoExperiment>
 struct Fp8FwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kStages = kStages_, kQStages = kQStages_;
-  static constexpr int kPolyExpEvery = kPolyExpEvery_;
+  static constexpr int kPolyExpEvery = kPolyExpEvery_, kExperiment = kExperiment_;
   static constexpr bool kOutBF16 = kOutBF16_, kCausal = kCausal_, kPingpong = kPingpong_;
   static constexpr int kConsumers = 2, kBlockM = 128, kBlockN = 128;
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -282,7 +288,15 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   auto softmax_block = [&](const SeqRange& r, int m_block, int n_block, float k_desc, float (&o_scale)[2]) {
     if (block_needs_mask<Cfg>(r, m_block, n_block)) c.apply_mask(s, r, m_block, n_block);
     const float factor[2] = {ds.q[0] * k_desc * p.scale_log2, ds.q[1] * k_desc * p.scale_log2};
-    softmax.step(s, factor, o_scale);
+    if constexpr (Cfg::kExperiment == kSkipSoftmax) {
+#pragma unroll
+      for (int i = 0; i < C::kSRegs; ++i) s[i] *= factor[(i >> 1) & 1];
+      softmax.row_sum[0] += s[0];
+      softmax.row_sum[1] += s[2];
+      o_scale[0] = o_scale[1] = 1.f;
+    } else {
+      softmax.step(s, factor, o_scale);
+    }
   };
 
   // Next tile (from scheduler index `from`) that has key blocks; tiles whose rows attend nothing are written here.
@@ -354,7 +368,8 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     release_k(n_block == w.n_blocks - 1);
     float o_scale[2];
     softmax_block(w.r, w.t.m_block, n_block, k_cur, o_scale);
-    wgmma_wait<0>();
+    if constexpr (Cfg::kExperiment == kPlainPvWait) wgmma_wait<0>();
+    else wgmma_wait_after<0>(softmax.row_sum);  // the softmax above runs while P V computes
     fence_operands(o);
     fence_pa();
     release_v();

@@ -99,6 +99,7 @@ int launch_fp8(const Fp8Problem& pr) {
 // save one MUFU.
 //   variant 0: the default below.  1: without pingpong.  2: the other stage count (d128: 2, d256: Q 1 + 3 K/V).
 //   3 (d128): a quarter of the exp2s as the FP32 polynomial.  5: one CTA per tile instead of per SM.
+//   6, 7 (d128, Fp8Experiment): without the softmax (wrong output, timing only); the P V wait ptxas may hoist.
 template <int D, int kVariant> struct Fp8Tiles;
 template <> struct Fp8Tiles<64, 0> { static constexpr int kStages = 3, kQStages = 2, kPolyExpEvery = 0; };
 template <> struct Fp8Tiles<128, 0> { static constexpr int kStages = 3, kQStages = 2, kPolyExpEvery = 0; };
@@ -106,14 +107,15 @@ template <> struct Fp8Tiles<128, 2> { static constexpr int kStages = 2, kQStages
 template <> struct Fp8Tiles<256, 0> { static constexpr int kStages = 2, kQStages = 2, kPolyExpEvery = 0; };
 template <> struct Fp8Tiles<256, 2> { static constexpr int kStages = 3, kQStages = 1, kPolyExpEvery = 0; };
 
-template <int D, int kVariant, bool kPingpong = true, int kPolyExpEvery = Fp8Tiles<D, kVariant>::kPolyExpEvery>
+template <int D, int kVariant, bool kPingpong = true, int kPolyExpEvery = Fp8Tiles<D, kVariant>::kPolyExpEvery,
+          int kExperiment = kNoExperiment>
 int run_fp8_tiles(const Fp8Problem& pr) {
   using T = Fp8Tiles<D, kVariant>;
   constexpr int S = T::kStages, Q = T::kQStages;
   if (pr.out_bf16)
-    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, kPolyExpEvery>>(pr)
-                     : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, kPolyExpEvery>>(pr);
-  if constexpr (kVariant != 0 || !kPingpong || kPolyExpEvery != T::kPolyExpEvery) {
+    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, kPolyExpEvery, kExperiment>>(pr)
+                     : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, kPolyExpEvery, kExperiment>>(pr);
+  if constexpr (kVariant != 0 || !kPingpong || kPolyExpEvery != T::kPolyExpEvery || kExperiment != kNoExperiment) {
     return fail("%s", "FP8 benchmark variants exist for bf16 output only");
   } else {
     return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, false, true, true, kPolyExpEvery>>(pr)
@@ -135,9 +137,11 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   }
   if constexpr (D == 128) {
     if (variant == 3) return run_fp8_tiles<D, 0, true, 4>(pr);
+    if (variant == 6) return run_fp8_tiles<D, 0, true, 0, kSkipSoftmax>(pr);
+    if (variant == 7) return run_fp8_tiles<D, 0, true, 0, kPlainPvWait>(pr);
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile; 1, 2 = benchmark "
-                    "variants at d128/d256, 3 at d128)");
+                    "variants at d128/d256, 3, 6, 7 at d128)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);

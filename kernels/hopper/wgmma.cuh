@@ -47,6 +47,22 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
 }
 
+// wgmma_wait<kPending> that ptxas cannot move above the code computing `after` (here: the softmax row sums, so every
+// exp2 of the block): the wait is guarded by a predicate read from those registers. A plain wgmma_wait is an
+// instruction without operands, and ptxas hoisted it above the whole softmax in every forward kernel (SASS of
+// 2026-12-01: 0 of 66 MUFU.EX2 between the wait for Q K^T and the wait for P V at d128), which turned the
+// intra-warpgroup overlap off: the softmax started only after P V had finished. The predicate is always true (no
+// float produced by arithmetic has the bit pattern 0xFFFFFFFF, a NaN with every sign and payload bit set; the GPU's
+// canonical NaN is 0x7FFFFFFF), so every thread waits; it costs two ISETP and a branch.
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait_after(const float (&after)[2]) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %1, -1;\n setp.ne.and.b32 p, %2, -1, p;\n"
+      " @p wgmma.wait_group.sync.aligned %0;\n}" ::"n"(kPending),
+      "r"(__float_as_uint(after[0])), "r"(__float_as_uint(after[1]))
+      : "memory");
+}
+
 // Compiler-only fences: keep the compiler from moving accesses to these registers across the wgmma asm statements
 // (the hardware ordering is wgmma.fence / wait_group; this is the software half).
 template <int N>
