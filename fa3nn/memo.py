@@ -23,6 +23,10 @@ class TensorMemo:
         self.max_entries = max_entries
         self._entries: dict[int, tuple] = {}
 
+    # Never traced by torch.compile: dynamo guarded on id(tensor) and recompiled this frame for every new tensor
+    # (each training step's position_ids) until its recompile limit (8), then warned and ran it eagerly (llama-1b
+    # with model.compile=true on the H200, 2026-12-01). Disabled, it is a graph break that runs eagerly from step 1.
+    @torch.compiler.disable
     def get(self, tensor: torch.Tensor, key: Hashable, compute: Callable[[], Any]) -> Any:
         try:
             version = tensor._version
