@@ -33,12 +33,18 @@ from fa3nn.backends.triton.fp8_launch import forward_fp8  # noqa: E402
 from fa3nn.backends.triton.quantize import quantize_fused  # noqa: E402
 from fa3nn.fp8 import make_state, random_sign_hadamard  # noqa: E402
 from fa3nn.fp8.hadamard import random_signs  # noqa: E402
-from fa3nn.fp8.operands import transpose_v, v_from_vt, vt_columns  # noqa: E402
+from fa3nn.fp8.operands import transpose_v, v_from_vt, vt_columns, vt_group_column  # noqa: E402
 from fa3nn.fp8.quantize import quantize_qkv_tensors, recipe_arguments  # noqa: E402
 from fa3nn.masks import Window  # noqa: E402
 from fa3nn.testing import random_padding_mask, unpad  # noqa: E402
 
 E4M3 = torch.float8_e4m3fn
+
+
+def column(key: int) -> int:
+    """vt8 column of a key counted from its sequence's start (fa3nn.fp8.operands)."""
+    return int(vt_group_column(torch.tensor(key)))
+
 # Under the interpreter the kernel's sums are numpy's fp32 and its cast the emulation's, so only summation order and
 # exp2 vs exp separate it from the emulation (measured: rms ratio < 1e-3, lse ratio ~ 3e-5).
 TIGHT = dict(rms_ratio=0.01, lse_ratio=0.01)
@@ -109,7 +115,7 @@ def test_quantize_zero_tiles_and_infinities():
     v[0, 40, 0, 0] = -float("inf")
     operands = check_quantize(q, k, v, 16, 16)
     assert (operands.q_descale[0, 0, 0] == 1.0) and (operands.k_descale[0, 0, 1] == 1.0)
-    assert operands.k[0, 20, 0, 3].float() == 448 and operands.vt[0, 0, 0, 40].float() == -448
+    assert operands.k[0, 20, 0, 3].float() == 448 and operands.vt[0, 0, 0, column(40)].float() == -448
 
 
 # --- the rotation as a fast Walsh-Hadamard transform (rotate_precision="fwht") ------------------------------------
@@ -175,7 +181,7 @@ def test_quantize_varlen():
         assert operands.vt.shape == (2, 64, 128)  # vt_columns: 66 keys + 15 per sequence, padded to 128
         data = torch.zeros(128, dtype=torch.bool)
         for start, length in zip(operands.vt_starts.tolist(), lengths_k):
-            data[start : start + length] = True
+            data[start + vt_group_column(torch.arange(length))] = True
         assert (operands.vt[..., ~data].float() == 0).all()
     check_quantize(q, k, v, 16, 16, rotation(64), None, cu_q, cu_k, max(lengths_q), max(lengths_k))
     check_quantize(q, k, v, 16, 16, rotation(64), None, cu_q, cu_k, max(lengths_q), max(lengths_k),
@@ -183,8 +189,9 @@ def test_quantize_varlen():
 
 
 def test_vt_layout_contract_varlen():
-    """Packed vt8[h, :, vt_starts[i] + j] is key j of sequence i, V head h; every sequence starts at a multiple of 16
-    (the native kernel's TMA rule), every other column is zero; transpose_v / v_from_vt agree with the fused pass."""
+    """Packed vt8[h, :, vt_starts[i] + vt_group_column(j)] is key j of sequence i, V head h; every sequence starts at
+    a multiple of 16 (the native kernel's TMA rule), every other column is zero; transpose_v / v_from_vt agree with
+    the fused pass."""
     lengths = [17, 0, 1, 33, 16, 5]
     cu_k = cu_seqlens(lengths)
     q = torch.randn(sum(lengths), 2, 32).half()
@@ -199,22 +206,40 @@ def test_vt_layout_contract_varlen():
     written = torch.zeros(operands.vt.shape[-1], dtype=torch.bool)
     for i, length in enumerate(lengths):
         for j in range(length):
-            assert torch.equal(operands.vt[0, :, starts[i] + j].view(torch.uint8), v8[cu_k[i] + j, 0].view(torch.uint8))
-        written[starts[i] : starts[i] + length] = True
+            assert torch.equal(operands.vt[0, :, starts[i] + column(j)].view(torch.uint8),
+                               v8[cu_k[i] + j, 0].view(torch.uint8))
+        written[starts[i] + vt_group_column(torch.arange(length))] = True
     assert (operands.vt[..., ~written].float() == 0).all()
     assert torch.equal(transpose_v(v8, cu_k).view(torch.uint8), operands.vt.view(torch.uint8))
     assert torch.equal(v_from_vt(operands.vt, sum(lengths), cu_k).view(torch.uint8), v8.view(torch.uint8))
 
 
 def test_vt_layout_contract():
-    """vt8[b, h, :, j] is key j of V head h: (batch, nheads_kv, dv, ceil(seqlen_k / 16) * 16), zero-padded."""
+    """vt8[b, h, :, vt_group_column(j)] is key j of V head h: (batch, nheads_kv, dv, ceil(seqlen_k / 16) * 16),
+    every column no key maps to zero."""
     q, k, v = qkv(2, 20, 37, 2, 2, 32, headdim_v=16)
     operands = quantize_fused(q, k, v, 16, 16)
     assert operands.vt.shape == (2, 2, 16, 48) and operands.vt.is_contiguous()
     v8 = quantize_qkv_tensors(q, k, v, 16, 16).v
-    for b, h, j in ((1, 0, 5), (0, 1, 36), (1, 1, 16)):
-        assert torch.equal(operands.vt[b, h, :, j].view(torch.uint8), v8[b, j, h].view(torch.uint8))
-    assert (operands.vt[..., 37:].float() == 0).all()
+    for b, h, j in ((1, 0, 5), (0, 1, 36), (1, 1, 16), (0, 0, 10), (1, 1, 33)):
+        assert torch.equal(operands.vt[b, h, :, column(j)].view(torch.uint8), v8[b, j, h].view(torch.uint8))
+    unused = torch.ones(48, dtype=torch.bool)
+    unused[vt_group_column(torch.arange(37))] = False
+    assert unused.sum() == 11 and (operands.vt[..., unused].float() == 0).all()
+    assert torch.equal(transpose_v(v8).view(torch.uint8), operands.vt.view(torch.uint8))
+    assert torch.equal(v_from_vt(operands.vt, 37).view(torch.uint8), v8.view(torch.uint8))
+
+
+def test_vt_group_column_is_the_fragment_order():
+    """Column 4q + j of each 16-key group holds key 2q + (j & 1) + 8 (j >> 1): the keys thread q of a quad holds in
+    the score accumulator, in its e4m3 A-fragment order (kernels/hopper/wgmma_fp8.cuh); a permutation per group."""
+    keys = torch.arange(48)
+    columns = vt_group_column(keys)
+    assert sorted(columns.tolist()) == keys.tolist() and ((columns // 16) == (keys // 16)).all()
+    for q in range(4):
+        for j in range(4):
+            assert column(2 * q + (j & 1) + 8 * (j >> 1)) == 4 * q + j
+            assert column(16 + 2 * q + (j & 1) + 8 * (j >> 1)) == 16 + 4 * q + j
 
 
 def test_e4m3_cast_rounds_like_torch():

@@ -42,10 +42,11 @@ UNMASKED = Window()
 # walking tiles, every exp2 on MUFU), without pingpong, the other K/V stage count, (d128) a quarter of the exp2s as
 # an FP32 polynomial, and the default kernel launched with one CTA per tile (kernels/hopper/flash_fwd_fp8_launch.cuh,
 # Fp8Tiles, which gives the measurements behind the defaults).
-# Benchmark variants (kernels/hopper/flash_fwd_fp8_launch.cuh). skip_softmax computes a WRONG output (P = c S, no
-# exp2): it times the loop without its softmax, for benchmarks/NOTES.md only.
+# Benchmark variants (kernels/hopper/flash_fwd_fp8_launch.cuh). skip_softmax (P = c S, no exp2) and skip_kv_loads
+# (K/V stages never loaded) compute WRONG outputs: they time the loop without those parts, for benchmarks/NOTES.md
+# only.
 VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one_cta_per_tile": 5,
-            "skip_softmax": 6, "plain_pv_wait": 7}
+            "skip_softmax": 6, "plain_pv_wait": 7, "skip_kv_loads": 9}
 
 
 def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:

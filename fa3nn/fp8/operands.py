@@ -9,8 +9,10 @@ O = P·V the reduction runs over keys, so V is stored with keys contiguous:
     vt8  e4m3  dense (batch, nheads_kv, dv, seqlen_k_pad), seqlen_k_pad = ceil(seqlen_k / 16) * 16, contiguous,
                the padding columns zero.
                packed (nheads_kv, dv, vt_columns(total_k, batch)), contiguous: sequence i's keys sit at columns
-               vt_starts[i] .. vt_starts[i] + len_i, where vt_starts[i] = sum over j < i of ceil(len_j / 16) * 16,
-               and every other column is zero (between sequences and after the last one).
+               vt_starts[i] .. vt_starts[i] + ceil(len_i / 16) * 16, where vt_starts[i] = sum over j < i of
+               ceil(len_j / 16) * 16, and every other column is zero (between sequences and after the last one).
+               Key order: inside every group of 16 keys of a sequence (keys 16g .. 16g + 15, counted from the
+               sequence's first key), key 16g + j sits at column 16g + vt_group_column(j), not 16g + j (below).
     vt_starts  int32 (batch + 1,), packed only (None for dense): vt_starts(cu_seqlens_k), computed on the device.
     q_descale, k_descale, v_descale  float32 (batch, nheads or nheads_kv, tiles): fa3nn.fp8.scaling's layout, with
                block_q / block_k rows per tile (>= the longest sequence when there is one scale per (batch, head))
@@ -28,6 +30,14 @@ vt_starts[batch]: the exact count lives on the device, and allocating by it woul
 vt_columns is the tightest count known from shapes (reached when every length is 1 mod 16), at most 15 columns per
 sequence more than the data needs.
 
+Why keys are permuted inside groups of 16: the native kernel feeds P to the P·V wgmma from registers, and an e4m3 A
+fragment register of thread q (of its quad) holds k positions 4q .. 4q + 3 while the score accumulator gives the same
+thread columns 2q, 2q + 1, 8 + 2q, 9 + 2q (PTX wgmma register layouts; shared/HOPPER_PRIMER.md section 2). With Vᵀ
+stored in that order the thread packs its own values; in key order it needed 16 quad shuffles and 32 byte
+permutes per 128-key block, on the path from the P·V wait to the next GEMM issue (without them the d128 forward ran
+7-16% faster on the H200, benchmarks/NOTES.md "2026-12-01"). The permutation stays inside 16-key groups, so the
+16-aligned sequence starts and the zero padding are unchanged.
+
 `to_operands` builds them from the PyTorch quantization (fa3nn.fp8.quantize), so a kernel can be tested against the
 same numbers on any device; `v_from_vt` undoes the transpose.
 """
@@ -41,6 +51,14 @@ import torch
 from fa3nn.fp8.quantize import QuantizedQKV
 
 VT_PAD = 16  # keys per FP8 wgmma K step (32 bytes of e4m3 = 16 keys is the smallest TMA-friendly row multiple)
+
+
+def vt_group_column(keys: torch.Tensor) -> torch.Tensor:
+    """Column of key j (counted from its sequence's first key) with its group of VT_PAD keys kept in place:
+    (j & ~15) + 4 ((j & 7) >> 1) + (j & 1) + 2 ((j >> 3) & 1). Key 2q + e (e in 0, 1) goes to column 4q + e and key
+    8 + 2q + e to column 4q + 2 + e. The Triton kernels compute the same
+    (fa3nn.backends.triton.quantize._vt_group_column)."""
+    return (keys & ~15) + 4 * ((keys & 7) >> 1) + (keys & 1) + 2 * ((keys >> 3) & 1)
 
 
 def padded_keys(seqlen_or_total: int) -> int:
@@ -63,12 +81,12 @@ def vt_starts(cu_seqlens_k: torch.Tensor) -> torch.Tensor:
 
 
 def vt_column_of_key(cu_seqlens_k: torch.Tensor, total_k: int) -> torch.Tensor:
-    """int64 (total_k,): the packed vt8 column of each packed key. No host sync (searchsorted where
-    repeat_interleave would read the lengths on the host)."""
+    """int64 (total_k,): the packed vt8 column of each packed key (the group order included). No host sync
+    (searchsorted where repeat_interleave would read the lengths on the host)."""
     key = torch.arange(total_k, device=cu_seqlens_k.device)
     cu = cu_seqlens_k.to(torch.int64)
     sequence = torch.searchsorted(cu[1:], key, right=True)  # empty sequences share a boundary: take the last
-    return key - cu[sequence] + vt_starts(cu_seqlens_k).to(torch.int64)[sequence]
+    return vt_group_column(key - cu[sequence]) + vt_starts(cu_seqlens_k).to(torch.int64)[sequence]
 
 
 def check_vt_starts(vt8: torch.Tensor, starts: torch.Tensor | None, cu_seqlens_k: torch.Tensor,
@@ -117,7 +135,7 @@ def transpose_v(v8: torch.Tensor, cu_seqlens_k: torch.Tensor | None = None) -> t
         return vt
     batch, seqlen, nheads_kv, dv = v8.shape
     vt = torch.zeros(batch, nheads_kv, dv, padded_keys(seqlen), dtype=v8.dtype, device=v8.device)
-    vt[..., :seqlen] = v8.permute(0, 2, 3, 1)
+    vt[..., vt_group_column(torch.arange(seqlen, device=v8.device))] = v8.permute(0, 2, 3, 1)
     return vt
 
 
@@ -125,7 +143,7 @@ def v_from_vt(vt8: torch.Tensor, seqlen_or_total: int, cu_seqlens_k: torch.Tenso
     """The inverse of transpose_v: vt8 -> V in the caller's layout (padding dropped)."""
     if cu_seqlens_k is not None:
         return vt8[..., vt_column_of_key(cu_seqlens_k, seqlen_or_total)].permute(2, 0, 1)
-    return vt8[..., :seqlen_or_total].permute(0, 3, 1, 2)
+    return vt8[..., vt_group_column(torch.arange(seqlen_or_total, device=vt8.device))].permute(0, 3, 1, 2)
 
 
 def to_operands(quantized: QuantizedQKV, cu_seqlens_k: torch.Tensor | None = None) -> FP8Operands:

@@ -8,8 +8,9 @@
 // The tile loop is the persistent one of the bf16 kernel (the launcher's grid: one CTA per SM). Differences:
 //   * Key blocks of 128 (the scale tile of PerTileScaling), visited first to last like the emulation: P's e4m3
 //     rounding depends on the running max at the time P is made, so the visiting order is part of the numerics.
-//   * V arrives transposed (vt8: head-dim rows of keys), since FP8 wgmma reads B K-major only; P is converted to
-//     e4m3 A fragments with quad shuffles (wgmma_fp8.cuh) so Vt stays in natural key order.
+//   * V arrives transposed (vt8: head-dim rows of keys), since FP8 wgmma reads B K-major only, with its keys
+//     permuted inside 16-key groups so that P's e4m3 A fragments are packed from the registers each thread already
+//     holds (wgmma_fp8.cuh, p_to_fp8_fragments).
 //   * Scores are scaled per (query tile, key tile) by the descales, and V's descale of each key block is folded into
 //     the output rescale: O is kept in units of the current block's v_descale, acc' = acc' * 2^(m_old - m_new) *
 //     vd_prev / vd_cur + P8 V8, and the epilogue multiplies by vd_last / (2^8 l).
@@ -46,6 +47,8 @@ enum Fp8Experiment : int {
   kNoExperiment = 0,
   kSkipSoftmax = 1,   // P = c * S, no row max, exp2 or row sum: WRONG output; times the loop without its softmax
   kPlainPvWait = 2,   // the P V wait without the softmax dependency, which ptxas hoists above the softmax
+  kSkipKVLoads = 4,   // the producer signals K/V stages without loading them (as the bf16 kernel's kSkipKVLoads):
+                      // WRONG output; times the loop without its L2 -> shared-memory K/V traffic
 };
 template <int kHeadDim_, int kStages_, int kQStages_, bool kOutBF16_, bool kCausal_, bool kPingpong_ = true,
           int kPolyExpEvery_ = 0, int kExperiment_ = kNoExperiment>
@@ -104,6 +107,15 @@ __device__ __forceinline__ void fp8_producer_loop(const CUtensorMap* tma_q, cons
     q_state.advance();
 
     for (int n_block = 0; n_block < n_blocks; ++n_block) {
+      if constexpr (Cfg::kExperiment == kSkipKVLoads) {
+        bars.k.producer_wait_empty(k_state);
+        bars.k.full[k_state.index].arrive();
+        k_state.advance();
+        bars.v.producer_wait_empty(v_state);
+        bars.v.full[v_state.index].arrive();
+        v_state.advance();
+        continue;
+      }
       const int key = r.k_start + n_block * Cfg::kBlockN;
       bars.k.producer_acquire(k_state, Cfg::kKBytes);
       uint8_t* k_dst = smem + Cfg::kOffK + k_state.index * Cfg::kKBytes;

@@ -99,7 +99,8 @@ int launch_fp8(const Fp8Problem& pr) {
 // save one MUFU.
 //   variant 0: the default below.  1: without pingpong.  2: the other stage count (d128: 2, d256: Q 1 + 3 K/V).
 //   3 (d128): a quarter of the exp2s as the FP32 polynomial.  5: one CTA per tile instead of per SM.
-//   6, 7 (d128, Fp8Experiment): without the softmax (wrong output, timing only); the P V wait ptxas may hoist.
+//   6, 7, 9 (d128, Fp8Experiment): without the softmax (wrong output, timing only); the P V wait ptxas may hoist;
+//   K/V never loaded (wrong output, timing only).
 template <int D, int kVariant> struct Fp8Tiles;
 template <> struct Fp8Tiles<64, 0> { static constexpr int kStages = 3, kQStages = 2, kPolyExpEvery = 0; };
 template <> struct Fp8Tiles<128, 0> { static constexpr int kStages = 3, kQStages = 2, kPolyExpEvery = 0; };
@@ -139,9 +140,10 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 3) return run_fp8_tiles<D, 0, true, 4>(pr);
     if (variant == 6) return run_fp8_tiles<D, 0, true, 0, kSkipSoftmax>(pr);
     if (variant == 7) return run_fp8_tiles<D, 0, true, 0, kPlainPvWait>(pr);
+    if (variant == 9) return run_fp8_tiles<D, 0, true, 0, kSkipKVLoads>(pr);
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile; 1, 2 = benchmark "
-                    "variants at d128/d256, 3, 6, 7 at d128)");
+                    "variants at d128/d256, 3, 6, 7, 9 at d128)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);

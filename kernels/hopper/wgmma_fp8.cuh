@@ -67,33 +67,21 @@ __device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
 // Layouts, per 32-column slice and quad position q = lane % 4 (rows r0 and r1 = r0 + 8 of the quad are shared):
 //   accumulator: thread q holds columns {2q, 2q+1, 8+2q, 9+2q} and {16+2q, 17+2q, 24+2q, 25+2q} of each row;
 //   A fragment:  reg0 = (r0, k 4q..4q+3), reg1 = (r1, 4q..4q+3), reg2 = (r0, 16+4q..), reg3 = (r1, 16+4q..).
-// The byte pairs thread q needs sit in threads 2q%4 and 2q%4+1 of its quad. Each thread packs two words per row,
-//   x = columns (2q, 2q+1, 16+2q, 17+2q),  y = columns (8+2q, 9+2q, 24+2q, 25+2q),
-// and two quad shuffles deliver them: round A reads lane f(q) = (q & 1) << 1 | q >> 1 (0, 2, 1, 3), where even
-// lanes send x and odd lanes y; round B reads lane f(q) ^ 1, where even lanes send y and odd lanes x. Receivers
-// q < 2 then hold (first pair, second pair) = (A, B), receivers q >= 2 hold (B, A); one byte_perm per register
-// interleaves them. Vt stays in natural key order (the layout the quantization pass writes), at 16 shuffles per
-// 128-key block and thread.
+// Vt's keys are stored permuted inside every 16-key group (fa3nn/fp8/operands.py: key 2q + e at column 4q + e, key
+// 8 + 2q + e at column 4q + 2 + e), so k position 4q + j of the fragment is key 2q + (j & 1) + 8 (j >> 1): the
+// values thread q already holds. Each register packs four of them with two F2FP (no shuffle, no byte permute).
+// The version for key-ordered Vt (two quad shuffles and two byte_perms per register pair, 16 SHFL + 32 PRMT per
+// 128-key block and thread, on the path from the P V wait to the next GEMM issue) ran 7-16% slower at d128 on the
+// H200 (benchmarks/NOTES.md "2026-12-01").
 template <int K>
 __device__ __forceinline__ void p_to_fp8_fragments(const float (&p)[K / 2], uint32_t (&a)[K / 32][4]) {
-  const int lane = threadIdx.x % 32;
-  const int quad = lane % 4;
-  const bool odd = quad & 1;
-  const int src_a = (lane & ~3) | ((quad & 1) << 1) | (quad >> 1);
-  const int src_b = src_a ^ 1;
-  const uint32_t sel_lo = quad < 2 ? 0x5410 : 0x1054;  // bytes (first.0, first.1, second.0, second.1)
-  const uint32_t sel_hi = quad < 2 ? 0x7632 : 0x3276;  // bytes (first.2, first.3, second.2, second.3)
 #pragma unroll
   for (int kb = 0; kb < K / 32; ++kb) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int i = 16 * kb + 2 * h;  // row h of the slice: slab t, element e at i + 4t + e
-      const uint32_t x = e4m3x2(p[i], p[i + 1]) | (e4m3x2(p[i + 8], p[i + 9]) << 16);
-      const uint32_t y = e4m3x2(p[i + 4], p[i + 5]) | (e4m3x2(p[i + 12], p[i + 13]) << 16);
-      const uint32_t got_a = __shfl_sync(0xffffffff, odd ? y : x, src_a);
-      const uint32_t got_b = __shfl_sync(0xffffffff, odd ? x : y, src_b);
-      a[kb][h] = __byte_perm(got_a, got_b, sel_lo);
-      a[kb][2 + h] = __byte_perm(got_a, got_b, sel_hi);
+      const int i = 16 * kb + 2 * h;  // row h of the slice: element e of 8-column chunk c at i + 4c + e
+      a[kb][h] = e4m3x2(p[i], p[i + 1]) | (e4m3x2(p[i + 4], p[i + 5]) << 16);
+      a[kb][2 + h] = e4m3x2(p[i + 8], p[i + 9]) | (e4m3x2(p[i + 12], p[i + 13]) << 16);
     }
   }
 }

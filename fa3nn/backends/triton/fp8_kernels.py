@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 
 from fa3nn.backends.triton.kernels import _allowed, _key_phases, _load_rows, _seq_bounds, _tanh
-from fa3nn.backends.triton.quantize import _to_e4m3
+from fa3nn.backends.triton.quantize import _to_e4m3, _vt_group_column
 
 LN2 = tl.constexpr(0.6931471805599453)
 P_SCALE = tl.constexpr(256.0)  # fa3nn.fp8.reference.P_SCALE
@@ -34,9 +34,10 @@ P_SCALE = tl.constexpr(256.0)  # fa3nn.fp8.reference.P_SCALE
 @triton.jit
 def _load_vt(vt_base, cols, stride_vtd, offs_dv, seqlen_k, HEADDIM_V: tl.constexpr, BLOCK_DV: tl.constexpr,
              CHECK_COLS: tl.constexpr):
-    """(BLOCK_DV, BLOCK_N) tile of Vᵀ: keys `cols` of one head, keys contiguous. Keys past the sequence read as 0
-    (in a packed batch they belong to the next sequence, and 0 * NaN would leak into this one)."""
-    ptrs = vt_base + offs_dv[:, None] * stride_vtd + cols[None, :]
+    """(BLOCK_DV, BLOCK_N) tile of Vᵀ in key order: keys `cols` of one head, read from their columns (permuted inside
+    16-key groups, fa3nn.fp8.operands). Keys past the sequence read as 0 (in a packed batch they belong to the next
+    sequence, and 0 * NaN would leak into this one)."""
+    ptrs = vt_base + offs_dv[:, None] * stride_vtd + _vt_group_column(cols)[None, :]
     if CHECK_COLS:
         return tl.load(ptrs, mask=(cols[None, :] < seqlen_k) & (offs_dv[:, None] < HEADDIM_V), other=0.0)
     elif BLOCK_DV == HEADDIM_V:

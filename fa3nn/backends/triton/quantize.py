@@ -33,7 +33,7 @@ import torch
 import triton
 import triton.language as tl
 
-from fa3nn.fp8.operands import FP8Operands, padded_keys, vt_columns, vt_starts
+from fa3nn.fp8.operands import VT_PAD, FP8Operands, padded_keys, vt_columns, vt_starts
 from fa3nn.fp8.scaling import E4M3, amax_to_scale, num_tiles
 
 E4M3_MAX = tl.constexpr(448.0)
@@ -188,7 +188,7 @@ def _quantize_block(X, X8, Scale, Descale, BlockAmax, rotation, block, head, bat
         offs_d = tl.arange(0, BLOCK_D)
         dst = X8 + batch.to(tl.int64) * stride_ob + head.to(tl.int64) * stride_oh
         if TRANSPOSE:  # (dim, keys): stride_os is the dim stride here, keys are contiguous
-            ptrs = dst + offs_d[:, None] * stride_os + (out_start + rows)[None, :]
+            ptrs = dst + offs_d[:, None] * stride_os + (out_start + _vt_group_column(rows))[None, :]
             tl.store(ptrs, tl.trans(x8), mask=row_ok[None, :] & (offs_d[:, None] < HEADDIM))
         else:
             ptrs = dst + (out_start + rows)[:, None].to(tl.int64) * stride_os + offs_d[None, :]
@@ -202,6 +202,12 @@ def _seq(cu_seqlens, batch, seqlen_dense, IS_VARLEN: tl.constexpr):
         return start, tl.load(cu_seqlens + batch + 1) - start
     else:
         return tl.zeros([], dtype=tl.int32), seqlen_dense
+
+
+@triton.jit
+def _vt_group_column(keys):
+    """vt8 column of each key (counted from its sequence's first key): fa3nn.fp8.operands.vt_group_column."""
+    return (keys // 16) * 16 + ((keys % 8) // 2) * 4 + (keys % 2) + ((keys // 8) % 2) * 2
 
 
 @triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "rows_q", "rows_k", "nblocks_q", "nblocks_k"])
@@ -329,8 +335,8 @@ def quantize_fused(
     else:
         starts, keys_pad = None, padded_keys(seqlen_k)
         vt8 = torch.empty(batch, nheads_kv, headdim_v, keys_pad, dtype=E4M3, device=device)
-        if keys_pad != seqlen_k:
-            vt8[..., seqlen_k:] = 0  # the contract's zero padding
+        if keys_pad != seqlen_k:  # the contract's zero padding: the last group's columns that no key maps to (keys
+            vt8[..., seqlen_k // VT_PAD * VT_PAD:] = 0  # are permuted inside the group), zeroed before the pass writes
     descales = [torch.empty(batch, h, p.tiles, dtype=torch.float32, device=device)
                 for h, p in ((nheads, plan_q), (nheads_kv, plan_k), (nheads_kv, plan_k))]
     block_amax = torch.empty(batch, slots, grid[0], dtype=torch.float32, device=device)
