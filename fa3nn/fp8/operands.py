@@ -56,8 +56,8 @@ VT_PAD = 16  # keys per FP8 wgmma K step (32 bytes of e4m3 = 16 keys is the smal
 def vt_group_column(keys: torch.Tensor) -> torch.Tensor:
     """Column of key j (counted from its sequence's first key) with its group of VT_PAD keys kept in place:
     (j & ~15) + 4 ((j & 7) >> 1) + (j & 1) + 2 ((j >> 3) & 1). Key 2q + e (e in 0, 1) goes to column 4q + e and key
-    8 + 2q + e to column 4q + 2 + e. The Triton kernels compute the same
-    (fa3nn.backends.triton.quantize._vt_group_column)."""
+    8 + 2q + e to column 4q + 2 + e. The Triton kernels use its inverse
+    (fa3nn.backends.triton.quantize._vt_key_of_column)."""
     return (keys & ~15) + 4 * ((keys & 7) >> 1) + (keys & 1) + 2 * ((keys >> 3) & 1)
 
 

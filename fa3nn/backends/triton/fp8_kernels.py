@@ -25,21 +25,21 @@ import triton
 import triton.language as tl
 
 from fa3nn.backends.triton.kernels import _allowed, _key_phases, _load_rows, _seq_bounds, _tanh
-from fa3nn.backends.triton.quantize import _to_e4m3, _vt_group_column
+from fa3nn.backends.triton.quantize import _to_e4m3, _vt_key_of_column
 
 LN2 = tl.constexpr(0.6931471805599453)
 P_SCALE = tl.constexpr(256.0)  # fa3nn.fp8.reference.P_SCALE
 
 
 @triton.jit
-def _load_vt(vt_base, cols, stride_vtd, offs_dv, seqlen_k, HEADDIM_V: tl.constexpr, BLOCK_DV: tl.constexpr,
+def _load_vt(vt_base, cols, keys, stride_vtd, offs_dv, seqlen_k, HEADDIM_V: tl.constexpr, BLOCK_DV: tl.constexpr,
              CHECK_COLS: tl.constexpr):
-    """(BLOCK_DV, BLOCK_N) tile of Vᵀ in key order: keys `cols` of one head, read from their columns (permuted inside
+    """(BLOCK_DV, BLOCK_N) tile of Vᵀ: contiguous columns `cols` of one head, which hold keys `keys` (permuted inside
     16-key groups, fa3nn.fp8.operands). Keys past the sequence read as 0 (in a packed batch they belong to the next
     sequence, and 0 * NaN would leak into this one)."""
-    ptrs = vt_base + offs_dv[:, None] * stride_vtd + _vt_group_column(cols)[None, :]
+    ptrs = vt_base + offs_dv[:, None] * stride_vtd + cols[None, :]
     if CHECK_COLS:
-        return tl.load(ptrs, mask=(cols[None, :] < seqlen_k) & (offs_dv[:, None] < HEADDIM_V), other=0.0)
+        return tl.load(ptrs, mask=(keys[None, :] < seqlen_k) & (offs_dv[:, None] < HEADDIM_V), other=0.0)
     elif BLOCK_DV == HEADDIM_V:
         return tl.load(ptrs)
     else:
@@ -53,18 +53,20 @@ def _fp8_fwd_inner(acc, l_i, m_i, v_scale_now, q8, row_factor, k_base, vt_base, 
                    HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HEADDIM: tl.constexpr,
                    HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_N: tl.constexpr,
                    SOFTWARE_CAST: tl.constexpr):
-    for n0 in range(lo, hi, BLOCK_N):
-        cols = n0 + offs_n
+    tl.static_assert(BLOCK_N % 16 == 0, "Vᵀ's 16-key groups must not straddle key blocks")
+    for n0 in range(lo, hi, BLOCK_N):  # n0: a multiple of BLOCK_N (kernels._key_phases)
+        cols = n0 + offs_n  # Vᵀ columns of this block
+        keys = _vt_key_of_column(cols)  # the key each column holds; S, P and Vᵀ all use this column order
         tile = n0 // block_k
         k_descale = tl.load(kd_base + tile)
         v_descale = tl.load(vd_base + tile)
-        k8 = _load_rows(k_base, cols, stride_ks, offs_d, seqlen_k, HEADDIM, BLOCK_D, MASKED)
+        k8 = _load_rows(k_base, keys, stride_ks, offs_d, seqlen_k, HEADDIM, BLOCK_D, MASKED)
         s = tl.dot(q8, tl.trans(k8))
         s = s * (row_factor * k_descale)[:, None]
         if HAS_SOFTCAP:
             s = _tanh(s) * softcap2
         if MASKED:
-            keep = _allowed(rows[:, None], cols[None, :], seqlen_q, seqlen_k, window_left, window_right,
+            keep = _allowed(rows[:, None], keys[None, :], seqlen_q, seqlen_k, window_left, window_right,
                             HAS_LEFT, HAS_RIGHT)
             s = tl.where(keep, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -76,7 +78,7 @@ def _fp8_fwd_inner(acc, l_i, m_i, v_scale_now, q8, row_factor, k_base, vt_base, 
         alpha = tl.exp2(m_i - m_new_safe)
         l_i = l_i * alpha + tl.sum(p, 1)
         p8 = _to_e4m3(p * P_SCALE, SOFTWARE_CAST)
-        vt8 = _load_vt(vt_base, cols, stride_vtd, offs_dv, seqlen_k, HEADDIM_V, BLOCK_DV, MASKED)
+        vt8 = _load_vt(vt_base, cols, keys, stride_vtd, offs_dv, seqlen_k, HEADDIM_V, BLOCK_DV, MASKED)
         rescale = alpha * (v_scale_now / v_descale)
         acc = tl.dot(p8, tl.trans(vt8), acc * rescale[:, None])
         v_scale_now = v_descale

@@ -165,7 +165,11 @@ def _quantize_block(X, X8, Scale, Descale, BlockAmax, rotation, block, head, bat
     block is a scale tile (its descale goes to Descale[batch, head, block]), else its scale is read from Scale
     (laid out like BlockAmax); with STORE the e4m3 rows (TRANSPOSE: as (dim, keys) with keys contiguous). The
     rows are read from row seq_start of X and written from row (TRANSPOSE: column) out_start of X8."""
-    in_block = tl.arange(0, ROWS)
+    columns = tl.arange(0, ROWS)
+    # V (TRANSPOSE): tile row j is the key that Vᵀ column block * rows_per_block + j holds (16-key group order,
+    # fa3nn.fp8.operands), so the transposed store below writes contiguous columns. Blocks start at multiples of
+    # 16 rows, so the permutation stays inside the block and the tile holds the same rows.
+    in_block = _vt_key_of_column(columns) if TRANSPOSE else columns
     rows = block * rows_per_block + in_block
     active = block < nblocks
     active = block < nblocks
@@ -188,7 +192,7 @@ def _quantize_block(X, X8, Scale, Descale, BlockAmax, rotation, block, head, bat
         offs_d = tl.arange(0, BLOCK_D)
         dst = X8 + batch.to(tl.int64) * stride_ob + head.to(tl.int64) * stride_oh
         if TRANSPOSE:  # (dim, keys): stride_os is the dim stride here, keys are contiguous
-            ptrs = dst + offs_d[:, None] * stride_os + (out_start + _vt_group_column(rows))[None, :]
+            ptrs = dst + offs_d[:, None] * stride_os + (out_start + block * rows_per_block + columns)[None, :]
             tl.store(ptrs, tl.trans(x8), mask=row_ok[None, :] & (offs_d[:, None] < HEADDIM))
         else:
             ptrs = dst + (out_start + rows)[:, None].to(tl.int64) * stride_os + offs_d[None, :]
@@ -205,9 +209,13 @@ def _seq(cu_seqlens, batch, seqlen_dense, IS_VARLEN: tl.constexpr):
 
 
 @triton.jit
-def _vt_group_column(keys):
-    """vt8 column of each key (counted from its sequence's first key): fa3nn.fp8.operands.vt_group_column."""
-    return (keys // 16) * 16 + ((keys % 8) // 2) * 4 + (keys % 2) + ((keys // 8) % 2) * 2
+def _vt_key_of_column(columns):
+    """The key stored at each vt8 column (both counted from the sequence's start): the inverse of
+    fa3nn.fp8.operands.vt_group_column, column 16g + 4q + j holding key 16g + 2q + (j & 1) + 8 (j >> 1). The Triton
+    code reads and writes Vᵀ at contiguous columns and permutes the rows it pairs them with (V rows in the pass, K
+    rows in the FP8 forward): a per-element column permutation made those stores and loads byte-wise (the pass's V
+    store compiled to 64 STG.E.U8 and took 0.58-0.66 ms instead of 0.10-0.13 on the H200, 2026-12-01)."""
+    return (columns // 16) * 16 + ((columns % 16) // 4) * 2 + (columns % 2) + ((columns // 2) % 2) * 8
 
 
 @triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "rows_q", "rows_k", "nblocks_q", "nblocks_k"])
