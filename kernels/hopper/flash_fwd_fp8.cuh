@@ -47,7 +47,7 @@ enum Fp8Experiment : int {
   kNoExperiment = 0,
   kSkipSoftmax = 1,   // P = c * S, no row max, exp2 or row sum: WRONG output; times the loop without its softmax
   kPlainPvWait = 2,   // the P V wait without the softmax dependency, which ptxas hoists above the softmax
-  kSkipKVLoads = 4,   // the producer signals K/V stages without loading them (as the bf16 kernel's kSkipKVLoads):
+  kSkipKVLoads = 3,   // the producer signals K/V stages without loading them (as the bf16 kernel's kSkipKVLoads):
                       // WRONG output; times the loop without its L2 -> shared-memory K/V traffic
 };
 template <int kHeadDim_, int kStages_, int kQStages_, bool kOutBF16_, bool kCausal_, bool kPingpong_ = true,
