@@ -23,11 +23,18 @@ class TensorMemo:
         self.max_entries = max_entries
         self._entries: dict[int, tuple] = {}
 
-    # Never traced by torch.compile: dynamo guarded on id(tensor) and recompiled this frame for every new tensor
-    # (each training step's position_ids) until its recompile limit (8), then warned and ran it eagerly (llama-1b
-    # with model.compile=true on the H200, 2026-12-01). Disabled, it is a graph break that runs eagerly from step 1.
-    @torch.compiler.disable
     def get(self, tensor: torch.Tensor, key: Hashable, compute: Callable[[], Any]) -> Any:
+        # Under torch.compile the lookup runs eagerly, never traced: traced, dynamo guarded on id(tensor) and
+        # recompiled for every new tensor (each training step's position_ids) until its recompile limit (8), then
+        # warned and ran it eagerly (llama-1b with model.compile=true on the H200, 2026-12-01). The disabled copy is
+        # made only while compiling: torch.compiler.disable imports dynamo (and with it triton), which `import fa3nn`
+        # must not (as a decorator it broke the Triton interpreter tests, which set TRITON_INTERPRET before
+        # triton's first import).
+        if torch.compiler.is_compiling():
+            return torch.compiler.disable(TensorMemo._lookup)(self, tensor, key, compute)
+        return self._lookup(tensor, key, compute)
+
+    def _lookup(self, tensor: torch.Tensor, key: Hashable, compute: Callable[[], Any]) -> Any:
         try:
             version = tensor._version
         except RuntimeError:  # inference-mode tensors have no version counter: nothing can be remembered safely
@@ -40,3 +47,4 @@ class TensorMemo:
             self._entries.clear()
         self._entries[id(tensor)] = (weakref.ref(tensor), version, key, value)
         return value
+

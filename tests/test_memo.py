@@ -91,3 +91,35 @@ def test_hf_forward_reads_position_ids_once_per_forward(monkeypatch, packed):
     # Without position_ids transformers builds a new tensor per forward (read again); the caller's own tensor, passed
     # again unchanged, is not.
     assert len(calls) == (1 if packed else 2)
+
+
+def test_import_does_not_load_dynamo_or_triton():
+    """`import fa3nn` stays light: torch.compiler.disable (which imports dynamo, and dynamo triton) is only called
+    while compiling. As an import-time decorator it broke the Triton interpreter tests, which must set
+    TRITON_INTERPRET before triton's first import."""
+    import subprocess
+    import sys
+
+    code = "import sys, fa3nn; print('triton' in sys.modules, 'torch._dynamo' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+
+
+def test_compiled_callers_do_not_recompile_per_tensor():
+    """Under torch.compile the lookup runs eagerly: a new tensor per call (each training step's position_ids) must
+    not make dynamo recompile (traced, it guarded on id(tensor) and recompiled until its limit)."""
+    import torch._dynamo
+
+    memo = TensorMemo()
+    compute, calls = counting(2.0)
+
+    def f(x):
+        return x * memo.get(x, "k", compute)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(f, backend="eager")
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for _ in range(4):
+            x = torch.randn(8)
+            assert torch.equal(compiled(x), x * 2.0)
+    assert len(calls) == 4  # one lookup per new tensor, none repeated
