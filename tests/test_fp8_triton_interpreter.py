@@ -230,6 +230,14 @@ def test_vt_layout_contract():
     assert torch.equal(v_from_vt(operands.vt, 37).view(torch.uint8), v8.view(torch.uint8))
 
 
+def test_quantize_refuses_key_tiles_off_the_vt_groups():
+    """block_k must be 0 or a multiple of 16: V's rows are read in Vᵀ's 16-key group order within blocks that start
+    at multiples of 16 (a 40-row tile would write some columns twice and others never)."""
+    q, k, v = qkv(1, 64, 100, 1, 1, 32)
+    with pytest.raises(ValueError, match="block_k must be 0 or a positive multiple of 16"):
+        quantize_fused(q, k, v, 16, 40)
+
+
 def test_vt_group_column_is_the_fragment_order():
     """Column 4q + j of each 16-key group holds key 2q + (j & 1) + 8 (j >> 1): the keys thread q of a quad holds in
     the score accumulator, in its e4m3 A-fragment order (kernels/hopper/wgmma_fp8.cuh); a permutation per group."""

@@ -9,7 +9,9 @@ Layouts (fa3nn.fp8.operands, the contract with the quantization pass; fa3nn.fp8.
     vt8  e4m3 (batch, nheads_kv, d, seqlen_k_pad)    varlen: (nheads_kv, d, vt_columns(total_k, batch)),
          sequence i's keys at columns vt_starts[i].. (multiples of 16, zeros between sequences); V transposed (FP8
          wgmma reads its B operand K-major only), the key dimension zero-padded to a multiple of 16 so TMA's
-         16-byte rules hold for the stride and for every sequence's first column (fa3nn.fp8.operands).
+         16-byte rules hold for the stride and for every sequence's first column, and the keys permuted inside
+         every 16-key group (fa3nn.fp8.operands.vt_group_column: the P fragments' order). A Vᵀ in plain key order
+         passes every shape check and gives a wrong output: build it with transpose_v or the fused pass.
     vt_starts int32 (batch + 1,), varlen only: FP8Operands.vt_starts (fa3nn.fp8.operands.vt_starts(cu_seqlens_k)).
     q_descale float32 (batch, nheads, ceil(seqlen_q / block_q)); k_descale, v_descale float32 (batch, nheads_kv,
          ceil(seqlen_k / block_k)); varlen: batch = number of sequences, tiles counted from each sequence's start.

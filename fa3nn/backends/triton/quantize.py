@@ -168,7 +168,8 @@ def _quantize_block(X, X8, Scale, Descale, BlockAmax, rotation, block, head, bat
     columns = tl.arange(0, ROWS)
     # V (TRANSPOSE): tile row j is the key that Vᵀ column block * rows_per_block + j holds (16-key group order,
     # fa3nn.fp8.operands), so the transposed store below writes contiguous columns. Blocks start at multiples of
-    # 16 rows, so the permutation stays inside the block and the tile holds the same rows.
+    # 16 rows (quantize_fused requires block_k = 0 or a multiple of 16; with 0 a sequence is one block, at row 0),
+    # so the permutation stays inside the block and the tile holds the same rows.
     in_block = _vt_key_of_column(columns) if TRANSPOSE else columns
     rows = block * rows_per_block + in_block
     active = block < nblocks
@@ -314,6 +315,10 @@ def quantize_fused(
     dense (batch, seqlen, heads, dim) or packed (total, heads, dim) q, k, v with a last dim of stride 1."""
     if rotate_precision not in ROTATE_PRECISIONS:
         raise ValueError(f"rotate_precision {rotate_precision!r} is not one of {ROTATE_PRECISIONS}")
+    if block_k < 0 or block_k % VT_PAD:
+        # V's rows are read in the 16-key group order of Vᵀ (fa3nn.fp8.operands) within each program's block of
+        # rows, which therefore must start at multiples of 16 (0 = one tile per sequence: one block, at 0).
+        raise ValueError(f"block_k must be 0 or a positive multiple of {VT_PAD} (Vᵀ's key groups), got {block_k}")
     varlen = cu_seqlens_q is not None
     if varlen:
         batch, seqlen_q, seqlen_k = cu_seqlens_q.numel() - 1, int(max_seqlen_q), int(max_seqlen_k)
