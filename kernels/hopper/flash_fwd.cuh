@@ -49,6 +49,18 @@ struct FwdBarriers {
     k.init(consumers);
     v.init(consumers);
   }
+
+  // Diagnostic builds only (kSkipKVLoads, wrong results): one key block's K and V stages handed to the consumers
+  // without loading them, which times a kernel with its L2 -> shared-memory K/V traffic removed.
+  __device__ __forceinline__ void signal_kv_unloaded(PipelineState<kStages>& k_state,
+                                                     PipelineState<kStages>& v_state) {
+    k.producer_wait_empty(k_state);
+    k.full[k_state.index].arrive();
+    k_state.advance();
+    v.producer_wait_empty(v_state);
+    v.full[v_state.index].arrive();
+    v_state.advance();
+  }
 };
 
 struct FwdParams {
@@ -179,12 +191,7 @@ __device__ __forceinline__ void producer_loop(const CUtensorMap* tma_q, const CU
     for (int n_block = n_blocks - 1; n_block >= 0; --n_block) {
       const int row = r.k_start + n_block * Cfg::kBlockN;
       if constexpr (Cfg::kSkipKVLoads) {
-        bars.k.producer_wait_empty(k_state);
-        bars.k.full[k_state.index].arrive();
-        k_state.advance();
-        bars.v.producer_wait_empty(v_state);
-        bars.v.full[v_state.index].arrive();
-        v_state.advance();
+        bars.signal_kv_unloaded(k_state, v_state);
         continue;
       }
       bars.k.producer_acquire(k_state, Cfg::kKVBytes);

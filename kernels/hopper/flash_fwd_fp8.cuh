@@ -108,12 +108,7 @@ __device__ __forceinline__ void fp8_producer_loop(const CUtensorMap* tma_q, cons
 
     for (int n_block = 0; n_block < n_blocks; ++n_block) {
       if constexpr (Cfg::kExperiment == kSkipKVLoads) {
-        bars.k.producer_wait_empty(k_state);
-        bars.k.full[k_state.index].arrive();
-        k_state.advance();
-        bars.v.producer_wait_empty(v_state);
-        bars.v.full[v_state.index].arrive();
-        v_state.advance();
+        bars.signal_kv_unloaded(k_state, v_state);
         continue;
       }
       const int key = r.k_start + n_block * Cfg::kBlockN;
