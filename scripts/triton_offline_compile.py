@@ -68,6 +68,7 @@ def _recorded_launches(sink: list):
     class Recorder:
         def __init__(self, name):
             self.name = name
+            self.arg_names = saved[name].arg_names  # launch.py names the descriptor arguments by them
 
         def __getitem__(self, grid):
             return lambda *args, **kw: sink.append((self.name, args, kw))

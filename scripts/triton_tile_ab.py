@@ -1,7 +1,9 @@
 """Time the Triton backward with each variant side by side on one GPU, after checking each variant's gradients.
 
 A variant is a tile table (`pinned` = configs.PINNED, or a name from configs.CANDIDATE_TABLES), optionally with
-`+row-stats` (launch.UNMASKED_ROW_STATS: the dK/dV kernel's unmasked run without the row checks that cannot fire).
+`+row-stats` (launch.UNMASKED_ROW_STATS: the dK/dV kernel's unmasked run without the row checks that cannot fire)
+and `+atomic` or `+atomic-MxNxWxS` (launch.ATOMIC_DQ: dQ added by the dK/dV kernel, 5 matmuls, TMA reduce-adds on
+sm_90; the fused kernel's pinned tile or the one named). The first variant is the baseline of the ratios.
 For every (head dim, seqlen, causal) at the benchmark's shapes (bf16, batch * seqlen = 16384 tokens, nheads * head
 dim = 2048) and every variant named in --variants:
   1. check: fa3nn's reference on batch 0, heads 0-1 (scripts/bench.py's check), and the full-shape gradients
@@ -14,6 +16,7 @@ Writes $OUT/triton_tile_ab.json (or --json) and prints a table last: TFLOP/s and
 
     python scripts/triton_tile_ab.py                     # pinned vs every table, with and without +row-stats
     python scripts/triton_tile_ab.py --variants pinned pinned+row-stats --headdims 128 --seqlens 2048 8192
+    python scripts/triton_tile_ab.py --variants pinned+row-stats pinned+row-stats+atomic-64x128x8x1
 """
 
 from __future__ import annotations
@@ -48,13 +51,27 @@ def _inputs(headdim: int, seqlen: int, tokens: int = 16384, width: int = 2048):
 
 
 def select(variant: str) -> None:
-    """Make `variant` ("<table>" or "<table>+row-stats") the one launch.backward runs."""
-    table, _, option = variant.partition("+")
-    if option not in ("", "row-stats"):
-        raise ValueError(f"variant {variant!r}: the only option is +row-stats")
+    """Make `variant` ("<table>[+row-stats][+atomic[-MxNxWxS]]") the one launch.backward runs."""
+    table, *options = variant.split("+")
+    atomic = [o for o in options if o == "atomic" or o.startswith("atomic-")]
+    if any(o != "row-stats" for o in options if o not in atomic) or len(atomic) > 1:
+        raise ValueError(f"variant {variant!r}: the options are +row-stats and +atomic[-MxNxWxS]")
     configs.TILE_TABLE = table
     configs.tile_table("dkdv")  # refuses an unknown table name
-    launch.UNMASKED_ROW_STATS = option == "row-stats"
+    launch.UNMASKED_ROW_STATS = "row-stats" in options
+    launch.ATOMIC_DQ = bool(atomic)
+    configs.OVERRIDES.pop("fused", None)
+    if atomic and atomic[0] != "atomic":
+        configs.OVERRIDES["fused"] = configs.Tile(*(int(x) for x in atomic[0].removeprefix("atomic-").split("x")))
+
+
+def kinds() -> tuple[str, ...]:
+    """The backward's tiled kernels under the selected variant."""
+    return ("fused",) if launch.ATOMIC_DQ else ("dkdv", "dq")
+
+
+def tile_of(kind: str, headdim: int, causal: bool, seqlen: int) -> configs.Tile:
+    return configs.OVERRIDES.get(kind) or configs.pinned(kind, headdim, causal, seqlen)
 
 
 def _warm(job: tuple) -> str:
@@ -62,8 +79,8 @@ def _warm(job: tuple) -> str:
     (configs.OVERRIDES pins the tiles the full shape would use, past fill_sms and the sequence bucket)."""
     variant, headdim, seqlen, causal = job
     select(variant)
-    for kind in ("dkdv", "dq"):
-        configs.OVERRIDES[kind] = configs.pinned(kind, headdim, causal, seqlen)
+    for kind in kinds():
+        configs.OVERRIDES[kind] = tile_of(kind, headdim, causal, seqlen)
     q, k, v, dout = _inputs(headdim, 256, tokens=4096)
     params = AttnParams(headdim ** -0.5, Window.from_args(causal, (-1, -1)), 0.0, False)
     out, lse = launch.forward(q, k, v, params, None)
@@ -82,16 +99,17 @@ def precompile(jobs: list[tuple], workers: int) -> None:
 def measure(headdim: int, seqlen: int, causal: bool, variants: list[str], iters: int, reps: int) -> list[dict]:
     q, k, v, dout = _inputs(headdim, seqlen)
     params = AttnParams(headdim ** -0.5, Window.from_args(causal, (-1, -1)), 0.0, False)
-    select("pinned")
+    select(variants[0])
     out, lse = launch.forward(q, k, v, params, None)
     pinned_grads = launch.backward(dout, q, k, v, out, lse, None, params, None)
-    pinned_tiles = {kind: vars(configs.pinned(kind, headdim, causal, seqlen)) for kind in ("dkdv", "dq")}
+    pinned_tiles = {kind: vars(tile_of(kind, headdim, causal, seqlen)) for kind in kinds()}
+    pinned_exact = not launch.ATOMIC_DQ
     flops = attention_flops(q.shape[0], q.shape[2], seqlen, seqlen, headdim, causal=causal, direction="bwd")
     rows, kernels_seen = [], []
     for variant in variants:
         select(variant)
         row = dict(variant=variant, headdim=headdim, seqlen=seqlen, causal=causal,
-                   tiles={kind: vars(configs.pinned(kind, headdim, causal, seqlen)) for kind in ("dkdv", "dq")})
+                   tiles={kind: vars(tile_of(kind, headdim, causal, seqlen)) for kind in kinds()})
         kernels = (row["tiles"], launch.UNMASKED_ROW_STATS)
         if kernels in kernels_seen:
             continue  # the same kernels as an earlier variant at this shape
@@ -102,7 +120,8 @@ def measure(headdim: int, seqlen: int, causal: bool, variants: list[str], iters:
             grads = launch.backward(dout, q, k, v, out, lse, None, params, None)
             row["diff_to_pinned"] = {name: ((g.float() - p.float()).abs().max() / p.float().abs().max()).item()
                                      for name, g, p in zip(("dq", "dk", "dv"), grads, pinned_grads)}
-            limit = 0.0 if row["tiles"] == pinned_tiles else MAX_DIFF_TO_PINNED
+            exact = pinned_exact and not launch.ATOMIC_DQ and row["tiles"] == pinned_tiles
+            limit = 0.0 if exact else MAX_DIFF_TO_PINNED
             row["ok"] = row["check"]["ok"] and max(row["diff_to_pinned"].values()) <= limit
             ms = bench.time_ms([lambda: launch.backward(dout, q, k, v, out, lse, None, params, None)], iters, reps)
             row["bwd_ms"], row["bwd_tflops"] = ms, flops / ms / 1e9
@@ -110,7 +129,7 @@ def measure(headdim: int, seqlen: int, causal: bool, variants: list[str], iters:
             row["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"
         rows.append(row)
         print(json.dumps(row), flush=True)
-    select("pinned")
+    select(variants[0])
     return rows
 
 
@@ -126,8 +145,6 @@ def main() -> None:
                         help="compile in this many processes first (0: compile while measuring)")
     parser.add_argument("--json", type=Path, default=Path(os.environ.get("OUT", ".")) / "triton_tile_ab.json")
     args = parser.parse_args()
-    if args.variants[0] != "pinned":
-        parser.error("--variants must start with pinned (the baseline every other variant is compared with)")
     for variant in args.variants:
         select(variant)  # refuses an unknown name before any GPU work
     causals = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
@@ -136,9 +153,9 @@ def main() -> None:
         for job in ((v, d, s, c) for v in args.variants for d in args.headdims for s in args.seqlens for c in causals):
             select(job[0])  # one job per distinct set of kernels
             kernels = (job[1], job[3], launch.UNMASKED_ROW_STATS,
-                       *(configs.pinned(kind, job[1], job[3], job[2]) for kind in ("dkdv", "dq")))
+                       *(tile_of(kind, job[1], job[3], job[2]) for kind in kinds()))
             jobs.setdefault(kernels, job)
-        select("pinned")
+        select(args.variants[0])
         precompile(list(jobs.values()), args.precompile)
     rows = []
     for headdim in args.headdims:
@@ -147,11 +164,13 @@ def main() -> None:
                 rows += measure(headdim, seqlen, causal, args.variants, args.iters, args.reps)
     args.json.write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
                                          triton=__import__("triton").__version__, rows=rows), indent=1))
-    pinned = {(r["headdim"], r["seqlen"], r["causal"]): r.get("bwd_tflops") for r in rows if r["variant"] == "pinned"}
-    print("| variant | d | seqlen | causal | dK/dV tile | dQ tile | bwd TFLOP/s | vs pinned | check |")
+    pinned = {(r["headdim"], r["seqlen"], r["causal"]): r.get("bwd_tflops") for r in rows
+              if r["variant"] == args.variants[0]}
+    print(f"| variant | d | seqlen | causal | dK/dV tile | dQ tile | bwd TFLOP/s | vs {args.variants[0]} | check |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        tiles = ["x".join(str(x) for x in r["tiles"][kind].values()) for kind in ("dkdv", "dq")]
+        tiles = ["x".join(str(x) for x in r["tiles"][kind].values()) if kind in r["tiles"] else "fused"
+                 for kind in (("fused", "dq") if "fused" in r["tiles"] else ("dkdv", "dq"))]
         base = pinned.get((r["headdim"], r["seqlen"], r["causal"]))
         speed = f"{r['bwd_tflops']:.0f}" if "bwd_tflops" in r else r.get("error", "?")
         ratio = f"{r['bwd_tflops'] / base:.3f}" if "bwd_tflops" in r and base else "-"

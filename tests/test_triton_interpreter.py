@@ -28,7 +28,7 @@ triton = pytest.importorskip("triton")
 from test_triton_helpers import check_dense, check_varlen  # noqa: E402
 
 from fa3nn import flash_attn_func  # noqa: E402
-from fa3nn.backends.base import AttnCall  # noqa: E402
+from fa3nn.backends.base import AttnCall, Varlen  # noqa: E402
 from fa3nn.backends.triton import TritonBackend  # noqa: E402
 from fa3nn.masks import Window  # noqa: E402
 from fa3nn.testing import assert_error_ratio, attention_ref, random_qkv  # noqa: E402
@@ -208,6 +208,28 @@ def test_tma_descriptor_path(case, monkeypatch):
 def test_tma_descriptor_path_varlen(monkeypatch):
     monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
     check_varlen(3, 40, 57, 2, 1, 32, torch.float16, "cpu", causal=True)
+
+
+def test_atomic_dq_reduce_target(monkeypatch):
+    """The atomic backward adds dQ tiles by TMA reduce only where a tile cannot reach another sequence's rows or
+    another head's columns: dense calls with an unpadded head dim; varlen, head dim 96 (padded to 128) and
+    FA3NN_TRITON_TMA=0 keep the per-element atomics. (The TMA reduce itself runs on sm_90 GPUs only: the
+    interpreter has no bulk reduce; tests/test_triton_gpu.py::test_atomic_dq_path covers it.)"""
+    from fa3nn.backends.triton import launch
+
+    def target(shape_of, d, varlen=None, env="1"):
+        monkeypatch.setenv("FA3NN_TRITON_TMA", env)
+        q, k, v = (torch.randn(*shape_of, 4, d) for _ in range(3))
+        shape = launch._Shape(q, k, v, _params(True, (-1, -1), 0.0), varlen)
+        return launch._dq_reduce_target(torch.zeros(q.shape), shape)
+
+    desc = target((2, 40), 64)
+    assert desc is not None and list(desc.shape) == [2, 40, 4 * 64]
+    assert target((2, 40), 96) is None
+    assert target((2, 40), 64, env="0") is None
+    assert target((2, 40), 64, env="auto") is None  # CPU tensors: no descriptors
+    cu = torch.tensor([0, 30, 80], dtype=torch.int32)
+    assert target((80,), 64, varlen=Varlen(cu, cu, 50, 50, (0, 30, 80), (0, 30, 80))) is None
 
 
 def _params(causal, window, softcap):

@@ -357,37 +357,42 @@ def _exp(x, LOG2_SCORES: tl.constexpr):
 
 
 @triton.jit
-def _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_base, stride_qs, stride_dos,
-                    stride_dqs, cols, offs_m, offs_d, offs_dv, lo, hi, seqlen_q, seqlen_k, softmax_scale, qk_scale,
-                    score_cap, window_left, window_right,
-                    MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
-                    HAS_SOFTCAP: tl.constexpr, HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr,
-                    BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr,
-                    DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
-                    UNMASKED_ROW_STATS: tl.constexpr):
-    for m0 in range(lo, hi, BLOCK_M):
-        rows = m0 + offs_m
-        q = _load_rows(q_base, rows, stride_qs, offs_d, seqlen_q, HEADDIM, BLOCK_D, MASKED)
-        do = _load_rows(do_base, rows, stride_dos, offs_dv, seqlen_q, HEADDIM_V, BLOCK_DV, MASKED)
-        lse, delta = _load_row_stats(lse_base, delta_base, rows, seqlen_q, LOG2_SCORES,
-                                     MASKED or not UNMASKED_ROW_STATS)
-        s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION)  # (BLOCK_N, BLOCK_M): keys x queries
-        x_t, tanh_t = _score_minus_lse(s_t, lse[None, :], qk_scale, score_cap, HAS_SOFTCAP, LOG2_SCORES)
-        if MASKED:
-            keep = _allowed(rows[None, :], cols[:, None], seqlen_q, seqlen_k, window_left, window_right,
-                            HAS_LEFT, HAS_RIGHT)
-            x_t = tl.where(keep, x_t, float("-inf"))
-        p_t = _exp(x_t, LOG2_SCORES)
-        dv = tl.dot(p_t.to(do.dtype), do, dv, input_precision=DOT_PRECISION)
-        dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)
-        ds_t = p_t * (dp_t - delta[None, :])
-        if HAS_SOFTCAP:
-            ds_t = ds_t * (1.0 - tanh_t * tanh_t)
-        ds_t = ds_t.to(q.dtype)
-        dk = tl.dot(ds_t, q, dk, input_precision=DOT_PRECISION)
-        if ATOMIC_DQ:  # this key block's share of dQ, added into the fp32 accumulator (order varies run to run)
-            dq = tl.dot(tl.trans(ds_t), k, input_precision=DOT_PRECISION) * softmax_scale
-            dq_ptrs = dq_base + rows[:, None] * stride_dqs + offs_d[None, :]
+def _bwd_dkdv_step(dk, dv, k, v, m0, q_base, do_base, lse_base, delta_base, dq_dst, dq_batch, dq_col, stride_qs,
+                   stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, seqlen_q, seqlen_k, qk_scale, score_cap,
+                   window_left, window_right,
+                   MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+                   HAS_SOFTCAP: tl.constexpr, HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr,
+                   BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr,
+                   DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
+                   DQ_TMA: tl.constexpr, UNMASKED_ROW_STATS: tl.constexpr):
+    """One query block [m0, m0 + BLOCK_M) of one key block: dK and dV accumulated; with ATOMIC_DQ the block's
+    share of dQ (unscaled: the launcher multiplies the sum by the softmax scale once) added into the fp32
+    accumulator, by one TMA reduce-add of the whole tile (DQ_TMA: `dq_dst` is a descriptor over the (batch,
+    seqlen, heads * dim) view, clipped at seqlen_q by the copy engine) or by per-element atomics."""
+    rows = m0 + offs_m
+    q = _load_rows(q_base, rows, stride_qs, offs_d, seqlen_q, HEADDIM, BLOCK_D, MASKED)
+    do = _load_rows(do_base, rows, stride_dos, offs_dv, seqlen_q, HEADDIM_V, BLOCK_DV, MASKED)
+    lse, delta = _load_row_stats(lse_base, delta_base, rows, seqlen_q, LOG2_SCORES, MASKED or not UNMASKED_ROW_STATS)
+    s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION)  # (BLOCK_N, BLOCK_M): keys x queries
+    x_t, tanh_t = _score_minus_lse(s_t, lse[None, :], qk_scale, score_cap, HAS_SOFTCAP, LOG2_SCORES)
+    if MASKED:
+        keep = _allowed(rows[None, :], cols[:, None], seqlen_q, seqlen_k, window_left, window_right,
+                        HAS_LEFT, HAS_RIGHT)
+        x_t = tl.where(keep, x_t, float("-inf"))
+    p_t = _exp(x_t, LOG2_SCORES)
+    dv = tl.dot(p_t.to(do.dtype), do, dv, input_precision=DOT_PRECISION)
+    dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)
+    ds_t = p_t * (dp_t - delta[None, :])
+    if HAS_SOFTCAP:
+        ds_t = ds_t * (1.0 - tanh_t * tanh_t)
+    ds_t = ds_t.to(q.dtype)
+    dk = tl.dot(ds_t, q, dk, input_precision=DOT_PRECISION)
+    if ATOMIC_DQ:  # this key block's share of dQ, added into the fp32 accumulator (order varies run to run)
+        dq = tl.dot(tl.trans(ds_t), k, input_precision=DOT_PRECISION)
+        if DQ_TMA:
+            dq_dst.atomic_add([dq_batch, m0, dq_col], tl.reshape(dq, [1, BLOCK_M, BLOCK_D]))
+        else:
+            dq_ptrs = dq_dst + rows[:, None] * stride_dqs + offs_d[None, :]
             if MASKED:
                 tl.atomic_add(dq_ptrs, dq, mask=(rows[:, None] < seqlen_q) & (offs_d[None, :] < HEADDIM),
                               sem="relaxed")
@@ -395,6 +400,37 @@ def _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_base
                 tl.atomic_add(dq_ptrs, dq, sem="relaxed")
             else:
                 tl.atomic_add(dq_ptrs, dq, mask=offs_d[None, :] < HEADDIM, sem="relaxed")
+    return dk, dv
+
+
+@triton.jit
+def _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_dst, dq_batch, dq_col, stride_qs,
+                    stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, lo, hi, rotate, seqlen_q, seqlen_k,
+                    qk_scale, score_cap, window_left, window_right,
+                    MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+                    HAS_SOFTCAP: tl.constexpr, HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr,
+                    BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr,
+                    DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
+                    DQ_TMA: tl.constexpr, UNMASKED_ROW_STATS: tl.constexpr, ROTATE: tl.constexpr):
+    """Query blocks [lo, hi) in order, or with ROTATE (block-aligned runs only) starting at block `rotate` of
+    the run and wrapping: the atomic-dQ backward's programs of one head then add into different dQ rows at
+    the same moment instead of all into the run's first block."""
+    if ROTATE:
+        steps = (hi - lo) // BLOCK_M
+        for i in range(0, steps):
+            m0 = lo + ((i + rotate) % steps) * BLOCK_M
+            dk, dv = _bwd_dkdv_step(
+                dk, dv, k, v, m0, q_base, do_base, lse_base, delta_base, dq_dst, dq_batch, dq_col, stride_qs,
+                stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, seqlen_q, seqlen_k, qk_scale, score_cap,
+                window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D,
+                BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, DQ_TMA, UNMASKED_ROW_STATS)
+    else:
+        for m0 in range(lo, hi, BLOCK_M):
+            dk, dv = _bwd_dkdv_step(
+                dk, dv, k, v, m0, q_base, do_base, lse_base, delta_base, dq_dst, dq_batch, dq_col, stride_qs,
+                stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, seqlen_q, seqlen_k, qk_scale, score_cap,
+                window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D,
+                BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, DQ_TMA, UNMASKED_ROW_STATS)
     return dk, dv
 
 
@@ -416,11 +452,14 @@ def _bwd_dkdv_kernel(
     HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
-    UNMASKED_ROW_STATS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    UNMASKED_ROW_STATS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DQ_TMA: tl.constexpr = False,
 ):
     """One program per (key block, K/V head, batch): dK, dV summed over the `group` query heads that share it.
-    With ATOMIC_DQ it also adds scale * dS·K into the fp32 dQacc (5 matmuls in all instead of 7 with the separate
-    dQ kernel, but the float additions land in a run-dependent order: not bitwise deterministic).
+    With ATOMIC_DQ it also adds dS·K into the fp32 dQacc (5 matmuls in all instead of 7 with the separate dQ
+    kernel, but the float additions land in a run-dependent order: not bitwise deterministic); DQ_TMA: dQacc is
+    a TMA descriptor over its (batch, seqlen, heads * dim) view and each step adds its tile with one bulk
+    reduce-add. The atomic backward walks each unmasked run starting at the program's own key block index
+    (wrapping), so the programs of one head do not all add into the same dQ rows at once.
     UNMASKED_ROW_STATS: the unmasked run loads lse and delta without the row bounds mask and the -inf test, which
     cannot fire there (same values, bitwise). sm_90a SASS (Triton 3.6): the d128 64x128 step loses 156 of its 647
     instructions, mostly the per-element predicates of the replicated lse/delta loads (benchmarks/NOTES.md, v3)."""
@@ -444,29 +483,36 @@ def _bwd_dkdv_kernel(
     dv = tl.zeros([BLOCK_N, BLOCK_DV], dtype=tl.float32)
     lo, hi, full_lo, full_hi = _query_phases(n0, seqlen_q, seqlen_k, window_left, window_right, BLOCK_M, BLOCK_N,
                                              HAS_LEFT, HAS_RIGHT)
+    rotate = tl.program_id(0)
     for g in range(0, group):
         head = head_kv * group + g
         h64 = head.to(tl.int64)
         q_base = Q + b64 * stride_qb + h64 * stride_qh + q_start.to(tl.int64) * stride_qs
         do_base = dOut + b64 * stride_dob + h64 * stride_doh + q_start.to(tl.int64) * stride_dos
         l_offset = b64 * stride_lb + h64 * stride_lh + q_start
-        dq_base = dQacc + b64 * stride_dqb + h64 * stride_dqh + q_start.to(tl.int64) * stride_dqs
+        if DQ_TMA:
+            dq_dst = dQacc
+        else:
+            dq_dst = dQacc + b64 * stride_dqb + h64 * stride_dqh + q_start.to(tl.int64) * stride_dqs
         dk, dv = _bwd_dkdv_inner(
-            dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_base, stride_qs, stride_dos,
-            stride_dqs, cols, offs_m, offs_d, offs_dv, full_lo, full_hi, seqlen_q, seqlen_k, softmax_scale, qk_scale,
-            score_cap, window_left, window_right, False, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V,
-            BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, UNMASKED_ROW_STATS)
+            dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_dst, batch, head * HEADDIM,
+            stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, full_lo, full_hi, rotate, seqlen_q,
+            seqlen_k, qk_scale, score_cap, window_left, window_right, False, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP,
+            HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, DQ_TMA,
+            UNMASKED_ROW_STATS, ATOMIC_DQ)
         if HAS_RIGHT:  # without a right bound full_lo == lo: nothing masked before the full run
             dk, dv = _bwd_dkdv_inner(
-                dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_base, stride_qs, stride_dos,
-                stride_dqs, cols, offs_m, offs_d, offs_dv, lo, full_lo, seqlen_q, seqlen_k, softmax_scale, qk_scale,
-                score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V,
-                BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, UNMASKED_ROW_STATS)
+                dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_dst, batch, head * HEADDIM,
+                stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, lo, full_lo, 0, seqlen_q,
+                seqlen_k, qk_scale, score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP,
+                HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, DQ_TMA,
+                UNMASKED_ROW_STATS, False)
         dk, dv = _bwd_dkdv_inner(
-            dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_base, stride_qs, stride_dos,
-            stride_dqs, cols, offs_m, offs_d, offs_dv, full_hi, hi, seqlen_q, seqlen_k, softmax_scale, qk_scale,
-            score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V,
-            BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, UNMASKED_ROW_STATS)
+            dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_dst, batch, head * HEADDIM,
+            stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, full_hi, hi, 0, seqlen_q, seqlen_k,
+            qk_scale, score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM,
+            HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, DQ_TMA, UNMASKED_ROW_STATS,
+            False)
     dk = dk * softmax_scale
     key_ok = cols < seqlen_k
     dk_ptrs = dK + b64 * stride_dkb + head_kv.to(tl.int64) * stride_dkh + (k_start + cols)[:, None].to(

@@ -61,12 +61,29 @@ def _tma_views(q, k, v, shape) -> tuple | None:
     return tuple(views)
 
 
+def _dq_reduce_target(dq_acc: torch.Tensor, shape) -> object | None:
+    """A TMA descriptor over the fp32 dQ accumulator's (batch, seqlen, heads * dim) view, for the atomic backward
+    to add whole tiles with `cp.reduce.async.bulk` (clipped at seqlen by the copy engine); None where the
+    per-element atomics must serve: varlen (a tile would reach into the next sequence), padded head dims, no
+    descriptors (Triton < 3.4, pre-Hopper GPUs, the interpreter), FA3NN_TRITON_TMA=0 (=1 forces them, for
+    offline compiles on the CPU)."""
+    mode = os.environ.get("FA3NN_TRITON_TMA", "auto")
+    if mode == "0" or TensorDescriptor is None or shape.varlen or shape.headdim != shape.block_d:
+        return None
+    if mode != "1" and (dq_acc.device.type != "cuda" or _device(dq_acc.device)[0] < 9):
+        return None
+    view = dq_acc.view(dq_acc.shape[0], dq_acc.shape[1], dq_acc.shape[2] * dq_acc.shape[3])
+    return TensorDescriptor.from_tensor(view, [1, 16, shape.headdim])  # block shape set per tile at launch
+
+
 def _set_tma_block_shapes(nargs: dict) -> None:
-    """Autotuner pre-hook: the descriptors' block shapes follow the tile being tried."""
+    """Autotuner pre-hook (and the pinned path's): the descriptors' block shapes follow the tile being tried."""
     if nargs.get("USE_TMA"):
         nargs["Q"].block_shape = [nargs["BLOCK_M"], nargs["HEADDIM"]]
         nargs["K"].block_shape = [nargs["BLOCK_N"], nargs["HEADDIM"]]
         nargs["V"].block_shape = [nargs["BLOCK_N"], nargs["HEADDIM_V"]]
+    if nargs.get("DQ_TMA"):
+        nargs["dQacc"].block_shape = [1, nargs["BLOCK_M"], nargs["HEADDIM"]]
 
 
 def _alloc(shape, dtype, device) -> torch.Tensor:
@@ -176,7 +193,7 @@ def _launcher(kind: str, kernel, shape: _Shape):
 def _autotuner(kind: str, kernel, tiles: list[configs.Tile]):
     key = (kind, tuple(tiles))
     if key not in _autotuned:
-        hook = _set_tma_block_shapes if kind == "fwd" else None
+        hook = _set_tma_block_shapes if kind in ("fwd", "fused") else None
         candidates = [
             triton.Config({"BLOCK_M": t.block_m, "BLOCK_N": t.block_n}, num_warps=t.num_warps, num_stages=t.num_stages,
                           pre_hook=hook)
@@ -194,9 +211,8 @@ def _launch(kind: str, kernel, shape: _Shape, grid_of, args: tuple, **constexprs
     chosen = _launcher(kind, kernel, shape)
     if isinstance(chosen, configs.Tile):
         grid = grid_of(chosen.block_m, chosen.block_n)
-        if kind == "fwd":
-            _set_tma_block_shapes({**dict(zip(("Q", "K", "V"), args)), **constexprs, "BLOCK_M": chosen.block_m,
-                                   "BLOCK_N": chosen.block_n})
+        _set_tma_block_shapes({**dict(zip(kernel.arg_names, args)), **constexprs, "BLOCK_M": chosen.block_m,
+                               "BLOCK_N": chosen.block_n})
         kernel[grid](*args, **constexprs, BLOCK_M=chosen.block_m, BLOCK_N=chosen.block_n,
                      num_warps=chosen.num_warps, num_stages=chosen.num_stages)
     else:
@@ -261,19 +277,22 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     )
     # Default: a separate dQ kernel (7 matmuls, no atomics, bitwise repeatable). FA3NN_TRITON_ATOMIC_DQ=1 instead
     # adds dQ by fp32 atomics from the dK/dV kernel (5 matmuls), unless deterministic=True. On the H200 (Triton
-    # 3.6) the atomic path measured slower, up to 2x at causal (benchmarks/NOTES.md), hence opt-in.
+    # 3.6) the per-element atomics measured slower, up to 2x at causal (benchmarks/NOTES.md), hence opt-in; on
+    # sm_90 dense calls add each tile with one TMA reduce-add instead (_dq_reduce_target).
     atomic_dq = ATOMIC_DQ and not params.deterministic
     dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device) if atomic_dq else dk
+    dq_target = _dq_reduce_target(dq_acc, shape) if atomic_dq else None
     _launch(
         "fused" if atomic_dq else "dkdv", K._bwd_dkdv_kernel, shape,
         lambda bm, bn: (triton.cdiv(shape.seqlen_k, bn), shape.nheads_kv, shape.batch),
-        (q, k, v, dout, lse, delta, dk, dv, dq_acc, shape.cu_q, shape.cu_k, *qkv_do_strides,
-         *_strides(dk, shape.varlen), *_strides(dv, shape.varlen), *_strides(dq_acc, shape.varlen), *stat_strides,
-         *common),
+        (q, k, v, dout, lse, delta, dk, dv, dq_target if dq_target is not None else dq_acc, shape.cu_q, shape.cu_k,
+         *qkv_do_strides, *_strides(dk, shape.varlen), *_strides(dv, shape.varlen), *_strides(dq_acc, shape.varlen),
+         *stat_strides, *common),
         **shape.constexprs(), LOG2_SCORES=log2_scores, ATOMIC_DQ=atomic_dq, UNMASKED_ROW_STATS=UNMASKED_ROW_STATS,
+        DQ_TMA=dq_target is not None,
     )
-    if atomic_dq:
-        return dq_acc.to(q.dtype), dk, dv
+    if atomic_dq:  # the kernel adds unscaled dS·K
+        return dq_acc.mul_(shape.softmax_scale).to(q.dtype), dk, dv
     dq = _alloc(q.shape, q.dtype, q.device)
     _launch(
         "dq", K._bwd_dq_kernel, shape,
