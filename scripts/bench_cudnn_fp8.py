@@ -177,7 +177,8 @@ def bench_shape(cudnn, handle, headdim: int, seqlen: int, causal: bool, args) ->
 
     def fa3nn_fp8():
         return fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale,
-                           quantized.v_descale, quantized.block_q, quantized.block_k, scale, window)[0]
+                           quantized.v_descale, quantized.block_q, quantized.block_k, scale, window,
+                           variant=args.variant)[0]
 
     fns, sqnr, failed = {"fa3nn": fa3nn_fp8}, {"fa3nn": sqnr_db(fa3nn_fp8(), reference)}, {}
     for out in args.cudnn_outputs:
@@ -230,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cudnn-outputs", nargs="+", choices=CUDNN_OUTPUTS, default=list(CUDNN_OUTPUTS),
                         help="cuDNN output types to time (e4m3: the anchor's setting; bf16: fa3nn's output type)")
     parser.add_argument("--train", action="store_true", help="also time cuDNN with softmax stats (generate_stats)")
+    parser.add_argument("--variant", default="full",
+                        help="fa3nn's FP8 kernel variant (fa3nn.backends.hopper_fp8.VARIANTS), e.g. key_block_192")
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--min-sqnr", type=float, default=20.0,

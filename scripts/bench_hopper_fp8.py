@@ -8,7 +8,7 @@ Timing as scripts/bench_hopper.py: a CUDA sleep queues the launches, CUDA events
 calls, round-robin over `--reps` rounds; medians and the median of the per-round ratios.
 
     python scripts/bench_hopper_fp8.py --json out.json [--headdims 128 256] [--seqlens 2048 8192 16384]
-        [--variants one_cta_per_tile] [--compare before=build/before/libfa3nn_hopper.so]
+        [--variants one_cta_per_tile] [--compare before=build/before/libfa3nn_hopper.so] [--block-k 384]
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from fa3nn.metrics import attention_flops  # noqa: E402
 def bench_shape(headdim: int, seqlen: int, causal: bool, args) -> dict:
     batch, nheads = TOKENS // seqlen, WIDTH // headdim
     q, k, v = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    quantized = quantize_qkv_tensors(q, k, v, 128, 128)
+    quantized = quantize_qkv_tensors(q, k, v, 128, args.block_k)
     vt8 = transpose_v(quantized.v)
     scale = headdim**-0.5
     window = Window(-1, 0) if causal else Window()
@@ -45,7 +45,8 @@ def bench_shape(headdim: int, seqlen: int, causal: bool, args) -> dict:
 
     def fp8(variant="full", library=None):
         return lambda: fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale,
-                                   quantized.v_descale, 128, 128, scale, window, variant=variant, library=library)
+                                   quantized.v_descale, quantized.block_q, quantized.block_k, scale, window,
+                                   variant=variant, library=library)
 
     def bf16():
         return launch(q, k, v, scale, causal)
@@ -73,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, required=True)
     parser.add_argument("--headdims", type=int, nargs="+", default=[128, 256])
     parser.add_argument("--seqlens", type=int, nargs="+", default=[2048, 8192, 16384])
+    parser.add_argument("--block-k", type=int, default=128,
+                        help="K/V rows per descale (0: one per sequence); 384 serves the 128- and 192-key kernels")
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--variants", nargs="*",

@@ -40,7 +40,7 @@ import torch
 
 import fa3nn
 from fa3nn.backends.base import AttnCall
-from fa3nn.backends.hopper_fp8 import KEY_BLOCK, fp8_forward, refusal
+from fa3nn.backends.hopper_fp8 import KEY_BLOCK, KEY_BLOCKS, fp8_forward, refusal
 from fa3nn.fp8.operands import transpose_v, v_from_vt, vt_starts
 from fa3nn.fp8.quantize import QuantizedQKV, quantize_qkv_tensors
 from fa3nn.fp8.reference import attention_fp8
@@ -222,7 +222,7 @@ def _run_quantized(quantized, causal, scale, out_dtype=torch.bfloat16, variant="
     fp8_forward(quantized.q, quantized.k, transpose_v(quantized.v), quantized.q_descale,
                 quantized.k_descale, quantized.v_descale, quantized.block_q, quantized.block_k, scale, window,
                 out_dtype=out_dtype, out=out, lse=lse, variant=variant)
-    oracle = attention_fp8(quantized, scale, window, out_dtype=out_dtype, block_n=KEY_BLOCK)
+    oracle = attention_fp8(quantized, scale, window, out_dtype=out_dtype, block_n=KEY_BLOCKS.get(variant, KEY_BLOCK))
     q_d = _dequantized(quantized.q, quantized.q_descale, quantized.block_q, seqlen_q)
     k_d = _dequantized(quantized.k, quantized.k_descale, quantized.block_k, seqlen_k)
     v_d = _dequantized(quantized.v, quantized.v_descale, quantized.block_k, seqlen_k)
@@ -230,9 +230,9 @@ def _run_quantized(quantized, causal, scale, out_dtype=torch.bfloat16, variant="
     return _check(out, lse, oracle, truth, out_dtype, **tolerances)
 
 
-def _exact_score_inputs(batch, seqlen_q, seqlen_k, nheads, nheads_kv, headdim) -> QuantizedQKV:
+def _exact_score_inputs(batch, seqlen_q, seqlen_k, nheads, nheads_kv, headdim, block_k=128) -> QuantizedQKV:
     """Q8, K8 integers in [-4, 4] (|Q8 K8^T| <= 16 * 256 < 2^14: exact at any accumulation precision), descales
-    random powers of two per 128-row tile, V8 any e4m3 values."""
+    random powers of two per 128-row Q tile and block_k-row K/V tile, V8 any e4m3 values."""
 
     def integers(*shape):
         return torch.randint(-4, 5, shape, device="cuda").float().to(E4M3)
@@ -240,12 +240,12 @@ def _exact_score_inputs(batch, seqlen_q, seqlen_k, nheads, nheads_kv, headdim) -
     def powers_of_two(*shape):
         return torch.exp2(-torch.randint(1, 4, shape, device="cuda").float())
 
-    tiles_q, tiles_k = -(-seqlen_q // 128), -(-seqlen_k // 128)
+    tiles_q, tiles_k = -(-seqlen_q // 128), -(-seqlen_k // block_k)
     v8 = (torch.randn(batch, seqlen_k, nheads_kv, headdim, device="cuda") * 64).clamp(-448, 448).to(E4M3)
     return QuantizedQKV(
         integers(batch, seqlen_q, nheads, headdim), integers(batch, seqlen_k, nheads_kv, headdim), v8,
         powers_of_two(batch, nheads, tiles_q), powers_of_two(batch, nheads_kv, tiles_k),
-        powers_of_two(batch, nheads_kv, tiles_k), 128, 128,
+        powers_of_two(batch, nheads_kv, tiles_k), 128, block_k,
     )
 
 
@@ -276,6 +276,36 @@ def test_benchmark_variant_matches_emulation(headdim, variant, causal, record_pr
     quantized = _exact_score_inputs(2, 2000, 1500, 8, 2, headdim)
     record_property("errors", _run_quantized(quantized, causal, 0.25, variant=variant, rms_ratio=EXACT_RMS_RATIO,
                                              lse_rtol=EXACT_LSE_RTOL))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("block_k", [192, 384])
+@pytest.mark.gpu
+@needs_hopper
+def test_key_block_192_matches_its_emulation(block_k, causal, record_property):
+    """Variant key_block_192 (d128: 192-key blocks, Vt in three 64-key SW64 panels) against the emulation with
+    block_n=192, on exact scores with K/V descale tiles of 192 and 384 keys; 1900 keys end in a partial block."""
+    quantized = _exact_score_inputs(2, 2000, 1900, 8, 2, 128, block_k=block_k)
+    record_property("errors", _run_quantized(quantized, causal, 0.25, variant="key_block_192",
+                                             rms_ratio=EXACT_RMS_RATIO, lse_rtol=EXACT_LSE_RTOL))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.gpu
+@needs_hopper
+def test_key_block_192_on_normal_inputs_one_scale_per_sequence(causal, record_property):
+    q = _draw((2, 1500, 8, 128), "normal")
+    k, v = (_draw((2, 1700, 2, 128), "normal") for _ in range(2))
+    quantized = quantize_qkv_tensors(q, k, v, 0, 0)
+    record_property("errors", _run_quantized(quantized, causal, 128**-0.5, variant="key_block_192"))
+
+
+@pytest.mark.gpu
+@needs_hopper
+def test_key_block_192_refuses_128_key_descale_tiles():
+    quantized = _exact_score_inputs(1, 256, 512, 2, 2, 128, block_k=128)
+    with pytest.raises(RuntimeError, match="multiple of 192"):
+        _run_quantized(quantized, False, 0.25, variant="key_block_192")
 
 
 @pytest.mark.parametrize("heads", ["mha", "gqa"])

@@ -46,9 +46,12 @@ UNMASKED = Window()
 # Fp8Tiles, which gives the measurements behind the defaults).
 # Benchmark variants (kernels/hopper/flash_fwd_fp8_launch.cuh). skip_softmax (P = c S, no exp2) and skip_kv_loads
 # (K/V stages never loaded) compute WRONG outputs: they time the loop without those parts, for benchmarks/NOTES.md
-# only.
+# only. key_block_192 (d128): key blocks of 192, so block_k must be a multiple of 192 or cover each sequence; its
+# oracle is the emulation with block_n=192 (KEY_BLOCKS).
 VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one_cta_per_tile": 5,
-            "skip_softmax": 6, "plain_pv_wait": 7, "skip_kv_loads": 9}
+            "skip_softmax": 6, "plain_pv_wait": 7, "skip_kv_loads": 9, "key_block_192": 10,
+            "key_block_192_skip_softmax": 11}
+KEY_BLOCKS = {"key_block_192": 192, "key_block_192_skip_softmax": 192}  # variants whose key block is not KEY_BLOCK
 
 
 def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:

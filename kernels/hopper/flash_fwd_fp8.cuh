@@ -6,7 +6,8 @@
 // consumer warpgroups of 64 query rows each, pingpong between the consumers and intra-warpgroup overlap (S_next =
 // Q K^T is issued with P V of the previous block, and the softmax of S_next runs while P V is on the tensor cores).
 // The tile loop is the persistent one of the bf16 kernel (the launcher's grid: one CTA per SM). Differences:
-//   * Key blocks of 128 (the scale tile of PerTileScaling), visited first to last like the emulation: P's e4m3
+//   * Key blocks of 128 (the scale tile of PerTileScaling; 192 in variant 10), visited first to last like the
+//     emulation: P's e4m3
 //     rounding depends on the running max at the time P is made, so the visiting order is part of the numerics.
 //   * V arrives transposed (vt8: head-dim rows of keys), since FP8 wgmma reads B K-major only, with its keys
 //     permuted inside 16-key groups so that P's e4m3 A fragments are packed from the registers each thread already
@@ -50,25 +51,34 @@ enum Fp8Experiment : int {
   kSkipKVLoads = 3,   // the producer signals K/V stages without loading them (as the bf16 kernel's kSkipKVLoads):
                       // WRONG output; times the loop without its L2 -> shared-memory K/V traffic
 };
+// kBlockN_: keys per block, 128 (the default) or 192 (variant 10 at head dim 128: the per-block fixed cost of the
+// loop over 1.5x the keys; needs one k/v descale per 192 keys, so block_k a multiple of 192 or one per sequence).
 template <int kHeadDim_, int kStages_, int kQStages_, bool kOutBF16_, bool kCausal_, bool kPingpong_ = true,
-          int kPolyExpEvery_ = 0, int kExperiment_ = kNoExperiment>
+          int kPolyExpEvery_ = 0, int kExperiment_ = kNoExperiment, int kBlockN_ = 128>
 struct Fp8FwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kStages = kStages_, kQStages = kQStages_;
   static constexpr int kPolyExpEvery = kPolyExpEvery_, kExperiment = kExperiment_;
   static constexpr bool kOutBF16 = kOutBF16_, kCausal = kCausal_, kPingpong = kPingpong_;
-  static constexpr int kConsumers = 2, kBlockM = 128, kBlockN = 128;
+  static constexpr int kConsumers = 2, kBlockM = 128, kBlockN = kBlockN_;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128*24 + 256*240 = 64,512 of 65,536
   // Q and K rows are headdim bytes: 128-B swizzled panels, or one 64-B swizzled panel at head dim 64.
   static constexpr int kRowBytes = kHeadDim >= 128 ? 128 : kHeadDim;
   static constexpr int kPanels = kHeadDim / kRowBytes;
+  // Vt: headdim rows of kBlockN keys, in panels of kVPanelKeys keys (one swizzled row each: 128 keys SW128, or
+  // 64 keys SW64 when the block is not a multiple of 128; TMA's swizzled boxes are at most 128 B wide).
+  static constexpr int kVPanelKeys = kBlockN % 128 == 0 ? 128 : 64;
+  static constexpr int kVPanels = kBlockN / kVPanelKeys;
+  static constexpr uint32_t kVPanelBytes = kHeadDim * kVPanelKeys;
   static constexpr uint32_t kQBytes = kBlockM * kHeadDim;
   static constexpr uint32_t kKBytes = kBlockN * kHeadDim;
-  static constexpr uint32_t kVBytes = kHeadDim * kBlockN;  // Vt: headdim rows of 128 keys (one 128-B row each)
+  static constexpr uint32_t kVBytes = kHeadDim * kBlockN;
   static constexpr uint32_t kQPanelBytes = kBlockM * kRowBytes;
   static constexpr uint32_t kKPanelBytes = kBlockN * kRowBytes;
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head dim");
-  static_assert(kKPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0 && kVBytes % 1024 == 0, "1024-B alignment");
+  static_assert(kBlockN == 128 || (kBlockN == 192 && kHeadDim == 128), "key block: 128, or 192 at head dim 128");
+  static_assert(kKPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0 && kVPanelBytes % 1024 == 0,
+                "1024-B alignment");
 
   using Barriers = FwdBarriers<kQStages, kStages>;  // Vt rides in the v ring
   // Shared memory, from a 1024-B aligned base: Q stages | K stages | Vt stages | barriers.
@@ -121,8 +131,11 @@ __device__ __forceinline__ void fp8_producer_loop(const CUtensorMap* tma_q, cons
       k_state.advance();
 
       bars.v.producer_acquire(v_state, Cfg::kVBytes);
-      tma_load_4d(tma_vt, bars.v.full_barrier(v_state), smem + Cfg::kOffV + v_state.index * Cfg::kVBytes,
-                  vt_start + n_block * Cfg::kBlockN, 0, head_kv, r.batch_coord);
+      uint8_t* v_dst = smem + Cfg::kOffV + v_state.index * Cfg::kVBytes;
+#pragma unroll
+      for (int panel = 0; panel < Cfg::kVPanels; ++panel)
+        tma_load_4d(tma_vt, bars.v.full_barrier(v_state), v_dst + panel * Cfg::kVPanelBytes,
+                    vt_start + n_block * Cfg::kBlockN + panel * Cfg::kVPanelKeys, 0, head_kv, r.batch_coord);
       v_state.advance();
     }
   }
@@ -242,7 +255,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   const uint32_t smem_base = smem_addr(smem);
   const uint64_t desc_q0 = make_desc_fp8_kmajor<Cfg::kRowBytes>(smem_base + wg * 64 * Cfg::kRowBytes);
   const uint64_t desc_k0 = make_desc_fp8_kmajor<Cfg::kRowBytes>(smem_base + Cfg::kOffK);
-  const uint64_t desc_v0 = make_desc_kmajor_sw128(smem_base + Cfg::kOffV);
+  const uint64_t desc_v0 = make_desc_fp8_kmajor<Cfg::kVPanelKeys>(smem_base + Cfg::kOffV);
 
   if constexpr (Cfg::kPingpong) {
     if (wg == Cfg::kConsumers - 1) NamedBarrier::arrive(NamedBarrier::kFirstId + 0, C::kSchedThreads);
@@ -264,7 +277,8 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   };
   auto issue_pv = [&]() {
     warpgroup_arrive();
-    gemm_fp8_rs<Cfg::kBlockN, Cfg::kHeadDim>(o, pa, desc_advance(desc_v0, v_state.index * Cfg::kVBytes));
+    gemm_fp8_rs<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kVPanelKeys, Cfg::kVPanelBytes>(
+        o, pa, desc_advance(desc_v0, v_state.index * Cfg::kVBytes));
     wgmma_commit();
   };
   auto release_k = [&](bool last_of_tile) {

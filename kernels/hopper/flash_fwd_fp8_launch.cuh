@@ -34,6 +34,10 @@ struct Fp8Problem {
 
 template <class Cfg>
 int launch_fp8(const Fp8Problem& pr) {
+  if (pr.block_k % Cfg::kBlockN != 0 && pr.block_k < pr.max_seqlen_k)
+    return fail("%s", Cfg::kBlockN == 128 ? "block_k must be a multiple of 128 (the kernel's key block) or >= max_seqlen_k"
+                                          : "block_k must be a multiple of 192 (this variant's key block) or >= "
+                                            "max_seqlen_k");
   const bool varlen = pr.cu_seqlens_q != nullptr;
   const int64_t map_batch = varlen ? 1 : pr.batch;
   const int64_t* st = pr.strides;
@@ -51,8 +55,8 @@ int launch_fp8(const Fp8Problem& pr) {
                  {st[4], st[5], bstride(st[3], st[4] * pr.seqlen_k)}, {Cfg::kRowBytes, Cfg::kBlockN, 1, 1},
                  qk_swizzle) &&
       encode_map(&tv, e4m3, pr.vt8, {pr.seqlen_k_pad, pr.headdim, pr.nheads_kv, map_batch},
-                 {st[8], st[7], bstride(st[6], st[7] * pr.nheads_kv)}, {Cfg::kBlockN, Cfg::kHeadDim, 1, 1},
-                 CU_TENSOR_MAP_SWIZZLE_128B);
+                 {st[8], st[7], bstride(st[6], st[7] * pr.nheads_kv)}, {Cfg::kVPanelKeys, Cfg::kHeadDim, 1, 1},
+                 Cfg::kVPanelKeys == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
   if (!ok)
     return fail("%s", "cuTensorMapEncodeTiled failed for the FP8 forward (pointers must be 16-B aligned, q8/k8 row "
                       "and head strides and vt8's padded key length multiples of 16 bytes)");
@@ -100,7 +104,8 @@ int launch_fp8(const Fp8Problem& pr) {
 //   variant 0: the default below.  1: without pingpong.  2: the other stage count (d128: 2, d256: Q 1 + 3 K/V).
 //   3 (d128): a quarter of the exp2s as the FP32 polynomial.  5: one CTA per tile instead of per SM.
 //   6, 7, 9 (d128, Fp8Experiment): without the softmax (wrong output, timing only); the P V wait ptxas may hoist;
-//   K/V never loaded (wrong output, timing only).
+//   K/V never loaded (wrong output, timing only). 10 (d128): key blocks of 192 (block_k a multiple of 192 or one
+//   descale per sequence); 11: variant 10 without the softmax (timing only).
 template <int D, int kVariant> struct Fp8Tiles;
 template <> struct Fp8Tiles<64, 0> { static constexpr int kStages = 3, kQStages = 2, kPolyExpEvery = 0; };
 template <> struct Fp8Tiles<128, 0> { static constexpr int kStages = 3, kQStages = 2, kPolyExpEvery = 0; };
@@ -109,14 +114,15 @@ template <> struct Fp8Tiles<256, 0> { static constexpr int kStages = 2, kQStages
 template <> struct Fp8Tiles<256, 2> { static constexpr int kStages = 3, kQStages = 1, kPolyExpEvery = 0; };
 
 template <int D, int kVariant, bool kPingpong = true, int kPolyExpEvery = Fp8Tiles<D, kVariant>::kPolyExpEvery,
-          int kExperiment = kNoExperiment>
+          int kExperiment = kNoExperiment, int N = 128>
 int run_fp8_tiles(const Fp8Problem& pr) {
   using T = Fp8Tiles<D, kVariant>;
   constexpr int S = T::kStages, Q = T::kQStages;
   if (pr.out_bf16)
-    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, kPolyExpEvery, kExperiment>>(pr)
-                     : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, kPolyExpEvery, kExperiment>>(pr);
-  if constexpr (kVariant != 0 || !kPingpong || kPolyExpEvery != T::kPolyExpEvery || kExperiment != kNoExperiment) {
+    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, kPolyExpEvery, kExperiment, N>>(pr)
+                     : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, kPolyExpEvery, kExperiment, N>>(pr);
+  if constexpr (kVariant != 0 || !kPingpong || kPolyExpEvery != T::kPolyExpEvery || kExperiment != kNoExperiment ||
+                N != 128) {
     return fail("%s", "FP8 benchmark variants exist for bf16 output only");
   } else {
     return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, false, true, true, kPolyExpEvery>>(pr)
@@ -141,9 +147,11 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 6) return run_fp8_tiles<D, 0, true, 0, kSkipSoftmax>(pr);
     if (variant == 7) return run_fp8_tiles<D, 0, true, 0, kPlainPvWait>(pr);
     if (variant == 9) return run_fp8_tiles<D, 0, true, 0, kSkipKVLoads>(pr);
+    if (variant == 10) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 192>(pr);
+    if (variant == 11) return run_fp8_tiles<D, 0, true, 0, kSkipSoftmax, 192>(pr);
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile; 1, 2 = benchmark "
-                    "variants at d128/d256, 3, 6, 7, 9 at d128)");
+                    "variants at d128/d256, 3, 6, 7, 9, 10, 11 at d128)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);

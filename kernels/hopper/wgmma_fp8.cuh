@@ -46,13 +46,17 @@ __device__ __forceinline__ void gemm_fp8_ss(float (&acc)[N / 2], uint64_t desc_a
   }
 }
 
-// acc(64 x D) += P(64 x K) Vt(D x K)^T: P from registers (K/32 fragments of 4 regs), Vt one K-major SW128 panel of
-// D rows x K bytes (K = 128 keys fills the 128-B row); desc_vt describes the first k32 step.
-template <int K, int D>
+// acc(64 x D) += P(64 x K) Vt(D x K)^T: P from registers (K/32 fragments of 4 regs), Vt in K-major panels of D rows
+// x kPanelKeys bytes (128 keys: SW128, 64 keys: SW64), kPanelBytes apart; desc_vt describes the first k32 step.
+template <int K, int D, int kPanelKeys, uint32_t kPanelBytes>
 __device__ __forceinline__ void gemm_fp8_rs(float (&acc)[D / 2], const uint32_t (&p)[K / 32][4], uint64_t desc_vt) {
-  static_assert(K == 128, "Vt rows are one 128-B swizzled row of keys");
+  static_assert(K % kPanelKeys == 0 && (kPanelKeys == 128 || kPanelKeys == 64), "Vt panels of 128 or 64 keys");
+  constexpr int kStepsPerPanel = kPanelKeys / 32;
 #pragma unroll
-  for (int k = 0; k < K / 32; ++k) WgmmaFp8RS<D>::mma(acc, p[k], desc_advance(desc_vt, k * 32), 1);
+  for (int k = 0; k < K / 32; ++k) {
+    const uint32_t offset = (k / kStepsPerPanel) * kPanelBytes + (k % kStepsPerPanel) * 32;
+    WgmmaFp8RS<D>::mma(acc, p[k], desc_advance(desc_vt, offset), 1);
+  }
 }
 
 // Two fp32 values -> two e4m3 bytes (round to nearest even, saturating), `lo` in the low byte.
