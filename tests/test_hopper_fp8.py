@@ -40,7 +40,7 @@ import torch
 
 import fa3nn
 from fa3nn.backends.base import AttnCall
-from fa3nn.backends.hopper_fp8 import KEY_BLOCK, KEY_BLOCKS, fp8_forward, refusal
+from fa3nn.backends.hopper_fp8 import fp8_forward, key_block, refusal
 from fa3nn.fp8.operands import transpose_v, v_from_vt, vt_starts
 from fa3nn.fp8.quantize import QuantizedQKV, quantize_qkv_tensors
 from fa3nn.fp8.reference import attention_fp8
@@ -222,7 +222,8 @@ def _run_quantized(quantized, causal, scale, out_dtype=torch.bfloat16, variant="
     fp8_forward(quantized.q, quantized.k, transpose_v(quantized.v), quantized.q_descale,
                 quantized.k_descale, quantized.v_descale, quantized.block_q, quantized.block_k, scale, window,
                 out_dtype=out_dtype, out=out, lse=lse, variant=variant)
-    oracle = attention_fp8(quantized, scale, window, out_dtype=out_dtype, block_n=KEY_BLOCKS.get(variant, KEY_BLOCK))
+    oracle = attention_fp8(quantized, scale, window, out_dtype=out_dtype,
+                           block_n=key_block(headdim, quantized.block_k, seqlen_k, variant))
     q_d = _dequantized(quantized.q, quantized.q_descale, quantized.block_q, seqlen_q)
     k_d = _dequantized(quantized.k, quantized.k_descale, quantized.block_k, seqlen_k)
     v_d = _dequantized(quantized.v, quantized.v_descale, quantized.block_k, seqlen_k)
@@ -304,8 +305,22 @@ def test_key_block_192_on_normal_inputs_one_scale_per_sequence(causal, record_pr
 @needs_hopper
 def test_key_block_192_refuses_128_key_descale_tiles():
     quantized = _exact_score_inputs(1, 256, 512, 2, 2, 128, block_k=128)
-    with pytest.raises(RuntimeError, match="multiple of 192"):
+    with pytest.raises(ValueError, match="block_k=128: .* per 192-key block"):
         _run_quantized(quantized, False, 0.25, variant="key_block_192")
+
+
+@pytest.mark.parametrize(
+    "headdim, block_k, max_seqlen_k, variant, expected",
+    [(128, 128, 4096, "full", 128), (128, 192, 4096, "full", 192), (128, 384, 4096, "full", 192),
+     (128, 256, 4096, "full", 128), (128, 4096, 4096, "full", 192), (128, 96, 64, "full", 192),
+     (128, 96, 4096, "full", None), (64, 192, 4096, "full", None), (64, 4096, 4096, "full", 128),
+     (256, 384, 4096, "full", 128), (128, 384, 4096, "key_block_128", 128), (128, 128, 4096, "key_block_192", None),
+     (128, 384, 4096, "no_pingpong", 128)],
+)
+def test_key_block_follows_the_descale_tiles(headdim, block_k, max_seqlen_k, variant, expected):
+    """The kernel (and so the emulation's block_n) a call gets: 192 keys at head dim 128 where the K/V descale tiles
+    allow it (block_k a multiple of 192, or one per sequence), 128 elsewhere, None where no block fits."""
+    assert key_block(headdim, block_k, max_seqlen_k, variant) == expected
 
 
 @pytest.mark.parametrize("heads", ["mha", "gqa"])
@@ -344,13 +359,15 @@ def test_outlier_distribution_and_scale_granularities(headdim, causal, scaling, 
 
 
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("block_k", [256, 384])
 @pytest.mark.gpu
 @needs_hopper
-def test_other_blocks_and_fp16_output(causal, record_property):
-    """Q scale tiles smaller than the kernel's query tile, K/V tiles of two key blocks, fp16 output."""
+def test_other_blocks_and_fp16_output(block_k, causal, record_property):
+    """Q scale tiles smaller than the kernel's query tile, K/V tiles of two key blocks (256: the 128-key kernel;
+    384: the 192-key one), fp16 output."""
     q = _draw((2, 777, 4, 128), "normal")
     k, v = (_draw((2, 901, 2, 128), "normal") for _ in range(2))
-    record_property("errors", _run_dense(q, k, v, causal, block_q=48, block_k=256, out_dtype=torch.float16))
+    record_property("errors", _run_dense(q, k, v, causal, block_q=48, block_k=block_k, out_dtype=torch.float16))
 
 
 def _run_varlen(quantized, vt8, starts, cu_q, cu_k, max_q, max_k, causal, block_q=128, block_k=128):
@@ -364,7 +381,8 @@ def _run_varlen(quantized, vt8, starts, cu_q, cu_k, max_q, max_k, causal, block_
     lse = torch.full((nheads, total_q), float("nan"), dtype=torch.float32, device="cuda")
     fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale, quantized.v_descale,
                 block_q, block_k, scale, window, cu_q, cu_k, max_q, max_k, out=out, lse=lse, vt_starts=starts)
-    oracle = attention_fp8(quantized, scale, window, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, block_n=KEY_BLOCK)
+    oracle = attention_fp8(quantized, scale, window, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                           block_n=key_block(headdim, block_k, max_k))
     # Truth per sequence (fp64 attention of that sequence's dequantized rows), packed like the kernel's output.
     q_d = _dequantized(quantized.q, quantized.q_descale, block_q, total_q, cu_q)
     k_d = _dequantized(quantized.k, quantized.k_descale, block_k, total_k, cu_k)

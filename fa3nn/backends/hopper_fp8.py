@@ -1,7 +1,8 @@
 """The native Hopper FP8 forward (kernels/hopper/flash_fwd_fp8.cuh): e4m3 Q, K, Vᵀ with float32 descales -> out, lse.
 
 Both GEMMs run on the FP8 tensor cores with fp32 accumulation; the rounding points are those of the emulation,
-fa3nn.fp8.reference.attention_fp8 with block_n = KEY_BLOCK (128), which is the oracle the GPU tests compare with.
+fa3nn.fp8.reference.attention_fp8 with block_n = key_block(...) (the kernel's key block: 192 at head dim 128 when
+block_k allows, else 128), which is the oracle the GPU tests compare with.
 
 Layouts (fa3nn.fp8.operands, the contract with the quantization pass; fa3nn.fp8.quantize defines the values):
     q8   e4m3 (batch, seqlen_q, nheads, d)           varlen: (total_q, nheads, d)
@@ -15,8 +16,9 @@ Layouts (fa3nn.fp8.operands, the contract with the quantization pass; fa3nn.fp8.
     vt_starts int32 (batch + 1,), varlen only: FP8Operands.vt_starts (fa3nn.fp8.operands.vt_starts(cu_seqlens_k)).
     q_descale float32 (batch, nheads, ceil(seqlen_q / block_q)); k_descale, v_descale float32 (batch, nheads_kv,
          ceil(seqlen_k / block_k)); varlen: batch = number of sequences, tiles counted from each sequence's start.
-    block_q any positive row count; block_k a multiple of 128 (the kernel's key block) or >= the longest key
-         sequence (one scale per (batch, head) or per tensor reaches the kernel that way).
+    block_q any positive row count; block_k a multiple of the kernel's key block (128; at head dim 128 a multiple of
+         192 selects the 192-key kernel) or >= the longest key sequence (one scale per (batch, head) or per tensor
+         reaches the kernel that way, and selects the 192-key kernel at head dim 128).
     out  (batch, seqlen_q, nheads, d) in out_dtype (bf16 or fp16), lse float32 (batch, nheads, seqlen_q), natural
          log; varlen: out (total_q, nheads, d), lse (nheads, total_q). A row attending no key: zeros, lse = -inf.
 
@@ -32,11 +34,11 @@ import torch
 
 from fa3nn.backends.base import AttnCall
 from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
+from fa3nn.fp8.key_blocks import KEY_BLOCK, native_key_block
 from fa3nn.fp8.operands import VT_PAD, check_vt_starts, padded_keys, vt_columns
 from fa3nn.masks import Window
 
 E4M3 = torch.float8_e4m3fn
-KEY_BLOCK = 128  # the kernel's key block: one k/v descale per block
 SUPPORTED_HEADDIMS = (64, 128, 256)
 OUT_DTYPES = (torch.bfloat16, torch.float16)
 UNMASKED = Window()
@@ -46,18 +48,31 @@ UNMASKED = Window()
 # Fp8Tiles, which gives the measurements behind the defaults).
 # Benchmark variants (kernels/hopper/flash_fwd_fp8_launch.cuh). skip_softmax (P = c S, no exp2) and skip_kv_loads
 # (K/V stages never loaded) compute WRONG outputs: they time the loop without those parts, for benchmarks/NOTES.md
-# only. key_block_192 (d128): key blocks of 192, so block_k must be a multiple of 192 or cover each sequence; its
-# oracle is the emulation with block_n=192 (KEY_BLOCKS).
+# only. key_block_192 / key_block_128 (d128): the 192- or 128-key kernel whatever block_k allows best (key_block).
 VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one_cta_per_tile": 5,
             "skip_softmax": 6, "plain_pv_wait": 7, "skip_kv_loads": 9, "key_block_192": 10,
-            "key_block_192_skip_softmax": 11}
-KEY_BLOCKS = {"key_block_192": 192, "key_block_192_skip_softmax": 192}  # variants whose key block is not KEY_BLOCK
+            "key_block_192_skip_softmax": 11, "key_block_128": 12}
+_FORCED_KEY_BLOCK = {"key_block_128": 128, "key_block_192": 192, "key_block_192_skip_softmax": 192}
+
+
+def key_block(headdim: int, block_k: int, max_seqlen_k: int, variant: str = "full") -> int | None:
+    """Keys per block of the kernel `variant` runs with these descale tiles (the emulation's block_n for it), or
+    None when block_k fits it not: a block must lie in one k/v descale tile. The default (fa3nn.fp8.operands.
+    native_key_block): 192 at head dim 128 where block_k allows it (+8-19% non-causal on the H200, benchmarks/
+    NOTES.md "192-key blocks"), else 128."""
+    def fits(block: int) -> bool:
+        return block_k % block == 0 or block_k >= max_seqlen_k
+
+    if variant == "full":
+        return native_key_block(headdim, block_k, max_seqlen_k)
+    block = _FORCED_KEY_BLOCK.get(variant, KEY_BLOCK)  # the other benchmark variants are 128-key kernels
+    return block if fits(block) else None
 
 
 def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
     """Why the native FP8 forward cannot serve this call (None: it can): fa3nn.dispatch.FP8Path's refusal. `call`
     describes the high-precision inputs (AttnCall.of); block_k is the recipe's K/V scale rows (0: one scale per
-    sequence), which must be a multiple of KEY_BLOCK or >= the longest key sequence (fp8_forward checks it again)."""
+    sequence), which must fit a kernel's key block (key_block; fp8_forward checks it again)."""
     if call.device_type != "cuda" or call.capability != (9, 0):
         return f"needs a Hopper GPU (sm_90), got {call.device_type} {call.capability}"
     if call.dtype not in OUT_DTYPES:
@@ -70,7 +85,7 @@ def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
         return "softcap is not in the native FP8 forward"
     if call.nheads % call.nheads_kv:
         return "nheads must be a multiple of nheads_kv"
-    if block_k % KEY_BLOCK and block_k < max_seqlen_k:
+    if key_block(call.headdim, block_k, max_seqlen_k) is None:
         return f"block_k={block_k} is neither a multiple of {KEY_BLOCK} nor >= the longest key sequence"
     if LIBRARY.get() is None:
         return LIBRARY.error
@@ -170,10 +185,11 @@ def fp8_forward(
         raise ValueError(f"nheads ({nheads}) must be a multiple of nheads_kv ({nheads_kv})")
     if not isinstance(block_q, int) or block_q <= 0:
         raise ValueError(f"block_q must be a positive int, got {block_q!r}")
-    if not isinstance(block_k, int) or block_k <= 0 or (block_k % KEY_BLOCK and block_k < max_seqlen_k):
+    if not isinstance(block_k, int) or block_k <= 0 or key_block(headdim, block_k, max_seqlen_k, variant) is None:
+        block = _FORCED_KEY_BLOCK.get(variant, KEY_BLOCK)
         raise ValueError(
-            f"block_k={block_k!r}: the FP8 kernel needs one k/v descale per {KEY_BLOCK}-key block, so block_k must be "
-            f"a multiple of {KEY_BLOCK} or >= the longest key sequence ({max_seqlen_k})"
+            f"block_k={block_k!r}: the FP8 kernel needs one k/v descale per {block}-key block, so block_k must be "
+            f"a multiple of {block} or >= the longest key sequence ({max_seqlen_k})"
         )
     q_descale = _descale("q_descale", q_descale, batch, nheads, max_seqlen_q, block_q)
     k_descale = _descale("k_descale", k_descale, batch, nheads_kv, max_seqlen_k, block_k)

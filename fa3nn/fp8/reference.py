@@ -21,7 +21,8 @@ Rounding points, in the order a kernel performs them (this module reproduces eac
        accumulate with fewer than fp32's 24 mantissa bits inside one wgmma; over headdim <= 256 the difference is
        far below the e4m3 input rounding, so fp32 here is the oracle, not a bit-exact model.)
     3. S *= q_descale[query tile] * k_descale[key tile] * softmax_scale, in fp32; then softcap and the mask.
-    4. Online softmax over key blocks of `block_n` columns (the kernel's key tile): m = running row max,
+    4. Online softmax over key blocks of `block_n` columns (the native kernel's key block by default, 192 or 128:
+       fa3nn.fp8.operands.native_key_block): m = running row max,
        P = exp(S - m) in fp32 (<= 1), l += rowsum(P) from the fp32 P (before any FP8 rounding).
     5. P8 = e4m3(P * P_SCALE): P <= 1 would waste e4m3's range above 1 and flush probabilities below 2^-9 to zero;
        scaling by 2^8 (FlashAttention-3's max offset of 8 in exp2) maps P into [0, 256], keeps probabilities down
@@ -36,13 +37,22 @@ from __future__ import annotations
 
 import torch
 
+from fa3nn.fp8.key_blocks import KEY_BLOCK, native_key_block
 from fa3nn.fp8.quantize import QuantizedQKV
 from fa3nn.fp8.scaling import E4M3, rows_from_tiles
 from fa3nn.masks import Window
 
 P_SCALE = 256.0  # 2^8: P in [0, 1] -> [0, 256], inside e4m3's 448
 UNMASKED = Window()
-BLOCK_N = 128  # the kernels' key tile for FP8 (FlashAttention-3 uses 128 for headdim 128 with masks)
+BLOCK_N = None  # default block_n: the native kernel's key block for the call (fa3nn.fp8.operands.native_key_block)
+
+
+def _block_n(block_n: int | None, quantized: QuantizedQKV, max_seqlen_k: int) -> int:
+    """block_n as given, or the native kernel's key block for these descale tiles (128 where none fits: the
+    emulation itself takes any block)."""
+    if block_n is not None:
+        return block_n
+    return native_key_block(quantized.q.shape[-1], quantized.block_k, max_seqlen_k) or KEY_BLOCK
 
 
 def _fold(x: torch.Tensor, nheads_kv: int) -> torch.Tensor:
@@ -63,7 +73,7 @@ def attention_fp8_dense(
     window: Window = UNMASKED,
     softcap: float = 0.0,
     out_dtype: torch.dtype = torch.bfloat16,
-    block_n: int = BLOCK_N,
+    block_n: int | None = BLOCK_N,
     p_scale: float = P_SCALE,
     p_dtype: torch.dtype = E4M3,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -75,6 +85,7 @@ def attention_fp8_dense(
     q8, k8, v8 = quantized.q, quantized.k, quantized.v
     batch, seqlen_q, nheads, _ = q8.shape
     seqlen_k, nheads_kv = k8.shape[1], k8.shape[2]
+    block_n = _block_n(block_n, quantized, seqlen_k)
     group = nheads // nheads_kv
     f32 = torch.float32
     q_rows = _fold(q8.to(f32), nheads_kv)  # exact: every e4m3 value is an fp32 value
@@ -124,16 +135,19 @@ def attention_fp8(
     cu_seqlens_q: torch.Tensor | None = None,
     cu_seqlens_k: torch.Tensor | None = None,
     out_dtype: torch.dtype = torch.bfloat16,
-    block_n: int = BLOCK_N,
+    block_n: int | None = BLOCK_N,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """attention_fp8_dense, or for a packed batch (cu_seqlens given) the same per sequence: out (total_q, nheads,
-    dv), lse (nheads, total_q). Descales of sequence i are row i of the (batch, nheads, tiles) descale tensors."""
+    dv), lse (nheads, total_q). Descales of sequence i are row i of the (batch, nheads, tiles) descale tensors.
+    block_n None: the key block the native kernel would walk (for a packed batch: chosen with its longest key
+    sequence, as the kernel chooses)."""
     if cu_seqlens_q is None:
         return attention_fp8_dense(quantized, softmax_scale, window, softcap, out_dtype, block_n)
     q8, k8, v8 = quantized.q, quantized.k, quantized.v
     out = torch.zeros(*q8.shape[:-1], v8.shape[-1], dtype=out_dtype, device=q8.device)
     lse = torch.full((q8.shape[1], q8.shape[0]), float("-inf"), dtype=torch.float32, device=q8.device)
     starts_q, starts_k = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+    block_n = _block_n(block_n, quantized, max((b - a for a, b in zip(starts_k, starts_k[1:])), default=0))
     for i in range(len(starts_q) - 1):
         rows_q, rows_k = slice(starts_q[i], starts_q[i + 1]), slice(starts_k[i], starts_k[i + 1])
         if rows_q.start == rows_q.stop or rows_k.start == rows_k.stop:

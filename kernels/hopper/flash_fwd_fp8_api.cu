@@ -21,7 +21,8 @@ extern "C" {
 // of 16, zeros between sequences; fa3nn/fp8/operands.py); lse (nheads, total_q); batch = number of sequences,
 // seqlen_q/seqlen_k = total_q/total_k, seqlen_k_pad = vt8's column count. Dense calls pass vt_starts null.
 // Descales float32 (batch, nheads, tiles) for q (block_q rows per tile) and (batch, nheads_kv, tiles) for k and v
-// (block_k rows per tile); block_k must be a multiple of 128 or >= max_seqlen_k.
+// (block_k rows per tile); block_k must be a multiple of 128 (or of 192 at head dim 128: the 192-key kernel, which
+// also serves block_k >= max_seqlen_k there) or >= max_seqlen_k.
 // strides: 12 element strides: (batch, row, head) for q8 and k8, (batch, head, d) for vt8, (batch, row, head) for
 // out; the last dim of each must be contiguous. descale_strides: (batch, head) for q, k, v descales.
 // variant: 0 = the default design (persistent launch; d128: a quarter of the exp2s on the FP32 pipe); benchmarks
@@ -37,8 +38,9 @@ int fa3nn_hopper_fp8_fwd(const void* q8, const void* k8, const void* vt8, void* 
                          float softmax_scale, int causal, int out_bf16, int variant, void* stream) {
   if (nheads_kv <= 0 || nheads % nheads_kv != 0) return fail("%s", "nheads must be a multiple of nheads_kv");
   if (block_q <= 0) return fail("%s", "block_q must be positive");
-  if (block_k <= 0 || (block_k % 128 != 0 && block_k < max_seqlen_k))
-    return fail("%s", "block_k must be a multiple of 128 (the kernel's key block) or >= max_seqlen_k");
+  if (block_k <= 0 || (block_k % 128 != 0 && block_k % 192 != 0 && block_k < max_seqlen_k))
+    return fail("%s", "block_k must be a multiple of 128 (the kernel's key block; 192 at head dim 128) or >= "
+                      "max_seqlen_k");
   if (cu_seqlens_q != nullptr && vt_starts == nullptr)
     return fail("%s", "varlen calls need vt_starts (each sequence's first vt8 column, a multiple of 16)");
   if (seqlen_k_pad % 16 != 0 || seqlen_k_pad < seqlen_k)
