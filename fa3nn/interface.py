@@ -183,6 +183,6 @@ def explain(
         check_dense(q, k, v)
     params = _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
     recipe = as_recipe(fp8)
-    block_k = scale_block_k(recipe) if recipe is not None else 0
+    block_k = scale_block_k(recipe, q.shape[-1]) if recipe is not None else 0
     return explain_call(backend, AttnCall.of(q, k, v, params, varlen), fp8=recipe is not None, block_k=block_k,
                         max_seqlen_k=max_seqlen_k if varlen else k.shape[1])

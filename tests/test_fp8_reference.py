@@ -109,9 +109,20 @@ def test_incoherent_processing_pays_on_outliers():
     plain = sqnr_db(run(RECIPES["per_tile"], q, k, v)[0], ref)
     rotated = sqnr_db(run(RECIPES["per_tile_incoherent"], q, k, v)[0], ref)
     assert rotated >= plain + 1.5, f"incoherent {rotated:.2f} dB vs plain {plain:.2f} dB (measured gap 2.5-3.6)"
-    # A different layer's rotation is a different matrix but just as good.
-    other = sqnr_db(run(RECIPES["per_tile_incoherent"], q, k, v, layer_idx=7)[0], ref)
-    assert abs(other - rotated) < 1.0
+
+
+def test_another_layers_rotation_is_as_good():
+    """A different layer's rotation is a different matrix but just as good, on average over draws: one draw's
+    SQNR moves with the rotation (40 draws of this shape, layer 7 vs layer 0: difference -0.00 +- 0.23 dB, largest
+    0.56, with 128- and 192-key tiles alike; a 41st draw gave 1.1 dB with 192-key tiles), so four draws' means are
+    compared (their difference has a spread of ~0.12 dB)."""
+    diffs = []
+    for _ in range(4):
+        q, k, v = (outlier(2, 512, 4, 128) for _ in range(3))
+        ref, _ = attention_ref(q, k, v)
+        first, other = (sqnr_db(run(RECIPES["per_tile_incoherent"], q, k, v, layer_idx=i)[0], ref) for i in (0, 7))
+        diffs.append(other - first)
+    assert abs(sum(diffs) / len(diffs)) < 0.5, f"layer 7 vs layer 0 rotation, per draw: {diffs}"
 
 
 def test_per_tile_scales_are_local():

@@ -14,6 +14,7 @@ import torch
 
 from fa3nn.fp8.config import CurrentScaling, DelayedScaling, PerTileScaling, Recipe
 from fa3nn.fp8.hadamard import HadamardRotation
+from fa3nn.fp8.key_blocks import default_block_k
 from fa3nn.fp8.scaling import E4M3_MAX, amax_to_scale, quantize_rows, tensor_amax, tile_amax
 from fa3nn.fp8.state import DelayedScalingState
 
@@ -87,10 +88,12 @@ def quantize_qkv_tensors(
     return QuantizedQKV(*quantized, *descales, block_q=blocks[0], block_k=blocks[1], amax=amax)
 
 
-def scale_block_k(recipe: Recipe) -> int:
-    """Key rows per K/V scale that recipe_arguments gives the recipe (0: one scale per sequence), without a state:
-    what an FP8 kernel's refusal needs to know before any tensor is quantized."""
-    return recipe.block_k if isinstance(recipe, PerTileScaling) else 0
+def scale_block_k(recipe: Recipe, headdim: int) -> int:
+    """Key rows per K/V scale that recipe_arguments gives the recipe at this head dim (0: one scale per sequence),
+    without a state: what an FP8 kernel's refusal needs to know before any tensor is quantized."""
+    if not isinstance(recipe, PerTileScaling):
+        return 0
+    return recipe.block_k if recipe.block_k is not None else default_block_k(headdim)
 
 
 def recipe_arguments(recipe: Recipe, state: torch.nn.Module | None, q, k, v) -> dict:
@@ -105,7 +108,8 @@ def recipe_arguments(recipe: Recipe, state: torch.nn.Module | None, q, k, v) -> 
                     f"(fa3nn.fp8.make_state(recipe, layer_idx)); got {type(state).__name__}"
                 )
             rotation = state.rotation(q.shape[-1], q.device)
-        return dict(block_q=recipe.block_q, block_k=recipe.block_k, rotation=rotation, tensor_scales=None)
+        return dict(block_q=recipe.block_q, block_k=scale_block_k(recipe, q.shape[-1]), rotation=rotation,
+                    tensor_scales=None)
     if isinstance(recipe, CurrentScaling):
         return dict(block_q=0, block_k=0, rotation=None, tensor_scales=None)
     if isinstance(recipe, DelayedScaling):
