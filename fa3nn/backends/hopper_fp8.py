@@ -34,7 +34,7 @@ import torch
 
 from fa3nn.backends.base import AttnCall
 from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
-from fa3nn.fp8.key_blocks import KEY_BLOCK, native_key_block
+from fa3nn.fp8.key_blocks import KEY_BLOCK, WIDE_KEY_BLOCK, native_key_block
 from fa3nn.fp8.operands import VT_PAD, check_vt_starts, padded_keys, vt_columns
 from fa3nn.masks import Window
 
@@ -57,7 +57,7 @@ _FORCED_KEY_BLOCK = {"key_block_128": 128, "key_block_192": 192, "key_block_192_
 
 def key_block(headdim: int, block_k: int, max_seqlen_k: int, variant: str = "full") -> int | None:
     """Keys per block of the kernel `variant` runs with these descale tiles (the emulation's block_n for it), or
-    None when block_k fits it not: a block must lie in one k/v descale tile. The default (fa3nn.fp8.operands.
+    None when block_k fits it not: a block must lie in one k/v descale tile. The default (fa3nn.fp8.key_blocks.
     native_key_block): 192 at head dim 128 where block_k allows it (+8-19% non-causal on the H200, benchmarks/
     NOTES.md "192-key blocks"), else 128."""
     def fits(block: int) -> bool:
@@ -86,7 +86,10 @@ def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
     if call.nheads % call.nheads_kv:
         return "nheads must be a multiple of nheads_kv"
     if key_block(call.headdim, block_k, max_seqlen_k) is None:
-        return f"block_k={block_k} is neither a multiple of {KEY_BLOCK} nor >= the longest key sequence"
+        wide = WIDE_KEY_BLOCK.get(call.headdim)
+        blocks = f"{KEY_BLOCK} or {wide}" if wide else f"{KEY_BLOCK}"
+        return f"block_k={block_k} is neither a multiple of {blocks} (the kernel's key block) nor >= the longest key " \
+               f"sequence ({max_seqlen_k})"
     if LIBRARY.get() is None:
         return LIBRARY.error
     return None

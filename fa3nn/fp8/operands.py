@@ -40,7 +40,6 @@ permutes per 128-key block, on the path from the P·V wait to the next GEMM issu
 
 `to_operands` builds them from the PyTorch quantization (fa3nn.fp8.quantize), so a kernel can be tested against the
 same numbers on any device; `v_from_vt` undoes the transpose.
-
 """
 
 from __future__ import annotations
@@ -153,4 +152,3 @@ def to_operands(quantized: QuantizedQKV, cu_seqlens_k: torch.Tensor | None = Non
     return FP8Operands(quantized.q, quantized.k, transpose_v(quantized.v, cu_seqlens_k), quantized.q_descale,
                        quantized.k_descale, quantized.v_descale, quantized.block_q, quantized.block_k, quantized.amax,
                        starts)
-

@@ -22,7 +22,7 @@ Rounding points, in the order a kernel performs them (this module reproduces eac
        far below the e4m3 input rounding, so fp32 here is the oracle, not a bit-exact model.)
     3. S *= q_descale[query tile] * k_descale[key tile] * softmax_scale, in fp32; then softcap and the mask.
     4. Online softmax over key blocks of `block_n` columns (the native kernel's key block by default, 192 or 128:
-       fa3nn.fp8.operands.native_key_block): m = running row max,
+       fa3nn.fp8.key_blocks.native_key_block): m = running row max,
        P = exp(S - m) in fp32 (<= 1), l += rowsum(P) from the fp32 P (before any FP8 rounding).
     5. P8 = e4m3(P * P_SCALE): P <= 1 would waste e4m3's range above 1 and flush probabilities below 2^-9 to zero;
        scaling by 2^8 (FlashAttention-3's max offset of 8 in exp2) maps P into [0, 256], keeps probabilities down
@@ -44,7 +44,7 @@ from fa3nn.masks import Window
 
 P_SCALE = 256.0  # 2^8: P in [0, 1] -> [0, 256], inside e4m3's 448
 UNMASKED = Window()
-BLOCK_N = None  # default block_n: the native kernel's key block for the call (fa3nn.fp8.operands.native_key_block)
+BLOCK_N = None  # default block_n: the native kernel's key block for the call (fa3nn.fp8.key_blocks.native_key_block)
 
 
 def _block_n(block_n: int | None, quantized: QuantizedQKV, max_seqlen_k: int) -> int:

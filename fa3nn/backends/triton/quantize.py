@@ -172,9 +172,10 @@ def _quantize_block(X, X8, Scale, Descale, BlockAmax, rotation, block, head, bat
     # so the permutation stays inside the block and the tile holds the same rows.
     in_block = _vt_key_of_column(columns) if TRANSPOSE else columns
     rows = block * rows_per_block + in_block
-    active = block < nblocks
-    active = block < nblocks
-    row_ok = (in_block < rows_per_block) & (rows < tl.where(active, seqlen, 0))
+    if block >= nblocks:  # the grid covers the tensor with the most blocks: nothing here but the amax slot
+        tl.store(BlockAmax + amax_offset, 0.0)
+        return
+    row_ok = (in_block < rows_per_block) & (rows < seqlen)
     src = X + batch.to(tl.int64) * stride_xb + head.to(tl.int64) * stride_xh + seq_start.to(tl.int64) * stride_xs
     y = _load_tile(src, rows, row_ok, stride_xs, rotation, HEADDIM, BLOCK_D, ROWS, ROTATE, KC, PRECISION, FWHT,
                    LOG2_D)
@@ -185,7 +186,7 @@ def _quantize_block(X, X8, Scale, Descale, BlockAmax, rotation, block, head, bat
     tl.store(BlockAmax + amax_offset, amax)
     if OWN_SCALE:
         scale = _scale_from_amax(amax)
-        tl.store(Descale + block, tl.math.div_rn(1.0, scale), mask=active)
+        tl.store(Descale + block, tl.math.div_rn(1.0, scale))
     else:
         scale = tl.load(Scale + amax_offset)
     if STORE:
