@@ -1,7 +1,7 @@
 """Time the fused FP8 quantization pass (fa3nn.backends.triton.quantize.quantize_fused) per Hadamard rotation
-precision, and without rotation, as `flash_attn_func(fp8="per_tile")` runs it: recipe PerTileScaling() (128-row scale
-tiles, incoherent processing), bf16 at the FlashAttention-3 paper's shapes (batch x seqlen = 16384 tokens, nheads x
-headdim = 2048). Timing is scripts/bench.py's time_ms (the "quant ms" columns of its FP8 rows).
+precision, and without rotation, as `flash_attn_func(fp8="per_tile")` runs it: recipe PerTileScaling() (128-row Q
+scale tiles, K/V tiles of the native key block per head dim or --block-k rows, incoherent processing), bf16 at the
+FlashAttention-3 paper's shapes (batch x seqlen = 16384 tokens, nheads x headdim = 2048). Timing is scripts/bench.py's time_ms (the "quant ms" columns of its FP8 rows).
 
 Before timing, each precision's e4m3 Q and K and their descales are compared with the same pass run on Q R and K R
 rotated in fp64 and rounded once to fp32 (rotation=None): the fraction of e4m3 values that differ and the descales'
@@ -32,8 +32,6 @@ from fa3nn.backends.triton.quantize import ROTATE_PRECISION, ROTATE_PRECISIONS, 
 from fa3nn.fp8 import make_state  # noqa: E402
 from fa3nn.fp8.quantize import recipe_arguments  # noqa: E402
 
-RECIPE = PerTileScaling()
-
 
 def distance(got, exact) -> dict:
     """How far one precision's operands are from the fp64 rotation's (module docstring)."""
@@ -49,7 +47,8 @@ def distance(got, exact) -> dict:
 def bench_shape(headdim: int, seqlen: int, args) -> list[dict]:
     batch, nheads = TOKENS // seqlen, WIDTH // headdim
     q, k, v = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    arguments = recipe_arguments(RECIPE, make_state(RECIPE), q, k, v)
+    recipe = PerTileScaling(block_k=args.block_k)
+    arguments = recipe_arguments(recipe, make_state(recipe), q, k, v)
     rotation = arguments.pop("rotation")
     rotated = [(x.double() @ rotation.double()).float() for x in (q, k)]
     exact = quantize_fused(*rotated, v, **arguments, rotation=None)
@@ -78,6 +77,8 @@ def main() -> None:
     parser.add_argument("--headdims", nargs="+", type=int, default=[128, 256, 64])
     parser.add_argument("--seqlens", nargs="+", type=int, default=[16384, 8192])
     parser.add_argument("--precisions", nargs="+", choices=ROTATE_PRECISIONS, default=list(ROTATE_PRECISIONS))
+    parser.add_argument("--block-k", type=int, default=None,
+                        help="K/V rows per scale (default: the recipe's, the native key block per head dim)")
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--json", type=Path, default=None)
