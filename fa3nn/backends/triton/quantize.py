@@ -154,34 +154,67 @@ def _scale_from_amax(amax):
 
 
 @triton.jit
+def _block_part(X, rotation, block, part0, rows_per_block, seqlen, src, stride_xs,
+                HEADDIM: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr, ROTATE: tl.constexpr,
+                TRANSPOSE: tl.constexpr, KC: tl.constexpr, PRECISION: tl.constexpr, FWHT: tl.constexpr,
+                LOG2_D: tl.constexpr):
+    """Rows [part0, part0 + ROWS) of the block, as (columns, rows, row_ok, fp32 values, amax, has_nan)."""
+    columns = part0 + tl.arange(0, ROWS)
+    # V (TRANSPOSE): tile row j is the key that Vᵀ column block * rows_per_block + j holds (16-key group order,
+    # fa3nn.fp8.operands), so the transposed store below writes contiguous columns. Blocks and parts start at
+    # multiples of 16 rows (quantize_fused requires block_k = 0 or a multiple of 16; with 0 a sequence is one
+    # block, at row 0), so the permutation stays inside the part and the part holds the same rows.
+    in_block = _vt_key_of_column(columns) if TRANSPOSE else columns
+    rows = block * rows_per_block + in_block
+    row_ok = (in_block < rows_per_block) & (rows < seqlen)
+    y = _load_tile(src, rows, row_ok, stride_xs, rotation, HEADDIM, BLOCK_D, ROWS, ROTATE, KC, PRECISION, FWHT,
+                   LOG2_D)
+    amax = tl.max(tl.max(tl.abs(y), 1), 0)
+    has_nan = tl.max(tl.max((y != y).to(tl.int32), 1), 0) > 0  # tl.max drops NaN; torch's amax keeps it
+    return columns, rows, row_ok, y, amax, has_nan
+
+
+@triton.jit
+def _store_part(X8, dst, columns, rows, row_ok, y, scale, block, rows_per_block, out_start, stride_os,
+                HEADDIM: tl.constexpr, BLOCK_D: tl.constexpr, TRANSPOSE: tl.constexpr, SOFTWARE_CAST: tl.constexpr):
+    x8 = _to_e4m3(y * scale, SOFTWARE_CAST)
+    offs_d = tl.arange(0, BLOCK_D)
+    if TRANSPOSE:  # (dim, keys): stride_os is the dim stride here, keys are contiguous
+        ptrs = dst + offs_d[:, None] * stride_os + (out_start + block * rows_per_block + columns)[None, :]
+        tl.store(ptrs, tl.trans(x8), mask=row_ok[None, :] & (offs_d[:, None] < HEADDIM))
+    else:
+        ptrs = dst + (out_start + rows)[:, None].to(tl.int64) * stride_os + offs_d[None, :]
+        tl.store(ptrs, x8, mask=row_ok[:, None] & (offs_d[None, :] < HEADDIM))
+
+
+@triton.jit
 def _quantize_block(X, X8, Scale, Descale, BlockAmax, rotation, block, head, batch, seq_start, out_start, seqlen,
                     nblocks, rows_per_block, amax_offset, stride_xb, stride_xs, stride_xh, stride_ob, stride_os,
                     stride_oh,
-                    HEADDIM: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr, ROTATE: tl.constexpr,
-                    TRANSPOSE: tl.constexpr, OWN_SCALE: tl.constexpr, STORE: tl.constexpr, KC: tl.constexpr,
-                    PRECISION: tl.constexpr, FWHT: tl.constexpr, LOG2_D: tl.constexpr,
+                    HEADDIM: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr, ROWS2: tl.constexpr,
+                    ROTATE: tl.constexpr, TRANSPOSE: tl.constexpr, OWN_SCALE: tl.constexpr, STORE: tl.constexpr,
+                    KC: tl.constexpr, PRECISION: tl.constexpr, FWHT: tl.constexpr, LOG2_D: tl.constexpr,
                     SOFTWARE_CAST: tl.constexpr):
-    """Rows [block * rows_per_block, +rows_per_block) of one head. Writes the block's amax; with OWN_SCALE the
-    block is a scale tile (its descale goes to Descale[batch, head, block]), else its scale is read from Scale
-    (laid out like BlockAmax); with STORE the e4m3 rows (TRANSPOSE: as (dim, keys) with keys contiguous). The
-    rows are read from row seq_start of X and written from row (TRANSPOSE: column) out_start of X8."""
-    columns = tl.arange(0, ROWS)
-    # V (TRANSPOSE): tile row j is the key that Vᵀ column block * rows_per_block + j holds (16-key group order,
-    # fa3nn.fp8.operands), so the transposed store below writes contiguous columns. Blocks start at multiples of
-    # 16 rows (quantize_fused requires block_k = 0 or a multiple of 16; with 0 a sequence is one block, at row 0),
-    # so the permutation stays inside the block and the tile holds the same rows.
-    in_block = _vt_key_of_column(columns) if TRANSPOSE else columns
-    rows = block * rows_per_block + in_block
+    """Rows [block * rows_per_block, +rows_per_block) of one head, in a part of ROWS rows and (ROWS2 > 0) a second
+    of ROWS2 rows after it: a 192-row block is 128 + 64 rows, not a 256-row tile with 64 masked rows (which, with
+    the 16 warps a 256-row tile needs for the whole launch, took the pass from 0.134 to 0.20-0.25 ms at head dim 128
+    on the H200). Writes the block's amax; with OWN_SCALE the block is a scale tile (its descale goes to
+    Descale[batch, head, block]), else its scale is read from Scale (laid out like BlockAmax); with STORE the e4m3
+    rows (TRANSPOSE: as (dim, keys) with keys contiguous). The rows are read from row seq_start of X and written
+    from row (TRANSPOSE: column) out_start of X8."""
     if block >= nblocks:  # the grid covers the tensor with the most blocks: nothing here but the amax slot
         tl.store(BlockAmax + amax_offset, 0.0)
         return
-    row_ok = (in_block < rows_per_block) & (rows < seqlen)
     src = X + batch.to(tl.int64) * stride_xb + head.to(tl.int64) * stride_xh + seq_start.to(tl.int64) * stride_xs
-    y = _load_tile(src, rows, row_ok, stride_xs, rotation, HEADDIM, BLOCK_D, ROWS, ROTATE, KC, PRECISION, FWHT,
-                   LOG2_D)
-    magnitude = tl.abs(y)
-    amax = tl.max(tl.max(magnitude, 1), 0)
-    has_nan = tl.max(tl.max((y != y).to(tl.int32), 1), 0) > 0  # tl.max drops NaN; torch's amax keeps it
+    columns, rows, row_ok, y, amax, has_nan = _block_part(
+        X, rotation, block, 0, rows_per_block, seqlen, src, stride_xs, HEADDIM, BLOCK_D, ROWS, ROTATE, TRANSPOSE, KC,
+        PRECISION, FWHT, LOG2_D)
+    if ROWS2 > 0:
+        columns2, rows2, row_ok2, y2, amax2, has_nan2 = _block_part(
+            X, rotation, block, ROWS, rows_per_block, seqlen, src, stride_xs, HEADDIM, BLOCK_D, ROWS2, ROTATE,
+            TRANSPOSE, KC, PRECISION, FWHT, LOG2_D)
+        amax = tl.maximum(amax, amax2)
+        has_nan = has_nan | has_nan2
     amax = tl.where(has_nan, float("nan"), amax)
     tl.store(BlockAmax + amax_offset, amax)
     if OWN_SCALE:
@@ -190,15 +223,12 @@ def _quantize_block(X, X8, Scale, Descale, BlockAmax, rotation, block, head, bat
     else:
         scale = tl.load(Scale + amax_offset)
     if STORE:
-        x8 = _to_e4m3(y * scale, SOFTWARE_CAST)
-        offs_d = tl.arange(0, BLOCK_D)
         dst = X8 + batch.to(tl.int64) * stride_ob + head.to(tl.int64) * stride_oh
-        if TRANSPOSE:  # (dim, keys): stride_os is the dim stride here, keys are contiguous
-            ptrs = dst + offs_d[:, None] * stride_os + (out_start + block * rows_per_block + columns)[None, :]
-            tl.store(ptrs, tl.trans(x8), mask=row_ok[None, :] & (offs_d[:, None] < HEADDIM))
-        else:
-            ptrs = dst + (out_start + rows)[:, None].to(tl.int64) * stride_os + offs_d[None, :]
-            tl.store(ptrs, x8, mask=row_ok[:, None] & (offs_d[None, :] < HEADDIM))
+        _store_part(X8, dst, columns, rows, row_ok, y, scale, block, rows_per_block, out_start, stride_os, HEADDIM,
+                    BLOCK_D, TRANSPOSE, SOFTWARE_CAST)
+        if ROWS2 > 0:
+            _store_part(X8, dst, columns2, rows2, row_ok2, y2, scale, block, rows_per_block, out_start, stride_os,
+                        HEADDIM, BLOCK_D, TRANSPOSE, SOFTWARE_CAST)
 
 
 @triton.jit
@@ -229,7 +259,8 @@ def _quantize_qkv_kernel(
     stride_dqb, stride_dqh, stride_dkb, stride_dkh,
     seqlen_q, seqlen_k, nheads, nheads_kv, rows_q, rows_k, nblocks_q, nblocks_k,
     HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-    ROWS_Q: tl.constexpr, ROWS_K: tl.constexpr, ROTATE: tl.constexpr, OWN_SCALE: tl.constexpr,
+    ROWS_Q: tl.constexpr, ROWS_K: tl.constexpr, ROWS2_Q: tl.constexpr, ROWS2_K: tl.constexpr,
+    ROTATE: tl.constexpr, OWN_SCALE: tl.constexpr,
     STORE: tl.constexpr, IS_VARLEN: tl.constexpr, KC: tl.constexpr, PRECISION: tl.constexpr, FWHT: tl.constexpr,
     LOG2_D: tl.constexpr, SOFTWARE_CAST: tl.constexpr,
 ):
@@ -244,14 +275,14 @@ def _quantize_qkv_kernel(
         start, seqlen = _seq(cu_seqlens_q, batch, seqlen_q, IS_VARLEN)
         _quantize_block(Q, Q8, Scale, DescaleQ + batch * stride_dqb + slot * stride_dqh, BlockAmax, Rotation,
                         block, slot, batch, start, start, seqlen, nblocks_q, rows_q, amax_offset, stride_qb, stride_qs,
-                        stride_qh, stride_q8b, stride_q8s, stride_q8h, HEADDIM, BLOCK_D, ROWS_Q, ROTATE, False,
+                        stride_qh, stride_q8b, stride_q8s, stride_q8h, HEADDIM, BLOCK_D, ROWS_Q, ROWS2_Q, ROTATE, False,
                         OWN_SCALE, STORE, KC, PRECISION, FWHT, LOG2_D, SOFTWARE_CAST)
     elif slot < nheads + nheads_kv:
         head = slot - nheads
         start, seqlen = _seq(cu_seqlens_k, batch, seqlen_k, IS_VARLEN)
         _quantize_block(K, K8, Scale, DescaleK + batch * stride_dkb + head * stride_dkh, BlockAmax, Rotation,
                         block, head, batch, start, start, seqlen, nblocks_k, rows_k, amax_offset, stride_kb, stride_ks,
-                        stride_kh, stride_k8b, stride_k8s, stride_k8h, HEADDIM, BLOCK_D, ROWS_K, ROTATE, False,
+                        stride_kh, stride_k8b, stride_k8s, stride_k8h, HEADDIM, BLOCK_D, ROWS_K, ROWS2_K, ROTATE, False,
                         OWN_SCALE, STORE, KC, PRECISION, FWHT, LOG2_D, SOFTWARE_CAST)
     else:
         head = slot - nheads - nheads_kv
@@ -259,8 +290,8 @@ def _quantize_qkv_kernel(
         column = tl.load(vt_starts + batch) if IS_VARLEN else start
         _quantize_block(V, VT8, Scale, DescaleV + batch * stride_dkb + head * stride_dkh, BlockAmax, Rotation,
                         block, head, batch, start, column, seqlen, nblocks_k, rows_k, amax_offset, stride_vb, stride_vs,
-                        stride_vh, stride_vtb, stride_vtd, stride_vth, HEADDIM_V, BLOCK_DV, ROWS_K, False, True,
-                        OWN_SCALE, STORE, KC, PRECISION, FWHT, LOG2_D, SOFTWARE_CAST)
+                        stride_vh, stride_vtb, stride_vtd, stride_vth, HEADDIM_V, BLOCK_DV, ROWS_K, ROWS2_K, False,
+                        True, OWN_SCALE, STORE, KC, PRECISION, FWHT, LOG2_D, SOFTWARE_CAST)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -281,6 +312,16 @@ def _num_warps(rows: int, block_d: int) -> int:
     return max(4, min(16, rows * block_d // 2048))
 
 
+def _parts(rows: int) -> tuple[int, int]:
+    """(ROWS, ROWS2) of a program's block of `rows` rows: 2^n + 2^(n-1) rows (192 = 128 + 64: the K/V tile of the
+    d128 FP8 default) are two power-of-two parts, any other count one part rounded up to a power of two (rows past
+    the block masked)."""
+    high = triton.next_power_of_2(rows) // 2
+    if rows >= 48 and rows == high + high // 2:
+        return high, high // 2
+    return max(16, triton.next_power_of_2(rows)), 0
+
+
 class _Plan:
     """Row blocks of one tensor: rows_per_tile (scale tile), rows_per_block (one program), blocks per tile."""
 
@@ -295,8 +336,8 @@ class _Plan:
         self.nblocks = self.tiles * self.blocks_per_tile
 
     @property
-    def rows_pow2(self) -> int:
-        return max(16, triton.next_power_of_2(self.rows_per_block))
+    def parts(self) -> tuple[int, int]:
+        return _parts(self.rows_per_block)
 
 
 def quantize_fused(
@@ -336,7 +377,7 @@ def quantize_fused(
     widest = block_d if rotation is not None else max(block_d, block_dv)
     tile_rows = max(_Plan(seqlen_q, block_q, True).rows_per_tile, _Plan(seqlen_k, block_k, True).rows_per_tile)
     limit = MAX_ROTATED_TILE_ELEMENTS if rotation is not None and not fwht else MAX_TILE_ELEMENTS
-    own_scale = tensor_scales is None and triton.next_power_of_2(tile_rows) * widest <= limit
+    own_scale = tensor_scales is None and sum(_parts(tile_rows)) * widest <= limit
     plan_q, plan_k = _Plan(seqlen_q, block_q, own_scale), _Plan(seqlen_k, block_k, own_scale)
     slots = nheads + 2 * nheads_kv
     grid = (max(plan_q.nblocks, plan_k.nblocks), slots, batch)
@@ -358,7 +399,7 @@ def quantize_fused(
     slices = (slice(0, nheads), slice(nheads, nheads + nheads_kv), slice(nheads + nheads_kv, slots))
 
     def launch(scale: torch.Tensor, own: bool, store: bool) -> None:
-        rows = max(plan_q.rows_pow2, plan_k.rows_pow2)
+        rows = max(plan_q.parts[0], plan_k.parts[0])
         cu_q = cu_seqlens_q if varlen else q
         cu_k = cu_seqlens_k if varlen else k
         strides = []
@@ -370,8 +411,9 @@ def quantize_fused(
             q, k, v, q8, k8, vt8, rotation if rotation is not None else q, scale, *descales, block_amax, cu_q, cu_k,
             starts if varlen else q, *strides, seqlen_q, seqlen_k, nheads, nheads_kv, plan_q.rows_per_block,
             plan_k.rows_per_block, plan_q.nblocks, plan_k.nblocks,
-            HEADDIM=headdim, HEADDIM_V=headdim_v, BLOCK_D=block_d, BLOCK_DV=block_dv, ROWS_Q=plan_q.rows_pow2,
-            ROWS_K=plan_k.rows_pow2, ROTATE=rotation is not None, OWN_SCALE=own, STORE=store, IS_VARLEN=varlen,
+            HEADDIM=headdim, HEADDIM_V=headdim_v, BLOCK_D=block_d, BLOCK_DV=block_dv, ROWS_Q=plan_q.parts[0],
+            ROWS_K=plan_k.parts[0], ROWS2_Q=plan_q.parts[1], ROWS2_K=plan_k.parts[1], ROTATE=rotation is not None,
+            OWN_SCALE=own, STORE=store, IS_VARLEN=varlen,
             KC=min(block_d, 32), PRECISION="tf32x3" if fwht else rotate_precision, FWHT=fwht,
             LOG2_D=block_d.bit_length() - 1, SOFTWARE_CAST=device.type == "cpu",
             num_warps=_num_warps(rows, max(block_d, block_dv)),
