@@ -4,7 +4,8 @@
         python scripts/hopper_profile_case.py --kernel fwd --headdim 128 --seqlen 16384
 
 --kernel fwd: the bf16 forward (flash_fwd_kernel); fp8: the FP8 forward on inputs already quantized with per-tile
-scales, 128-row tiles (flash_fwd_fp8_kernel); bwd: the bf16 backward with its default variant (flash_bwd_kernel,
+scales, 128-row Q tiles and K/V tiles of --block-k rows (default: the recipe's, 192 at head dim 128, else 128; the
+kernel's key block follows, fa3nn.fp8.key_blocks) (flash_fwd_fp8_kernel); bwd: the bf16 backward with its default variant (flash_bwd_kernel,
 between its preprocess and postprocess kernels).
 """
 
@@ -15,6 +16,7 @@ import torch
 from fa3nn.backends import hopper_bwd
 from fa3nn.backends.hopper import launch
 from fa3nn.backends.hopper_fp8 import fp8_forward
+from fa3nn.fp8.key_blocks import default_block_k
 from fa3nn.fp8.operands import transpose_v
 from fa3nn.fp8.quantize import quantize_qkv_tensors
 from fa3nn.masks import Window
@@ -25,6 +27,7 @@ parser.add_argument("--headdim", type=int, default=128)
 parser.add_argument("--seqlen", type=int, default=16384)
 parser.add_argument("--causal", action="store_true")
 parser.add_argument("--calls", type=int, default=3)
+parser.add_argument("--block-k", type=int, default=None)
 args = parser.parse_args()
 batch, nheads = 16384 // args.seqlen, 2048 // args.headdim
 scale = args.headdim**-0.5
@@ -33,13 +36,14 @@ if args.kernel == "fwd":
     def call():
         launch(q, k, v, scale, args.causal)
 elif args.kernel == "fp8":
-    quantized = quantize_qkv_tensors(q, k, v, 128, 128)
+    block_k = args.block_k or default_block_k(args.headdim)
+    quantized = quantize_qkv_tensors(q, k, v, 128, block_k)
     vt8 = transpose_v(quantized.v)
     window = Window(-1, 0) if args.causal else Window()
 
     def call():
         fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale, quantized.v_descale,
-                    128, 128, scale, window)
+                    128, block_k, scale, window)
 else:
     out, lse = launch(q, k, v, scale, args.causal)
     dout = torch.randn_like(q)
