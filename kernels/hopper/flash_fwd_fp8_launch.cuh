@@ -35,9 +35,9 @@ struct Fp8Problem {
 template <class Cfg>
 int launch_fp8(const Fp8Problem& pr) {
   if (pr.block_k % Cfg::kBlockN != 0 && pr.block_k < pr.max_seqlen_k)
-    return fail("%s", Cfg::kBlockN == 128 ? "block_k must be a multiple of 128 (the kernel's key block) or >= max_seqlen_k"
-                                          : "block_k must be a multiple of 192 (this variant's key block) or >= "
-                                            "max_seqlen_k");
+    return fail("%s", Cfg::kBlockN == 128
+                          ? "block_k must be a multiple of 128 (the kernel's key block) or >= max_seqlen_k"
+                          : "block_k must be a multiple of 192 (this variant's key block) or >= max_seqlen_k");
   const bool varlen = pr.cu_seqlens_q != nullptr;
   const int64_t map_batch = varlen ? 1 : pr.batch;
   const int64_t* st = pr.strides;
@@ -91,9 +91,9 @@ int launch_fp8(const Fp8Problem& pr) {
   return check_launch("kernel launch: %s");
 }
 
-// K/V stages and Q stages per head dim (key blocks are always 128: the PerTileScaling tile). An FP8 key block costs
-// half the tensor-core time of a bf16 one while its TMA latency stays, so d64/d128 take a third K/V stage where the
-// bf16 kernel keeps two; d256 has room for two (Q 2 x 32 KB + K, Vt 2 x 2 x 32 KB = 192 KB).
+// K/V stages and Q stages per head dim (key blocks of 128, or 192 at head dim 128: run_fp8_headdim). An FP8 key
+// block costs half the tensor-core time of a bf16 one while its TMA latency stays, so d64/d128 take a third K/V stage
+// where the bf16 kernel keeps two; d256 has room for two (Q 2 x 32 KB + K, Vt 2 x 2 x 32 KB = 192 KB).
 // kPolyExpEvery: every kPolyExpEvery-th score's exp2 on the FP32 pipe (exp2_poly), the rest on MUFU; 0 = all on MUFU.
 // All on MUFU everywhere; the d128 choice is open. A quarter on the FP32 pipe at d128 won +0.4-18% in one run (16:48
 // UTC 2026-11-30), lost at 16k in the next (19:37 UTC: 588 vs 669 TFLOP/s non-causal, 611 vs 647 causal) and won
