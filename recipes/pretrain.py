@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import faulthandler
 import sys
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from fa3nn_train.metrics_logger import MetricsLogger, format_line  # noqa: E402
 from fa3nn_train.model import build_model, flops_per_token, loss_sum  # noqa: E402
 from fa3nn_train.optim import build_optimizer, build_scheduler  # noqa: E402
 from fa3nn_train.runtime import make_accelerator, start_trackers  # noqa: E402
+from fa3nn_train.stall_watch import StallWatch  # noqa: E402
 from fa3nn_train.tokenizer import load_tokenizer  # noqa: E402
 
 import fa3nn  # noqa: E402
@@ -102,11 +102,10 @@ def main(argv=None, keep_process_group: bool = False) -> list[dict]:
     # Host-side stall finder. The stall it was added for (6-10 s every 42nd step of llama-1b on 2 H200s) was the
     # block shuffle buffer refilling at each epoch end, fixed in data.BlockStream.
     stall_file = (run_dir / f"stalls-rank{rank}.txt").open("a") if run.stall_dump_s > 0 else None
+    stall_watch = StallWatch(run.stall_dump_s, stall_file) if stall_file is not None else None
     for step in range(start_step, run.max_steps):
-        if stall_file is not None:  # stacks of every thread if this step is still running after stall_dump_s
-            stall_file.write(f"step {step + 1} started\n")
-            stall_file.flush()
-            faulthandler.dump_traceback_later(run.stall_dump_s, file=stall_file)
+        if stall_watch is not None:  # stacks of every thread if this step is still running after stall_dump_s
+            stall_watch.arm(step + 1)
         micro, global_targets = next(batches)
         micro = [batch.to(device) for batch in micro]
         loss_total = torch.zeros((), device=device)
@@ -136,8 +135,8 @@ def main(argv=None, keep_process_group: bool = False) -> list[dict]:
             save_checkpoint(accelerator, run_dir, done, model, optimizer, scheduler,
                             {**state, "config": config.to_dict(), "world_size": world}, run.keep_checkpoints)
             logger.start_window(done)  # leave checkpoint I/O out of tokens/s
-        if stall_file is not None:
-            faulthandler.cancel_dump_traceback_later()
+        if stall_watch is not None:
+            stall_watch.disarm()
         progress.update(1)
     batches.close()  # stops and joins the prefetch thread before the process group and the process go away
     if stall_file is not None:

@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "recipes"))
 from fa3nn_train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint  # noqa: E402
 from fa3nn_train.config import ConfigError, load_config  # noqa: E402
 from fa3nn_train.data import IGNORE_INDEX, micro_batches, pack_blocks  # noqa: E402
+from fa3nn_train.stall_watch import StallWatch  # noqa: E402
 
 # A 0.1M-parameter model on 0.5 MB of the stdlib corpus: seconds per run.
 SMALL = [
@@ -96,6 +97,25 @@ def test_stall_dump_writes_the_stacks_of_a_slow_step(tmp_path, cache_dir):
     assert dump.count("Timeout (0:00:00") == 2 and "pretrain.py" in dump, dump[:2000]
     with pytest.raises(ConfigError, match="run.stall_dump_s must be >= 0"):
         load_config("tiny", ["run.stall_dump_s=-1"])
+
+
+def test_stall_watch_dumps_only_a_step_that_outlasts_it():
+    """One dump for a step that runs past the timeout (the main thread's stack, this file in it); none for a step
+    disarmed in time, nor later from its cancelled timer."""
+    import io
+    import time
+
+    out = io.StringIO()
+    watch = StallWatch(0.02, out)
+    watch.arm(1)
+    time.sleep(0.2)
+    watch.disarm()
+    watch.arm(2)
+    watch.disarm()
+    time.sleep(0.1)
+    text = out.getvalue()
+    assert text.startswith("step 1 started\nTimeout (0:00:00.020000)!\n") and text.count("Timeout (") == 1
+    assert "test_pretrain.py" in text and text.endswith("step 2 started\n"), text
 
 
 def test_two_processes_match_one(tmp_path, cache_dir):

@@ -132,7 +132,7 @@ class RunConfig:
     wandb_project: str = "fa3nn-pretrain"
     warmup_steps_excluded: int = 2  # first steps left out of tokens/s (allocation, compilation)
     # > 0: a step that runs longer than this many seconds writes every thread's Python stack to
-    # run_dir/stalls-rank{R}.txt (faulthandler), to find host-side stalls; 0: off
+    # run_dir/stalls-rank{R}.txt (fa3nn_train.stall_watch), to find host-side stalls; 0: off
     stall_dump_s: float = 0.0
 
     def check(self) -> None:
