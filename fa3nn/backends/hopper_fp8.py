@@ -48,11 +48,13 @@ UNMASKED = Window()
 # Fp8Tiles, which gives the measurements behind the defaults).
 # Benchmark variants (kernels/hopper/flash_fwd_fp8_launch.cuh). skip_softmax (P = c S, no exp2) and skip_kv_loads
 # (K/V stages never loaded) compute WRONG outputs: they time the loop without those parts, for benchmarks/NOTES.md
-# only. key_block_192 / key_block_128 (d128): the 192- or 128-key kernel whatever block_k allows best (key_block).
+# only. key_block_192 / key_block_128 (d128): the 192- or 128-key kernel whatever block_k allows best (key_block);
+# key_block_192_poly_exp2: the 192-key kernel with a quarter of its exp2s on the FP32 pipe.
 VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one_cta_per_tile": 5,
             "skip_softmax": 6, "plain_pv_wait": 7, "skip_kv_loads": 9, "key_block_192": 10,
-            "key_block_192_skip_softmax": 11, "key_block_128": 12}
-_FORCED_KEY_BLOCK = {"key_block_128": 128, "key_block_192": 192, "key_block_192_skip_softmax": 192}
+            "key_block_192_skip_softmax": 11, "key_block_128": 12, "key_block_192_poly_exp2": 13}
+_FORCED_KEY_BLOCK = {"key_block_128": 128, "key_block_192": 192, "key_block_192_skip_softmax": 192,
+                     "key_block_192_poly_exp2": 192}
 
 
 def key_block(headdim: int, block_k: int, max_seqlen_k: int, variant: str = "full") -> int | None:
