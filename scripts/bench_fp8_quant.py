@@ -1,7 +1,8 @@
 """Time the fused FP8 quantization pass (fa3nn.backends.triton.quantize.quantize_fused) per Hadamard rotation
 precision, and without rotation, as `flash_attn_func(fp8="per_tile")` runs it: recipe PerTileScaling() (128-row Q
 scale tiles, K/V tiles of the native key block per head dim or --block-k rows, incoherent processing), bf16 at the
-FlashAttention-3 paper's shapes (batch x seqlen = 16384 tokens, nheads x headdim = 2048). Timing is scripts/bench.py's time_ms (the "quant ms" columns of its FP8 rows).
+FlashAttention-3 paper's shapes (batch x seqlen = 16384 tokens, nheads x headdim = 2048). Timing is
+scripts/bench.py's time_ms (the "quant ms" columns of its FP8 rows).
 
 Before timing, each precision's e4m3 Q and K and their descales are compared with the same pass run on Q R and K R
 rotated in fp64 and rounded once to fp32 (rotation=None): the fraction of e4m3 values that differ and the descales'

@@ -3,10 +3,10 @@
     ncu --clock-control none -k regex:flash_fwd_kernel --launch-skip 2 --launch-count 1 --set full \\
         python scripts/hopper_profile_case.py --kernel fwd --headdim 128 --seqlen 16384
 
---kernel fwd: the bf16 forward (flash_fwd_kernel); fp8: the FP8 forward on inputs already quantized with per-tile
-scales, 128-row Q tiles and K/V tiles of --block-k rows (default: the recipe's, 192 at head dim 128, else 128; the
-kernel's key block follows, fa3nn.fp8.key_blocks) (flash_fwd_fp8_kernel); bwd: the bf16 backward with its default variant (flash_bwd_kernel,
-between its preprocess and postprocess kernels).
+--kernel fwd: the bf16 forward (flash_fwd_kernel); fp8: the FP8 forward (flash_fwd_fp8_kernel) on inputs already
+quantized with per-tile scales, 128-row Q tiles and K/V tiles of --block-k rows (default: the recipe's, 192 at head
+dim 128, else 128; the kernel's key block follows, fa3nn.fp8.key_blocks); bwd: the bf16 backward with its default
+variant (flash_bwd_kernel, between its preprocess and postprocess kernels).
 """
 
 import argparse
