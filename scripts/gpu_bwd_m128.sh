@@ -8,7 +8,6 @@
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-bwd-m128
-stamp() { echo "[$SECONDS s] $*"; }
 
 stamp tests
 timeout 240 python -m pytest -m gpu -n 8 -v -rfE -p no:cacheprovider tests/test_hopper_bwd.py tests/test_api.py \

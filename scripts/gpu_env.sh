@@ -7,6 +7,7 @@
 #   gpu_log_summary LOG    a pytest -v log's PASSED count, its first 15 failures/errors and its last line
 #   gpu_archive NAME       everything in $out into $out/NAME (tar.gz) and the rest deleted: the device tool returns
 #                          only a few files
+#   stamp TEXT             "[<seconds since the script started> s] TEXT": where a call's time went
 gpu_setup() {
     out=${OUT:-$1}
     mkdir -p "$out"
@@ -31,3 +32,5 @@ gpu_archive() {
     tar czf "$out/$1" -C "$out" $(cd "$out" && ls | grep -vx "$1")
     (cd "$out" && ls | grep -vx "$1" | xargs rm -rf)
 }
+
+stamp() { echo "[$SECONDS s] $*"; }

@@ -7,7 +7,6 @@
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-atomicdq
-stamp() { echo "[$SECONDS s] $*"; }
 stamp tests
 timeout 150 python -m pytest -m gpu -n 8 -v -rfE -p no:cacheprovider tests/test_triton_gpu.py \
     -k "atomic or determin" > "$out/tests.log" 2>&1

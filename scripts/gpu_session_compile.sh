@@ -12,7 +12,6 @@ train_s=${2:-480}
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-compile
 gpu_wheels /tmp/site "*.whl"
-stamp() { echo "[$SECONDS s] $*"; }
 stamp fp8
 timeout 60 python3 scripts/bench_hopper_fp8.py --json "$out/fp8.json" --headdims 128 256 --seqlens 8192 16384 \
     --reps 8 --iters 10 --variants plain_pv_wait --compare base=build/base/libfa3nn_hopper.so > "$out/fp8.log" 2>&1

@@ -12,7 +12,6 @@ fwd_s=${3:-200}
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-fp8probe
 base=build/base/libfa3nn_hopper.so
-stamp() { echo "[$SECONDS s] $*"; }
 
 stamp tests
 timeout "$tests_s" python -m pytest -m gpu -n 8 -v -rfE -p no:cacheprovider tests/test_hopper_fp8.py \

@@ -5,7 +5,6 @@
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-fwdstore
-stamp() { echo "[$SECONDS s] $*"; }
 stamp tests
 timeout 100 python -m pytest -m gpu -n 8 -q -rfE -p no:cacheprovider tests/test_hopper.py > "$out/tests.log" 2>&1
 echo "tests rc $?"; tail -n 3 "$out/tests.log"

@@ -8,7 +8,6 @@ set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-kb192
 gpu_wheels "$out/wheels" "nvidia_cudnn_frontend-*.whl"
-stamp() { echo "[$SECONDS s] $*"; }
 stamp tests
 timeout 120 python -m pytest -m gpu -n 8 -v -rfE -p no:cacheprovider tests/test_hopper_fp8.py > "$out/tests.log" 2>&1
 echo "tests rc $?"; gpu_log_summary "$out/tests.log"

@@ -8,7 +8,6 @@ set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-kb192b
 gpu_wheels "$out/wheels" "nvidia_cudnn_frontend-*.whl"
-stamp() { echo "[$SECONDS s] $*"; }
 stamp tests
 timeout 200 python -m pytest -m gpu -n 8 -v -rfE -p no:cacheprovider tests/test_hopper_fp8.py \
     tests/test_fp8_triton_gpu.py tests/test_fp8_api.py > "$out/tests.log" 2>&1

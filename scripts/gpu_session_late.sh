@@ -6,7 +6,6 @@
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-late
-stamp() { echo "[$SECONDS s] $*"; }
 stamp variants
 timeout 110 python scripts/hopper_bwd_device_check.py --variants bulk_dq_overlap bulk_dq red_dq overlap m128 \
     --headdims 128 64 --seqlens 2048 16384 --reps 3 > "$out/bwd_check.log" 2>&1

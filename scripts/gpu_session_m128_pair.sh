@@ -8,7 +8,6 @@ set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-m128-pair
 gpu_wheels /tmp/site "*.whl"
-stamp() { echo "[$SECONDS s] $*"; }
 stamp tests
 CUDA_VISIBLE_DEVICES=0 timeout 120 python -m pytest -m gpu -n 8 -v -rfE -p no:cacheprovider tests/test_hopper_bwd.py \
     > "$out/tests.log" 2>&1

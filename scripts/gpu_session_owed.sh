@@ -10,7 +10,6 @@ train_s=${2:-420}
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-owed
 gpu_wheels /tmp/site "*.whl"
-stamp() { echo "[$SECONDS s] $*"; }
 stamp tests
 timeout 100 python -m pytest -m gpu -n 8 -v -rfE -p no:cacheprovider tests/test_hopper_fp8.py > "$out/tests.log" 2>&1
 echo "tests rc $?"; gpu_log_summary "$out/tests.log"

@@ -8,7 +8,6 @@
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-poly192
-stamp() { echo "[$SECONDS s] $*"; }
 stamp tests
 timeout 120 python -m pytest -m gpu -n 8 -q -rfE -p no:cacheprovider tests/test_hopper_fp8.py > "$out/tests.log" 2>&1
 echo "tests rc $?"; tail -n 3 "$out/tests.log"

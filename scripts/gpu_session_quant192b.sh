@@ -6,7 +6,6 @@
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-quant192b
-stamp() { echo "[$SECONDS s] $*"; }
 stamp tests
 timeout 150 python -m pytest -m gpu -n 8 -q -rfE -p no:cacheprovider tests/test_fp8_triton_gpu.py tests/test_fp8_api.py \
     tests/test_hopper_fp8.py > "$out/tests.log" 2>&1

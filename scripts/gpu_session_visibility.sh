@@ -7,7 +7,6 @@
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-visibility
-stamp() { echo "[$SECONDS s] $*"; }
 stamp backward timing
 timeout 150 python scripts/hopper_bwd_device_check.py --variants bulk_dq_overlap --headdims 128 \
     --seqlens 2048 16384 --compare base=build/base/libfa3nn_hopper.so > "$out/bwd_check.log" 2>&1

@@ -14,7 +14,6 @@ source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-waitorder
 gpu_wheels "$out/wheels" "nvidia_cudnn_frontend-*.whl"
 base=build/base/libfa3nn_hopper.so
-stamp() { echo "[$SECONDS s] $*"; }
 
 stamp tests
 timeout "$tests_s" python -m pytest -m gpu -n 8 -v -rfE -p no:cacheprovider tests/test_hopper.py \

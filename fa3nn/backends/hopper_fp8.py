@@ -34,7 +34,7 @@ import torch
 
 from fa3nn.backends.base import AttnCall
 from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
-from fa3nn.fp8.key_blocks import KEY_BLOCK, WIDE_KEY_BLOCK, native_key_block
+from fa3nn.fp8.key_blocks import KEY_BLOCK, WIDE_KEY_BLOCK, block_fits_tiles, native_key_block
 from fa3nn.fp8.operands import VT_PAD, check_vt_starts, padded_keys, vt_columns
 from fa3nn.masks import Window
 
@@ -62,13 +62,10 @@ def key_block(headdim: int, block_k: int, max_seqlen_k: int, variant: str = "ful
     None when block_k fits it not: a block must lie in one k/v descale tile. The default (fa3nn.fp8.key_blocks.
     native_key_block): 192 at head dim 128 where block_k allows it (+8-19% non-causal on the H200, benchmarks/
     NOTES.md "192-key blocks"), else 128."""
-    def fits(block: int) -> bool:
-        return block_k % block == 0 or block_k >= max_seqlen_k
-
     if variant == "full":
         return native_key_block(headdim, block_k, max_seqlen_k)
     block = _FORCED_KEY_BLOCK.get(variant, KEY_BLOCK)  # the other benchmark variants are 128-key kernels
-    return block if fits(block) else None
+    return block if block_fits_tiles(block, block_k, max_seqlen_k) else None
 
 
 def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:

@@ -25,11 +25,16 @@ def default_block_k(headdim: int) -> int:
     return WIDE_KEY_BLOCK.get(headdim, KEY_BLOCK)
 
 
+def block_fits_tiles(block: int, block_k: int, max_seqlen_k: int) -> bool:
+    """A key block of `block` keys lies inside one K/V descale tile of block_k rows (>= max_seqlen_k: one tile per
+    sequence)."""
+    return block_k % block == 0 or block_k >= max_seqlen_k
+
+
 def native_key_block(headdim: int, block_k: int, max_seqlen_k: int) -> int | None:
-    """Keys per block of the native kernel serving K/V descale tiles of block_k rows (>= max_seqlen_k: one tile per
-    sequence): the wide block where it fits, else KEY_BLOCK, else None (no kernel: a block would straddle two
-    tiles)."""
+    """Keys per block of the native kernel serving K/V descale tiles of block_k rows: the wide block where it fits,
+    else KEY_BLOCK, else None (no kernel: a block would straddle two tiles)."""
     for block in (WIDE_KEY_BLOCK.get(headdim), KEY_BLOCK):
-        if block is not None and (block_k % block == 0 or block_k >= max_seqlen_k):
+        if block is not None and block_fits_tiles(block, block_k, max_seqlen_k):
             return block
     return None

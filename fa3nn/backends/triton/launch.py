@@ -211,8 +211,9 @@ def _launch(kind: str, kernel, shape: _Shape, grid_of, args: tuple, **constexprs
     chosen = _launcher(kind, kernel, shape)
     if isinstance(chosen, configs.Tile):
         grid = grid_of(chosen.block_m, chosen.block_n)
-        _set_tma_block_shapes({**dict(zip(kernel.arg_names, args)), **constexprs, "BLOCK_M": chosen.block_m,
-                               "BLOCK_N": chosen.block_n})
+        if constexprs.get("USE_TMA") or constexprs.get("DQ_TMA"):  # only descriptor launches pay for the dict
+            _set_tma_block_shapes({**dict(zip(kernel.arg_names, args)), **constexprs, "BLOCK_M": chosen.block_m,
+                                   "BLOCK_N": chosen.block_n})
         kernel[grid](*args, **constexprs, BLOCK_M=chosen.block_m, BLOCK_N=chosen.block_n,
                      num_warps=chosen.num_warps, num_stages=chosen.num_stages)
     else:

@@ -154,7 +154,7 @@ def _scale_from_amax(amax):
 
 
 @triton.jit
-def _block_part(X, rotation, block, part0, rows_per_block, seqlen, src, stride_xs,
+def _block_part(rotation, block, part0, rows_per_block, seqlen, src, stride_xs,
                 HEADDIM: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr, ROTATE: tl.constexpr,
                 TRANSPOSE: tl.constexpr, KC: tl.constexpr, PRECISION: tl.constexpr, FWHT: tl.constexpr,
                 LOG2_D: tl.constexpr):
@@ -175,7 +175,7 @@ def _block_part(X, rotation, block, part0, rows_per_block, seqlen, src, stride_x
 
 
 @triton.jit
-def _store_part(X8, dst, columns, rows, row_ok, y, scale, block, rows_per_block, out_start, stride_os,
+def _store_part(dst, columns, rows, row_ok, y, scale, block, rows_per_block, out_start, stride_os,
                 HEADDIM: tl.constexpr, BLOCK_D: tl.constexpr, TRANSPOSE: tl.constexpr, SOFTWARE_CAST: tl.constexpr):
     x8 = _to_e4m3(y * scale, SOFTWARE_CAST)
     offs_d = tl.arange(0, BLOCK_D)
@@ -207,11 +207,11 @@ def _quantize_block(X, X8, Scale, Descale, BlockAmax, rotation, block, head, bat
         return
     src = X + batch.to(tl.int64) * stride_xb + head.to(tl.int64) * stride_xh + seq_start.to(tl.int64) * stride_xs
     columns, rows, row_ok, y, amax, has_nan = _block_part(
-        X, rotation, block, 0, rows_per_block, seqlen, src, stride_xs, HEADDIM, BLOCK_D, ROWS, ROTATE, TRANSPOSE, KC,
+        rotation, block, 0, rows_per_block, seqlen, src, stride_xs, HEADDIM, BLOCK_D, ROWS, ROTATE, TRANSPOSE, KC,
         PRECISION, FWHT, LOG2_D)
     if ROWS2 > 0:
         columns2, rows2, row_ok2, y2, amax2, has_nan2 = _block_part(
-            X, rotation, block, ROWS, rows_per_block, seqlen, src, stride_xs, HEADDIM, BLOCK_D, ROWS2, ROTATE,
+            rotation, block, ROWS, rows_per_block, seqlen, src, stride_xs, HEADDIM, BLOCK_D, ROWS2, ROTATE,
             TRANSPOSE, KC, PRECISION, FWHT, LOG2_D)
         amax = tl.maximum(amax, amax2)
         has_nan = has_nan | has_nan2
@@ -224,10 +224,10 @@ def _quantize_block(X, X8, Scale, Descale, BlockAmax, rotation, block, head, bat
         scale = tl.load(Scale + amax_offset)
     if STORE:
         dst = X8 + batch.to(tl.int64) * stride_ob + head.to(tl.int64) * stride_oh
-        _store_part(X8, dst, columns, rows, row_ok, y, scale, block, rows_per_block, out_start, stride_os, HEADDIM,
+        _store_part(dst, columns, rows, row_ok, y, scale, block, rows_per_block, out_start, stride_os, HEADDIM,
                     BLOCK_D, TRANSPOSE, SOFTWARE_CAST)
         if ROWS2 > 0:
-            _store_part(X8, dst, columns2, rows2, row_ok2, y2, scale, block, rows_per_block, out_start, stride_os,
+            _store_part(dst, columns2, rows2, row_ok2, y2, scale, block, rows_per_block, out_start, stride_os,
                         HEADDIM, BLOCK_D, TRANSPOSE, SOFTWARE_CAST)
 
 
@@ -246,8 +246,8 @@ def _vt_key_of_column(columns):
     fa3nn.fp8.operands.vt_group_column, column 16g + 4q + j holding key 16g + 2q + (j & 1) + 8 (j >> 1). The Triton
     code reads and writes Vᵀ at contiguous columns and permutes the rows it pairs them with (V rows in the pass, K
     rows in the FP8 forward): with the permutation in the pass's V store addresses, Triton 3.6 compiled the pass to
-    8544 SASS instructions instead of 6936 (6944 this way) and it took 0.58-0.66 ms instead of 0.10-0.13 on the
-    H200 (2026-12-01; this form not yet timed there)."""
+    8544 SASS instructions instead of 6936 (6944 this way) and it took 0.58-0.66 ms on the H200; this way 0.131-0.135
+    ms at head dim 128 (2026-12-01, benchmarks/results/quantcheck-h200-20261201-0645/)."""
     return (columns // 16) * 16 + ((columns % 16) // 4) * 2 + (columns % 2) + ((columns // 2) % 2) * 8
 
 
