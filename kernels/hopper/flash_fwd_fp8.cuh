@@ -50,7 +50,12 @@ enum Fp8Experiment : int {
   kPlainPvWait = 2,   // the P V wait without the softmax dependency, which ptxas hoists above the softmax
   kSkipKVLoads = 3,   // the producer signals K/V stages without loading them (as the bf16 kernel's kSkipKVLoads):
                       // WRONG output; times the loop without its L2 -> shared-memory K/V traffic
+  kCutExp2 = 4,       // the softmax without its exp2s (kSoftmaxNoExp2): WRONG output; times the MUFU share
+  kCutRowMax = 5,     // the softmax without its row max tree (kSoftmaxNoRowMax): WRONG output; times the max chain
 };
+__host__ __device__ constexpr int softmax_cut(int experiment) {
+  return experiment == kCutExp2 ? kSoftmaxNoExp2 : experiment == kCutRowMax ? kSoftmaxNoRowMax : kSoftmaxFull;
+}
 // kBlockN_: keys per block, 128 (the default) or 192 (variant 10 at head dim 128: the per-block fixed cost of the
 // loop over 1.5x the keys; needs one k/v descale per 192 keys, so block_k a multiple of 192 or one per sequence).
 template <int kHeadDim_, int kStages_, int kQStages_, bool kOutBF16_, bool kCausal_, bool kPingpong_ = true,
@@ -264,7 +269,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   float s[C::kSRegs];
   float o[C::kORegs];
   uint32_t pa[C::kKSteps][4];
-  OnlineSoftmaxFp8<Cfg::kBlockN, Cfg::kPolyExpEvery> softmax;
+  OnlineSoftmaxFp8<Cfg::kBlockN, Cfg::kPolyExpEvery, softmax_cut(Cfg::kExperiment)> softmax;
   TileDescales ds;
   float k_next, v_next;  // descales of the next key block, loaded one block ahead
   float v_pa;            // v_descale of the block whose P is in pa; O is kept in units of it

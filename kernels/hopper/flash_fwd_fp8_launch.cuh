@@ -106,8 +106,9 @@ int launch_fp8(const Fp8Problem& pr) {
 //   6, 7, 9 (d128, Fp8Experiment): without the softmax (wrong output, timing only); the P V wait ptxas may hoist;
 //   K/V never loaded (wrong output, timing only). 10 (d128): key blocks of 192 (block_k a multiple of 192 or one
 //   descale per sequence); 11: variant 10 without the softmax (timing only); 12: key blocks of 128 whatever block_k;
-//   13: variant 10 with a quarter of the exp2s as the FP32 polynomial (ncu of variant 10: its softmax waits on MUFU
-//   results, 15% of stall samples, now that the 192-key skeleton no longer limits; not yet timed).
+//   13: variant 10 with a quarter of the exp2s as the FP32 polynomial (measured 4-12% slower than variant 10).
+//   14: variant 10 without pingpong. 15, 16: variant 10 without its exp2s / its row max tree (WRONG output, timing
+//   only: what MUFU and the max chain cost in the 192-key loop).
 template <int D, int kVariant> struct Fp8Tiles;
 template <> struct Fp8Tiles<64, 0> { static constexpr int kStages = 3, kQStages = 2, kPolyExpEvery = 0; };
 template <> struct Fp8Tiles<128, 0> { static constexpr int kStages = 3, kQStages = 2, kPolyExpEvery = 0; };
@@ -162,9 +163,12 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 10) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 192>(pr);
     if (variant == 11) return run_fp8_tiles<D, 0, true, 0, kSkipSoftmax, 192>(pr);
     if (variant == 13) return run_fp8_tiles<D, 0, true, 4, kNoExperiment, 192>(pr);
+    if (variant == 14) return run_fp8_tiles<D, 0, false, 0, kNoExperiment, 192>(pr);
+    if (variant == 15) return run_fp8_tiles<D, 0, true, 0, kCutExp2, 192>(pr);
+    if (variant == 16) return run_fp8_tiles<D, 0, true, 0, kCutRowMax, 192>(pr);
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile; 1, 2 = benchmark "
-                    "variants at d128/d256, 3, 6, 7, 9-13 at d128)");
+                    "variants at d128/d256, 3, 6, 7, 9-16 at d128)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);

@@ -33,8 +33,14 @@ __device__ __forceinline__ float exp2_poly(float x) {
   return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
 }
 
+// Timing-only cuts of the softmax for benchmark builds (WRONG probabilities; never dispatched by the library): what
+// the loop costs without one of its parts. kSoftmaxNoExp2: P = the exp2 argument itself (no MUFU); kSoftmaxNoRowMax:
+// each row's "tile max" is its first score (no max tree, no quad shuffles; the running max and O rescale stay).
+enum SoftmaxCut : int { kSoftmaxFull = 0, kSoftmaxNoExp2 = 1, kSoftmaxNoRowMax = 2 };
+
 // kCols: columns of the score tile (kBlockN). kPolyEvery > 0: every kPolyEvery-th score's exp2 runs exp2_poly.
-template <int kCols, int kPolyEvery = 0>
+// kCut: SoftmaxCut (benchmark builds only).
+template <int kCols, int kPolyEvery = 0, int kCut = kSoftmaxFull>
 struct OnlineSoftmaxFp8 {
   static constexpr int kRegs = kCols / 2;
   static constexpr float kMaxOffset = 8.f;  // log2 of the P scale, 256
@@ -52,7 +58,9 @@ struct OnlineSoftmaxFp8 {
     float sub[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float tile_max = quad_max(OnlineSoftmax<kCols>::template row_reduce<true>(s, r)) * c[r];
+      const float tile_max =
+          (kCut == kSoftmaxNoRowMax ? s[2 * r] : quad_max(OnlineSoftmax<kCols>::template row_reduce<true>(s, r))) *
+          c[r];
       const float new_max = fmaxf(row_max[r], tile_max);
       // A row that has attended nothing keeps max -inf; subtract 0 there so its probabilities are 0, not NaN.
       const float safe_max = new_max == -INFINITY ? 0.f : new_max;
@@ -63,7 +71,8 @@ struct OnlineSoftmaxFp8 {
 #pragma unroll
     for (int i = 0; i < kRegs; ++i) {
       const float x = fmaf(s[i], c[(i >> 1) & 1], -sub[(i >> 1) & 1]);
-      if constexpr (kPolyEvery > 0) s[i] = i % kPolyEvery == kPolyEvery - 1 ? exp2_poly(x) : fast_exp2(x);
+      if constexpr (kCut == kSoftmaxNoExp2) s[i] = x;
+      else if constexpr (kPolyEvery > 0) s[i] = i % kPolyEvery == kPolyEvery - 1 ? exp2_poly(x) : fast_exp2(x);
       else s[i] = fast_exp2(x);
     }
 #pragma unroll
