@@ -5,8 +5,8 @@
 
 --kernel fwd: the bf16 forward (flash_fwd_kernel); fp8: the FP8 forward (flash_fwd_fp8_kernel) on inputs already
 quantized with per-tile scales, 128-row Q tiles and K/V tiles of --block-k rows (default: the recipe's, 192 at head
-dim 128, else 128; the kernel's key block follows, fa3nn.fp8.key_blocks); bwd: the bf16 backward with its default
-variant (flash_bwd_kernel, between its preprocess and postprocess kernels).
+dim 128, else 128; the kernel's key block follows, fa3nn.fp8.key_blocks), --variant one of its benchmark variants;
+bwd: the bf16 backward with its default variant (flash_bwd_kernel, between its preprocess and postprocess kernels).
 """
 
 import argparse
@@ -28,6 +28,7 @@ parser.add_argument("--seqlen", type=int, default=16384)
 parser.add_argument("--causal", action="store_true")
 parser.add_argument("--calls", type=int, default=3)
 parser.add_argument("--block-k", type=int, default=None)
+parser.add_argument("--variant", default="full", help="FP8 benchmark variant (fa3nn.backends.hopper_fp8.VARIANTS)")
 args = parser.parse_args()
 batch, nheads = 16384 // args.seqlen, 2048 // args.headdim
 scale = args.headdim**-0.5
@@ -43,7 +44,7 @@ elif args.kernel == "fp8":
 
     def call():
         fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale, quantized.v_descale,
-                    128, block_k, scale, window)
+                    128, block_k, scale, window, variant=args.variant)
 else:
     out, lse = launch(q, k, v, scale, args.causal)
     dout = torch.randn_like(q)

@@ -50,11 +50,13 @@ UNMASKED = Window()
 # (K/V stages never loaded) compute WRONG outputs: they time the loop without those parts, for benchmarks/NOTES.md
 # only. key_block_192 / key_block_128 (d128): the 192- or 128-key kernel whatever block_k allows best (key_block);
 # key_block_192_poly_exp2: the 192-key kernel with a quarter of its exp2s on the FP32 pipe; _no_pingpong: without the
-# turn barrier; _skip_exp2 / _skip_row_max: without its exp2s / its row max tree (WRONG outputs, timing only).
+# turn barrier; _skip_exp2 / _skip_row_max / _skip_kv_loads / _skip_softmax_and_kv_loads: without its exp2s / its
+# row max tree / its K/V loads / both softmax and loads (WRONG outputs, timing only).
 VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one_cta_per_tile": 5,
             "skip_softmax": 6, "plain_pv_wait": 7, "skip_kv_loads": 9, "key_block_192": 10,
             "key_block_192_skip_softmax": 11, "key_block_128": 12, "key_block_192_poly_exp2": 13,
-            "key_block_192_no_pingpong": 14, "key_block_192_skip_exp2": 15, "key_block_192_skip_row_max": 16}
+            "key_block_192_no_pingpong": 14, "key_block_192_skip_exp2": 15, "key_block_192_skip_row_max": 16,
+            "key_block_192_skip_kv_loads": 17, "key_block_192_skip_softmax_and_kv_loads": 18}
 _FORCED_KEY_BLOCK = {"key_block_128": 128, **{name: 192 for name in VARIANTS if name.startswith("key_block_192")}}
 
 

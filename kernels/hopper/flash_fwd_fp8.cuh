@@ -52,7 +52,14 @@ enum Fp8Experiment : int {
                       // WRONG output; times the loop without its L2 -> shared-memory K/V traffic
   kCutExp2 = 4,       // the softmax without its exp2s (kSoftmaxNoExp2): WRONG output; times the MUFU share
   kCutRowMax = 5,     // the softmax without its row max tree (kSoftmaxNoRowMax): WRONG output; times the max chain
+  kSkipSoftmaxAndKVLoads = 6,  // kSkipSoftmax and kSkipKVLoads together: the loop's skeleton without L2 traffic
 };
+__host__ __device__ constexpr bool skips_softmax(int experiment) {
+  return experiment == kSkipSoftmax || experiment == kSkipSoftmaxAndKVLoads;
+}
+__host__ __device__ constexpr bool skips_kv_loads(int experiment) {
+  return experiment == kSkipKVLoads || experiment == kSkipSoftmaxAndKVLoads;
+}
 __host__ __device__ constexpr int softmax_cut(int experiment) {
   return experiment == kCutExp2 ? kSoftmaxNoExp2 : experiment == kCutRowMax ? kSoftmaxNoRowMax : kSoftmaxFull;
 }
@@ -122,7 +129,7 @@ __device__ __forceinline__ void fp8_producer_loop(const CUtensorMap* tma_q, cons
     q_state.advance();
 
     for (int n_block = 0; n_block < n_blocks; ++n_block) {
-      if constexpr (Cfg::kExperiment == kSkipKVLoads) {
+      if constexpr (skips_kv_loads(Cfg::kExperiment)) {
         bars.signal_kv_unloaded(k_state, v_state);
         continue;
       }
@@ -314,7 +321,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   auto softmax_block = [&](const SeqRange& r, int m_block, int n_block, float k_desc, float (&o_scale)[2]) {
     if (block_needs_mask<Cfg>(r, m_block, n_block)) c.apply_mask(s, r, m_block, n_block);
     const float factor[2] = {ds.q[0] * k_desc * p.scale_log2, ds.q[1] * k_desc * p.scale_log2};
-    if constexpr (Cfg::kExperiment == kSkipSoftmax) {
+    if constexpr (skips_softmax(Cfg::kExperiment)) {
 #pragma unroll
       for (int i = 0; i < C::kSRegs; ++i) s[i] *= factor[(i >> 1) & 1];
       softmax.row_sum[0] += s[0];

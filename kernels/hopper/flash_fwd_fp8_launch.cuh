@@ -108,7 +108,8 @@ int launch_fp8(const Fp8Problem& pr) {
 //   descale per sequence); 11: variant 10 without the softmax (timing only); 12: key blocks of 128 whatever block_k;
 //   13: variant 10 with a quarter of the exp2s as the FP32 polynomial (measured 4-12% slower than variant 10).
 //   14: variant 10 without pingpong. 15, 16: variant 10 without its exp2s / its row max tree (WRONG output, timing
-//   only: what MUFU and the max chain cost in the 192-key loop).
+//   only: what MUFU and the max chain cost in the 192-key loop). 17: variant 10 without K/V loads; 18: without the
+//   softmax and the K/V loads (WRONG outputs, timing only: what L2 -> shared-memory traffic costs the loop).
 template <int D, int kVariant> struct Fp8Tiles;
 template <> struct Fp8Tiles<64, 0> { static constexpr int kStages = 3, kQStages = 2, kPolyExpEvery = 0; };
 template <> struct Fp8Tiles<128, 0> { static constexpr int kStages = 3, kQStages = 2, kPolyExpEvery = 0; };
@@ -166,9 +167,11 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 14) return run_fp8_tiles<D, 0, false, 0, kNoExperiment, 192>(pr);
     if (variant == 15) return run_fp8_tiles<D, 0, true, 0, kCutExp2, 192>(pr);
     if (variant == 16) return run_fp8_tiles<D, 0, true, 0, kCutRowMax, 192>(pr);
+    if (variant == 17) return run_fp8_tiles<D, 0, true, 0, kSkipKVLoads, 192>(pr);
+    if (variant == 18) return run_fp8_tiles<D, 0, true, 0, kSkipSoftmaxAndKVLoads, 192>(pr);
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile; 1, 2 = benchmark "
-                    "variants at d128/d256, 3, 6, 7, 9-16 at d128)");
+                    "variants at d128/d256, 3, 6, 7, 9-18 at d128)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);
