@@ -265,6 +265,153 @@ void run(const char* name, int iters, int sms, long long* d_clocks, float* d_sin
   free(clocks);
 }
 
+
+// The step with Q K^T one block ahead (kLookahead): two score buffers, so a warpgroup's softmax of block n runs while
+// its own Q K^T of block n+1 and P V of block n-1 compute, and no Q K^T latency sits between its turns. Without
+// kLookahead: the forward's present step (Q K^T of block n waited on before its softmax), for the same N. N = 128
+// (Vt one SW128 panel) or 192 (three SW64 panels). Both with the softmax, the O rescale and the P conversion.
+template <int N, bool kPingpong, bool kLookahead>
+__global__ void __launch_bounds__(256, 1) step_kernel(int iters, long long* clocks, float* sink) {
+  constexpr int kPanelKeys = N % 128 == 0 ? 128 : 64;
+  constexpr uint32_t kPanelBytes = kD * kPanelKeys;
+  constexpr uint32_t kKBytesN = N * kD, kVBytesN = kD * N;
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint32_t seed = 0x9E3779B9u * (threadIdx.x + 1) + blockIdx.x;
+  for (uint32_t i = threadIdx.x; i < kQBytes + kKBytesN + kVBytesN; i += blockDim.x) {
+    seed = seed * 1664525u + 1013904223u;
+    smem[i] = static_cast<uint8_t>(0x28 + ((seed >> 24) & 0x0F)) | ((seed >> 16) & 0x80);
+  }
+  __syncthreads();
+  const int wg = threadIdx.x / 128;
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint64_t desc_q = make_desc_fp8_kmajor<128>(base + wg * 64 * 128);
+  const uint64_t desc_k = make_desc_fp8_kmajor<128>(base + kQBytes);
+  const uint64_t desc_v = make_desc_fp8_kmajor<kPanelKeys>(base + kQBytes + kKBytesN);
+  const uint32_t scratch = base + kQBytes + kKBytesN + kVBytesN + 4 * (threadIdx.x % 128);
+  constexpr uint32_t kThreads = 256;
+  if constexpr (kPingpong) {
+    if (wg == 1) NamedBarrier::arrive(NamedBarrier::kFirstId + 0, kThreads);
+  }
+  float sa[N / 2], sb[N / 2], o[kD / 2];
+  uint32_t pa[N / 32][4];
+#pragma unroll
+  for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < N / 32; ++i) pa[i][0] = pa[i][1] = pa[i][2] = pa[i][3] = 0x30303030u;
+  OnlineSoftmaxFp8<N> softmax;
+  softmax.reset();
+  const float c[2] = {0.01f, 0.01f};
+  auto issue_qk = [&](float (&s)[N / 2]) {
+    warpgroup_arrive();
+    gemm_fp8_ss<N, kD, 128, 0, 0>(s, desc_q, desc_k);
+    wgmma_commit();
+  };
+  auto issue_pv = [&]() {
+    warpgroup_arrive();
+    gemm_fp8_rs<N, kD, kPanelKeys, kPanelBytes>(o, pa, desc_v);
+    wgmma_commit();
+  };
+  // Softmax of `cur`, then the waits (pinned below the softmax by a shared store of the row sums), rescale, P.
+  auto finish = [&](float (&cur)[N / 2]) {
+    float o_scale[2];
+    softmax.step(cur, c, o_scale);
+    asm volatile("st.shared.f32 [%0], %1;" ::"r"(scratch), "f"(softmax.row_sum[0] + softmax.row_sum[1]) : "memory");
+    wgmma_wait<0>();
+    fence_operands(o);
+#pragma unroll
+    for (int i = 0; i < kD / 2; ++i) o[i] *= o_scale[(i >> 1) & 1];
+#pragma unroll
+    for (int k = 0; k < N / 32; ++k) fence_operands(pa[k]);
+    p_to_fp8_fragments<N>(cur, pa);
+  };
+  auto turn_begin = [&]() {
+    if constexpr (kPingpong) NamedBarrier::sync(NamedBarrier::kFirstId + wg, kThreads);
+  };
+  auto turn_end = [&]() {
+    if constexpr (kPingpong) NamedBarrier::arrive(NamedBarrier::kFirstId + (wg + 1) % 2, kThreads);
+  };
+  if constexpr (kLookahead) {  // prologue: block 0's scores
+    issue_qk(sa);
+    wgmma_wait<0>();
+    fence_operands(sa);
+  }
+  const long long start = clock64();
+  for (int it = 0; it < iters; it += 2) {
+    if constexpr (kLookahead) {
+      turn_begin();
+      issue_qk(sb);  // block n+1
+      issue_pv();    // block n-1
+      turn_end();
+      fence_operands(sa);
+      finish(sa);    // block n, while both GEMMs run
+      fence_operands(sb);
+      turn_begin();
+      issue_qk(sa);
+      issue_pv();
+      turn_end();
+      fence_operands(sb);
+      finish(sb);
+      fence_operands(sa);
+    } else {
+#pragma unroll 1
+      for (int h = 0; h < 2; ++h) {
+        turn_begin();
+        issue_qk(sa);
+        issue_pv();
+        turn_end();
+        fence_operands(o);
+        wgmma_wait<1>();
+        fence_operands(sa);
+        finish(sa);
+      }
+    }
+  }
+  const long long stop = clock64();
+  if constexpr (kPingpong) {
+    if (wg == 0) NamedBarrier::sync(NamedBarrier::kFirstId + 0, kThreads);
+  }
+  float acc = 0.f;
+#pragma unroll
+  for (int i = 0; i < kD / 2; ++i) acc += o[i];
+  acc += sa[0] + sb[1];
+  if (acc == 12345.678f) sink[threadIdx.x] = acc;
+  if (threadIdx.x % 128 == 0) clocks[blockIdx.x * 2 + wg] = stop - start;
+}
+
+template <int N, bool kPingpong, bool kLookahead>
+void run_step(const char* name, int iters, int sms, long long* d_clocks, float* d_sink) {
+  auto kernel = step_kernel<N, kPingpong, kLookahead>;
+  constexpr uint32_t smem_bytes = kQBytes + 2 * N * kD + 512 + 1024;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  kernel<<<sms, 256, smem_bytes>>>(iters / 10, d_clocks, d_sink);
+  cudaEventRecord(a);
+  kernel<<<sms, 256, smem_bytes>>>(iters, d_clocks, d_sink);
+  cudaEventRecord(b);
+  cudaError_t err = cudaEventSynchronize(b);
+  if (err == cudaSuccess) err = cudaGetLastError();
+  if (err != cudaSuccess) {
+    printf("{\"mode\": \"%s\", \"error\": \"%s\"}\n", name, cudaGetErrorString(err));
+    exit(1);
+  }
+  float ms = 0.f;
+  cudaEventElapsedTime(&ms, a, b);
+  long long* clocks = static_cast<long long*>(malloc(sizeof(long long) * sms * 2));
+  cudaMemcpy(clocks, d_clocks, sizeof(long long) * sms * 2, cudaMemcpyDeviceToHost);
+  double mean = 0.0;
+  for (int i = 0; i < sms; ++i) mean += static_cast<double>(clocks[2 * i]);
+  mean /= sms;
+  const int tensor = 2 * 2 * 64 * N * kD / 4096;  // both warpgroups' Q K^T + P V at 4096 e4m3 FMA per clock
+  printf("{\"mode\": \"%s\", \"keys\": %d, \"pingpong\": %d, \"lookahead\": %d, \"iters\": %d, "
+         "\"clocks_per_iter\": %.1f, \"tensor_clocks_per_iter\": %d, \"share\": %.3f, \"ms\": %.4f, \"mhz\": %.0f}\n",
+         name, N, kPingpong ? 1 : 0, kLookahead ? 1 : 0, iters, mean / iters, tensor, tensor / (mean / iters), ms,
+         mean / (ms * 1e3));
+  free(clocks);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -290,6 +437,10 @@ int main(int argc, char** argv) {
   run<2, false, 3, true, true>("mixed_softmax_wg0_gemms_wg1", iters, sms, d_clocks, d_sink);
   run<2, false, 1, true, true>("mixed_softmax_wg0_qk_wg1", iters, sms, d_clocks, d_sink);
   run<2, false, 2, true, true>("mixed_softmax_wg0_pv_wg1", iters, sms, d_clocks, d_sink);
+  run_step<192, true, false>("step192_pingpong", iters, sms, d_clocks, d_sink);
+  run_step<128, true, false>("step128_pingpong", iters, sms, d_clocks, d_sink);
+  run_step<128, true, true>("step128_pingpong_lookahead", iters, sms, d_clocks, d_sink);
+  run_step<128, false, true>("step128_lookahead", iters, sms, d_clocks, d_sink);
   run_mufu<1>(iters, sms, d_clocks, d_sink);
   run_mufu<2>(iters, sms, d_clocks, d_sink);
   run_mufu<4>(iters, sms, d_clocks, d_sink);
