@@ -94,13 +94,36 @@ def test_forward_matches_reference(dtype, headdim, causal, seqlens, heads):
     torch.testing.assert_close(lse[finite], lse_ref[finite], atol=1e-3, rtol=1e-4)
 
 
+# d128 non-causal calls take one of two tile shapes by max_seqlen_q (kernels/hopper/flash_fwd_launch.cuh,
+# ShortCallSeqlen): 128 x 128 up to 1024, 128 x 160 with Q double-buffered past it. SEQLENS has no dense pair just
+# past 1024, and the varlen test's lengths stay under 700.
+@pytest.mark.parametrize("seqlens", [(1025, 1500), (1999, 333), (2048, 2048)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("heads", ["mha", "gqa"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.gpu
+@needs_hopper
+def test_d128_non_causal_mid_length_tiles(dtype, heads, seqlens):
+    test_forward_matches_reference(dtype, 128, False, seqlens, heads)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.gpu
+@needs_hopper
+def test_d128_non_causal_mid_length_tiles_varlen(dtype):
+    _varlen_case(dtype, 128, False, 1800)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("headdim", HEADDIMS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.gpu
 @needs_hopper
 def test_varlen_matches_reference(dtype, headdim, causal):
-    batch, max_seqlen, nheads, nheads_kv = 5, 700, 6, 2
+    _varlen_case(dtype, headdim, causal, 700)
+
+
+def _varlen_case(dtype, headdim, causal, max_seqlen):
+    batch, nheads, nheads_kv = 5, 6, 2
     q, k, v = random_qkv(batch, max_seqlen, max_seqlen, nheads, nheads_kv, headdim, dtype, device="cuda")
     mask_q = random_padding_mask(batch, max_seqlen, device="cuda")
     mask_k = random_padding_mask(batch, max_seqlen, device="cuda")

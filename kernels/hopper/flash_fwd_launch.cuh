@@ -195,8 +195,9 @@ int launch(const Problem& pr) {
 }
 
 // Tile choices per head dim: kBlockN, K/V stages, consumer warpgroups (kBlockM = 64 per consumer). Variant 0 is
-// the default, variant 4 serves short causal calls (dispatch_causal); 4 and 5 are also compiled for bf16 under
-// their own variant numbers so one benchmark run can compare shapes (benchmarks/NOTES.md).
+// the default, variant 4 serves short causal calls and d128 non-causal calls up to 1024, variant 5 the longer d128
+// non-causal calls (dispatch_causal); 4 and 5 are also compiled for bf16 under their own variant numbers so one
+// benchmark run can compare shapes (benchmarks/NOTES.md).
 //   d64:  192 x 128, 3 consumers (160 registers each), 2 stages.  4: 128 x 128, 2 consumers.  5: 192 x 128, 3 stages.
 //   d128: 128 x 176, 2 stages (208 KB of smem).                    4: 128 x 128.               5: 128 x 160, 2 Q.
 //   d256: 128 x 80, 2 stages (64 KB Q + 160 KB K/V = 224 KB).       4: 128 x 64.
@@ -223,20 +224,30 @@ int launch_d(const Problem& pr) {
 // diagonal, and a key block past the end of a short sequence is mostly padding; below these lengths that waste
 // outweighs the per-block overheads that wider blocks save. Thresholds from the H200 runs in benchmarks/NOTES.md
 // (e.g. d128 causal 512: 0.63 -> 0.74 of cuDNN, 2048: 0.82 -> 0.85; d128 non-causal 512: 0.84 -> 0.89; at 16384
-// the wide tiles win: d128 causal 1.05 vs 0.97).
+// the wide tiles win: d128 causal 1.05 vs 0.97). kNonCausalMid: non-causal calls up to this length (and past
+// kNonCausal) take variant 5's tiles (d128: 128 x 160 with Q double-buffered). On the final kernels (2026-12-01,
+// benchmarks/NOTES.md "Short-call tiles") d128 non-causal 1024 ran 602 TFLOP/s with 128 x 128 against 550 with
+// the 176-wide tiles (cuDNN 619), 2048 627 with 128 x 160 against 582 (cuDNN 638), and 128 x 160 stayed ahead of
+// 128 x 176 past that (4096 / 8192 / 16384: 639 / 626 / 634 against 615 / 625 / 630), so d128 non-causal calls never
+// take the 176-wide tiles; causal ones past 2048 still do (16384: 603 against 597 for 128 x 160).
 template <int D> struct ShortCallSeqlen;
-template <> struct ShortCallSeqlen<64> { static constexpr int kCausal = 1024, kNonCausal = 0; };
-template <> struct ShortCallSeqlen<128> { static constexpr int kCausal = 2048, kNonCausal = 512; };
-template <> struct ShortCallSeqlen<256> { static constexpr int kCausal = 1024, kNonCausal = 0; };
+template <> struct ShortCallSeqlen<64> { static constexpr int kCausal = 1024, kNonCausal = 0, kNonCausalMid = 0; };
+template <> struct ShortCallSeqlen<128> {
+  static constexpr int kCausal = 2048, kNonCausal = 1024, kNonCausalMid = 1 << 30;
+};
+template <> struct ShortCallSeqlen<256> { static constexpr int kCausal = 1024, kNonCausal = 0, kNonCausalMid = 0; };
 
 template <int D, bool kBF16>
 int dispatch_causal(const Problem& pr, bool causal) {
+  using T = ShortCallSeqlen<D>;
   if (causal) {
-    return pr.max_seqlen_q <= ShortCallSeqlen<D>::kCausal ? launch_d<D, kBF16, true, 4>(pr)
-                                                          : launch_d<D, kBF16, true>(pr);
+    return pr.max_seqlen_q <= T::kCausal ? launch_d<D, kBF16, true, 4>(pr) : launch_d<D, kBF16, true>(pr);
   }
-  if constexpr (ShortCallSeqlen<D>::kNonCausal > 0) {
-    if (pr.max_seqlen_q <= ShortCallSeqlen<D>::kNonCausal) return launch_d<D, kBF16, false, 4>(pr);
+  if constexpr (T::kNonCausal > 0) {
+    if (pr.max_seqlen_q <= T::kNonCausal) return launch_d<D, kBF16, false, 4>(pr);
+  }
+  if constexpr (T::kNonCausalMid > 0) {
+    if (pr.max_seqlen_q <= T::kNonCausalMid) return launch_d<D, kBF16, false, 5>(pr);
   }
   return launch_d<D, kBF16, false>(pr);
 }
@@ -246,11 +257,19 @@ int dispatch_experimental(const Problem& pr, bool causal) {
   return causal ? launch_d<D, true, true, kVariant>(pr) : launch_d<D, true, false, kVariant>(pr);
 }
 
+// The tile variant of long non-causal calls (what the ablations and diagnostics below take, so they differ from the
+// default in the one technique they remove).
+template <int D>
+constexpr int long_non_causal_variant() {
+  return ShortCallSeqlen<D>::kNonCausalMid > 0 ? 5 : 0;
+}
+
 template <int D>
 int ablation(const Problem& pr, int variant) {
-  if (variant == 1) return launch_d<D, true, false, 0, false, true>(pr);
-  if (variant == 2) return launch_d<D, true, false, 0, true, false>(pr);
-  return launch_d<D, true, false, 0, false, false>(pr);
+  constexpr int V = long_non_causal_variant<D>();
+  if (variant == 1) return launch_d<D, true, false, V, false, true>(pr);
+  if (variant == 2) return launch_d<D, true, false, V, true, false>(pr);
+  return launch_d<D, true, false, V, false, false>(pr);
 }
 
 // One head dim: the default dispatch (variant 0) and the benchmark-only variants documented at fa3nn_hopper_fwd.
@@ -276,11 +295,11 @@ int run_headdim(const Problem& pr, bool bf16, bool causal, int variant) {
     case 6:  // default tiles without the cross-tile pipeline
       if (!bf16) return fail("%s", "the no-cross-tile ablation exists for bf16 only");
       return causal ? launch_d<D, true, true, 0, true, true, false, false>(pr)
-                    : launch_d<D, true, false, 0, true, true, false, false>(pr);
+                    : launch_d<D, true, false, long_non_causal_variant<D>(), true, true, false, false>(pr);
     case 9:
       if constexpr (D == 128) {
         if (!bf16 || causal) return fail("%s", "the skip-loads diagnostic exists for bf16, non-causal");
-        return launch_d<128, true, false, 0, true, true, true>(pr);
+        return launch_d<128, true, false, long_non_causal_variant<128>(), true, true, true>(pr);
       }
       return fail("%s", "the skip-loads diagnostic exists for d128 only");
     default:
