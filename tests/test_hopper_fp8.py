@@ -286,8 +286,8 @@ def test_benchmark_variant_matches_emulation(headdim, variant, causal, record_pr
 @needs_hopper
 def test_key_block_192_matches_its_emulation(block_k, variant, causal, record_property):
     """The 192-key kernel (d128: Vt in three 64-key SW64 panels), also with a quarter of its exp2s as the FP32
-    polynomial and without pingpong, against the emulation with block_n=192, on exact scores with K/V descale tiles of 192 and 384 keys;
-    1900 keys end in a partial block."""
+    polynomial and without pingpong, against the emulation with block_n=192, on exact scores with K/V descale tiles
+    of 192 and 384 keys; 1900 keys end in a partial block."""
     quantized = _exact_score_inputs(2, 2000, 1900, 8, 2, 128, block_k=block_k)
     record_property("errors", _run_quantized(quantized, causal, 0.25, variant=variant,
                                              rms_ratio=EXACT_RMS_RATIO, lse_rtol=EXACT_LSE_RTOL))
