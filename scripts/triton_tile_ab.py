@@ -1,7 +1,8 @@
 """Time the Triton backward with each variant side by side on one GPU, after checking each variant's gradients.
 
 A variant is a tile table (`pinned` = configs.PINNED, or a name from configs.CANDIDATE_TABLES), optionally with
-`+row-stats` (launch.UNMASKED_ROW_STATS: the dK/dV kernel's unmasked run without the row checks that cannot fire)
+`+row-stats` (launch.UNMASKED_ROW_STATS: the dK/dV kernel's unmasked run without the row checks that cannot fire),
+`+split-d` (launch.DKDV_SPLIT_D = 2: two dK/dV programs per key block at head dims >= 256, half the columns each)
 and `+atomic` or `+atomic-MxNxWxS` (launch.ATOMIC_DQ: dQ added by the dK/dV kernel, 5 matmuls, TMA reduce-adds on
 sm_90; the fused kernel's pinned tile or the one named). The first variant is the baseline of the ratios.
 For every (head dim, seqlen, causal) at the benchmark's shapes (bf16, batch * seqlen = 16384 tokens, nheads * head
@@ -54,11 +55,12 @@ def select(variant: str) -> None:
     """Make `variant` ("<table>[+row-stats][+atomic[-MxNxWxS]]") the one launch.backward runs."""
     table, *options = variant.split("+")
     atomic = [o for o in options if o == "atomic" or o.startswith("atomic-")]
-    if any(o != "row-stats" for o in options if o not in atomic) or len(atomic) > 1:
-        raise ValueError(f"variant {variant!r}: the options are +row-stats and +atomic[-MxNxWxS]")
+    if any(o not in ("row-stats", "split-d") for o in options if o not in atomic) or len(atomic) > 1:
+        raise ValueError(f"variant {variant!r}: the options are +row-stats, +split-d and +atomic[-MxNxWxS]")
     configs.TILE_TABLE = table
     configs.tile_table("dkdv")  # refuses an unknown table name
     launch.UNMASKED_ROW_STATS = "row-stats" in options
+    launch.DKDV_SPLIT_D = 2 if "split-d" in options else 1
     launch.ATOMIC_DQ = bool(atomic)
     configs.OVERRIDES.pop("fused", None)
     if atomic and atomic[0] != "atomic":
@@ -110,7 +112,7 @@ def measure(headdim: int, seqlen: int, causal: bool, variants: list[str], iters:
         select(variant)
         row = dict(variant=variant, headdim=headdim, seqlen=seqlen, causal=causal,
                    tiles={kind: vars(tile_of(kind, headdim, causal, seqlen)) for kind in kinds()})
-        kernels = (row["tiles"], launch.UNMASKED_ROW_STATS)
+        kernels = (row["tiles"], launch.UNMASKED_ROW_STATS, launch.DKDV_SPLIT_D)
         if kernels in kernels_seen:
             continue  # the same kernels as an earlier variant at this shape
         kernels_seen.append(kernels)

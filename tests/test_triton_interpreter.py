@@ -166,6 +166,44 @@ def test_varlen_atomic_dq_path(monkeypatch):
     check_varlen(3, 40, 57, 2, 1, 32, torch.float16, "cpu", causal=True)
 
 
+def _split_dkdv(monkeypatch):
+    """FA3NN_TRITON_DKDV_SPLIT_D=2 for every head dim (the launcher applies it from 256 only; these shapes are
+    small): two dK/dV programs per key block, each accumulating half of the columns."""
+    from fa3nn.backends.triton import launch
+
+    monkeypatch.setattr(launch, "DKDV_SPLIT_D", 2)
+    monkeypatch.setattr(launch, "DKDV_SPLIT_MIN_BLOCK_D", 16)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", ["odd-noncausal", "causal-more-keys-gqa", "window-both", "softcap-causal-gqa"],
+                         ids=str)
+def test_dkdv_split_head_dim(case, dtype, monkeypatch):
+    """The opt-in head-dim split of the dK/dV kernel; window-both's head dim 48 is padded to 64, so its second
+    half holds the padded columns (masked on load and store)."""
+    _split_dkdv(monkeypatch)
+    batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
+    check_dense(batch, sq, sk, h, hk, d, dtype, "cpu", causal=causal, window=window, softcap=softcap)
+
+
+def test_dkdv_split_head_dim_varlen_and_headdim_v(monkeypatch):
+    _split_dkdv(monkeypatch)
+    check_varlen(3, 40, 57, 2, 1, 32, torch.float16, "cpu", causal=True)
+    check_dense(1, 20, 37, 2, 1, 32, torch.float16, "cpu", causal=True, headdim_v=64)
+
+
+def test_dkdv_split_rule(monkeypatch):
+    from fa3nn.backends.triton import launch
+
+    monkeypatch.setattr(launch, "DKDV_SPLIT_D", 2)
+    assert launch.dkdv_split(256, 256, atomic_dq=False) == 2
+    assert launch.dkdv_split(128, 128, atomic_dq=False) == 1  # below DKDV_SPLIT_MIN_BLOCK_D
+    assert launch.dkdv_split(256, 256, atomic_dq=True) == 1  # each part would add dQ again
+    monkeypatch.setattr(launch, "DKDV_SPLIT_D", 3)
+    with pytest.raises(ValueError, match="FA3NN_TRITON_DKDV_SPLIT_D=3"):
+        launch.dkdv_split(256, 256, atomic_dq=False)
+
+
 def test_deterministic_backward_is_bitwise_repeatable():
     (q, k, v, grad_out), first = check_dense(1, 37, 53, 4, 2, 32, torch.float32, "cpu", causal=True,
                                              deterministic=True)

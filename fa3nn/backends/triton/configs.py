@@ -139,6 +139,18 @@ CANDIDATE_TABLES: dict[str, dict[str, dict[tuple[int, bool], tuple[Tile, Tile, T
             (256, True): (Tile(128, 32, 8, 2),) * 3,
         },
     },
+    # For the opt-in head-dim split of the dK/dV kernel (FA3NN_TRITON_DKDV_SPLIT_D=2; scripts/triton_tile_ab.py
+    # variant `d256-split+split-d`): with half the dK/dV columns per program the d256 kernel takes wgmma-sized
+    # tiles. Triton 3.6 offline (per program; both halves together: twice the instructions per score):
+    # 32x128/8w/2 stages 852 warp instructions per 1024 scores (non-causal; 786 causal), no spill in the loop
+    # (22-98 words outside it); 64x128/8w/1 stage 552 (881 causal) with 24 (414 causal) spill instructions in the
+    # loop. Against the pinned one-program tiles: 1700-2028 per score. Not yet timed.
+    "d256-split": {
+        "dkdv": {
+            (256, False): (Tile(32, 128, 8, 2), Tile(32, 128, 8, 2), Tile(64, 128, 8, 1)),
+            (256, True): (Tile(32, 128, 8, 2),) * 3,
+        },
+    },
     # The pinned d128 non-causal dK/dV tile before 2026-11-30 evening (two stages), and d64's (32x128/3 stages
     # at 1k-4k, 64x128/3 past it): for A/B runs against the current pinned ones.
     "dkdv-two-stage": {

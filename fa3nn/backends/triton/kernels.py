@@ -357,21 +357,41 @@ def _exp(x, LOG2_SCORES: tl.constexpr):
 
 
 @triton.jit
+def _load_part(base, rows, stride_row, offs_part, seqlen, HEADDIM: tl.constexpr, BLOCK_D: tl.constexpr,
+               SPLIT_D: tl.constexpr, CHECK_ROWS: tl.constexpr):
+    """The columns `offs_part` (one of SPLIT_D equal parts of BLOCK_D) of a (rows, BLOCK_D) tile, as _load_rows;
+    columns past HEADDIM masked only when the head dim is padded."""
+    if BLOCK_D == HEADDIM:
+        return _load_rows(base, rows, stride_row, offs_part, seqlen, BLOCK_D // SPLIT_D, BLOCK_D // SPLIT_D,
+                          CHECK_ROWS)
+    else:
+        return _load_rows(base, rows, stride_row, offs_part, seqlen, HEADDIM, BLOCK_D // SPLIT_D, CHECK_ROWS)
+
+
+@triton.jit
 def _bwd_dkdv_step(dk, dv, k, v, m0, q_base, do_base, lse_base, delta_base, dq_dst, dq_batch, dq_col, stride_qs,
-                   stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, seqlen_q, seqlen_k, qk_scale, score_cap,
-                   window_left, window_right,
+                   stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk, seqlen_q, seqlen_k,
+                   qk_scale, score_cap, window_left, window_right,
                    MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                    HAS_SOFTCAP: tl.constexpr, HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr,
                    BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr,
                    DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
-                   DQ_TMA: tl.constexpr, UNMASKED_ROW_STATS: tl.constexpr):
+                   DQ_TMA: tl.constexpr, UNMASKED_ROW_STATS: tl.constexpr, SPLIT_D: tl.constexpr):
     """One query block [m0, m0 + BLOCK_M) of one key block: dK and dV accumulated; with ATOMIC_DQ the block's
     share of dQ (unscaled: the launcher multiplies the sum by the softmax scale once) added into the fp32
     accumulator, by one TMA reduce-add of the whole tile (DQ_TMA: `dq_dst` is a descriptor over the (batch,
-    seqlen, heads * dim) view, clipped at seqlen_q by the copy engine) or by per-element atomics."""
+    seqlen, heads * dim) view, clipped at seqlen_q by the copy engine) or by per-element atomics.
+    SPLIT_D > 1: dK and dV are accumulated for the head-dim columns offs_dk / offs_dvk only (one of SPLIT_D parts);
+    the scores and dP still contract over the whole head dim."""
     rows = m0 + offs_m
     q = _load_rows(q_base, rows, stride_qs, offs_d, seqlen_q, HEADDIM, BLOCK_D, MASKED)
     do = _load_rows(do_base, rows, stride_dos, offs_dv, seqlen_q, HEADDIM_V, BLOCK_DV, MASKED)
+    if SPLIT_D > 1:
+        q_part = _load_part(q_base, rows, stride_qs, offs_dk, seqlen_q, HEADDIM, BLOCK_D, SPLIT_D, MASKED)
+        do_part = _load_part(do_base, rows, stride_dos, offs_dvk, seqlen_q, HEADDIM_V, BLOCK_DV, SPLIT_D, MASKED)
+    else:
+        q_part = q
+        do_part = do
     lse, delta = _load_row_stats(lse_base, delta_base, rows, seqlen_q, LOG2_SCORES, MASKED or not UNMASKED_ROW_STATS)
     s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION)  # (BLOCK_N, BLOCK_M): keys x queries
     x_t, tanh_t = _score_minus_lse(s_t, lse[None, :], qk_scale, score_cap, HAS_SOFTCAP, LOG2_SCORES)
@@ -380,13 +400,13 @@ def _bwd_dkdv_step(dk, dv, k, v, m0, q_base, do_base, lse_base, delta_base, dq_d
                         HAS_LEFT, HAS_RIGHT)
         x_t = tl.where(keep, x_t, float("-inf"))
     p_t = _exp(x_t, LOG2_SCORES)
-    dv = tl.dot(p_t.to(do.dtype), do, dv, input_precision=DOT_PRECISION)
+    dv = tl.dot(p_t.to(do.dtype), do_part, dv, input_precision=DOT_PRECISION)
     dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)
     ds_t = p_t * (dp_t - delta[None, :])
     if HAS_SOFTCAP:
         ds_t = ds_t * (1.0 - tanh_t * tanh_t)
     ds_t = ds_t.to(q.dtype)
-    dk = tl.dot(ds_t, q, dk, input_precision=DOT_PRECISION)
+    dk = tl.dot(ds_t, q_part, dk, input_precision=DOT_PRECISION)
     if ATOMIC_DQ:  # this key block's share of dQ, added into the fp32 accumulator (order varies run to run)
         dq = tl.dot(tl.trans(ds_t), k, input_precision=DOT_PRECISION)
         if DQ_TMA:
@@ -405,13 +425,14 @@ def _bwd_dkdv_step(dk, dv, k, v, m0, q_base, do_base, lse_base, delta_base, dq_d
 
 @triton.jit
 def _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_dst, dq_batch, dq_col, stride_qs,
-                    stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, lo, hi, rotate, seqlen_q, seqlen_k,
-                    qk_scale, score_cap, window_left, window_right,
+                    stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk, lo, hi, rotate,
+                    seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right,
                     MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                     HAS_SOFTCAP: tl.constexpr, HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr,
                     BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr,
                     DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
-                    DQ_TMA: tl.constexpr, UNMASKED_ROW_STATS: tl.constexpr, ROTATE: tl.constexpr):
+                    DQ_TMA: tl.constexpr, UNMASKED_ROW_STATS: tl.constexpr, ROTATE: tl.constexpr,
+                    SPLIT_D: tl.constexpr):
     """Query blocks [lo, hi) in order, or with ROTATE (block-aligned runs only) starting at block `rotate` of
     the run and wrapping: the atomic-dQ backward's programs of one head then add into different dQ rows at
     the same moment instead of all into the run's first block."""
@@ -421,16 +442,18 @@ def _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_dst,
             m0 = lo + ((i + rotate) % steps) * BLOCK_M
             dk, dv = _bwd_dkdv_step(
                 dk, dv, k, v, m0, q_base, do_base, lse_base, delta_base, dq_dst, dq_batch, dq_col, stride_qs,
-                stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, seqlen_q, seqlen_k, qk_scale, score_cap,
-                window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D,
-                BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, DQ_TMA, UNMASKED_ROW_STATS)
+                stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk, seqlen_q, seqlen_k,
+                qk_scale, score_cap, window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM,
+                HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, DQ_TMA,
+                UNMASKED_ROW_STATS, SPLIT_D)
     else:
         for m0 in range(lo, hi, BLOCK_M):
             dk, dv = _bwd_dkdv_step(
                 dk, dv, k, v, m0, q_base, do_base, lse_base, delta_base, dq_dst, dq_batch, dq_col, stride_qs,
-                stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, seqlen_q, seqlen_k, qk_scale, score_cap,
-                window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D,
-                BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, DQ_TMA, UNMASKED_ROW_STATS)
+                stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk, seqlen_q, seqlen_k,
+                qk_scale, score_cap, window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM,
+                HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, DQ_TMA,
+                UNMASKED_ROW_STATS, SPLIT_D)
     return dk, dv
 
 
@@ -453,6 +476,7 @@ def _bwd_dkdv_kernel(
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
     UNMASKED_ROW_STATS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DQ_TMA: tl.constexpr = False,
+    SPLIT_D: tl.constexpr = 1,
 ):
     """One program per (key block, K/V head, batch): dK, dV summed over the `group` query heads that share it.
     With ATOMIC_DQ it also adds dS·K into the fp32 dQacc (5 matmuls in all instead of 7 with the separate dQ
@@ -462,12 +486,16 @@ def _bwd_dkdv_kernel(
     (wrapping), so the programs of one head do not all add into the same dQ rows at once.
     UNMASKED_ROW_STATS: the unmasked run loads lse and delta without the row bounds mask and the -inf test, which
     cannot fire there (same values, bitwise). sm_90a SASS (Triton 3.6): the d128 64x128 step loses 156 of its 647
-    instructions, mostly the per-element predicates of the replicated lse/delta loads (benchmarks/NOTES.md, v3)."""
+    instructions, mostly the per-element predicates of the replicated lse/delta loads (benchmarks/NOTES.md, v3).
+    SPLIT_D > 1 (not with ATOMIC_DQ): SPLIT_D programs per key block, each accumulating dK and dV for one part of
+    the head-dim columns while recomputing the scores and dP over all of them: more matmul work, SPLIT_D times
+    fewer accumulator registers (the d256 tiles spill without it; benchmarks/NOTES.md)."""
     head_kv = tl.program_id(1)
     batch = tl.program_id(2)
     q_start, seqlen_q = _seq_bounds(cu_seqlens_q, batch, seqlen_q, IS_VARLEN)
     k_start, seqlen_k = _seq_bounds(cu_seqlens_k, batch, seqlen_k, IS_VARLEN)
-    n0 = tl.program_id(0) * BLOCK_N
+    part = tl.program_id(0) % SPLIT_D
+    n0 = (tl.program_id(0) // SPLIT_D) * BLOCK_N
     if n0 >= seqlen_k:
         return
     b64 = batch.to(tl.int64)
@@ -475,12 +503,14 @@ def _bwd_dkdv_kernel(
     offs_m = tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
+    offs_dk = part * (BLOCK_D // SPLIT_D) + tl.arange(0, BLOCK_D // SPLIT_D)  # this program's dK columns
+    offs_dvk = part * (BLOCK_DV // SPLIT_D) + tl.arange(0, BLOCK_DV // SPLIT_D)  # and dV columns
     k_base = K + b64 * stride_kb + head_kv.to(tl.int64) * stride_kh + k_start.to(tl.int64) * stride_ks
     v_base = V + b64 * stride_vb + head_kv.to(tl.int64) * stride_vh + k_start.to(tl.int64) * stride_vs
     k = _load_rows(k_base, cols, stride_ks, offs_d, seqlen_k, HEADDIM, BLOCK_D, True)
     v = _load_rows(v_base, cols, stride_vs, offs_dv, seqlen_k, HEADDIM_V, BLOCK_DV, True)
-    dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
-    dv = tl.zeros([BLOCK_N, BLOCK_DV], dtype=tl.float32)
+    dk = tl.zeros([BLOCK_N, BLOCK_D // SPLIT_D], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_DV // SPLIT_D], dtype=tl.float32)
     lo, hi, full_lo, full_hi = _query_phases(n0, seqlen_q, seqlen_k, window_left, window_right, BLOCK_M, BLOCK_N,
                                              HAS_LEFT, HAS_RIGHT)
     rotate = tl.program_id(0)
@@ -496,31 +526,31 @@ def _bwd_dkdv_kernel(
             dq_dst = dQacc + b64 * stride_dqb + h64 * stride_dqh + q_start.to(tl.int64) * stride_dqs
         dk, dv = _bwd_dkdv_inner(
             dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_dst, batch, head * HEADDIM,
-            stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, full_lo, full_hi, rotate, seqlen_q,
-            seqlen_k, qk_scale, score_cap, window_left, window_right, False, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP,
-            HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, DQ_TMA,
-            UNMASKED_ROW_STATS, ATOMIC_DQ)
+            stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk, full_lo, full_hi,
+            rotate, seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, False, HAS_LEFT, HAS_RIGHT,
+            HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
+            DQ_TMA, UNMASKED_ROW_STATS, ATOMIC_DQ, SPLIT_D)
         if HAS_RIGHT:  # without a right bound full_lo == lo: nothing masked before the full run
             dk, dv = _bwd_dkdv_inner(
                 dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_dst, batch, head * HEADDIM,
-                stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, lo, full_lo, 0, seqlen_q,
-                seqlen_k, qk_scale, score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP,
-                HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, DQ_TMA,
-                UNMASKED_ROW_STATS, False)
+                stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk, lo, full_lo, 0,
+                seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT,
+                HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
+                DQ_TMA, UNMASKED_ROW_STATS, False, SPLIT_D)
         dk, dv = _bwd_dkdv_inner(
             dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_dst, batch, head * HEADDIM,
-            stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, full_hi, hi, 0, seqlen_q, seqlen_k,
-            qk_scale, score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM,
-            HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, DQ_TMA, UNMASKED_ROW_STATS,
-            False)
+            stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk, full_hi, hi, 0,
+            seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT,
+            HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
+            DQ_TMA, UNMASKED_ROW_STATS, False, SPLIT_D)
     dk = dk * softmax_scale
     key_ok = cols < seqlen_k
     dk_ptrs = dK + b64 * stride_dkb + head_kv.to(tl.int64) * stride_dkh + (k_start + cols)[:, None].to(
-        tl.int64) * stride_dks + offs_d[None, :]
+        tl.int64) * stride_dks + offs_dk[None, :]
     dv_ptrs = dV + b64 * stride_dvb + head_kv.to(tl.int64) * stride_dvh + (k_start + cols)[:, None].to(
-        tl.int64) * stride_dvs + offs_dv[None, :]
-    tl.store(dk_ptrs, dk.to(dK.dtype.element_ty), mask=key_ok[:, None] & (offs_d[None, :] < HEADDIM))
-    tl.store(dv_ptrs, dv.to(dV.dtype.element_ty), mask=key_ok[:, None] & (offs_dv[None, :] < HEADDIM_V))
+        tl.int64) * stride_dvs + offs_dvk[None, :]
+    tl.store(dk_ptrs, dk.to(dK.dtype.element_ty), mask=key_ok[:, None] & (offs_dk[None, :] < HEADDIM))
+    tl.store(dv_ptrs, dv.to(dV.dtype.element_ty), mask=key_ok[:, None] & (offs_dvk[None, :] < HEADDIM_V))
 
 
 @triton.jit
