@@ -139,6 +139,16 @@ CANDIDATE_TABLES: dict[str, dict[str, dict[tuple[int, bool], tuple[Tile, Tile, T
             (256, True): (Tile(128, 32, 8, 2),) * 3,
         },
     },
+    # The d256 forward with 128 x 64 tiles (8 warps): 486 warp instructions per 1024 scores against the pinned
+    # 64x64/8w's 826 and 128x32/8w's 682 (Triton 3.6 offline, 2026-12-01), at the price of 24-32 B of stack and
+    # 11-15 spill instructions in the loop; 128 KB of shared memory with 2 stages. Not yet timed (bench.py with
+    # FA3NN_TRITON_TILES=d256-fwd-wide against the default, same GPU).
+    "d256-fwd-wide": {
+        "fwd": {
+            (256, False): (Tile(128, 64, 8, 2),) * 3,
+            (256, True): (Tile(128, 64, 8, 2),) * 3,
+        },
+    },
     # For the opt-in head-dim split of the dK/dV kernel (FA3NN_TRITON_DKDV_SPLIT_D=2; scripts/triton_tile_ab.py
     # variant `d256-split+split-d`): with half the dK/dV columns per program the d256 kernel takes wgmma-sized
     # tiles. Triton 3.6 offline (per program; both halves together: twice the instructions per score):
