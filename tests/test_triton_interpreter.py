@@ -199,9 +199,10 @@ def test_dkdv_split_rule(monkeypatch):
     assert launch.dkdv_split(256, 256, atomic_dq=False) == 2
     assert launch.dkdv_split(128, 128, atomic_dq=False) == 1  # below DKDV_SPLIT_MIN_BLOCK_D
     assert launch.dkdv_split(256, 256, atomic_dq=True) == 1  # each part would add dQ again
-    monkeypatch.setattr(launch, "DKDV_SPLIT_D", 3)
-    with pytest.raises(ValueError, match="FA3NN_TRITON_DKDV_SPLIT_D=3"):
-        launch.dkdv_split(256, 256, atomic_dq=False)
+    for bad in (3, "yes"):
+        monkeypatch.setattr(launch, "DKDV_SPLIT_D", bad)
+        with pytest.raises(ValueError, match=f"FA3NN_TRITON_DKDV_SPLIT_D={bad}: use 1"):
+            launch.dkdv_split(256, 256, atomic_dq=False)
 
 
 def test_deterministic_backward_is_bitwise_repeatable():

@@ -43,7 +43,7 @@ UNMASKED_ROW_STATS = os.environ.get("FA3NN_TRITON_UNMASKED_ROW_STATS", "1") == "
 # (benchmarks/NOTES.md, "Triton d256 backward"). Each program loads its half of Q and dO besides the whole tiles:
 # configs.shared_memory_bytes does not count those (32x128 at d256: 224 KB compiled against 192 modelled), so on a
 # GPU with less than Hopper's 227 KB a split tile can fail at launch with Triton's out-of-resources error.
-DKDV_SPLIT_D = int(os.environ.get("FA3NN_TRITON_DKDV_SPLIT_D", "1"))
+DKDV_SPLIT_D = os.environ.get("FA3NN_TRITON_DKDV_SPLIT_D", "1")
 DKDV_SPLIT_MIN_BLOCK_D = 256
 LOG2E = math.log2(math.e)
 
@@ -51,11 +51,11 @@ LOG2E = math.log2(math.e)
 def dkdv_split(block_d: int, block_dv: int, atomic_dq: bool) -> int:
     """Head-dim parts of the dK/dV kernel for this call: DKDV_SPLIT_D where the head dim is wide enough and dQ is not
     added from that kernel (each part would add it again), else 1."""
-    if DKDV_SPLIT_D not in (1, 2):
+    if str(DKDV_SPLIT_D) not in ("1", "2"):
         raise ValueError(f"FA3NN_TRITON_DKDV_SPLIT_D={DKDV_SPLIT_D}: use 1 (off) or 2")
     if atomic_dq or min(block_d, block_dv) < DKDV_SPLIT_MIN_BLOCK_D:
         return 1
-    return DKDV_SPLIT_D
+    return int(DKDV_SPLIT_D)
 
 
 def _tma_views(q, k, v, shape) -> tuple | None:
