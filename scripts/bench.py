@@ -300,8 +300,10 @@ def main() -> None:
     for headdim in args.headdims:
         for seqlen in args.seqlens:
             for causal in causals:
+                started = time.perf_counter()
                 rows.append(bench_shape(args.backends, headdim, seqlen, causal, args.directions, args))
-                print(json.dumps({k: rows[-1][k] for k in ("headdim", "seqlen", "causal")}), flush=True)
+                rows[-1]["wall_s"] = round(time.perf_counter() - started, 1)  # where a device call's time went
+                print(json.dumps({k: rows[-1][k] for k in ("headdim", "seqlen", "causal", "wall_s")}), flush=True)
                 report = {"environment": env, "backends": args.backends,
                           "args": {k: str(v) for k, v in vars(args).items()}, "rows": rows,
                           "triton_autotune": triton_choices()}
