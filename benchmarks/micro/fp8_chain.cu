@@ -39,6 +39,20 @@ constexpr uint32_t kKBytes = kBlockN * kD;             // one 192-row SW128 box
 constexpr uint32_t kVPanelBytes = kD * 64;             // Vt: three 64-key SW64 panels
 constexpr uint32_t kSmem = kQBytes + kKBytes + 3 * kVPanelBytes + 512 + 1024;  // + scratch row sums
 
+// The 1024-B aligned dynamic shared memory, its first `bytes` filled with e4m3 values of magnitude 2^-3..2^0 and
+// random signs (0x28..0x38 | sign: a tensor-core load like real data); every thread returns after the fill.
+__device__ __forceinline__ uint8_t* random_operands(uint32_t bytes) {
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint32_t seed = 0x9E3779B9u * (threadIdx.x + 1) + blockIdx.x;
+  for (uint32_t i = threadIdx.x; i < bytes; i += blockDim.x) {
+    seed = seed * 1664525u + 1013904223u;
+    smem[i] = static_cast<uint8_t>(0x28 + ((seed >> 24) & 0x0F)) | ((seed >> 16) & 0x80);
+  }
+  __syncthreads();
+  return smem;
+}
+
 // Mixed mode's two halves: the softmax step on fresh scores (as kGemms = 0), and the GEMM pair with its waits.
 __device__ __forceinline__ void mixed_softmax_loop(int iters, float (&s)[kBlockN / 2], float (&o)[kD / 2],
                                                    uint32_t (&pa)[kBlockN / 32][4], OnlineSoftmaxFp8<kBlockN>& softmax,
@@ -86,15 +100,7 @@ __global__ void __launch_bounds__(256, 1) chain_kernel(int iters, long long* clo
   if constexpr (kMixed) {  // warpgroup 0: the softmax alone; warpgroup 1: the GEMMs alone (kGemms), side by side
     static_assert(kActive == 2 && !kPingpong && kSoftmax, "mixed mode: two warpgroups, no turn barrier");
   }
-  extern __shared__ __align__(1024) uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  // e4m3 values of magnitude 2^-3..2^0 with random signs (0x28..0x38 | sign): a tensor-core load like real data.
-  uint32_t seed = 0x9E3779B9u * (threadIdx.x + 1) + blockIdx.x;
-  for (uint32_t i = threadIdx.x; i < kQBytes + kKBytes + 3 * kVPanelBytes; i += blockDim.x) {
-    seed = seed * 1664525u + 1013904223u;
-    smem[i] = static_cast<uint8_t>(0x28 + ((seed >> 24) & 0x0F)) | ((seed >> 16) & 0x80);
-  }
-  __syncthreads();
+  uint8_t* smem = random_operands(kQBytes + kKBytes + 3 * kVPanelBytes);
   const int wg = threadIdx.x / 128;
   if (wg >= kActive) return;
 
@@ -194,6 +200,43 @@ __global__ void __launch_bounds__(256, 1) chain_kernel(int iters, long long* clo
   if (threadIdx.x % 128 == 0) clocks[blockIdx.x * 2 + wg] = stop - start;
 }
 
+// One timed launch (after a warm-up of a tenth of the iterations): kernel milliseconds by CUDA events, and the mean
+// over SMs of each warpgroup's clock64 span (clocks[2 * sm + warpgroup]; warpgroup 1's is 0 where it does not run).
+struct Timing {
+  float ms;
+  double clocks[2];
+};
+
+template <class Kernel>
+Timing time_launch(Kernel kernel, const char* name, int threads, uint32_t smem_bytes, int iters, int sms,
+                   long long* d_clocks, float* d_sink) {
+  if (smem_bytes) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  cudaMemset(d_clocks, 0, sizeof(long long) * sms * 2);
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  kernel<<<sms, threads, smem_bytes>>>(iters / 10, d_clocks, d_sink);
+  cudaEventRecord(a);
+  kernel<<<sms, threads, smem_bytes>>>(iters, d_clocks, d_sink);
+  cudaEventRecord(b);
+  cudaError_t err = cudaEventSynchronize(b);
+  if (err == cudaSuccess) err = cudaGetLastError();
+  if (err != cudaSuccess) {
+    printf("{\"mode\": \"%s\", \"error\": \"%s\"}\n", name, cudaGetErrorString(err));
+    exit(1);
+  }
+  Timing t{0.f, {0.0, 0.0}};
+  cudaEventElapsedTime(&t.ms, a, b);
+  long long* clocks = static_cast<long long*>(malloc(sizeof(long long) * sms * 2));
+  cudaMemcpy(clocks, d_clocks, sizeof(long long) * sms * 2, cudaMemcpyDeviceToHost);
+  for (int i = 0; i < sms; ++i) {
+    t.clocks[0] += static_cast<double>(clocks[2 * i]) / sms;
+    t.clocks[1] += static_cast<double>(clocks[2 * i + 1]) / sms;
+  }
+  free(clocks);
+  return t;
+}
+
 // MUFU.EX2 throughput: every thread runs `iters` rounds of 32 independent exp2 (ex2.approx.ftz.f32), so the
 // clocks per round per warp give the exp2 unit's rate with kWarpsPerScheduler warps on each SM sub-partition.
 template <int kWarpsPerScheduler>
@@ -217,52 +260,24 @@ __global__ void __launch_bounds__(128 * kWarpsPerScheduler, 1) mufu_kernel(int i
 
 template <int kWarpsPerScheduler>
 void run_mufu(int iters, int sms, long long* d_clocks, float* d_sink) {
-  mufu_kernel<kWarpsPerScheduler><<<sms, 128 * kWarpsPerScheduler>>>(iters, d_clocks, d_sink);
-  cudaDeviceSynchronize();
-  long long* clocks = static_cast<long long*>(malloc(sizeof(long long) * sms * 2));
-  cudaMemcpy(clocks, d_clocks, sizeof(long long) * sms * 2, cudaMemcpyDeviceToHost);
-  double mean = 0.0;
-  for (int i = 0; i < sms; ++i) mean += static_cast<double>(clocks[2 * i]);
-  mean /= sms;
+  const Timing t = time_launch(mufu_kernel<kWarpsPerScheduler>, "mufu", 128 * kWarpsPerScheduler, 0, iters, sms,
+                               d_clocks, d_sink);
   // Per scheduler and round: 32 x kWarpsPerScheduler warp-wide MUFU.EX2 (+ as many FADD).
   printf("{\"mode\": \"mufu_%dwarps\", \"clocks_per_mufu_per_scheduler\": %.2f}\n", kWarpsPerScheduler,
-         mean / iters / (32.0 * kWarpsPerScheduler));
-  free(clocks);
+         t.clocks[0] / iters / (32.0 * kWarpsPerScheduler));
 }
 
 template <int kActive, bool kPingpong, int kGemms, bool kSoftmax, bool kMixed = false, bool kSkeleton = false>
 void run(const char* name, int iters, int sms, long long* d_clocks, float* d_sink) {
-  auto kernel = chain_kernel<kActive, kPingpong, kGemms, kSoftmax, kMixed, kSkeleton>;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  kernel<<<sms, 256, kSmem>>>(iters / 10, d_clocks, d_sink);  // warm-up
-  cudaEventRecord(a);
-  kernel<<<sms, 256, kSmem>>>(iters, d_clocks, d_sink);
-  cudaEventRecord(b);
-  cudaError_t err = cudaEventSynchronize(b);
-  if (err == cudaSuccess) err = cudaGetLastError();
-  if (err != cudaSuccess) {
-    printf("{\"mode\": \"%s\", \"error\": \"%s\"}\n", name, cudaGetErrorString(err));
-    exit(1);
-  }
-  float ms = 0.f;
-  cudaEventElapsedTime(&ms, a, b);
-  long long* clocks = static_cast<long long*>(malloc(sizeof(long long) * sms * 2));
-  cudaMemcpy(clocks, d_clocks, sizeof(long long) * sms * 2, cudaMemcpyDeviceToHost);
-  double mean = 0.0, mean1 = 0.0;
-  for (int i = 0; i < sms; ++i) mean += static_cast<double>(clocks[2 * i]);
-  for (int i = 0; i < sms; ++i) mean1 += static_cast<double>(clocks[2 * i + 1]);
-  mean /= sms;
-  mean1 /= sms;
-  const int gemm_clocks = (kGemms == 3 ? 768 : kGemms == 0 ? 0 : 384) * (kActive == 2 ? 2 : 1);  // tensor work per iteration, per SM
+  const Timing t = time_launch(chain_kernel<kActive, kPingpong, kGemms, kSoftmax, kMixed, kSkeleton>, name, 256, kSmem,
+                               iters, sms, d_clocks, d_sink);
+  // tensor work per iteration and SM at the full rate
+  const int gemm_clocks = (kGemms == 3 ? 768 : kGemms == 0 ? 0 : 384) * (kActive == 2 ? 2 : 1);
   printf("{\"mode\": \"%s\", \"active\": %d, \"pingpong\": %d, \"gemms\": %d, \"softmax\": %d, \"iters\": %d, "
          "\"clocks_per_iter\": %.1f, \"wg1_clocks_per_iter\": %.1f, \"tensor_clocks_per_iter\": %d, "
          "\"ms\": %.4f, \"mhz\": %.0f}\n",
-         name, kActive, kPingpong ? 1 : 0, kGemms, kSoftmax ? 1 : 0, iters, mean / iters,
-         kActive == 2 ? mean1 / iters : 0.0, gemm_clocks, ms, mean / (ms * 1e3));
-  free(clocks);
+         name, kActive, kPingpong ? 1 : 0, kGemms, kSoftmax ? 1 : 0, iters, t.clocks[0] / iters,
+         t.clocks[1] / iters, gemm_clocks, t.ms, t.clocks[0] / (t.ms * 1e3));
 }
 
 
@@ -275,14 +290,7 @@ __global__ void __launch_bounds__(256, 1) step_kernel(int iters, long long* cloc
   constexpr int kPanelKeys = N % 128 == 0 ? 128 : 64;
   constexpr uint32_t kPanelBytes = kD * kPanelKeys;
   constexpr uint32_t kKBytesN = N * kD, kVBytesN = kD * N;
-  extern __shared__ __align__(1024) uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  uint32_t seed = 0x9E3779B9u * (threadIdx.x + 1) + blockIdx.x;
-  for (uint32_t i = threadIdx.x; i < kQBytes + kKBytesN + kVBytesN; i += blockDim.x) {
-    seed = seed * 1664525u + 1013904223u;
-    smem[i] = static_cast<uint8_t>(0x28 + ((seed >> 24) & 0x0F)) | ((seed >> 16) & 0x80);
-  }
-  __syncthreads();
+  uint8_t* smem = random_operands(kQBytes + kKBytesN + kVBytesN);
   const int wg = threadIdx.x / 128;
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const uint64_t desc_q = make_desc_fp8_kmajor<128>(base + wg * 64 * 128);
@@ -381,35 +389,15 @@ __global__ void __launch_bounds__(256, 1) step_kernel(int iters, long long* cloc
 
 template <int N, bool kPingpong, bool kLookahead>
 void run_step(const char* name, int iters, int sms, long long* d_clocks, float* d_sink) {
-  auto kernel = step_kernel<N, kPingpong, kLookahead>;
   constexpr uint32_t smem_bytes = kQBytes + 2 * N * kD + 512 + 1024;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  kernel<<<sms, 256, smem_bytes>>>(iters / 10, d_clocks, d_sink);
-  cudaEventRecord(a);
-  kernel<<<sms, 256, smem_bytes>>>(iters, d_clocks, d_sink);
-  cudaEventRecord(b);
-  cudaError_t err = cudaEventSynchronize(b);
-  if (err == cudaSuccess) err = cudaGetLastError();
-  if (err != cudaSuccess) {
-    printf("{\"mode\": \"%s\", \"error\": \"%s\"}\n", name, cudaGetErrorString(err));
-    exit(1);
-  }
-  float ms = 0.f;
-  cudaEventElapsedTime(&ms, a, b);
-  long long* clocks = static_cast<long long*>(malloc(sizeof(long long) * sms * 2));
-  cudaMemcpy(clocks, d_clocks, sizeof(long long) * sms * 2, cudaMemcpyDeviceToHost);
-  double mean = 0.0;
-  for (int i = 0; i < sms; ++i) mean += static_cast<double>(clocks[2 * i]);
-  mean /= sms;
+  const Timing t = time_launch(step_kernel<N, kPingpong, kLookahead>, name, 256, smem_bytes, iters, sms, d_clocks,
+                               d_sink);
+  const double per_iter = t.clocks[0] / iters;
   const int tensor = 2 * 2 * 64 * N * kD / 4096;  // both warpgroups' Q K^T + P V at 4096 e4m3 FMA per clock
   printf("{\"mode\": \"%s\", \"keys\": %d, \"pingpong\": %d, \"lookahead\": %d, \"iters\": %d, "
          "\"clocks_per_iter\": %.1f, \"tensor_clocks_per_iter\": %d, \"share\": %.3f, \"ms\": %.4f, \"mhz\": %.0f}\n",
-         name, N, kPingpong ? 1 : 0, kLookahead ? 1 : 0, iters, mean / iters, tensor, tensor / (mean / iters), ms,
-         mean / (ms * 1e3));
-  free(clocks);
+         name, N, kPingpong ? 1 : 0, kLookahead ? 1 : 0, iters, per_iter, tensor, tensor / per_iter, t.ms,
+         t.clocks[0] / (t.ms * 1e3));
 }
 
 }  // namespace
