@@ -38,9 +38,10 @@ PEAK_FLOP_PER_CLK_SM = {"bf16": 4096, "fp8": 8192}
 SMI_FIELDS = "timestamp,clocks.sm,power.draw,{reasons}"
 
 
-def attention_kernels(headdim: int, seqlen: int, causal: bool, block_k: int,
-                      fp8_variants: list[str]) -> dict[str, tuple[str, float, object]]:
-    """name -> (precision, FLOPs per call, fn) for the attention kernels of one shape."""
+def attention_kernels(headdim: int, seqlen: int, causal: bool, block_k: int, fp8_variants: list[str],
+                      wanted) -> dict[str, tuple[str, float, object]]:
+    """name -> (precision, FLOPs per call, fn) for the attention kernels of one shape that wanted(name) accepts (the
+    FP8 operands and cuDNN's FP8 graph are built only when an FP8 kernel is asked for)."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -55,8 +56,10 @@ def attention_kernels(headdim: int, seqlen: int, causal: bool, block_k: int,
     scale = headdim**-0.5
     flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal)
     window = Window(-1, 0) if causal else Window()
-    quantized = quantize_qkv_tensors(q, k, v, 128, block_k)
-    vt8 = transpose_v(quantized.v)
+    fp8_names = ["fp8", *(f"fp8_{variant}" for variant in fp8_variants)]
+    if any(wanted(name) for name in fp8_names):
+        quantized = quantize_qkv_tensors(q, k, v, 128, block_k)
+        vt8 = transpose_v(quantized.v)
 
     def fp8(variant):
         return lambda: fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale,
@@ -68,10 +71,12 @@ def attention_kernels(headdim: int, seqlen: int, causal: bool, block_k: int,
             return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                   is_causal=causal, scale=scale)
 
-    kernels = {"bf16": ("bf16", flops, lambda: launch(q, k, v, scale, causal)),
-               "cudnn": ("bf16", flops, cudnn),
-               "fp8": ("fp8", flops, fp8("full")),
-               **{f"fp8_{variant}": ("fp8", flops, fp8(variant)) for variant in fp8_variants}}
+    kernels = {name: (precision, flops, fn) for name, precision, fn in (
+        ("bf16", "bf16", lambda: launch(q, k, v, scale, causal)), ("cudnn", "bf16", cudnn)) if wanted(name)}
+    kernels.update({name: ("fp8", flops, fp8(variant)) for name, variant in zip(fp8_names, ["full", *fp8_variants])
+                    if wanted(name)})
+    if not wanted("cudnn_fp8"):
+        return kernels
     try:
         import cudnn as cudnn_fe
         from bench_cudnn_fp8 import CudnnFP8, per_tensor_quantize
@@ -84,15 +89,18 @@ def attention_kernels(headdim: int, seqlen: int, causal: bool, block_k: int,
     return kernels
 
 
-def matmul_kernels(n: int = 8192) -> dict[str, tuple[str, float, object]]:
+def matmul_kernels(wanted, n: int = 8192) -> dict[str, tuple[str, float, object]]:
+    if not (wanted("matmul_bf16") or wanted("matmul_fp8")):
+        return {}
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     a8 = a.to(torch.float8_e4m3fn)
     b8 = b.to(torch.float8_e4m3fn).t()  # column-major B, as _scaled_mm wants
     one = torch.ones((), device="cuda")
     flops = 2.0 * n**3
-    return {"matmul_bf16": ("bf16", flops, lambda: a @ b),
-            "matmul_fp8": ("fp8", flops, lambda: torch._scaled_mm(a8, b8, one, one, out_dtype=torch.bfloat16))}
+    kernels = {"matmul_bf16": ("bf16", flops, lambda: a @ b),
+               "matmul_fp8": ("fp8", flops, lambda: torch._scaled_mm(a8, b8, one, one, out_dtype=torch.bfloat16))}
+    return {name: kernel for name, kernel in kernels.items() if wanted(name)}
 
 
 def smi_fields() -> str:
@@ -161,14 +169,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fp8-variants", nargs="*", default=["key_block_192_skip_softmax"],
                         help="FP8 benchmark variants (fa3nn.backends.hopper_fp8.VARIANTS), run as fp8_<variant>")
     args = parser.parse_args(argv)
-    kernels = {**attention_kernels(args.headdim, args.seqlen, args.causal, args.block_k, args.fp8_variants),
-               **matmul_kernels()}
+
+    def wanted(name: str) -> bool:
+        return not args.kernels or name in args.kernels
+
+    kernels = {**attention_kernels(args.headdim, args.seqlen, args.causal, args.block_k, args.fp8_variants, wanted),
+               **matmul_kernels(wanted)}
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     fields = smi_fields()
     rows = []
     for name, (precision, flops, fn) in kernels.items():
-        if args.kernels and name not in args.kernels:
-            continue
         r = run_one(fn, args.seconds, args.settle, fields)
         tflops = flops / r["seconds_per_call"] / 1e12
         share = (tflops * 1e12 / (sms * r["sm_mhz"] * 1e6 * PEAK_FLOP_PER_CLK_SM[precision])
