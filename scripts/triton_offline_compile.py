@@ -55,8 +55,9 @@ from fa3nn.backends.triton import kernels as K  # noqa: E402
 from fa3nn.backends.triton.configs import Tile  # noqa: E402
 from fa3nn.masks import Window  # noqa: E402
 
-KINDS = ("fwd", "dkdv", "dq", "fused")
-KERNEL_OF = {"fwd": "_fwd_kernel", "dkdv": "_bwd_dkdv_kernel", "fused": "_bwd_dkdv_kernel", "dq": "_bwd_dq_kernel"}
+KINDS = ("fwd", "dkdv", "dkdv_split", "dq", "fused")
+KERNEL_OF = {"fwd": "_fwd_kernel", "dkdv": "_bwd_dkdv_kernel", "dkdv_split": "_bwd_dkdv_kernel",
+             "fused": "_bwd_dkdv_kernel", "dq": "_bwd_dq_kernel"}
 TARGET = ("cuda", 90, 32)  # sm_90a (H100/H200), 32 threads per warp
 WIDTH = 2048  # nheads * headdim, as in the benchmark
 
@@ -91,11 +92,12 @@ def record_launch(kind: str, tile: Tile, headdim: int, causal: bool, seqlen: int
     params = AttnParams(softmax_scale=headdim ** -0.5, window=Window.from_args(causal, (-1, -1)), softcap=0.0,
                         deterministic=False)
     sink: list = []
-    saved_env, saved_atomic = os.environ.get("FA3NN_TRITON_TMA"), launch.ATOMIC_DQ
+    saved_env, saved_atomic, saved_split = os.environ.get("FA3NN_TRITON_TMA"), launch.ATOMIC_DQ, launch.DKDV_SPLIT_D
     os.environ["FA3NN_TRITON_TMA"] = "1"  # the forward's H200 path: TMA descriptors
     configs.OVERRIDES.clear()
     configs.OVERRIDES[kind] = tile
     launch.ATOMIC_DQ = kind == "fused"
+    launch.DKDV_SPLIT_D = str(configs.DKDV_SPLIT_PARTS) if kind == "dkdv_split" else "1"
     try:
         with _recorded_launches(sink):
             if kind == "fwd":
@@ -106,7 +108,7 @@ def record_launch(kind: str, tile: Tile, headdim: int, causal: bool, seqlen: int
                 launch.backward(dout, q, k, v, out, lse, None, params, None)
     finally:
         configs.OVERRIDES.clear()
-        launch.ATOMIC_DQ = saved_atomic
+        launch.ATOMIC_DQ, launch.DKDV_SPLIT_D = saved_atomic, saved_split
         if saved_env is None:
             os.environ.pop("FA3NN_TRITON_TMA", None)
         else:
@@ -200,14 +202,14 @@ def tiles_to_check(kind: str, headdim: int, causal: bool, sets: list[str]) -> li
     EXTRA."""
     found: dict[Tile, list[str]] = {}
     if "pinned" in sets:
-        for bucket, tile in enumerate(configs.PINNED[kind][(headdim, causal)]):
+        for bucket, tile in enumerate(configs.PINNED[kind].get((headdim, causal), ())):
             found.setdefault(tile, []).append(f"pinned{('<=1k', '<=4k', '>4k')[bucket]}")
     if "tables" in sets:
         for name, table in configs.CANDIDATE_TABLES.items():
             for bucket, tile in enumerate(table.get(kind, {}).get((headdim, causal), ())):
                 found.setdefault(tile, []).append(f"{name}{('<=1k', '<=4k', '>4k')[bucket]}")
     if "alt" in sets:
-        for tile in configs.ALTERNATIVES[kind][headdim]:
+        for tile in configs.ALTERNATIVES[kind].get(headdim, ()):
             found.setdefault(tile, []).append("alt")
     if "extra" in sets:
         for tile in EXTRA.get((kind, headdim), []):

@@ -2,7 +2,8 @@
 
 A variant is a tile table (`pinned` = configs.PINNED, or a name from configs.CANDIDATE_TABLES), optionally with
 `+row-stats` (launch.UNMASKED_ROW_STATS: the dK/dV kernel's unmasked run without the row checks that cannot fire),
-`+split-d` (launch.DKDV_SPLIT_D = 2: two dK/dV programs per key block at head dims >= 256, half the columns each)
+`+split-d` (launch.DKDV_SPLIT_D = 2, the library's default: two dK/dV programs per key block at head dims >= 256,
+half the columns each, tiles configs.PINNED["dkdv_split"]; without it the one-program kernel)
 and `+atomic` or `+atomic-MxNxWxS` (launch.ATOMIC_DQ: dQ added by the dK/dV kernel, 5 matmuls, TMA reduce-adds on
 sm_90; the fused kernel's pinned tile or the one named). The first variant is the baseline of the ratios.
 For every (head dim, seqlen, causal) at the benchmark's shapes (bf16, batch * seqlen = 16384 tokens, nheads * head
@@ -67,9 +68,10 @@ def select(variant: str) -> None:
         configs.OVERRIDES["fused"] = configs.Tile(*(int(x) for x in atomic[0].removeprefix("atomic-").split("x")))
 
 
-def kinds() -> tuple[str, ...]:
+def kinds(headdim: int) -> tuple[str, ...]:
     """The backward's tiled kernels under the selected variant."""
-    return ("fused",) if launch.ATOMIC_DQ else ("dkdv", "dq")
+    key_block = launch.dkdv_kind(headdim, headdim, launch.ATOMIC_DQ)
+    return (key_block,) if launch.ATOMIC_DQ else (key_block, "dq")
 
 
 def tile_of(kind: str, headdim: int, causal: bool, seqlen: int) -> configs.Tile:
@@ -81,7 +83,7 @@ def _warm(job: tuple) -> str:
     (configs.OVERRIDES pins the tiles the full shape would use, past fill_sms and the sequence bucket)."""
     variant, headdim, seqlen, causal = job
     select(variant)
-    for kind in kinds():
+    for kind in kinds(headdim):
         configs.OVERRIDES[kind] = tile_of(kind, headdim, causal, seqlen)
     q, k, v, dout = _inputs(headdim, 256, tokens=4096)
     params = AttnParams(headdim ** -0.5, Window.from_args(causal, (-1, -1)), 0.0, False)
@@ -104,14 +106,14 @@ def measure(headdim: int, seqlen: int, causal: bool, variants: list[str], iters:
     select(variants[0])
     out, lse = launch.forward(q, k, v, params, None)
     pinned_grads = launch.backward(dout, q, k, v, out, lse, None, params, None)
-    pinned_tiles = {kind: vars(tile_of(kind, headdim, causal, seqlen)) for kind in kinds()}
+    pinned_tiles = {kind: vars(tile_of(kind, headdim, causal, seqlen)) for kind in kinds(headdim)}
     pinned_exact = not launch.ATOMIC_DQ
     flops = attention_flops(q.shape[0], q.shape[2], seqlen, seqlen, headdim, causal=causal, direction="bwd")
     rows, kernels_seen = [], []
     for variant in variants:
         select(variant)
         row = dict(variant=variant, headdim=headdim, seqlen=seqlen, causal=causal,
-                   tiles={kind: vars(tile_of(kind, headdim, causal, seqlen)) for kind in kinds()})
+                   tiles={kind: vars(tile_of(kind, headdim, causal, seqlen)) for kind in kinds(headdim)})
         kernels = (row["tiles"], launch.UNMASKED_ROW_STATS, launch.DKDV_SPLIT_D)
         if kernels in kernels_seen:
             continue  # the same kernels as an earlier variant at this shape
@@ -155,7 +157,7 @@ def main() -> None:
         for job in ((v, d, s, c) for v in args.variants for d in args.headdims for s in args.seqlens for c in causals):
             select(job[0])  # one job per distinct set of kernels
             kernels = (job[1], job[3], launch.UNMASKED_ROW_STATS,
-                       *(tile_of(kind, job[1], job[3], job[2]) for kind in kinds()))
+                       *(tile_of(kind, job[1], job[3], job[2]) for kind in kinds(job[1])))
             jobs.setdefault(kernels, job)
         select(args.variants[0])
         precompile(list(jobs.values()), args.precompile)
@@ -171,8 +173,7 @@ def main() -> None:
     print(f"| variant | d | seqlen | causal | dK/dV tile | dQ tile | bwd TFLOP/s | vs {args.variants[0]} | check |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        tiles = ["x".join(str(x) for x in r["tiles"][kind].values()) if kind in r["tiles"] else "fused"
-                 for kind in (("fused", "dq") if "fused" in r["tiles"] else ("dkdv", "dq"))]
+        tiles = ["x".join(str(x) for x in tile.values()) for tile in r["tiles"].values()] + ["fused"]
         base = pinned.get((r["headdim"], r["seqlen"], r["causal"]))
         speed = f"{r['bwd_tflops']:.0f}" if "bwd_tflops" in r else r.get("error", "?")
         ratio = f"{r['bwd_tflops'] / base:.3f}" if "bwd_tflops" in r and base else "-"

@@ -106,9 +106,11 @@ def test_pinned_tiles_are_the_measured_winners():
     # head dims 64 and 256 change tile with the sequence bucket
     assert pinned("fwd", 64, True, 2048) == Tile(128, 64, 4, 3)
     assert pinned("fwd", 64, True, 8192) == Tile(128, 128, 8, 3)
-    assert pinned("fwd", 256, False, 4096) == Tile(64, 64, 8, 2)
-    assert pinned("fwd", 256, False, 4097) == Tile(128, 32, 8, 2)
-    assert pinned("dkdv", 256, True, 16384) == Tile(32, 64, 8, 2)
+    assert pinned("dkdv", 256, True, 16384) == Tile(32, 64, 8, 2)  # the one-program kernel (split off)
+    assert pinned("dkdv_split", 256, False, 4096) == Tile(32, 128, 8, 2)
+    assert pinned("dkdv_split", 256, False, 4097) == Tile(64, 128, 8, 1)
+    # d256 forward: 128x64/8w at every length (2048: 382 vs 295 TFLOP/s; 8192: 407 vs 378, NOTES "2026-12-01 fourth")
+    assert pinned("fwd", 256, False, 4097) == pinned("fwd", 256, True, 512) == Tile(128, 64, 8, 2)
     # padded head dims share their power of two's entry; 32 (unmeasured) takes 64's
     assert pinned("fwd", 16, False, 100) == pinned("fwd", 32, False, 100) == pinned("fwd", 64, False, 100)
 
@@ -196,7 +198,8 @@ def test_autotuning_is_opt_in(monkeypatch):
     monkeypatch.setenv("FA3NN_TRITON_AUTOTUNE", "1")
     assert configs.autotune_enabled()
     candidates = configs.autotune_candidates("fwd", 256, 256, True, 8192, 2, H200_SMEM)
-    assert candidates == [configs.Tile(128, 32, 8, 2), configs.Tile(64, 64, 8, 2)]  # pinned first, no repeats
+    # pinned first, no repeats
+    assert candidates == [configs.Tile(128, 64, 8, 2), configs.Tile(128, 32, 8, 2), configs.Tile(64, 64, 8, 2)]
 
 
 def test_launcher_sizes_each_grid_by_its_own_heads(monkeypatch):
@@ -218,3 +221,24 @@ def test_launcher_sizes_each_grid_by_its_own_heads(monkeypatch):
     # dK/dV: one K/V head, 16 blocks of 64 keys -> 64 (pinned: 128); dQ stays at its 64 rows
     assert launch._launcher("dkdv", None, shape) == configs.Tile(32, 64, 8, 3)
     assert launch._launcher("dq", None, shape) == configs.Tile(64, 64, 4, 3)
+
+
+def test_split_dkdv_grid_counts_both_parts(monkeypatch):
+    """The split dK/dV kernel runs two programs per key block: fill_sms must count both, or it halves a tile whose
+    grid already fills the GPU. 5 K/V heads x 8 blocks of 128 keys x 2 parts = 80 programs; halving to 64 keys
+    would give 160 > 132 SMs, so the pinned 128 keys stay (the unsplit kernel's 40 -> 80 programs does halve)."""
+    pytest.importorskip("triton")
+    from fa3nn.backends.base import AttnParams
+    from fa3nn.backends.triton import configs, launch
+    from fa3nn.masks import Window
+
+    monkeypatch.setattr(launch, "_device", lambda device: (9, H200_SMS, H200_SMEM))
+    monkeypatch.delenv("FA3NN_TRITON_AUTOTUNE", raising=False)
+    q = torch.empty(1, 1024, 5, 256, dtype=torch.bfloat16)
+    k = v = torch.empty(1, 1024, 5, 256, dtype=torch.bfloat16)
+    shape = launch._Shape(q, k, v, AttnParams(0.0625, Window.from_args(False, (-1, -1)), 0.0, False), None)
+    shape.device = torch.device("cuda", 0)
+    assert launch.dkdv_kind(shape.block_d, shape.block_dv, atomic_dq=False) == "dkdv_split"
+    assert launch._launcher("dkdv_split", None, shape) == configs.Tile(32, 128, 8, 2)
+    assert launch._launcher("dkdv", None, shape) == configs.Tile(64, 32, 8, 2)  # 64 x 32 rows: no halving
+    assert configs.fill_sms("dkdv", configs.Tile(32, 128, 8, 2), 5, 1024, H200_SMS) == configs.Tile(32, 64, 8, 2)

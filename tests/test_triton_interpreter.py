@@ -167,8 +167,8 @@ def test_varlen_atomic_dq_path(monkeypatch):
 
 
 def _split_dkdv(monkeypatch):
-    """FA3NN_TRITON_DKDV_SPLIT_D=2 for every head dim (the launcher applies it from 256 only; these shapes are
-    small): two dK/dV programs per key block, each accumulating half of the columns."""
+    """The dK/dV head-dim split (default from padded head dim 256) for every head dim (these shapes are small): two
+    dK/dV programs per key block, each accumulating half of the columns."""
     from fa3nn.backends.triton import launch
 
     monkeypatch.setattr(launch, "DKDV_SPLIT_D", 2)
@@ -179,7 +179,7 @@ def _split_dkdv(monkeypatch):
 @pytest.mark.parametrize("case", ["odd-noncausal", "causal-more-keys-gqa", "window-both", "softcap-causal-gqa"],
                          ids=str)
 def test_dkdv_split_head_dim(case, dtype, monkeypatch):
-    """The opt-in head-dim split of the dK/dV kernel; window-both's head dim 48 is padded to 64, so its second
+    """The head-dim split of the dK/dV kernel; window-both's head dim 48 is padded to 64, so its second
     half holds the padded columns (masked on load and store)."""
     _split_dkdv(monkeypatch)
     batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
@@ -192,11 +192,24 @@ def test_dkdv_split_head_dim_varlen_and_headdim_v(monkeypatch):
     check_dense(1, 20, 37, 2, 1, 32, torch.float16, "cpu", causal=True, headdim_v=64)
 
 
+def test_dkdv_split_by_default_at_wide_head_dims():
+    """Head dim 160 pads to 256: the default backward runs the split dK/dV kernel, its second half 32 real and 96
+    padded columns."""
+    from fa3nn.backends.triton import launch
+
+    assert launch.dkdv_kind(256, 256, atomic_dq=False) == "dkdv_split"
+    check_dense(1, 20, 37, 2, 1, 160, torch.float16, "cpu", causal=True)
+
+
 def test_dkdv_split_rule(monkeypatch):
     from fa3nn.backends.triton import launch
 
     monkeypatch.setattr(launch, "DKDV_SPLIT_D", 2)
     assert launch.dkdv_split(256, 256, atomic_dq=False) == 2
+    assert launch.dkdv_kind(256, 256, atomic_dq=True) == "fused"
+    monkeypatch.setattr(launch, "DKDV_SPLIT_D", "1")
+    assert launch.dkdv_kind(256, 256, atomic_dq=False) == "dkdv"
+    monkeypatch.setattr(launch, "DKDV_SPLIT_D", 2)
     assert launch.dkdv_split(128, 128, atomic_dq=False) == 1  # below DKDV_SPLIT_MIN_BLOCK_D
     assert launch.dkdv_split(256, 256, atomic_dq=True) == 1  # each part would add dQ again
     for bad in (3, "yes"):

@@ -30,7 +30,10 @@ class Tile:
 SEQ_BUCKET_LIMITS = (1024, 4096)
 
 # The grid side of each kernel: forward and dQ programs own BLOCK_M query rows, dK/dV programs BLOCK_N key rows.
-GRID_SIDE = {"fwd": "block_m", "dq": "block_m", "dkdv": "block_n", "fused": "block_n"}
+GRID_SIDE = {"fwd": "block_m", "dq": "block_m", "dkdv": "block_n", "dkdv_split": "block_n", "fused": "block_n"}
+# "dkdv_split": the dK/dV kernel split over head-dim parts (launch.dkdv_split), DKDV_SPLIT_PARTS programs per key
+# block, each loading its part of the Q and dO columns besides the whole tiles (kernels._bwd_dkdv_kernel).
+DKDV_SPLIT_PARTS = 2
 # The short-grid rule never goes below this many rows (one wgmma M tile per warpgroup).
 MIN_GRID_BLOCK = 64
 
@@ -48,9 +51,12 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         # non-causal, 475 vs 365-420 causal; runs at 2048 502 vs 428, 8192 536 vs 489, 512 376 vs 302.
         (128, False): (Tile(64, 64, 4, 3),) * 3,
         (128, True): (Tile(64, 64, 4, 3),) * 3,
-        # d256: runs: 64x64/8w up to 4k (both runs); past 4k 128x32/8w (causal 8192: 357 vs 282 for 64x64).
-        (256, False): (Tile(64, 64, 8, 2), Tile(64, 64, 8, 2), Tile(128, 32, 8, 2)),
-        (256, True): (Tile(64, 64, 8, 2), Tile(64, 64, 8, 2), Tile(128, 32, 8, 2)),
+        # d256: 128x64/8w/2 stages (486 warp instructions per 1024 scores offline against 64x64/8w's 826 and
+        # 128x32/8w's 682, at 24-32 B of stack). H200, 2026-12-01 (scripts/bench.py, same GPU, against the tiles
+        # before: 64x64/8w up to 4k, 128x32/8w past it): 2048 382 vs 295 non-causal, 303 vs 236 causal; 8192 407
+        # vs 378 and 371 vs 357 (benchmarks/results/triton256-h200-20261201-1255).
+        (256, False): (Tile(128, 64, 8, 2),) * 3,
+        (256, True): (Tile(128, 64, 8, 2),) * 3,
     },
     "dkdv": {
         # d64, runs: 32x128 up to 4k, 64x128 past it (both 8 warps, 3 stages). Non-causal past 1k: 64x128/2 stages
@@ -66,9 +72,20 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         # Causal keeps 2 stages (one spills 696 B there).
         (128, False): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 1), Tile(64, 128, 8, 1)),
         (128, True): (Tile(32, 128, 8, 2), Tile(64, 128, 8, 2), Tile(64, 128, 8, 2)),
-        # d256, runs: 64x32 up to 4k, 32x64 past it (8 warps, 2 stages).
+        # d256 (only with FA3NN_TRITON_DKDV_SPLIT_D=1; by default d256 runs "dkdv_split"), runs: 64x32 up to 4k,
+        # 32x64 past it (8 warps, 2 stages).
         (256, False): (Tile(64, 32, 8, 2), Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)),
         (256, True): (Tile(64, 32, 8, 2), Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)),
+    },
+    "dkdv_split": {
+        # With half the dK/dV columns per program the d256 kernel takes wgmma-sized tiles. Triton 3.6 offline (per
+        # program): 32x128/8w/2 stages 852 warp instructions per 1024 scores (786 causal), no spill in the loop;
+        # 64x128/8w/1 stage 552 (881 causal) with 24 (414 causal) spill instructions in the loop; the one-program
+        # tiles 1700-2028 for the whole head dim. H200, 2026-12-01, whole backward against the one-program kernel
+        # (scripts/triton_tile_ab.py, gradients checked): 2048 190 vs 157 TFLOP/s non-causal, 161 vs 139 causal;
+        # 8192 201 vs 165 and 197 vs 177 (benchmarks/results/triton256-h200-20261201-1255). Up to 1k: not measured.
+        (256, False): (Tile(32, 128, 8, 2), Tile(32, 128, 8, 2), Tile(64, 128, 8, 1)),
+        (256, True): (Tile(32, 128, 8, 2),) * 3,
     },
     "dq": {
         # d64, runs: 64x64/4w everywhere except causal past 4k (128x64/8w).
@@ -93,7 +110,8 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
 # Head dim 32 has no measurements: it takes head dim 64's tiles (its accumulators are half as large).
 for _table in PINNED.values():
     for _causal in (False, True):
-        _table[(32, _causal)] = _table[(64, _causal)]
+        if (64, _causal) in _table:
+            _table[(32, _causal)] = _table[(64, _causal)]
 
 # Candidate tables, not yet timed on a GPU: each replaces some PINNED entries and is selected by name with
 # FA3NN_TRITON_TILES=<name> (or configs.TILE_TABLE = <name>, as scripts/triton_tile_ab.py does to time them side
@@ -139,28 +157,6 @@ CANDIDATE_TABLES: dict[str, dict[str, dict[tuple[int, bool], tuple[Tile, Tile, T
             (256, True): (Tile(128, 32, 8, 2),) * 3,
         },
     },
-    # The d256 forward with 128 x 64 tiles (8 warps): 486 warp instructions per 1024 scores against the pinned
-    # 64x64/8w's 826 and 128x32/8w's 682 (Triton 3.6 offline, 2026-12-01), at the price of 24-32 B of stack and
-    # 11-15 spill instructions in the loop; 128 KB of shared memory with 2 stages. Not yet timed (bench.py with
-    # FA3NN_TRITON_TILES=d256-fwd-wide against the default, same GPU).
-    "d256-fwd-wide": {
-        "fwd": {
-            (256, False): (Tile(128, 64, 8, 2),) * 3,
-            (256, True): (Tile(128, 64, 8, 2),) * 3,
-        },
-    },
-    # For the opt-in head-dim split of the dK/dV kernel (FA3NN_TRITON_DKDV_SPLIT_D=2; scripts/triton_tile_ab.py
-    # variant `d256-split+split-d`): with half the dK/dV columns per program the d256 kernel takes wgmma-sized
-    # tiles. Triton 3.6 offline (per program; both halves together: twice the instructions per score):
-    # 32x128/8w/2 stages 852 warp instructions per 1024 scores (non-causal; 786 causal), no spill in the loop
-    # (22-98 words outside it); 64x128/8w/1 stage 552 (881 causal) with 24 (414 causal) spill instructions in the
-    # loop. Against the pinned one-program tiles: 1700-2028 per score. Not yet timed.
-    "d256-split": {
-        "dkdv": {
-            (256, False): (Tile(32, 128, 8, 2), Tile(32, 128, 8, 2), Tile(64, 128, 8, 1)),
-            (256, True): (Tile(32, 128, 8, 2),) * 3,
-        },
-    },
     # The pinned d128 non-causal dK/dV tile before 2026-11-30 evening (two stages), and d64's (32x128/3 stages
     # at 1k-4k, 64x128/3 past it): for A/B runs against the current pinned ones.
     "dkdv-two-stage": {
@@ -187,10 +183,11 @@ def tile_table(kind: str) -> dict[tuple[int, bool], tuple[Tile, Tile, Tile]]:
 ALTERNATIVES: dict[str, dict[int, list[Tile]]] = {
     "fwd": {32: [Tile(128, 64, 4, 3), Tile(128, 128, 8, 3)], 64: [Tile(128, 64, 4, 3), Tile(128, 128, 8, 3)],
             128: [Tile(64, 64, 4, 3), Tile(128, 64, 8, 3), Tile(128, 128, 8, 3)],
-            256: [Tile(128, 32, 8, 2), Tile(64, 64, 8, 2)]},
+            256: [Tile(128, 64, 8, 2), Tile(128, 32, 8, 2), Tile(64, 64, 8, 2)]},
     "dkdv": {32: [Tile(32, 128, 8, 3), Tile(64, 128, 8, 3)], 64: [Tile(32, 128, 8, 3), Tile(64, 128, 8, 3)],
              128: [Tile(64, 128, 8, 2), Tile(32, 128, 8, 2), Tile(32, 128, 8, 3)],
              256: [Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)]},
+    "dkdv_split": {256: [Tile(32, 128, 8, 2), Tile(64, 128, 8, 1)]},
     "fused": {32: [Tile(64, 128, 8, 3), Tile(32, 128, 8, 3)], 64: [Tile(64, 128, 8, 3), Tile(32, 128, 8, 3)],
               128: [Tile(64, 128, 8, 2), Tile(32, 128, 8, 2), Tile(64, 64, 8, 2)],
               256: [Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)]},
@@ -200,8 +197,8 @@ ALTERNATIVES: dict[str, dict[int, list[Tile]]] = {
 }
 
 # Under the interpreter: small, unequal tiles, so that small test shapes still cross several blocks of each kind.
-INTERPRETER = {"fwd": Tile(32, 16, 4, 1), "dkdv": Tile(16, 32, 4, 1), "fused": Tile(16, 32, 4, 1),
-               "dq": Tile(32, 16, 4, 1)}
+INTERPRETER = {"fwd": Tile(32, 16, 4, 1), "dkdv": Tile(16, 32, 4, 1), "dkdv_split": Tile(16, 32, 4, 1),
+               "fused": Tile(16, 32, 4, 1), "dq": Tile(32, 16, 4, 1)}
 
 # A tile pinned per kind for a sweep (fa3nn.backends.triton.tune): used as is, before any table, rule or tuner.
 OVERRIDES: dict[str, Tile] = {}
@@ -252,6 +249,9 @@ def shared_memory_bytes(kind: str, tile: Tile, block_d: int, block_dv: int, elem
         resident, streamed = tile.block_m * block_d, tile.block_n * (block_d + block_dv)
     elif kind in ("dkdv", "fused"):
         resident, streamed = tile.block_n * (block_d + block_dv), tile.block_m * (block_d + block_dv)
+    elif kind == "dkdv_split":  # + one part of the Q and dO columns per stage (Triton 3.6: 224 KB at 32x128/2, d256)
+        resident = tile.block_n * (block_d + block_dv)
+        streamed = tile.block_m * (block_d + block_dv) * (DKDV_SPLIT_PARTS + 1) // DKDV_SPLIT_PARTS
     else:
         resident, streamed = tile.block_m * (block_d + block_dv), tile.block_n * (block_d + block_dv)
     return (resident + max(1, tile.num_stages) * streamed) * elem_bytes

@@ -36,14 +36,15 @@ ATOMIC_DQ = os.environ.get("FA3NN_TRITON_ATOMIC_DQ", "0") == "1"
 # instructions per step at d128, sm_90a). H200, Triton 3.6, 2026-11-30 (scripts/triton_tile_ab.py, pinned tiles):
 # backward +4.2-6.2% at d128 (2048, 8192; causal and not), +15-28% at d64.
 UNMASKED_ROW_STATS = os.environ.get("FA3NN_TRITON_UNMASKED_ROW_STATS", "1") == "1"
-# Opt-in, not yet timed on a GPU (FA3NN_TRITON_DKDV_SPLIT_D=2): the dK/dV kernel at head dims of 256 and more runs
-# two programs per key block, each accumulating half of the dK/dV columns (scores and dP still over the whole head
-# dim): 1.5x its matmul work for half the accumulator registers. Every d256 tile of the one-program kernel spills in
-# its loop (Triton 3.6 offline: 64x64/8 warps 138-148 words); the backward is 0.61-0.71x FA2 there
-# (benchmarks/NOTES.md, "Triton d256 backward"). Each program loads its half of Q and dO besides the whole tiles:
-# configs.shared_memory_bytes does not count those (32x128 at d256: 224 KB compiled against 192 modelled), so on a
-# GPU with less than Hopper's 227 KB a split tile can fail at launch with Triton's out-of-resources error.
-DKDV_SPLIT_D = os.environ.get("FA3NN_TRITON_DKDV_SPLIT_D", "1")
+# On by default at head dims >= 256 (FA3NN_TRITON_DKDV_SPLIT_D=1 turns it off): the dK/dV kernel runs two programs
+# per key block, each accumulating half of the dK/dV columns (scores and dP still over the whole head dim): 1.5x its
+# matmul work for half the accumulator registers, so it takes wgmma-sized tiles without spilling in its loop (every
+# one-program d256 tile spills there: Triton 3.6 offline, 64x64/8 warps 138-148 words). H200, Triton 3.6,
+# 2026-12-01 (scripts/triton_tile_ab.py, its tiles configs.PINNED["dkdv_split"]): whole backward +11-22% (2048:
+# 157 -> 190 TFLOP/s non-causal, 139 -> 161 causal; 8192: 165 -> 201, 177 -> 197). Each program loads its part of
+# Q and dO besides the whole tiles (configs.shared_memory_bytes counts it). Not with the atomic dQ: each part would
+# add dQ again.
+DKDV_SPLIT_D = os.environ.get("FA3NN_TRITON_DKDV_SPLIT_D", str(configs.DKDV_SPLIT_PARTS))
 DKDV_SPLIT_MIN_BLOCK_D = 256
 LOG2E = math.log2(math.e)
 
@@ -51,11 +52,19 @@ LOG2E = math.log2(math.e)
 def dkdv_split(block_d: int, block_dv: int, atomic_dq: bool) -> int:
     """Head-dim parts of the dK/dV kernel for this call: DKDV_SPLIT_D where the head dim is wide enough and dQ is not
     added from that kernel (each part would add it again), else 1."""
-    if str(DKDV_SPLIT_D) not in ("1", "2"):
-        raise ValueError(f"FA3NN_TRITON_DKDV_SPLIT_D={DKDV_SPLIT_D}: use 1 (off) or 2")
+    choices = ("1", str(configs.DKDV_SPLIT_PARTS))
+    if str(DKDV_SPLIT_D) not in choices:
+        raise ValueError(f"FA3NN_TRITON_DKDV_SPLIT_D={DKDV_SPLIT_D}: use 1 (off) or {choices[1]} (the default)")
     if atomic_dq or min(block_d, block_dv) < DKDV_SPLIT_MIN_BLOCK_D:
         return 1
     return int(DKDV_SPLIT_D)
+
+
+def dkdv_kind(block_d: int, block_dv: int, atomic_dq: bool) -> str:
+    """The configs kind (tile table) of the backward's key-block kernel for this call."""
+    if atomic_dq:
+        return "fused"
+    return "dkdv_split" if dkdv_split(block_d, block_dv, atomic_dq) > 1 else "dkdv"
 
 
 def _tma_views(q, k, v, shape) -> tuple | None:
@@ -203,6 +212,8 @@ def _launcher(kind: str, kernel, shape: _Shape):
             return _autotuner(kind, kernel, tiles)
     if kind in ("dkdv", "fused"):  # one program per key block of each K/V head
         units, grid_seqlen = shape.batch * shape.nheads_kv, shape.seqlen_k
+    elif kind == "dkdv_split":  # and head-dim part
+        units, grid_seqlen = shape.batch * shape.nheads_kv * configs.DKDV_SPLIT_PARTS, shape.seqlen_k
     else:  # one program per query block of each head
         units, grid_seqlen = shape.batch * shape.nheads, shape.seqlen_q
     return configs.tile_for(kind, shape.block_d, shape.block_dv, shape.causal, max_seqlen, shape.elem_bytes, units,
@@ -304,7 +315,7 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     dq_target = _dq_reduce_target(dq_acc, shape) if atomic_dq else None
     split = dkdv_split(shape.block_d, shape.block_dv, atomic_dq)
     _launch(
-        "fused" if atomic_dq else "dkdv", K._bwd_dkdv_kernel, shape,
+        dkdv_kind(shape.block_d, shape.block_dv, atomic_dq), K._bwd_dkdv_kernel, shape,
         lambda bm, bn: (triton.cdiv(shape.seqlen_k, bn) * split, shape.nheads_kv, shape.batch),
         (q, k, v, dout, lse, delta, dk, dv, dq_target if dq_target is not None else dq_acc, shape.cu_q, shape.cu_k,
          *qkv_do_strides, *_strides(dk, shape.varlen), *_strides(dv, shape.varlen), *_strides(dq_acc, shape.varlen),

@@ -58,8 +58,10 @@ def _run(variant, q, k, v, dout):
     from fa3nn.backends.triton import launch
 
     launch.ATOMIC_DQ = variant["kind"] == "fused"
-    # "dkdv" and "dq" are the deterministic backward's kernels, "fused" the default (atomic dQ) one
-    deterministic = variant["kind"] in ("dkdv", "dq")
+    # the kernel whose tile is pinned must be the one that runs: "dkdv" is the unsplit dK/dV kernel
+    launch.DKDV_SPLIT_D = "1" if variant["kind"] == "dkdv" else str(configs.DKDV_SPLIT_PARTS)
+    # "dkdv", "dkdv_split" and "dq" are the deterministic backward's kernels, "fused" the atomic-dQ one
+    deterministic = variant["kind"] in ("dkdv", "dkdv_split", "dq")
     params = AttnParams(q.shape[-1] ** -0.5, Window.from_args(variant["causal"], (-1, -1)), 0.0, deterministic)
     if variant["kind"] == "fwd":
         return lambda: launch.forward(q, k, v, params, None)
@@ -80,11 +82,15 @@ def precompile(headdims, causals, kinds=("fwd", "dkdv", "dq"), workers: int = 8)
     """Compile, in parallel processes (into Triton's on-disk cache), every tile configs.py pins for these head dims
     over all sequence buckets, plus the autotune candidates when FA3NN_TRITON_AUTOTUNE=1, so that the calling
     process only loads (or times) them. Used by scripts/bench.py --precompile."""
+    from fa3nn.backends.triton import launch
+
     variants, seen = [], set()
     for headdim in headdims:
         block_d = max(32, triton_block(headdim))
         for causal in causals:
             for kind in kinds:
+                if kind == "dkdv":  # the key-block kernel the default backward runs at this head dim
+                    kind = launch.dkdv_kind(block_d, block_d, atomic_dq=False)
                 tiles = list(configs.tile_table(kind)[(block_d, causal)])
                 if configs.autotune_enabled():
                     tiles += configs.ALTERNATIVES[kind][block_d]
