@@ -13,6 +13,7 @@ our FP8 forward (per-tile recipe, block_k 384) and its benchmark variants (--fp8
 (per-tensor, when cudnn-frontend imports), and torch's dense bf16 and e4m3 matmuls (8192^3) as ceilings.
 
     python scripts/clock_probe.py --json out.json [--seqlen 16384] [--seconds 4] [--kernels bf16 cudnn ...]
+        [--compare base=build/base/libfa3nn_hopper.so --kernels fp8 fp8_base --repeat 2]
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_hopper import TOKENS, WIDTH  # noqa: E402
+from bench_hopper import TOKENS, WIDTH, compare_libraries  # noqa: E402
 
 from fa3nn.metrics import attention_flops  # noqa: E402
 
@@ -39,7 +40,7 @@ SMI_FIELDS = "timestamp,clocks.sm,power.draw,{reasons}"
 
 
 def attention_kernels(headdim: int, seqlen: int, causal: bool, block_k: int, fp8_variants: list[str],
-                      wanted) -> dict[str, tuple[str, float, object]]:
+                      wanted, libraries: dict | None = None) -> dict[str, tuple[str, float, object]]:
     """name -> (precision, FLOPs per call, fn) for the attention kernels of one shape that wanted(name) accepts (the
     FP8 operands and cuDNN's FP8 graph are built only when an FP8 kernel is asked for)."""
     import torch.nn.functional as F
@@ -56,15 +57,16 @@ def attention_kernels(headdim: int, seqlen: int, causal: bool, block_k: int, fp8
     scale = headdim**-0.5
     flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal)
     window = Window(-1, 0) if causal else Window()
-    fp8_names = ["fp8", *(f"fp8_{variant}" for variant in fp8_variants)]
+    libraries = libraries or {}
+    fp8_names = ["fp8", *(f"fp8_{variant}" for variant in fp8_variants), *(f"fp8_{name}" for name in libraries)]
     if any(wanted(name) for name in fp8_names):
         quantized = quantize_qkv_tensors(q, k, v, 128, block_k)
         vt8 = transpose_v(quantized.v)
 
-    def fp8(variant):
+    def fp8(variant, library=None):
         return lambda: fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale,
                                    quantized.v_descale, quantized.block_q, quantized.block_k, scale, window,
-                                   variant=variant)
+                                   variant=variant, library=library)
 
     def cudnn():
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
@@ -73,8 +75,9 @@ def attention_kernels(headdim: int, seqlen: int, causal: bool, block_k: int, fp8
 
     kernels = {name: (precision, flops, fn) for name, precision, fn in (
         ("bf16", "bf16", lambda: launch(q, k, v, scale, causal)), ("cudnn", "bf16", cudnn)) if wanted(name)}
-    kernels.update({name: ("fp8", flops, fp8(variant)) for name, variant in zip(fp8_names, ["full", *fp8_variants])
-                    if wanted(name)})
+    builds = [("full", None), *((variant, None) for variant in fp8_variants),
+              *(("full", lib) for lib in libraries.values())]
+    kernels.update({name: ("fp8", flops, fp8(*build)) for name, build in zip(fp8_names, builds) if wanted(name)})
     if not wanted("cudnn_fp8"):
         return kernels
     try:
@@ -137,6 +140,10 @@ def run_one(fn, seconds: float, settle: float, fields: str) -> dict:
     lines = smi.communicate()[0].strip().splitlines()
     start = next(i for i, (t, _) in enumerate(marks) if t >= settle)
     (t_a, c_a), (t_b, c_b) = marks[start], marks[-1]
+    # ms per call of each 5-call group after settle (each group ends with a synchronize): a kernel whose rate
+    # alternates between fast and slow phases shows it here, not in the mean
+    groups = sorted((t1 - t0) / (n1 - n0) * 1e3 for (t0, n0), (t1, n1) in zip(marks[start:], marks[start + 1:]))
+    spread = {f"p{q}": groups[min(len(groups) - 1, len(groups) * q // 100)] for q in (10, 50, 90)} if groups else {}
     clocks, powers, reasons = [], [], set()
     first = None
     for line in lines:
@@ -153,7 +160,7 @@ def run_one(fn, seconds: float, settle: float, fields: str) -> dict:
             continue
     return dict(seconds_per_call=(t_b - t_a) / (c_b - c_a), sm_mhz=statistics.mean(clocks) if clocks else None,
                 sm_mhz_min=min(clocks, default=None), power_w=statistics.mean(powers) if powers else None,
-                throttle_reasons=sorted(reasons), samples=len(clocks))
+                throttle_reasons=sorted(reasons), samples=len(clocks), ms_per_call_spread=spread)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--settle", type=float, default=1.0)
     parser.add_argument("--kernels", nargs="*", default=None, help="names to run (default: all)")
+    parser.add_argument("--compare", nargs="*", default=[], metavar="NAME=PATH",
+                        help="other builds of the library: their default FP8 kernel run as fp8_NAME")
+    parser.add_argument("--repeat", type=int, default=1, help="run the kernel list this many times in turn")
     parser.add_argument("--fp8-variants", nargs="*", default=["key_block_192_skip_softmax"],
                         help="FP8 benchmark variants (fa3nn.backends.hopper_fp8.VARIANTS), run as fp8_<variant>")
     args = parser.parse_args(argv)
@@ -173,19 +183,20 @@ def main(argv: list[str] | None = None) -> int:
     def wanted(name: str) -> bool:
         return not args.kernels or name in args.kernels
 
-    kernels = {**attention_kernels(args.headdim, args.seqlen, args.causal, args.block_k, args.fp8_variants, wanted),
-               **matmul_kernels(wanted)}
+    libraries = compare_libraries(parser, args.compare, args.fp8_variants)
+    kernels = {**attention_kernels(args.headdim, args.seqlen, args.causal, args.block_k, args.fp8_variants, wanted,
+                                   libraries), **matmul_kernels(wanted)}
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     fields = smi_fields()
     rows = []
-    for name, (precision, flops, fn) in kernels.items():
+    for name, (precision, flops, fn) in list(kernels.items()) * args.repeat:
         r = run_one(fn, args.seconds, args.settle, fields)
         tflops = flops / r["seconds_per_call"] / 1e12
         share = (tflops * 1e12 / (sms * r["sm_mhz"] * 1e6 * PEAK_FLOP_PER_CLK_SM[precision])
                  if r["sm_mhz"] else None)
         rows.append(dict(name=name, precision=precision, tflops=tflops, share_of_peak_per_clock=share, **r))
-        print(f"{name}: {tflops:.0f} TFLOP/s, {r['sm_mhz']} MHz, {r['power_w']} W, {r['throttle_reasons']}",
-              flush=True)
+        print(f"{name}: {tflops:.0f} TFLOP/s, {r['sm_mhz']} MHz, {r['power_w']} W, {r['throttle_reasons']}, "
+              f"ms per call p10/p50/p90 {r['ms_per_call_spread']}", flush=True)
     meta = dict(gpu=torch.cuda.get_device_name(0), torch=torch.__version__, headdim=args.headdim,
                 seqlen=args.seqlen, causal=args.causal, seconds=args.seconds, settle=args.settle, sms=sms)
     Path(args.json).write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
