@@ -26,16 +26,19 @@ from fa3nn.masks import Window
 from fa3nn.metrics import attention_flops
 
 CANDIDATES = {
-    "fwd": [Tile(128, 64, 8, 3), Tile(128, 128, 8, 3), Tile(128, 128, 8, 2), Tile(128, 64, 8, 2), Tile(64, 64, 4, 3)],
-    "dkdv": [Tile(32, 128, 8, 2), Tile(64, 128, 8, 2), Tile(32, 128, 8, 3), Tile(64, 128, 8, 3), Tile(64, 64, 8, 2)],
+    "fwd": [Tile(128, 64, 8, 3), Tile(128, 128, 8, 3), Tile(128, 128, 8, 2), Tile(128, 64, 8, 2), Tile(64, 64, 4, 3),
+            Tile(128, 64, 4, 3), Tile(64, 128, 4, 3)],
+    "dkdv": [Tile(32, 128, 8, 2), Tile(64, 128, 8, 2), Tile(32, 128, 8, 3), Tile(64, 128, 8, 3), Tile(64, 64, 8, 2),
+             Tile(64, 128, 8, 1), Tile(32, 64, 4, 3)],
     "fused": [Tile(64, 128, 8, 2), Tile(32, 128, 8, 2), Tile(64, 128, 8, 3), Tile(32, 128, 8, 3), Tile(64, 64, 8, 2)],
     "dq": [Tile(128, 64, 8, 2), Tile(128, 64, 8, 3), Tile(128, 128, 8, 2), Tile(64, 64, 4, 3), Tile(64, 128, 8, 2)],
 }
 
 
-def _variants(headdim: int, causals, tma_options):
+def _variants(headdim: int, causals, tma_options, kinds=tuple(CANDIDATES)):
     for causal in causals:
-        for kind, tiles in CANDIDATES.items():
+        for kind in kinds:
+            tiles = CANDIDATES[kind]
             for tile in tiles:
                 for tma in tma_options if kind == "fwd" else ("0",):
                     yield {"kind": kind, "tile": tile, "causal": causal, "tma": tma, "headdim": headdim}
@@ -130,11 +133,12 @@ def main() -> None:
     parser.add_argument("--seqlen", type=int, default=4096)
     parser.add_argument("--causal", choices=["both", "yes", "no"], default="both")
     parser.add_argument("--tma", nargs="+", default=["0", "1"], help="forward variants: 0 pointers, 1 descriptors")
+    parser.add_argument("--kinds", nargs="+", choices=list(CANDIDATES), default=list(CANDIDATES))
     parser.add_argument("--workers", type=int, default=min(14, os.cpu_count() or 1))
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
-    variants = list(_variants(args.headdim, causals, args.tma))
+    variants = list(_variants(args.headdim, causals, args.tma, args.kinds))
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
         futures = [pool.submit(_warm, v) for v in variants]
