@@ -48,9 +48,10 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         # (fa3nn.backends.triton.tune; results/tritonshort-h200-20261201-1350, tritonshort2-…-1405), 4 warps win up
         # to 4k: non-causal 128x64/4w 320 / 376 at 512 / 1024 (64x64/4w 313 / 374; 128x128/8w 220 / 281), 64x64/4w
         # 408 / 412 at 2048 / 4096 (128x64/4w 402 / 415; 128x128/8w 321 / 347); causal 64x64/4w 233 / 313 / 371 /
-        # 408 at 512-4096 (128x64/4w 185 / 262 / 325 / 365; 128x128/8w 129 / 194 / 255 / 302).
+        # 408 at 512-4096 (128x64/4w 185 / 262 / 325 / 365; 128x128/8w 129 / 194 / 255 / 302), and at 8192
+        # (tritonsweep3-…-1415) causal 64x64/4w 424 against 128x128/8w's 334, non-causal 128x64/4w 428 (64x64/4w 406).
         (64, False): (Tile(128, 64, 4, 3), Tile(64, 64, 4, 3), Tile(128, 64, 4, 3)),
-        (64, True): (Tile(64, 64, 4, 3), Tile(64, 64, 4, 3), Tile(128, 128, 8, 3)),
+        (64, True): (Tile(64, 64, 4, 3),) * 3,
         # d128: 64x64/4w/3 stages (two CTAs per SM, TMA loads) won every comparison: sweep at 4096 498 vs 456-484
         # non-causal, 475 vs 365-420 causal; runs at 2048 502 vs 428, 8192 536 vs 489, 512 376 vs 302.
         (128, False): (Tile(64, 64, 4, 3),) * 3,
@@ -69,18 +70,20 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         # 227 at 2048, 264 vs 291 at 8192). Up to 4k, H200 sweeps 2026-12-01 (whole backward, other kernels
         # pinned): 32x64/4 warps/3 stages beat every candidate: 238 / 284 / 298 / 312 TFLOP/s at 512-4096
         # non-causal (32x128/8w/3 207 / 245, 64x128/8w/2 280 / 305 at 2048 / 4096), 154 / 212 / 254 / 278 causal
-        # (32x128/8w/3 132 / 183 / 228 / 258).
+        # (32x128/8w/3 132 / 183 / 228 / 258). At 8192 (tritonsweep3-…-1415): causal 32x64/4w 304 against
+        # 64x128/8w/3's 293 (taken); non-causal 320 against 64x128/8w/2's 314 (within run-to-run noise: kept).
         (64, False): (Tile(32, 64, 4, 3), Tile(32, 64, 4, 3), Tile(64, 128, 8, 2)),
-        (64, True): (Tile(32, 64, 4, 3), Tile(32, 64, 4, 3), Tile(64, 128, 8, 3)),
+        (64, True): (Tile(32, 64, 4, 3),) * 3,
         # d128, sweep at 4096 (whole backward): 64x128/8w/2 stages 244 non-causal, 211 causal; the 32-row tiles
         # (the only spill-free ones) 230-238 and 206-208. Runs picked 32x128/3 stages at 512. Non-causal past 1k
         # with one stage (no software pipelining: 24 B of stack instead of 184, 604 instructions per 1024 scores
         # instead of 647): H200, same run as d64's, 340 vs 333 at 2048, 369 vs 363 at 8192, bitwise the same.
-        # Causal keeps 2 stages (one spills 696 B there). Up to 1k non-causal, H200 sweep 2026-12-01: 32x64/4w/3
-        # 256 / 317 at 512 / 1024 against 32x128/8w/3's 235 / 287; causal up to 1k: 32x128/8w/2 148 / 207, 32x64/4w
-        # 143 / 210 (kept).
-        (128, False): (Tile(32, 64, 4, 3), Tile(64, 128, 8, 1), Tile(64, 128, 8, 1)),
-        (128, True): (Tile(32, 128, 8, 2), Tile(64, 128, 8, 2), Tile(64, 128, 8, 2)),
+        # Causal keeps 2 stages (one spills 696 B there). H200 sweeps 2026-12-01 (whole backward): 32x64/4w/3
+        # non-causal 256 / 317 / 357 at 512 / 1024 / 2048 against the pinned 235 / 287 (32x128/8w/3) / 341
+        # (64x128/8w/1); causal 2048 278 against 64x128/8w/2's 268; up to 1k causal 32x128/8w/2 148 / 207 against
+        # 32x64/4w's 143 / 210 (kept). At 8192 the pinned ones stay (non-causal 377 vs 369, causal 348 vs 350).
+        (128, False): (Tile(32, 64, 4, 3), Tile(32, 64, 4, 3), Tile(64, 128, 8, 1)),
+        (128, True): (Tile(32, 128, 8, 2), Tile(32, 64, 4, 3), Tile(64, 128, 8, 2)),
         # d256 (only with FA3NN_TRITON_DKDV_SPLIT_D=1; by default d256 runs "dkdv_split"), runs: 64x32 up to 4k,
         # 32x64 past it (8 warps, 2 stages).
         (256, False): (Tile(64, 32, 8, 2), Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)),
