@@ -117,8 +117,8 @@ def test_pinned_tiles_are_the_measured_winners():
     assert pinned("dkdv", 256, True, 16384) == Tile(32, 64, 8, 2)  # the one-program kernel (split off)
     assert pinned("dkdv_split", 256, False, 4096) == Tile(32, 128, 8, 2)
     assert pinned("dkdv_split", 256, False, 4097) == Tile(64, 128, 8, 1)
-    # d256 forward: 128x64/8w at every length (2048: 382 vs 295 TFLOP/s; 8192: 407 vs 378, NOTES "2026-12-01 fourth")
-    assert pinned("fwd", 256, False, 4097) == pinned("fwd", 256, True, 512) == Tile(128, 64, 8, 2)
+    # d256 forward: 128x64/8w/3 at every length (2048: 483 vs 295 TFLOP/s before; NOTES "2026-12-01 fourth")
+    assert pinned("fwd", 256, False, 4097) == pinned("fwd", 256, True, 512) == Tile(128, 64, 8, 3)
     # padded head dims share their power of two's entry; 32 (unmeasured) takes 64's
     assert pinned("fwd", 16, False, 100) == pinned("fwd", 32, False, 100) == pinned("fwd", 64, False, 100)
 
@@ -130,7 +130,9 @@ def test_every_pinned_tile_fits_hopper_shared_memory():
         for (block_d, causal), tiles in table.items():
             assert len(tiles) == 3, (kind, block_d, causal)
             for tile in tiles:
-                assert shared_memory_bytes(kind, tile, block_d, block_d, 2) <= H200_SMEM, (kind, block_d, tile)
+                # the forward streams K/V through tensor descriptors on Hopper (Triton keeps num_stages - 1 buffers)
+                tma = kind == "fwd"
+                assert shared_memory_bytes(kind, tile, block_d, block_d, 2, tma) <= H200_SMEM, (kind, block_d, tile)
 
 
 def test_candidate_tables_replace_only_their_entries(monkeypatch):
@@ -181,6 +183,10 @@ def test_tiles_shrink_to_the_shared_memory():
     assert fit_shared_memory("fwd", Tile(64, 64, 4, 3), 128, 128, 2, 65536) == Tile(64, 64, 4, 1)
     # d256 (128, 32, 8, 2) needs 131072 bytes; one stage 98304, 16 key rows 81920, then 64 query rows 49152
     assert fit_shared_memory("fwd", Tile(128, 32, 8, 2), 256, 256, 2, 65536) == Tile(64, 16, 8, 1)
+    # through descriptors d256 128x64 keeps 3 stages on Hopper (192 KB, Triton 3.6 offline); without, 2 (192 KB)
+    assert shared_memory_bytes("fwd", Tile(128, 64, 8, 3), 256, 256, 2, tma=True) == 196608
+    assert fit_shared_memory("fwd", Tile(128, 64, 8, 3), 256, 256, 2, H200_SMEM, tma=True) == Tile(128, 64, 8, 3)
+    assert fit_shared_memory("fwd", Tile(128, 64, 8, 3), 256, 256, 2, H200_SMEM) == Tile(128, 64, 8, 2)
     # an A100 keeps every pinned tile of the benchmark's head dims
     for block_d in (64, 128, 256):
         for seqlen in (512, 2048, 16384):
@@ -205,9 +211,12 @@ def test_autotuning_is_opt_in(monkeypatch):
     assert not configs.autotune_enabled()
     monkeypatch.setenv("FA3NN_TRITON_AUTOTUNE", "1")
     assert configs.autotune_enabled()
-    candidates = configs.autotune_candidates("fwd", 256, 256, True, 8192, 2, H200_SMEM)
+    candidates = configs.autotune_candidates("fwd", 256, 256, True, 8192, 2, H200_SMEM, tma=True)
     # pinned first, no repeats
-    assert candidates == [configs.Tile(128, 64, 8, 2), configs.Tile(128, 32, 8, 2), configs.Tile(64, 64, 8, 2)]
+    assert candidates == [configs.Tile(128, 64, 8, 3), configs.Tile(128, 64, 8, 2), configs.Tile(128, 32, 8, 2),
+                          configs.Tile(64, 64, 8, 2)]
+    # without descriptors the 3-stage tile needs 256 KB and is dropped
+    assert configs.Tile(128, 64, 8, 3) not in configs.autotune_candidates("fwd", 256, 256, True, 8192, 2, H200_SMEM)
 
 
 def test_launcher_sizes_each_grid_by_its_own_heads(monkeypatch):

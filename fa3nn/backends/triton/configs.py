@@ -56,12 +56,14 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         # non-causal, 475 vs 365-420 causal; runs at 2048 502 vs 428, 8192 536 vs 489, 512 376 vs 302.
         (128, False): (Tile(64, 64, 4, 3),) * 3,
         (128, True): (Tile(64, 64, 4, 3),) * 3,
-        # d256: 128x64/8w/2 stages (486 warp instructions per 1024 scores offline against 64x64/8w's 826 and
-        # 128x32/8w's 682, at 24-32 B of stack). H200, 2026-12-01 (scripts/bench.py, same GPU, against the tiles
+        # d256: 128x64/8w (486 warp instructions per 1024 scores offline against 64x64/8w's 826 and 128x32/8w's
+        # 682, at 24-32 B of stack). H200, 2026-12-01 (scripts/bench.py, same GPU, 2 stages against the tiles
         # before: 64x64/8w up to 4k, 128x32/8w past it): 2048 382 vs 295 non-causal, 303 vs 236 causal; 8192 407
-        # vs 378 and 371 vs 357 (benchmarks/results/triton256-h200-20261201-1255).
-        (256, False): (Tile(128, 64, 8, 2),) * 3,
-        (256, True): (Tile(128, 64, 8, 2),) * 3,
+        # vs 378 and 371 vs 357 (benchmarks/results/triton256-h200-20261201-1255). 3 stages (192 KB through TMA
+        # descriptors; the pointer path without them shrinks to 2 in fit_shared_memory), sweep
+        # (triton256sweep-…-1430): 1024 429 vs 348 non-causal, 294 vs 251 causal; 2048 483 vs 382, 369 vs 304.
+        (256, False): (Tile(128, 64, 8, 3),) * 3,
+        (256, True): (Tile(128, 64, 8, 3),) * 3,
     },
     "dkdv": {
         # d64, runs: 32x128 up to 4k, 64x128 past it (both 8 warps, 3 stages). Non-causal past 1k: 64x128/2 stages
@@ -106,9 +108,11 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         # d128, sweep at 4096: 128x64/8w/3 stages 243 non-causal, 225 causal, against 206-238 and 193-219.
         (128, False): (Tile(128, 64, 8, 3),) * 3,
         (128, True): (Tile(128, 64, 8, 3),) * 3,
-        # d256, runs: 64x32/4w/2 stages at every key.
-        (256, False): (Tile(64, 32, 4, 2),) * 3,
-        (256, True): (Tile(64, 32, 4, 2),) * 3,
+        # d256: 128x32/8w/2 stages (no spills offline; 64x32/4w spills 136-160 B). H200 sweep 2026-12-01 (whole
+        # backward, triton256sweep-…-1430): 1024 193 vs 172 non-causal, 146 vs 133 causal; 2048 210 vs 190, 180 vs
+        # 161 against 64x32/4w (64x64/8w 164-178).
+        (256, False): (Tile(128, 32, 8, 2),) * 3,
+        (256, True): (Tile(128, 32, 8, 2),) * 3,
     },
     "fused": {  # the opt-in atomic-dQ backward (FA3NN_TRITON_ATOMIC_DQ=1), runs with it as the default
         (64, False): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 3), Tile(64, 128, 8, 3)),
@@ -255,8 +259,12 @@ def fill_sms(kind: str, tile: Tile, grid_units: int, grid_seqlen: int, num_sms: 
     return Tile(tile.block_m, block, tile.num_warps, tile.num_stages)
 
 
-def shared_memory_bytes(kind: str, tile: Tile, block_d: int, block_dv: int, elem_bytes: int) -> int:
-    """Rough shared-memory need of a tile: the streamed operands times the pipeline depth, plus resident tiles."""
+def shared_memory_bytes(kind: str, tile: Tile, block_d: int, block_dv: int, elem_bytes: int, tma: bool = False) -> int:
+    """Rough shared-memory need of a tile: the streamed operands times the pipeline depth, plus resident tiles.
+
+    `tma`: the operands stream through tensor descriptors, for which Triton 3.6 keeps num_stages - 1 buffers, not
+    num_stages (offline, d256 forward 128x64/8 warps: 128 KB at 2 stages, 192 KB at 3; the pointer path's dK/dV
+    32x128/2 stages compiles to the num_stages figure, 224 KB)."""
     if kind == "fwd":
         resident, streamed = tile.block_m * block_d, tile.block_n * (block_d + block_dv)
     elif kind in ("dkdv", "fused"):
@@ -266,13 +274,15 @@ def shared_memory_bytes(kind: str, tile: Tile, block_d: int, block_dv: int, elem
         streamed = tile.block_m * (block_d + block_dv) * (DKDV_SPLIT_PARTS + 1) // DKDV_SPLIT_PARTS
     else:
         resident, streamed = tile.block_m * (block_d + block_dv), tile.block_n * (block_d + block_dv)
-    return (resident + max(1, tile.num_stages) * streamed) * elem_bytes
+    buffers = tile.num_stages - 1 if tma else tile.num_stages
+    return (resident + max(1, buffers) * streamed) * elem_bytes
 
 
-def fit_shared_memory(kind: str, tile: Tile, block_d: int, block_dv: int, elem_bytes: int, smem_limit: int) -> Tile:
+def fit_shared_memory(kind: str, tile: Tile, block_d: int, block_dv: int, elem_bytes: int, smem_limit: int,
+                      tma: bool = False) -> Tile:
     """The tile, or a smaller one that fits `smem_limit` bytes: fewer stages first, then fewer key rows, then
     fewer query rows."""
-    while shared_memory_bytes(kind, tile, block_d, block_dv, elem_bytes) > smem_limit:
+    while shared_memory_bytes(kind, tile, block_d, block_dv, elem_bytes, tma) > smem_limit:
         if tile.num_stages > 1:
             tile = Tile(tile.block_m, tile.block_n, tile.num_warps, tile.num_stages - 1)
         elif tile.block_n > 16:
@@ -285,26 +295,27 @@ def fit_shared_memory(kind: str, tile: Tile, block_d: int, block_dv: int, elem_b
 
 
 def tile_for(kind: str, block_d: int, block_dv: int, causal: bool, max_seqlen: int, elem_bytes: int,
-             grid_units: int, grid_seqlen: int, num_sms: int | None = None, smem_limit: int | None = None) -> Tile:
+             grid_units: int, grid_seqlen: int, num_sms: int | None = None, smem_limit: int | None = None,
+             tma: bool = False) -> Tile:
     """The tile one kernel runs with for one call: OVERRIDES, else the pinned tile, shrunk by fill_sms (when
-    `num_sms` is known) and to the shared memory (when `smem_limit` is)."""
+    `num_sms` is known) and to the shared memory (when `smem_limit` is; `tma` as shared_memory_bytes)."""
     if kind in OVERRIDES:
         return OVERRIDES[kind]
     tile = pinned(kind, block_d, causal, max_seqlen)
     if num_sms:
         tile = fill_sms(kind, tile, grid_units, grid_seqlen, num_sms)
     if smem_limit:
-        tile = fit_shared_memory(kind, tile, block_d, block_dv, elem_bytes, smem_limit)
+        tile = fit_shared_memory(kind, tile, block_d, block_dv, elem_bytes, smem_limit, tma)
     return tile
 
 
 def autotune_candidates(kind: str, block_d: int, block_dv: int, causal: bool, max_seqlen: int, elem_bytes: int,
-                        smem_limit: int | None = None) -> list[Tile]:
+                        smem_limit: int | None = None, tma: bool = False) -> list[Tile]:
     """The opt-in autotuner's choices: the pinned tile first, then ALTERNATIVES, those over `smem_limit` dropped
     (the pinned one shrunk instead, so the list is never empty)."""
     first = pinned(kind, block_d, causal, max_seqlen)
     tiles = [first] + [t for t in ALTERNATIVES[kind][max(32, block_d)] if t != first]
     if smem_limit is None:
         return tiles
-    fitting = [t for t in tiles if shared_memory_bytes(kind, t, block_d, block_dv, elem_bytes) <= smem_limit]
-    return fitting or [fit_shared_memory(kind, first, block_d, block_dv, elem_bytes, smem_limit)]
+    fitting = [t for t in tiles if shared_memory_bytes(kind, t, block_d, block_dv, elem_bytes, tma) <= smem_limit]
+    return fitting or [fit_shared_memory(kind, first, block_d, block_dv, elem_bytes, smem_limit, tma)]

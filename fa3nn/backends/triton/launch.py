@@ -197,7 +197,7 @@ def _device(device: torch.device) -> tuple[int, int, int]:
 _autotuned: dict[tuple, object] = {}
 
 
-def _launcher(kind: str, kernel, shape: _Shape):
+def _launcher(kind: str, kernel, shape: _Shape, tma: bool = False):
     """The tile to launch with (configs.tile_for: pinned per shape, reproducible), or with FA3NN_TRITON_AUTOTUNE=1
     the autotuner over configs.autotune_candidates. deterministic=True never autotunes: another process may pick
     another tile, and a different tile rounds differently."""
@@ -207,7 +207,7 @@ def _launcher(kind: str, kernel, shape: _Shape):
     max_seqlen = max(shape.seqlen_q, shape.seqlen_k)
     if configs.autotune_enabled() and not shape.deterministic and kind not in configs.OVERRIDES:
         tiles = configs.autotune_candidates(kind, shape.block_d, shape.block_dv, shape.causal, max_seqlen,
-                                            shape.elem_bytes, smem_limit)
+                                            shape.elem_bytes, smem_limit, tma)
         if len(tiles) > 1:
             return _autotuner(kind, kernel, tiles)
     if kind in ("dkdv", "fused"):  # one program per key block of each K/V head
@@ -217,7 +217,7 @@ def _launcher(kind: str, kernel, shape: _Shape):
     else:  # one program per query block of each head
         units, grid_seqlen = shape.batch * shape.nheads, shape.seqlen_q
     return configs.tile_for(kind, shape.block_d, shape.block_dv, shape.causal, max_seqlen, shape.elem_bytes, units,
-                            grid_seqlen, num_sms, smem_limit)
+                            grid_seqlen, num_sms, smem_limit, tma)
 
 
 def _autotuner(kind: str, kernel, tiles: list[configs.Tile]):
@@ -238,7 +238,7 @@ def _autotuner(kind: str, kernel, tiles: list[configs.Tile]):
 
 def _launch(kind: str, kernel, shape: _Shape, grid_of, args: tuple, **constexprs):
     """Run `kernel` with `args`; grid_of(block_m, block_n) gives the grid for a tile."""
-    chosen = _launcher(kind, kernel, shape)
+    chosen = _launcher(kind, kernel, shape, tma=bool(constexprs.get("USE_TMA")))  # operands through descriptors
     if isinstance(chosen, configs.Tile):
         grid = grid_of(chosen.block_m, chosen.block_n)
         if constexprs.get("USE_TMA") or constexprs.get("DQ_TMA"):  # only descriptor launches pay for the dict
