@@ -1,7 +1,9 @@
 """Simulate how evenly the Hopper forward's persistent scheduler (kernels/hopper/scheduler.cuh) spreads causal work
 over the SMs: max / mean of per-CTA work, work = key blocks + 1 per tile, at the FA3 paper's shapes (batch * seqlen =
 16384, nheads * headdim = 2048). Compares the plain round-robin deal with the boustrophedon one (odd rounds
-reversed), with and without L2 sections. No GPU needed; the kernel's timing is not modelled, only the deal.
+reversed), with and without L2 sections, and a dynamic deal (not built: each tile, in the same order, to the CTA
+that frees up first, as an atomic tile counter would hand them out). No GPU needed; the kernel's timing is not
+modelled, only the deal.
 
     python scripts/simulate_causal_balance.py
 """
@@ -17,15 +19,21 @@ TOKENS, WIDTH = 16384, 2048
 TILES = {64: lambda s: (128, 128) if s <= 1024 else (192, 128),
          128: lambda s: (128, 128) if s <= 2048 else (128, 176),
          256: lambda s: (128, 64) if s <= 1024 else (128, 80)}
+# launch.cuh's use_l2_sections: where the kernel deals causal tiles in L2 sections today.
+SECTIONED = {64: lambda s: False, 128: lambda s: s <= 8192, 256: lambda s: s <= 4096}
 
 
-def imbalance(seqlen: int, headdim: int, sections: bool, boustrophedon: bool) -> float:
+def imbalance(seqlen: int, headdim: int, sections: str | None, boustrophedon: bool, dynamic: bool = False) -> float:
+    """sections: None (one section of every head), "l2" (as many heads as fit half the L2: the launcher before
+    2026-12-01) or "one" (one head per section: the launcher since)."""
     block_m, block_n = TILES[headdim](seqlen)
     num_m, num_bh = math.ceil(seqlen / block_m), (TOKENS // seqlen) * (WIDTH // headdim)
     per_section = num_bh
-    if sections:  # as launch() computes heads_per_section
+    if sections == "l2":
         per_section = max(1, min(num_bh, (L2_BYTES // 2) // (2 * seqlen * headdim * 2)))
-    deal_snake = boustrophedon and per_section >= num_bh  # the kernel reverses rounds only with one section
+    elif sections == "one":
+        per_section = 1
+    deal_snake = boustrophedon
     work = [0.0] * SMS
     for tile in range(num_m * num_bh):
         section, i = divmod(tile, per_section * num_m)
@@ -33,18 +41,24 @@ def imbalance(seqlen: int, headdim: int, sections: bool, boustrophedon: bool) ->
         m_block = num_m - 1 - i // heads_here
         keys = min(seqlen, (m_block + 1) * block_m)
         rnd, j = divmod(tile, SMS)
-        work[SMS - 1 - j if deal_snake and rnd % 2 else j] += math.ceil(keys / block_n) + 1
+        cta = work.index(min(work)) if dynamic else SMS - 1 - j if deal_snake and rnd % 2 else j
+        work[cta] += math.ceil(keys / block_n) + 1
     return max(work) / (sum(work) / SMS)
 
 
 def main() -> None:
-    print("| hdim | seqlen | round-robin | boustrophedon | sections, round-robin |")
-    print("|---|---|---|---|---|")
+    print("| hdim | seqlen | round-robin | boustrophedon | L2 sections, round-robin | L2 sections, boustrophedon "
+          "| one-head sections, boustrophedon | deal before 2026-12-01 | deal since | dynamic, L2 sections |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for headdim in (64, 128, 256):
         for seqlen in (512, 1024, 2048, 4096, 8192, 16384):
-            deals = ((False, False), (False, True), (True, False))
-            rr, snake, sec = (imbalance(seqlen, headdim, sections, b) for sections, b in deals)
-            print(f"| {headdim} | {seqlen} | {rr:.2f} | {snake:.2f} | {sec:.2f} |")
+            deals = ((None, False), (None, True), ("l2", False), ("l2", True), ("one", True))
+            rr, snake, l2_rr, l2_snake, one_snake = (imbalance(seqlen, headdim, sec, b) for sec, b in deals)
+            before = l2_rr if SECTIONED[headdim](seqlen) else snake
+            since = one_snake if SECTIONED[headdim](seqlen) else snake
+            dynamic = imbalance(seqlen, headdim, "l2", False, dynamic=True)
+            print(f"| {headdim} | {seqlen} | {rr:.2f} | {snake:.2f} | {l2_rr:.2f} | {l2_snake:.2f} | {one_snake:.2f} "
+                  f"| {before:.2f} | {since:.2f} | {dynamic:.2f} |")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ struct Fp8Problem {
   bool out_bf16, causal;
   cudaStream_t stream;
   bool one_cta_per_tile = false;  // variant 5: grid = tiles; else one CTA per SM looping over tiles (the default)
+  int causal_deal = 0;            // as Problem::causal_deal (flash_fwd_launch.cuh); no FP8 variant sets it yet
 };
 
 template <class Cfg>

@@ -67,6 +67,10 @@ struct Problem {
   const int64_t* strides;  // q, k, v, out: (batch, row, head) each, in elements
   float softmax_scale;
   cudaStream_t stream;
+  // Causal deal where L2 sections are used (use_l2_sections): 0 = L2-sized sections, round-robin (the default);
+  // 1 = one (batch, head) pair per section, boustrophedon (variant 7: simulated max / mean SM work 1.03 against
+  // 1.05-1.25, scripts/simulate_causal_balance.py; not yet timed).
+  int causal_deal = 0;
 };
 
 inline int l2_bytes() {
@@ -153,6 +157,12 @@ FwdParams fill_fwd_params(const ProblemT& pr, int kv_element_bytes) {
     int64_t section = kv_bytes_per_head > 0 ? (l2 / 2) / kv_bytes_per_head : bh;
     section = section < 1 ? 1 : (section > bh ? bh : section);
     p.heads_per_section = static_cast<int>(section);
+  }
+  // Boustrophedon with one section (every causal call outside use_l2_sections), round-robin over L2 sections.
+  p.boustrophedon = p.heads_per_section >= pr.batch * pr.nheads ? 1 : 0;
+  if (Cfg::kCausal && use_l2_sections(pr.headdim, pr.max_seqlen_q) && pr.causal_deal == 1) {
+    p.heads_per_section = 1;
+    p.boustrophedon = 1;
   }
   p.scale_log2 = pr.softmax_scale * 1.4426950408889634f;
   return p;
@@ -296,6 +306,11 @@ int run_headdim(const Problem& pr, bool bf16, bool causal, int variant) {
       if (!bf16) return fail("%s", "the no-cross-tile ablation exists for bf16 only");
       return causal ? launch_d<D, true, true, 0, true, true, false, false>(pr)
                     : launch_d<D, true, false, long_non_causal_variant<D>(), true, true, false, false>(pr);
+    case 7: {  // the default dispatch, causal tiles in one-pair L2 sections dealt boustrophedon (Problem::causal_deal)
+      Problem one_pair = pr;
+      one_pair.causal_deal = 1;
+      return bf16 ? dispatch_causal<D, true>(one_pair, causal) : dispatch_causal<D, false>(one_pair, causal);
+    }
     case 9:
       if constexpr (D == 128) {
         if (!bf16 || causal) return fail("%s", "the skip-loads diagnostic exists for bf16, non-causal");

@@ -9,9 +9,11 @@
 //
 // Causal calls with one section deal their rounds of gridDim.x tiles boustrophedon: even rounds in CTA order, odd
 // rounds reversed, so the CTA that got the longest tile of one round gets the shortest of the next. A host-side
-// simulation of per-SM work (key blocks + 1 per tile) gives max/mean 1.13 -> 1.00 for d256 causal 16k, 1.07 -> 1.00
-// for d128 causal 16k, 1.04 -> 1.00 for d64 causal 16k. With several sections it helps no more (d256 causal 1024:
-// 1.13 -> 1.38 in the same simulation), so sectioned calls keep the plain round-robin.
+// simulation of per-SM work (key blocks + 1 per tile, scripts/simulate_causal_balance.py) gives max/mean 1.13 -> 1.00
+// for d256 causal 16k, 1.07 -> 1.00 for d128 causal 16k, 1.04 -> 1.00 for d64 causal 16k. With L2-sized sections it
+// helps no more (d256 causal 1024: 1.13 -> 1.38 in the same simulation), so those keep the plain round-robin; with
+// one (batch, head) pair per section it gives 1.03 at d128 <= 8192 and d256 <= 4096 (forward variant 7, not yet
+// timed). The launcher decides (FwdParams::boustrophedon); the producer and consumers walk the same deal.
 #pragma once
 #include <cstdint>
 
@@ -29,15 +31,17 @@ struct StaticPersistentScheduler {
   int num_heads;
   int num_bh;             // batch * num_heads
   int heads_per_section;  // (batch, head) pairs per longest-first section
+  bool snake;             // boustrophedon deal (causal only)
 
   __device__ __forceinline__ StaticPersistentScheduler(int num_m_blocks_, int num_heads_, int batch,
-                                                       int heads_per_section_)
+                                                       int heads_per_section_, int boustrophedon_)
       : num_m_blocks(num_m_blocks_),
         num_heads(num_heads_),
         num_bh(num_heads_ * batch),
-        heads_per_section(heads_per_section_) {}
+        heads_per_section(heads_per_section_),
+        snake(boustrophedon_ != 0) {}
 
-  __device__ __forceinline__ bool boustrophedon() const { return kLongestFirst && heads_per_section >= num_bh; }
+  __device__ __forceinline__ bool boustrophedon() const { return kLongestFirst && snake; }
 
   __device__ __forceinline__ int first() const { return blockIdx.x; }
   __device__ __forceinline__ int next(int tile) const {
