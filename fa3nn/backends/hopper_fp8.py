@@ -56,7 +56,10 @@ VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one
             "skip_softmax": 6, "plain_pv_wait": 7, "skip_kv_loads": 9, "key_block_192": 10,
             "key_block_192_skip_softmax": 11, "key_block_128": 12, "key_block_192_poly_exp2": 13,
             "key_block_192_no_pingpong": 14, "key_block_192_skip_exp2": 15, "key_block_192_skip_row_max": 16,
-            "key_block_192_skip_kv_loads": 17, "key_block_192_skip_softmax_and_kv_loads": 18}
+            "key_block_192_skip_kv_loads": 17, "key_block_192_skip_softmax_and_kv_loads": 18,
+            "one_pair_sections": 19}
+# Variants that run the default kernels (only the causal tile deal differs) and so its key block.
+_DEFAULT_KERNELS = ("full", "one_pair_sections")
 _FORCED_KEY_BLOCK = {"key_block_128": 128, **{name: 192 for name in VARIANTS if name.startswith("key_block_192")}}
 
 
@@ -65,7 +68,7 @@ def key_block(headdim: int, block_k: int, max_seqlen_k: int, variant: str = "ful
     None when block_k fits it not: a block must lie in one k/v descale tile. The default (fa3nn.fp8.key_blocks.
     native_key_block): 192 at head dim 128 where block_k allows it (+8-19% non-causal on the H200, benchmarks/
     NOTES.md "192-key blocks"), else 128."""
-    if variant == "full":
+    if variant in _DEFAULT_KERNELS:
         return native_key_block(headdim, block_k, max_seqlen_k)
     block = _FORCED_KEY_BLOCK.get(variant, KEY_BLOCK)  # the other benchmark variants are 128-key kernels
     return block if block_fits_tiles(block, block_k, max_seqlen_k) else None

@@ -30,7 +30,7 @@ struct Fp8Problem {
   bool out_bf16, causal;
   cudaStream_t stream;
   bool one_cta_per_tile = false;  // variant 5: grid = tiles; else one CTA per SM looping over tiles (the default)
-  int causal_deal = 0;            // as Problem::causal_deal (flash_fwd_launch.cuh); no FP8 variant sets it yet
+  int causal_deal = 0;            // as Problem::causal_deal (flash_fwd_launch.cuh): variant 19 sets it
 };
 
 template <class Cfg>
@@ -111,6 +111,7 @@ int launch_fp8(const Fp8Problem& pr) {
 //   14: variant 10 without pingpong. 15, 16: variant 10 without its exp2s / its row max tree (WRONG output, timing
 //   only: what MUFU and the max chain cost in the 192-key loop). 17: variant 10 without K/V loads; 18: without the
 //   softmax and the K/V loads (WRONG outputs, timing only: what L2 -> shared-memory traffic costs the loop).
+//   19: the default with causal tiles in one-(batch, head) L2 sections dealt boustrophedon (Fp8Problem::causal_deal).
 template <int D, int kVariant> struct Fp8Tiles;
 template <> struct Fp8Tiles<64, 0> { static constexpr int kStages = 3, kQStages = 2, kPolyExpEvery = 0; };
 template <> struct Fp8Tiles<128, 0> { static constexpr int kStages = 3, kQStages = 2, kPolyExpEvery = 0; };
@@ -143,6 +144,11 @@ inline bool fits_key_block(const Fp8Problem& pr, int block) {
 
 template <int D>
 int run_fp8_headdim(const Fp8Problem& pr, int variant) {
+  if (variant == 19) {  // the default, causal tiles in one-pair L2 sections dealt boustrophedon (as bf16 variant 7)
+    Fp8Problem one_pair = pr;
+    one_pair.causal_deal = 1;
+    return run_fp8_headdim<D>(one_pair, 0);
+  }
   if constexpr (D == 128) {
     if (variant == 0 && fits_key_block(pr, 192)) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 192>(pr);
     if (variant == 12) return run_fp8_tiles<D, 0>(pr);
@@ -171,8 +177,8 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 17) return run_fp8_tiles<D, 0, true, 0, kSkipKVLoads, 192>(pr);
     if (variant == 18) return run_fp8_tiles<D, 0, true, 0, kSkipSoftmaxAndKVLoads, 192>(pr);
   }
-  return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile; 1, 2 = benchmark "
-                    "variants at d128/d256, 3, 6, 7, 9-18 at d128)");
+  return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile, 19 = one-pair causal "
+                    "sections; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-18 at d128)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);
