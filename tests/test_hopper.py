@@ -144,9 +144,10 @@ def _varlen_case(dtype, headdim, causal, max_seqlen):
 
 # Forward variant 7 (benchmark builds: causal tiles in one-(batch, head) sections dealt boustrophedon) changes only
 # which CTA computes which tile, so its output must equal the default's bit for bit; both NaN-poisoned first. The
-# shapes are ones where the deal applies (flash_fwd_launch.cuh, use_l2_sections: d128 <= 8192, d256 <= 4096) with
-# more tiles than SMs, a partial last round and an odd tile count (GQA 6 / 2 heads).
-@pytest.mark.parametrize("headdim, batch, seqlen", [(128, 3, 1000), (128, 1, 4224), (256, 2, 2048), (256, 5, 300)])
+# shapes are ones where the deal applies (flash_fwd_launch.cuh, use_one_pair_sections: d64 <= 4096, d128 <= 8192,
+# d256 <= 4096) with more tiles than SMs, a partial last round and an odd tile count (GQA 6 / 2 heads).
+@pytest.mark.parametrize("headdim, batch, seqlen", [(64, 4, 1500), (128, 3, 1000), (128, 1, 4224), (256, 2, 2048),
+                                                    (256, 5, 300)])
 @pytest.mark.gpu
 @needs_hopper
 def test_one_pair_section_deal_matches_the_default(headdim, batch, seqlen):
