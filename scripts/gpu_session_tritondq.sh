@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Prepared 2026-12-01 (fourth session), not yet run: the Triton d128 backward is 0.65-0.69x cuDNN at 6 of 8 rows
 # >= 2048 (issue 3's target 0.70). Sweeps with the candidates not yet tried (dQ 128x64/8w/4 stages, 128x64/4w,
-# 64x64/4w/4; dK/dV 32x64/4w/4, 64x64/4w) at d128 2048 and 8192 (whole backward, the other kernel pinned).
+# 64x64/4w/4; dK/dV 32x64/4w/4, 64x64/4w) at d128 2048 and 8192 (whole backward, the other kernel pinned), and the
+# dQ kernel's opt-in descriptor loads of K/V (FA3NN_TRITON_DQ_TMA=1; offline 288 -> 284 instructions per 1024
+# scores, 246 -> 221 registers at 128x64/8w/3) over the same dQ candidates.
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-tritondq
@@ -10,6 +12,14 @@ for seqlen in 2048 8192; do
     timeout 200 python3 -m fa3nn.backends.triton.tune --headdim 128 --seqlen $seqlen --kinds dkdv dq --tma auto \
         --workers 16 --json "$out/tune_d128_$seqlen.json" > "$out/tune_d128_$seqlen.log" 2>&1
     echo "rc $?"; grep -E "TFLOP" "$out/tune_d128_$seqlen.log" | sed 's/ tma=[a-z0-9]*//; s/ TFLOP\/s//; s/causal=/c/' \
+        | paste -sd' ' | fold -w 240
+done
+for seqlen in 2048 8192; do
+    stamp "sweep d128 $seqlen dQ through descriptors"
+    FA3NN_TRITON_DQ_TMA=1 timeout 150 python3 -m fa3nn.backends.triton.tune --headdim 128 --seqlen $seqlen \
+        --kinds dq --tma auto --workers 16 --json "$out/tune_dqtma_d128_$seqlen.json" \
+        > "$out/tune_dqtma_d128_$seqlen.log" 2>&1
+    echo "rc $?"; grep -E "TFLOP" "$out/tune_dqtma_d128_$seqlen.log" | sed 's/ tma=[a-z0-9]*//; s/ TFLOP\/s//; s/causal=/c/' \
         | paste -sd' ' | fold -w 240
 done
 stamp done

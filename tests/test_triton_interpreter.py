@@ -262,6 +262,38 @@ def test_tma_descriptor_path_varlen(monkeypatch):
     check_varlen(3, 40, 57, 2, 1, 32, torch.float16, "cpu", causal=True)
 
 
+@pytest.mark.parametrize("case", ["causal-more-keys-gqa", "window-both", "softcap"], ids=str)
+def test_dq_tma_loads(case, monkeypatch):
+    """The dQ kernel's opt-in descriptor loads of K and V (FA3NN_TRITON_DQ_TMA=1), forced on under the interpreter."""
+    from fa3nn.backends.triton import launch
+
+    monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
+    monkeypatch.setattr(launch, "DQ_TMA_LOADS", True)
+    batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
+    check_dense(2, sq, sk, h, hk, 64, torch.float16, "cpu", causal=causal, window=window, softcap=softcap)
+
+
+def test_dq_tma_loads_zero_the_next_sequences_rows(monkeypatch):
+    """Through descriptors, K/V rows past a sequence's end are the next sequence's: NaN there must not reach dQ
+    (K enters dS K, V enters dP; the masked run zeroes both). Batch 1 is all NaN; batch 0's gradients must match
+    the reference of batch 0 alone (37 keys: the last 16-key block reaches 11 rows into batch 1)."""
+    from fa3nn.backends.triton import launch
+
+    monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
+    monkeypatch.setattr(launch, "DQ_TMA_LOADS", True)
+    q, k, v = (torch.randn(2, n, 2, 64, dtype=torch.float16) for n in (29, 37, 37))
+    k[1] = float("nan")
+    v[1] = float("nan")
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = flash_attn_func(*leaves, causal=True, backend="triton")
+    out[0].float().sum().backward()
+    ref = [t[:1].clone().requires_grad_() for t in (q, k, v)]
+    flash_attn_func(*ref, causal=True, backend="reference").float().sum().backward()
+    for got, want in zip(leaves, ref):
+        assert torch.isfinite(got.grad[0]).all()
+        torch.testing.assert_close(got.grad[:1].float(), want.grad.float(), atol=2e-2, rtol=2e-2)
+
+
 def test_atomic_dq_reduce_target(monkeypatch):
     """The atomic backward adds dQ tiles by TMA reduce only where a tile cannot reach another sequence's rows or
     another head's columns: dense calls with an unpadded head dim; varlen, head dim 96 (padded to 128) and

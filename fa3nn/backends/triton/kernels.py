@@ -554,16 +554,21 @@ def _bwd_dkdv_kernel(
 
 
 @triton.jit
-def _bwd_dq_inner(dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, rows, offs_n, offs_d, offs_dv, lo,
-                  hi, seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right,
+def _bwd_dq_inner(dq, q, do, lse, delta, k_src, v_src, k_start, head_kv, stride_ks, stride_vs, rows, offs_n, offs_d,
+                  offs_dv, lo, hi, seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right,
                   MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                   HAS_SOFTCAP: tl.constexpr, HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr,
                   BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_N: tl.constexpr,
-                  DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr):
+                  DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, USE_TMA: tl.constexpr):
+    """k_src / v_src: the head's K and V base pointers, or (USE_TMA) descriptors over the (rows, heads * dim)
+    views. K and V rows past seqlen_k are zeroed in the masked run either way: K enters dQ = dS K and V enters dP,
+    so a non-finite value there would survive dS = 0."""
     for n0 in range(lo, hi, BLOCK_N):
         cols = n0 + offs_n
-        k = _load_rows(k_base, cols, stride_ks, offs_d, seqlen_k, HEADDIM, BLOCK_D, MASKED)
-        v = _load_rows(v_base, cols, stride_vs, offs_dv, seqlen_k, HEADDIM_V, BLOCK_DV, MASKED)
+        k = _load_block(k_src, k_start, n0, head_kv * HEADDIM, offs_n, stride_ks, offs_d, seqlen_k, HEADDIM,
+                        BLOCK_D, MASKED, USE_TMA)
+        v = _load_block(v_src, k_start, n0, head_kv * HEADDIM_V, offs_n, stride_vs, offs_dv, seqlen_k, HEADDIM_V,
+                        BLOCK_DV, MASKED, USE_TMA)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)
         x, tanh = _score_minus_lse(s, lse[:, None], qk_scale, score_cap, HAS_SOFTCAP, LOG2_SCORES)
         if MASKED:
@@ -595,8 +600,10 @@ def _bwd_dq_kernel(
     HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    USE_TMA: tl.constexpr = False,
 ):
-    """One program per (query block, head, batch): dQ = scale * dS·K over the keys the block attends."""
+    """One program per (query block, head, batch): dQ = scale * dS·K over the keys the block attends. USE_TMA: K
+    and V are tensor descriptors over their (rows, heads * dim) views (launch.DQ_TMA_LOADS)."""
     head = tl.program_id(1)
     batch = tl.program_id(2)
     if HAS_RIGHT:
@@ -613,8 +620,16 @@ def _bwd_dq_kernel(
     h64 = head.to(tl.int64)
     q_base = Q + b64 * stride_qb + h64 * stride_qh + q_start.to(tl.int64) * stride_qs
     do_base = dOut + b64 * stride_dob + h64 * stride_doh + q_start.to(tl.int64) * stride_dos
-    k_base = K + b64 * stride_kb + head_kv.to(tl.int64) * stride_kh + k_start.to(tl.int64) * stride_ks
-    v_base = V + b64 * stride_vb + head_kv.to(tl.int64) * stride_vh + k_start.to(tl.int64) * stride_vs
+    if USE_TMA:  # descriptors address rows of the packed (batch * seqlen or total, heads * dim) view
+        k_src, v_src = K, V
+        if IS_VARLEN:
+            k_row0 = k_start
+        else:
+            k_row0 = batch * seqlen_k
+    else:
+        k_src = K + b64 * stride_kb + head_kv.to(tl.int64) * stride_kh + k_start.to(tl.int64) * stride_ks
+        v_src = V + b64 * stride_vb + head_kv.to(tl.int64) * stride_vh + k_start.to(tl.int64) * stride_vs
+        k_row0 = k_start
     l_offset = b64 * stride_lb + h64 * stride_lh + q_start
 
     rows = m0 + tl.arange(0, BLOCK_M)
@@ -627,19 +642,19 @@ def _bwd_dq_kernel(
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     lo, hi, full_lo, full_hi = _key_phases(m0, seqlen_q, seqlen_k, window_left, window_right, BLOCK_M, BLOCK_N,
                                            HAS_LEFT, HAS_RIGHT)
-    dq = _bwd_dq_inner(dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, rows, offs_n, offs_d, offs_dv,
-                       full_lo, full_hi, seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, False,
-                       HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N,
-                       DOT_PRECISION, LOG2_SCORES)
+    dq = _bwd_dq_inner(dq, q, do, lse, delta, k_src, v_src, k_row0, head_kv, stride_ks, stride_vs, rows, offs_n,
+                       offs_d, offs_dv, full_lo, full_hi, seqlen_q, seqlen_k, qk_scale, score_cap, window_left,
+                       window_right, False, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV,
+                       BLOCK_N, DOT_PRECISION, LOG2_SCORES, USE_TMA)
     if HAS_LEFT:
-        dq = _bwd_dq_inner(dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, rows, offs_n, offs_d,
-                           offs_dv, lo, full_lo, seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right,
-                           True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N,
-                           DOT_PRECISION, LOG2_SCORES)
-    dq = _bwd_dq_inner(dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, rows, offs_n, offs_d, offs_dv,
-                       full_hi, hi, seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, True,
-                       HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N,
-                       DOT_PRECISION, LOG2_SCORES)
+        dq = _bwd_dq_inner(dq, q, do, lse, delta, k_src, v_src, k_row0, head_kv, stride_ks, stride_vs, rows,
+                           offs_n, offs_d, offs_dv, lo, full_lo, seqlen_q, seqlen_k, qk_scale, score_cap, window_left,
+                           window_right, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D,
+                           BLOCK_DV, BLOCK_N, DOT_PRECISION, LOG2_SCORES, USE_TMA)
+    dq = _bwd_dq_inner(dq, q, do, lse, delta, k_src, v_src, k_row0, head_kv, stride_ks, stride_vs, rows, offs_n,
+                       offs_d, offs_dv, full_hi, hi, seqlen_q, seqlen_k, qk_scale, score_cap, window_left,
+                       window_right, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV,
+                       BLOCK_N, DOT_PRECISION, LOG2_SCORES, USE_TMA)
     dq = dq * softmax_scale
     dq_ptrs = dQ + b64 * stride_dqb + h64 * stride_dqh + (q_start + rows)[:, None].to(tl.int64) * stride_dqs + \
         offs_d[None, :]

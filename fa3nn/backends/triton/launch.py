@@ -46,6 +46,9 @@ UNMASKED_ROW_STATS = os.environ.get("FA3NN_TRITON_UNMASKED_ROW_STATS", "1") == "
 # add dQ again.
 DKDV_SPLIT_D = os.environ.get("FA3NN_TRITON_DKDV_SPLIT_D", str(configs.DKDV_SPLIT_PARTS))
 DKDV_SPLIT_MIN_BLOCK_D = 256
+# Opt-in, not yet timed (FA3NN_TRITON_DQ_TMA=1): the dQ kernel loads K and V through tensor descriptors (as the
+# forward does on sm_90) where _tma_views allows; rows past seqlen_k are still zeroed in the masked run.
+DQ_TMA_LOADS = os.environ.get("FA3NN_TRITON_DQ_TMA", "0") == "1"
 LOG2E = math.log2(math.e)
 
 
@@ -105,9 +108,11 @@ def _dq_reduce_target(dq_acc: torch.Tensor, shape) -> object | None:
 
 
 def _set_tma_block_shapes(nargs: dict) -> None:
-    """Autotuner pre-hook (and the pinned path's): the descriptors' block shapes follow the tile being tried."""
+    """Autotuner pre-hook (and the pinned path's): the descriptors' block shapes follow the tile being tried (Q is
+    a descriptor in the forward only; the dQ kernel's USE_TMA covers K and V)."""
     if nargs.get("USE_TMA"):
-        nargs["Q"].block_shape = [nargs["BLOCK_M"], nargs["HEADDIM"]]
+        if TensorDescriptor is not None and isinstance(nargs["Q"], TensorDescriptor):
+            nargs["Q"].block_shape = [nargs["BLOCK_M"], nargs["HEADDIM"]]
         nargs["K"].block_shape = [nargs["BLOCK_N"], nargs["HEADDIM"]]
         nargs["V"].block_shape = [nargs["BLOCK_N"], nargs["HEADDIM_V"]]
     if nargs.get("DQ_TMA"):
@@ -223,7 +228,7 @@ def _launcher(kind: str, kernel, shape: _Shape, tma: bool = False):
 def _autotuner(kind: str, kernel, tiles: list[configs.Tile]):
     key = (kind, tuple(tiles))
     if key not in _autotuned:
-        hook = _set_tma_block_shapes if kind in ("fwd", "fused") else None
+        hook = _set_tma_block_shapes if kind in ("fwd", "fused", "dq") else None
         candidates = [
             triton.Config({"BLOCK_M": t.block_m, "BLOCK_N": t.block_n}, num_warps=t.num_warps, num_stages=t.num_stages,
                           pre_hook=hook)
@@ -238,7 +243,9 @@ def _autotuner(kind: str, kernel, tiles: list[configs.Tile]):
 
 def _launch(kind: str, kernel, shape: _Shape, grid_of, args: tuple, **constexprs):
     """Run `kernel` with `args`; grid_of(block_m, block_n) gives the grid for a tile."""
-    chosen = _launcher(kind, kernel, shape, tma=bool(constexprs.get("USE_TMA")))  # operands through descriptors
+    # the forward's operands through descriptors: Triton keeps num_stages - 1 K/V buffers there (configs.
+    # shared_memory_bytes); the dQ kernel's descriptor loads compile to num_stages buffers (161 KB at d128 128x64/3)
+    chosen = _launcher(kind, kernel, shape, tma=kind == "fwd" and bool(constexprs.get("USE_TMA")))
     if isinstance(chosen, configs.Tile):
         grid = grid_of(chosen.block_m, chosen.block_n)
         if constexprs.get("USE_TMA") or constexprs.get("DQ_TMA"):  # only descriptor launches pay for the dict
@@ -326,11 +333,14 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     if atomic_dq:  # the kernel adds unscaled dS·K
         return dq_acc.mul_(shape.softmax_scale).to(q.dtype), dk, dv
     dq = _alloc(q.shape, q.dtype, q.device)
+    views = _tma_views(q, k, v, shape) if DQ_TMA_LOADS else None
+    kv = (k, v) if views is None else tuple(
+        TensorDescriptor.from_tensor(x, [16, x.shape[1] // shape.nheads_kv]) for x in views[1:])
     _launch(
         "dq", K._bwd_dq_kernel, shape,
         lambda bm, bn: (triton.cdiv(shape.seqlen_q, bm), shape.nheads, shape.batch),
-        (q, k, v, dout, lse, delta, dq, shape.cu_q, shape.cu_k, *qkv_do_strides, *_strides(dq, shape.varlen),
+        (q, *kv, dout, lse, delta, dq, shape.cu_q, shape.cu_k, *qkv_do_strides, *_strides(dq, shape.varlen),
          *stat_strides, *common),
-        **shape.constexprs(), LOG2_SCORES=log2_scores,
+        **shape.constexprs(), LOG2_SCORES=log2_scores, USE_TMA=views is not None,
     )
     return dq, dk, dv
