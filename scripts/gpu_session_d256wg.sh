@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # 2026-12-01 (fourth session). Triton: the dK/dV head-dim split and the 128x64 d256 forward tiles, now defaults
-# (measured +11-22% / +8-31% at 2048 and 8192 in results/triton256-h200-20261201-1255): (1) the Triton GPU suite
+# (measured +11-22% / +8-31% at 2048 and 8192 in results/triton256-h200-20261201-1252): (1) the Triton GPU suite
 # on the defaults; (2) the split against the one-program kernel at 512 and 1024 (not yet measured); (3) the
 # integrated d256 rows against cuDNN and FA2. FP8: the warp-uniform warpgroup index (build/libfa3nn_hopper.so)
 # against HEAD's build (build/base/libfa3nn_hopper.so): (4) the FP8 suite, (5) kernel-only d128 with 15 rounds.

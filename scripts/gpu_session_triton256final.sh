@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # 2026-12-01 (fourth session): the d256 sweep's winners as defaults (forward 128x64/8w/3 stages through TMA, dQ
-# 128x32/8w; results/triton256sweep-…-1430): (1) the Triton GPU suite; (2) the integrated d256 rows, triton /
+# 128x32/8w; results/triton256sweep-…-1322): (1) the Triton GPU suite; (2) the integrated d256 rows, triton /
 # cuDNN / FA2.
 set -u
 source "$(dirname "$0")/gpu_env.sh"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # 2026-12-01 (fourth session), last Triton call: the tile tables after today's sweeps (d64 4-warp tiles, d128
 # dK/dV 32x64/4w up to 4k, d256 split dK/dV and 128x64 forward). (1) the Triton GPU suite; (2) the integrated
-# bench at d64 and d128, triton / cuDNN / FA2, every length (d256's rows: results/d256wg-…-1310).
+# bench at d64 and d128, triton / cuDNN / FA2, every length (d256's rows: results/d256wg-…-1258).
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-tritonfinal

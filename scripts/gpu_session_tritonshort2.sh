@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 2026-12-01 (fourth session): the 4-warp short-call Triton tiles from the sweep (results/tritonshort-…-1350) as
+# 2026-12-01 (fourth session): the 4-warp short-call Triton tiles from the sweep (results/tritonshort-…-1308) as
 # defaults: (1) the Triton GPU suite; (2) scripts/bench.py triton / cuDNN / FA2 at d64 and d128, 512-2048;
 # (3) the same sweep at d64 2048 and 4096 (forward and dK/dV), the next bucket.
 set -u

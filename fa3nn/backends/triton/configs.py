@@ -45,11 +45,11 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
     "fwd": {
         # d64, runs: 128x64/4w won where both were measured (2048 causal 327 vs 255; 8192 non-causal 420 vs 360);
         # 8k causal: 128x128/8w, the only tile measured (picked by both runs). H200 sweeps 2026-12-01
-        # (fa3nn.backends.triton.tune; results/tritonshort-h200-20261201-1350, tritonshort2-…-1405), 4 warps win up
+        # (fa3nn.backends.triton.tune; results/tritonshort-h200-20261201-1308, tritonshort2-…-1310), 4 warps win up
         # to 4k: non-causal 128x64/4w 320 / 376 at 512 / 1024 (64x64/4w 313 / 374; 128x128/8w 220 / 281), 64x64/4w
         # 408 / 412 at 2048 / 4096 (128x64/4w 402 / 415; 128x128/8w 321 / 347); causal 64x64/4w 233 / 313 / 371 /
         # 408 at 512-4096 (128x64/4w 185 / 262 / 325 / 365; 128x128/8w 129 / 194 / 255 / 302), and at 8192
-        # (tritonsweep3-…-1415) causal 64x64/4w 424 against 128x128/8w's 334, non-causal 128x64/4w 428 (64x64/4w 406).
+        # (tritonsweep3-…-1315) causal 64x64/4w 424 against 128x128/8w's 334, non-causal 128x64/4w 428 (64x64/4w 406).
         (64, False): (Tile(128, 64, 4, 3), Tile(64, 64, 4, 3), Tile(128, 64, 4, 3)),
         (64, True): (Tile(64, 64, 4, 3),) * 3,
         # d128: 64x64/4w/3 stages (two CTAs per SM, TMA loads) won every comparison: sweep at 4096 498 vs 456-484
@@ -59,9 +59,9 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         # d256: 128x64/8w (486 warp instructions per 1024 scores offline against 64x64/8w's 826 and 128x32/8w's
         # 682, at 24-32 B of stack). H200, 2026-12-01 (scripts/bench.py, same GPU, 2 stages against the tiles
         # before: 64x64/8w up to 4k, 128x32/8w past it): 2048 382 vs 295 non-causal, 303 vs 236 causal; 8192 407
-        # vs 378 and 371 vs 357 (benchmarks/results/triton256-h200-20261201-1255). 3 stages (192 KB through TMA
+        # vs 378 and 371 vs 357 (benchmarks/results/triton256-h200-20261201-1252). 3 stages (192 KB through TMA
         # descriptors; the pointer path without them shrinks to 2 in fit_shared_memory), sweep
-        # (triton256sweep-…-1430): 1024 429 vs 348 non-causal, 294 vs 251 causal; 2048 483 vs 382, 369 vs 304.
+        # (triton256sweep-…-1322): 1024 429 vs 348 non-causal, 294 vs 251 causal; 2048 483 vs 382, 369 vs 304.
         (256, False): (Tile(128, 64, 8, 3),) * 3,
         (256, True): (Tile(128, 64, 8, 3),) * 3,
     },
@@ -72,7 +72,7 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         # 227 at 2048, 264 vs 291 at 8192). Up to 4k, H200 sweeps 2026-12-01 (whole backward, other kernels
         # pinned): 32x64/4 warps/3 stages beat every candidate: 238 / 284 / 298 / 312 TFLOP/s at 512-4096
         # non-causal (32x128/8w/3 207 / 245, 64x128/8w/2 280 / 305 at 2048 / 4096), 154 / 212 / 254 / 278 causal
-        # (32x128/8w/3 132 / 183 / 228 / 258). At 8192 (tritonsweep3-…-1415): causal 32x64/4w 304 against
+        # (32x128/8w/3 132 / 183 / 228 / 258). At 8192 (tritonsweep3-…-1315): causal 32x64/4w 304 against
         # 64x128/8w/3's 293 (taken); non-causal 320 against 64x128/8w/2's 314 (within run-to-run noise: kept).
         (64, False): (Tile(32, 64, 4, 3), Tile(32, 64, 4, 3), Tile(64, 128, 8, 2)),
         (64, True): (Tile(32, 64, 4, 3),) * 3,
@@ -97,7 +97,7 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         # 64x128/8w/1 stage 552 (881 causal) with 24 (414 causal) spill instructions in the loop; the one-program
         # tiles 1700-2028 for the whole head dim. H200, 2026-12-01, whole backward against the one-program kernel
         # (scripts/triton_tile_ab.py, gradients checked): 2048 190 vs 157 TFLOP/s non-causal, 161 vs 139 causal;
-        # 8192 201 vs 165 and 197 vs 177 (benchmarks/results/triton256-h200-20261201-1255). Up to 1k: not measured.
+        # 8192 201 vs 165 and 197 vs 177 (benchmarks/results/triton256-h200-20261201-1252). Up to 1k: not measured.
         (256, False): (Tile(32, 128, 8, 2), Tile(32, 128, 8, 2), Tile(64, 128, 8, 1)),
         (256, True): (Tile(32, 128, 8, 2),) * 3,
     },
@@ -109,7 +109,7 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         (128, False): (Tile(128, 64, 8, 3),) * 3,
         (128, True): (Tile(128, 64, 8, 3),) * 3,
         # d256: 128x32/8w/2 stages (no spills offline; 64x32/4w spills 136-160 B). H200 sweep 2026-12-01 (whole
-        # backward, triton256sweep-…-1430): 1024 193 vs 172 non-causal, 146 vs 133 causal; 2048 210 vs 190, 180 vs
+        # backward, triton256sweep-…-1322): 1024 193 vs 172 non-causal, 146 vs 133 causal; 2048 210 vs 190, 180 vs
         # 161 against 64x32/4w (64x64/8w 164-178).
         (256, False): (Tile(128, 32, 8, 2),) * 3,
         (256, True): (Tile(128, 32, 8, 2),) * 3,
