@@ -64,8 +64,10 @@ def select(variant: str) -> None:
     launch.DKDV_SPLIT_D = 2 if "split-d" in options else 1
     launch.ATOMIC_DQ = bool(atomic)
     configs.OVERRIDES.pop("fused", None)
-    if atomic and atomic[0] != "atomic":
-        configs.OVERRIDES["fused"] = configs.Tile(*(int(x) for x in atomic[0].removeprefix("atomic-").split("x")))
+    configs.OVERRIDES.pop("fused_split", None)
+    if atomic and atomic[0] != "atomic":  # the atomic kernel's tile, split over the head dim (+split-d) or not
+        tile = configs.Tile(*(int(x) for x in atomic[0].removeprefix("atomic-").split("x")))
+        configs.OVERRIDES["fused"] = configs.OVERRIDES["fused_split"] = tile
 
 
 def kinds(headdim: int) -> tuple[str, ...]:

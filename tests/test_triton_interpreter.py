@@ -186,6 +186,19 @@ def test_dkdv_split_head_dim(case, dtype, monkeypatch):
     check_dense(batch, sq, sk, h, hk, d, dtype, "cpu", causal=causal, window=window, softcap=softcap)
 
 
+@pytest.mark.parametrize("case", ["odd-noncausal", "causal-more-keys-gqa", "window-both"], ids=str)
+def test_dkdv_split_with_atomic_dq(case, monkeypatch):
+    """The opt-in atomic dQ with the head-dim split: each part adds dQ's columns of its part (per-element atomics
+    here; the TMA reduce path needs a GPU). window-both's head dim 48 pads to 64: its second part is 16 real and 16
+    padded columns."""
+    from fa3nn.backends.triton import launch
+
+    _split_dkdv(monkeypatch)
+    monkeypatch.setattr(launch, "ATOMIC_DQ", True)
+    batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
+    check_dense(batch, sq, sk, h, hk, d, torch.float16, "cpu", causal=causal, window=window, softcap=softcap)
+
+
 def test_dkdv_split_head_dim_varlen_and_headdim_v(monkeypatch):
     _split_dkdv(monkeypatch)
     check_varlen(3, 40, 57, 2, 1, 32, torch.float16, "cpu", causal=True)
@@ -206,12 +219,13 @@ def test_dkdv_split_rule(monkeypatch):
 
     monkeypatch.setattr(launch, "DKDV_SPLIT_D", 2)
     assert launch.dkdv_split(256, 256, atomic_dq=False) == 2
-    assert launch.dkdv_kind(256, 256, atomic_dq=True) == "fused"
+    assert launch.dkdv_kind(256, 256, atomic_dq=True) == "fused_split"  # each part adds its own dQ columns
+    assert launch.dkdv_split(256, 512, atomic_dq=True) == 1  # dQ parts follow Q's width: V's must match
     monkeypatch.setattr(launch, "DKDV_SPLIT_D", "1")
     assert launch.dkdv_kind(256, 256, atomic_dq=False) == "dkdv"
+    assert launch.dkdv_kind(256, 256, atomic_dq=True) == "fused"
     monkeypatch.setattr(launch, "DKDV_SPLIT_D", 2)
     assert launch.dkdv_split(128, 128, atomic_dq=False) == 1  # below DKDV_SPLIT_MIN_BLOCK_D
-    assert launch.dkdv_split(256, 256, atomic_dq=True) == 1  # each part would add dQ again
     for bad in (3, "yes"):
         monkeypatch.setattr(launch, "DKDV_SPLIT_D", bad)
         with pytest.raises(ValueError, match=f"FA3NN_TRITON_DKDV_SPLIT_D={bad}: use 1"):

@@ -30,9 +30,11 @@ class Tile:
 SEQ_BUCKET_LIMITS = (1024, 4096)
 
 # The grid side of each kernel: forward and dQ programs own BLOCK_M query rows, dK/dV programs BLOCK_N key rows.
-GRID_SIDE = {"fwd": "block_m", "dq": "block_m", "dkdv": "block_n", "dkdv_split": "block_n", "fused": "block_n"}
+GRID_SIDE = {"fwd": "block_m", "dq": "block_m", "dkdv": "block_n", "dkdv_split": "block_n", "fused": "block_n",
+             "fused_split": "block_n"}
 # "dkdv_split": the dK/dV kernel split over head-dim parts (launch.dkdv_split), DKDV_SPLIT_PARTS programs per key
-# block, each loading its part of the Q and dO columns besides the whole tiles (kernels._bwd_dkdv_kernel).
+# block, each loading its part of the Q and dO columns besides the whole tiles (kernels._bwd_dkdv_kernel);
+# "fused_split": the same with the opt-in atomic dQ, each part adding its dQ columns.
 DKDV_SPLIT_PARTS = 2
 # The short-grid rule never goes below this many rows (one wgmma M tile per warpgroup).
 MIN_GRID_BLOCK = 64
@@ -113,6 +115,14 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         # 161 against 64x32/4w (64x64/8w 164-178).
         (256, False): (Tile(128, 32, 8, 2),) * 3,
         (256, True): (Tile(128, 32, 8, 2),) * 3,
+    },
+    "fused_split": {
+        # The opt-in atomic dQ with the head-dim split (d256), not yet timed. Triton 3.6 offline, warp instructions
+        # per 1024 scores for both parts: 32x128/8w/1 stage 1980 (1912 causal), 3 spill instructions in the loop,
+        # 208 KB; against the default split backward's 2 x 852 + 518 (dQ kernel) = 2222 up to 4k and 2 x 552 + 518
+        # = 1622 past it. 32x128/8w/2 needs 280 KB; 16x128 3040; 64x64 and 4-warp tiles spill 100-270 words.
+        (256, False): (Tile(32, 128, 8, 1),) * 3,
+        (256, True): (Tile(32, 128, 8, 1),) * 3,
     },
     "fused": {  # the opt-in atomic-dQ backward (FA3NN_TRITON_ATOMIC_DQ=1), runs with it as the default
         (64, False): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 3), Tile(64, 128, 8, 3)),
@@ -204,6 +214,7 @@ ALTERNATIVES: dict[str, dict[int, list[Tile]]] = {
              128: [Tile(64, 128, 8, 2), Tile(32, 128, 8, 2), Tile(32, 128, 8, 3)],
              256: [Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)]},
     "dkdv_split": {256: [Tile(32, 128, 8, 2), Tile(64, 128, 8, 1)]},
+    "fused_split": {256: [Tile(32, 128, 8, 1), Tile(16, 128, 8, 2)]},
     "fused": {32: [Tile(64, 128, 8, 3), Tile(32, 128, 8, 3)], 64: [Tile(64, 128, 8, 3), Tile(32, 128, 8, 3)],
               128: [Tile(64, 128, 8, 2), Tile(32, 128, 8, 2), Tile(64, 64, 8, 2)],
               256: [Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)]},
@@ -214,7 +225,7 @@ ALTERNATIVES: dict[str, dict[int, list[Tile]]] = {
 
 # Under the interpreter: small, unequal tiles, so that small test shapes still cross several blocks of each kind.
 INTERPRETER = {"fwd": Tile(32, 16, 4, 1), "dkdv": Tile(16, 32, 4, 1), "dkdv_split": Tile(16, 32, 4, 1),
-               "fused": Tile(16, 32, 4, 1), "dq": Tile(32, 16, 4, 1)}
+               "fused": Tile(16, 32, 4, 1), "fused_split": Tile(16, 32, 4, 1), "dq": Tile(32, 16, 4, 1)}
 
 # A tile pinned per kind for a sweep (fa3nn.backends.triton.tune): used as is, before any table, rule or tuner.
 OVERRIDES: dict[str, Tile] = {}
@@ -270,9 +281,11 @@ def shared_memory_bytes(kind: str, tile: Tile, block_d: int, block_dv: int, elem
         resident, streamed = tile.block_m * block_d, tile.block_n * (block_d + block_dv)
     elif kind in ("dkdv", "fused"):
         resident, streamed = tile.block_n * (block_d + block_dv), tile.block_m * (block_d + block_dv)
-    elif kind == "dkdv_split":  # + one part of the Q and dO columns per stage (Triton 3.6: 224 KB at 32x128/2, d256)
+    elif kind in ("dkdv_split", "fused_split"):  # + one part of Q and dO per stage (Triton 3.6: 224 KB at 32x128/2)
         resident = tile.block_n * (block_d + block_dv)
         streamed = tile.block_m * (block_d + block_dv) * (DKDV_SPLIT_PARTS + 1) // DKDV_SPLIT_PARTS
+        if kind == "fused_split":  # + K's part for dQ, resident
+            resident += tile.block_n * block_d // DKDV_SPLIT_PARTS
     else:
         resident, streamed = tile.block_m * (block_d + block_dv), tile.block_n * (block_d + block_dv)
     buffers = tile.num_stages - 1 if tma else tile.num_stages

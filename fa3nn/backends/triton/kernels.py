@@ -369,7 +369,7 @@ def _load_part(base, rows, stride_row, offs_part, seqlen, HEADDIM: tl.constexpr,
 
 
 @triton.jit
-def _bwd_dkdv_step(dk, dv, k, v, m0, q_base, do_base, lse_base, delta_base, dq_dst, dq_batch, dq_col, stride_qs,
+def _bwd_dkdv_step(dk, dv, k, k_dq, v, m0, q_base, do_base, lse_base, delta_base, dq_dst, dq_batch, dq_col, stride_qs,
                    stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk, seqlen_q, seqlen_k,
                    qk_scale, score_cap, window_left, window_right,
                    MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
@@ -382,7 +382,8 @@ def _bwd_dkdv_step(dk, dv, k, v, m0, q_base, do_base, lse_base, delta_base, dq_d
     accumulator, by one TMA reduce-add of the whole tile (DQ_TMA: `dq_dst` is a descriptor over the (batch,
     seqlen, heads * dim) view, clipped at seqlen_q by the copy engine) or by per-element atomics.
     SPLIT_D > 1: dK and dV are accumulated for the head-dim columns offs_dk / offs_dvk only (one of SPLIT_D parts);
-    the scores and dP still contract over the whole head dim."""
+    the scores and dP still contract over the whole head dim; with ATOMIC_DQ the program adds dQ's offs_dk columns
+    (dS times `k_dq`, K's columns of this part; `k` itself when SPLIT_D == 1)."""
     rows = m0 + offs_m
     q = _load_rows(q_base, rows, stride_qs, offs_d, seqlen_q, HEADDIM, BLOCK_D, MASKED)
     do = _load_rows(do_base, rows, stride_dos, offs_dv, seqlen_q, HEADDIM_V, BLOCK_DV, MASKED)
@@ -408,23 +409,23 @@ def _bwd_dkdv_step(dk, dv, k, v, m0, q_base, do_base, lse_base, delta_base, dq_d
     ds_t = ds_t.to(q.dtype)
     dk = tl.dot(ds_t, q_part, dk, input_precision=DOT_PRECISION)
     if ATOMIC_DQ:  # this key block's share of dQ, added into the fp32 accumulator (order varies run to run)
-        dq = tl.dot(tl.trans(ds_t), k, input_precision=DOT_PRECISION)
+        dq = tl.dot(tl.trans(ds_t), k_dq, input_precision=DOT_PRECISION)
         if DQ_TMA:
-            dq_dst.atomic_add([dq_batch, m0, dq_col], tl.reshape(dq, [1, BLOCK_M, BLOCK_D]))
+            dq_dst.atomic_add([dq_batch, m0, dq_col], tl.reshape(dq, [1, BLOCK_M, BLOCK_D // SPLIT_D]))
         else:
-            dq_ptrs = dq_dst + rows[:, None] * stride_dqs + offs_d[None, :]
+            dq_ptrs = dq_dst + rows[:, None] * stride_dqs + offs_dk[None, :]
             if MASKED:
-                tl.atomic_add(dq_ptrs, dq, mask=(rows[:, None] < seqlen_q) & (offs_d[None, :] < HEADDIM),
+                tl.atomic_add(dq_ptrs, dq, mask=(rows[:, None] < seqlen_q) & (offs_dk[None, :] < HEADDIM),
                               sem="relaxed")
             elif BLOCK_D == HEADDIM:
                 tl.atomic_add(dq_ptrs, dq, sem="relaxed")
             else:
-                tl.atomic_add(dq_ptrs, dq, mask=offs_d[None, :] < HEADDIM, sem="relaxed")
+                tl.atomic_add(dq_ptrs, dq, mask=offs_dk[None, :] < HEADDIM, sem="relaxed")
     return dk, dv
 
 
 @triton.jit
-def _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_dst, dq_batch, dq_col, stride_qs,
+def _bwd_dkdv_inner(dk, dv, k, k_dq, v, q_base, do_base, lse_base, delta_base, dq_dst, dq_batch, dq_col, stride_qs,
                     stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk, lo, hi, rotate,
                     seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right,
                     MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
@@ -441,7 +442,7 @@ def _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_dst,
         for i in range(0, steps):
             m0 = lo + ((i + rotate) % steps) * BLOCK_M
             dk, dv = _bwd_dkdv_step(
-                dk, dv, k, v, m0, q_base, do_base, lse_base, delta_base, dq_dst, dq_batch, dq_col, stride_qs,
+                dk, dv, k, k_dq, v, m0, q_base, do_base, lse_base, delta_base, dq_dst, dq_batch, dq_col, stride_qs,
                 stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk, seqlen_q, seqlen_k,
                 qk_scale, score_cap, window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM,
                 HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, DQ_TMA,
@@ -449,7 +450,7 @@ def _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_dst,
     else:
         for m0 in range(lo, hi, BLOCK_M):
             dk, dv = _bwd_dkdv_step(
-                dk, dv, k, v, m0, q_base, do_base, lse_base, delta_base, dq_dst, dq_batch, dq_col, stride_qs,
+                dk, dv, k, k_dq, v, m0, q_base, do_base, lse_base, delta_base, dq_dst, dq_batch, dq_col, stride_qs,
                 stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk, seqlen_q, seqlen_k,
                 qk_scale, score_cap, window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM,
                 HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, DQ_TMA,
@@ -487,9 +488,11 @@ def _bwd_dkdv_kernel(
     UNMASKED_ROW_STATS: the unmasked run loads lse and delta without the row bounds mask and the -inf test, which
     cannot fire there (same values, bitwise). sm_90a SASS (Triton 3.6): the d128 64x128 step loses 156 of its 647
     instructions, mostly the per-element predicates of the replicated lse/delta loads (benchmarks/NOTES.md, v3).
-    SPLIT_D > 1 (not with ATOMIC_DQ): SPLIT_D programs per key block, each accumulating dK and dV for one part of
-    the head-dim columns while recomputing the scores and dP over all of them: more matmul work, SPLIT_D times
-    fewer accumulator registers (the d256 tiles spill without it; benchmarks/NOTES.md)."""
+    SPLIT_D > 1: SPLIT_D programs per key block, each accumulating dK and dV for one part of the head-dim columns
+    while recomputing the scores and dP over all of them: more matmul work, SPLIT_D times fewer accumulator
+    registers (the d256 tiles spill without it; benchmarks/NOTES.md); with ATOMIC_DQ each part adds its columns of
+    dQ (the opt-in atomic backward at head dims >= 256: 7 matmul-equivalents per key block and query block
+    instead of the two-kernel split backward's 9)."""
     head_kv = tl.program_id(1)
     batch = tl.program_id(2)
     q_start, seqlen_q = _seq_bounds(cu_seqlens_q, batch, seqlen_q, IS_VARLEN)
@@ -509,36 +512,42 @@ def _bwd_dkdv_kernel(
     v_base = V + b64 * stride_vb + head_kv.to(tl.int64) * stride_vh + k_start.to(tl.int64) * stride_vs
     k = _load_rows(k_base, cols, stride_ks, offs_d, seqlen_k, HEADDIM, BLOCK_D, True)
     v = _load_rows(v_base, cols, stride_vs, offs_dv, seqlen_k, HEADDIM_V, BLOCK_DV, True)
+    if ATOMIC_DQ and SPLIT_D > 1:  # dQ's columns of this part take K's same columns
+        k_dq = _load_part(k_base, cols, stride_ks, offs_dk, seqlen_k, HEADDIM, BLOCK_D, SPLIT_D, True)
+    else:
+        k_dq = k
     dk = tl.zeros([BLOCK_N, BLOCK_D // SPLIT_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_DV // SPLIT_D], dtype=tl.float32)
     lo, hi, full_lo, full_hi = _query_phases(n0, seqlen_q, seqlen_k, window_left, window_right, BLOCK_M, BLOCK_N,
                                              HAS_LEFT, HAS_RIGHT)
     rotate = tl.program_id(0)
+    dq_col0 = part * (BLOCK_D // SPLIT_D)  # this part's first dQ column within a head (TMA reduce coordinate)
     for g in range(0, group):
         head = head_kv * group + g
         h64 = head.to(tl.int64)
         q_base = Q + b64 * stride_qb + h64 * stride_qh + q_start.to(tl.int64) * stride_qs
         do_base = dOut + b64 * stride_dob + h64 * stride_doh + q_start.to(tl.int64) * stride_dos
         l_offset = b64 * stride_lb + h64 * stride_lh + q_start
+        dq_col = dq_col0 + head * HEADDIM
         if DQ_TMA:
             dq_dst = dQacc
         else:
             dq_dst = dQacc + b64 * stride_dqb + h64 * stride_dqh + q_start.to(tl.int64) * stride_dqs
         dk, dv = _bwd_dkdv_inner(
-            dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_dst, batch, head * HEADDIM,
+            dk, dv, k, k_dq, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_dst, batch, dq_col,
             stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk, full_lo, full_hi,
             rotate, seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, False, HAS_LEFT, HAS_RIGHT,
             HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
             DQ_TMA, UNMASKED_ROW_STATS, ATOMIC_DQ, SPLIT_D)
         if HAS_RIGHT:  # without a right bound full_lo == lo: nothing masked before the full run
             dk, dv = _bwd_dkdv_inner(
-                dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_dst, batch, head * HEADDIM,
+                dk, dv, k, k_dq, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_dst, batch, dq_col,
                 stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk, lo, full_lo, 0,
                 seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT,
                 HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
                 DQ_TMA, UNMASKED_ROW_STATS, False, SPLIT_D)
         dk, dv = _bwd_dkdv_inner(
-            dk, dv, k, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_dst, batch, head * HEADDIM,
+            dk, dv, k, k_dq, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_dst, batch, dq_col,
             stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk, full_hi, hi, 0,
             seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT,
             HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,

@@ -42,8 +42,8 @@ UNMASKED_ROW_STATS = os.environ.get("FA3NN_TRITON_UNMASKED_ROW_STATS", "1") == "
 # one-program d256 tile spills there: Triton 3.6 offline, 64x64/8 warps 138-148 words). H200, Triton 3.6,
 # 2026-12-01 (scripts/triton_tile_ab.py, its tiles configs.PINNED["dkdv_split"]): whole backward +11-22% (2048:
 # 157 -> 190 TFLOP/s non-causal, 139 -> 161 causal; 8192: 165 -> 201, 177 -> 197). Each program loads its part of
-# Q and dO besides the whole tiles (configs.shared_memory_bytes counts it). Not with the atomic dQ: each part would
-# add dQ again.
+# Q and dO besides the whole tiles (configs.shared_memory_bytes counts it). With the opt-in atomic dQ
+# (FA3NN_TRITON_ATOMIC_DQ=1) each part adds its dQ columns (kind "fused_split"; not yet timed).
 DKDV_SPLIT_D = os.environ.get("FA3NN_TRITON_DKDV_SPLIT_D", str(configs.DKDV_SPLIT_PARTS))
 DKDV_SPLIT_MIN_BLOCK_D = 256
 # Opt-in, not yet timed (FA3NN_TRITON_DQ_TMA=1): the dQ kernel loads K and V through tensor descriptors (as the
@@ -53,21 +53,23 @@ LOG2E = math.log2(math.e)
 
 
 def dkdv_split(block_d: int, block_dv: int, atomic_dq: bool) -> int:
-    """Head-dim parts of the dK/dV kernel for this call: DKDV_SPLIT_D where the head dim is wide enough and dQ is not
-    added from that kernel (each part would add it again), else 1."""
+    """Head-dim parts of the dK/dV kernel for this call: DKDV_SPLIT_D where the head dim is wide enough, else 1.
+    With the atomic dQ each part adds its own dQ columns (a head dim of V unlike Q's would give those parts other
+    widths: not split)."""
     choices = ("1", str(configs.DKDV_SPLIT_PARTS))
     if str(DKDV_SPLIT_D) not in choices:
         raise ValueError(f"FA3NN_TRITON_DKDV_SPLIT_D={DKDV_SPLIT_D}: use 1 (off) or {choices[1]} (the default)")
-    if atomic_dq or min(block_d, block_dv) < DKDV_SPLIT_MIN_BLOCK_D:
+    if min(block_d, block_dv) < DKDV_SPLIT_MIN_BLOCK_D or (atomic_dq and block_d != block_dv):
         return 1
     return int(DKDV_SPLIT_D)
 
 
 def dkdv_kind(block_d: int, block_dv: int, atomic_dq: bool) -> str:
     """The configs kind (tile table) of the backward's key-block kernel for this call."""
+    split = dkdv_split(block_d, block_dv, atomic_dq) > 1
     if atomic_dq:
-        return "fused"
-    return "dkdv_split" if dkdv_split(block_d, block_dv, atomic_dq) > 1 else "dkdv"
+        return "fused_split" if split else "fused"
+    return "dkdv_split" if split else "dkdv"
 
 
 def _tma_views(q, k, v, shape) -> tuple | None:
@@ -115,8 +117,8 @@ def _set_tma_block_shapes(nargs: dict) -> None:
             nargs["Q"].block_shape = [nargs["BLOCK_M"], nargs["HEADDIM"]]
         nargs["K"].block_shape = [nargs["BLOCK_N"], nargs["HEADDIM"]]
         nargs["V"].block_shape = [nargs["BLOCK_N"], nargs["HEADDIM_V"]]
-    if nargs.get("DQ_TMA"):
-        nargs["dQacc"].block_shape = [1, nargs["BLOCK_M"], nargs["HEADDIM"]]
+    if nargs.get("DQ_TMA"):  # one part's columns when the atomic backward is split over the head dim
+        nargs["dQacc"].block_shape = [1, nargs["BLOCK_M"], nargs["HEADDIM"] // nargs.get("SPLIT_D", 1)]
 
 
 def _alloc(shape, dtype, device) -> torch.Tensor:
@@ -217,7 +219,7 @@ def _launcher(kind: str, kernel, shape: _Shape, tma: bool = False):
             return _autotuner(kind, kernel, tiles)
     if kind in ("dkdv", "fused"):  # one program per key block of each K/V head
         units, grid_seqlen = shape.batch * shape.nheads_kv, shape.seqlen_k
-    elif kind == "dkdv_split":  # and head-dim part
+    elif kind in ("dkdv_split", "fused_split"):  # and head-dim part
         units, grid_seqlen = shape.batch * shape.nheads_kv * configs.DKDV_SPLIT_PARTS, shape.seqlen_k
     else:  # one program per query block of each head
         units, grid_seqlen = shape.batch * shape.nheads, shape.seqlen_q
@@ -228,14 +230,14 @@ def _launcher(kind: str, kernel, shape: _Shape, tma: bool = False):
 def _autotuner(kind: str, kernel, tiles: list[configs.Tile]):
     key = (kind, tuple(tiles))
     if key not in _autotuned:
-        hook = _set_tma_block_shapes if kind in ("fwd", "fused", "dq") else None
+        hook = _set_tma_block_shapes if kind in ("fwd", "fused", "fused_split", "dq") else None
         candidates = [
             triton.Config({"BLOCK_M": t.block_m, "BLOCK_N": t.block_n}, num_warps=t.num_warps, num_stages=t.num_stages,
                           pre_hook=hook)
             for t in tiles
         ]
         # the atomic dQ accumulator must start from zero for every timed trial
-        reset = ["dQacc"] if kind == "fused" else None
+        reset = ["dQacc"] if kind in ("fused", "fused_split") else None
         _autotuned[key] = triton.autotune(candidates, key=["BLOCK_D", "MASK_KIND", "SEQ_BUCKET"],
                                           reset_to_zero=reset)(kernel)
     return _autotuned[key]
