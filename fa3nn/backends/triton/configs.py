@@ -46,7 +46,7 @@ MIN_GRID_BLOCK = 64
 PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
     "fwd": {
         # d64, runs: 128x64/4w won where both were measured (2048 causal 327 vs 255; 8192 non-causal 420 vs 360);
-        # 8k causal: 128x128/8w, the only tile measured (picked by both runs). H200 sweeps 2026-12-01
+        # causal past 4k took 128x128/8w before (the runs' only pick there). H200 sweeps 2026-12-01
         # (fa3nn.backends.triton.tune; results/tritonshort-h200-20261201-1308, tritonshort2-…-1310), 4 warps win up
         # to 4k: non-causal 128x64/4w 320 / 376 at 512 / 1024 (64x64/4w 313 / 374; 128x128/8w 220 / 281), 64x64/4w
         # 408 / 412 at 2048 / 4096 (128x64/4w 402 / 415; 128x128/8w 321 / 347); causal 64x64/4w 233 / 313 / 371 /
