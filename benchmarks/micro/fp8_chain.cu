@@ -69,6 +69,23 @@ __device__ __forceinline__ void mixed_softmax_loop(int iters, float (&s)[kBlockN
   }
 }
 
+// Issue the step's GEMMs, each its own commit group: Q K^T into s (kGemms bit 0), P V into o (bit 1).
+template <int kGemms>
+__device__ __forceinline__ void issue_gemms(float (&s)[kBlockN / 2], float (&o)[kD / 2],
+                                            uint32_t (&pa)[kBlockN / 32][4], uint64_t desc_q, uint64_t desc_k,
+                                            uint64_t desc_v) {
+  if constexpr (kGemms & 1) {
+    warpgroup_arrive();
+    gemm_fp8_ss<kBlockN, kD, 128, 0, 0>(s, desc_q, desc_k);
+    wgmma_commit();
+  }
+  if constexpr (kGemms & 2) {
+    warpgroup_arrive();
+    gemm_fp8_rs<kBlockN, kD, 64, kVPanelBytes>(o, pa, desc_v);
+    wgmma_commit();
+  }
+}
+
 // ptxas deletes a wgmma whose accumulator nobody reads (the mixed QK loop's first build had no QGMMA.64x192 left in
 // its SASS): one score per iteration goes into `keep`, which the kernel stores under an impossible condition.
 template <int kGemms>
@@ -77,16 +94,7 @@ __device__ __forceinline__ float mixed_gemm_loop(int iters, float (&s)[kBlockN /
                                                  uint64_t desc_v) {
   float keep = 0.f;
   for (int it = 0; it < iters; ++it) {
-    if constexpr (kGemms & 1) {
-      warpgroup_arrive();
-      gemm_fp8_ss<kBlockN, kD, 128, 0, 0>(s, desc_q, desc_k);
-      wgmma_commit();
-    }
-    if constexpr (kGemms & 2) {
-      warpgroup_arrive();
-      gemm_fp8_rs<kBlockN, kD, 64, kVPanelBytes>(o, pa, desc_v);
-      wgmma_commit();
-    }
+    issue_gemms<kGemms>(s, o, pa, desc_q, desc_k, desc_v);
     wgmma_wait<0>();
     fence_operands(s);
     fence_operands(o);
@@ -136,16 +144,7 @@ __global__ void __launch_bounds__(256, 1) chain_kernel(int iters, long long* clo
   } else
   for (int it = 0; it < iters; ++it) {
     if constexpr (kPingpong && kActive == 2) NamedBarrier::sync(NamedBarrier::kFirstId + wg, kThreads);
-    if constexpr (kGemms & 1) {
-      warpgroup_arrive();
-      gemm_fp8_ss<kBlockN, kD, 128, 0, 0>(s, desc_q, desc_k);
-      wgmma_commit();
-    }
-    if constexpr (kGemms & 2) {
-      warpgroup_arrive();
-      gemm_fp8_rs<kBlockN, kD, 64, kVPanelBytes>(o, pa, desc_v);
-      wgmma_commit();
-    }
+    issue_gemms<kGemms>(s, o, pa, desc_q, desc_k, desc_v);
     if constexpr (kPingpong && kActive == 2) NamedBarrier::arrive(NamedBarrier::kFirstId + (wg + 1) % 2, kThreads);
     fence_operands(o);
     if constexpr (kGemms == 3) wgmma_wait<1>();
