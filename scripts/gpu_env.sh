@@ -8,6 +8,10 @@
 #   gpu_archive NAME       everything in $out into $out/NAME (tar.gz) and the rest deleted: the device tool returns
 #                          only a few files
 #   stamp TEXT             "[<seconds since the script started> s] TEXT": where a call's time went
+#   gpu_pytest LOG LIMIT ARGS...  `pytest -m gpu` with 8 workers on ARGS into $out/LOG within LIMIT seconds; prints
+#                          its exit code and the last two lines (a whole-suite run wants no more workers: OOM)
+#   gpu_sweep D SEQLEN STEM KINDS...  fa3nn.backends.triton.tune at head dim D, SEQLEN, for KINDS into
+#                          $out/STEM.{json,log}; prints its exit code and the results folded onto a few lines
 gpu_setup() {
     out=${OUT:-$1}
     mkdir -p "$out"
@@ -34,3 +38,19 @@ gpu_archive() {
 }
 
 stamp() { echo "[$SECONDS s] $*"; }
+
+gpu_pytest() {
+    local log=$1 limit=$2
+    shift 2
+    timeout "$limit" python -m pytest -m gpu -n 8 -q -rfE -p no:cacheprovider "$@" > "$out/$log" 2>&1
+    echo "$log rc $?"; tail -n 2 "$out/$log"
+}
+
+gpu_sweep() {
+    local hd=$1 seqlen=$2 stem=$3
+    shift 3
+    timeout 200 python3 -m fa3nn.backends.triton.tune --headdim "$hd" --seqlen "$seqlen" --kinds "$@" --tma auto \
+        --workers 16 --json "$out/$stem.json" > "$out/$stem.log" 2>&1
+    echo "$stem rc $?"
+    grep -E "TFLOP" "$out/$stem.log" | sed 's/ tma=[a-z0-9]*//; s/ TFLOP\/s//; s/causal=/c/' | paste -sd' ' | fold -w 240
+}

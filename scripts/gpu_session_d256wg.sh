@@ -8,8 +8,7 @@ set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-d256wg
 stamp triton tests
-timeout 150 python -m pytest -m gpu -n 8 -q -rfE -p no:cacheprovider tests/test_triton_gpu.py > "$out/tests_triton.log" 2>&1
-echo "tests rc $?"; tail -n 2 "$out/tests_triton.log"
+gpu_pytest tests_triton.log 150 tests/test_triton_gpu.py
 stamp split short
 timeout 120 python3 scripts/triton_tile_ab.py --variants pinned+row-stats pinned+row-stats+split-d \
     --headdims 256 --seqlens 512 1024 --json "$out/tile_ab_short.json" > "$out/tile_ab_short.log" 2>&1
@@ -19,8 +18,7 @@ timeout 200 python3 scripts/bench.py --backends triton cudnn fa2 --headdims 256 
     > "$out/bench_d256.log" 2>&1
 echo "bench rc $?"; grep -E "^\|" "$out/d256.md" | head -30
 stamp fp8 tests
-timeout 120 python -m pytest -m gpu -n 8 -q -rfE -p no:cacheprovider tests/test_hopper_fp8.py > "$out/tests_fp8.log" 2>&1
-echo "fp8 tests rc $?"; tail -n 2 "$out/tests_fp8.log"
+gpu_pytest tests_fp8.log 120 tests/test_hopper_fp8.py
 stamp fp8 bench
 timeout 180 python3 scripts/bench_hopper_fp8.py --json "$out/fp8.json" --headdims 128 --seqlens 4096 16384 \
     --reps 15 --iters 10 --block-k 384 --compare base=build/base/libfa3nn_hopper.so > "$out/fp8.log" 2>&1

@@ -8,9 +8,7 @@ set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-fusedsplit
 stamp tests
-FA3NN_TRITON_ATOMIC_DQ=1 timeout 200 python -m pytest -m gpu -n 8 -q -rfE -p no:cacheprovider \
-    tests/test_triton_gpu.py > "$out/tests_atomic.log" 2>&1
-echo "tests rc $?"; tail -n 2 "$out/tests_atomic.log"
+(export FA3NN_TRITON_ATOMIC_DQ=1; gpu_pytest tests_atomic.log 200 tests/test_triton_gpu.py)
 stamp bwd
 timeout 200 python3 scripts/triton_tile_ab.py --variants pinned+row-stats+split-d pinned+row-stats+split-d+atomic \
     --headdims 256 --seqlens 2048 8192 --json "$out/fused_split.json" > "$out/fused_split.log" 2>&1

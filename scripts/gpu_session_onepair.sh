@@ -10,9 +10,7 @@ set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-onepair
 stamp tests
-timeout 200 python -m pytest -m gpu -n 8 -q -rfE -p no:cacheprovider tests/test_hopper.py tests/test_hopper_fp8.py \
-    > "$out/tests_hopper.log" 2>&1
-echo "tests rc $?"; tail -n 2 "$out/tests_hopper.log"
+gpu_pytest tests_hopper.log 200 tests/test_hopper.py tests/test_hopper_fp8.py
 stamp bench
 timeout 300 python3 scripts/bench_hopper.py --json "$out/onepair.json" --headdims 64 128 256 \
     --seqlens 512 1024 2048 4096 8192 --variants full one_pair_sections --ablation-seqlens > "$out/onepair.log" 2>&1

@@ -6,9 +6,6 @@ source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-triton256sweep
 for seqlen in 1024 2048; do
     stamp "sweep d256 $seqlen"
-    timeout 200 python3 -m fa3nn.backends.triton.tune --headdim 256 --seqlen $seqlen --kinds fwd dq --tma auto \
-        --workers 16 --json "$out/tune_d256_$seqlen.json" > "$out/tune_d256_$seqlen.log" 2>&1
-    echo "rc $?"; grep -E "TFLOP" "$out/tune_d256_$seqlen.log" | sed 's/ tma=[a-z0-9]*//; s/ TFLOP\/s//; s/causal=/c/' \
-        | paste -sd' ' | fold -w 240
+    gpu_sweep 256 "$seqlen" "tune_d256_$seqlen" fwd dq
 done
 stamp done

@@ -9,17 +9,11 @@ source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-tritondq
 for seqlen in 2048 8192; do
     stamp "sweep d128 $seqlen"
-    timeout 200 python3 -m fa3nn.backends.triton.tune --headdim 128 --seqlen $seqlen --kinds dkdv dq --tma auto \
-        --workers 16 --json "$out/tune_d128_$seqlen.json" > "$out/tune_d128_$seqlen.log" 2>&1
-    echo "rc $?"; grep -E "TFLOP" "$out/tune_d128_$seqlen.log" | sed 's/ tma=[a-z0-9]*//; s/ TFLOP\/s//; s/causal=/c/' \
-        | paste -sd' ' | fold -w 240
+    gpu_sweep 128 "$seqlen" "tune_d128_$seqlen" dkdv dq
 done
+export FA3NN_TRITON_DQ_TMA=1  # read at import by every tune worker below
 for seqlen in 2048 8192; do
     stamp "sweep d128 $seqlen dQ through descriptors"
-    FA3NN_TRITON_DQ_TMA=1 timeout 150 python3 -m fa3nn.backends.triton.tune --headdim 128 --seqlen $seqlen \
-        --kinds dq --tma auto --workers 16 --json "$out/tune_dqtma_d128_$seqlen.json" \
-        > "$out/tune_dqtma_d128_$seqlen.log" 2>&1
-    echo "rc $?"; grep -E "TFLOP" "$out/tune_dqtma_d128_$seqlen.log" | sed 's/ tma=[a-z0-9]*//; s/ TFLOP\/s//; s/causal=/c/' \
-        | paste -sd' ' | fold -w 240
+    gpu_sweep 128 "$seqlen" "tune_dqtma_d128_$seqlen" dq
 done
 stamp done

@@ -6,8 +6,7 @@ set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-tritonfinal
 stamp tests
-timeout 150 python -m pytest -m gpu -n 8 -q -rfE -p no:cacheprovider tests/test_triton_gpu.py > "$out/tests_triton.log" 2>&1
-echo "tests rc $?"; tail -n 2 "$out/tests_triton.log"
+gpu_pytest tests_triton.log 150 tests/test_triton_gpu.py
 stamp bench
 timeout 300 python3 scripts/bench.py --backends triton cudnn fa2 --headdims 64 128 --out-dir "$out" --tag final \
     --precompile 12 > "$out/bench_final.log" 2>&1

@@ -9,9 +9,7 @@ gpu_setup /tmp/fa3nn-tritonshort
 for hd in 64 128; do
     for seqlen in 512 1024; do
         stamp "d$hd $seqlen"
-        timeout 200 python3 -m fa3nn.backends.triton.tune --headdim $hd --seqlen $seqlen --kinds fwd dkdv dq \
-            --tma auto --workers 16 --json "$out/tune_d${hd}_$seqlen.json" > "$out/tune_d${hd}_$seqlen.log" 2>&1
-        echo "rc $?"
+        gpu_sweep "$hd" "$seqlen" "tune_d${hd}_$seqlen" fwd dkdv dq
     done
 done
 python3 - "$out" <<'PY'

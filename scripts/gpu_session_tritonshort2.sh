@@ -6,16 +6,13 @@ set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-tritonshort2
 stamp tests
-timeout 150 python -m pytest -m gpu -n 8 -q -rfE -p no:cacheprovider tests/test_triton_gpu.py > "$out/tests_triton.log" 2>&1
-echo "tests rc $?"; tail -n 2 "$out/tests_triton.log"
+gpu_pytest tests_triton.log 150 tests/test_triton_gpu.py
 stamp bench
 timeout 200 python3 scripts/bench.py --backends triton cudnn fa2 --headdims 64 128 --seqlens 512 1024 2048 \
     --out-dir "$out" --tag short --precompile 8 > "$out/bench_short.log" 2>&1
 echo "bench rc $?"; grep -E "^\| (64|128) " "$out/short.md" | cut -d'|' -f2-4,5,6,8,9,11,12,14-
 for seqlen in 2048 4096; do
     stamp "sweep d64 $seqlen"
-    timeout 150 python3 -m fa3nn.backends.triton.tune --headdim 64 --seqlen $seqlen --kinds fwd dkdv --tma auto \
-        --workers 16 --json "$out/tune_d64_$seqlen.json" > "$out/tune_d64_$seqlen.log" 2>&1
-    echo "rc $?"; grep -E "TFLOP" "$out/tune_d64_$seqlen.log" | sed 's/ tma=auto//' | paste -sd' ' | fold -w 240
+    gpu_sweep 64 "$seqlen" "tune_d64_$seqlen" fwd dkdv
 done
 stamp done
