@@ -55,9 +55,9 @@ from fa3nn.backends.triton import kernels as K  # noqa: E402
 from fa3nn.backends.triton.configs import Tile  # noqa: E402
 from fa3nn.masks import Window  # noqa: E402
 
-KINDS = ("fwd", "dkdv", "dkdv_split", "dq", "fused", "fused_split")
-KERNEL_OF = {"fwd": "_fwd_kernel", "dkdv": "_bwd_dkdv_kernel", "dkdv_split": "_bwd_dkdv_kernel",
-             "fused": "_bwd_dkdv_kernel", "fused_split": "_bwd_dkdv_kernel", "dq": "_bwd_dq_kernel"}
+KINDS = ("fwd", "dq", *configs.KEY_BLOCK_KINDS)
+KERNEL_OF = {"fwd": "_fwd_kernel", "dq": "_bwd_dq_kernel",
+             **{kind: "_bwd_dkdv_kernel" for kind in configs.KEY_BLOCK_KINDS}}
 TARGET = ("cuda", 90, 32)  # sm_90a (H100/H200), 32 threads per warp
 WIDTH = 2048  # nheads * headdim, as in the benchmark
 
@@ -96,8 +96,8 @@ def record_launch(kind: str, tile: Tile, headdim: int, causal: bool, seqlen: int
     os.environ["FA3NN_TRITON_TMA"] = "1"  # the forward's H200 path: TMA descriptors
     configs.OVERRIDES.clear()
     configs.OVERRIDES[kind] = tile
-    launch.ATOMIC_DQ = kind in ("fused", "fused_split")
-    launch.DKDV_SPLIT_D = str(configs.DKDV_SPLIT_PARTS) if kind in ("dkdv_split", "fused_split") else "1"
+    launch.ATOMIC_DQ = kind in configs.ATOMIC_DQ_KINDS
+    launch.DKDV_SPLIT_D = str(configs.DKDV_SPLIT_PARTS) if kind in configs.SPLIT_KINDS else "1"
     try:
         with _recorded_launches(sink):
             if kind == "fwd":

@@ -29,13 +29,16 @@ class Tile:
 # Sequence buckets by max(seqlen_q, seqlen_k): <= 1024, <= 4096, longer. The autotune key uses the same buckets.
 SEQ_BUCKET_LIMITS = (1024, 4096)
 
-# The grid side of each kernel: forward and dQ programs own BLOCK_M query rows, dK/dV programs BLOCK_N key rows.
-GRID_SIDE = {"fwd": "block_m", "dq": "block_m", "dkdv": "block_n", "dkdv_split": "block_n", "fused": "block_n",
-             "fused_split": "block_n"}
-# "dkdv_split": the dK/dV kernel split over head-dim parts (launch.dkdv_split), DKDV_SPLIT_PARTS programs per key
-# block, each loading its part of the Q and dO columns besides the whole tiles (kernels._bwd_dkdv_kernel);
-# "fused_split": the same with the opt-in atomic dQ, each part adding its dQ columns.
+# The backward's key-block (dK/dV) kernel kinds. "dkdv_split": split over head-dim parts (launch.dkdv_split),
+# DKDV_SPLIT_PARTS programs per key block, each loading its part of the Q and dO columns besides the whole tiles
+# (kernels._bwd_dkdv_kernel); "fused" / "fused_split": the same two with the opt-in atomic dQ (each part adding its
+# dQ columns).
+KEY_BLOCK_KINDS = ("dkdv", "dkdv_split", "fused", "fused_split")
+SPLIT_KINDS = ("dkdv_split", "fused_split")
+ATOMIC_DQ_KINDS = ("fused", "fused_split")
 DKDV_SPLIT_PARTS = 2
+# The grid side of each kernel: forward and dQ programs own BLOCK_M query rows, dK/dV programs BLOCK_N key rows.
+GRID_SIDE = {"fwd": "block_m", "dq": "block_m", **{kind: "block_n" for kind in KEY_BLOCK_KINDS}}
 # The short-grid rule never goes below this many rows (one wgmma M tile per warpgroup).
 MIN_GRID_BLOCK = 64
 
@@ -279,13 +282,13 @@ def shared_memory_bytes(kind: str, tile: Tile, block_d: int, block_dv: int, elem
     161 KB), as do the pointer paths (dK/dV split 32x128/2 at d256: 224 KB)."""
     if kind == "fwd":
         resident, streamed = tile.block_m * block_d, tile.block_n * (block_d + block_dv)
-    elif kind in ("dkdv", "fused"):
-        resident, streamed = tile.block_n * (block_d + block_dv), tile.block_m * (block_d + block_dv)
-    elif kind in ("dkdv_split", "fused_split"):  # + one part of Q and dO per stage (Triton 3.6: 224 KB at 32x128/2)
+    elif kind in SPLIT_KINDS:  # + one part of Q and dO per stage (Triton 3.6: 224 KB at 32x128/2)
         resident = tile.block_n * (block_d + block_dv)
         streamed = tile.block_m * (block_d + block_dv) * (DKDV_SPLIT_PARTS + 1) // DKDV_SPLIT_PARTS
-        if kind == "fused_split":  # + K's part for dQ, resident
+        if kind in ATOMIC_DQ_KINDS:  # + K's part for dQ, resident
             resident += tile.block_n * block_d // DKDV_SPLIT_PARTS
+    elif kind in KEY_BLOCK_KINDS:
+        resident, streamed = tile.block_n * (block_d + block_dv), tile.block_m * (block_d + block_dv)
     else:
         resident, streamed = tile.block_m * (block_d + block_dv), tile.block_n * (block_d + block_dv)
     buffers = tile.num_stages - 1 if tma else tile.num_stages

@@ -217,10 +217,9 @@ def _launcher(kind: str, kernel, shape: _Shape, tma: bool = False):
                                             shape.elem_bytes, smem_limit, tma)
         if len(tiles) > 1:
             return _autotuner(kind, kernel, tiles)
-    if kind in ("dkdv", "fused"):  # one program per key block of each K/V head
-        units, grid_seqlen = shape.batch * shape.nheads_kv, shape.seqlen_k
-    elif kind in ("dkdv_split", "fused_split"):  # and head-dim part
-        units, grid_seqlen = shape.batch * shape.nheads_kv * configs.DKDV_SPLIT_PARTS, shape.seqlen_k
+    if kind in configs.KEY_BLOCK_KINDS:  # one program per key block of each K/V head (and head-dim part)
+        parts = configs.DKDV_SPLIT_PARTS if kind in configs.SPLIT_KINDS else 1
+        units, grid_seqlen = shape.batch * shape.nheads_kv * parts, shape.seqlen_k
     else:  # one program per query block of each head
         units, grid_seqlen = shape.batch * shape.nheads, shape.seqlen_q
     return configs.tile_for(kind, shape.block_d, shape.block_dv, shape.causal, max_seqlen, shape.elem_bytes, units,
@@ -230,14 +229,14 @@ def _launcher(kind: str, kernel, shape: _Shape, tma: bool = False):
 def _autotuner(kind: str, kernel, tiles: list[configs.Tile]):
     key = (kind, tuple(tiles))
     if key not in _autotuned:
-        hook = _set_tma_block_shapes if kind in ("fwd", "fused", "fused_split", "dq") else None
+        hook = _set_tma_block_shapes if kind in ("fwd", "dq", *configs.ATOMIC_DQ_KINDS) else None
         candidates = [
             triton.Config({"BLOCK_M": t.block_m, "BLOCK_N": t.block_n}, num_warps=t.num_warps, num_stages=t.num_stages,
                           pre_hook=hook)
             for t in tiles
         ]
         # the atomic dQ accumulator must start from zero for every timed trial
-        reset = ["dQacc"] if kind in ("fused", "fused_split") else None
+        reset = ["dQacc"] if kind in configs.ATOMIC_DQ_KINDS else None
         _autotuned[key] = triton.autotune(candidates, key=["BLOCK_D", "MASK_KIND", "SEQ_BUCKET"],
                                           reset_to_zero=reset)(kernel)
     return _autotuned[key]
@@ -322,9 +321,10 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     atomic_dq = ATOMIC_DQ and not params.deterministic
     dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device) if atomic_dq else dk
     dq_target = _dq_reduce_target(dq_acc, shape) if atomic_dq else None
-    split = dkdv_split(shape.block_d, shape.block_dv, atomic_dq)
+    kind = dkdv_kind(shape.block_d, shape.block_dv, atomic_dq)
+    split = configs.DKDV_SPLIT_PARTS if kind in configs.SPLIT_KINDS else 1
     _launch(
-        dkdv_kind(shape.block_d, shape.block_dv, atomic_dq), K._bwd_dkdv_kernel, shape,
+        kind, K._bwd_dkdv_kernel, shape,
         lambda bm, bn: (triton.cdiv(shape.seqlen_k, bn) * split, shape.nheads_kv, shape.batch),
         (q, k, v, dout, lse, delta, dk, dv, dq_target if dq_target is not None else dq_acc, shape.cu_q, shape.cu_k,
          *qkv_do_strides, *_strides(dk, shape.varlen), *_strides(dv, shape.varlen), *_strides(dq_acc, shape.varlen),

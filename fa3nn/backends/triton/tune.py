@@ -62,9 +62,10 @@ def _inputs(headdim: int, seqlen: int, tokens: int = 16384, width: int = 2048):
 def _run(variant, q, k, v, dout):
     from fa3nn.backends.triton import launch
 
-    launch.ATOMIC_DQ = variant["kind"] in ("fused", "fused_split")
+    launch.ATOMIC_DQ = variant["kind"] in configs.ATOMIC_DQ_KINDS
     # the kernel whose tile is pinned must be the one that runs: "dkdv" and "fused" are the unsplit kernels
-    launch.DKDV_SPLIT_D = "1" if variant["kind"] in ("dkdv", "fused") else str(configs.DKDV_SPLIT_PARTS)
+    unsplit = variant["kind"] in configs.KEY_BLOCK_KINDS and variant["kind"] not in configs.SPLIT_KINDS
+    launch.DKDV_SPLIT_D = "1" if unsplit else str(configs.DKDV_SPLIT_PARTS)
     # "dkdv", "dkdv_split" and "dq" are the deterministic backward's kernels, "fused"/"fused_split" the atomic ones
     deterministic = variant["kind"] in ("dkdv", "dkdv_split", "dq")
     params = AttnParams(q.shape[-1] ** -0.5, Window.from_args(variant["causal"], (-1, -1)), 0.0, deterministic)
