@@ -6,7 +6,8 @@
 --kernel fwd: the bf16 forward (flash_fwd_kernel); fp8: the FP8 forward (flash_fwd_fp8_kernel) on inputs already
 quantized with per-tile scales, 128-row Q tiles and K/V tiles of --block-k rows (default: the recipe's, 192 at head
 dim 128, else 128; the kernel's key block follows, fa3nn.fp8.key_blocks), --variant one of its benchmark variants;
-bwd: the bf16 backward with its default variant (flash_bwd_kernel, between its preprocess and postprocess kernels).
+bwd: the bf16 backward with its default variant (flash_bwd_kernel, between its preprocess and postprocess kernels);
+cudnn: cuDNN's forward through torch SDPA (the comparator of scripts/bench.py) on the same inputs.
 """
 
 import argparse
@@ -22,7 +23,7 @@ from fa3nn.fp8.quantize import quantize_qkv_tensors
 from fa3nn.masks import Window
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--kernel", choices=("fwd", "fp8", "bwd"), default="fwd")
+parser.add_argument("--kernel", choices=("fwd", "fp8", "bwd", "cudnn"), default="fwd")
 parser.add_argument("--headdim", type=int, default=128)
 parser.add_argument("--seqlen", type=int, default=16384)
 parser.add_argument("--causal", action="store_true")
@@ -45,6 +46,13 @@ elif args.kernel == "fp8":
     def call():
         fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale, quantized.v_descale,
                     128, block_k, scale, window, variant=args.variant)
+elif args.kernel == "cudnn":
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+
+    def call():
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=args.causal, scale=scale)
 else:
     out, lse = launch(q, k, v, scale, args.causal)
     dout = torch.randn_like(q)

@@ -19,14 +19,15 @@ TOKENS, WIDTH = 16384, 2048
 TILES = {64: lambda s: (128, 128) if s <= 1024 else (192, 128),
          128: lambda s: (128, 128) if s <= 2048 else (128, 176),
          256: lambda s: (128, 64) if s <= 1024 else (128, 80)}
-# flash_fwd_launch.cuh's use_l2_sections (the default deal's L2 sections) and use_one_pair_sections (variant 7's).
+# flash_fwd_launch.cuh's use_l2_sections (variant 7's L2 sections, the deal before 2026-12-01) and
+# use_one_pair_sections (the default deal's one-pair sections).
 SECTIONED = {64: lambda s: False, 128: lambda s: s <= 8192, 256: lambda s: s <= 4096}
 ONE_PAIR = {64: lambda s: s <= 4096, 128: SECTIONED[128], 256: SECTIONED[256]}
 
 
 def imbalance(seqlen: int, headdim: int, sections: str | None, boustrophedon: bool, dynamic: bool = False) -> float:
-    """sections: None (one section of every head), "l2" (as many heads as fit half the L2: the default deal's) or
-    "one" (one head per section: variant 7's)."""
+    """sections: None (one section of every head), "l2" (as many heads as fit half the L2: variant 7's) or
+    "one" (one head per section: the default deal's)."""
     block_m, block_n = TILES[headdim](seqlen)
     num_m, num_bh = math.ceil(seqlen / block_m), (TOKENS // seqlen) * (WIDTH // headdim)
     per_section = num_bh
@@ -49,7 +50,7 @@ def imbalance(seqlen: int, headdim: int, sections: str | None, boustrophedon: bo
 
 def main() -> None:
     print("| hdim | seqlen | round-robin | boustrophedon | L2 sections, round-robin | L2 sections, boustrophedon "
-          "| one-head sections, boustrophedon | default deal | variant 7 deal | dynamic, L2 sections |")
+          "| one-head sections, boustrophedon | variant 7 deal (before 12-01) | default deal | dynamic, L2 sections |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for headdim in (64, 128, 256):
         for seqlen in (512, 1024, 2048, 4096, 8192, 16384):

@@ -57,9 +57,9 @@ VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one
             "key_block_192_skip_softmax": 11, "key_block_128": 12, "key_block_192_poly_exp2": 13,
             "key_block_192_no_pingpong": 14, "key_block_192_skip_exp2": 15, "key_block_192_skip_row_max": 16,
             "key_block_192_skip_kv_loads": 17, "key_block_192_skip_softmax_and_kv_loads": 18,
-            "one_pair_sections": 19}
+            "l2_sections": 19}
 # Variants that run the default kernels (only the causal tile deal differs) and so its key block.
-_DEFAULT_KERNELS = ("full", "one_pair_sections")
+_DEFAULT_KERNELS = ("full", "l2_sections")
 _FORCED_KEY_BLOCK = {"key_block_128": 128, **{name: 192 for name in VARIANTS if name.startswith("key_block_192")}}
 
 

@@ -30,7 +30,7 @@ struct Fp8Problem {
   bool out_bf16, causal;
   cudaStream_t stream;
   bool one_cta_per_tile = false;  // variant 5: grid = tiles; else one CTA per SM looping over tiles (the default)
-  int causal_deal = 0;            // as Problem::causal_deal (flash_fwd_launch.cuh): variant 19 sets it
+  int causal_deal = 1;            // as Problem::causal_deal (flash_fwd_launch.cuh): variant 19 sets 0
 };
 
 template <class Cfg>
@@ -111,7 +111,9 @@ int launch_fp8(const Fp8Problem& pr) {
 //   14: variant 10 without pingpong. 15, 16: variant 10 without its exp2s / its row max tree (WRONG output, timing
 //   only: what MUFU and the max chain cost in the 192-key loop). 17: variant 10 without K/V loads; 18: without the
 //   softmax and the K/V loads (WRONG outputs, timing only: what L2 -> shared-memory traffic costs the loop).
-//   19: the default with causal tiles in one-(batch, head) L2 sections dealt boustrophedon (Fp8Problem::causal_deal).
+//   19: the default with the causal deal before 2026-12-01 (L2-sized sections, round-robin; Fp8Problem::causal_deal).
+//   The one-pair deal measured +6% at d128 causal 4096, +11% / +5% at d256 causal 2048 / 4096, within 1% at d128
+//   causal 2048 (onepair-h200-20261201-1459).
 template <int D, int kVariant> struct Fp8Tiles;
 template <> struct Fp8Tiles<64, 0> { static constexpr int kStages = 3, kQStages = 2, kPolyExpEvery = 0; };
 template <> struct Fp8Tiles<128, 0> { static constexpr int kStages = 3, kQStages = 2, kPolyExpEvery = 0; };
@@ -144,10 +146,10 @@ inline bool fits_key_block(const Fp8Problem& pr, int block) {
 
 template <int D>
 int run_fp8_headdim(const Fp8Problem& pr, int variant) {
-  if (variant == 19) {  // the default, causal tiles in one-pair L2 sections dealt boustrophedon (as bf16 variant 7)
-    Fp8Problem one_pair = pr;
-    one_pair.causal_deal = 1;
-    return run_fp8_headdim<D>(one_pair, 0);
+  if (variant == 19) {  // the default with the causal deal before 2026-12-01 (as bf16 variant 7)
+    Fp8Problem l2_sections = pr;
+    l2_sections.causal_deal = 0;
+    return run_fp8_headdim<D>(l2_sections, 0);
   }
   if constexpr (D == 128) {
     if (variant == 0 && fits_key_block(pr, 192)) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 192>(pr);

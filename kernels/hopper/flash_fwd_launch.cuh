@@ -67,11 +67,13 @@ struct Problem {
   const int64_t* strides;  // q, k, v, out: (batch, row, head) each, in elements
   float softmax_scale;
   cudaStream_t stream;
-  // Causal deal: 0 = L2-sized sections dealt round-robin where use_l2_sections, else one section dealt
-  // boustrophedon (the default); 1 = one (batch, head) pair per section, boustrophedon, where use_one_pair_sections
-  // (variant 7: simulated max / mean SM work 1.03-1.06 against 1.05-1.25, scripts/simulate_causal_balance.py; not
-  // yet timed).
-  int causal_deal = 0;
+  // Causal deal: 1 (the default) = one (batch, head) pair per section, dealt boustrophedon, where
+  // use_one_pair_sections, else as 0; 0 (variant 7, the deal before 2026-12-01) = L2-sized sections dealt round-robin
+  // where use_l2_sections, else one section dealt boustrophedon. Measured on the H200 (bench_hopper, same run, 14:59
+  // UTC 2026-12-01, benchmarks/results/onepair-h200-20261201-1459): causal d256 512-4096 +5/+10/+12/+20%, d128
+  // 2048-8192 +3/+7/+3%, d64 512/1024 +3/+5%, d128 512/1024 and d64 2048/4096 within 1%; simulated max / mean SM
+  // work 1.03-1.06 against 1.05-1.25 (scripts/simulate_causal_balance.py).
+  int causal_deal = 1;
 };
 
 inline int l2_bytes() {
@@ -86,11 +88,12 @@ inline int l2_bytes() {
 // unbalance the SMs when a section holds few heads. Measured on the H200 at the FA3 shapes (benchmarks/NOTES.md):
 // d128 causal 512: 0.75 -> 0.87 of cuDNN, 2048: 0.85 -> 0.94, 8192: 0.95 -> 1.03, but 16384: 1.04 -> 0.91;
 // d256 512: 0.70 -> 0.79, 4096: 0.87 -> 0.89, 8192: 0.97 -> 0.90; d64 2048: 0.95 -> 0.83 (192-row tiles).
+// Variant 7 keeps this deal for comparison; the default (Problem::causal_deal) replaces it by one-pair sections.
 inline bool use_l2_sections(int headdim, int max_seqlen_q) {
   return (headdim == 128 && max_seqlen_q <= 8192) || (headdim == 256 && max_seqlen_q <= 4096);
 }
 
-// Where variant 7's deal (one (batch, head) pair per section, boustrophedon) is simulated to balance the SMs within
+// Where the default deal takes one (batch, head) pair per section, boustrophedon: simulated to balance the SMs within
 // 3-6% (scripts/simulate_causal_balance.py): the sectioned shapes above, and d64 up to 4096 (1.03-1.06; the
 // L2-sized sections had measured 0.95 -> 0.83 of cuDNN at d64 causal 2048, simulated 1.19).
 inline bool use_one_pair_sections(int headdim, int max_seqlen_q) {
@@ -314,10 +317,10 @@ int run_headdim(const Problem& pr, bool bf16, bool causal, int variant) {
       if (!bf16) return fail("%s", "the no-cross-tile ablation exists for bf16 only");
       return causal ? launch_d<D, true, true, 0, true, true, false, false>(pr)
                     : launch_d<D, true, false, long_non_causal_variant<D>(), true, true, false, false>(pr);
-    case 7: {  // the default dispatch, causal tiles in one-pair L2 sections dealt boustrophedon (Problem::causal_deal)
-      Problem one_pair = pr;
-      one_pair.causal_deal = 1;
-      return bf16 ? dispatch_causal<D, true>(one_pair, causal) : dispatch_causal<D, false>(one_pair, causal);
+    case 7: {  // the default dispatch with the causal deal before 2026-12-01: L2-sized sections, round-robin
+      Problem l2_sections = pr;
+      l2_sections.causal_deal = 0;
+      return bf16 ? dispatch_causal<D, true>(l2_sections, causal) : dispatch_causal<D, false>(l2_sections, causal);
     }
     case 9:
       if constexpr (D == 128) {
