@@ -13,7 +13,7 @@ for hdims in "128" "64 256"; do
     stamp "bench d$hdims"
     timeout 240 python3 scripts/bench.py --backends hopper triton cudnn fa2 --headdims $hdims --precompile 12 \
         --out-dir "$out" --tag "$tag" > "$out/$tag.log" 2>&1
-    echo "bench rc $?"; grep -E "^\| (64|128|256) " "$out/$tag.md" | cut -d'|' -f2-4,5,6,11,12,17,18
+    echo "bench rc $?"; grep -E "^\| (64|128|256) " "$out/$tag.md" | cut -d'|' -f2-4,17,18,21-24
 done
 profile() {  # NAME KERNEL_REGEX ARGS...
     local name=$1 regex=$2; shift 2
