@@ -94,6 +94,31 @@ def test_forward_matches_reference(dtype, headdim, causal, seqlens, heads):
     torch.testing.assert_close(lse[finite], lse_ref[finite], atol=1e-3, rtol=1e-4)
 
 
+# The forward keeps a stale row maximum until a new score exceeds it by more than 8 log2 units (Problem::rescale_log2;
+# variant eager_rescale moves it on every rise). Scores that climb along the keys (visited last-first, so the climb
+# plays out over the whole row) by ~2-4 log2 units per key block, then a sink key far above everything, make rows
+# take both branches: stale maxima kept over several blocks (probabilities > 1) and moved ones.
+@pytest.mark.parametrize("variant", ["full", "eager_rescale"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.gpu
+@needs_hopper
+def test_rising_row_maxima(dtype, headdim, causal, variant):
+    batch, seqlen_q, seqlen_k = 2, 1000, 1500
+    q, k, v = random_qkv(batch, seqlen_q, seqlen_k, 6, 2, headdim, dtype, device="cuda")
+    q[..., 0] = 4.0
+    k[..., 0] = torch.linspace(60.0, 0.0, seqlen_k, device="cuda").view(1, seqlen_k, 1).to(dtype)
+    k[:, 7, :, 0] = 200.0
+    out = _poisoned((batch, seqlen_q, 6, headdim), dtype)
+    lse = _poisoned((batch, 6, seqlen_q), torch.float32)
+    launch(q, k, v, headdim**-0.5, causal, variant=variant, out=out, lse=lse)
+    lse_ref = _check(q, k, v, causal, out, lse)
+    finite = torch.isfinite(lse_ref)
+    assert torch.equal(finite, torch.isfinite(lse))
+    torch.testing.assert_close(lse[finite], lse_ref[finite], atol=1e-3, rtol=1e-4)
+
+
 # d128 non-causal calls take one of two tile shapes by max_seqlen_q (kernels/hopper/flash_fwd_launch.cuh,
 # ShortCallSeqlen): 128 x 128 up to 1024, 128 x 160 with Q double-buffered past it. SEQLENS has no dense pair just
 # past 1024, and the varlen test's lengths stay under 700.

@@ -28,7 +28,7 @@ SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 # results: it measures the kernel without its L2 -> shared-memory traffic).
 VARIANTS = {
     "full": 0, "no_pingpong": 1, "no_overlap": 2, "no_pingpong_no_overlap": 3, "tiles_a": 4, "tiles_b": 5,
-    "no_cross_tile": 6, "l2_sections": 7, "skip_kv_loads": 9,
+    "no_cross_tile": 6, "l2_sections": 7, "eager_rescale": 8, "skip_kv_loads": 9,
 }
 
 

@@ -77,6 +77,7 @@ struct FwdParams {
   int boustrophedon;      // causal schedule: 1 deals odd rounds of tiles in reversed CTA order (scheduler.cuh)
   int store_o_tma;        // 1: O leaves through shared memory with TMA stores (dense calls, kTmaStoreO builds)
   float scale_log2;       // softmax_scale * log2(e)
+  float rescale_log2;     // bf16 forward: how far a row maximum may rise before O is rescaled (OnlineSoftmax::step)
 };
 
 // kSkipKVLoads is a diagnostic only (wrong results): the producer signals K/V stages without loading them, which
@@ -445,7 +446,7 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
   };
   auto softmax_block = [&](const WorkTile& w, int n_block) {
     if (block_needs_mask<Cfg>(w.r, w.t.m_block, n_block)) c.apply_mask(s, w.r, w.t.m_block, n_block);
-    softmax.step(s, p.scale_log2, o_scale);
+    softmax.step(s, p.scale_log2, p.rescale_log2, o_scale);
   };
   auto zero_o = [&]() {
 #pragma unroll

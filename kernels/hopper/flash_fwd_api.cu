@@ -42,6 +42,7 @@ const char* fa3nn_hopper_last_error() { return g_error; }
 // variant: 0 = full design, 1 = no pingpong, 2 = no intra-warpgroup overlap, 3 = neither (ablation builds exist for
 // bf16 non-causal); 4, 5 = experimental tile shapes (bf16; see Tiles); 6 = without the cross-tile pipeline (bf16);
 // 7 = the default with the causal deal before 2026-12-01 (L2-sized sections, round-robin; Problem::causal_deal);
+// 8 = the default with O rescaled on every rise of a row maximum (Problem::rescale_log2 = 0);
 // 9 = diagnostic without K/V loads (wrong results; measures the kernel without its L2 traffic).
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_fwd(const void* q, const void* k, const void* v, void* out, float* lse, const int* cu_seqlens_q,

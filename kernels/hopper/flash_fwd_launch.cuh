@@ -74,6 +74,10 @@ struct Problem {
   // 2048-8192 +3/+7/+3%, d64 512/1024 +3/+5%, d128 512/1024 and d64 2048/4096 within 1%; simulated max / mean SM
   // work 1.03-1.06 against 1.05-1.25 (scripts/simulate_causal_balance.py).
   int causal_deal = 1;
+  // OnlineSoftmax::step's rescale_log2. The default 8 (probabilities up to 256 against a stale row maximum, as
+  // FlashAttention-4 does) skips the O rescale wherever no row of a warp rises by more than that, which after a row's
+  // first key blocks is nearly always; variant 8 takes 0, the rescale on every rise (the kernel before 2026-12-01).
+  float rescale_log2 = 8.f;
 };
 
 inline int l2_bytes() {
@@ -204,6 +208,7 @@ int launch(const Problem& pr) {
 
   FwdParams p = fill_fwd_params<Cfg>(pr, 2);
   p.store_o_tma = store_o_tma ? 1 : 0;
+  p.rescale_log2 = pr.rescale_log2;
 
   const long long tiles = static_cast<long long>(p.num_m_blocks) * pr.nheads * pr.batch;
   if (tiles == 0) return 0;
@@ -321,6 +326,11 @@ int run_headdim(const Problem& pr, bool bf16, bool causal, int variant) {
       Problem l2_sections = pr;
       l2_sections.causal_deal = 0;
       return bf16 ? dispatch_causal<D, true>(l2_sections, causal) : dispatch_causal<D, false>(l2_sections, causal);
+    }
+    case 8: {  // the default dispatch with O rescaled on every rise of a row maximum (Problem::rescale_log2 = 0)
+      Problem eager = pr;
+      eager.rescale_log2 = 0.f;
+      return bf16 ? dispatch_causal<D, true>(eager, causal) : dispatch_causal<D, false>(eager, causal);
     }
     case 9:
       if constexpr (D == 128) {

@@ -60,14 +60,24 @@ struct OnlineSoftmax {
     return v[0];
   }
 
-  __device__ __forceinline__ void step(float (&s)[kRegs], float scale_log2, float (&o_scale)[2]) {
+  // rescale_log2: how far (in log2 units of the scaled scores) a row's maximum may rise before it is moved. 0 moves it
+  // on every rise (o_scale < 1 whenever it does). A positive value keeps a stale maximum while the new scores exceed
+  // it by at most that much: the probabilities of the row are then up to 2^rescale_log2 instead of at most 1 (bf16
+  // and fp16 keep the same relative precision; O and the row sums are fp32), O and the sums share that reference, and
+  // finalize divides it out, so the result is the same softmax; o_scale stays exactly 1 and the warp skips the O
+  // rescale (Consumer::rescale), which at head dim 256 is 128 FMULs per thread per key block.
+  __device__ __forceinline__ void step(float (&s)[kRegs], float scale_log2, float rescale_log2, float (&o_scale)[2]) {
     const float tile_max[2] = {row_reduce<true>(s, 0), row_reduce<true>(s, 1)};
     float sub[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float new_max = fmaxf(row_max[r], quad_max(tile_max[r]));
+      const float seen = quad_max(tile_max[r]);
+      // -inf - -inf is NaN (compares false): a row with nothing seen yet takes the tile's maximum.
+      const bool move = row_max[r] == -INFINITY || (seen - row_max[r]) * scale_log2 > rescale_log2;
+      const float new_max = move ? seen : row_max[r];
       sub[r] = scaled_max(new_max, scale_log2);
-      o_scale[r] = fast_exp2(row_max[r] * scale_log2 - sub[r]);  // old max -inf -> 0 (nothing accumulated yet)
+      // old max -inf -> 0 (nothing accumulated yet)
+      o_scale[r] = move ? fast_exp2(row_max[r] * scale_log2 - sub[r]) : 1.f;
       row_max[r] = new_max;
     }
 #pragma unroll
