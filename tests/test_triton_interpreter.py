@@ -330,38 +330,6 @@ def test_atomic_dq_reduce_target(monkeypatch):
     assert target((80,), 64, varlen=Varlen(cu, cu, 50, 50, (0, 30, 80), (0, 30, 80))) is None
 
 
-# The forward's lazy rescale (launch.FWD_RESCALE_LOG2, kernels._fwd_inner): scores that climb ~3 log2 units per
-# 16-32 key block along the visit order (ascending keys), then a key ~100 units above everything, so rows keep stale
-# maxima over several blocks (probabilities > 1) and move them too; both settings against the reference. Forward
-# only: the backward reads lse, not the running maxima (and in fp32 it keeps rounding of |s| ~ 85 out of P, as
-# kernels._scores says, which this one-hot softmax exposes against a pt error of 0).
-@pytest.mark.parametrize("rescale_log2", [8.0, 0.0])
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_forward_rising_row_maxima(dtype, causal, rescale_log2, monkeypatch):
-    from fa3nn.backends.triton import launch
-
-    monkeypatch.setattr(launch, "FWD_RESCALE_LOG2", rescale_log2)
-    q, k, v = random_qkv(1, 70, 200, 2, 1, 32, dtype)
-    q[..., 0] = 4.0
-    k[..., 0] = torch.linspace(0.0, 20.0, 200).view(1, 200, 1).to(dtype)
-    k[:, 150, :, 0] = 120.0
-    out, lse = flash_attn_func(q, k, v, causal=causal, return_lse=True, backend="triton")
-    out_ref, lse_ref = attention_ref(q, k, v, causal=causal)
-    out_pt, lse_pt = attention_ref(q, k, v, causal=causal, upcast=False, reorder_ops=True)
-    assert_error_ratio(out, out_ref, out_pt, "out")
-    assert_error_ratio(lse, lse_ref, lse_pt, "lse")
-
-
-@pytest.mark.parametrize("text", ["9", "-1", "nan", "lots"])
-def test_forward_rescale_setting_is_checked(text):
-    from fa3nn.backends.triton import launch
-
-    with pytest.raises(ValueError, match="FA3NN_TRITON_RESCALE_LOG2 must be a number in"):
-        launch._rescale_log2(text)
-    assert launch._rescale_log2("0") == 0.0 and launch._rescale_log2("8") == 8.0
-
-
 def _params(causal, window, softcap):
     from fa3nn.backends.base import AttnParams
 

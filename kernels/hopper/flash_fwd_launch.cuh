@@ -231,7 +231,7 @@ template <int D, int kVariant> struct Tiles;
 // kQStages = 2 (Q double-buffered) wherever shared memory allows it.
 template <> struct Tiles<64, 0> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 3, kQStages = 2; };
 template <> struct Tiles<64, 4> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 2, kQStages = 2; };
-template <> struct Tiles<64, 5> { static constexpr int kBlockN = 192, kStages = 2, kConsumers = 2, kQStages = 2; };
+template <> struct Tiles<64, 5> { static constexpr int kBlockN = 128, kStages = 3, kConsumers = 3, kQStages = 2; };
 template <> struct Tiles<128, 0> { static constexpr int kBlockN = 176, kStages = 2, kConsumers = 2, kQStages = 1; };
 template <> struct Tiles<128, 4> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 2, kQStages = 2; };
 template <> struct Tiles<128, 5> { static constexpr int kBlockN = 160, kStages = 2, kConsumers = 2, kQStages = 2; };

@@ -162,8 +162,7 @@ def _fwd_inner(acc, l_i, m_i, q, k_src, v_src, k_start, head_kv, stride_ks, stri
                lo, hi, seqlen_q, seqlen_k, qk_scale, softcap2, window_left, window_right,
                MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
                HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-               BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr,
-               RESCALE_LOG2: tl.constexpr):
+               BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr):
     for n0 in range(lo, hi, BLOCK_N):
         cols = n0 + offs_n
         if USE_TMA:  # K rows past the end need no zeroing: their scores are masked to -inf (even NaN ones)
@@ -178,30 +177,17 @@ def _fwd_inner(acc, l_i, m_i, q, k_src, v_src, k_start, head_kv, stride_ks, stri
             keep = _allowed(rows[:, None], cols[None, :], seqlen_q, seqlen_k, window_left, window_right,
                             HAS_LEFT, HAS_RIGHT)
             s = tl.where(keep, s, float("-inf"))
-        m_tile = tl.max(s, 1)
-        if RESCALE_LOG2 > 0:
-            # Lazy rescale (as the native forward, kernels/hopper/softmax.cuh): a row keeps its stale maximum until a
-            # score exceeds it by more than RESCALE_LOG2 (probabilities up to 2^RESCALE_LOG2; acc and l_i share
-            # the reference). A row with nothing seen yet (m_i = -inf) always moves (-inf - -inf is NaN).
-            move = (m_i == float("-inf")) | (m_tile - m_i > RESCALE_LOG2)
-            m_new = tl.where(move, m_tile, m_i)
-        else:
-            m_new = tl.maximum(m_i, m_tile)
+        m_new = tl.maximum(m_i, tl.max(s, 1))
         if MASKED:  # a row with no key yet keeps m = -inf; subtract 0 there so exp2 gives 0, not NaN
             m_new_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
         else:
             m_new_safe = m_new
         p = tl.exp2(s - m_new_safe[:, None])
-        alpha = tl.exp2(m_i - m_new_safe)  # exactly 1 where the maximum stayed
+        alpha = tl.exp2(m_i - m_new_safe)
         l_i = l_i * alpha + tl.sum(p, 1)
         v = _load_block(v_src, k_start, n0, head_kv * HEADDIM_V, offs_n, stride_vs, offs_dv, seqlen_k, HEADDIM_V,
                         BLOCK_DV, MASKED, USE_TMA)
-        if RESCALE_LOG2 > 0:
-            if tl.max(move.to(tl.int32), 0) > 0:  # block-uniform: any row of the tile moved
-                acc = acc * alpha[:, None]
-        else:
-            acc = acc * alpha[:, None]
-        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=DOT_PRECISION)
         m_i = m_new
     return acc, l_i, m_i
 
@@ -221,10 +207,8 @@ def _fwd_kernel(
     HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    RESCALE_LOG2: tl.constexpr = 0.0,
 ):
-    """Q, K, V are pointers, or with USE_TMA tensor descriptors over the (rows, heads * dim) views. RESCALE_LOG2 > 0:
-    lazy rescaling of the running output (_fwd_inner)."""
+    """Q, K, V are pointers, or with USE_TMA tensor descriptors over the (rows, heads * dim) views."""
     head = tl.program_id(1)
     batch = tl.program_id(2)
     if HAS_RIGHT:  # causal-like: the last query blocks carry the most keys, launch them first
@@ -271,19 +255,16 @@ def _fwd_kernel(
     acc, l_i, m_i = _fwd_inner(
         acc, l_i, m_i, q, k_src, v_src, k_row0, head_kv, stride_ks, stride_vs, rows, offs_n, offs_d, offs_dv,
         full_lo, full_hi, seqlen_q, seqlen_k, qk_scale, softcap2, window_left, window_right, False, HAS_LEFT,
-        HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION, USE_TMA,
-        RESCALE_LOG2)
+        HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION, USE_TMA)
     if HAS_LEFT:
         acc, l_i, m_i = _fwd_inner(
             acc, l_i, m_i, q, k_src, v_src, k_row0, head_kv, stride_ks, stride_vs, rows, offs_n, offs_d, offs_dv,
             lo, full_lo, seqlen_q, seqlen_k, qk_scale, softcap2, window_left, window_right, True, HAS_LEFT,
-            HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION, USE_TMA,
-            RESCALE_LOG2)
+            HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION, USE_TMA)
     acc, l_i, m_i = _fwd_inner(
         acc, l_i, m_i, q, k_src, v_src, k_row0, head_kv, stride_ks, stride_vs, rows, offs_n, offs_d, offs_dv,
         full_hi, hi, seqlen_q, seqlen_k, qk_scale, softcap2, window_left, window_right, True, HAS_LEFT,
-        HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION, USE_TMA,
-        RESCALE_LOG2)
+        HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION, USE_TMA)
 
     # Rows that attend no key: l = 0, acc = 0 -> out 0, lse = log2(0) = -inf.
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)

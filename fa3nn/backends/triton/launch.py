@@ -49,22 +49,6 @@ DKDV_SPLIT_MIN_BLOCK_D = 256
 # Opt-in, not yet timed (FA3NN_TRITON_DQ_TMA=1): the dQ kernel loads K and V through tensor descriptors (as the
 # forward does on sm_90) where _tma_views allows; rows past seqlen_k are still zeroed in the masked run.
 DQ_TMA_LOADS = os.environ.get("FA3NN_TRITON_DQ_TMA", "0") == "1"
-# The forward's lazy rescale (kernels._fwd_inner, RESCALE_LOG2): a row keeps a stale running maximum until a score
-# exceeds it by more than this many log2 units, and a tile's accumulator is multiplied only when one of its rows
-# moved. The native forward measured +1-10% from the same rule (benchmarks/NOTES.md, 2026-12-01 fifth session).
-# FA3NN_TRITON_RESCALE_LOG2=0 rescales on every rise (the kernel before); values in [0, 8] (probabilities up to
-# 2^8 stay far inside fp16's range).
-def _rescale_log2(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0.0 <= value <= 8.0:
-        raise ValueError(f"FA3NN_TRITON_RESCALE_LOG2 must be a number in [0, 8], got {text!r}")
-    return value
-
-
-FWD_RESCALE_LOG2 = _rescale_log2(os.environ.get("FA3NN_TRITON_RESCALE_LOG2", "8"))
 LOG2E = math.log2(math.e)
 
 
@@ -295,7 +279,7 @@ def forward(q, k, v, params: AttnParams, varlen: Varlen | None):
         *shape.autotune_keys(),
     )
     _launch("fwd", K._fwd_kernel, shape, lambda bm, bn: (triton.cdiv(shape.seqlen_q, bm), shape.nheads, shape.batch),
-            args, **shape.constexprs(), USE_TMA=views is not None, RESCALE_LOG2=FWD_RESCALE_LOG2)
+            args, **shape.constexprs(), USE_TMA=views is not None)
     return out, lse
 
 
