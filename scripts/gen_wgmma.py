@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 # N values for the SS form (S = Q K^T: N = kBlockN) and the RS form (O += P V: N = head dim).
-SS_N = (64, 80, 96, 112, 128, 160, 176, 192)
+SS_N = (48, 64, 80, 96, 112, 128, 160, 176, 192)
 RS_N = (64, 128, 256)
 # N values for the SS form with both operands MN-major (trans-a = trans-b = 1), the backward's dQ = dS K: A = dS^T as
 # written to shared memory (keys x queries, queries contiguous), B = K (keys x head dim, head dim contiguous).

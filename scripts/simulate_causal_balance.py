@@ -18,7 +18,7 @@ TOKENS, WIDTH = 16384, 2048
 # (head dim, seqlen) -> (block_m, block_n) as flash_fwd_launch.cuh picks them for causal calls.
 TILES = {64: lambda s: (128, 128) if s <= 1024 else (192, 128),
          128: lambda s: (128, 128) if s <= 2048 else (128, 176),
-         256: lambda s: (128, 64) if s <= 1024 else (128, 80)}
+         256: lambda s: (128, 48) if s <= 1024 else (128, 80)}
 # flash_fwd_launch.cuh's use_l2_sections (variant 7's L2 sections, the deal before 2026-12-01) and
 # use_one_pair_sections (the default deal's one-pair sections).
 SECTIONED = {64: lambda s: False, 128: lambda s: s <= 8192, 256: lambda s: s <= 4096}

@@ -222,11 +222,11 @@ int launch(const Problem& pr) {
 
 // Tile choices per head dim: kBlockN, K/V stages, consumer warpgroups (kBlockM = 64 per consumer). Variant 0 is
 // the default, variant 4 serves short causal calls and d128 non-causal calls up to 1024, variant 5 the longer d128
-// non-causal calls (dispatch_causal); 4 and 5 are also compiled for bf16 under their own variant numbers so one
-// benchmark run can compare shapes (benchmarks/NOTES.md).
+// non-causal calls and d256's short calls (dispatch_causal); 4 and 5 are also compiled for bf16 under their own
+// variant numbers so one benchmark run can compare shapes (benchmarks/NOTES.md).
 //   d64:  192 x 128, 3 consumers (160 registers each), 2 stages.  4: 128 x 128, 2 consumers.  5: 192 x 128, 3 stages.
 //   d128: 128 x 176, 2 stages (208 KB of smem).                    4: 128 x 128.               5: 128 x 160, 2 Q.
-//   d256: 128 x 80, 2 stages (64 KB Q + 160 KB K/V = 224 KB).       4: 128 x 64.
+//   d256: 128 x 80, 2 stages (64 KB Q + 160 KB K/V = 224 KB).       4: 128 x 64.  5: 128 x 48, 2 Q (128 + 96 KB).
 template <int D, int kVariant> struct Tiles;
 // kQStages = 2 (Q double-buffered) wherever shared memory allows it.
 template <> struct Tiles<64, 0> { static constexpr int kBlockN = 128, kStages = 2, kConsumers = 3, kQStages = 2; };
@@ -237,6 +237,7 @@ template <> struct Tiles<128, 4> { static constexpr int kBlockN = 128, kStages =
 template <> struct Tiles<128, 5> { static constexpr int kBlockN = 160, kStages = 2, kConsumers = 2, kQStages = 2; };
 template <> struct Tiles<256, 0> { static constexpr int kBlockN = 80, kStages = 2, kConsumers = 2, kQStages = 1; };
 template <> struct Tiles<256, 4> { static constexpr int kBlockN = 64, kStages = 2, kConsumers = 2, kQStages = 1; };
+template <> struct Tiles<256, 5> { static constexpr int kBlockN = 48, kStages = 2, kConsumers = 2, kQStages = 2; };
 
 template <int D, bool kBF16, bool kCausal, int kVariant = 0, bool kPingpong = true, bool kOverlap = true,
           bool kSkipKVLoads = false, bool kCrossTile = true>
@@ -246,7 +247,7 @@ int launch_d(const Problem& pr) {
                           kSkipKVLoads, T::kQStages, kCrossTile>>(pr);
 }
 
-// Short calls take the narrower tiles of variant 4. A causal tile wastes up to one key block of work on its
+// Short calls take narrower tiles (variant kShort: 4, or 5 at d256). A causal tile wastes up to one key block of work on its
 // diagonal, and a key block past the end of a short sequence is mostly padding; below these lengths that waste
 // outweighs the per-block overheads that wider blocks save. Thresholds from the H200 runs in benchmarks/NOTES.md
 // (e.g. d128 causal 512: 0.63 -> 0.74 of cuDNN, 2048: 0.82 -> 0.85; d128 non-causal 512: 0.84 -> 0.89; at 16384
@@ -256,21 +257,30 @@ int launch_d(const Problem& pr) {
 // the 176-wide tiles (cuDNN 619), 2048 627 with 128 x 160 against 582 (cuDNN 638), and 128 x 160 stayed ahead of
 // 128 x 176 past that (4096 / 8192 / 16384: 639 / 626 / 634 against 615 / 625 / 630), so d128 non-causal calls never
 // take the 176-wide tiles; causal ones past 2048 still do (16384: 603 against 597 for 128 x 160).
+// kShort: the variant short calls take. d256's is variant 5, 128 x 48 with Q double-buffered (so the next tile's Q
+// loads during this one and O leaves by TMA stores; the 80- and 64-wide tiles leave room for one Q stage only).
+// Same run on the H200 (2026-12-01 fifth session, against 128 x 80 / 128 x 64): non-causal 512 522 vs 474 / 479
+// TFLOP/s (cuDNN 540), causal 512 332 vs 304 / 304 (cuDNN 354), causal 1024 450 vs 439 / 438 (cuDNN 462); but
+// non-causal 1024 589 vs 615 and every length from 2048 on 6-22% slower (the per-block costs over 48 keys).
 template <int D> struct ShortCallSeqlen;
-template <> struct ShortCallSeqlen<64> { static constexpr int kCausal = 1024, kNonCausal = 0, kNonCausalMid = 0; };
-template <> struct ShortCallSeqlen<128> {
-  static constexpr int kCausal = 2048, kNonCausal = 1024, kNonCausalMid = 1 << 30;
+template <> struct ShortCallSeqlen<64> {
+  static constexpr int kCausal = 1024, kNonCausal = 0, kNonCausalMid = 0, kShort = 4;
 };
-template <> struct ShortCallSeqlen<256> { static constexpr int kCausal = 1024, kNonCausal = 0, kNonCausalMid = 0; };
+template <> struct ShortCallSeqlen<128> {
+  static constexpr int kCausal = 2048, kNonCausal = 1024, kNonCausalMid = 1 << 30, kShort = 4;
+};
+template <> struct ShortCallSeqlen<256> {
+  static constexpr int kCausal = 1024, kNonCausal = 512, kNonCausalMid = 0, kShort = 5;
+};
 
 template <int D, bool kBF16>
 int dispatch_causal(const Problem& pr, bool causal) {
   using T = ShortCallSeqlen<D>;
   if (causal) {
-    return pr.max_seqlen_q <= T::kCausal ? launch_d<D, kBF16, true, 4>(pr) : launch_d<D, kBF16, true>(pr);
+    return pr.max_seqlen_q <= T::kCausal ? launch_d<D, kBF16, true, T::kShort>(pr) : launch_d<D, kBF16, true>(pr);
   }
   if constexpr (T::kNonCausal > 0) {
-    if (pr.max_seqlen_q <= T::kNonCausal) return launch_d<D, kBF16, false, 4>(pr);
+    if (pr.max_seqlen_q <= T::kNonCausal) return launch_d<D, kBF16, false, T::kShort>(pr);
   }
   if constexpr (T::kNonCausalMid > 0) {
     if (pr.max_seqlen_q <= T::kNonCausalMid) return launch_d<D, kBF16, false, 5>(pr);
@@ -313,11 +323,8 @@ int run_headdim(const Problem& pr, bool bf16, bool causal, int variant) {
       if (!bf16) return fail("%s", "experimental tile variants exist for bf16 only");
       return dispatch_experimental<D, 4>(pr, causal);
     case 5:
-      if constexpr (D != 256) {
-        if (!bf16) return fail("%s", "experimental tile variants exist for bf16 only");
-        return dispatch_experimental<D, 5>(pr, causal);
-      }
-      return fail("%s", "no such experimental variant for this head dim");
+      if (!bf16) return fail("%s", "experimental tile variants exist for bf16 only");
+      return dispatch_experimental<D, 5>(pr, causal);
     case 6:  // default tiles without the cross-tile pipeline
       if (!bf16) return fail("%s", "the no-cross-tile ablation exists for bf16 only");
       return causal ? launch_d<D, true, true, 0, true, true, false, false>(pr)

@@ -15,6 +15,17 @@ template <int N, bool kBF16> struct WgmmaSS;
 template <int N, bool kBF16> struct WgmmaRS;
 template <int N, bool kBF16> struct WgmmaSSMN;
 
+template <> struct WgmmaSS<48, true> {
+  __device__ __forceinline__ static void mma(float (&d)[24], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 " FA3NN_WGMMA_ACC_24
+        ", %24, %25, p, 1, 1, 0, 0;\n}\n"
+        : FA3NN_WGMMA_ACC_OUT_24
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+};
+
 template <> struct WgmmaSS<64, true> {
   __device__ __forceinline__ static void mma(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int scale_d) {
     asm volatile(
@@ -143,6 +154,17 @@ template <> struct WgmmaSSMN<64, true> {
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FA3NN_WGMMA_ACC_32
         ", %32, %33, p, 1, 1, 1, 1;\n}\n"
         : FA3NN_WGMMA_ACC_OUT_32
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+};
+
+template <> struct WgmmaSS<48, false> {
+  __device__ __forceinline__ static void mma(float (&d)[24], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n48k16.f32.f16.f16 " FA3NN_WGMMA_ACC_24
+        ", %24, %25, p, 1, 1, 0, 0;\n}\n"
+        : FA3NN_WGMMA_ACC_OUT_24
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   }
 };
