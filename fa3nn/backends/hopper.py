@@ -23,9 +23,10 @@ from fa3nn.backends.reference import ReferenceBackend
 SUPPORTED_HEADDIMS = (64, 128, 256)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 
-# Compile-time variants of the kernel, for benchmarks only: ablations (bf16, non-causal), other tile shapes (bf16;
-# `Tiles` in kernels/hopper/flash_fwd_launch.cuh), and a diagnostic that skips the K/V loads (head dim 128; wrong
-# results: it measures the kernel without its L2 -> shared-memory traffic).
+# Variants of the kernel, for benchmarks only: ablations (bf16, non-causal), other tile shapes (bf16; `Tiles` in
+# kernels/hopper/flash_fwd_launch.cuh), the default kernels with the causal deal before 2026-12-01 (l2_sections) or
+# with O rescaled on every rise of a row maximum (eager_rescale), and a diagnostic that skips the K/V loads (head dim
+# 128; wrong results: it measures the kernel without its L2 -> shared-memory traffic).
 VARIANTS = {
     "full": 0, "no_pingpong": 1, "no_overlap": 2, "no_pingpong_no_overlap": 3, "tiles_a": 4, "tiles_b": 5,
     "no_cross_tile": 6, "l2_sections": 7, "eager_rescale": 8, "skip_kv_loads": 9,

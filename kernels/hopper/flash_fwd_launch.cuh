@@ -247,9 +247,9 @@ int launch_d(const Problem& pr) {
                           kSkipKVLoads, T::kQStages, kCrossTile>>(pr);
 }
 
-// Short calls take narrower tiles (variant kShort: 4, or 5 at d256). A causal tile wastes up to one key block of work on its
-// diagonal, and a key block past the end of a short sequence is mostly padding; below these lengths that waste
-// outweighs the per-block overheads that wider blocks save. Thresholds from the H200 runs in benchmarks/NOTES.md
+// Short calls take narrower tiles (variant kShort: 4, or 5 at d256). A causal tile wastes up to one key block of
+// work on its diagonal, and a key block past the end of a short sequence is mostly padding; below these lengths that
+// waste outweighs the per-block overheads that wider blocks save. Thresholds from the H200 runs in benchmarks/NOTES.md
 // (e.g. d128 causal 512: 0.63 -> 0.74 of cuDNN, 2048: 0.82 -> 0.85; d128 non-causal 512: 0.84 -> 0.89; at 16384
 // the wide tiles win: d128 causal 1.05 vs 0.97). kNonCausalMid: non-causal calls up to this length (and past
 // kNonCausal) take variant 5's tiles (d128: 128 x 160 with Q double-buffered). On the final kernels (2026-12-01,
