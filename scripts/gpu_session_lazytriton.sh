@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # (Ran 2026-12-01 15:27 UTC; the lazy Triton rescale it timed lost and was reverted, so FA3NN_TRITON_RESCALE_LOG2 no
-# longer exists: this script is the record of that run, see benchmarks/NOTES.md "Two experiments that lost".)
+# longer exists, and d64 tiles_b is back to 192 x 128: this script is the record of that run, see benchmarks/NOTES.md
+# "Two experiments that lost".)
 # 2026-12-01 fifth session: (1) the Triton forward's lazy rescale (FA3NN_TRITON_RESCALE_LOG2=8, the new default)
 # against the eager one (=0), forward only, every head dim and length, two bench.py runs back to back in this call
 # (offline, Triton 3.6: the skipped multiply saves 33-64 of ~360-600 loop instructions per step, but the d256
