@@ -179,8 +179,8 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 17) return run_fp8_tiles<D, 0, true, 0, kSkipKVLoads, 192>(pr);
     if (variant == 18) return run_fp8_tiles<D, 0, true, 0, kSkipSoftmaxAndKVLoads, 192>(pr);
   }
-  return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile, 19 = one-pair causal "
-                    "sections; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-18 at d128)");
+  return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile, 19 = the "
+                    "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-18 at d128)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);

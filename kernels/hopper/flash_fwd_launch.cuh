@@ -162,7 +162,10 @@ FwdParams fill_fwd_params(const ProblemT& pr, int kv_element_bytes) {
   p.group = pr.nheads / pr.nheads_kv;
   p.num_m_blocks = (pr.max_seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   p.heads_per_section = pr.batch * pr.nheads;  // one section: plain longest-first over every tile
-  if (Cfg::kCausal && use_l2_sections(pr.headdim, pr.max_seqlen_q)) {
+  const bool one_pair = Cfg::kCausal && pr.causal_deal == 1 && use_one_pair_sections(pr.headdim, pr.max_seqlen_q);
+  if (one_pair) {
+    p.heads_per_section = 1;  // the default deal: one (batch, head) pair per section, boustrophedon
+  } else if (Cfg::kCausal && use_l2_sections(pr.headdim, pr.max_seqlen_q)) {
     // Causal sections: as many (batch, head) pairs as keep their K/V within half the L2 (one K/V head serves
     // nheads / nheads_kv query heads), at least one.
     static const int l2 = l2_bytes();
@@ -173,12 +176,8 @@ FwdParams fill_fwd_params(const ProblemT& pr, int kv_element_bytes) {
     section = section < 1 ? 1 : (section > bh ? bh : section);
     p.heads_per_section = static_cast<int>(section);
   }
-  // Boustrophedon with one section (every causal call outside use_l2_sections), round-robin over L2 sections.
-  p.boustrophedon = p.heads_per_section >= pr.batch * pr.nheads ? 1 : 0;
-  if (Cfg::kCausal && pr.causal_deal == 1 && use_one_pair_sections(pr.headdim, pr.max_seqlen_q)) {
-    p.heads_per_section = 1;
-    p.boustrophedon = 1;
-  }
+  // Boustrophedon with one section or one pair per section, round-robin over L2-sized sections.
+  p.boustrophedon = one_pair || p.heads_per_section >= pr.batch * pr.nheads ? 1 : 0;
   p.scale_log2 = pr.softmax_scale * 1.4426950408889634f;
   return p;
 }
