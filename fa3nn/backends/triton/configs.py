@@ -120,7 +120,8 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         (256, True): (Tile(128, 32, 8, 2),) * 3,
     },
     "fused_split": {
-        # The opt-in atomic dQ with the head-dim split (d256), not yet timed. Triton 3.6 offline, warp instructions
+        # The opt-in atomic dQ with the head-dim split (d256); H200 2026-12-01 (results/tritondq-fusedsplit-…-1503):
+        # whole backward 0.82-0.86x the default split backward at 2048 / 8192. Triton 3.6 offline, warp instructions
         # per 1024 scores for both parts: 32x128/8w/1 stage 1980 (1912 causal), 3 spill instructions in the loop,
         # 208 KB; against the default split backward's 2 x 852 + 518 (dQ kernel) = 2222 up to 4k and 2 x 552 + 518
         # = 1622 past it. 32x128/8w/2 needs 280 KB; 16x128 3040; 64x64 and 4-warp tiles spill 100-270 words.

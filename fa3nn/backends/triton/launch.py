@@ -43,11 +43,13 @@ UNMASKED_ROW_STATS = os.environ.get("FA3NN_TRITON_UNMASKED_ROW_STATS", "1") == "
 # 2026-12-01 (scripts/triton_tile_ab.py, its tiles configs.PINNED["dkdv_split"]): whole backward +11-22% (2048:
 # 157 -> 190 TFLOP/s non-causal, 139 -> 161 causal; 8192: 165 -> 201, 177 -> 197). Each program loads its part of
 # Q and dO besides the whole tiles (configs.shared_memory_bytes counts it). With the opt-in atomic dQ
-# (FA3NN_TRITON_ATOMIC_DQ=1) each part adds its dQ columns (kind "fused_split"; not yet timed).
+# (FA3NN_TRITON_ATOMIC_DQ=1) each part adds its dQ columns (kind "fused_split"; H200 2026-12-01: whole backward
+# 0.82-0.86x the default split backward at d256 2048 / 8192, so it stays opt-in).
 DKDV_SPLIT_D = os.environ.get("FA3NN_TRITON_DKDV_SPLIT_D", str(configs.DKDV_SPLIT_PARTS))
 DKDV_SPLIT_MIN_BLOCK_D = 256
-# Opt-in, not yet timed (FA3NN_TRITON_DQ_TMA=1): the dQ kernel loads K and V through tensor descriptors (as the
-# forward does on sm_90) where _tma_views allows; rows past seqlen_k are still zeroed in the masked run.
+# Opt-in (FA3NN_TRITON_DQ_TMA=1): the dQ kernel loads K and V through tensor descriptors (as the forward does on
+# sm_90) where _tma_views allows; rows past seqlen_k are still zeroed in the masked run. H200 2026-12-01, d128 dQ
+# kernel at 2048 / 8192: +0.7 / +1.1% non-causal, -0.6 / -0.3% causal (benchmarks/NOTES.md): not worth a default.
 DQ_TMA_LOADS = os.environ.get("FA3NN_TRITON_DQ_TMA", "0") == "1"
 LOG2E = math.log2(math.e)
 
