@@ -6,8 +6,7 @@ set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-final5
 stamp tests
-timeout 300 python -m pytest -m gpu -n 8 -q -rfE -p no:cacheprovider tests/ > "$out/tests_all.log" 2>&1
-echo "tests rc $?"; grep -E "^(FAILED|ERROR)" "$out/tests_all.log" | head -15; tail -n 1 "$out/tests_all.log"
+gpu_pytest tests_all.log 300 tests/
 stamp "bench d256"
 timeout 200 python3 scripts/bench.py --backends hopper triton cudnn fa2 --headdims 256 --precompile 12 \
     --out-dir "$out" --tag final-d256 > "$out/final-d256.log" 2>&1
