@@ -75,6 +75,7 @@ struct FwdParams {
   int num_m_blocks;
   int heads_per_section;  // causal schedule: (batch, head) pairs per longest-first section (scheduler.cuh)
   int boustrophedon;      // causal schedule: 1 deals odd rounds of tiles in reversed CTA order (scheduler.cuh)
+  TileDeal deal;          // the above with the launch's grid and their divisors: what the kernel's scheduler reads
   int store_o_tma;        // 1: O leaves through shared memory with TMA stores (dense calls, kTmaStoreO builds)
   float scale_log2;       // softmax_scale * log2(e)
   float rescale_log2;     // bf16 forward: how far a row maximum may rise before O is rescaled (OnlineSoftmax::step)
@@ -171,8 +172,7 @@ __device__ __forceinline__ void producer_loop(const CUtensorMap* tma_q, const CU
   tma_prefetch_descriptor(tma_q);
   tma_prefetch_descriptor(tma_k);
   tma_prefetch_descriptor(tma_v);
-  StaticPersistentScheduler<Cfg::kCausal> sched(p.num_m_blocks, p.nheads, p.batch, p.heads_per_section,
-                                                p.boustrophedon);
+  StaticPersistentScheduler<Cfg::kCausal> sched(p.deal);
   PipelineState<Cfg::kStages> k_state, v_state;
   PipelineState<Cfg::kQStages> q_state;
   for (int tile = sched.first(); sched.valid(tile); tile = sched.next(tile)) {
@@ -386,8 +386,7 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
   const bool store_via_q_stage = Cfg::kTmaStoreO && p.store_o_tma != 0;
   int stored_q_stage = -1;  // Q stage whose O store is in flight, handed back by release_stored_q()
   if (store_via_q_stage && c.leader) tma_prefetch_descriptor(tma_o);
-  StaticPersistentScheduler<Cfg::kCausal> sched(p.num_m_blocks, p.nheads, p.batch, p.heads_per_section,
-                                                p.boustrophedon);
+  StaticPersistentScheduler<Cfg::kCausal> sched(p.deal);
   PipelineState<Cfg::kStages> k_state, v_state;
   PipelineState<Cfg::kQStages> q_state;
 

@@ -108,8 +108,7 @@ __device__ __forceinline__ void fp8_producer_loop(const CUtensorMap* tma_q, cons
   tma_prefetch_descriptor(tma_q);
   tma_prefetch_descriptor(tma_k);
   tma_prefetch_descriptor(tma_vt);
-  StaticPersistentScheduler<Cfg::kCausal> sched(p.num_m_blocks, p.nheads, p.batch, p.heads_per_section,
-                                                p.boustrophedon);
+  StaticPersistentScheduler<Cfg::kCausal> sched(p.deal);
   PipelineState<Cfg::kStages> k_state, v_state;
   PipelineState<Cfg::kQStages> q_state;
   for (int tile = sched.first(); sched.valid(tile); tile = sched.next(tile)) {
@@ -265,8 +264,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   const FwdParams& p = params.base;
   const C c{wg, static_cast<int>(threadIdx.x % 128)};
   const bool leader = c.tid == 0;
-  StaticPersistentScheduler<Cfg::kCausal> sched(p.num_m_blocks, p.nheads, p.batch, p.heads_per_section,
-                                                p.boustrophedon);
+  StaticPersistentScheduler<Cfg::kCausal> sched(p.deal);
   PipelineState<Cfg::kStages> k_state, v_state;
   PipelineState<Cfg::kQStages> q_state;
 

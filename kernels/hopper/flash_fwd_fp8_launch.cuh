@@ -86,6 +86,8 @@ int launch_fp8(const Fp8Problem& pr) {
   // not, every shape faster (d128 16k causal 546 -> 621 TFLOP/s, d256 16k 863 -> 961). Variant 5 keeps one CTA per tile.
   static const int sms = num_sms();
   const int grid = static_cast<int>(!pr.one_cta_per_tile && tiles > sms ? sms : tiles);
+  fp.base.deal = TileDeal::make(fp.base.num_m_blocks, pr.nheads, pr.batch, fp.base.heads_per_section,
+                                fp.base.boustrophedon, grid);
   auto kernel = flash_fwd_fp8_kernel<Cfg>;
   if (const int status = configure_smem<Cfg>(kernel)) return status;
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, fp);

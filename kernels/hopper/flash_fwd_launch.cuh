@@ -211,8 +211,10 @@ int launch(const Problem& pr) {
 
   const long long tiles = static_cast<long long>(p.num_m_blocks) * pr.nheads * pr.batch;
   if (tiles == 0) return 0;
+  if (tiles > 0x7fffffffLL) return fail("%s", "too many tiles for one launch");  // the scheduler's int tile indices
   static const int sms = num_sms();
   const int grid = static_cast<int>(tiles < sms ? tiles : sms);
+  p.deal = TileDeal::make(p.num_m_blocks, pr.nheads, pr.batch, p.heads_per_section, p.boustrophedon, grid);
   auto kernel = flash_fwd_kernel<Cfg>;
   if (const int status = configure_smem<Cfg>(kernel)) return status;
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, to, p);

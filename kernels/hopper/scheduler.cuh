@@ -19,6 +19,8 @@
 #pragma once
 #include <cstdint>
 
+#include "fast_div.cuh"
+
 namespace fa3nn::hopper {
 
 struct Tile {
@@ -27,49 +29,67 @@ struct Tile {
   int batch;
 };
 
-template <bool kLongestFirst>
-struct StaticPersistentScheduler {
+// The deal's launch-wide counts with their divisors, built on the host (TileDeal::make) and passed in the kernel's
+// parameters: every division by a launch-wide count is a FastDiv (fast_div.cuh) read from the constant bank, so the
+// per-tile decode is a few multiply-highs instead of four runtime int divisions and costs no registers to hold.
+struct TileDeal {
   int num_m_blocks;
-  int num_heads;
   int num_bh;             // batch * num_heads
   int heads_per_section;  // (batch, head) pairs per longest-first section
-  bool snake;             // boustrophedon deal (causal only)
+  int grid;               // CTAs of the launch (gridDim.x)
+  int snake;              // 1: boustrophedon deal (causal only)
+  FastDiv heads;          // num_heads: (batch, head) pair -> batch, head
+  FastDiv m_blocks;       // num_m_blocks (m_block-fastest order)
+  FastDiv section_tiles;  // heads_per_section * num_m_blocks
+  FastDiv section_heads;  // heads_per_section
+  FastDiv last_heads;     // (batch, head) pairs in the last section, which may be short
+  FastDiv ctas;           // grid
 
-  __device__ __forceinline__ StaticPersistentScheduler(int num_m_blocks_, int num_heads_, int batch,
-                                                       int heads_per_section_, int boustrophedon_)
-      : num_m_blocks(num_m_blocks_),
-        num_heads(num_heads_),
-        num_bh(num_heads_ * batch),
-        heads_per_section(heads_per_section_),
-        snake(boustrophedon_ != 0) {}
-
-  __device__ __forceinline__ bool boustrophedon() const { return kLongestFirst && snake; }
-
-  __device__ __forceinline__ int first() const { return blockIdx.x; }
-  __device__ __forceinline__ int next(int tile) const {
-    if (!boustrophedon()) return tile + gridDim.x;
-    const int round = tile / gridDim.x + 1;
-    return round * gridDim.x + ((round & 1) ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
+  static TileDeal make(int num_m_blocks, int num_heads, int batch, int heads_per_section, int boustrophedon,
+                       int grid) {
+    const int num_bh = num_heads * batch;
+    return TileDeal{num_m_blocks, num_bh, heads_per_section, grid, boustrophedon != 0 ? 1 : 0, FastDiv(num_heads),
+                    FastDiv(num_m_blocks), FastDiv(heads_per_section * num_m_blocks), FastDiv(heads_per_section),
+                    FastDiv(num_bh - (num_bh - 1) / heads_per_section * heads_per_section), FastDiv(grid)};
   }
-  __device__ __forceinline__ bool valid(int tile) const { return tile < num_m_blocks * num_bh; }
+};
 
-  __device__ __forceinline__ Tile decode(int tile) const {
+template <bool kLongestFirst>
+struct StaticPersistentScheduler {
+  const TileDeal& deal;
+  int cta;  // blockIdx.x
+
+  __device__ __forceinline__ explicit StaticPersistentScheduler(const TileDeal& deal_)
+      : deal(deal_), cta(static_cast<int>(blockIdx.x)) {}
+  // The walk of CTA `cta_` (the host-side tests construct it directly).
+  __host__ __device__ __forceinline__ StaticPersistentScheduler(const TileDeal& deal_, int cta_)
+      : deal(deal_), cta(cta_) {}
+
+  __host__ __device__ __forceinline__ bool boustrophedon() const { return kLongestFirst && deal.snake != 0; }
+
+  __host__ __device__ __forceinline__ int first() const { return cta; }
+  __host__ __device__ __forceinline__ int next(int tile) const {
+    if (!boustrophedon()) return tile + deal.grid;
+    const int round = deal.ctas.div(tile) + 1;
+    return round * deal.grid + ((round & 1) ? deal.grid - 1 - cta : cta);
+  }
+  __host__ __device__ __forceinline__ bool valid(int tile) const { return tile < deal.num_m_blocks * deal.num_bh; }
+
+  __host__ __device__ __forceinline__ Tile decode(int tile) const {
     Tile t;
     int bh;
     if constexpr (kLongestFirst) {
-      const int section_tiles = heads_per_section * num_m_blocks;
-      const int section = tile / section_tiles;
-      const int first_bh = section * heads_per_section;
-      const int heads_here = min(heads_per_section, num_bh - first_bh);  // the last section may be short
-      const int i = tile - section * section_tiles;
-      t.m_block = num_m_blocks - 1 - i / heads_here;
-      bh = first_bh + i % heads_here;
+      int i;
+      const int section = deal.section_tiles.divmod(tile, i);
+      const int first_bh = section * deal.heads_per_section;
+      const FastDiv here = first_bh + deal.heads_per_section > deal.num_bh ? deal.last_heads : deal.section_heads;
+      int pair;
+      t.m_block = deal.num_m_blocks - 1 - here.divmod(i, pair);
+      bh = first_bh + pair;
     } else {
-      t.m_block = tile % num_m_blocks;
-      bh = tile / num_m_blocks;
+      bh = deal.m_blocks.divmod(tile, t.m_block);
     }
-    t.head = bh % num_heads;
-    t.batch = bh / num_heads;
+    t.batch = deal.heads.divmod(bh, t.head);
     return t;
   }
 };
