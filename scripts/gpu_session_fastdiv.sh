@@ -2,7 +2,8 @@
 # Prepared 2026-12-01 (fifth session, branch fastdiv), not yet run: the persistent scheduler's divisions as FastDiv
 # multiply-highs from the host-built TileDeal (kernels/hopper/fast_div.cuh, scheduler.cuh). ncu of d64 causal 512
 # counted ~150k runtime int divisions per call (~25 instructions each, ~6% of its 58.4M); the d64 short causal kernel
-# goes from 14 division sites to 1 (the producer's head / group), 3376 -> 3216 static instructions. Predicted: +2-5%
+# goes from 14 runtime division sites to 0 (3440 -> 3280 static SASS instructions; the whole library 949 -> 0 sites,
+# 350.9k -> 325.0k instructions). Predicted: +2-5%
 # at 512-1024 (most at causal, d64), within noise past 4k. (1) the forward and FP8 GPU suites on this build;
 # (2) bench_hopper against main's build (carried as build/base/libfa3nn_hopper.so, built from main), d64/d128/d256,
 # 512-16384; (3) the FP8 forward, kernel only, against the same base.

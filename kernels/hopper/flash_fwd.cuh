@@ -72,6 +72,7 @@ struct FwdParams {
   int64_t lse_batch_stride, lse_head_stride;
   int batch, seqlen_q, seqlen_k;  // dense: the lengths; varlen: unused (read from cu_seqlens)
   int nheads, group;              // group = nheads / nheads_kv
+  FastDiv group_div;              // group, for head -> K/V head once per tile
   int num_m_blocks;
   int heads_per_section;  // causal schedule: (batch, head) pairs per longest-first section (scheduler.cuh)
   int boustrophedon;      // causal schedule: 1 deals odd rounds of tiles in reversed CTA order (scheduler.cuh)
@@ -181,7 +182,7 @@ __device__ __forceinline__ void producer_loop(const CUtensorMap* tma_q, const CU
     if (t.m_block * Cfg::kBlockM >= r.seqlen_q) continue;
     const int n_blocks = num_key_blocks<Cfg>(r, t.m_block);
     if (n_blocks <= 0) continue;
-    const int head_kv = t.head / p.group;
+    const int head_kv = p.group_div.div(t.head);
 
     bars.q.producer_acquire(q_state, Cfg::kQBytes);
     uint8_t* q_dst = smem + q_state.index * Cfg::kQBytes;

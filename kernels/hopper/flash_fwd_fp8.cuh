@@ -31,6 +31,7 @@ struct Fp8FwdParams {
   int64_t k_descale_batch_stride, k_descale_head_stride;
   int64_t v_descale_batch_stride, v_descale_head_stride;
   int block_q;  // query rows per q_descale tile (any positive count: each thread reads its own rows' descale)
+  FastDiv block_q_div;  // block_q
   // k/v descale tiles per key block, 1 / (block_k / kBlockN) for key rows per tile block_k a multiple of kBlockN, or 0
   // for one tile per sequence (block_k >= every seqlen_k): key block n reads tile floor((n + 0.5) * this), exact for
   // n < 2^22 (the distance to the next integer, >= 0.5 / (block_k / kBlockN), exceeds the float product's error).
@@ -117,7 +118,7 @@ __device__ __forceinline__ void fp8_producer_loop(const CUtensorMap* tma_q, cons
     if (t.m_block * Cfg::kBlockM >= r.seqlen_q) continue;
     const int n_blocks = num_key_blocks<Cfg>(r, t.m_block);
     if (n_blocks <= 0) continue;
-    const int head_kv = t.head / p.group;
+    const int head_kv = p.group_div.div(t.head);
     const int vt_start = vt_starts != nullptr ? vt_starts[t.batch] : 0;
 
     bars.q.producer_acquire(q_state, Cfg::kQBytes);
@@ -351,13 +352,13 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   };
   // The tile's descales: this thread's two query rows, and key block 0's (k0, v0; block 1's prefetched).
   auto begin_tile = [&](const WorkTile& w, float& k0, float& v0) {
-    const int head_kv = w.t.head / p.group;
+    const int head_kv = p.group_div.div(w.t.head);
     const float* q_desc =
         params.q_descale + w.t.batch * params.q_descale_batch_stride + w.t.head * params.q_descale_head_stride;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = min(c.row0(w.t.m_block) + 8 * half, w.r.seqlen_q - 1);  // rows past the end: any valid tile
-      ds.q[half] = __ldg(q_desc + row / params.block_q);
+      ds.q[half] = __ldg(q_desc + params.block_q_div.div(row));
     }
     ds.k = params.k_descale + w.t.batch * params.k_descale_batch_stride + head_kv * params.k_descale_head_stride;
     ds.v = params.v_descale + w.t.batch * params.v_descale_batch_stride + head_kv * params.v_descale_head_stride;

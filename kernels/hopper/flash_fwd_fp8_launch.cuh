@@ -75,6 +75,7 @@ int launch_fp8(const Fp8Problem& pr) {
   fp.v_descale_batch_stride = ds[4];
   fp.v_descale_head_stride = ds[5];
   fp.block_q = pr.block_q;
+  fp.block_q_div = FastDiv(pr.block_q);
   fp.tiles_per_block = pr.block_k % Cfg::kBlockN == 0 ? 1.f / static_cast<float>(pr.block_k / Cfg::kBlockN) : 0.f;
   fp.vt_starts = varlen ? pr.vt_starts : nullptr;
 

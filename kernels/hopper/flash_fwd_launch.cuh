@@ -160,6 +160,7 @@ FwdParams fill_fwd_params(const ProblemT& pr, int kv_element_bytes) {
   p.seqlen_k = pr.seqlen_k;
   p.nheads = pr.nheads;
   p.group = pr.nheads / pr.nheads_kv;
+  p.group_div = FastDiv(p.group);
   p.num_m_blocks = (pr.max_seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   p.heads_per_section = pr.batch * pr.nheads;  // one section: plain longest-first over every tile
   const bool one_pair = Cfg::kCausal && pr.causal_deal == 1 && use_one_pair_sections(pr.headdim, pr.max_seqlen_q);
