@@ -52,7 +52,9 @@ CHUNK_ROWS = 64  # rows per program when a scale tile is larger than that, or th
 # becomes NaN where PyTorch's fp32 rotation gives +-Inf (saturated to +-448); both scale that tile by 1.
 # The default: "fwht" (below). H200, 2026-11-30 16:37 UTC, d128 16k tokens (Q, K, V; scripts/bench_fp8_quant.py):
 # 0.132 ms against tf32x3's 0.663 ms and 0.103 ms unrotated; against the fp64 rotation 4.4e-6 / 3.2e-6 of the e4m3
-# values changed (fwht / tf32x3), descales within 2.3e-7 / 3.4e-7 relative.
+# values changed (fwht / tf32x3), descales within 2.3e-7 / 3.4e-7 relative. 2026-12-01 (192-row K/V tiles, after
+# the clamp, NaN-check and Vᵀ-store changes noted below): 0.122-0.127 ms rotated, 0.098 unrotated at d128 (were
+# 0.148-0.154 / 0.114-0.120); d256 0.176-0.181 / 0.122, unchanged (results/quantab-h200-20261201-1802/).
 ROTATE_PRECISION = "fwht"
 # "fwht" is no GEMM: a sign flip and a fast Walsh-Hadamard transform, log2(d) stages of fp32 adds on the register
 # tile (d log d adds per row against the GEMM's d^2 multiply-adds, three times over in tf32x3). It needs d to be a
@@ -81,10 +83,13 @@ def _round_to_e4m3_grid(x):
 
 @triton.jit
 def _to_e4m3(x, SOFTWARE_CAST: tl.constexpr):
-    """Saturating round-to-nearest-even cast, NaN kept: fa3nn.fp8.scaling.saturated_cast after its multiply."""
-    x = tl.minimum(tl.maximum(x, -E4M3_MAX, propagate_nan=tl.PropagateNan.ALL), E4M3_MAX,
-                   propagate_nan=tl.PropagateNan.ALL)
+    """Saturating round-to-nearest-even cast, NaN kept: fa3nn.fp8.scaling.saturated_cast after its multiply. On the
+    GPU the cast alone is that: Triton lowers fp32 -> float8e4nv to cvt.rn.satfinite.e4m3x2.f32 (+-Inf and finite
+    overflow to +-448, NaN to NaN; checked in the PTX of Triton 3.6), so the explicit clamp is only the
+    interpreter's. Dropping it took 2 of the pass's ~9 instructions per element (max.NaN + min.NaN)."""
     if SOFTWARE_CAST:
+        x = tl.minimum(tl.maximum(x, -E4M3_MAX, propagate_nan=tl.PropagateNan.ALL), E4M3_MAX,
+                       propagate_nan=tl.PropagateNan.ALL)
         x = _round_to_e4m3_grid(x)
     return x.to(tl.float8e4nv)
 
@@ -154,11 +159,16 @@ def _scale_from_amax(amax):
 
 
 @triton.jit
+def _max_keep_nan(a, b):
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
 def _block_part(rotation, block, part0, rows_per_block, seqlen, src, stride_xs,
                 HEADDIM: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr, ROTATE: tl.constexpr,
                 TRANSPOSE: tl.constexpr, KC: tl.constexpr, PRECISION: tl.constexpr, FWHT: tl.constexpr,
                 LOG2_D: tl.constexpr):
-    """Rows [part0, part0 + ROWS) of the block, as (columns, rows, row_ok, fp32 values, amax, has_nan)."""
+    """Rows [part0, part0 + ROWS) of the block, as (columns, rows, row_ok, fp32 values, amax)."""
     columns = part0 + tl.arange(0, ROWS)
     # V (TRANSPOSE): tile row j is the key that Vᵀ column block * rows_per_block + j holds (16-key group order,
     # fa3nn.fp8.operands), so the transposed store below writes contiguous columns. Blocks and parts start at
@@ -169,19 +179,31 @@ def _block_part(rotation, block, part0, rows_per_block, seqlen, src, stride_xs,
     row_ok = (in_block < rows_per_block) & (rows < seqlen)
     y = _load_tile(src, rows, row_ok, stride_xs, rotation, HEADDIM, BLOCK_D, ROWS, ROTATE, KC, PRECISION, FWHT,
                    LOG2_D)
-    amax = tl.max(tl.max(tl.abs(y), 1), 0)
-    has_nan = tl.max(tl.max((y != y).to(tl.int32), 1), 0) > 0  # tl.max drops NaN; torch's amax keeps it
-    return columns, rows, row_ok, y, amax, has_nan
+    # NaN if any element is NaN, as torch's amax (tl.max drops NaN): one max.NaN per element; a separate isnan
+    # reduction beside tl.max cost ~3 more instructions per element (setp.nan, selp, max.s32).
+    amax = tl.reduce(tl.reduce(tl.abs(y), 1, _max_keep_nan), 0, _max_keep_nan)
+    return columns, rows, row_ok, y, amax
 
 
 @triton.jit
-def _store_part(dst, columns, rows, row_ok, y, scale, block, rows_per_block, out_start, stride_os,
+def _store_part(dst, columns, rows, row_ok, y, scale, block, rows_per_block, seqlen, out_start, stride_os,
                 HEADDIM: tl.constexpr, BLOCK_D: tl.constexpr, TRANSPOSE: tl.constexpr, SOFTWARE_CAST: tl.constexpr):
     x8 = _to_e4m3(y * scale, SOFTWARE_CAST)
     offs_d = tl.arange(0, BLOCK_D)
     if TRANSPOSE:  # (dim, keys): stride_os is the dim stride here, keys are contiguous
-        ptrs = dst + offs_d[:, None] * stride_os + (out_start + block * rows_per_block + columns)[None, :]
-        tl.store(ptrs, tl.trans(x8), mask=row_ok[None, :] & (offs_d[:, None] < HEADDIM))
+        # Whole 16-column groups, so that Triton can store 16 e4m3 bytes per instruction (with the per-key mask of
+        # the permuted rows, and a first column it could not prove aligned, every thread stored its Vᵀ bytes one
+        # st.global.b8 at a time: 96 per thread at d128). Allowed because the block's first column is a multiple of
+        # 16 (out_start is 0 or a 16-aligned vt_starts entry; rows_per_block is a multiple of 16, or there is one
+        # block per sequence, block 0), the permutation stays inside a group, and the group's columns past the
+        # sequence's keys hold zeros in vt8 (fa3nn.fp8.operands), which is what y holds there (masked loads).
+        # (The hint is on the column vector: on the scalar, CSE merged it into _block_part's identical, unhinted
+        # product and it was lost.)
+        out_columns = tl.multiple_of(out_start + block * rows_per_block + columns, 16)
+        written = tl.minimum(rows_per_block, seqlen - block * rows_per_block)
+        written = (written + 15) // 16 * 16
+        ptrs = dst + offs_d[:, None] * stride_os + out_columns[None, :]
+        tl.store(ptrs, tl.trans(x8), mask=(columns[None, :] < written) & (offs_d[:, None] < HEADDIM))
     else:
         ptrs = dst + (out_start + rows)[:, None].to(tl.int64) * stride_os + offs_d[None, :]
         tl.store(ptrs, x8, mask=row_ok[:, None] & (offs_d[None, :] < HEADDIM))
@@ -206,16 +228,14 @@ def _quantize_block(X, X8, Scale, Descale, BlockAmax, rotation, block, head, bat
         tl.store(BlockAmax + amax_offset, 0.0)
         return
     src = X + batch.to(tl.int64) * stride_xb + head.to(tl.int64) * stride_xh + seq_start.to(tl.int64) * stride_xs
-    columns, rows, row_ok, y, amax, has_nan = _block_part(
+    columns, rows, row_ok, y, amax = _block_part(
         rotation, block, 0, rows_per_block, seqlen, src, stride_xs, HEADDIM, BLOCK_D, ROWS, ROTATE, TRANSPOSE, KC,
         PRECISION, FWHT, LOG2_D)
     if ROWS2 > 0:
-        columns2, rows2, row_ok2, y2, amax2, has_nan2 = _block_part(
+        columns2, rows2, row_ok2, y2, amax2 = _block_part(
             rotation, block, ROWS, rows_per_block, seqlen, src, stride_xs, HEADDIM, BLOCK_D, ROWS2, ROTATE,
             TRANSPOSE, KC, PRECISION, FWHT, LOG2_D)
-        amax = tl.maximum(amax, amax2)
-        has_nan = has_nan | has_nan2
-    amax = tl.where(has_nan, float("nan"), amax)
+        amax = _max_keep_nan(amax, amax2)
     tl.store(BlockAmax + amax_offset, amax)
     if OWN_SCALE:
         scale = _scale_from_amax(amax)
@@ -224,11 +244,11 @@ def _quantize_block(X, X8, Scale, Descale, BlockAmax, rotation, block, head, bat
         scale = tl.load(Scale + amax_offset)
     if STORE:
         dst = X8 + batch.to(tl.int64) * stride_ob + head.to(tl.int64) * stride_oh
-        _store_part(dst, columns, rows, row_ok, y, scale, block, rows_per_block, out_start, stride_os, HEADDIM,
-                    BLOCK_D, TRANSPOSE, SOFTWARE_CAST)
+        _store_part(dst, columns, rows, row_ok, y, scale, block, rows_per_block, seqlen, out_start, stride_os,
+                    HEADDIM, BLOCK_D, TRANSPOSE, SOFTWARE_CAST)
         if ROWS2 > 0:
-            _store_part(dst, columns2, rows2, row_ok2, y2, scale, block, rows_per_block, out_start, stride_os,
-                        HEADDIM, BLOCK_D, TRANSPOSE, SOFTWARE_CAST)
+            _store_part(dst, columns2, rows2, row_ok2, y2, scale, block, rows_per_block, seqlen, out_start,
+                        stride_os, HEADDIM, BLOCK_D, TRANSPOSE, SOFTWARE_CAST)
 
 
 @triton.jit
