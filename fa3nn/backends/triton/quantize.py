@@ -169,7 +169,7 @@ def _max_keep_nan(a, b):
 def _block_part(rotation, block, part0, rows_per_block, seqlen, src, stride_xs,
                 HEADDIM: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr, ROTATE: tl.constexpr,
                 TRANSPOSE: tl.constexpr, KC: tl.constexpr, PRECISION: tl.constexpr, FWHT: tl.constexpr,
-                LOG2_D: tl.constexpr):
+                LOG2_D: tl.constexpr, SOFTWARE_CAST: tl.constexpr):
     """Rows [part0, part0 + ROWS) of the block, as (columns, rows, row_ok, fp32 values, amax)."""
     columns = part0 + tl.arange(0, ROWS)
     # V (TRANSPOSE): tile row j is the key that Vᵀ column block * rows_per_block + j holds (16-key group order,
@@ -181,9 +181,15 @@ def _block_part(rotation, block, part0, rows_per_block, seqlen, src, stride_xs,
     row_ok = (in_block < rows_per_block) & (rows < seqlen)
     y = _load_tile(src, rows, row_ok, stride_xs, rotation, HEADDIM, BLOCK_D, ROWS, ROTATE, KC, PRECISION, FWHT,
                    LOG2_D)
-    # NaN if any element is NaN, as torch's amax (tl.max drops NaN): one max.NaN per element; a separate isnan
-    # reduction beside tl.max cost ~3 more instructions per element (setp.nan, selp, max.s32).
-    amax = tl.reduce(tl.reduce(tl.abs(y), 1, _max_keep_nan), 0, _max_keep_nan)
+    # NaN if any element is NaN, as torch's amax (tl.max drops NaN). On the GPU one max.NaN per element; the
+    # separate isnan reduction beside tl.max cost ~3 more instructions per element (setp.nan, selp, max.s32). The
+    # interpreter runs a custom-combine reduction ~1.5x slower than tl.max (one quantize call at 2 x 300 x 2 x 64:
+    # 66 s against 44), so under it (SOFTWARE_CAST) the two-reduction form stays: same values.
+    if SOFTWARE_CAST:
+        amax = tl.max(tl.max(tl.abs(y), 1), 0)
+        amax = tl.where(tl.max(tl.max((y != y).to(tl.int32), 1), 0) > 0, float("nan"), amax)
+    else:
+        amax = tl.reduce(tl.reduce(tl.abs(y), 1, _max_keep_nan), 0, _max_keep_nan)
     return columns, rows, row_ok, y, amax
 
 
@@ -232,11 +238,11 @@ def _quantize_block(X, X8, Scale, Descale, BlockAmax, rotation, block, head, bat
     src = X + batch.to(tl.int64) * stride_xb + head.to(tl.int64) * stride_xh + seq_start.to(tl.int64) * stride_xs
     columns, rows, row_ok, y, amax = _block_part(
         rotation, block, 0, rows_per_block, seqlen, src, stride_xs, HEADDIM, BLOCK_D, ROWS, ROTATE, TRANSPOSE, KC,
-        PRECISION, FWHT, LOG2_D)
+        PRECISION, FWHT, LOG2_D, SOFTWARE_CAST)
     if ROWS2 > 0:
         columns2, rows2, row_ok2, y2, amax2 = _block_part(
             rotation, block, ROWS, rows_per_block, seqlen, src, stride_xs, HEADDIM, BLOCK_D, ROWS2, ROTATE,
-            TRANSPOSE, KC, PRECISION, FWHT, LOG2_D)
+            TRANSPOSE, KC, PRECISION, FWHT, LOG2_D, SOFTWARE_CAST)
         amax = _max_keep_nan(amax, amax2)
     tl.store(BlockAmax + amax_offset, amax)
     if OWN_SCALE:
