@@ -419,8 +419,11 @@ def quantize_fused(
     else:
         starts, keys_pad = None, padded_keys(seqlen_k)
         vt8 = torch.empty(batch, nheads_kv, headdim_v, keys_pad, dtype=E4M3, device=device)
-        if keys_pad != seqlen_k:  # the contract's zero padding: the last group's columns that no key maps to (keys
-            vt8[..., seqlen_k // VT_PAD * VT_PAD:] = 0  # are permuted inside the group), zeroed before the pass writes
+        # The contract's zero padding: the last group's columns that no key maps to (keys are permuted inside the
+        # group). The pass writes these zeros too (it stores whole 16-column groups, _store_part); zeroed here as
+        # well so that the contract does not rest on that store mask alone (one small fill per call).
+        if keys_pad != seqlen_k:
+            vt8[..., seqlen_k // VT_PAD * VT_PAD:] = 0
     descales = [torch.empty(batch, h, p.tiles, dtype=torch.float32, device=device)
                 for h, p in ((nheads, plan_q), (nheads_kv, plan_k), (nheads_kv, plan_k))]
     block_amax = torch.empty(batch, slots, grid[0], dtype=torch.float32, device=device)
