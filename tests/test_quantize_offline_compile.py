@@ -3,10 +3,16 @@ Triton's CUDA backend; benchmarks/NOTES.md, "The rotation as a fast Walsh-Hadama
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from script_module import load_script
+
+REPO = Path(__file__).resolve().parents[1]
 
 # 9 instructions: predicated ones (@P0, @!PT) count under their opcode, modifiers (.F32, .BFLY) are dropped, the
 # encoding comments (/* 0x... */) and the header are not instructions.
@@ -35,15 +41,32 @@ def test_opcode_counts(offline):
     assert counts == dict(sass=9, mma=1, falu=3, shared=2, shfl=1)
 
 
+# Compiled in a child process without TRITON_INTERPRET: CI sets it for the interpreter tests, and with it set every
+# @triton.jit function of this process is an InterpretedFunction, which cannot be compiled.
+_DUMP_PTX = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import quantize_offline_compile as offline
+for headdim in (128, 256):
+    (args, kwargs), = offline.record_launches(headdim, "fwht")
+    compiled = offline.compile_offline(offline.KERNEL, args, kwargs, module=offline.quantize)
+    Path(sys.argv[2], f"d{headdim}.ptx").write_text(compiled.asm["ptx"])
+"""
+
+
 @pytest.fixture(scope="module")
-def quantize_ptx(offline):
+def quantize_ptx(tmp_path_factory):
     """PTX of the pass as the H200 runs it (sm_90a, d = 128 and 256, the default recipe: FWHT rotation, 192-row K/V
-    parts at 128), compiled offline by whichever Triton is installed: one launch each (~20 s)."""
-    ptx = {}
-    for headdim in (128, 256):
-        (args, kwargs), = offline.record_launches(headdim, "fwht")
-        ptx[headdim] = offline.compile_offline(offline.KERNEL, args, kwargs, module=offline.quantize).asm["ptx"]
-    return ptx
+    parts at 128), compiled offline by whichever Triton is installed: one launch each (~10 s)."""
+    pytest.importorskip("triton")
+    out = tmp_path_factory.mktemp("quantize_ptx")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", _DUMP_PTX, str(REPO / "scripts"), str(out)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {headdim: (out / f"d{headdim}.ptx").read_text() for headdim in (128, 256)}
 
 
 @pytest.mark.parametrize("headdim", [128, 256])
