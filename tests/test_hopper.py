@@ -89,7 +89,7 @@ def test_forward_matches_reference(dtype, headdim, causal, seqlens, heads):
 
 
 def _launch_and_check(q, k, v, causal, variant="full"):
-    """The kernel (`variant`) into NaN-poisoned out and lse, then both against the reference."""
+    """The kernel (`variant`) into NaN-poisoned out and lse, then both against the reference; returns (out, lse)."""
     batch, seqlen_q, nheads, headdim = q.shape
     out = _poisoned(q.shape, q.dtype)
     lse = _poisoned((batch, nheads, seqlen_q), torch.float32)
@@ -98,6 +98,7 @@ def _launch_and_check(q, k, v, causal, variant="full"):
     finite = torch.isfinite(lse_ref)
     assert torch.equal(finite, torch.isfinite(lse)), "lse is -inf exactly where no key is attended"
     torch.testing.assert_close(lse[finite], lse_ref[finite], atol=1e-3, rtol=1e-4)
+    return out, lse
 
 
 # The forward keeps a stale row maximum until a new score exceeds it by more than 8 log2 units (Problem::rescale_log2;
@@ -178,13 +179,7 @@ def _varlen_case(dtype, headdim, causal, max_seqlen):
 @needs_hopper
 def test_causal_deals_agree_bitwise(headdim, batch, seqlen):
     q, k, v = random_qkv(batch, seqlen, seqlen, 6, 2, headdim, torch.bfloat16, device="cuda")
-    outs = []
-    for variant in ("full", "l2_sections"):
-        out = _poisoned((batch, seqlen, 6, headdim), torch.bfloat16)
-        lse = _poisoned((batch, 6, seqlen), torch.float32)
-        launch(q, k, v, headdim**-0.5, True, variant=variant, out=out, lse=lse)
-        outs.append((out, lse))
-    _check(q, k, v, True, *outs[0])
+    outs = [_launch_and_check(q, k, v, True, variant) for variant in ("full", "l2_sections")]
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
 
 
