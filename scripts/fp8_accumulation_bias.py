@@ -7,7 +7,8 @@ while zero-mean V's errors largely cancel. This script measures it on the GPU: f
 the kernels' output against the emulation on the same e4m3 operands (fp32 accumulation; fa3nn.fp8.reference) and
 against fp64 attention of the bf16 inputs, at head dim 128 (and 256), non-causal, seqlen 1k-16k.
 
-    python scripts/fp8_accumulation_bias.py --json out.json [--variants full key_block_192_fadd_row_sum]
+    python scripts/fp8_accumulation_bias.py --json out.json [--variants full no_promotion key_block_192]
+        [--block-k 384]
 """
 
 from __future__ import annotations
@@ -30,12 +31,12 @@ def rel_rms(x: torch.Tensor, ref: torch.Tensor) -> float:
     return ((x.double() - ref.double()).pow(2).mean().sqrt() / ref.double().pow(2).mean().sqrt()).item()
 
 
-def measure(headdim: int, seqlen: int, mu: float, variants: list[str], nheads: int = 4) -> dict:
+def measure(headdim: int, seqlen: int, mu: float, variants: list[str], block_k: int, nheads: int = 4) -> dict:
     torch.manual_seed(seqlen + headdim)
     q, k = (torch.randn(1, seqlen, nheads, headdim, device="cuda").to(torch.bfloat16) for _ in range(2))
     v = (torch.randn(1, seqlen, nheads, headdim, device="cuda") + mu).to(torch.bfloat16)
     scale = headdim**-0.5
-    quantized = quantize_qkv(q, k, v, PerTileScaling(incoherent=False))
+    quantized = quantize_qkv(q, k, v, PerTileScaling(block_k=block_k, incoherent=False))
     vt8 = transpose_v(quantized.v)
     emul, _ = attention_fp8(quantized, scale, Window(), out_dtype=torch.float32)
     truth = torch.nn.functional.scaled_dot_product_attention(
@@ -65,22 +66,25 @@ def main() -> None:
     parser.add_argument("--headdims", type=int, nargs="+", default=[128, 256])
     parser.add_argument("--seqlens", type=int, nargs="+", default=[1024, 4096, 16384])
     parser.add_argument("--variants", nargs="*", default=["full"])
+    parser.add_argument("--block-k", type=int, default=384, help="K/V rows per descale: 384 serves 128- and 192-key "
+                        "kernels")
     args = parser.parse_args()
     rows = []
     for headdim in args.headdims:
         for seqlen in args.seqlens:
             for mu in (0.0, 1.0):
                 variants = args.variants if headdim == 128 else ["full"]
-                rows.append(measure(headdim, seqlen, mu, variants))
+                rows.append(measure(headdim, seqlen, mu, variants, args.block_k))
                 print(json.dumps(rows[-1]), flush=True)
     with open(args.json, "w") as f:
         json.dump(rows, f, indent=1)
     names = [k[: -len("_vs_emul")] for k in rows[0] if k.endswith("_vs_emul")]
-    print("| d | seqlen | mu | emul vs truth | " + " | ".join(f"{n} vs emul / truth / mean drift" for n in names) + " |")
+    header = " | ".join(f"{n} vs emul / truth / mean drift" for n in names)
+    print(f"| d | seqlen | mu | emul vs truth | {header} |")
     for r in rows:
         cells = [f"{r.get(n + '_vs_emul', float('nan')):.2e} / {r.get(n + '_vs_truth', float('nan')):.2e} / "
                  f"{r.get(n + '_mean_drift', float('nan')):+.2e}" for n in names]
-        print(f"| {r['headdim']} | {r['seqlen']} | {r['mu']:g} | {r['emul_vs_truth']:.2e} | " + " | ".join(cells) + " |")
+        print(f"| {r['headdim']} | {r['seqlen']} | {r['mu']:g} | {r['emul_vs_truth']:.2e} | {' | '.join(cells)} |")
 
 
 if __name__ == "__main__":

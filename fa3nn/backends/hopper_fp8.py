@@ -1,8 +1,10 @@
 """The native Hopper FP8 forward (kernels/hopper/flash_fwd_fp8.cuh): e4m3 Q, K, Vᵀ with float32 descales -> out, lse.
 
-Both GEMMs run on the FP8 tensor cores with fp32 accumulation; the rounding points are those of the emulation,
-fa3nn.fp8.reference.attention_fp8 with block_n = key_block(...) (the kernel's key block: 192 at head dim 128 when
-block_k allows, else 128), which is the oracle the GPU tests compare with.
+Both GEMMs run on the FP8 tensor cores; the rounding points are those of the emulation, fa3nn.fp8.reference.
+attention_fp8 with block_n = key_block(...) (the kernel's key block, 128), which is the oracle the GPU tests compare
+with. The tensor cores' FP8 accumulation keeps fewer bits than fp32: at head dims 64 and 128 each key block's P·V is
+promoted into fp32 O on the CUDA cores, at 256 it accumulates on the tensor cores across key blocks, which loses
+the mean of V over long key ranges (~1.2% per 1000 keys; benchmarks/NOTES.md, kernels/hopper/flash_fwd_fp8.cuh).
 
 Layouts (fa3nn.fp8.operands, the contract with the quantization pass; fa3nn.fp8.quantize defines the values):
     q8   e4m3 (batch, seqlen_q, nheads, d)           varlen: (total_q, nheads, d)
@@ -16,9 +18,9 @@ Layouts (fa3nn.fp8.operands, the contract with the quantization pass; fa3nn.fp8.
     vt_starts int32 (batch + 1,), varlen only: FP8Operands.vt_starts (fa3nn.fp8.operands.vt_starts(cu_seqlens_k)).
     q_descale float32 (batch, nheads, ceil(seqlen_q / block_q)); k_descale, v_descale float32 (batch, nheads_kv,
          ceil(seqlen_k / block_k)); varlen: batch = number of sequences, tiles counted from each sequence's start.
-    block_q any positive row count; block_k a multiple of the kernel's key block (128; at head dim 128 a multiple of
-         192 selects the 192-key kernel) or >= the longest key sequence (one scale per (batch, head) or per tensor
-         reaches the kernel that way, and selects the 192-key kernel at head dim 128).
+    block_q any positive row count; block_k a multiple of the kernel's key block (128; benchmark variants
+         key_block_192*: 192) or >= the longest key sequence (one scale per (batch, head) or per tensor reaches the
+         kernel that way).
     out  (batch, seqlen_q, nheads, d) in out_dtype (bf16 or fp16), lse float32 (batch, nheads, seqlen_q), natural
          log; varlen: out (total_q, nheads, d), lse (nheads, total_q). A row attending no key: zeros, lse = -inf.
 
@@ -51,23 +53,24 @@ UNMASKED = Window()
 # only. key_block_192 / key_block_128 (d128): the 192- or 128-key kernel whatever block_k allows best (key_block);
 # key_block_192_poly_exp2: the 192-key kernel with a quarter of its exp2s on the FP32 pipe; _no_pingpong: without the
 # turn barrier; _skip_exp2 / _skip_row_max / _skip_kv_loads / _skip_softmax_and_kv_loads: without its exp2s / its
-# row max tree / its K/V loads / both softmax and loads (WRONG outputs, timing only).
+# row max tree / its K/V loads / both softmax and loads (WRONG outputs, timing only). The 192-key kernels accumulate
+# P V across key blocks on the tensor cores (no per-block fp32 promotion: they lose the mean of V over long key
+# ranges, benchmarks/NOTES.md), as does no_promotion (d64/d128: the default without it, to time its cost).
 VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one_cta_per_tile": 5,
             "skip_softmax": 6, "plain_pv_wait": 7, "skip_kv_loads": 9, "key_block_192": 10,
             "key_block_192_skip_softmax": 11, "key_block_128": 12, "key_block_192_poly_exp2": 13,
             "key_block_192_no_pingpong": 14, "key_block_192_skip_exp2": 15, "key_block_192_skip_row_max": 16,
             "key_block_192_skip_kv_loads": 17, "key_block_192_skip_softmax_and_kv_loads": 18,
-            "l2_sections": 19}
-# Variants that run the default kernels (only the causal tile deal differs) and so its key block.
-_DEFAULT_KERNELS = ("full", "l2_sections")
+            "l2_sections": 19, "no_promotion": 20}
+# Variants that run the default kernels' key block (only the causal tile deal or the promotion differ).
+_DEFAULT_KERNELS = ("full", "l2_sections", "no_promotion")
 _FORCED_KEY_BLOCK = {"key_block_128": 128, **{name: 192 for name in VARIANTS if name.startswith("key_block_192")}}
 
 
 def key_block(headdim: int, block_k: int, max_seqlen_k: int, variant: str = "full") -> int | None:
     """Keys per block of the kernel `variant` runs with these descale tiles (the emulation's block_n for it), or
-    None when block_k fits it not: a block must lie in one k/v descale tile. The default (fa3nn.fp8.key_blocks.
-    native_key_block): 192 at head dim 128 where block_k allows it (+8-19% non-causal on the H200, benchmarks/
-    NOTES.md "192-key blocks"), else 128."""
+    None when block_k fits it not: a block must lie in one k/v descale tile. The default: fa3nn.fp8.key_blocks.
+    native_key_block (128)."""
     if variant in _DEFAULT_KERNELS:
         return native_key_block(headdim, block_k, max_seqlen_k)
     block = _FORCED_KEY_BLOCK.get(variant, KEY_BLOCK)  # the other benchmark variants are 128-key kernels

@@ -15,6 +15,14 @@
 //   * Scores are scaled per (query tile, key tile) by the descales, and V's descale of each key block is folded into
 //     the output rescale: O is kept in units of the current block's v_descale, acc' = acc' * 2^(m_old - m_new) *
 //     vd_prev / vd_cur + P8 V8, and the epilogue multiplies by vd_last / (2^8 l).
+//   * kPromote (head dims 64 and 128): each key block's P8 V8 goes into a fresh accumulator (the first k-step's
+//     scale_d = 0) and is added into fp32 O on the CUDA cores, one FFMA per element that also applies the rescale
+//     above. Hopper's FP8 tensor cores add each k-step's products into their accumulator with far fewer mantissa
+//     bits than fp32, truncating, so an accumulator carried across all key blocks loses a fixed share per k-step
+//     of whatever it sums with one sign: the mean of V lost 0.94% at 1k keys, 5.0% at 4k and 18.6% at 16k on the
+//     H200 (benchmarks/NOTES.md "every FP8 forward here loses the mean of V"; DeepSeek-V3 promotes its FP8 GEMMs'
+//     partial sums to fp32 the same way). The block accumulator costs an O-sized register array: at d128 it fits
+//     beside 128-key blocks only (S 64 + O 64 + block 64 + P 16 registers), at d256 not at all (O alone is 128).
 #pragma once
 #include <cstdint>
 
@@ -66,12 +74,15 @@ __host__ __device__ constexpr int softmax_cut(int experiment) {
 }
 // kBlockN_: keys per block, 128 (the default) or 192 (variant 10 at head dim 128: the per-block fixed cost of the
 // loop over 1.5x the keys; needs one k/v descale per 192 keys, so block_k a multiple of 192 or one per sequence).
+// kPromote_: per-block fp32 promotion of P V (see the top of this file); false: one tensor-core accumulator across
+// all key blocks (the kernels before 2026-12-01's seventh session, which lose the mean of V; benchmark variants).
 template <int kHeadDim_, int kStages_, int kQStages_, bool kOutBF16_, bool kCausal_, bool kPingpong_ = true,
-          int kPolyExpEvery_ = 0, int kExperiment_ = kNoExperiment, int kBlockN_ = 128>
+          int kPolyExpEvery_ = 0, int kExperiment_ = kNoExperiment, int kBlockN_ = 128, bool kPromote_ = true>
 struct Fp8FwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kStages = kStages_, kQStages = kQStages_;
   static constexpr int kPolyExpEvery = kPolyExpEvery_, kExperiment = kExperiment_;
   static constexpr bool kOutBF16 = kOutBF16_, kCausal = kCausal_, kPingpong = kPingpong_;
+  static constexpr bool kPromote = kPromote_;
   static constexpr int kConsumers = 2, kBlockM = 128, kBlockN = kBlockN_;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128*24 + 256*240 = 64,512 of 65,536
@@ -90,6 +101,8 @@ struct Fp8FwdConfig {
   static constexpr uint32_t kKPanelBytes = kBlockN * kRowBytes;
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head dim");
   static_assert(kBlockN == 128 || (kBlockN == 192 && kHeadDim == 128), "key block: 128, or 192 at head dim 128");
+  static_assert(!kPromote || (kHeadDim <= 128 && kBlockN == 128),
+                "the per-block P V accumulator fits in registers at head dim <= 128 with 128-key blocks only");
   static_assert(kKPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0 && kVPanelBytes % 1024 == 0,
                 "1024-B alignment");
 
@@ -202,6 +215,13 @@ struct Fp8Consumer {
     for (int i = 0; i < kORegs; ++i) o[i] *= factor[(i >> 1) & 1];
   }
 
+  // kPromote: O = O * factor + block, in fp32 (block: one key block's P V from its fresh accumulator).
+  __device__ __forceinline__ static void rescale_add(float (&o)[kORegs], const float (&factor)[2],
+                                                     const float (&block)[kORegs]) {
+#pragma unroll
+    for (int i = 0; i < kORegs; ++i) o[i] = fmaf(o[i], factor[(i >> 1) & 1], block[i]);
+  }
+
   __device__ __forceinline__ static uint32_t pack_out(float lo, float hi) {
     if constexpr (Cfg::kOutBF16) {
       __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
@@ -280,6 +300,13 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
 
   float s[C::kSRegs];
   float o[C::kORegs];
+  // The tensor cores' accumulator of P V: o itself, or with kPromote a per-block one added into o (size 1 without).
+  float ob[Cfg::kPromote ? C::kORegs : 1];
+  float pending[2];  // kPromote: the O rescale not yet applied (o lags one block behind ob; see overlapped_step)
+  auto& pv_acc = [&]() -> auto& {
+    if constexpr (Cfg::kPromote) return ob;
+    else return o;
+  }();
   uint32_t pa[C::kKSteps][4];
   OnlineSoftmaxFp8<Cfg::kBlockN, Cfg::kPolyExpEvery, softmax_cut(Cfg::kExperiment)> softmax;
   TileDescales ds;
@@ -294,8 +321,8 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   };
   auto issue_pv = [&]() {
     warpgroup_arrive();
-    gemm_fp8_rs<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kVPanelKeys, Cfg::kVPanelBytes>(
-        o, pa, desc_advance(desc_v0, v_state.index * Cfg::kVBytes));
+    gemm_fp8_rs<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kVPanelKeys, Cfg::kVPanelBytes, Cfg::kPromote>(
+        pv_acc, pa, desc_advance(desc_v0, v_state.index * Cfg::kVBytes));
     wgmma_commit();
   };
   auto release_k = [&](bool last_of_tile) {
@@ -378,6 +405,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     begin_tile(w, k0, v_pa);
     softmax.reset();
     zero_o();
+    pending[0] = pending[1] = 1.f;  // O is zero: any finite factor
     bars.q.consumer_wait(q_state);
     bars.k.consumer_wait(k_state);
     c.gemm_turn_begin();
@@ -400,7 +428,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     issue_qk();
     issue_pv();
     c.gemm_turn_end();
-    fence_operands(o);
+    fence_operands(pv_acc);
     wgmma_wait<1>();
     fence_operands(s);
     release_k(n_block == w.n_blocks - 1);
@@ -408,14 +436,22 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     softmax_block(w.r, w.t.m_block, n_block, k_cur, o_scale);
     if constexpr (Cfg::kExperiment == kPlainPvWait) wgmma_wait<0>();
     else wgmma_wait_after<0>(softmax.row_sum);  // the softmax above runs while P V computes
-    fence_operands(o);
+    fence_operands(pv_acc);
     fence_pa();
     release_v();
     // O: units of v_pa -> units of v_cur. A fast divide (2 ulp) instead of IEEE division, whose slow-path call sat
     // in the loop's SASS; equal scales (per-tensor V) stay exactly 1 so the rescale can still be skipped.
     const float v_ratio = v_pa == v_cur ? 1.f : __fdividef(v_pa, v_cur);
     const float factor[2] = {o_scale[0] * v_ratio, o_scale[1] * v_ratio};
-    C::rescale(o, factor);
+    if constexpr (Cfg::kPromote) {
+      // O holds blocks < n-1 one transition behind (the max and V units of block n-2): the previous step's factor
+      // takes it to block n-1's, where block n-1's P V is, in the same FFMA; this step's factor waits for block n.
+      C::rescale_add(o, pending, ob);
+      pending[0] = factor[0];
+      pending[1] = factor[1];
+    } else {
+      C::rescale(o, factor);
+    }
     v_pa = v_cur;
     p_to_fp8_fragments<Cfg::kBlockN>(s, pa);
   };
@@ -426,9 +462,10 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     issue_pv();
     c.gemm_turn_end();
     wgmma_wait<0>();
-    fence_operands(o);
+    fence_operands(pv_acc);
     fence_pa();
     release_v();
+    if constexpr (Cfg::kPromote) C::rescale_add(o, pending, ob);
   };
   auto store_tile = [&](const WorkTile& w, const float (&inv_sum)[2], const float (&lse)[2], float v_last) {
     const float out_scale[2] = {inv_sum[0] * v_last, inv_sum[1] * v_last};

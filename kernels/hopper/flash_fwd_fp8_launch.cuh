@@ -115,6 +115,8 @@ int launch_fp8(const Fp8Problem& pr) {
 //   only: what MUFU and the max chain cost in the 192-key loop). 17: variant 10 without K/V loads; 18: without the
 //   softmax and the K/V loads (WRONG outputs, timing only: what L2 -> shared-memory traffic costs the loop).
 //   19: the default with the causal deal before 2026-12-01 (L2-sized sections, round-robin; Fp8Problem::causal_deal).
+//   20 (d64, d128): the default without kPromote (one tensor-core accumulator across all key blocks: loses the mean
+//   of V over long key ranges; kept to time what the promotion costs).
 //   The one-pair deal measured +6% at d128 causal 4096, +11% / +5% at d256 causal 2048 / 4096, within 1% at d128
 //   causal 2048 (onepair-h200-20261201-1459).
 template <int D, int kVariant> struct Fp8Tiles;
@@ -124,25 +126,30 @@ template <> struct Fp8Tiles<128, 2> { static constexpr int kStages = 2, kQStages
 template <> struct Fp8Tiles<256, 0> { static constexpr int kStages = 2, kQStages = 2, kPolyExpEvery = 0; };
 template <> struct Fp8Tiles<256, 2> { static constexpr int kStages = 3, kQStages = 1, kPolyExpEvery = 0; };
 
+// kPromote (per-block fp32 promotion of P V, flash_fwd_fp8.cuh): wherever its accumulator fits (head dim <= 128,
+// 128-key blocks); the 192-key and d256 kernels accumulate across blocks on the tensor cores.
 template <int D, int kVariant, bool kPingpong = true, int kPolyExpEvery = Fp8Tiles<D, kVariant>::kPolyExpEvery,
-          int kExperiment = kNoExperiment, int N = 128>
+          int kExperiment = kNoExperiment, int N = 128, bool kPromote = (D <= 128 && N == 128)>
 int run_fp8_tiles(const Fp8Problem& pr) {
   using T = Fp8Tiles<D, kVariant>;
-  constexpr int S = T::kStages, Q = T::kQStages;
+  constexpr int S = T::kStages, Q = T::kQStages, P = kPolyExpEvery, X = kExperiment;
   if (pr.out_bf16)
-    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, kPolyExpEvery, kExperiment, N>>(pr)
-                     : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, kPolyExpEvery, kExperiment, N>>(pr);
-  if constexpr (kVariant != 0 || !kPingpong || kPolyExpEvery != T::kPolyExpEvery || kExperiment != kNoExperiment) {
+    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, P, X, N, kPromote>>(pr)
+                     : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, P, X, N, kPromote>>(pr);
+  if constexpr (kVariant != 0 || !kPingpong || P != T::kPolyExpEvery || X != kNoExperiment ||
+                kPromote != (D <= 128 && N == 128)) {
     return fail("%s", "FP8 benchmark variants exist for bf16 output only");
   } else {
-    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, false, true, true, kPolyExpEvery, kNoExperiment, N>>(pr)
-                     : launch_fp8<Fp8FwdConfig<D, S, Q, false, false, true, kPolyExpEvery, kNoExperiment, N>>(pr);
+    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, false, true, true, P, kNoExperiment, N, kPromote>>(pr)
+                     : launch_fp8<Fp8FwdConfig<D, S, Q, false, false, true, P, kNoExperiment, N, kPromote>>(pr);
   }
 }
 
-// Head dim 128 takes 192-key blocks wherever the descale tiles allow (block_k a multiple of 192, or one descale per
-// sequence): the per-block fixed cost over 1.5x the keys, +8-19% non-causal and +1-14% causal on the H200
-// (benchmarks/NOTES.md "192-key blocks"); 128-key blocks otherwise. fa3nn/backends/hopper_fp8.py key_block mirrors it.
+// Head dim 128 took 192-key blocks wherever the descale tiles allowed (+8-19% non-causal, +1-14% causal on the H200,
+// benchmarks/NOTES.md "192-key blocks") until 2026-12-01's seventh session: the 192-key kernel cannot hold the
+// per-block accumulator of kPromote, and without it the output loses the mean of V over long key ranges (18.6% at
+// 16k keys), so the default is the promoted 128-key kernel and the 192-key one is benchmark variant 10.
+// fa3nn/fp8/key_blocks.py mirrors the choice.
 inline bool fits_key_block(const Fp8Problem& pr, int block) {
   return pr.block_k % block == 0 || pr.block_k >= pr.max_seqlen_k;
 }
@@ -155,10 +162,12 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     return run_fp8_headdim<D>(l2_sections, 0);
   }
   if constexpr (D == 128) {
-    if (variant == 0 && fits_key_block(pr, 192)) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 192>(pr);
     if (variant == 12) return run_fp8_tiles<D, 0>(pr);
   }
   if (variant == 0) return run_fp8_tiles<D, 0>(pr);
+  if constexpr (D <= 128) {
+    if (variant == 20) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, false>(pr);
+  }
   if (variant == 5) {
     Fp8Problem per_tile = pr;
     per_tile.one_cta_per_tile = true;
@@ -183,7 +192,8 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 18) return run_fp8_tiles<D, 0, true, 0, kSkipSoftmaxAndKVLoads, 192>(pr);
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile, 19 = the "
-                    "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-18 at d128)");
+                    "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-18 at d128, 20 at "
+                    "d64/d128)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);

@@ -8,7 +8,8 @@ It performs the rounding points of fa3nn.fp8.reference in order, per (BLOCK_M qu
     softcap, mask; online softmax in exp2 (the bf16 kernel's helpers), l from the fp32 P
     P8 = e4m3(P * 256)               fa3nn.fp8.reference.P_SCALE
     acc = acc * alpha * (v_descale[t-1] / v_descale[t]) + P8·V8    the V descale folded into the rescale, so
-                                     acc holds the output in units of the current key tile's V scale
+                                     acc holds the output in units of the current key tile's V scale; P8·V8 is a
+                                     fresh dot per block, added in fp32 (see _fp8_fwd_inner)
     O  = acc * v_descale[last] / (256 * l) in the output dtype;  lse = (m + log2 l) * ln 2
 
 Both dots read their B operand K-major, as Hopper's FP8 wgmma requires: K8 rows are headdim-contiguous (the
@@ -80,7 +81,10 @@ def _fp8_fwd_inner(acc, l_i, m_i, v_scale_now, q8, row_factor, k_base, vt_base, 
         p8 = _to_e4m3(p * P_SCALE, SOFTWARE_CAST)
         vt8 = _load_vt(vt_base, cols, keys, stride_vtd, offs_dv, seqlen_k, HEADDIM_V, BLOCK_DV, MASKED)
         rescale = alpha * (v_scale_now / v_descale)
-        acc = tl.dot(p8, tl.trans(vt8), acc * rescale[:, None])
+        # Each block's P8 V8 from a fresh tensor-core accumulator, added in fp32: FP8 wgmma adds into its accumulator
+        # with fewer bits than fp32, so acc carried through tl.dot lost the mean of V by ~1.2% per 1000 keys on the
+        # H200 (-18.6% at 16k; benchmarks/NOTES.md "every FP8 forward here loses the mean of V").
+        acc = acc * rescale[:, None] + tl.dot(p8, tl.trans(vt8))
         v_scale_now = v_descale
         m_i = m_new
     return acc, l_i, m_i, v_scale_now
