@@ -42,6 +42,9 @@ from fa3nn.masks import Window
 
 E4M3 = torch.float8_e4m3fn
 SUPPORTED_HEADDIMS = (64, 128, 256)
+# Head dims whose kernel promotes each key block's P·V into fp32 O (Fp8FwdConfig::kPromote); the others lose the mean
+# of V over long key ranges, so refusal() sends calls there elsewhere (fp8_forward still runs them: benchmarks).
+PROMOTED_HEADDIMS = (64, 128)
 OUT_DTYPES = (torch.bfloat16, torch.float16)
 UNMASKED = Window()
 # Compile-time variants, for benchmarks only (bf16 output, head dims 128 and 256): the default design (one CTA per SM
@@ -55,15 +58,17 @@ UNMASKED = Window()
 # turn barrier; _skip_exp2 / _skip_row_max / _skip_kv_loads / _skip_softmax_and_kv_loads: without its exp2s / its
 # row max tree / its K/V loads / both softmax and loads (WRONG outputs, timing only). The 192-key kernels accumulate
 # P V across key blocks on the tensor cores (no per-block fp32 promotion: they lose the mean of V over long key
-# ranges, benchmarks/NOTES.md), as does no_promotion (d64/d128: the default without it, to time its cost).
+# ranges, benchmarks/NOTES.md), as does no_promotion (d64/d128: the default without it, to time its cost), except
+# key_block_192_serial: promoted, with serial steps (no intra-warpgroup overlap) so that the block accumulator shares
+# the scores' registers; serial: the same on 128-key blocks.
 VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one_cta_per_tile": 5,
             "skip_softmax": 6, "plain_pv_wait": 7, "skip_kv_loads": 9, "key_block_192": 10,
             "key_block_192_skip_softmax": 11, "key_block_128": 12, "key_block_192_poly_exp2": 13,
             "key_block_192_no_pingpong": 14, "key_block_192_skip_exp2": 15, "key_block_192_skip_row_max": 16,
             "key_block_192_skip_kv_loads": 17, "key_block_192_skip_softmax_and_kv_loads": 18,
-            "l2_sections": 19, "no_promotion": 20}
+            "l2_sections": 19, "no_promotion": 20, "key_block_192_serial": 21, "serial": 22}
 # Variants that run the default kernels' key block (only the causal tile deal or the promotion differ).
-_DEFAULT_KERNELS = ("full", "l2_sections", "no_promotion")
+_DEFAULT_KERNELS = ("full", "l2_sections", "no_promotion", "serial")
 _FORCED_KEY_BLOCK = {"key_block_128": 128, **{name: 192 for name in VARIANTS if name.startswith("key_block_192")}}
 
 
@@ -87,6 +92,10 @@ def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
         return f"output dtype {call.dtype} is not supported (bfloat16, float16)"
     if call.headdim != call.headdim_v or call.headdim not in SUPPORTED_HEADDIMS:
         return f"headdim {call.headdim}/{call.headdim_v}: the native FP8 forward supports {SUPPORTED_HEADDIMS}, equal"
+    if call.headdim not in PROMOTED_HEADDIMS:
+        return (f"headdim {call.headdim}: the native FP8 kernel accumulates P·V across key blocks on the tensor "
+                f"cores there (the per-block fp32 promotion of {PROMOTED_HEADDIMS} does not fit in its registers), "
+                f"which loses ~1.2% of the mean of V per 1000 keys; the Triton FP8 kernel promotes every block")
     if call.window.local or call.window.right > 0:
         return "sliding-window attention is not in the native FP8 forward"
     if call.softcap > 0:

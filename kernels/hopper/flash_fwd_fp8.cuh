@@ -76,13 +76,17 @@ __host__ __device__ constexpr int softmax_cut(int experiment) {
 // loop over 1.5x the keys; needs one k/v descale per 192 keys, so block_k a multiple of 192 or one per sequence).
 // kPromote_: per-block fp32 promotion of P V (see the top of this file); false: one tensor-core accumulator across
 // all key blocks (the kernels before 2026-12-01's seventh session, which lose the mean of V; benchmark variants).
+// kOverlap_ false (with kPromote): no intra-warpgroup overlap; each warpgroup runs Q K^T, softmax, P V of one block
+// in turn (pingpong still interleaves the two warpgroups), so the block accumulator is dead while S lives and can
+// share its registers: promotion then fits 192-key blocks (S 96 + O 64 + P 24; the block accumulator in S's place).
 template <int kHeadDim_, int kStages_, int kQStages_, bool kOutBF16_, bool kCausal_, bool kPingpong_ = true,
-          int kPolyExpEvery_ = 0, int kExperiment_ = kNoExperiment, int kBlockN_ = 128, bool kPromote_ = true>
+          int kPolyExpEvery_ = 0, int kExperiment_ = kNoExperiment, int kBlockN_ = 128, bool kPromote_ = true,
+          bool kOverlap_ = true>
 struct Fp8FwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kStages = kStages_, kQStages = kQStages_;
   static constexpr int kPolyExpEvery = kPolyExpEvery_, kExperiment = kExperiment_;
   static constexpr bool kOutBF16 = kOutBF16_, kCausal = kCausal_, kPingpong = kPingpong_;
-  static constexpr bool kPromote = kPromote_;
+  static constexpr bool kPromote = kPromote_, kOverlap = kOverlap_;
   static constexpr int kConsumers = 2, kBlockM = 128, kBlockN = kBlockN_;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128*24 + 256*240 = 64,512 of 65,536
@@ -101,8 +105,10 @@ struct Fp8FwdConfig {
   static constexpr uint32_t kKPanelBytes = kBlockN * kRowBytes;
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head dim");
   static_assert(kBlockN == 128 || (kBlockN == 192 && kHeadDim == 128), "key block: 128, or 192 at head dim 128");
-  static_assert(!kPromote || (kHeadDim <= 128 && kBlockN == 128),
-                "the per-block P V accumulator fits in registers at head dim <= 128 with 128-key blocks only");
+  static_assert(!kPromote || (kHeadDim <= 128 && (kBlockN == 128 || !kOverlap)),
+                "the per-block P V accumulator fits in registers at head dim <= 128, beside 128-key blocks only "
+                "unless the steps are serial (kOverlap false)");
+  static_assert(kOverlap || (kPromote && kExperiment == kNoExperiment), "serial steps: the promoted kernel only");
   static_assert(kKPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0 && kVPanelBytes % 1024 == 0,
                 "1024-B alignment");
 
@@ -165,6 +171,13 @@ __device__ __forceinline__ void fp8_producer_loop(const CUtensorMap* tma_q, cons
       v_state.advance();
     }
   }
+}
+
+// a if kFirst else b (arrays of different sizes: no conditional expression).
+template <bool kFirst, class A, class B>
+__device__ __forceinline__ constexpr auto& pick(A& a, B& b) {
+  if constexpr (kFirst) return a;
+  else return b;
 }
 
 // Consumer-side helpers for one warpgroup; `tid` is the thread's index in it.
@@ -303,10 +316,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   // The tensor cores' accumulator of P V: o itself, or with kPromote a per-block one added into o (size 1 without).
   float ob[Cfg::kPromote ? C::kORegs : 1];
   float pending[2];  // kPromote: the O rescale not yet applied (o lags one block behind ob; see overlapped_step)
-  auto& pv_acc = [&]() -> auto& {
-    if constexpr (Cfg::kPromote) return ob;
-    else return o;
-  }();
+  auto& pv_acc = pick<Cfg::kPromote>(ob, o);
   uint32_t pa[C::kKSteps][4];
   OnlineSoftmaxFp8<Cfg::kBlockN, Cfg::kPolyExpEvery, softmax_cut(Cfg::kExperiment)> softmax;
   TileDescales ds;
@@ -321,7 +331,8 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   };
   auto issue_pv = [&]() {
     warpgroup_arrive();
-    gemm_fp8_rs<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kVPanelKeys, Cfg::kVPanelBytes, Cfg::kPromote>(
+    // Serial steps: the block accumulator is dead until this GEMM (its registers serve S meanwhile).
+    gemm_fp8_rs<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kVPanelKeys, Cfg::kVPanelBytes, Cfg::kPromote, !Cfg::kOverlap>(
         pv_acc, pa, desc_advance(desc_v0, v_state.index * Cfg::kVBytes));
     wgmma_commit();
   };
@@ -472,11 +483,53 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     c.store(p, w.r, w.t, o, out_scale, lse);
   };
 
+  // kOverlap false: one block start to end (Q K^T, softmax, P into pa, P V into the fresh ob, O = O * factor + ob).
+  auto serial_step = [&](const WorkTile& w, int n_block, float k_cur, float v_cur) {
+    if (n_block == 0) bars.q.consumer_wait(q_state);
+    bars.k.consumer_wait(k_state);
+    c.gemm_turn_begin();
+    issue_qk();
+    c.gemm_turn_end();
+    wgmma_wait<0>();
+    fence_operands(s);
+    release_k(n_block == w.n_blocks - 1);
+    float o_scale[2];
+    softmax_block(w.r, w.t.m_block, n_block, k_cur, o_scale);
+    p_to_fp8_fragments<Cfg::kBlockN>(s, pa);
+    bars.v.consumer_wait(v_state);
+    c.gemm_turn_begin();
+    issue_pv();
+    c.gemm_turn_end();
+    wgmma_wait<0>();
+    fence_operands(pv_acc);
+    fence_pa();
+    release_v();
+    // O: max of block n-1 and units of v_pa -> block n's (o_scale is 0 at block 0, where O is zero).
+    const float v_ratio = v_pa == v_cur ? 1.f : __fdividef(v_pa, v_cur);
+    const float factor[2] = {o_scale[0] * v_ratio, o_scale[1] * v_ratio};
+    if constexpr (Cfg::kPromote) C::rescale_add(o, factor, ob);  // (serial steps exist with kPromote only)
+    v_pa = v_cur;
+  };
+
   WorkTile cur;
   for (int from = sched.first(); find_work(from, cur); from = sched.next(cur.index)) {
-    first_block(cur);
-    for (int n_block = 1; n_block < cur.n_blocks; ++n_block) overlapped_step(cur, n_block);
-    last_block();
+    if constexpr (!Cfg::kOverlap) {
+      float k0, v0;
+      begin_tile(cur, k0, v0);  // block 0's descales; block 1's in k_next / v_next
+      v_pa = v0;
+      softmax.reset();
+      zero_o();
+      serial_step(cur, 0, k0, v0);
+      for (int n_block = 1; n_block < cur.n_blocks; ++n_block) {
+        const float k_cur = k_next, v_cur = v_next;
+        prefetch_descales(n_block + 1, cur.n_blocks);
+        serial_step(cur, n_block, k_cur, v_cur);
+      }
+    } else {
+      first_block(cur);
+      for (int n_block = 1; n_block < cur.n_blocks; ++n_block) overlapped_step(cur, n_block);
+      last_block();
+    }
     float inv_sum[2], lse[2];
     softmax.finalize(inv_sum, lse);
     store_tile(cur, inv_sum, lse, v_pa);

@@ -116,7 +116,8 @@ int launch_fp8(const Fp8Problem& pr) {
 //   softmax and the K/V loads (WRONG outputs, timing only: what L2 -> shared-memory traffic costs the loop).
 //   19: the default with the causal deal before 2026-12-01 (L2-sized sections, round-robin; Fp8Problem::causal_deal).
 //   20 (d64, d128): the default without kPromote (one tensor-core accumulator across all key blocks: loses the mean
-//   of V over long key ranges; kept to time what the promotion costs).
+//   of V over long key ranges; kept to time what the promotion costs). 21 (d128): 192-key blocks, promoted, serial
+//   steps (kOverlap false: the block accumulator shares S's registers); 22 (d64, d128): the same on 128-key blocks.
 //   The one-pair deal measured +6% at d128 causal 4096, +11% / +5% at d256 causal 2048 / 4096, within 1% at d128
 //   causal 2048 (onepair-h200-20261201-1459).
 template <int D, int kVariant> struct Fp8Tiles;
@@ -129,15 +130,15 @@ template <> struct Fp8Tiles<256, 2> { static constexpr int kStages = 3, kQStages
 // kPromote (per-block fp32 promotion of P V, flash_fwd_fp8.cuh): wherever its accumulator fits (head dim <= 128,
 // 128-key blocks); the 192-key and d256 kernels accumulate across blocks on the tensor cores.
 template <int D, int kVariant, bool kPingpong = true, int kPolyExpEvery = Fp8Tiles<D, kVariant>::kPolyExpEvery,
-          int kExperiment = kNoExperiment, int N = 128, bool kPromote = (D <= 128 && N == 128)>
+          int kExperiment = kNoExperiment, int N = 128, bool kPromote = (D <= 128 && N == 128), bool kOverlap = true>
 int run_fp8_tiles(const Fp8Problem& pr) {
   using T = Fp8Tiles<D, kVariant>;
   constexpr int S = T::kStages, Q = T::kQStages, P = kPolyExpEvery, X = kExperiment;
   if (pr.out_bf16)
-    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, P, X, N, kPromote>>(pr)
-                     : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, P, X, N, kPromote>>(pr);
+    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, P, X, N, kPromote, kOverlap>>(pr)
+                     : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, P, X, N, kPromote, kOverlap>>(pr);
   if constexpr (kVariant != 0 || !kPingpong || P != T::kPolyExpEvery || X != kNoExperiment ||
-                kPromote != (D <= 128 && N == 128)) {
+                kPromote != (D <= 128 && N == 128) || !kOverlap) {
     return fail("%s", "FP8 benchmark variants exist for bf16 output only");
   } else {
     return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, false, true, true, P, kNoExperiment, N, kPromote>>(pr)
@@ -167,6 +168,10 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   if (variant == 0) return run_fp8_tiles<D, 0>(pr);
   if constexpr (D <= 128) {
     if (variant == 20) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, false>(pr);
+    if (variant == 22) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true, false>(pr);
+  }
+  if constexpr (D == 128) {
+    if (variant == 21) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 192, true, false>(pr);
   }
   if (variant == 5) {
     Fp8Problem per_tile = pr;
@@ -192,8 +197,8 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 18) return run_fp8_tiles<D, 0, true, 0, kSkipSoftmaxAndKVLoads, 192>(pr);
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile, 19 = the "
-                    "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-18 at d128, 20 at "
-                    "d64/d128)");
+                    "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-18, 21 at d128, 20, "
+                    "22 at d64/d128)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);

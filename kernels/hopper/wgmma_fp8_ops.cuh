@@ -14,6 +14,7 @@ namespace fa3nn::hopper {
 
 template <int N> struct WgmmaFp8SS;
 template <int N> struct WgmmaFp8RS;
+template <int N> struct WgmmaFp8RSSet;  // RS, accumulator overwritten (scale_d = 0, "=f" outputs)
 
 template <> struct WgmmaFp8SS<128> {
   __device__ __forceinline__ static void mma(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int scale_d) {
@@ -67,6 +68,28 @@ template <> struct WgmmaFp8RS<256> {
         ", {%128, %129, %130, %131}, %132, p, 1, 1;\n}\n"
         : FA3NN_WGMMA_ACC_OUT_128
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+  }
+};
+
+template <> struct WgmmaFp8RSSet<64> {
+  __device__ __forceinline__ static void mma(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " FA3NN_WGMMA_ACC_32
+        ", {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+        : FA3NN_WGMMA_ACC_SET_32
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(0));
+  }
+};
+
+template <> struct WgmmaFp8RSSet<128> {
+  __device__ __forceinline__ static void mma(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " FA3NN_WGMMA_ACC_64
+        ", {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+        : FA3NN_WGMMA_ACC_SET_64
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(0));
   }
 };
 
