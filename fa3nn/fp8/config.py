@@ -56,9 +56,9 @@ class PerTileScaling:
 
     block_q     query rows per Q scale; the kernel's query tile (FA3's FP8 forward uses 128) or a divisor of it.
     block_k     key rows per K and V scale. None (the default): the native kernel's key block for the call's head
-                dim (fa3nn.fp8.key_blocks.default_block_k: 192 at head dim 128, 128 otherwise), one scale per block
-                of its loop. An int: a multiple of 16; the native kernel needs a multiple of its key block (128, or
-                192 at head dim 128) or one tile per sequence, the Triton FP8 kernel a key tile that divides it.
+                dim (fa3nn.fp8.key_blocks.default_block_k: 128), one scale per block of its loop. An int: a
+                multiple of 16; the native kernel needs a multiple of its key block (128) or one tile per sequence,
+                the Triton FP8 kernel a key tile that divides it.
     incoherent  rotate Q and K along headdim by one random-sign Hadamard matrix before quantizing. Q·Kᵀ is unchanged
                 in exact arithmetic; outliers are spread over all of headdim, so e4m3 rounds them less badly
                 (FlashAttention-3: RMSE 2.4e-2 -> 9.1e-3 on outlier inputs). The matrix is fixed per layer and
@@ -80,7 +80,7 @@ class PerTileScaling:
             if value % TILE_ROW_MULTIPLE:
                 raise ValueError(
                     f"PerTileScaling.{field} must be a multiple of {TILE_ROW_MULTIPLE} rows (an FP8 tensor-core "
-                    f"tile), got {value}; the native kernels use 128 (and 192 for block_k at head dim 128)"
+                    f"tile), got {value}; the native kernels use 128"
                 )
         _check_bool("PerTileScaling", "incoherent", self.incoherent)
         _check_int("PerTileScaling", "seed", self.seed, 0)
