@@ -57,8 +57,8 @@ for headdim in (128, 256):
 
 @pytest.fixture(scope="module")
 def quantize_ptx(tmp_path_factory):
-    """PTX of the pass as the H200 runs it (sm_90a, d = 128 and 256, the default recipe: FWHT rotation, 192-row K/V
-    parts at 128), compiled offline by whichever Triton is installed: one launch each (~10 s)."""
+    """PTX of the pass as the H200 runs it (sm_90a, d = 128 and 256, the default recipe: FWHT rotation, 128-row K/V
+    tiles), compiled offline by whichever Triton is installed: one launch each (~10 s)."""
     pytest.importorskip("triton")
     out = tmp_path_factory.mktemp("quantize_ptx")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
