@@ -268,7 +268,7 @@ def test_rounding_points_with_exact_scores(headdim, causal, record_property):
     "headdim, variant",
     [(128, "no_pingpong"), (128, "other_stages"), (128, "poly_exp2"), (128, "one_cta_per_tile"),
      (128, "plain_pv_wait"), (128, "serial"), (128, "no_promotion"), (256, "no_pingpong"), (256, "other_stages"),
-     (256, "one_cta_per_tile")],
+     (256, "one_cta_per_tile"), (256, "serial")],
 )
 @pytest.mark.gpu
 @needs_hopper
@@ -315,7 +315,7 @@ def test_key_block_192_matches_its_emulation(block_k, variant, causal, record_pr
 
 
 @pytest.mark.parametrize("headdim, variant", [(64, "full"), (128, "full"), (128, "no_promotion"), (64, "serial"),
-                                              (128, "serial"), (128, "key_block_192_serial")])
+                                              (128, "serial"), (128, "key_block_192_serial"), (256, "serial")])
 @pytest.mark.gpu
 @needs_hopper
 def test_mean_of_v_survives_long_key_ranges(headdim, variant, record_property):

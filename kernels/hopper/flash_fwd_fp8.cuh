@@ -87,6 +87,9 @@ struct Fp8FwdConfig {
   static constexpr int kPolyExpEvery = kPolyExpEvery_, kExperiment = kExperiment_;
   static constexpr bool kOutBF16 = kOutBF16_, kCausal = kCausal_, kPingpong = kPingpong_;
   static constexpr bool kPromote = kPromote_, kOverlap = kOverlap_;
+  // Serial promoted steps at head dim 256 issue P V in two n128 halves, one after the other, into one 64-register
+  // block accumulator (O 128 + block 64 + P 16 registers; a whole-width block accumulator would need 272).
+  static constexpr int kPvSplit = kPromote && kHeadDim > 128 ? 2 : 1;
   static constexpr int kConsumers = 2, kBlockM = 128, kBlockN = kBlockN_;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128*24 + 256*240 = 64,512 of 65,536
@@ -105,9 +108,9 @@ struct Fp8FwdConfig {
   static constexpr uint32_t kKPanelBytes = kBlockN * kRowBytes;
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head dim");
   static_assert(kBlockN == 128 || (kBlockN == 192 && kHeadDim == 128), "key block: 128, or 192 at head dim 128");
-  static_assert(!kPromote || (kHeadDim <= 128 && (kBlockN == 128 || !kOverlap)),
+  static_assert(!kPromote || (kHeadDim <= 128 && (kBlockN == 128 || !kOverlap)) || (kHeadDim == 256 && !kOverlap),
                 "the per-block P V accumulator fits in registers at head dim <= 128, beside 128-key blocks only "
-                "unless the steps are serial (kOverlap false)");
+                "unless the steps are serial (kOverlap false); at head dim 256 with serial steps only, in halves");
   static_assert(kOverlap || (kPromote && kExperiment == kNoExperiment), "serial steps: the promoted kernel only");
   static_assert(kKPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0 && kVPanelBytes % 1024 == 0,
                 "1024-B alignment");
@@ -228,11 +231,14 @@ struct Fp8Consumer {
     for (int i = 0; i < kORegs; ++i) o[i] *= factor[(i >> 1) & 1];
   }
 
-  // kPromote: O = O * factor + block, in fp32 (block: one key block's P V from its fresh accumulator).
+  // kPromote: O = O * factor + block, in fp32 (block: one key block's P V from its fresh accumulator), over O's
+  // registers [first, first + N): the m64n(D/2) accumulator of head-dim half h is O's registers from h * kORegs / 2
+  // on (register i holds column 8 (i / 4) + 2 q + i % 2 of row (i / 2) % 2 in both layouts).
+  template <int N>
   __device__ __forceinline__ static void rescale_add(float (&o)[kORegs], const float (&factor)[2],
-                                                     const float (&block)[kORegs]) {
+                                                     const float (&block)[N], int first = 0) {
 #pragma unroll
-    for (int i = 0; i < kORegs; ++i) o[i] = fmaf(o[i], factor[(i >> 1) & 1], block[i]);
+    for (int i = 0; i < N; ++i) o[first + i] = fmaf(o[first + i], factor[(i >> 1) & 1], block[i]);
   }
 
   __device__ __forceinline__ static uint32_t pack_out(float lo, float hi) {
@@ -314,7 +320,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   float s[C::kSRegs];
   float o[C::kORegs];
   // The tensor cores' accumulator of P V: o itself, or with kPromote a per-block one added into o (size 1 without).
-  float ob[Cfg::kPromote ? C::kORegs : 1];
+  float ob[Cfg::kPromote ? C::kORegs / Cfg::kPvSplit : 1];
   float pending[2];  // kPromote: the O rescale not yet applied (o lags one block behind ob; see overlapped_step)
   auto& pv_acc = pick<Cfg::kPromote>(ob, o);
   uint32_t pa[C::kKSteps][4];
@@ -330,11 +336,23 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     wgmma_commit();
   };
   auto issue_pv = [&]() {
-    warpgroup_arrive();
-    // Serial steps: the block accumulator is dead until this GEMM (its registers serve S meanwhile).
-    gemm_fp8_rs<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kVPanelKeys, Cfg::kVPanelBytes, Cfg::kPromote, !Cfg::kOverlap>(
-        pv_acc, pa, desc_advance(desc_v0, v_state.index * Cfg::kVBytes));
-    wgmma_commit();
+    if constexpr (Cfg::kPvSplit == 1) {
+      warpgroup_arrive();
+      // Serial steps: the block accumulator is dead until this GEMM (its registers serve S meanwhile).
+      gemm_fp8_rs<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kVPanelKeys, Cfg::kVPanelBytes, Cfg::kPromote, !Cfg::kOverlap>(
+          pv_acc, pa, desc_advance(desc_v0, v_state.index * Cfg::kVBytes));
+      wgmma_commit();
+    }
+  };
+  // kPvSplit: P V over head-dim rows [h D/2, (h + 1) D/2) of Vt into ob (rows of kVPanelKeys bytes, 8-row atoms).
+  auto issue_pv_half = [&](int h) {
+    if constexpr (Cfg::kPvSplit > 1) {
+      constexpr int kHalf = Cfg::kHeadDim / Cfg::kPvSplit;
+      warpgroup_arrive();
+      gemm_fp8_rs<Cfg::kBlockN, kHalf, Cfg::kVPanelKeys, Cfg::kVPanelBytes, true, true>(
+          ob, pa, desc_advance(desc_v0, v_state.index * Cfg::kVBytes + h * kHalf * Cfg::kVPanelKeys));
+      wgmma_commit();
+    }
   };
   auto release_k = [&](bool last_of_tile) {
     if (leader) {
@@ -484,6 +502,9 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   };
 
   // kOverlap false: one block start to end (Q K^T, softmax, P into pa, P V into the fresh ob, O = O * factor + ob).
+  // Its first lines repeat first_block's on purpose: first_block calling a shared helper instead moved the default
+  // kernel's register allocation and scheduling (2312 -> 2304 SASS instructions at d128) away from the build the
+  // GPU measured, and no GPU was left to measure the change.
   auto serial_step = [&](const WorkTile& w, int n_block, float k_cur, float v_cur) {
     if (n_block == 0) bars.q.consumer_wait(q_state);
     bars.k.consumer_wait(k_state);
@@ -496,18 +517,24 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     float o_scale[2];
     softmax_block(w.r, w.t.m_block, n_block, k_cur, o_scale);
     p_to_fp8_fragments<Cfg::kBlockN>(s, pa);
-    bars.v.consumer_wait(v_state);
-    c.gemm_turn_begin();
-    issue_pv();
-    c.gemm_turn_end();
-    wgmma_wait<0>();
-    fence_operands(pv_acc);
-    fence_pa();
-    release_v();
     // O: max of block n-1 and units of v_pa -> block n's (o_scale is 0 at block 0, where O is zero).
     const float v_ratio = v_pa == v_cur ? 1.f : __fdividef(v_pa, v_cur);
     const float factor[2] = {o_scale[0] * v_ratio, o_scale[1] * v_ratio};
-    if constexpr (Cfg::kPromote) C::rescale_add(o, factor, ob);  // (serial steps exist with kPromote only)
+    bars.v.consumer_wait(v_state);
+    if constexpr (Cfg::kPromote) {  // (serial steps exist with kPromote only)
+#pragma unroll
+      for (int h = 0; h < Cfg::kPvSplit; ++h) {
+        c.gemm_turn_begin();
+        if constexpr (Cfg::kPvSplit == 1) issue_pv();
+        else issue_pv_half(h);
+        c.gemm_turn_end();
+        wgmma_wait<0>();
+        fence_operands(ob);
+        C::rescale_add(o, factor, ob, h * (C::kORegs / Cfg::kPvSplit));
+      }
+    }
+    fence_pa();
+    release_v();
     v_pa = v_cur;
   };
 

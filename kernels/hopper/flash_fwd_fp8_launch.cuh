@@ -117,7 +117,8 @@ int launch_fp8(const Fp8Problem& pr) {
 //   19: the default with the causal deal before 2026-12-01 (L2-sized sections, round-robin; Fp8Problem::causal_deal).
 //   20 (d64, d128): the default without kPromote (one tensor-core accumulator across all key blocks: loses the mean
 //   of V over long key ranges; kept to time what the promotion costs). 21 (d128): 192-key blocks, promoted, serial
-//   steps (kOverlap false: the block accumulator shares S's registers); 22 (d64, d128): the same on 128-key blocks.
+//   steps (kOverlap false: the block accumulator shares S's registers); 22: the same on 128-key blocks (d256: P V
+//   in two head-dim halves, Fp8FwdConfig::kPvSplit).
 //   The one-pair deal measured +6% at d128 causal 4096, +11% / +5% at d256 causal 2048 / 4096, within 1% at d128
 //   causal 2048 (onepair-h200-20261201-1459).
 template <int D, int kVariant> struct Fp8Tiles;
@@ -168,8 +169,8 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   if (variant == 0) return run_fp8_tiles<D, 0>(pr);
   if constexpr (D <= 128) {
     if (variant == 20) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, false>(pr);
-    if (variant == 22) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true, false>(pr);
   }
+  if (variant == 22) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true, false>(pr);
   if constexpr (D == 128) {
     if (variant == 21) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 192, true, false>(pr);
   }
@@ -197,8 +198,8 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 18) return run_fp8_tiles<D, 0, true, 0, kSkipSoftmaxAndKVLoads, 192>(pr);
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile, 19 = the "
-                    "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-18, 21 at d128, 20, "
-                    "22 at d64/d128)");
+                    "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-18, 21 at d128, 20 "
+                    "at d64/d128, 22 at every head dim)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);
