@@ -21,8 +21,11 @@
 //     bits than fp32, truncating, so an accumulator carried across all key blocks loses a fixed share per k-step
 //     of whatever it sums with one sign: the mean of V lost 0.94% at 1k keys, 5.0% at 4k and 18.6% at 16k on the
 //     H200 (benchmarks/NOTES.md "every FP8 forward here loses the mean of V"; DeepSeek-V3 promotes its FP8 GEMMs'
-//     partial sums to fp32 the same way). The block accumulator costs an O-sized register array: at d128 it fits
-//     beside 128-key blocks only (S 64 + O 64 + block 64 + P 16 registers), at d256 not at all (O alone is 128).
+//     partial sums to fp32 the same way). The block accumulator costs an O-sized register array: beside the
+//     overlapped loop it fits at d128 with 128-key blocks only (S 64 + O 64 + block 64 + P 16 registers; the default,
+//     measured -15..-22% against the unpromoted kernels), at d256 not at all (O alone is 128). With serial steps
+//     (kOverlap false, benchmark variants not yet timed) it takes S's registers: 192-key blocks at d128, and d256
+//     with P V in two halves (kPvSplit).
 #pragma once
 #include <cstdint>
 
