@@ -83,7 +83,7 @@ __host__ __device__ constexpr int softmax_cut(int experiment) {
 // in turn (pingpong still interleaves the two warpgroups), so the block accumulator is dead while S lives and can
 // share its registers: promotion then fits 192-key blocks (S 96 + O 64 + P 24; the block accumulator in S's place).
 template <int kHeadDim_, int kStages_, int kQStages_, bool kOutBF16_, bool kCausal_, bool kPingpong_ = true,
-          int kPolyExpEvery_ = 0, int kExperiment_ = kNoExperiment, int kBlockN_ = 128, bool kPromote_ = true,
+          int kPolyExpEvery_ = 0, int kExperiment_ = kNoExperiment, int kBlockN_ = 128, bool kPromote_ = false,
           bool kOverlap_ = true>
 struct Fp8FwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kStages = kStages_, kQStages = kQStages_;
