@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Prepared 2026-12-01 seventh session (no GPU was lent after 20:04), for the next session's first call: the
-# promoted FP8 kernels with serial steps (variants serial, key_block_192_serial: the block accumulator shares the
-# scores' registers; serial at d256 in two head-dim halves) against the promoted overlapped default and the old
-# unpromoted kernels: FP8 GPU suites, mean-of-V drift, kernel-only timing at d128 and d256, sustained 16k rates;
-# then the Triton FP8 forward at head dim 256 (where auto now sends FP8 calls) beside our bf16 and cuDNN.
+# promoted FP8 kernels with serial steps (the d64/d128 default on 128-key blocks, variant key_block_192_serial, and
+# variant serial at d256 in two head-dim halves; the block accumulator shares the scores' registers) against the
+# unpromoted kernels (no_promotion, key_block_192, d256's default): FP8 GPU suites, mean-of-V drift, kernel-only
+# timing at d128 and d256, sustained 16k rates; then the Triton FP8 forward at head dim 256 (where auto sends FP8
+# calls until hopper_fp8.NATIVE_PROMOTION_MEASURED is set) beside our bf16 and cuDNN.
 # Carry build/libfa3nn_hopper.so.
 set -u
 source "$(dirname "$0")/gpu_env.sh"
@@ -13,12 +14,12 @@ gpu_pytest tests_fp8.log 200 tests/test_hopper_fp8.py tests/test_fp8_triton_gpu.
 grep -E "^(FAILED|ERROR)" "$out/tests_fp8.log" | head -12
 stamp bias
 timeout 150 python3 scripts/fp8_accumulation_bias.py --json "$out/bias.json" --headdims 128 256 --seqlens 4096 16384 \
-    --variants full serial key_block_192_serial key_block_192 > "$out/bias.log" 2>&1
+    --variants full serial key_block_192_serial key_block_192 no_promotion > "$out/bias.log" 2>&1
 echo "bias rc $?"; grep "^|" "$out/bias.log"
 stamp bench
 timeout 220 python3 scripts/bench_hopper_fp8.py --json "$out/fp8.json" --headdims 128 \
     --seqlens 1024 2048 4096 8192 16384 --reps 8 --iters 10 --block-k 384 \
-    --variants serial key_block_192_serial key_block_192 > "$out/fp8.log" 2>&1
+    --variants key_block_192_serial key_block_192 no_promotion > "$out/fp8.log" 2>&1
 echo "bench rc $?"; sed -n '/^| hdim/,$p' "$out/fp8.log"
 timeout 150 python3 scripts/bench_hopper_fp8.py --json "$out/fp8_256.json" --headdims 256 \
     --seqlens 1024 4096 16384 --reps 8 --iters 10 --block-k 384 --variants serial > "$out/fp8_256.log" 2>&1

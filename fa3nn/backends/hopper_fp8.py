@@ -62,10 +62,10 @@ UNMASKED = Window()
 # turn barrier; _skip_exp2 / _skip_row_max / _skip_kv_loads / _skip_softmax_and_kv_loads: without its exp2s / its
 # row max tree / its K/V loads / both softmax and loads (WRONG outputs, timing only). The 192-key kernels accumulate
 # P V across key blocks on the tensor cores (no per-block fp32 promotion: they lose the mean of V over long key
-# ranges, benchmarks/NOTES.md), as does no_promotion (d64/d128: the default without it, to time its cost), except
-# key_block_192_serial: promoted, with serial steps (no intra-warpgroup overlap) so that the block accumulator shares
-# the scores' registers; serial: the same on 128-key blocks (at d256 with P V in two head-dim halves: the only
-# promoted d256 kernel).
+# ranges, benchmarks/NOTES.md), as do no_promotion (d64/d128: 128-key blocks, the overlapped loop) and the other
+# 128-key variants, except key_block_192_serial: promoted, with serial steps (no intra-warpgroup overlap) so that the
+# block accumulator shares the scores' registers; serial: the same on 128-key blocks, which is the default at d64 and
+# d128 (at d256 with P V in two head-dim halves: the only promoted d256 kernel).
 VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one_cta_per_tile": 5,
             "skip_softmax": 6, "plain_pv_wait": 7, "skip_kv_loads": 9, "key_block_192": 10,
             "key_block_192_skip_softmax": 11, "key_block_128": 12, "key_block_192_poly_exp2": 13,
