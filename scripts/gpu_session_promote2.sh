@@ -5,7 +5,7 @@
 # unpromoted kernels (no_promotion, key_block_192, d256's default): FP8 GPU suites, mean-of-V drift, kernel-only
 # timing at d128 and d256, sustained 16k rates; then the Triton FP8 forward at head dim 256 (where auto sends FP8
 # calls until hopper_fp8.NATIVE_PROMOTION_MEASURED is set) beside our bf16 and cuDNN.
-# Carry build/libfa3nn_hopper.so.
+# Carry build/libfa3nn_hopper.so and .whl (cudnn-frontend: does cuDNN's FP8 forward lose V's mean too?).
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-promote2
@@ -32,5 +32,11 @@ stamp triton256
 timeout 200 python3 scripts/bench.py --backends triton-fp8 hopper cudnn --headdims 256 --seqlens 4096 16384 \
     --directions fwd --causal no --out-dir "$out" --tag bench256 > "$out/bench256.log" 2>&1
 echo "triton256 rc $?"; grep -E "^\|" "$out/bench256.log" | tail -8
+stamp cudnn-drift
+gpu_wheels "$out/wheels" "nvidia_cudnn_frontend-*.whl"
+timeout 150 python3 scripts/bench_cudnn_fp8.py --json "$out/cudnn_drift.json" --headdims 128 256 --seqlens 4096 16384 \
+    --causal no --cudnn-outputs bf16 --v-mean 1 --iters 5 --reps 3 > "$out/cudnn_drift.log" 2>&1
+echo "cudnn drift rc $?"; grep -E "mean drift" "$out/cudnn_drift.log" | cut -c1-300
+rm -rf "$out/wheels"
 stamp done
 gpu_archive promote2.tgz
