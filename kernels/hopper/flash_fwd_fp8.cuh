@@ -505,9 +505,10 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   };
 
   // kOverlap false: one block start to end (Q K^T, softmax, P into pa, P V into the fresh ob, O = O * factor + ob).
-  // Its first lines repeat first_block's on purpose: first_block calling a shared helper instead moved the default
-  // kernel's register allocation and scheduling (2312 -> 2304 SASS instructions at d128) away from the build the
-  // GPU measured, and no GPU was left to measure the change.
+  // Its first lines repeat first_block's on purpose: first_block calling a shared helper instead moved the
+  // overlapped kernels' register allocation and scheduling (2312 -> 2304 SASS instructions at d128), while as
+  // written the d256 default's SASS is byte-identical to the builds measured before 2026-12-01's seventh session
+  // (cuobjdump), so their records still describe it.
   auto serial_step = [&](const WorkTile& w, int n_block, float k_cur, float v_cur) {
     if (n_block == 0) bars.q.consumer_wait(q_state);
     bars.k.consumer_wait(k_state);
