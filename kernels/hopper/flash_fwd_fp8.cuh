@@ -15,17 +15,17 @@
 //   * Scores are scaled per (query tile, key tile) by the descales, and V's descale of each key block is folded into
 //     the output rescale: O is kept in units of the current block's v_descale, acc' = acc' * 2^(m_old - m_new) *
 //     vd_prev / vd_cur + P8 V8, and the epilogue multiplies by vd_last / (2^8 l).
-//   * kPromote (head dims 64 and 128): each key block's P8 V8 goes into a fresh accumulator (the first k-step's
-//     scale_d = 0) and is added into fp32 O on the CUDA cores, one FFMA per element that also applies the rescale
-//     above. Hopper's FP8 tensor cores add each k-step's products into their accumulator with far fewer mantissa
+//   * kPromote (the default at head dims 64 and 128): each key block's P8 V8 goes into a fresh accumulator (the
+//     first k-step's scale_d = 0) and is added into fp32 O on the CUDA cores, one FFMA per element that also applies
+//     the rescale above. Hopper's FP8 tensor cores add each k-step's products into their accumulator with far fewer mantissa
 //     bits than fp32, truncating, so an accumulator carried across all key blocks loses a fixed share per k-step
 //     of whatever it sums with one sign: the mean of V lost 0.94% at 1k keys, 5.0% at 4k and 18.6% at 16k on the
 //     H200 (benchmarks/NOTES.md "every FP8 forward here loses the mean of V"; DeepSeek-V3 promotes its FP8 GEMMs'
-//     partial sums to fp32 the same way). The block accumulator costs an O-sized register array: beside the
-//     overlapped loop it fits at d128 with 128-key blocks only (S 64 + O 64 + block 64 + P 16 registers; the default,
-//     measured -15..-22% against the unpromoted kernels), at d256 not at all (O alone is 128). With serial steps
-//     (kOverlap false, benchmark variants not yet timed) it takes S's registers: 192-key blocks at d128, and d256
-//     with P V in two halves (kPvSplit).
+//     partial sums to fp32 the same way). The block accumulator costs an O-sized register array, so the promoted
+//     kernels run serial steps (no intra-warpgroup overlap: kOverlap = !kPromote), where it takes S's registers:
+//     128- and 192-key blocks at d128, and d256 with P V in two halves (kPvSplit); none timed yet. Beside the
+//     overlapped loop it fitted only at d128 with 128-key blocks, measured correct and -15..-22% against the
+//     unpromoted kernels, but spilling 36-60 B (CI forbids spills), so that form was removed.
 #pragma once
 #include <cstdint>
 
@@ -77,19 +77,18 @@ __host__ __device__ constexpr int softmax_cut(int experiment) {
 }
 // kBlockN_: keys per block, 128 (the default) or 192 (variant 10 at head dim 128: the per-block fixed cost of the
 // loop over 1.5x the keys; needs one k/v descale per 192 keys, so block_k a multiple of 192 or one per sequence).
-// kPromote_: per-block fp32 promotion of P V (see the top of this file); false: one tensor-core accumulator across
-// all key blocks (the kernels before 2026-12-01's seventh session, which lose the mean of V; benchmark variants).
-// kOverlap_ false (with kPromote): no intra-warpgroup overlap; each warpgroup runs Q K^T, softmax, P V of one block
-// in turn (pingpong still interleaves the two warpgroups), so the block accumulator is dead while S lives and can
-// share its registers: promotion then fits 192-key blocks (S 96 + O 64 + P 24; the block accumulator in S's place).
+// kPromote_: per-block fp32 promotion of P V (see the top of this file) with serial steps: no intra-warpgroup
+// overlap, each warpgroup runs Q K^T, softmax, P V of one block in turn (pingpong still interleaves the two
+// warpgroups), so the block accumulator is dead while S lives and shares its registers (192-key blocks fit: S 96 +
+// O 64 + P 24, the block accumulator in S's place). false: the overlapped loop with one tensor-core accumulator
+// across all key blocks (the kernels before 2026-12-01's seventh session, which lose the mean of V).
 template <int kHeadDim_, int kStages_, int kQStages_, bool kOutBF16_, bool kCausal_, bool kPingpong_ = true,
-          int kPolyExpEvery_ = 0, int kExperiment_ = kNoExperiment, int kBlockN_ = 128, bool kPromote_ = false,
-          bool kOverlap_ = true>
+          int kPolyExpEvery_ = 0, int kExperiment_ = kNoExperiment, int kBlockN_ = 128, bool kPromote_ = false>
 struct Fp8FwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kStages = kStages_, kQStages = kQStages_;
   static constexpr int kPolyExpEvery = kPolyExpEvery_, kExperiment = kExperiment_;
   static constexpr bool kOutBF16 = kOutBF16_, kCausal = kCausal_, kPingpong = kPingpong_;
-  static constexpr bool kPromote = kPromote_, kOverlap = kOverlap_;
+  static constexpr bool kPromote = kPromote_, kOverlap = !kPromote_;
   // Serial promoted steps at head dim 256 issue P V in two n128 halves, one after the other, into one 64-register
   // block accumulator (O 128 + block 64 + P 16 registers; a whole-width block accumulator would need 272).
   static constexpr int kPvSplit = kPromote && kHeadDim > 128 ? 2 : 1;
@@ -111,10 +110,7 @@ struct Fp8FwdConfig {
   static constexpr uint32_t kKPanelBytes = kBlockN * kRowBytes;
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head dim");
   static_assert(kBlockN == 128 || (kBlockN == 192 && kHeadDim == 128), "key block: 128, or 192 at head dim 128");
-  static_assert(!kPromote || (kHeadDim <= 128 && (kBlockN == 128 || !kOverlap)) || (kHeadDim == 256 && !kOverlap),
-                "the per-block P V accumulator fits in registers at head dim <= 128, beside 128-key blocks only "
-                "unless the steps are serial (kOverlap false); at head dim 256 with serial steps only, in halves");
-  static_assert(kOverlap || (kPromote && kExperiment == kNoExperiment), "serial steps: the promoted kernel only");
+  static_assert(!kPromote || kExperiment == kNoExperiment, "the promoted kernel has no timing experiments");
   static_assert(kKPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0 && kVPanelBytes % 1024 == 0,
                 "1024-B alignment");
 
@@ -324,7 +320,6 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   float o[C::kORegs];
   // The tensor cores' accumulator of P V: o itself, or with kPromote a per-block one added into o (size 1 without).
   float ob[Cfg::kPromote ? C::kORegs / Cfg::kPvSplit : 1];
-  float pending[2];  // kPromote: the O rescale not yet applied (o lags one block behind ob; see overlapped_step)
   auto& pv_acc = pick<Cfg::kPromote>(ob, o);
   uint32_t pa[C::kKSteps][4];
   OnlineSoftmaxFp8<Cfg::kBlockN, Cfg::kPolyExpEvery, softmax_cut(Cfg::kExperiment)> softmax;
@@ -341,8 +336,8 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   auto issue_pv = [&]() {
     if constexpr (Cfg::kPvSplit == 1) {
       warpgroup_arrive();
-      // Serial steps: the block accumulator is dead until this GEMM (its registers serve S meanwhile).
-      gemm_fp8_rs<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kVPanelKeys, Cfg::kVPanelBytes, Cfg::kPromote, !Cfg::kOverlap>(
+      // kPromote: the block accumulator is dead until this GEMM (its registers serve S meanwhile).
+      gemm_fp8_rs<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kVPanelKeys, Cfg::kVPanelBytes, Cfg::kPromote>(
           pv_acc, pa, desc_advance(desc_v0, v_state.index * Cfg::kVBytes));
       wgmma_commit();
     }
@@ -352,7 +347,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     if constexpr (Cfg::kPvSplit > 1) {
       constexpr int kHalf = Cfg::kHeadDim / Cfg::kPvSplit;
       warpgroup_arrive();
-      gemm_fp8_rs<Cfg::kBlockN, kHalf, Cfg::kVPanelKeys, Cfg::kVPanelBytes, true, true>(
+      gemm_fp8_rs<Cfg::kBlockN, kHalf, Cfg::kVPanelKeys, Cfg::kVPanelBytes, true>(
           ob, pa, desc_advance(desc_v0, v_state.index * Cfg::kVBytes + h * kHalf * Cfg::kVPanelKeys));
       wgmma_commit();
     }
@@ -437,7 +432,6 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     begin_tile(w, k0, v_pa);
     softmax.reset();
     zero_o();
-    pending[0] = pending[1] = 1.f;  // O is zero: any finite factor
     bars.q.consumer_wait(q_state);
     bars.k.consumer_wait(k_state);
     c.gemm_turn_begin();
@@ -460,7 +454,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     issue_qk();
     issue_pv();
     c.gemm_turn_end();
-    fence_operands(pv_acc);
+    fence_operands(o);
     wgmma_wait<1>();
     fence_operands(s);
     release_k(n_block == w.n_blocks - 1);
@@ -468,22 +462,14 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     softmax_block(w.r, w.t.m_block, n_block, k_cur, o_scale);
     if constexpr (Cfg::kExperiment == kPlainPvWait) wgmma_wait<0>();
     else wgmma_wait_after<0>(softmax.row_sum);  // the softmax above runs while P V computes
-    fence_operands(pv_acc);
+    fence_operands(o);
     fence_pa();
     release_v();
     // O: units of v_pa -> units of v_cur. A fast divide (2 ulp) instead of IEEE division, whose slow-path call sat
     // in the loop's SASS; equal scales (per-tensor V) stay exactly 1 so the rescale can still be skipped.
     const float v_ratio = v_pa == v_cur ? 1.f : __fdividef(v_pa, v_cur);
     const float factor[2] = {o_scale[0] * v_ratio, o_scale[1] * v_ratio};
-    if constexpr (Cfg::kPromote) {
-      // O holds blocks < n-1 one transition behind (the max and V units of block n-2): the previous step's factor
-      // takes it to block n-1's, where block n-1's P V is, in the same FFMA; this step's factor waits for block n.
-      C::rescale_add(o, pending, ob);
-      pending[0] = factor[0];
-      pending[1] = factor[1];
-    } else {
-      C::rescale(o, factor);
-    }
+    C::rescale(o, factor);
     v_pa = v_cur;
     p_to_fp8_fragments<Cfg::kBlockN>(s, pa);
   };
@@ -494,10 +480,9 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     issue_pv();
     c.gemm_turn_end();
     wgmma_wait<0>();
-    fence_operands(pv_acc);
+    fence_operands(o);
     fence_pa();
     release_v();
-    if constexpr (Cfg::kPromote) C::rescale_add(o, pending, ob);
   };
   auto store_tile = [&](const WorkTile& w, const float (&inv_sum)[2], const float (&lse)[2], float v_last) {
     const float out_scale[2] = {inv_sum[0] * v_last, inv_sum[1] * v_last};

@@ -117,8 +117,8 @@ int launch_fp8(const Fp8Problem& pr) {
 //   19: the default with the causal deal before 2026-12-01 (L2-sized sections, round-robin; Fp8Problem::causal_deal).
 //   20 (d64, d128): the default without kPromote (one tensor-core accumulator across all key blocks: loses the mean
 //   of V over long key ranges; kept to time what the promotion costs). 21 (d128): 192-key blocks, promoted, serial
-//   steps (kOverlap false: the block accumulator shares S's registers); 22: the same on 128-key blocks (d256: P V
-//   in two head-dim halves, Fp8FwdConfig::kPvSplit).
+//   steps (the block accumulator shares S's registers); 22: the same on 128-key blocks (the default at d64/d128;
+//   d256: P V in two head-dim halves, Fp8FwdConfig::kPvSplit).
 //   The one-pair deal measured +6% at d128 causal 4096, +11% / +5% at d256 causal 2048 / 4096, within 1% at d128
 //   causal 2048 (onepair-h200-20261201-1459).
 template <int D, int kVariant> struct Fp8Tiles;
@@ -128,42 +128,37 @@ template <> struct Fp8Tiles<128, 2> { static constexpr int kStages = 2, kQStages
 template <> struct Fp8Tiles<256, 0> { static constexpr int kStages = 2, kQStages = 2, kPolyExpEvery = 0; };
 template <> struct Fp8Tiles<256, 2> { static constexpr int kStages = 3, kQStages = 1, kPolyExpEvery = 0; };
 
-// kPromote (per-block fp32 promotion of P V, flash_fwd_fp8.cuh) with kOverlap false (serial steps): the default at
-// head dims 64 and 128 (run_fp8_default). The overlapped promoted d128 kernel, measured correct and -15..-22%
-// against the unpromoted one (benchmarks/NOTES.md "Per-block promotion"), spilled 36-60 B per thread and is not
-// built (tests/test_hopper_build.py: no instantiation may spill); every other variant accumulates across blocks on
-// the tensor cores, as before 2026-12-01's seventh session.
+// kPromote (per-block fp32 promotion of P V with serial steps, flash_fwd_fp8.cuh): the default at head dims 64 and
+// 128 (run_fp8_default); every other variant accumulates across blocks on the tensor cores in the overlapped loop,
+// as before 2026-12-01's seventh session.
 template <int D, int kVariant, bool kPingpong = true, int kPolyExpEvery = Fp8Tiles<D, kVariant>::kPolyExpEvery,
-          int kExperiment = kNoExperiment, int N = 128, bool kPromote = false, bool kOverlap = true>
+          int kExperiment = kNoExperiment, int N = 128, bool kPromote = false>
 int run_fp8_tiles(const Fp8Problem& pr) {
   using T = Fp8Tiles<D, kVariant>;
   constexpr int S = T::kStages, Q = T::kQStages, P = kPolyExpEvery, X = kExperiment;
   if (pr.out_bf16)
-    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, P, X, N, kPromote, kOverlap>>(pr)
-                     : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, P, X, N, kPromote, kOverlap>>(pr);
-  constexpr bool kDefaultKernel = kPromote == (D <= 128) && kOverlap == !(D <= 128) && N == 128;
+    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, P, X, N, kPromote>>(pr)
+                     : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, P, X, N, kPromote>>(pr);
+  constexpr bool kDefaultKernel = kPromote == (D <= 128) && N == 128;
   if constexpr (kVariant != 0 || !kPingpong || P != T::kPolyExpEvery || X != kNoExperiment || !kDefaultKernel) {
     return fail("%s", "FP8 benchmark variants exist for bf16 output only");
   } else {
-    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, false, true, true, P, X, N, kPromote, kOverlap>>(pr)
-                     : launch_fp8<Fp8FwdConfig<D, S, Q, false, false, true, P, X, N, kPromote, kOverlap>>(pr);
+    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, false, true, true, P, X, N, kPromote>>(pr)
+                     : launch_fp8<Fp8FwdConfig<D, S, Q, false, false, true, P, X, N, kPromote>>(pr);
   }
 }
 
 // Head dim 128 took 192-key blocks wherever the descale tiles allowed (+8-19% non-causal, +1-14% causal on the H200,
 // benchmarks/NOTES.md "192-key blocks") until 2026-12-01's seventh session: the 192-key kernel cannot hold the
-// per-block accumulator of kPromote, and without it the output loses the mean of V over long key ranges (18.6% at
-// 16k keys), so the default is the promoted 128-key kernel and the 192-key one is benchmark variant 10.
+// per-block accumulator of kPromote beside the overlapped loop, and without it the output loses the mean of V over
+// long key ranges (18.6% at 16k keys), so the default is the promoted (serial) 128-key kernel, the unpromoted 192-key
+// one benchmark variant 10 and the promoted 192-key one variant 21.
 // fa3nn/fp8/key_blocks.py mirrors the choice.
 // The default kernel per head dim: serial promoted steps at 64 and 128, the unpromoted overlapped loop at 256.
 template <int D>
 int run_fp8_default(const Fp8Problem& pr) {
-  if constexpr (D <= 128) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true, false>(pr);
+  if constexpr (D <= 128) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true>(pr);
   else return run_fp8_tiles<D, 0>(pr);
-}
-
-inline bool fits_key_block(const Fp8Problem& pr, int block) {
-  return pr.block_k % block == 0 || pr.block_k >= pr.max_seqlen_k;
 }
 
 template <int D>
@@ -180,9 +175,9 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   if constexpr (D <= 128) {
     if (variant == 20) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, false>(pr);
   }
-  if (variant == 22) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true, false>(pr);
+  if (variant == 22) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true>(pr);
   if constexpr (D == 128) {
-    if (variant == 21) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 192, true, false>(pr);
+    if (variant == 21) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 192, true>(pr);
   }
   if (variant == 5) {
     Fp8Problem per_tile = pr;

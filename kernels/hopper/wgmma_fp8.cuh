@@ -48,22 +48,23 @@ __device__ __forceinline__ void gemm_fp8_ss(float (&acc)[N / 2], uint64_t desc_a
 
 // acc(64 x D) += P(64 x K) Vt(D x K)^T: P from registers (K/32 fragments of 4 regs), Vt in K-major panels of D rows
 // x kPanelKeys bytes (128 keys: SW128, 64 keys: SW64), kPanelBytes apart; desc_vt describes the first k32 step.
-// kOverwrite: acc = P Vt^T instead (the first k-step's scale_d = 0): a fresh per-block accumulator that the caller
-// adds into fp32 O on the CUDA cores (flash_fwd_fp8.cuh, kPromote, says why). kDeadAcc (with kOverwrite): the first
-// k-step declares acc output-only (WgmmaFp8RSSet), so acc's registers are free for other values before this call.
-template <int K, int D, int kPanelKeys, uint32_t kPanelBytes, bool kOverwrite = false, bool kDeadAcc = false>
+// kOverwrite: acc = P Vt^T instead, a fresh per-block accumulator that the caller adds into fp32 O on the CUDA cores
+// (flash_fwd_fp8.cuh, kPromote, says why). Its first k-step (scale_d = 0) declares acc output-only (WgmmaFp8RSSet),
+// so acc's registers are free for other values before this call.
+template <int K, int D, int kPanelKeys, uint32_t kPanelBytes, bool kOverwrite = false>
 __device__ __forceinline__ void gemm_fp8_rs(float (&acc)[D / 2], const uint32_t (&p)[K / 32][4], uint64_t desc_vt) {
   static_assert(K % kPanelKeys == 0 && (kPanelKeys == 128 || kPanelKeys == 64), "Vt panels of 128 or 64 keys");
   constexpr int kStepsPerPanel = kPanelKeys / 32;
 #pragma unroll
   for (int k = 0; k < K / 32; ++k) {
     const uint32_t offset = (k / kStepsPerPanel) * kPanelBytes + (k % kStepsPerPanel) * 32;
-    if constexpr (kOverwrite && kDeadAcc) {
-      if (k == 0) WgmmaFp8RSSet<D>::mma(acc, p[k], desc_advance(desc_vt, offset));
-      else WgmmaFp8RS<D>::mma(acc, p[k], desc_advance(desc_vt, offset), 1);
-    } else {
-      WgmmaFp8RS<D>::mma(acc, p[k], desc_advance(desc_vt, offset), kOverwrite && k == 0 ? 0 : 1);
+    if constexpr (kOverwrite) {  // (WgmmaFp8RSSet exists for the widths that need it only)
+      if (k == 0) {
+        WgmmaFp8RSSet<D>::mma(acc, p[k], desc_advance(desc_vt, offset));
+        continue;
+      }
     }
+    WgmmaFp8RS<D>::mma(acc, p[k], desc_advance(desc_vt, offset), 1);
   }
 }
 
