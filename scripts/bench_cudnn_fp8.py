@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_hopper import TOKENS, WIDTH, time_interleaved  # noqa: E402
 
 from fa3nn.fp8.quantize import QuantizedQKV, quantize_qkv_tensors  # noqa: E402
-from fa3nn.fp8.scaling import E4M3_MAX, amax_to_scale, sqnr_db, tensor_amax  # noqa: E402
+from fa3nn.fp8.scaling import E4M3_MAX, amax_to_scale, mean_drift, sqnr_db, tensor_amax  # noqa: E402
 from fa3nn.metrics import attention_flops  # noqa: E402
 
 WHEEL = "nvidia_cudnn_frontend-1.32.0-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"
@@ -204,13 +204,6 @@ def bench_shape(cudnn, handle, headdim: int, seqlen: int, causal: bool, args) ->
                 tflops={name: flops / t / 1e9 for name, t in ms.items()}, fa3nn_over=ratios, sqnr_db=sqnr,
                 mean_drift=drift,
                 samples_ms=samples, cudnn_failed=failed, ok=all(s >= args.min_sqnr for s in sqnr.values()))
-
-
-def mean_drift(out: torch.Tensor, reference: torch.Tensor) -> float:
-    """(mean(out) - mean(reference)) / mean(reference): how much of V's mean the kernel lost (--v-mean; FP8 tensor
-    cores accumulating across key blocks lose ~1.2% per 1000 keys, benchmarks/NOTES.md 2026-12-01 seventh session)."""
-    out, reference = out.double(), reference.double()
-    return ((out.mean() - reference.mean()) / reference.mean()).item()
 
 
 def cell(row: dict, key: str, name: str, fmt: str) -> str:

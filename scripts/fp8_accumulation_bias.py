@@ -24,6 +24,7 @@ from fa3nn.backends.triton.fp8_launch import forward_fp8 as triton_fp8
 from fa3nn.fp8 import PerTileScaling, quantize_qkv
 from fa3nn.fp8.operands import transpose_v
 from fa3nn.fp8.reference import attention_fp8
+from fa3nn.fp8.scaling import mean_drift
 from fa3nn.masks import Window
 
 
@@ -55,8 +56,7 @@ def measure(headdim: int, seqlen: int, mu: float, variants: list[str], block_k: 
         row[f"{name}_vs_emul"] = rel_rms(out, emul)
         row[f"{name}_vs_truth"] = rel_rms(out, truth)
         # Mean signed drift against the emulation, in units of the mean output (mu's share of it).
-        row[f"{name}_mean_drift"] = ((out.double() - emul.double()).mean() / emul.double().mean()).item() \
-            if mu else 0.0
+        row[f"{name}_mean_drift"] = mean_drift(out, emul) if mu else 0.0
     return row
 
 

@@ -14,7 +14,7 @@ from fa3nn.fp8 import (
     saturated_cast,
     sylvester_hadamard,
 )
-from fa3nn.fp8.scaling import rows_from_tiles, tile_amax
+from fa3nn.fp8.scaling import mean_drift, rows_from_tiles, tile_amax
 from fa3nn.testing import unpad
 
 
@@ -136,3 +136,14 @@ def test_rotation_cached_per_device():
 
 def test_e4m3_max():
     assert E4M3_MAX == 448.0
+
+
+def test_mean_drift_is_the_relative_change_of_the_mean():
+    ref = torch.randn(4, 100, dtype=torch.float64) + 2.0
+    assert mean_drift(ref, ref) == 0.0
+    assert abs(mean_drift(ref * 0.99, ref) - (-0.01)) < 1e-12  # a kernel that lost 1% of the mean
+    # Zero-mean noise added to the output moves the mean by its own mean only, unlike the rms error.
+    noise = torch.randn(4, 100, dtype=torch.float64)
+    noise -= noise.mean()
+    assert abs(mean_drift(ref + noise, ref)) < 1e-12
+    assert mean_drift(ref.float(), ref) == pytest.approx(0.0, abs=1e-7)  # fp32 inputs are compared in fp64

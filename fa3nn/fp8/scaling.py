@@ -120,3 +120,11 @@ def sqnr_db(actual: torch.Tensor, ref: torch.Tensor) -> float:
     ref = ref.to(torch.float64)
     noise = (actual.to(torch.float64) - ref).pow(2).sum()
     return (10 * torch.log10(ref.pow(2).sum() / noise)).item()
+
+
+def mean_drift(actual: torch.Tensor, ref: torch.Tensor) -> float:
+    """(mean(actual) - mean(ref)) / mean(ref), in fp64: the share of the output's mean a kernel lost or gained. FP8
+    tensor cores accumulating P·V across key blocks lose ~1.2% of V's mean per 1000 keys (benchmarks/NOTES.md,
+    2026-12-01 seventh session), which a zero-mean SQNR does not see."""
+    actual, ref = actual.to(torch.float64), ref.to(torch.float64)
+    return ((actual.mean() - ref.mean()) / ref.mean()).item()
