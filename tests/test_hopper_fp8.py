@@ -39,7 +39,6 @@ import pytest
 import torch
 
 import fa3nn
-from fa3nn.backends import hopper_fp8
 from fa3nn.backends.base import AttnCall
 from fa3nn.backends.hopper_fp8 import fp8_forward, key_block, refusal
 from fa3nn.fp8.operands import transpose_v, v_from_vt, vt_starts
@@ -111,11 +110,10 @@ def _call(**overrides) -> AttnCall:
         ({"capability": (8, 9)}, 128, "needs a Hopper GPU"),
         ({"dtype": torch.float32}, 128, "output dtype torch.float32"),
         ({"headdim": 96, "headdim_v": 96}, 128, "headdim 96/96"),
-        ({"headdim": 256, "headdim_v": 256}, 128, "loses ~1.2% of the mean of V"),
-        ({}, 128, "has not run on a GPU yet"),
         ({"window": Window(64, 0)}, 128, "sliding-window"),
         ({"softcap": 30.0}, 128, "softcap"),
-        ({}, 64, "block_k=64"),
+        ({}, 64, "block_k=64 is neither a multiple of 128 or 192"),
+        ({"headdim": 256, "headdim_v": 256}, 64, "block_k=64 is neither a multiple of 128 (the"),
     ],
 )
 def test_refusal_reasons(overrides, block_k, expected):
@@ -269,8 +267,8 @@ def test_rounding_points_with_exact_scores(headdim, causal, record_property):
 @pytest.mark.parametrize(
     "headdim, variant",
     [(128, "no_pingpong"), (128, "other_stages"), (128, "poly_exp2"), (128, "one_cta_per_tile"),
-     (128, "plain_pv_wait"), (128, "no_promotion"), (256, "no_pingpong"), (256, "other_stages"),
-     (256, "one_cta_per_tile"), (256, "serial")],
+     (128, "plain_pv_wait"), (128, "no_promotion"), (128, "serial"), (256, "no_pingpong"), (256, "other_stages"),
+     (256, "one_cta_per_tile"), (256, "no_promotion")],
 )
 @pytest.mark.gpu
 @needs_hopper
@@ -316,8 +314,8 @@ def test_key_block_192_matches_its_emulation(block_k, variant, causal, record_pr
                                              rms_ratio=EXACT_RMS_RATIO, lse_rtol=EXACT_LSE_RTOL))
 
 
-@pytest.mark.parametrize("headdim, variant", [(64, "full"), (128, "full"), (128, "no_promotion"),
-                                              (128, "key_block_192_serial"), (256, "serial")])
+@pytest.mark.parametrize("headdim, variant", [(64, "full"), (128, "full"), (128, "no_promotion"), (128, "serial"),
+                                              (256, "full"), (256, "no_promotion")])
 @pytest.mark.gpu
 @needs_hopper
 def test_mean_of_v_survives_long_key_ranges(headdim, variant, record_property):
@@ -325,8 +323,8 @@ def test_mean_of_v_survives_long_key_ranges(headdim, variant, record_property):
     2^-9 at most (bf16's rounding step; measured: see record_property). The FP8 tensor cores keep fewer bits than
     fp32 when adding into their accumulator, so one accumulator carried across all key blocks loses ~1.2% of the
     mean per 1000 keys (benchmarks/NOTES.md): variant no_promotion, asserted to drift by more than 2% here, shows the
-    check can fail; the defaults at d64/d128 (serial steps) and the serial variants promote each block's P V into
-    fp32 O."""
+    check can fail; the defaults (serial steps; 192-key blocks at d128 here) and variant serial (128-key blocks at
+    d128) promote each block's P V into fp32 O."""
     q, k = (_draw((1, 8192, 4, headdim), "normal") for _ in range(2))
     v = (torch.randn(1, 8192, 4, headdim, device="cuda") + 1).to(torch.bfloat16)
     block_k = 384  # serves the 128- and 192-key kernels
@@ -364,17 +362,18 @@ def test_key_block_192_refuses_128_key_descale_tiles():
 
 @pytest.mark.parametrize(
     "headdim, block_k, max_seqlen_k, variant, expected",
-    [(128, 128, 4096, "full", 128), (128, 192, 4096, "full", None), (128, 384, 4096, "full", 128),
-     (128, 256, 4096, "full", 128), (128, 4096, 4096, "full", 128), (128, 96, 64, "full", 128),
+    [(128, 128, 4096, "full", 128), (128, 192, 4096, "full", 192), (128, 384, 4096, "full", 192),
+     (128, 256, 4096, "full", 128), (128, 4096, 4096, "full", 192), (128, 96, 64, "full", 192),
      (128, 96, 4096, "full", None), (64, 192, 4096, "full", None), (64, 4096, 4096, "full", 128),
      (256, 384, 4096, "full", 128), (128, 384, 4096, "key_block_128", 128), (128, 128, 4096, "key_block_192", None),
      (128, 384, 4096, "key_block_192", 192), (128, 384, 4096, "no_pingpong", 128),
-     (128, 384, 4096, "no_promotion", 128)],
+     (128, 384, 4096, "no_promotion", 128), (128, 384, 4096, "serial", 128),
+     (128, 384, 4096, "one_cta_per_tile", 192)],
 )
 def test_key_block_follows_the_descale_tiles(headdim, block_k, max_seqlen_k, variant, expected):
-    """The kernel (and so the emulation's block_n) a call gets: 128 keys at every head dim (the 192-key kernel at
-    head dim 128 is a benchmark variant since it cannot promote P V per block), where the K/V descale tiles allow it
-    (block_k a multiple of the block, or one per sequence), None where no block fits."""
+    """The kernel (and so the emulation's block_n) a call gets: 192 keys at head dim 128, else 128, where the K/V
+    descale tiles allow it (block_k a multiple of the block, or one per sequence), None where no block fits; the
+    benchmark variants other than the 192-key ones and those of the default kernel walk 128-key blocks."""
     assert key_block(headdim, block_k, max_seqlen_k, variant) == expected
 
 
@@ -526,22 +525,17 @@ def test_deterministic_on_the_current_stream():
 
 @pytest.mark.gpu
 @needs_hopper
-def test_supported_call_is_not_refused(monkeypatch):
-    # The native promoted kernels serve auto once measured (hopper_fp8.NATIVE_PROMOTION_MEASURED); these GPU tests
-    # are that measurement, so they take the flag as set.
-    monkeypatch.setattr(hopper_fp8, "NATIVE_PROMOTION_MEASURED", True)
+def test_supported_call_is_not_refused():
     assert refusal(_call(), 128, 1500) is None  # the library loads (the prebuilt FA3NN_HOPPER_LIB on the device)
     assert refusal(_call(), 1500, 1500) is None  # one k/v scale per (batch, head)
 
 
 @pytest.mark.gpu
 @needs_hopper
-def test_api_routes_dense_fp8_to_the_native_kernel(monkeypatch):
+def test_api_routes_dense_fp8_to_the_native_kernel():
     """fp8= with backend='auto' on Hopper: dense and varlen calls take this kernel through the fused quantization
     pass (output held to the error-ratio rule with the emulation path as the yardstick); K/V scale tiles that split
-    a 128-key block take the Triton FP8 kernel. With the promoted kernels counted as measured (this test is part of
-    that measurement; until it passes, auto sends FP8 to Triton)."""
-    monkeypatch.setattr(hopper_fp8, "NATIVE_PROMOTION_MEASURED", True)
+    a 128-key block take the Triton FP8 kernel."""
     q = torch.randn(2, 1000, 8, 128, device="cuda").to(torch.bfloat16)
     k, v = (torch.randn(2, 1100, 2, 128, device="cuda").to(torch.bfloat16) for _ in range(2))
     for recipe in ("per_tile", "current"):

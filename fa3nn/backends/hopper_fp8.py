@@ -1,10 +1,11 @@
 """The native Hopper FP8 forward (kernels/hopper/flash_fwd_fp8.cuh): e4m3 Q, K, Vᵀ with float32 descales -> out, lse.
 
 Both GEMMs run on the FP8 tensor cores; the rounding points are those of the emulation, fa3nn.fp8.reference.
-attention_fp8 with block_n = key_block(...) (the kernel's key block, 128), which is the oracle the GPU tests compare
-with. The tensor cores' FP8 accumulation keeps fewer bits than fp32: at head dims 64 and 128 each key block's P·V is
-promoted into fp32 O on the CUDA cores, at 256 it accumulates on the tensor cores across key blocks, which loses
-the mean of V over long key ranges (~1.2% per 1000 keys; benchmarks/NOTES.md, kernels/hopper/flash_fwd_fp8.cuh).
+attention_fp8 with block_n = key_block(...) (the kernel's key block: 192 at head dim 128 where block_k allows, else
+128), which is the oracle the GPU tests compare with. The tensor cores' FP8 accumulation keeps fewer bits than fp32
+(a sum of positive P·V terms carried across key blocks loses ~1.2% of the mean of V per 1000 keys; so does cuDNN's
+FP8 forward: benchmarks/NOTES.md), so every default kernel promotes each key block's P·V into fp32 O on the CUDA
+cores (kernels/hopper/flash_fwd_fp8.cuh, kPromote).
 
 Layouts (fa3nn.fp8.operands, the contract with the quantization pass; fa3nn.fp8.quantize defines the values):
     q8   e4m3 (batch, seqlen_q, nheads, d)           varlen: (total_q, nheads, d)
@@ -42,13 +43,6 @@ from fa3nn.masks import Window
 
 E4M3 = torch.float8_e4m3fn
 SUPPORTED_HEADDIMS = (64, 128, 256)
-# Head dims whose kernel promotes each key block's P·V into fp32 O (Fp8FwdConfig::kPromote); the others lose the mean
-# of V over long key ranges, so refusal() sends calls there elsewhere (fp8_forward still runs them: benchmarks).
-PROMOTED_HEADDIMS = (64, 128)
-# The promoted default kernels (serial steps) were built and checked offline only when no GPU was lent: auto routes FP8
-# to the Triton kernel until `pytest -m gpu tests/test_hopper_fp8.py` and scripts/gpu_session_promote2.sh pass on the
-# H200 (the overlapped promoted kernel measured there spilled registers and is no longer built).
-NATIVE_PROMOTION_MEASURED = False
 OUT_DTYPES = (torch.bfloat16, torch.float16)
 UNMASKED = Window()
 # Compile-time variants, for benchmarks only (bf16 output, head dims 128 and 256): the default design (one CTA per SM
@@ -62,10 +56,11 @@ UNMASKED = Window()
 # turn barrier; _skip_exp2 / _skip_row_max / _skip_kv_loads / _skip_softmax_and_kv_loads: without its exp2s / its
 # row max tree / its K/V loads / both softmax and loads (WRONG outputs, timing only). The 192-key kernels accumulate
 # P V across key blocks on the tensor cores (no per-block fp32 promotion: they lose the mean of V over long key
-# ranges, benchmarks/NOTES.md), as do no_promotion (d64/d128: 128-key blocks, the overlapped loop) and the other
-# 128-key variants, except key_block_192_serial: promoted, with serial steps (no intra-warpgroup overlap) so that the
-# block accumulator shares the scores' registers; serial: the same on 128-key blocks, which is the default at d64 and
-# d128 (at d256 with P V in two head-dim halves: the only promoted d256 kernel).
+# ranges, benchmarks/NOTES.md), as do no_promotion (128-key blocks, the overlapped loop: every head dim's default
+# before 2026-12-01's eighth session) and the other 128-key variants, except key_block_192_serial: promoted, with
+# serial steps (no intra-warpgroup overlap) so that the block accumulator shares the scores' registers (the d128
+# default where block_k allows), and serial (= key_block_128): the same on 128-key blocks, the default at d64 and d256
+# (at d256 with P V in two head-dim halves).
 VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one_cta_per_tile": 5,
             "skip_softmax": 6, "plain_pv_wait": 7, "skip_kv_loads": 9, "key_block_192": 10,
             "key_block_192_skip_softmax": 11, "key_block_128": 12, "key_block_192_poly_exp2": 13,
@@ -73,14 +68,14 @@ VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one
             "key_block_192_skip_kv_loads": 17, "key_block_192_skip_softmax_and_kv_loads": 18,
             "l2_sections": 19, "no_promotion": 20, "key_block_192_serial": 21, "serial": 22}
 # Variants that run the default kernels' key block (only the causal tile deal or the promotion differ).
-_DEFAULT_KERNELS = ("full", "l2_sections", "no_promotion", "serial")
-_FORCED_KEY_BLOCK = {"key_block_128": 128, **{name: 192 for name in VARIANTS if name.startswith("key_block_192")}}
+_DEFAULT_KERNELS = ("full", "l2_sections", "one_cta_per_tile")
+_FORCED_KEY_BLOCK = {name: 192 for name in VARIANTS if name.startswith("key_block_192")}
 
 
 def key_block(headdim: int, block_k: int, max_seqlen_k: int, variant: str = "full") -> int | None:
     """Keys per block of the kernel `variant` runs with these descale tiles (the emulation's block_n for it), or
     None when block_k fits it not: a block must lie in one k/v descale tile. The default: fa3nn.fp8.key_blocks.
-    native_key_block (128)."""
+    native_key_block (192 at head dim 128 where block_k allows, else 128)."""
     if variant in _DEFAULT_KERNELS:
         return native_key_block(headdim, block_k, max_seqlen_k)
     block = _FORCED_KEY_BLOCK.get(variant, KEY_BLOCK)  # the other benchmark variants are 128-key kernels
@@ -97,10 +92,6 @@ def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
         return f"output dtype {call.dtype} is not supported (bfloat16, float16)"
     if call.headdim != call.headdim_v or call.headdim not in SUPPORTED_HEADDIMS:
         return f"headdim {call.headdim}/{call.headdim_v}: the native FP8 forward supports {SUPPORTED_HEADDIMS}, equal"
-    if call.headdim not in PROMOTED_HEADDIMS:
-        return (f"headdim {call.headdim}: the native FP8 kernel accumulates P·V across key blocks on the tensor "
-                f"cores there (no registers for the per-block fp32 promotion beside its overlapped loop), which "
-                f"loses ~1.2% of the mean of V per 1000 keys; the Triton FP8 kernel promotes every block")
     if call.window.local or call.window.right > 0:
         return "sliding-window attention is not in the native FP8 forward"
     if call.softcap > 0:
@@ -112,9 +103,6 @@ def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
         blocks = f"{KEY_BLOCK} or {wide}" if wide else f"{KEY_BLOCK}"
         return f"block_k={block_k} is neither a multiple of {blocks} (the kernel's key block) nor >= the longest key " \
                f"sequence ({max_seqlen_k})"
-    if not NATIVE_PROMOTION_MEASURED:
-        return ("the native FP8 kernel's per-block fp32 promotion (serial steps, 2026-12-01) has not run on a GPU yet; "
-                "the Triton FP8 kernel (promoted and tested) serves until it has")
     if LIBRARY.get() is None:
         return LIBRARY.error
     return None

@@ -1,21 +1,20 @@
 """Which kernel block a K/V descale tile serves.
 
-The native FP8 kernel's loop walks keys in blocks of KEY_BLOCK (128) and applies one k and one v descale per block,
-so a block must lie inside one descale tile. native_key_block says which block a call gets (kernels/hopper/
-flash_fwd_fp8_launch.cuh, run_fp8_headdim, makes the same choice). WIDE_KEY_BLOCK lists head dims whose default
-kernel takes wider blocks where block_k allows: none since 2026-12-01's seventh session. Head dim 128 had 192-key
-blocks (+8-19% non-causal, +1-14% causal on the H200, benchmarks/NOTES.md "192-key blocks"), but the 192-key kernel
-cannot hold the per-block fp32 promotion of P V in registers, and without it the output loses the mean of V over
-long key ranges (18.6% at 16k keys; kernels/hopper/flash_fwd_fp8.cuh, kPromote). default_block_k is the K/V tile
-PerTileScaling uses when its block_k is None (one descale per kernel block); the one-scale-per-sequence recipes
-(CurrentScaling, DelayedScaling) reach it too. The emulation (fa3nn.fp8.reference) walks the same blocks as the
-kernel by default.
+The native FP8 kernel's loop walks keys in blocks of KEY_BLOCK (128) or, at head dim 128, of WIDE_KEY_BLOCK (192),
+and applies one k and one v descale per block, so a block must lie inside one descale tile. native_key_block says
+which block a call gets (kernels/hopper/flash_fwd_fp8_launch.cuh, run_fp8_default, makes the same choice): the
+192-key kernel wherever block_k allows it. Both are promoted (each key block's P V added into fp32 O on the CUDA
+cores, so the mean of V survives long key ranges); on the H200 the promoted 192-key kernel ran +7-18% over the
+promoted 128-key one non-causal from 2k keys on (687 vs 644 TFLOP/s at 4k, 721 vs 612 at 16k), +0-9% causal, and
+-4% / -8% at 1k (benchmarks/NOTES.md, 2026-12-01 eighth session). default_block_k is the K/V tile PerTileScaling
+uses when its block_k is None (one descale per kernel block); the one-scale-per-sequence recipes (CurrentScaling,
+DelayedScaling) reach it too. The emulation (fa3nn.fp8.reference) walks the same blocks as the kernel by default.
 """
 
 from __future__ import annotations
 
 KEY_BLOCK = 128  # keys per block of the native FP8 kernels (kernels/hopper/flash_fwd_fp8.cuh)
-WIDE_KEY_BLOCK: dict[int, int] = {}  # head dim -> the wider block of its default kernel, where the descale tiles allow
+WIDE_KEY_BLOCK = {128: 192}  # head dim -> the wider block of its default kernel, where the descale tiles allow
 
 
 def default_block_k(headdim: int) -> int:

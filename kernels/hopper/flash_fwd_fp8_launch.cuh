@@ -109,16 +109,18 @@ int launch_fp8(const Fp8Problem& pr) {
 //   3 (d128): a quarter of the exp2s as the FP32 polynomial.  5: one CTA per tile instead of per SM.
 //   6, 7, 9 (d128, Fp8Experiment): without the softmax (wrong output, timing only); the P V wait ptxas may hoist;
 //   K/V never loaded (wrong output, timing only). 10 (d128): key blocks of 192 (block_k a multiple of 192 or one
-//   descale per sequence); 11: variant 10 without the softmax (timing only); 12: key blocks of 128 whatever block_k;
+//   descale per sequence); 11: variant 10 without the softmax (timing only); 12: as 22 (the name key_block_128);
 //   13: variant 10 with a quarter of the exp2s as the FP32 polynomial (measured 4-12% slower than variant 10).
 //   14: variant 10 without pingpong. 15, 16: variant 10 without its exp2s / its row max tree (WRONG output, timing
 //   only: what MUFU and the max chain cost in the 192-key loop). 17: variant 10 without K/V loads; 18: without the
 //   softmax and the K/V loads (WRONG outputs, timing only: what L2 -> shared-memory traffic costs the loop).
 //   19: the default with the causal deal before 2026-12-01 (L2-sized sections, round-robin; Fp8Problem::causal_deal).
-//   20 (d64, d128): the default without kPromote (one tensor-core accumulator across all key blocks: loses the mean
-//   of V over long key ranges; kept to time what the promotion costs). 21 (d128): 192-key blocks, promoted, serial
-//   steps (the block accumulator shares S's registers); 22: the same on 128-key blocks (the default at d64/d128;
-//   d256: P V in two head-dim halves, Fp8FwdConfig::kPvSplit).
+//   20: 128-key blocks without kPromote, overlapped (one tensor-core accumulator across all key blocks: loses the
+//   mean of V over long key ranges; the default of every head dim before 2026-12-01's eighth session, kept to time
+//   what the promotion costs; so are variants 1-3, 6, 7, 9-11, 13-18). 21 (d128): 192-key blocks, promoted, serial
+//   steps (the block accumulator shares S's registers; the d128 default where block_k allows); 22: the same on
+//   128-key blocks (the default at d64 and d256, and at d128 where block_k rules out 192; d256: P V in two head-dim
+//   halves, Fp8FwdConfig::kPvSplit).
 //   The one-pair deal measured +6% at d128 causal 4096, +11% / +5% at d256 causal 2048 / 4096, within 1% at d128
 //   causal 2048 (onepair-h200-20261201-1459).
 template <int D, int kVariant> struct Fp8Tiles;
@@ -128,9 +130,10 @@ template <> struct Fp8Tiles<128, 2> { static constexpr int kStages = 2, kQStages
 template <> struct Fp8Tiles<256, 0> { static constexpr int kStages = 2, kQStages = 2, kPolyExpEvery = 0; };
 template <> struct Fp8Tiles<256, 2> { static constexpr int kStages = 3, kQStages = 1, kPolyExpEvery = 0; };
 
-// kPromote (per-block fp32 promotion of P V with serial steps, flash_fwd_fp8.cuh): the default at head dims 64 and
-// 128 (run_fp8_default); every other variant accumulates across blocks on the tensor cores in the overlapped loop,
-// as before 2026-12-01's seventh session.
+// kPromote (per-block fp32 promotion of P V with serial steps, flash_fwd_fp8.cuh): every default kernel
+// (run_fp8_default) and variants 12, 21, 22; the other variants accumulate across blocks on the tensor cores in the
+// overlapped loop, as every FP8 kernel did before 2026-12-01's seventh session (they lose the mean of V over long
+// key ranges: benchmarks only).
 template <int D, int kVariant, bool kPingpong = true, int kPolyExpEvery = Fp8Tiles<D, kVariant>::kPolyExpEvery,
           int kExperiment = kNoExperiment, int N = 128, bool kPromote = false>
 int run_fp8_tiles(const Fp8Problem& pr) {
@@ -139,7 +142,7 @@ int run_fp8_tiles(const Fp8Problem& pr) {
   if (pr.out_bf16)
     return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, P, X, N, kPromote>>(pr)
                      : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, P, X, N, kPromote>>(pr);
-  constexpr bool kDefaultKernel = kPromote == (D <= 128) && N == 128;
+  constexpr bool kDefaultKernel = kPromote && (N == 128 || (D == 128 && N == 192));
   if constexpr (kVariant != 0 || !kPingpong || P != T::kPolyExpEvery || X != kNoExperiment || !kDefaultKernel) {
     return fail("%s", "FP8 benchmark variants exist for bf16 output only");
   } else {
@@ -148,17 +151,21 @@ int run_fp8_tiles(const Fp8Problem& pr) {
   }
 }
 
-// Head dim 128 took 192-key blocks wherever the descale tiles allowed (+8-19% non-causal, +1-14% causal on the H200,
-// benchmarks/NOTES.md "192-key blocks") until 2026-12-01's seventh session: the 192-key kernel cannot hold the
-// per-block accumulator of kPromote beside the overlapped loop, and without it the output loses the mean of V over
-// long key ranges (18.6% at 16k keys), so the default is the promoted (serial) 128-key kernel, the unpromoted 192-key
-// one benchmark variant 10 and the promoted 192-key one variant 21.
+// The default kernel per head dim: promoted, serial steps (flash_fwd_fp8.cuh, kPromote). Head dim 128 takes 192-key
+// blocks wherever the descale tiles allow (block_k a multiple of 192, or one descale per sequence), 128-key ones
+// otherwise: on the H200 the promoted 192-key kernel ran 536 / 396 TFLOP/s at 1k (non-causal / causal; the 128-key
+// one 557 / 431), 687 / 635 at 4k (644 / 605) and 721 / 680 at 16k (612 / 626) (promote2-h200-20261201-2242).
 // fa3nn/fp8/key_blocks.py mirrors the choice.
-// The default kernel per head dim: serial promoted steps at 64 and 128, the unpromoted overlapped loop at 256.
+inline bool fits_key_block(const Fp8Problem& pr, int block) {
+  return pr.block_k % block == 0 || pr.block_k >= pr.max_seqlen_k;
+}
+
 template <int D>
 int run_fp8_default(const Fp8Problem& pr) {
-  if constexpr (D <= 128) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true>(pr);
-  else return run_fp8_tiles<D, 0>(pr);
+  if constexpr (D == 128) {
+    if (fits_key_block(pr, 192)) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 192, true>(pr);
+  }
+  return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true>(pr);
 }
 
 template <int D>
@@ -168,14 +175,9 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     l2_sections.causal_deal = 0;
     return run_fp8_headdim<D>(l2_sections, 0);
   }
-  if constexpr (D == 128) {
-    if (variant == 12) return run_fp8_tiles<D, 0>(pr);
-  }
   if (variant == 0) return run_fp8_default<D>(pr);
-  if constexpr (D <= 128) {
-    if (variant == 20) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, false>(pr);
-  }
-  if (variant == 22) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true>(pr);
+  if (variant == 20) return run_fp8_tiles<D, 0>(pr);
+  if (variant == 22 || variant == 12) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true>(pr);
   if constexpr (D == 128) {
     if (variant == 21) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 192, true>(pr);
   }
@@ -203,8 +205,8 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 18) return run_fp8_tiles<D, 0, true, 0, kSkipSoftmaxAndKVLoads, 192>(pr);
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile, 19 = the "
-                    "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-18, 21 at d128, 20 "
-                    "at d64/d128, 22 at every head dim)");
+                    "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-11, 13-18, 21 at d128, "
+                    "12, 20, 22 at every head dim)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);
