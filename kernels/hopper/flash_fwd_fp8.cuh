@@ -6,16 +6,16 @@
 // consumer warpgroups of 64 query rows each, pingpong between the consumers and intra-warpgroup overlap (S_next =
 // Q K^T is issued with P V of the previous block, and the softmax of S_next runs while P V is on the tensor cores).
 // The tile loop is the persistent one of the bf16 kernel (the launcher's grid: one CTA per SM). Differences:
-//   * Key blocks of 128 (the scale tile of PerTileScaling; 192 in variant 10), visited first to last like the
-//     emulation: P's e4m3
-//     rounding depends on the running max at the time P is made, so the visiting order is part of the numerics.
+//   * Key blocks of 128, or 192 at d128 where the descale tiles allow (PerTileScaling's default tile), visited
+//     first to last like the emulation: P's e4m3 rounding depends on the running max at the time P is made, so the
+//     visiting order is part of the numerics.
 //   * V arrives transposed (vt8: head-dim rows of keys), since FP8 wgmma reads B K-major only, with its keys
 //     permuted inside 16-key groups so that P's e4m3 A fragments are packed from the registers each thread already
 //     holds (wgmma_fp8.cuh, p_to_fp8_fragments).
 //   * Scores are scaled per (query tile, key tile) by the descales, and V's descale of each key block is folded into
 //     the output rescale: O is kept in units of the current block's v_descale, acc' = acc' * 2^(m_old - m_new) *
 //     vd_prev / vd_cur + P8 V8, and the epilogue multiplies by vd_last / (2^8 l).
-//   * kPromote (the default at head dims 64 and 128): each key block's P8 V8 goes into a fresh accumulator (the
+//   * kPromote (every default kernel): each key block's P8 V8 goes into a fresh accumulator (the
 //     first k-step's scale_d = 0) and is added into fp32 O on the CUDA cores, one FFMA per element that also applies
 //     the rescale above. Hopper's FP8 tensor cores add each k-step's products into their accumulator with far fewer mantissa
 //     bits than fp32, truncating, so an accumulator carried across all key blocks loses a fixed share per k-step
@@ -23,9 +23,11 @@
 //     H200 (benchmarks/NOTES.md "every FP8 forward here loses the mean of V"; DeepSeek-V3 promotes its FP8 GEMMs'
 //     partial sums to fp32 the same way). The block accumulator costs an O-sized register array, so the promoted
 //     kernels run serial steps (no intra-warpgroup overlap: kOverlap = !kPromote), where it takes S's registers:
-//     128- and 192-key blocks at d128, and d256 with P V in two halves (kPvSplit); none timed yet. Beside the
-//     overlapped loop it fitted only at d128 with 128-key blocks, measured correct and -15..-22% against the
-//     unpromoted kernels, but spilling 36-60 B (CI forbids spills), so that form was removed.
+//     128- and 192-key blocks at d128, and d256 with P V in two halves (kPvSplit). Measured on the H200 (NOTES,
+//     2026-12-01 eighth session): -11..-20% against the unpromoted overlapped kernels at d128 (192-key: 687 / 721
+//     TFLOP/s non-causal at 4k / 16k), -14..-17% at d256 (910 / 912). Beside the overlapped loop it fitted only at
+//     d128 with 128-key blocks, measured correct and -15..-22% against the unpromoted kernels, but spilling 36-60 B
+//     (CI forbids spills), so that form was removed.
 #pragma once
 #include <cstdint>
 
