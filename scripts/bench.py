@@ -280,6 +280,9 @@ def main() -> None:
                         help="compile the Triton backend's autotune candidates in this many processes first")
     parser.add_argument("--fp8-tile-sweep", action="store_true",
                         help="time every Triton FP8 tile at the longest seqlen, non-causal (bench_fp8.py)")
+    parser.add_argument("--fp8-quant-study", action="store_true",
+                        help="FP8 rows also time the quantization pass with the rotation in fp32 FMA and as FWHT, and "
+                        "compare their e4m3 values (slow to compile: bench_fp8.py)")
     parser.add_argument("--out-dir", type=Path, default=RESULTS)
     parser.add_argument("--tag", default=None, help="file name stem (default: bench-<gpu>-<date>)")
     args = parser.parse_args()

@@ -3,10 +3,10 @@ an FP8 path) runs fa3nn.flash_attn_func(fp8=RECIPE, backend=<name>) and is measu
 
     fwd (end to end)  the public call: recipe -> fused quantization pass -> FP8 kernel, what a model pays
     kernel            the FP8 forward alone on operands quantized beforehand (fa3nn.dispatch.FP8Path.kernel)
-    quant             the fused quantization pass alone, as the call runs it (the Hadamard rotation in "tf32x3",
-                      fa3nn.backends.triton.quantize.ROTATE_PRECISION), with the rotation in fp32 FMA ("ieee"; how
-                      far tf32x3's e4m3 values and scales are from it is recorded), as a fast Walsh-Hadamard
-                      transform ("fwht"; its distance from fp32 FMA likewise), and without rotation (incoherent=False)
+    quant             the fused quantization pass alone, as the call runs it (the Hadamard rotation as
+                      fa3nn.backends.triton.quantize.ROTATE_PRECISION says, "fwht") and without rotation
+                      (incoherent=False); with --fp8-quant-study also with the rotation in fp32 FMA ("ieee") and as
+                      FWHT, and how far the default's e4m3 values and scales are from fp32 FMA's
 
 The check before timing: the error-ratio rule against fp32 attention with the FP8 emulation as the yardstick, and
 an SQNR floor of 20 dB (per-tile + incoherent FP8 measures ~25.6 dB on N(0, 1) inputs, tests/test_fp8_reference.py).
@@ -66,6 +66,22 @@ def _operands(sets, rotate_precision=None, incoherent=True):
     return calls, results
 
 
+def _quant_study(result: dict, sets, operands, time_ms, args) -> None:
+    """The rotation in fp32 FMA ("ieee") and as FWHT, timed, and how far the default's e4m3 values and scales are from
+    fp32 FMA's (bench.py --fp8-quant-study). Off by default: Triton's FMA dot compiles for minutes at d128/d256, and
+    an FP8 row with it took 17-50 s of GPU time at d128 and 30-110 s at d256 (2026-12-01 eighth session)."""
+    calls, fp32 = _operands(sets, "ieee")
+    result["quant_ieee_ms"] = time_ms(calls, args.iters, args.reps)
+    calls, fwht = _operands(sets, "fwht")
+    result["quant_fwht_ms"] = time_ms(calls, args.iters, args.reps)
+    for label, ops in (("default", operands), ("fwht", fwht)):
+        for name in ("q", "k"):  # how far a rotation moves the e4m3 values and scales from fp32 FMA's
+            a, b = getattr(ops[0], name).float(), getattr(fp32[0], name).float()
+            result[f"{label}_vs_ieee_{name}_changed_fraction"] = (a != b).float().mean().item()
+            da, db = getattr(ops[0], f"{name}_descale"), getattr(fp32[0], f"{name}_descale")
+            result[f"{label}_vs_ieee_{name}_descale_max_rel"] = ((da - db).abs() / db).max().item()
+
+
 def bench(base: str, sets, causal: bool, flops: float, time_ms, args) -> dict:
     """Check, then time end to end, kernel only and the quantization pass (module docstring)."""
     from fa3nn.dispatch import FP8_FORWARD_PATHS
@@ -80,16 +96,8 @@ def bench(base: str, sets, causal: bool, flops: float, time_ms, args) -> dict:
         result["fwd_ms"], result["fwd_tflops"] = ms, flops / ms / 1e9
         quant_calls, operands = _operands(sets)
         result["quant_ms"] = time_ms(quant_calls, args.iters, args.reps)
-        calls, fp32 = _operands(sets, "ieee")
-        result["quant_ieee_ms"] = time_ms(calls, args.iters, args.reps)
-        calls, fwht = _operands(sets, "fwht")
-        result["quant_fwht_ms"] = time_ms(calls, args.iters, args.reps)
-        for label, ops in (("default", operands), ("fwht", fwht)):
-            for name in ("q", "k"):  # how far a rotation moves the e4m3 values and scales from fp32 FMA's
-                a, b = getattr(ops[0], name).float(), getattr(fp32[0], name).float()
-                result[f"{label}_vs_ieee_{name}_changed_fraction"] = (a != b).float().mean().item()
-                da, db = getattr(ops[0], f"{name}_descale"), getattr(fp32[0], f"{name}_descale")
-                result[f"{label}_vs_ieee_{name}_descale_max_rel"] = ((da - db).abs() / db).max().item()
+        if args.fp8_quant_study:
+            _quant_study(result, sets, operands, time_ms, args)
         calls, _ = _operands(sets, incoherent=False)
         result["quant_no_rotation_ms"] = time_ms(calls, args.iters, args.reps)
         kernel = FP8_FORWARD_PATHS[base].kernel
