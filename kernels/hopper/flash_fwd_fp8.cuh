@@ -3,8 +3,9 @@
 // docstring lists the rounding points performed here in the same order.
 //
 // Structure as the bf16 kernel (flash_fwd.cuh), whose tile helpers it reuses: one producer warpgroup (TMA), two
-// consumer warpgroups of 64 query rows each, pingpong between the consumers and intra-warpgroup overlap (S_next =
-// Q K^T is issued with P V of the previous block, and the softmax of S_next runs while P V is on the tensor cores).
+// consumer warpgroups of 64 query rows each, pingpong between the consumers and, in the unpromoted benchmark
+// variants only, intra-warpgroup overlap (S_next = Q K^T is issued with P V of the previous block, and the softmax
+// of S_next runs while P V is on the tensor cores; the promoted defaults run serial steps, kPromote below).
 // The tile loop is the persistent one of the bf16 kernel (the launcher's grid: one CTA per SM). Differences:
 //   * Key blocks of 128, or 192 at d128 where the descale tiles allow (PerTileScaling's default tile), visited
 //     first to last like the emulation: P's e4m3 rounding depends on the running max at the time P is made, so the
