@@ -267,8 +267,8 @@ def test_rounding_points_with_exact_scores(headdim, causal, record_property):
 @pytest.mark.parametrize(
     "headdim, variant",
     [(128, "no_pingpong"), (128, "other_stages"), (128, "poly_exp2"), (128, "one_cta_per_tile"),
-     (128, "plain_pv_wait"), (128, "no_promotion"), (128, "serial"), (256, "no_pingpong"), (256, "other_stages"),
-     (256, "one_cta_per_tile"), (256, "no_promotion")],
+     (128, "plain_pv_wait"), (128, "no_promotion"), (128, "serial"), (128, "fused_turn"), (256, "no_pingpong"),
+     (256, "other_stages"), (256, "one_cta_per_tile"), (256, "no_promotion")],
 )
 @pytest.mark.gpu
 @needs_hopper
@@ -315,7 +315,7 @@ def test_key_block_192_matches_its_emulation(block_k, variant, causal, record_pr
 
 
 @pytest.mark.parametrize("headdim, variant", [(64, "full"), (128, "full"), (128, "no_promotion"), (128, "serial"),
-                                              (256, "full"), (256, "no_promotion")])
+                                              (128, "fused_turn"), (256, "full"), (256, "no_promotion")])
 @pytest.mark.gpu
 @needs_hopper
 def test_mean_of_v_survives_long_key_ranges(headdim, variant, record_property):
@@ -368,7 +368,7 @@ def test_key_block_192_refuses_128_key_descale_tiles():
      (256, 384, 4096, "full", 128), (128, 384, 4096, "key_block_128", 128), (128, 128, 4096, "key_block_192", None),
      (128, 384, 4096, "key_block_192", 192), (128, 384, 4096, "no_pingpong", 128),
      (128, 384, 4096, "no_promotion", 128), (128, 384, 4096, "serial", 128),
-     (128, 384, 4096, "one_cta_per_tile", 192)],
+     (128, 384, 4096, "one_cta_per_tile", 192), (128, 384, 4096, "fused_turn", 128)],
 )
 def test_key_block_follows_the_descale_tiles(headdim, block_k, max_seqlen_k, variant, expected):
     """The kernel (and so the emulation's block_n) a call gets: 192 keys at head dim 128, else 128, where the K/V

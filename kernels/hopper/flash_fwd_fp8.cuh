@@ -68,6 +68,8 @@ enum Fp8Experiment : int {
   kCutExp2 = 4,       // the softmax without its exp2s (kSoftmaxNoExp2): WRONG output; times the MUFU share
   kCutRowMax = 5,     // the softmax without its row max tree (kSoftmaxNoRowMax): WRONG output; times the max chain
   kSkipSoftmaxAndKVLoads = 6,  // kSkipSoftmax and kSkipKVLoads together: the loop's skeleton without L2 traffic
+  kFusedTurn = 7,     // promoted kernels only, correct output: one pingpong turn per key block holding P V of the
+                      // previous block, its promotion into O and this block's Q K^T (fp8_consumer_loop)
 };
 __host__ __device__ constexpr bool skips_softmax(int experiment) {
   return experiment == kSkipSoftmax || experiment == kSkipSoftmaxAndKVLoads;
@@ -113,7 +115,9 @@ struct Fp8FwdConfig {
   static constexpr uint32_t kKPanelBytes = kBlockN * kRowBytes;
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head dim");
   static_assert(kBlockN == 128 || (kBlockN == 192 && kHeadDim == 128), "key block: 128, or 192 at head dim 128");
-  static_assert(!kPromote || kExperiment == kNoExperiment, "the promoted kernel has no timing experiments");
+  static_assert(!kPromote || kExperiment == kNoExperiment || kExperiment == kFusedTurn,
+                "the promoted kernel has no timing experiments");
+  static_assert(kExperiment != kFusedTurn || kPromote, "kFusedTurn is a schedule of the promoted kernel");
   static_assert(kKPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0 && kVPanelBytes % 1024 == 0,
                 "1024-B alignment");
 
@@ -530,9 +534,73 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     v_pa = v_cur;
   };
 
+  // kFusedTurn: one turn per block. serial_step takes two (Q K^T, then P V after the softmax), and the turns
+  // alternate, so each warpgroup's P V waits for the other's Q K^T and both run their softmax at once: the tensor
+  // cores idle for (softmax - GEMM) per block pair whenever the softmax is the longer. Here a turn holds P V of block
+  // n-1 (its wait and the FFMA into O included: the block accumulator must be read before Q K^T of block n writes
+  // the registers it shares with S) and Q K^T of block n, and the other warpgroup's softmax runs meanwhile.
+  // pv_into_o: P V of the block in pa into ob, O = O * factor + ob; then pa and the V stage are free.
+  auto pv_into_o = [&](const float (&factor)[2]) {
+    if constexpr (Cfg::kExperiment == kFusedTurn) {
+#pragma unroll
+      for (int h = 0; h < Cfg::kPvSplit; ++h) {
+        if constexpr (Cfg::kPvSplit == 1) issue_pv();
+        else issue_pv_half(h);
+        wgmma_wait<0>();
+        fence_operands(ob);
+        C::rescale_add(o, factor, ob, h * (C::kORegs / Cfg::kPvSplit));
+      }
+      fence_pa();
+      release_v();
+    }
+  };
+  // qk_to_p: after Q K^T of block n_block was issued: its scores -> P in pa, and the factor taking O to its units.
+  auto qk_to_p = [&](const WorkTile& w, int n_block, float k_cur, float v_cur, float (&factor)[2]) {
+    wgmma_wait<0>();
+    fence_operands(s);
+    release_k(n_block == w.n_blocks - 1);
+    float o_scale[2];
+    softmax_block(w.r, w.t.m_block, n_block, k_cur, o_scale);
+    p_to_fp8_fragments<Cfg::kBlockN>(s, pa);
+    const float v_ratio = v_pa == v_cur ? 1.f : __fdividef(v_pa, v_cur);
+    factor[0] = o_scale[0] * v_ratio;
+    factor[1] = o_scale[1] * v_ratio;
+    v_pa = v_cur;
+  };
+  auto fused_tile = [&](const WorkTile& w) {
+    float k0, v0, factor[2];
+    begin_tile(w, k0, v0);
+    v_pa = v0;
+    softmax.reset();
+    zero_o();
+    bars.q.consumer_wait(q_state);
+    bars.k.consumer_wait(k_state);
+    c.gemm_turn_begin();
+    issue_qk();
+    c.gemm_turn_end();
+    qk_to_p(w, 0, k0, v0, factor);
+    for (int n_block = 1; n_block < w.n_blocks; ++n_block) {
+      const float k_cur = k_next, v_cur = v_next;
+      bars.k.consumer_wait(k_state);
+      bars.v.consumer_wait(v_state);
+      c.gemm_turn_begin();
+      pv_into_o(factor);
+      issue_qk();
+      c.gemm_turn_end();
+      prefetch_descales(n_block + 1, w.n_blocks);  // after the turn: fewer registers live across its FFMAs
+      qk_to_p(w, n_block, k_cur, v_cur, factor);
+    }
+    bars.v.consumer_wait(v_state);
+    c.gemm_turn_begin();
+    pv_into_o(factor);
+    c.gemm_turn_end();
+  };
+
   WorkTile cur;
   for (int from = sched.first(); find_work(from, cur); from = sched.next(cur.index)) {
-    if constexpr (!Cfg::kOverlap) {
+    if constexpr (Cfg::kExperiment == kFusedTurn) {
+      fused_tile(cur);
+    } else if constexpr (!Cfg::kOverlap) {
       float k0, v0;
       begin_tile(cur, k0, v0);  // block 0's descales; block 1's in k_next / v_next
       v_pa = v0;

@@ -120,7 +120,11 @@ int launch_fp8(const Fp8Problem& pr) {
 //   what the promotion costs; so are variants 1-3, 6, 7, 9-11, 13-18). 21 (d128): 192-key blocks, promoted, serial
 //   steps (the block accumulator shares S's registers; the d128 default where block_k allows); 22: the same on
 //   128-key blocks (the default at d64 and d256, and at d128 where block_k rules out 192; d256: P V in two head-dim
-//   halves, Fp8FwdConfig::kPvSplit).
+//   halves, Fp8FwdConfig::kPvSplit). 24 (d128): variant 22 with one pingpong turn per block (kFusedTurn: P V of
+//   the previous block, its promotion and this block's Q K^T in one turn). ptxas interleaves the promotion's FFMAs
+//   with the next Q K^T, so the block accumulator gets registers beside S instead of S's: the 192-key form spilled
+//   20-28 B (tile values kept across the loop) and the d256 one 336-348 B (neither an asm fence, __syncwarp nor a
+//   named barrier between them kept ptxas from it), so neither is built.
 //   The one-pair deal measured +6% at d128 causal 4096, +11% / +5% at d256 causal 2048 / 4096, within 1% at d128
 //   causal 2048 (onepair-h200-20261201-1459).
 template <int D, int kVariant> struct Fp8Tiles;
@@ -179,6 +183,10 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   if (variant == 20) return run_fp8_tiles<D, 0>(pr);
   if (variant == 22 || variant == 12) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true>(pr);
   if constexpr (D == 128) {
+    if (variant == 24) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true>(pr);
+  }
+
+  if constexpr (D == 128) {
     if (variant == 21) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 192, true>(pr);
   }
   if (variant == 5) {
@@ -205,8 +213,8 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 18) return run_fp8_tiles<D, 0, true, 0, kSkipSoftmaxAndKVLoads, 192>(pr);
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile, 19 = the "
-                    "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-11, 13-18, 21 at d128, "
-                    "12, 20, 22 at every head dim)");
+                    "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-11, 13-18, 21, "
+                    "24 at d128, 12, 20, 22 at every head dim)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);
