@@ -587,7 +587,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
       pv_into_o(factor);
       issue_qk();
       c.gemm_turn_end();
-      prefetch_descales(n_block + 1, w.n_blocks);  // after the turn: fewer registers live across its FFMAs
+      prefetch_descales(n_block + 1, w.n_blocks);  // the next block's descales, loaded under this softmax
       qk_to_p(w, n_block, k_cur, v_cur, factor);
     }
     bars.v.consumer_wait(v_state);
