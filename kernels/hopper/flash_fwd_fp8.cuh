@@ -496,26 +496,32 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     c.store(p, w.r, w.t, o, out_scale, lse);
   };
 
-  // kOverlap false: one block start to end (Q K^T, softmax, P into pa, P V into the fresh ob, O = O * factor + ob).
-  // Its first lines repeat first_block's on purpose: first_block calling a shared helper instead moved the
-  // overlapped kernels' register allocation and scheduling (2312 -> 2304 SASS instructions at d128), while as
-  // written the d256 default's SASS is byte-identical to the builds measured before 2026-12-01's seventh session
-  // (cuobjdump), so their records still describe it.
-  auto serial_step = [&](const WorkTile& w, int n_block, float k_cur, float v_cur) {
-    if (n_block == 0) bars.q.consumer_wait(q_state);
-    bars.k.consumer_wait(k_state);
-    c.gemm_turn_begin();
-    issue_qk();
-    c.gemm_turn_end();
+  // qk_to_p: after Q K^T of block n_block was issued: its scores -> P in pa, and the factor taking O to its units.
+  auto qk_to_p = [&](const WorkTile& w, int n_block, float k_cur, float v_cur, float (&factor)[2]) {
     wgmma_wait<0>();
     fence_operands(s);
     release_k(n_block == w.n_blocks - 1);
     float o_scale[2];
     softmax_block(w.r, w.t.m_block, n_block, k_cur, o_scale);
     p_to_fp8_fragments<Cfg::kBlockN>(s, pa);
-    // O: max of block n-1 and units of v_pa -> block n's (o_scale is 0 at block 0, where O is zero).
     const float v_ratio = v_pa == v_cur ? 1.f : __fdividef(v_pa, v_cur);
-    const float factor[2] = {o_scale[0] * v_ratio, o_scale[1] * v_ratio};
+    factor[0] = o_scale[0] * v_ratio;
+    factor[1] = o_scale[1] * v_ratio;
+    v_pa = v_cur;
+  };
+  // kOverlap false: one block start to end (Q K^T, softmax, P into pa, P V into the fresh ob, O = O * factor + ob).
+  // (first_block, of the overlapped kernels, repeats qk_to_p's lines on purpose: calling a shared helper there moved
+  // their register allocation and scheduling, 2312 -> 2304 SASS instructions at d128, detaching them from their
+  // measurements. serial_step calling qk_to_p left the promoted kernels' instructions and their order unchanged,
+  // registers renamed only: cuobjdump, 2026-12-01 eighth session.)
+  auto serial_step = [&](const WorkTile& w, int n_block, float k_cur, float v_cur) {
+    if (n_block == 0) bars.q.consumer_wait(q_state);
+    bars.k.consumer_wait(k_state);
+    c.gemm_turn_begin();
+    issue_qk();
+    c.gemm_turn_end();
+    float factor[2];  // O: max of block n-1 and units of v_pa -> block n's (0 at block 0, where O is zero)
+    qk_to_p(w, n_block, k_cur, v_cur, factor);
     bars.v.consumer_wait(v_state);
     if constexpr (Cfg::kPromote) {  // (serial steps exist with kPromote only)
 #pragma unroll
@@ -531,7 +537,6 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     }
     fence_pa();
     release_v();
-    v_pa = v_cur;
   };
 
   // kFusedTurn: one turn per block. serial_step takes two (Q K^T, then P V after the softmax), and the turns
@@ -553,19 +558,6 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
       fence_pa();
       release_v();
     }
-  };
-  // qk_to_p: after Q K^T of block n_block was issued: its scores -> P in pa, and the factor taking O to its units.
-  auto qk_to_p = [&](const WorkTile& w, int n_block, float k_cur, float v_cur, float (&factor)[2]) {
-    wgmma_wait<0>();
-    fence_operands(s);
-    release_k(n_block == w.n_blocks - 1);
-    float o_scale[2];
-    softmax_block(w.r, w.t.m_block, n_block, k_cur, o_scale);
-    p_to_fp8_fragments<Cfg::kBlockN>(s, pa);
-    const float v_ratio = v_pa == v_cur ? 1.f : __fdividef(v_pa, v_cur);
-    factor[0] = o_scale[0] * v_ratio;
-    factor[1] = o_scale[1] * v_ratio;
-    v_pa = v_cur;
   };
   auto fused_tile = [&](const WorkTile& w) {
     float k0, v0, factor[2];
