@@ -559,12 +559,16 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
       release_v();
     }
   };
-  auto fused_tile = [&](const WorkTile& w) {
-    float k0, v0, factor[2];
+  // A promoted tile's start: descales (block 0's in k0, v0), O in block 0's units, softmax state and O reset.
+  auto start_promoted_tile = [&](const WorkTile& w, float& k0, float& v0) {
     begin_tile(w, k0, v0);
     v_pa = v0;
     softmax.reset();
     zero_o();
+  };
+  auto fused_tile = [&](const WorkTile& w) {
+    float k0, v0, factor[2];
+    start_promoted_tile(w, k0, v0);
     bars.q.consumer_wait(q_state);
     bars.k.consumer_wait(k_state);
     c.gemm_turn_begin();
@@ -594,10 +598,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
       fused_tile(cur);
     } else if constexpr (!Cfg::kOverlap) {
       float k0, v0;
-      begin_tile(cur, k0, v0);  // block 0's descales; block 1's in k_next / v_next
-      v_pa = v0;
-      softmax.reset();
-      zero_o();
+      start_promoted_tile(cur, k0, v0);  // block 1's descales in k_next / v_next
       serial_step(cur, 0, k0, v0);
       for (int n_block = 1; n_block < cur.n_blocks; ++n_block) {
         const float k_cur = k_next, v_cur = v_next;
