@@ -4,8 +4,8 @@ The native FP8 kernel's loop walks keys in blocks of KEY_BLOCK (128) or, at head
 and applies one k and one v descale per block, so a block must lie inside one descale tile. native_key_block says
 which block a call gets (kernels/hopper/flash_fwd_fp8_launch.cuh, run_fp8_default, makes the same choice): the
 192-key kernel wherever block_k allows it. Both are promoted (each key block's P V added into fp32 O on the CUDA
-cores, so the mean of V survives long key ranges); on the H200 the promoted 192-key kernel ran +7-18% over the
-promoted 128-key one non-causal from 2k keys on (687 vs 644 TFLOP/s at 4k, 721 vs 612 at 16k), +0-9% causal, and
+cores, so the mean of V survives long key ranges); on the H200 the promoted 192-key kernel ran +6-18% over the
+promoted 128-key one non-causal from 2k keys on (687 vs 644 TFLOP/s at 4k, 721 vs 612 at 16k), +0-10% causal, and
 -4% / -8% at 1k (benchmarks/NOTES.md, 2026-12-01 eighth session). default_block_k is the K/V tile PerTileScaling
 uses when its block_k is None (one descale per kernel block); the one-scale-per-sequence recipes (CurrentScaling,
 DelayedScaling) reach it too. The emulation (fa3nn.fp8.reference) walks the same blocks as the kernel by default.
