@@ -60,8 +60,8 @@ UNMASKED = Window()
 # before 2026-12-01's eighth session) and the other 128-key variants, except key_block_192_serial: promoted, with
 # serial steps (no intra-warpgroup overlap) so that the block accumulator shares the scores' registers (the d128
 # default where block_k allows), and serial (= key_block_128): the same on 128-key blocks, the default at d64 and d256
-# (at d256 with P V in two head-dim halves). fused_turn (d128): serial with one pingpong turn per block (P V of
-# the previous block, its promotion and this block's Q K^T), not yet run on a GPU.
+# (at d256 with P V in two head-dim halves). fused_turn (d128): serial with one pingpong turn per block (P V of the
+# previous block, its promotion and this block's Q K^T), not yet run on a GPU.
 VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one_cta_per_tile": 5,
             "skip_softmax": 6, "plain_pv_wait": 7, "skip_kv_loads": 9, "key_block_192": 10,
             "key_block_192_skip_softmax": 11, "key_block_128": 12, "key_block_192_poly_exp2": 13,

@@ -120,11 +120,11 @@ int launch_fp8(const Fp8Problem& pr) {
 //   what the promotion costs; so are variants 1-3, 6, 7, 9-11, 13-18). 21 (d128): 192-key blocks, promoted, serial
 //   steps (the block accumulator shares S's registers; the d128 default where block_k allows); 22: the same on
 //   128-key blocks (the default at d64 and d256, and at d128 where block_k rules out 192; d256: P V in two head-dim
-//   halves, Fp8FwdConfig::kPvSplit). 24 (d128): variant 22 with one pingpong turn per block (kFusedTurn: P V of
-//   the previous block, its promotion and this block's Q K^T in one turn). ptxas interleaves the promotion's FFMAs
-//   with the next Q K^T, so the block accumulator gets registers beside S instead of S's: the 192-key form spilled
-//   20-28 B (tile values kept across the loop) and the d256 one 336-348 B (neither an asm fence, __syncwarp nor a
-//   named barrier between them kept ptxas from it), so neither is built.
+//   halves, Fp8FwdConfig::kPvSplit). 24 (d128): variant 22 with one pingpong turn per block (kFusedTurn: P V of the
+//   previous block, its promotion and this block's Q K^T in one turn; the block accumulator is S's first registers
+//   by name, flash_fwd_fp8.cuh says why). Not built: the 192-key form (0 spills, but ptxas serializes its wgmma,
+//   C7511) and the d256 form (spills 40-84 B in the loop: its two head-dim halves' accumulators land in different
+//   registers).
 //   The one-pair deal measured +6% at d128 causal 4096, +11% / +5% at d256 causal 2048 / 4096, within 1% at d128
 //   causal 2048 (onepair-h200-20261201-1459).
 template <int D, int kVariant> struct Fp8Tiles;
