@@ -542,29 +542,23 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   // kFusedTurn: one turn per block. serial_step takes two (Q K^T, then P V after the softmax), and the turns
   // alternate, so each warpgroup's P V waits for the other's Q K^T and both run their softmax at once: the tensor
   // cores idle for (softmax - GEMM) per block pair whenever the softmax is the longer. Here a turn holds P V of block
-  // n-1 (its wait and the FFMA into O included: the block accumulator must be read before Q K^T of block n writes
-  // the registers it shares with S) and Q K^T of block n, and the other warpgroup's softmax runs meanwhile.
+  // n-1 (its wait and the FFMA into O included, so that the block accumulator can be S's registers, as in the serial
+  // steps) and Q K^T of block n, and the other warpgroup's softmax runs meanwhile.
   // pv_into_o: P V of the block in pa into ob, O = O * factor + ob; then pa and the V stage are free.
-  // The block accumulator is S's first registers by name, not by ptxas' choice: left to itself ptxas interleaved the
-  // FFMAs with the next Q K^T's QGMMAs and gave the accumulator registers beside S (192-key blocks spilled 20-28 B,
-  // d256 336-348 B; an asm fence, __syncwarp or a named barrier between them did not stop it). Writing S now has to
-  // wait for the FFMAs' reads, so Q K^T issues after them. With 192-key blocks that builds without spills but ptxas
-  // serializes the wgmma (C7511), and d256 still spills 40-84 B (its two halves' accumulators land in different
-  // registers): only d128 with 128-key blocks is built.
+  // The FFMAs of the promotion and the next Q K^T's QGMMAs: ptxas interleaves them, so the block accumulator gets
+  // registers beside S instead of S's. Fine at d128 with 128-key blocks (0 spills); the 192-key form spilled 20-28 B
+  // and the d256 one 336-348 B. Naming S's first registers as the accumulator (a reference into s) forces the order
+  // and removes the 192-key spills, but ptxas then serializes that kernel's wgmma (C7511) and d256 still spills in
+  // its loop, so only d128 128-key is built, with ptxas left free to interleave (NOTES, 2026-12-01 eighth session).
   auto pv_into_o = [&](const float (&factor)[2]) {
     if constexpr (Cfg::kExperiment == kFusedTurn) {
-      constexpr int kAccRegs = C::kORegs / Cfg::kPvSplit, kRows = Cfg::kHeadDim / Cfg::kPvSplit;
-      static_assert(C::kSRegs >= kAccRegs, "the block accumulator lives in S's registers");
-      float(&acc)[kAccRegs] = *reinterpret_cast<float(*)[kAccRegs]>(&s[0]);
 #pragma unroll
-      for (int h = 0; h < Cfg::kPvSplit; ++h) {  // head-dim rows [h kRows, (h + 1) kRows) of Vt
-        warpgroup_arrive();
-        gemm_fp8_rs<Cfg::kBlockN, kRows, Cfg::kVPanelKeys, Cfg::kVPanelBytes, true>(
-            acc, pa, desc_advance(desc_v0, v_state.index * Cfg::kVBytes + h * kRows * Cfg::kVPanelKeys));
-        wgmma_commit();
+      for (int h = 0; h < Cfg::kPvSplit; ++h) {
+        if constexpr (Cfg::kPvSplit == 1) issue_pv();
+        else issue_pv_half(h);
         wgmma_wait<0>();
-        fence_operands(acc);
-        C::rescale_add(o, factor, acc, h * kAccRegs);
+        fence_operands(ob);
+        C::rescale_add(o, factor, ob, h * (C::kORegs / Cfg::kPvSplit));
       }
       fence_pa();
       release_v();
