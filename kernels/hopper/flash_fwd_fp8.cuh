@@ -542,8 +542,8 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   // kFusedTurn: one turn per block. serial_step takes two (Q K^T, then P V after the softmax), and the turns
   // alternate, so each warpgroup's P V waits for the other's Q K^T and both run their softmax at once: the tensor
   // cores idle for (softmax - GEMM) per block pair whenever the softmax is the longer. Here a turn holds P V of block
-  // n-1 (its wait and the FFMA into O included, so that the block accumulator can be S's registers, as in the serial
-  // steps) and Q K^T of block n, and the other warpgroup's softmax runs meanwhile.
+  // n-1 (its wait and the FFMA into O included: the block accumulator is free again before the next P V) and Q K^T
+  // of block n, and the other warpgroup's softmax runs meanwhile.
   // pv_into_o: P V of the block in pa into ob, O = O * factor + ob; then pa and the V stage are free.
   // The FFMAs of the promotion and the next Q K^T's QGMMAs: ptxas interleaves them, so the block accumulator gets
   // registers beside S instead of S's. Fine at d128 with 128-key blocks (0 spills); the 192-key form spilled 20-28 B
