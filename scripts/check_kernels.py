@@ -1,9 +1,11 @@
 """Compile every native Hopper kernel instantiation with nvcc (no GPU needed) and check ptxas' resource report.
 
 Flags in the table: P pingpong, O intra-warpgroup overlap, T cross-tile pipeline, X skip-K/V-loads diagnostic,
-E4 every 4th exp2 on the FP32 pipe (FP8); q1/q2 = Q stages; bwd rows are the backward's main kernel (64 query rows x
-128 keys per step; "ovl S" / "ovl S+dP": the overlap variants, flash_bwd_overlap.cuh; its pre/post-processing
-kernels are plain elementwise passes, listed without SASS requirements).
+E4 every 4th exp2 on the FP32 pipe (FP8); FP8 also S serial steps with P V promoted per block and Xn its experiment n
+(flash_fwd_fp8.cuh, Fp8Experiment: X7 the fused-turn schedule, the others timing-only); q1/q2 = Q stages; bwd rows
+are the backward's main kernel (64 query rows x 128 keys per step; "ovl S" / "ovl S+dP": the overlap variants,
+flash_bwd_overlap.cuh; its pre/post-processing kernels are plain elementwise passes, listed without SASS
+requirements).
 Fails (exit 1) when any instantiation spills registers
 or uses local memory (stack frame), or when ptxas reports that it serialized wgmma or ignored setmaxnreg (C7508,
 C7511, C7512, C7515, C7519: each means the kernel is not what the source says). Prints registers, the setmaxnreg split

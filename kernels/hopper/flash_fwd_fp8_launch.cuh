@@ -121,10 +121,8 @@ int launch_fp8(const Fp8Problem& pr) {
 //   steps (the block accumulator shares S's registers; the d128 default where block_k allows); 22: the same on
 //   128-key blocks (the default at d64 and d256, and at d128 where block_k rules out 192; d256: P V in two head-dim
 //   halves, Fp8FwdConfig::kPvSplit). 24 (d128): variant 22 with one pingpong turn per block (kFusedTurn: P V of the
-//   previous block, its promotion and this block's Q K^T in one turn; the block accumulator is S's first registers
-//   by name, flash_fwd_fp8.cuh says why). Not built: the 192-key form (0 spills, but ptxas serializes its wgmma,
-//   C7511) and the d256 form (spills 40-84 B in the loop: its two head-dim halves' accumulators land in different
-//   registers).
+//   previous block, its promotion and this block's Q K^T in one turn). Not built: its 192-key and d256 forms, which
+//   spill or get their wgmma serialized (flash_fwd_fp8.cuh, pv_into_o, says why).
 //   The one-pair deal measured +6% at d128 causal 4096, +11% / +5% at d256 causal 2048 / 4096, within 1% at d128
 //   causal 2048 (onepair-h200-20261201-1459).
 template <int D, int kVariant> struct Fp8Tiles;
@@ -183,11 +181,8 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   if (variant == 20) return run_fp8_tiles<D, 0>(pr);
   if (variant == 22 || variant == 12) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true>(pr);
   if constexpr (D == 128) {
-    if (variant == 24) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true>(pr);
-  }
-
-  if constexpr (D == 128) {
     if (variant == 21) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 192, true>(pr);
+    if (variant == 24) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true>(pr);
   }
   if (variant == 5) {
     Fp8Problem per_tile = pr;
