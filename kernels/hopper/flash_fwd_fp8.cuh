@@ -68,8 +68,8 @@ enum Fp8Experiment : int {
   kCutExp2 = 4,       // the softmax without its exp2s (kSoftmaxNoExp2): WRONG output; times the MUFU share
   kCutRowMax = 5,     // the softmax without its row max tree (kSoftmaxNoRowMax): WRONG output; times the max chain
   kSkipSoftmaxAndKVLoads = 6,  // kSkipSoftmax and kSkipKVLoads together: the loop's skeleton without L2 traffic
-  kFusedTurn = 7,     // promoted kernels only, correct output: one pingpong turn per key block holding P V of the
-                      // previous block, its promotion into O and this block's Q K^T (fp8_consumer_loop)
+  kFusedTurn = 7,     // promoted kernels only, correct output, the d128 default: one pingpong turn per key block
+                      // holding P V of the previous block, its promotion into O and this block's Q K^T
 };
 __host__ __device__ constexpr bool skips_softmax(int experiment) {
   return experiment == kSkipSoftmax || experiment == kSkipSoftmaxAndKVLoads;

@@ -118,10 +118,10 @@ int launch_fp8(const Fp8Problem& pr) {
 //   20: 128-key blocks without kPromote, overlapped (one tensor-core accumulator across all key blocks: loses the
 //   mean of V over long key ranges; the default of every head dim before 2026-12-01's eighth session, kept to time
 //   what the promotion costs; so are variants 1-3, 6, 7, 9-11, 13-18). 21 (d128): 192-key blocks, promoted, serial
-//   steps (the block accumulator shares S's registers; the d128 default where block_k allows); 22: the same on
-//   128-key blocks (the default at d64 and d256, and at d128 where block_k rules out 192; d256: P V in two head-dim
-//   halves, Fp8FwdConfig::kPvSplit). 24 (d128): variant 22 with one pingpong turn per block (kFusedTurn: P V of the
-//   previous block, its promotion and this block's Q K^T in one turn). Not built: its 192-key and d256 forms, which
+//   steps (the block accumulator shares S's registers; the d128 default where block_k fits 192 but not 128); 22: the
+//   same on 128-key blocks (the default at d64 and d256; d256: P V in two head-dim halves, Fp8FwdConfig::kPvSplit).
+//   24 (d128): variant 22 with one pingpong turn per block (kFusedTurn: P V of the previous block, its promotion and
+//   this block's Q K^T in one turn; the d128 default where block_k fits 128-key blocks). Not built: its 192-key and d256 forms, which
 //   spill or get their wgmma serialized (flash_fwd_fp8.cuh, pv_into_o, says why).
 //   The one-pair deal measured +6% at d128 causal 4096, +11% / +5% at d256 causal 2048 / 4096, within 1% at d128
 //   causal 2048 (onepair-h200-20261201-1459).
@@ -133,7 +133,7 @@ template <> struct Fp8Tiles<256, 0> { static constexpr int kStages = 2, kQStages
 template <> struct Fp8Tiles<256, 2> { static constexpr int kStages = 3, kQStages = 1, kPolyExpEvery = 0; };
 
 // kPromote (per-block fp32 promotion of P V with serial steps, flash_fwd_fp8.cuh): every default kernel
-// (run_fp8_default) and variants 12, 21, 22; the other variants accumulate across blocks on the tensor cores in the
+// (run_fp8_default) and variants 12, 21, 22, 24; the other variants accumulate across blocks on the tensor cores in the
 // overlapped loop, as every FP8 kernel did before 2026-12-01's seventh session (they lose the mean of V over long
 // key ranges: benchmarks only).
 template <int D, int kVariant, bool kPingpong = true, int kPolyExpEvery = Fp8Tiles<D, kVariant>::kPolyExpEvery,
@@ -144,8 +144,10 @@ int run_fp8_tiles(const Fp8Problem& pr) {
   if (pr.out_bf16)
     return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, P, X, N, kPromote>>(pr)
                      : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, P, X, N, kPromote>>(pr);
-  constexpr bool kDefaultKernel = kPromote && (N == 128 || (D == 128 && N == 192));
-  if constexpr (kVariant != 0 || !kPingpong || P != T::kPolyExpEvery || X != kNoExperiment || !kDefaultKernel) {
+  // run_fp8_default's kernels (d128 128-key: the fused turn), the only ones built for fp16 output too
+  constexpr int kDefaultSchedule = (D == 128 && N == 128) ? kFusedTurn : kNoExperiment;
+  constexpr bool kDefaultKernel = kPromote && X == kDefaultSchedule && (N == 128 || (D == 128 && N == 192));
+  if constexpr (kVariant != 0 || !kPingpong || P != T::kPolyExpEvery || !kDefaultKernel) {
     return fail("%s", "FP8 benchmark variants exist for bf16 output only");
   } else {
     return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, false, true, true, P, X, N, kPromote>>(pr)
@@ -153,10 +155,11 @@ int run_fp8_tiles(const Fp8Problem& pr) {
   }
 }
 
-// The default kernel per head dim: promoted, serial steps (flash_fwd_fp8.cuh, kPromote). Head dim 128 takes 192-key
-// blocks wherever the descale tiles allow (block_k a multiple of 192, or one descale per sequence), 128-key ones
-// otherwise: on the H200 the promoted 192-key kernel ran 536 / 396 TFLOP/s at 1k (non-causal / causal; the 128-key
-// one 557 / 431), 687 / 635 at 4k (644 / 605) and 721 / 680 at 16k (612 / 626) (promote2-h200-20261201-2242).
+// The default kernel per head dim: promoted (flash_fwd_fp8.cuh, kPromote) on 128-key blocks, at head dim 128 with
+// one pingpong turn per block (kFusedTurn), elsewhere serial steps. Head dim 128 takes the serial 192-key kernel
+// where the descale tiles fit 192-key blocks but not 128-key ones. On the H200 the fused-turn kernel ran 736 / 718 /
+// 735 TFLOP/s non-causal at 4k / 8k / 16k keys, the serial 192-key one 685 / 713 / 666 and the serial 128-key one
+// 649 / 650 / 660; causal 696 / 750 / 737, 641 / 686 / 689 and 610 / 633 / 631 (fusedturn-h200-20261202-0158).
 // fa3nn/fp8/key_blocks.py mirrors the choice.
 inline bool fits_key_block(const Fp8Problem& pr, int block) {
   return pr.block_k % block == 0 || pr.block_k >= pr.max_seqlen_k;
@@ -165,7 +168,8 @@ inline bool fits_key_block(const Fp8Problem& pr, int block) {
 template <int D>
 int run_fp8_default(const Fp8Problem& pr) {
   if constexpr (D == 128) {
-    if (fits_key_block(pr, 192)) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 192, true>(pr);
+    if (fits_key_block(pr, 128)) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true>(pr);
+    return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 192, true>(pr);
   }
   return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true>(pr);
 }
