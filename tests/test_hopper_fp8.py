@@ -267,7 +267,8 @@ def test_rounding_points_with_exact_scores(headdim, causal, record_property):
 @pytest.mark.parametrize(
     "headdim, variant",
     [(128, "no_pingpong"), (128, "other_stages"), (128, "poly_exp2"), (128, "one_cta_per_tile"),
-     (128, "plain_pv_wait"), (128, "no_promotion"), (128, "serial"), (128, "fused_turn"), (256, "no_pingpong"),
+     (128, "plain_pv_wait"), (128, "no_promotion"), (128, "serial"), (128, "fused_turn"), (64, "fused_turn"),
+     (256, "no_pingpong"),
      (256, "other_stages"), (256, "one_cta_per_tile"), (256, "no_promotion")],
 )
 @pytest.mark.gpu
@@ -302,20 +303,23 @@ def test_causal_deals_agree_bitwise(headdim, record_property):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("block_k, variant", [(192, "key_block_192"), (384, "key_block_192"),
                                               (192, "key_block_192_poly_exp2"), (192, "key_block_192_no_pingpong"),
-                                              (192, "key_block_192_serial"), (384, "key_block_192_serial")])
+                                              (192, "key_block_192_serial"), (384, "key_block_192_serial"),
+                                              (192, "key_block_192_fused_turn"), (384, "key_block_192_fused_turn")])
 @pytest.mark.gpu
 @needs_hopper
 def test_key_block_192_matches_its_emulation(block_k, variant, causal, record_property):
     """The 192-key kernel (d128: Vt in three 64-key SW64 panels), also with a quarter of its exp2s as the FP32
-    polynomial and without pingpong, against the emulation with block_n=192, on exact scores with K/V descale tiles
-    of 192 and 384 keys; 1900 keys end in a partial block."""
+    polynomial and without pingpong, and the promoted ones (serial steps; the fused turn), against the emulation
+    with block_n=192, on exact scores with K/V descale tiles of 192 and 384 keys; 1900 keys end in a partial
+    block."""
     quantized = _exact_score_inputs(2, 2000, 1900, 8, 2, 128, block_k=block_k)
     record_property("errors", _run_quantized(quantized, causal, 0.25, variant=variant,
                                              rms_ratio=EXACT_RMS_RATIO, lse_rtol=EXACT_LSE_RTOL))
 
 
-@pytest.mark.parametrize("headdim, variant", [(64, "full"), (128, "full"), (128, "no_promotion"), (128, "serial"),
-                                              (128, "key_block_192_serial"), (256, "full"), (256, "no_promotion")])
+@pytest.mark.parametrize("headdim, variant", [(64, "full"), (64, "fused_turn"), (128, "full"), (128, "no_promotion"),
+                                              (128, "serial"), (128, "fused_turn"), (256, "full"),
+                                              (256, "no_promotion")])
 @pytest.mark.gpu
 @needs_hopper
 def test_mean_of_v_survives_long_key_ranges(headdim, variant, record_property):
@@ -323,8 +327,8 @@ def test_mean_of_v_survives_long_key_ranges(headdim, variant, record_property):
     2^-9 at most (bf16's rounding step; measured: see record_property). The FP8 tensor cores keep fewer bits than
     fp32 when adding into their accumulator, so one accumulator carried across all key blocks loses ~1.2% of the
     mean per 1000 keys (benchmarks/NOTES.md): variant no_promotion, asserted to drift by more than 2% here, shows the
-    check can fail; the defaults (at d128 the fused turn on 128-key blocks) and variants serial (128-key blocks at
-    d128) and key_block_192_serial promote each block's P V into fp32 O."""
+    check can fail; the defaults (the fused turn at d64 and d128, 192-key blocks at d128 here; serial steps at d256)
+    and variants serial and fused_turn (128-key blocks at d128) promote each block's P V into fp32 O."""
     q, k = (_draw((1, 8192, 4, headdim), "normal") for _ in range(2))
     v = (torch.randn(1, 8192, 4, headdim, device="cuda") + 1).to(torch.bfloat16)
     block_k = 384  # serves the 128- and 192-key kernels
@@ -362,20 +366,21 @@ def test_key_block_192_refuses_128_key_descale_tiles():
 
 @pytest.mark.parametrize(
     "headdim, block_k, max_seqlen_k, variant, expected",
-    [(128, 128, 4096, "full", 128), (128, 192, 4096, "full", 192), (128, 384, 4096, "full", 128),
-     (128, 576, 4096, "full", 192), (128, 256, 4096, "full", 128), (128, 4096, 4096, "full", 128),
-     (128, 96, 64, "full", 128),
+    [(128, 128, 4096, "full", 128), (128, 192, 4096, "full", 192), (128, 384, 4096, "full", 192),
+     (128, 576, 4096, "full", 192), (128, 256, 4096, "full", 128), (128, 4096, 4096, "full", 192),
+     (128, 96, 64, "full", 128), (128, 4096, 1024, "full", 128), (128, 384, 1024, "full", 128),
+     (128, 192, 1000, "full", 192), (128, 4096, 1025, "full", 192),
      (128, 96, 4096, "full", None), (64, 192, 4096, "full", None), (64, 4096, 4096, "full", 128),
      (256, 384, 4096, "full", 128), (128, 384, 4096, "key_block_128", 128), (128, 128, 4096, "key_block_192", None),
      (128, 384, 4096, "key_block_192", 192), (128, 384, 4096, "no_pingpong", 128),
      (128, 384, 4096, "no_promotion", 128), (128, 384, 4096, "serial", 128),
-     (128, 384, 4096, "one_cta_per_tile", 128), (128, 576, 4096, "one_cta_per_tile", 192),
-     (128, 384, 4096, "fused_turn", 128)],
+     (128, 384, 4096, "one_cta_per_tile", 192), (128, 256, 4096, "one_cta_per_tile", 128),
+     (128, 384, 4096, "fused_turn", 128), (128, 384, 4096, "key_block_192_fused_turn", 192)],
 )
 def test_key_block_follows_the_descale_tiles(headdim, block_k, max_seqlen_k, variant, expected):
-    """The kernel (and so the emulation's block_n) a call gets: 128 keys where the K/V descale tiles allow it
-    (block_k a multiple of the block, or one per sequence), else 192 at head dim 128 where those fit, None where no
-    block fits; the
+    """The kernel (and so the emulation's block_n) a call gets: at head dim 128, 192 keys where the K/V descale
+    tiles allow it (block_k a multiple of the block, or one per sequence) and the keys are more than 1024, else 128
+    where those fit, else 192; 128 at the other head dims; None where no block fits; the
     benchmark variants other than the 192-key ones and those of the default kernel walk 128-key blocks."""
     assert key_block(headdim, block_k, max_seqlen_k, variant) == expected
 
@@ -420,8 +425,8 @@ def test_outlier_distribution_and_scale_granularities(headdim, causal, scaling, 
 @pytest.mark.gpu
 @needs_hopper
 def test_other_blocks_and_fp16_output(block_k, causal, record_property):
-    """Q scale tiles smaller than the kernel's query tile, K/V tiles of one to three key blocks, fp16 output: 256 and
-    384 run the 128-key (fused-turn) kernel, 192 and 576 the 192-key one, which is all their tiles fit."""
+    """Q scale tiles smaller than the kernel's query tile, K/V tiles of one to three key blocks, fp16 output: 192 and
+    576 run the fused 192-key kernel (all their tiles fit), 256 and 384 the fused 128-key one (901 keys: <= 1024)."""
     q = _draw((2, 777, 4, 128), "normal")
     k, v = (_draw((2, 901, 2, 128), "normal") for _ in range(2))
     record_property("errors", _run_dense(q, k, v, causal, block_q=48, block_k=block_k, out_dtype=torch.float16))

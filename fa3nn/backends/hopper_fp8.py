@@ -37,7 +37,7 @@ import torch
 
 from fa3nn.backends.base import AttnCall
 from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
-from fa3nn.fp8.key_blocks import KEY_BLOCK, OTHER_KEY_BLOCK, block_fits_tiles, native_key_block
+from fa3nn.fp8.key_blocks import KEY_BLOCK, WIDE_KEY_BLOCK, block_fits_tiles, native_key_block
 from fa3nn.fp8.operands import VT_PAD, check_vt_starts, padded_keys, vt_columns
 from fa3nn.masks import Window
 
@@ -59,17 +59,17 @@ UNMASKED = Window()
 # ranges, benchmarks/NOTES.md), as do no_promotion (128-key blocks, the overlapped loop: every head dim's default
 # before 2026-12-01's eighth session) and the other 128-key variants, except key_block_192_serial: promoted, with
 # serial steps (no intra-warpgroup overlap) so that the block accumulator shares the scores' registers (the d128
-# kernel for descale tiles that fit 192-key blocks but not 128-key ones), and serial (= key_block_128): the same on
-# 128-key blocks, the default at d64 and d256 (at d256 with P V in two head-dim halves). fused_turn (d128, the d128
-# default since 2026-12-02 where 128-key blocks fit): serial with one pingpong turn per block (P V of the previous
-# block, its promotion and this block's Q K^T).
+# default for 192-key tiles on 2026-12-01), serial (= key_block_128): the same on 128-key blocks (the default at
+# d256, with P V in two head-dim halves), fused_turn (d64, d128): serial with one pingpong turn per block (P V of the
+# previous block, its promotion and this block's Q K^T; the d64 default, and d128's where 128-key blocks are
+# chosen), and key_block_192_fused_turn: the same on 192-key blocks (d128's default where those are chosen).
 VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one_cta_per_tile": 5,
             "skip_softmax": 6, "plain_pv_wait": 7, "skip_kv_loads": 9, "key_block_192": 10,
             "key_block_192_skip_softmax": 11, "key_block_128": 12, "key_block_192_poly_exp2": 13,
             "key_block_192_no_pingpong": 14, "key_block_192_skip_exp2": 15, "key_block_192_skip_row_max": 16,
             "key_block_192_skip_kv_loads": 17, "key_block_192_skip_softmax_and_kv_loads": 18,
             "l2_sections": 19, "no_promotion": 20, "key_block_192_serial": 21, "serial": 22,
-            "fused_turn": 24}
+            "fused_turn": 24, "key_block_192_fused_turn": 25}
 # Variants that run the default kernels' key block (only the causal tile deal or the promotion differ).
 _DEFAULT_KERNELS = ("full", "l2_sections", "one_cta_per_tile")
 _FORCED_KEY_BLOCK = {name: 192 for name in VARIANTS if name.startswith("key_block_192")}
@@ -78,7 +78,8 @@ _FORCED_KEY_BLOCK = {name: 192 for name in VARIANTS if name.startswith("key_bloc
 def key_block(headdim: int, block_k: int, max_seqlen_k: int, variant: str = "full") -> int | None:
     """Keys per block of the kernel `variant` runs with these descale tiles (the emulation's block_n for it), or
     None when block_k fits it not: a block must lie in one k/v descale tile. The default: fa3nn.fp8.key_blocks.
-    native_key_block (128 where block_k allows, else 192 at head dim 128 where that fits)."""
+    native_key_block (at head dim 128: 192 where block_k allows and the keys are more than 1024, else 128 where it
+    fits, else 192)."""
     if variant in _DEFAULT_KERNELS:
         return native_key_block(headdim, block_k, max_seqlen_k)
     block = _FORCED_KEY_BLOCK.get(variant, KEY_BLOCK)  # the other benchmark variants are 128-key kernels
@@ -102,8 +103,8 @@ def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
     if call.nheads % call.nheads_kv:
         return "nheads must be a multiple of nheads_kv"
     if key_block(call.headdim, block_k, max_seqlen_k) is None:
-        other = OTHER_KEY_BLOCK.get(call.headdim)
-        blocks = f"{KEY_BLOCK} or {other}" if other else f"{KEY_BLOCK}"
+        wide = WIDE_KEY_BLOCK.get(call.headdim)
+        blocks = f"{KEY_BLOCK} or {wide}" if wide else f"{KEY_BLOCK}"
         return f"block_k={block_k} is neither a multiple of {blocks} (the kernel's key block) nor >= the longest key " \
                f"sequence ({max_seqlen_k})"
     if LIBRARY.get() is None:

@@ -5,9 +5,10 @@
 // Structure as the bf16 kernel (flash_fwd.cuh), whose tile helpers it reuses: one producer warpgroup (TMA), two
 // consumer warpgroups of 64 query rows each, pingpong between the consumers and, in the unpromoted benchmark
 // variants only, intra-warpgroup overlap (S_next = Q K^T is issued with P V of the previous block, and the softmax
-// of S_next runs while P V is on the tensor cores; the promoted defaults run serial steps, kPromote below).
+// of S_next runs while P V is on the tensor cores; the promoted defaults do not, kPromote below).
 // The tile loop is the persistent one of the bf16 kernel (the launcher's grid: one CTA per SM). Differences:
-//   * Key blocks of 128, or 192 at d128 where the descale tiles allow (PerTileScaling's default tile), visited
+//   * Key blocks of 128, or 192 at d128 where the descale tiles allow beyond 1024 keys (PerTileScaling's default
+//     tile at d128 is 192), visited
 //     first to last like the emulation: P's e4m3 rounding depends on the running max at the time P is made, so the
 //     visiting order is part of the numerics.
 //   * V arrives transposed (vt8: head-dim rows of keys), since FP8 wgmma reads B K-major only, with its keys
@@ -23,12 +24,13 @@
 //     of whatever it sums with one sign: the mean of V lost 0.94% at 1k keys, 5.0% at 4k and 18.6% at 16k on the
 //     H200 (benchmarks/NOTES.md "every FP8 forward here loses the mean of V"; DeepSeek-V3 promotes its FP8 GEMMs'
 //     partial sums to fp32 the same way). The block accumulator costs an O-sized register array, so the promoted
-//     kernels run serial steps (no intra-warpgroup overlap: kOverlap = !kPromote), where it takes S's registers:
-//     128- and 192-key blocks at d128, and d256 with P V in two halves (kPvSplit). Measured on the H200 (NOTES,
-//     2026-12-01 eighth session): -11..-20% against the unpromoted overlapped kernels at d128 (192-key: 687 / 721
-//     TFLOP/s non-causal at 4k / 16k), -14..-17% at d256 (910 / 912). Beside the overlapped loop it fitted only at
-//     d128 with 128-key blocks, measured correct and -15..-22% against the unpromoted kernels, but spilling 36-60 B
-//     (CI forbids spills), so that form was removed.
+//     kernels run without intra-warpgroup overlap (kOverlap = !kPromote): serial steps (d256, P V in two halves,
+//     kPvSplit: -14..-17% against the unpromoted overlapped kernel, 910 / 912 TFLOP/s non-causal at 4k / 16k), or at
+//     d64 and d128 the fused turn (kFusedTurn: P V of block n-1, its promotion and Q K^T of block n in one pingpong
+//     turn, so the other warpgroup's softmax hides behind it): at d128 on 192-key blocks within 0-2% of the
+//     unpromoted 192-key kernel non-causal from 4k keys (784 / 804 TFLOP/s at 4k / 16k; NOTES, 2026-12-02 ninth
+//     session). Beside the overlapped loop the block accumulator fitted only at d128 with 128-key blocks, spilling
+//     36-60 B (CI forbids spills), so that form was removed.
 #pragma once
 #include <cstdint>
 
@@ -58,7 +60,7 @@ struct Fp8FwdParams {
 };
 
 // kPolyExpEvery > 0: every kPolyExpEvery-th score's exp2 on the FP32 pipe (exp2_poly in softmax_fp8.cuh).
-// kExperiment (benchmark builds of the d128 kernel, never dispatched by the library): Fp8Experiment.
+// kExperiment: Fp8Experiment, a schedule (kFusedTurn, the d64/d128 default) or a benchmark-only d128 build.
 enum Fp8Experiment : int {
   kNoExperiment = 0,
   kSkipSoftmax = 1,   // P = c * S, no row max, exp2 or row sum: WRONG output; times the loop without its softmax
@@ -68,8 +70,8 @@ enum Fp8Experiment : int {
   kCutExp2 = 4,       // the softmax without its exp2s (kSoftmaxNoExp2): WRONG output; times the MUFU share
   kCutRowMax = 5,     // the softmax without its row max tree (kSoftmaxNoRowMax): WRONG output; times the max chain
   kSkipSoftmaxAndKVLoads = 6,  // kSkipSoftmax and kSkipKVLoads together: the loop's skeleton without L2 traffic
-  kFusedTurn = 7,     // promoted kernels only, correct output, the d128 default: one pingpong turn per key block
-                      // holding P V of the previous block, its promotion into O and this block's Q K^T
+  kFusedTurn = 7,     // promoted kernels only, correct output, the d64 and d128 default: one pingpong turn per key
+                      // block holding P V of the previous block, its promotion into O and this block's Q K^T
 };
 __host__ __device__ constexpr bool skips_softmax(int experiment) {
   return experiment == kSkipSoftmax || experiment == kSkipSoftmaxAndKVLoads;
@@ -80,12 +82,13 @@ __host__ __device__ constexpr bool skips_kv_loads(int experiment) {
 __host__ __device__ constexpr int softmax_cut(int experiment) {
   return experiment == kCutExp2 ? kSoftmaxNoExp2 : experiment == kCutRowMax ? kSoftmaxNoRowMax : kSoftmaxFull;
 }
-// kBlockN_: keys per block, 128 (the default) or 192 (variant 10 at head dim 128: the per-block fixed cost of the
-// loop over 1.5x the keys; needs one k/v descale per 192 keys, so block_k a multiple of 192 or one per sequence).
-// kPromote_: per-block fp32 promotion of P V (see the top of this file) with serial steps: no intra-warpgroup
-// overlap, each warpgroup runs Q K^T, softmax, P V of one block in turn (pingpong still interleaves the two
-// warpgroups), so the block accumulator is dead while S lives and shares its registers (192-key blocks fit: S 96 +
-// O 64 + P 24, the block accumulator in S's place). false: the overlapped loop with one tensor-core accumulator
+// kBlockN_: keys per block, 128 or 192 (head dim 128, the default there beyond 1024 keys: the per-block fixed cost
+// of the loop over 1.5x the keys; needs one k/v descale per 192 keys, so block_k a multiple of 192 or one per
+// sequence).
+// kPromote_: per-block fp32 promotion of P V (see the top of this file) without intra-warpgroup overlap: serial
+// steps (each warpgroup runs Q K^T, softmax, P V of one block in turn, pingpong interleaving the two warpgroups, so
+// the block accumulator is dead while S lives and shares its registers: S 96 + O 64 + P 24 at 192 keys), or with
+// kFusedTurn P V of one block and Q K^T of the next in one turn. false: the overlapped loop with one tensor-core accumulator
 // across all key blocks (the kernels before 2026-12-01's seventh session, which lose the mean of V).
 template <int kHeadDim_, int kStages_, int kQStages_, bool kOutBF16_, bool kCausal_, bool kPingpong_ = true,
           int kPolyExpEvery_ = 0, int kExperiment_ = kNoExperiment, int kBlockN_ = 128, bool kPromote_ = false>
@@ -96,6 +99,7 @@ struct Fp8FwdConfig {
   static constexpr bool kPromote = kPromote_, kOverlap = !kPromote_;
   // Serial promoted steps at head dim 256 issue P V in two n128 halves, one after the other, into one 64-register
   // block accumulator (O 128 + block 64 + P 16 registers; a whole-width block accumulator would need 272).
+  static constexpr bool kFused = kExperiment_ == kFusedTurn;
   static constexpr int kPvSplit = kPromote && kHeadDim > 128 ? 2 : 1;
   static constexpr int kConsumers = 2, kBlockM = 128, kBlockN = kBlockN_;
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -115,9 +119,9 @@ struct Fp8FwdConfig {
   static constexpr uint32_t kKPanelBytes = kBlockN * kRowBytes;
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head dim");
   static_assert(kBlockN == 128 || (kBlockN == 192 && kHeadDim == 128), "key block: 128, or 192 at head dim 128");
-  static_assert(!kPromote || kExperiment == kNoExperiment || kExperiment == kFusedTurn,
+  static_assert(!kPromote || kExperiment == kNoExperiment || kFused,
                 "the promoted kernel has no timing experiments");
-  static_assert(kExperiment != kFusedTurn || kPromote, "kFusedTurn is a schedule of the promoted kernel");
+  static_assert(!kFused || kPromote, "kFusedTurn is a schedule of the promoted kernel");
   static_assert(kKPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0 && kVPanelBytes % 1024 == 0,
                 "1024-B alignment");
 
@@ -546,12 +550,13 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   // of block n, and the other warpgroup's softmax runs meanwhile.
   // pv_into_o: P V of the block in pa into ob, O = O * factor + ob; then pa and the V stage are free.
   // The FFMAs of the promotion and the next Q K^T's QGMMAs: ptxas interleaves them, so the block accumulator gets
-  // registers beside S instead of S's. Fine at d128 with 128-key blocks (0 spills); the 192-key form spilled 20-28 B
-  // and the d256 one 336-348 B. Naming S's first registers as the accumulator (a reference into s) forces the order
-  // and removes the 192-key spills, but ptxas then serializes that kernel's wgmma (C7511) and d256 still spills in
-  // its loop, so only d128 128-key is built, with ptxas left free to interleave (NOTES, 2026-12-01 eighth session).
+  // registers beside S instead of S's. Fine at d64 and at d128 with 128-key blocks; the 192-key form spilled 20-28 B
+  // (the tile's batch, head and rows, kept across the key loop for the store: decoded again after it now, 0 spills)
+  // and the d256 one 336-348 B (in four quarters 468-496 B), so d256 has no fused form. Naming S's first registers
+  // as the accumulator (a reference into s) forces the order, but ptxas then serializes the 192-key kernel's wgmma
+  // (C7511) (NOTES, 2026-12-01 eighth and 2026-12-02 ninth sessions).
   auto pv_into_o = [&](const float (&factor)[2]) {
-    if constexpr (Cfg::kExperiment == kFusedTurn) {
+    if constexpr (Cfg::kFused) {
 #pragma unroll
       for (int h = 0; h < Cfg::kPvSplit; ++h) {
         if constexpr (Cfg::kPvSplit == 1) issue_pv();
@@ -599,8 +604,12 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
 
   WorkTile cur;
   for (int from = sched.first(); find_work(from, cur); from = sched.next(cur.index)) {
-    if constexpr (Cfg::kExperiment == kFusedTurn) {
+    if constexpr (Cfg::kFused) {
       fused_tile(cur);
+      if constexpr (Cfg::kBlockN == 192) {  // the tile's batch, head and rows decoded again for the store, so they
+        cur.t = sched.decode(cur.index);   // need no registers across the key loop (ptxas spilled them: 20-28 B)
+        cur.r = seq_range(p, cur.t.batch);
+      }
     } else if constexpr (!Cfg::kOverlap) {
       float k0, v0;
       start_promoted_tile(cur, k0, v0);  // block 1's descales in k_next / v_next

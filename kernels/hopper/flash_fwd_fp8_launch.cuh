@@ -118,11 +118,12 @@ int launch_fp8(const Fp8Problem& pr) {
 //   20: 128-key blocks without kPromote, overlapped (one tensor-core accumulator across all key blocks: loses the
 //   mean of V over long key ranges; the default of every head dim before 2026-12-01's eighth session, kept to time
 //   what the promotion costs; so are variants 1-3, 6, 7, 9-11, 13-18). 21 (d128): 192-key blocks, promoted, serial
-//   steps (the block accumulator shares S's registers; the d128 default where block_k fits 192 but not 128); 22: the
-//   same on 128-key blocks (the default at d64 and d256; d256: P V in two head-dim halves, Fp8FwdConfig::kPvSplit).
-//   24 (d128): variant 22 with one pingpong turn per block (kFusedTurn: P V of the previous block, its promotion and
-//   this block's Q K^T in one turn; the d128 default where block_k fits 128-key blocks). Not built: its 192-key and d256 forms, which
-//   spill or get their wgmma serialized (flash_fwd_fp8.cuh, pv_into_o, says why).
+//   steps (the block accumulator shares S's registers; the d128 default for 192-key tiles on 2026-12-01); 22: the
+//   same on 128-key blocks (the default at d256; d256: P V in two head-dim halves, Fp8FwdConfig::kPvSplit).
+//   24 (d64, d128): variant 22 with one pingpong turn per block (kFusedTurn: P V of the previous block, its
+//   promotion and this block's Q K^T in one turn; the d64 default, and d128's where 128-key blocks are chosen).
+//   25 (d128): variant 24 on 192-key blocks (d128's default where those are chosen). Not built: the d256 fused form,
+//   which spills (flash_fwd_fp8.cuh, pv_into_o, says why).
 //   The one-pair deal measured +6% at d128 causal 4096, +11% / +5% at d256 causal 2048 / 4096, within 1% at d128
 //   causal 2048 (onepair-h200-20261201-1459).
 template <int D, int kVariant> struct Fp8Tiles;
@@ -144,8 +145,8 @@ int run_fp8_tiles(const Fp8Problem& pr) {
   if (pr.out_bf16)
     return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, P, X, N, kPromote>>(pr)
                      : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, P, X, N, kPromote>>(pr);
-  // run_fp8_default's kernels (d128 128-key: the fused turn), the only ones built for fp16 output too
-  constexpr int kDefaultSchedule = (D == 128 && N == 128) ? kFusedTurn : kNoExperiment;
+  // run_fp8_default's kernels (the fused turn at d64 and d128), the only ones built for fp16 output too
+  constexpr int kDefaultSchedule = D == 256 ? kNoExperiment : kFusedTurn;
   constexpr bool kDefaultKernel = kPromote && X == kDefaultSchedule && (N == 128 || (D == 128 && N == 192));
   if constexpr (kVariant != 0 || !kPingpong || P != T::kPolyExpEvery || !kDefaultKernel) {
     return fail("%s", "FP8 benchmark variants exist for bf16 output only");
@@ -155,11 +156,14 @@ int run_fp8_tiles(const Fp8Problem& pr) {
   }
 }
 
-// The default kernel per head dim: promoted (flash_fwd_fp8.cuh, kPromote) on 128-key blocks, at head dim 128 with
-// one pingpong turn per block (kFusedTurn), elsewhere serial steps. Head dim 128 takes the serial 192-key kernel
-// where the descale tiles fit 192-key blocks but not 128-key ones. On the H200 the fused-turn kernel ran 736 / 718 /
-// 735 TFLOP/s non-causal at 4k / 8k / 16k keys, the serial 192-key one 685 / 713 / 666 and the serial 128-key one
-// 649 / 650 / 660; causal 696 / 750 / 737, 641 / 686 / 689 and 610 / 633 / 631 (fusedturn-h200-20261202-0158).
+// The default kernel per head dim: promoted (flash_fwd_fp8.cuh, kPromote), at d64 and d128 with one pingpong turn
+// per key block (kFusedTurn), at d256 in serial steps on 128-key blocks. Head dim 128 takes 192-key blocks where the
+// descale tiles fit them and the keys are more than 1024 (or 128-key blocks don't fit), else 128-key blocks. On the
+// H200, TFLOP/s non-causal at 1k / 4k / 8k / 16k keys, fused 192-key against fused 128-key: 591 / 784 / 785 / 804
+// against 613 / 731 / 729 / 694; causal 426 / 718 / 788 / 810 against 464 / 693 / 735 / 744 (2k: 731 vs 698
+// non-causal, 593 vs 598 causal; fused192-h200-20261202-0220); the fused 128-key kernel had run +10-13% / +11-21% over
+// the serial one (fusedturn-h200-20261202-0158). d64 fused against serial: 388 / 430 / 444 against 352 / 389 / 384
+// non-causal at 1k / 4k / 16k, 295 / 407 / 449 against 276 / 371 / 398 causal (fused192-h200-20261202-0220).
 // fa3nn/fp8/key_blocks.py mirrors the choice.
 inline bool fits_key_block(const Fp8Problem& pr, int block) {
   return pr.block_k % block == 0 || pr.block_k >= pr.max_seqlen_k;
@@ -168,10 +172,14 @@ inline bool fits_key_block(const Fp8Problem& pr, int block) {
 template <int D>
 int run_fp8_default(const Fp8Problem& pr) {
   if constexpr (D == 128) {
-    if (fits_key_block(pr, 128)) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true>(pr);
-    return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 192, true>(pr);
+    if (fits_key_block(pr, 192) && (pr.max_seqlen_k > 1024 || !fits_key_block(pr, 128)))
+      return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 192, true>(pr);
   }
-  return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true>(pr);
+  if constexpr (D == 256) {
+    return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true>(pr);
+  } else {
+    return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true>(pr);
+  }
 }
 
 template <int D>
@@ -186,6 +194,9 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   if (variant == 22 || variant == 12) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true>(pr);
   if constexpr (D == 128) {
     if (variant == 21) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 192, true>(pr);
+    if (variant == 25) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 192, true>(pr);
+  }
+  if constexpr (D != 256) {
     if (variant == 24) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true>(pr);
   }
   if (variant == 5) {
