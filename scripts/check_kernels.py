@@ -48,9 +48,11 @@ USED = re.compile(r"Used (\d+) registers")
 CONFIG = re.compile(
     r"FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELb([01])ELi(\d+)ELb([01])ELi(\d+)ELb([01])E"
 )
-# Fp8FwdConfig<d, stages, q stages, bf16 out, causal, pingpong, poly every[, experiment, key block[, promote]]>
+# Fp8FwdConfig<d, stages, q stages, bf16 out, causal, pingpong, poly every[, experiment, key block[, promote[,
+# consumers]]]>
 FP8_CONFIG = re.compile(
-    r"Fp8FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELi(\d+)E(?:Li(\d+)ELi(\d+)E(?:Lb([01])E)?)?"
+    r"Fp8FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELi(\d+)E"
+    r"(?:Li(\d+)ELi(\d+)E(?:Lb([01])E(?:Li(\d+)E)?)?)?"
 )
 BWD_CONFIG = re.compile(r"BwdConfigILi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELb([01])E")
 # C7512 (nvcc 13.0): "wgmma.mma_async instructions are serialized due to insufficient register resources" -- seen on
@@ -113,18 +115,20 @@ class Instantiation:
     def describe_fp8(self) -> str:
         m = FP8_CONFIG.search(self.name)
         d, stages, q_stages, out_bf16, causal, pingpong, poly_every = (int(g) for g in m.groups()[:7])
-        experiment, block_n, promote = (int(g) if g is not None else default
-                                         for g, default in zip(m.groups()[7:], (0, 128, 0)))
+        experiment, block_n, promote, consumers = (int(g) if g is not None else default
+                                                    for g, default in zip(m.groups()[7:], (0, 128, 0, 2)))
+        block_m = 64 * consumers
         # Shared memory as Fp8FwdConfig lays it out: Q stages | K stages | Vt stages (block_n keys x d bytes each) |
         # mbarriers | 1 KB alignment slack.
-        smem = q_stages * 128 * d + 2 * stages * block_n * d + 8 * (2 * q_stages + 4 * stages) + 1024
+        smem = q_stages * block_m * d + 2 * stages * block_n * d + 8 * (2 * q_stages + 4 * stages) + 1024
         # P pingpong, O intra-warpgroup overlap, S serial steps with P V promoted per block (kPromote), E poly exp2
         # every n, X experiment.
         flags = ("P" if pingpong else "") + ("S" if promote else "O") + (f"E{poly_every}" if poly_every else "") + (
             f"X{experiment}" if experiment else "")
-        tile = f"128x{block_n}"
+        tile = f"{block_m}x{block_n}"
+        split = "24/240" if consumers == 2 else "32/160"  # Fp8FwdConfig::kProducerRegs / kConsumerRegs
         return (f"d{d:<4}fp8>{'bf16' if out_bf16 else 'fp16':<5}{'causal' if causal else 'full':<7}{tile:<9}st{stages} "
-                f"q{q_stages} {flags:<5}regs {self.registers} (setmaxnreg 24/240)  smem {smem / 1024:.1f} KB")
+                f"q{q_stages} {flags:<5}regs {self.registers} (setmaxnreg {split})  smem {smem / 1024:.1f} KB")
 
     @property
     def config(self) -> dict | None:

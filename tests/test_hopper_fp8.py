@@ -268,7 +268,7 @@ def test_rounding_points_with_exact_scores(headdim, causal, record_property):
     "headdim, variant",
     [(128, "no_pingpong"), (128, "other_stages"), (128, "poly_exp2"), (128, "one_cta_per_tile"),
      (128, "plain_pv_wait"), (128, "no_promotion"), (128, "serial"), (128, "fused_turn"), (64, "fused_turn"),
-     (256, "no_pingpong"),
+     (64, "three_consumers"), (256, "no_pingpong"),
      (256, "other_stages"), (256, "one_cta_per_tile"), (256, "no_promotion")],
 )
 @pytest.mark.gpu
@@ -317,9 +317,9 @@ def test_key_block_192_matches_its_emulation(block_k, variant, causal, record_pr
                                              rms_ratio=EXACT_RMS_RATIO, lse_rtol=EXACT_LSE_RTOL))
 
 
-@pytest.mark.parametrize("headdim, variant", [(64, "full"), (64, "fused_turn"), (128, "full"), (128, "no_promotion"),
-                                              (128, "serial"), (128, "fused_turn"), (256, "full"),
-                                              (256, "no_promotion")])
+@pytest.mark.parametrize("headdim, variant", [(64, "full"), (64, "fused_turn"), (128, "full"),
+                                              (128, "no_promotion"), (128, "serial"), (128, "fused_turn"),
+                                              (256, "full"), (256, "no_promotion")])
 @pytest.mark.gpu
 @needs_hopper
 def test_mean_of_v_survives_long_key_ranges(headdim, variant, record_property):
@@ -327,8 +327,9 @@ def test_mean_of_v_survives_long_key_ranges(headdim, variant, record_property):
     2^-9 at most (bf16's rounding step; measured: see record_property). The FP8 tensor cores keep fewer bits than
     fp32 when adding into their accumulator, so one accumulator carried across all key blocks loses ~1.2% of the
     mean per 1000 keys (benchmarks/NOTES.md): variant no_promotion, asserted to drift by more than 2% here, shows the
-    check can fail; the defaults (the fused turn at d64 and d128, 192-key blocks at d128 here; serial steps at d256)
-    and variants serial and fused_turn (128-key blocks at d128) promote each block's P V into fp32 O."""
+    check can fail; the defaults (the fused turn at d64, three consumers, and d128, 192-key blocks here; serial steps
+    at d256) and variants serial and fused_turn (two consumers, 128-key blocks) promote each block's P V into fp32
+    O."""
     q, k = (_draw((1, 8192, 4, headdim), "normal") for _ in range(2))
     v = (torch.randn(1, 8192, 4, headdim, device="cuda") + 1).to(torch.bfloat16)
     block_k = 384  # serves the 128- and 192-key kernels
@@ -421,14 +422,15 @@ def test_outlier_distribution_and_scale_granularities(headdim, causal, scaling, 
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("block_k", [192, 256, 384, 576])
+@pytest.mark.parametrize("headdim, block_k", [(128, 192), (128, 256), (128, 384), (128, 576), (64, 256), (64, 384)])
 @pytest.mark.gpu
 @needs_hopper
-def test_other_blocks_and_fp16_output(block_k, causal, record_property):
-    """Q scale tiles smaller than the kernel's query tile, K/V tiles of one to three key blocks, fp16 output: 192 and
-    576 run the fused 192-key kernel (all their tiles fit), 256 and 384 the fused 128-key one (901 keys: <= 1024)."""
-    q = _draw((2, 777, 4, 128), "normal")
-    k, v = (_draw((2, 901, 2, 128), "normal") for _ in range(2))
+def test_other_blocks_and_fp16_output(headdim, block_k, causal, record_property):
+    """Q scale tiles smaller than the kernel's query tile, K/V tiles of one to three key blocks, fp16 output. d128:
+    192 and 576 run the fused 192-key kernel (all their tiles fit), 256 and 384 the fused 128-key one (901 keys:
+    <= 1024); d64 (three consumers, 192-row query tiles; 128-key blocks only) 256 and 384."""
+    q = _draw((2, 777, 4, headdim), "normal")
+    k, v = (_draw((2, 901, 2, headdim), "normal") for _ in range(2))
     record_property("errors", _run_dense(q, k, v, causal, block_q=48, block_k=block_k, out_dtype=torch.float16))
 
 

@@ -90,8 +90,11 @@ __host__ __device__ constexpr int softmax_cut(int experiment) {
 // the block accumulator is dead while S lives and shares its registers: S 96 + O 64 + P 24 at 192 keys), or with
 // kFusedTurn P V of one block and Q K^T of the next in one turn. false: the overlapped loop with one tensor-core accumulator
 // across all key blocks (the kernels before 2026-12-01's seventh session, which lose the mean of V).
+// kConsumers_: consumer warpgroups of 64 query rows each (3: d64 only, its default, 160 registers each, as the bf16
+// d64 kernel: +12-38% over two at 2k-16k keys, fp8d64w3-h200-20261202-0238).
 template <int kHeadDim_, int kStages_, int kQStages_, bool kOutBF16_, bool kCausal_, bool kPingpong_ = true,
-          int kPolyExpEvery_ = 0, int kExperiment_ = kNoExperiment, int kBlockN_ = 128, bool kPromote_ = false>
+          int kPolyExpEvery_ = 0, int kExperiment_ = kNoExperiment, int kBlockN_ = 128, bool kPromote_ = false,
+          int kConsumers_ = 2>
 struct Fp8FwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kStages = kStages_, kQStages = kQStages_;
   static constexpr int kPolyExpEvery = kPolyExpEvery_, kExperiment = kExperiment_;
@@ -101,9 +104,10 @@ struct Fp8FwdConfig {
   // block accumulator (O 128 + block 64 + P 16 registers; a whole-width block accumulator would need 272).
   static constexpr bool kFused = kExperiment_ == kFusedTurn;
   static constexpr int kPvSplit = kPromote && kHeadDim > 128 ? 2 : 1;
-  static constexpr int kConsumers = 2, kBlockM = 128, kBlockN = kBlockN_;
+  static constexpr int kConsumers = kConsumers_, kBlockM = 64 * kConsumers, kBlockN = kBlockN_;
   static constexpr int kThreads = 128 * (1 + kConsumers);
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128*24 + 256*240 = 64,512 of 65,536
+  // 128*24 + 256*240 = 64,512 of 65,536; three consumers: 128*32 + 384*160 = 65,536
+  static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32, kConsumerRegs = kConsumers == 2 ? 240 : 160;
   // Q and K rows are headdim bytes: 128-B swizzled panels, or one 64-B swizzled panel at head dim 64.
   static constexpr int kRowBytes = kHeadDim >= 128 ? 128 : kHeadDim;
   static constexpr int kPanels = kHeadDim / kRowBytes;
@@ -118,6 +122,7 @@ struct Fp8FwdConfig {
   static constexpr uint32_t kQPanelBytes = kBlockM * kRowBytes;
   static constexpr uint32_t kKPanelBytes = kBlockN * kRowBytes;
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head dim");
+  static_assert(kConsumers == 2 || (kConsumers == 3 && kHeadDim == 64), "three consumers at head dim 64 only");
   static_assert(kBlockN == 128 || (kBlockN == 192 && kHeadDim == 128), "key block: 128, or 192 at head dim 128");
   static_assert(!kPromote || kExperiment == kNoExperiment || kFused,
                 "the promoted kernel has no timing experiments");

@@ -122,7 +122,8 @@ int launch_fp8(const Fp8Problem& pr) {
 //   same on 128-key blocks (the default at d256; d256: P V in two head-dim halves, Fp8FwdConfig::kPvSplit).
 //   24 (d64, d128): variant 22 with one pingpong turn per block (kFusedTurn: P V of the previous block, its
 //   promotion and this block's Q K^T in one turn; the d64 default, and d128's where 128-key blocks are chosen).
-//   25 (d128): variant 24 on 192-key blocks (d128's default where those are chosen). Not built: the d256 fused form,
+//   25 (d128): variant 24 on 192-key blocks (d128's default where those are chosen). 27 (d64): variant 24 with
+//   three consumer warpgroups (192-row query tiles, 160 registers each, as the bf16 d64 kernel; the d64 default). Not built: the d256 fused form,
 //   which spills (flash_fwd_fp8.cuh, pv_into_o, says why).
 //   The one-pair deal measured +6% at d128 causal 4096, +11% / +5% at d256 causal 2048 / 4096, within 1% at d128
 //   causal 2048 (onepair-h200-20261201-1459).
@@ -138,32 +139,36 @@ template <> struct Fp8Tiles<256, 2> { static constexpr int kStages = 3, kQStages
 // overlapped loop, as every FP8 kernel did before 2026-12-01's seventh session (they lose the mean of V over long
 // key ranges: benchmarks only).
 template <int D, int kVariant, bool kPingpong = true, int kPolyExpEvery = Fp8Tiles<D, kVariant>::kPolyExpEvery,
-          int kExperiment = kNoExperiment, int N = 128, bool kPromote = false>
+          int kExperiment = kNoExperiment, int N = 128, bool kPromote = false, int W = 2>
 int run_fp8_tiles(const Fp8Problem& pr) {
   using T = Fp8Tiles<D, kVariant>;
   constexpr int S = T::kStages, Q = T::kQStages, P = kPolyExpEvery, X = kExperiment;
   if (pr.out_bf16)
-    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, P, X, N, kPromote>>(pr)
-                     : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, P, X, N, kPromote>>(pr);
-  // run_fp8_default's kernels (the fused turn at d64 and d128), the only ones built for fp16 output too
+    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, P, X, N, kPromote, W>>(pr)
+                     : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, P, X, N, kPromote, W>>(pr);
+  // run_fp8_default's kernels (the fused turn at d64 and d128, d64's with three consumers), the only ones built for
+  // fp16 output too
   constexpr int kDefaultSchedule = D == 256 ? kNoExperiment : kFusedTurn;
-  constexpr bool kDefaultKernel = kPromote && X == kDefaultSchedule && (N == 128 || (D == 128 && N == 192));
+  constexpr bool kDefaultKernel = kPromote && X == kDefaultSchedule && (N == 128 || (D == 128 && N == 192)) &&
+                                  W == (D == 64 ? 3 : 2);
   if constexpr (kVariant != 0 || !kPingpong || P != T::kPolyExpEvery || !kDefaultKernel) {
     return fail("%s", "FP8 benchmark variants exist for bf16 output only");
   } else {
-    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, false, true, true, P, X, N, kPromote>>(pr)
-                     : launch_fp8<Fp8FwdConfig<D, S, Q, false, false, true, P, X, N, kPromote>>(pr);
+    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, false, true, true, P, X, N, kPromote, W>>(pr)
+                     : launch_fp8<Fp8FwdConfig<D, S, Q, false, false, true, P, X, N, kPromote, W>>(pr);
   }
 }
 
 // The default kernel per head dim: promoted (flash_fwd_fp8.cuh, kPromote), at d64 and d128 with one pingpong turn
-// per key block (kFusedTurn), at d256 in serial steps on 128-key blocks. Head dim 128 takes 192-key blocks where the
+// per key block (kFusedTurn; d64 with three consumer warpgroups), at d256 in serial steps on 128-key blocks. Head dim 128 takes 192-key blocks where the
 // descale tiles fit them and the keys are more than 1024 (or 128-key blocks don't fit), else 128-key blocks. On the
 // H200, TFLOP/s non-causal at 1k / 4k / 8k / 16k keys, fused 192-key against fused 128-key: 591 / 784 / 785 / 804
 // against 613 / 731 / 729 / 694; causal 426 / 718 / 788 / 810 against 464 / 693 / 735 / 744 (2k: 731 vs 698
 // non-causal, 593 vs 598 causal; fused192-h200-20261202-0220); the fused 128-key kernel had run +10-13% / +11-21% over
 // the serial one (fusedturn-h200-20261202-0158). d64 fused against serial: 388 / 430 / 444 against 352 / 389 / 384
-// non-causal at 1k / 4k / 16k, 295 / 407 / 449 against 276 / 371 / 398 causal (fused192-h200-20261202-0220).
+// non-causal at 1k / 4k / 16k, 295 / 407 / 449 against 276 / 371 / 398 causal (fused192-h200-20261202-0220); with
+// three consumers 456 / 551 / 590 against two's 391 / 435 / 427 non-causal, 288 / 471 / 545 against 296 / 405 / 434
+// causal (fp8d64w3-h200-20261202-0238; +12-38% except causal 1k, -3%).
 // fa3nn/fp8/key_blocks.py mirrors the choice.
 inline bool fits_key_block(const Fp8Problem& pr, int block) {
   return pr.block_k % block == 0 || pr.block_k >= pr.max_seqlen_k;
@@ -178,7 +183,7 @@ int run_fp8_default(const Fp8Problem& pr) {
   if constexpr (D == 256) {
     return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true>(pr);
   } else {
-    return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true>(pr);
+    return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true, D == 64 ? 3 : 2>(pr);
   }
 }
 
@@ -195,6 +200,9 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   if constexpr (D == 128) {
     if (variant == 21) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 192, true>(pr);
     if (variant == 25) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 192, true>(pr);
+  }
+  if constexpr (D == 64) {
+    if (variant == 27) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true, 3>(pr);
   }
   if constexpr (D != 256) {
     if (variant == 24) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true>(pr);
