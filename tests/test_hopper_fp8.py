@@ -304,7 +304,9 @@ def test_causal_deals_agree_bitwise(headdim, record_property):
 @pytest.mark.parametrize("block_k, variant", [(192, "key_block_192"), (384, "key_block_192"),
                                               (192, "key_block_192_poly_exp2"), (192, "key_block_192_no_pingpong"),
                                               (192, "key_block_192_serial"), (384, "key_block_192_serial"),
-                                              (192, "key_block_192_fused_turn"), (384, "key_block_192_fused_turn")])
+                                              (192, "key_block_192_fused_turn"), (384, "key_block_192_fused_turn"),
+                                              (384, "key_block_192_fused_turn_poly4"),
+                                              (384, "key_block_192_fused_turn_poly8")])
 @pytest.mark.gpu
 @needs_hopper
 def test_key_block_192_matches_its_emulation(block_k, variant, causal, record_property):

@@ -64,14 +64,16 @@ UNMASKED = Window()
 # previous block, its promotion and this block's Q K^T; d128's default where 128-key blocks are chosen), and
 # key_block_192_fused_turn: the same on 192-key blocks (d128's default where those are chosen).
 # three_consumers (d64): fused_turn with three consumer warpgroups (192-row query tiles, 160 registers each; the d64
-# default).
+# default). key_block_192_fused_turn_poly4 / _poly8: the d128 192-key default with every 4th / 8th exp2 as the FP32
+# polynomial.
 VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one_cta_per_tile": 5,
             "skip_softmax": 6, "plain_pv_wait": 7, "skip_kv_loads": 9, "key_block_192": 10,
             "key_block_192_skip_softmax": 11, "key_block_128": 12, "key_block_192_poly_exp2": 13,
             "key_block_192_no_pingpong": 14, "key_block_192_skip_exp2": 15, "key_block_192_skip_row_max": 16,
             "key_block_192_skip_kv_loads": 17, "key_block_192_skip_softmax_and_kv_loads": 18,
             "l2_sections": 19, "no_promotion": 20, "key_block_192_serial": 21, "serial": 22,
-            "fused_turn": 24, "key_block_192_fused_turn": 25, "three_consumers": 27}
+            "fused_turn": 24, "key_block_192_fused_turn": 25, "three_consumers": 27,
+            "key_block_192_fused_turn_poly4": 28, "key_block_192_fused_turn_poly8": 29}
 # Variants that run the default kernels' key block (only the causal tile deal or the promotion differ).
 _DEFAULT_KERNELS = ("full", "l2_sections", "one_cta_per_tile")
 _FORCED_KEY_BLOCK = {name: 192 for name in VARIANTS if name.startswith("key_block_192")}

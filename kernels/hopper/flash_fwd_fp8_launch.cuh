@@ -122,7 +122,8 @@ int launch_fp8(const Fp8Problem& pr) {
 //   same on 128-key blocks (the default at d256; d256: P V in two head-dim halves, Fp8FwdConfig::kPvSplit).
 //   24 (d64, d128): variant 22 with one pingpong turn per block (kFusedTurn: P V of the previous block, its
 //   promotion and this block's Q K^T in one turn; the d64 default, and d128's where 128-key blocks are chosen).
-//   25 (d128): variant 24 on 192-key blocks (d128's default where those are chosen). 27 (d64): variant 24 with
+//   25 (d128): variant 24 on 192-key blocks (d128's default where those are chosen); 28 / 29: variant 25 with every
+//   4th / 8th exp2 as the FP32 polynomial. 27 (d64): variant 24 with
 //   three consumer warpgroups (192-row query tiles, 160 registers each, as the bf16 d64 kernel; the d64 default). Not built: the d256 fused form,
 //   which spills (flash_fwd_fp8.cuh, pv_into_o, says why).
 //   The one-pair deal measured +6% at d128 causal 4096, +11% / +5% at d256 causal 2048 / 4096, within 1% at d128
@@ -200,6 +201,8 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   if constexpr (D == 128) {
     if (variant == 21) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 192, true>(pr);
     if (variant == 25) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 192, true>(pr);
+    if (variant == 28) return run_fp8_tiles<D, 0, true, 4, kFusedTurn, 192, true>(pr);
+    if (variant == 29) return run_fp8_tiles<D, 0, true, 8, kFusedTurn, 192, true>(pr);
   }
   if constexpr (D == 64) {
     if (variant == 27) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true, 3>(pr);
