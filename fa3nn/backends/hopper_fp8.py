@@ -62,10 +62,10 @@ UNMASKED = Window()
 # default for 192-key tiles on 2026-12-01), serial (= key_block_128): the same on 128-key blocks (the default at
 # d256, with P V in two head-dim halves), fused_turn (d64, d128): serial with one pingpong turn per block (P V of the
 # previous block, its promotion and this block's Q K^T; d128's default where 128-key blocks are chosen), and
-# key_block_192_fused_turn: the same on 192-key blocks (d128's default where those are chosen).
+# key_block_192_fused_turn: the same on 192-key blocks, whose _poly4 form (every 4th exp2 as the FP32 polynomial) is
+# d128's default where those are chosen.
 # three_consumers (d64): fused_turn with three consumer warpgroups (192-row query tiles, 160 registers each; the d64
-# default). key_block_192_fused_turn_poly4 / _poly8: the d128 192-key default with every 4th / 8th exp2 as the FP32
-# polynomial.
+# default). key_block_192_fused_turn_poly8: every 8th exp2 as the FP32 polynomial.
 VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one_cta_per_tile": 5,
             "skip_softmax": 6, "plain_pv_wait": 7, "skip_kv_loads": 9, "key_block_192": 10,
             "key_block_192_skip_softmax": 11, "key_block_128": 12, "key_block_192_poly_exp2": 13,

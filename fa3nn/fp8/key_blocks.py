@@ -8,7 +8,8 @@ Every default kernel is promoted (each key block's P V added into fp32 O on the 
 long key ranges), at head dims 64 and 128 with one pingpong turn per block (the fused turn). On the H200 the fused
 192-key kernel ran 784 / 785 / 804 TFLOP/s non-causal at 4k / 8k / 16k keys against the fused 128-key one's 731 /
 729 / 694 (+7-16%), causal 718 / 788 / 810 against 693 / 735 / 744 (+4-9%); at 2k +5% / -1%; at 1k 591 / 426
-against 613 / 464 (-4% / -8%), hence SHORT_KEYS (fused192-h200-20261202-0220, benchmarks/NOTES.md).
+against 613 / 464 (-4% / -8%), hence SHORT_KEYS (fused192-h200-20261202-0220, benchmarks/NOTES.md). The 192-key
+default also runs every 4th exp2 on the FP32 pipe (+2-9% non-causal, fp8poly-h200-20261202-0259).
 default_block_k is the K/V tile PerTileScaling uses when its block_k is None (one descale per kernel block); the
 one-scale-per-sequence recipes (CurrentScaling, DelayedScaling) fit every block. The emulation (fa3nn.fp8.reference)
 walks the same blocks as the kernel by default.

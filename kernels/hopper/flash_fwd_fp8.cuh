@@ -88,8 +88,8 @@ __host__ __device__ constexpr int softmax_cut(int experiment) {
 // kPromote_: per-block fp32 promotion of P V (see the top of this file) without intra-warpgroup overlap: serial
 // steps (each warpgroup runs Q K^T, softmax, P V of one block in turn, pingpong interleaving the two warpgroups, so
 // the block accumulator is dead while S lives and shares its registers: S 96 + O 64 + P 24 at 192 keys), or with
-// kFusedTurn P V of one block and Q K^T of the next in one turn. false: the overlapped loop with one tensor-core accumulator
-// across all key blocks (the kernels before 2026-12-01's seventh session, which lose the mean of V).
+// kFusedTurn P V of one block and Q K^T of the next in one turn. false: the overlapped loop with one tensor-core
+// accumulator across all key blocks (the kernels before 2026-12-01's seventh session, which lose the mean of V).
 // kConsumers_: consumer warpgroups of 64 query rows each (3: d64 only, its default, 160 registers each, as the bf16
 // d64 kernel: +12-38% over two at 2k-16k keys, fp8d64w3-h200-20261202-0238).
 template <int kHeadDim_, int kStages_, int kQStages_, bool kOutBF16_, bool kCausal_, bool kPingpong_ = true,

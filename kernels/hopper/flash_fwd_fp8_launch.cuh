@@ -99,12 +99,14 @@ int launch_fp8(const Fp8Problem& pr) {
 // block costs half the tensor-core time of a bf16 one while its TMA latency stays, so d64/d128 take a third K/V stage
 // where the bf16 kernel keeps two; d256 has room for two (Q 2 x 32 KB + K, Vt 2 x 2 x 32 KB = 192 KB).
 // kPolyExpEvery: every kPolyExpEvery-th score's exp2 on the FP32 pipe (exp2_poly), the rest on MUFU; 0 = all on MUFU.
-// All on MUFU everywhere; the d128 choice is open. A quarter on the FP32 pipe at d128 won +0.4-18% in one run (16:48
-// UTC 2026-11-30), lost at 16k in the next (19:37 UTC: 588 vs 669 TFLOP/s non-causal, 611 vs 647 causal) and won
-// there again in the one after (20:10 UTC: 680 vs 635, 636 vs 582; all-MUFU won at 4k, 664 vs 639): the same kernel
-// spreads ~8% from run to run, more than the difference. ncu (19:40 UTC) says the d128 loop is latency/issue-bound,
-// not MUFU-bound (issue slots 52% busy, tensor pipe 35%), and each polynomial exp2 costs ~10 issued instructions to
-// save one MUFU.
+// All on MUFU everywhere except the d128 192-key fused-turn default, which takes a quarter on the FP32 pipe: in two
+// runs (fp8poly-h200-20261202-0259, fp8halves-h200-20261202-0307) +2-5% and +5-9% non-causal from 2k keys, +0-2%
+// causal (-7% at 1k causal, where 128-key blocks serve by default). Before that, on the overlapped kernels: a
+// quarter on the FP32 pipe at d128 won +0.4-18% in one run (16:48 UTC 2026-11-30), lost at 16k in the next (19:37
+// UTC: 588 vs 669 TFLOP/s non-causal, 611 vs 647 causal) and won there again in the one after (20:10 UTC: 680 vs
+// 635, 636 vs 582; all-MUFU won at 4k, 664 vs 639): the same kernel spreads ~8% from run to run, more than the
+// difference. ncu (19:40 UTC) said that d128 loop was latency/issue-bound, not MUFU-bound (issue slots 52% busy,
+// tensor pipe 35%), and each polynomial exp2 costs ~10 issued instructions to save one MUFU.
 //   variant 0: the default below.  1: without pingpong.  2: the other stage count (d128: 2, d256: Q 1 + 3 K/V).
 //   3 (d128): a quarter of the exp2s as the FP32 polynomial.  5: one CTA per tile instead of per SM.
 //   6, 7, 9 (d128, Fp8Experiment): without the softmax (wrong output, timing only); the P V wait ptxas may hoist;
@@ -121,11 +123,11 @@ int launch_fp8(const Fp8Problem& pr) {
 //   steps (the block accumulator shares S's registers; the d128 default for 192-key tiles on 2026-12-01); 22: the
 //   same on 128-key blocks (the default at d256; d256: P V in two head-dim halves, Fp8FwdConfig::kPvSplit).
 //   24 (d64, d128): variant 22 with one pingpong turn per block (kFusedTurn: P V of the previous block, its
-//   promotion and this block's Q K^T in one turn; the d64 default, and d128's where 128-key blocks are chosen).
-//   25 (d128): variant 24 on 192-key blocks (d128's default where those are chosen); 28 / 29: variant 25 with every
-//   4th / 8th exp2 as the FP32 polynomial. 27 (d64): variant 24 with
-//   three consumer warpgroups (192-row query tiles, 160 registers each, as the bf16 d64 kernel; the d64 default). Not built: the d256 fused form,
-//   which spills (flash_fwd_fp8.cuh, pv_into_o, says why).
+//   promotion and this block's Q K^T in one turn; d128's default where 128-key blocks are chosen).
+//   25 (d128): variant 24 on 192-key blocks; 28 / 29: variant 25 with every 4th / 8th exp2 as the FP32 polynomial
+//   (28: d128's default where 192-key blocks are chosen). 27 (d64): variant 24 with three consumer warpgroups
+//   (192-row query tiles, 160 registers each, as the bf16 d64 kernel; the d64 default). Not built: the d256 fused
+//   form, which spills (flash_fwd_fp8.cuh, pv_into_o, says why).
 //   The one-pair deal measured +6% at d128 causal 4096, +11% / +5% at d256 causal 2048 / 4096, within 1% at d128
 //   causal 2048 (onepair-h200-20261201-1459).
 template <int D, int kVariant> struct Fp8Tiles;
@@ -150,9 +152,10 @@ int run_fp8_tiles(const Fp8Problem& pr) {
   // run_fp8_default's kernels (the fused turn at d64 and d128, d64's with three consumers), the only ones built for
   // fp16 output too
   constexpr int kDefaultSchedule = D == 256 ? kNoExperiment : kFusedTurn;
+  constexpr int kDefaultPoly = N == 192 ? 4 : T::kPolyExpEvery;  // the 192-key default: a quarter of exp2s on FP32
   constexpr bool kDefaultKernel = kPromote && X == kDefaultSchedule && (N == 128 || (D == 128 && N == 192)) &&
                                   W == (D == 64 ? 3 : 2);
-  if constexpr (kVariant != 0 || !kPingpong || P != T::kPolyExpEvery || !kDefaultKernel) {
+  if constexpr (kVariant != 0 || !kPingpong || P != kDefaultPoly || !kDefaultKernel) {
     return fail("%s", "FP8 benchmark variants exist for bf16 output only");
   } else {
     return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, false, true, true, P, X, N, kPromote, W>>(pr)
@@ -161,8 +164,9 @@ int run_fp8_tiles(const Fp8Problem& pr) {
 }
 
 // The default kernel per head dim: promoted (flash_fwd_fp8.cuh, kPromote), at d64 and d128 with one pingpong turn
-// per key block (kFusedTurn; d64 with three consumer warpgroups), at d256 in serial steps on 128-key blocks. Head dim 128 takes 192-key blocks where the
-// descale tiles fit them and the keys are more than 1024 (or 128-key blocks don't fit), else 128-key blocks. On the
+// per key block (kFusedTurn; d64 with three consumer warpgroups), at d256 in serial steps on 128-key blocks. Head
+// dim 128 takes 192-key blocks (every 4th exp2 as the FP32 polynomial, kPolyExpEvery above) where the descale tiles
+// fit them and the keys are more than 1024 (or 128-key blocks don't fit), else 128-key blocks. On the
 // H200, TFLOP/s non-causal at 1k / 4k / 8k / 16k keys, fused 192-key against fused 128-key: 591 / 784 / 785 / 804
 // against 613 / 731 / 729 / 694; causal 426 / 718 / 788 / 810 against 464 / 693 / 735 / 744 (2k: 731 vs 698
 // non-causal, 593 vs 598 causal; fused192-h200-20261202-0220); the fused 128-key kernel had run +10-13% / +11-21% over
@@ -179,7 +183,7 @@ template <int D>
 int run_fp8_default(const Fp8Problem& pr) {
   if constexpr (D == 128) {
     if (fits_key_block(pr, 192) && (pr.max_seqlen_k > 1024 || !fits_key_block(pr, 128)))
-      return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 192, true>(pr);
+      return run_fp8_tiles<D, 0, true, 4, kFusedTurn, 192, true>(pr);
   }
   if constexpr (D == 256) {
     return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true>(pr);
