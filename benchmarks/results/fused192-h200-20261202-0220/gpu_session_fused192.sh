@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (The call that produced this folder, run from scripts/ at 02:20 UTC and kept here as its record;
+# scripts/gpu_session_fp8variants.sh is the general form.)
 # 2026-12-02 ninth session: the fused turn at d64 (variant fused_turn, 0 spills, in the default build) and on 192-key
 # blocks at d128 (key_block_192_fused_turn: one 64-register block accumulator; _split: P V in two n64 halves; both
 # spill, 20-28 B / 56-84 B, so only an experiment build has them: carry build/libfa3nn_hopper.so built with
