@@ -3,14 +3,13 @@
 // docstring lists the rounding points performed here in the same order.
 //
 // Structure as the bf16 kernel (flash_fwd.cuh), whose tile helpers it reuses: one producer warpgroup (TMA), two
-// consumer warpgroups of 64 query rows each, pingpong between the consumers and, in the unpromoted benchmark
-// variants only, intra-warpgroup overlap (S_next = Q K^T is issued with P V of the previous block, and the softmax
-// of S_next runs while P V is on the tensor cores; the promoted defaults do not, kPromote below).
+// consumer warpgroups of 64 query rows each (three at d64), pingpong between the consumers and, in the unpromoted
+// benchmark variants only, intra-warpgroup overlap (S_next = Q K^T is issued with P V of the previous block, and
+// the softmax of S_next runs while P V is on the tensor cores; the promoted defaults do not, kPromote below).
 // The tile loop is the persistent one of the bf16 kernel (the launcher's grid: one CTA per SM). Differences:
 //   * Key blocks of 128, or 192 at d128 where the descale tiles allow beyond 1024 keys (PerTileScaling's default
-//     tile at d128 is 192), visited
-//     first to last like the emulation: P's e4m3 rounding depends on the running max at the time P is made, so the
-//     visiting order is part of the numerics.
+//     tile at d128 is 192), visited first to last like the emulation: P's e4m3 rounding depends on the running max
+//     at the time P is made, so the visiting order is part of the numerics.
 //   * V arrives transposed (vt8: head-dim rows of keys), since FP8 wgmma reads B K-major only, with its keys
 //     permuted inside 16-key groups so that P's e4m3 A fragments are packed from the registers each thread already
 //     holds (wgmma_fp8.cuh, p_to_fp8_fragments).

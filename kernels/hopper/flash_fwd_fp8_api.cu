@@ -22,12 +22,13 @@ extern "C" {
 // seqlen_q/seqlen_k = total_q/total_k, seqlen_k_pad = vt8's column count. Dense calls pass vt_starts null.
 // Descales float32 (batch, nheads, tiles) for q (block_q rows per tile) and (batch, nheads_kv, tiles) for k and v
 // (block_k rows per tile); block_k must be a multiple of 128 (or of 192 at head dim 128: the 192-key kernel, which
-// also serves block_k >= max_seqlen_k there) or >= max_seqlen_k.
+// also serves block_k >= max_seqlen_k there beyond 1024 keys) or >= max_seqlen_k.
 // strides: 12 element strides: (batch, row, head) for q8 and k8, (batch, head, d) for vt8, (batch, row, head) for
 // out; the last dim of each must be contiguous. descale_strides: (batch, head) for q, k, v descales.
-// variant: 0 = the default design (persistent launch; d128: 192-key blocks where block_k allows); benchmarks
-// (bf16 out): 1 = without pingpong, 2 = the other stage count (d128, d256), 3 = a quarter of the exp2s on the FP32
-// pipe (d128), 5 = one CTA per tile instead of one per SM, 6-12 = the d128 variants of flash_fwd_fp8_launch.cuh.
+// variant: 0 = the default design (persistent launch; d128: 192-key blocks where block_k allows, beyond 1024 keys);
+// benchmarks (bf16 out): 1 = without pingpong, 2 = the other stage count (d128, d256), 3 = a quarter of the exp2s
+// on the FP32 pipe (d128), 5 = one CTA per tile instead of one per SM, 6-29 = the variants listed in
+// flash_fwd_fp8_launch.cuh (fa3nn/backends/hopper_fp8.py VARIANTS names them).
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_fp8_fwd(const void* q8, const void* k8, const void* vt8, void* out, float* lse,
                          const int* cu_seqlens_q, const int* cu_seqlens_k, const int* vt_starts,

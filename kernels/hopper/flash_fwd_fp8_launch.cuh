@@ -137,10 +137,10 @@ template <> struct Fp8Tiles<128, 2> { static constexpr int kStages = 2, kQStages
 template <> struct Fp8Tiles<256, 0> { static constexpr int kStages = 2, kQStages = 2, kPolyExpEvery = 0; };
 template <> struct Fp8Tiles<256, 2> { static constexpr int kStages = 3, kQStages = 1, kPolyExpEvery = 0; };
 
-// kPromote (per-block fp32 promotion of P V with serial steps, flash_fwd_fp8.cuh): every default kernel
-// (run_fp8_default) and variants 12, 21, 22, 24; the other variants accumulate across blocks on the tensor cores in the
-// overlapped loop, as every FP8 kernel did before 2026-12-01's seventh session (they lose the mean of V over long
-// key ranges: benchmarks only).
+// kPromote (per-block fp32 promotion of P V, serial steps or the fused turn, flash_fwd_fp8.cuh): every default
+// kernel (run_fp8_default) and variants 12, 21, 22, 24, 25, 27-29; the other variants accumulate across blocks on the
+// tensor cores in the overlapped loop, as every FP8 kernel did before 2026-12-01's seventh session (they lose the
+// mean of V over long key ranges: benchmarks only). W: consumer warpgroups (Fp8FwdConfig::kConsumers).
 template <int D, int kVariant, bool kPingpong = true, int kPolyExpEvery = Fp8Tiles<D, kVariant>::kPolyExpEvery,
           int kExperiment = kNoExperiment, int N = 128, bool kPromote = false, int W = 2>
 int run_fp8_tiles(const Fp8Problem& pr) {
@@ -166,14 +166,14 @@ int run_fp8_tiles(const Fp8Problem& pr) {
 // The default kernel per head dim: promoted (flash_fwd_fp8.cuh, kPromote), at d64 and d128 with one pingpong turn
 // per key block (kFusedTurn; d64 with three consumer warpgroups), at d256 in serial steps on 128-key blocks. Head
 // dim 128 takes 192-key blocks (every 4th exp2 as the FP32 polynomial, kPolyExpEvery above) where the descale tiles
-// fit them and the keys are more than 1024 (or 128-key blocks don't fit), else 128-key blocks. On the
-// H200, TFLOP/s non-causal at 1k / 4k / 8k / 16k keys, fused 192-key against fused 128-key: 591 / 784 / 785 / 804
-// against 613 / 731 / 729 / 694; causal 426 / 718 / 788 / 810 against 464 / 693 / 735 / 744 (2k: 731 vs 698
-// non-causal, 593 vs 598 causal; fused192-h200-20261202-0220); the fused 128-key kernel had run +10-13% / +11-21% over
-// the serial one (fusedturn-h200-20261202-0158). d64 fused against serial: 388 / 430 / 444 against 352 / 389 / 384
-// non-causal at 1k / 4k / 16k, 295 / 407 / 449 against 276 / 371 / 398 causal (fused192-h200-20261202-0220); with
-// three consumers 456 / 551 / 590 against two's 391 / 435 / 427 non-causal, 288 / 471 / 545 against 296 / 405 / 434
-// causal (fp8d64w3-h200-20261202-0238; +12-38% except causal 1k, -3%).
+// fit them and the keys are more than 1024 (or 128-key blocks don't fit), else 128-key blocks. On the H200 (before
+// the polynomial), TFLOP/s non-causal at 1k / 4k / 8k / 16k keys, fused 192-key against fused 128-key: 591 / 784 /
+// 785 / 804 against 613 / 731 / 729 / 694; causal 426 / 718 / 788 / 810 against 464 / 693 / 735 / 744 (2k: 731 vs
+// 698 non-causal, 593 vs 598 causal; fused192-h200-20261202-0220); the fused 128-key kernel had run +10-13% /
+// +11-21% over the serial one (fusedturn-h200-20261202-0158). d64 fused against serial: 388 / 430 / 444 against
+// 352 / 389 / 384 non-causal at 1k / 4k / 16k, 295 / 407 / 449 against 276 / 371 / 398 causal
+// (fused192-h200-20261202-0220); with three consumers 456 / 551 / 590 against two's 391 / 435 / 427 non-causal,
+// 288 / 471 / 545 against 296 / 405 / 434 causal (fp8d64w3-h200-20261202-0238; +12-38% except causal 1k, -3%).
 // fa3nn/fp8/key_blocks.py mirrors the choice.
 inline bool fits_key_block(const Fp8Problem& pr, int block) {
   return pr.block_k % block == 0 || pr.block_k >= pr.max_seqlen_k;
