@@ -10,6 +10,9 @@
 #   stamp TEXT             "[<seconds since the script started> s] TEXT": where a call's time went
 #   gpu_pytest LOG LIMIT ARGS...  `pytest -m gpu` with 8 workers on ARGS into $out/LOG within LIMIT seconds; prints
 #                          its exit code and the last two lines (a whole-suite run wants no more workers: OOM)
+#   gpu_ncu_fp8 NAME VARIANT LIMIT  Nsight Compute (--set full) of one FP8 forward launch (d128, 16k, K/V tiles of 384
+#                          rows, benchmark VARIANT) into $out/NAME.*: details, SASS csv and raw metrics; prints the
+#                          headline figures and the pipe utilizations
 #   gpu_sweep D SEQLEN STEM KINDS...  fa3nn.backends.triton.tune at head dim D, SEQLEN, for KINDS into
 #                          $out/STEM.{json,log}; prints its exit code and the results folded onto a few lines
 gpu_setup() {
@@ -44,6 +47,20 @@ gpu_pytest() {
     shift 2
     timeout "$limit" python -m pytest -m gpu -n 8 -q -rfE -p no:cacheprovider "$@" > "$out/$log" 2>&1
     echo "$log rc $?"; tail -n 2 "$out/$log"
+}
+
+gpu_ncu_fp8() {
+    timeout "$3" ncu --clock-control none --set full --import-source no -k "regex:flash_fwd_fp8_kernel" \
+        --launch-skip 2 --launch-count 1 -f -o "$out/$1" python3 scripts/hopper_profile_case.py --kernel fp8 \
+        --headdim 128 --block-k 384 --variant "$2" > "$out/$1.ncu.log" 2>&1
+    echo "$1 rc $?"
+    ncu -i "$out/$1.ncu-rep" --page details > "$out/$1.details.txt" 2>&1
+    ncu -i "$out/$1.ncu-rep" --page source --csv --print-source sass > "$out/$1.sass.csv" 2>&1
+    grep -E "Duration|SM Frequency|Issue Slots Busy|Executed Ipc A|No Eligible|Tensor" "$out/$1.details.txt" | head -n 8
+    ncu -i "$out/$1.ncu-rep" --page raw > "$out/$1.raw.txt" 2>&1  # pipe utilizations: MUFU (xu), FMA, tensor
+    grep -E "sm__pipe_(xu|fma|alu|tensor_op_gmma|shared)[a-z_]*cycles_active.avg.pct_of_peak_sustained_active" \
+        "$out/$1.raw.txt" | head -n 6
+    grep -E "sm__inst_executed_pipe_xu.avg.pct" "$out/$1.raw.txt" | head -n 2
 }
 
 gpu_sweep() {

@@ -14,17 +14,5 @@ cases=${*:-default=full fused_turn=fused_turn serial=serial unpromoted=key_block
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-promoted-profile
 
-profile() {  # NAME VARIANT
-    timeout "$per_case_s" ncu --clock-control none --set full --import-source no -k "regex:flash_fwd_fp8_kernel" \
-        --launch-skip 2 --launch-count 1 -f -o "$out/$1" python3 scripts/hopper_profile_case.py --kernel fp8 \
-        --headdim 128 --block-k 384 --variant "$2" > "$out/$1.ncu.log" 2>&1
-    echo "$1 rc $?"
-    ncu -i "$out/$1.ncu-rep" --page details > "$out/$1.details.txt" 2>&1
-    ncu -i "$out/$1.ncu-rep" --page source --csv --print-source sass > "$out/$1.sass.csv" 2>&1
-    grep -E "Duration|SM Frequency|Issue Slots Busy|Executed Ipc A|No Eligible|Tensor" "$out/$1.details.txt" | head -n 8
-    ncu -i "$out/$1.ncu-rep" --page raw > "$out/$1.raw.txt" 2>&1  # pipe utilizations: MUFU (xu), FMA, tensor
-    grep -E "sm__pipe_(xu|fma|alu|tensor_op_gmma|shared)[a-z_]*cycles_active.avg.pct_of_peak_sustained_active|sm__inst_executed_pipe_xu.avg.pct" \
-        "$out/$1.raw.txt" | head -n 8
-}
-for c in $cases; do profile "${c%%=*}" "${c#*=}"; done
+for c in $cases; do gpu_ncu_fp8 "${c%%=*}" "${c#*=}" "$per_case_s"; done
 gpu_archive promoted_profile.tgz

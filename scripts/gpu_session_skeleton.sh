@@ -11,17 +11,8 @@ gpu_setup /tmp/fa3nn-skeleton
 stamp micro
 build/fp8_chain 20000 > "$out/fp8_chain.jsonl" 2>&1
 echo "micro rc $?"; grep -E "skeleton|2wg_pingpong_qk_pv\"" "$out/fp8_chain.jsonl"
-profile() {  # NAME VARIANT
-    timeout 150 ncu --clock-control none --set full --import-source no -k "regex:flash_fwd_fp8_kernel" \
-        --launch-skip 2 --launch-count 1 -f -o "$out/$1" python3 scripts/hopper_profile_case.py --kernel fp8 \
-        --headdim 128 --block-k 384 --variant "$2" > "$out/$1.ncu.log" 2>&1
-    echo "$1 rc $?"
-    ncu -i "$out/$1.ncu-rep" --page details > "$out/$1.details.txt" 2>&1
-    ncu -i "$out/$1.ncu-rep" --page source --csv --print-source sass > "$out/$1.sass.csv" 2>&1
-    grep -E "Duration|SM Frequency|Issue Slots Busy|No Eligible" "$out/$1.details.txt" | head -n 5
-}
 stamp ncu
-profile skeleton key_block_192_skip_softmax_and_kv_loads
-profile default full
+gpu_ncu_fp8 skeleton key_block_192_skip_softmax_and_kv_loads 150
+gpu_ncu_fp8 default full 150
 stamp done
 gpu_archive skeleton.tgz
