@@ -4,8 +4,8 @@ overlap) at head dim 128. Writes JSON (to --json) and prints a markdown table la
 
 Timing: a CUDA sleep kernel is queued first so that all timed launches are enqueued before the GPU reaches them;
 CUDA events around `--iters` back-to-back calls then measure device time only (no host launch gaps). cuDNN and
-every variant are timed round-robin, `--reps` times, so clock drift hits them alike; the table gives medians and
-the median of the per-round ratios.
+every variant are timed in `--reps` rounds whose orders balance which call follows which (time_interleaved), so
+clock drift and carry-over hit them alike; the table gives medians and the median of the per-round ratios.
 
     python scripts/bench_hopper.py --json out.json [--headdims 64 128 256] [--seqlens 512 ... 16384]
 
@@ -45,18 +45,34 @@ def compare_libraries(parser: argparse.ArgumentParser, items: list[str], reserve
     return libraries
 
 
+def balanced_orders(n: int) -> list[list[int]]:
+    """A Williams design: n orders of range(n) (2n when n is odd) in which each index directly follows each other
+    index equally often, so whatever one call leaves behind for the next (clocks, power, L2) is spread over every
+    call alike."""
+    first, low, high = [0], 1, n - 1
+    while len(first) < n:
+        first.append(low if len(first) % 2 else high)
+        low, high = (low + 1, high) if len(first) % 2 == 0 else (low, high - 1)
+    orders = [[(i + shift) % n for i in first] for shift in range(n)]
+    return orders + [order[::-1] for order in orders] if n % 2 and n > 1 else orders
+
+
 def time_interleaved(fns: dict, iters: int, reps: int) -> dict[str, list[float]]:
-    """ms per call for each fn, `reps` samples each, taken round-robin so clock drift hits every fn alike. Round r
-    starts at the r-th fn: on 2026-12-01 the fn timed first in every round ran 10-15% slower than its own build
-    timed later in the round at seqlen 16384 (FP8 d128 3.5-3.7 ms vs 3.1), not at 4096/8192; rotating the order
-    spreads such a position effect over every fn instead of charging it to one."""
+    """ms per call for each fn, `reps` samples each, taken in rounds so clock drift hits every fn alike. The order
+    of round r is balanced_orders(len(fns))[r % its length]: each fn directly follows each other fn equally often.
+    Before 2026-12-02 round r was the fixed order rotated by r, so the first fn always followed the last (bf16 in
+    the FP8 scripts) in all rounds but one, and at seqlen 16384 read 5-8% slower than the same kernel timed as a
+    later entry (d256: 862 against 933 TFLOP/s non-causal; its per-round samples 2.22-2.27 ms when first in the
+    round, 2.47-2.71 ms right after the bf16 forward; results/fp8ab-h200-20261202-0544/)."""
     for fn in fns.values():
         fn()
     torch.cuda.synchronize()
     samples = {name: [] for name in fns}
-    order = list(fns.items())
+    items = list(fns.items())
+    orders = balanced_orders(len(items))
     for rep in range(reps):
-        for name, fn in order[rep % len(order):] + order[:rep % len(order)]:
+        for index in orders[rep % len(orders)]:
+            name, fn = items[index]
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             torch.cuda._sleep(2_000_000)  # ~1 ms: the launches below queue up behind it
             start.record()
