@@ -307,6 +307,16 @@ struct TileDescales {
   __device__ __forceinline__ float v_at(int n_block) const { return __ldg(v + tile(n_block)); }
 };
 
+// FA3NN_FP8_TRACE (benchmarks/micro/fp8_trace.cu only; never in the library): CTA 0's first tile of the fused-turn
+// loop records clock64 at each step of each key block, per consumer warpgroup (thread 0), so the time of every
+// phase can be read off the real kernel. Events of block n: 0 loop top, 1 K/V stages ready, 2 turn acquired,
+// 3 P V of block n-1 waited and promoted, 4 Q K^T issued and turn released, 5 S ready, 6 softmax done, 7 P and
+// the O factor ready.
+#ifdef FA3NN_FP8_TRACE
+constexpr int kFp8TraceBlocks = 128, kFp8TraceEvents = 8;
+__device__ long long g_fp8_trace[2][kFp8TraceBlocks][kFp8TraceEvents];
+#endif
+
 template <class Cfg>
 __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, uint8_t* smem,
                                                   typename Cfg::Barriers& bars, int wg) {
@@ -505,17 +515,28 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   };
 
   // qk_to_p: after Q K^T of block n_block was issued: its scores -> P in pa, and the factor taking O to its units.
+#ifdef FA3NN_FP8_TRACE
+  bool trace_tile = blockIdx.x == 0 && c.tid == 0 && wg < 2;
+  auto trace = [&](int n_block, int event) {
+    if (trace_tile && n_block < kFp8TraceBlocks) g_fp8_trace[wg][n_block][event] = clock64();
+  };
+#else
+  auto trace = [](int, int) {};
+#endif
   auto qk_to_p = [&](const WorkTile& w, int n_block, float k_cur, float v_cur, float (&factor)[2]) {
     wgmma_wait<0>();
     fence_operands(s);
+    trace(n_block, 5);
     release_k(n_block == w.n_blocks - 1);
     float o_scale[2];
     softmax_block(w.r, w.t.m_block, n_block, k_cur, o_scale);
+    trace(n_block, 6);
     p_to_fp8_fragments<Cfg::kBlockN>(s, pa);
     const float v_ratio = v_pa == v_cur ? 1.f : __fdividef(v_pa, v_cur);
     factor[0] = o_scale[0] * v_ratio;
     factor[1] = o_scale[1] * v_ratio;
     v_pa = v_cur;
+    trace(n_block, 7);
   };
   // kOverlap false: one block start to end (Q K^T, softmax, P into pa, P V into the fresh ob, O = O * factor + ob).
   // (first_block, of the overlapped kernels, repeats qk_to_p's lines on purpose: calling a shared helper there moved
@@ -591,12 +612,17 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     qk_to_p(w, 0, k0, v0, factor);
     for (int n_block = 1; n_block < w.n_blocks; ++n_block) {
       const float k_cur = k_next, v_cur = v_next;
+      trace(n_block, 0);
       bars.k.consumer_wait(k_state);
       bars.v.consumer_wait(v_state);
+      trace(n_block, 1);
       c.gemm_turn_begin();
+      trace(n_block, 2);
       pv_into_o(factor);
+      trace(n_block, 3);
       issue_qk();
       c.gemm_turn_end();
+      trace(n_block, 4);
       prefetch_descales(n_block + 1, w.n_blocks);  // the next block's descales, loaded under this softmax
       qk_to_p(w, n_block, k_cur, v_cur, factor);
     }
@@ -610,6 +636,9 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   for (int from = sched.first(); find_work(from, cur); from = sched.next(cur.index)) {
     if constexpr (Cfg::kFused) {
       fused_tile(cur);
+#ifdef FA3NN_FP8_TRACE
+      trace_tile = false;
+#endif
       if constexpr (Cfg::kBlockN == 192) {  // the tile's batch, head and rows decoded again for the store, so they
         cur.t = sched.decode(cur.index);   // need no registers across the key loop (ptxas spilled them: 20-28 B)
         cur.r = seq_range(p, cur.t.batch);

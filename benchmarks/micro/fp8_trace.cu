@@ -1,0 +1,148 @@
+// A timeline of the real FP8 d128 forward (the default: 192-key fused turn, poly4): the kernel built with
+// FA3NN_FP8_TRACE records clock64 at each step of CTA 0's first tile (flash_fwd_fp8.cuh, g_fp8_trace), per consumer
+// warpgroup, and this prints how long each phase took, averaged over the tile's steady blocks, with the kernel's
+// own TFLOP/s with the trace compiled in (built without FA3NN_FP8_TRACE it prints the TFLOP/s alone, to see what
+// the clock reads cost).
+//
+//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -DFA3NN_FP8_TRACE -I kernels/hopper \
+//        -o build/fp8_trace benchmarks/micro/fp8_trace.cu && build/fp8_trace [seqlen] [causal]
+//
+// Inputs: random e4m3 of magnitude 2^-3..2^0 (as fp8_chain.cu), descales 1, block_q 128, block_k 384, bf16 out;
+// batch x seqlen = 16384 tokens, 16 heads (the FlashAttention-3 paper's d128 shapes).
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "flash_fwd_fp8_launch.cuh"
+
+namespace fa3nn::hopper::host {
+int fail(const char* fmt, const char* detail) {
+  std::fprintf(stderr, "fa3nn: ");
+  std::fprintf(stderr, fmt, detail);
+  std::fprintf(stderr, "\n");
+  return 1;
+}
+}  // namespace fa3nn::hopper::host
+
+namespace trace_harness {
+
+__global__ void fill_e4m3(uint8_t* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B9u + seed;
+    h ^= h >> 15;
+    h *= 0x2C1B3C6Du;
+    h ^= h >> 12;
+    p[i] = static_cast<uint8_t>(0x28 + ((h >> 24) & 0x0F)) | ((h >> 16) & 0x80);
+  }
+}
+
+__global__ void fill_f32(float* p, size_t n, float v) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) p[i] = v;
+}
+
+#define CHECK(x)                                                                      \
+  do {                                                                                \
+    cudaError_t err_ = (x);                                                           \
+    if (err_ != cudaSuccess) {                                                        \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(err_));                \
+      std::exit(1);                                                                   \
+    }                                                                                 \
+  } while (0)
+
+}  // namespace trace_harness
+
+using namespace fa3nn::hopper;
+using namespace fa3nn::hopper::host;
+using namespace trace_harness;
+
+int main(int argc, char** argv) {
+  const int seqlen = argc > 1 ? std::atoi(argv[1]) : 16384;
+  const bool causal = argc > 2 && std::atoi(argv[2]) != 0;
+  const int d = 128, nheads = 2048 / d, batch = 16384 / seqlen, block_q = 128, block_k = 384;
+  const size_t rows = size_t(batch) * seqlen;
+  uint8_t *q8, *k8, *vt8;
+  void* out;
+  float *lse, *qd, *kd, *vd;
+  const int q_tiles = (seqlen + block_q - 1) / block_q, k_tiles = (seqlen + block_k - 1) / block_k;
+  CHECK(cudaMalloc(&q8, rows * nheads * d));
+  CHECK(cudaMalloc(&k8, rows * nheads * d));
+  CHECK(cudaMalloc(&vt8, rows * nheads * d));
+  CHECK(cudaMalloc(&out, rows * nheads * d * 2));
+  CHECK(cudaMalloc(&lse, rows * nheads * 4));
+  CHECK(cudaMalloc(&qd, size_t(batch) * nheads * q_tiles * 4));
+  CHECK(cudaMalloc(&kd, size_t(batch) * nheads * k_tiles * 4));
+  CHECK(cudaMalloc(&vd, size_t(batch) * nheads * k_tiles * 4));
+  fill_e4m3<<<1024, 256>>>(q8, rows * nheads * d, 1);
+  fill_e4m3<<<1024, 256>>>(k8, rows * nheads * d, 2);
+  fill_e4m3<<<1024, 256>>>(vt8, rows * nheads * d, 3);
+  fill_f32<<<64, 256>>>(qd, size_t(batch) * nheads * q_tiles, 1.f);
+  fill_f32<<<64, 256>>>(kd, size_t(batch) * nheads * k_tiles, 1.f);
+  fill_f32<<<64, 256>>>(vd, size_t(batch) * nheads * k_tiles, 1.f);
+  CHECK(cudaDeviceSynchronize());
+
+  // Element strides (batch, row, head) for q8, k8; (batch, head, d row) for vt8; (batch, row, head) for out.
+  const int64_t hd = int64_t(nheads) * d;
+  const int64_t strides[12] = {seqlen * hd, hd, d, seqlen * hd, hd, d,
+                               int64_t(nheads) * d * seqlen, int64_t(d) * seqlen, seqlen, seqlen * hd, hd, d};
+  const int64_t descale_strides[6] = {int64_t(nheads) * q_tiles, q_tiles, int64_t(nheads) * k_tiles, k_tiles,
+                                      int64_t(nheads) * k_tiles, k_tiles};
+  const Fp8Problem pr{q8, k8, vt8, out, lse, nullptr, nullptr, nullptr, qd, kd, vd, batch, seqlen, seqlen, seqlen,
+                      seqlen, seqlen, nheads, nheads, d, strides, descale_strides, block_q, block_k,
+                      1.f / std::sqrt(float(d)), true, causal, nullptr};
+
+  cudaEvent_t start, stop;
+  CHECK(cudaEventCreate(&start));
+  CHECK(cudaEventCreate(&stop));
+  if (run_fp8_default<128>(pr)) return 1;  // warm-up
+  CHECK(cudaDeviceSynchronize());
+  const int iters = 20;
+  CHECK(cudaEventRecord(start));
+  for (int i = 0; i < iters; ++i) run_fp8_default<128>(pr);
+  CHECK(cudaEventRecord(stop));
+  CHECK(cudaEventSynchronize(stop));
+  float ms = 0.f;
+  CHECK(cudaEventElapsedTime(&ms, start, stop));
+  ms /= iters;
+  const double flops = 4.0 * batch * nheads * double(seqlen) * seqlen * d / (causal ? 2 : 1);
+#ifdef FA3NN_FP8_TRACE
+  const char* build = "trace compiled in";
+#else
+  const char* build = "without the trace";
+#endif
+  std::printf("d128 seqlen %d %s: %.3f ms, %.1f TFLOP/s (%s)\n", seqlen, causal ? "causal" : "non-causal", ms,
+              flops / ms / 1e9, build);
+#ifdef FA3NN_FP8_TRACE
+
+  std::vector<long long> trace(2 * kFp8TraceBlocks * kFp8TraceEvents);
+  CHECK(cudaMemcpyFromSymbol(trace.data(), g_fp8_trace, trace.size() * sizeof(long long)));
+  auto at = [&](int wg, int n, int e) { return trace[(size_t(wg) * kFp8TraceBlocks + n) * kFp8TraceEvents + e]; };
+  const int n_blocks = std::min((seqlen + 191) / 192, kFp8TraceBlocks);
+  const long long t0 = std::min(at(0, 0, 5), at(1, 0, 5));
+  std::printf("raw (clocks from warpgroup 0's first S), blocks 20-23: wg block: top kv turn pv qk | S softmax P\n");
+  for (int n = 20; n < std::min(24, n_blocks); ++n)
+    for (int wg = 0; wg < 2; ++wg) {
+      std::printf("  %d %3d:", wg, n);
+      for (int e = 0; e < kFp8TraceEvents; ++e) std::printf(" %8lld", at(wg, n, e) - t0);
+      std::printf("\n");
+    }
+  // Phases, averaged over blocks 8 .. n_blocks - 2 (steady state), per warpgroup.
+  const char* names[] = {"K/V wait", "turn wait", "P V + promote", "Q K^T issue", "S wait", "softmax",
+                         "P + factor", "to next top", "period"};
+  std::printf("phase clocks per block (mean over blocks 8..%d):\n", n_blocks - 2);
+  for (int wg = 0; wg < 2; ++wg) {
+    double sum[9] = {};
+    int count = 0;
+    for (int n = 8; n < n_blocks - 1; ++n, ++count) {
+      for (int e = 0; e < 7; ++e) sum[e] += double(at(wg, n, e + 1) - at(wg, n, e));
+      sum[7] += double(at(wg, n + 1, 0) - at(wg, n, 7));
+      sum[8] += double(at(wg, n + 1, 0) - at(wg, n, 0));
+    }
+    std::printf("  wg %d:", wg);
+    for (int e = 0; e < 9; ++e) std::printf(" %s %.0f |", names[e], sum[e] / count);
+    std::printf("\n");
+  }
+#endif
+  return 0;
+}
