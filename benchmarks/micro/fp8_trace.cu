@@ -4,8 +4,9 @@
 // own TFLOP/s with the trace compiled in (built without FA3NN_FP8_TRACE it prints the TFLOP/s alone, to see what
 // the clock reads cost).
 //
-//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -DFA3NN_FP8_TRACE -I kernels/hopper \
-//        -o build/fp8_trace benchmarks/micro/fp8_trace.cu && build/fp8_trace [seqlen] [causal]
+//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -DFA3NN_HANG_GUARD -DFA3NN_FP8_TRACE \
+//        -I kernels/hopper \
+//        -o build/fp8_trace benchmarks/micro/fp8_trace.cu && build/fp8_trace [seqlen] [causal] [variant]
 //
 // Inputs: random e4m3 of magnitude 2^-3..2^0 (as fp8_chain.cu), descales 1, block_q 128, block_k 384, bf16 out;
 // batch x seqlen = 16384 tokens, 16 heads (the FlashAttention-3 paper's d128 shapes).
@@ -60,6 +61,7 @@ using namespace trace_harness;
 int main(int argc, char** argv) {
   const int seqlen = argc > 1 ? std::atoi(argv[1]) : 16384;
   const bool causal = argc > 2 && std::atoi(argv[2]) != 0;
+  const int variant = argc > 3 ? std::atoi(argv[3]) : 0;  // flash_fwd_fp8_launch.cuh's FP8 variants (bf16 out)
   const int d = 128, nheads = 2048 / d, batch = 16384 / seqlen, block_q = 128, block_k = 384;
   const size_t rows = size_t(batch) * seqlen;
   uint8_t *q8, *k8, *vt8;
@@ -95,11 +97,11 @@ int main(int argc, char** argv) {
   cudaEvent_t start, stop;
   CHECK(cudaEventCreate(&start));
   CHECK(cudaEventCreate(&stop));
-  if (run_fp8_default<128>(pr)) return 1;  // warm-up
+  if (run_fp8_headdim<128>(pr, variant)) return 1;  // warm-up
   CHECK(cudaDeviceSynchronize());
   const int iters = 20;
   CHECK(cudaEventRecord(start));
-  for (int i = 0; i < iters; ++i) run_fp8_default<128>(pr);
+  for (int i = 0; i < iters; ++i) run_fp8_headdim<128>(pr, variant);
   CHECK(cudaEventRecord(stop));
   CHECK(cudaEventSynchronize(stop));
   float ms = 0.f;
@@ -111,8 +113,8 @@ int main(int argc, char** argv) {
 #else
   const char* build = "without the trace";
 #endif
-  std::printf("d128 seqlen %d %s: %.3f ms, %.1f TFLOP/s (%s)\n", seqlen, causal ? "causal" : "non-causal", ms,
-              flops / ms / 1e9, build);
+  std::printf("d128 seqlen %d %s variant %d: %.3f ms, %.1f TFLOP/s (%s)\n", seqlen,
+              causal ? "causal" : "non-causal", variant, ms, flops / ms / 1e9, build);
 #ifdef FA3NN_FP8_TRACE
 
   std::vector<long long> trace(2 * kFp8TraceBlocks * kFp8TraceEvents);
