@@ -20,7 +20,7 @@ attention on the dequantized inputs (fa3nn.testing.reference.attention_ref, head
 --min-sqnr the row is marked FAIL and the script exits 1 after writing everything.
 
 Timing as scripts/bench_hopper.py's time_interleaved: a CUDA sleep queues the launches, CUDA events around `--iters`
-back-to-back calls, round-robin over `--reps` rounds; medians and the median of the per-round fa3nn / cuDNN ratios.
+back-to-back calls, in `--reps` rounds of balanced order; medians and the median of the per-round fa3nn / cuDNN ratios.
 Both run on torch's current stream (cudnn.set_stream on the handle).
 
 Device command: build the library here (`python -m fa3nn.backends.hopper_build --out build/libfa3nn_hopper.so`),

@@ -9,7 +9,7 @@ Shapes: 16384 tokens, nheads * headdim = 2048 (the FlashAttention-3 paper's), se
 faulted before). Before timing, the native output is compared with the Triton FP8 one on the same operands and with
 the bf16 forward (SQNR in dB; the GPU tests hold the correctness bar, this only catches a broken shape).
 
-Timing as scripts/bench_hopper.py (time_interleaved: CUDA events around --iters calls, round-robin over --reps).
+Timing as scripts/bench_hopper.py (time_interleaved: CUDA events around --iters calls, --reps rounds of balanced order).
 
     python scripts/bench_fp8_varlen.py --json out.json [--headdims 128 256] [--mean-seqlen 2048]
 """

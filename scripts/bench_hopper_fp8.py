@@ -5,7 +5,8 @@ check beyond the test sizes; ~25 dB is e4m3's level on N(0, 1) inputs). Writes J
 table last.
 
 Timing as scripts/bench_hopper.py: a CUDA sleep queues the launches, CUDA events around `--iters` back-to-back
-calls, round-robin over `--reps` rounds; medians and the median of the per-round ratios.
+calls, in `--reps` rounds of balanced order (bench_hopper.time_interleaved); medians and the median of the
+per-round ratios.
 
     python scripts/bench_hopper_fp8.py --json out.json [--headdims 128 256] [--seqlens 2048 8192 16384]
         [--variants one_cta_per_tile] [--compare before=build/before/libfa3nn_hopper.so] [--block-k 384]
