@@ -58,6 +58,17 @@ using namespace fa3nn::hopper;
 using namespace fa3nn::hopper::host;
 using namespace trace_harness;
 
+// Variants 100-102 (this harness only): the default with its exp2s / row max tree / whole softmax cut (WRONG
+// outputs; Fp8Experiment kFusedTurnCut*, flash_fwd_fp8.cuh). Others: run_fp8_headdim's variants.
+int run(const Fp8Problem& pr, int variant) {
+  switch (variant) {
+    case 100: return run_fp8_tiles<128, 0, true, 4, kFusedTurnCutExp2, 192, true>(pr);
+    case 101: return run_fp8_tiles<128, 0, true, 4, kFusedTurnCutRowMax, 192, true>(pr);
+    case 102: return run_fp8_tiles<128, 0, true, 4, kFusedTurnSkipSoftmax, 192, true>(pr);
+    default: return run_fp8_headdim<128>(pr, variant);
+  }
+}
+
 int main(int argc, char** argv) {
   const int seqlen = argc > 1 ? std::atoi(argv[1]) : 16384;
   const bool causal = argc > 2 && std::atoi(argv[2]) != 0;
@@ -97,11 +108,11 @@ int main(int argc, char** argv) {
   cudaEvent_t start, stop;
   CHECK(cudaEventCreate(&start));
   CHECK(cudaEventCreate(&stop));
-  if (run_fp8_headdim<128>(pr, variant)) return 1;  // warm-up
+  if (run(pr, variant)) return 1;  // warm-up
   CHECK(cudaDeviceSynchronize());
   const int iters = 20;
   CHECK(cudaEventRecord(start));
-  for (int i = 0; i < iters; ++i) run_fp8_headdim<128>(pr, variant);
+  for (int i = 0; i < iters; ++i) run(pr, variant);
   CHECK(cudaEventRecord(stop));
   CHECK(cudaEventSynchronize(stop));
   float ms = 0.f;

@@ -71,15 +71,22 @@ enum Fp8Experiment : int {
   kSkipSoftmaxAndKVLoads = 6,  // kSkipSoftmax and kSkipKVLoads together: the loop's skeleton without L2 traffic
   kFusedTurn = 7,     // promoted kernels only, correct output, the d64 and d128 default: one pingpong turn per key
                       // block holding P V of the previous block, its promotion into O and this block's Q K^T
+  // kFusedTurn with a part of the softmax cut (WRONG outputs, timing only; built by benchmarks/micro/fp8_trace.cu
+  // alone, not by the library): what each part costs inside the default's loop.
+  kFusedTurnCutExp2 = 8,
+  kFusedTurnCutRowMax = 9,
+  kFusedTurnSkipSoftmax = 10,
 };
 __host__ __device__ constexpr bool skips_softmax(int experiment) {
-  return experiment == kSkipSoftmax || experiment == kSkipSoftmaxAndKVLoads;
+  return experiment == kSkipSoftmax || experiment == kSkipSoftmaxAndKVLoads || experiment == kFusedTurnSkipSoftmax;
 }
 __host__ __device__ constexpr bool skips_kv_loads(int experiment) {
   return experiment == kSkipKVLoads || experiment == kSkipSoftmaxAndKVLoads;
 }
 __host__ __device__ constexpr int softmax_cut(int experiment) {
-  return experiment == kCutExp2 ? kSoftmaxNoExp2 : experiment == kCutRowMax ? kSoftmaxNoRowMax : kSoftmaxFull;
+  return experiment == kCutExp2 || experiment == kFusedTurnCutExp2       ? kSoftmaxNoExp2
+         : experiment == kCutRowMax || experiment == kFusedTurnCutRowMax ? kSoftmaxNoRowMax
+                                                                         : kSoftmaxFull;
 }
 // kBlockN_: keys per block, 128 or 192 (head dim 128, the default there beyond 1024 keys: the per-block fixed cost
 // of the loop over 1.5x the keys; needs one k/v descale per 192 keys, so block_k a multiple of 192 or one per
@@ -101,7 +108,8 @@ struct Fp8FwdConfig {
   static constexpr bool kPromote = kPromote_, kOverlap = !kPromote_;
   // Serial promoted steps at head dim 256 issue P V in two n128 halves, one after the other, into one 64-register
   // block accumulator (O 128 + block 64 + P 16 registers; a whole-width block accumulator would need 272).
-  static constexpr bool kFused = kExperiment_ == kFusedTurn;
+  static constexpr bool kFused = kExperiment_ == kFusedTurn || (kExperiment_ >= kFusedTurnCutExp2 &&
+                                                                 kExperiment_ <= kFusedTurnSkipSoftmax);
   static constexpr int kPvSplit = kPromote && kHeadDim > 128 ? 2 : 1;
   static constexpr int kConsumers = kConsumers_, kBlockM = 64 * kConsumers, kBlockN = kBlockN_;
   static constexpr int kThreads = 128 * (1 + kConsumers);
