@@ -48,7 +48,7 @@ def compare_libraries(parser: argparse.ArgumentParser, items: list[str], reserve
 def balanced_orders(n: int) -> list[list[int]]:
     """A Williams design: n orders of range(n) (2n when n is odd) in which each index directly follows each other
     index equally often, so whatever one call leaves behind for the next (clocks, power, L2) is spread over every
-    call alike."""
+    call alike; exactly so when the rounds timed are a multiple of the orders' count."""
     first, low, high = [0], 1, n - 1
     while len(first) < n:
         first.append(low if len(first) % 2 else high)
