@@ -131,7 +131,8 @@ int main(int argc, char** argv) {
   std::vector<long long> trace(2 * kFp8TraceBlocks * kFp8TraceEvents);
   CHECK(cudaMemcpyFromSymbol(trace.data(), g_fp8_trace, trace.size() * sizeof(long long)));
   auto at = [&](int wg, int n, int e) { return trace[(size_t(wg) * kFp8TraceBlocks + n) * kFp8TraceEvents + e]; };
-  const int n_blocks = std::min((seqlen + 191) / 192, kFp8TraceBlocks);
+  int n_blocks = 1;  // the traced tile's key blocks: those whose last event was recorded (any key block size)
+  while (n_blocks < kFp8TraceBlocks && at(0, n_blocks, 7) != 0) ++n_blocks;
   const long long t0 = std::min(at(0, 0, 5), at(1, 0, 5));
   std::printf("raw (clocks from warpgroup 0's first S), blocks 20-23: wg block: top kv turn pv qk | S softmax P\n");
   for (int n = 20; n < std::min(24, n_blocks); ++n)

@@ -80,6 +80,10 @@ enum Fp8Experiment : int {
 __host__ __device__ constexpr bool skips_softmax(int experiment) {
   return experiment == kSkipSoftmax || experiment == kSkipSoftmaxAndKVLoads || experiment == kFusedTurnSkipSoftmax;
 }
+__host__ __device__ constexpr bool fused_turn(int experiment) {
+  return experiment == kFusedTurn || experiment == kFusedTurnCutExp2 || experiment == kFusedTurnCutRowMax ||
+         experiment == kFusedTurnSkipSoftmax;
+}
 __host__ __device__ constexpr bool skips_kv_loads(int experiment) {
   return experiment == kSkipKVLoads || experiment == kSkipSoftmaxAndKVLoads;
 }
@@ -108,8 +112,7 @@ struct Fp8FwdConfig {
   static constexpr bool kPromote = kPromote_, kOverlap = !kPromote_;
   // Serial promoted steps at head dim 256 issue P V in two n128 halves, one after the other, into one 64-register
   // block accumulator (O 128 + block 64 + P 16 registers; a whole-width block accumulator would need 272).
-  static constexpr bool kFused = kExperiment_ == kFusedTurn || (kExperiment_ >= kFusedTurnCutExp2 &&
-                                                                 kExperiment_ <= kFusedTurnSkipSoftmax);
+  static constexpr bool kFused = fused_turn(kExperiment_);
   static constexpr int kPvSplit = kPromote && kHeadDim > 128 ? 2 : 1;
   static constexpr int kConsumers = kConsumers_, kBlockM = 64 * kConsumers, kBlockN = kBlockN_;
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -522,7 +525,6 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     c.store(p, w.r, w.t, o, out_scale, lse);
   };
 
-  // qk_to_p: after Q K^T of block n_block was issued: its scores -> P in pa, and the factor taking O to its units.
 #ifdef FA3NN_FP8_TRACE
   bool trace_tile = blockIdx.x == 0 && c.tid == 0 && wg < 2;
   auto trace = [&](int n_block, int event) {
@@ -531,6 +533,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
 #else
   auto trace = [](int, int) {};
 #endif
+  // qk_to_p: after Q K^T of block n_block was issued: its scores -> P in pa, and the factor taking O to its units.
   auto qk_to_p = [&](const WorkTile& w, int n_block, float k_cur, float v_cur, float (&factor)[2]) {
     wgmma_wait<0>();
     fence_operands(s);
