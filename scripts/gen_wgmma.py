@@ -102,7 +102,7 @@ def rs(n: int, t: str, bf16: bool) -> str:
 
 
 # FP8 (e4m3 x e4m3, m64nNk32): SS for S = Q8 K8^T (N = kBlockN), RS for O += P8 V8 (N = head dim, V transposed).
-FP8_SS_N = (128, 192)
+FP8_SS_N = (128, 192, 256)
 FP8_RS_N = (64, 128, 256)
 # RS with the accumulator overwritten (scale_d = 0, outputs only): the first k-step of a per-block P V accumulator.
 FP8_RS_SET_N = (64, 128)

@@ -319,8 +319,24 @@ def test_key_block_192_matches_its_emulation(block_k, variant, causal, record_pr
                                              rms_ratio=EXACT_RMS_RATIO, lse_rtol=EXACT_LSE_RTOL))
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("block_k, variant", [(256, "key_block_256_fused_turn"), (768, "key_block_256_fused_turn"),
+                                              (256, "key_block_256_fused_turn_poly4"),
+                                              (768, "key_block_256_fused_turn_poly4")])
+@pytest.mark.gpu
+@needs_hopper
+def test_key_block_256_matches_its_emulation(block_k, variant, causal, record_property):
+    """The fused turn on 256-key blocks (d128: Vt in two 128-key SW128 panels, S = m64n256, the K stage wait inside
+    the turn), all exp2s on MUFU and with a quarter as the FP32 polynomial, against the emulation with block_n=256,
+    on exact scores with K/V descale tiles of 256 and 768 keys; 1900 keys end in a partial block."""
+    quantized = _exact_score_inputs(2, 2000, 1900, 8, 2, 128, block_k=block_k)
+    record_property("errors", _run_quantized(quantized, causal, 0.25, variant=variant,
+                                             rms_ratio=EXACT_RMS_RATIO, lse_rtol=EXACT_LSE_RTOL))
+
+
 @pytest.mark.parametrize("headdim, variant", [(64, "full"), (64, "fused_turn"), (128, "full"),
                                               (128, "no_promotion"), (128, "serial"), (128, "fused_turn"),
+                                              (128, "key_block_256_fused_turn_poly4"),
                                               (256, "full"), (256, "no_promotion")])
 @pytest.mark.gpu
 @needs_hopper
@@ -330,11 +346,12 @@ def test_mean_of_v_survives_long_key_ranges(headdim, variant, record_property):
     fp32 when adding into their accumulator, so one accumulator carried across all key blocks loses ~1.2% of the
     mean per 1000 keys (benchmarks/NOTES.md): variant no_promotion, asserted to drift by more than 2% here, shows the
     check can fail; the defaults (the fused turn at d64, three consumers, and d128, 192-key blocks here; serial steps
-    at d256) and variants serial and fused_turn (two consumers, 128-key blocks) promote each block's P V into fp32
+    at d256) and variants serial and fused_turn (two consumers, 128-key blocks) and key_block_256_fused_turn_poly4
+    (256 keys in the block accumulator before each promotion; K/V tiles of 768) promote each block's P V into fp32
     O."""
     q, k = (_draw((1, 8192, 4, headdim), "normal") for _ in range(2))
     v = (torch.randn(1, 8192, 4, headdim, device="cuda") + 1).to(torch.bfloat16)
-    block_k = 384  # serves the 128- and 192-key kernels
+    block_k = 768 if variant.startswith("key_block_256") else 384  # 384 serves the 128- and 192-key kernels
     quantized = quantize_qkv_tensors(q, k, v, 128, block_k)
     scale = headdim**-0.5
     out, _ = fp8_forward(quantized.q, quantized.k, transpose_v(quantized.v), quantized.q_descale,

@@ -8,8 +8,10 @@
 //        -I kernels/hopper \
 //        -o build/fp8_trace benchmarks/micro/fp8_trace.cu && build/fp8_trace [seqlen] [causal] [variant]
 //
-// Inputs: random e4m3 of magnitude 2^-3..2^0 (as fp8_chain.cu), descales 1, block_q 128, block_k 384, bf16 out;
-// batch x seqlen = 16384 tokens, 16 heads (the FlashAttention-3 paper's d128 shapes).
+// Inputs: random e4m3 of magnitude 2^-3..2^0 (as fp8_chain.cu), descales 1, block_q 128, block_k 768 (serves the
+// 128-, 192- and 256-key kernels), bf16 out; batch x seqlen = 16384 tokens, 16 heads (the FlashAttention-3 paper's
+// d128 shapes). With 256-key blocks (variants 30, 31) the K stage wait sits inside the turn (kKWaitInTurn), so the
+// "K/V wait" phase is V's alone and K's lands in "Q K^T issue".
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -73,7 +75,7 @@ int main(int argc, char** argv) {
   const int seqlen = argc > 1 ? std::atoi(argv[1]) : 16384;
   const bool causal = argc > 2 && std::atoi(argv[2]) != 0;
   const int variant = argc > 3 ? std::atoi(argv[3]) : 0;  // flash_fwd_fp8_launch.cuh's FP8 variants (bf16 out)
-  const int d = 128, nheads = 2048 / d, batch = 16384 / seqlen, block_q = 128, block_k = 384;
+  const int d = 128, nheads = 2048 / d, batch = 16384 / seqlen, block_q = 128, block_k = 768;
   const size_t rows = size_t(batch) * seqlen;
   uint8_t *q8, *k8, *vt8;
   void* out;

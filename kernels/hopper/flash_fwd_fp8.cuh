@@ -113,6 +113,11 @@ struct Fp8FwdConfig {
   // Serial promoted steps at head dim 256 issue P V in two n128 halves, one after the other, into one 64-register
   // block accumulator (O 128 + block 64 + P 16 registers; a whole-width block accumulator would need 272).
   static constexpr bool kFused = fused_turn(kExperiment_);
+  // The fused turn's K stage wait between the promotion's FFMAs and the next Q K^T, instead of before the turn:
+  // its spin loop is a basic-block boundary ptxas does not move the FFMAs across, so the block accumulator is dead
+  // before S is written and the two share registers (256-key blocks: O 64 + S 128 + P 32; with the FFMAs
+  // interleaved into the Q K^T issue, S + O + block accumulator = 256 registers spilled 260-308 B).
+  static constexpr bool kKWaitInTurn = kFused && kBlockN_ == 256;
   static constexpr int kPvSplit = kPromote && kHeadDim > 128 ? 2 : 1;
   static constexpr int kConsumers = kConsumers_, kBlockM = 64 * kConsumers, kBlockN = kBlockN_;
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -133,7 +138,8 @@ struct Fp8FwdConfig {
   static constexpr uint32_t kKPanelBytes = kBlockN * kRowBytes;
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head dim");
   static_assert(kConsumers == 2 || (kConsumers == 3 && kHeadDim == 64), "three consumers at head dim 64 only");
-  static_assert(kBlockN == 128 || (kBlockN == 192 && kHeadDim == 128), "key block: 128, or 192 at head dim 128");
+  static_assert(kBlockN == 128 || ((kBlockN == 192 || kBlockN == 256) && kHeadDim == 128),
+                "key block: 128, or 192 / 256 at head dim 128");
   static_assert(!kPromote || kExperiment == kNoExperiment || kFused,
                 "the promoted kernel has no timing experiments");
   static_assert(!kFused || kPromote, "kFusedTurn is a schedule of the promoted kernel");
@@ -624,13 +630,14 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     for (int n_block = 1; n_block < w.n_blocks; ++n_block) {
       const float k_cur = k_next, v_cur = v_next;
       trace(n_block, 0);
-      bars.k.consumer_wait(k_state);
+      if constexpr (!Cfg::kKWaitInTurn) bars.k.consumer_wait(k_state);
       bars.v.consumer_wait(v_state);
       trace(n_block, 1);
       c.gemm_turn_begin();
       trace(n_block, 2);
       pv_into_o(factor);
       trace(n_block, 3);
+      if constexpr (Cfg::kKWaitInTurn) bars.k.consumer_wait(k_state);
       issue_qk();
       c.gemm_turn_end();
       trace(n_block, 4);
@@ -650,7 +657,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
 #ifdef FA3NN_FP8_TRACE
       trace_tile = false;
 #endif
-      if constexpr (Cfg::kBlockN == 192) {  // the tile's batch, head and rows decoded again for the store, so they
+      if constexpr (Cfg::kBlockN >= 192) {  // the tile's batch, head and rows decoded again for the store, so they
         cur.t = sched.decode(cur.index);   // need no registers across the key loop (ptxas spilled them: 20-28 B)
         cur.r = seq_range(p, cur.t.batch);
       }

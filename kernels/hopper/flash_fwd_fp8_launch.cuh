@@ -36,9 +36,9 @@ struct Fp8Problem {
 template <class Cfg>
 int launch_fp8(const Fp8Problem& pr) {
   if (pr.block_k % Cfg::kBlockN != 0 && pr.block_k < pr.max_seqlen_k)
-    return fail("%s", Cfg::kBlockN == 128
-                          ? "block_k must be a multiple of 128 (the kernel's key block) or >= max_seqlen_k"
-                          : "block_k must be a multiple of 192 (this variant's key block) or >= max_seqlen_k");
+    return fail("%s", Cfg::kBlockN == 128   ? "block_k must be a multiple of 128 (the kernel's key block) or >= max_seqlen_k"
+                      : Cfg::kBlockN == 192 ? "block_k must be a multiple of 192 (this variant's key block) or >= max_seqlen_k"
+                                            : "block_k must be a multiple of 256 (this variant's key block) or >= max_seqlen_k");
   const bool varlen = pr.cu_seqlens_q != nullptr;
   const int64_t map_batch = varlen ? 1 : pr.batch;
   const int64_t* st = pr.strides;
@@ -125,7 +125,9 @@ int launch_fp8(const Fp8Problem& pr) {
 //   24 (d64, d128): variant 22 with one pingpong turn per block (kFusedTurn: P V of the previous block, its
 //   promotion and this block's Q K^T in one turn; d128's default where 128-key blocks are chosen).
 //   25 (d128): variant 24 on 192-key blocks; 28 / 29: variant 25 with every 4th / 8th exp2 as the FP32 polynomial
-//   (28: d128's default where 192-key blocks are chosen). 27 (d64): variant 24 with three consumer warpgroups
+//   (28: d128's default where 192-key blocks are chosen). 30 / 31 (d128): variant 25 / 28 on 256-key blocks (block_k
+//   a multiple of 256 or one descale per sequence; Vt in two 128-key SW128 panels, S = m64n256, the K stage wait
+//   inside the turn: Fp8FwdConfig::kKWaitInTurn). 27 (d64): variant 24 with three consumer warpgroups
 //   (192-row query tiles, 160 registers each, as the bf16 d64 kernel; the d64 default). Not built: the d256 fused
 //   form, which spills (flash_fwd_fp8.cuh, pv_into_o, says why).
 //   The one-pair deal measured +6% at d128 causal 4096, +11% / +5% at d256 causal 2048 / 4096, within 1% at d128
@@ -207,6 +209,8 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 25) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 192, true>(pr);
     if (variant == 28) return run_fp8_tiles<D, 0, true, 4, kFusedTurn, 192, true>(pr);
     if (variant == 29) return run_fp8_tiles<D, 0, true, 8, kFusedTurn, 192, true>(pr);
+    if (variant == 30) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 256, true>(pr);
+    if (variant == 31) return run_fp8_tiles<D, 0, true, 4, kFusedTurn, 256, true>(pr);
   }
   if constexpr (D == 64) {
     if (variant == 27) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true, 3>(pr);
@@ -239,7 +243,7 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile, 19 = the "
                     "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-11, 13-18, 21, "
-                    "24 at d128, 12, 20, 22 at every head dim)");
+                    "24, 25, 28-31 at d128, 12, 20, 22 at every head dim)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);

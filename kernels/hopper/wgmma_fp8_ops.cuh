@@ -38,6 +38,17 @@ template <> struct WgmmaFp8SS<192> {
   }
 };
 
+template <> struct WgmmaFp8SS<256> {
+  __device__ __forceinline__ static void mma(float (&d)[128], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 " FA3NN_WGMMA_ACC_128
+        ", %128, %129, p, 1, 1;\n}\n"
+        : FA3NN_WGMMA_ACC_OUT_128
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+};
+
 template <> struct WgmmaFp8RS<64> {
   __device__ __forceinline__ static void mma(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
     asm volatile(
