@@ -30,7 +30,7 @@ from fp8_kernel_checks import check_forward, check_quantize, check_walsh_hadamar
 
 import fa3nn  # noqa: E402
 from fa3nn.backends.triton.fp8_launch import forward_fp8  # noqa: E402
-from fa3nn.backends.triton.quantize import quantize_fused  # noqa: E402
+from fa3nn.backends.triton.quantize import _parts, quantize_fused  # noqa: E402
 from fa3nn.fp8 import make_state, random_sign_hadamard  # noqa: E402
 from fa3nn.fp8.hadamard import random_signs  # noqa: E402
 from fa3nn.fp8.operands import transpose_v, v_from_vt, vt_columns, vt_group_column  # noqa: E402
@@ -101,6 +101,16 @@ def test_quantize_long_sequence_per_head_two_passes():
     q, k, v = qkv(1, 300, 260, 2, 1, 32)
     check_quantize(q, k, v, 0, 0)
     check_quantize(q, k, v, 0, 0, rotation(32))
+
+
+@pytest.mark.parametrize("block_k", [192, 256])
+def test_quantize_two_part_tiles(block_k):
+    """K/V tiles of 192 (128 + 64 rows) and 256 rows (128 + 128: the d128 FP8 default) run as one program in two
+    parts (quantize._parts); 300 keys end in a partial tile."""
+    assert _parts(block_k) == {192: (128, 64), 256: (128, 128)}[block_k]
+    q, k, v = qkv(1, 130, 300, 2, 1, 32)
+    check_quantize(q, k, v, 128, block_k)
+    check_quantize(q, k, v, 128, block_k, rotation(32))
 
 
 def test_quantize_non_power_of_two_headdim():

@@ -37,7 +37,7 @@ import torch
 
 from fa3nn.backends.base import AttnCall
 from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
-from fa3nn.fp8.key_blocks import KEY_BLOCK, WIDE_KEY_BLOCK, block_fits_tiles, native_key_block
+from fa3nn.fp8.key_blocks import KEY_BLOCK, WIDE_KEY_BLOCKS, block_fits_tiles, native_key_block
 from fa3nn.fp8.operands import VT_PAD, check_vt_starts, padded_keys, vt_columns
 from fa3nn.masks import Window
 
@@ -85,8 +85,8 @@ _FORCED_KEY_BLOCK = {name: int(name.split("_")[2]) for name in VARIANTS if name.
 def key_block(headdim: int, block_k: int, max_seqlen_k: int, variant: str = "full") -> int | None:
     """Keys per block of the kernel `variant` runs with these descale tiles (the emulation's block_n for it), or
     None when block_k fits it not: a block must lie in one k/v descale tile. The default: fa3nn.fp8.key_blocks.
-    native_key_block (at head dim 128: 192 where block_k allows and the keys are more than 1024, else 128 where it
-    fits, else 192)."""
+    native_key_block (at head dim 128 beyond 512 keys: 256, else 192, else 128, whichever block_k allows first;
+    up to 512 keys 128 first)."""
     if variant in _DEFAULT_KERNELS:
         return native_key_block(headdim, block_k, max_seqlen_k)
     block = _FORCED_KEY_BLOCK.get(variant, KEY_BLOCK)  # the other benchmark variants are 128-key kernels
@@ -110,8 +110,8 @@ def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
     if call.nheads % call.nheads_kv:
         return "nheads must be a multiple of nheads_kv"
     if key_block(call.headdim, block_k, max_seqlen_k) is None:
-        wide = WIDE_KEY_BLOCK.get(call.headdim)
-        blocks = f"{KEY_BLOCK} or {wide}" if wide else f"{KEY_BLOCK}"
+        *wide, last = (*WIDE_KEY_BLOCKS.get(call.headdim, ()), KEY_BLOCK)
+        blocks = f"{', '.join(map(str, wide))} or {last}" if wide else str(last)
         return f"block_k={block_k} is neither a multiple of {blocks} (the kernel's key block) nor >= the longest key " \
                f"sequence ({max_seqlen_k})"
     if LIBRARY.get() is None:

@@ -1,15 +1,16 @@
 """Which kernel block a K/V descale tile serves.
 
-The native FP8 kernel's loop walks keys in blocks of KEY_BLOCK (128) or, at head dim 128, of WIDE_KEY_BLOCK (192),
-and applies one k and one v descale per block, so a block must lie inside one descale tile. native_key_block says
-which block a call gets (kernels/hopper/flash_fwd_fp8_launch.cuh, run_fp8_default, makes the same choice): the
-wide block where block_k allows it and the keys are more than SHORT_KEYS (or 128-key blocks don't fit), else 128.
-Every default kernel is promoted (each key block's P V added into fp32 O on the CUDA cores, so the mean of V survives
-long key ranges), at head dims 64 and 128 with one pingpong turn per block (the fused turn). On the H200 the fused
-192-key kernel ran 784 / 785 / 804 TFLOP/s non-causal at 4k / 8k / 16k keys against the fused 128-key one's 731 /
-729 / 694 (+7-16%), causal 718 / 788 / 810 against 693 / 735 / 744 (+4-9%); at 2k +5% / -1%; at 1k 591 / 426
-against 613 / 464 (-4% / -8%), hence SHORT_KEYS (fused192-h200-20261202-0220, benchmarks/NOTES.md). The 192-key
-default also runs every 4th exp2 on the FP32 pipe (+2-9% non-causal, fp8poly-h200-20261202-0259).
+The native FP8 kernel's loop walks keys in blocks of KEY_BLOCK (128) or, at head dim 128, of one of WIDE_KEY_BLOCKS
+(256, 192), and applies one k and one v descale per block, so a block must lie inside one descale tile.
+native_key_block says which block a call gets (kernels/hopper/flash_fwd_fp8_launch.cuh, run_fp8_default, makes the
+same choice): beyond SHORT_KEYS keys the widest block the descale tiles allow, up to SHORT_KEYS 128-key blocks where
+they fit. Every default kernel is promoted (each key block's P V added into fp32 O on the CUDA cores, so the mean of
+V survives long key ranges), at head dims 64 and 128 with one pingpong turn per block (the fused turn). On the H200
+(kb256-h200-20261202-0758, benchmarks/NOTES.md), kernel only, TFLOP/s non-causal / causal, the fused 256-key kernel
+(every exp2 on MUFU) against the fused 192-key one (a quarter of its exp2s as the FP32 polynomial): 827 / 629 against
+768 / 605 at 2k, 848 / 736 against 783 / 694 at 4k, 829 / 785 against 784 / 757 at 8k, 844 / 800 against 807 / 758
+at 16k (+5-10% / +4-6%); at 1k against the fused 128-key kernel 721 / 463 against 618 / 466. Before it the 192-key
+kernel had beaten the 128-key one by +7-16% / +4-9% from 4k (fused192-h200-20261202-0220).
 default_block_k is the K/V tile PerTileScaling uses when its block_k is None (one descale per kernel block); the
 one-scale-per-sequence recipes (CurrentScaling, DelayedScaling) fit every block. The emulation (fa3nn.fp8.reference)
 walks the same blocks as the kernel by default.
@@ -18,17 +19,19 @@ walks the same blocks as the kernel by default.
 from __future__ import annotations
 
 KEY_BLOCK = 128  # keys per block of the native FP8 kernels (kernels/hopper/flash_fwd_fp8.cuh)
-WIDE_KEY_BLOCK = {128: 192}  # head dim -> the wider block of its default kernel, where the descale tiles allow
-SHORT_KEYS = 1024  # up to this many keys (max_seqlen_k) the 128-key kernel is taken where both blocks fit
+# head dim -> the wider blocks of its default kernels, widest first, taken where the descale tiles allow
+WIDE_KEY_BLOCKS = {128: (256, 192)}
+SHORT_KEYS = 512  # up to this many keys (max_seqlen_k) the 128-key kernel is taken where its block fits
 
 
 def default_block_k(headdim: int) -> int:
     """K/V rows per descale tile of PerTileScaling(block_k=None): the native kernel's widest block at this head dim.
-    Accuracy of 192- against 128-key tiles and blocks at head dim 128 (CPU emulation, per-tile + incoherent, output
-    against fp64): scripts/fp8_accuracy.py's outlier inputs at seqlen 8192, 8 heads, seeds 0-2: RMSE 9.09e-3 vs
-    9.10e-3; 40 draws of 2 x 512 x 4 heads, two rotations each: SQNR 25.34 vs 25.36 dB (per-draw difference
+    Accuracy of the tiles at head dim 128 (CPU emulation, per-tile + incoherent, output against fp64,
+    scripts/fp8_accuracy.py's outlier inputs at seqlen 8192, 8 heads): 256-key tiles and blocks RMSE 9.10e-3 against
+    192-key ones' 9.09e-3 over seeds 0-2 (per seed +0.35%, -0.24%, +0.22%); 128-key ones 9.10e-3. 40 draws of
+    2 x 512 x 4 heads, two rotations each, 192 against 128: SQNR 25.34 vs 25.36 dB (per-draw difference
     -0.01 +- 0.09 dB, 5th percentile 24.77 vs 24.80)."""
-    return WIDE_KEY_BLOCK.get(headdim, KEY_BLOCK)
+    return WIDE_KEY_BLOCKS.get(headdim, (KEY_BLOCK,))[0]
 
 
 def block_fits_tiles(block: int, block_k: int, max_seqlen_k: int) -> bool:
@@ -38,12 +41,12 @@ def block_fits_tiles(block: int, block_k: int, max_seqlen_k: int) -> bool:
 
 
 def native_key_block(headdim: int, block_k: int, max_seqlen_k: int) -> int | None:
-    """Keys per block of the native kernel serving K/V descale tiles of block_k rows: the wide block where it fits
-    and the keys are more than SHORT_KEYS, else KEY_BLOCK where it fits, else the wide block where it fits, else None
-    (no kernel: a block would straddle two tiles)."""
-    wide = WIDE_KEY_BLOCK.get(headdim)
-    order = (wide, KEY_BLOCK) if max_seqlen_k > SHORT_KEYS else (KEY_BLOCK, wide)
+    """Keys per block of the native kernel serving K/V descale tiles of block_k rows: the first block that fits of
+    the wide ones (widest first) then KEY_BLOCK when the keys are more than SHORT_KEYS, of KEY_BLOCK then the wide
+    ones otherwise; None when none fits (a block would straddle two tiles)."""
+    wide = WIDE_KEY_BLOCKS.get(headdim, ())
+    order = (*wide, KEY_BLOCK) if max_seqlen_k > SHORT_KEYS else (KEY_BLOCK, *wide)
     for block in order:
-        if block is not None and block_fits_tiles(block, block_k, max_seqlen_k):
+        if block_fits_tiles(block, block_k, max_seqlen_k):
             return block
     return None

@@ -155,7 +155,7 @@ int run_fp8_tiles(const Fp8Problem& pr) {
   // fp16 output too
   constexpr int kDefaultSchedule = D == 256 ? kNoExperiment : kFusedTurn;
   constexpr int kDefaultPoly = N == 192 ? 4 : T::kPolyExpEvery;  // the 192-key default: a quarter of exp2s on FP32
-  constexpr bool kDefaultKernel = kPromote && X == kDefaultSchedule && (N == 128 || (D == 128 && N == 192)) &&
+  constexpr bool kDefaultKernel = kPromote && X == kDefaultSchedule && (N == 128 || (D == 128 && N >= 192)) &&
                                   W == (D == 64 ? 3 : 2);
   if constexpr (kVariant != 0 || !kPingpong || P != kDefaultPoly || !kDefaultKernel) {
     return fail("%s", "FP8 benchmark variants exist for bf16 output only");
@@ -167,9 +167,12 @@ int run_fp8_tiles(const Fp8Problem& pr) {
 
 // The default kernel per head dim: promoted (flash_fwd_fp8.cuh, kPromote), at d64 and d128 with one pingpong turn
 // per key block (kFusedTurn; d64 with three consumer warpgroups), at d256 in serial steps on 128-key blocks. Head
-// dim 128 takes 192-key blocks (every 4th exp2 as the FP32 polynomial, kPolyExpEvery above) where the descale tiles
-// fit them and the keys are more than 1024 (or 128-key blocks don't fit), else 128-key blocks. On the H200 (before
-// the polynomial), TFLOP/s non-causal at 1k / 4k / 8k / 16k keys, fused 192-key against fused 128-key: 591 / 784 /
+// dim 128 beyond 512 keys (or where 128-key blocks don't fit) takes 256-key blocks (every exp2 on MUFU) where the
+// descale tiles fit them, else 192-key blocks (every 4th exp2 as the FP32 polynomial, kPolyExpEvery above), else
+// 128-key ones. On the H200, kernel only, TFLOP/s non-causal / causal, fused 256-key against fused 192-key poly4: 827
+// / 629 against 768 / 605 at 2k, 848 / 736 against 783 / 694 at 4k, 844 / 800 against 807 / 758 at 16k; at 1k
+// against the fused 128-key kernel 721 / 463 against 618 / 466 (kb256-h200-20261202-0758). Before that (192-key
+// blocks from 1025 keys, before the polynomial), fused 192-key against fused 128-key at 1k / 4k / 8k / 16k: 591 / 784 /
 // 785 / 804 against 613 / 731 / 729 / 694; causal 426 / 718 / 788 / 810 against 464 / 693 / 735 / 744 (2k: 731 vs
 // 698 non-causal, 593 vs 598 causal; fused192-h200-20261202-0220); the fused 128-key kernel had run +10-13% /
 // +11-21% over the serial one (fusedturn-h200-20261202-0158). d64 fused against serial: 388 / 430 / 444 against
@@ -184,8 +187,10 @@ inline bool fits_key_block(const Fp8Problem& pr, int block) {
 template <int D>
 int run_fp8_default(const Fp8Problem& pr) {
   if constexpr (D == 128) {
-    if (fits_key_block(pr, 192) && (pr.max_seqlen_k > 1024 || !fits_key_block(pr, 128)))
-      return run_fp8_tiles<D, 0, true, 4, kFusedTurn, 192, true>(pr);
+    if (pr.max_seqlen_k > 512 || !fits_key_block(pr, 128)) {
+      if (fits_key_block(pr, 256)) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 256, true>(pr);
+      if (fits_key_block(pr, 192)) return run_fp8_tiles<D, 0, true, 4, kFusedTurn, 192, true>(pr);
+    }
   }
   if constexpr (D == 256) {
     return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true>(pr);

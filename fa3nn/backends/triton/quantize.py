@@ -341,12 +341,17 @@ def _num_warps(rows: int, block_d: int) -> int:
 
 
 def _parts(rows: int) -> tuple[int, int]:
-    """(ROWS, ROWS2) of a program's block of `rows` rows: 2^n + 2^(n-1) rows (192 = 128 + 64: the K/V tile of the
-    d128 FP8 default) are two power-of-two parts, any other count one part rounded up to a power of two (rows past
-    the block masked)."""
+    """(ROWS, ROWS2) of a program's block of `rows` rows: 2^n + 2^(n-1) rows (192 = 128 + 64) and 256 rows (128 +
+    128; the K/V tile of the d128 FP8 default) are two power-of-two parts, any other count one part rounded up to a
+    power of two (rows past the block masked). The launch's warps follow its largest first part (_num_warps), so a
+    256-row part would run every program of the pass, Q's 128-row ones included, with 16 warps: at head dim 128
+    that pass took 0.171-0.176 ms (0.126-0.131 without the rotation) against 0.125 (0.100) with 192-row tiles
+    (kb256default-h200-20261202-0811, fp8table-h200-20261202-0314)."""
     high = triton.next_power_of_2(rows) // 2
     if rows >= 48 and rows == high + high // 2:
         return high, high // 2
+    if rows == 256:
+        return 128, 128
     return max(16, triton.next_power_of_2(rows)), 0
 
 
