@@ -268,7 +268,7 @@ def test_rounding_points_with_exact_scores(headdim, causal, record_property):
     "headdim, variant",
     [(128, "no_pingpong"), (128, "other_stages"), (128, "poly_exp2"), (128, "one_cta_per_tile"),
      (128, "plain_pv_wait"), (128, "no_promotion"), (128, "serial"), (128, "fused_turn"), (64, "fused_turn"),
-     (64, "three_consumers"), (256, "no_pingpong"),
+     (64, "three_consumers"), (256, "fused_turn"), (256, "no_pingpong"),
      (256, "other_stages"), (256, "one_cta_per_tile"), (256, "no_promotion")],
 )
 @pytest.mark.gpu
@@ -337,7 +337,7 @@ def test_key_block_256_matches_its_emulation(block_k, variant, causal, record_pr
 @pytest.mark.parametrize("headdim, variant", [(64, "full"), (64, "fused_turn"), (128, "full"),
                                               (128, "no_promotion"), (128, "serial"), (128, "fused_turn"),
                                               (128, "key_block_256_fused_turn_poly4"),
-                                              (256, "full"), (256, "no_promotion")])
+                                              (256, "full"), (256, "serial"), (256, "no_promotion")])
 @pytest.mark.gpu
 @needs_hopper
 def test_mean_of_v_survives_long_key_ranges(headdim, variant, record_property):
@@ -345,10 +345,10 @@ def test_mean_of_v_survives_long_key_ranges(headdim, variant, record_property):
     2^-9 at most (bf16's rounding step; measured: see record_property). The FP8 tensor cores keep fewer bits than
     fp32 when adding into their accumulator, so one accumulator carried across all key blocks loses ~1.2% of the
     mean per 1000 keys (benchmarks/NOTES.md): variant no_promotion, asserted to drift by more than 2% here, shows the
-    check can fail; the defaults (the fused turn at d64, three consumers, and d128, 192-key blocks here; serial steps
-    at d256) and variants serial and fused_turn (two consumers, 128-key blocks) and key_block_256_fused_turn_poly4
-    (256 keys in the block accumulator before each promotion; K/V tiles of 768) promote each block's P V into fp32
-    O."""
+    check can fail; the defaults (the fused turn: d64 with three consumers, d128 on 192-key blocks here, d256 with
+    P V in two halves) and variants serial and fused_turn (two consumers, 128-key blocks) and
+    key_block_256_fused_turn_poly4 (256 keys in the block accumulator before each promotion; K/V tiles of 768)
+    promote each block's P V into fp32 O."""
     q, k = (_draw((1, 8192, 4, headdim), "normal") for _ in range(2))
     v = (torch.randn(1, 8192, 4, headdim, device="cuda") + 1).to(torch.bfloat16)
     block_k = 768 if variant.startswith("key_block_256") else 384  # 384 serves the 128- and 192-key kernels

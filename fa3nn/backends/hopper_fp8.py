@@ -59,9 +59,10 @@ UNMASKED = Window()
 # ranges, benchmarks/NOTES.md), as do no_promotion (128-key blocks, the overlapped loop: every head dim's default
 # before 2026-12-01's eighth session) and the other 128-key variants, except key_block_192_serial: promoted, with
 # serial steps (no intra-warpgroup overlap) so that the block accumulator shares the scores' registers (the d128
-# default for 192-key tiles on 2026-12-01), serial (= key_block_128): the same on 128-key blocks (the default at
-# d256, with P V in two head-dim halves), fused_turn (d64, d128): serial with one pingpong turn per block (P V of the
-# previous block, its promotion and this block's Q K^T; d128's default where 128-key blocks are chosen), and
+# default for 192-key tiles on 2026-12-01), serial (= key_block_128): the same on 128-key blocks (d256 with P V in
+# two head-dim halves; its default until 2026-12-02), fused_turn (every head dim): serial with one pingpong turn per
+# block (P V of the previous block, its promotion and this block's Q K^T; the default at d256, and at d128 where
+# 128-key blocks are chosen), and
 # key_block_192_fused_turn: the same on 192-key blocks, whose _poly4 form (every 4th exp2 as the FP32 polynomial) is
 # d128's default where those are chosen.
 # three_consumers (d64): fused_turn with three consumer warpgroups (192-row query tiles, 160 registers each; the d64

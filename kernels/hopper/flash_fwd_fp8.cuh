@@ -23,13 +23,12 @@
 //     of whatever it sums with one sign: the mean of V lost 0.94% at 1k keys, 5.0% at 4k and 18.6% at 16k on the
 //     H200 (benchmarks/NOTES.md "every FP8 forward here loses the mean of V"; DeepSeek-V3 promotes its FP8 GEMMs'
 //     partial sums to fp32 the same way). The block accumulator costs an O-sized register array, so the promoted
-//     kernels run without intra-warpgroup overlap (kOverlap = !kPromote): serial steps (d256, P V in two halves,
-//     kPvSplit: -14..-17% against the unpromoted overlapped kernel, 910 / 912 TFLOP/s non-causal at 4k / 16k), or at
-//     d64 and d128 the fused turn (kFusedTurn: P V of block n-1, its promotion and Q K^T of block n in one pingpong
-//     turn, so the other warpgroup's softmax hides behind it): at d128 on 192-key blocks within 0-2% of the
-//     unpromoted 192-key kernel non-causal from 4k keys (784 / 804 TFLOP/s at 4k / 16k; NOTES, 2026-12-02 ninth
-//     session). Beside the overlapped loop the block accumulator fitted only at d128 with 128-key blocks, spilling
-//     36-60 B (CI forbids spills), so that form was removed.
+//     kernels run without intra-warpgroup overlap (kOverlap = !kPromote): serial steps (benchmark variants now), or
+//     the fused turn, every default (kFusedTurn: P V of block n-1, its promotion and Q K^T of block n in one pingpong
+//     turn, so the other warpgroup's softmax hides behind it; d256 with P V in two halves, kPvSplit): at d128 on
+//     256-key blocks 868-888 TFLOP/s non-causal at 4k-16k, at d256 1056-1101, +17-22% over d256's serial steps
+//     (NOTES, 2026-12-02 eleventh session). Beside the overlapped loop the block accumulator fitted only at d128 with
+//     128-key blocks, spilling 36-60 B (CI forbids spills), so that form was removed.
 #pragma once
 #include <cstdint>
 
@@ -116,8 +115,9 @@ struct Fp8FwdConfig {
   // The fused turn's K stage wait between the promotion's FFMAs and the next Q K^T, instead of before the turn:
   // its spin loop is a basic-block boundary ptxas does not move the FFMAs across, so the block accumulator is dead
   // before S is written and the two share registers (256-key blocks: O 64 + S 128 + P 32; with the FFMAs
-  // interleaved into the Q K^T issue, S + O + block accumulator = 256 registers spilled 260-308 B).
-  static constexpr bool kKWaitInTurn = kFused && kBlockN_ == 256;
+  // interleaved into the Q K^T issue, S + O + block accumulator = 256 registers spilled 260-308 B; head dim 256:
+  // O 128 + S 64 + P 16, spilled 336-352 B the other way). 0 spills either way with it.
+  static constexpr bool kKWaitInTurn = kFused && (kBlockN_ == 256 || kHeadDim_ == 256);
   static constexpr int kPvSplit = kPromote && kHeadDim > 128 ? 2 : 1;
   static constexpr int kConsumers = kConsumers_, kBlockM = 64 * kConsumers, kBlockN = kBlockN_;
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -593,10 +593,10 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   // pv_into_o: P V of the block in pa into ob, O = O * factor + ob; then pa and the V stage are free.
   // The FFMAs of the promotion and the next Q K^T's QGMMAs: ptxas interleaves them, so the block accumulator gets
   // registers beside S instead of S's. Fine at d64 and at d128 with 128-key blocks; the 192-key form spilled 20-28 B
-  // (the tile's batch, head and rows, kept across the key loop for the store: decoded again after it now, 0 spills)
-  // and the d256 one 336-348 B (in four quarters 468-496 B), so d256 has no fused form. Naming S's first registers
-  // as the accumulator (a reference into s) forces the order, but ptxas then serializes the 192-key kernel's wgmma
-  // (C7511) (NOTES, 2026-12-01 eighth and 2026-12-02 ninth sessions).
+  // (the tile's batch, head and rows, kept across the key loop for the store: decoded again after it now, 0 spills);
+  // the 256-key and the d256 forms spilled 260-352 B until the K stage wait moved between the two (kKWaitInTurn).
+  // Naming S's first registers as the accumulator (a reference into s) also forces the order, but ptxas then
+  // serializes the 192-key kernel's wgmma (C7511) (NOTES, 2026-12-01 eighth, 2026-12-02 ninth and eleventh sessions).
   auto pv_into_o = [&](const float (&factor)[2]) {
     if constexpr (Cfg::kFused) {
 #pragma unroll

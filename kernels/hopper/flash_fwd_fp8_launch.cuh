@@ -128,8 +128,8 @@ int launch_fp8(const Fp8Problem& pr) {
 //   (28: d128's default where 192-key blocks are chosen). 30 / 31 (d128): variant 25 / 28 on 256-key blocks (block_k
 //   a multiple of 256 or one descale per sequence; Vt in two 128-key SW128 panels, S = m64n256, the K stage wait
 //   inside the turn: Fp8FwdConfig::kKWaitInTurn). 27 (d64): variant 24 with three consumer warpgroups
-//   (192-row query tiles, 160 registers each, as the bf16 d64 kernel; the d64 default). Not built: the d256 fused
-//   form, which spills (flash_fwd_fp8.cuh, pv_into_o, says why).
+//   (192-row query tiles, 160 registers each, as the bf16 d64 kernel; the d64 default). 24 at d256: the fused turn
+//   with P V in two head-dim halves (the K stage wait inside the turn, kKWaitInTurn; it spilled without).
 //   The one-pair deal measured +6% at d128 causal 4096, +11% / +5% at d256 causal 2048 / 4096, within 1% at d128
 //   causal 2048 (onepair-h200-20261201-1459).
 template <int D, int kVariant> struct Fp8Tiles;
@@ -151,11 +151,10 @@ int run_fp8_tiles(const Fp8Problem& pr) {
   if (pr.out_bf16)
     return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, P, X, N, kPromote, W>>(pr)
                      : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, P, X, N, kPromote, W>>(pr);
-  // run_fp8_default's kernels (the fused turn at d64 and d128, d64's with three consumers), the only ones built for
-  // fp16 output too
-  constexpr int kDefaultSchedule = D == 256 ? kNoExperiment : kFusedTurn;
+  // run_fp8_default's kernels (the fused turn at every head dim, d64's with three consumers), the only ones built
+  // for fp16 output too
   constexpr int kDefaultPoly = N == 192 ? 4 : T::kPolyExpEvery;  // the 192-key default: a quarter of exp2s on FP32
-  constexpr bool kDefaultKernel = kPromote && X == kDefaultSchedule && (N == 128 || (D == 128 && N >= 192)) &&
+  constexpr bool kDefaultKernel = kPromote && X == kFusedTurn && (N == 128 || (D == 128 && N >= 192)) &&
                                   W == (D == 64 ? 3 : 2);
   if constexpr (kVariant != 0 || !kPingpong || P != kDefaultPoly || !kDefaultKernel) {
     return fail("%s", "FP8 benchmark variants exist for bf16 output only");
@@ -165,8 +164,10 @@ int run_fp8_tiles(const Fp8Problem& pr) {
   }
 }
 
-// The default kernel per head dim: promoted (flash_fwd_fp8.cuh, kPromote), at d64 and d128 with one pingpong turn
-// per key block (kFusedTurn; d64 with three consumer warpgroups), at d256 in serial steps on 128-key blocks. Head
+// The default kernel per head dim: promoted (flash_fwd_fp8.cuh, kPromote) with one pingpong turn per key block
+// (kFusedTurn; d64 with three consumer warpgroups, d256 with P V in two head-dim halves: +17-22% non-causal and
+// +13-23% causal over its serial steps at 1k-16k keys, 1056-1101 TFLOP/s non-causal from 4k, fused256-h200-20261202-
+// 0823). Head
 // dim 128 beyond 512 keys (or where 128-key blocks don't fit) takes 256-key blocks (every exp2 on MUFU) where the
 // descale tiles fit them, else 192-key blocks (every 4th exp2 as the FP32 polynomial, kPolyExpEvery above), else
 // 128-key ones. On the H200, kernel only, TFLOP/s non-causal / causal, fused 256-key against fused 192-key poly4: 827
@@ -192,11 +193,7 @@ int run_fp8_default(const Fp8Problem& pr) {
       if (fits_key_block(pr, 192)) return run_fp8_tiles<D, 0, true, 4, kFusedTurn, 192, true>(pr);
     }
   }
-  if constexpr (D == 256) {
-    return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true>(pr);
-  } else {
-    return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true, D == 64 ? 3 : 2>(pr);
-  }
+  return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true, D == 64 ? 3 : 2>(pr);
 }
 
 template <int D>
@@ -220,9 +217,7 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   if constexpr (D == 64) {
     if (variant == 27) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true, 3>(pr);
   }
-  if constexpr (D != 256) {
-    if (variant == 24) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true>(pr);
-  }
+  if (variant == 24) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true>(pr);
   if (variant == 5) {
     Fp8Problem per_tile = pr;
     per_tile.one_cta_per_tile = true;
@@ -248,7 +243,7 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile, 19 = the "
                     "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-11, 13-18, 21, "
-                    "24, 25, 28-31 at d128, 12, 20, 22 at every head dim)");
+                    "25, 28-31 at d128, 12, 20, 22, 24 at every head dim)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);

@@ -346,7 +346,7 @@ def _parts(rows: int) -> tuple[int, int]:
     power of two (rows past the block masked). The launch's warps follow its largest first part (_num_warps), so a
     256-row part would run every program of the pass, Q's 128-row ones included, with 16 warps: at head dim 128
     that pass took 0.171-0.176 ms (0.126-0.131 without the rotation) against 0.125 (0.100) with 192-row tiles
-    (kb256default-h200-20261202-0811, fp8table-h200-20261202-0314)."""
+    (kb256default-h200-20261202-0812, fp8table-h200-20261202-0314)."""
     high = triton.next_power_of_2(rows) // 2
     if rows >= 48 and rows == high + high // 2:
         return high, high // 2
