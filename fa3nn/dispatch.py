@@ -11,9 +11,9 @@ naming what is unsupported and which backends would work; the backward of a forc
 FP8 calls (an `fp8=` recipe) have their own forward paths, `FP8_FORWARD_PATHS`; their backward is the bf16 backward
 and is dispatched as above. `auto` takes the first FP8 path in AUTO_ORDER (hopper > triton > reference) that serves
 the call: the native FP8 kernel on Hopper (dense or varlen batches, no window or softcap, K/V scale tiles of whole
-128-key blocks, or 192-key ones at head dim 128), the Triton FP8 kernel on sm_89+ GPUs, else the emulation of the
-kernels' rounding points (slow, any device). Forcing a backend without an FP8 path raises rather than silently
-running bf16.
+128-key blocks, or 256- or 192-key ones at head dim 128), the Triton FP8 kernel on sm_89+ GPUs, else the emulation
+of the kernels' rounding points (slow, any device). Forcing a backend without an FP8 path raises rather than
+silently running bf16.
 """
 
 from __future__ import annotations

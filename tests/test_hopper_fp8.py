@@ -322,7 +322,9 @@ def test_key_block_192_matches_its_emulation(block_k, variant, causal, record_pr
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("block_k, variant", [(256, "key_block_256_fused_turn"), (768, "key_block_256_fused_turn"),
                                               (256, "key_block_256_fused_turn_poly4"),
-                                              (768, "key_block_256_fused_turn_poly4")])
+                                              (768, "key_block_256_fused_turn_poly4"),
+                                              (768, "key_block_256_fused_turn_poly8"),
+                                              (768, "key_block_256_fused_turn_poly16")])
 @pytest.mark.gpu
 @needs_hopper
 def test_key_block_256_matches_its_emulation(block_k, variant, causal, record_property):

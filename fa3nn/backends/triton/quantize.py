@@ -228,10 +228,10 @@ def _quantize_block(X, X8, Scale, Descale, BlockAmax, rotation, block, head, bat
     """Rows [block * rows_per_block, +rows_per_block) of one head, in a part of ROWS rows and (ROWS2 > 0) a second
     of ROWS2 rows after it: a 192-row block is 128 + 64 rows, not a 256-row tile with 64 masked rows (which, with
     the 16 warps a 256-row tile needs for the whole launch, took the pass from 0.134 to 0.20-0.25 ms at head dim 128
-    on the H200). Writes the block's amax; with OWN_SCALE the block is a scale tile (its descale goes to
-    Descale[batch, head, block]), else its scale is read from Scale (laid out like BlockAmax); with STORE the e4m3
-    rows (TRANSPOSE: as (dim, keys) with keys contiguous). The rows are read from row seq_start of X and written
-    from row (TRANSPOSE: column) out_start of X8."""
+    on the H200), and a 256-row block 128 + 128 (_parts). Writes the block's amax; with OWN_SCALE the block is a
+    scale tile (its descale goes to Descale[batch, head, block]), else its scale is read from Scale (laid out like
+    BlockAmax); with STORE the e4m3 rows (TRANSPOSE: as (dim, keys) with keys contiguous). The rows are read from row
+    seq_start of X and written from row (TRANSPOSE: column) out_start of X8."""
     if block >= nblocks:  # the grid covers the tensor with the most blocks: nothing here but the amax slot
         tl.store(BlockAmax + amax_offset, 0.0)
         return
