@@ -3,7 +3,12 @@ two .sass.csv.gz first, run here): executed warp instructions per opcode, divide
 and by the scores each thread handles per iteration."""
 
 import collections
-import csv
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+
+from ncu_sass_summary import read_rows  # noqa: E402
 
 # Warp iterations of the key loop (ours: 64 x 192 scores per warpgroup and block, cuDNN: 64 x 256), read off the
 # execution counts of the loop's instructions, and scores per thread and iteration.
@@ -12,18 +17,9 @@ SCORES = {"ours": 96, "cudnn": 128}
 
 
 def opcode_counts(path: str) -> collections.Counter:
-    lines = list(csv.reader(open(path)))
-    header = lines[1]  # line 0 names the kernel
     counts = collections.Counter()
-    for line in lines[2:]:
-        if len(line) < len(header):
-            continue
-        cell = dict(zip(header, line))
-        words = cell["Source"].split()
-        if words and words[0].startswith("@"):
-            words = words[1:]
-        opcode = words[0].split(".")[0] if words else "?"
-        counts[opcode] += float(cell["Instructions Executed"].replace(",", "") or 0)
+    for row in read_rows(path):
+        counts[row["opcode"]] += row["executed"]
     return counts
 
 
