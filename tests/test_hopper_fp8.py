@@ -390,9 +390,10 @@ def test_key_block_192_refuses_128_key_descale_tiles():
     "headdim, block_k, max_seqlen_k, variant, expected",
     [(128, 128, 4096, "full", 128), (128, 192, 4096, "full", 192), (128, 384, 4096, "full", 192),
      (128, 576, 4096, "full", 192), (128, 256, 4096, "full", 256), (128, 768, 4096, "full", 256),
-     (128, 4096, 4096, "full", 256), (128, 96, 64, "full", 128), (128, 4096, 512, "full", 128),
-     (128, 384, 512, "full", 128), (128, 4096, 513, "full", 256), (128, 256, 1024, "full", 256),
-     (128, 192, 500, "full", 192), (128, 256, 500, "full", 128), (128, 512, 500, "full", 128),
+     (128, 4096, 4096, "full", 256), (128, 96, 64, "full", 128), (128, 4096, 256, "full", 128),
+     (128, 384, 256, "full", 128), (128, 4096, 257, "full", 256), (128, 256, 1024, "full", 256),
+     (128, 384, 512, "full", 192), (128, 192, 200, "full", 192), (128, 256, 200, "full", 128),
+     (128, 512, 500, "full", 256),
      (128, 96, 4096, "full", None), (64, 192, 4096, "full", None), (64, 4096, 4096, "full", 128),
      (256, 384, 4096, "full", 128), (128, 384, 4096, "key_block_128", 128), (128, 128, 4096, "key_block_192", None),
      (128, 384, 4096, "key_block_192", 192), (128, 384, 4096, "no_pingpong", 128),
@@ -403,9 +404,9 @@ def test_key_block_192_refuses_128_key_descale_tiles():
      (128, 768, 4096, "key_block_256_fused_turn_poly4", 256)],
 )
 def test_key_block_follows_the_descale_tiles(headdim, block_k, max_seqlen_k, variant, expected):
-    """The kernel (and so the emulation's block_n) a call gets: at head dim 128 beyond 512 keys the widest of 256,
+    """The kernel (and so the emulation's block_n) a call gets: at head dim 128 beyond 256 keys the widest of 256,
     192 and 128 keys that the K/V descale tiles allow (block_k a multiple of the block, or one per sequence), up to
-    512 keys 128 first where it fits; 128 at the other head dims; None where no block fits; the benchmark variants
+    256 keys 128 first where it fits; 128 at the other head dims; None where no block fits; the benchmark variants
     other than the 192- and 256-key ones and those of the default kernel walk 128-key blocks."""
     assert key_block(headdim, block_k, max_seqlen_k, variant) == expected
 

@@ -88,8 +88,8 @@ _FORCED_KEY_BLOCK = {name: int(name.split("_")[2]) for name in VARIANTS if name.
 def key_block(headdim: int, block_k: int, max_seqlen_k: int, variant: str = "full") -> int | None:
     """Keys per block of the kernel `variant` runs with these descale tiles (the emulation's block_n for it), or
     None when block_k fits it not: a block must lie in one k/v descale tile. The default: fa3nn.fp8.key_blocks.
-    native_key_block (at head dim 128 beyond 512 keys: 256, else 192, else 128, whichever block_k allows first;
-    up to 512 keys 128 first)."""
+    native_key_block (at head dim 128 beyond 256 keys: 256, else 192, else 128, whichever block_k allows first;
+    up to 256 keys 128 first)."""
     if variant in _DEFAULT_KERNELS:
         return native_key_block(headdim, block_k, max_seqlen_k)
     block = _FORCED_KEY_BLOCK.get(variant, KEY_BLOCK)  # the other benchmark variants are 128-key kernels

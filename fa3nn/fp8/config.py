@@ -58,7 +58,7 @@ class PerTileScaling:
     block_k     key rows per K and V scale. None (the default): the native kernel's key block for the call's head
                 dim (fa3nn.fp8.key_blocks.default_block_k: 256 at head dim 128, 128 elsewhere), one scale per
                 block of its loop. An int: a multiple of 16; the native kernel needs a multiple of its key block
-                (128; at head dim 128 a multiple of 256 or 192 gets the faster 256- or 192-key kernel beyond 512
+                (128; at head dim 128 a multiple of 256 or 192 gets the faster 256- or 192-key kernel beyond 256
                 keys) or one tile per sequence, the Triton FP8 kernel a key tile that divides it.
     incoherent  rotate Q and K along headdim by one random-sign Hadamard matrix before quantizing. Q·Kᵀ is unchanged
                 in exact arithmetic; outliers are spread over all of headdim, so e4m3 rounds them less badly

@@ -168,11 +168,12 @@ int run_fp8_tiles(const Fp8Problem& pr) {
 // (kFusedTurn; d64 with three consumer warpgroups, d256 with P V in two head-dim halves: +17-22% non-causal and
 // +13-23% causal over its serial steps at 1k-16k keys, 1056-1101 TFLOP/s non-causal from 4k, fused256-h200-20261202-
 // 0823). Head
-// dim 128 beyond 512 keys (or where 128-key blocks don't fit) takes 256-key blocks (every exp2 on MUFU) where the
+// dim 128 beyond 256 keys (or where 128-key blocks don't fit) takes 256-key blocks (every exp2 on MUFU) where the
 // descale tiles fit them, else 192-key blocks (every 4th exp2 as the FP32 polynomial, kPolyExpEvery above), else
 // 128-key ones. On the H200, kernel only, TFLOP/s non-causal / causal, fused 256-key against fused 192-key poly4: 827
 // / 629 against 768 / 605 at 2k, 848 / 736 against 783 / 694 at 4k, 844 / 800 against 807 / 758 at 16k; at 1k
-// against the fused 128-key kernel 721 / 463 against 618 / 466 (kb256-h200-20261202-0758). Before that (192-key
+// against the fused 128-key kernel 721 / 463 against 618 / 466 (kb256-h200-20261202-0758), at 512 590 / 318
+// against 507 / 325 (allgpu-h200-20261202-0841). Before that (192-key
 // blocks from 1025 keys, before the polynomial), fused 192-key against fused 128-key at 1k / 4k / 8k / 16k: 591 / 784 /
 // 785 / 804 against 613 / 731 / 729 / 694; causal 426 / 718 / 788 / 810 against 464 / 693 / 735 / 744 (2k: 731 vs
 // 698 non-causal, 593 vs 598 causal; fused192-h200-20261202-0220); the fused 128-key kernel had run +10-13% /
@@ -188,7 +189,7 @@ inline bool fits_key_block(const Fp8Problem& pr, int block) {
 template <int D>
 int run_fp8_default(const Fp8Problem& pr) {
   if constexpr (D == 128) {
-    if (pr.max_seqlen_k > 512 || !fits_key_block(pr, 128)) {
+    if (pr.max_seqlen_k > 256 || !fits_key_block(pr, 128)) {
       if (fits_key_block(pr, 256)) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 256, true>(pr);
       if (fits_key_block(pr, 192)) return run_fp8_tiles<D, 0, true, 4, kFusedTurn, 192, true>(pr);
     }
