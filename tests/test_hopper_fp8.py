@@ -324,13 +324,15 @@ def test_key_block_192_matches_its_emulation(block_k, variant, causal, record_pr
                                               (256, "key_block_256_fused_turn_poly4"),
                                               (768, "key_block_256_fused_turn_poly4"),
                                               (768, "key_block_256_fused_turn_poly8"),
-                                              (768, "key_block_256_fused_turn_poly16")])
+                                              (768, "key_block_256_fused_turn_poly16"),
+                                              (256, "key_block_256_split_s"), (768, "key_block_256_split_s")])
 @pytest.mark.gpu
 @needs_hopper
 def test_key_block_256_matches_its_emulation(block_k, variant, causal, record_property):
     """The fused turn on 256-key blocks (d128: Vt in two 128-key SW128 panels, S = m64n256, the K stage wait inside
-    the turn), all exp2s on MUFU and with a quarter as the FP32 polynomial, against the emulation with block_n=256,
-    on exact scores with K/V descale tiles of 256 and 768 keys; 1900 keys end in a partial block."""
+    the turn), all exp2s on MUFU and with a share as the FP32 polynomial, and with S in two halves (split_s: each
+    half masked when it lands), against the emulation with block_n=256, on exact scores with K/V descale tiles of 256
+    and 768 keys; 1900 keys end in a partial block (masked in both halves when causal)."""
     quantized = _exact_score_inputs(2, 2000, 1900, 8, 2, 128, block_k=block_k)
     record_property("errors", _run_quantized(quantized, causal, 0.25, variant=variant,
                                              rms_ratio=EXACT_RMS_RATIO, lse_rtol=EXACT_LSE_RTOL))

@@ -75,13 +75,16 @@ enum Fp8Experiment : int {
   kFusedTurnCutExp2 = 8,
   kFusedTurnCutRowMax = 9,
   kFusedTurnSkipSoftmax = 10,
+  // kFusedTurn with Q K^T issued as two key halves in two commit groups (256-key blocks; d128's default there): the
+  // first half's mask and row max run while the second half is still on the tensor cores. Correct output.
+  kFusedTurnSplitS = 11,
 };
 __host__ __device__ constexpr bool skips_softmax(int experiment) {
   return experiment == kSkipSoftmax || experiment == kSkipSoftmaxAndKVLoads || experiment == kFusedTurnSkipSoftmax;
 }
 __host__ __device__ constexpr bool fused_turn(int experiment) {
   return experiment == kFusedTurn || experiment == kFusedTurnCutExp2 || experiment == kFusedTurnCutRowMax ||
-         experiment == kFusedTurnSkipSoftmax;
+         experiment == kFusedTurnSkipSoftmax || experiment == kFusedTurnSplitS;
 }
 __host__ __device__ constexpr bool skips_kv_loads(int experiment) {
   return experiment == kSkipKVLoads || experiment == kSkipSoftmaxAndKVLoads;
@@ -118,6 +121,7 @@ struct Fp8FwdConfig {
   // interleaved into the Q K^T issue, S + O + block accumulator = 256 registers spilled 260-308 B; head dim 256:
   // O 128 + S 64 + P 16, spilled 336-352 B the other way). 0 spills either way with it.
   static constexpr bool kKWaitInTurn = kFused && (kBlockN_ == 256 || kHeadDim_ == 256);
+  static constexpr bool kSplitS = kExperiment_ == kFusedTurnSplitS;
   static constexpr int kPvSplit = kPromote && kHeadDim > 128 ? 2 : 1;
   static constexpr int kConsumers = kConsumers_, kBlockM = 64 * kConsumers, kBlockN = kBlockN_;
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -143,6 +147,7 @@ struct Fp8FwdConfig {
   static_assert(!kPromote || kExperiment == kNoExperiment || kFused,
                 "the promoted kernel has no timing experiments");
   static_assert(!kFused || kPromote, "kFusedTurn is a schedule of the promoted kernel");
+  static_assert(!kSplitS || kBlockN == 256, "split S: two n128 halves of a 256-key block");
   static_assert(kKPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0 && kVPanelBytes % 1024 == 0,
                 "1024-B alignment");
 
@@ -238,7 +243,9 @@ struct Fp8Consumer {
       NamedBarrier::arrive(NamedBarrier::kFirstId + (wg + 1) % Cfg::kConsumers, kSchedThreads);
   }
 
-  // -inf on columns past the sequence's keys or, under causal, past the row's bottom-right aligned diagonal.
+  // -inf on columns past the sequence's keys or, under causal, past the row's bottom-right aligned diagonal; over the
+  // score registers [kFirst, kFirst + kCount) (split S masks each half when it lands).
+  template <int kFirst = 0, int kCount = kSRegs>
   __device__ __forceinline__ void apply_mask(float (&s)[kSRegs], const SeqRange& r, int m_block, int n_block) const {
     const int quad_col = 2 * (tid % 4);
 #pragma unroll
@@ -247,7 +254,7 @@ struct Fp8Consumer {
       if constexpr (Cfg::kCausal)
         limit = min(limit, row0(m_block) + 8 * half + r.seqlen_k - r.seqlen_q + 1 - n_block * Cfg::kBlockN);
 #pragma unroll
-      for (int i = 0; i < kSRegs; ++i) {
+      for (int i = kFirst; i < kFirst + kCount; ++i) {
         if (((i >> 1) & 1) != half) continue;
         if (8 * (i >> 2) + quad_col + (i & 1) >= limit) s[i] = -INFINITY;
       }
@@ -369,11 +376,27 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   float k_next, v_next;  // descales of the next key block, loaded one block ahead
   float v_pa;            // v_descale of the block whose P is in pa; O is kept in units of it
 
+  // kSplitS: S's registers [0, kSRegs / 2) hold keys [0, kBlockN / 2) in the m64nN accumulator layout (register i:
+  // column 8 (i / 4) + 2 q + i % 2), so each half is an m64n(N/2) accumulator of its own; K's second half starts
+  // kBlockN / 2 rows (whole 8-row swizzle atoms) into the stage.
+  auto& s_lo = *reinterpret_cast<float(*)[C::kSRegs / 2]>(&s[0]);
+  auto& s_hi = *reinterpret_cast<float(*)[C::kSRegs / 2]>(&s[C::kSRegs / 2]);
   auto issue_qk = [&]() {
     warpgroup_arrive();
-    gemm_fp8_ss<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kRowBytes, Cfg::kQPanelBytes, Cfg::kKPanelBytes>(
-        s, desc_advance(desc_q0, q_state.index * Cfg::kQBytes), desc_advance(desc_k0, k_state.index * Cfg::kKBytes));
-    wgmma_commit();
+    const uint64_t desc_q = desc_advance(desc_q0, q_state.index * Cfg::kQBytes);
+    const uint64_t desc_k = desc_advance(desc_k0, k_state.index * Cfg::kKBytes);
+    if constexpr (Cfg::kSplitS) {
+      constexpr int kHalf = Cfg::kBlockN / 2;
+      gemm_fp8_ss<kHalf, Cfg::kHeadDim, Cfg::kRowBytes, Cfg::kQPanelBytes, Cfg::kKPanelBytes>(s_lo, desc_q, desc_k);
+      wgmma_commit();
+      gemm_fp8_ss<kHalf, Cfg::kHeadDim, Cfg::kRowBytes, Cfg::kQPanelBytes, Cfg::kKPanelBytes>(
+          s_hi, desc_q, desc_advance(desc_k, kHalf * Cfg::kRowBytes));
+      wgmma_commit();
+    } else {
+      gemm_fp8_ss<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kRowBytes, Cfg::kQPanelBytes, Cfg::kKPanelBytes>(s, desc_q,
+                                                                                                      desc_k);
+      wgmma_commit();
+    }
   };
   auto issue_pv = [&]() {
     if constexpr (Cfg::kPvSplit == 1) {
@@ -418,9 +441,11 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
       v_next = ds.v_at(n_block);
     }
   };
-  // Scores of block n_block (descale k_desc) -> 2^8 P in s; o_scale as OnlineSoftmaxFp8::step.
-  auto softmax_block = [&](const SeqRange& r, int m_block, int n_block, float k_desc, float (&o_scale)[2]) {
-    if (block_needs_mask<Cfg>(r, m_block, n_block)) c.apply_mask(s, r, m_block, n_block);
+  // Scores of block n_block (descale k_desc) -> 2^8 P in s; o_scale as OnlineSoftmaxFp8::step. first_half_max:
+  // kSplitS's early row maxima (its caller has masked s).
+  auto softmax_block = [&](const SeqRange& r, int m_block, int n_block, float k_desc, float (&o_scale)[2],
+                           const float* first_half_max = nullptr) {
+    if (first_half_max == nullptr && block_needs_mask<Cfg>(r, m_block, n_block)) c.apply_mask(s, r, m_block, n_block);
     const float factor[2] = {ds.q[0] * k_desc * p.scale_log2, ds.q[1] * k_desc * p.scale_log2};
     if constexpr (skips_softmax(Cfg::kExperiment)) {
 #pragma unroll
@@ -429,7 +454,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
       softmax.row_sum[1] += s[2];
       o_scale[0] = o_scale[1] = 1.f;
     } else {
-      softmax.step(s, factor, o_scale);
+      softmax.step(s, factor, o_scale, first_half_max);
     }
   };
 
@@ -541,12 +566,33 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
 #endif
   // qk_to_p: after Q K^T of block n_block was issued: its scores -> P in pa, and the factor taking O to its units.
   auto qk_to_p = [&](const WorkTile& w, int n_block, float k_cur, float v_cur, float (&factor)[2]) {
-    wgmma_wait<0>();
-    fence_operands(s);
-    trace(n_block, 5);
-    release_k(n_block == w.n_blocks - 1);
     float o_scale[2];
-    softmax_block(w.r, w.t.m_block, n_block, k_cur, o_scale);
+    if constexpr (Cfg::kSplitS) {  // the first half's mask and row max while the second half computes
+      const bool masked = block_needs_mask<Cfg>(w.r, w.t.m_block, n_block);
+      wgmma_wait<1>();
+      fence_operands(s_lo);
+      if (masked) c.template apply_mask<0, C::kSRegs / 2>(s, w.r, w.t.m_block, n_block);
+      const float first_half_max[2] = {decltype(softmax)::template thread_row_max<0, C::kSRegs / 2>(s, 0),
+                                       decltype(softmax)::template thread_row_max<0, C::kSRegs / 2>(s, 1)};
+      // A warp-uniform branch on the early maxima (its body a nanosleep 0, taken only for an infinite score): a
+      // basic-block boundary that keeps the first half's max tree above the wait below. Without it ptxas sank the
+      // tree below the wait; a wait guarded by a predicate on the maxima (wgmma_wait_after) made ptxas serialize
+      // the wgmmas instead (C7514: the second half's scores read after a wait it cannot prove taken).
+      if (__any_sync(0xffffffffu, first_half_max[0] == INFINITY || first_half_max[1] == INFINITY))
+        asm volatile("nanosleep.u32 0;");
+      wgmma_wait<0>();
+      fence_operands(s_hi);
+      trace(n_block, 5);
+      release_k(n_block == w.n_blocks - 1);
+      if (masked) c.template apply_mask<C::kSRegs / 2, C::kSRegs / 2>(s, w.r, w.t.m_block, n_block);
+      softmax_block(w.r, w.t.m_block, n_block, k_cur, o_scale, first_half_max);
+    } else {
+      wgmma_wait<0>();
+      fence_operands(s);
+      trace(n_block, 5);
+      release_k(n_block == w.n_blocks - 1);
+      softmax_block(w.r, w.t.m_block, n_block, k_cur, o_scale);
+    }
     trace(n_block, 6);
     p_to_fp8_fragments<Cfg::kBlockN>(s, pa);
     const float v_ratio = v_pa == v_cur ? 1.f : __fdividef(v_pa, v_cur);

@@ -127,7 +127,8 @@ int launch_fp8(const Fp8Problem& pr) {
 //   25 (d128): variant 24 on 192-key blocks; 28 / 29: variant 25 with every 4th / 8th exp2 as the FP32 polynomial
 //   (28: d128's default where 192-key blocks are chosen). 30 / 31 (d128): variant 25 / 28 on 256-key blocks (block_k
 //   a multiple of 256 or one descale per sequence; Vt in two 128-key SW128 panels, S = m64n256, the K stage wait
-//   inside the turn: Fp8FwdConfig::kKWaitInTurn); 32 / 33: every 8th / 16th exp2 as the FP32 polynomial. 27 (d64): variant 24 with three consumer warpgroups
+//   inside the turn: Fp8FwdConfig::kKWaitInTurn); 32 / 33: every 8th / 16th exp2 as the FP32 polynomial; 34: variant
+//   30 with Q K^T in two key halves, the first half's row max under the second's GEMM (kFusedTurnSplitS). 27 (d64): variant 24 with three consumer warpgroups
 //   (192-row query tiles, 160 registers each, as the bf16 d64 kernel; the d64 default). 24 at d256: the fused turn
 //   with P V in two head-dim halves (the K stage wait inside the turn, kKWaitInTurn; it spilled without).
 //   The one-pair deal measured +6% at d128 causal 4096, +11% / +5% at d256 causal 2048 / 4096, within 1% at d128
@@ -154,7 +155,8 @@ int run_fp8_tiles(const Fp8Problem& pr) {
   // run_fp8_default's kernels (the fused turn at every head dim, d64's with three consumers), the only ones built
   // for fp16 output too
   constexpr int kDefaultPoly = N == 192 ? 4 : T::kPolyExpEvery;  // the 192-key default: a quarter of exp2s on FP32
-  constexpr bool kDefaultKernel = kPromote && X == kFusedTurn && (N == 128 || (D == 128 && N >= 192)) &&
+  constexpr int kDefaultSchedule = N == 256 ? kFusedTurnSplitS : kFusedTurn;
+  constexpr bool kDefaultKernel = kPromote && X == kDefaultSchedule && (N == 128 || (D == 128 && N >= 192)) &&
                                   W == (D == 64 ? 3 : 2);
   if constexpr (kVariant != 0 || !kPingpong || P != kDefaultPoly || !kDefaultKernel) {
     return fail("%s", "FP8 benchmark variants exist for bf16 output only");
@@ -168,7 +170,9 @@ int run_fp8_tiles(const Fp8Problem& pr) {
 // (kFusedTurn; d64 with three consumer warpgroups, d256 with P V in two head-dim halves: +17-22% non-causal and
 // +13-23% causal over its serial steps at 1k-16k keys, 1056-1101 TFLOP/s non-causal from 4k, fused256-h200-20261202-
 // 0823). Head
-// dim 128 beyond 256 keys (or where 128-key blocks don't fit) takes 256-key blocks (every exp2 on MUFU) where the
+// dim 128 beyond 256 keys (or where 128-key blocks don't fit) takes 256-key blocks (every exp2 on MUFU; Q K^T in
+// two key halves, kFusedTurnSplitS: +0.2..+6% causal, -2..+2% non-causal at 512-16k keys against one n256 GEMM,
+// splits-h200-20261202-0852) where the
 // descale tiles fit them, else 192-key blocks (every 4th exp2 as the FP32 polynomial, kPolyExpEvery above), else
 // 128-key ones. On the H200, kernel only, TFLOP/s non-causal / causal, fused 256-key against fused 192-key poly4: 827
 // / 629 against 768 / 605 at 2k, 848 / 736 against 783 / 694 at 4k, 844 / 800 against 807 / 758 at 16k; at 1k
@@ -190,7 +194,7 @@ template <int D>
 int run_fp8_default(const Fp8Problem& pr) {
   if constexpr (D == 128) {
     if (pr.max_seqlen_k > 256 || !fits_key_block(pr, 128)) {
-      if (fits_key_block(pr, 256)) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 256, true>(pr);
+      if (fits_key_block(pr, 256)) return run_fp8_tiles<D, 0, true, 0, kFusedTurnSplitS, 256, true>(pr);
       if (fits_key_block(pr, 192)) return run_fp8_tiles<D, 0, true, 4, kFusedTurn, 192, true>(pr);
     }
   }
@@ -216,6 +220,7 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 31) return run_fp8_tiles<D, 0, true, 4, kFusedTurn, 256, true>(pr);
     if (variant == 32) return run_fp8_tiles<D, 0, true, 8, kFusedTurn, 256, true>(pr);
     if (variant == 33) return run_fp8_tiles<D, 0, true, 16, kFusedTurn, 256, true>(pr);
+    if (variant == 34) return run_fp8_tiles<D, 0, true, 0, kFusedTurnSplitS, 256, true>(pr);
   }
   if constexpr (D == 64) {
     if (variant == 27) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true, 3>(pr);
@@ -246,7 +251,7 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile, 19 = the "
                     "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-11, 13-18, 21, "
-                    "25, 28-33 at d128, 12, 20, 22, 24 at every head dim)");
+                    "25, 28-34 at d128, 12, 20, 22, 24 at every head dim)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);
