@@ -232,7 +232,7 @@ def _quantize_block(X, X8, Scale, Descale, BlockAmax, rotation, block, head, bat
     scale tile (its descale goes to Descale[batch, head, block]), else its scale is read from Scale (laid out like
     BlockAmax); with STORE the e4m3 rows (TRANSPOSE: as (dim, keys) with keys contiguous). The rows are read from row
     seq_start of X and written from row (TRANSPOSE: column) out_start of X8."""
-    if block >= nblocks:  # the grid covers the tensor with the most blocks: nothing here but the amax slot
+    if block >= nblocks:  # (each launch's grid is its tensor's blocks; kept for a grid that covers more)
         tl.store(BlockAmax + amax_offset, 0.0)
         return
     src = X + batch.to(tl.int64) * stride_xb + head.to(tl.int64) * stride_xh + seq_start.to(tl.int64) * stride_xs
@@ -279,27 +279,33 @@ def _vt_key_of_column(columns):
     return (columns // 16) * 16 + ((columns % 16) // 4) * 2 + (columns % 2) + ((columns // 2) % 2) * 8
 
 
-@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "rows_q", "rows_k", "nblocks_q", "nblocks_k"])
+@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "rows_q", "rows_k", "nblocks_q", "nblocks_k", "amax_blocks"])
 def _quantize_qkv_kernel(
     Q, K, V, Q8, K8, VT8, Rotation, Scale, DescaleQ, DescaleK, DescaleV, BlockAmax, cu_seqlens_q, cu_seqlens_k,
     vt_starts, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
     stride_q8b, stride_q8s, stride_q8h, stride_k8b, stride_k8s, stride_k8h, stride_vtb, stride_vth, stride_vtd,
     stride_dqb, stride_dqh, stride_dkb, stride_dkh,
-    seqlen_q, seqlen_k, nheads, nheads_kv, rows_q, rows_k, nblocks_q, nblocks_k,
+    seqlen_q, seqlen_k, nheads, nheads_kv, rows_q, rows_k, nblocks_q, nblocks_k, amax_blocks,
+    Q_LAUNCH: tl.constexpr,
     HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     ROWS_Q: tl.constexpr, ROWS_K: tl.constexpr, ROWS2_Q: tl.constexpr, ROWS2_K: tl.constexpr,
     ROTATE: tl.constexpr, OWN_SCALE: tl.constexpr,
     STORE: tl.constexpr, IS_VARLEN: tl.constexpr, KC: tl.constexpr, PRECISION: tl.constexpr, FWHT: tl.constexpr,
     LOG2_D: tl.constexpr, SOFTWARE_CAST: tl.constexpr,
 ):
-    """Grid (row blocks, nheads + 2 * nheads_kv, batch). Program axis 1 picks the tensor and head. The descale
-    tensors of K and V share one layout (stride_dk*). Varlen: sequence b's keys go to Vᵀ columns vt_starts[b]..
-    (fa3nn.fp8.operands: 16-aligned starts), its rows of Q and K to rows cu_seqlens[b].."""
+    """Q_LAUNCH: grid (Q's row blocks, nheads, batch), Q alone; else (K/V row blocks, 2 * nheads_kv, batch), K and V.
+    Program axis 1 picks the head (and for K/V the tensor): the two launches compile apart, so each gets its own
+    registers and warps (quantize_fused, _launch_warps). BlockAmax is (batch, nheads + 2 * nheads_kv, amax_blocks) for
+    both. The descale tensors of K and V share one layout (stride_dk*). Varlen: sequence b's keys go to Vᵀ columns
+    vt_starts[b].. (fa3nn.fp8.operands: 16-aligned starts), its rows of Q and K to rows cu_seqlens[b].."""
     block = tl.program_id(0)
-    slot = tl.program_id(1)
+    if Q_LAUNCH:
+        slot = tl.program_id(1)
+    else:
+        slot = tl.program_id(1) + nheads
     batch = tl.program_id(2)
-    amax_offset = (batch * tl.num_programs(1) + slot) * tl.num_programs(0) + block
-    if slot < nheads:
+    amax_offset = (batch * (nheads + 2 * nheads_kv) + slot) * amax_blocks + block
+    if Q_LAUNCH:
         start, seqlen = _seq(cu_seqlens_q, batch, seqlen_q, IS_VARLEN)
         _quantize_block(Q, Q8, Scale, DescaleQ + batch * stride_dqb + slot * stride_dqh, BlockAmax, Rotation,
                         block, slot, batch, start, start, seqlen, nblocks_q, rows_q, amax_offset, stride_qb, stride_qs,
@@ -343,10 +349,12 @@ def _num_warps(rows: int, block_d: int) -> int:
 def _parts(rows: int) -> tuple[int, int]:
     """(ROWS, ROWS2) of a program's block of `rows` rows: 2^n + 2^(n-1) rows (192 = 128 + 64) and 256 rows (128 +
     128; the K/V tile of the d128 FP8 default) are two power-of-two parts, any other count one part rounded up to a
-    power of two (rows past the block masked). The launch's warps follow its largest first part (_num_warps), so a
-    256-row part would run every program of the pass, Q's 128-row ones included, with 16 warps: at head dim 128
-    that pass took 0.171-0.176 ms (0.126-0.131 without the rotation) against 0.125 (0.100) with 192-row tiles
-    (kb256default-h200-20261202-0812, fp8table-h200-20261202-0314)."""
+    power of two (rows past the block masked). A launch's warps follow its first part (_num_warps): with Q and K/V in
+    one launch a 256-row part ran every program, Q's 128-row ones included, with 16 warps (d128: 0.171-0.176 ms,
+    0.126-0.131 without the rotation, against 0.125 / 0.100 with 192-row tiles; kb256default-h200-20261202-0812,
+    fp8table-h200-20261202-0314); as 128 + 128 in one launch 0.155-0.160 (quant256-h200-20261202-0816); as 128 + 128
+    with Q in a launch of its own (127 registers there against the K/V launch's 197) 0.144 (0.115;
+    quantsplit-h200-20261202-0942)."""
     high = triton.next_power_of_2(rows) // 2
     if rows >= 48 and rows == high + high // 2:
         return high, high // 2
@@ -413,7 +421,7 @@ def quantize_fused(
     own_scale = tensor_scales is None and sum(_parts(tile_rows)) * widest <= limit
     plan_q, plan_k = _Plan(seqlen_q, block_q, own_scale), _Plan(seqlen_k, block_k, own_scale)
     slots = nheads + 2 * nheads_kv
-    grid = (max(plan_q.nblocks, plan_k.nblocks), slots, batch)
+    amax_blocks = max(plan_q.nblocks, plan_k.nblocks)
     device = q.device
 
     q8 = torch.empty(q.shape, dtype=E4M3, device=device)
@@ -431,11 +439,13 @@ def quantize_fused(
             vt8[..., seqlen_k // VT_PAD * VT_PAD:] = 0
     descales = [torch.empty(batch, h, p.tiles, dtype=torch.float32, device=device)
                 for h, p in ((nheads, plan_q), (nheads_kv, plan_k), (nheads_kv, plan_k))]
-    block_amax = torch.empty(batch, slots, grid[0], dtype=torch.float32, device=device)
+    block_amax = torch.empty(batch, slots, amax_blocks, dtype=torch.float32, device=device)
     slices = (slice(0, nheads), slice(nheads, nheads + nheads_kv), slice(nheads + nheads_kv, slots))
 
     def launch(scale: torch.Tensor, own: bool, store: bool) -> None:
-        rows = max(plan_q.parts[0], plan_k.parts[0])
+        """Q in one launch and K, V in another, each with the warps its own row parts need (_num_warps): in one
+        launch the K/V programs' 256-row tiles (the d128 default) set 16 warps, or with two 128-row parts 199
+        registers, for Q's programs too."""
         cu_q = cu_seqlens_q if varlen else q
         cu_k = cu_seqlens_k if varlen else k
         strides = []
@@ -443,17 +453,20 @@ def quantize_fused(
             strides += [0, x.stride(0), x.stride(1)] if varlen else [x.stride(0), x.stride(1), x.stride(2)]
         strides += [0, vt8.stride(0), vt8.stride(1)] if varlen else [vt8.stride(0), vt8.stride(1), vt8.stride(2)]
         strides += [descales[0].stride(0), descales[0].stride(1), descales[1].stride(0), descales[1].stride(1)]
-        _quantize_qkv_kernel[grid](
-            q, k, v, q8, k8, vt8, rotation if rotation is not None else q, scale, *descales, block_amax, cu_q, cu_k,
-            starts if varlen else q, *strides, seqlen_q, seqlen_k, nheads, nheads_kv, plan_q.rows_per_block,
-            plan_k.rows_per_block, plan_q.nblocks, plan_k.nblocks,
-            HEADDIM=headdim, HEADDIM_V=headdim_v, BLOCK_D=block_d, BLOCK_DV=block_dv, ROWS_Q=plan_q.parts[0],
-            ROWS_K=plan_k.parts[0], ROWS2_Q=plan_q.parts[1], ROWS2_K=plan_k.parts[1], ROTATE=rotation is not None,
-            OWN_SCALE=own, STORE=store, IS_VARLEN=varlen,
-            KC=min(block_d, 32), PRECISION="tf32x3" if fwht else rotate_precision, FWHT=fwht,
-            LOG2_D=block_d.bit_length() - 1, SOFTWARE_CAST=device.type == "cpu",
-            num_warps=_num_warps(rows, max(block_d, block_dv)),
-        )
+        for q_launch, plan, width, grid in ((True, plan_q, block_d, (plan_q.nblocks, nheads, batch)),
+                                            (False, plan_k, max(block_d, block_dv), (plan_k.nblocks, 2 * nheads_kv,
+                                                                                     batch))):
+            _quantize_qkv_kernel[grid](
+                q, k, v, q8, k8, vt8, rotation if rotation is not None else q, scale, *descales, block_amax, cu_q,
+                cu_k, starts if varlen else q, *strides, seqlen_q, seqlen_k, nheads, nheads_kv,
+                plan_q.rows_per_block, plan_k.rows_per_block, plan_q.nblocks, plan_k.nblocks, amax_blocks,
+                Q_LAUNCH=q_launch, HEADDIM=headdim, HEADDIM_V=headdim_v, BLOCK_D=block_d, BLOCK_DV=block_dv,
+                ROWS_Q=plan_q.parts[0], ROWS_K=plan_k.parts[0], ROWS2_Q=plan_q.parts[1], ROWS2_K=plan_k.parts[1],
+                ROTATE=rotation is not None, OWN_SCALE=own, STORE=store, IS_VARLEN=varlen,
+                KC=min(block_d, 32), PRECISION="tf32x3" if fwht else rotate_precision, FWHT=fwht,
+                LOG2_D=block_d.bit_length() - 1, SOFTWARE_CAST=device.type == "cpu",
+                num_warps=_num_warps(plan.parts[0], width),
+            )
 
     def per_block(scales: list[torch.Tensor]) -> torch.Tensor:
         """(batch, heads, tiles) scales of Q, K, V -> one per program, laid out like block_amax."""
@@ -480,5 +493,6 @@ def quantize_fused(
         scales = [amax_to_scale(a)[0] for a in tile_amax]
         launch(per_block(scales), False, True)
         descales = [torch.reciprocal(s) for s in scales]
-    amax = torch.stack([block_amax[:, where].amax() for where in slices])
+    amax = torch.stack([block_amax[:, where, : p.nblocks].amax()
+                        for p, where in zip((plan_q, plan_k, plan_k), slices)])
     return FP8Operands(q8, k8, vt8, *descales, plan_q.rows_per_tile, plan_k.rows_per_tile, amax, starts)
