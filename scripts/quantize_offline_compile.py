@@ -4,11 +4,11 @@ SASS per rotation precision: what the Hadamard rotation of Q and K costs in inst
 Runs quantize_fused on small CPU bf16 tensors with the benchmark's recipe (PerTileScaling(): 128-row scale tiles,
 incoherent processing; nheads * headdim = 2048), records the kernel launches instead of running them (SOFTWARE_CAST
 set to the GPU's False) and compiles each with scripts/triton_offline_compile.compile_offline. The kernel is
-straight-line code per program (the GEMM's k-loop is a static_range), one branch per tensor (Q, K, V) with Q's
-and K's the same code, so
+straight-line code per program (the GEMM's k-loop is a static_range); quantize_fused makes two launches, Q's and
+K's + V's (one rotated branch in each: Q, K), so
 
   rot/row   the rotation's warp instructions per row of Q or K: (SASS - SASS of the same launch with ROTATE=False)
-            / 2 branches x warps / rows per program, i.e. what each program issues on top of the unrotated pass
+            x warps / rows per program, i.e. what each program issues on top of the unrotated pass
   mma       tensor-core instructions (HGMMA + HMMA) in the kernel
   falu      FADD + FMUL + FFMA
   shared    LDS + STS + LDSM + STSM (layout conversions and GEMM operand staging go through shared memory)
@@ -97,7 +97,7 @@ def main() -> None:
             for index, (launch_args, kwargs) in enumerate(record_launches(headdim, precision)):
                 row = count(launch_args, kwargs)
                 base = count(launch_args, dict(kwargs, ROTATE=False))
-                extra = (row["sass"] - base["sass"]) / 2  # two rotated branches (Q, K)
+                extra = row["sass"] - base["sass"]  # one rotated branch per launch (Q; K)
                 row.update(headdim=headdim, precision=precision, launch=index, sass_unrotated=base["sass"],
                            rot_per_row=round(extra * row["warps"] / row["rows"], 1))
                 rows.append(row)

@@ -49,16 +49,19 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import quantize_offline_compile as offline
 for headdim in (128, 256):
-    (args, kwargs), = offline.record_launches(headdim, "fwht")
-    compiled = offline.compile_offline(offline.KERNEL, args, kwargs, module=offline.quantize)
-    Path(sys.argv[2], f"d{headdim}.ptx").write_text(compiled.asm["ptx"])
+    launches = offline.record_launches(headdim, "fwht")
+    assert len(launches) == 2, len(launches)  # Q, then K and V
+    ptx = [offline.compile_offline(offline.KERNEL, args, kwargs, module=offline.quantize).asm["ptx"]
+           for args, kwargs in launches]
+    Path(sys.argv[2], f"d{headdim}.ptx").write_text(chr(10).join(ptx))
 """
 
 
 @pytest.fixture(scope="module")
 def quantize_ptx(tmp_path_factory):
-    """PTX of the pass as the H200 runs it (sm_90a, d = 128 and 256, the default recipe: FWHT rotation, 128-row K/V
-    tiles), compiled offline by whichever Triton is installed: one launch each (~10 s)."""
+    """PTX of the pass as the H200 runs it (sm_90a, d = 128 and 256, the default recipe: FWHT rotation, the default K/V
+    tiles), compiled offline by whichever Triton is installed: its two launches (Q; K and V) each, their PTX
+    joined (~20 s)."""
     pytest.importorskip("triton")
     out = tmp_path_factory.mktemp("quantize_ptx")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
