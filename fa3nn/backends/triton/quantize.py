@@ -295,7 +295,7 @@ def _quantize_qkv_kernel(
 ):
     """Q_LAUNCH: grid (Q's row blocks, nheads, batch), Q alone; else (K/V row blocks, 2 * nheads_kv, batch), K and V.
     Program axis 1 picks the head (and for K/V the tensor): the two launches compile apart, so each gets its own
-    registers and warps (quantize_fused, _launch_warps). BlockAmax is (batch, nheads + 2 * nheads_kv, amax_blocks) for
+    registers and warps (quantize_fused, _num_warps). BlockAmax is (batch, nheads + 2 * nheads_kv, amax_blocks) for
     both. The descale tensors of K and V share one layout (stride_dk*). Varlen: sequence b's keys go to Vᵀ columns
     vt_starts[b].. (fa3nn.fp8.operands: 16-aligned starts), its rows of Q and K to rows cu_seqlens[b].."""
     block = tl.program_id(0)
