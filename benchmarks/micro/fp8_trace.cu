@@ -1,4 +1,5 @@
-// A timeline of the real FP8 d128 forward (the default: 192-key fused turn, poly4): the kernel built with
+// A timeline of the real FP8 d128 forward (variant 0 = the default: with these K/V tiles the 256-key split-S fused
+// turn; any other variant by number): the kernel built with
 // FA3NN_FP8_TRACE records clock64 at each step of CTA 0's first tile (flash_fwd_fp8.cuh, g_fp8_trace), per consumer
 // warpgroup, and this prints how long each phase took, averaged over the tile's steady blocks, with the kernel's
 // own TFLOP/s with the trace compiled in (built without FA3NN_FP8_TRACE it prints the TFLOP/s alone, to see what

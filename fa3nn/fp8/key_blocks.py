@@ -10,8 +10,8 @@ V survives long key ranges), at head dims 64 and 128 with one pingpong turn per 
 (every exp2 on MUFU) against the fused 192-key one (a quarter of its exp2s as the FP32 polynomial): 827 / 629 against
 768 / 605 at 2k, 848 / 736 against 783 / 694 at 4k, 829 / 785 against 784 / 757 at 8k, 844 / 800 against 807 / 758
 at 16k (+5-10% / +4-6%); against the fused 128-key kernel 721 / 463 against 618 / 466 at 1k, 590 / 318 against
-507 / 325 at 512 (allgpu-h200-20261202-0841). Before it the 192-key
-kernel had beaten the 128-key one by +7-16% / +4-9% from 4k (fused192-h200-20261202-0220).
+507 / 325 at 512 (allgpu-h200-20261202-0841). Before it the 192-key kernel had beaten the 128-key one by +7-16% /
++4-9% from 4k (fused192-h200-20261202-0220).
 default_block_k is the K/V tile PerTileScaling uses when its block_k is None (one descale per kernel block); the
 one-scale-per-sequence recipes (CurrentScaling, DelayedScaling) fit every block. The emulation (fa3nn.fp8.reference)
 walks the same blocks as the kernel by default.

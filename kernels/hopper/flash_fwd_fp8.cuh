@@ -7,9 +7,9 @@
 // benchmark variants only, intra-warpgroup overlap (S_next = Q K^T is issued with P V of the previous block, and
 // the softmax of S_next runs while P V is on the tensor cores; the promoted defaults do not, kPromote below).
 // The tile loop is the persistent one of the bf16 kernel (the launcher's grid: one CTA per SM). Differences:
-//   * Key blocks of 128, or 192 at d128 where the descale tiles allow beyond 1024 keys (PerTileScaling's default
-//     tile at d128 is 192), visited first to last like the emulation: P's e4m3 rounding depends on the running max
-//     at the time P is made, so the visiting order is part of the numerics.
+//   * Key blocks of 128, or 256 / 192 at d128 where the descale tiles allow beyond 256 keys (PerTileScaling's default
+//     tile at d128 is 256; fa3nn/fp8/key_blocks.py), visited first to last like the emulation: P's e4m3 rounding
+//     depends on the running max at the time P is made, so the visiting order is part of the numerics.
 //   * V arrives transposed (vt8: head-dim rows of keys), since FP8 wgmma reads B K-major only, with its keys
 //     permuted inside 16-key groups so that P's e4m3 A fragments are packed from the registers each thread already
 //     holds (wgmma_fp8.cuh, p_to_fp8_fragments).
@@ -94,9 +94,9 @@ __host__ __device__ constexpr int softmax_cut(int experiment) {
          : experiment == kCutRowMax || experiment == kFusedTurnCutRowMax ? kSoftmaxNoRowMax
                                                                          : kSoftmaxFull;
 }
-// kBlockN_: keys per block, 128 or 192 (head dim 128, the default there beyond 1024 keys: the per-block fixed cost
-// of the loop over 1.5x the keys; needs one k/v descale per 192 keys, so block_k a multiple of 192 or one per
-// sequence).
+// kBlockN_: keys per block, 128, or 192 / 256 at head dim 128 (256 the default there beyond 256 keys: the per-block
+// fixed cost of the loop over 2x the keys; needs one k/v descale per block, so block_k a multiple of the block or
+// one per sequence).
 // kPromote_: per-block fp32 promotion of P V (see the top of this file) without intra-warpgroup overlap: serial
 // steps (each warpgroup runs Q K^T, softmax, P V of one block in turn, pingpong interleaving the two warpgroups, so
 // the block accumulator is dead while S lives and shares its registers: S 96 + O 64 + P 24 at 192 keys), or with
@@ -572,8 +572,9 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
       wgmma_wait<1>();
       fence_operands(s_lo);
       if (masked) c.template apply_mask<0, C::kSRegs / 2>(s, w.r, w.t.m_block, n_block);
-      const float first_half_max[2] = {decltype(softmax)::template thread_row_max<0, C::kSRegs / 2>(s, 0),
-                                       decltype(softmax)::template thread_row_max<0, C::kSRegs / 2>(s, 1)};
+      using Tree = OnlineSoftmax<Cfg::kBlockN>;
+      const float first_half_max[2] = {Tree::template row_reduce<true, 0, C::kSRegs / 2>(s, 0),
+                                       Tree::template row_reduce<true, 0, C::kSRegs / 2>(s, 1)};
       // A warp-uniform branch on the early maxima (its body a nanosleep 0, taken only for an infinite score): a
       // basic-block boundary that keeps the first half's max tree above the wait below. Without it ptxas sank the
       // tree below the wait; a wait guarded by a predicate on the maxima (wgmma_wait_after) made ptxas serialize

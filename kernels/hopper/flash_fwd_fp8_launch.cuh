@@ -128,8 +128,9 @@ int launch_fp8(const Fp8Problem& pr) {
 //   (28: d128's default where 192-key blocks are chosen). 30 / 31 (d128): variant 25 / 28 on 256-key blocks (block_k
 //   a multiple of 256 or one descale per sequence; Vt in two 128-key SW128 panels, S = m64n256, the K stage wait
 //   inside the turn: Fp8FwdConfig::kKWaitInTurn); 32 / 33: every 8th / 16th exp2 as the FP32 polynomial; 34: variant
-//   30 with Q K^T in two key halves, the first half's row max under the second's GEMM (kFusedTurnSplitS). 27 (d64): variant 24 with three consumer warpgroups
-//   (192-row query tiles, 160 registers each, as the bf16 d64 kernel; the d64 default). 24 at d256: the fused turn
+//   30 with Q K^T in two key halves, the first half's row max under the second's GEMM (kFusedTurnSplitS; d128's
+//   default on 256-key blocks). 27 (d64): variant 24 with three consumer warpgroups (192-row query tiles, 160
+//   registers each, as the bf16 d64 kernel; the d64 default). 24 at d256: the fused turn
 //   with P V in two head-dim halves (the K stage wait inside the turn, kKWaitInTurn; it spilled without).
 //   The one-pair deal measured +6% at d128 causal 4096, +11% / +5% at d256 causal 2048 / 4096, within 1% at d128
 //   causal 2048 (onepair-h200-20261201-1459).
@@ -167,25 +168,22 @@ int run_fp8_tiles(const Fp8Problem& pr) {
 }
 
 // The default kernel per head dim: promoted (flash_fwd_fp8.cuh, kPromote) with one pingpong turn per key block
-// (kFusedTurn; d64 with three consumer warpgroups, d256 with P V in two head-dim halves: +17-22% non-causal and
-// +13-23% causal over its serial steps at 1k-16k keys, 1056-1101 TFLOP/s non-causal from 4k, fused256-h200-20261202-
-// 0823). Head
-// dim 128 beyond 256 keys (or where 128-key blocks don't fit) takes 256-key blocks (every exp2 on MUFU; Q K^T in
-// two key halves, kFusedTurnSplitS: +0.2..+6% causal, -2..+2% non-causal at 512-16k keys against one n256 GEMM,
-// splits-h200-20261202-0852) where the
-// descale tiles fit them, else 192-key blocks (every 4th exp2 as the FP32 polynomial, kPolyExpEvery above), else
-// 128-key ones. On the H200, kernel only, TFLOP/s non-causal / causal, fused 256-key against fused 192-key poly4: 827
-// / 629 against 768 / 605 at 2k, 848 / 736 against 783 / 694 at 4k, 844 / 800 against 807 / 758 at 16k; at 1k
-// against the fused 128-key kernel 721 / 463 against 618 / 466 (kb256-h200-20261202-0758), at 512 590 / 318
-// against 507 / 325 (allgpu-h200-20261202-0841). Before that (192-key
+// (kFusedTurn; d64 with three consumer warpgroups, d256 with P V in two head-dim halves: +17-22% non-causal and +13-23%
+// causal over its serial steps at 1k-16k keys, 1056-1101 TFLOP/s non-causal from 4k, fused256-h200-20261202-0823). Head
+// dim 128 beyond 256 keys (or where 128-key blocks don't fit) takes 256-key blocks (every exp2 on MUFU; Q K^T in two
+// key halves, kFusedTurnSplitS: +0.2..+6% causal, -2..+2% non-causal at 512-16k keys against one n256 GEMM,
+// splits-h200-20261202-0852) where the descale tiles fit them, else 192-key blocks (every 4th exp2 as the FP32
+// polynomial, kPolyExpEvery above), else 128-key ones. On the H200, kernel only, TFLOP/s non-causal / causal, fused
+// 256-key against fused 192-key poly4: 827 / 629 against 768 / 605 at 2k, 848 / 736 against 783 / 694 at 4k, 844 / 800
+// against 807 / 758 at 16k; at 1k against the fused 128-key kernel 721 / 463 against 618 / 466
+// (kb256-h200-20261202-0758), at 512 590 / 318 against 507 / 325 (allgpu-h200-20261202-0841). Before that (192-key
 // blocks from 1025 keys, before the polynomial), fused 192-key against fused 128-key at 1k / 4k / 8k / 16k: 591 / 784 /
-// 785 / 804 against 613 / 731 / 729 / 694; causal 426 / 718 / 788 / 810 against 464 / 693 / 735 / 744 (2k: 731 vs
-// 698 non-causal, 593 vs 598 causal; fused192-h200-20261202-0220); the fused 128-key kernel had run +10-13% /
-// +11-21% over the serial one (fusedturn-h200-20261202-0158). d64 fused against serial: 388 / 430 / 444 against
-// 352 / 389 / 384 non-causal at 1k / 4k / 16k, 295 / 407 / 449 against 276 / 371 / 398 causal
-// (fused192-h200-20261202-0220); with three consumers 456 / 551 / 590 against two's 391 / 435 / 427 non-causal,
-// 288 / 471 / 545 against 296 / 405 / 434 causal (fp8d64w3-h200-20261202-0238; +12-38% except causal 1k, -3%).
-// fa3nn/fp8/key_blocks.py mirrors the choice.
+// 785 / 804 against 613 / 731 / 729 / 694; causal 426 / 718 / 788 / 810 against 464 / 693 / 735 / 744 (2k: 731 vs 698
+// non-causal, 593 vs 598 causal; fused192-h200-20261202-0220); the fused 128-key kernel had run +10-13% / +11-21% over
+// the serial one (fusedturn-h200-20261202-0158). d64 fused against serial: 388 / 430 / 444 against 352 / 389 / 384
+// non-causal at 1k / 4k / 16k, 295 / 407 / 449 against 276 / 371 / 398 causal (fused192-h200-20261202-0220); with three
+// consumers 456 / 551 / 590 against two's 391 / 435 / 427 non-causal, 288 / 471 / 545 against 296 / 405 / 434 causal
+// (fp8d64w3-h200-20261202-0238; +12-38% except causal 1k, -3%). fa3nn/fp8/key_blocks.py mirrors the choice.
 inline bool fits_key_block(const Fp8Problem& pr, int block) {
   return pr.block_k % block == 0 || pr.block_k >= pr.max_seqlen_k;
 }

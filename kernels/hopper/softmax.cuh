@@ -46,13 +46,15 @@ struct OnlineSoftmax {
   // Scores -> unnormalized probabilities in place; o_scale[r] is the factor that rescales row r of the output
   // accumulator to the new maximum (exactly 1 when the maximum did not move).
   // Max (or sum) of one row's kRegs/2 values as a balanced tree: log2 depth instead of a kRegs/2-long dependency
-  // chain, which sits on every iteration's critical path.
-  template <bool kMax>
+  // chain, which sits on every iteration's critical path. [kFirst, kFirst + kCount): a range of the registers
+  // (whole 8-column chunks, kCount a multiple of 4), e.g. one key half of an FP8 score tile (flash_fwd_fp8.cuh).
+  template <bool kMax, int kFirst = 0, int kCount = kRegs>
   __device__ __forceinline__ static float row_reduce(const float (&s)[kRegs], int half) {
-    constexpr int kN = kRegs / 2;
+    static_assert(kFirst % 4 == 0 && kCount % 4 == 0 && kFirst + kCount <= kRegs, "whole 8-column chunks");
+    constexpr int kN = kCount / 2;
     float v[kN];
 #pragma unroll
-    for (int j = 0; j < kN; ++j) v[j] = s[4 * (j / 2) + 2 * half + (j % 2)];
+    for (int j = 0; j < kN; ++j) v[j] = s[kFirst + 4 * (j / 2) + 2 * half + (j % 2)];
 #pragma unroll
     for (int width = 1; width < kN; width *= 2)
 #pragma unroll

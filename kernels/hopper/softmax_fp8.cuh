@@ -52,21 +52,6 @@ struct OnlineSoftmaxFp8 {
     row_sum[0] = row_sum[1] = 0.f;
   }
 
-  // Row r's maximum over this thread's scores in registers [kFirst, kFirst + kCount) (kCount a multiple of 4: whole
-  // 8-column chunks), a tree as OnlineSoftmax::row_reduce's.
-  template <int kFirst, int kCount>
-  __device__ __forceinline__ static float thread_row_max(const float (&s)[kRegs], int r) {
-    constexpr int kN = kCount / 2;
-    float v[kN];
-#pragma unroll
-    for (int j = 0; j < kN; ++j) v[j] = s[kFirst + 4 * (j / 2) + 2 * r + (j % 2)];
-#pragma unroll
-    for (int width = 1; width < kN; width *= 2)
-#pragma unroll
-      for (int j = 0; j + width < kN; j += 2 * width) v[j] = fmaxf(v[j], v[j + width]);
-    return v[0];
-  }
-
   // Raw scores -> 2^8 * probabilities in place. c[r] is row r's score factor for this key block (log2 units);
   // o_scale[r] rescales row r of the output accumulator to the new maximum (0 while nothing was accumulated).
   // first_half_max (split S, flash_fwd_fp8.cuh kSplitS): this thread's raw row maxima over the first kRegs / 2
@@ -77,7 +62,8 @@ struct OnlineSoftmaxFp8 {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float thread_max = first_half_max != nullptr
-                                   ? fmaxf(first_half_max[r], thread_row_max<kRegs / 2, kRegs / 2>(s, r))
+                                   ? fmaxf(first_half_max[r],
+                                           OnlineSoftmax<kCols>::template row_reduce<true, kRegs / 2, kRegs / 2>(s, r))
                                    : OnlineSoftmax<kCols>::template row_reduce<true>(s, r);
       const float tile_max = (kCut == kSoftmaxNoRowMax ? s[2 * r] : quad_max(thread_max)) * c[r];
       const float new_max = fmaxf(row_max[r], tile_max);
