@@ -4,8 +4,10 @@ A variant is a tile table (`pinned` = configs.PINNED, or a name from configs.CAN
 `+row-stats` (launch.UNMASKED_ROW_STATS: the dK/dV kernel's unmasked run without the row checks that cannot fire),
 `+split-d` (launch.DKDV_SPLIT_D = 2, the library's default: two dK/dV programs per key block at head dims >= 256,
 half the columns each, tiles configs.PINNED["dkdv_split"]; without it the one-program kernel)
-and `+atomic` or `+atomic-MxNxWxS` (launch.ATOMIC_DQ: dQ added by the dK/dV kernel, 5 matmuls, TMA reduce-adds on
-sm_90; the fused kernel's pinned tile or the one named). The first variant is the baseline of the ratios.
+`+atomic` or `+atomic-MxNxWxS` (launch.ATOMIC_DQ: dQ added by the dK/dV kernel, 5 matmuls, TMA reduce-adds on
+sm_90; the fused kernel's pinned tile or the one named), `+dkdv-tma` (launch.DKDV_TMA_LOADS: the dK/dV kernel's Q
+and dO through tensor descriptors) and `+dq-tma` (launch.DQ_TMA_LOADS: the dQ kernel's K and V through them).
+The first variant is the baseline of the ratios.
 For every (head dim, seqlen, causal) at the benchmark's shapes (bf16, batch * seqlen = 16384 tokens, nheads * head
 dim = 2048) and every variant named in --variants:
   1. check: fa3nn's reference on batch 0, heads 0-1 (scripts/bench.py's check), and the full-shape gradients
@@ -52,17 +54,27 @@ def _inputs(headdim: int, seqlen: int, tokens: int = 16384, width: int = 2048):
     return [torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(4)]
 
 
+FLAGS = ("row-stats", "split-d", "dkdv-tma", "dq-tma")
+
+
+def launch_flags() -> tuple:
+    """The launcher switches select() sets besides the tiles: part of what makes two variants' kernels differ."""
+    return (launch.UNMASKED_ROW_STATS, launch.DKDV_SPLIT_D, launch.DKDV_TMA_LOADS, launch.DQ_TMA_LOADS)
+
+
 def select(variant: str) -> None:
     """Make `variant` ("<table>[+row-stats][+atomic[-MxNxWxS]]") the one launch.backward runs."""
     table, *options = variant.split("+")
     atomic = [o for o in options if o == "atomic" or o.startswith("atomic-")]
-    if any(o not in ("row-stats", "split-d") for o in options if o not in atomic) or len(atomic) > 1:
-        raise ValueError(f"variant {variant!r}: the options are +row-stats, +split-d and +atomic[-MxNxWxS]")
+    if any(o not in FLAGS for o in options if o not in atomic) or len(atomic) > 1:
+        raise ValueError(f"variant {variant!r}: the options are +{', +'.join(FLAGS)} and +atomic[-MxNxWxS]")
     configs.TILE_TABLE = table
     configs.tile_table("dkdv")  # refuses an unknown table name
     launch.UNMASKED_ROW_STATS = "row-stats" in options
     launch.DKDV_SPLIT_D = 2 if "split-d" in options else 1
     launch.ATOMIC_DQ = bool(atomic)
+    launch.DKDV_TMA_LOADS = "dkdv-tma" in options
+    launch.DQ_TMA_LOADS = "dq-tma" in options
     configs.OVERRIDES.pop("fused", None)
     configs.OVERRIDES.pop("fused_split", None)
     if atomic and atomic[0] != "atomic":  # the atomic kernel's tile, split over the head dim (+split-d) or not
@@ -116,7 +128,7 @@ def measure(headdim: int, seqlen: int, causal: bool, variants: list[str], iters:
         select(variant)
         row = dict(variant=variant, headdim=headdim, seqlen=seqlen, causal=causal,
                    tiles={kind: vars(tile_of(kind, headdim, causal, seqlen)) for kind in kinds(headdim)})
-        kernels = (row["tiles"], launch.UNMASKED_ROW_STATS, launch.DKDV_SPLIT_D)
+        kernels = (row["tiles"], *launch_flags())
         if kernels in kernels_seen:
             continue  # the same kernels as an earlier variant at this shape
         kernels_seen.append(kernels)
@@ -126,7 +138,7 @@ def measure(headdim: int, seqlen: int, causal: bool, variants: list[str], iters:
             grads = launch.backward(dout, q, k, v, out, lse, None, params, None)
             row["diff_to_pinned"] = {name: ((g.float() - p.float()).abs().max() / p.float().abs().max()).item()
                                      for name, g, p in zip(("dq", "dk", "dv"), grads, pinned_grads)}
-            exact = pinned_exact and not launch.ATOMIC_DQ and row["tiles"] == pinned_tiles
+            exact = pinned_exact and not launch.ATOMIC_DQ and row["tiles"] == pinned_tiles  # loads: same values
             limit = 0.0 if exact else MAX_DIFF_TO_PINNED
             row["ok"] = row["check"]["ok"] and max(row["diff_to_pinned"].values()) <= limit
             ms = bench.time_ms([lambda: launch.backward(dout, q, k, v, out, lse, None, params, None)], iters, reps)
@@ -158,7 +170,7 @@ def main() -> None:
         jobs = {}
         for job in ((v, d, s, c) for v in args.variants for d in args.headdims for s in args.seqlens for c in causals):
             select(job[0])  # one job per distinct set of kernels
-            kernels = (job[1], job[3], launch.UNMASKED_ROW_STATS,
+            kernels = (job[1], job[3], *launch_flags(),
                        *(tile_of(kind, job[1], job[3], job[2]) for kind in kinds(job[1])))
             jobs.setdefault(kernels, job)
         select(args.variants[0])

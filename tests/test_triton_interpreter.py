@@ -267,7 +267,7 @@ def test_tma_descriptor_path(case, monkeypatch):
     monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
     batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
     q, k, v = (torch.randn(2, n, heads, 64) for n, heads in ((sq, h), (sk, hk), (sk, hk)))
-    assert launch._tma_views(q, k, v, launch._Shape(q, k, v, _params(causal, window, softcap), None)) is not None
+    assert launch._tma_views(q, k, v, shape=launch._Shape(q, k, v, _params(causal, window, softcap), None)) is not None
     check_dense(2, sq, sk, h, hk, 64, torch.float16, "cpu", causal=causal, window=window, softcap=softcap)
 
 
@@ -303,6 +303,49 @@ def test_dq_tma_loads_zero_the_next_sequences_rows(monkeypatch):
     out[0].float().sum().backward()
     ref = [t[:1].clone().requires_grad_() for t in (q, k, v)]
     flash_attn_func(*ref, causal=True, backend="reference").float().sum().backward()
+    for got, want in zip(leaves, ref):
+        assert torch.isfinite(got.grad[0]).all()
+        torch.testing.assert_close(got.grad[:1].float(), want.grad.float(), atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("case", ["causal-more-keys-gqa", "window-both", "softcap"], ids=str)
+def test_dkdv_tma_loads(case, monkeypatch):
+    """The dK/dV kernel's opt-in descriptor loads of Q and dO (FA3NN_TRITON_DKDV_TMA=1), forced on under the
+    interpreter."""
+    from fa3nn.backends.triton import launch
+
+    monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
+    monkeypatch.setattr(launch, "DKDV_TMA_LOADS", True)
+    batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
+    check_dense(2, sq, sk, h, hk, 64, torch.float16, "cpu", causal=causal, window=window, softcap=softcap)
+
+
+def test_dkdv_tma_loads_varlen(monkeypatch):
+    from fa3nn.backends.triton import launch
+
+    monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
+    monkeypatch.setattr(launch, "DKDV_TMA_LOADS", True)
+    check_varlen(3, 40, 57, 2, 1, 32, torch.float16, "cpu", causal=True)
+
+
+def test_dkdv_tma_loads_zero_the_next_sequences_rows(monkeypatch):
+    """Through descriptors, Q/dO rows past a sequence's end are the next sequence's: NaN there must not reach dK
+    or dV (Q enters dS^T Q and the scores, dO enters dP and P^T dO; the masked run zeroes both). Batch 1 is all
+    NaN; batch 0's gradients must match the reference of batch 0 alone (29 queries: the last 16-row block reaches
+    3 rows into batch 1)."""
+    from fa3nn.backends.triton import launch
+
+    monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
+    monkeypatch.setattr(launch, "DKDV_TMA_LOADS", True)
+    q, k, v = (torch.randn(2, n, 2, 64, dtype=torch.float16) for n in (29, 37, 37))
+    q[1] = float("nan")
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = flash_attn_func(*leaves, causal=False, backend="triton")
+    grad = torch.randn_like(out)
+    grad[1] = float("nan")
+    out.backward(grad)
+    ref = [t[:1].clone().requires_grad_() for t in (q, k, v)]
+    flash_attn_func(*ref, causal=False, backend="reference").backward(grad[:1])
     for got, want in zip(leaves, ref):
         assert torch.isfinite(got.grad[0]).all()
         torch.testing.assert_close(got.grad[:1].float(), want.grad.float(), atol=2e-2, rtol=2e-2)

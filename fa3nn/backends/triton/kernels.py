@@ -369,24 +369,29 @@ def _load_part(base, rows, stride_row, offs_part, seqlen, HEADDIM: tl.constexpr,
 
 
 @triton.jit
-def _bwd_dkdv_step(dk, dv, k, k_dq, v, m0, q_base, do_base, lse_base, delta_base, dq_dst, dq_batch, dq_col, stride_qs,
-                   stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk, seqlen_q, seqlen_k,
-                   qk_scale, score_cap, window_left, window_right,
+def _bwd_dkdv_step(dk, dv, k, k_dq, v, m0, q_base, do_base, q_row0, q_col, do_col, lse_base, delta_base, dq_dst,
+                   dq_batch, dq_col, stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk,
+                   offs_dvk, seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right,
                    MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                    HAS_SOFTCAP: tl.constexpr, HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr,
                    BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr,
                    DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
-                   DQ_TMA: tl.constexpr, UNMASKED_ROW_STATS: tl.constexpr, SPLIT_D: tl.constexpr):
+                   DQ_TMA: tl.constexpr, UNMASKED_ROW_STATS: tl.constexpr, SPLIT_D: tl.constexpr,
+                   QDO_TMA: tl.constexpr):
     """One query block [m0, m0 + BLOCK_M) of one key block: dK and dV accumulated; with ATOMIC_DQ the block's
     share of dQ (unscaled: the launcher multiplies the sum by the softmax scale once) added into the fp32
     accumulator, by one TMA reduce-add of the whole tile (DQ_TMA: `dq_dst` is a descriptor over the (batch,
     seqlen, heads * dim) view, clipped at seqlen_q by the copy engine) or by per-element atomics.
     SPLIT_D > 1: dK and dV are accumulated for the head-dim columns offs_dk / offs_dvk only (one of SPLIT_D parts);
     the scores and dP still contract over the whole head dim; with ATOMIC_DQ the program adds dQ's offs_dk columns
-    (dS times `k_dq`, K's columns of this part; `k` itself when SPLIT_D == 1)."""
+    (dS times `k_dq`, K's columns of this part; `k` itself when SPLIT_D == 1).
+    QDO_TMA: `q_base` / `do_base` are descriptors over the (rows, heads * dim) views, the head's rows starting at
+    `q_row0` and its columns at `q_col` / `do_col` (SPLIT_D == 1 only); rows past seqlen_q are zeroed in the masked
+    run (they enter dK = dS^T Q and dP, where a non-finite value would survive dS = 0)."""
     rows = m0 + offs_m
-    q = _load_rows(q_base, rows, stride_qs, offs_d, seqlen_q, HEADDIM, BLOCK_D, MASKED)
-    do = _load_rows(do_base, rows, stride_dos, offs_dv, seqlen_q, HEADDIM_V, BLOCK_DV, MASKED)
+    q = _load_block(q_base, q_row0, m0, q_col, offs_m, stride_qs, offs_d, seqlen_q, HEADDIM, BLOCK_D, MASKED, QDO_TMA)
+    do = _load_block(do_base, q_row0, m0, do_col, offs_m, stride_dos, offs_dv, seqlen_q, HEADDIM_V, BLOCK_DV, MASKED,
+                     QDO_TMA)
     if SPLIT_D > 1:
         q_part = _load_part(q_base, rows, stride_qs, offs_dk, seqlen_q, HEADDIM, BLOCK_D, SPLIT_D, MASKED)
         do_part = _load_part(do_base, rows, stride_dos, offs_dvk, seqlen_q, HEADDIM_V, BLOCK_DV, SPLIT_D, MASKED)
@@ -425,15 +430,16 @@ def _bwd_dkdv_step(dk, dv, k, k_dq, v, m0, q_base, do_base, lse_base, delta_base
 
 
 @triton.jit
-def _bwd_dkdv_inner(dk, dv, k, k_dq, v, q_base, do_base, lse_base, delta_base, dq_dst, dq_batch, dq_col, stride_qs,
-                    stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk, lo, hi, rotate,
+def _bwd_dkdv_inner(dk, dv, k, k_dq, v, q_base, do_base, q_row0, q_col, do_col, lse_base, delta_base, dq_dst,
+                    dq_batch, dq_col, stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk,
+                    offs_dvk, lo, hi, rotate,
                     seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right,
                     MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                     HAS_SOFTCAP: tl.constexpr, HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr,
                     BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr,
                     DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
                     DQ_TMA: tl.constexpr, UNMASKED_ROW_STATS: tl.constexpr, ROTATE: tl.constexpr,
-                    SPLIT_D: tl.constexpr):
+                    SPLIT_D: tl.constexpr, QDO_TMA: tl.constexpr):
     """Query blocks [lo, hi) in order, or with ROTATE (block-aligned runs only) starting at block `rotate` of
     the run and wrapping: the atomic-dQ backward's programs of one head then add into different dQ rows at
     the same moment instead of all into the run's first block."""
@@ -442,19 +448,19 @@ def _bwd_dkdv_inner(dk, dv, k, k_dq, v, q_base, do_base, lse_base, delta_base, d
         for i in range(0, steps):
             m0 = lo + ((i + rotate) % steps) * BLOCK_M
             dk, dv = _bwd_dkdv_step(
-                dk, dv, k, k_dq, v, m0, q_base, do_base, lse_base, delta_base, dq_dst, dq_batch, dq_col, stride_qs,
-                stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk, seqlen_q, seqlen_k,
-                qk_scale, score_cap, window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM,
-                HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, DQ_TMA,
-                UNMASKED_ROW_STATS, SPLIT_D)
+                dk, dv, k, k_dq, v, m0, q_base, do_base, q_row0, q_col, do_col, lse_base, delta_base, dq_dst,
+                dq_batch, dq_col, stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk,
+                seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT,
+                HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
+                DQ_TMA, UNMASKED_ROW_STATS, SPLIT_D, QDO_TMA)
     else:
         for m0 in range(lo, hi, BLOCK_M):
             dk, dv = _bwd_dkdv_step(
-                dk, dv, k, k_dq, v, m0, q_base, do_base, lse_base, delta_base, dq_dst, dq_batch, dq_col, stride_qs,
-                stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk, seqlen_q, seqlen_k,
-                qk_scale, score_cap, window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HEADDIM,
-                HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ, DQ_TMA,
-                UNMASKED_ROW_STATS, SPLIT_D)
+                dk, dv, k, k_dq, v, m0, q_base, do_base, q_row0, q_col, do_col, lse_base, delta_base, dq_dst,
+                dq_batch, dq_col, stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk,
+                seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT,
+                HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
+                DQ_TMA, UNMASKED_ROW_STATS, SPLIT_D, QDO_TMA)
     return dk, dv
 
 
@@ -477,7 +483,7 @@ def _bwd_dkdv_kernel(
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
     UNMASKED_ROW_STATS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DQ_TMA: tl.constexpr = False,
-    SPLIT_D: tl.constexpr = 1,
+    SPLIT_D: tl.constexpr = 1, QDO_TMA: tl.constexpr = False,
 ):
     """One program per (key block, K/V head, batch): dK, dV summed over the `group` query heads that share it.
     With ATOMIC_DQ it also adds dS·K into the fp32 dQacc (5 matmuls in all instead of 7 with the separate dQ
@@ -492,7 +498,9 @@ def _bwd_dkdv_kernel(
     while recomputing the scores and dP over all of them: more matmul work, SPLIT_D times fewer accumulator
     registers (the d256 tiles spill without it; benchmarks/NOTES.md); with ATOMIC_DQ each part adds its columns of
     dQ (the opt-in atomic backward at head dims >= 256: 7 matmul-equivalents per key block and query block
-    instead of the two-kernel split backward's 9)."""
+    instead of the two-kernel split backward's 9). QDO_TMA: Q and dOut are tensor descriptors over their (rows,
+    heads * dim) views (launch.DKDV_TMA_LOADS; SPLIT_D == 1)."""
+    tl.static_assert(not QDO_TMA or SPLIT_D == 1, "the head-dim split loads its parts of Q and dO by pointers")
     head_kv = tl.program_id(1)
     batch = tl.program_id(2)
     q_start, seqlen_q = _seq_bounds(cu_seqlens_q, batch, seqlen_q, IS_VARLEN)
@@ -521,12 +529,19 @@ def _bwd_dkdv_kernel(
     lo, hi, full_lo, full_hi = _query_phases(n0, seqlen_q, seqlen_k, window_left, window_right, BLOCK_M, BLOCK_N,
                                              HAS_LEFT, HAS_RIGHT)
     rotate = tl.program_id(0)
+    if IS_VARLEN:
+        q_row0 = q_start
+    else:
+        q_row0 = batch * seqlen_q
     dq_col0 = part * (BLOCK_D // SPLIT_D)  # this part's first dQ column within a head (TMA reduce coordinate)
     for g in range(0, group):
         head = head_kv * group + g
         h64 = head.to(tl.int64)
-        q_base = Q + b64 * stride_qb + h64 * stride_qh + q_start.to(tl.int64) * stride_qs
-        do_base = dOut + b64 * stride_dob + h64 * stride_doh + q_start.to(tl.int64) * stride_dos
+        if QDO_TMA:  # descriptors address rows of the packed (batch * seqlen or total, heads * dim) view
+            q_base, do_base = Q, dOut
+        else:
+            q_base = Q + b64 * stride_qb + h64 * stride_qh + q_start.to(tl.int64) * stride_qs
+            do_base = dOut + b64 * stride_dob + h64 * stride_doh + q_start.to(tl.int64) * stride_dos
         l_offset = b64 * stride_lb + h64 * stride_lh + q_start
         dq_col = dq_col0 + head * HEADDIM
         if DQ_TMA:
@@ -534,24 +549,27 @@ def _bwd_dkdv_kernel(
         else:
             dq_dst = dQacc + b64 * stride_dqb + h64 * stride_dqh + q_start.to(tl.int64) * stride_dqs
         dk, dv = _bwd_dkdv_inner(
-            dk, dv, k, k_dq, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_dst, batch, dq_col,
-            stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk, full_lo, full_hi,
+            dk, dv, k, k_dq, v, q_base, do_base, q_row0, head * HEADDIM, head * HEADDIM_V, Lse + l_offset,
+            Delta + l_offset, dq_dst, batch, dq_col, stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv,
+            offs_dk, offs_dvk, full_lo, full_hi,
             rotate, seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, False, HAS_LEFT, HAS_RIGHT,
             HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
-            DQ_TMA, UNMASKED_ROW_STATS, ATOMIC_DQ, SPLIT_D)
+            DQ_TMA, UNMASKED_ROW_STATS, ATOMIC_DQ, SPLIT_D, QDO_TMA)
         if HAS_RIGHT:  # without a right bound full_lo == lo: nothing masked before the full run
             dk, dv = _bwd_dkdv_inner(
-                dk, dv, k, k_dq, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_dst, batch, dq_col,
-                stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk, lo, full_lo, 0,
+                dk, dv, k, k_dq, v, q_base, do_base, q_row0, head * HEADDIM, head * HEADDIM_V, Lse + l_offset,
+                Delta + l_offset, dq_dst, batch, dq_col, stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d,
+                offs_dv, offs_dk, offs_dvk, lo, full_lo, 0,
                 seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT,
                 HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
-                DQ_TMA, UNMASKED_ROW_STATS, False, SPLIT_D)
+                DQ_TMA, UNMASKED_ROW_STATS, False, SPLIT_D, QDO_TMA)
         dk, dv = _bwd_dkdv_inner(
-            dk, dv, k, k_dq, v, q_base, do_base, Lse + l_offset, Delta + l_offset, dq_dst, batch, dq_col,
-            stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk, full_hi, hi, 0,
+            dk, dv, k, k_dq, v, q_base, do_base, q_row0, head * HEADDIM, head * HEADDIM_V, Lse + l_offset,
+            Delta + l_offset, dq_dst, batch, dq_col, stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv,
+            offs_dk, offs_dvk, full_hi, hi, 0,
             seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT,
             HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
-            DQ_TMA, UNMASKED_ROW_STATS, False, SPLIT_D)
+            DQ_TMA, UNMASKED_ROW_STATS, False, SPLIT_D, QDO_TMA)
     dk = dk * softmax_scale
     key_ok = cols < seqlen_k
     dk_ptrs = dK + b64 * stride_dkb + head_kv.to(tl.int64) * stride_dkh + (k_start + cols)[:, None].to(

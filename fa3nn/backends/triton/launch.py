@@ -51,6 +51,10 @@ DKDV_SPLIT_MIN_BLOCK_D = 256
 # sm_90) where _tma_views allows; rows past seqlen_k are still zeroed in the masked run. H200 2026-12-01, d128 dQ
 # kernel at 2048 / 8192: +0.7 / +1.1% non-causal, -0.6 / -0.3% causal (benchmarks/NOTES.md): not worth a default.
 DQ_TMA_LOADS = os.environ.get("FA3NN_TRITON_DQ_TMA", "0") == "1"
+# Opt-in (FA3NN_TRITON_DKDV_TMA=1): the dK/dV kernel loads its Q and dO tiles through tensor descriptors where
+# _tma_views allows (not with the head-dim split, whose parts load by pointers); rows past seqlen_q are zeroed in
+# the masked run.
+DKDV_TMA_LOADS = os.environ.get("FA3NN_TRITON_DKDV_TMA", "0") == "1"
 LOG2E = math.log2(math.e)
 
 
@@ -74,17 +78,19 @@ def dkdv_kind(block_d: int, block_dv: int, atomic_dq: bool) -> str:
     return "dkdv_split" if split else "dkdv"
 
 
-def _tma_views(q, k, v, shape) -> tuple | None:
-    """(rows, heads * dim) views of q, k, v for tensor descriptors, or None where the pointer path must serve."""
+def _tma_views(*tensors, shape) -> tuple | None:
+    """(rows, heads * dim) views of the (batch, seqlen, heads, dim) or packed tensors for tensor descriptors, or
+    None where the pointer path must serve."""
     mode = os.environ.get("FA3NN_TRITON_TMA", "auto")
-    if mode == "0" or (mode != "1" and (q.device.type != "cuda" or _device(q.device)[0] < 9)):
+    first = tensors[0]
+    if mode == "0" or (mode != "1" and (first.device.type != "cuda" or _device(first.device)[0] < 9)):
         return None
     if TensorDescriptor is None:
         return None
     if shape.headdim != shape.block_d or shape.headdim_v != shape.block_dv:
         return None  # a padded block would read the next head's columns
     views = []
-    for x in (q, k, v):
+    for x in tensors:
         rows = x.shape[0] if shape.varlen else x.shape[0] * x.shape[1]
         try:
             view = x.view(rows, x.shape[-2] * x.shape[-1])
@@ -119,6 +125,9 @@ def _set_tma_block_shapes(nargs: dict) -> None:
             nargs["Q"].block_shape = [nargs["BLOCK_M"], nargs["HEADDIM"]]
         nargs["K"].block_shape = [nargs["BLOCK_N"], nargs["HEADDIM"]]
         nargs["V"].block_shape = [nargs["BLOCK_N"], nargs["HEADDIM_V"]]
+    if nargs.get("QDO_TMA"):
+        nargs["Q"].block_shape = [nargs["BLOCK_M"], nargs["HEADDIM"]]
+        nargs["dOut"].block_shape = [nargs["BLOCK_M"], nargs["HEADDIM_V"]]
     if nargs.get("DQ_TMA"):  # one part's columns when the atomic backward is split over the head dim
         nargs["dQacc"].block_shape = [1, nargs["BLOCK_M"], nargs["HEADDIM"] // nargs.get("SPLIT_D", 1)]
 
@@ -231,7 +240,7 @@ def _launcher(kind: str, kernel, shape: _Shape, tma: bool = False):
 def _autotuner(kind: str, kernel, tiles: list[configs.Tile]):
     key = (kind, tuple(tiles))
     if key not in _autotuned:
-        hook = _set_tma_block_shapes if kind in ("fwd", "dq", *configs.ATOMIC_DQ_KINDS) else None
+        hook = _set_tma_block_shapes  # a no-op for launches without descriptors
         candidates = [
             triton.Config({"BLOCK_M": t.block_m, "BLOCK_N": t.block_n}, num_warps=t.num_warps, num_stages=t.num_stages,
                           pre_hook=hook)
@@ -251,7 +260,7 @@ def _launch(kind: str, kernel, shape: _Shape, grid_of, args: tuple, **constexprs
     chosen = _launcher(kind, kernel, shape, tma=kind == "fwd" and bool(constexprs.get("USE_TMA")))
     if isinstance(chosen, configs.Tile):
         grid = grid_of(chosen.block_m, chosen.block_n)
-        if constexprs.get("USE_TMA") or constexprs.get("DQ_TMA"):  # only descriptor launches pay for the dict
+        if any(constexprs.get(name) for name in ("USE_TMA", "DQ_TMA", "QDO_TMA")):  # only descriptor launches pay
             _set_tma_block_shapes({**dict(zip(kernel.arg_names, args)), **constexprs, "BLOCK_M": chosen.block_m,
                                    "BLOCK_N": chosen.block_n})
         kernel[grid](*args, **constexprs, BLOCK_M=chosen.block_m, BLOCK_N=chosen.block_n,
@@ -266,7 +275,7 @@ def forward(q, k, v, params: AttnParams, varlen: Varlen | None):
     out = _alloc((*q.shape[:-1], shape.headdim_v), q.dtype, q.device)
     lse_shape = (shape.nheads, q.shape[0]) if shape.varlen else (shape.batch, shape.nheads, shape.seqlen_q)
     lse = _alloc(lse_shape, lse_dtype(q.dtype), q.device)
-    views = _tma_views(q, k, v, shape)
+    views = _tma_views(q, k, v, shape=shape)
     if views is not None:
         # block shapes are placeholders until the tile is known (_set_tma_block_shapes)
         sources = tuple(TensorDescriptor.from_tensor(x, [16, x.shape[1] // n]) for x, n in
@@ -325,21 +334,25 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     dq_target = _dq_reduce_target(dq_acc, shape) if atomic_dq else None
     kind = dkdv_kind(shape.block_d, shape.block_dv, atomic_dq)
     split = configs.DKDV_SPLIT_PARTS if kind in configs.SPLIT_KINDS else 1
+    qdo_views = _tma_views(q, dout, shape=shape) if DKDV_TMA_LOADS and split == 1 else None
+    q_src, do_src = (q, dout) if qdo_views is None else tuple(
+        TensorDescriptor.from_tensor(x, [16, x.shape[1] // shape.nheads]) for x in qdo_views)
     _launch(
         kind, K._bwd_dkdv_kernel, shape,
         lambda bm, bn: (triton.cdiv(shape.seqlen_k, bn) * split, shape.nheads_kv, shape.batch),
-        (q, k, v, dout, lse, delta, dk, dv, dq_target if dq_target is not None else dq_acc, shape.cu_q, shape.cu_k,
+        (q_src, k, v, do_src, lse, delta, dk, dv, dq_target if dq_target is not None else dq_acc, shape.cu_q,
+         shape.cu_k,
          *qkv_do_strides, *_strides(dk, shape.varlen), *_strides(dv, shape.varlen), *_strides(dq_acc, shape.varlen),
          *stat_strides, *common),
         **shape.constexprs(), LOG2_SCORES=log2_scores, ATOMIC_DQ=atomic_dq, UNMASKED_ROW_STATS=UNMASKED_ROW_STATS,
-        DQ_TMA=dq_target is not None, SPLIT_D=split,
+        DQ_TMA=dq_target is not None, SPLIT_D=split, QDO_TMA=qdo_views is not None,
     )
     if atomic_dq:  # the kernel adds unscaled dS·K
         return dq_acc.mul_(shape.softmax_scale).to(q.dtype), dk, dv
     dq = _alloc(q.shape, q.dtype, q.device)
-    views = _tma_views(q, k, v, shape) if DQ_TMA_LOADS else None
+    views = _tma_views(k, v, shape=shape) if DQ_TMA_LOADS else None
     kv = (k, v) if views is None else tuple(
-        TensorDescriptor.from_tensor(x, [16, x.shape[1] // shape.nheads_kv]) for x in views[1:])
+        TensorDescriptor.from_tensor(x, [16, x.shape[1] // shape.nheads_kv]) for x in views)
     _launch(
         "dq", K._bwd_dq_kernel, shape,
         lambda bm, bn: (triton.cdiv(shape.seqlen_q, bm), shape.nheads, shape.batch),
