@@ -1,0 +1,95 @@
+"""Where a backward's device time goes, kernel by kernel: fa3nn's Triton backward (delta, dK/dV, dQ) beside torch
+SDPA's cuDNN backward, at the benchmark's shapes (bf16, batch * seqlen = 16384 tokens, nheads * head dim = 2048).
+
+Each backward runs --iters times under torch.profiler after a warm-up; every kernel's device time is summed by
+name and divided by --iters. The table gives each kernel's microseconds, its share of the backward, and the TFLOP/s
+of the whole backward by the formula of fa3nn.metrics (2.5x the forward's FLOPs, halved when causal), so that a
+kernel's time can be read against the matmul work it does (the Triton dK/dV kernel 4 matmuls, dQ 3; cuDNN 5).
+Writes $OUT/bwd_breakdown.json (or --json) and prints the table last.
+
+    python scripts/bwd_breakdown.py --headdims 64 128 --seqlens 2048 8192
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+
+from fa3nn import flash_attn_func  # noqa: E402
+from fa3nn.metrics import attention_flops  # noqa: E402
+
+
+def _inputs(headdim: int, seqlen: int, tokens: int = 16384, width: int = 2048):
+    batch, nheads = max(1, tokens // seqlen), max(1, width // headdim)
+    return [torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16, requires_grad=i < 3)
+            for i in range(4)]
+
+
+def _forward(name: str, q, k, v, causal: bool):
+    """The output of one forward of `name` ("triton" or "cudnn"), whose graph every timed backward reuses."""
+    if name == "triton":
+        out = flash_attn_func(q, k, v, causal=causal, backend="triton")
+    else:
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            out = F.scaled_dot_product_attention(*(x.transpose(1, 2) for x in (q, k, v)), is_causal=causal)
+    return out
+
+
+def profile(name: str, headdim: int, seqlen: int, causal: bool, iters: int) -> dict:
+    q, k, v, dout = _inputs(headdim, seqlen)
+    out = _forward(name, q, k, v, causal)
+    grad = dout if name == "triton" else dout.transpose(1, 2)
+
+    def step():
+        torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            step()
+        torch.cuda.synchronize()
+    per_kernel = defaultdict(float)
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            per_kernel[event.name] += event.device_time / iters  # microseconds
+    total = sum(per_kernel.values())
+    flops = attention_flops(q.shape[0], q.shape[2], seqlen, seqlen, headdim, causal=causal, direction="bwd")
+    return dict(backend=name, headdim=headdim, seqlen=seqlen, causal=causal, total_us=total,
+                tflops=flops / total / 1e6, kernels=dict(sorted(per_kernel.items(), key=lambda kv: -kv[1])))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--headdims", nargs="+", type=int, default=[64, 128])
+    parser.add_argument("--seqlens", nargs="+", type=int, default=[2048, 8192])
+    parser.add_argument("--backends", nargs="+", choices=["triton", "cudnn"], default=["triton", "cudnn"])
+    parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--json", type=Path, default=Path(os.environ.get("OUT", ".")) / "bwd_breakdown.json")
+    args = parser.parse_args()
+    rows = [profile(name, d, s, causal, args.iters) for d in args.headdims for s in args.seqlens
+            for causal in (False, True) for name in args.backends]
+    args.json.write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows),
+                                    indent=1))
+    print("| backend | d | seqlen | causal | TFLOP/s | total us | kernel: us (share) |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        parts = "; ".join(f"{n[:48]}: {us:.0f} ({us / r['total_us']:.0%})" for n, us in r["kernels"].items()
+                          if us >= 0.01 * r["total_us"])
+        print(f"| {r['backend']} | {r['headdim']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | "
+              f"{r['tflops']:.0f} | {r['total_us']:.0f} | {parts} |")
+
+
+if __name__ == "__main__":
+    main()
