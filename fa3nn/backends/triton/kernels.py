@@ -377,7 +377,7 @@ def _bwd_dkdv_step(dk, dv, k, k_dq, v, m0, q_base, do_base, q_row0, q_col, do_co
                    BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr,
                    DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
                    DQ_TMA: tl.constexpr, UNMASKED_ROW_STATS: tl.constexpr, SPLIT_D: tl.constexpr,
-                   QDO_TMA: tl.constexpr):
+                   QDO_TMA: tl.constexpr, QUERY_MAJOR: tl.constexpr):
     """One query block [m0, m0 + BLOCK_M) of one key block: dK and dV accumulated; with ATOMIC_DQ the block's
     share of dQ (unscaled: the launcher multiplies the sum by the softmax scale once) added into the fp32
     accumulator, by one TMA reduce-add of the whole tile (DQ_TMA: `dq_dst` is a descriptor over the (batch,
@@ -399,19 +399,34 @@ def _bwd_dkdv_step(dk, dv, k, k_dq, v, m0, q_base, do_base, q_row0, q_col, do_co
         q_part = q
         do_part = do
     lse, delta = _load_row_stats(lse_base, delta_base, rows, seqlen_q, LOG2_SCORES, MASKED or not UNMASKED_ROW_STATS)
-    s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION)  # (BLOCK_N, BLOCK_M): keys x queries
-    x_t, tanh_t = _score_minus_lse(s_t, lse[None, :], qk_scale, score_cap, HAS_SOFTCAP, LOG2_SCORES)
-    if MASKED:
-        keep = _allowed(rows[None, :], cols[:, None], seqlen_q, seqlen_k, window_left, window_right,
-                        HAS_LEFT, HAS_RIGHT)
-        x_t = tl.where(keep, x_t, float("-inf"))
-    p_t = _exp(x_t, LOG2_SCORES)
-    dv = tl.dot(p_t.to(do.dtype), do_part, dv, input_precision=DOT_PRECISION)
-    dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)
-    ds_t = p_t * (dp_t - delta[None, :])
-    if HAS_SOFTCAP:
-        ds_t = ds_t * (1.0 - tanh_t * tanh_t)
-    ds_t = ds_t.to(q.dtype)
+    if QUERY_MAJOR:  # scores as (BLOCK_M, BLOCK_N), queries x keys; P and dS transposed for the dV / dK products
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)
+        x, tanh = _score_minus_lse(s, lse[:, None], qk_scale, score_cap, HAS_SOFTCAP, LOG2_SCORES)
+        if MASKED:
+            keep = _allowed(rows[:, None], cols[None, :], seqlen_q, seqlen_k, window_left, window_right,
+                            HAS_LEFT, HAS_RIGHT)
+            x = tl.where(keep, x, float("-inf"))
+        p = _exp(x, LOG2_SCORES)
+        dv = tl.dot(tl.trans(p.to(do.dtype)), do_part, dv, input_precision=DOT_PRECISION)
+        dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)
+        ds = p * (dp - delta[:, None])
+        if HAS_SOFTCAP:
+            ds = ds * (1.0 - tanh * tanh)
+        ds_t = tl.trans(ds.to(q.dtype))
+    else:
+        s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION)  # (BLOCK_N, BLOCK_M): keys x queries
+        x_t, tanh_t = _score_minus_lse(s_t, lse[None, :], qk_scale, score_cap, HAS_SOFTCAP, LOG2_SCORES)
+        if MASKED:
+            keep = _allowed(rows[None, :], cols[:, None], seqlen_q, seqlen_k, window_left, window_right,
+                            HAS_LEFT, HAS_RIGHT)
+            x_t = tl.where(keep, x_t, float("-inf"))
+        p_t = _exp(x_t, LOG2_SCORES)
+        dv = tl.dot(p_t.to(do.dtype), do_part, dv, input_precision=DOT_PRECISION)
+        dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)
+        ds_t = p_t * (dp_t - delta[None, :])
+        if HAS_SOFTCAP:
+            ds_t = ds_t * (1.0 - tanh_t * tanh_t)
+        ds_t = ds_t.to(q.dtype)
     dk = tl.dot(ds_t, q_part, dk, input_precision=DOT_PRECISION)
     if ATOMIC_DQ:  # this key block's share of dQ, added into the fp32 accumulator (order varies run to run)
         dq = tl.dot(tl.trans(ds_t), k_dq, input_precision=DOT_PRECISION)
@@ -439,7 +454,7 @@ def _bwd_dkdv_inner(dk, dv, k, k_dq, v, q_base, do_base, q_row0, q_col, do_col, 
                     BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr,
                     DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
                     DQ_TMA: tl.constexpr, UNMASKED_ROW_STATS: tl.constexpr, ROTATE: tl.constexpr,
-                    SPLIT_D: tl.constexpr, QDO_TMA: tl.constexpr):
+                    SPLIT_D: tl.constexpr, QDO_TMA: tl.constexpr, QUERY_MAJOR: tl.constexpr):
     """Query blocks [lo, hi) in order, or with ROTATE (block-aligned runs only) starting at block `rotate` of
     the run and wrapping: the atomic-dQ backward's programs of one head then add into different dQ rows at
     the same moment instead of all into the run's first block."""
@@ -452,7 +467,7 @@ def _bwd_dkdv_inner(dk, dv, k, k_dq, v, q_base, do_base, q_row0, q_col, do_col, 
                 dq_batch, dq_col, stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk,
                 seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT,
                 HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
-                DQ_TMA, UNMASKED_ROW_STATS, SPLIT_D, QDO_TMA)
+                DQ_TMA, UNMASKED_ROW_STATS, SPLIT_D, QDO_TMA, QUERY_MAJOR)
     else:
         for m0 in range(lo, hi, BLOCK_M):
             dk, dv = _bwd_dkdv_step(
@@ -460,7 +475,7 @@ def _bwd_dkdv_inner(dk, dv, k, k_dq, v, q_base, do_base, q_row0, q_col, do_col, 
                 dq_batch, dq_col, stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk,
                 seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT,
                 HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
-                DQ_TMA, UNMASKED_ROW_STATS, SPLIT_D, QDO_TMA)
+                DQ_TMA, UNMASKED_ROW_STATS, SPLIT_D, QDO_TMA, QUERY_MAJOR)
     return dk, dv
 
 
@@ -483,7 +498,7 @@ def _bwd_dkdv_kernel(
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
     UNMASKED_ROW_STATS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DQ_TMA: tl.constexpr = False,
-    SPLIT_D: tl.constexpr = 1, QDO_TMA: tl.constexpr = False,
+    SPLIT_D: tl.constexpr = 1, QDO_TMA: tl.constexpr = False, QUERY_MAJOR: tl.constexpr = False,
 ):
     """One program per (key block, K/V head, batch): dK, dV summed over the `group` query heads that share it.
     With ATOMIC_DQ it also adds dS·K into the fp32 dQacc (5 matmuls in all instead of 7 with the separate dQ
@@ -554,7 +569,7 @@ def _bwd_dkdv_kernel(
             offs_dk, offs_dvk, full_lo, full_hi,
             rotate, seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, False, HAS_LEFT, HAS_RIGHT,
             HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
-            DQ_TMA, UNMASKED_ROW_STATS, ATOMIC_DQ, SPLIT_D, QDO_TMA)
+            DQ_TMA, UNMASKED_ROW_STATS, ATOMIC_DQ, SPLIT_D, QDO_TMA, QUERY_MAJOR)
         if HAS_RIGHT:  # without a right bound full_lo == lo: nothing masked before the full run
             dk, dv = _bwd_dkdv_inner(
                 dk, dv, k, k_dq, v, q_base, do_base, q_row0, head * HEADDIM, head * HEADDIM_V, Lse + l_offset,
@@ -562,14 +577,14 @@ def _bwd_dkdv_kernel(
                 offs_dv, offs_dk, offs_dvk, lo, full_lo, 0,
                 seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT,
                 HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
-                DQ_TMA, UNMASKED_ROW_STATS, False, SPLIT_D, QDO_TMA)
+                DQ_TMA, UNMASKED_ROW_STATS, False, SPLIT_D, QDO_TMA, QUERY_MAJOR)
         dk, dv = _bwd_dkdv_inner(
             dk, dv, k, k_dq, v, q_base, do_base, q_row0, head * HEADDIM, head * HEADDIM_V, Lse + l_offset,
             Delta + l_offset, dq_dst, batch, dq_col, stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv,
             offs_dk, offs_dvk, full_hi, hi, 0,
             seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT,
             HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
-            DQ_TMA, UNMASKED_ROW_STATS, False, SPLIT_D, QDO_TMA)
+            DQ_TMA, UNMASKED_ROW_STATS, False, SPLIT_D, QDO_TMA, QUERY_MAJOR)
     dk = dk * softmax_scale
     key_ok = cols < seqlen_k
     dk_ptrs = dK + b64 * stride_dkb + head_kv.to(tl.int64) * stride_dkh + (k_start + cols)[:, None].to(

@@ -55,6 +55,9 @@ DQ_TMA_LOADS = os.environ.get("FA3NN_TRITON_DQ_TMA", "0") == "1"
 # _tma_views allows (not with the head-dim split, whose parts load by pointers); rows past seqlen_q are zeroed in
 # the masked run.
 DKDV_TMA_LOADS = os.environ.get("FA3NN_TRITON_DKDV_TMA", "0") == "1"
+# Opt-in (FA3NN_TRITON_DKDV_QUERY_MAJOR=1): the dK/dV kernel takes its scores as queries x keys (lse and delta per
+# row: 2 values per thread instead of one per column) and transposes P and dS for the dV / dK products.
+DKDV_QUERY_MAJOR = os.environ.get("FA3NN_TRITON_DKDV_QUERY_MAJOR", "0") == "1"
 LOG2E = math.log2(math.e)
 
 
@@ -345,7 +348,7 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
          *qkv_do_strides, *_strides(dk, shape.varlen), *_strides(dv, shape.varlen), *_strides(dq_acc, shape.varlen),
          *stat_strides, *common),
         **shape.constexprs(), LOG2_SCORES=log2_scores, ATOMIC_DQ=atomic_dq, UNMASKED_ROW_STATS=UNMASKED_ROW_STATS,
-        DQ_TMA=dq_target is not None, SPLIT_D=split, QDO_TMA=qdo_views is not None,
+        DQ_TMA=dq_target is not None, SPLIT_D=split, QDO_TMA=qdo_views is not None, QUERY_MAJOR=DKDV_QUERY_MAJOR,
     )
     if atomic_dq:  # the kernel adds unscaled dS·K
         return dq_acc.mul_(shape.softmax_scale).to(q.dtype), dk, dv
