@@ -6,7 +6,8 @@ A variant is a tile table (`pinned` = configs.PINNED, or a name from configs.CAN
 half the columns each, tiles configs.PINNED["dkdv_split"]; without it the one-program kernel)
 `+atomic` or `+atomic-MxNxWxS` (launch.ATOMIC_DQ: dQ added by the dK/dV kernel, 5 matmuls, TMA reduce-adds on
 sm_90; the fused kernel's pinned tile or the one named), `+dkdv-tma` (launch.DKDV_TMA_LOADS: the dK/dV kernel's Q
-and dO through tensor descriptors) and `+dq-tma` (launch.DQ_TMA_LOADS: the dQ kernel's K and V through them).
+and dO through tensor descriptors), `+dq-tma` (launch.DQ_TMA_LOADS: the dQ kernel's K and V through them), and
+`+query-major` / `+key-major` (launch.DKDV_QUERY_MAJOR forced; without either, the library's choice).
 The first variant is the baseline of the ratios.
 For every (head dim, seqlen, causal) at the benchmark's shapes (bf16, batch * seqlen = 16384 tokens, nheads * head
 dim = 2048) and every variant named in --variants:
@@ -54,12 +55,13 @@ def _inputs(headdim: int, seqlen: int, tokens: int = 16384, width: int = 2048):
     return [torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(4)]
 
 
-FLAGS = ("row-stats", "split-d", "dkdv-tma", "dq-tma")
+FLAGS = ("row-stats", "split-d", "dkdv-tma", "dq-tma", "query-major", "key-major")
 
 
 def launch_flags() -> tuple:
     """The launcher switches select() sets besides the tiles: part of what makes two variants' kernels differ."""
-    return (launch.UNMASKED_ROW_STATS, launch.DKDV_SPLIT_D, launch.DKDV_TMA_LOADS, launch.DQ_TMA_LOADS)
+    return (launch.UNMASKED_ROW_STATS, launch.DKDV_SPLIT_D, launch.DKDV_TMA_LOADS, launch.DQ_TMA_LOADS,
+            launch.DKDV_QUERY_MAJOR)
 
 
 def select(variant: str) -> None:
@@ -75,6 +77,7 @@ def select(variant: str) -> None:
     launch.ATOMIC_DQ = bool(atomic)
     launch.DKDV_TMA_LOADS = "dkdv-tma" in options
     launch.DQ_TMA_LOADS = "dq-tma" in options
+    launch.DKDV_QUERY_MAJOR = "1" if "query-major" in options else "0" if "key-major" in options else "auto"
     configs.OVERRIDES.pop("fused", None)
     configs.OVERRIDES.pop("fused_split", None)
     if atomic and atomic[0] != "atomic":  # the atomic kernel's tile, split over the head dim (+split-d) or not

@@ -308,6 +308,50 @@ def test_dq_tma_loads_zero_the_next_sequences_rows(monkeypatch):
         torch.testing.assert_close(got.grad[:1].float(), want.grad.float(), atol=2e-2, rtol=2e-2)
 
 
+@pytest.mark.parametrize("orientation", ["0", "1"], ids=["key-major", "query-major"])
+@pytest.mark.parametrize("case", ["odd-noncausal", "causal-more-queries", "window-both", "softcap-causal-gqa"], ids=str)
+def test_dkdv_score_orientations(case, orientation, monkeypatch):
+    """Both score orientations of the dK/dV kernel (launch.DKDV_QUERY_MAJOR) through the error-ratio rule: the default
+    picks query-major at head dims <= 64 (every other dense case here) and key-major above, so each is forced here
+    (fp16; fp32 in the agreement test below)."""
+    from fa3nn.backends.triton import launch
+
+    monkeypatch.setattr(launch, "DKDV_QUERY_MAJOR", orientation)
+    batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
+    check_dense(batch, sq, sk, h, hk, d, torch.float16, "cpu", causal=causal, window=window, softcap=softcap)
+
+
+@pytest.mark.parametrize("case", ["odd-noncausal", "causal-more-queries", "window-both", "softcap-causal-gqa"], ids=str)
+def test_dkdv_score_orientations_agree_fp32(case, monkeypatch):
+    """In fp32 the two orientations multiply the same products: dK and dV agree to a few fp32 roundings (the
+    interpreter's: bitwise), and dQ (the dQ kernel's, independent of the orientation) exactly."""
+    from fa3nn.backends.triton import launch
+
+    batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
+    q, k, v = random_qkv(batch, sq, sk, h, hk, d, torch.float32, requires_grad=True)
+    grad_out = torch.randn(*q.shape[:-1], v.shape[-1])
+    grads = {}
+    for orientation in ("0", "1"):
+        monkeypatch.setattr(launch, "DKDV_QUERY_MAJOR", orientation)
+        out = flash_attn_func(q, k, v, causal=causal, window_size=window, softcap=softcap, backend="triton")
+        grads[orientation] = torch.autograd.grad(out, (q, k, v), grad_out)
+    for name, key_major, query_major in zip(("dq", "dk", "dv"), grads["0"], grads["1"]):
+        scale = key_major.abs().max().clamp_min(1e-30)
+        assert ((key_major - query_major).abs().max() / scale) <= 8 * torch.finfo(torch.float32).eps, name
+
+
+def test_dkdv_orientation_choice(monkeypatch):
+    from fa3nn.backends.triton import launch
+
+    assert launch.dkdv_query_major("dkdv", 64) and launch.dkdv_query_major("dkdv", 32)
+    assert not launch.dkdv_query_major("dkdv", 128) and not launch.dkdv_query_major("fused", 64)
+    monkeypatch.setattr(launch, "DKDV_QUERY_MAJOR", "1")
+    assert launch.dkdv_query_major("dkdv_split", 256)
+    monkeypatch.setattr(launch, "DKDV_QUERY_MAJOR", "yes")
+    with pytest.raises(ValueError, match="FA3NN_TRITON_DKDV_QUERY_MAJOR"):
+        launch.dkdv_query_major("dkdv", 64)
+
+
 @pytest.mark.parametrize("case", ["causal-more-keys-gqa", "window-both", "softcap"], ids=str)
 def test_dkdv_tma_loads(case, monkeypatch):
     """The dK/dV kernel's opt-in descriptor loads of Q and dO (FA3NN_TRITON_DKDV_TMA=1), forced on under the

@@ -79,8 +79,15 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         # non-causal (32x128/8w/3 207 / 245, 64x128/8w/2 280 / 305 at 2048 / 4096), 154 / 212 / 254 / 278 causal
         # (32x128/8w/3 132 / 183 / 228 / 258). At 8192 (tritonsweep3-…-1315): causal 32x64/4w 304 against
         # 64x128/8w/3's 293 (taken); non-causal 320 against 64x128/8w/2's 314 (within run-to-run noise: kept).
-        (64, False): (Tile(32, 64, 4, 3), Tile(32, 64, 4, 3), Tile(64, 128, 8, 2)),
-        (64, True): (Tile(32, 64, 4, 3),) * 3,
+        # Since 2026-12-02 the d64 kernel takes query-major scores (launch.DKDV_QUERY_MAJOR) and these tiles from
+        # its sweep (whole backward, H200, results/querymajor-h200-20261202-1207, querymajor2-…-1213), TFLOP/s at
+        # 512 / 1k / 2k / 4k / 8k / 16k: 64x64/4w/3 non-causal 258.8 / 314.7 / 333.3 / 339.9 / 349.7 / 347.5
+        # against the key-major pinned tiles above 239.9 / 283.2 / 308.5 / 308.9 / 315.1 / 313.3; causal 64x64/4w/3
+        # from 2k 278.9 / 305.4 / 337.6 / 349.4 (key-major 256.8 / 279.1 / 303.7 / 312.6), 64x64/4w/2 up to 1k
+        # 165.9 / 226.5 (154.4 / 210.9; 3 stages 153.4 / 220.9). The best key-major tile at 8k non-causal,
+        # 128x64/4w/2, read 355.9 (query-major 349.7: within the spread; elsewhere it lost).
+        (64, False): (Tile(64, 64, 4, 3),) * 3,
+        (64, True): (Tile(64, 64, 4, 2), Tile(64, 64, 4, 3), Tile(64, 64, 4, 3)),
         # d128, sweep at 4096 (whole backward): 64x128/8w/2 stages 244 non-causal, 211 causal; the 32-row tiles
         # (the only spill-free ones) 230-238 and 206-208. Runs picked 32x128/3 stages at 512. Non-causal past 1k
         # with one stage (no software pipelining: 24 B of stack instead of 184, 604 instructions per 1024 scores
