@@ -312,8 +312,8 @@ def test_dq_tma_loads_zero_the_next_sequences_rows(monkeypatch):
 @pytest.mark.parametrize("case", ["odd-noncausal", "causal-more-queries", "window-both", "softcap-causal-gqa"], ids=str)
 def test_dkdv_score_orientations(case, orientation, monkeypatch):
     """Both score orientations of the dK/dV kernel (launch.DKDV_QUERY_MAJOR) through the error-ratio rule: the default
-    picks query-major at head dims <= 64 (every other dense case here) and key-major above, so each is forced here
-    (fp16; fp32 in the agreement test below)."""
+    picks query-major at head dims <= 64 (every other dense case here) and key-major at most larger shapes
+    (configs.QUERY_MAJOR), so each is forced here (fp16; fp32 in the agreement test below)."""
     from fa3nn.backends.triton import launch
 
     monkeypatch.setattr(launch, "DKDV_QUERY_MAJOR", orientation)
@@ -343,13 +343,17 @@ def test_dkdv_score_orientations_agree_fp32(case, monkeypatch):
 def test_dkdv_orientation_choice(monkeypatch):
     from fa3nn.backends.triton import launch
 
-    assert launch.dkdv_query_major("dkdv", 64) and launch.dkdv_query_major("dkdv", 32)
-    assert not launch.dkdv_query_major("dkdv", 128) and not launch.dkdv_query_major("fused", 64)
+    choose = launch.dkdv_query_major
+    assert choose("dkdv", 64, False, 512) and choose("dkdv", 32, True, 16384) and choose("dkdv", 128, True, 4096)
+    assert not choose("dkdv", 128, True, 8192) and not choose("dkdv", 128, False, 2048)
+    assert not choose("fused", 64, False, 2048) and not choose("dkdv_split", 256, True, 2048)
     monkeypatch.setattr(launch, "DKDV_QUERY_MAJOR", "1")
-    assert launch.dkdv_query_major("dkdv_split", 256)
+    assert choose("dkdv_split", 256, False, 2048)
+    monkeypatch.setattr(launch, "DKDV_QUERY_MAJOR", "0")
+    assert not choose("dkdv", 64, False, 2048)
     monkeypatch.setattr(launch, "DKDV_QUERY_MAJOR", "yes")
     with pytest.raises(ValueError, match="FA3NN_TRITON_DKDV_QUERY_MAJOR"):
-        launch.dkdv_query_major("dkdv", 64)
+        choose("dkdv", 64, False, 2048)
 
 
 @pytest.mark.parametrize("case", ["causal-more-keys-gqa", "window-both", "softcap"], ids=str)

@@ -20,8 +20,9 @@ tile per kernel, head dim, causal and sequence bucket; FA3NN_TRITON_AUTOTUNE=1 o
 FA3NN_TRITON_TILES=<table> (configs.CANDIDATE_TABLES; on the H200 no table beat the pinned tiles at every shape) and
 the leaner dK/dV step FA3NN_TRITON_UNMASKED_ROW_STATS (default on since the H200 measured it faster, bitwise the
 same results); the dK/dV head-dim split at padded head dim 256 (FA3NN_TRITON_DKDV_SPLIT_D, default on since the H200
-measured it +11-22%); the dK/dV kernel's scores as queries x keys (FA3NN_TRITON_DKDV_QUERY_MAJOR, auto: at head
-dims <= 64, where the H200 measured +7-12% on the whole backward); the dQ kernel's K/V and the dK/dV kernel's Q/dO
+measured it +11-22%); the dK/dV kernel's scores as queries x keys (FA3NN_TRITON_DKDV_QUERY_MAJOR, auto: where
+configs.QUERY_MAJOR says, head dims <= 64 and d128 causal up to 4k, measured +2-12% on the whole backward on the
+H200); the dQ kernel's K/V and the dK/dV kernel's Q/dO
 through tensor descriptors (FA3NN_TRITON_DQ_TMA=1 / FA3NN_TRITON_DKDV_TMA=1, opt-in: -18..+4% on the H200);
 scripts/triton_tile_ab.py times them (benchmarks/NOTES.md, v3, "2026-12-01 fourth" and "2026-12-02 twelfth").
 

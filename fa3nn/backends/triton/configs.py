@@ -79,7 +79,7 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         # non-causal (32x128/8w/3 207 / 245, 64x128/8w/2 280 / 305 at 2048 / 4096), 154 / 212 / 254 / 278 causal
         # (32x128/8w/3 132 / 183 / 228 / 258). At 8192 (tritonsweep3-…-1315): causal 32x64/4w 304 against
         # 64x128/8w/3's 293 (taken); non-causal 320 against 64x128/8w/2's 314 (within run-to-run noise: kept).
-        # Since 2026-12-02 the d64 kernel takes query-major scores (launch.DKDV_QUERY_MAJOR) and these tiles from
+        # Since 2026-12-02 the d64 kernel takes query-major scores (QUERY_MAJOR below) and these tiles from
         # its sweep (whole backward, H200, results/querymajor-h200-20261202-1207, querymajor2-…-1213), TFLOP/s at
         # 512 / 1k / 2k / 4k / 8k / 16k: 64x64/4w/3 non-causal 258.8 / 314.7 / 333.3 / 339.9 / 349.7 / 347.5
         # against the key-major pinned tiles above 239.9 / 283.2 / 308.5 / 308.9 / 315.1 / 313.3; causal 64x64/4w/3
@@ -97,7 +97,10 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         # (64x128/8w/1); causal 2048 278 against 64x128/8w/2's 268; up to 1k causal 32x128/8w/2 148 / 207 against
         # 32x64/4w's 143 / 210 (kept). At 8192 the pinned ones stay (non-causal 377 vs 369, causal 348 vs 350).
         (128, False): (Tile(32, 64, 4, 3), Tile(32, 64, 4, 3), Tile(64, 128, 8, 1)),
-        (128, True): (Tile(32, 128, 8, 2), Tile(32, 64, 4, 3), Tile(64, 128, 8, 2)),
+        # Causal up to 4k since 2026-12-02: query-major scores (QUERY_MAJOR below) on 64x64/4w/2, whole backward
+        # 218.7 / 285.2 / 322.3 TFLOP/s at 1024 / 2048 / 4096 against the key-major tiles' 208.1 (32x128/8w/2) /
+        # 277.5 / 316.4 (32x64/4w/3) (results/final12-h200-20261202-1225, querymajor-…-1207).
+        (128, True): (Tile(64, 64, 4, 2), Tile(64, 64, 4, 2), Tile(64, 128, 8, 2)),
         # d256 (only with FA3NN_TRITON_DKDV_SPLIT_D=1; by default d256 runs "dkdv_split"), runs: 64x32 up to 4k,
         # 32x64 past it (8 warps, 2 stages).
         (256, False): (Tile(64, 32, 8, 2), Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)),
@@ -144,6 +147,18 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         (256, True): (Tile(64, 32, 8, 2), Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)),
     },
 }
+# The "dkdv" kernel's score orientation per (padded head dim, causal) and sequence bucket, the tiles above measured
+# with it (launch.dkdv_query_major; FA3NN_TRITON_DKDV_QUERY_MAJOR=0/1 overrides): True = queries x keys (lse and
+# delta per row), False = keys x queries (one lse and delta value per column and thread). Query-major won at d64
+# everywhere (+7..+12% on the whole backward) and at d128 causal up to 4k (+2..+5%); it lost at d128 non-causal
+# (4096: 343.6 vs 362.1 TFLOP/s for the best tile of each) and spills in the loop at d256 (offline).
+QUERY_MAJOR: dict[tuple[int, bool], tuple[bool, bool, bool]] = {
+    (64, False): (True,) * 3, (64, True): (True,) * 3,
+    (128, False): (False,) * 3, (128, True): (True, True, False),
+    (256, False): (False,) * 3, (256, True): (False,) * 3,
+}
+QUERY_MAJOR[(32, False)], QUERY_MAJOR[(32, True)] = QUERY_MAJOR[(64, False)], QUERY_MAJOR[(64, True)]
+
 # Head dim 32 has no measurements: it takes head dim 64's tiles (its accumulators are half as large).
 for _table in PINNED.values():
     for _causal in (False, True):
@@ -251,6 +266,11 @@ def autotune_enabled() -> bool:
 def seq_bucket(max_seqlen: int) -> int:
     """0 for max_seqlen <= 1024, 1 for <= 4096, 2 for longer (table column, and autotune key)."""
     return sum(max_seqlen > limit for limit in SEQ_BUCKET_LIMITS)
+
+
+def query_major(block_d: int, causal: bool, max_seqlen: int) -> bool:
+    """QUERY_MAJOR's entry for a call of the "dkdv" kernel."""
+    return QUERY_MAJOR[(max(32, block_d), causal)][seq_bucket(max_seqlen)]
 
 
 def pinned(kind: str, block_d: int, causal: bool, max_seqlen: int) -> Tile:

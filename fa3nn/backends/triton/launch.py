@@ -55,16 +55,11 @@ DQ_TMA_LOADS = os.environ.get("FA3NN_TRITON_DQ_TMA", "0") == "1"
 # _tma_views allows (not with the head-dim split, whose parts load by pointers); rows past seqlen_q are zeroed in
 # the masked run.
 DKDV_TMA_LOADS = os.environ.get("FA3NN_TRITON_DKDV_TMA", "0") == "1"
-# The dK/dV kernel's score orientation (FA3NN_TRITON_DKDV_QUERY_MAJOR: "auto", "1" forces query-major, "0"
-# key-major). Query-major takes the scores as queries x keys (lse and delta per row: 2 values per thread, not one per
-# column: 16 each at 64 queries) and transposes P and dS for the dV / dK products. "auto" takes it for the default
-# backward's "dkdv" kernel at head dims <= 64. H200, Triton 3.6, 2026-12-02 (fa3nn.backends.triton.tune, whole
-# backward, results/querymajor-h200-20261202-1207 and querymajor2-…-1213), d64, best query-major tile against the
-# key-major pinned ones: +7..+12% at 512-16384, causal and not (4096: 339.9 vs 308.9 TFLOP/s non-causal, 305.4 vs
-# 279.1 causal; 16384: 347.5 vs 313.3, 349.4 vs 312.6). At d128 (4096) query-major lost non-causal (343.6 vs 362.1
-# for the best of each) and gained 1.9% causal; at d256 (split kernel, offline) it spills in the loop at every tile.
+# The dK/dV kernel's score orientation (FA3NN_TRITON_DKDV_QUERY_MAJOR): "auto" takes configs.QUERY_MAJOR's entry
+# for the default backward's "dkdv" kernel (query-major at head dims <= 64 and at d128 causal up to 4k, measured
+# +2..+12% on the whole backward; key-major elsewhere and for the other kernels), "1" forces query-major, "0"
+# key-major.
 DKDV_QUERY_MAJOR = os.environ.get("FA3NN_TRITON_DKDV_QUERY_MAJOR", "auto")
-QUERY_MAJOR_MAX_BLOCK_D = 64
 LOG2E = math.log2(math.e)
 
 
@@ -80,14 +75,14 @@ def dkdv_split(block_d: int, block_dv: int, atomic_dq: bool) -> int:
     return int(DKDV_SPLIT_D)
 
 
-def dkdv_query_major(kind: str, block_d: int) -> bool:
-    """Whether the key-block kernel of `kind` takes query-major scores (DKDV_QUERY_MAJOR); "auto" only where its
-    tiles were measured that way (configs.PINNED["dkdv"] at head dims <= 64)."""
+def dkdv_query_major(kind: str, block_d: int, causal: bool, max_seqlen: int) -> bool:
+    """Whether the key-block kernel of `kind` takes query-major scores (DKDV_QUERY_MAJOR); "auto" only where the
+    tile table was measured that way (configs.QUERY_MAJOR, the "dkdv" kernel)."""
     if DKDV_QUERY_MAJOR not in ("auto", "0", "1"):
         raise ValueError(f"FA3NN_TRITON_DKDV_QUERY_MAJOR={DKDV_QUERY_MAJOR}: use auto (the default), 1 or 0")
     if DKDV_QUERY_MAJOR != "auto":
         return DKDV_QUERY_MAJOR == "1"
-    return kind == "dkdv" and block_d <= QUERY_MAJOR_MAX_BLOCK_D
+    return kind == "dkdv" and configs.query_major(block_d, causal, max_seqlen)
 
 
 def dkdv_kind(block_d: int, block_dv: int, atomic_dq: bool) -> str:
@@ -366,7 +361,7 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
          *stat_strides, *common),
         **shape.constexprs(), LOG2_SCORES=log2_scores, ATOMIC_DQ=atomic_dq, UNMASKED_ROW_STATS=UNMASKED_ROW_STATS,
         DQ_TMA=dq_target is not None, SPLIT_D=split, QDO_TMA=qdo_views is not None,
-        QUERY_MAJOR=dkdv_query_major(kind, shape.block_d),
+        QUERY_MAJOR=dkdv_query_major(kind, shape.block_d, shape.causal, max(shape.seqlen_q, shape.seqlen_k)),
     )
     if atomic_dq:  # the kernel adds unscaled dS·K
         return dq_acc.mul_(shape.softmax_scale).to(q.dtype), dk, dv
