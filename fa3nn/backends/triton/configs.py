@@ -99,7 +99,7 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         (128, False): (Tile(32, 64, 4, 3), Tile(32, 64, 4, 3), Tile(64, 128, 8, 1)),
         # Causal up to 4k since 2026-12-02: query-major scores (QUERY_MAJOR below) on 64x64/4w/2, whole backward
         # 218.7 / 285.2 / 322.3 TFLOP/s at 1024 / 2048 / 4096 against the key-major tiles' 208.1 (32x128/8w/2) /
-        # 277.5 / 316.4 (32x64/4w/3) (results/final12-h200-20261202-1225, querymajor-…-1207).
+        # 277.5 / 316.4 (32x64/4w/3) (results/final12-h200-20261202-1224, querymajor-…-1207).
         (128, True): (Tile(64, 64, 4, 2), Tile(64, 64, 4, 2), Tile(64, 128, 8, 2)),
         # d256 (only with FA3NN_TRITON_DKDV_SPLIT_D=1; by default d256 runs "dkdv_split"), runs: 64x32 up to 4k,
         # 32x64 past it (8 warps, 2 stages).
