@@ -113,7 +113,10 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         # tiles 1700-2028 for the whole head dim. H200, 2026-12-01, whole backward against the one-program kernel
         # (scripts/triton_tile_ab.py, gradients checked): 2048 190 vs 157 TFLOP/s non-causal, 161 vs 139 causal;
         # 8192 201 vs 165 and 197 vs 177 (benchmarks/results/triton256-h200-20261201-1252). Up to 1k: not measured.
-        (256, False): (Tile(32, 128, 8, 2), Tile(32, 128, 8, 2), Tile(64, 128, 8, 1)),
+        # 1k-4k non-causal since 2026-12-02 (fa3nn.backends.triton.tune at 2048, results/d256short12-h200-20261202-
+        # 1236): 64x128/8w/1 226.7 TFLOP/s whole backward against 32x128/8w/2's 209.7 (causal: 127.5 against 179.3,
+        # kept; 16x128 and 32x64 tiles 102-192).
+        (256, False): (Tile(32, 128, 8, 2), Tile(64, 128, 8, 1), Tile(64, 128, 8, 1)),
         (256, True): (Tile(32, 128, 8, 2),) * 3,
     },
     "dq": {
