@@ -107,12 +107,15 @@ def check_single_key_fp32(case):
     assert dk.abs().max() <= dk_bound, f"dk {dk.abs().max().item():.3e} over its bound {dk_bound.item():.3e}"
 
 
+@pytest.mark.parametrize("orientation", ["auto", "1"], ids=["default-orientation", "query-major"])
 @pytest.mark.parametrize("case", ["causal-more-queries", "window-both", "softcap-causal-gqa"], ids=str)
-def test_atomic_dq_path(case, monkeypatch):
-    """FA3NN_TRITON_ATOMIC_DQ: dQ added by atomics from the dK/dV kernel (opt-in; the default is the dQ kernel)."""
+def test_atomic_dq_path(case, orientation, monkeypatch):
+    """FA3NN_TRITON_ATOMIC_DQ: dQ added by atomics from the dK/dV kernel (opt-in; the default is the dQ kernel), with
+    the fused kernel's default (key-major) scores and with query-major ones (dQ = dS K without a transpose)."""
     from fa3nn.backends.triton import launch
 
     monkeypatch.setattr(launch, "ATOMIC_DQ", True)
+    monkeypatch.setattr(launch, "DKDV_QUERY_MAJOR", orientation)
     batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
     check_dense(batch, sq, sk, h, hk, d, torch.float16, "cpu", causal=causal, window=window, softcap=softcap)
 
