@@ -357,6 +357,21 @@ def _exp(x, LOG2_SCORES: tl.constexpr):
 
 
 @triton.jit
+def _probs(a, b, lse_b, rows_b, cols_b, seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right,
+           MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+           DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr):
+    """The backward's recomputed probabilities P = exp(score(a b^T) - lse) and tanh (softcap), masked: a, b are Q
+    and K for query-major tiles (queries x keys), K and Q for key-major ones; lse_b, rows_b and cols_b are lse, the
+    query rows and the key columns broadcast to that tile's orientation."""
+    s = tl.dot(a, tl.trans(b), input_precision=DOT_PRECISION)
+    x, tanh = _score_minus_lse(s, lse_b, qk_scale, score_cap, HAS_SOFTCAP, LOG2_SCORES)
+    if MASKED:
+        keep = _allowed(rows_b, cols_b, seqlen_q, seqlen_k, window_left, window_right, HAS_LEFT, HAS_RIGHT)
+        x = tl.where(keep, x, float("-inf"))
+    return _exp(x, LOG2_SCORES), tanh
+
+
+@triton.jit
 def _load_part(base, rows, stride_row, offs_part, seqlen, HEADDIM: tl.constexpr, BLOCK_D: tl.constexpr,
                SPLIT_D: tl.constexpr, CHECK_ROWS: tl.constexpr):
     """The columns `offs_part` (one of SPLIT_D equal parts of BLOCK_D) of a (rows, BLOCK_D) tile, as _load_rows;
@@ -400,13 +415,9 @@ def _bwd_dkdv_step(dk, dv, k, k_dq, v, m0, q_base, do_base, q_row0, q_col, do_co
         do_part = do
     lse, delta = _load_row_stats(lse_base, delta_base, rows, seqlen_q, LOG2_SCORES, MASKED or not UNMASKED_ROW_STATS)
     if QUERY_MAJOR:  # scores as (BLOCK_M, BLOCK_N), queries x keys; P and dS transposed for the dV / dK products
-        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)
-        x, tanh = _score_minus_lse(s, lse[:, None], qk_scale, score_cap, HAS_SOFTCAP, LOG2_SCORES)
-        if MASKED:
-            keep = _allowed(rows[:, None], cols[None, :], seqlen_q, seqlen_k, window_left, window_right,
-                            HAS_LEFT, HAS_RIGHT)
-            x = tl.where(keep, x, float("-inf"))
-        p = _exp(x, LOG2_SCORES)
+        p, tanh = _probs(q, k, lse[:, None], rows[:, None], cols[None, :], seqlen_q, seqlen_k, qk_scale, score_cap,
+                         window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, DOT_PRECISION,
+                         LOG2_SCORES)
         dv = tl.dot(tl.trans(p.to(do.dtype)), do_part, dv, input_precision=DOT_PRECISION)
         dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)
         ds = p * (dp - delta[:, None])
@@ -414,13 +425,9 @@ def _bwd_dkdv_step(dk, dv, k, k_dq, v, m0, q_base, do_base, q_row0, q_col, do_co
             ds = ds * (1.0 - tanh * tanh)
         ds_t = tl.trans(ds.to(q.dtype))
     else:
-        s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION)  # (BLOCK_N, BLOCK_M): keys x queries
-        x_t, tanh_t = _score_minus_lse(s_t, lse[None, :], qk_scale, score_cap, HAS_SOFTCAP, LOG2_SCORES)
-        if MASKED:
-            keep = _allowed(rows[None, :], cols[:, None], seqlen_q, seqlen_k, window_left, window_right,
-                            HAS_LEFT, HAS_RIGHT)
-            x_t = tl.where(keep, x_t, float("-inf"))
-        p_t = _exp(x_t, LOG2_SCORES)
+        p_t, tanh_t = _probs(k, q, lse[None, :], rows[None, :], cols[:, None], seqlen_q, seqlen_k, qk_scale,
+                             score_cap, window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP,
+                             DOT_PRECISION, LOG2_SCORES)  # (BLOCK_N, BLOCK_M): keys x queries
         dv = tl.dot(p_t.to(do.dtype), do_part, dv, input_precision=DOT_PRECISION)
         dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)
         ds_t = p_t * (dp_t - delta[None, :])
@@ -611,13 +618,9 @@ def _bwd_dq_inner(dq, q, do, lse, delta, k_src, v_src, k_start, head_kv, stride_
                         BLOCK_D, MASKED, USE_TMA)
         v = _load_block(v_src, k_start, n0, head_kv * HEADDIM_V, offs_n, stride_vs, offs_dv, seqlen_k, HEADDIM_V,
                         BLOCK_DV, MASKED, USE_TMA)
-        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)
-        x, tanh = _score_minus_lse(s, lse[:, None], qk_scale, score_cap, HAS_SOFTCAP, LOG2_SCORES)
-        if MASKED:
-            keep = _allowed(rows[:, None], cols[None, :], seqlen_q, seqlen_k, window_left, window_right,
-                            HAS_LEFT, HAS_RIGHT)
-            x = tl.where(keep, x, float("-inf"))
-        p = _exp(x, LOG2_SCORES)
+        p, tanh = _probs(q, k, lse[:, None], rows[:, None], cols[None, :], seqlen_q, seqlen_k, qk_scale, score_cap,
+                         window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, DOT_PRECISION,
+                         LOG2_SCORES)
         dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)
         ds = p * (dp - delta[:, None])
         if HAS_SOFTCAP:
