@@ -14,7 +14,8 @@
 #                          rows, benchmark VARIANT) into $out/NAME.*: details, SASS csv and raw metrics; prints the
 #                          headline figures and the pipe utilizations
 #   gpu_sweep D SEQLEN STEM KINDS...  fa3nn.backends.triton.tune at head dim D, SEQLEN, for KINDS into
-#                          $out/STEM.{json,log}; prints its exit code and the results folded onto a few lines
+#                          $out/STEM.{json,log} (CAUSAL=yes|no|both, default both); prints its exit code and the
+#                          results folded onto a few lines
 gpu_setup() {
     out=${OUT:-$1}
     mkdir -p "$out"
@@ -67,7 +68,7 @@ gpu_sweep() {
     local hd=$1 seqlen=$2 stem=$3
     shift 3
     timeout 200 python3 -m fa3nn.backends.triton.tune --headdim "$hd" --seqlen "$seqlen" --kinds "$@" --tma auto \
-        --workers 16 --json "$out/$stem.json" > "$out/$stem.log" 2>&1
+        --causal "${CAUSAL:-both}" --workers 16 --json "$out/$stem.json" > "$out/$stem.log" 2>&1
     echo "$stem rc $?"
     grep -E "TFLOP" "$out/$stem.log" | sed 's/ tma=[a-z0-9]*//; s/ TFLOP\/s//; s/causal=/c/' | paste -sd' ' | fold -w 240
 }
