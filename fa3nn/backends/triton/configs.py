@@ -212,6 +212,16 @@ CANDIDATE_TABLES: dict[str, dict[str, dict[tuple[int, bool], tuple[Tile, Tile, T
             (256, True): (Tile(128, 32, 8, 2),) * 3,
         },
     },
+    # Query-major d128 dK/dV tiles with 128 queries per step on 8 warps (run with FA3NN_TRITON_DKDV_QUERY_MAJOR=1;
+    # not timed): Triton 3.6 offline 128x64/8w/2 422 warp instructions per 1024 scores (419 causal), 2 spill
+    # instructions in the loop non-causal (0 causal), against the pinned key-major 64x128/8w/1's 373 with one stage
+    # (no prefetch; the d128 dK/dV kernel measured 1.4x the dQ kernel's time per matmul, NOTES "2026-12-02 twelfth").
+    "d128-query-major": {
+        "dkdv": {
+            (128, False): (Tile(128, 64, 8, 2),) * 3,
+            (128, True): (Tile(128, 64, 8, 2),) * 3,
+        },
+    },
     # The pinned d128 non-causal dK/dV tile before 2026-11-30 evening (two stages), and d64's (32x128/3 stages
     # at 1k-4k, 64x128/3 past it): for A/B runs against the current pinned ones.
     "dkdv-two-stage": {
