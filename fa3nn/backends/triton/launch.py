@@ -355,10 +355,9 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     _launch(
         kind, K._bwd_dkdv_kernel, shape,
         lambda bm, bn: (triton.cdiv(shape.seqlen_k, bn) * split, shape.nheads_kv, shape.batch),
-        (q_src, k, v, do_src, lse, delta, dk, dv, dq_target if dq_target is not None else dq_acc, shape.cu_q,
-         shape.cu_k,
-         *qkv_do_strides, *_strides(dk, shape.varlen), *_strides(dv, shape.varlen), *_strides(dq_acc, shape.varlen),
-         *stat_strides, *common),
+        (q_src, k, v, do_src, lse, delta, dk, dv, dq_target if dq_target is not None else dq_acc,
+         shape.cu_q, shape.cu_k, *qkv_do_strides, *_strides(dk, shape.varlen), *_strides(dv, shape.varlen),
+         *_strides(dq_acc, shape.varlen), *stat_strides, *common),
         **shape.constexprs(), LOG2_SCORES=log2_scores, ATOMIC_DQ=atomic_dq, UNMASKED_ROW_STATS=UNMASKED_ROW_STATS,
         DQ_TMA=dq_target is not None, SPLIT_D=split, QDO_TMA=qdo_views is not None,
         QUERY_MAJOR=dkdv_query_major(kind, shape.block_d, shape.causal, max(shape.seqlen_q, shape.seqlen_k)),
