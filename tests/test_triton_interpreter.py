@@ -343,6 +343,31 @@ def test_dkdv_score_orientations_agree_fp32(case, monkeypatch):
         assert ((key_major - query_major).abs().max() / scale) <= 8 * torch.finfo(torch.float32).eps, name
 
 
+def _pinned_key_block_tiles():
+    """Every distinct (kind, head dim, causal, tile, orientation) the default backward's key-block kernel runs with
+    on a GPU (configs.PINNED over the sequence buckets, with configs.QUERY_MAJOR's orientation)."""
+    from fa3nn.backends.triton import configs
+
+    cases = {}
+    for kind, block_d in (("dkdv", 64), ("dkdv", 128), ("dkdv_split", 256)):
+        for causal in (False, True):
+            for bucket, tile in enumerate(configs.PINNED[kind][(block_d, causal)]):
+                query_major = kind == "dkdv" and configs.QUERY_MAJOR[(block_d, causal)][bucket]
+                cases[(kind, block_d, causal, tile, query_major)] = None
+    return list(cases)
+
+
+@pytest.mark.parametrize("kind, headdim, causal, tile, query_major", _pinned_key_block_tiles(), ids=str)
+def test_pinned_key_block_tiles(kind, headdim, causal, tile, query_major, monkeypatch):
+    """The GPU's dK/dV tiles (not the interpreter's small ones) on ragged lengths: 150 queries and 200 keys leave a
+    partial block of every tile's queries and keys, so the masked runs of each pinned tile shape are checked here."""
+    from fa3nn.backends.triton import configs, launch
+
+    monkeypatch.setitem(configs.OVERRIDES, kind, tile)
+    monkeypatch.setattr(launch, "DKDV_QUERY_MAJOR", "1" if query_major else "0")
+    check_dense(1, 150, 200, 2, 1, headdim, torch.float16, "cpu", causal=causal)
+
+
 def test_dkdv_orientation_choice(monkeypatch):
     from fa3nn.backends.triton import launch
 
