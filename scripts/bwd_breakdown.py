@@ -26,13 +26,8 @@ import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 from fa3nn import flash_attn_func  # noqa: E402
+from fa3nn.backends.triton.tune import benchmark_inputs  # noqa: E402
 from fa3nn.metrics import attention_flops  # noqa: E402
-
-
-def _inputs(headdim: int, seqlen: int, tokens: int = 16384, width: int = 2048):
-    batch, nheads = max(1, tokens // seqlen), max(1, width // headdim)
-    return [torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16, requires_grad=i < 3)
-            for i in range(4)]
 
 
 def _forward(name: str, q, k, v, causal: bool):
@@ -46,7 +41,8 @@ def _forward(name: str, q, k, v, causal: bool):
 
 
 def profile(name: str, headdim: int, seqlen: int, causal: bool, iters: int) -> dict:
-    q, k, v, dout = _inputs(headdim, seqlen)
+    q, k, v, dout = benchmark_inputs(headdim, seqlen)
+    q, k, v = (x.requires_grad_() for x in (q, k, v))
     out = _forward(name, q, k, v, causal)
     grad = dout if name == "triton" else dout.transpose(1, 2)
 

@@ -42,17 +42,13 @@ import torch  # noqa: E402
 from fa3nn import flash_attn_func  # noqa: E402
 from fa3nn.backends.base import AttnParams  # noqa: E402
 from fa3nn.backends.triton import configs, launch  # noqa: E402
+from fa3nn.backends.triton.tune import benchmark_inputs  # noqa: E402
 from fa3nn.masks import Window  # noqa: E402
 from fa3nn.metrics import attention_flops  # noqa: E402
 
 MAX_DIFF_TO_PINNED = 2e-2  # another tile: another summation order; the same tiles (+row-stats) must match exactly
 VARIANTS = ["pinned", "pinned+row-stats"] + [f"{name}{option}" for name in configs.CANDIDATE_TABLES
                                              for option in ("", "+row-stats")]
-
-
-def _inputs(headdim: int, seqlen: int, tokens: int = 16384, width: int = 2048):
-    batch, nheads = max(1, tokens // seqlen), max(1, width // headdim)
-    return [torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(4)]
 
 
 FLAGS = ("row-stats", "split-d", "dkdv-tma", "dq-tma", "query-major", "key-major")
@@ -102,7 +98,7 @@ def _warm(job: tuple) -> str:
     select(variant)
     for kind in kinds(headdim):
         configs.OVERRIDES[kind] = tile_of(kind, headdim, causal, seqlen)
-    q, k, v, dout = _inputs(headdim, 256, tokens=4096)
+    q, k, v, dout = benchmark_inputs(headdim, 256, tokens=4096)
     params = AttnParams(headdim ** -0.5, Window.from_args(causal, (-1, -1)), 0.0, False)
     out, lse = launch.forward(q, k, v, params, None)
     launch.backward(dout, q, k, v, out, lse, None, params, None)
@@ -118,7 +114,7 @@ def precompile(jobs: list[tuple], workers: int) -> None:
 
 
 def measure(headdim: int, seqlen: int, causal: bool, variants: list[str], iters: int, reps: int) -> list[dict]:
-    q, k, v, dout = _inputs(headdim, seqlen)
+    q, k, v, dout = benchmark_inputs(headdim, seqlen)
     params = AttnParams(headdim ** -0.5, Window.from_args(causal, (-1, -1)), 0.0, False)
     select(variants[0])
     out, lse = launch.forward(q, k, v, params, None)

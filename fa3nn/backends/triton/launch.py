@@ -134,15 +134,14 @@ def _dq_reduce_target(dq_acc: torch.Tensor, shape) -> object | None:
 
 def _set_tma_block_shapes(nargs: dict) -> None:
     """Autotuner pre-hook (and the pinned path's): the descriptors' block shapes follow the tile being tried (Q is
-    a descriptor in the forward only; the dQ kernel's USE_TMA covers K and V)."""
-    if nargs.get("USE_TMA"):
-        if TensorDescriptor is not None and isinstance(nargs["Q"], TensorDescriptor):
-            nargs["Q"].block_shape = [nargs["BLOCK_M"], nargs["HEADDIM"]]
+    a descriptor in the forward and, with QDO_TMA, in the dK/dV kernel beside dO; the dQ kernel's USE_TMA covers K
+    and V)."""
+    for name, width in (("Q", "HEADDIM"), ("dOut", "HEADDIM_V")):  # query-row tiles: the forward's Q, dK/dV's Q, dO
+        if TensorDescriptor is not None and isinstance(nargs.get(name), TensorDescriptor):
+            nargs[name].block_shape = [nargs["BLOCK_M"], nargs[width]]
+    if nargs.get("USE_TMA"):  # key-row tiles: the forward's and the dQ kernel's K, V
         nargs["K"].block_shape = [nargs["BLOCK_N"], nargs["HEADDIM"]]
         nargs["V"].block_shape = [nargs["BLOCK_N"], nargs["HEADDIM_V"]]
-    if nargs.get("QDO_TMA"):
-        nargs["Q"].block_shape = [nargs["BLOCK_M"], nargs["HEADDIM"]]
-        nargs["dOut"].block_shape = [nargs["BLOCK_M"], nargs["HEADDIM_V"]]
     if nargs.get("DQ_TMA"):  # one part's columns when the atomic backward is split over the head dim
         nargs["dQacc"].block_shape = [1, nargs["BLOCK_M"], nargs["HEADDIM"] // nargs.get("SPLIT_D", 1)]
 

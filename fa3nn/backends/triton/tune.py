@@ -57,7 +57,9 @@ def _pin(variant) -> None:
     configs.OVERRIDES[variant["kind"]] = variant["tile"]
 
 
-def _inputs(headdim: int, seqlen: int, tokens: int = 16384, width: int = 2048):
+def benchmark_inputs(headdim: int, seqlen: int, tokens: int = 16384, width: int = 2048):
+    """q, k, v, dout at the benchmark's shapes (batch * seqlen = tokens, nheads * headdim = width; bf16, CUDA, N(0, 1)):
+    what the sweeps here and scripts/triton_tile_ab.py / bwd_breakdown.py time."""
     batch, nheads = max(1, tokens // seqlen), max(1, width // headdim)
     return [torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(4)]
 
@@ -82,7 +84,7 @@ def _warm(variant) -> str:
     """Worker: compile one variant by running it once on a small shape."""
     _pin(variant)
     # 4096 tokens: enough programs that configs.fill_sms leaves the other kernels' tiles as the benchmark runs them
-    _run(variant, *_inputs(variant["headdim"], 256, tokens=4096))()
+    _run(variant, *benchmark_inputs(variant["headdim"], 256, tokens=4096))()
     torch.cuda.synchronize()
     return "ok"
 
@@ -149,7 +151,7 @@ def main() -> None:
     with concurrent.futures.ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
         futures = [pool.submit(_warm, v) for v in variants]
         concurrent.futures.wait(futures)  # failures resurface (and are recorded) when timed below
-    q, k, v, dout = _inputs(args.headdim, args.seqlen)
+    q, k, v, dout = benchmark_inputs(args.headdim, args.seqlen)
     results = []
     for variant in variants:
         row = {**variant, "tile": variant["tile"].__dict__}
