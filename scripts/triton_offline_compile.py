@@ -93,11 +93,13 @@ def record_launch(kind: str, tile: Tile, headdim: int, causal: bool, seqlen: int
                         deterministic=False)
     sink: list = []
     saved_env, saved_atomic, saved_split = os.environ.get("FA3NN_TRITON_TMA"), launch.ATOMIC_DQ, launch.DKDV_SPLIT_D
+    saved_outputs = launch.DKDV_OUTPUTS
     os.environ["FA3NN_TRITON_TMA"] = "1"  # the forward's H200 path: TMA descriptors
     configs.OVERRIDES.clear()
     configs.OVERRIDES[kind] = tile
     launch.ATOMIC_DQ = kind in configs.ATOMIC_DQ_KINDS
     launch.DKDV_SPLIT_D = str(configs.DKDV_SPLIT_PARTS) if kind in configs.SPLIT_KINDS else "1"
+    launch.DKDV_OUTPUTS = "split" if kind in configs.OUTPUT_SPLIT_KINDS else "joint"
     try:
         with _recorded_launches(sink):
             if kind == "fwd":
@@ -108,12 +110,14 @@ def record_launch(kind: str, tile: Tile, headdim: int, causal: bool, seqlen: int
                 launch.backward(dout, q, k, v, out, lse, None, params, None)
     finally:
         configs.OVERRIDES.clear()
-        launch.ATOMIC_DQ, launch.DKDV_SPLIT_D = saved_atomic, saved_split
+        launch.ATOMIC_DQ, launch.DKDV_SPLIT_D, launch.DKDV_OUTPUTS = saved_atomic, saved_split, saved_outputs
         if saved_env is None:
             os.environ.pop("FA3NN_TRITON_TMA", None)
         else:
             os.environ["FA3NN_TRITON_TMA"] = saved_env
-    return next(call for call in sink if call[0] == KERNEL_OF[kind])
+    wanted = {"dk": (True, False), "dv": (False, True)}.get(kind, (True, True))  # (WITH_DK, WITH_DV)
+    return next(call for call in sink if call[0] == KERNEL_OF[kind]
+                and (call[2].get("WITH_DK", True), call[2].get("WITH_DV", True)) == wanted)
 
 
 def compile_offline(name: str, args: tuple, kwargs: dict, module=K):

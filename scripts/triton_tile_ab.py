@@ -7,7 +7,9 @@ half the columns each, tiles configs.PINNED["dkdv_split"]; without it the one-pr
 `+atomic` or `+atomic-MxNxWxS` (launch.ATOMIC_DQ: dQ added by the dK/dV kernel, 5 matmuls, TMA reduce-adds on
 sm_90; the fused kernel's pinned tile or the one named), `+dkdv-tma` (launch.DKDV_TMA_LOADS: the dK/dV kernel's Q
 and dO through tensor descriptors), `+dq-tma` (launch.DQ_TMA_LOADS: the dQ kernel's K and V through them), and
-`+query-major` / `+key-major` (launch.DKDV_QUERY_MAJOR forced; without either, the library's choice).
+`+query-major` / `+key-major` (launch.DKDV_QUERY_MAJOR forced; without either, the library's choice), and
+`+output-split` / `+joint` (launch.DKDV_OUTPUTS forced: the "dv" and "dk" kernels instead of the one dK/dV kernel,
+or not), with `+dv-MxNxWxS` / `+dk-MxNxWxS` naming the split kernels' tiles.
 The first variant is the baseline of the ratios.
 For every (head dim, seqlen, causal) at the benchmark's shapes (bf16, batch * seqlen = 16384 tokens, nheads * head
 dim = 2048) and every variant named in --variants:
@@ -51,21 +53,25 @@ VARIANTS = ["pinned", "pinned+row-stats"] + [f"{name}{option}" for name in confi
                                              for option in ("", "+row-stats")]
 
 
-FLAGS = ("row-stats", "split-d", "dkdv-tma", "dq-tma", "query-major", "key-major")
+FLAGS = ("row-stats", "split-d", "dkdv-tma", "dq-tma", "query-major", "key-major", "output-split", "joint")
+TILE_OPTIONS = ("atomic", "dv", "dk")  # +<kind>-MxNxWxS pins that kernel's tile (+atomic alone: the pinned one)
 
 
 def launch_flags() -> tuple:
     """The launcher switches select() sets besides the tiles: part of what makes two variants' kernels differ."""
     return (launch.UNMASKED_ROW_STATS, launch.DKDV_SPLIT_D, launch.DKDV_TMA_LOADS, launch.DQ_TMA_LOADS,
-            launch.DKDV_QUERY_MAJOR)
+            launch.DKDV_QUERY_MAJOR, launch.DKDV_OUTPUTS)
 
 
 def select(variant: str) -> None:
     """Make `variant` ("<table>[+row-stats][+atomic[-MxNxWxS]]") the one launch.backward runs."""
     table, *options = variant.split("+")
-    atomic = [o for o in options if o == "atomic" or o.startswith("atomic-")]
-    if any(o not in FLAGS for o in options if o not in atomic) or len(atomic) > 1:
-        raise ValueError(f"variant {variant!r}: the options are +{', +'.join(FLAGS)} and +atomic[-MxNxWxS]")
+    tiles = {o.split("-")[0]: o for o in options if o == "atomic" or o.split("-")[0] in TILE_OPTIONS and "-" in o}
+    atomic = [tiles["atomic"]] if "atomic" in tiles else []
+    if any(o not in FLAGS for o in options if o not in tiles.values()) or len(tiles) < sum(
+            o.split("-")[0] in TILE_OPTIONS for o in options):
+        raise ValueError(f"variant {variant!r}: the options are +{', +'.join(FLAGS)}, +atomic[-MxNxWxS], "
+                         "+dv-MxNxWxS and +dk-MxNxWxS")
     configs.TILE_TABLE = table
     configs.tile_table("dkdv")  # refuses an unknown table name
     launch.UNMASKED_ROW_STATS = "row-stats" in options
@@ -74,17 +80,25 @@ def select(variant: str) -> None:
     launch.DKDV_TMA_LOADS = "dkdv-tma" in options
     launch.DQ_TMA_LOADS = "dq-tma" in options
     launch.DKDV_QUERY_MAJOR = "1" if "query-major" in options else "0" if "key-major" in options else "auto"
-    configs.OVERRIDES.pop("fused", None)
-    configs.OVERRIDES.pop("fused_split", None)
+    launch.DKDV_OUTPUTS = "split" if "output-split" in options else "joint" if "joint" in options else "auto"
+    for kind in ("fused", "fused_split", "dv", "dk"):
+        configs.OVERRIDES.pop(kind, None)
     if atomic and atomic[0] != "atomic":  # the atomic kernel's tile, split over the head dim (+split-d) or not
-        tile = configs.Tile(*(int(x) for x in atomic[0].removeprefix("atomic-").split("x")))
-        configs.OVERRIDES["fused"] = configs.OVERRIDES["fused_split"] = tile
+        configs.OVERRIDES["fused"] = configs.OVERRIDES["fused_split"] = _tile(atomic[0])
+    for kind in ("dv", "dk"):
+        if kind in tiles:
+            configs.OVERRIDES[kind] = _tile(tiles[kind])
 
 
-def kinds(headdim: int) -> tuple[str, ...]:
+def _tile(option: str) -> configs.Tile:
+    """The tile of an option "<name>-MxNxWxS"."""
+    return configs.Tile(*(int(x) for x in option.split("-", 1)[1].split("x")))
+
+
+def kinds(headdim: int, causal: bool, seqlen: int) -> tuple[str, ...]:
     """The backward's tiled kernels under the selected variant."""
-    key_block = launch.dkdv_kind(headdim, headdim, launch.ATOMIC_DQ)
-    return (key_block,) if launch.ATOMIC_DQ else (key_block, "dq")
+    key_block = launch.key_block_kinds(headdim, headdim, launch.ATOMIC_DQ, causal, seqlen)
+    return key_block if launch.ATOMIC_DQ else (*key_block, "dq")
 
 
 def tile_of(kind: str, headdim: int, causal: bool, seqlen: int) -> configs.Tile:
@@ -96,7 +110,7 @@ def _warm(job: tuple) -> str:
     (configs.OVERRIDES pins the tiles the full shape would use, past fill_sms and the sequence bucket)."""
     variant, headdim, seqlen, causal = job
     select(variant)
-    for kind in kinds(headdim):
+    for kind in kinds(headdim, causal, seqlen):
         configs.OVERRIDES[kind] = tile_of(kind, headdim, causal, seqlen)
     q, k, v, dout = benchmark_inputs(headdim, 256, tokens=4096)
     params = AttnParams(headdim ** -0.5, Window.from_args(causal, (-1, -1)), 0.0, False)
@@ -119,15 +133,15 @@ def measure(headdim: int, seqlen: int, causal: bool, variants: list[str], iters:
     select(variants[0])
     out, lse = launch.forward(q, k, v, params, None)
     pinned_grads = launch.backward(dout, q, k, v, out, lse, None, params, None)
-    pinned_tiles = {kind: vars(tile_of(kind, headdim, causal, seqlen)) for kind in kinds(headdim)}
+    pinned_tiles = {kind: vars(tile_of(kind, headdim, causal, seqlen)) for kind in kinds(headdim, causal, seqlen)}
     pinned_exact = not launch.ATOMIC_DQ
     pinned_orientation = launch.DKDV_QUERY_MAJOR
     flops = attention_flops(q.shape[0], q.shape[2], seqlen, seqlen, headdim, causal=causal, direction="bwd")
     rows, kernels_seen = [], []
     for variant in variants:
         select(variant)
-        row = dict(variant=variant, headdim=headdim, seqlen=seqlen, causal=causal,
-                   tiles={kind: vars(tile_of(kind, headdim, causal, seqlen)) for kind in kinds(headdim)})
+        tiles = {kind: vars(tile_of(kind, headdim, causal, seqlen)) for kind in kinds(headdim, causal, seqlen)}
+        row = dict(variant=variant, headdim=headdim, seqlen=seqlen, causal=causal, tiles=tiles)
         kernels = (row["tiles"], *launch_flags())
         if kernels in kernels_seen:
             continue  # the same kernels as an earlier variant at this shape
@@ -174,7 +188,7 @@ def main() -> None:
         for job in ((v, d, s, c) for v in args.variants for d in args.headdims for s in args.seqlens for c in causals):
             select(job[0])  # one job per distinct set of kernels
             kernels = (job[1], job[3], *launch_flags(),
-                       *(tile_of(kind, job[1], job[3], job[2]) for kind in kinds(job[1])))
+                       *(tile_of(kind, job[1], job[3], job[2]) for kind in kinds(job[1], job[3], job[2])))
             jobs.setdefault(kernels, job)
         select(args.variants[0])
         precompile(list(jobs.values()), args.precompile)
@@ -190,7 +204,9 @@ def main() -> None:
     print(f"| variant | d | seqlen | causal | dK/dV tile | dQ tile | bwd TFLOP/s | vs {args.variants[0]} | check |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        tiles = ["x".join(str(x) for x in tile.values()) for tile in r["tiles"].values()] + ["fused"]
+        named = {kind: "x".join(str(x) for x in tile.values()) for kind, tile in r["tiles"].items()}
+        # the key-block kernels' tiles in one column (dv + dk for the output split), then dQ's (or "fused")
+        tiles = ["+".join(t for kind, t in named.items() if kind != "dq"), named.get("dq", "fused")]
         base = pinned.get((r["headdim"], r["seqlen"], r["causal"]))
         speed = f"{r['bwd_tflops']:.0f}" if "bwd_tflops" in r else r.get("error", "?")
         ratio = f"{r['bwd_tflops'] / base:.3f}" if "bwd_tflops" in r and base else "-"

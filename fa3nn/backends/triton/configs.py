@@ -33,7 +33,11 @@ SEQ_BUCKET_LIMITS = (1024, 4096)
 # DKDV_SPLIT_PARTS programs per key block, each loading its part of the Q and dO columns besides the whole tiles
 # (kernels._bwd_dkdv_kernel); "fused" / "fused_split": the same two with the opt-in atomic dQ (each part adding its
 # dQ columns).
-KEY_BLOCK_KINDS = ("dkdv", "dkdv_split", "fused", "fused_split")
+# "dv" / "dk": the output split, two kernels per key block instead of one: one accumulating dV (S, P, dV: 2
+# matmuls), one dK (S, dP, dK: 3), so 8 matmuls with the dQ kernel's 3 instead of 7, each kernel holding one
+# accumulator instead of two (the one-kernel d128 tiles run at 255 registers; launch.key_block_kinds).
+KEY_BLOCK_KINDS = ("dkdv", "dkdv_split", "fused", "fused_split", "dv", "dk")
+OUTPUT_SPLIT_KINDS = ("dv", "dk")
 SPLIT_KINDS = ("dkdv_split", "fused_split")
 ATOMIC_DQ_KINDS = ("fused", "fused_split")
 DKDV_SPLIT_PARTS = 2
@@ -141,6 +145,24 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         (256, False): (Tile(32, 128, 8, 1),) * 3,
         (256, True): (Tile(32, 128, 8, 1),) * 3,
     },
+    # The output split's kernels (FA3NN_TRITON_DKDV_OUTPUTS=split; not measured on a GPU yet): first guesses from
+    # offline compiles (Triton 3.6, scripts/triton_offline_compile.py), see benchmarks/NOTES.md.
+    "dv": {
+        (64, False): (Tile(64, 128, 8, 2),) * 3,
+        (64, True): (Tile(64, 128, 8, 2),) * 3,
+        (128, False): (Tile(64, 128, 8, 2),) * 3,
+        (128, True): (Tile(64, 128, 8, 2),) * 3,
+        (256, False): (Tile(64, 64, 8, 2),) * 3,
+        (256, True): (Tile(64, 64, 8, 2),) * 3,
+    },
+    "dk": {
+        (64, False): (Tile(64, 128, 8, 2),) * 3,
+        (64, True): (Tile(64, 128, 8, 2),) * 3,
+        (128, False): (Tile(64, 128, 8, 2),) * 3,
+        (128, True): (Tile(64, 128, 8, 2),) * 3,
+        (256, False): (Tile(64, 64, 8, 2),) * 3,
+        (256, True): (Tile(64, 64, 8, 2),) * 3,
+    },
     "fused": {  # the opt-in atomic-dQ backward (FA3NN_TRITON_ATOMIC_DQ=1), runs with it as the default
         (64, False): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 3), Tile(64, 128, 8, 3)),
         (64, True): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 3), Tile(64, 128, 8, 3)),
@@ -160,7 +182,16 @@ QUERY_MAJOR: dict[tuple[int, bool], tuple[bool, bool, bool]] = {
     (128, False): (False,) * 3, (128, True): (True, True, False),
     (256, False): (False,) * 3, (256, True): (False,) * 3,
 }
-QUERY_MAJOR[(32, False)], QUERY_MAJOR[(32, True)] = QUERY_MAJOR[(64, False)], QUERY_MAJOR[(64, True)]
+# Where the backward runs the output split ("dv" + "dk" kernels) instead of the one dK/dV kernel, per (padded head
+# dim, causal) and sequence bucket (launch.key_block_kinds; FA3NN_TRITON_DKDV_OUTPUTS=joint/split overrides). The
+# split kernels take key-major scores unless FA3NN_TRITON_DKDV_QUERY_MAJOR=1.
+OUTPUT_SPLIT: dict[tuple[int, bool], tuple[bool, bool, bool]] = {
+    (64, False): (False,) * 3, (64, True): (False,) * 3,
+    (128, False): (False,) * 3, (128, True): (False,) * 3,
+    (256, False): (False,) * 3, (256, True): (False,) * 3,
+}
+for _table in (QUERY_MAJOR, OUTPUT_SPLIT):
+    _table[(32, False)], _table[(32, True)] = _table[(64, False)], _table[(64, True)]
 
 # Head dim 32 has no measurements: it takes head dim 64's tiles (its accumulators are half as large).
 for _table in PINNED.values():
@@ -257,14 +288,17 @@ ALTERNATIVES: dict[str, dict[int, list[Tile]]] = {
     "fused": {32: [Tile(64, 128, 8, 3), Tile(32, 128, 8, 3)], 64: [Tile(64, 128, 8, 3), Tile(32, 128, 8, 3)],
               128: [Tile(64, 128, 8, 2), Tile(32, 128, 8, 2), Tile(64, 64, 8, 2)],
               256: [Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)]},
+    **{kind: {32: [Tile(64, 128, 8, 2), Tile(32, 64, 4, 3)], 64: [Tile(64, 128, 8, 2), Tile(32, 64, 4, 3)],
+              128: [Tile(64, 128, 8, 2), Tile(64, 128, 8, 3), Tile(32, 64, 4, 3)],
+              256: [Tile(64, 64, 8, 2), Tile(32, 128, 8, 2)]} for kind in OUTPUT_SPLIT_KINDS},
     "dq": {32: [Tile(128, 64, 8, 3), Tile(64, 64, 4, 3)], 64: [Tile(128, 64, 8, 3), Tile(64, 64, 4, 3)],
            128: [Tile(128, 64, 8, 3), Tile(128, 64, 8, 2), Tile(128, 128, 8, 2)],
            256: [Tile(64, 32, 4, 2), Tile(64, 64, 8, 2)]},
 }
 
 # Under the interpreter: small, unequal tiles, so that small test shapes still cross several blocks of each kind.
-INTERPRETER = {"fwd": Tile(32, 16, 4, 1), "dkdv": Tile(16, 32, 4, 1), "dkdv_split": Tile(16, 32, 4, 1),
-               "fused": Tile(16, 32, 4, 1), "fused_split": Tile(16, 32, 4, 1), "dq": Tile(32, 16, 4, 1)}
+INTERPRETER = {"fwd": Tile(32, 16, 4, 1), "dq": Tile(32, 16, 4, 1),
+               **{kind: Tile(16, 32, 4, 1) for kind in KEY_BLOCK_KINDS}}
 
 # A tile pinned per kind for a sweep (fa3nn.backends.triton.tune): used as is, before any table, rule or tuner.
 OVERRIDES: dict[str, Tile] = {}
@@ -284,6 +318,11 @@ def seq_bucket(max_seqlen: int) -> int:
 def query_major(block_d: int, causal: bool, max_seqlen: int) -> bool:
     """QUERY_MAJOR's entry for a call of the "dkdv" kernel."""
     return QUERY_MAJOR[(max(32, block_d), causal)][seq_bucket(max_seqlen)]
+
+
+def output_split(block_d: int, causal: bool, max_seqlen: int) -> bool:
+    """OUTPUT_SPLIT's entry for a call of the default (non-atomic) backward."""
+    return OUTPUT_SPLIT[(max(32, block_d), causal)][seq_bucket(max_seqlen)]
 
 
 def pinned(kind: str, block_d: int, causal: bool, max_seqlen: int) -> Tile:

@@ -392,8 +392,9 @@ def _bwd_dkdv_step(dk, dv, k, k_dq, v, m0, q_base, do_base, q_row0, q_col, do_co
                    BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr,
                    DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
                    DQ_TMA: tl.constexpr, UNMASKED_ROW_STATS: tl.constexpr, SPLIT_D: tl.constexpr,
-                   QDO_TMA: tl.constexpr, QUERY_MAJOR: tl.constexpr):
-    """One query block [m0, m0 + BLOCK_M) of one key block: dK and dV accumulated; with ATOMIC_DQ the block's
+                   QDO_TMA: tl.constexpr, QUERY_MAJOR: tl.constexpr, WITH_DK: tl.constexpr, WITH_DV: tl.constexpr):
+    """One query block [m0, m0 + BLOCK_M) of one key block: dK and dV accumulated (WITH_DK / WITH_DV: only one of
+    them, for the output-split backward; the other accumulator is returned as it came); with ATOMIC_DQ the block's
     share of dQ (unscaled: the launcher multiplies the sum by the softmax scale once) added into the fp32
     accumulator, by one TMA reduce-add of the whole tile (DQ_TMA: `dq_dst` is a descriptor over the (batch,
     seqlen, heads * dim) view, clipped at seqlen_q by the copy engine) or by per-element atomics.
@@ -418,23 +419,28 @@ def _bwd_dkdv_step(dk, dv, k, k_dq, v, m0, q_base, do_base, q_row0, q_col, do_co
         p, tanh = _probs(q, k, lse[:, None], rows[:, None], cols[None, :], seqlen_q, seqlen_k, qk_scale, score_cap,
                          window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, DOT_PRECISION,
                          LOG2_SCORES)
-        dv = tl.dot(tl.trans(p.to(do.dtype)), do_part, dv, input_precision=DOT_PRECISION)
-        dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)
-        ds = p * (dp - delta[:, None])
-        if HAS_SOFTCAP:
-            ds = ds * (1.0 - tanh * tanh)
-        ds_t = tl.trans(ds.to(q.dtype))
+        if WITH_DV:
+            dv = tl.dot(tl.trans(p.to(do.dtype)), do_part, dv, input_precision=DOT_PRECISION)
+        if WITH_DK:
+            dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)
+            ds = p * (dp - delta[:, None])
+            if HAS_SOFTCAP:
+                ds = ds * (1.0 - tanh * tanh)
+            ds_t = tl.trans(ds.to(q.dtype))
     else:
         p_t, tanh_t = _probs(k, q, lse[None, :], rows[None, :], cols[:, None], seqlen_q, seqlen_k, qk_scale,
                              score_cap, window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP,
                              DOT_PRECISION, LOG2_SCORES)  # (BLOCK_N, BLOCK_M): keys x queries
-        dv = tl.dot(p_t.to(do.dtype), do_part, dv, input_precision=DOT_PRECISION)
-        dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)
-        ds_t = p_t * (dp_t - delta[None, :])
-        if HAS_SOFTCAP:
-            ds_t = ds_t * (1.0 - tanh_t * tanh_t)
-        ds_t = ds_t.to(q.dtype)
-    dk = tl.dot(ds_t, q_part, dk, input_precision=DOT_PRECISION)
+        if WITH_DV:
+            dv = tl.dot(p_t.to(do.dtype), do_part, dv, input_precision=DOT_PRECISION)
+        if WITH_DK:
+            dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)
+            ds_t = p_t * (dp_t - delta[None, :])
+            if HAS_SOFTCAP:
+                ds_t = ds_t * (1.0 - tanh_t * tanh_t)
+            ds_t = ds_t.to(q.dtype)
+    if WITH_DK:
+        dk = tl.dot(ds_t, q_part, dk, input_precision=DOT_PRECISION)
     if ATOMIC_DQ:  # this key block's share of dQ, added into the fp32 accumulator (order varies run to run)
         dq = tl.dot(tl.trans(ds_t), k_dq, input_precision=DOT_PRECISION)
         if DQ_TMA:
@@ -461,7 +467,8 @@ def _bwd_dkdv_inner(dk, dv, k, k_dq, v, q_base, do_base, q_row0, q_col, do_col, 
                     BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr,
                     DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
                     DQ_TMA: tl.constexpr, UNMASKED_ROW_STATS: tl.constexpr, ROTATE: tl.constexpr,
-                    SPLIT_D: tl.constexpr, QDO_TMA: tl.constexpr, QUERY_MAJOR: tl.constexpr):
+                    SPLIT_D: tl.constexpr, QDO_TMA: tl.constexpr, QUERY_MAJOR: tl.constexpr,
+                    WITH_DK: tl.constexpr, WITH_DV: tl.constexpr):
     """Query blocks [lo, hi) in order, or with ROTATE (block-aligned runs only) starting at block `rotate` of
     the run and wrapping: the atomic-dQ backward's programs of one head then add into different dQ rows at
     the same moment instead of all into the run's first block."""
@@ -474,7 +481,7 @@ def _bwd_dkdv_inner(dk, dv, k, k_dq, v, q_base, do_base, q_row0, q_col, do_col, 
                 dq_batch, dq_col, stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk,
                 seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT,
                 HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
-                DQ_TMA, UNMASKED_ROW_STATS, SPLIT_D, QDO_TMA, QUERY_MAJOR)
+                DQ_TMA, UNMASKED_ROW_STATS, SPLIT_D, QDO_TMA, QUERY_MAJOR, WITH_DK, WITH_DV)
     else:
         for m0 in range(lo, hi, BLOCK_M):
             dk, dv = _bwd_dkdv_step(
@@ -482,7 +489,7 @@ def _bwd_dkdv_inner(dk, dv, k, k_dq, v, q_base, do_base, q_row0, q_col, do_col, 
                 dq_batch, dq_col, stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv, offs_dk, offs_dvk,
                 seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT,
                 HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
-                DQ_TMA, UNMASKED_ROW_STATS, SPLIT_D, QDO_TMA, QUERY_MAJOR)
+                DQ_TMA, UNMASKED_ROW_STATS, SPLIT_D, QDO_TMA, QUERY_MAJOR, WITH_DK, WITH_DV)
     return dk, dv
 
 
@@ -506,6 +513,7 @@ def _bwd_dkdv_kernel(
     DOT_PRECISION: tl.constexpr, LOG2_SCORES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
     UNMASKED_ROW_STATS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DQ_TMA: tl.constexpr = False,
     SPLIT_D: tl.constexpr = 1, QDO_TMA: tl.constexpr = False, QUERY_MAJOR: tl.constexpr = False,
+    WITH_DK: tl.constexpr = True, WITH_DV: tl.constexpr = True,
 ):
     """One program per (key block, K/V head, batch): dK, dV summed over the `group` query heads that share it.
     With ATOMIC_DQ it also adds dS·K into the fp32 dQacc (5 matmuls in all instead of 7 with the separate dQ
@@ -523,6 +531,9 @@ def _bwd_dkdv_kernel(
     instead of the two-kernel split backward's 9). QDO_TMA: Q and dOut are tensor descriptors over their (rows,
     heads * dim) views (launch.DKDV_TMA_LOADS; SPLIT_D == 1)."""
     tl.static_assert(not QDO_TMA or SPLIT_D == 1, "the head-dim split loads its parts of Q and dO by pointers")
+    tl.static_assert(WITH_DK or WITH_DV, "a dK/dV program computes dK, dV or both")
+    tl.static_assert((WITH_DK and WITH_DV) or (SPLIT_D == 1 and not ATOMIC_DQ),
+                     "the output split is the alternative to the head-dim split, without the atomic dQ")
     head_kv = tl.program_id(1)
     batch = tl.program_id(2)
     q_start, seqlen_q = _seq_bounds(cu_seqlens_q, batch, seqlen_q, IS_VARLEN)
@@ -576,7 +587,7 @@ def _bwd_dkdv_kernel(
             offs_dk, offs_dvk, full_lo, full_hi,
             rotate, seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, False, HAS_LEFT, HAS_RIGHT,
             HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
-            DQ_TMA, UNMASKED_ROW_STATS, ATOMIC_DQ, SPLIT_D, QDO_TMA, QUERY_MAJOR)
+            DQ_TMA, UNMASKED_ROW_STATS, ATOMIC_DQ, SPLIT_D, QDO_TMA, QUERY_MAJOR, WITH_DK, WITH_DV)
         if HAS_RIGHT:  # without a right bound full_lo == lo: nothing masked before the full run
             dk, dv = _bwd_dkdv_inner(
                 dk, dv, k, k_dq, v, q_base, do_base, q_row0, head * HEADDIM, head * HEADDIM_V, Lse + l_offset,
@@ -584,22 +595,24 @@ def _bwd_dkdv_kernel(
                 offs_dv, offs_dk, offs_dvk, lo, full_lo, 0,
                 seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT,
                 HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
-                DQ_TMA, UNMASKED_ROW_STATS, False, SPLIT_D, QDO_TMA, QUERY_MAJOR)
+                DQ_TMA, UNMASKED_ROW_STATS, False, SPLIT_D, QDO_TMA, QUERY_MAJOR, WITH_DK, WITH_DV)
         dk, dv = _bwd_dkdv_inner(
             dk, dv, k, k_dq, v, q_base, do_base, q_row0, head * HEADDIM, head * HEADDIM_V, Lse + l_offset,
             Delta + l_offset, dq_dst, batch, dq_col, stride_qs, stride_dos, stride_dqs, cols, offs_m, offs_d, offs_dv,
             offs_dk, offs_dvk, full_hi, hi, 0,
             seqlen_q, seqlen_k, qk_scale, score_cap, window_left, window_right, True, HAS_LEFT, HAS_RIGHT,
             HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, DOT_PRECISION, LOG2_SCORES, ATOMIC_DQ,
-            DQ_TMA, UNMASKED_ROW_STATS, False, SPLIT_D, QDO_TMA, QUERY_MAJOR)
+            DQ_TMA, UNMASKED_ROW_STATS, False, SPLIT_D, QDO_TMA, QUERY_MAJOR, WITH_DK, WITH_DV)
     dk = dk * softmax_scale
     key_ok = cols < seqlen_k
     dk_ptrs = dK + b64 * stride_dkb + head_kv.to(tl.int64) * stride_dkh + (k_start + cols)[:, None].to(
         tl.int64) * stride_dks + offs_dk[None, :]
     dv_ptrs = dV + b64 * stride_dvb + head_kv.to(tl.int64) * stride_dvh + (k_start + cols)[:, None].to(
         tl.int64) * stride_dvs + offs_dvk[None, :]
-    tl.store(dk_ptrs, dk.to(dK.dtype.element_ty), mask=key_ok[:, None] & (offs_dk[None, :] < HEADDIM))
-    tl.store(dv_ptrs, dv.to(dV.dtype.element_ty), mask=key_ok[:, None] & (offs_dvk[None, :] < HEADDIM_V))
+    if WITH_DK:
+        tl.store(dk_ptrs, dk.to(dK.dtype.element_ty), mask=key_ok[:, None] & (offs_dk[None, :] < HEADDIM))
+    if WITH_DV:
+        tl.store(dv_ptrs, dv.to(dV.dtype.element_ty), mask=key_ok[:, None] & (offs_dvk[None, :] < HEADDIM_V))
 
 
 @triton.jit

@@ -60,6 +60,10 @@ DKDV_TMA_LOADS = os.environ.get("FA3NN_TRITON_DKDV_TMA", "0") == "1"
 # +2..+12% on the whole backward; key-major elsewhere and for the other kernels), "1" forces query-major, "0"
 # key-major.
 DKDV_QUERY_MAJOR = os.environ.get("FA3NN_TRITON_DKDV_QUERY_MAJOR", "auto")
+# The output split (FA3NN_TRITON_DKDV_OUTPUTS): "auto" takes configs.OUTPUT_SPLIT's entry, "split" forces two
+# key-block kernels ("dv": S, P, dV; "dk": S, dP, dK) instead of the one dK/dV kernel, "joint" forces the one
+# kernel. Not with the atomic dQ; at head dims >= 256 it replaces the head-dim split.
+DKDV_OUTPUTS = os.environ.get("FA3NN_TRITON_DKDV_OUTPUTS", "auto")
 LOG2E = math.log2(math.e)
 
 
@@ -83,6 +87,17 @@ def dkdv_query_major(kind: str, block_d: int, causal: bool, max_seqlen: int) -> 
     if DKDV_QUERY_MAJOR != "auto":
         return DKDV_QUERY_MAJOR == "1"
     return kind == "dkdv" and configs.query_major(block_d, causal, max_seqlen)
+
+
+def key_block_kinds(block_d: int, block_dv: int, atomic_dq: bool, causal: bool, max_seqlen: int) -> tuple[str, ...]:
+    """The configs kinds of the backward's key-block kernels for this call, in launch order: the output split's
+    ("dv", "dk") where DKDV_OUTPUTS asks for it, else the one kernel of dkdv_kind."""
+    if DKDV_OUTPUTS not in ("auto", "joint", "split"):
+        raise ValueError(f"FA3NN_TRITON_DKDV_OUTPUTS={DKDV_OUTPUTS}: use auto (the default), split or joint")
+    if not atomic_dq and (DKDV_OUTPUTS == "split" or (
+            DKDV_OUTPUTS == "auto" and configs.output_split(block_d, causal, max_seqlen))):
+        return configs.OUTPUT_SPLIT_KINDS
+    return (dkdv_kind(block_d, block_dv, atomic_dq),)
 
 
 def dkdv_kind(block_d: int, block_dv: int, atomic_dq: bool) -> str:
@@ -346,21 +361,24 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     atomic_dq = ATOMIC_DQ and not params.deterministic
     dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device) if atomic_dq else dk
     dq_target = _dq_reduce_target(dq_acc, shape) if atomic_dq else None
-    kind = dkdv_kind(shape.block_d, shape.block_dv, atomic_dq)
-    split = configs.DKDV_SPLIT_PARTS if kind in configs.SPLIT_KINDS else 1
-    qdo_views = _tma_views(q, dout, shape=shape) if DKDV_TMA_LOADS and split == 1 else None
-    q_src, do_src = (q, dout) if qdo_views is None else tuple(
-        TensorDescriptor.from_tensor(x, [16, x.shape[1] // shape.nheads]) for x in qdo_views)
-    _launch(
-        kind, K._bwd_dkdv_kernel, shape,
-        lambda bm, bn: (triton.cdiv(shape.seqlen_k, bn) * split, shape.nheads_kv, shape.batch),
-        (q_src, k, v, do_src, lse, delta, dk, dv, dq_target if dq_target is not None else dq_acc,
-         shape.cu_q, shape.cu_k, *qkv_do_strides, *_strides(dk, shape.varlen), *_strides(dv, shape.varlen),
-         *_strides(dq_acc, shape.varlen), *stat_strides, *common),
-        **shape.constexprs(), LOG2_SCORES=log2_scores, ATOMIC_DQ=atomic_dq, UNMASKED_ROW_STATS=UNMASKED_ROW_STATS,
-        DQ_TMA=dq_target is not None, SPLIT_D=split, QDO_TMA=qdo_views is not None,
-        QUERY_MAJOR=dkdv_query_major(kind, shape.block_d, shape.causal, max(shape.seqlen_q, shape.seqlen_k)),
-    )
+    max_seqlen = max(shape.seqlen_q, shape.seqlen_k)
+    for kind in key_block_kinds(shape.block_d, shape.block_dv, atomic_dq, shape.causal, max_seqlen):
+        split = configs.DKDV_SPLIT_PARTS if kind in configs.SPLIT_KINDS else 1
+        qdo_views = _tma_views(q, dout, shape=shape) if DKDV_TMA_LOADS and split == 1 else None
+        q_src, do_src = (q, dout) if qdo_views is None else tuple(
+            TensorDescriptor.from_tensor(x, [16, x.shape[1] // shape.nheads]) for x in qdo_views)
+        _launch(
+            kind, K._bwd_dkdv_kernel, shape,
+            lambda bm, bn, split=split: (triton.cdiv(shape.seqlen_k, bn) * split, shape.nheads_kv, shape.batch),
+            (q_src, k, v, do_src, lse, delta, dk, dv, dq_target if dq_target is not None else dq_acc,
+             shape.cu_q, shape.cu_k, *qkv_do_strides, *_strides(dk, shape.varlen), *_strides(dv, shape.varlen),
+             *_strides(dq_acc, shape.varlen), *stat_strides, *common),
+            **shape.constexprs(), LOG2_SCORES=log2_scores, ATOMIC_DQ=atomic_dq,
+            UNMASKED_ROW_STATS=UNMASKED_ROW_STATS, DQ_TMA=dq_target is not None, SPLIT_D=split,
+            QDO_TMA=qdo_views is not None,
+            QUERY_MAJOR=dkdv_query_major(kind, shape.block_d, shape.causal, max_seqlen),
+            WITH_DK=kind != "dv", WITH_DV=kind != "dk",
+        )
     if atomic_dq:  # the kernel adds unscaled dS·K
         return dq_acc.mul_(shape.softmax_scale).to(q.dtype), dk, dv
     dq = _alloc(q.shape, q.dtype, q.device)

@@ -33,6 +33,11 @@ CANDIDATES = {
              Tile(64, 64, 4, 4), Tile(128, 64, 8, 2), Tile(128, 64, 8, 3), Tile(128, 64, 4, 2)],
     "dkdv_split": [Tile(32, 128, 8, 2), Tile(64, 128, 8, 1), Tile(32, 128, 8, 1), Tile(16, 128, 8, 2),
                    Tile(16, 128, 8, 3), Tile(32, 64, 8, 2), Tile(64, 64, 8, 2), Tile(32, 64, 4, 2), Tile(16, 64, 4, 3)],
+    # the output split's kernels (launch.key_block_kinds): one accumulator each, so more stages fit
+    "dv": [Tile(64, 128, 8, 2), Tile(64, 128, 8, 3), Tile(64, 128, 8, 1), Tile(128, 128, 8, 2), Tile(64, 64, 4, 2),
+           Tile(64, 64, 4, 3), Tile(32, 64, 4, 3), Tile(128, 64, 8, 2), Tile(32, 128, 8, 2), Tile(64, 64, 8, 2)],
+    "dk": [Tile(64, 128, 8, 2), Tile(64, 128, 8, 3), Tile(64, 128, 8, 1), Tile(128, 128, 8, 2), Tile(64, 64, 4, 2),
+           Tile(64, 64, 4, 3), Tile(32, 64, 4, 3), Tile(128, 64, 8, 2), Tile(32, 128, 8, 2), Tile(64, 64, 8, 2)],
     "fused": [Tile(64, 128, 8, 2), Tile(32, 128, 8, 2), Tile(64, 128, 8, 3), Tile(32, 128, 8, 3), Tile(64, 64, 8, 2)],
     "dq": [Tile(128, 64, 8, 2), Tile(128, 64, 8, 3), Tile(128, 128, 8, 2), Tile(64, 64, 4, 3), Tile(64, 128, 8, 2),
            Tile(64, 32, 4, 2), Tile(128, 32, 8, 2), Tile(64, 64, 8, 2), Tile(128, 64, 8, 4), Tile(128, 64, 4, 3),
@@ -71,8 +76,13 @@ def _run(variant, q, k, v, dout):
     # the kernel whose tile is pinned must be the one that runs: "dkdv" and "fused" are the unsplit kernels
     unsplit = variant["kind"] in configs.KEY_BLOCK_KINDS and variant["kind"] not in configs.SPLIT_KINDS
     launch.DKDV_SPLIT_D = "1" if unsplit else str(configs.DKDV_SPLIT_PARTS)
-    # "dkdv", "dkdv_split" and "dq" are the deterministic backward's kernels, "fused"/"fused_split" the atomic ones
-    deterministic = variant["kind"] in ("dkdv", "dkdv_split", "dq")
+    # the output split runs for its own kinds, never for the one-kernel ones; the forward and dQ sweeps keep the
+    # library's choice
+    if variant["kind"] in configs.KEY_BLOCK_KINDS:
+        launch.DKDV_OUTPUTS = "split" if variant["kind"] in configs.OUTPUT_SPLIT_KINDS else "joint"
+    # "dkdv", "dkdv_split", "dv", "dk" and "dq" are the deterministic backward's kernels, "fused"/"fused_split" the
+    # atomic ones
+    deterministic = variant["kind"] not in configs.ATOMIC_DQ_KINDS
     params = AttnParams(q.shape[-1] ** -0.5, Window.from_args(variant["causal"], (-1, -1)), 0.0, deterministic)
     if variant["kind"] == "fwd":
         return lambda: launch.forward(q, k, v, params, None)
@@ -99,17 +109,20 @@ def precompile(headdims, causals, kinds=("fwd", "dkdv", "dq"), workers: int = 8)
     for headdim in headdims:
         block_d = max(32, triton_block(headdim))
         for causal in causals:
-            for kind in kinds:
-                if kind == "dkdv":  # the key-block kernel the default backward runs at this head dim
-                    kind = launch.dkdv_kind(block_d, block_d, atomic_dq=False)
-                tiles = list(configs.tile_table(kind)[(block_d, causal)])
-                if configs.autotune_enabled():
-                    tiles += configs.ALTERNATIVES[kind][block_d]
-                for tile in tiles:
-                    if (headdim, causal, kind, tile) not in seen:
-                        seen.add((headdim, causal, kind, tile))
-                        variants.append({"kind": kind, "tile": tile, "causal": causal, "tma": "auto",
-                                         "headdim": headdim})
+            for kind_asked in kinds:
+                # "dkdv": the key-block kernels the default backward runs at this head dim, in each sequence bucket
+                expanded = {kind for seqlen in (512, 2048, 8192)
+                            for kind in launch.key_block_kinds(block_d, block_d, False, causal, seqlen)} \
+                    if kind_asked == "dkdv" else {kind_asked}
+                for kind in sorted(expanded):
+                    tiles = list(configs.tile_table(kind)[(block_d, causal)])
+                    if configs.autotune_enabled():
+                        tiles += configs.ALTERNATIVES[kind][block_d]
+                    for tile in tiles:
+                        if (headdim, causal, kind, tile) not in seen:
+                            seen.add((headdim, causal, kind, tile))
+                            variants.append({"kind": kind, "tile": tile, "causal": causal, "tma": "auto",
+                                             "headdim": headdim})
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(min(workers, len(variants)), mp_context=ctx) as pool:
         concurrent.futures.wait([pool.submit(_warm, v) for v in variants])

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# 2026-12-02 (thirteenth session): the output-split backward (configs "dv" + "dk" kernels, FA3NN_TRITON_DKDV_OUTPUTS)
+# at d128 against the one dK/dV kernel: (1) triton_tile_ab at 2048 / 8192 / 16384, causal and not, with the split's
+# first-guess tiles in both orientations; (2) a tile sweep of each split kernel at 8192 non-causal, key-major.
+set -u
+source "$(dirname "$0")/gpu_env.sh"
+gpu_setup /tmp/fa3nn-outsplit
+stamp tile_ab
+timeout 300 python3 scripts/triton_tile_ab.py --headdims 128 --seqlens 2048 8192 16384 --precompile 16 --reps 3 \
+    --variants pinned+row-stats pinned+row-stats+output-split+key-major \
+    pinned+row-stats+output-split+key-major+dv-64x128x8x1+dk-64x128x8x1 \
+    pinned+row-stats+output-split+query-major+dv-128x128x8x2+dk-128x64x8x2 \
+    --json "$out/triton_tile_ab.json" > "$out/triton_tile_ab.log" 2>&1
+echo "tile_ab rc $?"; grep -E "^\|" "$out/triton_tile_ab.log"
+stamp sweep
+export FA3NN_TRITON_DKDV_QUERY_MAJOR=0
+CAUSAL=no gpu_sweep 128 8192 sweep_km_8192 dv dk
+stamp done
+gpu_archive outsplit.tar.gz
