@@ -343,17 +343,87 @@ def test_dkdv_score_orientations_agree_fp32(case, monkeypatch):
         assert ((key_major - query_major).abs().max() / scale) <= 8 * torch.finfo(torch.float32).eps, name
 
 
+@pytest.mark.parametrize("orientation", ["0", "1"], ids=["key-major", "query-major"])
+@pytest.mark.parametrize("case", ["odd-noncausal", "causal-more-queries", "window-both", "softcap-causal-gqa"], ids=str)
+def test_output_split(case, orientation, monkeypatch):
+    """FA3NN_TRITON_DKDV_OUTPUTS=split: a dV kernel and a dK kernel instead of the one dK/dV kernel, in both score
+    orientations, through the error-ratio rule (outputs poisoned: a kernel that skips its output fails)."""
+    from fa3nn.backends.triton import launch
+
+    monkeypatch.setattr(launch, "POISON_OUTPUTS", True)
+    monkeypatch.setattr(launch, "DKDV_OUTPUTS", "split")
+    monkeypatch.setattr(launch, "DKDV_QUERY_MAJOR", orientation)
+    batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
+    check_dense(batch, sq, sk, h, hk, d, torch.float16, "cpu", causal=causal, window=window, softcap=softcap)
+
+
+def test_output_split_varlen_headdim_v_and_wide_head_dims(monkeypatch):
+    """The split with cu_seqlens, with V's head dim unlike Q's, and at a head dim that pads to 256 (where it replaces
+    the head-dim split)."""
+    from fa3nn.backends.triton import launch
+
+    monkeypatch.setattr(launch, "POISON_OUTPUTS", True)
+    monkeypatch.setattr(launch, "DKDV_OUTPUTS", "split")
+    assert launch.key_block_kinds(256, 256, False, True, 4096) == ("dv", "dk")
+    check_varlen(3, 40, 57, 2, 1, 32, torch.float16, "cpu", causal=True)
+    check_dense(1, 20, 37, 2, 1, 32, torch.float16, "cpu", causal=True, headdim_v=64)
+    check_dense(1, 20, 37, 2, 1, 160, torch.float16, "cpu", causal=True)
+
+
+@pytest.mark.parametrize("orientation", ["0", "1"], ids=["key-major", "query-major"])
+@pytest.mark.parametrize("case", ["causal-more-keys-gqa", "window-both", "softcap"], ids=str)
+def test_output_split_is_bitwise_the_joint_kernel(case, orientation, monkeypatch):
+    """With the same tile and orientation, the dV kernel and the dK kernel form the same products in the same order
+    as the one dK/dV kernel: dq, dk, dv equal bit for bit (fp32)."""
+    from fa3nn.backends.triton import launch
+
+    batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
+    q, k, v = random_qkv(batch, sq, sk, h, hk, d, torch.float32, requires_grad=True)
+    grad_out = torch.randn(*q.shape[:-1], v.shape[-1])
+    monkeypatch.setattr(launch, "DKDV_QUERY_MAJOR", orientation)
+    grads = {}
+    for outputs in ("joint", "split"):
+        monkeypatch.setattr(launch, "DKDV_OUTPUTS", outputs)
+        out = flash_attn_func(q, k, v, causal=causal, window_size=window, softcap=softcap, backend="triton")
+        grads[outputs] = torch.autograd.grad(out, (q, k, v), grad_out)
+    for name, joint, split in zip(("dq", "dk", "dv"), grads["joint"], grads["split"]):
+        assert torch.equal(joint, split), name
+
+
+def test_output_split_choice(monkeypatch):
+    from fa3nn.backends.triton import configs, launch
+
+    monkeypatch.setattr(launch, "DKDV_OUTPUTS", "split")
+    assert launch.key_block_kinds(128, 128, False, False, 8192) == configs.OUTPUT_SPLIT_KINDS == ("dv", "dk")
+    assert launch.key_block_kinds(128, 128, True, False, 8192) == ("fused",)  # not with the atomic dQ
+    monkeypatch.setattr(launch, "DKDV_OUTPUTS", "joint")
+    assert launch.key_block_kinds(256, 256, False, False, 8192) == ("dkdv_split",)
+    monkeypatch.setattr(launch, "DKDV_OUTPUTS", "auto")
+    for block_d, causal in configs.OUTPUT_SPLIT:
+        for bucket, seqlen in enumerate((512, 2048, 8192)):
+            split = configs.OUTPUT_SPLIT[(block_d, causal)][bucket]
+            assert (launch.key_block_kinds(block_d, block_d, False, causal, seqlen) == ("dv", "dk")) == split
+    monkeypatch.setattr(launch, "DKDV_OUTPUTS", "yes")
+    with pytest.raises(ValueError, match="FA3NN_TRITON_DKDV_OUTPUTS=yes"):
+        launch.key_block_kinds(128, 128, False, False, 8192)
+
+
 def _pinned_key_block_tiles():
     """Every distinct (kind, head dim, causal, tile, orientation) the default backward's key-block kernel runs with
     on a GPU (configs.PINNED over the sequence buckets, with configs.QUERY_MAJOR's orientation)."""
-    from fa3nn.backends.triton import configs
+    from fa3nn.backends.triton import configs, launch
 
     cases = {}
-    for kind, block_d in (("dkdv", 64), ("dkdv", 128), ("dkdv_split", 256)):
+    for block_d in (64, 128, 256):
         for causal in (False, True):
-            for bucket, tile in enumerate(configs.PINNED[kind][(block_d, causal)]):
-                query_major = kind == "dkdv" and configs.QUERY_MAJOR[(block_d, causal)][bucket]
-                cases[(kind, block_d, causal, tile, query_major)] = None
+            for bucket in range(3):
+                # the kernels of the library's choice here (DKDV_OUTPUTS as "auto", the head-dim split at its default)
+                split = configs.OUTPUT_SPLIT[(block_d, causal)][bucket]
+                kinds = configs.OUTPUT_SPLIT_KINDS if split else (launch.dkdv_kind(block_d, block_d, False),)
+                for kind in kinds:
+                    tile = configs.PINNED[kind][(block_d, causal)][bucket]
+                    query_major = kind == "dkdv" and configs.QUERY_MAJOR[(block_d, causal)][bucket]
+                    cases[(kind, block_d, causal, tile, query_major)] = None
     return list(cases)
 
 
@@ -365,6 +435,7 @@ def test_pinned_key_block_tiles(kind, headdim, causal, tile, query_major, monkey
 
     monkeypatch.setitem(configs.OVERRIDES, kind, tile)
     monkeypatch.setattr(launch, "DKDV_QUERY_MAJOR", "1" if query_major else "0")
+    monkeypatch.setattr(launch, "DKDV_OUTPUTS", "split" if kind in configs.OUTPUT_SPLIT_KINDS else "joint")
     check_dense(1, 150, 200, 2, 1, headdim, torch.float16, "cpu", causal=causal)
 
 
