@@ -103,3 +103,33 @@ def test_atomic_dq_path(monkeypatch):
     check_dense(2, 239, 1024, 4, 1, 64, torch.bfloat16, "cuda", causal=True, window=(100, -1), softcap=20.0)
     check_dense(2, 1024, 1024, 8, 2, 128, torch.bfloat16, "cuda", causal=False)
     check_varlen(5, 300, 417, 4, 2, 128, torch.float16, "cuda", causal=True)
+
+
+@pytest.mark.parametrize("headdim", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_output_split(headdim, causal, monkeypatch):
+    """FA3NN_TRITON_DKDV_OUTPUTS=split (the dV and dK kernels) at each pinned tile's sequence bucket, and with the
+    dQ kernel on a second stream (FA3NN_TRITON_BWD_STREAMS=1): every output through the rule, poisoned."""
+    from fa3nn.backends.triton import launch
+
+    monkeypatch.setattr(launch, "DKDV_OUTPUTS", "split")
+    check_dense(2, 1024, 1024, 4, 2, headdim, torch.bfloat16, "cuda", causal=causal)
+    monkeypatch.setattr(launch, "BWD_STREAMS", True)
+    check_dense(1, 4224, 4224, 2048 // headdim // 2, 2048 // headdim // 4, headdim, torch.bfloat16, "cuda",
+                causal=causal, window=(-1, -1) if causal else (700, 300))
+
+
+def test_second_stream_is_bitwise_the_default(monkeypatch):
+    """FA3NN_TRITON_BWD_STREAMS=1 runs the same kernels, only concurrently: the same gradients bit for bit, and the
+    caller's stream sees them finished (read on it right after the call)."""
+    from fa3nn.backends.triton import launch
+
+    q, k, v = (torch.randn(2, 2048, 8, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    grad_out = torch.randn_like(q)
+    grads = {}
+    for streams in (False, True):
+        monkeypatch.setattr(launch, "BWD_STREAMS", streams)
+        out = flash_attn_func(q, k, v, causal=True, backend="triton")
+        grads[streams] = [g.clone() for g in torch.autograd.grad(out, (q, k, v), grad_out)]
+    for name, a, b in zip(("dq", "dk", "dv"), grads[False], grads[True]):
+        assert torch.equal(a, b), name

@@ -64,7 +64,20 @@ DKDV_QUERY_MAJOR = os.environ.get("FA3NN_TRITON_DKDV_QUERY_MAJOR", "auto")
 # key-block kernels ("dv": S, P, dV; "dk": S, dP, dK) instead of the one dK/dV kernel, "joint" forces the one
 # kernel. Not with the atomic dQ; at head dims >= 256 it replaces the head-dim split.
 DKDV_OUTPUTS = os.environ.get("FA3NN_TRITON_DKDV_OUTPUTS", "auto")
+# Opt-in (FA3NN_TRITON_BWD_STREAMS=1): the dQ kernel runs on a second CUDA stream, concurrently with the key-block
+# kernel(s) (they share no output), so one kernel's last partial wave of programs overlaps the other's instead of
+# leaving SMs idle at each kernel boundary.
+BWD_STREAMS = os.environ.get("FA3NN_TRITON_BWD_STREAMS", "0") == "1"
 LOG2E = math.log2(math.e)
+_side_streams: dict[int, torch.cuda.Stream] = {}
+
+
+def _side_stream(device: torch.device) -> torch.cuda.Stream:
+    """One extra stream per device for the backward's concurrent kernel (created once: streams are not freed)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _side_streams:
+        _side_streams[index] = torch.cuda.Stream(device=index)
+    return _side_streams[index]
 
 
 def dkdv_split(block_d: int, block_dv: int, atomic_dq: bool) -> int:
@@ -362,34 +375,53 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device) if atomic_dq else dk
     dq_target = _dq_reduce_target(dq_acc, shape) if atomic_dq else None
     max_seqlen = max(shape.seqlen_q, shape.seqlen_k)
-    for kind in key_block_kinds(shape.block_d, shape.block_dv, atomic_dq, shape.causal, max_seqlen):
-        split = configs.DKDV_SPLIT_PARTS if kind in configs.SPLIT_KINDS else 1
-        qdo_views = _tma_views(q, dout, shape=shape) if DKDV_TMA_LOADS and split == 1 else None
-        q_src, do_src = (q, dout) if qdo_views is None else tuple(
-            TensorDescriptor.from_tensor(x, [16, x.shape[1] // shape.nheads]) for x in qdo_views)
-        _launch(
-            kind, K._bwd_dkdv_kernel, shape,
-            lambda bm, bn, split=split: (triton.cdiv(shape.seqlen_k, bn) * split, shape.nheads_kv, shape.batch),
-            (q_src, k, v, do_src, lse, delta, dk, dv, dq_target if dq_target is not None else dq_acc,
-             shape.cu_q, shape.cu_k, *qkv_do_strides, *_strides(dk, shape.varlen), *_strides(dv, shape.varlen),
-             *_strides(dq_acc, shape.varlen), *stat_strides, *common),
-            **shape.constexprs(), LOG2_SCORES=log2_scores, ATOMIC_DQ=atomic_dq,
-            UNMASKED_ROW_STATS=UNMASKED_ROW_STATS, DQ_TMA=dq_target is not None, SPLIT_D=split,
-            QDO_TMA=qdo_views is not None,
-            QUERY_MAJOR=dkdv_query_major(kind, shape.block_d, shape.causal, max_seqlen),
-            WITH_DK=kind != "dv", WITH_DV=kind != "dk",
-        )
+
+    def launch_key_blocks():
+        for kind in key_block_kinds(shape.block_d, shape.block_dv, atomic_dq, shape.causal, max_seqlen):
+            split = configs.DKDV_SPLIT_PARTS if kind in configs.SPLIT_KINDS else 1
+            qdo_views = _tma_views(q, dout, shape=shape) if DKDV_TMA_LOADS and split == 1 else None
+            q_src, do_src = (q, dout) if qdo_views is None else tuple(
+                TensorDescriptor.from_tensor(x, [16, x.shape[1] // shape.nheads]) for x in qdo_views)
+            _launch(
+                kind, K._bwd_dkdv_kernel, shape,
+                lambda bm, bn, split=split: (triton.cdiv(shape.seqlen_k, bn) * split, shape.nheads_kv, shape.batch),
+                (q_src, k, v, do_src, lse, delta, dk, dv, dq_target if dq_target is not None else dq_acc,
+                 shape.cu_q, shape.cu_k, *qkv_do_strides, *_strides(dk, shape.varlen), *_strides(dv, shape.varlen),
+                 *_strides(dq_acc, shape.varlen), *stat_strides, *common),
+                **shape.constexprs(), LOG2_SCORES=log2_scores, ATOMIC_DQ=atomic_dq,
+                UNMASKED_ROW_STATS=UNMASKED_ROW_STATS, DQ_TMA=dq_target is not None, SPLIT_D=split,
+                QDO_TMA=qdo_views is not None,
+                QUERY_MAJOR=dkdv_query_major(kind, shape.block_d, shape.causal, max_seqlen),
+                WITH_DK=kind != "dv", WITH_DV=kind != "dk",
+            )
+
     if atomic_dq:  # the kernel adds unscaled dS·K
+        launch_key_blocks()
         return dq_acc.mul_(shape.softmax_scale).to(q.dtype), dk, dv
     dq = _alloc(q.shape, q.dtype, q.device)
     views = _tma_views(k, v, shape=shape) if DQ_TMA_LOADS else None
     kv = (k, v) if views is None else tuple(
         TensorDescriptor.from_tensor(x, [16, x.shape[1] // shape.nheads_kv]) for x in views)
-    _launch(
-        "dq", K._bwd_dq_kernel, shape,
-        lambda bm, bn: (triton.cdiv(shape.seqlen_q, bm), shape.nheads, shape.batch),
-        (q, *kv, dout, lse, delta, dq, shape.cu_q, shape.cu_k, *qkv_do_strides, *_strides(dq, shape.varlen),
-         *stat_strides, *common),
-        **shape.constexprs(), LOG2_SCORES=log2_scores, USE_TMA=views is not None,
-    )
+
+    def launch_dq():
+        _launch(
+            "dq", K._bwd_dq_kernel, shape,
+            lambda bm, bn: (triton.cdiv(shape.seqlen_q, bm), shape.nheads, shape.batch),
+            (q, *kv, dout, lse, delta, dq, shape.cu_q, shape.cu_k, *qkv_do_strides, *_strides(dq, shape.varlen),
+             *stat_strides, *common),
+            **shape.constexprs(), LOG2_SCORES=log2_scores, USE_TMA=views is not None,
+        )
+
+    if not (BWD_STREAMS and q.is_cuda):
+        launch_key_blocks()
+        launch_dq()
+        return dq, dk, dv
+    # fork after delta and the outputs exist, join before returning: the caller's stream sees every output written,
+    # and nothing the side stream reads is freed before it (the join orders the caller's later frees after it)
+    main, side = torch.cuda.current_stream(q.device), _side_stream(q.device)
+    side.wait_stream(main)
+    with torch.cuda.stream(side):
+        launch_dq()
+    launch_key_blocks()
+    main.wait_stream(side)
     return dq, dk, dv
