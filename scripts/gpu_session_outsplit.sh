@@ -2,8 +2,7 @@
 # 2026-12-02 (thirteenth session): the output-split backward (configs "dv" + "dk" kernels, FA3NN_TRITON_DKDV_OUTPUTS)
 # at d128 against the one dK/dV kernel: (1) triton_tile_ab at 2048 / 8192 / 16384, causal and not, with the split's
 # first-guess tiles in both orientations, and the dQ kernel on a second stream (+streams) with and without the
-# split; at d256 the split against the head-dim split; (2) a tile sweep of each split kernel at 8192 non-causal,
-# key-major.
+# split; at d256 the split against the head-dim split; (2) the GPU tests of both.
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-outsplit
@@ -22,8 +21,7 @@ timeout 120 python3 scripts/triton_tile_ab.py --headdims 256 --seqlens 2048 8192
     --variants pinned+row-stats+split-d pinned+row-stats+output-split+key-major \
     --json "$out/triton_tile_ab256.json" > "$out/triton_tile_ab256.log" 2>&1
 echo "tile_ab256 rc $?"; grep -E "^\|" "$out/triton_tile_ab256.log"
-stamp sweep
-export FA3NN_TRITON_DKDV_QUERY_MAJOR=0
-CAUSAL=no gpu_sweep 128 8192 sweep_km_8192 dv dk
+stamp tests
+gpu_pytest tests_split.log 150 tests/test_triton_gpu.py -k "output_split or second_stream"
 stamp done
 gpu_archive outsplit.tar.gz
