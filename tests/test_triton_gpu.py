@@ -108,20 +108,33 @@ def test_atomic_dq_path(monkeypatch):
 @pytest.mark.parametrize("headdim", [64, 128, 256])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_output_split(headdim, causal, monkeypatch):
-    """FA3NN_TRITON_DKDV_OUTPUTS=split (the dV and dK kernels) at each pinned tile's sequence bucket, and with the
-    dQ kernel on a second stream (FA3NN_TRITON_BWD_STREAMS=1): every output through the rule, poisoned."""
+    """FA3NN_TRITON_DKDV_OUTPUTS=split (the dV and dK kernels; the d256 default) at each pinned tile's sequence
+    bucket, on one stream and with the dQ kernel on a second (FA3NN_TRITON_BWD_STREAMS, the default): every output
+    through the rule, poisoned."""
     from fa3nn.backends.triton import launch
 
     monkeypatch.setattr(launch, "DKDV_OUTPUTS", "split")
+    monkeypatch.setattr(launch, "BWD_STREAMS", False)
     check_dense(2, 1024, 1024, 4, 2, headdim, torch.bfloat16, "cuda", causal=causal)
     monkeypatch.setattr(launch, "BWD_STREAMS", True)
     check_dense(1, 4224, 4224, 2048 // headdim // 2, 2048 // headdim // 4, headdim, torch.bfloat16, "cuda",
                 causal=causal, window=(-1, -1) if causal else (700, 300))
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_head_dim_split(causal, monkeypatch):
+    """FA3NN_TRITON_DKDV_OUTPUTS=joint at d256 / d192: the head-dim split dK/dV kernel (the default before the output
+    split), on the key-block kernel's pinned tiles of every bucket."""
+    from fa3nn.backends.triton import launch
+
+    monkeypatch.setattr(launch, "DKDV_OUTPUTS", "joint")
+    check_dense(2, 1024, 1024, 4, 2, 256, torch.bfloat16, "cuda", causal=causal)
+    check_dense(1, 4224, 4224, 8, 2, 192, torch.bfloat16, "cuda", causal=causal)
+
+
 def test_second_stream_is_bitwise_the_default(monkeypatch):
-    """FA3NN_TRITON_BWD_STREAMS=1 runs the same kernels, only concurrently: the same gradients bit for bit, and the
-    caller's stream sees them finished (read on it right after the call)."""
+    """FA3NN_TRITON_BWD_STREAMS (the default) runs the same kernels, only concurrently: the same gradients bit for
+    bit as one stream, and the caller's stream sees them finished (read on it right after the call)."""
     from fa3nn.backends.triton import launch
 
     q, k, v = (torch.randn(2, 2048, 8, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))

@@ -176,6 +176,7 @@ def _split_dkdv(monkeypatch):
 
     monkeypatch.setattr(launch, "DKDV_SPLIT_D", 2)
     monkeypatch.setattr(launch, "DKDV_SPLIT_MIN_BLOCK_D", 16)
+    monkeypatch.setattr(launch, "DKDV_OUTPUTS", "joint")  # not the output split (the d256 default)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -208,12 +209,14 @@ def test_dkdv_split_head_dim_varlen_and_headdim_v(monkeypatch):
     check_dense(1, 20, 37, 2, 1, 32, torch.float16, "cpu", causal=True, headdim_v=64)
 
 
-def test_dkdv_split_by_default_at_wide_head_dims():
-    """Head dim 160 pads to 256: the default backward runs the split dK/dV kernel, its second half 32 real and 96
-    padded columns."""
+def test_dkdv_split_at_wide_head_dims(monkeypatch):
+    """Head dim 160 pads to 256: with the output split off, the backward runs the head-dim split dK/dV kernel, its
+    second half 32 real and 96 padded columns (the default there is the output split, tested below)."""
     from fa3nn.backends.triton import launch
 
+    monkeypatch.setattr(launch, "DKDV_OUTPUTS", "joint")
     assert launch.dkdv_kind(256, 256, atomic_dq=False) == "dkdv_split"
+    assert launch.key_block_kinds(256, 256, False, True, 2048) == ("dkdv_split",)
     check_dense(1, 20, 37, 2, 1, 160, torch.float16, "cpu", causal=True)
 
 
@@ -399,6 +402,8 @@ def test_output_split_choice(monkeypatch):
     monkeypatch.setattr(launch, "DKDV_OUTPUTS", "joint")
     assert launch.key_block_kinds(256, 256, False, False, 8192) == ("dkdv_split",)
     monkeypatch.setattr(launch, "DKDV_OUTPUTS", "auto")
+    assert launch.key_block_kinds(256, 256, False, True, 2048) == ("dv", "dk")  # measured +12..+23% at d256
+    assert launch.key_block_kinds(128, 128, False, False, 8192) == ("dkdv",)  # and 0.70-0.83x at d128
     for block_d, causal in configs.OUTPUT_SPLIT:
         for bucket, seqlen in enumerate((512, 2048, 8192)):
             split = configs.OUTPUT_SPLIT[(block_d, causal)][bucket]

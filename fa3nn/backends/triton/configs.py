@@ -145,8 +145,12 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         (256, False): (Tile(32, 128, 8, 1),) * 3,
         (256, True): (Tile(32, 128, 8, 1),) * 3,
     },
-    # The output split's kernels (FA3NN_TRITON_DKDV_OUTPUTS=split; not measured on a GPU yet): first guesses from
-    # offline compiles (Triton 3.6, scripts/triton_offline_compile.py), see benchmarks/NOTES.md.
+    # The output split's kernels (FA3NN_TRITON_DKDV_OUTPUTS; the d256 default, OUTPUT_SPLIT below). d64 / d128:
+    # first guesses from offline compiles (Triton 3.6), measured 0.70-0.83x the one dK/dV kernel at d128 (H200,
+    # 2026-12-02, results/outsplit-h200-20261202-1528). d256 (results/o2-h200-20261202-1529, whole backward with
+    # the dQ kernel on a second stream, TFLOP/s at 2048 / 8192): non-causal dv + dk 64x128/8w/1 263 / 264 against
+    # the head-dim split's 234 / 235 (32x128/8w/2 for both 257 / 259); causal dk 32x128/8w/2 221 / 277 (dv
+    # 64x128/8w/1 or 32x128/8w/2 alike) against 187 / 227 (dk 64x128/8w/1: 186 / 241).
     "dv": {
         (64, False): (Tile(64, 128, 8, 2),) * 3,
         (64, True): (Tile(64, 128, 8, 2),) * 3,
@@ -161,7 +165,7 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         (128, False): (Tile(64, 128, 8, 2),) * 3,
         (128, True): (Tile(64, 128, 8, 2),) * 3,
         (256, False): (Tile(64, 128, 8, 1),) * 3,
-        (256, True): (Tile(64, 128, 8, 1),) * 3,
+        (256, True): (Tile(32, 128, 8, 2),) * 3,
     },
     "fused": {  # the opt-in atomic-dQ backward (FA3NN_TRITON_ATOMIC_DQ=1), runs with it as the default
         (64, False): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 3), Tile(64, 128, 8, 3)),
@@ -184,11 +188,13 @@ QUERY_MAJOR: dict[tuple[int, bool], tuple[bool, bool, bool]] = {
 }
 # Where the backward runs the output split ("dv" + "dk" kernels) instead of the one dK/dV kernel, per (padded head
 # dim, causal) and sequence bucket (launch.key_block_kinds; FA3NN_TRITON_DKDV_OUTPUTS=joint/split overrides). The
-# split kernels take key-major scores unless FA3NN_TRITON_DKDV_QUERY_MAJOR=1.
+# split kernels take key-major scores unless FA3NN_TRITON_DKDV_QUERY_MAJOR=1. d256: +12..+23% over the head-dim
+# split at 2048 / 8192 (5 matmul-equivalents per key and query block instead of 6, one accumulator per program);
+# d128: 0.70-0.83x the one kernel (8 matmuls instead of 7, and no faster per matmul). H200, 2026-12-02.
 OUTPUT_SPLIT: dict[tuple[int, bool], tuple[bool, bool, bool]] = {
     (64, False): (False,) * 3, (64, True): (False,) * 3,
     (128, False): (False,) * 3, (128, True): (False,) * 3,
-    (256, False): (False,) * 3, (256, True): (False,) * 3,
+    (256, False): (True,) * 3, (256, True): (True,) * 3,
 }
 for _table in (QUERY_MAJOR, OUTPUT_SPLIT):
     _table[(32, False)], _table[(32, True)] = _table[(64, False)], _table[(64, True)]
