@@ -19,12 +19,16 @@ fa3nn still works. kernels.py holds the kernels, launch.py the launchers, config
 tile per kernel, head dim, causal and sequence bucket; FA3NN_TRITON_AUTOTUNE=1 opts into autotuning). Opt-in
 FA3NN_TRITON_TILES=<table> (configs.CANDIDATE_TABLES; on the H200 no table beat the pinned tiles at every shape) and
 the leaner dK/dV step FA3NN_TRITON_UNMASKED_ROW_STATS (default on since the H200 measured it faster, bitwise the
-same results); the dK/dV head-dim split at padded head dim 256 (FA3NN_TRITON_DKDV_SPLIT_D, default on since the H200
-measured it +11-22%); the dK/dV kernel's scores as queries x keys (FA3NN_TRITON_DKDV_QUERY_MAJOR, auto: where
+same results); at padded head dim 256 the dK/dV kernel split by output into a dV kernel and a dK kernel
+(FA3NN_TRITON_DKDV_OUTPUTS, auto: where configs.OUTPUT_SPLIT says, d256, +12-23% on the H200 over the head-dim split
+FA3NN_TRITON_DKDV_SPLIT_D that runs with FA3NN_TRITON_DKDV_OUTPUTS=joint); the dQ kernel on a second CUDA stream
+beside the key-block kernels (FA3NN_TRITON_BWD_STREAMS, default on: +1-4%, bitwise the same); the dK/dV kernel's
+scores as queries x keys (FA3NN_TRITON_DKDV_QUERY_MAJOR, auto: where
 configs.QUERY_MAJOR says, head dims <= 64 and d128 causal up to 4k, measured +2-12% on the whole backward on the
 H200); the dQ kernel's K/V and the dK/dV kernel's Q/dO
 through tensor descriptors (FA3NN_TRITON_DQ_TMA=1 / FA3NN_TRITON_DKDV_TMA=1, opt-in: -18..+4% on the H200);
-scripts/triton_tile_ab.py times them (benchmarks/NOTES.md, v3, "2026-12-01 fourth" and "2026-12-02 twelfth").
+scripts/triton_tile_ab.py times them (benchmarks/NOTES.md, v3, "2026-12-01 fourth", "2026-12-02 twelfth" and
+"thirteenth").
 
 FP8: quantize.py is the fused quantization pass (bf16/fp16 Q, K, V -> e4m3 operands, fa3nn.fp8.operands) that every
 GPU FP8 forward is fed by, fp8_kernels.py / fp8_launch.py the Triton FP8 forward (sm_89+; the interpreter too).

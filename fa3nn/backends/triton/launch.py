@@ -36,7 +36,9 @@ ATOMIC_DQ = os.environ.get("FA3NN_TRITON_ATOMIC_DQ", "0") == "1"
 # instructions per step at d128, sm_90a). H200, Triton 3.6, 2026-11-30 (scripts/triton_tile_ab.py, pinned tiles):
 # backward +4.2-6.2% at d128 (2048, 8192; causal and not), +15-28% at d64.
 UNMASKED_ROW_STATS = os.environ.get("FA3NN_TRITON_UNMASKED_ROW_STATS", "1") == "1"
-# On by default at head dims >= 256 (FA3NN_TRITON_DKDV_SPLIT_D=1 turns it off): the dK/dV kernel runs two programs
+# At head dims >= 256 when the output split is off (FA3NN_TRITON_DKDV_OUTPUTS=joint; the output split is the d256
+# default since 2026-12-02, +12..+23% over this), or with the atomic dQ (FA3NN_TRITON_DKDV_SPLIT_D=1 turns it
+# off): the dK/dV kernel runs two programs
 # per key block, each accumulating half of the dK/dV columns (scores and dP still over the whole head dim): 1.5x its
 # matmul work for half the accumulator registers, so it takes wgmma-sized tiles without spilling in its loop (every
 # one-program d256 tile spills there: Triton 3.6 offline, 64x64/8 warps 138-148 words). H200, Triton 3.6,
