@@ -327,20 +327,27 @@ def test_dkdv_score_orientations(case, orientation, monkeypatch):
     check_dense(batch, sq, sk, h, hk, d, torch.float16, "cpu", causal=causal, window=window, softcap=softcap)
 
 
-@pytest.mark.parametrize("case", ["odd-noncausal", "causal-more-queries", "window-both", "softcap-causal-gqa"], ids=str)
-def test_dkdv_score_orientations_agree_fp32(case, monkeypatch):
-    """In fp32 the two orientations multiply the same products: dK and dV agree to a few fp32 roundings (the
-    interpreter's: bitwise), and dQ (the dQ kernel's, independent of the orientation) exactly."""
+def _grads_by_switch(case, switch, values, monkeypatch) -> dict:
+    """fp32 gradients (dq, dk, dv) of one dense case, the same inputs, under each value of the launcher switch
+    `launch.<switch>`."""
     from fa3nn.backends.triton import launch
 
     batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
     q, k, v = random_qkv(batch, sq, sk, h, hk, d, torch.float32, requires_grad=True)
     grad_out = torch.randn(*q.shape[:-1], v.shape[-1])
     grads = {}
-    for orientation in ("0", "1"):
-        monkeypatch.setattr(launch, "DKDV_QUERY_MAJOR", orientation)
+    for value in values:
+        monkeypatch.setattr(launch, switch, value)
         out = flash_attn_func(q, k, v, causal=causal, window_size=window, softcap=softcap, backend="triton")
-        grads[orientation] = torch.autograd.grad(out, (q, k, v), grad_out)
+        grads[value] = torch.autograd.grad(out, (q, k, v), grad_out)
+    return grads
+
+
+@pytest.mark.parametrize("case", ["odd-noncausal", "causal-more-queries", "window-both", "softcap-causal-gqa"], ids=str)
+def test_dkdv_score_orientations_agree_fp32(case, monkeypatch):
+    """In fp32 the two orientations multiply the same products: dK and dV agree to a few fp32 roundings (the
+    interpreter's: bitwise), and dQ (the dQ kernel's, independent of the orientation) exactly."""
+    grads = _grads_by_switch(case, "DKDV_QUERY_MAJOR", ("0", "1"), monkeypatch)
     for name, key_major, query_major in zip(("dq", "dk", "dv"), grads["0"], grads["1"]):
         scale = key_major.abs().max().clamp_min(1e-30)
         assert ((key_major - query_major).abs().max() / scale) <= 8 * torch.finfo(torch.float32).eps, name
@@ -380,15 +387,8 @@ def test_output_split_is_bitwise_the_joint_kernel(case, orientation, monkeypatch
     as the one dK/dV kernel: dq, dk, dv equal bit for bit (fp32)."""
     from fa3nn.backends.triton import launch
 
-    batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
-    q, k, v = random_qkv(batch, sq, sk, h, hk, d, torch.float32, requires_grad=True)
-    grad_out = torch.randn(*q.shape[:-1], v.shape[-1])
     monkeypatch.setattr(launch, "DKDV_QUERY_MAJOR", orientation)
-    grads = {}
-    for outputs in ("joint", "split"):
-        monkeypatch.setattr(launch, "DKDV_OUTPUTS", outputs)
-        out = flash_attn_func(q, k, v, causal=causal, window_size=window, softcap=softcap, backend="triton")
-        grads[outputs] = torch.autograd.grad(out, (q, k, v), grad_out)
+    grads = _grads_by_switch(case, "DKDV_OUTPUTS", ("joint", "split"), monkeypatch)
     for name, joint, split in zip(("dq", "dk", "dv"), grads["joint"], grads["split"]):
         assert torch.equal(joint, split), name
 

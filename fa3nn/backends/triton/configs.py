@@ -46,6 +46,11 @@ GRID_SIDE = {"fwd": "block_m", "dq": "block_m", **{kind: "block_n" for kind in K
 # The short-grid rule never goes below this many rows (one wgmma M tile per warpgroup).
 MIN_GRID_BLOCK = 64
 
+# The output split's kernels at d64 / d128 (not their default: OUTPUT_SPLIT below), one guess for both from offline
+# compiles (Triton 3.6: d128 dk 64x128/8w/2 407 warp instructions per 1024 scores and no spill).
+_OUTPUT_SPLIT_GUESSES = {(block_d, causal): (Tile(64, 128, 8, 2),) * 3
+                         for block_d in (64, 128) for causal in (False, True)}
+
 # PINNED[kind][(block_d, causal)] = (tile for seqlen <= 1k, <= 4k, longer). Sources, all H200 + Triton 3.6, bf16,
 # the benchmark's shapes (benchmarks/results/): `sweep` = triton-h200-tune-hdim128-seqlen4096.json (one kernel's
 # tile varied, the rest fixed); `runs` = the autotuner's picks and their TFLOP/s in final-h200.json,
@@ -151,22 +156,8 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
     # the dQ kernel on a second stream, TFLOP/s at 2048 / 8192): non-causal dv + dk 64x128/8w/1 263 / 264 against
     # the head-dim split's 234 / 235 (32x128/8w/2 for both 257 / 259); causal dk 32x128/8w/2 221 / 277 (dv
     # 64x128/8w/1 or 32x128/8w/2 alike) against 187 / 227 (dk 64x128/8w/1: 186 / 241).
-    "dv": {
-        (64, False): (Tile(64, 128, 8, 2),) * 3,
-        (64, True): (Tile(64, 128, 8, 2),) * 3,
-        (128, False): (Tile(64, 128, 8, 2),) * 3,
-        (128, True): (Tile(64, 128, 8, 2),) * 3,
-        (256, False): (Tile(64, 128, 8, 1),) * 3,
-        (256, True): (Tile(64, 128, 8, 1),) * 3,
-    },
-    "dk": {
-        (64, False): (Tile(64, 128, 8, 2),) * 3,
-        (64, True): (Tile(64, 128, 8, 2),) * 3,
-        (128, False): (Tile(64, 128, 8, 2),) * 3,
-        (128, True): (Tile(64, 128, 8, 2),) * 3,
-        (256, False): (Tile(64, 128, 8, 1),) * 3,
-        (256, True): (Tile(32, 128, 8, 2),) * 3,
-    },
+    "dv": {**_OUTPUT_SPLIT_GUESSES, (256, False): (Tile(64, 128, 8, 1),) * 3, (256, True): (Tile(64, 128, 8, 1),) * 3},
+    "dk": {**_OUTPUT_SPLIT_GUESSES, (256, False): (Tile(64, 128, 8, 1),) * 3, (256, True): (Tile(32, 128, 8, 2),) * 3},
     "fused": {  # the opt-in atomic-dQ backward (FA3NN_TRITON_ATOMIC_DQ=1), runs with it as the default
         (64, False): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 3), Tile(64, 128, 8, 3)),
         (64, True): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 3), Tile(64, 128, 8, 3)),
