@@ -529,7 +529,9 @@ def _bwd_dkdv_kernel(
     registers (the d256 tiles spill without it; benchmarks/NOTES.md); with ATOMIC_DQ each part adds its columns of
     dQ (the opt-in atomic backward at head dims >= 256: 7 matmul-equivalents per key block and query block
     instead of the two-kernel split backward's 9). QDO_TMA: Q and dOut are tensor descriptors over their (rows,
-    heads * dim) views (launch.DKDV_TMA_LOADS; SPLIT_D == 1)."""
+    heads * dim) views (launch.DKDV_TMA_LOADS; SPLIT_D == 1). WITH_DK / WITH_DV: the output split (launch.
+    key_block_kinds) launches this kernel twice, once computing and storing only dV (S, P, dV: 2 matmuls) and once
+    only dK (S, dP, dK: 3), one accumulator each; the d256 default (H200: +12..+23% over SPLIT_D = 2)."""
     tl.static_assert(not QDO_TMA or SPLIT_D == 1, "the head-dim split loads its parts of Q and dO by pointers")
     tl.static_assert(WITH_DK or WITH_DV, "a dK/dV program computes dK, dV or both")
     tl.static_assert((WITH_DK and WITH_DV) or (SPLIT_D == 1 and not ATOMIC_DQ),
