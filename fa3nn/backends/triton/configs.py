@@ -250,6 +250,16 @@ CANDIDATE_TABLES: dict[str, dict[str, dict[tuple[int, bool], tuple[Tile, Tile, T
             (128, True): (Tile(128, 64, 8, 2),) * 3,
         },
     },
+    # Key-major d128 non-causal dK/dV on 4 warps, one stage, with Q / dO through tensor descriptors (run with
+    # FA3NN_TRITON_DKDV_TMA=1 FA3NN_TRITON_DKDV_QUERY_MAJOR=0; not timed): Triton 3.6 offline 396 warp instructions
+    # per 1024 scores, 10 spill words outside the loop, 64 KB, so two CTAs per SM that do not wait at each other's
+    # barriers (the pinned 64x128/8w/1: 373, one CTA of two warpgroups in lockstep; without descriptors the 4-warp
+    # tile spills in its loop, 21 instructions, and causal with them too, 147).
+    "d128-4w-tma": {
+        "dkdv": {
+            (128, False): (Tile(64, 64, 4, 1),) * 3,
+        },
+    },
     # The pinned d128 non-causal dK/dV tile before 2026-11-30 evening (two stages), and d64's (32x128/3 stages
     # at 1k-4k, 64x128/3 past it): for A/B runs against the current pinned ones.
     "dkdv-two-stage": {
