@@ -9,8 +9,10 @@ sm_90; the fused kernel's pinned tile or the one named), `+dkdv-tma` (launch.DKD
 and dO through tensor descriptors), `+dq-tma` (launch.DQ_TMA_LOADS: the dQ kernel's K and V through them), and
 `+query-major` / `+key-major` (launch.DKDV_QUERY_MAJOR forced; without either, the library's choice), and
 `+output-split` / `+joint` (launch.DKDV_OUTPUTS forced: the "dv" and "dk" kernels instead of the one dK/dV kernel,
-or not), with `+dv-MxNxWxS` / `+dk-MxNxWxS` naming the split kernels' tiles, and `+streams` (launch.BWD_STREAMS: the
-dQ kernel on a second stream, concurrent with the key-block kernels).
+or not), with `+dv-MxNxWxS` / `+dk-MxNxWxS` naming the split kernels' tiles, and `+streams` / `+one-stream`
+(launch.BWD_STREAMS forced on / off: the dQ kernel on a second stream, concurrent with the key-block kernels;
+without either, the library's default, on since 2026-12-02; the thirteenth session's results before that default
+ran one stream unless +streams).
 The first variant is the baseline of the ratios.
 For every (head dim, seqlen, causal) at the benchmark's shapes (bf16, batch * seqlen = 16384 tokens, nheads * head
 dim = 2048) and every variant named in --variants:
@@ -54,7 +56,9 @@ VARIANTS = ["pinned", "pinned+row-stats"] + [f"{name}{option}" for name in confi
                                              for option in ("", "+row-stats")]
 
 
-FLAGS = ("row-stats", "split-d", "dkdv-tma", "dq-tma", "query-major", "key-major", "output-split", "joint", "streams")
+FLAGS = ("row-stats", "split-d", "dkdv-tma", "dq-tma", "query-major", "key-major", "output-split", "joint", "streams",
+         "one-stream")
+LIBRARY_STREAMS = launch.BWD_STREAMS  # the library's default (FA3NN_TRITON_BWD_STREAMS), kept unless a flag says
 TILE_OPTIONS = ("atomic", "dv", "dk")  # +<kind>-MxNxWxS pins that kernel's tile (+atomic alone: the pinned one)
 
 
@@ -82,7 +86,7 @@ def select(variant: str) -> None:
     launch.DQ_TMA_LOADS = "dq-tma" in options
     launch.DKDV_QUERY_MAJOR = "1" if "query-major" in options else "0" if "key-major" in options else "auto"
     launch.DKDV_OUTPUTS = "split" if "output-split" in options else "joint" if "joint" in options else "auto"
-    launch.BWD_STREAMS = "streams" in options
+    launch.BWD_STREAMS = "streams" in options or ("one-stream" not in options and LIBRARY_STREAMS)
     for kind in ("fused", "fused_split", "dv", "dk"):
         configs.OVERRIDES.pop(kind, None)
     if atomic and atomic[0] != "atomic":  # the atomic kernel's tile, split over the head dim (+split-d) or not
