@@ -83,9 +83,10 @@ H200_SMS, H200_SMEM, A100_SMEM = 132, 232448, 166912
 
 
 def test_seq_buckets_split_at_1k_and_4k():
-    from fa3nn.backends.triton.configs import seq_bucket
+    from fa3nn.backends.triton.configs import BUCKET_SEQLENS, seq_bucket
 
     assert [seq_bucket(n) for n in (1, 512, 1024, 1025, 2048, 4096, 4097, 16384)] == [0, 0, 0, 1, 1, 1, 2, 2]
+    assert [seq_bucket(n) for n in BUCKET_SEQLENS] == [0, 1, 2]  # one length in each bucket
 
 
 def test_pinned_tiles_are_the_measured_winners():

@@ -405,7 +405,7 @@ def test_output_split_choice(monkeypatch):
     assert launch.key_block_kinds(256, 256, False, True, 2048) == ("dv", "dk")  # measured +12..+23% at d256
     assert launch.key_block_kinds(128, 128, False, False, 8192) == ("dkdv",)  # and 0.70-0.83x at d128
     for block_d, causal in configs.OUTPUT_SPLIT:
-        for bucket, seqlen in enumerate((512, 2048, 8192)):
+        for bucket, seqlen in enumerate(configs.BUCKET_SEQLENS):
             split = configs.OUTPUT_SPLIT[(block_d, causal)][bucket]
             assert (launch.key_block_kinds(block_d, block_d, False, causal, seqlen) == ("dv", "dk")) == split
     monkeypatch.setattr(launch, "DKDV_OUTPUTS", "yes")
@@ -421,13 +421,10 @@ def _pinned_key_block_tiles():
     cases = {}
     for block_d in (64, 128, 256):
         for causal in (False, True):
-            for bucket in range(3):
-                # the kernels of the library's choice here (DKDV_OUTPUTS as "auto", the head-dim split at its default)
-                split = configs.OUTPUT_SPLIT[(block_d, causal)][bucket]
-                kinds = configs.OUTPUT_SPLIT_KINDS if split else (launch.dkdv_kind(block_d, block_d, False),)
-                for kind in kinds:
-                    tile = configs.PINNED[kind][(block_d, causal)][bucket]
-                    query_major = kind == "dkdv" and configs.QUERY_MAJOR[(block_d, causal)][bucket]
+            for seqlen in configs.BUCKET_SEQLENS:  # the launcher's own choices of kernel and orientation
+                for kind in launch.key_block_kinds(block_d, block_d, False, causal, seqlen):
+                    tile = configs.pinned(kind, block_d, causal, seqlen)
+                    query_major = launch.dkdv_query_major(kind, block_d, causal, seqlen)
                     cases[(kind, block_d, causal, tile, query_major)] = None
     return list(cases)
 

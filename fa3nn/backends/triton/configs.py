@@ -28,6 +28,8 @@ class Tile:
 
 # Sequence buckets by max(seqlen_q, seqlen_k): <= 1024, <= 4096, longer. The autotune key uses the same buckets.
 SEQ_BUCKET_LIMITS = (1024, 4096)
+# One sequence length inside each bucket, for code that walks the buckets through the call-shape functions.
+BUCKET_SEQLENS = (512, 2048, 8192)
 
 # The backward's key-block (dK/dV) kernel kinds. "dkdv_split": split over head-dim parts (launch.dkdv_split),
 # DKDV_SPLIT_PARTS programs per key block, each loading its part of the Q and dO columns besides the whole tiles

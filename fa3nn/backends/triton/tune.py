@@ -111,7 +111,7 @@ def precompile(headdims, causals, kinds=("fwd", "dkdv", "dq"), workers: int = 8)
         for causal in causals:
             for kind_asked in kinds:
                 # "dkdv": the key-block kernels the default backward runs at this head dim, in each sequence bucket
-                expanded = {kind for seqlen in (512, 2048, 8192)
+                expanded = {kind for seqlen in configs.BUCKET_SEQLENS
                             for kind in launch.key_block_kinds(block_d, block_d, False, causal, seqlen)} \
                     if kind_asked == "dkdv" else {kind_asked}
                 for kind in sorted(expanded):
