@@ -71,12 +71,16 @@ def launch_flags() -> tuple:
 def select(variant: str) -> None:
     """Make `variant` ("<table>[+row-stats][+atomic[-MxNxWxS]]") the one launch.backward runs."""
     table, *options = variant.split("+")
-    tiles = {o.split("-")[0]: o for o in options if o == "atomic" or o.split("-")[0] in TILE_OPTIONS and "-" in o}
+    tiles = {}  # kernel name -> its option ("atomic" alone, or "<name>-MxNxWxS")
+    for option in options:
+        name = option.split("-")[0]
+        is_tile = option == "atomic" or (name in TILE_OPTIONS and "-" in option)
+        if (is_tile and name in tiles) or (not is_tile and option not in FLAGS):
+            raise ValueError(f"variant {variant!r}: the options are +{', +'.join(FLAGS)}, +atomic[-MxNxWxS], "
+                             "+dv-MxNxWxS and +dk-MxNxWxS, each once")
+        if is_tile:
+            tiles[name] = option
     atomic = [tiles["atomic"]] if "atomic" in tiles else []
-    if any(o not in FLAGS for o in options if o not in tiles.values()) or len(tiles) < sum(
-            o.split("-")[0] in TILE_OPTIONS for o in options):
-        raise ValueError(f"variant {variant!r}: the options are +{', +'.join(FLAGS)}, +atomic[-MxNxWxS], "
-                         "+dv-MxNxWxS and +dk-MxNxWxS")
     configs.TILE_TABLE = table
     configs.tile_table("dkdv")  # refuses an unknown table name
     launch.UNMASKED_ROW_STATS = "row-stats" in options
