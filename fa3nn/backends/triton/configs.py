@@ -157,8 +157,12 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
     # 2026-12-02, results/outsplit-h200-20261202-1528). d256 (results/o2-h200-20261202-1529, whole backward with
     # the dQ kernel on a second stream, TFLOP/s at 2048 / 8192): non-causal dv + dk 64x128/8w/1 263 / 264 against
     # the head-dim split's 234 / 235 (32x128/8w/2 for both 257 / 259); causal dk 32x128/8w/2 221 / 277 (dv
-    # 64x128/8w/1 or 32x128/8w/2 alike) against 187 / 227 (dk 64x128/8w/1: 186 / 241).
-    "dv": {**_OUTPUT_SPLIT_GUESSES, (256, False): (Tile(64, 128, 8, 1),) * 3, (256, True): (Tile(64, 128, 8, 1),) * 3},
+    # 64x128/8w/1 or 32x128/8w/2 alike) against 187 / 227 (dk 64x128/8w/1: 186 / 241). d256 non-causal dv past 1k
+    # on two stages (results/next14-h200-20261202-1702, whole backward, gradients checked): 278 / 287 / 286 against
+    # 264 / 264 / 262 at 2048 / 8192 / 16384 (+5 / +9 / +9%); causal 0.98-1.01x, not changed; 512 / 1024 not measured.
+    "dv": {**_OUTPUT_SPLIT_GUESSES,
+           (256, False): (Tile(64, 128, 8, 1), Tile(64, 128, 8, 2), Tile(64, 128, 8, 2)),
+           (256, True): (Tile(64, 128, 8, 1),) * 3},
     "dk": {**_OUTPUT_SPLIT_GUESSES, (256, False): (Tile(64, 128, 8, 1),) * 3, (256, True): (Tile(32, 128, 8, 2),) * 3},
     "fused": {  # the opt-in atomic-dQ backward (FA3NN_TRITON_ATOMIC_DQ=1), runs with it as the default
         (64, False): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 3), Tile(64, 128, 8, 3)),
@@ -376,6 +380,8 @@ def shared_memory_bytes(kind: str, tile: Tile, block_d: int, block_dv: int, elem
         streamed = tile.block_m * (block_d + block_dv) * (DKDV_SPLIT_PARTS + 1) // DKDV_SPLIT_PARTS
         if kind in ATOMIC_DQ_KINDS:  # + K's part for dQ, resident
             resident += tile.block_n * block_d // DKDV_SPLIT_PARTS
+    elif kind == "dv":  # K resident (V is not read: the dV kernel has no dP), Q and dO streamed
+        resident, streamed = tile.block_n * block_d, tile.block_m * (block_d + block_dv)
     elif kind in KEY_BLOCK_KINDS:
         resident, streamed = tile.block_n * (block_d + block_dv), tile.block_m * (block_d + block_dv)
     else:
