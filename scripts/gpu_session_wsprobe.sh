@@ -7,7 +7,7 @@ set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-wsprobe
 stamp probe
-timeout 150 python3 scripts/triton_ws_probe.py --seqlens 2048 8192 16384 --json "$out/ws_probe.json" \
+timeout 330 python3 scripts/triton_ws_probe.py --seqlens 2048 8192 16384 --timeout 50 --json "$out/ws_probe.json" \
     > "$out/ws_probe.log" 2>&1
 echo "probe rc $?"; grep -E "^\|" "$out/ws_probe.log"
 stamp breakdown

@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import subprocess
+import sys
 
 import torch
 import triton
@@ -27,14 +29,19 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 LOG2E = 1.4426950408889634
-# (warp_specialize, num_warps, block of keys, block of queries, stages)
-VARIANTS = [(True, 4, 128, 64, 2), (True, 4, 128, 64, 3), (False, 8, 128, 64, 1), (False, 8, 128, 64, 2),
-            (False, 4, 64, 64, 2)]
+# (warp_specialize, num_warps, block of keys, block of queries, stages, lse / delta through descriptors); the plain
+# ones first: each variant runs in its own process under a timeout (the first GPU run of this probe, results/
+# wsprobe-h200-20261202-1802, printed nothing in 150 s: a warp-specialized variant, the first in that order, hung).
+VARIANTS = [(False, 8, 128, 64, 1, False), (False, 8, 128, 64, 2, False), (False, 4, 64, 64, 2, False),
+            (True, 4, 128, 64, 2, True), (True, 4, 128, 64, 2, False), (True, 4, 128, 64, 3, True)]
 
 
 @triton.jit
 def _dkdv_probe(Qd, Kd, Vd, dOd, Lse, Delta, dK, dV, seqlen, qk_scale_log2, softmax_scale,
-                HEAD_DIM: tl.constexpr, BLOCK_KEYS: tl.constexpr, BLOCK_QUERIES: tl.constexpr, WS: tl.constexpr):
+                HEAD_DIM: tl.constexpr, BLOCK_KEYS: tl.constexpr, BLOCK_QUERIES: tl.constexpr, WS: tl.constexpr,
+                STATS_TMA: tl.constexpr):
+    """STATS_TMA: Lse / Delta are descriptors over (rows / BLOCK_QUERIES, BLOCK_QUERIES) views, so every load of the
+    loop is a TMA load (Triton's pass gives those to the producer warpgroup)."""
     n0 = tl.program_id(0) * BLOCK_KEYS
     row0 = tl.program_id(1) * seqlen
     k = Kd.load([row0 + n0, 0])
@@ -45,8 +52,12 @@ def _dkdv_probe(Qd, Kd, Vd, dOd, Lse, Delta, dK, dV, seqlen, qk_scale_log2, soft
     for m0 in tl.range(0, seqlen, BLOCK_QUERIES, warp_specialize=WS):
         q = Qd.load([row0 + m0, 0])
         do = dOd.load([row0 + m0, 0])
-        lse = tl.load(Lse + row0 + m0 + offs_q)
-        delta = tl.load(Delta + row0 + m0 + offs_q)
+        if STATS_TMA:
+            lse = tl.reshape(Lse.load([(row0 + m0) // BLOCK_QUERIES, 0]), [BLOCK_QUERIES])
+            delta = tl.reshape(Delta.load([(row0 + m0) // BLOCK_QUERIES, 0]), [BLOCK_QUERIES])
+        else:
+            lse = tl.load(Lse + row0 + m0 + offs_q)
+            delta = tl.load(Delta + row0 + m0 + offs_q)
         p_t = tl.exp2(tl.dot(k, tl.trans(q)) * qk_scale_log2 - lse[None, :])  # keys x queries
         dv = tl.dot(p_t.to(do.dtype), do, dv)
         dp_t = tl.dot(v, tl.trans(do))
@@ -89,7 +100,7 @@ def reference(q, k, v, do, lse, delta, scale):
 def launcher(variant, q, k, v, do, lse, delta, scale):
     """A closure launching the probe once (descriptors and buffers made here, outside the timed calls), and its
     (dK, dV) outputs."""
-    ws, warps, block_keys, block_queries, stages = variant
+    ws, warps, block_keys, block_queries, stages, stats_tma = variant
     heads, seqlen, head_dim = q.shape
     flat = [x.reshape(heads * seqlen, head_dim) for x in (q, k, v, do)]
     qd = TensorDescriptor.from_tensor(flat[0], [block_queries, head_dim])
@@ -99,12 +110,16 @@ def launcher(variant, q, k, v, do, lse, delta, scale):
     dk = torch.empty_like(flat[1])
     dv = torch.empty_like(flat[2])
     grid = (seqlen // block_keys, heads)
-    lse2 = lse * LOG2E  # the kernel's exp2 takes log2-scaled lse
+    lse2 = (lse * LOG2E).reshape(-1)  # the kernel's exp2 takes log2-scaled lse
+    delta = delta.reshape(-1)
+    if stats_tma:
+        lse2, delta = (TensorDescriptor.from_tensor(x.view(-1, block_queries), [1, block_queries])
+                       for x in (lse2, delta))
 
     def run():
         _dkdv_probe[grid](qd, kd, vd, dod, lse2, delta, dk, dv, seqlen, scale * LOG2E, scale, HEAD_DIM=head_dim,
-                          BLOCK_KEYS=block_keys, BLOCK_QUERIES=block_queries, WS=ws, num_warps=warps,
-                          num_stages=stages)
+                          BLOCK_KEYS=block_keys, BLOCK_QUERIES=block_queries, WS=ws, STATS_TMA=stats_tma,
+                          num_warps=warps, num_stages=stages)
     return run, (dk.view_as(k), dv.view_as(v))
 
 
@@ -122,36 +137,59 @@ def time_ms(fn, reps: int = 20) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def label(variant) -> str:
+    ws, warps, block_keys, block_queries, stages, stats_tma = variant
+    tail = " stats-tma" if stats_tma else ""
+    return f"{'ws' if ws else 'plain'} {block_keys}x{block_queries}/{warps}w/{stages}{tail}"
+
+
+def run_variant(variant, args) -> None:
+    """Check one variant against torch, time it at every seqlen, print one `ROW {json}` line per result."""
+    check = inputs(4, 1024, args.head_dim, seed=1)
+    want = reference(*check)
+    run, got = launcher(variant, *check)
+    run()
+    errors = [((g.float() - w).abs().max() / w.abs().max()).item() for g, w in zip(got, want)]
+    for seqlen in args.seqlens:
+        heads = (args.tokens // seqlen) * (args.width // args.head_dim)
+        run, _ = launcher(variant, *inputs(heads, seqlen, args.head_dim))
+        ms = time_ms(run)
+        flops = 4 * 2 * seqlen * seqlen * args.head_dim * heads
+        print("ROW " + json.dumps(dict(variant=label(variant), seqlen=seqlen, heads=heads, ms=ms,
+                                       tflops=flops / ms / 1e9, rel_err_dk=errors[0], rel_err_dv=errors[1])),
+              flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seqlens", nargs="+", type=int, default=[2048, 8192, 16384])
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--tokens", type=int, default=16384, help="batch * seqlen (the benchmark's shapes)")
     parser.add_argument("--width", type=int, default=2048, help="heads * head dim")
+    parser.add_argument("--variant", type=int, default=None, help="run only VARIANTS[i] here (the driver's child)")
+    parser.add_argument("--timeout", type=float, default=45.0, help="seconds per variant (a hang is a result)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
+    if args.variant is not None:
+        run_variant(VARIANTS[args.variant], args)
+        return
     rows = []
-    check = inputs(4, 1024, args.head_dim, seed=1)
-    want = reference(*check)
-    for variant in VARIANTS:
-        name = "ws" if variant[0] else "plain"
-        label = f"{name} {variant[2]}x{variant[3]}/{variant[1]}w/{variant[4]}"
+    for i, variant in enumerate(VARIANTS):
+        command = [sys.executable, __file__, "--variant", str(i), "--seqlens", *map(str, args.seqlens),
+                   "--head-dim", str(args.head_dim), "--tokens", str(args.tokens), "--width", str(args.width)]
         try:
-            run, got = launcher(variant, *check)
-            run()
-            errors = [((g.float() - w).abs().max() / w.abs().max()).item() for g, w in zip(got, want)]
-        except Exception as error:  # a variant that does not compile or launch is a result too
-            rows.append(dict(variant=label, error=f"{type(error).__name__}: {str(error).splitlines()[0][:100]}"))
-            print(rows[-1], flush=True)
-            continue
-        for seqlen in args.seqlens:
-            heads = (args.tokens // seqlen) * (args.width // args.head_dim)
-            run, _ = launcher(variant, *inputs(heads, seqlen, args.head_dim))
-            ms = time_ms(run)
-            flops = 4 * 2 * seqlen * seqlen * args.head_dim * heads
-            rows.append(dict(variant=label, seqlen=seqlen, heads=heads, ms=ms, tflops=flops / ms / 1e9,
-                             rel_err_dk=errors[0], rel_err_dv=errors[1]))
-            print(rows[-1], flush=True)
+            child = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+            found = [json.loads(line[4:]) for line in child.stdout.splitlines() if line.startswith("ROW ")]
+            if child.returncode != 0:
+                found.append(dict(variant=label(variant), error=f"rc {child.returncode}: "
+                                  f"{(child.stderr.strip().splitlines() or [''])[-1][:100]}"))
+        except subprocess.TimeoutExpired as expired:
+            out = expired.stdout.decode() if isinstance(expired.stdout, bytes) else (expired.stdout or "")
+            found = [json.loads(line[4:]) for line in out.splitlines() if line.startswith("ROW ")]
+            found.append(dict(variant=label(variant), error=f"timeout after {args.timeout:.0f} s"))
+        for row in found:
+            print(row, flush=True)
+        rows += found
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(gpu=torch.cuda.get_device_name(), triton=triton.__version__, rows=rows), f, indent=1)
