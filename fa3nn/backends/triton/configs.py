@@ -266,6 +266,15 @@ CANDIDATE_TABLES: dict[str, dict[str, dict[tuple[int, bool], tuple[Tile, Tile, T
             (128, False): (Tile(64, 64, 4, 1),) * 3,
         },
     },
+    # Key-major 64x64/4w on two stages with Q / dO through descriptors (FA3NN_TRITON_DKDV_TMA), d64 / d128: a
+    # minimal dK/dV loop of that shape (scripts/triton_ws_probe.py "plain 64x64/4w/2": K / V / Q / dO by TMA, no
+    # masking, 241 registers, no spill) ran its 4 matmuls at 562 / 636 / 609 TFLOP/s at 2k / 8k / 16k (H200,
+    # results/wsprobe2-h200-20261202-1815) where the library's dK/dV kernel runs them at 459 / 467 / 428
+    # (bwd_breakdown, wsprobe-…-1802). This kernel at that tile, offline (Triton 3.6): unmasked loop 452
+    # instructions with 2 spill instructions (d128 causal 486 / 3; d64 403 / 0), the masked loops 29-56.
+    "4w2-tma": {
+        "dkdv": {(d, causal): (Tile(64, 64, 4, 2),) * 3 for d in (64, 128) for causal in (False, True)},
+    },
     # The pinned d128 non-causal dK/dV tile before 2026-11-30 evening (two stages), and d64's (32x128/3 stages
     # at 1k-4k, 64x128/3 past it): for A/B runs against the current pinned ones.
     "dkdv-two-stage": {
