@@ -86,7 +86,7 @@ def select(variant: str) -> None:
     launch.UNMASKED_ROW_STATS = "row-stats" in options
     launch.DKDV_SPLIT_D = 2 if "split-d" in options else 1
     launch.ATOMIC_DQ = bool(atomic)
-    launch.DKDV_TMA_LOADS = "dkdv-tma" in options
+    launch.DKDV_TMA_LOADS = "1" if "dkdv-tma" in options else "auto"  # else the library's choice
     launch.DQ_TMA_LOADS = "dq-tma" in options
     launch.DKDV_QUERY_MAJOR = "1" if "query-major" in options else "0" if "key-major" in options else "auto"
     launch.DKDV_OUTPUTS = "split" if "output-split" in options else "joint" if "joint" in options else "auto"

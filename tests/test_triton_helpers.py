@@ -90,6 +90,7 @@ def test_seq_buckets_split_at_1k_and_4k():
 
 
 def test_pinned_tiles_are_the_measured_winners():
+    from fa3nn.backends.triton import configs
     from fa3nn.backends.triton.configs import Tile, pinned
 
     # head dim 128: the forward's 64x64 / 4 warps at every length, causal or not (NOTES.md: 502 vs 428 TFLOP/s)
@@ -97,17 +98,18 @@ def test_pinned_tiles_are_the_measured_winners():
         for causal in (False, True):
             assert pinned("fwd", 128, causal, seqlen) == Tile(64, 64, 4, 3)
             assert pinned("dq", 128, causal, seqlen) == Tile(128, 64, 8, 3)
-    # dK/dV non-causal past 1k: one stage at d128 (340 vs 333, 369 vs 363 TFLOP/s), 64x128/2 stages at d64 (280 vs
-    # 265, 311 vs 295); causal unchanged (NOTES.md, "2026-11-30 evening")
-    assert pinned("dkdv", 128, False, 8192) == Tile(64, 128, 8, 1)
-    assert pinned("dkdv", 128, True, 8192) == Tile(64, 128, 8, 2)
-    # 1k-4k non-causal: 32x64/4w (2048: 357 vs 341; NOTES "2026-12-01 fourth")
-    assert pinned("dkdv", 128, False, 4096) == Tile(32, 64, 4, 3)
+    # dK/dV at d128 past 1k, causal and not: key-major 64x64/4w/2 with Q / dO through descriptors (configs.DKDV_TMA;
+    # NOTES "2026-12-02 fourteenth": 413 vs 382 TFLOP/s at 8192 non-causal, 392 vs 361 causal)
+    for seqlen in (2048, 4096, 8192, 16384):
+        for causal in (False, True):
+            assert pinned("dkdv", 128, causal, seqlen) == Tile(64, 64, 4, 2)
+            assert configs.dkdv_tma(128, causal, seqlen) and not configs.query_major(128, causal, seqlen)
+    assert not configs.dkdv_tma(128, False, 1024) and not configs.dkdv_tma(64, False, 8192)
     # query-major scores (configs.QUERY_MAJOR; NOTES "2026-12-02 twelfth"): d64 64x64/4w/3 (+7..+12% on the whole
-    # backward; /2 stages causal up to 1k), d128 causal up to 4k 64x64/4w/2 (+2..+5%)
+    # backward; /2 stages causal up to 1k), d128 causal up to 1k 64x64/4w/2 (+2..+5%)
     assert pinned("dkdv", 64, False, 8192) == pinned("dkdv", 64, True, 2048) == Tile(64, 64, 4, 3)
     assert pinned("dkdv", 64, True, 1024) == Tile(64, 64, 4, 2)
-    assert pinned("dkdv", 128, True, 512) == pinned("dkdv", 128, True, 2048) == Tile(64, 64, 4, 2)
+    assert pinned("dkdv", 128, True, 512) == Tile(64, 64, 4, 2) and configs.query_major(128, True, 1024)
     # up to 1k, 4-warp tiles (H200 sweep 2026-12-01): d64 forward +45% non-causal / +80% causal at 512, dK/dV
     # 32x64/4w +9-10% at d128 non-causal
     assert pinned("fwd", 64, False, 1024) == Tile(128, 64, 4, 3)
@@ -253,7 +255,7 @@ def test_launcher_sizes_each_grid_by_its_own_heads(monkeypatch):
     k = v = torch.empty(1, 8192, 1, 128)
     shape = launch._Shape(q, k, v, AttnParams(0.125, Window.from_args(False, (-1, -1)), 0.0, True), None)
     shape.device = torch.device("cuda", 0)
-    assert configs.pinned("dkdv", 128, False, 8192) == configs.Tile(64, 128, 8, 1)
+    monkeypatch.setitem(configs.PINNED["dkdv"], (128, False), (configs.Tile(64, 128, 8, 1),) * 3)  # 128 keys
     assert launch._launcher("dkdv", None, shape) == configs.Tile(64, 64, 8, 1)
 
 

@@ -414,8 +414,9 @@ def test_output_split_choice(monkeypatch):
 
 
 def _pinned_key_block_tiles():
-    """Every distinct (kind, head dim, causal, tile, orientation) the default backward's key-block kernel runs with
-    on a GPU (configs.PINNED over the sequence buckets, with configs.QUERY_MAJOR's orientation)."""
+    """Every distinct (kind, head dim, causal, tile, orientation, descriptor loads) the default backward's key-block
+    kernel runs with on a GPU (configs.PINNED over the sequence buckets, with configs.QUERY_MAJOR's orientation and
+    configs.DKDV_TMA's loads)."""
     from fa3nn.backends.triton import configs, launch
 
     cases = {}
@@ -425,18 +426,23 @@ def _pinned_key_block_tiles():
                 for kind in launch.key_block_kinds(block_d, block_d, False, causal, seqlen):
                     tile = configs.pinned(kind, block_d, causal, seqlen)
                     query_major = launch.dkdv_query_major(kind, block_d, causal, seqlen)
-                    cases[(kind, block_d, causal, tile, query_major)] = None
+                    tma = launch.dkdv_tma(kind, block_d, causal, seqlen)
+                    cases[(kind, block_d, causal, tile, query_major, tma)] = None
     return list(cases)
 
 
-@pytest.mark.parametrize("kind, headdim, causal, tile, query_major", _pinned_key_block_tiles(), ids=str)
-def test_pinned_key_block_tiles(kind, headdim, causal, tile, query_major, monkeypatch):
+@pytest.mark.parametrize("kind, headdim, causal, tile, query_major, tma", _pinned_key_block_tiles(), ids=str)
+def test_pinned_key_block_tiles(kind, headdim, causal, tile, query_major, tma, monkeypatch):
     """The GPU's dK/dV tiles (not the interpreter's small ones) on ragged lengths: 150 queries and 200 keys leave a
-    partial block of every tile's queries and keys, so the masked runs of each pinned tile shape are checked here."""
+    partial block of every tile's queries and keys, so the masked runs of each pinned tile shape are checked here
+    (through descriptors where the GPU's loads are: the interpreter runs them with FA3NN_TRITON_TMA=1)."""
     from fa3nn.backends.triton import configs, launch
 
     monkeypatch.setitem(configs.OVERRIDES, kind, tile)
     monkeypatch.setattr(launch, "DKDV_QUERY_MAJOR", "1" if query_major else "0")
+    monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "1" if tma else "0")
+    if tma:
+        monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
     monkeypatch.setattr(launch, "DKDV_OUTPUTS", "split" if kind in configs.OUTPUT_SPLIT_KINDS else "joint")
     check_dense(1, 150, 200, 2, 1, headdim, torch.float16, "cpu", causal=causal)
 
@@ -445,8 +451,8 @@ def test_dkdv_orientation_choice(monkeypatch):
     from fa3nn.backends.triton import launch
 
     choose = launch.dkdv_query_major
-    assert choose("dkdv", 64, False, 512) and choose("dkdv", 32, True, 16384) and choose("dkdv", 128, True, 4096)
-    assert not choose("dkdv", 128, True, 8192) and not choose("dkdv", 128, False, 2048)
+    assert choose("dkdv", 64, False, 512) and choose("dkdv", 32, True, 16384) and choose("dkdv", 128, True, 1024)
+    assert not choose("dkdv", 128, True, 2048) and not choose("dkdv", 128, False, 2048)
     assert not choose("fused", 64, False, 2048) and not choose("dkdv_split", 256, True, 2048)
     monkeypatch.setattr(launch, "DKDV_QUERY_MAJOR", "1")
     assert choose("dkdv_split", 256, False, 2048)
@@ -457,14 +463,32 @@ def test_dkdv_orientation_choice(monkeypatch):
         choose("dkdv", 64, False, 2048)
 
 
+def test_dkdv_tma_choice(monkeypatch):
+    """configs.DKDV_TMA decides for the "dkdv" kernel only (d128 past 1k); FA3NN_TRITON_DKDV_TMA=1/0 forces any
+    key-block kernel; anything else is refused by name."""
+    from fa3nn.backends.triton import launch
+
+    choose = launch.dkdv_tma
+    assert choose("dkdv", 128, False, 2048) and choose("dkdv", 128, True, 16384)
+    assert not choose("dkdv", 128, False, 1024) and not choose("dkdv", 64, True, 8192)
+    assert not choose("dv", 128, False, 8192) and not choose("dkdv_split", 256, False, 8192)
+    monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "1")
+    assert choose("dv", 256, False, 512)
+    monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "0")
+    assert not choose("dkdv", 128, False, 8192)
+    monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "on")
+    with pytest.raises(ValueError, match="FA3NN_TRITON_DKDV_TMA=on"):
+        choose("dkdv", 128, False, 8192)
+
+
 @pytest.mark.parametrize("case", ["causal-more-keys-gqa", "window-both", "softcap"], ids=str)
 def test_dkdv_tma_loads(case, monkeypatch):
-    """The dK/dV kernel's opt-in descriptor loads of Q and dO (FA3NN_TRITON_DKDV_TMA=1), forced on under the
-    interpreter."""
+    """The dK/dV kernel's descriptor loads of Q and dO (FA3NN_TRITON_DKDV_TMA=1), forced on under the interpreter
+    (on the GPU the default at d128 past 1k)."""
     from fa3nn.backends.triton import launch
 
     monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
-    monkeypatch.setattr(launch, "DKDV_TMA_LOADS", True)
+    monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "1")
     batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
     check_dense(2, sq, sk, h, hk, 64, torch.float16, "cpu", causal=causal, window=window, softcap=softcap)
 
@@ -473,7 +497,7 @@ def test_dkdv_tma_loads_varlen(monkeypatch):
     from fa3nn.backends.triton import launch
 
     monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
-    monkeypatch.setattr(launch, "DKDV_TMA_LOADS", True)
+    monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "1")
     check_varlen(3, 40, 57, 2, 1, 32, torch.float16, "cpu", causal=True)
 
 
@@ -485,7 +509,7 @@ def test_dkdv_tma_loads_zero_the_next_sequences_rows(monkeypatch):
     from fa3nn.backends.triton import launch
 
     monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
-    monkeypatch.setattr(launch, "DKDV_TMA_LOADS", True)
+    monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "1")
     q, k, v = (torch.randn(2, n, 2, 64, dtype=torch.float16) for n in (29, 37, 37))
     q[1] = float("nan")
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]

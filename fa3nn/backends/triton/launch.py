@@ -53,10 +53,11 @@ DKDV_SPLIT_MIN_BLOCK_D = 256
 # sm_90) where _tma_views allows; rows past seqlen_k are still zeroed in the masked run. H200 2026-12-01, d128 dQ
 # kernel at 2048 / 8192: +0.7 / +1.1% non-causal, -0.6 / -0.3% causal (benchmarks/NOTES.md): not worth a default.
 DQ_TMA_LOADS = os.environ.get("FA3NN_TRITON_DQ_TMA", "0") == "1"
-# Opt-in (FA3NN_TRITON_DKDV_TMA=1): the dK/dV kernel loads its Q and dO tiles through tensor descriptors where
-# _tma_views allows (not with the head-dim split, whose parts load by pointers); rows past seqlen_q are zeroed in
-# the masked run.
-DKDV_TMA_LOADS = os.environ.get("FA3NN_TRITON_DKDV_TMA", "0") == "1"
+# The dK/dV kernel's Q and dO loads (FA3NN_TRITON_DKDV_TMA): "auto" takes configs.DKDV_TMA's entry for the "dkdv"
+# kernel (d128 past 1k: through tensor descriptors, with its 64x64/4w/2 tiles), "1" descriptors for every key-block
+# kernel, "0" pointers. Descriptors only where _tma_views allows (sm_90, not with the head-dim split, whose parts
+# load by pointers); rows past seqlen_q are zeroed in the masked run.
+DKDV_TMA_LOADS = os.environ.get("FA3NN_TRITON_DKDV_TMA", "auto")
 # The dK/dV kernel's score orientation (FA3NN_TRITON_DKDV_QUERY_MAJOR): "auto" takes configs.QUERY_MAJOR's entry
 # for the default backward's "dkdv" kernel (query-major at head dims <= 64 and at d128 causal up to 4k, measured
 # +2..+12% on the whole backward; key-major elsewhere and for the other kernels), "1" forces query-major, "0"
@@ -104,6 +105,16 @@ def dkdv_query_major(kind: str, block_d: int, causal: bool, max_seqlen: int) -> 
     if DKDV_QUERY_MAJOR != "auto":
         return DKDV_QUERY_MAJOR == "1"
     return kind == "dkdv" and configs.query_major(block_d, causal, max_seqlen)
+
+
+def dkdv_tma(kind: str, block_d: int, causal: bool, max_seqlen: int) -> bool:
+    """Whether the key-block kernel of `kind` asks for Q / dO through descriptors (DKDV_TMA_LOADS); "auto" only
+    where its tiles were measured that way (configs.DKDV_TMA, the "dkdv" kernel)."""
+    if DKDV_TMA_LOADS not in ("auto", "0", "1"):
+        raise ValueError(f"FA3NN_TRITON_DKDV_TMA={DKDV_TMA_LOADS}: use auto (the default), 1 or 0")
+    if DKDV_TMA_LOADS != "auto":
+        return DKDV_TMA_LOADS == "1"
+    return kind == "dkdv" and configs.dkdv_tma(block_d, causal, max_seqlen)
 
 
 def key_block_kinds(block_d: int, block_dv: int, atomic_dq: bool, causal: bool, max_seqlen: int) -> tuple[str, ...]:
@@ -383,7 +394,8 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     def launch_key_blocks():
         for kind in key_block_kinds(shape.block_d, shape.block_dv, atomic_dq, shape.causal, max_seqlen):
             split = configs.DKDV_SPLIT_PARTS if kind in configs.SPLIT_KINDS else 1
-            qdo_views = _tma_views(q, dout, shape=shape) if DKDV_TMA_LOADS and split == 1 else None
+            wants_tma = split == 1 and dkdv_tma(kind, shape.block_d, shape.causal, max_seqlen)
+            qdo_views = _tma_views(q, dout, shape=shape) if wants_tma else None
             q_src, do_src = (q, dout) if qdo_views is None else tuple(
                 TensorDescriptor.from_tensor(x, [16, x.shape[1] // shape.nheads]) for x in qdo_views)
             _launch(
