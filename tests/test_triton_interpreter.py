@@ -451,8 +451,8 @@ def test_dkdv_orientation_choice(monkeypatch):
     from fa3nn.backends.triton import launch
 
     choose = launch.dkdv_query_major
-    assert choose("dkdv", 64, False, 512) and choose("dkdv", 32, True, 16384) and choose("dkdv", 128, True, 1024)
-    assert not choose("dkdv", 128, True, 2048) and not choose("dkdv", 128, False, 2048)
+    assert choose("dkdv", 64, False, 512) and choose("dkdv", 32, True, 16384) and choose("dkdv", 64, True, 1024)
+    assert not choose("dkdv", 128, True, 1024) and not choose("dkdv", 128, False, 2048)
     assert not choose("fused", 64, False, 2048) and not choose("dkdv_split", 256, True, 2048)
     monkeypatch.setattr(launch, "DKDV_QUERY_MAJOR", "1")
     assert choose("dkdv_split", 256, False, 2048)
@@ -464,13 +464,13 @@ def test_dkdv_orientation_choice(monkeypatch):
 
 
 def test_dkdv_tma_choice(monkeypatch):
-    """configs.DKDV_TMA decides for the "dkdv" kernel only (d128 past 1k); FA3NN_TRITON_DKDV_TMA=1/0 forces any
+    """configs.DKDV_TMA decides for the "dkdv" kernel only (d128); FA3NN_TRITON_DKDV_TMA=1/0 forces any
     key-block kernel; anything else is refused by name."""
     from fa3nn.backends.triton import launch
 
     choose = launch.dkdv_tma
-    assert choose("dkdv", 128, False, 2048) and choose("dkdv", 128, True, 16384)
-    assert not choose("dkdv", 128, False, 1024) and not choose("dkdv", 64, True, 8192)
+    assert choose("dkdv", 128, False, 512) and choose("dkdv", 128, True, 16384)
+    assert not choose("dkdv", 64, True, 8192)
     assert not choose("dv", 128, False, 8192) and not choose("dkdv_split", 256, False, 8192)
     monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "1")
     assert choose("dv", 256, False, 512)
@@ -484,7 +484,7 @@ def test_dkdv_tma_choice(monkeypatch):
 @pytest.mark.parametrize("case", ["causal-more-keys-gqa", "window-both", "softcap"], ids=str)
 def test_dkdv_tma_loads(case, monkeypatch):
     """The dK/dV kernel's descriptor loads of Q and dO (FA3NN_TRITON_DKDV_TMA=1), forced on under the interpreter
-    (on the GPU the default at d128 past 1k)."""
+    (on the GPU the default at d128)."""
     from fa3nn.backends.triton import launch
 
     monkeypatch.setenv("FA3NN_TRITON_TMA", "1")

@@ -24,9 +24,9 @@ same results); at padded head dim 256 the dK/dV kernel split by output into a dV
 FA3NN_TRITON_DKDV_SPLIT_D that runs with FA3NN_TRITON_DKDV_OUTPUTS=joint); the dQ kernel on a second CUDA stream
 beside the key-block kernels (FA3NN_TRITON_BWD_STREAMS, default on: +1-4%, bitwise the same); the dK/dV kernel's
 scores as queries x keys (FA3NN_TRITON_DKDV_QUERY_MAJOR, auto: where
-configs.QUERY_MAJOR says, head dims <= 64 and d128 causal up to 1k, measured +2-12% on the whole backward on the
+configs.QUERY_MAJOR says, head dims <= 64, measured +2-12% on the whole backward on the
 H200); the dK/dV kernel's Q/dO through tensor descriptors (FA3NN_TRITON_DKDV_TMA, auto: where configs.DKDV_TMA
-says, d128 past 1k with key-major 64x64/4w/2 tiles, +4-12% on the whole backward on the H200; with one stage they
+says, d128 with key-major 64x64/4w/2 tiles, +1-12% on the whole backward on the H200; with one stage they
 lost) and the dQ kernel's K/V (FA3NN_TRITON_DQ_TMA=1, opt-in: +-1%);
 scripts/triton_tile_ab.py times them (benchmarks/NOTES.md, v3, "2026-12-01 fourth", "2026-12-02 twelfth" and
 "thirteenth").

@@ -107,15 +107,17 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         # non-causal 256 / 317 / 357 at 512 / 1024 / 2048 against the pinned 235 / 287 (32x128/8w/3) / 341
         # (64x128/8w/1); causal 2048 278 against 64x128/8w/2's 268; up to 1k causal 32x128/8w/2 148 / 207 against
         # 32x64/4w's 143 / 210 (kept). At 8192 the pinned ones stay (non-causal 377 vs 369, causal 348 vs 350).
-        # Causal up to 1k since 2026-12-02: query-major scores (QUERY_MAJOR below) on 64x64/4w/2, whole backward
-        # 218.7 / 285.2 / 322.3 TFLOP/s at 1024 / 2048 / 4096 against the key-major tiles' 208.1 (32x128/8w/2) /
-        # 277.5 / 316.4 (32x64/4w/3) (results/final12-h200-20261202-1224, querymajor-…-1207).
-        # Past 1k, causal and not, since 2026-12-02 (fourteenth session): key-major 64x64/4w/2 with Q and dO
+        # Causal up to 4k from the twelfth session to the fourteenth: query-major scores on 64x64/4w/2 by pointers,
+        # whole backward 218.7 / 285.2 / 322.3 TFLOP/s at 1024 / 2048 / 4096 against the key-major tiles' 208.1
+        # (32x128/8w/2) / 277.5 / 316.4 (32x64/4w/3) (results/final12-h200-20261202-1224, querymajor-…-1207).
+        # Since 2026-12-02 (fourteenth session), causal and not: key-major 64x64/4w/2 with Q and dO
         # through descriptors (DKDV_TMA below), the shape of scripts/triton_ws_probe.py's fastest loop; whole
         # backward, gradients checked (results/4w2-h200-20261202-1821): 2048 392 vs 368 non-causal (32x64/4w/3),
         # 307 vs 296 causal (query-major 64x64/4w/2 by pointers); 8192 413 vs 382 (64x128/8w/1), 392 vs 361
         # (64x128/8w/2); 16384 410 vs 365, 401 vs 378.
-        (128, False): (Tile(32, 64, 4, 3), Tile(64, 64, 4, 2), Tile(64, 64, 4, 2)),
+        # Up to 1k too (results/final14-h200-20261202-1839): 512 273 vs 262 non-causal (32x64/4w/3), 152 vs 150
+        # causal (query-major); 1024 345 vs 325, 228 vs 223.
+        (128, False): (Tile(64, 64, 4, 2),) * 3,
         (128, True): (Tile(64, 64, 4, 2),) * 3,
         # d256 (only with FA3NN_TRITON_DKDV_SPLIT_D=1; by default d256 runs "dkdv_split"), runs: 64x32 up to 4k,
         # 32x64 past it (8 warps, 2 stages).
@@ -181,21 +183,22 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
 # The "dkdv" kernel's score orientation per (padded head dim, causal) and sequence bucket, the tiles above measured
 # with it (launch.dkdv_query_major; FA3NN_TRITON_DKDV_QUERY_MAJOR=0/1 overrides): True = queries x keys (lse and
 # delta per row), False = keys x queries (one lse and delta value per column and thread). Query-major won at d64
-# everywhere (+7..+12% on the whole backward) and at d128 causal up to 4k (+2..+5%); it lost at d128 non-causal
-# (4096: 343.6 vs 362.1 TFLOP/s for the best tile of each) and spills in the loop at d256 (offline).
+# everywhere (+7..+12% on the whole backward) and at d128 causal up to 4k (+2..+5%, by pointers; key-major with
+# descriptors beat it by 1-4% since, DKDV_TMA below); it lost at d128 non-causal (4096: 343.6 vs 362.1 TFLOP/s for
+# the best tile of each) and spills in the loop at d256 (offline).
 QUERY_MAJOR: dict[tuple[int, bool], tuple[bool, bool, bool]] = {
     (64, False): (True,) * 3, (64, True): (True,) * 3,
-    (128, False): (False,) * 3, (128, True): (True, False, False),
+    (128, False): (False,) * 3, (128, True): (False,) * 3,
     (256, False): (False,) * 3, (256, True): (False,) * 3,
 }
 # Where the "dkdv" kernel loads Q and dO through tensor descriptors (launch.dkdv_tma: sm_90 with descriptors; the
 # pointer path elsewhere; FA3NN_TRITON_DKDV_TMA=0/1 overrides), per (padded head dim, causal) and sequence bucket:
-# the tiles above were measured with it. d128 past 1k: key-major 64x64/4w/2 spills in its loop by pointers (21
-# instructions offline) and not through descriptors (452 instructions per loop step, 2 spill instructions; Triton
-# 3.6); with one stage descriptors lost (0.82x at 16k, 64x128/8w/1), with two they won (PINNED above). d64 on that
-# tile: 0.90-0.96x its query-major pinned tiles (results/4w2-h200-20261202-1821).
+# the tiles above were measured with it. d128, every bucket: key-major 64x64/4w/2 spills in its loop by pointers
+# (21 instructions offline) and not through descriptors (452 instructions per loop step, 2 spill instructions;
+# Triton 3.6); with one stage descriptors lost (0.82x at 16k, 64x128/8w/1), with two they won (PINNED above). d64
+# on that tile: 0.90-0.96x its query-major pinned tiles (results/4w2-h200-20261202-1821).
 DKDV_TMA: dict[tuple[int, bool], tuple[bool, bool, bool]] = {
-    (128, False): (False, True, True), (128, True): (False, True, True),
+    (128, False): (True,) * 3, (128, True): (True,) * 3,
 }
 # Where the backward runs the output split ("dv" + "dk" kernels) instead of the one dK/dV kernel, per (padded head
 # dim, causal) and sequence bucket (launch.key_block_kinds; FA3NN_TRITON_DKDV_OUTPUTS=joint/split overrides). The

@@ -54,13 +54,13 @@ DKDV_SPLIT_MIN_BLOCK_D = 256
 # kernel at 2048 / 8192: +0.7 / +1.1% non-causal, -0.6 / -0.3% causal (benchmarks/NOTES.md): not worth a default.
 DQ_TMA_LOADS = os.environ.get("FA3NN_TRITON_DQ_TMA", "0") == "1"
 # The dK/dV kernel's Q and dO loads (FA3NN_TRITON_DKDV_TMA): "auto" takes configs.DKDV_TMA's entry for the "dkdv"
-# kernel (d128 past 1k: through tensor descriptors, with its 64x64/4w/2 tiles), "1" descriptors for every key-block
+# kernel (d128: through tensor descriptors, with its 64x64/4w/2 tiles), "1" descriptors for every key-block
 # kernel, "0" pointers. Descriptors only where _tma_views allows (sm_90, not with the head-dim split, whose parts
 # load by pointers); rows past seqlen_q are zeroed in the masked run.
 DKDV_TMA_LOADS = os.environ.get("FA3NN_TRITON_DKDV_TMA", "auto")
 # The dK/dV kernel's score orientation (FA3NN_TRITON_DKDV_QUERY_MAJOR): "auto" takes configs.QUERY_MAJOR's entry
-# for the default backward's "dkdv" kernel (query-major at head dims <= 64 and at d128 causal up to 4k, measured
-# +2..+12% on the whole backward; key-major elsewhere and for the other kernels), "1" forces query-major, "0"
+# for the default backward's "dkdv" kernel (query-major at head dims <= 64, measured +7..+12% on the whole
+# backward; key-major elsewhere and for the other kernels), "1" forces query-major, "0"
 # key-major.
 DKDV_QUERY_MAJOR = os.environ.get("FA3NN_TRITON_DKDV_QUERY_MAJOR", "auto")
 # The output split (FA3NN_TRITON_DKDV_OUTPUTS): "auto" takes configs.OUTPUT_SPLIT's entry, "split" forces two
