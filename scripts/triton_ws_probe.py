@@ -31,7 +31,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 LOG2E = 1.4426950408889634
 # (warp_specialize, num_warps, block of keys, block of queries, stages, lse / delta through descriptors); the plain
 # ones first: each variant runs in its own process under a timeout (the first GPU run of this probe, results/
-# wsprobe-h200-20261202-1802, printed nothing in 150 s: a warp-specialized variant, the first in that order, hung).
+# wsprobe-h200-20261202-1717, printed nothing in 150 s: a warp-specialized variant, the first in that order, hung).
 VARIANTS = [(False, 8, 128, 64, 1, False), (False, 8, 128, 64, 2, False), (False, 4, 64, 64, 2, False),
             (True, 4, 128, 64, 2, True), (True, 4, 128, 64, 2, False), (True, 4, 128, 64, 3, True)]
 

@@ -112,10 +112,10 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         # (32x128/8w/2) / 277.5 / 316.4 (32x64/4w/3) (results/final12-h200-20261202-1224, querymajor-…-1207).
         # Since 2026-12-02 (fourteenth session), causal and not: key-major 64x64/4w/2 with Q and dO
         # through descriptors (DKDV_TMA below), the shape of scripts/triton_ws_probe.py's fastest loop; whole
-        # backward, gradients checked (results/4w2-h200-20261202-1821): 2048 392 vs 368 non-causal (32x64/4w/3),
+        # backward, gradients checked (results/4w2-h200-20261202-1726): 2048 392 vs 368 non-causal (32x64/4w/3),
         # 307 vs 296 causal (query-major 64x64/4w/2 by pointers); 8192 413 vs 382 (64x128/8w/1), 392 vs 361
         # (64x128/8w/2); 16384 410 vs 365, 401 vs 378.
-        # Up to 1k too (results/final14-h200-20261202-1839): 512 273 vs 262 non-causal (32x64/4w/3), 152 vs 150
+        # Up to 1k too (results/final14-h200-20261202-1733): 512 273 vs 262 non-causal (32x64/4w/3), 152 vs 150
         # causal (query-major); 1024 345 vs 325, 228 vs 223.
         (128, False): (Tile(64, 64, 4, 2),) * 3,
         (128, True): (Tile(64, 64, 4, 2),) * 3,
@@ -196,7 +196,7 @@ QUERY_MAJOR: dict[tuple[int, bool], tuple[bool, bool, bool]] = {
 # the tiles above were measured with it. d128, every bucket: key-major 64x64/4w/2 spills in its loop by pointers
 # (21 instructions offline) and not through descriptors (452 instructions per loop step, 2 spill instructions;
 # Triton 3.6); with one stage descriptors lost (0.82x at 16k, 64x128/8w/1), with two they won (PINNED above). d64
-# on that tile: 0.90-0.96x its query-major pinned tiles (results/4w2-h200-20261202-1821).
+# on that tile: 0.90-0.96x its query-major pinned tiles (results/4w2-h200-20261202-1726).
 DKDV_TMA: dict[tuple[int, bool], tuple[bool, bool, bool]] = {
     (128, False): (True,) * 3, (128, True): (True,) * 3,
 }
@@ -286,8 +286,8 @@ CANDIDATE_TABLES: dict[str, dict[str, dict[tuple[int, bool], tuple[Tile, Tile, T
     # Key-major 64x64/4w on two stages with Q / dO through descriptors (FA3NN_TRITON_DKDV_TMA), d64 / d128: a
     # minimal dK/dV loop of that shape (scripts/triton_ws_probe.py "plain 64x64/4w/2": K / V / Q / dO by TMA, no
     # masking, 241 registers, no spill) ran its 4 matmuls at 562 / 636 / 609 TFLOP/s at 2k / 8k / 16k (H200,
-    # results/wsprobe2-h200-20261202-1815) where the library's dK/dV kernel runs them at 459 / 467 / 428
-    # (bwd_breakdown, wsprobe-…-1802). This kernel at that tile, offline (Triton 3.6): unmasked loop 452
+    # results/wsprobe2-h200-20261202-1722) where the library's dK/dV kernel runs them at 459 / 467 / 428
+    # (bwd_breakdown, wsprobe-…-1717). This kernel at that tile, offline (Triton 3.6): unmasked loop 452
     # instructions with 2 spill instructions (d128 causal 486 / 3; d64 403 / 0), the masked loops 29-56.
     "4w2-tma": {
         "dkdv": {(d, causal): (Tile(64, 64, 4, 2),) * 3 for d in (64, 128) for causal in (False, True)},
