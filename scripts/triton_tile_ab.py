@@ -6,10 +6,12 @@ A variant is a tile table (`pinned` = configs.PINNED, or a name from configs.CAN
 half the columns each, tiles configs.PINNED["dkdv_split"]; without it the one-program kernel)
 `+atomic` or `+atomic-MxNxWxS` (launch.ATOMIC_DQ: dQ added by the dK/dV kernel, 5 matmuls, TMA reduce-adds on
 sm_90; the fused kernel's pinned tile or the one named), `+dkdv-tma` (launch.DKDV_TMA_LOADS: the dK/dV kernel's Q
-and dO through tensor descriptors), `+dq-tma` (launch.DQ_TMA_LOADS: the dQ kernel's K and V through them), and
-`+query-major` / `+key-major` (launch.DKDV_QUERY_MAJOR forced; without either, the library's choice), and
-`+output-split` / `+joint` (launch.DKDV_OUTPUTS forced: the "dv" and "dk" kernels instead of the one dK/dV kernel,
-or not), with `+dv-MxNxWxS` / `+dk-MxNxWxS` naming the split kernels' tiles, and `+streams` / `+one-stream`
+and dO through tensor descriptors, forced; without it the library's choice), `+dkdv-tma3d` (launch.DKDV_TMA_BATCHED:
+those descriptors over (batch, seqlen, heads * dim) views, dense calls), `+dq-tma` (launch.DQ_TMA_LOADS: the dQ
+kernel's K and V through them), `+query-major` / `+key-major` (launch.DKDV_QUERY_MAJOR forced; without either, the
+library's choice), `+output-split` / `+joint` (launch.DKDV_OUTPUTS forced: the "dv" and "dk" kernels instead of
+the one dK/dV kernel, or not), with `+dv-MxNxWxS` / `+dk-MxNxWxS` naming the split kernels' tiles and
+`+dq-MxNxWxS` the dQ kernel's, and `+streams` / `+one-stream`
 (launch.BWD_STREAMS forced on / off: the dQ kernel on a second stream, concurrent with the key-block kernels;
 without either, the library's default, on since 2026-12-02; the thirteenth session's results before that default
 ran one stream unless +streams).
@@ -36,6 +38,7 @@ import concurrent.futures
 import json
 import multiprocessing
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -56,16 +59,16 @@ VARIANTS = ["pinned", "pinned+row-stats"] + [f"{name}{option}" for name in confi
                                              for option in ("", "+row-stats")]
 
 
-FLAGS = ("row-stats", "split-d", "dkdv-tma", "dq-tma", "query-major", "key-major", "output-split", "joint", "streams",
-         "one-stream")
+FLAGS = ("row-stats", "split-d", "dkdv-tma", "dkdv-tma3d", "dq-tma", "query-major", "key-major", "output-split",
+         "joint", "streams", "one-stream")
 LIBRARY_STREAMS = launch.BWD_STREAMS  # the library's default (FA3NN_TRITON_BWD_STREAMS), kept unless a flag says
-TILE_OPTIONS = ("atomic", "dv", "dk")  # +<kind>-MxNxWxS pins that kernel's tile (+atomic alone: the pinned one)
+TILE_OPTIONS = ("atomic", "dv", "dk", "dq")  # +<kind>-MxNxWxS pins that kernel's tile (+atomic alone: the pinned one)
 
 
 def launch_flags() -> tuple:
     """The launcher switches select() sets besides the tiles: part of what makes two variants' kernels differ."""
-    return (launch.UNMASKED_ROW_STATS, launch.DKDV_SPLIT_D, launch.DKDV_TMA_LOADS, launch.DQ_TMA_LOADS,
-            launch.DKDV_QUERY_MAJOR, launch.DKDV_OUTPUTS, launch.BWD_STREAMS)
+    return (launch.UNMASKED_ROW_STATS, launch.DKDV_SPLIT_D, launch.DKDV_TMA_LOADS, launch.DKDV_TMA_BATCHED,
+            launch.DQ_TMA_LOADS, launch.DKDV_QUERY_MAJOR, launch.DKDV_OUTPUTS, launch.BWD_STREAMS)
 
 
 def select(variant: str) -> None:
@@ -74,10 +77,10 @@ def select(variant: str) -> None:
     tiles = {}  # kernel name -> its option ("atomic" alone, or "<name>-MxNxWxS")
     for option in options:
         name = option.split("-")[0]
-        is_tile = option == "atomic" or (name in TILE_OPTIONS and "-" in option)
+        is_tile = option == "atomic" or (name in TILE_OPTIONS and re.fullmatch(r"[a-z]+-\d+x\d+x\d+x\d+", option))
         if (is_tile and name in tiles) or (not is_tile and option not in FLAGS):
             raise ValueError(f"variant {variant!r}: the options are +{', +'.join(FLAGS)}, +atomic[-MxNxWxS], "
-                             "+dv-MxNxWxS and +dk-MxNxWxS, each once")
+                             "+dv-MxNxWxS, +dk-MxNxWxS and +dq-MxNxWxS, each once")
         if is_tile:
             tiles[name] = option
     atomic = [tiles["atomic"]] if "atomic" in tiles else []
@@ -87,15 +90,16 @@ def select(variant: str) -> None:
     launch.DKDV_SPLIT_D = 2 if "split-d" in options else 1
     launch.ATOMIC_DQ = bool(atomic)
     launch.DKDV_TMA_LOADS = "1" if "dkdv-tma" in options else "auto"  # else the library's choice
+    launch.DKDV_TMA_BATCHED = "dkdv-tma3d" in options
     launch.DQ_TMA_LOADS = "dq-tma" in options
     launch.DKDV_QUERY_MAJOR = "1" if "query-major" in options else "0" if "key-major" in options else "auto"
     launch.DKDV_OUTPUTS = "split" if "output-split" in options else "joint" if "joint" in options else "auto"
     launch.BWD_STREAMS = "streams" in options or ("one-stream" not in options and LIBRARY_STREAMS)
-    for kind in ("fused", "fused_split", "dv", "dk"):
+    for kind in ("fused", "fused_split", "dv", "dk", "dq"):
         configs.OVERRIDES.pop(kind, None)
     if atomic and atomic[0] != "atomic":  # the atomic kernel's tile, split over the head dim (+split-d) or not
         configs.OVERRIDES["fused"] = configs.OVERRIDES["fused_split"] = _tile(atomic[0])
-    for kind in ("dv", "dk"):
+    for kind in ("dv", "dk", "dq"):
         if kind in tiles:
             configs.OVERRIDES[kind] = _tile(tiles[kind])
 

@@ -481,14 +481,17 @@ def test_dkdv_tma_choice(monkeypatch):
         choose("dkdv", 128, False, 8192)
 
 
+@pytest.mark.parametrize("batched", [False, True], ids=["rows", "batched"])
 @pytest.mark.parametrize("case", ["causal-more-keys-gqa", "window-both", "softcap"], ids=str)
-def test_dkdv_tma_loads(case, monkeypatch):
+def test_dkdv_tma_loads(case, batched, monkeypatch):
     """The dK/dV kernel's descriptor loads of Q and dO (FA3NN_TRITON_DKDV_TMA=1), forced on under the interpreter
-    (on the GPU the default at d128)."""
+    (on the GPU the default at d128), over the (rows, heads * dim) views or the (batch, seqlen, heads * dim) ones
+    (FA3NN_TRITON_DKDV_TMA_BATCHED=1, no row zeroing in the kernel)."""
     from fa3nn.backends.triton import launch
 
     monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
     monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "1")
+    monkeypatch.setattr(launch, "DKDV_TMA_BATCHED", batched)
     batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
     check_dense(2, sq, sk, h, hk, 64, torch.float16, "cpu", causal=causal, window=window, softcap=softcap)
 
@@ -501,7 +504,8 @@ def test_dkdv_tma_loads_varlen(monkeypatch):
     check_varlen(3, 40, 57, 2, 1, 32, torch.float16, "cpu", causal=True)
 
 
-def test_dkdv_tma_loads_zero_the_next_sequences_rows(monkeypatch):
+@pytest.mark.parametrize("batched", [False, True], ids=["rows", "batched"])
+def test_dkdv_tma_loads_zero_the_next_sequences_rows(batched, monkeypatch):
     """Through descriptors, Q/dO rows past a sequence's end are the next sequence's: NaN there must not reach dK
     or dV (Q enters dS^T Q and the scores, dO enters dP and P^T dO; the masked run zeroes both). Batch 1 is all
     NaN; batch 0's gradients must match the reference of batch 0 alone (29 queries: the last 16-row block reaches
@@ -510,6 +514,7 @@ def test_dkdv_tma_loads_zero_the_next_sequences_rows(monkeypatch):
 
     monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
     monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "1")
+    monkeypatch.setattr(launch, "DKDV_TMA_BATCHED", batched)
     q, k, v = (torch.randn(2, n, 2, 64, dtype=torch.float16) for n in (29, 37, 37))
     q[1] = float("nan")
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]

@@ -125,10 +125,14 @@ def _load_rows(base, rows, stride_row, offs_d, seqlen, HEADDIM: tl.constexpr, BL
 def _load_block(src, seq_start, row0, col, offs_r, stride_row, offs_d, seqlen, HEADDIM: tl.constexpr,
                 BLOCK_D: tl.constexpr, CHECK_ROWS: tl.constexpr, USE_TMA: tl.constexpr):
     """Rows [row0, row0 + len(offs_r)) of one head: `src` is a TMA descriptor over the (rows, heads * dim) view
-    (USE_TMA; `col` = head * dim) or the head's base pointer. TMA reads rows past `seqlen` from whatever follows
-    (the next sequence, or zeros past the tensor's end); with CHECK_ROWS they are zeroed here, so nothing
-    non-finite from there can reach a product."""
-    if USE_TMA:
+    (USE_TMA == 1 or True; `col` = head * dim), over the (batch, seqlen, heads * dim) view (USE_TMA == 2:
+    `seq_start` is the batch index), or the head's base pointer. Through the 2-D view TMA reads rows past `seqlen`
+    from whatever follows (the next sequence, or zeros past the tensor's end); with CHECK_ROWS they are zeroed
+    here, so nothing non-finite from there can reach a product. Through the 3-D view the copy engine itself fills
+    the rows past the batch's seqlen with zeros: no check (nor its trip through registers) is needed."""
+    if USE_TMA == 2:
+        return tl.reshape(src.load([seq_start, row0, col]), [offs_r.shape[0], BLOCK_D])
+    elif USE_TMA:
         tile = src.load([seq_start + row0, col])
         if CHECK_ROWS:
             tile = tl.where((row0 + offs_r)[:, None] < seqlen, tile, 0.0)
@@ -401,9 +405,10 @@ def _bwd_dkdv_step(dk, dv, k, k_dq, v, m0, q_base, do_base, q_row0, q_col, do_co
     SPLIT_D > 1: dK and dV are accumulated for the head-dim columns offs_dk / offs_dvk only (one of SPLIT_D parts);
     the scores and dP still contract over the whole head dim; with ATOMIC_DQ the program adds dQ's offs_dk columns
     (dS times `k_dq`, K's columns of this part; `k` itself when SPLIT_D == 1).
-    QDO_TMA: `q_base` / `do_base` are descriptors over the (rows, heads * dim) views, the head's rows starting at
-    `q_row0` and its columns at `q_col` / `do_col` (SPLIT_D == 1 only); rows past seqlen_q are zeroed in the masked
-    run (they enter dK = dS^T Q and dP, where a non-finite value would survive dS = 0)."""
+    QDO_TMA: `q_base` / `do_base` are descriptors over the (rows, heads * dim) views (1), the head's rows starting
+    at `q_row0` and its columns at `q_col` / `do_col`, or over the dense (batch, seqlen, heads * dim) views (2;
+    `q_row0` = the batch index) (SPLIT_D == 1 only); rows past seqlen_q are zeroed (1: in the masked run; 2: by the
+    copy engine) (they enter dK = dS^T Q and dP, where a non-finite value would survive dS = 0)."""
     rows = m0 + offs_m
     q = _load_block(q_base, q_row0, m0, q_col, offs_m, stride_qs, offs_d, seqlen_q, HEADDIM, BLOCK_D, MASKED, QDO_TMA)
     do = _load_block(do_base, q_row0, m0, do_col, offs_m, stride_dos, offs_dv, seqlen_q, HEADDIM_V, BLOCK_DV, MASKED,
@@ -529,10 +534,12 @@ def _bwd_dkdv_kernel(
     registers (the d256 tiles spill without it; benchmarks/NOTES.md); with ATOMIC_DQ each part adds its columns of
     dQ (the opt-in atomic backward at head dims >= 256: 7 matmul-equivalents per key block and query block
     instead of the two-kernel split backward's 9). QDO_TMA: Q and dOut are tensor descriptors over their (rows,
-    heads * dim) views (launch.DKDV_TMA_LOADS; SPLIT_D == 1). WITH_DK / WITH_DV: the output split (launch.
+    heads * dim) views (1) or, dense calls only, their (batch, seqlen, heads * dim) views (2) (launch.
+    DKDV_TMA_LOADS, DKDV_TMA_BATCHED; SPLIT_D == 1). WITH_DK / WITH_DV: the output split (launch.
     key_block_kinds) launches this kernel twice, once computing and storing only dV (S, P, dV: 2 matmuls) and once
     only dK (S, dP, dK: 3), one accumulator each; the d256 default (H200: +12..+23% over SPLIT_D = 2)."""
     tl.static_assert(not QDO_TMA or SPLIT_D == 1, "the head-dim split loads its parts of Q and dO by pointers")
+    tl.static_assert(QDO_TMA != 2 or not IS_VARLEN, "the (batch, seqlen) descriptors are for dense calls")
     tl.static_assert(WITH_DK or WITH_DV, "a dK/dV program computes dK, dV or both")
     tl.static_assert((WITH_DK and WITH_DV) or (SPLIT_D == 1 and not ATOMIC_DQ),
                      "the output split is the alternative to the head-dim split, without the atomic dQ")
@@ -566,6 +573,8 @@ def _bwd_dkdv_kernel(
     rotate = tl.program_id(0)
     if IS_VARLEN:
         q_row0 = q_start
+    elif QDO_TMA == 2:  # the batch index: the (batch, seqlen, heads * dim) descriptors' first coordinate
+        q_row0 = batch
     else:
         q_row0 = batch * seqlen_q
     dq_col0 = part * (BLOCK_D // SPLIT_D)  # this part's first dQ column within a head (TMA reduce coordinate)
