@@ -6,8 +6,8 @@ A variant is a tile table (`pinned` = configs.PINNED, or a name from configs.CAN
 half the columns each, tiles configs.PINNED["dkdv_split"]; without it the one-program kernel)
 `+atomic` or `+atomic-MxNxWxS` (launch.ATOMIC_DQ: dQ added by the dK/dV kernel, 5 matmuls, TMA reduce-adds on
 sm_90; the fused kernel's pinned tile or the one named), `+dkdv-tma` (launch.DKDV_TMA_LOADS: the dK/dV kernel's Q
-and dO through tensor descriptors, forced; without it the library's choice), `+dkdv-tma3d` (launch.DKDV_TMA_BATCHED:
-those descriptors over (batch, seqlen, heads * dim) views, dense calls), `+dq-tma` (launch.DQ_TMA_LOADS: the dQ
+and dO through tensor descriptors, forced; without it the library's choice), `+tma3d` (launch.TMA_BATCHED: every
+descriptor over (batch, seqlen, heads * dim) views, dense calls), `+dq-tma` (launch.DQ_TMA_LOADS: the dQ
 kernel's K and V through them), `+query-major` / `+key-major` (launch.DKDV_QUERY_MAJOR forced; without either, the
 library's choice), `+output-split` / `+joint` (launch.DKDV_OUTPUTS forced: the "dv" and "dk" kernels instead of
 the one dK/dV kernel, or not), with `+dv-MxNxWxS` / `+dk-MxNxWxS` naming the split kernels' tiles and
@@ -59,7 +59,7 @@ VARIANTS = ["pinned", "pinned+row-stats"] + [f"{name}{option}" for name in confi
                                              for option in ("", "+row-stats")]
 
 
-FLAGS = ("row-stats", "split-d", "dkdv-tma", "dkdv-tma3d", "dq-tma", "query-major", "key-major", "output-split",
+FLAGS = ("row-stats", "split-d", "dkdv-tma", "tma3d", "dq-tma", "query-major", "key-major", "output-split",
          "joint", "streams", "one-stream")
 LIBRARY_STREAMS = launch.BWD_STREAMS  # the library's default (FA3NN_TRITON_BWD_STREAMS), kept unless a flag says
 TILE_OPTIONS = ("atomic", "dv", "dk", "dq")  # +<kind>-MxNxWxS pins that kernel's tile (+atomic alone: the pinned one)
@@ -67,7 +67,7 @@ TILE_OPTIONS = ("atomic", "dv", "dk", "dq")  # +<kind>-MxNxWxS pins that kernel'
 
 def launch_flags() -> tuple:
     """The launcher switches select() sets besides the tiles: part of what makes two variants' kernels differ."""
-    return (launch.UNMASKED_ROW_STATS, launch.DKDV_SPLIT_D, launch.DKDV_TMA_LOADS, launch.DKDV_TMA_BATCHED,
+    return (launch.UNMASKED_ROW_STATS, launch.DKDV_SPLIT_D, launch.DKDV_TMA_LOADS, launch.TMA_BATCHED,
             launch.DQ_TMA_LOADS, launch.DKDV_QUERY_MAJOR, launch.DKDV_OUTPUTS, launch.BWD_STREAMS)
 
 
@@ -90,7 +90,7 @@ def select(variant: str) -> None:
     launch.DKDV_SPLIT_D = 2 if "split-d" in options else 1
     launch.ATOMIC_DQ = bool(atomic)
     launch.DKDV_TMA_LOADS = "1" if "dkdv-tma" in options else "auto"  # else the library's choice
-    launch.DKDV_TMA_BATCHED = "dkdv-tma3d" in options
+    launch.TMA_BATCHED = "tma3d" in options
     launch.DQ_TMA_LOADS = "dq-tma" in options
     launch.DKDV_QUERY_MAJOR = "1" if "query-major" in options else "0" if "key-major" in options else "auto"
     launch.DKDV_OUTPUTS = "split" if "output-split" in options else "joint" if "joint" in options else "auto"

@@ -133,15 +133,17 @@ def test_head_dim_split(causal, monkeypatch):
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_dkdv_tma_batched(causal, monkeypatch):
-    """FA3NN_TRITON_DKDV_TMA_BATCHED=1 (opt-in): the dK/dV kernel's Q / dO through (batch, seqlen, heads * dim)
-    descriptors, rows past each sequence zero-filled by the copy engine instead of in the kernel: ragged, GQA and
-    long pairs through the rule, poisoned (d64 with descriptors forced, d128 by default); and bitwise the gradients
-    of the (rows, heads * dim) descriptors, whose masked runs zero the same rows."""
+def test_tma_batched(causal, monkeypatch):
+    """FA3NN_TRITON_TMA_BATCHED=1 (opt-in), with every descriptor path on (the forward's Q / K / V, the dK/dV
+    kernel's Q / dO, the dQ kernel's K / V): (batch, seqlen, heads * dim) views, rows past each sequence
+    zero-filled by the copy engine instead of in the kernels: ragged, GQA and long pairs through the rule,
+    poisoned, at d64 / d128; and bitwise the output and gradients of the (rows, heads * dim) descriptors, whose
+    masked runs zero the same rows (or mask their scores)."""
     from fa3nn.backends.triton import launch
 
     monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "1")
-    monkeypatch.setattr(launch, "DKDV_TMA_BATCHED", True)
+    monkeypatch.setattr(launch, "DQ_TMA_LOADS", True)
+    monkeypatch.setattr(launch, "TMA_BATCHED", True)
     for headdim in (64, 128):
         check_dense(2, 239, 1024, 4, 2, headdim, torch.bfloat16, "cuda", causal=causal)
         check_dense(1, 4224, 4224, 2048 // headdim // 2, 2048 // headdim // 4, headdim, torch.bfloat16, "cuda",
@@ -149,13 +151,13 @@ def test_dkdv_tma_batched(causal, monkeypatch):
     q = torch.randn(2, 1000, 8, 128, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(2, 1500, 4, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     grad_out = torch.randn_like(q)
-    grads = {}
+    results = {}
     for batched in (False, True):
-        monkeypatch.setattr(launch, "DKDV_TMA_BATCHED", batched)
+        monkeypatch.setattr(launch, "TMA_BATCHED", batched)
         leaves = [t.clone().requires_grad_() for t in (q, k, v)]
         out = flash_attn_func(*leaves, causal=causal, backend="triton")
-        grads[batched] = torch.autograd.grad(out, leaves, grad_out)
-    for name, a, b in zip(("dq", "dk", "dv"), grads[False], grads[True]):
+        results[batched] = (out.detach(), *torch.autograd.grad(out, leaves, grad_out))
+    for name, a, b in zip(("out", "dq", "dk", "dv"), results[False], results[True]):
         assert torch.equal(a, b), name
 
 

@@ -486,12 +486,12 @@ def test_dkdv_tma_choice(monkeypatch):
 def test_dkdv_tma_loads(case, batched, monkeypatch):
     """The dK/dV kernel's descriptor loads of Q and dO (FA3NN_TRITON_DKDV_TMA=1), forced on under the interpreter
     (on the GPU the default at d128), over the (rows, heads * dim) views or the (batch, seqlen, heads * dim) ones
-    (FA3NN_TRITON_DKDV_TMA_BATCHED=1, no row zeroing in the kernel)."""
+    (FA3NN_TRITON_TMA_BATCHED=1, no row zeroing in the kernel)."""
     from fa3nn.backends.triton import launch
 
     monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
     monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "1")
-    monkeypatch.setattr(launch, "DKDV_TMA_BATCHED", batched)
+    monkeypatch.setattr(launch, "TMA_BATCHED", batched)
     batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
     check_dense(2, sq, sk, h, hk, 64, torch.float16, "cpu", causal=causal, window=window, softcap=softcap)
 
@@ -514,7 +514,7 @@ def test_dkdv_tma_loads_zero_the_next_sequences_rows(batched, monkeypatch):
 
     monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
     monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "1")
-    monkeypatch.setattr(launch, "DKDV_TMA_BATCHED", batched)
+    monkeypatch.setattr(launch, "TMA_BATCHED", batched)
     q, k, v = (torch.randn(2, n, 2, 64, dtype=torch.float16) for n in (29, 37, 37))
     q[1] = float("nan")
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
@@ -524,6 +524,50 @@ def test_dkdv_tma_loads_zero_the_next_sequences_rows(batched, monkeypatch):
     out.backward(grad)
     ref = [t[:1].clone().requires_grad_() for t in (q, k, v)]
     flash_attn_func(*ref, causal=False, backend="reference").backward(grad[:1])
+    for got, want in zip(leaves, ref):
+        assert torch.isfinite(got.grad[0]).all()
+        torch.testing.assert_close(got.grad[:1].float(), want.grad.float(), atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("case", ["odd-noncausal", "causal-more-queries", "causal-more-keys-gqa", "window-both",
+                                  "softcap-causal-gqa"], ids=str)
+def test_batched_descriptors_everywhere(case, monkeypatch):
+    """FA3NN_TRITON_TMA_BATCHED=1 with every descriptor path on (the forward's Q / K / V, the dK/dV kernel's Q / dO,
+    the dQ kernel's K / V): (batch, seqlen, heads * dim) views, no row zeroing in any kernel, every output through
+    the rule (head dim 64: the views need the unpadded width)."""
+    from fa3nn.backends.triton import launch
+
+    monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
+    monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "1")
+    monkeypatch.setattr(launch, "DQ_TMA_LOADS", True)
+    monkeypatch.setattr(launch, "TMA_BATCHED", True)
+    batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
+    check_dense(2, sq, sk, h, hk, 64, torch.float16, "cpu", causal=causal, window=window, softcap=softcap)
+
+
+def test_batched_descriptors_keep_the_next_sequence_out(monkeypatch):
+    """Through (batch, seqlen) descriptors the rows past batch 0's end are zeros from the copy engine, not batch 1's:
+    with batch 1's Q, K, V and dO all NaN, batch 0's output and gradients are finite and match the reference of
+    batch 0 alone (29 queries and 37 keys: the last blocks reach past both ends)."""
+    from fa3nn.backends.triton import launch
+
+    monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
+    monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "1")
+    monkeypatch.setattr(launch, "DQ_TMA_LOADS", True)
+    monkeypatch.setattr(launch, "TMA_BATCHED", True)
+    q, k, v = (torch.randn(2, n, 2, 64, dtype=torch.float16) for n in (29, 37, 37))
+    for t in (q, k, v):
+        t[1] = float("nan")
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = flash_attn_func(*leaves, causal=True, backend="triton")
+    grad = torch.randn_like(out)
+    grad[1] = float("nan")
+    out.backward(grad)
+    ref = [t[:1].clone().requires_grad_() for t in (q, k, v)]
+    out_ref = flash_attn_func(*ref, causal=True, backend="reference")
+    out_ref.backward(grad[:1])
+    assert torch.isfinite(out[0]).all()
+    torch.testing.assert_close(out[:1].float(), out_ref.float(), atol=2e-3, rtol=2e-3)
     for got, want in zip(leaves, ref):
         assert torch.isfinite(got.grad[0]).all()
         torch.testing.assert_close(got.grad[:1].float(), want.grad.float(), atol=2e-2, rtol=2e-2)

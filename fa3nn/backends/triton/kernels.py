@@ -171,7 +171,7 @@ def _fwd_inner(acc, l_i, m_i, q, k_src, v_src, k_start, head_kv, stride_ks, stri
         cols = n0 + offs_n
         if USE_TMA:  # K rows past the end need no zeroing: their scores are masked to -inf (even NaN ones)
             k = _load_block(k_src, k_start, n0, head_kv * HEADDIM, offs_n, stride_ks, offs_d, seqlen_k, HEADDIM,
-                            BLOCK_D, False, True)
+                            BLOCK_D, False, USE_TMA)
         else:
             k = _load_block(k_src, k_start, n0, head_kv * HEADDIM, offs_n, stride_ks, offs_d, seqlen_k, HEADDIM,
                             BLOCK_D, MASKED, False)
@@ -212,7 +212,8 @@ def _fwd_kernel(
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    """Q, K, V are pointers, or with USE_TMA tensor descriptors over the (rows, heads * dim) views."""
+    """Q, K, V are pointers, or with USE_TMA tensor descriptors over the (rows, heads * dim) views (1) or, dense
+    calls, the (batch, seqlen, heads * dim) views (2: launch.TMA_BATCHED)."""
     head = tl.program_id(1)
     batch = tl.program_id(2)
     if HAS_RIGHT:  # causal-like: the last query blocks carry the most keys, launch them first
@@ -231,6 +232,9 @@ def _fwd_kernel(
         if IS_VARLEN:
             q_row0 = q_start
             k_row0 = k_start
+        elif USE_TMA == 2:  # or (batch, seqlen, heads * dim): the batch is the first coordinate
+            q_row0 = batch
+            k_row0 = batch
         else:
             q_row0 = batch * seqlen_q
             k_row0 = batch * seqlen_k
@@ -535,7 +539,7 @@ def _bwd_dkdv_kernel(
     dQ (the opt-in atomic backward at head dims >= 256: 7 matmul-equivalents per key block and query block
     instead of the two-kernel split backward's 9). QDO_TMA: Q and dOut are tensor descriptors over their (rows,
     heads * dim) views (1) or, dense calls only, their (batch, seqlen, heads * dim) views (2) (launch.
-    DKDV_TMA_LOADS, DKDV_TMA_BATCHED; SPLIT_D == 1). WITH_DK / WITH_DV: the output split (launch.
+    DKDV_TMA_LOADS, TMA_BATCHED; SPLIT_D == 1). WITH_DK / WITH_DV: the output split (launch.
     key_block_kinds) launches this kernel twice, once computing and storing only dV (S, P, dV: 2 matmuls) and once
     only dK (S, dP, dK: 3), one accumulator each; the d256 default (H200: +12..+23% over SPLIT_D = 2)."""
     tl.static_assert(not QDO_TMA or SPLIT_D == 1, "the head-dim split loads its parts of Q and dO by pointers")
@@ -693,6 +697,8 @@ def _bwd_dq_kernel(
         k_src, v_src = K, V
         if IS_VARLEN:
             k_row0 = k_start
+        elif USE_TMA == 2:  # or (batch, seqlen, heads * dim): the batch is the first coordinate
+            k_row0 = batch
         else:
             k_row0 = batch * seqlen_k
     else:

@@ -58,11 +58,12 @@ DQ_TMA_LOADS = os.environ.get("FA3NN_TRITON_DQ_TMA", "0") == "1"
 # kernel, "0" pointers. Descriptors only where _tma_views allows (sm_90, not with the head-dim split, whose parts
 # load by pointers); rows past seqlen_q are zeroed in the masked run.
 DKDV_TMA_LOADS = os.environ.get("FA3NN_TRITON_DKDV_TMA", "auto")
-# Opt-in (FA3NN_TRITON_DKDV_TMA_BATCHED=1), dense calls: those descriptors over the (batch, seqlen, heads * dim)
-# views instead of (batch * seqlen, heads * dim), so the copy engine zero-fills rows past each sequence and the
-# masked runs skip zeroing them through registers (offline, Triton 3.6, d128 64x64/4w/2: the causal masked loops
-# 1395 / 1160 -> 970 / 809 instructions, non-causal tail 1090 -> 643, unmasked loop unchanged). Not timed yet.
-DKDV_TMA_BATCHED = os.environ.get("FA3NN_TRITON_DKDV_TMA_BATCHED", "0") == "1"
+# Opt-in (FA3NN_TRITON_TMA_BATCHED=1), dense calls: every descriptor (the forward's Q / K / V, the dK/dV kernel's
+# Q / dO, the dQ kernel's K / V) over the (batch, seqlen, heads * dim) views instead of (batch * seqlen, heads *
+# dim), so the copy engine zero-fills rows past each sequence and the masked runs skip zeroing them through
+# registers (offline, Triton 3.6, d128 dK/dV 64x64/4w/2: causal masked loops 1395 / 1160 -> 944 / 846
+# instructions, non-causal tail 1090 -> 670, unmasked loop 486 -> 469). Not timed yet.
+TMA_BATCHED = os.environ.get("FA3NN_TRITON_TMA_BATCHED", "0") == "1"
 # The dK/dV kernel's score orientation (FA3NN_TRITON_DKDV_QUERY_MAJOR): "auto" takes configs.QUERY_MAJOR's entry
 # for the default backward's "dkdv" kernel (query-major at head dims <= 64, measured +7..+12% on the whole
 # backward; key-major elsewhere and for the other kernels), "1" forces query-major, "0"
@@ -167,6 +168,12 @@ def _tma_views(*tensors, shape, batched: bool = False) -> tuple | None:
     return tuple(views)
 
 
+def _descriptor(view: torch.Tensor, nheads: int):
+    """A tensor descriptor over one of _tma_views' views, whose tile is one head's columns: block shapes are
+    placeholders until the tile is known (_set_tma_block_shapes)."""
+    return TensorDescriptor.from_tensor(view, [1] * (view.dim() - 2) + [16, view.shape[-1] // nheads])
+
+
 def _dq_reduce_target(dq_acc: torch.Tensor, shape) -> object | None:
     """A TMA descriptor over the fp32 dQ accumulator's (batch, seqlen, heads * dim) view, for the atomic backward
     to add whole tiles with `cp.reduce.async.bulk` (clipped at seqlen by the copy engine); None where the
@@ -191,8 +198,9 @@ def _set_tma_block_shapes(nargs: dict) -> None:
             batched = [1] if len(nargs[name].shape) == 3 else []  # (batch, seqlen, heads * dim) views
             nargs[name].block_shape = [*batched, nargs["BLOCK_M"], nargs[width]]
     if nargs.get("USE_TMA"):  # key-row tiles: the forward's and the dQ kernel's K, V
-        nargs["K"].block_shape = [nargs["BLOCK_N"], nargs["HEADDIM"]]
-        nargs["V"].block_shape = [nargs["BLOCK_N"], nargs["HEADDIM_V"]]
+        for name, width in (("K", "HEADDIM"), ("V", "HEADDIM_V")):
+            batched = [1] if len(nargs[name].shape) == 3 else []
+            nargs[name].block_shape = [*batched, nargs["BLOCK_N"], nargs[width]]
     if nargs.get("DQ_TMA"):  # one part's columns when the atomic backward is split over the head dim
         nargs["dQacc"].block_shape = [1, nargs["BLOCK_M"], nargs["HEADDIM"] // nargs.get("SPLIT_D", 1)]
 
@@ -340,11 +348,10 @@ def forward(q, k, v, params: AttnParams, varlen: Varlen | None):
     out = _alloc((*q.shape[:-1], shape.headdim_v), q.dtype, q.device)
     lse_shape = (shape.nheads, q.shape[0]) if shape.varlen else (shape.batch, shape.nheads, shape.seqlen_q)
     lse = _alloc(lse_shape, lse_dtype(q.dtype), q.device)
-    views = _tma_views(q, k, v, shape=shape)
+    batched = TMA_BATCHED and not shape.varlen
+    views = _tma_views(q, k, v, shape=shape, batched=batched)
     if views is not None:
-        # block shapes are placeholders until the tile is known (_set_tma_block_shapes)
-        sources = tuple(TensorDescriptor.from_tensor(x, [16, x.shape[1] // n]) for x, n in
-                        zip(views, (shape.nheads, shape.nheads_kv, shape.nheads_kv)))
+        sources = tuple(_descriptor(x, n) for x, n in zip(views, (shape.nheads, shape.nheads_kv, shape.nheads_kv)))
     else:
         sources = (q, k, v)
     args = (
@@ -355,7 +362,7 @@ def forward(q, k, v, params: AttnParams, varlen: Varlen | None):
         *shape.autotune_keys(),
     )
     _launch("fwd", K._fwd_kernel, shape, lambda bm, bn: (triton.cdiv(shape.seqlen_q, bm), shape.nheads, shape.batch),
-            args, **shape.constexprs(), USE_TMA=views is not None)
+            args, **shape.constexprs(), USE_TMA=0 if views is None else 2 if batched else 1)
     return out, lse
 
 
@@ -403,11 +410,10 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
         for kind in key_block_kinds(shape.block_d, shape.block_dv, atomic_dq, shape.causal, max_seqlen):
             split = configs.DKDV_SPLIT_PARTS if kind in configs.SPLIT_KINDS else 1
             wants_tma = split == 1 and dkdv_tma(kind, shape.block_d, shape.causal, max_seqlen)
-            batched = DKDV_TMA_BATCHED and not shape.varlen
+            batched = TMA_BATCHED and not shape.varlen
             qdo_views = _tma_views(q, dout, shape=shape, batched=batched) if wants_tma else None
-            q_src, do_src = (q, dout) if qdo_views is None else tuple(  # block shapes set per tile at launch
-                TensorDescriptor.from_tensor(x, [1] * (x.dim() - 2) + [16, x.shape[-1] // shape.nheads])
-                for x in qdo_views)
+            q_src, do_src = (q, dout) if qdo_views is None else tuple(_descriptor(x, shape.nheads)
+                                                                       for x in qdo_views)
             _launch(
                 kind, K._bwd_dkdv_kernel, shape,
                 lambda bm, bn, split=split: (triton.cdiv(shape.seqlen_k, bn) * split, shape.nheads_kv, shape.batch),
@@ -425,9 +431,9 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
         launch_key_blocks()
         return dq_acc.mul_(shape.softmax_scale).to(q.dtype), dk, dv
     dq = _alloc(q.shape, q.dtype, q.device)
-    views = _tma_views(k, v, shape=shape) if DQ_TMA_LOADS else None
-    kv = (k, v) if views is None else tuple(
-        TensorDescriptor.from_tensor(x, [16, x.shape[1] // shape.nheads_kv]) for x in views)
+    dq_batched = TMA_BATCHED and not shape.varlen
+    views = _tma_views(k, v, shape=shape, batched=dq_batched) if DQ_TMA_LOADS else None
+    kv = (k, v) if views is None else tuple(_descriptor(x, shape.nheads_kv) for x in views)
 
     def launch_dq():
         _launch(
@@ -435,7 +441,7 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
             lambda bm, bn: (triton.cdiv(shape.seqlen_q, bm), shape.nheads, shape.batch),
             (q, *kv, dout, lse, delta, dq, shape.cu_q, shape.cu_k, *qkv_do_strides, *_strides(dq, shape.varlen),
              *stat_strides, *common),
-            **shape.constexprs(), LOG2_SCORES=log2_scores, USE_TMA=views is not None,
+            **shape.constexprs(), LOG2_SCORES=log2_scores, USE_TMA=0 if views is None else 2 if dq_batched else 1,
         )
 
     if not (BWD_STREAMS and q.is_cuda):
