@@ -47,6 +47,8 @@ def test_tiles_parse_and_the_tables_list_their_sources(offline):
 
     assert offline.parse_tile("64x128x8x2") == Tile(64, 128, 8, 2)
     checked = dict(offline.tiles_to_check("dkdv", 128, True, ["pinned", "tables"]))
-    assert checked[Tile(64, 128, 8, 2)] == "pinned>4k"
-    assert checked[Tile(64, 64, 4, 2)] == "pinned<=1k,pinned<=4k"
+    assert checked[Tile(64, 64, 4, 2)] == "pinned<=1k,pinned<=4k,pinned>4k,4w2-tma<=1k,4w2-tma<=4k,4w2-tma>4k"
+    assert checked[Tile(128, 64, 8, 2)] == "d128-query-major<=1k,d128-query-major<=4k,d128-query-major>4k"
     assert checked[Tile(16, 128, 8, 2)] == "least-spill<=1k,least-spill<=4k,least-spill>4k"
+    d64 = dict(offline.tiles_to_check("dkdv", 64, False, ["pinned"]))
+    assert d64 == {Tile(64, 64, 4, 3): "pinned<=1k,pinned<=4k,pinned>4k"}
