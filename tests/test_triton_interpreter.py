@@ -545,6 +545,31 @@ def test_batched_descriptors_everywhere(case, monkeypatch):
     check_dense(2, sq, sk, h, hk, 64, torch.float16, "cpu", causal=causal, window=window, softcap=softcap)
 
 
+@pytest.mark.parametrize("batched, rule", [(False, True), (True, False)], ids=["rows", "batched"])
+def test_forward_shared_memory_rule_follows_the_views(batched, rule, monkeypatch):
+    """The forward's tile is fitted to shared memory with the (rows, heads * dim) descriptors' num_stages - 1 buffer
+    rule only for those views: through the batched ones Triton keeps num_stages buffers (d256 128x64/8w/3: 257 KB
+    offline, past the H200's 227), so the fit must count them all (it then runs 2 stages there)."""
+    from fa3nn.backends.triton import launch
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def record(kind, kernel, shape, tma=False):
+        seen[kind] = tma
+        raise Stop
+
+    monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
+    monkeypatch.setattr(launch, "TMA_BATCHED", batched)
+    monkeypatch.setattr(launch, "_launcher", record)
+    q, k, v = (torch.randn(2, 64, 2, 64, dtype=torch.float16) for _ in range(3))
+    with pytest.raises(Stop):
+        flash_attn_func(q, k, v, causal=True, backend="triton")
+    assert seen == {"fwd": rule}
+
+
 def test_batched_descriptors_keep_the_next_sequence_out(monkeypatch):
     """Through (batch, seqlen) descriptors the rows past batch 0's end are zeros from the copy engine, not batch 1's:
     with batch 1's Q, K, V and dO all NaN, batch 0's output and gradients are finite and match the reference of

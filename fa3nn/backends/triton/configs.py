@@ -400,10 +400,11 @@ def fill_sms(kind: str, tile: Tile, grid_units: int, grid_seqlen: int, num_sms: 
 def shared_memory_bytes(kind: str, tile: Tile, block_d: int, block_dv: int, elem_bytes: int, tma: bool = False) -> int:
     """Rough shared-memory need of a tile: the streamed operands times the pipeline depth, plus resident tiles.
 
-    `tma`: the forward's K/V stream through tensor descriptors, for which Triton 3.6 and 3.9 keep num_stages - 1
-    buffers, not num_stages (offline, d256 forward 128x64/8 warps: 128 KB at 2 stages, 192 KB at 3). Not a rule of
-    descriptors in general: the dQ kernel's opt-in descriptor loads compile to num_stages buffers (d128 128x64/3:
-    161 KB), as do the pointer paths (dK/dV split 32x128/2 at d256: 224 KB)."""
+    `tma`: the forward's K/V stream through (rows, heads * dim) tensor descriptors, for which Triton 3.6 and 3.9
+    keep num_stages - 1 buffers, not num_stages (offline, d256 forward 128x64/8 warps: 128 KB at 2 stages, 192 KB at
+    3). Not a rule of descriptors in general: through the batched (batch, seqlen, heads * dim) views the same
+    forward keeps num_stages (257 KB at 3 stages, Triton 3.6), and the dQ kernel's opt-in descriptor loads compile
+    to num_stages buffers (d128 128x64/3: 161 KB), as do the pointer paths (dK/dV split 32x128/2 at d256: 224 KB)."""
     if kind == "fwd":
         resident, streamed = tile.block_m * block_d, tile.block_n * (block_d + block_dv)
     elif kind in SPLIT_KINDS:  # + one part of Q and dO per stage (Triton 3.6: 224 KB at 32x128/2)

@@ -328,9 +328,11 @@ def _autotuner(kind: str, kernel, tiles: list[configs.Tile]):
 
 def _launch(kind: str, kernel, shape: _Shape, grid_of, args: tuple, **constexprs):
     """Run `kernel` with `args`; grid_of(block_m, block_n) gives the grid for a tile."""
-    # the forward's operands through descriptors: Triton keeps num_stages - 1 K/V buffers there (configs.
-    # shared_memory_bytes); the dQ kernel's descriptor loads compile to num_stages buffers (161 KB at d128 128x64/3)
-    chosen = _launcher(kind, kernel, shape, tma=kind == "fwd" and bool(constexprs.get("USE_TMA")))
+    # the forward's operands through (rows, heads * dim) descriptors: Triton keeps num_stages - 1 K/V buffers there
+    # (configs.shared_memory_bytes); through the batched (batch, seqlen, heads * dim) ones (USE_TMA == 2) it keeps
+    # num_stages, as by pointers (offline, Triton 3.6: d256 128x64/8w/3 192 KB -> 257 KB, past the H200's 227), and
+    # so do the dQ kernel's descriptor loads (161 KB at d128 128x64/3)
+    chosen = _launcher(kind, kernel, shape, tma=kind == "fwd" and constexprs.get("USE_TMA") == 1)
     if isinstance(chosen, configs.Tile):
         grid = grid_of(chosen.block_m, chosen.block_n)
         if any(constexprs.get(name) for name in ("USE_TMA", "DQ_TMA", "QDO_TMA")):  # only descriptor launches pay
