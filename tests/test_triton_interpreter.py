@@ -447,38 +447,36 @@ def test_pinned_key_block_tiles(kind, headdim, causal, tile, query_major, tma, m
     check_dense(1, 150, 200, 2, 1, headdim, torch.float16, "cpu", causal=causal)
 
 
-def test_dkdv_orientation_choice(monkeypatch):
+def test_dkdv_orientation_and_load_choices():
+    """configs.QUERY_MAJOR and configs.DKDV_TMA decide for the "dkdv" kernel only: query-major scores at head dims
+    <= 64, descriptor loads at d128."""
     from fa3nn.backends.triton import launch
 
-    choose = launch.dkdv_query_major
-    assert choose("dkdv", 64, False, 512) and choose("dkdv", 32, True, 16384) and choose("dkdv", 64, True, 1024)
-    assert not choose("dkdv", 128, True, 1024) and not choose("dkdv", 128, False, 2048)
-    assert not choose("fused", 64, False, 2048) and not choose("dkdv_split", 256, True, 2048)
-    monkeypatch.setattr(launch, "DKDV_QUERY_MAJOR", "1")
-    assert choose("dkdv_split", 256, False, 2048)
-    monkeypatch.setattr(launch, "DKDV_QUERY_MAJOR", "0")
-    assert not choose("dkdv", 64, False, 2048)
-    monkeypatch.setattr(launch, "DKDV_QUERY_MAJOR", "yes")
-    with pytest.raises(ValueError, match="FA3NN_TRITON_DKDV_QUERY_MAJOR"):
+    major, tma = launch.dkdv_query_major, launch.dkdv_tma
+    assert major("dkdv", 64, False, 512) and major("dkdv", 32, True, 16384) and major("dkdv", 64, True, 1024)
+    assert not major("dkdv", 128, True, 1024) and not major("dkdv", 128, False, 2048)
+    assert not major("fused", 64, False, 2048) and not major("dkdv_split", 256, True, 2048)
+    assert tma("dkdv", 128, False, 512) and tma("dkdv", 128, True, 16384) and not tma("dkdv", 64, True, 8192)
+    assert not tma("dv", 128, False, 8192) and not tma("dkdv_split", 256, False, 8192)
+
+
+@pytest.mark.parametrize("choose, attr, env", [
+    ("dkdv_query_major", "DKDV_QUERY_MAJOR", "FA3NN_TRITON_DKDV_QUERY_MAJOR"),
+    ("dkdv_tma", "DKDV_TMA_LOADS", "FA3NN_TRITON_DKDV_TMA"),
+], ids=str)
+def test_dkdv_switches_force_and_refuse(choose, attr, env, monkeypatch):
+    """Each tri-state switch: "1" forces it for any key-block kernel, "0" off where its table says on, anything
+    else refused by the variable's name."""
+    from fa3nn.backends.triton import launch
+
+    choose = getattr(launch, choose)
+    monkeypatch.setattr(launch, attr, "1")
+    assert choose("dkdv_split", 256, False, 2048) and choose("dv", 256, False, 512)
+    monkeypatch.setattr(launch, attr, "0")
+    assert not choose("dkdv", 64, False, 2048) and not choose("dkdv", 128, False, 8192)
+    monkeypatch.setattr(launch, attr, "yes")
+    with pytest.raises(ValueError, match=f"{env}=yes"):
         choose("dkdv", 64, False, 2048)
-
-
-def test_dkdv_tma_choice(monkeypatch):
-    """configs.DKDV_TMA decides for the "dkdv" kernel only (d128); FA3NN_TRITON_DKDV_TMA=1/0 forces any
-    key-block kernel; anything else is refused by name."""
-    from fa3nn.backends.triton import launch
-
-    choose = launch.dkdv_tma
-    assert choose("dkdv", 128, False, 512) and choose("dkdv", 128, True, 16384)
-    assert not choose("dkdv", 64, True, 8192)
-    assert not choose("dv", 128, False, 8192) and not choose("dkdv_split", 256, False, 8192)
-    monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "1")
-    assert choose("dv", 256, False, 512)
-    monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "0")
-    assert not choose("dkdv", 128, False, 8192)
-    monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "on")
-    with pytest.raises(ValueError, match="FA3NN_TRITON_DKDV_TMA=on"):
-        choose("dkdv", 128, False, 8192)
 
 
 @pytest.mark.parametrize("batched", [False, True], ids=["rows", "batched"])

@@ -103,24 +103,26 @@ def dkdv_split(block_d: int, block_dv: int, atomic_dq: bool) -> int:
     return int(DKDV_SPLIT_D)
 
 
+def _forced(value: str, env: str) -> bool | None:
+    """A tri-state switch's value: True ("1") or False ("0") when forced, None for "auto"; anything else is refused,
+    naming the variable."""
+    if value not in ("auto", "0", "1"):
+        raise ValueError(f"{env}={value}: use auto (the default), 1 or 0")
+    return None if value == "auto" else value == "1"
+
+
 def dkdv_query_major(kind: str, block_d: int, causal: bool, max_seqlen: int) -> bool:
     """Whether the key-block kernel of `kind` takes query-major scores (DKDV_QUERY_MAJOR); "auto" only where the
     tile table was measured that way (configs.QUERY_MAJOR, the "dkdv" kernel)."""
-    if DKDV_QUERY_MAJOR not in ("auto", "0", "1"):
-        raise ValueError(f"FA3NN_TRITON_DKDV_QUERY_MAJOR={DKDV_QUERY_MAJOR}: use auto (the default), 1 or 0")
-    if DKDV_QUERY_MAJOR != "auto":
-        return DKDV_QUERY_MAJOR == "1"
-    return kind == "dkdv" and configs.query_major(block_d, causal, max_seqlen)
+    forced = _forced(DKDV_QUERY_MAJOR, "FA3NN_TRITON_DKDV_QUERY_MAJOR")
+    return forced if forced is not None else kind == "dkdv" and configs.query_major(block_d, causal, max_seqlen)
 
 
 def dkdv_tma(kind: str, block_d: int, causal: bool, max_seqlen: int) -> bool:
     """Whether the key-block kernel of `kind` asks for Q / dO through descriptors (DKDV_TMA_LOADS); "auto" only
     where its tiles were measured that way (configs.DKDV_TMA, the "dkdv" kernel)."""
-    if DKDV_TMA_LOADS not in ("auto", "0", "1"):
-        raise ValueError(f"FA3NN_TRITON_DKDV_TMA={DKDV_TMA_LOADS}: use auto (the default), 1 or 0")
-    if DKDV_TMA_LOADS != "auto":
-        return DKDV_TMA_LOADS == "1"
-    return kind == "dkdv" and configs.dkdv_tma(block_d, causal, max_seqlen)
+    forced = _forced(DKDV_TMA_LOADS, "FA3NN_TRITON_DKDV_TMA")
+    return forced if forced is not None else kind == "dkdv" and configs.dkdv_tma(block_d, causal, max_seqlen)
 
 
 def key_block_kinds(block_d: int, block_dv: int, atomic_dq: bool, causal: bool, max_seqlen: int) -> tuple[str, ...]:
