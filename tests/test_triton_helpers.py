@@ -105,6 +105,14 @@ def test_pinned_tiles_are_the_measured_winners():
             assert pinned("dkdv", 128, causal, seqlen) == Tile(64, 64, 4, 2)
             assert configs.dkdv_tma(128, causal, seqlen) and not configs.query_major(128, causal, seqlen)
     assert not configs.dkdv_tma(64, False, 8192) and not configs.dkdv_tma(256, True, 2048)
+    # ... and by pointers (no descriptors for the call: configs.POINTER_FALLBACK), the pointer path's tiles as
+    # measured before (NOTES "2026-12-01 fourth", "2026-12-02 twelfth"); other kinds and head dims unaffected
+    assert pinned("dkdv", 128, False, 2048, pointers=True) == Tile(32, 64, 4, 3)
+    assert pinned("dkdv", 128, False, 8192, pointers=True) == Tile(64, 128, 8, 1)
+    assert pinned("dkdv", 128, True, 2048, pointers=True) == Tile(64, 64, 4, 2)
+    assert pinned("dkdv", 128, True, 8192, pointers=True) == Tile(64, 128, 8, 2)
+    assert pinned("dkdv", 64, True, 8192, pointers=True) == pinned("dkdv", 64, True, 8192)
+    assert pinned("dq", 128, True, 8192, pointers=True) == pinned("dq", 128, True, 8192)
     # query-major scores (configs.QUERY_MAJOR; NOTES "2026-12-02 twelfth"): d64 64x64/4w/3 (+7..+12% on the whole
     # backward; /2 stages causal up to 1k)
     assert pinned("dkdv", 64, False, 8192) == pinned("dkdv", 64, True, 2048) == Tile(64, 64, 4, 3)

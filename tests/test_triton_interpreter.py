@@ -428,6 +428,10 @@ def _pinned_key_block_tiles():
                     query_major = launch.dkdv_query_major(kind, block_d, causal, seqlen)
                     tma = launch.dkdv_tma(kind, block_d, causal, seqlen)
                     cases[(kind, block_d, causal, tile, query_major, tma)] = None
+                    if tma and kind == "dkdv":  # where the call cannot have descriptors (configs.POINTER_FALLBACK)
+                        tile = configs.pinned(kind, block_d, causal, seqlen, pointers=True)
+                        query_major = launch.dkdv_query_major(kind, block_d, causal, seqlen, pointers=True)
+                        cases[(kind, block_d, causal, tile, query_major, False)] = None
     return list(cases)
 
 
@@ -447,6 +451,35 @@ def test_pinned_key_block_tiles(kind, headdim, causal, tile, query_major, tma, m
     check_dense(1, 150, 200, 2, 1, headdim, torch.float16, "cpu", causal=causal)
 
 
+@pytest.mark.parametrize("headdim, tma_env, pointers", [(128, "1", False), (96, "1", True), (128, "0", True)],
+                         ids=["descriptors", "padded-head-dim", "descriptors-off"])
+def test_dkdv_tiles_follow_the_loads_the_call_gets(headdim, tma_env, pointers, monkeypatch):
+    """configs.DKDV_TMA's d128 tiles were measured through descriptors; a call that cannot have them (a head dim
+    padded to the block, FA3NN_TRITON_TMA=0, a GPU or Triton without them) takes configs.POINTER_FALLBACK's tile
+    and orientation instead: launch passes `pointers` to the tile choice exactly then."""
+    from fa3nn.backends.triton import launch
+
+    seen = {}
+    original = launch._launcher
+
+    class Stop(Exception):
+        pass
+
+    def record(kind, kernel, shape, tma=False, pointers=False):
+        if kind == "dkdv":
+            seen["pointers"] = pointers
+            raise Stop
+        return original(kind, kernel, shape, tma, pointers)
+
+    monkeypatch.setenv("FA3NN_TRITON_TMA", tma_env)
+    monkeypatch.setattr(launch, "_launcher", record)
+    q, k, v = (torch.randn(1, 40, 2, headdim, dtype=torch.float16, requires_grad=True) for _ in range(3))
+    out = flash_attn_func(q, k, v, causal=True, backend="triton")
+    with pytest.raises(Stop):
+        out.sum().backward()
+    assert seen == {"pointers": pointers}
+
+
 def test_dkdv_orientation_and_load_choices():
     """configs.QUERY_MAJOR and configs.DKDV_TMA decide for the "dkdv" kernel only: query-major scores at head dims
     <= 64, descriptor loads at d128."""
@@ -458,6 +491,9 @@ def test_dkdv_orientation_and_load_choices():
     assert not major("fused", 64, False, 2048) and not major("dkdv_split", 256, True, 2048)
     assert tma("dkdv", 128, False, 512) and tma("dkdv", 128, True, 16384) and not tma("dkdv", 64, True, 8192)
     assert not tma("dv", 128, False, 8192) and not tma("dkdv_split", 256, False, 8192)
+    # by pointers where the call cannot have descriptors: the orientation measured that way (configs.POINTER_FALLBACK)
+    assert major("dkdv", 128, True, 4096, pointers=True) and not major("dkdv", 128, True, 8192, pointers=True)
+    assert not major("dkdv", 128, False, 2048, pointers=True) and major("dkdv", 64, True, 1024, pointers=True)
 
 
 @pytest.mark.parametrize("choose, attr, env", [
@@ -555,7 +591,7 @@ def test_forward_shared_memory_rule_follows_the_views(batched, rule, monkeypatch
     class Stop(Exception):
         pass
 
-    def record(kind, kernel, shape, tma=False):
+    def record(kind, kernel, shape, tma=False, pointers=False):
         seen[kind] = tma
         raise Stop
 

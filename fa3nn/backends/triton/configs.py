@@ -200,6 +200,14 @@ QUERY_MAJOR: dict[tuple[int, bool], tuple[bool, bool, bool]] = {
 DKDV_TMA: dict[tuple[int, bool], tuple[bool, bool, bool]] = {
     (128, False): (True,) * 3, (128, True): (True,) * 3,
 }
+# The "dkdv" kernel's tiles and orientation where DKDV_TMA asks for descriptors but the call cannot have them (GPUs
+# before sm_90, Triton without descriptors, a head dim padded to the block such as 96 -> 128, FA3NN_TRITON_TMA=0):
+# the H200's pointer-path choices before the fourteenth session (64x64/4w/2 spills in its loop by pointers), with
+# their orientation (query-major up to 4k causal). launch passes `pointers=True` to pinned / query_major there.
+POINTER_FALLBACK: dict[tuple[int, bool], tuple[tuple[Tile, Tile, Tile], tuple[bool, bool, bool]]] = {
+    (128, False): ((Tile(32, 64, 4, 3), Tile(32, 64, 4, 3), Tile(64, 128, 8, 1)), (False,) * 3),
+    (128, True): ((Tile(64, 64, 4, 2), Tile(64, 64, 4, 2), Tile(64, 128, 8, 2)), (True, True, False)),
+}
 # Where the backward runs the output split ("dv" + "dk" kernels) instead of the one dK/dV kernel, per (padded head
 # dim, causal) and sequence bucket (launch.key_block_kinds; FA3NN_TRITON_DKDV_OUTPUTS=joint/split overrides). The
 # split kernels take key-major scores unless FA3NN_TRITON_DKDV_QUERY_MAJOR=1. d256: +12..+23% over the head-dim
@@ -354,9 +362,17 @@ def seq_bucket(max_seqlen: int) -> int:
     return sum(max_seqlen > limit for limit in SEQ_BUCKET_LIMITS)
 
 
-def query_major(block_d: int, causal: bool, max_seqlen: int) -> bool:
-    """QUERY_MAJOR's entry for a call of the "dkdv" kernel."""
-    return QUERY_MAJOR[(max(32, block_d), causal)][seq_bucket(max_seqlen)]
+def _pointer_fallback(kind: str, block_d: int, causal: bool, pointers: bool):
+    """POINTER_FALLBACK's entry where it applies (the "dkdv" kernel asked for descriptors it cannot have), else
+    None."""
+    return POINTER_FALLBACK.get((max(32, block_d), causal)) if pointers and kind == "dkdv" else None
+
+
+def query_major(block_d: int, causal: bool, max_seqlen: int, pointers: bool = False) -> bool:
+    """QUERY_MAJOR's entry for a call of the "dkdv" kernel (POINTER_FALLBACK's with `pointers`, where it has one)."""
+    fallback = _pointer_fallback("dkdv", block_d, causal, pointers)
+    table = fallback[1] if fallback else QUERY_MAJOR[(max(32, block_d), causal)]
+    return table[seq_bucket(max_seqlen)]
 
 
 def dkdv_tma(block_d: int, causal: bool, max_seqlen: int) -> bool:
@@ -369,9 +385,12 @@ def output_split(block_d: int, causal: bool, max_seqlen: int) -> bool:
     return OUTPUT_SPLIT[(max(32, block_d), causal)][seq_bucket(max_seqlen)]
 
 
-def pinned(kind: str, block_d: int, causal: bool, max_seqlen: int) -> Tile:
-    """The table's tile for one kernel and call shape, before the grid and shared-memory adjustments."""
-    return tile_table(kind)[(max(32, block_d), causal)][seq_bucket(max_seqlen)]
+def pinned(kind: str, block_d: int, causal: bool, max_seqlen: int, pointers: bool = False) -> Tile:
+    """The table's tile for one kernel and call shape, before the grid and shared-memory adjustments; `pointers`:
+    the call loads by pointers where the table's tile was measured with descriptors (POINTER_FALLBACK)."""
+    fallback = _pointer_fallback(kind, block_d, causal, pointers)
+    tiles = fallback[0] if fallback else tile_table(kind)[(max(32, block_d), causal)]
+    return tiles[seq_bucket(max_seqlen)]
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -440,12 +459,13 @@ def fit_shared_memory(kind: str, tile: Tile, block_d: int, block_dv: int, elem_b
 
 def tile_for(kind: str, block_d: int, block_dv: int, causal: bool, max_seqlen: int, elem_bytes: int,
              grid_units: int, grid_seqlen: int, num_sms: int | None = None, smem_limit: int | None = None,
-             tma: bool = False) -> Tile:
+             tma: bool = False, pointers: bool = False) -> Tile:
     """The tile one kernel runs with for one call: OVERRIDES, else the pinned tile, shrunk by fill_sms (when
-    `num_sms` is known) and to the shared memory (when `smem_limit` is; `tma` as shared_memory_bytes)."""
+    `num_sms` is known) and to the shared memory (when `smem_limit` is; `tma` as shared_memory_bytes, `pointers` as
+    pinned)."""
     if kind in OVERRIDES:
         return OVERRIDES[kind]
-    tile = pinned(kind, block_d, causal, max_seqlen)
+    tile = pinned(kind, block_d, causal, max_seqlen, pointers)
     if num_sms:
         tile = fill_sms(kind, tile, grid_units, grid_seqlen, num_sms)
     if smem_limit:
@@ -454,10 +474,10 @@ def tile_for(kind: str, block_d: int, block_dv: int, causal: bool, max_seqlen: i
 
 
 def autotune_candidates(kind: str, block_d: int, block_dv: int, causal: bool, max_seqlen: int, elem_bytes: int,
-                        smem_limit: int | None = None, tma: bool = False) -> list[Tile]:
-    """The opt-in autotuner's choices: the pinned tile first, then ALTERNATIVES, those over `smem_limit` dropped
-    (the pinned one shrunk instead, so the list is never empty)."""
-    first = pinned(kind, block_d, causal, max_seqlen)
+                        smem_limit: int | None = None, tma: bool = False, pointers: bool = False) -> list[Tile]:
+    """The opt-in autotuner's choices: the pinned tile first (`pointers` as pinned), then ALTERNATIVES, those over
+    `smem_limit` dropped (the pinned one shrunk instead, so the list is never empty)."""
+    first = pinned(kind, block_d, causal, max_seqlen, pointers)
     tiles = [first] + [t for t in ALTERNATIVES[kind][max(32, block_d)] if t != first]
     if smem_limit is None:
         return tiles

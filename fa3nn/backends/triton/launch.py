@@ -111,11 +111,13 @@ def _forced(value: str, env: str) -> bool | None:
     return None if value == "auto" else value == "1"
 
 
-def dkdv_query_major(kind: str, block_d: int, causal: bool, max_seqlen: int) -> bool:
+def dkdv_query_major(kind: str, block_d: int, causal: bool, max_seqlen: int, pointers: bool = False) -> bool:
     """Whether the key-block kernel of `kind` takes query-major scores (DKDV_QUERY_MAJOR); "auto" only where the
-    tile table was measured that way (configs.QUERY_MAJOR, the "dkdv" kernel)."""
+    tile table was measured that way (configs.QUERY_MAJOR, the "dkdv" kernel; `pointers` as configs.pinned)."""
     forced = _forced(DKDV_QUERY_MAJOR, "FA3NN_TRITON_DKDV_QUERY_MAJOR")
-    return forced if forced is not None else kind == "dkdv" and configs.query_major(block_d, causal, max_seqlen)
+    if forced is not None:
+        return forced
+    return kind == "dkdv" and configs.query_major(block_d, causal, max_seqlen, pointers)
 
 
 def dkdv_tma(kind: str, block_d: int, causal: bool, max_seqlen: int) -> bool:
@@ -290,17 +292,18 @@ def _device(device: torch.device) -> tuple[int, int, int]:
 _autotuned: dict[tuple, object] = {}
 
 
-def _launcher(kind: str, kernel, shape: _Shape, tma: bool = False):
+def _launcher(kind: str, kernel, shape: _Shape, tma: bool = False, pointers: bool = False):
     """The tile to launch with (configs.tile_for: pinned per shape, reproducible), or with FA3NN_TRITON_AUTOTUNE=1
     the autotuner over configs.autotune_candidates. deterministic=True never autotunes: another process may pick
-    another tile, and a different tile rounds differently."""
+    another tile, and a different tile rounds differently. `pointers`: the call loads by pointers where the table's
+    tile was measured through descriptors (configs.POINTER_FALLBACK)."""
     if shape.device.type != "cuda":  # CPU tensors: Triton's interpreter
         return configs.OVERRIDES.get(kind, configs.INTERPRETER[kind])
     _, num_sms, smem_limit = _device(shape.device)
     max_seqlen = max(shape.seqlen_q, shape.seqlen_k)
     if configs.autotune_enabled() and not shape.deterministic and kind not in configs.OVERRIDES:
         tiles = configs.autotune_candidates(kind, shape.block_d, shape.block_dv, shape.causal, max_seqlen,
-                                            shape.elem_bytes, smem_limit, tma)
+                                            shape.elem_bytes, smem_limit, tma, pointers)
         if len(tiles) > 1:
             return _autotuner(kind, kernel, tiles)
     if kind in configs.KEY_BLOCK_KINDS:  # one program per key block of each K/V head (and head-dim part)
@@ -309,7 +312,7 @@ def _launcher(kind: str, kernel, shape: _Shape, tma: bool = False):
     else:  # one program per query block of each head
         units, grid_seqlen = shape.batch * shape.nheads, shape.seqlen_q
     return configs.tile_for(kind, shape.block_d, shape.block_dv, shape.causal, max_seqlen, shape.elem_bytes, units,
-                            grid_seqlen, num_sms, smem_limit, tma)
+                            grid_seqlen, num_sms, smem_limit, tma, pointers)
 
 
 def _autotuner(kind: str, kernel, tiles: list[configs.Tile]):
@@ -328,13 +331,13 @@ def _autotuner(kind: str, kernel, tiles: list[configs.Tile]):
     return _autotuned[key]
 
 
-def _launch(kind: str, kernel, shape: _Shape, grid_of, args: tuple, **constexprs):
-    """Run `kernel` with `args`; grid_of(block_m, block_n) gives the grid for a tile."""
+def _launch(kind: str, kernel, shape: _Shape, grid_of, args: tuple, pointers: bool = False, **constexprs):
+    """Run `kernel` with `args`; grid_of(block_m, block_n) gives the grid for a tile (`pointers` as _launcher)."""
     # the forward's operands through (rows, heads * dim) descriptors: Triton keeps num_stages - 1 K/V buffers there
     # (configs.shared_memory_bytes); through the batched (batch, seqlen, heads * dim) ones (USE_TMA == 2) it keeps
     # num_stages, as by pointers (offline, Triton 3.6: d256 128x64/8w/3 192 KB -> 257 KB, past the H200's 227), and
     # so do the dQ kernel's descriptor loads (161 KB at d128 128x64/3)
-    chosen = _launcher(kind, kernel, shape, tma=kind == "fwd" and constexprs.get("USE_TMA") == 1)
+    chosen = _launcher(kind, kernel, shape, tma=kind == "fwd" and constexprs.get("USE_TMA") == 1, pointers=pointers)
     if isinstance(chosen, configs.Tile):
         grid = grid_of(chosen.block_m, chosen.block_n)
         if any(constexprs.get(name) for name in ("USE_TMA", "DQ_TMA", "QDO_TMA")):  # only descriptor launches pay
@@ -418,6 +421,7 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
             qdo_views = _tma_views(q, dout, shape=shape, batched=batched) if wants_tma else None
             q_src, do_src = (q, dout) if qdo_views is None else tuple(_descriptor(x, shape.nheads)
                                                                        for x in qdo_views)
+            pointers = wants_tma and qdo_views is None  # tiles measured by descriptors, which this call lacks
             _launch(
                 kind, K._bwd_dkdv_kernel, shape,
                 lambda bm, bn, split=split: (triton.cdiv(shape.seqlen_k, bn) * split, shape.nheads_kv, shape.batch),
@@ -427,8 +431,8 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
                 **shape.constexprs(), LOG2_SCORES=log2_scores, ATOMIC_DQ=atomic_dq,
                 UNMASKED_ROW_STATS=UNMASKED_ROW_STATS, DQ_TMA=dq_target is not None, SPLIT_D=split,
                 QDO_TMA=0 if qdo_views is None else 2 if batched else 1,
-                QUERY_MAJOR=dkdv_query_major(kind, shape.block_d, shape.causal, max_seqlen),
-                WITH_DK=kind != "dv", WITH_DV=kind != "dk",
+                QUERY_MAJOR=dkdv_query_major(kind, shape.block_d, shape.causal, max_seqlen, pointers),
+                WITH_DK=kind != "dv", WITH_DV=kind != "dk", pointers=pointers,
             )
 
     if atomic_dq:  # the kernel adds unscaled dS·K
