@@ -538,6 +538,28 @@ def test_dkdv_tma_loads_varlen(monkeypatch):
     check_varlen(3, 40, 57, 2, 1, 32, torch.float16, "cpu", causal=True)
 
 
+def _check_next_sequence_kept_out(causal: bool, poisoned: tuple[int, ...]):
+    """Batch 1 of the inputs named in `poisoned` (0 = Q, 1 = K, 2 = V) and of dO all NaN, 29 queries and 37 keys
+    (the last blocks reach past batch 0's end into batch 1): batch 0's output and gradients are finite and match the
+    reference of batch 0 alone."""
+    q, k, v = (torch.randn(2, n, 2, 64, dtype=torch.float16) for n in (29, 37, 37))
+    for index in poisoned:
+        (q, k, v)[index][1] = float("nan")
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = flash_attn_func(*leaves, causal=causal, backend="triton")
+    grad = torch.randn_like(out)
+    grad[1] = float("nan")
+    out.backward(grad)
+    ref = [t[:1].clone().requires_grad_() for t in (q, k, v)]
+    out_ref = flash_attn_func(*ref, causal=causal, backend="reference")
+    out_ref.backward(grad[:1])
+    assert torch.isfinite(out[0]).all()
+    torch.testing.assert_close(out[:1].float(), out_ref.float(), atol=2e-3, rtol=2e-3)
+    for got, want in zip(leaves, ref):
+        assert torch.isfinite(got.grad[0]).all()
+        torch.testing.assert_close(got.grad[:1].float(), want.grad.float(), atol=2e-2, rtol=2e-2)
+
+
 @pytest.mark.parametrize("batched", [False, True], ids=["rows", "batched"])
 def test_dkdv_tma_loads_zero_the_next_sequences_rows(batched, monkeypatch):
     """Through descriptors, Q/dO rows past a sequence's end are the next sequence's: NaN there must not reach dK
@@ -549,18 +571,7 @@ def test_dkdv_tma_loads_zero_the_next_sequences_rows(batched, monkeypatch):
     monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
     monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "1")
     monkeypatch.setattr(launch, "TMA_BATCHED", batched)
-    q, k, v = (torch.randn(2, n, 2, 64, dtype=torch.float16) for n in (29, 37, 37))
-    q[1] = float("nan")
-    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
-    out = flash_attn_func(*leaves, causal=False, backend="triton")
-    grad = torch.randn_like(out)
-    grad[1] = float("nan")
-    out.backward(grad)
-    ref = [t[:1].clone().requires_grad_() for t in (q, k, v)]
-    flash_attn_func(*ref, causal=False, backend="reference").backward(grad[:1])
-    for got, want in zip(leaves, ref):
-        assert torch.isfinite(got.grad[0]).all()
-        torch.testing.assert_close(got.grad[:1].float(), want.grad.float(), atol=2e-2, rtol=2e-2)
+    _check_next_sequence_kept_out(causal=False, poisoned=(0,))
 
 
 @pytest.mark.parametrize("case", ["odd-noncausal", "causal-more-queries", "causal-more-keys-gqa", "window-both",
@@ -614,22 +625,7 @@ def test_batched_descriptors_keep_the_next_sequence_out(monkeypatch):
     monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "1")
     monkeypatch.setattr(launch, "DQ_TMA_LOADS", True)
     monkeypatch.setattr(launch, "TMA_BATCHED", True)
-    q, k, v = (torch.randn(2, n, 2, 64, dtype=torch.float16) for n in (29, 37, 37))
-    for t in (q, k, v):
-        t[1] = float("nan")
-    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
-    out = flash_attn_func(*leaves, causal=True, backend="triton")
-    grad = torch.randn_like(out)
-    grad[1] = float("nan")
-    out.backward(grad)
-    ref = [t[:1].clone().requires_grad_() for t in (q, k, v)]
-    out_ref = flash_attn_func(*ref, causal=True, backend="reference")
-    out_ref.backward(grad[:1])
-    assert torch.isfinite(out[0]).all()
-    torch.testing.assert_close(out[:1].float(), out_ref.float(), atol=2e-3, rtol=2e-3)
-    for got, want in zip(leaves, ref):
-        assert torch.isfinite(got.grad[0]).all()
-        torch.testing.assert_close(got.grad[:1].float(), want.grad.float(), atol=2e-2, rtol=2e-2)
+    _check_next_sequence_kept_out(causal=True, poisoned=(0, 1, 2))
 
 
 def test_atomic_dq_reduce_target(monkeypatch):
