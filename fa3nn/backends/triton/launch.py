@@ -146,9 +146,9 @@ def dkdv_kind(block_d: int, block_dv: int, atomic_dq: bool) -> str:
     return "dkdv_split" if split else "dkdv"
 
 
-def _tma_views(*tensors, shape, batched: bool = False) -> tuple | None:
+def _tma_views(*tensors, shape) -> tuple | None:
     """(rows, heads * dim) views of the (batch, seqlen, heads, dim) or packed tensors for tensor descriptors
-    ((batch, seqlen, heads * dim) with `batched`, dense calls only), or None where the pointer path must serve."""
+    ((batch, seqlen, heads * dim) for dense calls with TMA_BATCHED), or None where the pointer path must serve."""
     mode = os.environ.get("FA3NN_TRITON_TMA", "auto")
     first = tensors[0]
     if mode == "0" or (mode != "1" and (first.device.type != "cuda" or _device(first.device)[0] < 9)):
@@ -157,8 +157,7 @@ def _tma_views(*tensors, shape, batched: bool = False) -> tuple | None:
         return None
     if shape.headdim != shape.block_d or shape.headdim_v != shape.block_dv:
         return None  # a padded block would read the next head's columns
-    if batched and shape.varlen:
-        raise ValueError("batched descriptor views are for dense (batch, seqlen, heads, dim) tensors")
+    batched = TMA_BATCHED and not shape.varlen
     views = []
     for x in tensors:
         lead = x.shape[:2] if batched else (x.shape[0] if shape.varlen else x.shape[0] * x.shape[1],)
@@ -172,10 +171,21 @@ def _tma_views(*tensors, shape, batched: bool = False) -> tuple | None:
     return tuple(views)
 
 
+def _tma_mode(views: tuple | None) -> int:
+    """The kernels' USE_TMA / QDO_TMA for _tma_views' result: 0 pointers, 1 (rows, heads * dim) views, 2 the
+    (batch, seqlen, heads * dim) ones."""
+    return 0 if views is None else views[0].dim() - 1
+
+
+def _box(rank: int, rows: int, width: int) -> list[int]:
+    """A descriptor's block shape: `rows` x `width` (one head's columns), behind a batch extent of 1 on 3-D views."""
+    return [1] * (rank - 2) + [rows, width]
+
+
 def _descriptor(view: torch.Tensor, nheads: int):
     """A tensor descriptor over one of _tma_views' views, whose tile is one head's columns: block shapes are
     placeholders until the tile is known (_set_tma_block_shapes)."""
-    return TensorDescriptor.from_tensor(view, [1] * (view.dim() - 2) + [16, view.shape[-1] // nheads])
+    return TensorDescriptor.from_tensor(view, _box(view.dim(), 16, view.shape[-1] // nheads))
 
 
 def _dq_reduce_target(dq_acc: torch.Tensor, shape) -> object | None:
@@ -199,12 +209,10 @@ def _set_tma_block_shapes(nargs: dict) -> None:
     and V)."""
     for name, width in (("Q", "HEADDIM"), ("dOut", "HEADDIM_V")):  # query-row tiles: the forward's Q, dK/dV's Q, dO
         if TensorDescriptor is not None and isinstance(nargs.get(name), TensorDescriptor):
-            batched = [1] if len(nargs[name].shape) == 3 else []  # (batch, seqlen, heads * dim) views
-            nargs[name].block_shape = [*batched, nargs["BLOCK_M"], nargs[width]]
+            nargs[name].block_shape = _box(len(nargs[name].shape), nargs["BLOCK_M"], nargs[width])
     if nargs.get("USE_TMA"):  # key-row tiles: the forward's and the dQ kernel's K, V
         for name, width in (("K", "HEADDIM"), ("V", "HEADDIM_V")):
-            batched = [1] if len(nargs[name].shape) == 3 else []
-            nargs[name].block_shape = [*batched, nargs["BLOCK_N"], nargs[width]]
+            nargs[name].block_shape = _box(len(nargs[name].shape), nargs["BLOCK_N"], nargs[width])
     if nargs.get("DQ_TMA"):  # one part's columns when the atomic backward is split over the head dim
         nargs["dQacc"].block_shape = [1, nargs["BLOCK_M"], nargs["HEADDIM"] // nargs.get("SPLIT_D", 1)]
 
@@ -355,8 +363,7 @@ def forward(q, k, v, params: AttnParams, varlen: Varlen | None):
     out = _alloc((*q.shape[:-1], shape.headdim_v), q.dtype, q.device)
     lse_shape = (shape.nheads, q.shape[0]) if shape.varlen else (shape.batch, shape.nheads, shape.seqlen_q)
     lse = _alloc(lse_shape, lse_dtype(q.dtype), q.device)
-    batched = TMA_BATCHED and not shape.varlen
-    views = _tma_views(q, k, v, shape=shape, batched=batched)
+    views = _tma_views(q, k, v, shape=shape)
     if views is not None:
         sources = tuple(_descriptor(x, n) for x, n in zip(views, (shape.nheads, shape.nheads_kv, shape.nheads_kv)))
     else:
@@ -369,7 +376,7 @@ def forward(q, k, v, params: AttnParams, varlen: Varlen | None):
         *shape.autotune_keys(),
     )
     _launch("fwd", K._fwd_kernel, shape, lambda bm, bn: (triton.cdiv(shape.seqlen_q, bm), shape.nheads, shape.batch),
-            args, **shape.constexprs(), USE_TMA=0 if views is None else 2 if batched else 1)
+            args, **shape.constexprs(), USE_TMA=_tma_mode(views))
     return out, lse
 
 
@@ -417,8 +424,7 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
         for kind in key_block_kinds(shape.block_d, shape.block_dv, atomic_dq, shape.causal, max_seqlen):
             split = configs.DKDV_SPLIT_PARTS if kind in configs.SPLIT_KINDS else 1
             wants_tma = split == 1 and dkdv_tma(kind, shape.block_d, shape.causal, max_seqlen)
-            batched = TMA_BATCHED and not shape.varlen
-            qdo_views = _tma_views(q, dout, shape=shape, batched=batched) if wants_tma else None
+            qdo_views = _tma_views(q, dout, shape=shape) if wants_tma else None
             q_src, do_src = (q, dout) if qdo_views is None else tuple(_descriptor(x, shape.nheads)
                                                                        for x in qdo_views)
             pointers = wants_tma and qdo_views is None  # tiles measured by descriptors, which this call lacks
@@ -430,7 +436,7 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
                  *_strides(dq_acc, shape.varlen), *stat_strides, *common),
                 **shape.constexprs(), LOG2_SCORES=log2_scores, ATOMIC_DQ=atomic_dq,
                 UNMASKED_ROW_STATS=UNMASKED_ROW_STATS, DQ_TMA=dq_target is not None, SPLIT_D=split,
-                QDO_TMA=0 if qdo_views is None else 2 if batched else 1,
+                QDO_TMA=_tma_mode(qdo_views),
                 QUERY_MAJOR=dkdv_query_major(kind, shape.block_d, shape.causal, max_seqlen, pointers),
                 WITH_DK=kind != "dv", WITH_DV=kind != "dk", pointers=pointers,
             )
@@ -439,8 +445,7 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
         launch_key_blocks()
         return dq_acc.mul_(shape.softmax_scale).to(q.dtype), dk, dv
     dq = _alloc(q.shape, q.dtype, q.device)
-    dq_batched = TMA_BATCHED and not shape.varlen
-    views = _tma_views(k, v, shape=shape, batched=dq_batched) if DQ_TMA_LOADS else None
+    views = _tma_views(k, v, shape=shape) if DQ_TMA_LOADS else None
     kv = (k, v) if views is None else tuple(_descriptor(x, shape.nheads_kv) for x in views)
 
     def launch_dq():
@@ -449,7 +454,7 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
             lambda bm, bn: (triton.cdiv(shape.seqlen_q, bm), shape.nheads, shape.batch),
             (q, *kv, dout, lse, delta, dq, shape.cu_q, shape.cu_k, *qkv_do_strides, *_strides(dq, shape.varlen),
              *stat_strides, *common),
-            **shape.constexprs(), LOG2_SCORES=log2_scores, USE_TMA=0 if views is None else 2 if dq_batched else 1,
+            **shape.constexprs(), LOG2_SCORES=log2_scores, USE_TMA=_tma_mode(views),
         )
 
     if not (BWD_STREAMS and q.is_cuda):
