@@ -134,16 +134,16 @@ def test_head_dim_split(causal, monkeypatch):
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_tma_batched(causal, monkeypatch):
-    """FA3NN_TRITON_TMA_BATCHED=1 (opt-in), with every descriptor path on (the forward's Q / K / V, the dK/dV
-    kernel's Q / dO, the dQ kernel's K / V): (batch, seqlen, heads * dim) views, rows past each sequence
-    zero-filled by the copy engine instead of in the kernels: ragged, GQA and long pairs through the rule,
-    poisoned, at d64 / d128 / d256; and bitwise the output and gradients of the (rows, heads * dim) descriptors, whose
-    masked runs zero the same rows (or mask their scores)."""
+    """FA3NN_TRITON_TMA_BATCHED=1 (forced; by default where configs.TMA_BATCHED says), with every descriptor path on
+    (the forward's Q / K / V, the dK/dV kernel's Q / dO, the dQ kernel's K / V): (batch, seqlen, heads * dim) views,
+    rows past each sequence zero-filled by the copy engine instead of in the kernels: ragged, GQA and long pairs
+    through the rule, poisoned, at d64 / d128 / d256; and bitwise the output and gradients of the (rows, heads *
+    dim) descriptors, whose masked runs zero the same rows (or mask their scores)."""
     from fa3nn.backends.triton import launch
 
     monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "1")
-    monkeypatch.setattr(launch, "DQ_TMA_LOADS", True)
-    monkeypatch.setattr(launch, "TMA_BATCHED", True)
+    monkeypatch.setattr(launch, "DQ_TMA_LOADS", "1")
+    monkeypatch.setattr(launch, "TMA_BATCHED", "1")
     for headdim in (64, 128, 256):  # d256: the forward's 3-stage tile fitted to the batched views' buffers
         check_dense(2, 239, 1024, 4, 2, headdim, torch.bfloat16, "cuda", causal=causal)
         check_dense(1, 4224, 4224, 2048 // headdim // 2, 2048 // headdim // 4, headdim, torch.bfloat16, "cuda",
@@ -153,7 +153,7 @@ def test_tma_batched(causal, monkeypatch):
     grad_out = torch.randn_like(q)
     results = {}
     for batched in (False, True):
-        monkeypatch.setattr(launch, "TMA_BATCHED", batched)
+        monkeypatch.setattr(launch, "TMA_BATCHED", "1" if batched else "0")
         leaves = [t.clone().requires_grad_() for t in (q, k, v)]
         out = flash_attn_func(*leaves, causal=causal, backend="triton")
         results[batched] = (out.detach(), *torch.autograd.grad(out, leaves, grad_out))

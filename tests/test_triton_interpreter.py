@@ -271,6 +271,7 @@ def test_tma_descriptor_path(case, monkeypatch):
     from fa3nn.backends.triton import launch
 
     monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
+    monkeypatch.setattr(launch, "TMA_BATCHED", "0")  # the (rows, heads * dim) views: batched ones are tested below
     batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
     q, k, v = (torch.randn(2, n, heads, 64) for n, heads in ((sq, h), (sk, hk), (sk, hk)))
     assert launch._tma_views(q, k, v, shape=launch._Shape(q, k, v, _params(causal, window, softcap), None)) is not None
@@ -288,19 +289,23 @@ def test_dq_tma_loads(case, monkeypatch):
     from fa3nn.backends.triton import launch
 
     monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
-    monkeypatch.setattr(launch, "DQ_TMA_LOADS", True)
+    monkeypatch.setattr(launch, "DQ_TMA_LOADS", "1")
+    monkeypatch.setattr(launch, "TMA_BATCHED", "0")  # the (rows, heads * dim) views: batched ones are tested below
     batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
     check_dense(2, sq, sk, h, hk, 64, torch.float16, "cpu", causal=causal, window=window, softcap=softcap)
 
 
-def test_dq_tma_loads_zero_the_next_sequences_rows(monkeypatch):
-    """Through descriptors, K/V rows past a sequence's end are the next sequence's: NaN there must not reach dQ
-    (K enters dS K, V enters dP; the masked run zeroes both). Batch 1 is all NaN; batch 0's gradients must match
-    the reference of batch 0 alone (37 keys: the last 16-key block reaches 11 rows into batch 1)."""
+@pytest.mark.parametrize("batched", [False, True], ids=["rows", "batched"])
+def test_dq_tma_loads_zero_the_next_sequences_rows(batched, monkeypatch):
+    """Through (rows, heads * dim) descriptors, K/V rows past a sequence's end are the next sequence's: NaN there
+    must not reach dQ (K enters dS K, V enters dP; the masked run zeroes both; through the batched views the copy
+    engine does). Batch 1 is all NaN; batch 0's gradients must match the reference of batch 0 alone (37 keys: the
+    last 16-key block reaches 11 rows into batch 1)."""
     from fa3nn.backends.triton import launch
 
     monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
-    monkeypatch.setattr(launch, "DQ_TMA_LOADS", True)
+    monkeypatch.setattr(launch, "DQ_TMA_LOADS", "1")
+    monkeypatch.setattr(launch, "TMA_BATCHED", "1" if batched else "0")
     q, k, v = (torch.randn(2, n, 2, 64, dtype=torch.float16) for n in (29, 37, 37))
     k[1] = float("nan")
     v[1] = float("nan")
@@ -416,7 +421,7 @@ def test_output_split_choice(monkeypatch):
 def _pinned_key_block_tiles():
     """Every distinct (kind, head dim, causal, tile, orientation, descriptor loads) the default backward's key-block
     kernel runs with on a GPU (configs.PINNED over the sequence buckets, with configs.QUERY_MAJOR's orientation and
-    configs.DKDV_TMA's loads)."""
+    configs.TMA_LOADS["dkdv"]'s loads)."""
     from fa3nn.backends.triton import configs, launch
 
     cases = {}
@@ -453,36 +458,30 @@ def test_pinned_key_block_tiles(kind, headdim, causal, tile, query_major, tma, m
 
 @pytest.mark.parametrize("headdim, tma_env, pointers", [(128, "1", False), (96, "1", True), (128, "0", True)],
                          ids=["descriptors", "padded-head-dim", "descriptors-off"])
-def test_dkdv_tiles_follow_the_loads_the_call_gets(headdim, tma_env, pointers, monkeypatch):
-    """configs.DKDV_TMA's d128 tiles were measured through descriptors; a call that cannot have them (a head dim
-    padded to the block, FA3NN_TRITON_TMA=0, a GPU or Triton without them) takes configs.POINTER_FALLBACK's tile
-    and orientation instead: launch passes `pointers` to the tile choice exactly then."""
+def test_tiles_follow_the_loads_the_call_gets(headdim, tma_env, pointers, monkeypatch):
+    """configs.TMA_LOADS's d128 "dkdv" tiles and causal-short "dq" tile were measured through descriptors; a call
+    that cannot have them (a head dim padded to the block, FA3NN_TRITON_TMA=0, a GPU or Triton without them) takes
+    configs.POINTER_FALLBACK's tiles (and orientation) instead: launch passes `pointers` to the tile choice exactly
+    then, for both kernels."""
     from fa3nn.backends.triton import launch
 
     seen = {}
     original = launch._launcher
 
-    class Stop(Exception):
-        pass
-
     def record(kind, kernel, shape, tma=False, pointers=False):
-        if kind == "dkdv":
-            seen["pointers"] = pointers
-            raise Stop
+        seen[kind] = pointers
         return original(kind, kernel, shape, tma, pointers)
 
     monkeypatch.setenv("FA3NN_TRITON_TMA", tma_env)
     monkeypatch.setattr(launch, "_launcher", record)
     q, k, v = (torch.randn(1, 40, 2, headdim, dtype=torch.float16, requires_grad=True) for _ in range(3))
-    out = flash_attn_func(q, k, v, causal=True, backend="triton")
-    with pytest.raises(Stop):
-        out.sum().backward()
-    assert seen == {"pointers": pointers}
+    flash_attn_func(q, k, v, causal=True, backend="triton").sum().backward()
+    assert seen == {"fwd": False, "dkdv": pointers, "dq": pointers}
 
 
 def test_dkdv_orientation_and_load_choices():
-    """configs.QUERY_MAJOR and configs.DKDV_TMA decide for the "dkdv" kernel only: query-major scores at head dims
-    <= 64, descriptor loads at d128."""
+    """configs.QUERY_MAJOR and configs.TMA_LOADS["dkdv"] decide for the "dkdv" kernel only: query-major scores at
+    head dims <= 64, descriptor loads at d128."""
     from fa3nn.backends.triton import launch
 
     major, tma = launch.dkdv_query_major, launch.dkdv_tma
@@ -515,6 +514,31 @@ def test_dkdv_switches_force_and_refuse(choose, attr, env, monkeypatch):
         choose("dkdv", 64, False, 2048)
 
 
+def test_descriptor_tables_and_switches(monkeypatch):
+    """configs.TMA_LOADS["dq"] and configs.TMA_BATCHED decide per (head dim, causal, bucket) and direction where
+    FA3NN_TRITON_DQ_TMA / FA3NN_TRITON_TMA_BATCHED are "auto"; "1" / "0" force them everywhere; anything else is
+    refused by the variable's name."""
+    from fa3nn.backends.triton import launch
+
+    assert launch.dq_tma(128, True, 512) and launch.dq_tma(64, False, 16384) and not launch.dq_tma(64, True, 16384)
+    assert not launch.dq_tma(256, False, 2048)
+    batched = launch.tma_batched
+    assert batched("bwd", 128, True, 16384) and batched("fwd", 256, True, 8192) and batched("fwd", 128, True, 1024)
+    assert not batched("fwd", 128, True, 2048) and not batched("fwd", 64, False, 512)
+    assert not batched("fwd", 256, False, 8192) and not batched("bwd", 256, True, 512)
+    for attr, env, choose in (("DQ_TMA_LOADS", "FA3NN_TRITON_DQ_TMA", lambda: launch.dq_tma(256, False, 512)),
+                              ("TMA_BATCHED", "FA3NN_TRITON_TMA_BATCHED",
+                               lambda: batched("fwd", 64, False, 512))):
+        monkeypatch.setattr(launch, attr, "1")
+        assert choose()
+        monkeypatch.setattr(launch, attr, "0")
+        assert not choose()
+        monkeypatch.setattr(launch, attr, "yes")
+        with pytest.raises(ValueError, match=f"{env}=yes"):
+            choose()
+        monkeypatch.setattr(launch, attr, "auto")
+
+
 @pytest.mark.parametrize("batched", [False, True], ids=["rows", "batched"])
 @pytest.mark.parametrize("case", ["causal-more-keys-gqa", "window-both", "softcap"], ids=str)
 def test_dkdv_tma_loads(case, batched, monkeypatch):
@@ -525,7 +549,7 @@ def test_dkdv_tma_loads(case, batched, monkeypatch):
 
     monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
     monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "1")
-    monkeypatch.setattr(launch, "TMA_BATCHED", batched)
+    monkeypatch.setattr(launch, "TMA_BATCHED", "1" if batched else "0")
     batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
     check_dense(2, sq, sk, h, hk, 64, torch.float16, "cpu", causal=causal, window=window, softcap=softcap)
 
@@ -570,7 +594,7 @@ def test_dkdv_tma_loads_zero_the_next_sequences_rows(batched, monkeypatch):
 
     monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
     monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "1")
-    monkeypatch.setattr(launch, "TMA_BATCHED", batched)
+    monkeypatch.setattr(launch, "TMA_BATCHED", "1" if batched else "0")
     _check_next_sequence_kept_out(causal=False, poisoned=(0,))
 
 
@@ -584,8 +608,8 @@ def test_batched_descriptors_everywhere(case, monkeypatch):
 
     monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
     monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "1")
-    monkeypatch.setattr(launch, "DQ_TMA_LOADS", True)
-    monkeypatch.setattr(launch, "TMA_BATCHED", True)
+    monkeypatch.setattr(launch, "DQ_TMA_LOADS", "1")
+    monkeypatch.setattr(launch, "TMA_BATCHED", "1")
     batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
     check_dense(2, sq, sk, h, hk, 64, torch.float16, "cpu", causal=causal, window=window, softcap=softcap)
 
@@ -607,7 +631,7 @@ def test_forward_shared_memory_rule_follows_the_views(batched, rule, monkeypatch
         raise Stop
 
     monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
-    monkeypatch.setattr(launch, "TMA_BATCHED", batched)
+    monkeypatch.setattr(launch, "TMA_BATCHED", "1" if batched else "0")
     monkeypatch.setattr(launch, "_launcher", record)
     q, k, v = (torch.randn(2, 64, 2, 64, dtype=torch.float16) for _ in range(3))
     with pytest.raises(Stop):
@@ -623,8 +647,8 @@ def test_batched_descriptors_keep_the_next_sequence_out(monkeypatch):
 
     monkeypatch.setenv("FA3NN_TRITON_TMA", "1")
     monkeypatch.setattr(launch, "DKDV_TMA_LOADS", "1")
-    monkeypatch.setattr(launch, "DQ_TMA_LOADS", True)
-    monkeypatch.setattr(launch, "TMA_BATCHED", True)
+    monkeypatch.setattr(launch, "DQ_TMA_LOADS", "1")
+    monkeypatch.setattr(launch, "TMA_BATCHED", "1")
     _check_next_sequence_kept_out(causal=True, poisoned=(0, 1, 2))
 
 

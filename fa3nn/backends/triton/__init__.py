@@ -25,9 +25,12 @@ FA3NN_TRITON_DKDV_SPLIT_D that runs with FA3NN_TRITON_DKDV_OUTPUTS=joint); the d
 beside the key-block kernels (FA3NN_TRITON_BWD_STREAMS, default on: +1-4%, bitwise the same); the dK/dV kernel's
 scores as queries x keys (FA3NN_TRITON_DKDV_QUERY_MAJOR, auto: where
 configs.QUERY_MAJOR says, head dims <= 64, measured +2-12% on the whole backward on the
-H200); the dK/dV kernel's Q/dO through tensor descriptors (FA3NN_TRITON_DKDV_TMA, auto: where configs.DKDV_TMA
-says, d128 with key-major 64x64/4w/2 tiles, +1-12% on the whole backward on the H200; with one stage they
-lost) and the dQ kernel's K/V (FA3NN_TRITON_DQ_TMA=1, opt-in: +-1%);
+H200); the dK/dV kernel's Q/dO through tensor descriptors (FA3NN_TRITON_DKDV_TMA, auto: where
+configs.TMA_LOADS["dkdv"] says, d128 with key-major 64x64/4w/2 tiles, +1-12% on the whole backward on the H200; with
+one stage they lost) and the dQ kernel's K/V (FA3NN_TRITON_DQ_TMA, auto: configs.TMA_LOADS["dq"], d64 / d128);
+descriptors over (batch, seqlen, heads * dim) views, so the copy engine zero-fills rows past a sequence and no
+masked run zeroes them (FA3NN_TRITON_TMA_BATCHED, auto: configs.TMA_BATCHED per direction, e.g. the d128 backward
++1-4% non-causal and +10-19% causal up to 2k, the d256 causal forward +3-16%);
 scripts/triton_tile_ab.py times them (benchmarks/NOTES.md, v3, "2026-12-01 fourth", "2026-12-02 twelfth" and
 "thirteenth").
 

@@ -141,9 +141,13 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         # d64, runs: 64x64/4w everywhere except causal past 4k (128x64/8w).
         (64, False): (Tile(64, 64, 4, 3),) * 3,
         (64, True): (Tile(64, 64, 4, 3), Tile(64, 64, 4, 3), Tile(128, 64, 8, 3)),
-        # d128, sweep at 4096: 128x64/8w/3 stages 243 non-causal, 225 causal, against 206-238 and 193-219.
+        # d128, sweep at 4096: 128x64/8w/3 stages 243 non-causal, 225 causal, against 206-238 and 193-219. Causal
+        # up to 1k since 2026-12-02 (fifteenth session), with K / V through descriptors (TMA_LOADS below): 64x64/4w/2
+        # (offline, Triton 3.6: 282 warp instructions per 1024 scores, no spill, 97 KB, two CTAs per SM; the
+        # 128x64/8w/3 by pointers 290), whole backward 190 vs 182 TFLOP/s at 512, 266 vs 263 at 1k; non-causal
+        # 1.00 / 0.97x, and 0.95-0.99x from 2k (results/next15-h200-20261202-1907).
         (128, False): (Tile(128, 64, 8, 3),) * 3,
-        (128, True): (Tile(128, 64, 8, 3),) * 3,
+        (128, True): (Tile(64, 64, 4, 2), Tile(128, 64, 8, 3), Tile(128, 64, 8, 3)),
         # d256: 128x32/8w/2 stages (no spills offline; 64x32/4w spills 136-160 B). H200 sweep 2026-12-01 (whole
         # backward, triton256sweep-…-1322): 1024 193 vs 172 non-causal, 146 vs 133 causal; 2048 210 vs 190, 180 vs
         # 161 against 64x32/4w (64x64/8w 164-178).
@@ -191,22 +195,51 @@ QUERY_MAJOR: dict[tuple[int, bool], tuple[bool, bool, bool]] = {
     (128, False): (False,) * 3, (128, True): (False,) * 3,
     (256, False): (False,) * 3, (256, True): (False,) * 3,
 }
-# Where the "dkdv" kernel loads Q and dO through tensor descriptors (launch.dkdv_tma: sm_90 with descriptors; the
-# pointer path elsewhere; FA3NN_TRITON_DKDV_TMA=0/1 overrides), per (padded head dim, causal) and sequence bucket:
-# the tiles above were measured with it. d128, every bucket: key-major 64x64/4w/2 spills in its loop by pointers
-# (21 instructions offline) and not through descriptors (452 instructions per loop step, 2 spill instructions;
-# Triton 3.6); with one stage descriptors lost (0.82x at 16k, 64x128/8w/1), with two they won (PINNED above). d64
-# on that tile: 0.90-0.96x its query-major pinned tiles (results/4w2-h200-20261202-1726).
-DKDV_TMA: dict[tuple[int, bool], tuple[bool, bool, bool]] = {
-    (128, False): (True,) * 3, (128, True): (True,) * 3,
+# Where the backward's kernels load through tensor descriptors (launch.dkdv_tma / launch.dq_tma: sm_90 with
+# descriptors, the pointer path elsewhere; FA3NN_TRITON_DKDV_TMA / FA3NN_TRITON_DQ_TMA=0/1 override), per kernel kind
+# ("dkdv": Q and dO; "dq": K and V), (padded head dim, causal) and sequence bucket; the tiles above were measured
+# with them. "dkdv" d128, every bucket: key-major 64x64/4w/2 spills in its loop by pointers (21 instructions
+# offline) and not through descriptors (452 instructions per loop step, 2 spill instructions; Triton 3.6); with
+# one stage descriptors lost (0.82x at 16k, 64x128/8w/1), with two they won (PINNED above). d64 on that tile:
+# 0.90-0.96x its query-major pinned tiles (results/4w2-h200-20261202-1726). "dq", with TMA_BATCHED's views below
+# (scripts/triton_tile_ab.py, whole backward, H200, 2026-12-02): d128 +0.4..+1.8% over the batched views alone
+# except -0.9% at 8k causal (results/next15-h200-20261202-1907); d64 +1.5..+2.1% up to 2k and +0.9 / +1.1% at 8k /
+# 16k non-causal, -4.4 / -6.1% at 8k / 16k causal (with the batched views, results/ab15-h200-20261202-1912);
+# d256 -1.7..-2.3% everywhere (ab15), so not there.
+TMA_LOADS: dict[str, dict[tuple[int, bool], tuple[bool, bool, bool]]] = {
+    "dkdv": {(128, False): (True,) * 3, (128, True): (True,) * 3},
+    "dq": {(64, False): (True,) * 3, (64, True): (True, True, False),
+           (128, False): (True,) * 3, (128, True): (True,) * 3},
 }
-# The "dkdv" kernel's tiles and orientation where DKDV_TMA asks for descriptors but the call cannot have them (GPUs
-# before sm_90, Triton without descriptors, a head dim padded to the block such as 96 -> 128, FA3NN_TRITON_TMA=0):
-# the H200's pointer-path choices before the fourteenth session (64x64/4w/2 spills in its loop by pointers), with
-# their orientation (query-major up to 4k causal). launch passes `pointers=True` to pinned / query_major there.
-POINTER_FALLBACK: dict[tuple[int, bool], tuple[tuple[Tile, Tile, Tile], tuple[bool, bool, bool]]] = {
-    (128, False): ((Tile(32, 64, 4, 3), Tile(32, 64, 4, 3), Tile(64, 128, 8, 1)), (False,) * 3),
-    (128, True): ((Tile(64, 64, 4, 2), Tile(64, 64, 4, 2), Tile(64, 128, 8, 2)), (True, True, False)),
+# Where descriptors lie over the (batch, seqlen, heads * dim) views instead of (batch * seqlen, heads * dim) ones
+# (launch.tma_batched; FA3NN_TRITON_TMA_BATCHED=0/1 overrides), per direction, (padded head dim, causal) and sequence
+# bucket, for dense calls: the copy engine then zero-fills rows past each sequence, so no masked run zeroes
+# Q / dO / K / V tiles through registers (offline, Triton 3.6: d128 dK/dV causal masked loops 1395 / 1160 -> 944 /
+# 846 instructions, d256 causal forward 821 -> 634 with barriers 25 -> 4, d128 dQ masked loop 616 -> 428). Only
+# where the call uses descriptors at all. H200, 2026-12-02, same run each (scripts/triton_tile_ab.py; forward
+# results/ab15-h200-20261202-1912, d128 backward next15-…-1907): forward d128 +3.8 / +7.9% at 512 (non-causal /
+# causal), +3.3% at 1k causal, 0.95-0.99x from 2k (the short rows' masked tails are most of their work); d256
+# causal +16 / +11 / +8 / +7 / +3% at 512 / 1k / 2k / 8k / 16k, non-causal 0.97-1.01x (its 3 stages do not fit
+# through these views: 257 KB, so 2); d64 0.93-0.98x causal, 0.94-1.01x non-causal. Backward d128 +0.8..+4% non-
+# causal, +19 / +15 / +10 / +3 / +1% causal at 512 / 1k / 2k / 8k / 16k (the dK/dV kernel's Q / dO and, with
+# TMA_LOADS["dq"], the dQ kernel's K / V); d64 as TMA_LOADS["dq"] (the only descriptors of its backward).
+TMA_BATCHED: dict[str, dict[tuple[int, bool], tuple[bool, bool, bool]]] = {
+    "fwd": {(128, False): (True, False, False), (128, True): (True, False, False), (256, True): (True,) * 3},
+    "bwd": {(64, False): (True,) * 3, (64, True): (True, True, False),
+            (128, False): (True,) * 3, (128, True): (True,) * 3},
+}
+# A kernel's tiles (and, for "dkdv", its score orientation) where TMA_LOADS asks for descriptors but the call cannot
+# have them (GPUs before sm_90, Triton without descriptors, a head dim padded to the block such as 96 -> 128,
+# FA3NN_TRITON_TMA=0): the H200's pointer-path choices from before the descriptor tiles (d128 "dkdv" 64x64/4w/2
+# spills in its loop by pointers; "dq" 64x64/4w/2 was only measured through descriptors), with the "dkdv"
+# orientation measured with them (query-major up to 4k causal). launch passes `pointers=True` to pinned /
+# query_major there.
+POINTER_FALLBACK: dict[str, dict[tuple[int, bool], tuple[tuple[Tile, Tile, Tile], tuple[bool, bool, bool] | None]]] = {
+    "dkdv": {
+        (128, False): ((Tile(32, 64, 4, 3), Tile(32, 64, 4, 3), Tile(64, 128, 8, 1)), (False,) * 3),
+        (128, True): ((Tile(64, 64, 4, 2), Tile(64, 64, 4, 2), Tile(64, 128, 8, 2)), (True, True, False)),
+    },
+    "dq": {(128, True): ((Tile(128, 64, 8, 3),) * 3, None)},
 }
 # Where the backward runs the output split ("dv" + "dk" kernels) instead of the one dK/dV kernel, per (padded head
 # dim, causal) and sequence bucket (launch.key_block_kinds; FA3NN_TRITON_DKDV_OUTPUTS=joint/split overrides). The
@@ -363,9 +396,8 @@ def seq_bucket(max_seqlen: int) -> int:
 
 
 def _pointer_fallback(kind: str, block_d: int, causal: bool, pointers: bool):
-    """POINTER_FALLBACK's entry where it applies (the "dkdv" kernel asked for descriptors it cannot have), else
-    None."""
-    return POINTER_FALLBACK.get((max(32, block_d), causal)) if pointers and kind == "dkdv" else None
+    """POINTER_FALLBACK's entry where it applies (the kernel asked for descriptors it cannot have), else None."""
+    return POINTER_FALLBACK.get(kind, {}).get((max(32, block_d), causal)) if pointers else None
 
 
 def query_major(block_d: int, causal: bool, max_seqlen: int, pointers: bool = False) -> bool:
@@ -375,9 +407,19 @@ def query_major(block_d: int, causal: bool, max_seqlen: int, pointers: bool = Fa
     return table[seq_bucket(max_seqlen)]
 
 
-def dkdv_tma(block_d: int, causal: bool, max_seqlen: int) -> bool:
-    """DKDV_TMA's entry for a call of the "dkdv" kernel (False where the table has none)."""
-    return DKDV_TMA.get((max(32, block_d), causal), (False,) * 3)[seq_bucket(max_seqlen)]
+def _bucket_entry(table: dict, block_d: int, causal: bool, max_seqlen: int) -> bool:
+    """A (padded head dim, causal) -> per-bucket flags table's entry for a call (False where it has none)."""
+    return table.get((max(32, block_d), causal), (False,) * 3)[seq_bucket(max_seqlen)]
+
+
+def tma_loads(kind: str, block_d: int, causal: bool, max_seqlen: int) -> bool:
+    """TMA_LOADS's entry for a call of the `kind` kernel ("dkdv" or "dq"; False where the table has none)."""
+    return _bucket_entry(TMA_LOADS.get(kind, {}), block_d, causal, max_seqlen)
+
+
+def tma_batched(direction: str, block_d: int, causal: bool, max_seqlen: int) -> bool:
+    """TMA_BATCHED's entry for a dense call's `direction` ("fwd" or "bwd"; False where the table has none)."""
+    return _bucket_entry(TMA_BATCHED[direction], block_d, causal, max_seqlen)
 
 
 def output_split(block_d: int, causal: bool, max_seqlen: int) -> bool:

@@ -49,21 +49,21 @@ UNMASKED_ROW_STATS = os.environ.get("FA3NN_TRITON_UNMASKED_ROW_STATS", "1") == "
 # 0.82-0.86x the default split backward at d256 2048 / 8192, so it stays opt-in).
 DKDV_SPLIT_D = os.environ.get("FA3NN_TRITON_DKDV_SPLIT_D", str(configs.DKDV_SPLIT_PARTS))
 DKDV_SPLIT_MIN_BLOCK_D = 256
-# Opt-in (FA3NN_TRITON_DQ_TMA=1): the dQ kernel loads K and V through tensor descriptors (as the forward does on
-# sm_90) where _tma_views allows; rows past seqlen_k are still zeroed in the masked run. H200 2026-12-01, d128 dQ
-# kernel at 2048 / 8192: +0.7 / +1.1% non-causal, -0.6 / -0.3% causal (benchmarks/NOTES.md): not worth a default.
-DQ_TMA_LOADS = os.environ.get("FA3NN_TRITON_DQ_TMA", "0") == "1"
-# The dK/dV kernel's Q and dO loads (FA3NN_TRITON_DKDV_TMA): "auto" takes configs.DKDV_TMA's entry for the "dkdv"
-# kernel (d128: through tensor descriptors, with its 64x64/4w/2 tiles), "1" descriptors for every key-block
-# kernel, "0" pointers. Descriptors only where _tma_views allows (sm_90, not with the head-dim split, whose parts
-# load by pointers); rows past seqlen_q are zeroed in the masked run.
+# The dQ kernel's K and V loads (FA3NN_TRITON_DQ_TMA): "auto" takes configs.TMA_LOADS["dq"] (d64 and d128, measured
+# with the batched views), "1" descriptors wherever _tma_views allows, "0" pointers. Rows past seqlen_k are zeroed
+# in the masked run unless the views are batched.
+DQ_TMA_LOADS = os.environ.get("FA3NN_TRITON_DQ_TMA", "auto")
+# The dK/dV kernel's Q and dO loads (FA3NN_TRITON_DKDV_TMA): "auto" takes configs.TMA_LOADS["dkdv"] (d128: through
+# tensor descriptors, with its 64x64/4w/2 tiles), "1" descriptors for every key-block kernel, "0" pointers.
+# Descriptors only where _tma_views allows (sm_90, not with the head-dim split, whose parts load by pointers); rows
+# past seqlen_q are zeroed in the masked run unless the views are batched.
 DKDV_TMA_LOADS = os.environ.get("FA3NN_TRITON_DKDV_TMA", "auto")
-# Opt-in (FA3NN_TRITON_TMA_BATCHED=1), dense calls: every descriptor (the forward's Q / K / V, the dK/dV kernel's
-# Q / dO, the dQ kernel's K / V) over the (batch, seqlen, heads * dim) views instead of (batch * seqlen, heads *
-# dim), so the copy engine zero-fills rows past each sequence and the masked runs skip zeroing them through
-# registers (offline, Triton 3.6, d128 dK/dV 64x64/4w/2: causal masked loops 1395 / 1160 -> 944 / 846
-# instructions, non-causal tail 1090 -> 670, unmasked loop 486 -> 469). Not timed yet.
-TMA_BATCHED = os.environ.get("FA3NN_TRITON_TMA_BATCHED", "0") == "1"
+# The descriptors' views for dense calls (FA3NN_TRITON_TMA_BATCHED): "auto" takes configs.TMA_BATCHED's entry per
+# direction (the forward's Q / K / V; the backward's dK/dV Q / dO and dQ K / V), "1" the (batch, seqlen, heads *
+# dim) views wherever descriptors are used, "0" the (batch * seqlen, heads * dim) ones. Through the batched views
+# the copy engine zero-fills rows past each sequence and the masked runs skip zeroing them through registers
+# (offline, Triton 3.6, d128 dK/dV 64x64/4w/2: causal masked loops 1395 / 1160 -> 944 / 846 instructions).
+TMA_BATCHED = os.environ.get("FA3NN_TRITON_TMA_BATCHED", "auto")
 # The dK/dV kernel's score orientation (FA3NN_TRITON_DKDV_QUERY_MAJOR): "auto" takes configs.QUERY_MAJOR's entry
 # for the default backward's "dkdv" kernel (query-major at head dims <= 64, measured +7..+12% on the whole
 # backward; key-major elsewhere and for the other kernels), "1" forces query-major, "0"
@@ -122,9 +122,22 @@ def dkdv_query_major(kind: str, block_d: int, causal: bool, max_seqlen: int, poi
 
 def dkdv_tma(kind: str, block_d: int, causal: bool, max_seqlen: int) -> bool:
     """Whether the key-block kernel of `kind` asks for Q / dO through descriptors (DKDV_TMA_LOADS); "auto" only
-    where its tiles were measured that way (configs.DKDV_TMA, the "dkdv" kernel)."""
+    where its tiles were measured that way (configs.TMA_LOADS["dkdv"], the "dkdv" kernel)."""
     forced = _forced(DKDV_TMA_LOADS, "FA3NN_TRITON_DKDV_TMA")
-    return forced if forced is not None else kind == "dkdv" and configs.dkdv_tma(block_d, causal, max_seqlen)
+    return forced if forced is not None else kind == "dkdv" and configs.tma_loads("dkdv", block_d, causal, max_seqlen)
+
+
+def dq_tma(block_d: int, causal: bool, max_seqlen: int) -> bool:
+    """Whether the dQ kernel asks for K / V through descriptors (DQ_TMA_LOADS; "auto": configs.TMA_LOADS["dq"])."""
+    forced = _forced(DQ_TMA_LOADS, "FA3NN_TRITON_DQ_TMA")
+    return forced if forced is not None else configs.tma_loads("dq", block_d, causal, max_seqlen)
+
+
+def tma_batched(direction: str, block_d: int, causal: bool, max_seqlen: int) -> bool:
+    """Whether a dense call's descriptors of `direction` ("fwd" / "bwd") take the (batch, seqlen, heads * dim) views
+    (TMA_BATCHED; "auto": configs.TMA_BATCHED)."""
+    forced = _forced(TMA_BATCHED, "FA3NN_TRITON_TMA_BATCHED")
+    return forced if forced is not None else configs.tma_batched(direction, block_d, causal, max_seqlen)
 
 
 def key_block_kinds(block_d: int, block_dv: int, atomic_dq: bool, causal: bool, max_seqlen: int) -> tuple[str, ...]:
@@ -146,9 +159,10 @@ def dkdv_kind(block_d: int, block_dv: int, atomic_dq: bool) -> str:
     return "dkdv_split" if split else "dkdv"
 
 
-def _tma_views(*tensors, shape) -> tuple | None:
+def _tma_views(*tensors, shape, batched: bool = False) -> tuple | None:
     """(rows, heads * dim) views of the (batch, seqlen, heads, dim) or packed tensors for tensor descriptors
-    ((batch, seqlen, heads * dim) for dense calls with TMA_BATCHED), or None where the pointer path must serve."""
+    ((batch, seqlen, heads * dim) for dense calls when `batched`, tma_batched's answer), or None where the pointer
+    path must serve."""
     mode = os.environ.get("FA3NN_TRITON_TMA", "auto")
     first = tensors[0]
     if mode == "0" or (mode != "1" and (first.device.type != "cuda" or _device(first.device)[0] < 9)):
@@ -157,7 +171,7 @@ def _tma_views(*tensors, shape) -> tuple | None:
         return None
     if shape.headdim != shape.block_d or shape.headdim_v != shape.block_dv:
         return None  # a padded block would read the next head's columns
-    batched = TMA_BATCHED and not shape.varlen
+    batched = batched and not shape.varlen
     views = []
     for x in tensors:
         lead = x.shape[:2] if batched else (x.shape[0] if shape.varlen else x.shape[0] * x.shape[1],)
@@ -279,8 +293,13 @@ class _Shape:
     def scalars(self) -> tuple:
         return (self.seqlen_q, self.seqlen_k, self.nheads // self.nheads_kv)
 
+    @property
+    def max_seqlen(self) -> int:
+        """The longer of the two sequences: the tile tables' bucket."""
+        return max(self.seqlen_q, self.seqlen_k)
+
     def autotune_keys(self) -> tuple[int, int]:
-        return self.mask_kind, configs.seq_bucket(max(self.seqlen_q, self.seqlen_k))
+        return self.mask_kind, configs.seq_bucket(self.max_seqlen)
 
 
 _device_limits: dict[int, tuple[int, int, int]] = {}
@@ -308,7 +327,7 @@ def _launcher(kind: str, kernel, shape: _Shape, tma: bool = False, pointers: boo
     if shape.device.type != "cuda":  # CPU tensors: Triton's interpreter
         return configs.OVERRIDES.get(kind, configs.INTERPRETER[kind])
     _, num_sms, smem_limit = _device(shape.device)
-    max_seqlen = max(shape.seqlen_q, shape.seqlen_k)
+    max_seqlen = shape.max_seqlen
     if configs.autotune_enabled() and not shape.deterministic and kind not in configs.OVERRIDES:
         tiles = configs.autotune_candidates(kind, shape.block_d, shape.block_dv, shape.causal, max_seqlen,
                                             shape.elem_bytes, smem_limit, tma, pointers)
@@ -363,7 +382,8 @@ def forward(q, k, v, params: AttnParams, varlen: Varlen | None):
     out = _alloc((*q.shape[:-1], shape.headdim_v), q.dtype, q.device)
     lse_shape = (shape.nheads, q.shape[0]) if shape.varlen else (shape.batch, shape.nheads, shape.seqlen_q)
     lse = _alloc(lse_shape, lse_dtype(q.dtype), q.device)
-    views = _tma_views(q, k, v, shape=shape)
+    views = _tma_views(q, k, v, shape=shape,
+                       batched=tma_batched("fwd", shape.block_d, shape.causal, shape.max_seqlen))
     if views is not None:
         sources = tuple(_descriptor(x, n) for x, n in zip(views, (shape.nheads, shape.nheads_kv, shape.nheads_kv)))
     else:
@@ -418,13 +438,14 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     atomic_dq = ATOMIC_DQ and not params.deterministic
     dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device) if atomic_dq else dk
     dq_target = _dq_reduce_target(dq_acc, shape) if atomic_dq else None
-    max_seqlen = max(shape.seqlen_q, shape.seqlen_k)
+    max_seqlen = shape.max_seqlen
+    batched = tma_batched("bwd", shape.block_d, shape.causal, max_seqlen)
 
     def launch_key_blocks():
         for kind in key_block_kinds(shape.block_d, shape.block_dv, atomic_dq, shape.causal, max_seqlen):
             split = configs.DKDV_SPLIT_PARTS if kind in configs.SPLIT_KINDS else 1
             wants_tma = split == 1 and dkdv_tma(kind, shape.block_d, shape.causal, max_seqlen)
-            qdo_views = _tma_views(q, dout, shape=shape) if wants_tma else None
+            qdo_views = _tma_views(q, dout, shape=shape, batched=batched) if wants_tma else None
             q_src, do_src = (q, dout) if qdo_views is None else tuple(_descriptor(x, shape.nheads)
                                                                        for x in qdo_views)
             pointers = wants_tma and qdo_views is None  # tiles measured by descriptors, which this call lacks
@@ -445,7 +466,8 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
         launch_key_blocks()
         return dq_acc.mul_(shape.softmax_scale).to(q.dtype), dk, dv
     dq = _alloc(q.shape, q.dtype, q.device)
-    views = _tma_views(k, v, shape=shape) if DQ_TMA_LOADS else None
+    wants_tma = dq_tma(shape.block_d, shape.causal, max_seqlen)
+    views = _tma_views(k, v, shape=shape, batched=batched) if wants_tma else None
     kv = (k, v) if views is None else tuple(_descriptor(x, shape.nheads_kv) for x in views)
 
     def launch_dq():
@@ -454,6 +476,7 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
             lambda bm, bn: (triton.cdiv(shape.seqlen_q, bm), shape.nheads, shape.batch),
             (q, *kv, dout, lse, delta, dq, shape.cu_q, shape.cu_k, *qkv_do_strides, *_strides(dq, shape.varlen),
              *stat_strides, *common),
+            pointers=wants_tma and views is None,  # its tile measured by descriptors, which this call lacks
             **shape.constexprs(), LOG2_SCORES=log2_scores, USE_TMA=_tma_mode(views),
         )
 
