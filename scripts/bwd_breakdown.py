@@ -4,7 +4,9 @@ SDPA's cuDNN backward, at the benchmark's shapes (bf16, batch * seqlen = 16384 t
 Each backward runs --iters times under torch.profiler after a warm-up; every kernel's device time is summed by
 name and divided by --iters. The table gives each kernel's microseconds, its share of the backward, and the TFLOP/s
 of the whole backward by the formula of fa3nn.metrics (2.5x the forward's FLOPs, halved when causal), so that a
-kernel's time can be read against the matmul work it does (the Triton dK/dV kernel 4 matmuls, dQ 3; cuDNN 5).
+kernel's time can be read against the matmul work it does (the Triton dK/dV kernel 4 matmuls, dQ 3; cuDNN 5; at
+d256 the output split's dV kernel 2 and dK kernel 3, "#0" and "#1" of the same function in launch order). Run with
+FA3NN_TRITON_BWD_STREAMS=0 for each kernel's time alone (with the second stream the dQ kernel overlaps the others).
 Writes $OUT/bwd_breakdown.json (or --json) and prints the table last.
 
     python scripts/bwd_breakdown.py --headdims 64 128 --seqlens 2048 8192
@@ -56,10 +58,16 @@ def profile(name: str, headdim: int, seqlen: int, causal: bool, iters: int) -> d
         for _ in range(iters):
             step()
         torch.cuda.synchronize()
-    per_kernel = defaultdict(float)
-    for event in prof.events():
-        if event.device_type == torch.autograd.DeviceType.CUDA:
-            per_kernel[event.name] += event.device_time / iters  # microseconds
+    events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    launches = defaultdict(int)
+    for event in events:
+        launches[event.name] += 1
+    per_kernel, seen = defaultdict(float), defaultdict(int)
+    for event in events:  # a kernel launched more than once per backward (the output split's dV and dK kernels
+        per_step = launches[event.name] // iters  # share one Triton function) is labelled by its launch order
+        label = f"{event.name}#{seen[event.name] % per_step}" if per_step > 1 else event.name
+        seen[event.name] += 1
+        per_kernel[label] += event.device_time / iters  # microseconds
     total = sum(per_kernel.values())
     flops = attention_flops(q.shape[0], q.shape[2], seqlen, seqlen, headdim, causal=causal, direction="bwd")
     return dict(backend=name, headdim=headdim, seqlen=seqlen, causal=causal, total_us=total,

@@ -115,7 +115,8 @@ def record_launch(kind: str, tile: Tile, headdim: int, causal: bool, seqlen: int
             os.environ.pop("FA3NN_TRITON_TMA", None)
         else:
             os.environ["FA3NN_TRITON_TMA"] = saved_env
-    wanted = {"dk": (True, False), "dv": (False, True)}.get(kind, (True, True))  # (WITH_DK, WITH_DV)
+    # (WITH_DK, WITH_DV) of the output split's kernels
+    wanted = {"dk": (True, False), "dk_dq": (True, False), "dv": (False, True)}.get(kind, (True, True))
     return next(call for call in sink if call[0] == KERNEL_OF[kind]
                 and (call[2].get("WITH_DK", True), call[2].get("WITH_DV", True)) == wanted)
 

@@ -14,7 +14,7 @@ these four the library's choices, configs.TMA_BATCHED / TMA_LOADS, since the fif
 `+query-major` / `+key-major` (launch.DKDV_QUERY_MAJOR forced; without either, the
 library's choice), `+output-split` / `+joint` (launch.DKDV_OUTPUTS forced: the "dv" and "dk" kernels instead of
 the one dK/dV kernel, or not), with `+dkdv-MxNxWxS` naming the one dK/dV kernel's tile, `+dv-MxNxWxS` /
-`+dk-MxNxWxS` the split kernels',
+`+dk-MxNxWxS` / `+dk_dq-MxNxWxS` the split kernels' (the last: the dK kernel with +atomic),
 `+dq-MxNxWxS` the dQ kernel's and `+fwd-MxNxWxS` the forward's, and `+streams` / `+one-stream`
 (launch.BWD_STREAMS forced on / off: the dQ kernel on a second stream, concurrent with the key-block kernels;
 without either, the library's default, on since 2026-12-02; the thirteenth session's results before that default
@@ -69,7 +69,7 @@ FLAGS = ("row-stats", "split-d", "dkdv-tma", "tma3d", "tma2d", "dq-tma", "dq-ptr
          "output-split", "joint", "streams", "one-stream")
 LIBRARY_STREAMS = launch.BWD_STREAMS  # the library's default (FA3NN_TRITON_BWD_STREAMS), kept unless a flag says
 # +<kind>-MxNxWxS pins that kernel's tile (+atomic alone: the pinned one)
-TILE_OPTIONS = ("atomic", "dkdv", "dv", "dk", "dq", "fwd")
+TILE_OPTIONS = ("atomic", "dkdv", "dv", "dk", "dk_dq", "dq", "fwd")
 
 
 def launch_flags() -> tuple:
@@ -84,10 +84,10 @@ def select(variant: str) -> None:
     tiles = {}  # kernel name -> its option ("atomic" alone, or "<name>-MxNxWxS")
     for option in options:
         name = option.split("-")[0]
-        is_tile = option == "atomic" or (name in TILE_OPTIONS and re.fullmatch(r"[a-z]+-\d+x\d+x\d+x\d+", option))
+        is_tile = option == "atomic" or (name in TILE_OPTIONS and re.fullmatch(r"[a-z_]+-\d+x\d+x\d+x\d+", option))
         if (is_tile and name in tiles) or (not is_tile and option not in FLAGS):
             raise ValueError(f"variant {variant!r}: the options are +{', +'.join(FLAGS)}, +atomic[-MxNxWxS], "
-                             "+dkdv-MxNxWxS, +dv-MxNxWxS, +dk-MxNxWxS, +dq-MxNxWxS and +fwd-MxNxWxS, each once")
+                             "+<dkdv|dv|dk|dk_dq|dq|fwd>-MxNxWxS, each once")
         if is_tile:
             tiles[name] = option
     atomic = [tiles["atomic"]] if "atomic" in tiles else []
@@ -102,11 +102,11 @@ def select(variant: str) -> None:
     launch.DKDV_QUERY_MAJOR = "1" if "query-major" in options else "0" if "key-major" in options else "auto"
     launch.DKDV_OUTPUTS = "split" if "output-split" in options else "joint" if "joint" in options else "auto"
     launch.BWD_STREAMS = "streams" in options or ("one-stream" not in options and LIBRARY_STREAMS)
-    for kind in ("fused", "fused_split", "dkdv", "dv", "dk", "dq", "fwd"):
+    for kind in ("fused", "fused_split", "dkdv", "dv", "dk", "dk_dq", "dq", "fwd"):
         configs.OVERRIDES.pop(kind, None)
     if atomic and atomic[0] != "atomic":  # the atomic kernel's tile, split over the head dim (+split-d) or not
         configs.OVERRIDES["fused"] = configs.OVERRIDES["fused_split"] = _tile(atomic[0])
-    for kind in ("dkdv", "dv", "dk", "dq", "fwd"):
+    for kind in ("dkdv", "dv", "dk", "dk_dq", "dq", "fwd"):
         if kind in tiles:
             configs.OVERRIDES[kind] = _tile(tiles[kind])
 

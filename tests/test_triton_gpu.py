@@ -103,6 +103,10 @@ def test_atomic_dq_path(monkeypatch):
     check_dense(2, 239, 1024, 4, 1, 64, torch.bfloat16, "cuda", causal=True, window=(100, -1), softcap=20.0)
     check_dense(2, 1024, 1024, 8, 2, 128, torch.bfloat16, "cuda", causal=False)
     check_varlen(5, 300, 417, 4, 2, 128, torch.float16, "cuda", causal=True)
+    # d256: the output split's dK kernel adds dQ ("dk_dq", TMA reduce-adds of whole tiles)
+    check_dense(2, 1024, 1024, 4, 2, 256, torch.bfloat16, "cuda", causal=False)
+    check_dense(1, 4224, 4224, 8, 2, 256, torch.bfloat16, "cuda", causal=True)
+    check_varlen(5, 300, 417, 4, 2, 256, torch.float16, "cuda", causal=True)
 
 
 @pytest.mark.parametrize("headdim", [64, 128, 256])

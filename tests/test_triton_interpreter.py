@@ -203,6 +203,21 @@ def test_dkdv_split_with_atomic_dq(case, monkeypatch):
     check_dense(batch, sq, sk, h, hk, d, torch.float16, "cpu", causal=causal, window=window, softcap=softcap)
 
 
+@pytest.mark.parametrize("case", ["odd-noncausal", "causal-more-keys-gqa", "window-both", "softcap-causal-gqa"],
+                         ids=str)
+def test_output_split_with_atomic_dq(case, monkeypatch):
+    """The opt-in atomic dQ with the output split (the d256 default): the dV kernel, then the dK kernel adding dQ
+    ("dk_dq", per-element atomics here; the TMA reduce path needs a GPU), and no dQ kernel."""
+    from fa3nn.backends.triton import launch
+
+    monkeypatch.setattr(launch, "DKDV_OUTPUTS", "split")
+    monkeypatch.setattr(launch, "ATOMIC_DQ", True)
+    assert launch.key_block_kinds(64, 64, True, False, 512) == ("dv", "dk_dq")
+    batch, sq, sk, h, hk, d, causal, window, softcap = DENSE_CASES[case]
+    check_dense(batch, sq, sk, h, hk, d, torch.float16, "cpu", causal=causal, window=window, softcap=softcap)
+    check_varlen(3, 40, 57, 2, 1, 32, torch.float16, "cpu", causal=True)
+
+
 def test_dkdv_split_head_dim_varlen_and_headdim_v(monkeypatch):
     _split_dkdv(monkeypatch)
     check_varlen(3, 40, 57, 2, 1, 32, torch.float16, "cpu", causal=True)
@@ -402,10 +417,13 @@ def test_output_split_choice(monkeypatch):
     from fa3nn.backends.triton import configs, launch
 
     monkeypatch.setattr(launch, "DKDV_OUTPUTS", "split")
-    assert launch.key_block_kinds(128, 128, False, False, 8192) == configs.OUTPUT_SPLIT_KINDS == ("dv", "dk")
-    assert launch.key_block_kinds(128, 128, True, False, 8192) == ("fused",)  # not with the atomic dQ
+    assert launch.key_block_kinds(128, 128, False, False, 8192) == ("dv", "dk")
+    assert launch.key_block_kinds(128, 128, True, False, 8192) == ("dv", "dk_dq")  # the dK kernel adds dQ
+    assert set(configs.OUTPUT_SPLIT_KINDS) == {"dv", "dk", "dk_dq"}
     monkeypatch.setattr(launch, "DKDV_OUTPUTS", "joint")
     assert launch.key_block_kinds(256, 256, False, False, 8192) == ("dkdv_split",)
+    assert launch.key_block_kinds(256, 256, True, False, 8192) == ("fused_split",)
+    assert launch.key_block_kinds(128, 128, True, False, 8192) == ("fused",)
     monkeypatch.setattr(launch, "DKDV_OUTPUTS", "auto")
     assert launch.key_block_kinds(256, 256, False, True, 2048) == ("dv", "dk")  # measured +12..+23% at d256
     assert launch.key_block_kinds(128, 128, False, False, 8192) == ("dkdv",)  # and 0.70-0.83x at d128

@@ -37,11 +37,13 @@ BUCKET_SEQLENS = (512, 2048, 8192)
 # dQ columns).
 # "dv" / "dk": the output split, two kernels per key block instead of one: one accumulating dV (S, P, dV: 2
 # matmuls), one dK (S, dP, dK: 3), so 8 matmuls with the dQ kernel's 3 instead of 7, each kernel holding one
-# accumulator instead of two (the one-kernel d128 tiles run at 255 registers; launch.key_block_kinds).
-KEY_BLOCK_KINDS = ("dkdv", "dkdv_split", "fused", "fused_split", "dv", "dk")
-OUTPUT_SPLIT_KINDS = ("dv", "dk")
+# accumulator instead of two (the one-kernel d128 tiles run at 255 registers; launch.key_block_kinds). "dk_dq": the
+# output split's dK kernel with the opt-in atomic dQ (S, dP, dK, dQ: 4 matmuls, so 6 in all with "dv"'s, no dQ
+# kernel).
+KEY_BLOCK_KINDS = ("dkdv", "dkdv_split", "fused", "fused_split", "dv", "dk", "dk_dq")
+OUTPUT_SPLIT_KINDS = ("dv", "dk", "dk_dq")
 SPLIT_KINDS = ("dkdv_split", "fused_split")
-ATOMIC_DQ_KINDS = ("fused", "fused_split")
+ATOMIC_DQ_KINDS = ("fused", "fused_split", "dk_dq")
 DKDV_SPLIT_PARTS = 2
 # The grid side of each kernel: forward and dQ programs own BLOCK_M query rows, dK/dV programs BLOCK_N key rows.
 GRID_SIDE = {"fwd": "block_m", "dq": "block_m", **{kind: "block_n" for kind in KEY_BLOCK_KINDS}}
@@ -175,6 +177,8 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
            (256, False): (Tile(64, 128, 8, 1), Tile(64, 128, 8, 2), Tile(64, 128, 8, 2)),
            (256, True): (Tile(64, 128, 8, 1),) * 3},
     "dk": {**_OUTPUT_SPLIT_GUESSES, (256, False): (Tile(64, 128, 8, 1),) * 3, (256, True): (Tile(32, 128, 8, 2),) * 3},
+    # The opt-in atomic dQ with the output split (FA3NN_TRITON_ATOMIC_DQ=1 where OUTPUT_SPLIT holds): first guesses.
+    "dk_dq": {**_OUTPUT_SPLIT_GUESSES, **{(256, causal): (Tile(32, 64, 8, 2),) * 3 for causal in (False, True)}},
     "fused": {  # the opt-in atomic-dQ backward (FA3NN_TRITON_ATOMIC_DQ=1), runs with it as the default
         (64, False): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 3), Tile(64, 128, 8, 3)),
         (64, True): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 3), Tile(64, 128, 8, 3)),

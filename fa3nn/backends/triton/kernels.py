@@ -541,12 +541,13 @@ def _bwd_dkdv_kernel(
     heads * dim) views (1) or, dense calls only, their (batch, seqlen, heads * dim) views (2) (launch.
     DKDV_TMA_LOADS, TMA_BATCHED; SPLIT_D == 1). WITH_DK / WITH_DV: the output split (launch.
     key_block_kinds) launches this kernel twice, once computing and storing only dV (S, P, dV: 2 matmuls) and once
-    only dK (S, dP, dK: 3), one accumulator each; the d256 default (H200: +12..+23% over SPLIT_D = 2)."""
+    only dK (S, dP, dK: 3), one accumulator each; the d256 default (H200: +12..+23% over SPLIT_D = 2); with
+    ATOMIC_DQ the dK program adds dQ (dS K: 4 matmuls, and no dQ kernel)."""
     tl.static_assert(not QDO_TMA or SPLIT_D == 1, "the head-dim split loads its parts of Q and dO by pointers")
     tl.static_assert(QDO_TMA != 2 or not IS_VARLEN, "the (batch, seqlen) descriptors are for dense calls")
     tl.static_assert(WITH_DK or WITH_DV, "a dK/dV program computes dK, dV or both")
-    tl.static_assert((WITH_DK and WITH_DV) or (SPLIT_D == 1 and not ATOMIC_DQ),
-                     "the output split is the alternative to the head-dim split, without the atomic dQ")
+    tl.static_assert((WITH_DK and WITH_DV) or (SPLIT_D == 1 and (WITH_DK or not ATOMIC_DQ)),
+                     "the output split is the alternative to the head-dim split; its dK kernel adds the atomic dQ")
     head_kv = tl.program_id(1)
     batch = tl.program_id(2)
     q_start, seqlen_q = _seq_bounds(cu_seqlens_q, batch, seqlen_q, IS_VARLEN)

@@ -142,12 +142,12 @@ def tma_batched(direction: str, block_d: int, causal: bool, max_seqlen: int) -> 
 
 def key_block_kinds(block_d: int, block_dv: int, atomic_dq: bool, causal: bool, max_seqlen: int) -> tuple[str, ...]:
     """The configs kinds of the backward's key-block kernels for this call, in launch order: the output split's
-    ("dv", "dk") where DKDV_OUTPUTS asks for it, else the one kernel of dkdv_kind."""
+    ("dv", "dk", or with the atomic dQ "dv", "dk_dq") where DKDV_OUTPUTS asks for it, else the one kernel of
+    dkdv_kind."""
     if DKDV_OUTPUTS not in ("auto", "joint", "split"):
         raise ValueError(f"FA3NN_TRITON_DKDV_OUTPUTS={DKDV_OUTPUTS}: use auto (the default), split or joint")
-    if not atomic_dq and (DKDV_OUTPUTS == "split" or (
-            DKDV_OUTPUTS == "auto" and configs.output_split(block_d, causal, max_seqlen))):
-        return configs.OUTPUT_SPLIT_KINDS
+    if DKDV_OUTPUTS == "split" or (DKDV_OUTPUTS == "auto" and configs.output_split(block_d, causal, max_seqlen)):
+        return ("dv", "dk_dq" if atomic_dq else "dk")
     return (dkdv_kind(block_d, block_dv, atomic_dq),)
 
 
@@ -449,17 +449,18 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
             q_src, do_src = (q, dout) if qdo_views is None else tuple(_descriptor(x, shape.nheads)
                                                                        for x in qdo_views)
             pointers = wants_tma and qdo_views is None  # tiles measured by descriptors, which this call lacks
+            adds_dq = kind in configs.ATOMIC_DQ_KINDS  # not the output split's dV kernel
             _launch(
                 kind, K._bwd_dkdv_kernel, shape,
                 lambda bm, bn, split=split: (triton.cdiv(shape.seqlen_k, bn) * split, shape.nheads_kv, shape.batch),
                 (q_src, k, v, do_src, lse, delta, dk, dv, dq_target if dq_target is not None else dq_acc,
                  shape.cu_q, shape.cu_k, *qkv_do_strides, *_strides(dk, shape.varlen), *_strides(dv, shape.varlen),
                  *_strides(dq_acc, shape.varlen), *stat_strides, *common),
-                **shape.constexprs(), LOG2_SCORES=log2_scores, ATOMIC_DQ=atomic_dq,
-                UNMASKED_ROW_STATS=UNMASKED_ROW_STATS, DQ_TMA=dq_target is not None, SPLIT_D=split,
+                **shape.constexprs(), LOG2_SCORES=log2_scores, ATOMIC_DQ=adds_dq,
+                UNMASKED_ROW_STATS=UNMASKED_ROW_STATS, DQ_TMA=adds_dq and dq_target is not None, SPLIT_D=split,
                 QDO_TMA=_tma_mode(qdo_views),
                 QUERY_MAJOR=dkdv_query_major(kind, shape.block_d, shape.causal, max_seqlen, pointers),
-                WITH_DK=kind != "dv", WITH_DV=kind != "dk", pointers=pointers,
+                WITH_DK=kind != "dv", WITH_DV=kind not in ("dk", "dk_dq"), pointers=pointers,
             )
 
     if atomic_dq:  # the kernel adds unscaled dS·K
