@@ -453,7 +453,7 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
             _launch(
                 kind, K._bwd_dkdv_kernel, shape,
                 lambda bm, bn, split=split: (triton.cdiv(shape.seqlen_k, bn) * split, shape.nheads_kv, shape.batch),
-                (q_src, k, v, do_src, lse, delta, dk, dv, dq_target if dq_target is not None else dq_acc,
+                (q_src, k, v, do_src, lse, delta, dk, dv, dq_target if adds_dq and dq_target is not None else dq_acc,
                  shape.cu_q, shape.cu_k, *qkv_do_strides, *_strides(dk, shape.varlen), *_strides(dv, shape.varlen),
                  *_strides(dq_acc, shape.varlen), *stat_strides, *common),
                 **shape.constexprs(), LOG2_SCORES=log2_scores, ATOMIC_DQ=adds_dq,
