@@ -177,8 +177,12 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
            (256, False): (Tile(64, 128, 8, 1), Tile(64, 128, 8, 2), Tile(64, 128, 8, 2)),
            (256, True): (Tile(64, 128, 8, 1),) * 3},
     "dk": {**_OUTPUT_SPLIT_GUESSES, (256, False): (Tile(64, 128, 8, 1),) * 3, (256, True): (Tile(32, 128, 8, 2),) * 3},
-    # The opt-in atomic dQ with the output split (FA3NN_TRITON_ATOMIC_DQ=1 where OUTPUT_SPLIT holds): first guesses.
-    "dk_dq": {**_OUTPUT_SPLIT_GUESSES, **{(256, causal): (Tile(32, 64, 8, 2),) * 3 for causal in (False, True)}},
+    # The opt-in atomic dQ with the output split (FA3NN_TRITON_ATOMIC_DQ=1 where OUTPUT_SPLIT holds). d256, whole
+    # backward against the default (H200, 2026-12-02, results/dkdq2-h200-20261202-1939, gradients checked):
+    # 64x128/8w/1 0.91 / 0.96 / 1.045 at 512 / 2k / 8k non-causal, 0.81 / 0.89 / 0.92 causal (offline, Triton 3.6:
+    # 649 warp instructions per 1024 scores against the dK + dQ kernels' 445 + 518, but 17 spill instructions in the
+    # loop non-causal, 99 causal); 32x128/8w/1 (no spill in the loop) 0.79-0.85; 32x64/8w/2 0.56-0.64. So opt-in.
+    "dk_dq": {**_OUTPUT_SPLIT_GUESSES, **{(256, causal): (Tile(64, 128, 8, 1),) * 3 for causal in (False, True)}},
     "fused": {  # the opt-in atomic-dQ backward (FA3NN_TRITON_ATOMIC_DQ=1), runs with it as the default
         (64, False): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 3), Tile(64, 128, 8, 3)),
         (64, True): (Tile(32, 128, 8, 3), Tile(64, 128, 8, 3), Tile(64, 128, 8, 3)),
