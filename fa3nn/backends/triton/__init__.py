@@ -11,8 +11,9 @@ the K/V head (never a repeated copy), varlen via cu_seqlens, lse, and the gradie
 
 The default backward has no atomics (a dK/dV kernel and a separate dQ kernel), so it is bitwise deterministic and
 `deterministic=True` costs nothing. FA3NN_TRITON_ATOMIC_DQ=1 selects a backward that adds dQ by fp32 atomics
-from the dK/dV kernel (fewer matmuls, not deterministic; deterministic=True still gets the atomic-free one); on the
-H200 with Triton 3.6 it measured slower, so it is opt-in (benchmarks/NOTES.md).
+from the dK/dV kernel (fewer matmuls, not deterministic; deterministic=True still gets the atomic-free one; at
+padded head dim 256 the output split's dK kernel adds it); on the H200 with Triton 3.6 it measured slower except
+at d256 8k non-causal (+4.5%), so it is opt-in (benchmarks/NOTES.md).
 
 Triton is imported lazily: without it (or without a GPU and the interpreter) `refusal` says why and the rest of
 fa3nn still works. kernels.py holds the kernels, launch.py the launchers, configs.py the tile table (one pinned
