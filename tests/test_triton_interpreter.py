@@ -474,14 +474,20 @@ def test_pinned_key_block_tiles(kind, headdim, causal, tile, query_major, tma, m
     check_dense(1, 150, 200, 2, 1, headdim, torch.float16, "cpu", causal=causal)
 
 
-@pytest.mark.parametrize("headdim, tma_env, pointers", [(128, "1", False), (96, "1", True), (128, "0", True)],
-                         ids=["descriptors", "padded-head-dim", "descriptors-off"])
-def test_tiles_follow_the_loads_the_call_gets(headdim, tma_env, pointers, monkeypatch):
+@pytest.mark.parametrize("headdim, tma_env, switches, pointers", [
+    (128, "1", "auto", False), (96, "1", "auto", True), (128, "0", "auto", True), (128, "1", "0", True),
+    (64, "1", "1", False),
+], ids=["descriptors", "padded-head-dim", "descriptors-off", "switched-off", "forced-where-not-measured"])
+def test_tiles_follow_the_loads_the_call_gets(headdim, tma_env, switches, pointers, monkeypatch):
     """configs.TMA_LOADS's d128 "dkdv" tiles and causal-short "dq" tile were measured through descriptors; a call
-    that cannot have them (a head dim padded to the block, FA3NN_TRITON_TMA=0, a GPU or Triton without them) takes
-    configs.POINTER_FALLBACK's tiles (and orientation) instead: launch passes `pointers` to the tile choice exactly
-    then, for both kernels."""
+    that does not get them (a head dim padded to the block, FA3NN_TRITON_TMA=0, FA3NN_TRITON_DKDV_TMA /
+    FA3NN_TRITON_DQ_TMA=0, a GPU or Triton without them) takes configs.POINTER_FALLBACK's tiles (and orientation)
+    instead: launch passes `pointers` to the tile choice exactly then, for both kernels (forcing descriptors where
+    the table has none keeps the table's tiles)."""
     from fa3nn.backends.triton import launch
+
+    monkeypatch.setattr(launch, "DKDV_TMA_LOADS", switches)
+    monkeypatch.setattr(launch, "DQ_TMA_LOADS", switches)
 
     seen = {}
     original = launch._launcher

@@ -448,7 +448,9 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
             qdo_views = _tma_views(q, dout, shape=shape, batched=batched) if wants_tma else None
             q_src, do_src = (q, dout) if qdo_views is None else tuple(_descriptor(x, shape.nheads)
                                                                        for x in qdo_views)
-            pointers = wants_tma and qdo_views is None  # tiles measured by descriptors, which this call lacks
+            # tiles measured through descriptors, which this call lacks (not available, or switched off)
+            pointers = kind == "dkdv" and configs.tma_loads("dkdv", shape.block_d, shape.causal, max_seqlen) and (
+                qdo_views is None)
             adds_dq = kind in configs.ATOMIC_DQ_KINDS  # not the output split's dV kernel
             _launch(
                 kind, K._bwd_dkdv_kernel, shape,
@@ -467,8 +469,8 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
         launch_key_blocks()
         return dq_acc.mul_(shape.softmax_scale).to(q.dtype), dk, dv
     dq = _alloc(q.shape, q.dtype, q.device)
-    wants_tma = dq_tma(shape.block_d, shape.causal, max_seqlen)
-    views = _tma_views(k, v, shape=shape, batched=batched) if wants_tma else None
+    measured_tma = configs.tma_loads("dq", shape.block_d, shape.causal, max_seqlen)
+    views = _tma_views(k, v, shape=shape, batched=batched) if dq_tma(shape.block_d, shape.causal, max_seqlen) else None
     kv = (k, v) if views is None else tuple(_descriptor(x, shape.nheads_kv) for x in views)
 
     def launch_dq():
@@ -477,7 +479,7 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
             lambda bm, bn: (triton.cdiv(shape.seqlen_q, bm), shape.nheads, shape.batch),
             (q, *kv, dout, lse, delta, dq, shape.cu_q, shape.cu_k, *qkv_do_strides, *_strides(dq, shape.varlen),
              *stat_strides, *common),
-            pointers=wants_tma and views is None,  # its tile measured by descriptors, which this call lacks
+            pointers=measured_tma and views is None,  # its tile measured through descriptors, this call has none
             **shape.constexprs(), LOG2_SCORES=log2_scores, USE_TMA=_tma_mode(views),
         )
 
