@@ -13,6 +13,8 @@
 #   gpu_ncu_fp8 NAME VARIANT LIMIT  Nsight Compute (--set full) of one FP8 forward launch (d128, 16k, K/V tiles of 384
 #                          rows, benchmark VARIANT) into $out/NAME.*: details, SASS csv and raw metrics; prints the
 #                          headline figures and the pipe utilizations
+#   gpu_ab NAME LIMIT ARGS...  scripts/triton_tile_ab.py (16 compile workers, 5 timing rounds unless ARGS say) into
+#                          $out/NAME.{json,log} within LIMIT seconds; prints its exit code and its table compactly
 #   gpu_sweep D SEQLEN STEM KINDS...  fa3nn.backends.triton.tune at head dim D, SEQLEN, for KINDS into
 #                          $out/STEM.{json,log} (CAUSAL=yes|no|both, default both); prints its exit code and the
 #                          results folded onto a few lines
@@ -62,6 +64,15 @@ gpu_ncu_fp8() {
     grep -E "sm__pipe_(xu|fma|alu|tensor_op_gmma|shared)[a-z_]*cycles_active.avg.pct_of_peak_sustained_active" \
         "$out/$1.raw.txt" | head -n 6
     grep -E "sm__inst_executed_pipe_xu.avg.pct" "$out/$1.raw.txt" | head -n 2
+}
+
+gpu_ab() {
+    local name=$1 limit=$2
+    shift 2
+    stamp "$name"
+    timeout "$limit" python3 scripts/triton_tile_ab.py --precompile 16 --reps 5 --json "$out/$name.json" "$@" \
+        > "$out/$name.log" 2>&1
+    echo "$name rc $?"; grep -E "^\| [a-z]" "$out/$name.log" | grep -v "^| variant" | cut -d'|' -f2-5,8-10
 }
 
 gpu_sweep() {

@@ -10,21 +10,13 @@
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-ab15
-ab() {  # NAME LIMIT ARGS...: scripts/triton_tile_ab.py into $out/NAME.{json,log}, its table printed compactly
-    local name=$1 limit=$2
-    shift 2
-    stamp "$name"
-    timeout "$limit" python3 scripts/triton_tile_ab.py --precompile 16 --reps 3 --json "$out/$name.json" "$@" \
-        > "$out/$name.log" 2>&1
-    echo "$name rc $?"; grep -E "^\| [a-z]" "$out/$name.log" | grep -v "^| variant" | cut -d'|' -f2-5,8-10
-}
-ab fwd 200 --direction fwd --headdims 64 128 256 --seqlens 512 1024 2048 8192 16384 \
+gpu_ab fwd 200 --reps 3 --direction fwd --headdims 64 128 256 --seqlens 512 1024 2048 8192 16384 \
     --variants pinned pinned+tma3d
-ab fwd256 120 --direction fwd --headdims 256 --seqlens 512 1024 2048 8192 \
+gpu_ab fwd256 120 --reps 3 --direction fwd --headdims 256 --seqlens 512 1024 2048 8192 \
     --variants pinned+tma3d pinned+tma3d+fwd-64x64x4x2 pinned+fwd-64x64x4x2
-ab bwd64 150 --headdims 64 --seqlens 512 1024 2048 8192 16384 \
+gpu_ab bwd64 150 --reps 3 --headdims 64 --seqlens 512 1024 2048 8192 16384 \
     --variants pinned+row-stats pinned+row-stats+tma3d+dq-tma
-ab bwd256 200 --headdims 256 --seqlens 512 1024 2048 8192 16384 \
+gpu_ab bwd256 200 --reps 3 --headdims 256 --seqlens 512 1024 2048 8192 16384 \
     --variants pinned+row-stats pinned+row-stats+tma3d+dq-tma pinned+row-stats+tma3d+dq-tma+dkdv-tma
 stamp done
 gpu_archive ab15.tar.gz

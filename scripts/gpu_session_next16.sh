@@ -10,17 +10,9 @@
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-next16
-ab() {  # NAME LIMIT ARGS...: scripts/triton_tile_ab.py into $out/NAME.{json,log}, its table printed compactly
-    local name=$1 limit=$2
-    shift 2
-    stamp "$name"
-    timeout "$limit" python3 scripts/triton_tile_ab.py --precompile 16 --reps 5 --json "$out/$name.json" "$@" \
-        > "$out/$name.log" 2>&1
-    echo "$name rc $?"; grep -E "^\| [a-z]" "$out/$name.log" | grep -v "^| variant" | cut -d'|' -f2-5,8-10
-}
-ab fwd128 150 --direction fwd --headdims 128 --seqlens 512 1024 2048 8192 16384 \
+gpu_ab fwd128 150 --direction fwd --headdims 128 --seqlens 512 1024 2048 8192 16384 \
     --variants pinned pinned+fwd-64x128x4x1 pinned+fwd-64x128x4x2
-ab fwd256 150 --direction fwd --headdims 256 --seqlens 512 1024 2048 8192 16384 \
+gpu_ab fwd256 150 --direction fwd --headdims 256 --seqlens 512 1024 2048 8192 16384 \
     --variants pinned pinned+tma3d+fwd-128x128x8x1 pinned+tma3d+fwd-64x128x4x1
 stamp done
 gpu_archive next16.tar.gz
