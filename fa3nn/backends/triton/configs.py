@@ -113,7 +113,7 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         # whole backward 218.7 / 285.2 / 322.3 TFLOP/s at 1024 / 2048 / 4096 against the key-major tiles' 208.1
         # (32x128/8w/2) / 277.5 / 316.4 (32x64/4w/3) (results/final12-h200-20261202-1224, querymajor-…-1207).
         # Since 2026-12-02 (fourteenth session), causal and not: key-major 64x64/4w/2 with Q and dO
-        # through descriptors (DKDV_TMA below), the shape of scripts/triton_ws_probe.py's fastest loop; whole
+        # through descriptors (TMA_LOADS["dkdv"] below), the shape of scripts/triton_ws_probe.py's fastest loop; whole
         # backward, gradients checked (results/4w2-h200-20261202-1726): 2048 392 vs 368 non-causal (32x64/4w/3),
         # 307 vs 296 causal (query-major 64x64/4w/2 by pointers); 8192 413 vs 382 (64x128/8w/1), 392 vs 361
         # (64x128/8w/2); 16384 410 vs 365, 401 vs 378.
@@ -196,7 +196,7 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
 # with it (launch.dkdv_query_major; FA3NN_TRITON_DKDV_QUERY_MAJOR=0/1 overrides): True = queries x keys (lse and
 # delta per row), False = keys x queries (one lse and delta value per column and thread). Query-major won at d64
 # everywhere (+7..+12% on the whole backward) and at d128 causal up to 4k (+2..+5%, by pointers; key-major with
-# descriptors beat it by 1-4% since, DKDV_TMA below); it lost at d128 non-causal (4096: 343.6 vs 362.1 TFLOP/s for
+# descriptors beat it by 1-4% since, TMA_LOADS below); it lost at d128 non-causal (4096: 343.6 vs 362.1 TFLOP/s for
 # the best tile of each) and spills in the loop at d256 (offline).
 QUERY_MAJOR: dict[tuple[int, bool], tuple[bool, bool, bool]] = {
     (64, False): (True,) * 3, (64, True): (True,) * 3,
@@ -210,8 +210,9 @@ QUERY_MAJOR: dict[tuple[int, bool], tuple[bool, bool, bool]] = {
 # offline) and not through descriptors (452 instructions per loop step, 2 spill instructions; Triton 3.6); with
 # one stage descriptors lost (0.82x at 16k, 64x128/8w/1), with two they won (PINNED above). d64 on that tile:
 # 0.90-0.96x its query-major pinned tiles (results/4w2-h200-20261202-1726). "dq", with TMA_BATCHED's views below
-# (scripts/triton_tile_ab.py, whole backward, H200, 2026-12-02): d128 +0.4..+1.8% over the batched views alone
-# except -0.9% at 8k causal (results/next15-h200-20261202-1907); d64 +1.5..+2.1% up to 2k and +0.9 / +1.1% at 8k /
+# (scripts/triton_tile_ab.py, whole backward, H200, 2026-12-02): d128 -0.9..+1.8% over the batched views alone, at
+# noise level, and its causal-short 64x64/4w/2 tile (PINNED above) was measured with them
+# (results/next15-h200-20261202-1907); d64 +1.5..+2.1% up to 2k and +0.9 / +1.1% at 8k /
 # 16k non-causal, -4.4 / -6.1% at 8k / 16k causal (with the batched views, results/ab15-h200-20261202-1912);
 # d256 -1.7..-2.3% everywhere (ab15), so not there.
 TMA_LOADS: dict[str, dict[tuple[int, bool], tuple[bool, bool, bool]]] = {
@@ -226,7 +227,7 @@ TMA_LOADS: dict[str, dict[tuple[int, bool], tuple[bool, bool, bool]]] = {
 # 846 instructions, d256 causal forward 821 -> 634 with barriers 25 -> 4, d128 dQ masked loop 616 -> 428). Only
 # where the call uses descriptors at all. H200, 2026-12-02, same run each (scripts/triton_tile_ab.py; forward
 # results/ab15-h200-20261202-1912, d128 backward next15-…-1907): forward d128 +3.8 / +7.9% at 512 (non-causal /
-# causal), +3.3% at 1k causal, 0.95-0.99x from 2k (the short rows' masked tails are most of their work); d256
+# causal), 1.00 / +3.3% at 1k, 0.92-0.99x from 2k (the short rows' masked tails are most of their work); d256
 # causal +16 / +11 / +8 / +7 / +3% at 512 / 1k / 2k / 8k / 16k, non-causal 0.97-1.01x (its 3 stages do not fit
 # through these views: 257 KB, so 2); d64 0.93-0.98x causal, 0.94-1.01x non-causal. Backward d128 +0.8..+4% non-
 # causal, +19 / +15 / +10 / +3 / +1% causal at 512 / 1k / 2k / 8k / 16k (the dK/dV kernel's Q / dO and, with
