@@ -13,6 +13,7 @@ but cross several of the interpreter's 16/32-row tiles, including partial ones (
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -449,7 +450,7 @@ def _pinned_key_block_tiles():
                 for kind in launch.key_block_kinds(block_d, block_d, False, causal, seqlen):
                     tile = configs.pinned(kind, block_d, causal, seqlen)
                     query_major = launch.dkdv_query_major(kind, block_d, causal, seqlen)
-                    tma = launch.dkdv_tma(kind, block_d, causal, seqlen)
+                    tma = launch.tma_loads(kind, block_d, causal, seqlen)
                     cases[(kind, block_d, causal, tile, query_major, tma)] = None
                     if tma and kind == "dkdv":  # where the call cannot have descriptors (configs.POINTER_FALLBACK)
                         tile = configs.pinned(kind, block_d, causal, seqlen, pointers=True)
@@ -508,7 +509,7 @@ def test_dkdv_orientation_and_load_choices():
     head dims <= 64, descriptor loads at d128."""
     from fa3nn.backends.triton import launch
 
-    major, tma = launch.dkdv_query_major, launch.dkdv_tma
+    major, tma = launch.dkdv_query_major, launch.tma_loads
     assert major("dkdv", 64, False, 512) and major("dkdv", 32, True, 16384) and major("dkdv", 64, True, 1024)
     assert not major("dkdv", 128, True, 1024) and not major("dkdv", 128, False, 2048)
     assert not major("fused", 64, False, 2048) and not major("dkdv_split", 256, True, 2048)
@@ -521,7 +522,7 @@ def test_dkdv_orientation_and_load_choices():
 
 @pytest.mark.parametrize("choose, attr, env", [
     ("dkdv_query_major", "DKDV_QUERY_MAJOR", "FA3NN_TRITON_DKDV_QUERY_MAJOR"),
-    ("dkdv_tma", "DKDV_TMA_LOADS", "FA3NN_TRITON_DKDV_TMA"),
+    ("tma_loads", "DKDV_TMA_LOADS", "FA3NN_TRITON_DKDV_TMA"),
 ], ids=str)
 def test_dkdv_switches_force_and_refuse(choose, attr, env, monkeypatch):
     """Each tri-state switch: "1" forces it for any key-block kernel, "0" off where its table says on, anything
@@ -544,13 +545,14 @@ def test_descriptor_tables_and_switches(monkeypatch):
     refused by the variable's name."""
     from fa3nn.backends.triton import launch
 
-    assert launch.dq_tma(128, True, 512) and launch.dq_tma(64, False, 16384) and not launch.dq_tma(64, True, 16384)
-    assert not launch.dq_tma(256, False, 2048)
+    dq_tma = functools.partial(launch.tma_loads, "dq")
+    assert dq_tma(128, True, 512) and dq_tma(64, False, 16384) and not dq_tma(64, True, 16384)
+    assert not dq_tma(256, False, 2048)
     batched = launch.tma_batched
     assert batched("bwd", 128, True, 16384) and batched("fwd", 256, True, 8192) and batched("fwd", 128, True, 1024)
     assert not batched("fwd", 128, True, 2048) and not batched("fwd", 64, False, 512)
     assert not batched("fwd", 256, False, 8192) and not batched("bwd", 256, True, 512)
-    for attr, env, choose in (("DQ_TMA_LOADS", "FA3NN_TRITON_DQ_TMA", lambda: launch.dq_tma(256, False, 512)),
+    for attr, env, choose in (("DQ_TMA_LOADS", "FA3NN_TRITON_DQ_TMA", lambda: dq_tma(256, False, 512)),
                               ("TMA_BATCHED", "FA3NN_TRITON_TMA_BATCHED",
                                lambda: batched("fwd", 64, False, 512))):
         monkeypatch.setattr(launch, attr, "1")

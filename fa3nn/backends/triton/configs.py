@@ -203,7 +203,7 @@ QUERY_MAJOR: dict[tuple[int, bool], tuple[bool, bool, bool]] = {
     (128, False): (False,) * 3, (128, True): (False,) * 3,
     (256, False): (False,) * 3, (256, True): (False,) * 3,
 }
-# Where the backward's kernels load through tensor descriptors (launch.dkdv_tma / launch.dq_tma: sm_90 with
+# Where the backward's kernels load through tensor descriptors (launch.tma_loads: sm_90 with
 # descriptors, the pointer path elsewhere; FA3NN_TRITON_DKDV_TMA / FA3NN_TRITON_DQ_TMA=0/1 override), per kernel kind
 # ("dkdv": Q and dO; "dq": K and V), (padded head dim, causal) and sequence bucket; the tiles above were measured
 # with them. "dkdv" d128, every bucket: key-major 64x64/4w/2 spills in its loop by pointers (21 instructions

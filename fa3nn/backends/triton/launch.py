@@ -120,17 +120,13 @@ def dkdv_query_major(kind: str, block_d: int, causal: bool, max_seqlen: int, poi
     return kind == "dkdv" and configs.query_major(block_d, causal, max_seqlen, pointers)
 
 
-def dkdv_tma(kind: str, block_d: int, causal: bool, max_seqlen: int) -> bool:
-    """Whether the key-block kernel of `kind` asks for Q / dO through descriptors (DKDV_TMA_LOADS); "auto" only
-    where its tiles were measured that way (configs.TMA_LOADS["dkdv"], the "dkdv" kernel)."""
-    forced = _forced(DKDV_TMA_LOADS, "FA3NN_TRITON_DKDV_TMA")
-    return forced if forced is not None else kind == "dkdv" and configs.tma_loads("dkdv", block_d, causal, max_seqlen)
-
-
-def dq_tma(block_d: int, causal: bool, max_seqlen: int) -> bool:
-    """Whether the dQ kernel asks for K / V through descriptors (DQ_TMA_LOADS; "auto": configs.TMA_LOADS["dq"])."""
-    forced = _forced(DQ_TMA_LOADS, "FA3NN_TRITON_DQ_TMA")
-    return forced if forced is not None else configs.tma_loads("dq", block_d, causal, max_seqlen)
+def tma_loads(kind: str, block_d: int, causal: bool, max_seqlen: int) -> bool:
+    """Whether the kernel of `kind` asks for its streamed operands through descriptors: the dQ kernel's K / V
+    (DQ_TMA_LOADS) or a key-block kernel's Q / dO (DKDV_TMA_LOADS); "auto" only where its tiles were measured that
+    way (configs.TMA_LOADS: the "dkdv" and "dq" kernels)."""
+    switch, env = (DQ_TMA_LOADS, "FA3NN_TRITON_DQ_TMA") if kind == "dq" else (DKDV_TMA_LOADS, "FA3NN_TRITON_DKDV_TMA")
+    forced = _forced(switch, env)
+    return forced if forced is not None else configs.tma_loads(kind, block_d, causal, max_seqlen)
 
 
 def tma_batched(direction: str, block_d: int, causal: bool, max_seqlen: int) -> bool:
@@ -444,13 +440,12 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     def launch_key_blocks():
         for kind in key_block_kinds(shape.block_d, shape.block_dv, atomic_dq, shape.causal, max_seqlen):
             split = configs.DKDV_SPLIT_PARTS if kind in configs.SPLIT_KINDS else 1
-            wants_tma = split == 1 and dkdv_tma(kind, shape.block_d, shape.causal, max_seqlen)
+            wants_tma = split == 1 and tma_loads(kind, shape.block_d, shape.causal, max_seqlen)
             qdo_views = _tma_views(q, dout, shape=shape, batched=batched) if wants_tma else None
             q_src, do_src = (q, dout) if qdo_views is None else tuple(_descriptor(x, shape.nheads)
                                                                        for x in qdo_views)
             # tiles measured through descriptors, which this call lacks (not available, or switched off)
-            pointers = kind == "dkdv" and configs.tma_loads("dkdv", shape.block_d, shape.causal, max_seqlen) and (
-                qdo_views is None)
+            pointers = configs.tma_loads(kind, shape.block_d, shape.causal, max_seqlen) and qdo_views is None
             adds_dq = kind in configs.ATOMIC_DQ_KINDS  # not the output split's dV kernel
             _launch(
                 kind, K._bwd_dkdv_kernel, shape,
@@ -470,7 +465,8 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
         return dq_acc.mul_(shape.softmax_scale).to(q.dtype), dk, dv
     dq = _alloc(q.shape, q.dtype, q.device)
     measured_tma = configs.tma_loads("dq", shape.block_d, shape.causal, max_seqlen)
-    views = _tma_views(k, v, shape=shape, batched=batched) if dq_tma(shape.block_d, shape.causal, max_seqlen) else None
+    wants_tma = tma_loads("dq", shape.block_d, shape.causal, max_seqlen)
+    views = _tma_views(k, v, shape=shape, batched=batched) if wants_tma else None
     kv = (k, v) if views is None else tuple(_descriptor(x, shape.nheads_kv) for x in views)
 
     def launch_dq():
