@@ -15,6 +15,8 @@
 #                          headline figures and the pipe utilizations
 #   gpu_ab NAME LIMIT ARGS...  scripts/triton_tile_ab.py (16 compile workers, 5 timing rounds unless ARGS say) into
 #                          $out/NAME.{json,log} within LIMIT seconds; prints its exit code and its table compactly
+#   gpu_bench TAG LIMIT ARGS...  scripts/bench.py, triton / cuDNN / FA2 (12 compile workers), into $out/TAG.{json,md}
+#                          and $out/bench_TAG.log within LIMIT seconds; prints its exit code and its table's rows
 #   gpu_sweep D SEQLEN STEM KINDS...  fa3nn.backends.triton.tune at head dim D, SEQLEN, for KINDS into
 #                          $out/STEM.{json,log} (CAUSAL=yes|no|both, default both); prints its exit code and the
 #                          results folded onto a few lines
@@ -73,6 +75,14 @@ gpu_ab() {
     timeout "$limit" python3 scripts/triton_tile_ab.py --precompile 16 --reps 5 --json "$out/$name.json" "$@" \
         > "$out/$name.log" 2>&1
     echo "$name rc $?"; grep -E "^\| [a-z]" "$out/$name.log" | grep -v "^| variant" | cut -d'|' -f2-5,8-10
+}
+
+gpu_bench() {
+    local tag=$1 limit=$2
+    shift 2
+    timeout "$limit" python3 scripts/bench.py --backends triton cudnn fa2 "$@" --out-dir "$out" --tag "$tag" \
+        --precompile 12 > "$out/bench_$tag.log" 2>&1
+    echo "bench rc $?"; grep -E "^\| [0-9]+ " "$out/$tag.md"
 }
 
 gpu_sweep() {

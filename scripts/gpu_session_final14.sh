@@ -13,8 +13,6 @@ echo "ab rc $?"; grep -E "^\|" "$out/ab_short.log"
 stamp tests
 gpu_pytest tests_triton.log 170 tests/test_triton_gpu.py
 stamp bench128
-timeout 200 python3 scripts/bench.py --backends triton cudnn fa2 --headdims 128 --directions bwd --out-dir "$out" \
-    --tag final14_128 --precompile 12 > "$out/bench_final14_128.log" 2>&1
-echo "bench rc $?"; grep -E "^\| 128 " "$out/final14_128.md"
+gpu_bench final14_128 200 --headdims 128 --directions bwd
 stamp done
 gpu_archive final14.tar.gz

@@ -7,8 +7,6 @@ gpu_setup /tmp/fa3nn-final14b
 stamp tests
 gpu_pytest tests_triton.log 170 tests/test_triton_gpu.py
 stamp bench128
-timeout 200 python3 scripts/bench.py --backends triton cudnn fa2 --headdims 128 --directions bwd --out-dir "$out" \
-    --tag final14b_128 --precompile 12 > "$out/bench_final14b_128.log" 2>&1
-echo "bench rc $?"; grep -E "^\| 128 " "$out/final14b_128.md"
+gpu_bench final14b_128 200 --headdims 128 --directions bwd
 stamp done
 gpu_archive final14b.tar.gz

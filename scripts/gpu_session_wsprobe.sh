@@ -15,8 +15,6 @@ timeout 120 python3 scripts/bwd_breakdown.py --headdims 128 --seqlens 2048 8192 
     --json "$out/bwd_breakdown.json" > "$out/bwd_breakdown.log" 2>&1
 echo "breakdown rc $?"; tail -n 12 "$out/bwd_breakdown.log"
 stamp bench256
-timeout 200 python3 scripts/bench.py --backends triton cudnn fa2 --headdims 256 --directions bwd --out-dir "$out" \
-    --tag ws14_256 --precompile 12 > "$out/bench_ws14_256.log" 2>&1
-echo "bench rc $?"; grep -E "^\| 256 " "$out/ws14_256.md"
+gpu_bench ws14_256 200 --headdims 256 --directions bwd
 stamp done
 gpu_archive wsprobe.tar.gz
