@@ -110,7 +110,20 @@ def test_pinned_tiles_are_the_measured_winners():
     # backward 190 vs 182 TFLOP/s at 512), 128x64/8w/3 by pointers
     assert pinned("dq", 128, True, 512) == Tile(64, 64, 4, 2) and configs.tma_loads("dq", 128, True, 1024)
     assert pinned("dq", 128, True, 1024, pointers=True) == Tile(128, 64, 8, 3)
-    assert not configs.tma_loads("dq", 256, False, 2048) and not configs.tma_loads("dq", 64, True, 8192)
+    assert not configs.tma_loads("dq", 256, True, 1024) and not configs.tma_loads("dq", 64, True, 8192)
+    # d256 (NOTES "2026-12-02 sixteenth"): forward 64x128/4w/1 (+20..+25% non-causal, +6..+12% causal), dQ
+    # 64x64/4w/2 (whole backward up to +7.8%), both through the batched views; without them the earlier tiles
+    for causal in (False, True):
+        assert pinned("fwd", 256, causal, 512) == pinned("fwd", 256, causal, 16384) == Tile(64, 128, 4, 1)
+        assert configs.tma_batched("fwd", 256, causal, 512) and configs.tma_batched("bwd", 256, causal, 2048)
+        assert pinned("fwd", 256, causal, 2048, pointers=True) == Tile(128, 64, 8, 3)
+        assert pinned("dq", 256, causal, 8192) == Tile(64, 64, 4, 2) and configs.tma_loads("dq", 256, causal, 2048)
+        assert pinned("dq", 256, causal, 8192, pointers=True) == Tile(128, 32, 8, 2)
+    assert pinned("dq", 256, True, 1024) == Tile(128, 32, 8, 2) and not configs.tma_batched("bwd", 256, True, 1024)
+    # the batched-only tiles fall back through the (rows, heads * dim) views; others only by pointers
+    assert configs.lacks_measured_views("fwd", 256, True, 2) and configs.lacks_measured_views("dq", 256, True, 2)
+    assert not configs.lacks_measured_views("fwd", 256, True, 3) and configs.lacks_measured_views("fwd", 128, True, None)
+    assert not configs.lacks_measured_views("dq", 128, True, 2) and not configs.lacks_measured_views("dq", 256, False, 2)
     # ... and by pointers (no descriptors for the call: configs.POINTER_FALLBACK), the pointer path's tiles as
     # measured before (NOTES "2026-12-01 fourth", "2026-12-02 twelfth"); other kinds and head dims unaffected
     assert pinned("dkdv", 128, False, 2048, pointers=True) == Tile(32, 64, 4, 3)
@@ -141,8 +154,10 @@ def test_pinned_tiles_are_the_measured_winners():
     assert pinned("dv", 256, False, 2048) == Tile(64, 128, 8, 2)  # 278 vs 264 TFLOP/s (2026-12-02, next14)
     assert pinned("dk", 256, False, 8192) == Tile(64, 128, 8, 1)
     assert pinned("dk", 256, True, 512) == pinned("dk", 256, True, 8192) == Tile(32, 128, 8, 2)
-    # d256 forward: 128x64/8w/3 at every length (2048: 483 vs 295 TFLOP/s before; NOTES "2026-12-01 fourth")
-    assert pinned("fwd", 256, False, 4097) == pinned("fwd", 256, True, 512) == Tile(128, 64, 8, 3)
+    # d256 forward: 64x128/4w/1 at every length through the batched views (2048: 602 vs 482 TFLOP/s for
+    # 128x64/8w/3, which serves calls without them; NOTES "2026-12-02 sixteenth")
+    assert pinned("fwd", 256, False, 4097) == pinned("fwd", 256, True, 512) == Tile(64, 128, 4, 1)
+    assert pinned("fwd", 256, False, 4097, pointers=True) == Tile(128, 64, 8, 3)
     # padded head dims share their power of two's entry; 32 (unmeasured) takes 64's
     assert pinned("fwd", 16, False, 100) == pinned("fwd", 32, False, 100) == pinned("fwd", 64, False, 100)
 
@@ -237,8 +252,8 @@ def test_autotuning_is_opt_in(monkeypatch):
     assert configs.autotune_enabled()
     candidates = configs.autotune_candidates("fwd", 256, 256, True, 8192, 2, H200_SMEM, tma=True)
     # pinned first, no repeats
-    assert candidates == [configs.Tile(128, 64, 8, 3), configs.Tile(128, 64, 8, 2), configs.Tile(128, 32, 8, 2),
-                          configs.Tile(64, 64, 8, 2)]
+    assert candidates == [configs.Tile(64, 128, 4, 1), configs.Tile(128, 64, 8, 3), configs.Tile(128, 64, 8, 2),
+                          configs.Tile(128, 32, 8, 2), configs.Tile(64, 64, 8, 2)]
     # without descriptors the 3-stage tile needs 256 KB and is dropped
     assert configs.Tile(128, 64, 8, 3) not in configs.autotune_candidates("fwd", 256, 256, True, 8192, 2, H200_SMEM)
 

@@ -80,8 +80,14 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         # vs 378 and 371 vs 357 (benchmarks/results/triton256-h200-20261201-1252). 3 stages (192 KB through TMA
         # descriptors; the pointer path without them shrinks to 2 in fit_shared_memory), sweep
         # (triton256sweep-…-1322): 1024 429 vs 348 non-causal, 294 vs 251 causal; 2048 483 vs 382, 369 vs 304.
-        (256, False): (Tile(128, 64, 8, 3),) * 3,
-        (256, True): (Tile(128, 64, 8, 3),) * 3,
+        # Since 2026-12-02 (sixteenth session) 64x128/4w/1 through the batched descriptor views (TMA_BATCHED below;
+        # offline 334 warp instructions per 1024 scores against 473, 5-9 hot spill instructions; by the (rows,
+        # heads * dim) views it spills 5-10x more, so calls without the batched views keep 128x64/8w/3,
+        # POINTER_FALLBACK), same run (results/next16-h200-20261202-2041): non-causal 442 / 536 / 602 / 640 / 626
+        # TFLOP/s at 512 / 1k / 2k / 8k / 16k against 354 / 431 / 482 / 534 / 519 (+20..+25%), causal 265 / 363 /
+        # 446 / 531 / 572 against 244 / 326 / 397 / 489 / 541 (+6..+12%); 128x128/8w/1 0.76-0.90x.
+        (256, False): (Tile(64, 128, 4, 1),) * 3,
+        (256, True): (Tile(64, 128, 4, 1),) * 3,
     },
     "dkdv": {
         # d64, runs: 32x128 up to 4k, 64x128 past it (both 8 warps, 3 stages). Non-causal past 1k: 64x128/2 stages
@@ -153,8 +159,13 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
         # d256: 128x32/8w/2 stages (no spills offline; 64x32/4w spills 136-160 B). H200 sweep 2026-12-01 (whole
         # backward, triton256sweep-…-1322): 1024 193 vs 172 non-causal, 146 vs 133 causal; 2048 210 vs 190, 180 vs
         # 161 against 64x32/4w (64x64/8w 164-178).
-        (256, False): (Tile(128, 32, 8, 2),) * 3,
-        (256, True): (Tile(128, 32, 8, 2),) * 3,
+        # Since 2026-12-02 (sixteenth session) 64x64/4w/2 with K / V through the batched descriptor views (offline
+        # 339 warp instructions per 1024 scores against 540, 7-8 hot spill instructions; 26-63 through the (rows,
+        # heads * dim) views, so calls without the batched views keep 128x32/8w/2, POINTER_FALLBACK), whole
+        # backward, same run (results/next16-h200-20261202-2041): non-causal +1.0 / +0.4 / +2.9 / +7.8 / +5.3% at
+        # 512 / 1k / 2k / 8k / 16k, causal -0.7 / +0.2 / +0.7 / +0.4 / +2.5% (up to 1k causal: not taken).
+        (256, False): (Tile(64, 64, 4, 2),) * 3,
+        (256, True): (Tile(128, 32, 8, 2), Tile(64, 64, 4, 2), Tile(64, 64, 4, 2)),
     },
     "fused_split": {
         # The opt-in atomic dQ with the head-dim split (d256); H200 2026-12-01 (results/tritondq-fusedsplit-…-1503):
@@ -214,11 +225,13 @@ QUERY_MAJOR: dict[tuple[int, bool], tuple[bool, bool, bool]] = {
 # noise level, and its causal-short 64x64/4w/2 tile (PINNED above) was measured with them
 # (results/next15-h200-20261202-1907); d64 +1.5..+2.1% up to 2k and +0.9 / +1.1% at 8k /
 # 16k non-causal, -4.4 / -6.1% at 8k / 16k causal (with the batched views, results/ab15-h200-20261202-1912);
-# d256 -1.7..-2.3% everywhere (ab15), so not there.
+# d256 -1.7..-2.3% everywhere on the 128x32/8w/2 tile (ab15); with 64x64/4w/2 and the batched views +0.2..+7.8% from
+# 1k causal and everywhere non-causal (next16; PINNED above).
 TMA_LOADS: dict[str, dict[tuple[int, bool], tuple[bool, bool, bool]]] = {
     "dkdv": {(128, False): (True,) * 3, (128, True): (True,) * 3},
     "dq": {(64, False): (True,) * 3, (64, True): (True, True, False),
-           (128, False): (True,) * 3, (128, True): (True,) * 3},
+           (128, False): (True,) * 3, (128, True): (True,) * 3,
+           (256, False): (True,) * 3, (256, True): (False, True, True)},
 }
 # Where descriptors lie over the (batch, seqlen, heads * dim) views instead of (batch * seqlen, heads * dim) ones
 # (launch.tma_batched; FA3NN_TRITON_TMA_BATCHED=0/1 overrides), per direction, (padded head dim, causal) and sequence
@@ -231,16 +244,21 @@ TMA_LOADS: dict[str, dict[tuple[int, bool], tuple[bool, bool, bool]]] = {
 # causal +16 / +11 / +8 / +7 / +3% at 512 / 1k / 2k / 8k / 16k, non-causal 0.97-1.01x (its 3 stages do not fit
 # through these views: 257 KB, so 2); d64 0.93-0.98x causal, 0.94-1.01x non-causal. Backward d128 +0.8..+4% non-
 # causal, +19 / +15 / +10 / +3 / +1% causal at 512 / 1k / 2k / 8k / 16k (the dK/dV kernel's Q / dO and, with
-# TMA_LOADS["dq"], the dQ kernel's K / V); d64 as TMA_LOADS["dq"] (the only descriptors of its backward).
+# TMA_LOADS["dq"], the dQ kernel's K / V); d64 as TMA_LOADS["dq"] (the only descriptors of its backward). d256
+# non-causal forward and d256 dQ since the sixteenth session: their tiles in PINNED were measured (and only fit
+# without spills) through these views (BATCHED_ONLY).
 TMA_BATCHED: dict[str, dict[tuple[int, bool], tuple[bool, bool, bool]]] = {
-    "fwd": {(128, False): (True, False, False), (128, True): (True, False, False), (256, True): (True,) * 3},
+    "fwd": {(128, False): (True, False, False), (128, True): (True, False, False),
+            (256, False): (True,) * 3, (256, True): (True,) * 3},
     "bwd": {(64, False): (True,) * 3, (64, True): (True, True, False),
-            (128, False): (True,) * 3, (128, True): (True,) * 3},
+            (128, False): (True,) * 3, (128, True): (True,) * 3,
+            (256, False): (True,) * 3, (256, True): (False, True, True)},
 }
-# A kernel's tiles (and, for "dkdv", its score orientation) where TMA_LOADS asks for descriptors but the call cannot
-# have them (GPUs before sm_90, Triton without descriptors, a head dim padded to the block such as 96 -> 128,
-# FA3NN_TRITON_TMA=0): the H200's pointer-path choices from before the descriptor tiles (d128 "dkdv" 64x64/4w/2
-# spills in its loop by pointers; "dq" 64x64/4w/2 was only measured through descriptors), with the "dkdv"
+# A kernel's tiles (and, for "dkdv", its score orientation) where TMA_LOADS asks for descriptors (the forward: always)
+# but the call cannot have them (GPUs before sm_90, Triton without descriptors, a head dim padded to the block such as
+# 96 -> 128, FA3NN_TRITON_TMA=0), or, for the (kind, padded head dim) pairs of BATCHED_ONLY, lacks the batched views
+# (varlen calls, FA3NN_TRITON_TMA_BATCHED=0): the H200's choices from before the descriptor tiles (d128 "dkdv"
+# 64x64/4w/2 spills in its loop by pointers; "dq" 64x64/4w/2 was only measured through descriptors), with the "dkdv"
 # orientation measured with them (query-major up to 4k causal). launch passes `pointers=True` to pinned /
 # query_major there.
 POINTER_FALLBACK: dict[str, dict[tuple[int, bool], tuple[tuple[Tile, Tile, Tile], tuple[bool, bool, bool] | None]]] = {
@@ -248,8 +266,14 @@ POINTER_FALLBACK: dict[str, dict[tuple[int, bool], tuple[tuple[Tile, Tile, Tile]
         (128, False): ((Tile(32, 64, 4, 3), Tile(32, 64, 4, 3), Tile(64, 128, 8, 1)), (False,) * 3),
         (128, True): ((Tile(64, 64, 4, 2), Tile(64, 64, 4, 2), Tile(64, 128, 8, 2)), (True, True, False)),
     },
-    "dq": {(128, True): ((Tile(128, 64, 8, 3),) * 3, None)},
+    "dq": {(128, True): ((Tile(128, 64, 8, 3),) * 3, None),
+           **{(256, causal): ((Tile(128, 32, 8, 2),) * 3, None) for causal in (False, True)}},
+    "fwd": {(256, causal): ((Tile(128, 64, 8, 3),) * 3, None) for causal in (False, True)},
 }
+# The (kind, padded head dim) pairs whose table tiles spill in their loops through the (rows, heads * dim) views
+# (offline, Triton 3.6, sixteenth session): d256 forward 64x128/4w/1 and dQ 64x64/4w/2 (5-10x the hot spill
+# instructions of the batched views); their calls without the batched views take POINTER_FALLBACK's tiles.
+BATCHED_ONLY: frozenset[tuple[str, int]] = frozenset({("fwd", 256), ("dq", 256)})
 # Where the backward runs the output split ("dv" + "dk" kernels) instead of the one dK/dV kernel, per (padded head
 # dim, causal) and sequence bucket (launch.key_block_kinds; FA3NN_TRITON_DKDV_OUTPUTS=joint/split overrides). The
 # split kernels take key-major scores unless FA3NN_TRITON_DKDV_QUERY_MAJOR=1. d256: +12..+23% over the head-dim
@@ -368,7 +392,7 @@ def tile_table(kind: str) -> dict[tuple[int, bool], tuple[Tile, Tile, Tile]]:
 ALTERNATIVES: dict[str, dict[int, list[Tile]]] = {
     "fwd": {32: [Tile(128, 64, 4, 3), Tile(128, 128, 8, 3)], 64: [Tile(128, 64, 4, 3), Tile(128, 128, 8, 3)],
             128: [Tile(64, 64, 4, 3), Tile(128, 64, 8, 3), Tile(128, 128, 8, 3)],
-            256: [Tile(128, 64, 8, 2), Tile(128, 32, 8, 2), Tile(64, 64, 8, 2)]},
+            256: [Tile(128, 64, 8, 3), Tile(128, 64, 8, 2), Tile(128, 32, 8, 2), Tile(64, 64, 8, 2)]},
     "dkdv": {32: [Tile(32, 128, 8, 3), Tile(64, 128, 8, 3)], 64: [Tile(32, 128, 8, 3), Tile(64, 128, 8, 3)],
              128: [Tile(64, 128, 8, 2), Tile(32, 128, 8, 2), Tile(32, 128, 8, 3)],
              256: [Tile(64, 32, 8, 2), Tile(32, 64, 8, 2)]},
@@ -407,6 +431,15 @@ def seq_bucket(max_seqlen: int) -> int:
 def _pointer_fallback(kind: str, block_d: int, causal: bool, pointers: bool):
     """POINTER_FALLBACK's entry where it applies (the kernel asked for descriptors it cannot have), else None."""
     return POINTER_FALLBACK.get(kind, {}).get((max(32, block_d), causal)) if pointers else None
+
+
+def lacks_measured_views(kind: str, block_d: int, measured_tma: bool, views_rank: int | None) -> bool:
+    """Whether a call of `kind` lacks the descriptor views its table tile was measured with (POINTER_FALLBACK then
+    serves): `measured_tma`, the table's tile came through descriptors; `views_rank`, the rank of the call's
+    descriptor views (2: (rows, heads * dim), 3: batched; None: by pointers)."""
+    if not measured_tma:
+        return False
+    return views_rank is None or (views_rank == 2 and (kind, max(32, block_d)) in BATCHED_ONLY)
 
 
 def query_major(block_d: int, causal: bool, max_seqlen: int, pointers: bool = False) -> bool:

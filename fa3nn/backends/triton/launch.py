@@ -181,6 +181,11 @@ def _tma_views(*tensors, shape, batched: bool = False) -> tuple | None:
     return tuple(views)
 
 
+def _views_rank(views: tuple | None) -> int | None:
+    """The rank of _tma_views' views (2: (rows, heads * dim), 3: batched), None for the pointer path."""
+    return None if views is None else views[0].dim()
+
+
 def _tma_mode(views: tuple | None) -> int:
     """The kernels' USE_TMA / QDO_TMA for _tma_views' result: 0 pointers, 1 (rows, heads * dim) views, 2 the
     (batch, seqlen, heads * dim) ones."""
@@ -392,7 +397,8 @@ def forward(q, k, v, params: AttnParams, varlen: Varlen | None):
         *shape.autotune_keys(),
     )
     _launch("fwd", K._fwd_kernel, shape, lambda bm, bn: (triton.cdiv(shape.seqlen_q, bm), shape.nheads, shape.batch),
-            args, **shape.constexprs(), USE_TMA=_tma_mode(views))
+            args, pointers=configs.lacks_measured_views("fwd", shape.block_d, True, _views_rank(views)),
+            **shape.constexprs(), USE_TMA=_tma_mode(views))
     return out, lse
 
 
@@ -445,7 +451,9 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
             q_src, do_src = (q, dout) if qdo_views is None else tuple(_descriptor(x, shape.nheads)
                                                                        for x in qdo_views)
             # tiles measured through descriptors, which this call lacks (not available, or switched off)
-            pointers = configs.tma_loads(kind, shape.block_d, shape.causal, max_seqlen) and qdo_views is None
+            pointers = configs.lacks_measured_views(kind, shape.block_d,
+                                                    configs.tma_loads(kind, shape.block_d, shape.causal, max_seqlen),
+                                                    _views_rank(qdo_views))
             adds_dq = kind in configs.ATOMIC_DQ_KINDS  # not the output split's dV kernel
             _launch(
                 kind, K._bwd_dkdv_kernel, shape,
@@ -475,7 +483,8 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
             lambda bm, bn: (triton.cdiv(shape.seqlen_q, bm), shape.nheads, shape.batch),
             (q, *kv, dout, lse, delta, dq, shape.cu_q, shape.cu_k, *qkv_do_strides, *_strides(dq, shape.varlen),
              *stat_strides, *common),
-            pointers=measured_tma and views is None,  # its tile measured through descriptors, this call has none
+            # its tile measured through descriptors (for d256 the batched ones), which this call lacks
+            pointers=configs.lacks_measured_views("dq", shape.block_d, measured_tma, _views_rank(views)),
             **shape.constexprs(), LOG2_SCORES=log2_scores, USE_TMA=_tma_mode(views),
         )
 
