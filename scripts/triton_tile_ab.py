@@ -7,7 +7,8 @@ A variant is a tile table (`pinned` = configs.PINNED, or a name from configs.CAN
 half the columns each, tiles configs.PINNED["dkdv_split"]; without it the one-program kernel)
 `+atomic` or `+atomic-MxNxWxS` (launch.ATOMIC_DQ: dQ added by the dK/dV kernel, 5 matmuls, TMA reduce-adds on
 sm_90; the fused kernel's pinned tile or the one named), `+dkdv-tma` (launch.DKDV_TMA_LOADS: the dK/dV kernel's Q
-and dO through tensor descriptors, forced; without it the library's choice), `+tma3d` / `+tma2d`
+and dO through tensor descriptors, forced; without it the library's choice; `+dv-tma` / `+dk-tma` the same for one
+of the output split's kernels, through configs.TMA_LOADS), `+tma3d` / `+tma2d`
 (launch.TMA_BATCHED forced on / off: every descriptor over (batch, seqlen, heads * dim) views, dense calls),
 `+dq-tma` / `+dq-ptr` (launch.DQ_TMA_LOADS forced on / off: the dQ kernel's K and V through descriptors; without
 these four the library's choices, configs.TMA_BATCHED / TMA_LOADS, since the fifteenth session: off before),
@@ -65,8 +66,9 @@ VARIANTS = ["pinned", "pinned+row-stats"] + [f"{name}{option}" for name in confi
                                              for option in ("", "+row-stats")]
 
 
-FLAGS = ("row-stats", "split-d", "dkdv-tma", "tma3d", "tma2d", "dq-tma", "dq-ptr", "query-major", "key-major",
-         "output-split", "joint", "streams", "one-stream")
+FLAGS = ("row-stats", "split-d", "dkdv-tma", "dv-tma", "dk-tma", "tma3d", "tma2d", "dq-tma", "dq-ptr", "query-major",
+         "key-major", "output-split", "joint", "streams", "one-stream")
+LIBRARY_TMA_LOADS = {kind: dict(table) for kind, table in configs.TMA_LOADS.items()}  # restored by every select()
 LIBRARY_STREAMS = launch.BWD_STREAMS  # the library's default (FA3NN_TRITON_BWD_STREAMS), kept unless a flag says
 # +<kind>-MxNxWxS pins that kernel's tile (+atomic alone: the pinned one)
 TILE_OPTIONS = ("atomic", "dkdv", "dv", "dk", "dk_dq", "dq", "fwd")
@@ -75,7 +77,8 @@ TILE_OPTIONS = ("atomic", "dkdv", "dv", "dk", "dk_dq", "dq", "fwd")
 def launch_flags() -> tuple:
     """The launcher switches select() sets besides the tiles: part of what makes two variants' kernels differ."""
     return (launch.UNMASKED_ROW_STATS, launch.DKDV_SPLIT_D, launch.DKDV_TMA_LOADS, launch.TMA_BATCHED,
-            launch.DQ_TMA_LOADS, launch.DKDV_QUERY_MAJOR, launch.DKDV_OUTPUTS, launch.BWD_STREAMS)
+            launch.DQ_TMA_LOADS, launch.DKDV_QUERY_MAJOR, launch.DKDV_OUTPUTS, launch.BWD_STREAMS,
+            tuple(sorted((kind, tuple(sorted(table.items()))) for kind, table in configs.TMA_LOADS.items())))
 
 
 def select(variant: str) -> None:
@@ -99,6 +102,11 @@ def select(variant: str) -> None:
     launch.DKDV_TMA_LOADS = "1" if "dkdv-tma" in options else "auto"  # else the library's choice
     launch.TMA_BATCHED = "1" if "tma3d" in options else "0" if "tma2d" in options else "auto"
     launch.DQ_TMA_LOADS = "1" if "dq-tma" in options else "0" if "dq-ptr" in options else "auto"
+    configs.TMA_LOADS.clear()
+    configs.TMA_LOADS.update({kind: dict(table) for kind, table in LIBRARY_TMA_LOADS.items()})
+    for kind in ("dv", "dk"):  # one output-split kernel's Q / dO through descriptors (the table's entry for it)
+        if f"{kind}-tma" in options:
+            configs.TMA_LOADS[kind] = {key: (True,) * 3 for key in configs.PINNED[kind]}
     launch.DKDV_QUERY_MAJOR = "1" if "query-major" in options else "0" if "key-major" in options else "auto"
     launch.DKDV_OUTPUTS = "split" if "output-split" in options else "joint" if "joint" in options else "auto"
     launch.BWD_STREAMS = "streams" in options or ("one-stream" not in options and LIBRARY_STREAMS)
