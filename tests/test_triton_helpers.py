@@ -121,9 +121,9 @@ def test_pinned_tiles_are_the_measured_winners():
         assert pinned("dq", 256, causal, 8192, pointers=True) == Tile(128, 32, 8, 2)
     assert pinned("dq", 256, True, 1024) == Tile(128, 32, 8, 2) and not configs.tma_batched("bwd", 256, True, 1024)
     # the batched-only tiles fall back through the (rows, heads * dim) views; others only by pointers
-    assert configs.lacks_measured_views("fwd", 256, True, 2) and configs.lacks_measured_views("dq", 256, True, 2)
-    assert not configs.lacks_measured_views("fwd", 256, True, 3) and configs.lacks_measured_views("fwd", 128, True, None)
-    assert not configs.lacks_measured_views("dq", 128, True, 2) and not configs.lacks_measured_views("dq", 256, False, 2)
+    lacks = configs.lacks_measured_views
+    assert lacks("fwd", 256, True, 2) and lacks("dq", 256, True, 2) and lacks("fwd", 128, True, None)
+    assert not lacks("fwd", 256, True, 3) and not lacks("dq", 128, True, 2) and not lacks("dq", 256, False, 2)
     # ... and by pointers (no descriptors for the call: configs.POINTER_FALLBACK), the pointer path's tiles as
     # measured before (NOTES "2026-12-01 fourth", "2026-12-02 twelfth"); other kinds and head dims unaffected
     assert pinned("dkdv", 128, False, 2048, pointers=True) == Tile(32, 64, 4, 3)

@@ -475,20 +475,28 @@ def test_pinned_key_block_tiles(kind, headdim, causal, tile, query_major, tma, m
     check_dense(1, 150, 200, 2, 1, headdim, torch.float16, "cpu", causal=causal)
 
 
-@pytest.mark.parametrize("headdim, tma_env, switches, pointers", [
-    (128, "1", "auto", False), (96, "1", "auto", True), (128, "0", "auto", True), (128, "1", "0", True),
-    (64, "1", "1", False),
-], ids=["descriptors", "padded-head-dim", "descriptors-off", "switched-off", "forced-where-not-measured"])
-def test_tiles_follow_the_loads_the_call_gets(headdim, tma_env, switches, pointers, monkeypatch):
-    """configs.TMA_LOADS's d128 "dkdv" tiles and causal-short "dq" tile were measured through descriptors; a call
-    that does not get them (a head dim padded to the block, FA3NN_TRITON_TMA=0, FA3NN_TRITON_DKDV_TMA /
-    FA3NN_TRITON_DQ_TMA=0, a GPU or Triton without them) takes configs.POINTER_FALLBACK's tiles (and orientation)
-    instead: launch passes `pointers` to the tile choice exactly then, for both kernels (forcing descriptors where
-    the table has none keeps the table's tiles)."""
+@pytest.mark.parametrize("headdim, causal, tma_env, switches, batched, expected", [
+    (128, True, "1", "auto", "auto", {"fwd": False, "dkdv": False, "dq": False}),
+    (96, True, "1", "auto", "auto", {"fwd": True, "dkdv": True, "dq": True}),
+    (128, True, "0", "auto", "auto", {"fwd": True, "dkdv": True, "dq": True}),
+    (128, True, "1", "0", "auto", {"fwd": False, "dkdv": True, "dq": True}),
+    (64, True, "1", "1", "auto", {"fwd": False, "dkdv": False, "dq": False}),
+    (256, False, "1", "auto", "1", {"fwd": False, "dv": False, "dk": False, "dq": False}),
+    (256, False, "1", "auto", "0", {"fwd": True, "dv": False, "dk": False, "dq": True}),
+], ids=["descriptors", "padded-head-dim", "descriptors-off", "switched-off", "forced-where-not-measured",
+        "d256-batched", "d256-rows-views"])
+def test_tiles_follow_the_loads_the_call_gets(headdim, causal, tma_env, switches, batched, expected, monkeypatch):
+    """configs.TMA_LOADS's d128 "dkdv" tiles and causal-short "dq" tile, and every forward tile, were measured
+    through descriptors; a call that does not get them (a head dim padded to the block, FA3NN_TRITON_TMA=0,
+    FA3NN_TRITON_DKDV_TMA / FA3NN_TRITON_DQ_TMA=0, a GPU or Triton without them) takes configs.POINTER_FALLBACK's
+    tiles (and orientation) instead: launch passes `pointers` to the tile choice exactly then (forcing descriptors
+    where the table has none keeps the table's tiles). The d256 forward and dQ tiles (configs.BATCHED_ONLY) also
+    fall back where the call has only the (rows, heads * dim) views (FA3NN_TRITON_TMA_BATCHED=0, varlen)."""
     from fa3nn.backends.triton import launch
 
     monkeypatch.setattr(launch, "DKDV_TMA_LOADS", switches)
     monkeypatch.setattr(launch, "DQ_TMA_LOADS", switches)
+    monkeypatch.setattr(launch, "TMA_BATCHED", batched)
 
     seen = {}
     original = launch._launcher
@@ -500,8 +508,8 @@ def test_tiles_follow_the_loads_the_call_gets(headdim, tma_env, switches, pointe
     monkeypatch.setenv("FA3NN_TRITON_TMA", tma_env)
     monkeypatch.setattr(launch, "_launcher", record)
     q, k, v = (torch.randn(1, 40, 2, headdim, dtype=torch.float16, requires_grad=True) for _ in range(3))
-    flash_attn_func(q, k, v, causal=True, backend="triton").sum().backward()
-    assert seen == {"fwd": False, "dkdv": pointers, "dq": pointers}
+    flash_attn_func(q, k, v, causal=causal, backend="triton").sum().backward()
+    assert seen == expected
 
 
 def test_dkdv_orientation_and_load_choices():
@@ -547,12 +555,12 @@ def test_descriptor_tables_and_switches(monkeypatch):
 
     dq_tma = functools.partial(launch.tma_loads, "dq")
     assert dq_tma(128, True, 512) and dq_tma(64, False, 16384) and not dq_tma(64, True, 16384)
-    assert not dq_tma(256, False, 2048)
+    assert dq_tma(256, False, 2048) and dq_tma(256, True, 2048) and not dq_tma(256, True, 1024)
     batched = launch.tma_batched
     assert batched("bwd", 128, True, 16384) and batched("fwd", 256, True, 8192) and batched("fwd", 128, True, 1024)
     assert not batched("fwd", 128, True, 2048) and not batched("fwd", 64, False, 512)
-    assert not batched("fwd", 256, False, 8192) and not batched("bwd", 256, True, 512)
-    for attr, env, choose in (("DQ_TMA_LOADS", "FA3NN_TRITON_DQ_TMA", lambda: dq_tma(256, False, 512)),
+    assert batched("fwd", 256, False, 8192) and batched("bwd", 256, True, 2048) and not batched("bwd", 256, True, 512)
+    for attr, env, choose in (("DQ_TMA_LOADS", "FA3NN_TRITON_DQ_TMA", lambda: dq_tma(256, True, 512)),
                               ("TMA_BATCHED", "FA3NN_TRITON_TMA_BATCHED",
                                lambda: batched("fwd", 64, False, 512))):
         monkeypatch.setattr(launch, attr, "1")
