@@ -119,7 +119,11 @@ def test_pinned_tiles_are_the_measured_winners():
         assert pinned("fwd", 256, causal, 2048, pointers=True) == Tile(128, 64, 8, 3)
         assert pinned("dq", 256, causal, 8192) == Tile(64, 64, 4, 2) and configs.tma_loads("dq", 256, causal, 2048)
         assert pinned("dq", 256, causal, 8192, pointers=True) == Tile(128, 32, 8, 2)
-    assert pinned("dq", 256, True, 1024) == Tile(128, 32, 8, 2) and not configs.tma_batched("bwd", 256, True, 1024)
+    assert pinned("dq", 256, True, 1024) == Tile(128, 32, 8, 2) and not configs.tma_loads("dq", 256, True, 1024)
+    # d256 dV up to 1k: 64x64/4w/1 through the batched descriptors (+1.5..+4.1%, NOTES "sixteenth"), else 8 warps
+    assert pinned("dv", 256, True, 1024) == Tile(64, 64, 4, 1) and configs.tma_loads("dv", 256, False, 512)
+    assert pinned("dv", 256, True, 1024, pointers=True) == Tile(64, 128, 8, 1)
+    assert not configs.tma_loads("dv", 256, False, 2048) and configs.lacks_measured_views("dv", 256, True, 2)
     # the batched-only tiles fall back through the (rows, heads * dim) views; others only by pointers
     lacks = configs.lacks_measured_views
     assert lacks("fwd", 256, True, 2) and lacks("dq", 256, True, 2) and lacks("fwd", 128, True, None)
@@ -150,7 +154,7 @@ def test_pinned_tiles_are_the_measured_winners():
     assert pinned("dkdv_split", 256, False, 4097) == Tile(64, 128, 8, 1)
     # d256 output split (the default there; NOTES "2026-12-02 thirteenth"): dV 64x128/8w/1, dK 64x128/8w/1
     # non-causal (263 / 264 TFLOP/s at 2048 / 8192) and 32x128/8w/2 causal (221 / 277)
-    assert pinned("dv", 256, False, 1024) == pinned("dv", 256, True, 16384) == Tile(64, 128, 8, 1)
+    assert pinned("dv", 256, False, 1024, pointers=True) == pinned("dv", 256, True, 16384) == Tile(64, 128, 8, 1)
     assert pinned("dv", 256, False, 2048) == Tile(64, 128, 8, 2)  # 278 vs 264 TFLOP/s (2026-12-02, next14)
     assert pinned("dk", 256, False, 8192) == Tile(64, 128, 8, 1)
     assert pinned("dk", 256, True, 512) == pinned("dk", 256, True, 8192) == Tile(32, 128, 8, 2)

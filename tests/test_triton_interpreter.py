@@ -482,7 +482,7 @@ def test_pinned_key_block_tiles(kind, headdim, causal, tile, query_major, tma, m
     (128, True, "1", "0", "auto", {"fwd": False, "dkdv": True, "dq": True}),
     (64, True, "1", "1", "auto", {"fwd": False, "dkdv": False, "dq": False}),
     (256, False, "1", "auto", "1", {"fwd": False, "dv": False, "dk": False, "dq": False}),
-    (256, False, "1", "auto", "0", {"fwd": True, "dv": False, "dk": False, "dq": True}),
+    (256, False, "1", "auto", "0", {"fwd": True, "dv": True, "dk": False, "dq": True}),
 ], ids=["descriptors", "padded-head-dim", "descriptors-off", "switched-off", "forced-where-not-measured",
         "d256-batched", "d256-rows-views"])
 def test_tiles_follow_the_loads_the_call_gets(headdim, causal, tma_env, switches, batched, expected, monkeypatch):
@@ -559,7 +559,7 @@ def test_descriptor_tables_and_switches(monkeypatch):
     batched = launch.tma_batched
     assert batched("bwd", 128, True, 16384) and batched("fwd", 256, True, 8192) and batched("fwd", 128, True, 1024)
     assert not batched("fwd", 128, True, 2048) and not batched("fwd", 64, False, 512)
-    assert batched("fwd", 256, False, 8192) and batched("bwd", 256, True, 2048) and not batched("bwd", 256, True, 512)
+    assert batched("fwd", 256, False, 8192) and batched("bwd", 256, True, 512) and not batched("bwd", 64, True, 8192)
     for attr, env, choose in (("DQ_TMA_LOADS", "FA3NN_TRITON_DQ_TMA", lambda: dq_tma(256, True, 512)),
                               ("TMA_BATCHED", "FA3NN_TRITON_TMA_BATCHED",
                                lambda: batched("fwd", 64, False, 512))):

@@ -184,9 +184,14 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
     # 64x128/8w/1 or 32x128/8w/2 alike) against 187 / 227 (dk 64x128/8w/1: 186 / 241). d256 non-causal dv past 1k
     # on two stages (results/next14-h200-20261202-1702, whole backward, gradients checked): 278 / 287 / 286 against
     # 264 / 264 / 262 at 2048 / 8192 / 16384 (+5 / +9 / +9%); causal 0.98-1.01x, not changed; 512 / 1024 not measured.
+    # d256 up to 1k since 2026-12-02 (sixteenth session): 64x64/4w/1 with Q / dO through the batched descriptors
+    # (TMA_LOADS["dv"]; 96 KB and 255 registers, two CTAs per SM; offline 282 / 314 warp instructions per 1024 scores
+    # non-causal / causal against 298 / 342 by pointers), whole backward, same run (results/s16c-h200-20261202-2143):
+    # 204 / 242 vs 200 / 238 TFLOP/s at 512 / 1k non-causal, 137 / 183 vs 132 / 179 causal (+1.5..+4.1%); past 1k
+    # 0.93-0.96x non-causal, 1.00x causal. Through the (rows, heads * dim) views 0.99x causal: BATCHED_ONLY.
     "dv": {**_OUTPUT_SPLIT_GUESSES,
-           (256, False): (Tile(64, 128, 8, 1), Tile(64, 128, 8, 2), Tile(64, 128, 8, 2)),
-           (256, True): (Tile(64, 128, 8, 1),) * 3},
+           (256, False): (Tile(64, 64, 4, 1), Tile(64, 128, 8, 2), Tile(64, 128, 8, 2)),
+           (256, True): (Tile(64, 64, 4, 1), Tile(64, 128, 8, 1), Tile(64, 128, 8, 1))},
     "dk": {**_OUTPUT_SPLIT_GUESSES, (256, False): (Tile(64, 128, 8, 1),) * 3, (256, True): (Tile(32, 128, 8, 2),) * 3},
     # The opt-in atomic dQ with the output split (FA3NN_TRITON_ATOMIC_DQ=1 where OUTPUT_SPLIT holds). d256, whole
     # backward against the default (H200, 2026-12-02, results/dkdq2-h200-20261202-1939, gradients checked):
@@ -226,9 +231,10 @@ QUERY_MAJOR: dict[tuple[int, bool], tuple[bool, bool, bool]] = {
 # (results/next15-h200-20261202-1907); d64 +1.5..+2.1% up to 2k and +0.9 / +1.1% at 8k /
 # 16k non-causal, -4.4 / -6.1% at 8k / 16k causal (with the batched views, results/ab15-h200-20261202-1912);
 # d256 -1.7..-2.3% everywhere on the 128x32/8w/2 tile (ab15); with 64x64/4w/2 and the batched views +0.2..+7.8% from
-# 1k causal and everywhere non-causal (next16; PINNED above).
+# 1k causal and everywhere non-causal (next16; PINNED above). "dv" d256 up to 1k: its 64x64/4w/1 tile (s16c; PINNED).
 TMA_LOADS: dict[str, dict[tuple[int, bool], tuple[bool, bool, bool]]] = {
     "dkdv": {(128, False): (True,) * 3, (128, True): (True,) * 3},
+    "dv": {(256, False): (True, False, False), (256, True): (True, False, False)},
     "dq": {(64, False): (True,) * 3, (64, True): (True, True, False),
            (128, False): (True,) * 3, (128, True): (True,) * 3,
            (256, False): (True,) * 3, (256, True): (False, True, True)},
@@ -245,14 +251,14 @@ TMA_LOADS: dict[str, dict[tuple[int, bool], tuple[bool, bool, bool]]] = {
 # through these views: 257 KB, so 2); d64 0.93-0.98x causal, 0.94-1.01x non-causal. Backward d128 +0.8..+4% non-
 # causal, +19 / +15 / +10 / +3 / +1% causal at 512 / 1k / 2k / 8k / 16k (the dK/dV kernel's Q / dO and, with
 # TMA_LOADS["dq"], the dQ kernel's K / V); d64 as TMA_LOADS["dq"] (the only descriptors of its backward). d256
-# non-causal forward and d256 dQ since the sixteenth session: their tiles in PINNED were measured (and only fit
-# without spills) through these views (BATCHED_ONLY).
+# forward, dQ and dV (up to 1k) since the sixteenth session: their tiles in PINNED were measured (the first two
+# only fit without spills) through these views (BATCHED_ONLY).
 TMA_BATCHED: dict[str, dict[tuple[int, bool], tuple[bool, bool, bool]]] = {
     "fwd": {(128, False): (True, False, False), (128, True): (True, False, False),
             (256, False): (True,) * 3, (256, True): (True,) * 3},
     "bwd": {(64, False): (True,) * 3, (64, True): (True, True, False),
             (128, False): (True,) * 3, (128, True): (True,) * 3,
-            (256, False): (True,) * 3, (256, True): (False, True, True)},
+            (256, False): (True,) * 3, (256, True): (True,) * 3},
 }
 # A kernel's tiles (and, for "dkdv", its score orientation) where TMA_LOADS asks for descriptors (the forward: always)
 # but the call cannot have them (GPUs before sm_90, Triton without descriptors, a head dim padded to the block such as
@@ -269,11 +275,14 @@ POINTER_FALLBACK: dict[str, dict[tuple[int, bool], tuple[tuple[Tile, Tile, Tile]
     "dq": {(128, True): ((Tile(128, 64, 8, 3),) * 3, None),
            **{(256, causal): ((Tile(128, 32, 8, 2),) * 3, None) for causal in (False, True)}},
     "fwd": {(256, causal): ((Tile(128, 64, 8, 3),) * 3, None) for causal in (False, True)},
+    "dv": {(256, False): ((Tile(64, 128, 8, 1), Tile(64, 128, 8, 2), Tile(64, 128, 8, 2)), None),
+           (256, True): ((Tile(64, 128, 8, 1),) * 3, None)},
 }
 # The (kind, padded head dim) pairs whose table tiles spill in their loops through the (rows, heads * dim) views
 # (offline, Triton 3.6, sixteenth session): d256 forward 64x128/4w/1 and dQ 64x64/4w/2 (5-10x the hot spill
-# instructions of the batched views); their calls without the batched views take POINTER_FALLBACK's tiles.
-BATCHED_ONLY: frozenset[tuple[str, int]] = frozenset({("fwd", 256), ("dq", 256)})
+# instructions of the batched views) and dV 64x64/4w/1 up to 1k (0.99x causal through the other views, 1.04x through
+# these); their calls without the batched views take POINTER_FALLBACK's tiles.
+BATCHED_ONLY: frozenset[tuple[str, int]] = frozenset({("fwd", 256), ("dq", 256), ("dv", 256)})
 # Where the backward runs the output split ("dv" + "dk" kernels) instead of the one dK/dV kernel, per (padded head
 # dim, causal) and sequence bucket (launch.key_block_kinds; FA3NN_TRITON_DKDV_OUTPUTS=joint/split overrides). The
 # split kernels take key-major scores unless FA3NN_TRITON_DKDV_QUERY_MAJOR=1. d256: +12..+23% over the head-dim
