@@ -186,7 +186,7 @@ PINNED: dict[str, dict[tuple[int, bool], tuple[Tile, Tile, Tile]]] = {
     # 264 / 264 / 262 at 2048 / 8192 / 16384 (+5 / +9 / +9%); causal 0.98-1.01x, not changed; 512 / 1024 not measured.
     # d256 up to 1k since 2026-12-02 (sixteenth session): 64x64/4w/1 with Q / dO through the batched descriptors
     # (TMA_LOADS["dv"]; 96 KB and 255 registers, two CTAs per SM; offline 282 / 314 warp instructions per 1024 scores
-    # non-causal / causal against 298 / 342 by pointers), whole backward, same run (results/s16c-h200-20261202-2143):
+    # non-causal / causal against 298 / 342 by pointers), whole backward, same run (results/s16c-h200-20261202-2144):
     # 204 / 242 vs 200 / 238 TFLOP/s at 512 / 1k non-causal, 137 / 183 vs 132 / 179 causal (+1.5..+4.1%); past 1k
     # 0.93-0.96x non-causal, 1.00x causal. Through the (rows, heads * dim) views 0.99x causal: BATCHED_ONLY.
     "dv": {**_OUTPUT_SPLIT_GUESSES,
