@@ -278,10 +278,10 @@ POINTER_FALLBACK: dict[str, dict[tuple[int, bool], tuple[tuple[Tile, Tile, Tile]
     "dv": {(256, False): ((Tile(64, 128, 8, 1), Tile(64, 128, 8, 2), Tile(64, 128, 8, 2)), None),
            (256, True): ((Tile(64, 128, 8, 1),) * 3, None)},
 }
-# The (kind, padded head dim) pairs whose table tiles spill in their loops through the (rows, heads * dim) views
-# (offline, Triton 3.6, sixteenth session): d256 forward 64x128/4w/1 and dQ 64x64/4w/2 (5-10x the hot spill
-# instructions of the batched views) and dV 64x64/4w/1 up to 1k (0.99x causal through the other views, 1.04x through
-# these); their calls without the batched views take POINTER_FALLBACK's tiles.
+# The (kind, padded head dim) pairs whose table tiles were measured only through the batched views and are worse
+# through the (rows, heads * dim) ones (sixteenth session): d256 forward 64x128/4w/1 and dQ 64x64/4w/2 spill there
+# (offline, Triton 3.6: 5-10x the hot spill instructions), dV 64x64/4w/1 up to 1k measured 0.99x causal there against
+# 1.04x batched; their calls without the batched views take POINTER_FALLBACK's tiles.
 BATCHED_ONLY: frozenset[tuple[str, int]] = frozenset({("fwd", 256), ("dq", 256), ("dv", 256)})
 # Where the backward runs the output split ("dv" + "dk" kernels) instead of the one dK/dV kernel, per (padded head
 # dim, causal) and sequence bucket (launch.key_block_kinds; FA3NN_TRITON_DKDV_OUTPUTS=joint/split overrides). The
