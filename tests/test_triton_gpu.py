@@ -165,20 +165,26 @@ def test_tma_batched(causal, monkeypatch):
         assert torch.equal(a, b), name
 
 
-def test_second_stream_is_bitwise_the_default(monkeypatch):
+@pytest.mark.parametrize("headdim", [128, 256])
+def test_second_stream_is_bitwise_the_default(headdim, monkeypatch):
     """FA3NN_TRITON_BWD_STREAMS (the default) runs the same kernels, only concurrently: the same gradients bit for
-    bit as one stream, and the caller's stream sees them finished (read on it right after the call)."""
+    bit as one stream, and the caller's stream sees them finished (read on it right after the call); at d256 (the
+    output split) also with the delta kernel beside the dV kernel (FA3NN_TRITON_DELTA_BESIDE_DV, the default) and
+    without."""
     from fa3nn.backends.triton import launch
 
-    q, k, v = (torch.randn(2, 2048, 8, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    q, k, v = (torch.randn(2, 2048, 1024 // headdim, headdim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
     grad_out = torch.randn_like(q)
     grads = {}
-    for streams in (False, True):
+    for streams, beside in ((False, False), (True, False), (True, True)):
         monkeypatch.setattr(launch, "BWD_STREAMS", streams)
+        monkeypatch.setattr(launch, "DELTA_BESIDE_DV", beside)
         out = flash_attn_func(q, k, v, causal=True, backend="triton")
-        grads[streams] = [g.clone() for g in torch.autograd.grad(out, (q, k, v), grad_out)]
-    for name, a, b in zip(("dq", "dk", "dv"), grads[False], grads[True]):
-        assert torch.equal(a, b), name
+        grads[streams, beside] = [g.clone() for g in torch.autograd.grad(out, (q, k, v), grad_out)]
+    for variant in ((True, False), (True, True)):
+        for name, a, b in zip(("dq", "dk", "dv"), grads[False, False], grads[variant]):
+            assert torch.equal(a, b), (name, variant)
 
 
 @pytest.mark.parametrize("headdim", [128, 256])

@@ -325,18 +325,24 @@ def _bwd_delta_kernel(
 
 
 @triton.jit
-def _load_row_stats(lse_base, delta_base, rows, seqlen_q, LOG2_SCORES: tl.constexpr, CHECK_ROWS: tl.constexpr = True):
+def _load_row_stats(lse_base, delta_base, rows, seqlen_q, LOG2_SCORES: tl.constexpr, CHECK_ROWS: tl.constexpr = True,
+                    WITH_DELTA: tl.constexpr = True):
     """lse (times log2(e) with LOG2_SCORES) with -inf (row attends nothing) and rows past the end turned into
     +inf, so that exp(s - lse) is 0 there instead of NaN; and delta. CHECK_ROWS=False is for rows that all exist
     and all attend some key (the dK/dV kernel's unmasked run): neither case can occur, so the values are the same
-    without the bounds mask and the -inf test."""
+    without the bounds mask and the -inf test. WITH_DELTA=False (the output split's dV kernel) never reads delta
+    (zeros in its place): the launcher may run that kernel while the delta kernel is still writing it."""
     if CHECK_ROWS:
         row_ok = rows < seqlen_q
         lse = tl.load(lse_base + rows, mask=row_ok, other=float("inf"))
         lse = tl.where(lse == float("-inf"), float("inf"), lse)
-        delta = tl.load(delta_base + rows, mask=row_ok, other=0.0)
     else:
         lse = tl.load(lse_base + rows)
+    if not WITH_DELTA:
+        delta = tl.zeros_like(lse)
+    elif CHECK_ROWS:
+        delta = tl.load(delta_base + rows, mask=rows < seqlen_q, other=0.0)
+    else:
         delta = tl.load(delta_base + rows)
     if LOG2_SCORES:
         lse = lse * LOG2E
@@ -423,7 +429,8 @@ def _bwd_dkdv_step(dk, dv, k, k_dq, v, m0, q_base, do_base, q_row0, q_col, do_co
     else:
         q_part = q
         do_part = do
-    lse, delta = _load_row_stats(lse_base, delta_base, rows, seqlen_q, LOG2_SCORES, MASKED or not UNMASKED_ROW_STATS)
+    lse, delta = _load_row_stats(lse_base, delta_base, rows, seqlen_q, LOG2_SCORES, MASKED or not UNMASKED_ROW_STATS,
+                                 WITH_DK)
     if QUERY_MAJOR:  # scores as (BLOCK_M, BLOCK_N), queries x keys; P and dS transposed for the dV / dK products
         p, tanh = _probs(q, k, lse[:, None], rows[:, None], cols[None, :], seqlen_q, seqlen_k, qk_scale, score_cap,
                          window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, DOT_PRECISION,

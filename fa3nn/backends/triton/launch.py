@@ -79,6 +79,10 @@ DKDV_OUTPUTS = os.environ.get("FA3NN_TRITON_DKDV_OUTPUTS", "auto")
 # 2026-12-02 (scripts/triton_tile_ab.py, whole backward): +1..+4% at d64 / d128 512-16k, causal and not (d128 2048
 # 359 -> 369 non-causal, 282 -> 295 causal), +1..+4% at d256 (results/outsplit-h200-20261202-1528, o2-…-1529).
 BWD_STREAMS = os.environ.get("FA3NN_TRITON_BWD_STREAMS", "1") == "1"
+# With the streams and the output split (d256): the delta kernel runs on the dQ kernel's stream, beside the dV kernel,
+# which never reads delta (kernels._load_row_stats, WITH_DELTA); the dK kernel waits for it by an event. The same
+# kernels, so the same gradients bit for bit. FA3NN_TRITON_DELTA_BESIDE_DV=0 keeps delta first on the caller's stream.
+DELTA_BESIDE_DV = os.environ.get("FA3NN_TRITON_DELTA_BESIDE_DV", "1") == "1"
 LOG2E = math.log2(math.e)
 _side_streams: dict[int, torch.cuda.Stream] = {}
 
@@ -410,13 +414,16 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     stat_strides = _row_stat_strides(lse, shape.varlen)
     if dlse is not None:
         dlse = dlse.contiguous()
-    delta_rows = 64
-    K._bwd_delta_kernel[(triton.cdiv(shape.seqlen_q, delta_rows), shape.nheads, shape.batch)](
-        out, dout, dlse if dlse is not None else delta, delta, shape.cu_q,
-        *_strides(out, shape.varlen), *_strides(dout, shape.varlen), *stat_strides, shape.seqlen_q,
-        HEADDIM_V=shape.headdim_v, BLOCK_DV=shape.block_dv, IS_VARLEN=shape.varlen, HAS_DLSE=dlse is not None,
-        BLOCK_M=delta_rows,
-    )
+
+    def launch_delta():
+        delta_rows = 64
+        K._bwd_delta_kernel[(triton.cdiv(shape.seqlen_q, delta_rows), shape.nheads, shape.batch)](
+            out, dout, dlse if dlse is not None else delta, delta, shape.cu_q,
+            *_strides(out, shape.varlen), *_strides(dout, shape.varlen), *stat_strides, shape.seqlen_q,
+            HEADDIM_V=shape.headdim_v, BLOCK_DV=shape.block_dv, IS_VARLEN=shape.varlen, HAS_DLSE=dlse is not None,
+            BLOCK_M=delta_rows,
+        )
+
     dk = _alloc(k.shape, k.dtype, k.device)
     dv = _alloc(v.shape, v.dtype, v.device)
     # 16-bit inputs: scores in log2 units, lse converted once per row, so P is one FMA and one exp2 per score;
@@ -443,8 +450,13 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     max_seqlen = shape.max_seqlen
     batched = tma_batched("bwd", shape.block_d, shape.causal, max_seqlen)
 
-    def launch_key_blocks():
+    def launch_key_blocks(wait_for_delta=None):
+        """The key-block kernels in order; `wait_for_delta` (if given) is called before the first that reads delta
+        (every kind but the output split's "dv")."""
         for kind in key_block_kinds(shape.block_d, shape.block_dv, atomic_dq, shape.causal, max_seqlen):
+            if kind != "dv" and wait_for_delta is not None:
+                wait_for_delta()
+                wait_for_delta = None
             split = configs.DKDV_SPLIT_PARTS if kind in configs.SPLIT_KINDS else 1
             wants_tma = split == 1 and tma_loads(kind, shape.block_d, shape.causal, max_seqlen)
             qdo_views = _tma_views(q, dout, shape=shape, batched=batched) if wants_tma else None
@@ -469,6 +481,7 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
             )
 
     if atomic_dq:  # the kernel adds unscaled dS·K
+        launch_delta()
         launch_key_blocks()
         return dq_acc.mul_(shape.softmax_scale).to(q.dtype), dk, dv
     dq = _alloc(q.shape, q.dtype, q.device)
@@ -489,15 +502,22 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
         )
 
     if not (BWD_STREAMS and q.is_cuda):
+        launch_delta()
         launch_key_blocks()
         launch_dq()
         return dq, dk, dv
-    # fork after delta and the outputs exist, join before returning: the caller's stream sees every output written,
-    # and nothing the side stream reads is freed before it (the join orders the caller's later frees after it)
+    # fork after the outputs exist, join before returning: the caller's stream sees every output written, and
+    # nothing the side stream reads is freed before it (the join orders the caller's later frees after it)
     main, side = torch.cuda.current_stream(q.device), _side_stream(q.device)
+    if not DELTA_BESIDE_DV:
+        launch_delta()
     side.wait_stream(main)
     with torch.cuda.stream(side):
+        if DELTA_BESIDE_DV:
+            launch_delta()
+            delta_written = torch.cuda.Event()
+            delta_written.record(side)
         launch_dq()
-    launch_key_blocks()
+    launch_key_blocks(wait_for_delta=(lambda: main.wait_event(delta_written)) if DELTA_BESIDE_DV else None)
     main.wait_stream(side)
     return dq, dk, dv
