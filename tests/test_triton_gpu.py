@@ -169,7 +169,7 @@ def test_tma_batched(causal, monkeypatch):
 def test_second_stream_is_bitwise_the_default(headdim, monkeypatch):
     """FA3NN_TRITON_BWD_STREAMS (the default) runs the same kernels, only concurrently: the same gradients bit for
     bit as one stream, and the caller's stream sees them finished (read on it right after the call); at d256 (the
-    output split) also with the delta kernel beside the dV kernel (FA3NN_TRITON_DELTA_BESIDE_DV, the default) and
+    output split) also with the delta kernel beside the dV kernel (FA3NN_TRITON_DELTA_BESIDE_DV, opt-in) and
     without."""
     from fa3nn.backends.triton import launch
 

@@ -79,10 +79,11 @@ DKDV_OUTPUTS = os.environ.get("FA3NN_TRITON_DKDV_OUTPUTS", "auto")
 # 2026-12-02 (scripts/triton_tile_ab.py, whole backward): +1..+4% at d64 / d128 512-16k, causal and not (d128 2048
 # 359 -> 369 non-causal, 282 -> 295 causal), +1..+4% at d256 (results/outsplit-h200-20261202-1528, o2-…-1529).
 BWD_STREAMS = os.environ.get("FA3NN_TRITON_BWD_STREAMS", "1") == "1"
-# With the streams and the output split (d256): the delta kernel runs on the dQ kernel's stream, beside the dV kernel,
-# which never reads delta (kernels._load_row_stats, WITH_DELTA); the dK kernel waits for it by an event. The same
-# kernels, so the same gradients bit for bit. FA3NN_TRITON_DELTA_BESIDE_DV=0 keeps delta first on the caller's stream.
-DELTA_BESIDE_DV = os.environ.get("FA3NN_TRITON_DELTA_BESIDE_DV", "1") == "1"
+# Opt-in (FA3NN_TRITON_DELTA_BESIDE_DV=1), not yet run on a GPU (sixteenth session: no device left to time it): with
+# the streams and the output split (d256) the delta kernel runs on the dQ kernel's stream, beside the dV kernel, which
+# never reads delta (kernels._load_row_stats, WITH_DELTA); the dK kernel waits for it by an event. The same kernels,
+# so the same gradients bit for bit. Expected up to +4% at d256 512 (the delta kernel: 37 of 884 us, bd256-…-1930).
+DELTA_BESIDE_DV = os.environ.get("FA3NN_TRITON_DELTA_BESIDE_DV", "0") == "1"
 LOG2E = math.log2(math.e)
 _side_streams: dict[int, torch.cuda.Stream] = {}
 
