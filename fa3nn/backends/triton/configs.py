@@ -464,7 +464,7 @@ def _bucket_entry(table: dict, block_d: int, causal: bool, max_seqlen: int) -> b
 
 
 def tma_loads(kind: str, block_d: int, causal: bool, max_seqlen: int) -> bool:
-    """TMA_LOADS's entry for a call of the `kind` kernel ("dkdv" or "dq"; False where the table has none)."""
+    """TMA_LOADS's entry for a call of the `kind` kernel ("dkdv", "dv" or "dq"; False where the table has none)."""
     return _bucket_entry(TMA_LOADS.get(kind, {}), block_d, causal, max_seqlen)
 
 

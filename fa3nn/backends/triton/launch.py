@@ -53,8 +53,9 @@ DKDV_SPLIT_MIN_BLOCK_D = 256
 # with the batched views), "1" descriptors wherever _tma_views allows, "0" pointers. Rows past seqlen_k are zeroed
 # in the masked run unless the views are batched.
 DQ_TMA_LOADS = os.environ.get("FA3NN_TRITON_DQ_TMA", "auto")
-# The dK/dV kernel's Q and dO loads (FA3NN_TRITON_DKDV_TMA): "auto" takes configs.TMA_LOADS["dkdv"] (d128: through
-# tensor descriptors, with its 64x64/4w/2 tiles), "1" descriptors for every key-block kernel, "0" pointers.
+# The key-block kernels' Q and dO loads (FA3NN_TRITON_DKDV_TMA): "auto" takes configs.TMA_LOADS for the kernel
+# ("dkdv" d128: through tensor descriptors, with its 64x64/4w/2 tiles; "dv" d256 up to 1k), "1" descriptors for
+# every key-block kernel, "0" pointers.
 # Descriptors only where _tma_views allows (sm_90, not with the head-dim split, whose parts load by pointers); rows
 # past seqlen_q are zeroed in the masked run unless the views are batched.
 DKDV_TMA_LOADS = os.environ.get("FA3NN_TRITON_DKDV_TMA", "auto")
@@ -128,7 +129,7 @@ def dkdv_query_major(kind: str, block_d: int, causal: bool, max_seqlen: int, poi
 def tma_loads(kind: str, block_d: int, causal: bool, max_seqlen: int) -> bool:
     """Whether the kernel of `kind` asks for its streamed operands through descriptors: the dQ kernel's K / V
     (DQ_TMA_LOADS) or a key-block kernel's Q / dO (DKDV_TMA_LOADS); "auto" only where its tiles were measured that
-    way (configs.TMA_LOADS: the "dkdv" and "dq" kernels)."""
+    way (configs.TMA_LOADS: the "dkdv", "dv" and "dq" kernels)."""
     switch, env = (DQ_TMA_LOADS, "FA3NN_TRITON_DQ_TMA") if kind == "dq" else (DKDV_TMA_LOADS, "FA3NN_TRITON_DKDV_TMA")
     forced = _forced(switch, env)
     return forced if forced is not None else configs.tma_loads(kind, block_d, causal, max_seqlen)
