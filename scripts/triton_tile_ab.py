@@ -19,9 +19,8 @@ the one dK/dV kernel, or not), with `+dkdv-MxNxWxS` naming the one dK/dV kernel'
 `+dq-MxNxWxS` the dQ kernel's and `+fwd-MxNxWxS` the forward's, and `+streams` / `+one-stream`
 (launch.BWD_STREAMS forced on / off: the dQ kernel on a second stream, concurrent with the key-block kernels;
 without either, the library's default, on since 2026-12-02; the thirteenth session's results before that default
-ran one stream unless +streams), `+delta-beside-dv` / `+delta-first` (launch.DELTA_BESIDE_DV on / off: the delta
-kernel beside the output split's dV kernel on the dQ kernel's stream, or first on the caller's stream; without
-either, the library's default, off).
+ran one stream unless +streams). (`+delta-beside-dv`, the seventeenth session's s16e A/B, ran a since-removed
+launcher option: no gain.)
 The first variant is the baseline of the ratios.
 For every (head dim, seqlen, causal) at the benchmark's shapes (bf16, batch * seqlen = 16384 tokens, nheads * head
 dim = 2048) and every variant named in --variants:
@@ -69,11 +68,9 @@ VARIANTS = ["pinned", "pinned+row-stats"] + [f"{name}{option}" for name in confi
 
 
 FLAGS = ("row-stats", "split-d", "dkdv-tma", "dv-tma", "dk-tma", "tma3d", "tma2d", "dq-tma", "dq-ptr", "query-major",
-         "key-major", "output-split", "joint", "streams", "one-stream", "delta-first",
-         "delta-beside-dv")
+         "key-major", "output-split", "joint", "streams", "one-stream")
 LIBRARY_TMA_LOADS = {kind: dict(table) for kind, table in configs.TMA_LOADS.items()}  # restored by every select()
 LIBRARY_STREAMS = launch.BWD_STREAMS  # the library's default (FA3NN_TRITON_BWD_STREAMS), kept unless a flag says
-LIBRARY_DELTA_BESIDE_DV = launch.DELTA_BESIDE_DV  # likewise (FA3NN_TRITON_DELTA_BESIDE_DV)
 # +<kind>-MxNxWxS pins that kernel's tile (+atomic alone: the pinned one)
 TILE_OPTIONS = ("atomic", "dkdv", "dv", "dk", "dk_dq", "dq", "fwd")
 
@@ -82,7 +79,6 @@ def launch_flags() -> tuple:
     """The launcher switches select() sets besides the tiles: part of what makes two variants' kernels differ."""
     return (launch.UNMASKED_ROW_STATS, launch.DKDV_SPLIT_D, launch.DKDV_TMA_LOADS, launch.TMA_BATCHED,
             launch.DQ_TMA_LOADS, launch.DKDV_QUERY_MAJOR, launch.DKDV_OUTPUTS, launch.BWD_STREAMS,
-            launch.DELTA_BESIDE_DV,
             tuple(sorted((kind, tuple(sorted(table.items()))) for kind, table in configs.TMA_LOADS.items())))
 
 
@@ -115,7 +111,6 @@ def select(variant: str) -> None:
     launch.DKDV_QUERY_MAJOR = "1" if "query-major" in options else "0" if "key-major" in options else "auto"
     launch.DKDV_OUTPUTS = "split" if "output-split" in options else "joint" if "joint" in options else "auto"
     launch.BWD_STREAMS = "streams" in options or ("one-stream" not in options and LIBRARY_STREAMS)
-    launch.DELTA_BESIDE_DV = "delta-beside-dv" in options or (LIBRARY_DELTA_BESIDE_DV and "delta-first" not in options)
     for kind in ("fused", "fused_split", "dkdv", "dv", "dk", "dk_dq", "dq", "fwd"):
         configs.OVERRIDES.pop(kind, None)
     if atomic and atomic[0] != "atomic":  # the atomic kernel's tile, split over the head dim (+split-d) or not

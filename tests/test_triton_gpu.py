@@ -168,23 +168,20 @@ def test_tma_batched(causal, monkeypatch):
 @pytest.mark.parametrize("headdim", [128, 256])
 def test_second_stream_is_bitwise_the_default(headdim, monkeypatch):
     """FA3NN_TRITON_BWD_STREAMS (the default) runs the same kernels, only concurrently: the same gradients bit for
-    bit as one stream, and the caller's stream sees them finished (read on it right after the call); at d256 (the
-    output split) also with the delta kernel beside the dV kernel (FA3NN_TRITON_DELTA_BESIDE_DV, opt-in) and
-    without."""
+    bit as one stream, and the caller's stream sees them finished (read on it right after the call); d256 runs the
+    output split (a dV and a dK kernel, the dV kernel not reading delta)."""
     from fa3nn.backends.triton import launch
 
     q, k, v = (torch.randn(2, 2048, 1024 // headdim, headdim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
                for _ in range(3))
     grad_out = torch.randn_like(q)
     grads = {}
-    for streams, beside in ((False, False), (True, False), (True, True)):
+    for streams in (False, True):
         monkeypatch.setattr(launch, "BWD_STREAMS", streams)
-        monkeypatch.setattr(launch, "DELTA_BESIDE_DV", beside)
         out = flash_attn_func(q, k, v, causal=True, backend="triton")
-        grads[streams, beside] = [g.clone() for g in torch.autograd.grad(out, (q, k, v), grad_out)]
-    for variant in ((True, False), (True, True)):
-        for name, a, b in zip(("dq", "dk", "dv"), grads[False, False], grads[variant]):
-            assert torch.equal(a, b), (name, variant)
+        grads[streams] = [g.clone() for g in torch.autograd.grad(out, (q, k, v), grad_out)]
+    for name, a, b in zip(("dq", "dk", "dv"), grads[False], grads[True]):
+        assert torch.equal(a, b), name
 
 
 @pytest.mark.parametrize("headdim", [128, 256])

@@ -80,11 +80,6 @@ DKDV_OUTPUTS = os.environ.get("FA3NN_TRITON_DKDV_OUTPUTS", "auto")
 # 2026-12-02 (scripts/triton_tile_ab.py, whole backward): +1..+4% at d64 / d128 512-16k, causal and not (d128 2048
 # 359 -> 369 non-causal, 282 -> 295 causal), +1..+4% at d256 (results/outsplit-h200-20261202-1528, o2-…-1529).
 BWD_STREAMS = os.environ.get("FA3NN_TRITON_BWD_STREAMS", "1") == "1"
-# Opt-in (FA3NN_TRITON_DELTA_BESIDE_DV=1), not yet run on a GPU (sixteenth session: no device left to time it): with
-# the streams and the output split (d256) the delta kernel runs on the dQ kernel's stream, beside the dV kernel, which
-# never reads delta (kernels._load_row_stats, WITH_DELTA); the dK kernel waits for it by an event. The same kernels,
-# so the same gradients bit for bit. Expected up to +4% at d256 512 (the delta kernel: 37 of 884 us, bd256-…-1930).
-DELTA_BESIDE_DV = os.environ.get("FA3NN_TRITON_DELTA_BESIDE_DV", "0") == "1"
 LOG2E = math.log2(math.e)
 _side_streams: dict[int, torch.cuda.Stream] = {}
 
@@ -452,13 +447,8 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     max_seqlen = shape.max_seqlen
     batched = tma_batched("bwd", shape.block_d, shape.causal, max_seqlen)
 
-    def launch_key_blocks(wait_for_delta=None):
-        """The key-block kernels in order; `wait_for_delta` (if given) is called before the first that reads delta
-        (every kind but the output split's "dv")."""
+    def launch_key_blocks():
         for kind in key_block_kinds(shape.block_d, shape.block_dv, atomic_dq, shape.causal, max_seqlen):
-            if kind != "dv" and wait_for_delta is not None:
-                wait_for_delta()
-                wait_for_delta = None
             split = configs.DKDV_SPLIT_PARTS if kind in configs.SPLIT_KINDS else 1
             wants_tma = split == 1 and tma_loads(kind, shape.block_d, shape.causal, max_seqlen)
             qdo_views = _tma_views(q, dout, shape=shape, batched=batched) if wants_tma else None
@@ -510,16 +500,13 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
         return dq, dk, dv
     # fork after the outputs exist, join before returning: the caller's stream sees every output written, and
     # nothing the side stream reads is freed before it (the join orders the caller's later frees after it)
+    # The delta kernel stays first on the caller's stream: run beside the output split's dV kernel instead (which
+    # never reads delta), it measured +0.5% at d256 512-1k and -1% at 16k causal (s16e-h200-20261203-0157), noise.
     main, side = torch.cuda.current_stream(q.device), _side_stream(q.device)
-    if not DELTA_BESIDE_DV:
-        launch_delta()
+    launch_delta()
     side.wait_stream(main)
     with torch.cuda.stream(side):
-        if DELTA_BESIDE_DV:
-            launch_delta()
-            delta_written = torch.cuda.Event()
-            delta_written.record(side)
         launch_dq()
-    launch_key_blocks(wait_for_delta=(lambda: main.wait_event(delta_written)) if DELTA_BESIDE_DV else None)
+    launch_key_blocks()
     main.wait_stream(side)
     return dq, dk, dv
