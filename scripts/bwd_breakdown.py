@@ -42,8 +42,10 @@ def _forward(name: str, q, k, v, causal: bool):
     return out
 
 
-def profile(name: str, headdim: int, seqlen: int, causal: bool, iters: int) -> dict:
+def profile(name: str, headdim: int, seqlen: int, causal: bool, iters: int, group: int = 1) -> dict:
     q, k, v, dout = benchmark_inputs(headdim, seqlen)
+    if group > 1:  # GQA: every group-th K/V head kept (contiguous), the same query heads and FLOPs
+        k, v = (x[:, :, ::group].contiguous() for x in (k, v))
     q, k, v = (x.requires_grad_() for x in (q, k, v))
     out = _forward(name, q, k, v, causal)
     grad = dout if name == "triton" else dout.transpose(1, 2)
@@ -70,7 +72,7 @@ def profile(name: str, headdim: int, seqlen: int, causal: bool, iters: int) -> d
         per_kernel[label] += event.device_time / iters  # microseconds
     total = sum(per_kernel.values())
     flops = attention_flops(q.shape[0], q.shape[2], seqlen, seqlen, headdim, causal=causal, direction="bwd")
-    return dict(backend=name, headdim=headdim, seqlen=seqlen, causal=causal, total_us=total,
+    return dict(backend=name, headdim=headdim, seqlen=seqlen, causal=causal, group=group, total_us=total,
                 tflops=flops / total / 1e6, kernels=dict(sorted(per_kernel.items(), key=lambda kv: -kv[1])))
 
 
@@ -80,18 +82,21 @@ def main() -> None:
     parser.add_argument("--seqlens", nargs="+", type=int, default=[2048, 8192])
     parser.add_argument("--backends", nargs="+", choices=["triton", "cudnn"], default=["triton", "cudnn"])
     parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--groups", nargs="+", type=int, default=[1],
+                        help="query heads per K/V head (GQA; 1 = MHA): the same FLOPs, 1/group of the dK/dV "
+                             "programs, each walking group query heads after one K/V load")
     parser.add_argument("--json", type=Path, default=Path(os.environ.get("OUT", ".")) / "bwd_breakdown.json")
     args = parser.parse_args()
-    rows = [profile(name, d, s, causal, args.iters) for d in args.headdims for s in args.seqlens
-            for causal in (False, True) for name in args.backends]
+    rows = [profile(name, d, s, causal, args.iters, g) for d in args.headdims for s in args.seqlens
+            for causal in (False, True) for g in args.groups for name in args.backends]
     args.json.write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows),
                                     indent=1))
-    print("| backend | d | seqlen | causal | TFLOP/s | total us | kernel: us (share) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| backend | d | seqlen | causal | group | TFLOP/s | total us | kernel: us (share) |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         parts = "; ".join(f"{n[:48]}: {us:.0f} ({us / r['total_us']:.0%})" for n, us in r["kernels"].items()
                           if us >= 0.01 * r["total_us"])
-        print(f"| {r['backend']} | {r['headdim']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | "
+        print(f"| {r['backend']} | {r['headdim']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | {r['group']} | "
               f"{r['tflops']:.0f} | {r['total_us']:.0f} | {parts} |")
 
 
