@@ -144,7 +144,7 @@ RES_USAGE = re.compile(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")
 SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);")
 BRANCH = re.compile(r"\bBRA\s+0x([0-9a-f]+)")
 SPILL = re.compile(r"\b(STL|LDL)\b")
-MMA = re.compile(r"\b(HGMMA|HMMA)\b")
+MMA = re.compile(r"\b(HGMMA|QGMMA|HMMA)\b")  # QGMMA: the e4m3 wgmma (the FP8 forward)
 
 
 def hot_loops(sass: str) -> tuple[int, int]:
@@ -178,7 +178,7 @@ def resources(compiled, tile: Tile) -> dict:
     cubin = compiled.asm["cubin"]
     regs, stack, _, local = (int(x) for x in RES_USAGE.search(_cuobjdump("-res-usage", cubin=cubin)).groups())
     sass = _cuobjdump("-sass", cubin=cubin)
-    mma = "wgmma" if "HGMMA" in sass else "mma.sync" if "HMMA" in sass else "none"
+    mma = "wgmma" if "HGMMA" in sass or "QGMMA" in sass else "mma.sync" if "HMMA" in sass else "none"
     hot, loop = hot_loops(sass)
     return dict(regs=regs, stack=stack, n_spills=(stack + local) // 4, stl=len(re.findall(r"\bSTL\b", sass)),
                 ldl=len(re.findall(r"\bLDL\b", sass)), hot=hot, loop=loop,

@@ -32,7 +32,8 @@ LOG2E = math.log2(math.e)
 FP8_FWD: dict[int, list[Tile]] = {
     64: [Tile(128, 128, 8, 3), Tile(128, 64, 4, 3), Tile(64, 128, 4, 3)],
     128: [Tile(128, 64, 8, 3), Tile(128, 128, 8, 3), Tile(128, 128, 8, 2), Tile(64, 128, 4, 3)],
-    256: [Tile(128, 64, 8, 2), Tile(128, 128, 8, 2), Tile(64, 64, 4, 2), Tile(128, 32, 8, 3)],
+    256: [Tile(128, 64, 8, 2), Tile(128, 128, 8, 2), Tile(64, 64, 4, 2), Tile(128, 32, 8, 3), Tile(64, 64, 8, 2),
+          Tile(64, 32, 8, 3)],
 }
 INTERPRETER_TILE = Tile(32, 16, 4, 1)  # small, so that test shapes cross several query and key blocks
 
