@@ -115,7 +115,7 @@ def bench(base: str, sets, causal: bool, flops: float, time_ms, args) -> dict:
             from fa3nn.backends.triton.fp8_launch import fp8_tiles
 
             sweep = {}
-            for tile in fp8_tiles(max(32, sets[0][0].shape[-1]), operands[0].block_k, seqlen):
+            for tile in fp8_tiles(max(32, sets[0][0].shape[-1]), operands[0].block_k, seqlen, False):
                 try:
                     ms = time_ms([lambda o=o, t=tile: run(o, t) for o in operands], args.iters, args.reps)
                     sweep[str(tile)] = round(flops / ms / 1e9, 1)

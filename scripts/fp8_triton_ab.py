@@ -84,7 +84,7 @@ def main() -> None:
                 window = Window.from_args(causal, (-1, -1))
                 flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal, direction="fwd")
                 tiles = ([Tile(*(int(x) for x in t.split("x"))) for t in args.tiles] if args.tiles
-                         else fp8_launch.fp8_tiles(headdim, sets[0].block_k, seqlen))
+                         else fp8_launch.fp8_tiles(headdim, sets[0].block_k, seqlen, causal))
                 for tile in tiles:
                     def call(ops, tile=tile, scale=headdim ** -0.5, window=window):
                         return fp8_launch.forward_fp8(ops.q, ops.k, ops.vt, ops.q_descale, ops.k_descale,

@@ -68,7 +68,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--headdims", nargs="+", type=int, default=[64, 128, 256])
     parser.add_argument("--tiles", nargs="*", type=parse_tile, default=None,
-                        help="MxNxWxS tiles (default: the table fp8_launch.FP8_FWD of each head dim)")
+                        help="MxNxWxS tiles (default: the table fp8_launch.FP8_FWD of each head dim and mask)")
     parser.add_argument("--causal", choices=["no", "yes", "both"], default="no")
     parser.add_argument("--block-k", type=int, default=256, help="K/V descale tile rows (BLOCK_N must divide it)")
     parser.add_argument("--json", type=Path)
@@ -76,7 +76,7 @@ def main() -> None:
     args = parser.parse_args()
     causals = {"no": [False], "yes": [True], "both": [False, True]}[args.causal]
     jobs = [dict(headdim=d, causal=c, block_k=args.block_k, tile=(t.block_m, t.block_n, t.num_warps, t.num_stages))
-            for d in args.headdims for c in causals for t in (args.tiles or fp8_launch.FP8_FWD[d])]
+            for d in args.headdims for c in causals for t in (args.tiles or fp8_launch.FP8_FWD[d, c])]
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
         rows = list(pool.map(run_one, jobs))
     if args.json:

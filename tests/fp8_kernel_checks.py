@@ -107,7 +107,7 @@ def check_forward(q, k, v, block_q, block_k, window=UNMASKED, softcap=0.0, rotat
                               max_seqlen_q, max_seqlen_k)
     seqlen_k = max_seqlen_k if varlen else k.shape[1]
     block_d = max(32, 1 << (q.shape[-1] - 1).bit_length())
-    tile = default_tile(q.device, block_d, operands.block_k, seqlen_k)
+    tile = default_tile(q.device, block_d, operands.block_k, seqlen_k, not window.unmasked)
     scale = q.shape[-1] ** -0.5
     out, lse = forward_fp8(operands.q, operands.k, operands.vt, operands.q_descale, operands.k_descale,
                            operands.v_descale, operands.block_q, operands.block_k, scale, window, cu_seqlens_q,

@@ -25,15 +25,28 @@ from fa3nn.masks import Window
 
 LOG2E = math.log2(math.e)
 
-# First tile = the default (autotuning off). Started from FlashAttention-3's FP8 tiles (128 x 128 up to headdim 128,
-# 128 x 64..128 at 256). Measured (H200, Triton 3.6, d128 seqlen 16k non-causal, benchmarks/NOTES.md "Triton FP8"):
-# (128, 64, 8, 3) 370 TFLOP/s, (128, 128, 8, 3) 314, (128, 128, 8, 2) 288, (64, 128, 4, 3) 181; ptxas (Triton 3.9,
-# sm_90a) reports 76 / 740 / 660 / 2228 bytes of spills for them, the same order. Head dims 64 and 256 are unmeasured.
-FP8_FWD: dict[int, list[Tile]] = {
-    64: [Tile(128, 128, 8, 3), Tile(128, 64, 4, 3), Tile(64, 128, 4, 3)],
-    128: [Tile(128, 64, 8, 3), Tile(128, 128, 8, 3), Tile(128, 128, 8, 2), Tile(64, 128, 4, 3)],
-    256: [Tile(128, 64, 8, 2), Tile(128, 128, 8, 2), Tile(64, 64, 4, 2), Tile(128, 32, 8, 3), Tile(64, 64, 8, 2),
-          Tile(64, 32, 8, 3)],
+# First tile = the default (autotuning off), per (head dim, masked: causal or a window). Started from
+# FlashAttention-3's FP8 tiles (128 x 128 up to headdim 128, 128 x 64..128 at 256). Measured on the H200 (Triton
+# 3.6, kernel only, batch x seqlen = 16k tokens, nheads x headdim = 2048; benchmarks/NOTES.md "seventeenth
+# session", s17c-h200-20261203-0522), TFLOP/s at 2k / 16k keys:
+#   d128 non-causal: (64, 128, 4, 3) 501 / 585, (128, 128, 8, 3) 476 / 529, (128, 64, 8, 3) 443 / 488,
+#                    (128, 128, 8, 2) 407 / 486;
+#   d128 causal:     (128, 128, 8, 3) 318 / 503, (128, 64, 8, 3) 295 / 473, (128, 128, 8, 2) 299 / 443,
+#                    (64, 128, 4, 3) 260 / 410;
+#   d256 (both):     (128, 64, 8, 2) 315 / 328 non-causal, 229 / 337 causal; (64, 64, 8, 2) 275 / 301, 216 / 282;
+#                    (128, 32, 8, 3) 261 / 284, 178 / 271; (64, 32, 8, 3) 234 / 251, 180 / 249.
+# (Before the Vᵀ columns were declared 16-aligned (fp8_kernels._fp8_fwd_inner) every tile ran 1.1-3x slower and the
+# order was another.) d64 (both; s18a-h200-20261203-0538): (128, 64, 4, 3) 351 / 377 non-causal, 260 / 358 causal;
+# (64, 128, 4, 3) 311 / 351, 219 / 360; (128, 128, 8, 3) 288 / 318, 233 / 349.
+_D128 = (Tile(64, 128, 4, 3), Tile(128, 128, 8, 3), Tile(128, 64, 8, 3), Tile(128, 128, 8, 2))
+_D128_MASKED = (Tile(128, 128, 8, 3), Tile(128, 64, 8, 3), Tile(128, 128, 8, 2), Tile(64, 128, 4, 3))
+_D64 = (Tile(128, 64, 4, 3), Tile(64, 128, 4, 3), Tile(128, 128, 8, 3))
+_D256 = (Tile(128, 64, 8, 2), Tile(64, 64, 8, 2), Tile(128, 32, 8, 3), Tile(64, 32, 8, 3), Tile(128, 128, 8, 2),
+         Tile(64, 64, 4, 2))
+FP8_FWD: dict[tuple[int, bool], tuple[Tile, ...]] = {
+    (64, False): _D64, (64, True): _D64,
+    (128, False): _D128, (128, True): _D128_MASKED,
+    (256, False): _D256, (256, True): _D256,
 }
 INTERPRETER_TILE = Tile(32, 16, 4, 1)  # small, so that test shapes cross several query and key blocks
 
@@ -42,20 +55,21 @@ def _fits_scale_tiles(tile: Tile, block_k: int, seqlen_k: int) -> bool:
     return block_k >= seqlen_k or block_k % tile.block_n == 0
 
 
-def fp8_tiles(block_d: int, block_k: int, seqlen_k: int) -> list[Tile]:
-    """Candidate tiles in preference order; never empty (block_k is a multiple of 16, so BLOCK_N = 16 always fits)."""
-    tiles = [t for t in FP8_FWD[max(64, block_d)] if _fits_scale_tiles(t, block_k, seqlen_k)]
+def fp8_tiles(block_d: int, block_k: int, seqlen_k: int, masked: bool) -> list[Tile]:
+    """Candidate tiles in preference order; never empty (block_k is a multiple of 16, so BLOCK_N = 16 always fits).
+    masked: causal or a window (Window.unmasked false)."""
+    tiles = [t for t in FP8_FWD[max(64, block_d), masked] if _fits_scale_tiles(t, block_k, seqlen_k)]
     if not tiles:
         block_n = next(n for n in (128, 64, 32, 16) if block_k % n == 0)
         tiles = [Tile(128 if block_d <= 128 else 64, block_n, 8 if block_d <= 128 else 4, 2)]
     return tiles
 
 
-def default_tile(device: torch.device, block_d: int, block_k: int, seqlen_k: int) -> Tile:
+def default_tile(device: torch.device, block_d: int, block_k: int, seqlen_k: int, masked: bool) -> Tile:
     """The tile a call runs with when autotuning is off (FA3NN_TRITON_AUTOTUNE=0), as the GPU tests do."""
     if device.type != "cuda":
         return INTERPRETER_TILE
-    return fp8_tiles(block_d, block_k, seqlen_k)[0]
+    return fp8_tiles(block_d, block_k, seqlen_k, masked)[0]
 
 
 _autotuned: dict[tuple, object] = {}
@@ -141,12 +155,12 @@ def forward_fp8(
         return (triton.cdiv(seqlen_q, block_m), nheads, batch)
 
     if tile is None and q8.device.type == "cuda" and configs.autotune_enabled():
-        tiles = fp8_tiles(block_d, block_k, seqlen_k)
+        tiles = fp8_tiles(block_d, block_k, seqlen_k, not window.unmasked)
         if len(tiles) > 1:
             _tuner(tiles)[lambda meta: grid(meta["BLOCK_M"])](*args, **constexprs)
             return out, lse
     if tile is None:
-        tile = default_tile(q8.device, block_d, block_k, seqlen_k)
+        tile = default_tile(q8.device, block_d, block_k, seqlen_k, not window.unmasked)
     if not _fits_scale_tiles(tile, block_k, seqlen_k):
         raise ValueError(f"tile BLOCK_N={tile.block_n} straddles V scale tiles of block_k={block_k} rows; pick a "
                          f"BLOCK_N that divides block_k")

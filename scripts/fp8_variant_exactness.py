@@ -1,0 +1,55 @@
+"""Is a native FP8 benchmark variant the same function as the default kernel? Both run on the same quantized inputs
+(FA3's shapes: batch x seqlen = 16384 tokens, nheads x headdim = 2048); prints the largest absolute difference of
+the outputs and of the lse, and the SQNR of each against the bf16 Hopper kernel. A variant that only reorders the
+schedule (e.g. key_block_256_split_s, d128's default kernel itself from 512 keys on; the eighteenth session's P V in
+head-dim parts, benchmarks/NOTES.md) should differ by exactly 0.
+
+    python scripts/fp8_variant_exactness.py --variant key_block_256_split_s --headdims 128 --seqlens 2048 16384
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from fa3nn.backends.hopper import launch
+from fa3nn.backends.hopper_fp8 import fp8_forward
+from fa3nn.fp8.operands import transpose_v
+from fa3nn.fp8.quantize import quantize_qkv_tensors
+from fa3nn.fp8.scaling import sqnr_db
+from fa3nn.masks import Window
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variant", required=True)
+    parser.add_argument("--headdims", type=int, nargs="+", default=[128])
+    parser.add_argument("--seqlens", type=int, nargs="+", default=[2048, 16384])
+    parser.add_argument("--block-k", type=int, default=256)
+    args = parser.parse_args()
+    print("| d | seqlen | causal | max abs diff out | max abs diff lse | SQNR default / variant vs bf16 (dB) |")
+    print("|---|---|---|---|---|---|")
+    for headdim in args.headdims:
+        for seqlen in args.seqlens:
+            batch, nheads = 16384 // seqlen, 2048 // headdim
+            q, k, v = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16)
+                       for _ in range(3))
+            quantized = quantize_qkv_tensors(q, k, v, 128, args.block_k)
+            vt8 = transpose_v(quantized.v)
+            for causal in (False, True):
+                window = Window(-1, 0) if causal else Window()
+                (out0, lse0), (out1, lse1) = (
+                    fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale,
+                                quantized.v_descale, quantized.block_q, quantized.block_k, headdim ** -0.5, window,
+                                variant=variant)
+                    for variant in ("full", args.variant))
+                bf16 = launch(q, k, v, headdim ** -0.5, causal)[0]
+                d_out = (out0.float() - out1.float()).abs().max().item()
+                d_lse = (lse0 - lse1).abs().max().item()
+                print(f"| {headdim} | {seqlen} | {'yes' if causal else 'no'} | {d_out:.3g} | {d_lse:.3g} | "
+                      f"{sqnr_db(out0, bf16):.2f} / {sqnr_db(out1, bf16):.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
