@@ -6,10 +6,12 @@ tiles. Kernel only (the quantization pass runs once per input set, untimed), the
 batch * seqlen = 16384 tokens, nheads * headdim = 2048, PerTileScaling without the rotation, which the kernel does
 not see), median of --reps batches of --iters calls, input sets rotated. Each tile of --tiles (default:
 fp8_launch.FP8_FWD of the head dim, those that fit its K/V descale tiles) is timed in both versions; the outputs of
-the two are compared (max abs difference) before timing.
+the two are compared (max abs difference) before timing. Without --before only the library's kernel is timed (a
+tile sweep).
 Writes $OUT/fp8_triton_ab.json and prints a table last.
 
     python scripts/fp8_triton_ab.py --before before.py --headdims 128 256 --seqlens 2048 16384
+    python scripts/fp8_triton_ab.py --headdims 128 --tiles 64x64x4x3 128x128x8x3
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def _time_ms(calls, iters: int, reps: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--before", type=Path, required=True, help="the other fp8_kernels.py")
+    parser.add_argument("--before", type=Path, default=None, help="the other fp8_kernels.py (omit: sweep only)")
     parser.add_argument("--headdims", nargs="+", type=int, default=[128])
     parser.add_argument("--seqlens", nargs="+", type=int, default=[2048, 16384])
     parser.add_argument("--causal", choices=["no", "yes", "both"], default="both")
@@ -69,7 +71,8 @@ def main() -> None:
     parser.add_argument("--rotate", type=int, default=2)
     parser.add_argument("--json", type=Path, default=Path(os.environ.get("OUT", ".")) / "fp8_triton_ab.json")
     args = parser.parse_args()
-    before, library = _load(args.before), fp8_launch._fp8_fwd_kernel
+    library = fp8_launch._fp8_fwd_kernel
+    versions = ((("before", _load(args.before)._fp8_fwd_kernel),) if args.before else ()) + (("after", library),)
     rows = []
     for headdim in args.headdims:
         nheads = 2048 // headdim
@@ -93,7 +96,7 @@ def main() -> None:
 
                     row = dict(headdim=headdim, seqlen=seqlen, causal=causal, tile=str(tile))
                     outs = {}
-                    for name, kernel in (("before", before._fp8_fwd_kernel), ("after", library)):
+                    for name, kernel in versions:
                         fp8_launch._fp8_fwd_kernel = kernel
                         try:
                             outs[name] = call(sets[0])[0].float()
@@ -111,9 +114,9 @@ def main() -> None:
     print("| d | seqlen | causal | tile | before TFLOP/s | after TFLOP/s | ratio | max abs diff |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        ratio = (f"{r['after'] / r['before']:.2f}" if isinstance(r["before"], float) and isinstance(r["after"], float)
-                 else "-")
-        print(f"| {r['headdim']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | {r['tile']} | {r['before']} | "
+        before = r.get("before", "-")
+        ratio = (f"{r['after'] / before:.2f}" if isinstance(before, float) and isinstance(r["after"], float) else "-")
+        print(f"| {r['headdim']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | {r['tile']} | {before} | "
               f"{r['after']} | {ratio} | {r.get('max_abs_diff', '-')} |")
 
 
