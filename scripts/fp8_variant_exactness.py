@@ -1,8 +1,9 @@
 """Is a native FP8 benchmark variant the same function as the default kernel? Both run on the same quantized inputs
 (FA3's shapes: batch x seqlen = 16384 tokens, nheads x headdim = 2048); prints the largest absolute difference of
-the outputs and of the lse, and the SQNR of each against the bf16 Hopper kernel. A variant that only reorders the
-schedule (e.g. key_block_256_split_s, d128's default kernel itself from 512 keys on; the eighteenth session's P V in
-head-dim parts, benchmarks/NOTES.md) should differ by exactly 0.
+the outputs and of the lse, and the SQNR of each against the bf16 Hopper kernel (--against: another variant instead
+of the default). A variant that only reorders the schedule (e.g. key_block_256_split_s, d128's default kernel itself
+from 512 keys on; the eighteenth session's P V in head-dim parts, benchmarks/NOTES.md) or the rows' assignment to
+warpgroups (fused_turn_w3 against fused_turn) should differ by exactly 0.
 
     python scripts/fp8_variant_exactness.py --variant key_block_256_split_s --headdims 128 --seqlens 2048 16384
 """
@@ -24,6 +25,7 @@ from fa3nn.masks import Window
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variant", required=True)
+    parser.add_argument("--against", default="full", help="the variant it should equal (default: the default kernel)")
     parser.add_argument("--headdims", type=int, nargs="+", default=[128])
     parser.add_argument("--seqlens", type=int, nargs="+", default=[2048, 16384])
     parser.add_argument("--block-k", type=int, default=256)
@@ -43,7 +45,7 @@ def main() -> None:
                     fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale,
                                 quantized.v_descale, quantized.block_q, quantized.block_k, headdim ** -0.5, window,
                                 variant=variant)
-                    for variant in ("full", args.variant))
+                    for variant in (args.against, args.variant))
                 bf16 = launch(q, k, v, headdim ** -0.5, causal)[0]
                 d_out = (out0.float() - out1.float()).abs().max().item()
                 d_lse = (lse0 - lse1).abs().max().item()

@@ -120,7 +120,9 @@ struct Fp8FwdConfig {
   // before S is written and the two share registers (256-key blocks: O 64 + S 128 + P 32; with the FFMAs
   // interleaved into the Q K^T issue, S + O + block accumulator = 256 registers spilled 260-308 B; head dim 256:
   // O 128 + S 64 + P 16, spilled 336-352 B the other way). 0 spills either way with it.
-  static constexpr bool kKWaitInTurn = kFused && (kBlockN_ == 256 || kHeadDim_ == 256);
+  // Three consumers at d128 (160 registers): without it the 128-key fused turn spilled 512-516 B.
+  static constexpr bool kKWaitInTurn =
+      kFused && (kBlockN_ == 256 || kHeadDim_ == 256 || (kConsumers_ == 3 && kHeadDim_ == 128));
   static constexpr bool kSplitS = kExperiment_ == kFusedTurnSplitS;
   static constexpr int kPvSplit = kPromote && kHeadDim > 128 ? 2 : 1;
   static constexpr int kConsumers = kConsumers_, kBlockM = 64 * kConsumers, kBlockN = kBlockN_;
@@ -141,7 +143,7 @@ struct Fp8FwdConfig {
   static constexpr uint32_t kQPanelBytes = kBlockM * kRowBytes;
   static constexpr uint32_t kKPanelBytes = kBlockN * kRowBytes;
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head dim");
-  static_assert(kConsumers == 2 || (kConsumers == 3 && kHeadDim == 64), "three consumers at head dim 64 only");
+  static_assert(kConsumers == 2 || (kConsumers == 3 && kHeadDim <= 128), "three consumers up to head dim 128");
   static_assert(kBlockN == 128 || ((kBlockN == 192 || kBlockN == 256) && kHeadDim == 128),
                 "key block: 128, or 192 / 256 at head dim 128");
   static_assert(!kPromote || kExperiment == kNoExperiment || kFused,
@@ -704,8 +706,10 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
 #ifdef FA3NN_FP8_TRACE
       trace_tile = false;
 #endif
-      if constexpr (Cfg::kBlockN >= 192) {  // the tile's batch, head and rows decoded again for the store, so they
-        cur.t = sched.decode(cur.index);   // need no registers across the key loop (ptxas spilled them: 20-28 B)
+      // the tile's batch, head and rows decoded again for the store, so that they need no registers across the key
+      // loop (ptxas spilled them: 20-28 B at 192 keys, 20-24 B with three consumers at d128)
+      if constexpr (Cfg::kBlockN >= 192 || (Cfg::kConsumers == 3 && Cfg::kHeadDim == 128)) {
+        cur.t = sched.decode(cur.index);
         cur.r = seq_range(p, cur.t.batch);
       }
     } else if constexpr (!Cfg::kOverlap) {
