@@ -130,7 +130,9 @@ int launch_fp8(const Fp8Problem& pr) {
 //   inside the turn: Fp8FwdConfig::kKWaitInTurn); 32 / 33: every 8th / 16th exp2 as the FP32 polynomial; 34: variant
 //   30 with Q K^T in two key halves, the first half's row max under the second's GEMM (kFusedTurnSplitS; d128's
 //   default on 256-key blocks). 35 (d128): variant 24 with three consumer warpgroups (160 registers each, the K
-//   stage wait inside the turn and the tile decoded again after the key loop: 0 spills). 27 (d64): variant 24 with three consumer warpgroups (192-row query tiles, 160
+//   stage wait inside the turn and the tile decoded again after the key loop: 0 spills). 36 (d128): variant 30
+//   without its row max tree (kFusedTurnCutRowMax: WRONG output, timing only; what a max off the exp2s' critical
+//   path could give at most). 27 (d64): variant 24 with three consumer warpgroups (192-row query tiles, 160
 //   registers each, as the bf16 d64 kernel; the d64 default). 24 at d256: the fused turn
 //   with P V in two head-dim halves (the K stage wait inside the turn, kKWaitInTurn; it spilled without).
 //   The one-pair deal measured +6% at d128 causal 4096, +11% / +5% at d256 causal 2048 / 4096, within 1% at d128
@@ -221,6 +223,7 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 33) return run_fp8_tiles<D, 0, true, 16, kFusedTurn, 256, true>(pr);
     if (variant == 34) return run_fp8_tiles<D, 0, true, 0, kFusedTurnSplitS, 256, true>(pr);
     if (variant == 35) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true, 3>(pr);
+    if (variant == 36) return run_fp8_tiles<D, 0, true, 0, kFusedTurnCutRowMax, 256, true>(pr);
   }
   if constexpr (D == 64) {
     if (variant == 27) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true, 3>(pr);
@@ -251,7 +254,7 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile, 19 = the "
                     "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-11, 13-18, 21, "
-                    "25, 28-35 at d128, 12, 20, 22, 24 at every head dim)");
+                    "25, 28-36 at d128, 12, 20, 22, 24 at every head dim)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);
