@@ -131,10 +131,11 @@ int launch_fp8(const Fp8Problem& pr) {
 //   30 with Q K^T in two key halves, the first half's row max under the second's GEMM (kFusedTurnSplitS; d128's
 //   default on 256-key blocks). 35 (d128): variant 24 with three consumer warpgroups (160 registers each, the K
 //   stage wait inside the turn and the tile decoded again after the key loop: 0 spills). 36 (d128): variant 30
-//   without its row max tree (kFusedTurnCutRowMax: WRONG output, timing only; what a max off the exp2s' critical
-//   path could give at most). 27 (d64): variant 24 with three consumer warpgroups (192-row query tiles, 160
-//   registers each, as the bf16 d64 kernel; the d64 default). 24 at d256: the fused turn
-//   with P V in two head-dim halves (the K stage wait inside the turn, kKWaitInTurn; it spilled without).
+//   without its row max tree (kFusedTurnCutRowMax: WRONG output, timing only; what the tree's instructions cost the
+//   256-key loop: +12..+16% without them, s18e; a max the exp2s need not wait for did not recover it, s18f).
+//   27 (d64): variant 24 with three consumer warpgroups (192-row query tiles, 160 registers each, as the bf16 d64
+//   kernel; the d64 default). 24 at d256: the fused turn with P V in two head-dim halves (the K stage wait inside the
+//   turn, kKWaitInTurn; it spilled without).
 //   The one-pair deal measured +6% at d128 causal 4096, +11% / +5% at d256 causal 2048 / 4096, within 1% at d128
 //   causal 2048 (onepair-h200-20261201-1459).
 template <int D, int kVariant> struct Fp8Tiles;
