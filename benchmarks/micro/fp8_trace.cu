@@ -12,7 +12,8 @@
 // Inputs: random e4m3 of magnitude 2^-3..2^0 (as fp8_chain.cu), descales 1, block_q 128, block_k 768 (serves the
 // 128-, 192- and 256-key kernels), bf16 out; batch x seqlen = 16384 tokens, 16 heads (the FlashAttention-3 paper's
 // d128 shapes). With 256-key blocks (variants 30, 31) the K stage wait sits inside the turn (kKWaitInTurn), so the
-// "K/V wait" phase is V's alone and K's lands in "Q K^T issue".
+// "K/V wait" phase is V's alone and K's lands in "Q K^T issue". Variant 35 (fused_turn_w3) has three consumer
+// warpgroups: all three are recorded and printed (its tile is 192 query rows).
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -131,15 +132,17 @@ int main(int argc, char** argv) {
               causal ? "causal" : "non-causal", variant, ms, flops / ms / 1e9, build);
 #ifdef FA3NN_FP8_TRACE
 
-  std::vector<long long> trace(2 * kFp8TraceBlocks * kFp8TraceEvents);
+  std::vector<long long> trace(kFp8TraceWarpgroups * kFp8TraceBlocks * kFp8TraceEvents);
   CHECK(cudaMemcpyFromSymbol(trace.data(), g_fp8_trace, trace.size() * sizeof(long long)));
   auto at = [&](int wg, int n, int e) { return trace[(size_t(wg) * kFp8TraceBlocks + n) * kFp8TraceEvents + e]; };
   int n_blocks = 1;  // the traced tile's key blocks: those whose last event was recorded (any key block size)
   while (n_blocks < kFp8TraceBlocks && at(0, n_blocks, 7) != 0) ++n_blocks;
+  // consumer warpgroups that recorded (three for variant 35, fused_turn_w3)
+  const int wgs = at(2, 0, 5) != 0 ? 3 : 2;
   const long long t0 = std::min(at(0, 0, 5), at(1, 0, 5));
   std::printf("raw (clocks from warpgroup 0's first S), blocks 20-23: wg block: top kv turn pv qk | S softmax P\n");
   for (int n = 20; n < std::min(24, n_blocks); ++n)
-    for (int wg = 0; wg < 2; ++wg) {
+    for (int wg = 0; wg < wgs; ++wg) {
       std::printf("  %d %3d:", wg, n);
       for (int e = 0; e < kFp8TraceEvents; ++e) std::printf(" %8lld", at(wg, n, e) - t0);
       std::printf("\n");
@@ -148,7 +151,7 @@ int main(int argc, char** argv) {
   const char* names[] = {"K/V wait", "turn wait", "P V + promote", "Q K^T issue", "S wait", "softmax",
                          "P + factor", "to next top", "period"};
   std::printf("phase clocks per block (mean over blocks 8..%d):\n", n_blocks - 2);
-  for (int wg = 0; wg < 2; ++wg) {
+  for (int wg = 0; wg < wgs; ++wg) {
     double sum[9] = {};
     int count = 0;
     for (int n = 8; n < n_blocks - 1; ++n, ++count) {

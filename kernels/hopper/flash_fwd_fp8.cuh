@@ -339,8 +339,8 @@ struct TileDescales {
 // 3 P V of block n-1 waited and promoted, 4 Q K^T issued and turn released, 5 S ready, 6 softmax done, 7 P and
 // the O factor ready.
 #ifdef FA3NN_FP8_TRACE
-constexpr int kFp8TraceBlocks = 128, kFp8TraceEvents = 8;
-__device__ long long g_fp8_trace[2][kFp8TraceBlocks][kFp8TraceEvents];
+constexpr int kFp8TraceWarpgroups = 3, kFp8TraceBlocks = 128, kFp8TraceEvents = 8;  // up to three consumers
+__device__ long long g_fp8_trace[kFp8TraceWarpgroups][kFp8TraceBlocks][kFp8TraceEvents];
 #endif
 
 template <class Cfg>
@@ -559,7 +559,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   };
 
 #ifdef FA3NN_FP8_TRACE
-  bool trace_tile = blockIdx.x == 0 && c.tid == 0 && wg < 2;
+  bool trace_tile = blockIdx.x == 0 && c.tid == 0;
   auto trace = [&](int n_block, int event) {
     if (trace_tile && n_block < kFp8TraceBlocks) g_fp8_trace[wg][n_block][event] = clock64();
   };
