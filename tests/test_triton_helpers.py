@@ -166,6 +166,27 @@ def test_pinned_tiles_are_the_measured_winners():
     assert pinned("fwd", 16, False, 100) == pinned("fwd", 32, False, 100) == pinned("fwd", 64, False, 100)
 
 
+def test_fp8_tiles_are_the_measured_winners():
+    """fa3nn.backends.triton.fp8_launch.FP8_FWD per (head dim, masked): the defaults measured on the H200 (NOTES
+    "2026-12-03 seventeenth session", s17c / s18a / s18b), and the filter that keeps key blocks inside one V scale
+    tile."""
+    from fa3nn.backends.triton.configs import Tile
+    from fa3nn.backends.triton.fp8_launch import FP8_FWD, fp8_tiles
+
+    assert set(FP8_FWD) == {(d, masked) for d in (64, 128, 256) for masked in (False, True)}
+    # d128: 64x128/4w/3 non-causal (585 vs 529 TFLOP/s at 16k), 128x128/8w/3 masked (503 vs 410 for 64x128 at 16k)
+    assert fp8_tiles(128, 256, 16384, False)[0] == Tile(64, 128, 4, 3)
+    assert fp8_tiles(128, 256, 16384, True)[0] == Tile(128, 128, 8, 3)
+    assert fp8_tiles(64, 256, 2048, False)[0] == Tile(128, 64, 4, 3)
+    assert fp8_tiles(256, 256, 2048, True)[0] == Tile(128, 64, 8, 2)
+    # K/V scale tiles of 64 rows: only 64-key (or smaller) blocks; one tile per sequence: any block
+    assert all(t.block_n <= 64 for t in fp8_tiles(128, 64, 16384, False))
+    assert fp8_tiles(128, 64, 16384, False)[0] == Tile(128, 64, 8, 3)
+    assert fp8_tiles(128, 4096, 4096, False)[0] == Tile(64, 128, 4, 3)
+    # no table tile fits 48-row scale tiles: the fallback keeps BLOCK_N dividing block_k
+    assert fp8_tiles(128, 48, 16384, True) == [Tile(128, 16, 8, 2)]
+
+
 def test_every_pinned_tile_fits_hopper_shared_memory():
     from fa3nn.backends.triton.configs import PINNED, shared_memory_bytes
 
