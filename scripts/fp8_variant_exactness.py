@@ -11,15 +11,21 @@ warpgroups (fused_turn_w3 against fused_turn) should differ by exactly 0.
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import torch
 
-from fa3nn.backends.hopper import launch
-from fa3nn.backends.hopper_fp8 import fp8_forward
-from fa3nn.fp8.operands import transpose_v
-from fa3nn.fp8.quantize import quantize_qkv_tensors
-from fa3nn.fp8.scaling import sqnr_db
-from fa3nn.masks import Window
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_hopper import TOKENS, WIDTH  # noqa: E402
+
+from fa3nn.backends.hopper import launch  # noqa: E402
+from fa3nn.backends.hopper_fp8 import fp8_forward  # noqa: E402
+from fa3nn.fp8.operands import transpose_v  # noqa: E402
+from fa3nn.fp8.quantize import quantize_qkv_tensors  # noqa: E402
+from fa3nn.fp8.scaling import sqnr_db  # noqa: E402
+from fa3nn.masks import Window  # noqa: E402
 
 
 def main() -> None:
@@ -30,11 +36,12 @@ def main() -> None:
     parser.add_argument("--seqlens", type=int, nargs="+", default=[2048, 16384])
     parser.add_argument("--block-k", type=int, default=256)
     args = parser.parse_args()
-    print("| d | seqlen | causal | max abs diff out | max abs diff lse | SQNR default / variant vs bf16 (dB) |")
+    print(f"| d | seqlen | causal | max abs diff out | max abs diff lse | SQNR {args.against} / {args.variant} vs bf16 "
+          "(dB) |")
     print("|---|---|---|---|---|---|")
     for headdim in args.headdims:
         for seqlen in args.seqlens:
-            batch, nheads = 16384 // seqlen, 2048 // headdim
+            batch, nheads = TOKENS // seqlen, WIDTH // headdim
             q, k, v = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16)
                        for _ in range(3))
             quantized = quantize_qkv_tensors(q, k, v, 128, args.block_k)

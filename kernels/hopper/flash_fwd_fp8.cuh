@@ -124,6 +124,9 @@ struct Fp8FwdConfig {
   static constexpr bool kKWaitInTurn =
       kFused && (kBlockN_ == 256 || kHeadDim_ == 256 || (kConsumers_ == 3 && kHeadDim_ == 128));
   static constexpr bool kSplitS = kExperiment_ == kFusedTurnSplitS;
+  // The tile's batch, head and rows decoded again after the key loop for the store, so that they need no registers
+  // across it (ptxas spilled them: 20-28 B at 192 keys, 20-24 B with three consumers at d128).
+  static constexpr bool kDecodeTileAfterLoop = kBlockN_ >= 192 || (kConsumers_ == 3 && kHeadDim_ == 128);
   static constexpr int kPvSplit = kPromote && kHeadDim > 128 ? 2 : 1;
   static constexpr int kConsumers = kConsumers_, kBlockM = 64 * kConsumers, kBlockN = kBlockN_;
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -706,9 +709,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
 #ifdef FA3NN_FP8_TRACE
       trace_tile = false;
 #endif
-      // the tile's batch, head and rows decoded again for the store, so that they need no registers across the key
-      // loop (ptxas spilled them: 20-28 B at 192 keys, 20-24 B with three consumers at d128)
-      if constexpr (Cfg::kBlockN >= 192 || (Cfg::kConsumers == 3 && Cfg::kHeadDim == 128)) {
+      if constexpr (Cfg::kDecodeTileAfterLoop) {
         cur.t = sched.decode(cur.index);
         cur.r = seq_range(p, cur.t.batch);
       }
