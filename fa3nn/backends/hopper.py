@@ -26,10 +26,11 @@ SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 # Variants of the kernel, for benchmarks only: ablations (bf16, non-causal), other tile shapes (bf16; `Tiles` in
 # kernels/hopper/flash_fwd_launch.cuh), the default kernels with the causal deal before 2026-12-01 (l2_sections) or
 # with O rescaled on every rise of a row maximum (eager_rescale), and a diagnostic that skips the K/V loads (head dim
-# 128; wrong results: it measures the kernel without its L2 -> shared-memory traffic).
+# 128; wrong results: it measures the kernel without its L2 -> shared-memory traffic), and the default dispatch
+# with each row's max from 3-input integer maxes on the score bits (int_max, bf16; the same maxima).
 VARIANTS = {
     "full": 0, "no_pingpong": 1, "no_overlap": 2, "no_pingpong_no_overlap": 3, "tiles_a": 4, "tiles_b": 5,
-    "no_cross_tile": 6, "l2_sections": 7, "eager_rescale": 8, "skip_kv_loads": 9,
+    "no_cross_tile": 6, "l2_sections": 7, "eager_rescale": 8, "skip_kv_loads": 9, "int_max": 10,
 }
 
 

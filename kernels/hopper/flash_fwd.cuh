@@ -88,8 +88,9 @@ struct FwdParams {
 // kOverlap) pipelines across tiles: the next tile's first Q K^T is issued together with this tile's last P V.
 template <int kHeadDim_, int kBlockN_, int kStages_, bool kBF16_, bool kCausal_, bool kPingpong_ = true,
           bool kOverlap_ = true, int kConsumers_ = 2, bool kSkipKVLoads_ = false, int kQStages_ = 1,
-          bool kCrossTile_ = true>
+          bool kCrossTile_ = true, bool kIntMax_ = false>
 struct FwdConfig {
+  static constexpr bool kIntMax = kIntMax_;  // the row max from integer maxes (OnlineSoftmax, softmax.cuh)
   static constexpr int kHeadDim = kHeadDim_, kBlockN = kBlockN_, kStages = kStages_, kQStages = kQStages_;
   static constexpr bool kBF16 = kBF16_, kCausal = kCausal_, kPingpong = kPingpong_, kOverlap = kOverlap_;
   static constexpr bool kSkipKVLoads = kSkipKVLoads_, kCrossTile = kCrossTile_ && kOverlap_;
@@ -405,7 +406,7 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
   float o[C::kORegs];
   uint32_t pa[C::kKSteps][4];
   float o_scale[2];
-  OnlineSoftmax<Cfg::kBlockN> softmax;
+  OnlineSoftmax<Cfg::kBlockN, Cfg::kIntMax> softmax;
 
   auto issue_qk = [&]() {
     warpgroup_arrive();

@@ -78,13 +78,21 @@ enum Fp8Experiment : int {
   // kFusedTurn with Q K^T issued as two key halves in two commit groups (256-key blocks; d128's default there): the
   // first half's mask and row max run while the second half is still on the tensor cores. Correct output.
   kFusedTurnSplitS = 11,
+  // kFusedTurn / kFusedTurnSplitS with each row's max from 3-input integer maxes on the score bits
+  // (positive_row_max in softmax_fp8.cuh; the float tree only in a warp with a row lacking a positive score).
+  // Bitwise the same output.
+  kFusedTurnIntMax = 12,
+  kFusedTurnSplitSIntMax = 13,
 };
+__host__ __device__ constexpr bool int_row_max(int experiment) {
+  return experiment == kFusedTurnIntMax || experiment == kFusedTurnSplitSIntMax;
+}
 __host__ __device__ constexpr bool skips_softmax(int experiment) {
   return experiment == kSkipSoftmax || experiment == kSkipSoftmaxAndKVLoads || experiment == kFusedTurnSkipSoftmax;
 }
 __host__ __device__ constexpr bool fused_turn(int experiment) {
   return experiment == kFusedTurn || experiment == kFusedTurnCutExp2 || experiment == kFusedTurnCutRowMax ||
-         experiment == kFusedTurnSkipSoftmax || experiment == kFusedTurnSplitS;
+         experiment == kFusedTurnSkipSoftmax || experiment == kFusedTurnSplitS || int_row_max(experiment);
 }
 __host__ __device__ constexpr bool skips_kv_loads(int experiment) {
   return experiment == kSkipKVLoads || experiment == kSkipSoftmaxAndKVLoads;
@@ -123,7 +131,7 @@ struct Fp8FwdConfig {
   // Three consumers at d128 (160 registers): without it the 128-key fused turn spilled 512-516 B.
   static constexpr bool kKWaitInTurn =
       kFused && (kBlockN_ == 256 || kHeadDim_ == 256 || (kConsumers_ == 3 && kHeadDim_ == 128));
-  static constexpr bool kSplitS = kExperiment_ == kFusedTurnSplitS;
+  static constexpr bool kSplitS = kExperiment_ == kFusedTurnSplitS || kExperiment_ == kFusedTurnSplitSIntMax;
   // The tile's batch, head and rows decoded again after the key loop for the store, so that they need no registers
   // across it (ptxas spilled them: 20-28 B at 192 keys, 20-24 B with three consumers at d128).
   static constexpr bool kDecodeTileAfterLoop = kBlockN_ >= 192 || (kConsumers_ == 3 && kHeadDim_ == 128);
@@ -376,7 +384,9 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   float ob[Cfg::kPromote ? C::kORegs / Cfg::kPvSplit : 1];
   auto& pv_acc = pick<Cfg::kPromote>(ob, o);
   uint32_t pa[C::kKSteps][4];
-  OnlineSoftmaxFp8<Cfg::kBlockN, Cfg::kPolyExpEvery, softmax_cut(Cfg::kExperiment)> softmax;
+  using Softmax = OnlineSoftmaxFp8<Cfg::kBlockN, Cfg::kPolyExpEvery, softmax_cut(Cfg::kExperiment),
+                                   int_row_max(Cfg::kExperiment)>;
+  Softmax softmax;
   TileDescales ds;
   float k_next, v_next;  // descales of the next key block, loaded one block ahead
   float v_pa;            // v_descale of the block whose P is in pa; O is kept in units of it
@@ -577,9 +587,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
       wgmma_wait<1>();
       fence_operands(s_lo);
       if (masked) c.template apply_mask<0, C::kSRegs / 2>(s, w.r, w.t.m_block, n_block);
-      using Tree = OnlineSoftmax<Cfg::kBlockN>;
-      const float first_half_max[2] = {Tree::template row_reduce<true, 0, C::kSRegs / 2>(s, 0),
-                                       Tree::template row_reduce<true, 0, C::kSRegs / 2>(s, 1)};
+      const float first_half_max[2] = {Softmax::early_max(s, 0), Softmax::early_max(s, 1)};
       // A warp-uniform branch on the early maxima (its body a nanosleep 0, taken only for an infinite score): a
       // basic-block boundary that keeps the first half's max tree above the wait below. Without it ptxas sank the
       // tree below the wait; a wait guarded by a predicate on the maxima (wgmma_wait_after) made ptxas serialize

@@ -133,6 +133,8 @@ int launch_fp8(const Fp8Problem& pr) {
 //   stage wait inside the turn and the tile decoded again after the key loop: 0 spills). 36 (d128): variant 30
 //   without its row max tree (kFusedTurnCutRowMax: WRONG output, timing only; what the tree's instructions cost the
 //   256-key loop: +12..+16% without them, s18e; a max the exp2s need not wait for did not recover it, s18f).
+//   37 / 38 (d128): variant 34 / 35 with the row max from 3-input integer maxes (kFusedTurnSplitSIntMax /
+//   kFusedTurnIntMax; bitwise the same output). 39 (every head dim) / 40 (d64): variant 24 / 27 with it.
 //   27 (d64): variant 24 with three consumer warpgroups (192-row query tiles, 160 registers each, as the bf16 d64
 //   kernel; the d64 default). 24 at d256: the fused turn with P V in two head-dim halves (the K stage wait inside the
 //   turn, kKWaitInTurn; it spilled without).
@@ -225,11 +227,15 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 34) return run_fp8_tiles<D, 0, true, 0, kFusedTurnSplitS, 256, true>(pr);
     if (variant == 35) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true, 3>(pr);
     if (variant == 36) return run_fp8_tiles<D, 0, true, 0, kFusedTurnCutRowMax, 256, true>(pr);
+    if (variant == 37) return run_fp8_tiles<D, 0, true, 0, kFusedTurnSplitSIntMax, 256, true>(pr);
+    if (variant == 38) return run_fp8_tiles<D, 0, true, 0, kFusedTurnIntMax, 128, true, 3>(pr);
   }
   if constexpr (D == 64) {
     if (variant == 27) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true, 3>(pr);
+    if (variant == 40) return run_fp8_tiles<D, 0, true, 0, kFusedTurnIntMax, 128, true, 3>(pr);
   }
   if (variant == 24) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true>(pr);
+  if (variant == 39) return run_fp8_tiles<D, 0, true, 0, kFusedTurnIntMax, 128, true>(pr);
   if (variant == 5) {
     Fp8Problem per_tile = pr;
     per_tile.one_cta_per_tile = true;
@@ -255,7 +261,7 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile, 19 = the "
                     "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-11, 13-18, 21, "
-                    "25, 28-36 at d128, 12, 20, 22, 24 at every head dim)");
+                    "25, 28-38 at d128, 40 at d64, 12, 20, 22, 24, 39 at every head dim)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);

@@ -242,11 +242,11 @@ template <> struct Tiles<256, 4> { static constexpr int kBlockN = 64, kStages = 
 template <> struct Tiles<256, 5> { static constexpr int kBlockN = 48, kStages = 2, kConsumers = 2, kQStages = 2; };
 
 template <int D, bool kBF16, bool kCausal, int kVariant = 0, bool kPingpong = true, bool kOverlap = true,
-          bool kSkipKVLoads = false, bool kCrossTile = true>
+          bool kSkipKVLoads = false, bool kCrossTile = true, bool kIntMax = false>
 int launch_d(const Problem& pr) {
   using T = Tiles<D, kVariant>;
   return launch<FwdConfig<D, T::kBlockN, T::kStages, kBF16, kCausal, kPingpong, kOverlap, T::kConsumers,
-                          kSkipKVLoads, T::kQStages, kCrossTile>>(pr);
+                          kSkipKVLoads, T::kQStages, kCrossTile, kIntMax>>(pr);
 }
 
 // Short calls take narrower tiles (variant kShort: 4, or 5 at d256). A causal tile wastes up to one key block of
@@ -275,19 +275,21 @@ template <> struct ShortCallSeqlen<256> {
   static constexpr int kCausal = 1024, kNonCausal = 512, kNonCausalMid = 0, kShort = 5;
 };
 
-template <int D, bool kBF16>
+template <int D, bool kBF16, bool kIntMax = false>
 int dispatch_causal(const Problem& pr, bool causal) {
   using T = ShortCallSeqlen<D>;
+  constexpr bool I = kIntMax;
   if (causal) {
-    return pr.max_seqlen_q <= T::kCausal ? launch_d<D, kBF16, true, T::kShort>(pr) : launch_d<D, kBF16, true>(pr);
+    return pr.max_seqlen_q <= T::kCausal ? launch_d<D, kBF16, true, T::kShort, true, true, false, true, I>(pr)
+                                         : launch_d<D, kBF16, true, 0, true, true, false, true, I>(pr);
   }
   if constexpr (T::kNonCausal > 0) {
-    if (pr.max_seqlen_q <= T::kNonCausal) return launch_d<D, kBF16, false, T::kShort>(pr);
+    if (pr.max_seqlen_q <= T::kNonCausal) return launch_d<D, kBF16, false, T::kShort, true, true, false, true, I>(pr);
   }
   if constexpr (T::kNonCausalMid > 0) {
-    if (pr.max_seqlen_q <= T::kNonCausalMid) return launch_d<D, kBF16, false, 5>(pr);
+    if (pr.max_seqlen_q <= T::kNonCausalMid) return launch_d<D, kBF16, false, 5, true, true, false, true, I>(pr);
   }
-  return launch_d<D, kBF16, false>(pr);
+  return launch_d<D, kBF16, false, 0, true, true, false, true, I>(pr);
 }
 
 template <int D, int kVariant>
@@ -347,6 +349,9 @@ int run_headdim(const Problem& pr, bool bf16, bool causal, int variant) {
         return launch_d<128, true, false, long_non_causal_variant<128>(), true, true, true>(pr);
       }
       return fail("%s", "the skip-loads diagnostic exists for d128 only");
+    case 10:  // the default dispatch with each row's max from integer maxes (OnlineSoftmax kIntMax)
+      if (!bf16) return fail("%s", "the integer row max variant exists for bf16 only");
+      return dispatch_causal<D, true, true>(pr, causal);
     default:
       return fail("%s", "unknown variant");
   }

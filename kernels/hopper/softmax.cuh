@@ -28,7 +28,32 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffff, x, 2);
 }
 
-template <int kCols>  // columns of the score tile (kBlockN)
+// The largest positive score of row `half` over S registers [kFirst, kFirst + kCount) (the m64nN accumulator
+// layout of OnlineSoftmax::row_reduce), or +0 when the row has none there (every score <= 0, or masked). A float's
+// bits read as a signed integer order non-negative floats as the floats, and negative floats (sign bit set) are
+// negative integers, so max(bits, 0) over the row is the float maximum whenever that is positive. Integer maxes
+// come three at a time on Hopper (VIMNMX3, a DPX instruction; __vimax3_s32_relu), so the tree takes ~kCount / 4
+// instructions where the float tree takes kCount / 2 FMNMX, on the same half-rate ALU pipe (benchmarks/micro/
+// pipe_probe.cu).
+template <int kRegs, int kFirst, int kCount>
+__device__ __forceinline__ float positive_row_max(const float (&s)[kRegs], int half) {
+  static_assert(kFirst % 4 == 0 && kCount % 4 == 0 && kFirst + kCount <= kRegs, "whole 8-column chunks");
+  constexpr int kN = kCount / 2;
+  int v[kN];
+#pragma unroll
+  for (int j = 0; j < kN; ++j) v[j] = __float_as_int(s[kFirst + 4 * (j / 2) + 2 * half + (j % 2)]);
+#pragma unroll
+  for (int width = 1; width < kN; width *= 3)
+#pragma unroll
+    for (int j = 0; j + width < kN; j += 3 * width)
+      v[j] = j + 2 * width < kN ? __vimax3_s32_relu(v[j], v[j + width], v[j + 2 * width])
+                                : __vimax_s32_relu(v[j], v[j + width]);
+  return __int_as_float(v[0]);
+}
+
+// kCols: columns of the score tile (kBlockN). kIntMax: each row's max from positive_row_max, the float tree only in a
+// warp whose rows include one without a positive score (bitwise the same maxima).
+template <int kCols, bool kIntMax = false>
 struct OnlineSoftmax {
   static constexpr int kRegs = kCols / 2;
   float row_max[2];
@@ -69,11 +94,22 @@ struct OnlineSoftmax {
   // finalize divides it out, so the result is the same softmax; o_scale stays exactly 1 and the warp skips the O
   // rescale (Consumer::rescale), which at head dim 256 is 128 FMULs per thread per key block.
   __device__ __forceinline__ void step(float (&s)[kRegs], float scale_log2, float rescale_log2, float (&o_scale)[2]) {
-    const float tile_max[2] = {row_reduce<true>(s, 0), row_reduce<true>(s, 1)};
+    float seen_max[2];
+    if constexpr (kIntMax) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) seen_max[r] = quad_max(positive_row_max<kRegs, 0, kRegs>(s, r));
+      if (__any_sync(0xffffffffu, !(seen_max[0] > 0.f) || !(seen_max[1] > 0.f))) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) seen_max[r] = quad_max(row_reduce<true>(s, r));
+      }
+    } else {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) seen_max[r] = quad_max(row_reduce<true>(s, r));
+    }
     float sub[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float seen = quad_max(tile_max[r]);
+      const float seen = seen_max[r];
       // -inf - -inf is NaN (compares false): a row with nothing seen yet takes the tile's maximum.
       const bool move = row_max[r] == -INFINITY || (seen - row_max[r]) * scale_log2 > rescale_log2;
       const float new_max = move ? seen : row_max[r];

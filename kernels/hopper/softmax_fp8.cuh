@@ -39,13 +39,38 @@ __device__ __forceinline__ float exp2_poly(float x) {
 enum SoftmaxCut : int { kSoftmaxFull = 0, kSoftmaxNoExp2 = 1, kSoftmaxNoRowMax = 2 };
 
 // kCols: columns of the score tile (kBlockN). kPolyEvery > 0: every kPolyEvery-th score's exp2 runs exp2_poly.
-// kCut: SoftmaxCut (benchmark builds only).
-template <int kCols, int kPolyEvery = 0, int kCut = kSoftmaxFull>
+// kCut: SoftmaxCut (benchmark builds only). kIntMax: the row max from positive_row_max, and the float tree only in
+// a warp whose rows include one without a positive score (bitwise the same maxima either way).
+template <int kCols, int kPolyEvery = 0, int kCut = kSoftmaxFull, bool kIntMax = false>
 struct OnlineSoftmaxFp8 {
   static constexpr int kRegs = kCols / 2;
   static constexpr float kMaxOffset = 8.f;  // log2 of the P scale, 256
   float row_max[2];  // max of c * S over the keys seen, log2 units; -inf before any attended key
   float row_sum[2];  // per-thread partial sums of 2^8 * P; quad-reduced once, in finalize()
+
+  // This thread's maxima of its two rows (before the quad reduction). first_half_max as in step().
+  __device__ __forceinline__ void thread_maxima(const float (&s)[kRegs], const float* first_half_max,
+                                                float (&thread_max)[2]) const {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      if constexpr (kIntMax) {
+        thread_max[r] = first_half_max != nullptr ? fmaxf(first_half_max[r],
+                                                          positive_row_max<kRegs, kRegs / 2, kRegs / 2>(s, r))
+                                                  : positive_row_max<kRegs, 0, kRegs>(s, r);
+      } else {
+        thread_max[r] = first_half_max != nullptr
+                            ? fmaxf(first_half_max[r],
+                                    OnlineSoftmax<kCols>::template row_reduce<true, kRegs / 2, kRegs / 2>(s, r))
+                            : OnlineSoftmax<kCols>::template row_reduce<true>(s, r);
+      }
+    }
+  }
+
+  // The early row maxima of S's first half for step() (kSplitS), in this softmax's form.
+  __device__ __forceinline__ static float early_max(const float (&s)[kRegs], int r) {
+    if constexpr (kIntMax) return positive_row_max<kRegs, 0, kRegs / 2>(s, r);
+    else return OnlineSoftmax<kCols>::template row_reduce<true, 0, kRegs / 2>(s, r);
+  }
 
   __device__ __forceinline__ void reset() {
     row_max[0] = row_max[1] = -INFINITY;
@@ -58,14 +83,20 @@ struct OnlineSoftmaxFp8 {
   // registers, taken while the second half's Q K^T was still on the tensor cores; nullptr: the whole tree here.
   __device__ __forceinline__ void step(float (&s)[kRegs], const float (&c)[2], float (&o_scale)[2],
                                        const float* first_half_max = nullptr) {
-    float sub[2];
+    float sub[2], thread_max[2], quad_maxima[2];
+    thread_maxima(s, first_half_max, thread_max);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) quad_maxima[r] = quad_max(thread_max[r]);
+    if constexpr (kIntMax) {
+      // A row without a positive score (masked, or all its scores <= 0) needs the float tree; warp-uniform.
+      if (__any_sync(0xffffffffu, !(quad_maxima[0] > 0.f) || !(quad_maxima[1] > 0.f))) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) quad_maxima[r] = quad_max(OnlineSoftmax<kCols>::template row_reduce<true>(s, r));
+      }
+    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float thread_max = first_half_max != nullptr
-                                   ? fmaxf(first_half_max[r],
-                                           OnlineSoftmax<kCols>::template row_reduce<true, kRegs / 2, kRegs / 2>(s, r))
-                                   : OnlineSoftmax<kCols>::template row_reduce<true>(s, r);
-      const float tile_max = (kCut == kSoftmaxNoRowMax ? s[2 * r] : quad_max(thread_max)) * c[r];
+      const float tile_max = (kCut == kSoftmaxNoRowMax ? s[2 * r] : quad_maxima[r]) * c[r];
       const float new_max = fmaxf(row_max[r], tile_max);
       // A row that has attended nothing keeps max -inf; subtract 0 there so its probabilities are 0, not NaN.
       const float safe_max = new_max == -INFINITY ? 0.f : new_max;
