@@ -120,6 +120,22 @@ def test_rising_row_maxima(dtype, headdim, causal, variant):
     _launch_and_check(q, k, v, causal, variant)
 
 
+# d128's default takes each row's max from integer maxes over positive scores (OnlineSoftmax kIntMax, softmax.cuh)
+# and hands a warp whose rows include one without a positive score to the float tree. Half the query heads see only
+# negative scores (q = -|x|, k = |y|), the rest mixed ones, so warps take either path; int_max / float_max force the
+# integer / float form at every head dim.
+@pytest.mark.parametrize("variant", ["full", "int_max", "float_max"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.gpu
+@needs_hopper
+def test_rows_without_a_positive_score(headdim, causal, variant):
+    q, k, v = random_qkv(2, 1000, 1500, 4, 2, headdim, torch.bfloat16, device="cuda")
+    k = k.abs()
+    q[:, :, :2] = -q[:, :, :2].abs()
+    _launch_and_check(q, k, v, causal, variant)
+
+
 # d128 non-causal calls take one of two tile shapes by max_seqlen_q (kernels/hopper/flash_fwd_launch.cuh,
 # ShortCallSeqlen): 128 x 128 up to 1024, 128 x 160 with Q double-buffered past it. SEQLENS has no dense pair just
 # past 1024, and the varlen test's lengths stay under 700.

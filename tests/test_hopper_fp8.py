@@ -33,6 +33,7 @@ The measured numbers of each test are recorded as junit properties (`errors`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -334,6 +335,24 @@ def test_key_block_256_matches_its_emulation(block_k, variant, causal, record_pr
     half masked when it lands), against the emulation with block_n=256, on exact scores with K/V descale tiles of 256
     and 768 keys; 1900 keys end in a partial block (masked in both halves when causal)."""
     quantized = _exact_score_inputs(2, 2000, 1900, 8, 2, 128, block_k=block_k)
+    record_property("errors", _run_quantized(quantized, causal, 0.25, variant=variant,
+                                             rms_ratio=EXACT_RMS_RATIO, lse_rtol=EXACT_LSE_RTOL))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("headdim, variant", [(128, "full"), (128, "key_block_256_split_s"),
+                                              (128, "fused_turn_w3_int_max"), (64, "three_consumers_int_max"),
+                                              (256, "fused_turn_int_max")])
+@pytest.mark.gpu
+@needs_hopper
+def test_rows_without_a_positive_score(headdim, variant, causal, record_property):
+    """Integer row maxima (positive_row_max, softmax_fp8.cuh: d128's default on 256-key blocks and the *_int_max
+    variants) cover positive scores only; a warp with a row lacking one takes the float tree. Exact scores with Q8 <=
+    0 <= K8 in half the query heads (every score there <= 0) and mixed signs in the rest, against the emulation."""
+    quantized = _exact_score_inputs(2, 2000, 1900, 4, 2, headdim, block_k=256)
+    q8 = quantized.q.float()
+    q8[:, :, :2] = -q8[:, :, :2].abs()
+    quantized = dataclasses.replace(quantized, q=q8.to(E4M3), k=quantized.k.float().abs().to(E4M3))
     record_property("errors", _run_quantized(quantized, causal, 0.25, variant=variant,
                                              rms_ratio=EXACT_RMS_RATIO, lse_rtol=EXACT_LSE_RTOL))
 

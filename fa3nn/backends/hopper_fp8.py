@@ -69,12 +69,13 @@ UNMASKED = Window()
 # default). key_block_192_fused_turn_poly8: every 8th exp2 as the FP32 polynomial. key_block_256_fused_turn:
 # the fused turn on 256-key blocks (block_k a multiple of 256 or one descale per sequence), _poly4 / _poly8 /
 # _poly16 with every 4th / 8th / 16th exp2 as the FP32 polynomial; key_block_256_split_s: Q K^T in two key halves,
-# the first half's row max while the second is on the tensor cores (d128's default on 256-key blocks;
-# key_block_256_fused_turn is the one-GEMM form it replaced). fused_turn_w3 (d128): fused_turn (128-key blocks) with
-# three consumer warpgroups as d64's default (160 registers each; the K stage wait inside the turn).
+# the first half's row max while the second is on the tensor cores (d128's default on 256-key blocks until
+# 2026-12-03; key_block_256_fused_turn is the one-GEMM form it replaced). fused_turn_w3 (d128): fused_turn (128-key
+# blocks) with three consumer warpgroups as d64's default (160 registers each; the K stage wait inside the turn).
 # key_block_256_fused_turn_skip_row_max: key_block_256_fused_turn without its row max tree (WRONG output, timing only).
 # key_block_256_split_s_int_max / fused_turn_w3_int_max: key_block_256_split_s / fused_turn_w3 with each row's max
-# from 3-input integer maxes on the score bits (the same maxima, so bitwise the same output); fused_turn_int_max /
+# from 3-input integer maxes on the score bits (the same maxima, so bitwise the same output; the first is d128's
+# default on 256-key blocks); fused_turn_int_max /
 # three_consumers_int_max: the same for fused_turn (every head dim) / three_consumers (d64).
 VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one_cta_per_tile": 5,
             "skip_softmax": 6, "plain_pv_wait": 7, "skip_kv_loads": 9, "key_block_192": 10,

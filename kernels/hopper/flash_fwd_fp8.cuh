@@ -75,8 +75,9 @@ enum Fp8Experiment : int {
   kFusedTurnCutExp2 = 8,
   kFusedTurnCutRowMax = 9,
   kFusedTurnSkipSoftmax = 10,
-  // kFusedTurn with Q K^T issued as two key halves in two commit groups (256-key blocks; d128's default there): the
-  // first half's mask and row max run while the second half is still on the tensor cores. Correct output.
+  // kFusedTurn with Q K^T issued as two key halves in two commit groups (256-key blocks; d128's default there in its
+  // kFusedTurnSplitSIntMax form below): the first half's mask and row max run while the second half is still on the
+  // tensor cores. Correct output.
   kFusedTurnSplitS = 11,
   // kFusedTurn / kFusedTurnSplitS with each row's max from 3-input integer maxes on the score bits
   // (positive_row_max in softmax_fp8.cuh; the float tree only in a warp with a row lacking a positive score).

@@ -129,12 +129,12 @@ int launch_fp8(const Fp8Problem& pr) {
 //   a multiple of 256 or one descale per sequence; Vt in two 128-key SW128 panels, S = m64n256, the K stage wait
 //   inside the turn: Fp8FwdConfig::kKWaitInTurn); 32 / 33: every 8th / 16th exp2 as the FP32 polynomial; 34: variant
 //   30 with Q K^T in two key halves, the first half's row max under the second's GEMM (kFusedTurnSplitS; d128's
-//   default on 256-key blocks). 35 (d128): variant 24 with three consumer warpgroups (160 registers each, the K
+//   default on 256-key blocks until 2026-12-03, when 37 replaced it). 35 (d128): variant 24 with three consumer warpgroups (160 registers each, the K
 //   stage wait inside the turn and the tile decoded again after the key loop: 0 spills). 36 (d128): variant 30
 //   without its row max tree (kFusedTurnCutRowMax: WRONG output, timing only; what the tree's instructions cost the
 //   256-key loop: +12..+16% without them, s18e; a max the exp2s need not wait for did not recover it, s18f).
 //   37 / 38 (d128): variant 34 / 35 with the row max from 3-input integer maxes (kFusedTurnSplitSIntMax /
-//   kFusedTurnIntMax; bitwise the same output). 39 (every head dim) / 40 (d64): variant 24 / 27 with it.
+//   kFusedTurnIntMax; bitwise the same output; 37: d128's default on 256-key blocks). 39 (every head dim) / 40 (d64): variant 24 / 27 with it.
 //   27 (d64): variant 24 with three consumer warpgroups (192-row query tiles, 160 registers each, as the bf16 d64
 //   kernel; the d64 default). 24 at d256: the fused turn with P V in two head-dim halves (the K stage wait inside the
 //   turn, kKWaitInTurn; it spilled without).
@@ -162,7 +162,7 @@ int run_fp8_tiles(const Fp8Problem& pr) {
   // run_fp8_default's kernels (the fused turn at every head dim, d64's with three consumers), the only ones built
   // for fp16 output too
   constexpr int kDefaultPoly = N == 192 ? 4 : T::kPolyExpEvery;  // the 192-key default: a quarter of exp2s on FP32
-  constexpr int kDefaultSchedule = N == 256 ? kFusedTurnSplitS : kFusedTurn;
+  constexpr int kDefaultSchedule = N == 256 ? kFusedTurnSplitSIntMax : kFusedTurn;
   constexpr bool kDefaultKernel = kPromote && X == kDefaultSchedule && (N == 128 || (D == 128 && N >= 192)) &&
                                   W == (D == 64 ? 3 : 2);
   if constexpr (kVariant != 0 || !kPingpong || P != kDefaultPoly || !kDefaultKernel) {
@@ -178,7 +178,9 @@ int run_fp8_tiles(const Fp8Problem& pr) {
 // causal over its serial steps at 1k-16k keys, 1056-1101 TFLOP/s non-causal from 4k, fused256-h200-20261202-0823). Head
 // dim 128 beyond 256 keys (or where 128-key blocks don't fit) takes 256-key blocks (every exp2 on MUFU; Q K^T in two
 // key halves, kFusedTurnSplitS: +0.2..+6% causal, -2..+2% non-causal at 512-16k keys against one n256 GEMM,
-// splits-h200-20261202-0852) where the descale tiles fit them, else 192-key blocks (every 4th exp2 as the FP32
+// splits-h200-20261202-0852; each row's max from 3-input integer maxes, kFusedTurnSplitSIntMax: +2..+8% non-causal,
+// +3..+6% causal at 2k-16k against the float tree, same run, s19b-h200-20261203-0821; at d64 with three consumers it
+// lost 0..9%, at d256 -4..+3%, so those keep the float tree) where the descale tiles fit them, else 192-key blocks (every 4th exp2 as the FP32
 // polynomial, kPolyExpEvery above), else 128-key ones. On the H200, kernel only, TFLOP/s non-causal / causal, fused
 // 256-key against fused 192-key poly4: 827 / 629 against 768 / 605 at 2k, 848 / 736 against 783 / 694 at 4k, 844 / 800
 // against 807 / 758 at 16k; at 1k against the fused 128-key kernel 721 / 463 against 618 / 466
@@ -198,7 +200,7 @@ template <int D>
 int run_fp8_default(const Fp8Problem& pr) {
   if constexpr (D == 128) {
     if (pr.max_seqlen_k > 256 || !fits_key_block(pr, 128)) {
-      if (fits_key_block(pr, 256)) return run_fp8_tiles<D, 0, true, 0, kFusedTurnSplitS, 256, true>(pr);
+      if (fits_key_block(pr, 256)) return run_fp8_tiles<D, 0, true, 0, kFusedTurnSplitSIntMax, 256, true>(pr);
       if (fits_key_block(pr, 192)) return run_fp8_tiles<D, 0, true, 4, kFusedTurn, 192, true>(pr);
     }
   }
