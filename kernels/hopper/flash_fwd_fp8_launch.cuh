@@ -134,7 +134,8 @@ int launch_fp8(const Fp8Problem& pr) {
 //   without its row max tree (kFusedTurnCutRowMax: WRONG output, timing only; what the tree's instructions cost the
 //   256-key loop: +12..+16% without them, s18e; a max the exp2s need not wait for did not recover it, s18f).
 //   37 / 38 (d128): variant 34 / 35 with the row max from 3-input integer maxes (kFusedTurnSplitSIntMax /
-//   kFusedTurnIntMax; bitwise the same output; 37: d128's default on 256-key blocks). 39 (every head dim) / 40 (d64): variant 24 / 27 with it.
+//   kFusedTurnIntMax; bitwise the same output; 37: d128's default on 256-key blocks). 39 (every head dim) / 40
+//   (d64): variant 24 / 27 with it. 41 (d128): variant 30 (one n256 Q K^T) with it.
 //   27 (d64): variant 24 with three consumer warpgroups (192-row query tiles, 160 registers each, as the bf16 d64
 //   kernel; the d64 default). 24 at d256: the fused turn with P V in two head-dim halves (the K stage wait inside the
 //   turn, kKWaitInTurn; it spilled without).
@@ -231,6 +232,7 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 36) return run_fp8_tiles<D, 0, true, 0, kFusedTurnCutRowMax, 256, true>(pr);
     if (variant == 37) return run_fp8_tiles<D, 0, true, 0, kFusedTurnSplitSIntMax, 256, true>(pr);
     if (variant == 38) return run_fp8_tiles<D, 0, true, 0, kFusedTurnIntMax, 128, true, 3>(pr);
+    if (variant == 41) return run_fp8_tiles<D, 0, true, 0, kFusedTurnIntMax, 256, true>(pr);
   }
   if constexpr (D == 64) {
     if (variant == 27) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true, 3>(pr);
@@ -263,7 +265,7 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile, 19 = the "
                     "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-11, 13-18, 21, "
-                    "25, 28-38 at d128, 40 at d64, 12, 20, 22, 24, 39 at every head dim)");
+                    "25, 28-38, 41 at d128, 40 at d64, 12, 20, 22, 24, 39 at every head dim)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);
