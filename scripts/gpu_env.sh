@@ -17,6 +17,9 @@
 #                          $out/NAME.{json,log} within LIMIT seconds; prints its exit code and its table compactly
 #   gpu_bench TAG LIMIT ARGS...  scripts/bench.py, triton / cuDNN / FA2 (12 compile workers), into $out/TAG.{json,md}
 #                          and $out/bench_TAG.log within LIMIT seconds; prints its exit code and its table's rows
+#   gpu_cudnn_fp8 LIMIT ARGS...  cuDNN's FP8 forward beside ours (scripts/bench_cudnn_fp8.py ARGS, e4m3 output) into
+#                          $out/cudnn_fp8.{json,log} within LIMIT seconds, the cudnn-frontend wheel from .whl installed
+#                          for it and removed after; prints its exit code and the table's first columns
 #   gpu_sweep D SEQLEN STEM KINDS...  fa3nn.backends.triton.tune at head dim D, SEQLEN, for KINDS into
 #                          $out/STEM.{json,log} (CAUSAL=yes|no|both, default both); prints its exit code and the
 #                          results folded onto a few lines
@@ -92,4 +95,14 @@ gpu_sweep() {
         --causal "${CAUSAL:-both}" --workers 16 --json "$out/$stem.json" > "$out/$stem.log" 2>&1
     echo "$stem rc $?"
     grep -E "TFLOP" "$out/$stem.log" | sed 's/ tma=[a-z0-9]*//; s/ TFLOP\/s//; s/causal=/c/' | paste -sd' ' | fold -w 240
+}
+
+gpu_cudnn_fp8() {
+    local limit=$1
+    shift
+    gpu_wheels "$out/wheels" "nvidia_cudnn_frontend-*.whl"
+    timeout "$limit" python3 scripts/bench_cudnn_fp8.py --json "$out/cudnn_fp8.json" --cudnn-outputs e4m3 "$@" \
+        > "$out/cudnn_fp8.log" 2>&1
+    echo "cudnn rc $?"; sed -n '/^| hdim/,$p' "$out/cudnn_fp8.log" | cut -d'|' -f2-7
+    rm -rf "$out/wheels"
 }

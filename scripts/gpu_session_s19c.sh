@@ -20,11 +20,7 @@ timeout 200 python scripts/bench.py --backends hopper-fp8 hopper cudnn --headdim
     --tag fp8record > "$out/bench.log" 2>&1
 echo "bench rc $?"; grep -E "^\| (128|256) " "$out"/*fp8record*.md | head -n 30
 stamp cudnn
-gpu_wheels "$out/wheels" "nvidia_cudnn_frontend-*.whl"
-timeout 110 python3 scripts/bench_cudnn_fp8.py --json "$out/cudnn_fp8.json" --headdims 128 256 \
-    --seqlens 2048 4096 8192 16384 --cudnn-outputs e4m3 --iters 10 --reps 3 > "$out/cudnn_fp8.log" 2>&1
-echo "cudnn rc $?"; sed -n '/^| hdim/,$p' "$out/cudnn_fp8.log" | cut -d'|' -f2-7
-rm -rf "$out/wheels"
+gpu_cudnn_fp8 110 --headdims 128 256 --seqlens 2048 4096 8192 16384 --iters 10 --reps 3
 stamp bf16
 timeout 100 python scripts/bench_hopper.py --json "$out/bf16.json" --headdims 128 \
     --seqlens 2048 4096 8192 16384 --variants full float_max --ablation-seqlens --reps 5 > "$out/bf16.log" 2>&1

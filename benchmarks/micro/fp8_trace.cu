@@ -18,6 +18,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+
+#include "cuda_check.cuh"
 #include <vector>
 
 #include "flash_fwd_fp8_launch.cuh"
@@ -47,14 +49,6 @@ __global__ void fill_f32(float* p, size_t n, float v) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) p[i] = v;
 }
 
-#define CHECK(x)                                                                      \
-  do {                                                                                \
-    cudaError_t err_ = (x);                                                           \
-    if (err_ != cudaSuccess) {                                                        \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(err_));                \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
 
 }  // namespace trace_harness
 
@@ -161,7 +155,10 @@ int main(int argc, char** argv) {
     }
     std::printf("  wg %d:", wg);
     for (int e = 0; e < 9; ++e) std::printf(" %s %.0f |", names[e], sum[e] / count);
-    std::printf("\n");
+    // the "Q K^T issue" phase in two: the K stage wait inside the turn (kKWaitInTurn), then the GEMM issue
+    double k_wait = 0;
+    for (int n = 8; n < n_blocks - 1; ++n) k_wait += double(at(wg, n, 8) - at(wg, n, 3));
+    std::printf(" (of Q K^T issue: K wait %.0f)\n", k_wait / count);
   }
 #endif
   return 0;

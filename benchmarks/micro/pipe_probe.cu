@@ -20,16 +20,10 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "cuda_check.cuh"
+
 #include "wgmma_fp8.cuh"
 
-#define CHECK(x)                                                               \
-  do {                                                                         \
-    cudaError_t err_ = (x);                                                    \
-    if (err_ != cudaSuccess) {                                                 \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(err_));         \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
 
 namespace probe {
 

@@ -349,9 +349,9 @@ struct TileDescales {
 // loop records clock64 at each step of each key block, per consumer warpgroup (thread 0), so the time of every
 // phase can be read off the real kernel. Events of block n: 0 loop top, 1 K/V stages ready, 2 turn acquired,
 // 3 P V of block n-1 waited and promoted, 4 Q K^T issued and turn released, 5 S ready, 6 softmax done, 7 P and
-// the O factor ready.
+// the O factor ready; 8 (kKWaitInTurn kernels) the K stage ready inside the turn, between 3 and 4.
 #ifdef FA3NN_FP8_TRACE
-constexpr int kFp8TraceWarpgroups = 3, kFp8TraceBlocks = 128, kFp8TraceEvents = 8;  // up to three consumers
+constexpr int kFp8TraceWarpgroups = 3, kFp8TraceBlocks = 128, kFp8TraceEvents = 9;  // up to three consumers
 __device__ long long g_fp8_trace[kFp8TraceWarpgroups][kFp8TraceBlocks][kFp8TraceEvents];
 #endif
 
@@ -699,6 +699,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
       pv_into_o(factor);
       trace(n_block, 3);
       if constexpr (Cfg::kKWaitInTurn) bars.k.consumer_wait(k_state);
+      trace(n_block, 8);
       issue_qk();
       c.gemm_turn_end();
       trace(n_block, 4);
