@@ -83,11 +83,13 @@ struct OnlineSoftmaxFp8 {
   // registers, taken while the second half's Q K^T was still on the tensor cores; nullptr: the whole tree here.
   __device__ __forceinline__ void step(float (&s)[kRegs], const float (&c)[2], float (&o_scale)[2],
                                        const float* first_half_max = nullptr) {
-    float sub[2], thread_max[2], quad_maxima[2];
-    thread_maxima(s, first_half_max, thread_max);
+    float sub[2], thread_max[2], quad_maxima[2] = {s[0], s[2]};  // (the cut's "tile max": each row's first score)
+    if constexpr (kCut != kSoftmaxNoRowMax) {
+      thread_maxima(s, first_half_max, thread_max);
 #pragma unroll
-    for (int r = 0; r < 2; ++r) quad_maxima[r] = quad_max(thread_max[r]);
-    if constexpr (kIntMax) {
+      for (int r = 0; r < 2; ++r) quad_maxima[r] = quad_max(thread_max[r]);
+    }
+    if constexpr (kIntMax && kCut != kSoftmaxNoRowMax) {
       // A row without a positive score (masked, or all its scores <= 0) needs the float tree; warp-uniform.
       if (__any_sync(0xffffffffu, !(quad_maxima[0] > 0.f) || !(quad_maxima[1] > 0.f))) {
 #pragma unroll
@@ -96,7 +98,7 @@ struct OnlineSoftmaxFp8 {
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float tile_max = (kCut == kSoftmaxNoRowMax ? s[2 * r] : quad_maxima[r]) * c[r];
+      const float tile_max = quad_maxima[r] * c[r];
       const float new_max = fmaxf(row_max[r], tile_max);
       // A row that has attended nothing keeps max -inf; subtract 0 there so its probabilities are 0, not NaN.
       const float safe_max = new_max == -INFINITY ? 0.f : new_max;
