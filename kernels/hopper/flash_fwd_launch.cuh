@@ -241,6 +241,9 @@ template <> struct Tiles<256, 0> { static constexpr int kBlockN = 80, kStages = 
 template <> struct Tiles<256, 4> { static constexpr int kBlockN = 64, kStages = 2, kConsumers = 2, kQStages = 1; };
 template <> struct Tiles<256, 5> { static constexpr int kBlockN = 48, kStages = 2, kConsumers = 2, kQStages = 2; };
 
+// kIntMax: see dispatch_causal. The variants that call launch_d directly (the ablations 1-3, the tile variants 4 / 5,
+// no_cross_tile and skip_kv_loads) keep the float tree at every head dim, so at d128 they also differ from the
+// default in its row max (+2-5% there, NOTES "s19b" / "s19c"); variants 7, 8, 10 and 11 go through dispatch_causal.
 template <int D, bool kBF16, bool kCausal, int kVariant = 0, bool kPingpong = true, bool kOverlap = true,
           bool kSkipKVLoads = false, bool kCrossTile = true, bool kIntMax = false>
 int launch_d(const Problem& pr) {
