@@ -17,6 +17,9 @@
 #                          $out/NAME.{json,log} within LIMIT seconds; prints its exit code and its table compactly
 #   gpu_bench TAG LIMIT ARGS...  scripts/bench.py, triton / cuDNN / FA2 (12 compile workers), into $out/TAG.{json,md}
 #                          and $out/bench_TAG.log within LIMIT seconds; prints its exit code and its table's rows
+#   gpu_all_tests LIMIT RERUN_LIMIT  every GPU test (pytest -m gpu, 12 workers) into $out/tests_all.log within
+#                          LIMIT seconds, then its failures (up to 40) rerun alone into $out/rerun.log within
+#                          RERUN_LIMIT (12 workers sharing the GPU have run the fp32 references out of memory)
 #   gpu_cudnn_fp8 LIMIT ARGS...  cuDNN's FP8 forward beside ours (scripts/bench_cudnn_fp8.py ARGS, e4m3 output) into
 #                          $out/cudnn_fp8.{json,log} within LIMIT seconds, the cudnn-frontend wheel from .whl installed
 #                          for it and removed after; prints its exit code and the table's first columns
@@ -105,4 +108,16 @@ gpu_cudnn_fp8() {
         > "$out/cudnn_fp8.log" 2>&1
     echo "cudnn rc $?"; sed -n '/^| hdim/,$p' "$out/cudnn_fp8.log" | cut -d'|' -f2-7
     rm -rf "$out/wheels"
+}
+
+gpu_all_tests() {
+    timeout "$1" python -m pytest -m gpu -n 12 -q -rfE -p no:cacheprovider tests/ > "$out/tests_all.log" 2>&1
+    echo "tests rc $?"; tail -n 1 "$out/tests_all.log"
+    grep -E "^(FAILED|ERROR) " "$out/tests_all.log" | sed -E 's/^(FAILED|ERROR) //; s/ - .*//' > "$out/failed.txt"
+    if [ -s "$out/failed.txt" ]; then
+        stamp "rerun $(wc -l < "$out/failed.txt") alone"
+        timeout "$2" python -m pytest -q -rfE -p no:cacheprovider $(head -n 40 "$out/failed.txt") \
+            > "$out/rerun.log" 2>&1
+        echo "rerun rc $?"; grep -E "^(FAILED|ERROR) " "$out/rerun.log" | head -n 15; tail -n 1 "$out/rerun.log"
+    fi
 }
