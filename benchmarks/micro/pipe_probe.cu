@@ -4,15 +4,12 @@
 //   throughput: each thread issues independent copies (8 per step, asm volatile so none is dropped or merged) of
 //     one instruction mix; printed as warp instructions per clock per SM partition (SMSP) for each mix. Two
 //     instructions on one pipe take the sum of their times when mixed; on two pipes, the longer one's.
-//   concurrent: one warpgroup issues FP8 wgmma m64n256k32 (S = Q8 K8^T at d128, SS, operands in shared memory)
-//     back to back while another warpgroup runs ex2 (or the softmax's instruction mix) throughput: whether the tensor
-//     cores and MUFU slow each other down when both are busy, which the FP8 d128 kernel needs them not to.
 //   softmax: 1 or 2 warps per SMSP each run the FP8 kernel's per-block softmax (softmax_fp8.cuh's step: 2 rows
 //     of 64 scores per thread, max tree + quad shuffles, FFMA, ex2, row sums, e4m3 pack) in a loop whose score
 //     factor depends on the previous block's sums; printed as clocks per block per warp, with the parts cut.
 //
-//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -use_fast_math -I kernels/hopper \
-//        -o build/pipe_probe benchmarks/micro/pipe_probe.cu
+//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -use_fast_math -o build/pipe_probe \
+//        benchmarks/micro/pipe_probe.cu
 //   build/pipe_probe
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
@@ -22,12 +19,9 @@
 
 #include "cuda_check.cuh"
 
-#include "wgmma_fp8.cuh"
-
-
 namespace probe {
 
-enum Op : int { kEx2 = 1, kCvtE4m3 = 2, kMax = 4, kFfma = 8, kFadd = 16, kCvtBf16 = 32, kPrmt = 64, kEx2F16 = 128, kIMax3 = 256 };
+enum Op : int { kEx2 = 1, kCvtE4m3 = 2, kMax = 4, kFfma = 8, kFadd = 16, kPrmt = 64, kEx2F16 = 128, kIMax3 = 256 };
 
 __device__ __forceinline__ void op_ex2(float& a) { asm volatile("ex2.approx.ftz.f32 %0, %0;" : "+f"(a)); }
 __device__ __forceinline__ void op_cvt_e4m3(float a, float b, unsigned short& h) {
@@ -38,9 +32,6 @@ __device__ __forceinline__ void op_ffma(float& a, float b) {
   asm volatile("fma.rn.f32 %0, %0, %1, %1;" : "+f"(a) : "f"(b));
 }
 __device__ __forceinline__ void op_fadd(float& a, float b) { asm volatile("add.f32 %0, %0, %1;" : "+f"(a) : "f"(b)); }
-__device__ __forceinline__ void op_cvt_bf16(float a, float b, unsigned& r) {
-  asm volatile("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(a), "f"(b));
-}
 __device__ __forceinline__ void op_prmt(unsigned& r, unsigned b) {
   asm volatile("prmt.b32 %0, %0, %1, 0x5140;" : "+r"(r) : "r"(b));
 }
@@ -73,7 +64,6 @@ __global__ void throughput(int steps, long long* clocks, float* sink) {
       if constexpr ((kOps & kMax) != 0) op_max(b[j], a[(j + 3) & 7]);
       if constexpr ((kOps & kFfma) != 0) op_ffma(b[(j + 4) & 7], b[j]);
       if constexpr ((kOps & kFadd) != 0) op_fadd(b[(j + 5) & 7], a[j]);
-      if constexpr ((kOps & kCvtBf16) != 0) op_cvt_bf16(b[j], a[j], r[j]);
       if constexpr ((kOps & kPrmt) != 0) op_prmt(r[j], r[(j + 1) & 7]);
       if constexpr ((kOps & kEx2F16) != 0) op_ex2_f16(r[j]);
       if constexpr ((kOps & kIMax3) != 0) op_imax3(r[j], r[(j + 1) & 7], r[(j + 2) & 7]);
@@ -161,94 +151,6 @@ __global__ void softmax_block(int steps, long long* clocks, float* sink) {
   if (threadIdx.x == 0) clocks[blockIdx.x] = t1 - t0;
 }
 
-
-// Warpgroup 0: kGemms x (4 k32 steps of m64n256k32 e4m3 into one accumulator), two commit groups in flight (kGemm).
-// Warpgroup 1: ex2 throughput as throughput<kEx2> (kMufu), with FFMA, FADD and max beside each ex2 (kMix).
-// clocks[3 * block + {0, 1}]: each warpgroup's span.
-template <bool kGemm, bool kMufu, bool kMix>
-__global__ void __launch_bounds__(256, 1) concurrent(int steps, long long* clocks, float* sink) {
-  using namespace fa3nn::hopper;
-  extern __shared__ __align__(1024) uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  for (int i = threadIdx.x; i < 40 * 1024; i += blockDim.x) {  // A: 64 x 128 B, B: 256 x 128 B of e4m3 noise
-    uint32_t h = uint32_t(i) * 0x9E3779B9u;
-    h ^= h >> 15;
-    h *= 0x2C1B3C6Du;
-    h ^= h >> 12;
-    smem[i] = uint8_t(0x28 + ((h >> 24) & 0x0F)) | uint8_t((h >> 16) & 0x80);
-  }
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  __syncthreads();
-  const int wg = threadIdx.x / 128;
-  const long long t0 = clock64();
-  float result = 0.f;
-  if (wg == 0 && kGemm) {
-    float acc[128];
-#pragma unroll
-    for (int i = 0; i < 128; ++i) acc[i] = 0.f;
-    const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-    const uint64_t desc_a = make_desc_kmajor_sw128(base), desc_b = make_desc_kmajor_sw128(base + 8192);
-    for (int s = 0; s < steps / 16; ++s) {  // 16 / 4 = 4 GEMMs (16 wgmma) per commit group
-      warpgroup_arrive();
-#pragma unroll
-      for (int g = 0; g < 4; ++g) gemm_fp8_ss<256, 128, 128, 0, 0>(acc, desc_a, desc_b);
-      wgmma_commit();
-      wgmma_wait<1>();
-    }
-    wgmma_wait<0>();
-    fence_operands(acc);
-#pragma unroll
-    for (int i = 0; i < 128; ++i) result += acc[i];
-  } else if (wg == 1 && kMufu) {
-    float a[8], b[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      a[j] = -1.f - 0.01f * (threadIdx.x + j);
-      b[j] = 0.5f + 0.001f * j;
-    }
-    for (int s = 0; s < steps; ++s) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        op_ex2(a[j]);
-        if constexpr (kMix) {
-          op_ffma(b[(j + 4) & 7], b[j]);
-          op_fadd(b[(j + 5) & 7], a[j]);
-          op_max(b[j], a[(j + 3) & 7]);
-        }
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < 8; ++j) result += a[j] + b[j];
-  }
-  const long long t1 = clock64();
-  sink[blockIdx.x * blockDim.x + threadIdx.x] = result;
-  if (threadIdx.x % 128 == 0) clocks[2 * blockIdx.x + wg] = t1 - t0;
-}
-
-template <bool kGemm, bool kMufu, bool kMix>
-void report_concurrent(const char* name, int sms, long long* d_clocks, float* d_sink) {
-  const int steps = 16384;  // GEMM warpgroup: steps / 4 = 4096 m64n256k32 GEMMs of 4 wgmma, 2 commit groups in flight; MUFU warps: 8 x steps ex2
-  const int smem = 41 * 1024;
-  auto kernel = concurrent<kGemm, kMufu, kMix>;
-  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  for (int rep = 0; rep < 2; ++rep) kernel<<<sms, 256, smem>>>(steps, d_clocks, d_sink);
-  CHECK(cudaGetLastError());
-  CHECK(cudaDeviceSynchronize());
-  static long long h[2048];
-  CHECK(cudaMemcpy(h, d_clocks, 2 * sms * sizeof(long long), cudaMemcpyDeviceToHost));
-  double gemm = 0, mufu = 0;
-  for (int i = 0; i < sms; ++i) {
-    gemm += double(h[2 * i]) / sms;
-    mufu += double(h[2 * i + 1]) / sms;
-  }
-  // GEMM: (steps / 16) groups x 4 GEMMs x 4 wgmma m64n256k32 = 2^19 FMA each; 4096 FMA / clk / SM at full rate.
-  const double fma = double(steps / 16) * 4 * 4 * 64 * 256 * 32;
-  std::printf("concurrent %-26s", name);
-  if (kGemm) std::printf("  tensor: %9.0f clocks, %.3f of 4096 FMA/clk", gemm, fma / gemm / 4096);
-  if (kMufu) std::printf("  ex2: %9.0f clocks, %.3f warp-instr/clk/SMSP", mufu, double(steps) * 8 / mufu);
-  std::printf("\n");
-}
-
 template <class Kernel>
 double run_clocks(Kernel kernel, int sms, int threads, int steps, long long* d_clocks, float* d_sink) {
   kernel<<<sms, threads>>>(steps, d_clocks, d_sink);  // warm-up
@@ -295,8 +197,6 @@ int main() {
   CHECK(cudaMalloc(&d_sink, 1024 * 1024 * sizeof(float)));
   report_throughput<kEx2>("ex2", 1, sms, d_clocks, d_sink);
   report_throughput<kEx2F16>("ex2.f16x2", 1, sms, d_clocks, d_sink);
-  report_throughput<kCvtE4m3>("cvt.e4m3x2", 1, sms, d_clocks, d_sink);
-  report_throughput<kCvtBf16>("cvt.bf16x2", 1, sms, d_clocks, d_sink);
   report_throughput<kMax>("max", 1, sms, d_clocks, d_sink);
   report_throughput<kFfma>("ffma", 1, sms, d_clocks, d_sink);
   report_throughput<kFadd>("fadd", 1, sms, d_clocks, d_sink);
@@ -312,11 +212,6 @@ int main() {
   report_throughput<kCvtE4m3 | kPrmt>("cvt.e4m3x2+prmt", 2, sms, d_clocks, d_sink);
   report_throughput<kFfma | kFadd>("ffma+fadd", 2, sms, d_clocks, d_sink);
   report_throughput<kEx2 | kFfma | kFadd | kMax>("ex2+ffma+fadd+max", 4, sms, d_clocks, d_sink);
-  report_concurrent<true, false, false>("gemm alone", sms, d_clocks, d_sink);
-  report_concurrent<false, true, false>("ex2 alone", sms, d_clocks, d_sink);
-  report_concurrent<true, true, false>("gemm + ex2", sms, d_clocks, d_sink);
-  report_concurrent<false, true, true>("ex2 mix alone", sms, d_clocks, d_sink);
-  report_concurrent<true, true, true>("gemm + ex2 mix", sms, d_clocks, d_sink);
   report_softmax<true, true, true>("full", sms, d_clocks, d_sink);
   report_softmax<false, true, true>("no max tree", sms, d_clocks, d_sink);
   report_softmax<true, false, true>("no row sum", sms, d_clocks, d_sink);
