@@ -1,8 +1,8 @@
 """Is a native bf16 forward benchmark variant the same function as the default kernel? Runs both on the same inputs
 at FA3's shapes (batch x seqlen = 16384 tokens, nheads x headdim = 2048), causal and not, and prints the largest
 absolute difference of the outputs and of the lse (a variant that only changes how a value is computed, e.g.
-int_max, should differ by exactly 0). --negative draws q = -|x|, k = |y| so every score is negative: the rows
-int_max must hand to the float tree.
+int_max, should differ by exactly 0). Each shape runs twice: on randn inputs and on q = -|x|, k = |y|, where every
+score is negative (the rows int_max hands to the float tree).
 
     python scripts/hopper_variant_exactness.py --variant int_max --headdims 64 128 256 --seqlens 1024 4096
 """

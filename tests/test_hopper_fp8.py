@@ -346,7 +346,7 @@ def test_key_block_256_matches_its_emulation(block_k, variant, causal, record_pr
 @pytest.mark.gpu
 @needs_hopper
 def test_rows_without_a_positive_score(headdim, variant, causal, record_property):
-    """Integer row maxima (positive_row_max, softmax_fp8.cuh: d128's default on 256-key blocks and the *_int_max
+    """Integer row maxima (positive_row_max, softmax.cuh: d128's FP8 default on 256-key blocks and the *_int_max
     variants) cover positive scores only; a warp with a row lacking one takes the float tree. Exact scores with Q8 <=
     0 <= K8 in half the query heads (every score there <= 0) and mixed signs in the rest, against the emulation."""
     quantized = _exact_score_inputs(2, 2000, 1900, 4, 2, headdim, block_k=256)

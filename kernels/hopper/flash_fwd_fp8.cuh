@@ -80,7 +80,7 @@ enum Fp8Experiment : int {
   // tensor cores. Correct output.
   kFusedTurnSplitS = 11,
   // kFusedTurn / kFusedTurnSplitS with each row's max from 3-input integer maxes on the score bits
-  // (positive_row_max in softmax_fp8.cuh; the float tree only in a warp with a row lacking a positive score).
+  // (positive_row_max in softmax.cuh; the float tree only in a warp with a row lacking a positive score).
   // Bitwise the same output.
   kFusedTurnIntMax = 12,
   kFusedTurnSplitSIntMax = 13,
