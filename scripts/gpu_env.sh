@@ -20,6 +20,8 @@
 #   gpu_all_tests LIMIT RERUN_LIMIT  every GPU test (pytest -m gpu, 12 workers) into $out/tests_all.log within
 #                          LIMIT seconds, then its failures (up to 40) rerun alone into $out/rerun.log within
 #                          RERUN_LIMIT (12 workers sharing the GPU have run the fp32 references out of memory)
+#   gpu_fp8_bench NAME LIMIT ARGS...  scripts/bench_hopper_fp8.py ARGS (the native FP8 forward and its --variants,
+#                          kernel only) into $out/NAME.{json,log} within LIMIT seconds; prints its exit code and table
 #   gpu_cudnn_fp8 LIMIT ARGS...  cuDNN's FP8 forward beside ours (scripts/bench_cudnn_fp8.py ARGS, e4m3 output) into
 #                          $out/cudnn_fp8.{json,log} within LIMIT seconds, the cudnn-frontend wheel from .whl installed
 #                          for it and removed after; prints its exit code and the table's first columns
@@ -120,4 +122,11 @@ gpu_all_tests() {
             > "$out/rerun.log" 2>&1
         echo "rerun rc $?"; grep -E "^(FAILED|ERROR) " "$out/rerun.log" | head -n 15; tail -n 1 "$out/rerun.log"
     fi
+}
+
+gpu_fp8_bench() {
+    local name=$1 limit=$2
+    shift 2
+    timeout "$limit" python scripts/bench_hopper_fp8.py --json "$out/$name.json" "$@" > "$out/$name.log" 2>&1
+    echo "$name rc $?"; sed -n '/^| hdim/,$p' "$out/$name.log"
 }

@@ -17,9 +17,7 @@ timeout 90 python scripts/fp8_variant_exactness.py --variant pv_parts --headdims
     --block-k 256 > "$out/exact.log" 2>&1
 echo "exact rc $?"; tail -n 6 "$out/exact.log"
 stamp native
-timeout 150 python scripts/bench_hopper_fp8.py --json "$out/pv_parts.json" --headdims 128 \
-    --seqlens 2048 4096 8192 16384 --block-k 256 --variants pv_parts --reps 5 > "$out/pv_parts.log" 2>&1
-echo "native rc $?"; sed -n '/^| hdim/,$p' "$out/pv_parts.log"
+gpu_fp8_bench pv_parts 150 --headdims 128 --seqlens 2048 4096 8192 16384 --block-k 256 --variants pv_parts --reps 5
 stamp bench
 timeout 120 python scripts/bench.py --backends triton triton-fp8 --headdims 128 --seqlens 2048 16384 \
     --directions fwd --iters 5 --reps 3 --rotate 2 --out-dir "$out" --tag fp8triton > "$out/bench.log" 2>&1

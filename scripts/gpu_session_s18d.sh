@@ -14,8 +14,7 @@ timeout 90 python scripts/fp8_variant_exactness.py --variant fused_turn_w3 --aga
     --seqlens 1024 16384 --block-k 256 > "$out/exact.log" 2>&1
 echo "exact rc $?"; tail -n 6 "$out/exact.log"
 stamp native
-timeout 200 python scripts/bench_hopper_fp8.py --json "$out/w3.json" --headdims 128 \
-    --seqlens 1024 2048 4096 8192 16384 --block-k 256 --variants fused_turn fused_turn_w3 fused_turn_w3_no_pingpong fused_turn_w3_poly8 --reps 5 > "$out/w3.log" 2>&1
-echo "native rc $?"; sed -n '/^| hdim/,$p' "$out/w3.log"
+gpu_fp8_bench w3 200 --headdims 128 --seqlens 1024 2048 4096 8192 16384 --block-k 256 --reps 5 \
+    --variants fused_turn fused_turn_w3 fused_turn_w3_no_pingpong fused_turn_w3_poly8
 stamp done
 gpu_archive s18d.tar.gz

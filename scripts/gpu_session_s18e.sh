@@ -8,10 +8,7 @@ set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-s18e
 stamp native
-timeout 200 python scripts/bench_hopper_fp8.py --json "$out/rowmax.json" --headdims 128 \
-    --seqlens 2048 4096 8192 16384 --block-k 256 --reps 5 \
-    --variants key_block_256_split_s key_block_256_fused_turn key_block_256_fused_turn_skip_row_max \
-    > "$out/rowmax.log" 2>&1
-echo "native rc $?"; sed -n '/^| hdim/,$p' "$out/rowmax.log"
+gpu_fp8_bench rowmax 200 --headdims 128 --seqlens 2048 4096 8192 16384 --block-k 256 --reps 5 \
+    --variants key_block_256_split_s key_block_256_fused_turn key_block_256_fused_turn_skip_row_max
 stamp done
 gpu_archive s18e.tar.gz

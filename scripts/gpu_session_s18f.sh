@@ -8,11 +8,9 @@ set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-s18f
 stamp native
-timeout 200 python scripts/bench_hopper_fp8.py --json "$out/lagmax.json" --headdims 128 \
-    --seqlens 2048 4096 8192 16384 --block-k 256 --reps 5 \
+gpu_fp8_bench lagmax 200 --headdims 128 --seqlens 2048 4096 8192 16384 --block-k 256 --reps 5 \
     --variants key_block_256_split_s key_block_256_fused_turn key_block_256_fused_turn_skip_row_max \
-    key_block_256_lag_max > "$out/lagmax.log" 2>&1
-echo "native rc $?"; sed -n '/^| hdim/,$p' "$out/lagmax.log" | cut -d'|' -f2-5,9-
+    key_block_256_lag_max
 python - "$out/lagmax.json" <<'PY'
 import json, sys
 for r in json.load(open(sys.argv[1]))["rows"]:

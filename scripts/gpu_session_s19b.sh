@@ -21,16 +21,11 @@ for pair in "key_block_256_split_s_int_max key_block_256_split_s 128" "fused_tur
     echo "exact $1 rc $?"; tail -n 6 "$out/exact_$1.log"
 done
 stamp native
-timeout 240 python scripts/bench_hopper_fp8.py --json "$out/intmax.json" --headdims 128 \
-    --seqlens 2048 4096 8192 16384 --block-k 256 --reps 5 \
-    --variants key_block_256_split_s key_block_256_split_s_int_max fused_turn_w3 fused_turn_w3_int_max \
-    > "$out/intmax.log" 2>&1
-echo "native rc $?"; sed -n '/^| hdim/,$p' "$out/intmax.log"
+gpu_fp8_bench intmax 240 --headdims 128 --seqlens 2048 4096 8192 16384 --block-k 256 --reps 5 \
+    --variants key_block_256_split_s key_block_256_split_s_int_max fused_turn_w3 fused_turn_w3_int_max
 for hv in "64 three_consumers_int_max" "256 fused_turn_int_max"; do
     set -- $hv
-    timeout 100 python scripts/bench_hopper_fp8.py --json "$out/intmax_d$1.json" --headdims $1 \
-        --seqlens 2048 8192 16384 --block-k 256 --reps 5 --variants $2 > "$out/intmax_d$1.log" 2>&1
-    echo "d$1 rc $?"; sed -n '/^| hdim/,$p' "$out/intmax_d$1.log"
+    gpu_fp8_bench "intmax_d$1" 100 --headdims $1 --seqlens 2048 8192 16384 --block-k 256 --reps 5 --variants $2
 done
 stamp bf16
 timeout 60 python scripts/hopper_variant_exactness.py --variant int_max --headdims 64 128 256 \

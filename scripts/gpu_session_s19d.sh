@@ -10,9 +10,7 @@ timeout 60 python scripts/fp8_variant_exactness.py --variant key_block_256_fused
     --against key_block_256_fused_turn --headdims 128 --seqlens 1024 16384 --block-k 256 > "$out/exact.log" 2>&1
 echo "exact rc $?"; tail -n 4 "$out/exact.log"
 stamp native
-timeout 200 python scripts/bench_hopper_fp8.py --json "$out/onegemm.json" --headdims 128 \
-    --seqlens 1024 2048 4096 8192 16384 --block-k 256 --reps 5 \
-    --variants key_block_256_split_s key_block_256_fused_turn_int_max > "$out/onegemm.log" 2>&1
-echo "native rc $?"; sed -n '/^| hdim/,$p' "$out/onegemm.log"
+gpu_fp8_bench onegemm 200 --headdims 128 --seqlens 1024 2048 4096 8192 16384 --block-k 256 --reps 5 \
+    --variants key_block_256_split_s key_block_256_fused_turn_int_max
 stamp done
 gpu_archive s19d.tar.gz
