@@ -31,6 +31,7 @@
 //     128-key blocks, spilling 36-60 B (CI forbids spills), so that form was removed.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "flash_fwd.cuh"
 #include "softmax_fp8.cuh"
@@ -84,9 +85,25 @@ enum Fp8Experiment : int {
   // Bitwise the same output.
   kFusedTurnIntMax = 12,
   kFusedTurnSplitSIntMax = 13,
+  // kFusedTurnSplitSIntMax with P V in two head-dim halves as two commit groups (two m64n64 GEMMs into the two halves
+  // of the block accumulator): the first half's promotion runs while the second half is on the tensor cores, so
+  // only half of the 64 FFMAs keep the tensor cores idle inside the turn. Correct output, bitwise that of 13 (the
+  // same products summed in the same order per output column).
+  kFusedTurnPvHalves = 14,
+  // kFusedTurnSplitSIntMax with softmax turns: a second ring of named barriers lets one warpgroup's softmax (from
+  // its scores' wait to its probabilities) run at a time, so the two never share MUFU. Correct output.
+  kFusedTurnSoftmaxTurns = 15,
+  kFusedTurnPvHalvesSoftmaxTurns = 16,  // both
 };
+__host__ __device__ constexpr bool pv_halves(int experiment) {
+  return experiment == kFusedTurnPvHalves || experiment == kFusedTurnPvHalvesSoftmaxTurns;
+}
+__host__ __device__ constexpr bool softmax_turns(int experiment) {
+  return experiment == kFusedTurnSoftmaxTurns || experiment == kFusedTurnPvHalvesSoftmaxTurns;
+}
 __host__ __device__ constexpr bool int_row_max(int experiment) {
-  return experiment == kFusedTurnIntMax || experiment == kFusedTurnSplitSIntMax;
+  return experiment == kFusedTurnIntMax || experiment == kFusedTurnSplitSIntMax || pv_halves(experiment) ||
+         softmax_turns(experiment);
 }
 __host__ __device__ constexpr bool skips_softmax(int experiment) {
   return experiment == kSkipSoftmax || experiment == kSkipSoftmaxAndKVLoads || experiment == kFusedTurnSkipSoftmax;
@@ -132,7 +149,9 @@ struct Fp8FwdConfig {
   // Three consumers at d128 (160 registers): without it the 128-key fused turn spilled 512-516 B.
   static constexpr bool kKWaitInTurn =
       kFused && (kBlockN_ == 256 || kHeadDim_ == 256 || (kConsumers_ == 3 && kHeadDim_ == 128));
-  static constexpr bool kSplitS = kExperiment_ == kFusedTurnSplitS || kExperiment_ == kFusedTurnSplitSIntMax;
+  static constexpr bool kPvHalves = pv_halves(kExperiment_), kSoftmaxTurns = softmax_turns(kExperiment_);
+  static constexpr bool kSplitS = kExperiment_ == kFusedTurnSplitS || kExperiment_ == kFusedTurnSplitSIntMax ||
+                                  kPvHalves || kSoftmaxTurns;
   // The tile's batch, head and rows decoded again after the key loop for the store, so that they need no registers
   // across it (ptxas spilled them: 20-28 B at 192 keys, 20-24 B with three consumers at d128).
   static constexpr bool kDecodeTileAfterLoop = kBlockN_ >= 192 || (kConsumers_ == 3 && kHeadDim_ == 128);
@@ -162,6 +181,7 @@ struct Fp8FwdConfig {
                 "the promoted kernel has no timing experiments");
   static_assert(!kFused || kPromote, "kFusedTurn is a schedule of the promoted kernel");
   static_assert(!kSplitS || kBlockN == 256, "split S: two n128 halves of a 256-key block");
+  static_assert(!kPvHalves || kHeadDim == 128, "P V in two commit groups: head dim 128");
   static_assert(kKPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0 && kVPanelBytes % 1024 == 0,
                 "1024-B alignment");
 
@@ -255,6 +275,15 @@ struct Fp8Consumer {
   __device__ __forceinline__ void gemm_turn_end() const {
     if constexpr (Cfg::kPingpong)
       NamedBarrier::arrive(NamedBarrier::kFirstId + (wg + 1) % Cfg::kConsumers, kSchedThreads);
+  }
+  // kSoftmaxTurns: the second ring (ids kFirstId + 4 + wg, clear of the GEMM ring's and the store's).
+  static constexpr uint32_t kSoftmaxTurnId = NamedBarrier::kFirstId + 4;
+  __device__ __forceinline__ void softmax_turn_begin() const {
+    if constexpr (Cfg::kSoftmaxTurns) NamedBarrier::sync(kSoftmaxTurnId + wg, kSchedThreads);
+  }
+  __device__ __forceinline__ void softmax_turn_end() const {
+    if constexpr (Cfg::kSoftmaxTurns)
+      NamedBarrier::arrive(kSoftmaxTurnId + (wg + 1) % Cfg::kConsumers, kSchedThreads);
   }
 
   // -inf on columns past the sequence's keys or, under causal, past the row's bottom-right aligned diagonal; over the
@@ -378,6 +407,9 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   if constexpr (Cfg::kPingpong) {
     if (wg == Cfg::kConsumers - 1) NamedBarrier::arrive(NamedBarrier::kFirstId + 0, C::kSchedThreads);
   }
+  if constexpr (Cfg::kSoftmaxTurns) {
+    if (wg == Cfg::kConsumers - 1) NamedBarrier::arrive(C::kSoftmaxTurnId + 0, C::kSchedThreads);
+  }
 
   float s[C::kSRegs];
   float o[C::kORegs];
@@ -424,6 +456,17 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     }
   };
   // kPvSplit: P V over head-dim rows [h D/2, (h + 1) D/2) of Vt into ob (rows of kVPanelKeys bytes, 8-row atoms).
+  // kPvHalves: P V over head-dim rows [h D/2, (h + 1) D/2) of Vt into that half of ob, a commit group of its own.
+  auto issue_pv_group = [&](auto half) {  // half: std::integral_constant<int, h>
+    if constexpr (Cfg::kPvHalves) {
+      constexpr int kHalf = Cfg::kHeadDim / 2, h = decltype(half)::value;
+      auto& acc = *reinterpret_cast<float(*)[C::kORegs / 2]>(&ob[h * C::kORegs / 2]);
+      warpgroup_arrive();
+      gemm_fp8_rs<Cfg::kBlockN, kHalf, Cfg::kVPanelKeys, Cfg::kVPanelBytes, true>(
+          acc, pa, desc_advance(desc_v0, v_state.index * Cfg::kVBytes + h * kHalf * Cfg::kVPanelKeys));
+      wgmma_commit();
+    }
+  };
   auto issue_pv_half = [&](int h) {
     if constexpr (Cfg::kPvSplit > 1) {
       constexpr int kHalf = Cfg::kHeadDim / Cfg::kPvSplit;
@@ -600,7 +643,9 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
       trace(n_block, 5);
       release_k(n_block == w.n_blocks - 1);
       if (masked) c.template apply_mask<C::kSRegs / 2, C::kSRegs / 2>(s, w.r, w.t.m_block, n_block);
+      c.softmax_turn_begin();
       softmax_block(w.r, w.t.m_block, n_block, k_cur, o_scale, first_half_max);
+      c.softmax_turn_end();
     } else {
       wgmma_wait<0>();
       fence_operands(s);
@@ -659,7 +704,20 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   // Naming S's first registers as the accumulator (a reference into s) also forces the order, but ptxas then
   // serializes the 192-key kernel's wgmma (C7511) (NOTES, 2026-12-01 eighth, 2026-12-02 ninth and eleventh sessions).
   auto pv_into_o = [&](const float (&factor)[2]) {
-    if constexpr (Cfg::kFused) {
+    if constexpr (Cfg::kPvHalves) {
+      issue_pv_group(std::integral_constant<int, 0>{});
+      issue_pv_group(std::integral_constant<int, 1>{});
+      auto& ob_lo = *reinterpret_cast<float(*)[C::kORegs / 2]>(&ob[0]);
+      auto& ob_hi = *reinterpret_cast<float(*)[C::kORegs / 2]>(&ob[C::kORegs / 2]);
+      wgmma_wait<1>();
+      fence_operands(ob_lo);
+      C::rescale_add(o, factor, ob_lo, 0);  // under the second half's GEMM
+      wgmma_wait<0>();
+      fence_operands(ob_hi);
+      C::rescale_add(o, factor, ob_hi, C::kORegs / 2);
+      fence_pa();
+      release_v();
+    } else if constexpr (Cfg::kFused) {
 #pragma unroll
       for (int h = 0; h < Cfg::kPvSplit; ++h) {
         if constexpr (Cfg::kPvSplit == 1) issue_pv();
