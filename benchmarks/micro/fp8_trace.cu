@@ -1,7 +1,8 @@
 // A timeline of the real FP8 d128 forward (variant 0 = the default: with these K/V tiles the 256-key split-S fused
 // turn; any other variant by number): the kernel built with
 // FA3NN_FP8_TRACE records clock64 at each step of CTA 0's first tile (flash_fwd_fp8.cuh, g_fp8_trace), per consumer
-// warpgroup, and this prints how long each phase took, averaged over the tile's steady blocks, with the kernel's
+// warp (lane 0), and this prints how long each phase took, averaged over the tile's steady blocks (per warpgroup as
+// its warp 0 saw it, then per warp, then each event's spread across a warpgroup's warps), with the kernel's
 // own TFLOP/s with the trace compiled in (built without FA3NN_FP8_TRACE it prints the TFLOP/s alone, to see what
 // the clock reads cost).
 //
@@ -126,39 +127,69 @@ int main(int argc, char** argv) {
               causal ? "causal" : "non-causal", variant, ms, flops / ms / 1e9, build);
 #ifdef FA3NN_FP8_TRACE
 
-  std::vector<long long> trace(kFp8TraceWarpgroups * kFp8TraceBlocks * kFp8TraceEvents);
+  std::vector<long long> trace(kFp8TraceWarpgroups * kFp8TraceWarps * kFp8TraceBlocks * kFp8TraceEvents);
   CHECK(cudaMemcpyFromSymbol(trace.data(), g_fp8_trace, trace.size() * sizeof(long long)));
-  auto at = [&](int wg, int n, int e) { return trace[(size_t(wg) * kFp8TraceBlocks + n) * kFp8TraceEvents + e]; };
+  auto at_warp = [&](int wg, int warp, int n, int e) {
+    return trace[((size_t(wg) * kFp8TraceWarps + warp) * kFp8TraceBlocks + n) * kFp8TraceEvents + e];
+  };
+  auto at = [&](int wg, int n, int e) { return at_warp(wg, 0, n, e); };
   int n_blocks = 1;  // the traced tile's key blocks: those whose last event was recorded (any key block size)
   while (n_blocks < kFp8TraceBlocks && at(0, n_blocks, 7) != 0) ++n_blocks;
   // consumer warpgroups that recorded (three for variant 35, fused_turn_w3)
   const int wgs = at(2, 0, 5) != 0 ? 3 : 2;
   const long long t0 = std::min(at(0, 0, 5), at(1, 0, 5));
-  std::printf("raw (clocks from warpgroup 0's first S), blocks 20-23: wg block: top kv turn pv qk | S softmax P\n");
+  std::printf("raw (clocks from warpgroup 0's first S), warp 0, blocks 20-23: wg block: top kv turn pv qk | S softmax P\n");
   for (int n = 20; n < std::min(24, n_blocks); ++n)
     for (int wg = 0; wg < wgs; ++wg) {
       std::printf("  %d %3d:", wg, n);
       for (int e = 0; e < kFp8TraceEvents; ++e) std::printf(" %8lld", at(wg, n, e) - t0);
       std::printf("\n");
     }
-  // Phases, averaged over blocks 8 .. n_blocks - 2 (steady state), per warpgroup.
+  // Phases, averaged over blocks 8 .. n_blocks - 2 (steady state), per warpgroup (its warp 0), then per warp.
   const char* names[] = {"K/V wait", "turn wait", "P V + promote", "Q K^T issue", "S wait", "softmax",
                          "P + factor", "to next top", "period"};
-  std::printf("phase clocks per block (mean over blocks 8..%d):\n", n_blocks - 2);
-  for (int wg = 0; wg < wgs; ++wg) {
-    double sum[9] = {};
+  auto phases = [&](int wg, int warp) {
+    double sum[9] = {}, k_wait = 0;
     int count = 0;
     for (int n = 8; n < n_blocks - 1; ++n, ++count) {
-      for (int e = 0; e < 7; ++e) sum[e] += double(at(wg, n, e + 1) - at(wg, n, e));
-      sum[7] += double(at(wg, n + 1, 0) - at(wg, n, 7));
-      sum[8] += double(at(wg, n + 1, 0) - at(wg, n, 0));
+      for (int e = 0; e < 7; ++e) sum[e] += double(at_warp(wg, warp, n, e + 1) - at_warp(wg, warp, n, e));
+      sum[7] += double(at_warp(wg, warp, n + 1, 0) - at_warp(wg, warp, n, 7));
+      sum[8] += double(at_warp(wg, warp, n + 1, 0) - at_warp(wg, warp, n, 0));
+      // the "Q K^T issue" phase in two: the K stage wait inside the turn (kKWaitInTurn), then the GEMM issue
+      k_wait += double(at_warp(wg, warp, n, 8) - at_warp(wg, warp, n, 3));
     }
-    std::printf("  wg %d:", wg);
     for (int e = 0; e < 9; ++e) std::printf(" %s %.0f |", names[e], sum[e] / count);
-    // the "Q K^T issue" phase in two: the K stage wait inside the turn (kKWaitInTurn), then the GEMM issue
-    double k_wait = 0;
-    for (int n = 8; n < n_blocks - 1; ++n) k_wait += double(at(wg, n, 8) - at(wg, n, 3));
     std::printf(" (of Q K^T issue: K wait %.0f)\n", k_wait / count);
+  };
+  std::printf("phase clocks per block (mean over blocks 8..%d):\n", n_blocks - 2);
+  for (int wg = 0; wg < wgs; ++wg) {
+    std::printf("  wg %d:", wg);
+    phases(wg, 0);
+  }
+  std::printf("per warp (warp 0 as above):\n");
+  for (int wg = 0; wg < wgs; ++wg)
+    for (int warp = 0; warp < kFp8TraceWarps; ++warp) {
+      std::printf("  wg %d warp %d:", wg, warp);
+      phases(wg, warp);
+    }
+  // Each event's spread across a warpgroup's four warps (latest minus earliest lane-0 clock), mean over the blocks.
+  std::printf("spread across warps (latest - earliest), mean per event: top kv turn pv qk S softmax P kwait\n");
+  for (int wg = 0; wg < wgs; ++wg) {
+    std::printf("  wg %d:", wg);
+    for (int e = 0; e < kFp8TraceEvents; ++e) {
+      double spread = 0;
+      int count = 0;
+      for (int n = 8; n < n_blocks - 1; ++n, ++count) {
+        long long lo = at_warp(wg, 0, n, e), hi = lo;
+        for (int warp = 1; warp < kFp8TraceWarps; ++warp) {
+          lo = std::min(lo, at_warp(wg, warp, n, e));
+          hi = std::max(hi, at_warp(wg, warp, n, e));
+        }
+        spread += double(hi - lo);
+      }
+      std::printf(" %.0f", spread / count);
+    }
+    std::printf("\n");
   }
 #endif
   return 0;

@@ -77,9 +77,8 @@ UNMASKED = Window()
 # from 3-input integer maxes on the score bits (the same maxima, so bitwise the same output; the first is d128's
 # default on 256-key blocks); fused_turn_int_max / three_consumers_int_max / key_block_256_fused_turn_int_max: the
 # same for fused_turn (every head dim) / three_consumers (d64) / key_block_256_fused_turn (d128).
-# key_block_256_pv_halves / _softmax_turns / _pv_halves_softmax_turns (d128): key_block_256_split_s_int_max with P V
-# in two head-dim commit groups (the first half's promotion under the second's GEMM) / with one warpgroup's softmax
-# at a time (a second ring of named barriers) / both (the same output as the default).
+# key_block_256_softmax_turns (d128): key_block_256_split_s_int_max with one warpgroup's softmax at a time (a second
+# ring of named barriers; a diagnostic, the same output as the default).
 VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one_cta_per_tile": 5,
             "skip_softmax": 6, "plain_pv_wait": 7, "skip_kv_loads": 9, "key_block_192": 10,
             "key_block_192_skip_softmax": 11, "key_block_128": 12, "key_block_192_poly_exp2": 13,
@@ -93,8 +92,7 @@ VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one
             "key_block_256_split_s": 34, "fused_turn_w3": 35,
             "key_block_256_fused_turn_skip_row_max": 36, "key_block_256_split_s_int_max": 37,
             "fused_turn_w3_int_max": 38, "fused_turn_int_max": 39, "three_consumers_int_max": 40,
-            "key_block_256_fused_turn_int_max": 41, "key_block_256_pv_halves": 42,
-            "key_block_256_softmax_turns": 43, "key_block_256_pv_halves_softmax_turns": 44}
+            "key_block_256_fused_turn_int_max": 41, "key_block_256_softmax_turns": 43}
 # Variants that run the default kernels' key block (only the causal tile deal or the promotion differ).
 _DEFAULT_KERNELS = ("full", "l2_sections", "one_cta_per_tile")
 _FORCED_KEY_BLOCK = {name: int(name.split("_")[2]) for name in VARIANTS if name.startswith(("key_block_192",

@@ -31,7 +31,6 @@
 //     128-key blocks, spilling 36-60 B (CI forbids spills), so that form was removed.
 #pragma once
 #include <cstdint>
-#include <type_traits>
 
 #include "flash_fwd.cuh"
 #include "softmax_fp8.cuh"
@@ -85,25 +84,15 @@ enum Fp8Experiment : int {
   // Bitwise the same output.
   kFusedTurnIntMax = 12,
   kFusedTurnSplitSIntMax = 13,
-  // kFusedTurnSplitSIntMax with P V in two head-dim halves as two commit groups (two m64n64 GEMMs into the two halves
-  // of the block accumulator): the first half's promotion runs while the second half is on the tensor cores, so
-  // only half of the 64 FFMAs keep the tensor cores idle inside the turn. Correct output, bitwise that of 13 (the
-  // same products summed in the same order per output column).
-  kFusedTurnPvHalves = 14,
-  // kFusedTurnSplitSIntMax with softmax turns: a second ring of named barriers lets one warpgroup's softmax (from
-  // its scores' wait to its probabilities) run at a time, so the two never share MUFU. Correct output.
-  kFusedTurnSoftmaxTurns = 15,
-  kFusedTurnPvHalvesSoftmaxTurns = 16,  // both
+  // kFusedTurnSplitSIntMax with softmax turns (a diagnostic): a second ring of named barriers lets one
+  // warpgroup's softmax (after its scores' wait, to its probabilities) run at a time, so the two never share MUFU.
+  // Correct output (bitwise that of 13); measured no faster (s20a), and the trace then shows what one softmax
+  // takes with no other beside it (benchmarks/NOTES.md, twentieth session).
+  kFusedTurnSoftmaxTurns = 14,
 };
-__host__ __device__ constexpr bool pv_halves(int experiment) {
-  return experiment == kFusedTurnPvHalves || experiment == kFusedTurnPvHalvesSoftmaxTurns;
-}
-__host__ __device__ constexpr bool softmax_turns(int experiment) {
-  return experiment == kFusedTurnSoftmaxTurns || experiment == kFusedTurnPvHalvesSoftmaxTurns;
-}
 __host__ __device__ constexpr bool int_row_max(int experiment) {
-  return experiment == kFusedTurnIntMax || experiment == kFusedTurnSplitSIntMax || pv_halves(experiment) ||
-         softmax_turns(experiment);
+  return experiment == kFusedTurnIntMax || experiment == kFusedTurnSplitSIntMax ||
+         experiment == kFusedTurnSoftmaxTurns;
 }
 __host__ __device__ constexpr bool skips_softmax(int experiment) {
   return experiment == kSkipSoftmax || experiment == kSkipSoftmaxAndKVLoads || experiment == kFusedTurnSkipSoftmax;
@@ -149,9 +138,9 @@ struct Fp8FwdConfig {
   // Three consumers at d128 (160 registers): without it the 128-key fused turn spilled 512-516 B.
   static constexpr bool kKWaitInTurn =
       kFused && (kBlockN_ == 256 || kHeadDim_ == 256 || (kConsumers_ == 3 && kHeadDim_ == 128));
-  static constexpr bool kPvHalves = pv_halves(kExperiment_), kSoftmaxTurns = softmax_turns(kExperiment_);
-  static constexpr bool kSplitS = kExperiment_ == kFusedTurnSplitS || kExperiment_ == kFusedTurnSplitSIntMax ||
-                                  kPvHalves || kSoftmaxTurns;
+  static constexpr bool kSoftmaxTurns = kExperiment_ == kFusedTurnSoftmaxTurns;
+  static constexpr bool kSplitS =
+      kExperiment_ == kFusedTurnSplitS || kExperiment_ == kFusedTurnSplitSIntMax || kSoftmaxTurns;
   // The tile's batch, head and rows decoded again after the key loop for the store, so that they need no registers
   // across it (ptxas spilled them: 20-28 B at 192 keys, 20-24 B with three consumers at d128).
   static constexpr bool kDecodeTileAfterLoop = kBlockN_ >= 192 || (kConsumers_ == 3 && kHeadDim_ == 128);
@@ -181,7 +170,6 @@ struct Fp8FwdConfig {
                 "the promoted kernel has no timing experiments");
   static_assert(!kFused || kPromote, "kFusedTurn is a schedule of the promoted kernel");
   static_assert(!kSplitS || kBlockN == 256, "split S: two n128 halves of a 256-key block");
-  static_assert(!kPvHalves || kHeadDim == 128, "P V in two commit groups: head dim 128");
   static_assert(kKPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0 && kVPanelBytes % 1024 == 0,
                 "1024-B alignment");
 
@@ -375,13 +363,14 @@ struct TileDescales {
 };
 
 // FA3NN_FP8_TRACE (benchmarks/micro/fp8_trace.cu only; never in the library): CTA 0's first tile of the fused-turn
-// loop records clock64 at each step of each key block, per consumer warpgroup (thread 0), so the time of every
+// loop records clock64 at each step of each key block, per consumer warp (lane 0), so the time of every
 // phase can be read off the real kernel. Events of block n: 0 loop top, 1 K/V stages ready, 2 turn acquired,
 // 3 P V of block n-1 waited and promoted, 4 Q K^T issued and turn released, 5 S ready, 6 softmax done, 7 P and
 // the O factor ready; 8 (kKWaitInTurn kernels) the K stage ready inside the turn, between 3 and 4.
 #ifdef FA3NN_FP8_TRACE
-constexpr int kFp8TraceWarpgroups = 3, kFp8TraceBlocks = 128, kFp8TraceEvents = 9;  // up to three consumers
-__device__ long long g_fp8_trace[kFp8TraceWarpgroups][kFp8TraceBlocks][kFp8TraceEvents];
+// up to three consumers, each warp's lane 0
+constexpr int kFp8TraceWarpgroups = 3, kFp8TraceWarps = 4, kFp8TraceBlocks = 128, kFp8TraceEvents = 9;
+__device__ long long g_fp8_trace[kFp8TraceWarpgroups][kFp8TraceWarps][kFp8TraceBlocks][kFp8TraceEvents];
 #endif
 
 template <class Cfg>
@@ -456,17 +445,6 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     }
   };
   // kPvSplit: P V over head-dim rows [h D/2, (h + 1) D/2) of Vt into ob (rows of kVPanelKeys bytes, 8-row atoms).
-  // kPvHalves: P V over head-dim rows [h D/2, (h + 1) D/2) of Vt into that half of ob, a commit group of its own.
-  auto issue_pv_group = [&](auto half) {  // half: std::integral_constant<int, h>
-    if constexpr (Cfg::kPvHalves) {
-      constexpr int kHalf = Cfg::kHeadDim / 2, h = decltype(half)::value;
-      auto& acc = *reinterpret_cast<float(*)[C::kORegs / 2]>(&ob[h * C::kORegs / 2]);
-      warpgroup_arrive();
-      gemm_fp8_rs<Cfg::kBlockN, kHalf, Cfg::kVPanelKeys, Cfg::kVPanelBytes, true>(
-          acc, pa, desc_advance(desc_v0, v_state.index * Cfg::kVBytes + h * kHalf * Cfg::kVPanelKeys));
-      wgmma_commit();
-    }
-  };
   auto issue_pv_half = [&](int h) {
     if constexpr (Cfg::kPvSplit > 1) {
       constexpr int kHalf = Cfg::kHeadDim / Cfg::kPvSplit;
@@ -616,9 +594,9 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   };
 
 #ifdef FA3NN_FP8_TRACE
-  bool trace_tile = blockIdx.x == 0 && c.tid == 0;
+  bool trace_tile = blockIdx.x == 0 && c.tid % 32 == 0;
   auto trace = [&](int n_block, int event) {
-    if (trace_tile && n_block < kFp8TraceBlocks) g_fp8_trace[wg][n_block][event] = clock64();
+    if (trace_tile && n_block < kFp8TraceBlocks) g_fp8_trace[wg][c.tid / 32][n_block][event] = clock64();
   };
 #else
   auto trace = [](int, int) {};
@@ -704,20 +682,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   // Naming S's first registers as the accumulator (a reference into s) also forces the order, but ptxas then
   // serializes the 192-key kernel's wgmma (C7511) (NOTES, 2026-12-01 eighth, 2026-12-02 ninth and eleventh sessions).
   auto pv_into_o = [&](const float (&factor)[2]) {
-    if constexpr (Cfg::kPvHalves) {
-      issue_pv_group(std::integral_constant<int, 0>{});
-      issue_pv_group(std::integral_constant<int, 1>{});
-      auto& ob_lo = *reinterpret_cast<float(*)[C::kORegs / 2]>(&ob[0]);
-      auto& ob_hi = *reinterpret_cast<float(*)[C::kORegs / 2]>(&ob[C::kORegs / 2]);
-      wgmma_wait<1>();
-      fence_operands(ob_lo);
-      C::rescale_add(o, factor, ob_lo, 0);  // under the second half's GEMM
-      wgmma_wait<0>();
-      fence_operands(ob_hi);
-      C::rescale_add(o, factor, ob_hi, C::kORegs / 2);
-      fence_pa();
-      release_v();
-    } else if constexpr (Cfg::kFused) {
+    if constexpr (Cfg::kFused) {
 #pragma unroll
       for (int h = 0; h < Cfg::kPvSplit; ++h) {
         if constexpr (Cfg::kPvSplit == 1) issue_pv();

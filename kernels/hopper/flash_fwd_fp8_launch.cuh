@@ -135,10 +135,10 @@ int launch_fp8(const Fp8Problem& pr) {
 //   256-key loop: +12..+16% without them, s18e; a max the exp2s need not wait for did not recover it, s18f).
 //   37 / 38 (d128): variant 34 / 35 with the row max from 3-input integer maxes (kFusedTurnSplitSIntMax /
 //   kFusedTurnIntMax; bitwise the same output; 37: d128's default on 256-key blocks). 39 (every head dim) / 40
-//   (d64): variant 24 / 27 with it. 41 (d128): variant 30 (one n256 Q K^T) with it. 42 / 43 / 44 (d128): variant 37
-//   with P V in two head-dim commit groups (the first's promotion under the second, kFusedTurnPvHalves) / with
-//   softmax turns (kFusedTurnSoftmaxTurns) / both (with every 8th exp2 as the FP32 polynomial too, 43 and 44
-//   serialized their wgmmas for registers, C7511: not built).
+//   (d64): variant 24 / 27 with it. 41 (d128): variant 30 (one n256 Q K^T) with it. 43 (d128): variant 37 with
+//   softmax turns (kFusedTurnSoftmaxTurns, a diagnostic: one warpgroup's softmax at a time; s20a: no faster). 42 / 44
+//   (P V as two head-dim commit groups, the first half's promotion under the second GEMM; without / with the turns)
+//   lost 0..4% (s20a) and were removed.
 //   27 (d64): variant 24 with three consumer warpgroups (192-row query tiles, 160 registers each, as the bf16 d64
 //   kernel; the d64 default). 24 at d256: the fused turn with P V in two head-dim halves (the K stage wait inside the
 //   turn, kKWaitInTurn; it spilled without).
@@ -236,9 +236,7 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 37) return run_fp8_tiles<D, 0, true, 0, kFusedTurnSplitSIntMax, 256, true>(pr);
     if (variant == 38) return run_fp8_tiles<D, 0, true, 0, kFusedTurnIntMax, 128, true, 3>(pr);
     if (variant == 41) return run_fp8_tiles<D, 0, true, 0, kFusedTurnIntMax, 256, true>(pr);
-    if (variant == 42) return run_fp8_tiles<D, 0, true, 0, kFusedTurnPvHalves, 256, true>(pr);
     if (variant == 43) return run_fp8_tiles<D, 0, true, 0, kFusedTurnSoftmaxTurns, 256, true>(pr);
-    if (variant == 44) return run_fp8_tiles<D, 0, true, 0, kFusedTurnPvHalvesSoftmaxTurns, 256, true>(pr);
   }
   if constexpr (D == 64) {
     if (variant == 27) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true, 3>(pr);
@@ -271,7 +269,7 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile, 19 = the "
                     "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-11, 13-18, 21, "
-                    "25, 28-38, 41-44 at d128, 40 at d64, 12, 20, 22, 24, 39 at every head dim)");
+                    "25, 28-38, 41, 43 at d128, 40 at d64, 12, 20, 22, 24, 39 at every head dim)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);
