@@ -22,6 +22,9 @@
 #                          RERUN_LIMIT (12 workers sharing the GPU have run the fp32 references out of memory)
 #   gpu_fp8_bench NAME LIMIT ARGS...  scripts/bench_hopper_fp8.py ARGS (the native FP8 forward and its --variants,
 #                          kernel only) into $out/NAME.{json,log} within LIMIT seconds; prints its exit code and table
+#   gpu_fp8_record LIMIT ARGS...  issue 5's table: scripts/bench.py with the native FP8 forward, our bf16 forward and
+#                          cuDNN (forward only, 5 iterations, inputs rotated) with ARGS (--headdims, --seqlens,
+#                          --reps) into $out/fp8record.{json,md} and $out/bench.log; prints its exit code and rows
 #   gpu_cudnn_fp8 LIMIT ARGS...  cuDNN's FP8 forward beside ours (scripts/bench_cudnn_fp8.py ARGS, e4m3 output) into
 #                          $out/cudnn_fp8.{json,log} within LIMIT seconds, the cudnn-frontend wheel from .whl installed
 #                          for it and removed after; prints its exit code and the table's first columns
@@ -100,6 +103,14 @@ gpu_sweep() {
         --causal "${CAUSAL:-both}" --workers 16 --json "$out/$stem.json" > "$out/$stem.log" 2>&1
     echo "$stem rc $?"
     grep -E "TFLOP" "$out/$stem.log" | sed 's/ tma=[a-z0-9]*//; s/ TFLOP\/s//; s/causal=/c/' | paste -sd' ' | fold -w 240
+}
+
+gpu_fp8_record() {
+    local limit=$1
+    shift
+    timeout "$limit" python scripts/bench.py --backends hopper-fp8 hopper cudnn --directions fwd --iters 5 \
+        --rotate 2 --out-dir "$out" --tag fp8record "$@" > "$out/bench.log" 2>&1
+    echo "bench rc $?"; grep -E "^\| [0-9]+ " "$out"/*fp8record*.md | head -n 40
 }
 
 gpu_cudnn_fp8() {

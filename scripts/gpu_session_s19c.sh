@@ -15,10 +15,8 @@ grep -E "^(FAILED|ERROR)" "$out/tests_fp8.log" | head -n 10
 gpu_pytest tests_hopper.log 240 tests/test_hopper.py
 grep -E "^(FAILED|ERROR)" "$out/tests_hopper.log" | head -n 10
 stamp bench
-timeout 200 python scripts/bench.py --backends hopper-fp8 hopper cudnn --headdims 128 256 \
-    --seqlens 512 1024 2048 4096 8192 16384 --directions fwd --iters 5 --reps 5 --rotate 2 --out-dir "$out" \
-    --tag fp8record > "$out/bench.log" 2>&1
-echo "bench rc $?"; grep -E "^\| (128|256) " "$out"/*fp8record*.md | head -n 30
+gpu_fp8_record 200 --headdims 128 256 \
+    --seqlens 512 1024 2048 4096 8192 16384 --reps 5
 stamp cudnn
 gpu_cudnn_fp8 110 --headdims 128 256 --seqlens 2048 4096 8192 16384 --iters 10 --reps 3
 stamp bf16

@@ -11,10 +11,8 @@ stamp ab
 gpu_fp8_bench ab 200 --headdims 64 128 256 --seqlens 4096 8192 16384 --block-k 256 --reps 8 \
     --variants --compare before=build/before/libfa3nn_hopper.so
 stamp bench
-timeout 200 python scripts/bench.py --backends hopper-fp8 hopper cudnn --headdims 128 256 \
-    --seqlens 512 1024 2048 4096 8192 16384 --directions fwd --iters 5 --reps 5 --rotate 2 --out-dir "$out" \
-    --tag fp8record > "$out/bench.log" 2>&1
-echo "bench rc $?"; grep -E "^\| (128|256) " "$out"/*fp8record*.md | head -n 30
+gpu_fp8_record 200 --headdims 128 256 \
+    --seqlens 512 1024 2048 4096 8192 16384 --reps 5
 stamp cudnn
 gpu_cudnn_fp8 110 --headdims 128 256 --seqlens 2048 4096 8192 16384 --iters 10 --reps 3
 stamp done

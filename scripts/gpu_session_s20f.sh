@@ -8,9 +8,6 @@ source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-s20f
 export FA3NN_TRITON_AUTOTUNE=0
 stamp bench
-timeout 330 python scripts/bench.py --backends hopper-fp8 hopper cudnn --headdims 64 128 256 \
-    --seqlens 512 1024 2048 4096 8192 16384 --directions fwd --iters 5 --reps 7 --rotate 2 --out-dir "$out" \
-    --tag fp8record > "$out/bench.log" 2>&1
-echo "bench rc $?"; grep -E "^\| (64|128|256) " "$out"/*fp8record*.md | cut -d'|' -f2-6,11,14,18-21
+gpu_fp8_record 330 --headdims 64 128 256 --seqlens 512 1024 2048 4096 8192 16384 --reps 7
 stamp done
 gpu_archive s20f.tar.gz
