@@ -44,16 +44,10 @@ struct FwdBarriers {
   Pipeline<kQStages> q;
   Pipeline<kStages> k, v;
 
-  // K and V stages are released by every consumer warp's lane 0 (kWarpsPerConsumer arrivals per warpgroup), the Q
-  // stage by each warpgroup's thread 0. With thread 0 releasing for its whole warpgroup, its warp (warp 0, which
-  // also shares its scheduler with the producer warp) ran 60-120 clocks per key block behind the warpgroup's other
-  // warps in the FP8 d128 forward, and the warpgroup-wide wgmma waits for the last warp (s20b-s20d traces; +~1% in
-  // the FP8 forward, benchmarks/NOTES.md "twentieth session").
-  static constexpr uint32_t kWarpsPerConsumer = 4;
   __device__ __forceinline__ void init(uint32_t consumers) {
     q.init(consumers);
-    k.init(consumers * kWarpsPerConsumer);
-    v.init(consumers * kWarpsPerConsumer);
+    k.init(consumers);
+    v.init(consumers);
   }
 
   // Diagnostic builds only (kSkipKVLoads, wrong results): one key block's K and V stages handed to the consumers
@@ -427,8 +421,10 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
   };
   // K block done; after a tile's last Q K^T its Q stage is free too.
   auto release_k = [&](bool last_of_tile) {
-    if (c.tid % 32 == 0) bars.k.consumer_release(k_state);  // every warp (FwdBarriers)
-    if (c.leader && last_of_tile && !store_via_q_stage) bars.q.consumer_release(q_state);
+    if (c.leader) {
+      bars.k.consumer_release(k_state);
+      if (last_of_tile && !store_via_q_stage) bars.q.consumer_release(q_state);
+    }
     k_state.advance();
     if (last_of_tile) q_state.advance();
   };
@@ -446,7 +442,7 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
     }
   };
   auto release_v = [&]() {
-    if (c.tid % 32 == 0) bars.v.consumer_release(v_state);  // every warp (FwdBarriers)
+    if (c.leader) bars.v.consumer_release(v_state);
     v_state.advance();
   };
   auto softmax_block = [&](const WorkTile& w, int n_block) {

@@ -119,6 +119,21 @@ __host__ __device__ constexpr int softmax_cut(int experiment) {
 // accumulator across all key blocks (the kernels before 2026-12-01's seventh session, which lose the mean of V).
 // kConsumers_: consumer warpgroups of 64 query rows each (3: d64 only, its default, 160 registers each, as the bf16
 // d64 kernel: +12-38% over two at 2k-16k keys, fp8d64w3-h200-20261202-0238).
+// The FP8 kernel's pipelines: each K and V stage is released by every consumer warp's lane 0 (four arrivals per
+// warpgroup), the Q stage by each warpgroup's thread 0. With one thread releasing for its whole warpgroup, that
+// thread's warp (warp 0, which also shares its scheduler with the producer warp) ran 60-120 clocks per key block
+// behind its warpgroup's other warps, and the warpgroup-wide wgmma waits for the last warp (s20b / s20c traces:
+// releases on warp 1 or the producer on warp 1 each halved that spread).
+template <int kQStages, int kStages>
+struct Fp8Barriers : FwdBarriers<kQStages, kStages> {
+  static constexpr uint32_t kWarpsPerConsumer = 4;
+  __device__ __forceinline__ void init(uint32_t consumers) {
+    this->q.init(consumers);
+    this->k.init(consumers * kWarpsPerConsumer);
+    this->v.init(consumers * kWarpsPerConsumer);
+  }
+};
+
 template <int kHeadDim_, int kStages_, int kQStages_, bool kOutBF16_, bool kCausal_, bool kPingpong_ = true,
           int kPolyExpEvery_ = 0, int kExperiment_ = kNoExperiment, int kBlockN_ = 128, bool kPromote_ = false,
           int kConsumers_ = 2>
@@ -173,7 +188,7 @@ struct Fp8FwdConfig {
   static_assert(kKPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0 && kVPanelBytes % 1024 == 0,
                 "1024-B alignment");
 
-  using Barriers = FwdBarriers<kQStages, kStages>;  // Vt rides in the v ring
+  using Barriers = Fp8Barriers<kQStages, kStages>;  // Vt rides in the v ring
   // Shared memory, from a 1024-B aligned base: Q stages | K stages | Vt stages | barriers.
   static constexpr uint32_t kOffK = kQStages * kQBytes;
   static constexpr uint32_t kOffV = kOffK + kStages * kKBytes;
@@ -384,7 +399,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   const FwdParams& p = params.base;
   const C c{wg, static_cast<int>(threadIdx.x % 128)};
   const bool leader = c.tid == 0;               // releases the Q stage for the warpgroup
-  const bool warp_leader = c.tid % 32 == 0;     // releases K and V stages for its warp (FwdBarriers)
+  const bool warp_leader = c.tid % 32 == 0;     // releases K and V stages for its warp (Fp8Barriers)
   StaticPersistentScheduler<Cfg::kCausal> sched(p.deal);
   PipelineState<Cfg::kStages> k_state, v_state;
   PipelineState<Cfg::kQStages> q_state;
