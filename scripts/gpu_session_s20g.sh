@@ -3,7 +3,8 @@
 # consumer warp (FwdBarriers now serves both; the FP8 kernels' SASS is unchanged by the move, checked offline, so
 # s20d's FP8 tests stand). (1) The bf16 forward's GPU tests (tests/test_hopper.py). (2) Kernel-only A/B of the bf16
 # default against the build before (build/before/libfa3nn_hopper.so: thread 0 releasing for its warpgroup), every
-# head dim, 4k and 16k, 5 balanced rounds beside cuDNN. Carry build.
+# head dim, 4k and 16k, 5 balanced rounds beside cuDNN. Carry build. (No gain measured: the bf16 change was
+# reverted after this call, benchmarks/NOTES.md s20g.)
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-s20g
