@@ -138,7 +138,8 @@ int main(int argc, char** argv) {
   // consumer warpgroups that recorded (three for variant 35, fused_turn_w3)
   const int wgs = at(2, 0, 5) != 0 ? 3 : 2;
   const long long t0 = std::min(at(0, 0, 5), at(1, 0, 5));
-  std::printf("raw (clocks from warpgroup 0's first S), warp 0, blocks 20-23: wg block: top kv turn pv qk | S softmax P\n");
+  std::printf("raw (clocks from warpgroup 0's first S), warp 0, blocks 20-23: "
+              "wg block: top kv turn pv qk | S softmax P\n");
   for (int n = 20; n < std::min(24, n_blocks); ++n)
     for (int wg = 0; wg < wgs; ++wg) {
       std::printf("  %d %3d:", wg, n);

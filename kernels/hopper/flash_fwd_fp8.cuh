@@ -109,21 +109,12 @@ __host__ __device__ constexpr int softmax_cut(int experiment) {
          : experiment == kCutRowMax || experiment == kFusedTurnCutRowMax ? kSoftmaxNoRowMax
                                                                          : kSoftmaxFull;
 }
-// kBlockN_: keys per block, 128, or 192 / 256 at head dim 128 (256 the default there beyond 256 keys: the per-block
-// fixed cost of the loop over 2x the keys; needs one k/v descale per block, so block_k a multiple of the block or
-// one per sequence).
-// kPromote_: per-block fp32 promotion of P V (see the top of this file) without intra-warpgroup overlap: serial
-// steps (each warpgroup runs Q K^T, softmax, P V of one block in turn, pingpong interleaving the two warpgroups, so
-// the block accumulator is dead while S lives and shares its registers: S 96 + O 64 + P 24 at 192 keys), or with
-// kFusedTurn P V of one block and Q K^T of the next in one turn. false: the overlapped loop with one tensor-core
-// accumulator across all key blocks (the kernels before 2026-12-01's seventh session, which lose the mean of V).
-// kConsumers_: consumer warpgroups of 64 query rows each (3: d64 only, its default, 160 registers each, as the bf16
-// d64 kernel: +12-38% over two at 2k-16k keys, fp8d64w3-h200-20261202-0238).
 // The FP8 kernel's pipelines: each K and V stage is released by every consumer warp's lane 0 (four arrivals per
 // warpgroup), the Q stage by each warpgroup's thread 0. With one thread releasing for its whole warpgroup, that
 // thread's warp (warp 0, which also shares its scheduler with the producer warp) ran 60-120 clocks per key block
 // behind its warpgroup's other warps, and the warpgroup-wide wgmma waits for the last warp (s20b / s20c traces:
-// releases on warp 1 or the producer on warp 1 each halved that spread).
+// releases on warp 1 or the producer on warp 1 each halved that spread; s20d / s20e: +0..+3% in 16 of 18 rows of a
+// same-run A/B). The bf16 forward measured no gain from the same change (s20g) and keeps thread 0's releases.
 template <int kQStages, int kStages>
 struct Fp8Barriers : FwdBarriers<kQStages, kStages> {
   static constexpr uint32_t kWarpsPerConsumer = 4;
@@ -134,6 +125,16 @@ struct Fp8Barriers : FwdBarriers<kQStages, kStages> {
   }
 };
 
+// kBlockN_: keys per block, 128, or 192 / 256 at head dim 128 (256 the default there beyond 256 keys: the per-block
+// fixed cost of the loop over 2x the keys; needs one k/v descale per block, so block_k a multiple of the block or
+// one per sequence).
+// kPromote_: per-block fp32 promotion of P V (see the top of this file) without intra-warpgroup overlap: serial
+// steps (each warpgroup runs Q K^T, softmax, P V of one block in turn, pingpong interleaving the two warpgroups, so
+// the block accumulator is dead while S lives and shares its registers: S 96 + O 64 + P 24 at 192 keys), or with
+// kFusedTurn P V of one block and Q K^T of the next in one turn. false: the overlapped loop with one tensor-core
+// accumulator across all key blocks (the kernels before 2026-12-01's seventh session, which lose the mean of V).
+// kConsumers_: consumer warpgroups of 64 query rows each (3: d64 only, its default, 160 registers each, as the bf16
+// d64 kernel: +12-38% over two at 2k-16k keys, fp8d64w3-h200-20261202-0238).
 template <int kHeadDim_, int kStages_, int kQStages_, bool kOutBF16_, bool kCausal_, bool kPingpong_ = true,
           int kPolyExpEvery_ = 0, int kExperiment_ = kNoExperiment, int kBlockN_ = 128, bool kPromote_ = false,
           int kConsumers_ = 2>
