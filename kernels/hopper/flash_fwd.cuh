@@ -38,16 +38,18 @@
 
 namespace fa3nn::hopper {
 
-// The forward's rings (bf16 and FP8): Q per tile, K and V per key block; every consumer warpgroup releases each stage.
-template <int kQStages, int kStages>
+// The forward's rings (bf16 and FP8): Q per tile, K and V per key block; every consumer warpgroup releases each stage,
+// the Q stage once (its thread 0), each K and V stage kKVReleases times (1: thread 0; 4: every warp's lane 0, the
+// FP8 kernel's choice, Fp8FwdConfig::Barriers says why).
+template <int kQStages, int kStages, uint32_t kKVReleases = 1>
 struct FwdBarriers {
   Pipeline<kQStages> q;
   Pipeline<kStages> k, v;
 
   __device__ __forceinline__ void init(uint32_t consumers) {
     q.init(consumers);
-    k.init(consumers);
-    v.init(consumers);
+    k.init(consumers * kKVReleases);
+    v.init(consumers * kKVReleases);
   }
 
   // Diagnostic builds only (kSkipKVLoads, wrong results): one key block's K and V stages handed to the consumers

@@ -109,22 +109,6 @@ __host__ __device__ constexpr int softmax_cut(int experiment) {
          : experiment == kCutRowMax || experiment == kFusedTurnCutRowMax ? kSoftmaxNoRowMax
                                                                          : kSoftmaxFull;
 }
-// The FP8 kernel's pipelines: each K and V stage is released by every consumer warp's lane 0 (four arrivals per
-// warpgroup), the Q stage by each warpgroup's thread 0. With one thread releasing for its whole warpgroup, that
-// thread's warp (warp 0, which also shares its scheduler with the producer warp) ran 60-120 clocks per key block
-// behind its warpgroup's other warps, and the warpgroup-wide wgmma waits for the last warp (s20b / s20c traces:
-// releases on warp 1 or the producer on warp 1 each halved that spread; s20d / s20e: +0..+3% in 16 of 18 rows of a
-// same-run A/B). The bf16 forward measured no gain from the same change (s20g) and keeps thread 0's releases.
-template <int kQStages, int kStages>
-struct Fp8Barriers : FwdBarriers<kQStages, kStages> {
-  static constexpr uint32_t kWarpsPerConsumer = 4;
-  __device__ __forceinline__ void init(uint32_t consumers) {
-    this->q.init(consumers);
-    this->k.init(consumers * kWarpsPerConsumer);
-    this->v.init(consumers * kWarpsPerConsumer);
-  }
-};
-
 // kBlockN_: keys per block, 128, or 192 / 256 at head dim 128 (256 the default there beyond 256 keys: the per-block
 // fixed cost of the loop over 2x the keys; needs one k/v descale per block, so block_k a multiple of the block or
 // one per sequence).
@@ -189,7 +173,14 @@ struct Fp8FwdConfig {
   static_assert(kKPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0 && kVPanelBytes % 1024 == 0,
                 "1024-B alignment");
 
-  using Barriers = Fp8Barriers<kQStages, kStages>;  // Vt rides in the v ring
+  // Vt rides in the v ring. Each K and V stage is released by every consumer warp's lane 0 (four arrivals per
+  // warpgroup), the Q stage by each warpgroup's thread 0. With one thread releasing for its whole warpgroup, that
+  // thread's warp (warp 0, which also shares its scheduler with the producer warp) ran 60-120 clocks per key block
+  // behind its warpgroup's other warps, and the warpgroup-wide wgmma waits for the last warp (s20b / s20c traces:
+  // releases on warp 1 or the producer on warp 1 each halved that spread; s20d / s20e: +0..+3% in 16 of 18 rows of
+  // a same-run A/B). The bf16 forward measured no gain from the same change (s20g) and keeps thread 0's releases.
+  static constexpr uint32_t kWarpsPerConsumer = 4;
+  using Barriers = FwdBarriers<kQStages, kStages, kWarpsPerConsumer>;
   // Shared memory, from a 1024-B aligned base: Q stages | K stages | Vt stages | barriers.
   static constexpr uint32_t kOffK = kQStages * kQBytes;
   static constexpr uint32_t kOffV = kOffK + kStages * kKBytes;
@@ -400,7 +391,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   const FwdParams& p = params.base;
   const C c{wg, static_cast<int>(threadIdx.x % 128)};
   const bool leader = c.tid == 0;               // releases the Q stage for the warpgroup
-  const bool warp_leader = c.tid % 32 == 0;     // releases K and V stages for its warp (Fp8Barriers)
+  const bool warp_leader = c.tid % 32 == 0;     // releases K and V stages for its warp (Cfg::Barriers)
   StaticPersistentScheduler<Cfg::kCausal> sched(p.deal);
   PipelineState<Cfg::kStages> k_state, v_state;
   PipelineState<Cfg::kQStages> q_state;
