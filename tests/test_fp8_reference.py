@@ -255,3 +255,38 @@ def test_fp8_forward_gradients(name, shape, causal):
         assert_error_ratio(actual, expect, yardstick, name=grad_name, ratio=FP8_GRAD_ERROR_RATIO)
         assert sqnr_db(actual, expect) >= GRAD_SQNR_FLOOR[causal], f"{grad_name}: {sqnr_db(actual, expect):.1f} dB"
         assert sqnr_db(wrong, expect) < GRAD_SQNR_FLOOR[causal]  # the floor catches a 10% probability error
+
+
+def test_row_sums_of_rounded_p_normalize_what_multiplies_v():
+    """sum_rounded_p (rounding point 4's second form, the native d128 kernel on 256-key blocks): l is the sum of the
+    rounded P8 that multiply V, so a constant V (exact in e4m3 with one scale per tensor) comes back exactly, up to
+    fp32 summation; with l from the fp32 P it is off by the P8 rounding (asserted too, so the check can fail)."""
+    torch.manual_seed(0)
+    q, k = (torch.randn(1, 300, 2, 128).to(torch.bfloat16) * 2 for _ in range(2))
+    v = torch.full((1, 600, 2, 128), 0.75).to(torch.bfloat16)
+    k = torch.cat([k, k.flip(1)], dim=1)  # 600 keys: three 256-key blocks, the last partial
+    quantized = quantize_qkv(q, k, v, CurrentScaling())
+    errors = {}
+    for rounded in (True, False):
+        out, _ = attention_fp8_dense(quantized, 128**-0.5, out_dtype=torch.float32, block_n=256,
+                                     sum_rounded_p=rounded)
+        errors[rounded] = (out - 0.75).abs().max().item()
+    assert errors[True] <= 1e-6, f"rows of P8 / sum(P8) times a constant V: off by {errors[True]:.2e}"
+    assert errors[False] >= 1e-3, f"with l from the fp32 P the error was only {errors[False]:.2e}"
+
+
+def test_row_sum_form_follows_the_native_kernel():
+    """By default the emulation sums the rounded P8 exactly where the native kernel does (head dim 128, 256-key
+    blocks: fa3nn.fp8.key_blocks.p8_row_sums) and the fp32 P elsewhere."""
+    from fa3nn.fp8.key_blocks import p8_row_sums
+
+    assert p8_row_sums(128, 256) and not p8_row_sums(128, 192) and not p8_row_sums(128, 128)
+    assert not p8_row_sums(64, 128) and not p8_row_sums(256, 128)
+    torch.manual_seed(1)
+    q, k, v = (torch.randn(1, 520, 2, 128).to(torch.bfloat16) for _ in range(3))
+    quantized = quantize_qkv(q, k, v, CurrentScaling())
+    default, _ = attention_fp8_dense(quantized, 128**-0.5, out_dtype=torch.float32, block_n=256)
+    rounded, _ = attention_fp8_dense(quantized, 128**-0.5, out_dtype=torch.float32, block_n=256, sum_rounded_p=True)
+    fp32_sums, _ = attention_fp8_dense(quantized, 128**-0.5, out_dtype=torch.float32, block_n=256,
+                                       sum_rounded_p=False)
+    assert torch.equal(default, rounded) and not torch.equal(default, fp32_sums)

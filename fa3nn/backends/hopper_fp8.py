@@ -37,7 +37,7 @@ import torch
 
 from fa3nn.backends.base import AttnCall
 from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
-from fa3nn.fp8.key_blocks import KEY_BLOCK, WIDE_KEY_BLOCKS, block_fits_tiles, native_key_block
+from fa3nn.fp8.key_blocks import KEY_BLOCK, WIDE_KEY_BLOCKS, block_fits_tiles, native_key_block, p8_row_sums
 from fa3nn.fp8.operands import VT_PAD, check_vt_starts, padded_keys, vt_columns
 from fa3nn.masks import Window
 
@@ -78,7 +78,11 @@ UNMASKED = Window()
 # default on 256-key blocks); fused_turn_int_max / three_consumers_int_max / key_block_256_fused_turn_int_max: the
 # same for fused_turn (every head dim) / three_consumers (d64) / key_block_256_fused_turn (d128).
 # key_block_256_softmax_turns (d128): key_block_256_split_s_int_max with one warpgroup's softmax at a time (a second
-# ring of named barriers; a diagnostic, the same output as the default).
+# ring of named barriers; a diagnostic, the same output as the default). key_block_256_mma_row_sum (d128):
+# key_block_256_split_s_int_max with P's row sums from the P V GEMM (8 rows of e4m3 ones under every Vt panel, P V as
+# m64n136k32: the sum of the e4m3 P8, not bitwise the default's output) on two K/V stages; _two_stages: the default's
+# kernel on those stages (the ones do not fit beside three). key_block_256_mma_row_sum is d128's default's kernel
+# on 256-key blocks; key_block_256_split_s_int_max the one before it.
 VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one_cta_per_tile": 5,
             "skip_softmax": 6, "plain_pv_wait": 7, "skip_kv_loads": 9, "key_block_192": 10,
             "key_block_192_skip_softmax": 11, "key_block_128": 12, "key_block_192_poly_exp2": 13,
@@ -92,11 +96,20 @@ VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one
             "key_block_256_split_s": 34, "fused_turn_w3": 35,
             "key_block_256_fused_turn_skip_row_max": 36, "key_block_256_split_s_int_max": 37,
             "fused_turn_w3_int_max": 38, "fused_turn_int_max": 39, "three_consumers_int_max": 40,
-            "key_block_256_fused_turn_int_max": 41, "key_block_256_softmax_turns": 43}
+            "key_block_256_fused_turn_int_max": 41, "key_block_256_softmax_turns": 43,
+            "key_block_256_mma_row_sum": 45, "key_block_256_split_s_int_max_two_stages": 46}
 # Variants that run the default kernels' key block (only the causal tile deal or the promotion differ).
 _DEFAULT_KERNELS = ("full", "l2_sections", "one_cta_per_tile")
 _FORCED_KEY_BLOCK = {name: int(name.split("_")[2]) for name in VARIANTS if name.startswith(("key_block_192",
                                                                                               "key_block_256"))}
+
+
+def sums_rounded_p(headdim: int, block_n: int | None, variant: str = "full") -> bool:
+    """Whether the kernel `variant` on block_n-key blocks normalizes by the sum of its rounded P8 (the emulation's
+    sum_rounded_p; fa3nn.fp8.key_blocks.p8_row_sums for the defaults), not of the fp32 P."""
+    if variant in _DEFAULT_KERNELS:
+        return block_n is not None and p8_row_sums(headdim, block_n)
+    return variant == "key_block_256_mma_row_sum"
 
 
 def key_block(headdim: int, block_k: int, max_seqlen_k: int, variant: str = "full") -> int | None:

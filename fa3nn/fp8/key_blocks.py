@@ -25,6 +25,18 @@ WIDE_KEY_BLOCKS = {128: (256, 192)}
 SHORT_KEYS = 256  # up to this many keys (max_seqlen_k) the 128-key kernel is taken where its block fits
 
 
+# head dim -> the key block whose kernel takes P's row sums from its P V GEMM (8 rows of ones under V: the sum of
+# the e4m3 P8 that multiply V, per block in the tensor cores' accumulator like O's block, so the two share its
+# truncation: the mean of V 4x closer at 4k-16k keys, s21b; and the softmax loses its FADD tree, +3..+11% non-causal)
+P8_ROW_SUM_BLOCKS = {128: 256}
+
+
+def p8_row_sums(headdim: int, block_n: int) -> bool:
+    """The native kernel for this head dim and key block normalizes by the sum of the rounded P8 (the emulation's
+    sum_rounded_p), not of the fp32 P."""
+    return P8_ROW_SUM_BLOCKS.get(headdim) == block_n
+
+
 def default_block_k(headdim: int) -> int:
     """K/V rows per descale tile of PerTileScaling(block_k=None): the native kernel's widest block at this head dim.
     Accuracy of the tiles at head dim 128 (CPU emulation, per-tile + incoherent, output against fp64,

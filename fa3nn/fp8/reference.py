@@ -23,7 +23,9 @@ Rounding points, in the order a kernel performs them (this module reproduces eac
     3. S *= q_descale[query tile] * k_descale[key tile] * softmax_scale, in fp32; then softcap and the mask.
     4. Online softmax over key blocks of `block_n` columns (the native kernel's key block by default, 128:
        fa3nn.fp8.key_blocks.native_key_block): m = running row max,
-       P = exp(S - m) in fp32 (<= 1), l += rowsum(P) from the fp32 P (before any FP8 rounding).
+       P = exp(S - m) in fp32 (<= 1), l += rowsum(P) from the fp32 P (before any FP8 rounding); or, where the
+       kernel takes the row sums from its P V GEMM (fa3nn.fp8.key_blocks.p8_row_sums: head dim 128 on 256-key
+       blocks), l += rowsum(P8) / P_SCALE, the sum of the rounded probabilities of step 5 that multiply V.
     5. P8 = e4m3(P * P_SCALE): P <= 1 would waste e4m3's range above 1 and flush probabilities below 2^-9 to zero;
        scaling by 2^8 (FlashAttention-3's max offset of 8 in exp2) maps P into [0, 256], keeps probabilities down
        to 2^-17, and being a power of two it folds back exactly.
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 import torch
 
-from fa3nn.fp8.key_blocks import KEY_BLOCK, native_key_block
+from fa3nn.fp8.key_blocks import KEY_BLOCK, native_key_block, p8_row_sums
 from fa3nn.fp8.quantize import QuantizedQKV
 from fa3nn.fp8.scaling import E4M3, rows_from_tiles
 from fa3nn.masks import Window
@@ -78,16 +80,21 @@ def attention_fp8_dense(
     block_n: int | None = BLOCK_N,
     p_scale: float = P_SCALE,
     p_dtype: torch.dtype = E4M3,
+    sum_rounded_p: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Dense FP8 forward: e4m3 q (batch, seqlen_q, nheads, d), k/v (batch, seqlen_k, nheads_kv, d[v]) with their
     descales -> out (batch, seqlen_q, nheads, dv) in out_dtype, lse (batch, nheads, seqlen_q) float32.
 
     p_dtype / p_scale say how P is rounded before P·V; with bf16 operands, unit descales, p_dtype=torch.bfloat16
-    and p_scale=1 the same code models a bf16 FlashAttention kernel (the accuracy script's bf16 row)."""
+    and p_scale=1 the same code models a bf16 FlashAttention kernel (the accuracy script's bf16 row).
+    sum_rounded_p: the row sums from the rounded P (step 4's second form); None: as the native kernel walking
+    block_n-key blocks at this head dim does."""
     q8, k8, v8 = quantized.q, quantized.k, quantized.v
     batch, seqlen_q, nheads, _ = q8.shape
     seqlen_k, nheads_kv = k8.shape[1], k8.shape[2]
     block_n = _block_n(block_n, quantized, seqlen_k)
+    if sum_rounded_p is None:
+        sum_rounded_p = p8_row_sums(q8.shape[-1], block_n)
     group = nheads // nheads_kv
     f32 = torch.float32
     q_rows = _fold(q8.to(f32), nheads_kv)  # exact: every e4m3 value is an fp32 value
@@ -117,8 +124,8 @@ def attention_fp8_dense(
         safe_max = torch.where(torch.isneginf(new_max), torch.zeros_like(new_max), new_max)
         rescale = torch.exp(row_max - safe_max)
         probs = torch.exp(scores - safe_max.unsqueeze(-1))  # 4
-        row_sum = row_sum * rescale + probs.sum(dim=-1)
         probs8 = (probs * p_scale).to(p_dtype).to(f32)  # 5
+        row_sum = row_sum * rescale + (probs8.sum(dim=-1) / p_scale if sum_rounded_p else probs.sum(dim=-1))
         acc = acc * rescale.unsqueeze(-1) + torch.matmul(probs8, v_rows[:, :, cols] * v_descale[:, :, cols, None])
         row_max = new_max
     attended = row_sum > 0
@@ -138,13 +145,15 @@ def attention_fp8(
     cu_seqlens_k: torch.Tensor | None = None,
     out_dtype: torch.dtype = torch.bfloat16,
     block_n: int | None = BLOCK_N,
+    sum_rounded_p: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """attention_fp8_dense, or for a packed batch (cu_seqlens given) the same per sequence: out (total_q, nheads,
     dv), lse (nheads, total_q). Descales of sequence i are row i of the (batch, nheads, tiles) descale tensors.
     block_n None: the key block the native kernel would walk (for a packed batch: chosen with its longest key
-    sequence, as the kernel chooses)."""
+    sequence, as the kernel chooses). sum_rounded_p as in attention_fp8_dense (None: as that native kernel)."""
     if cu_seqlens_q is None:
-        return attention_fp8_dense(quantized, softmax_scale, window, softcap, out_dtype, block_n)
+        return attention_fp8_dense(quantized, softmax_scale, window, softcap, out_dtype, block_n,
+                                   sum_rounded_p=sum_rounded_p)
     q8, k8, v8 = quantized.q, quantized.k, quantized.v
     out = torch.zeros(*q8.shape[:-1], v8.shape[-1], dtype=out_dtype, device=q8.device)
     lse = torch.full((q8.shape[1], q8.shape[0]), float("-inf"), dtype=torch.float32, device=q8.device)
@@ -159,7 +168,8 @@ def attention_fp8(
             quantized.q_descale[i : i + 1], quantized.k_descale[i : i + 1], quantized.v_descale[i : i + 1],
             quantized.block_q, quantized.block_k,
         )
-        o, s = attention_fp8_dense(one, softmax_scale, window, softcap, out_dtype, block_n)
+        o, s = attention_fp8_dense(one, softmax_scale, window, softcap, out_dtype, block_n,
+                                   sum_rounded_p=sum_rounded_p)
         out[rows_q], lse[:, rows_q] = o[0], s[0]
     return out, lse
 

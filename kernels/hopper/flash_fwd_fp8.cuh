@@ -89,10 +89,18 @@ enum Fp8Experiment : int {
   // Correct output (bitwise that of 13); measured no faster (s20a), and the trace then shows what one softmax
   // takes with no other beside it (benchmarks/NOTES.md, twentieth session).
   kFusedTurnSoftmaxTurns = 14,
+  // kFusedTurnSplitSIntMax with P's row sums from the P V GEMM (kMmaRowSum below): the softmax's FADD tree (126 per
+  // block and thread at 256 keys) leaves the CUDA cores, whose FP32 instructions run at half rate while the other
+  // warpgroup's wgmma computes (benchmarks/micro/gemm_beside.cu, s21a: FADD x2.0, FFMA x1.5-1.75, the softmax
+  // x1.5-1.6). Numerics: the sum of the e4m3 probabilities that multiply V, per block in the tensor cores' accumulator
+  // like O's block (so their truncation is common to O and l), promoted into fp32 with O.
+  // (The same sums from m64n8k32 GEMMs over one 1 KB tile of ones, on three K/V stages, ran 0-5% slower than this
+  // on two in every row of s21c and were removed.) The d128 default on 256-key blocks.
+  kFusedTurnMmaRowSum = 15,
 };
 __host__ __device__ constexpr bool int_row_max(int experiment) {
   return experiment == kFusedTurnIntMax || experiment == kFusedTurnSplitSIntMax ||
-         experiment == kFusedTurnSoftmaxTurns;
+         experiment == kFusedTurnSoftmaxTurns || experiment == kFusedTurnMmaRowSum;
 }
 __host__ __device__ constexpr bool skips_softmax(int experiment) {
   return experiment == kSkipSoftmax || experiment == kSkipSoftmaxAndKVLoads || experiment == kFusedTurnSkipSoftmax;
@@ -139,12 +147,17 @@ struct Fp8FwdConfig {
   static constexpr bool kKWaitInTurn =
       kFused && (kBlockN_ == 256 || kHeadDim_ == 256 || (kConsumers_ == 3 && kHeadDim_ == 128));
   static constexpr bool kSoftmaxTurns = kExperiment_ == kFusedTurnSoftmaxTurns;
-  static constexpr bool kSplitS =
-      kExperiment_ == kFusedTurnSplitS || kExperiment_ == kFusedTurnSplitSIntMax || kSoftmaxTurns;
+  // kMmaRowSum: 8 rows of e4m3 ones after every Vt panel in shared memory (written once at kernel start; TMA never
+  // touches them) and P V as m64n(D + 8), so columns D..D+7 of the block accumulator each hold the block's row sum
+  // of P8 (every thread of a quad the whole sum; no quad reduction); added into the row sums at the promotion.
+  static constexpr bool kMmaRowSum = kExperiment_ == kFusedTurnMmaRowSum;
+  static constexpr bool kSplitS = kExperiment_ == kFusedTurnSplitS || kExperiment_ == kFusedTurnSplitSIntMax ||
+                                  kSoftmaxTurns || kMmaRowSum;
   // The tile's batch, head and rows decoded again after the key loop for the store, so that they need no registers
   // across it (ptxas spilled them: 20-28 B at 192 keys, 20-24 B with three consumers at d128).
   static constexpr bool kDecodeTileAfterLoop = kBlockN_ >= 192 || (kConsumers_ == 3 && kHeadDim_ == 128);
   static constexpr int kPvSplit = kPromote && kHeadDim > 128 ? 2 : 1;
+  static constexpr int kPvCols = kHeadDim / kPvSplit + (kMmaRowSum ? 8 : 0);  // N of one P V GEMM
   static constexpr int kConsumers = kConsumers_, kBlockM = 64 * kConsumers, kBlockN = kBlockN_;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   // 128*24 + 256*240 = 64,512 of 65,536; three consumers: 128*32 + 384*160 = 65,536
@@ -156,7 +169,10 @@ struct Fp8FwdConfig {
   // 64 keys SW64 when the block is not a multiple of 128; TMA's swizzled boxes are at most 128 B wide).
   static constexpr int kVPanelKeys = kBlockN % 128 == 0 ? 128 : 64;
   static constexpr int kVPanels = kBlockN / kVPanelKeys;
-  static constexpr uint32_t kVPanelBytes = kHeadDim * kVPanelKeys;
+  static constexpr uint32_t kVPanelBytes = kHeadDim * kVPanelKeys;  // one panel's TMA box
+  static constexpr uint32_t kOnesBytes = kMmaRowSum ? 8 * kVPanelKeys : 0;  // rows of ones after it
+  static constexpr uint32_t kVPanelStride = kVPanelBytes + kOnesBytes;
+  static constexpr uint32_t kVStageBytes = kVPanels * kVPanelStride;
   static constexpr uint32_t kQBytes = kBlockM * kHeadDim;
   static constexpr uint32_t kKBytes = kBlockN * kHeadDim;
   static constexpr uint32_t kVBytes = kHeadDim * kBlockN;
@@ -170,6 +186,7 @@ struct Fp8FwdConfig {
                 "the promoted kernel has no timing experiments");
   static_assert(!kFused || kPromote, "kFusedTurn is a schedule of the promoted kernel");
   static_assert(!kSplitS || kBlockN == 256, "split S: two n128 halves of a 256-key block");
+  static_assert(!kMmaRowSum || (kHeadDim == 128 && kPromote), "row sums by MMA: the promoted d128 kernel");
   static_assert(kKPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0 && kVPanelBytes % 1024 == 0,
                 "1024-B alignment");
 
@@ -184,7 +201,7 @@ struct Fp8FwdConfig {
   // Shared memory, from a 1024-B aligned base: Q stages | K stages | Vt stages | barriers.
   static constexpr uint32_t kOffK = kQStages * kQBytes;
   static constexpr uint32_t kOffV = kOffK + kStages * kKBytes;
-  static constexpr uint32_t kOffBarriers = kOffV + kStages * kVBytes;
+  static constexpr uint32_t kOffBarriers = kOffV + kStages * kVStageBytes;
   static constexpr uint32_t kSmemBytes = kOffBarriers + sizeof(Barriers) + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 232448, "exceeds Hopper's 227 KB of shared memory per block");
 };
@@ -231,10 +248,10 @@ __device__ __forceinline__ void fp8_producer_loop(const CUtensorMap* tma_q, cons
       k_state.advance();
 
       bars.v.producer_acquire(v_state, Cfg::kVBytes);
-      uint8_t* v_dst = smem + Cfg::kOffV + v_state.index * Cfg::kVBytes;
+      uint8_t* v_dst = smem + Cfg::kOffV + v_state.index * Cfg::kVStageBytes;
 #pragma unroll
       for (int panel = 0; panel < Cfg::kVPanels; ++panel)
-        tma_load_4d(tma_vt, bars.v.full_barrier(v_state), v_dst + panel * Cfg::kVPanelBytes,
+        tma_load_4d(tma_vt, bars.v.full_barrier(v_state), v_dst + panel * Cfg::kVPanelStride,
                     vt_start + n_block * Cfg::kBlockN + panel * Cfg::kVPanelKeys, 0, head_kv, r.batch_coord);
       v_state.advance();
     }
@@ -308,11 +325,14 @@ struct Fp8Consumer {
   }
 
   // kPromote: O = O * factor + block, in fp32 (block: one key block's P V from its fresh accumulator), over O's
-  // registers [first, first + N): the m64n(D/2) accumulator of head-dim half h is O's registers from h * kORegs / 2
-  // on (register i holds column 8 (i / 4) + 2 q + i % 2 of row (i / 2) % 2 in both layouts).
-  template <int N>
+  // registers [first, first + kORegs / kPvSplit): the m64n(D/2) accumulator of head-dim half h is O's registers from
+  // h * kORegs / 2 on (register i holds column 8 (i / 4) + 2 q + i % 2 of row (i / 2) % 2 in both layouts); a
+  // kMmaRowSum block's last 4 registers (the row sums) are not O's.
+  template <int M>
   __device__ __forceinline__ static void rescale_add(float (&o)[kORegs], const float (&factor)[2],
-                                                     const float (&block)[N], int first = 0) {
+                                                     const float (&block)[M], int first = 0) {
+    constexpr int N = kORegs / Cfg::kPvSplit;
+    static_assert(M >= N, "a block accumulator covers its O columns");
 #pragma unroll
     for (int i = 0; i < N; ++i) o[first + i] = fmaf(o[first + i], factor[(i >> 1) & 1], block[i]);
   }
@@ -411,11 +431,11 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   float s[C::kSRegs];
   float o[C::kORegs];
   // The tensor cores' accumulator of P V: o itself, or with kPromote a per-block one added into o (size 1 without).
-  float ob[Cfg::kPromote ? C::kORegs / Cfg::kPvSplit : 1];
+  float ob[Cfg::kPromote ? Cfg::kPvCols / 2 : 1];
   auto& pv_acc = pick<Cfg::kPromote>(ob, o);
   uint32_t pa[C::kKSteps][4];
   using Softmax = OnlineSoftmaxFp8<Cfg::kBlockN, Cfg::kPolyExpEvery, softmax_cut(Cfg::kExperiment),
-                                   int_row_max(Cfg::kExperiment)>;
+                                   int_row_max(Cfg::kExperiment), Cfg::kMmaRowSum>;
   Softmax softmax;
   TileDescales ds;
   float k_next, v_next;  // descales of the next key block, loaded one block ahead
@@ -447,8 +467,8 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     if constexpr (Cfg::kPvSplit == 1) {
       warpgroup_arrive();
       // kPromote: the block accumulator is dead until this GEMM (its registers serve S meanwhile).
-      gemm_fp8_rs<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kVPanelKeys, Cfg::kVPanelBytes, Cfg::kPromote>(
-          pv_acc, pa, desc_advance(desc_v0, v_state.index * Cfg::kVBytes));
+      gemm_fp8_rs<Cfg::kBlockN, Cfg::kPvCols, Cfg::kVPanelKeys, Cfg::kVPanelStride, Cfg::kPromote>(
+          pv_acc, pa, desc_advance(desc_v0, v_state.index * Cfg::kVStageBytes));
       wgmma_commit();
     }
   };
@@ -457,8 +477,8 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     if constexpr (Cfg::kPvSplit > 1) {
       constexpr int kHalf = Cfg::kHeadDim / Cfg::kPvSplit;
       warpgroup_arrive();
-      gemm_fp8_rs<Cfg::kBlockN, kHalf, Cfg::kVPanelKeys, Cfg::kVPanelBytes, true>(
-          ob, pa, desc_advance(desc_v0, v_state.index * Cfg::kVBytes + h * kHalf * Cfg::kVPanelKeys));
+      gemm_fp8_rs<Cfg::kBlockN, kHalf, Cfg::kVPanelKeys, Cfg::kVPanelStride, true>(
+          ob, pa, desc_advance(desc_v0, v_state.index * Cfg::kVStageBytes + h * kHalf * Cfg::kVPanelKeys));
       wgmma_commit();
     }
   };
@@ -607,8 +627,10 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
 #else
   auto trace = [](int, int) {};
 #endif
-  // qk_to_p: after Q K^T of block n_block was issued: its scores -> P in pa, and the factor taking O to its units.
-  auto qk_to_p = [&](const WorkTile& w, int n_block, float k_cur, float v_cur, float (&factor)[2]) {
+  // qk_to_p: after Q K^T of block n_block was issued: its scores -> P in pa, the factor taking O to its units, and
+  // (kMmaRowSum) the one taking the row sums to its maxima.
+  auto qk_to_p = [&](const WorkTile& w, int n_block, float k_cur, float v_cur, float (&factor)[2],
+                     float (&sum_scale)[2]) {
     float o_scale[2];
     if constexpr (Cfg::kSplitS) {  // the first half's mask and row max while the second half computes
       const bool masked = block_needs_mask<Cfg>(w.r, w.t.m_block, n_block);
@@ -642,6 +664,8 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     const float v_ratio = v_pa == v_cur ? 1.f : __fdividef(v_pa, v_cur);
     factor[0] = o_scale[0] * v_ratio;
     factor[1] = o_scale[1] * v_ratio;
+    sum_scale[0] = o_scale[0];
+    sum_scale[1] = o_scale[1];
     v_pa = v_cur;
     trace(n_block, 7);
   };
@@ -656,8 +680,8 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     c.gemm_turn_begin();
     issue_qk();
     c.gemm_turn_end();
-    float factor[2];  // O: max of block n-1 and units of v_pa -> block n's (0 at block 0, where O is zero)
-    qk_to_p(w, n_block, k_cur, v_cur, factor);
+    float factor[2], sum_scale[2];  // O: max of block n-1 and units of v_pa -> block n's (0 at block 0: O is zero)
+    qk_to_p(w, n_block, k_cur, v_cur, factor, sum_scale);
     bars.v.consumer_wait(v_state);
     if constexpr (Cfg::kPromote) {  // (serial steps exist with kPromote only)
 #pragma unroll
@@ -687,7 +711,8 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   // the 256-key and the d256 forms spilled 260-352 B until the K stage wait moved between the two (kKWaitInTurn).
   // Naming S's first registers as the accumulator (a reference into s) also forces the order, but ptxas then
   // serializes the 192-key kernel's wgmma (C7511) (NOTES, 2026-12-01 eighth, 2026-12-02 ninth and eleventh sessions).
-  auto pv_into_o = [&](const float (&factor)[2]) {
+  // kMmaRowSum: the block's row sums (registers kORegs and kORegs + 2 of ob: rows r0 and r1) into the softmax's.
+  auto pv_into_o = [&](const float (&factor)[2], const float (&sum_scale)[2]) {
     if constexpr (Cfg::kFused) {
 #pragma unroll
       for (int h = 0; h < Cfg::kPvSplit; ++h) {
@@ -696,6 +721,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
         wgmma_wait<0>();
         fence_operands(ob);
         C::rescale_add(o, factor, ob, h * (C::kORegs / Cfg::kPvSplit));
+        if constexpr (Cfg::kMmaRowSum) softmax.add_block_sums(sum_scale, ob[C::kORegs], ob[C::kORegs + 2]);
       }
       fence_pa();
       release_v();
@@ -709,14 +735,14 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     zero_o();
   };
   auto fused_tile = [&](const WorkTile& w) {
-    float k0, v0, factor[2];
+    float k0, v0, factor[2], sum_scale[2];
     start_promoted_tile(w, k0, v0);
     bars.q.consumer_wait(q_state);
     bars.k.consumer_wait(k_state);
     c.gemm_turn_begin();
     issue_qk();
     c.gemm_turn_end();
-    qk_to_p(w, 0, k0, v0, factor);
+    qk_to_p(w, 0, k0, v0, factor, sum_scale);
     for (int n_block = 1; n_block < w.n_blocks; ++n_block) {
       const float k_cur = k_next, v_cur = v_next;
       trace(n_block, 0);
@@ -725,7 +751,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
       trace(n_block, 1);
       c.gemm_turn_begin();
       trace(n_block, 2);
-      pv_into_o(factor);
+      pv_into_o(factor, sum_scale);
       trace(n_block, 3);
       if constexpr (Cfg::kKWaitInTurn) bars.k.consumer_wait(k_state);
       trace(n_block, 8);
@@ -733,11 +759,11 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
       c.gemm_turn_end();
       trace(n_block, 4);
       prefetch_descales(n_block + 1, w.n_blocks);  // the next block's descales, loaded under this softmax
-      qk_to_p(w, n_block, k_cur, v_cur, factor);
+      qk_to_p(w, n_block, k_cur, v_cur, factor, sum_scale);
     }
     bars.v.consumer_wait(v_state);
     c.gemm_turn_begin();
-    pv_into_o(factor);
+    pv_into_o(factor, sum_scale);
     c.gemm_turn_end();
   };
 
@@ -772,12 +798,26 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   }
 }
 
+// kMmaRowSum: the rows of ones after every Vt panel of every stage (e4m3 1.0 = 0x38; equal bytes, so the swizzle
+// does not matter), written by all threads and fenced for the async proxy that the wgmma reads through.
+template <class Cfg>
+__device__ __forceinline__ void write_vt_ones(uint8_t* smem) {
+  constexpr uint32_t kWords = Cfg::kOnesBytes / 4;
+  for (uint32_t i = threadIdx.x; i < Cfg::kStages * Cfg::kVPanels * kWords; i += Cfg::kThreads) {
+    const uint32_t panel = i / kWords;  // stage * kVPanels + panel in the stage
+    *reinterpret_cast<uint32_t*>(smem + Cfg::kOffV + panel * Cfg::kVPanelStride + Cfg::kVPanelBytes +
+                                 4 * (i % kWords)) = 0x38383838u;
+  }
+  fence_proxy_async_smem();
+}
+
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     flash_fwd_fp8_kernel(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__ CUtensorMap tma_k,
                          const __grid_constant__ CUtensorMap tma_vt, const Fp8FwdParams params) {
   uint8_t* smem = aligned_dynamic_smem();
   auto& bars = *reinterpret_cast<typename Cfg::Barriers*>(smem + Cfg::kOffBarriers);
+  if constexpr (Cfg::kMmaRowSum) write_vt_ones<Cfg>(smem);  // made visible by warp_specialize's CTA sync
   warp_specialize<Cfg>(
       bars,
       [&] {

@@ -134,11 +134,17 @@ int launch_fp8(const Fp8Problem& pr) {
 //   without its row max tree (kFusedTurnCutRowMax: WRONG output, timing only; what the tree's instructions cost the
 //   256-key loop: +12..+16% without them, s18e; a max the exp2s need not wait for did not recover it, s18f).
 //   37 / 38 (d128): variant 34 / 35 with the row max from 3-input integer maxes (kFusedTurnSplitSIntMax /
-//   kFusedTurnIntMax; bitwise the same output; 37: d128's default on 256-key blocks). 39 (every head dim) / 40
+//   kFusedTurnIntMax; bitwise the same output; 37: d128's default on 256-key blocks until 2026-12-03's
+//   twenty-first session, when 45 replaced it). 39 (every head dim) / 40
 //   (d64): variant 24 / 27 with it. 41 (d128): variant 30 (one n256 Q K^T) with it. 43 (d128): variant 37 with
 //   softmax turns (kFusedTurnSoftmaxTurns, a diagnostic: one warpgroup's softmax at a time; s20a: no faster). 42 / 44
 //   (P V as two head-dim commit groups, the first half's promotion under the second GEMM; without / with the turns)
-//   lost 0..4% (s20a) and were removed.
+//   lost 0..4% (s20a) and were removed. 45 (d128; the default's kernel on 256-key blocks): variant 37 with P's row
+//   sums from the P V GEMM (kFusedTurnMmaRowSum:
+//   8 rows of ones under every Vt panel, P V as m64n136k32; the sum of the e4m3 P8, so not bitwise 37's output) on
+//   two K/V stages (Fp8Tiles<128, 2>: with three and two Q stages the ones make 231 KB > 227; with three and one Q
+//   stage ptxas spilled 312-404 B, 37 as well); 46: variant 37 on the same stages. (47, the same sums from m64n8k32
+//   GEMMs over one tile of ones on three stages: 0-5% under 45 in every row of s21c, removed.)
 //   27 (d64): variant 24 with three consumer warpgroups (192-row query tiles, 160 registers each, as the bf16 d64
 //   kernel; the d64 default). 24 at d256: the fused turn with P V in two head-dim halves (the K stage wait inside the
 //   turn, kKWaitInTurn; it spilled without).
@@ -166,10 +172,11 @@ int run_fp8_tiles(const Fp8Problem& pr) {
   // run_fp8_default's kernels (the fused turn at every head dim, d64's with three consumers), the only ones built
   // for fp16 output too
   constexpr int kDefaultPoly = N == 192 ? 4 : T::kPolyExpEvery;  // the 192-key default: a quarter of exp2s on FP32
-  constexpr int kDefaultSchedule = N == 256 ? kFusedTurnSplitSIntMax : kFusedTurn;
+  constexpr int kDefaultSchedule = N == 256 ? kFusedTurnMmaRowSum : kFusedTurn;
+  constexpr int kDefaultTiles = N == 256 ? 2 : 0;  // the 256-key default's rows of ones leave room for two stages
   constexpr bool kDefaultKernel = kPromote && X == kDefaultSchedule && (N == 128 || (D == 128 && N >= 192)) &&
                                   W == (D == 64 ? 3 : 2);
-  if constexpr (kVariant != 0 || !kPingpong || P != kDefaultPoly || !kDefaultKernel) {
+  if constexpr (kVariant != kDefaultTiles || !kPingpong || P != kDefaultPoly || !kDefaultKernel) {
     return fail("%s", "FP8 benchmark variants exist for bf16 output only");
   } else {
     return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, false, true, true, P, X, N, kPromote, W>>(pr)
@@ -184,8 +191,10 @@ int run_fp8_tiles(const Fp8Problem& pr) {
 // key halves, kFusedTurnSplitS: +0.2..+6% causal, -2..+2% non-causal at 512-16k keys against one n256 GEMM,
 // splits-h200-20261202-0852; each row's max from 3-input integer maxes, kFusedTurnSplitSIntMax: +2..+8% non-causal,
 // +3..+6% causal at 2k-16k against the float tree, same run, s19b-h200-20261203-0821; at d64 with three consumers it
-// lost 0..9%, at d256 -4..+3%, so those keep the float tree) where the descale tiles fit them, else 192-key blocks (every 4th exp2 as the FP32
-// polynomial, kPolyExpEvery above), else 128-key ones. On the H200, kernel only, TFLOP/s non-causal / causal, fused
+// lost 0..9%, at d256 -4..+3%, so those keep the float tree; P's row sums from the P V GEMM over 8 rows of ones,
+// kFusedTurnMmaRowSum on two K/V stages: +3..+11% non-causal at 1k-16k, -3.5..+6% causal against that kernel on three,
+// same call, s21c-h200-20261203-1404, and the mean of V 4x closer) where the descale tiles fit them, else 192-key
+// blocks (every 4th exp2 as the FP32 polynomial, kPolyExpEvery above), else 128-key ones. On the H200, kernel only, TFLOP/s non-causal / causal, fused
 // 256-key against fused 192-key poly4: 827 / 629 against 768 / 605 at 2k, 848 / 736 against 783 / 694 at 4k, 844 / 800
 // against 807 / 758 at 16k; at 1k against the fused 128-key kernel 721 / 463 against 618 / 466
 // (kb256-h200-20261202-0758), at 512 590 / 318 against 507 / 325 (allgpu-h200-20261202-0841). Before that (192-key
@@ -204,7 +213,7 @@ template <int D>
 int run_fp8_default(const Fp8Problem& pr) {
   if constexpr (D == 128) {
     if (pr.max_seqlen_k > 256 || !fits_key_block(pr, 128)) {
-      if (fits_key_block(pr, 256)) return run_fp8_tiles<D, 0, true, 0, kFusedTurnSplitSIntMax, 256, true>(pr);
+      if (fits_key_block(pr, 256)) return run_fp8_tiles<D, 2, true, 0, kFusedTurnMmaRowSum, 256, true>(pr);
       if (fits_key_block(pr, 192)) return run_fp8_tiles<D, 0, true, 4, kFusedTurn, 192, true>(pr);
     }
   }
@@ -237,6 +246,8 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 38) return run_fp8_tiles<D, 0, true, 0, kFusedTurnIntMax, 128, true, 3>(pr);
     if (variant == 41) return run_fp8_tiles<D, 0, true, 0, kFusedTurnIntMax, 256, true>(pr);
     if (variant == 43) return run_fp8_tiles<D, 0, true, 0, kFusedTurnSoftmaxTurns, 256, true>(pr);
+    if (variant == 45) return run_fp8_tiles<D, 2, true, 0, kFusedTurnMmaRowSum, 256, true>(pr);
+    if (variant == 46) return run_fp8_tiles<D, 2, true, 0, kFusedTurnSplitSIntMax, 256, true>(pr);
   }
   if constexpr (D == 64) {
     if (variant == 27) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true, 3>(pr);

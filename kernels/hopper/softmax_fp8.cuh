@@ -40,8 +40,10 @@ enum SoftmaxCut : int { kSoftmaxFull = 0, kSoftmaxNoExp2 = 1, kSoftmaxNoRowMax =
 
 // kCols: columns of the score tile (kBlockN). kPolyEvery > 0: every kPolyEvery-th score's exp2 runs exp2_poly.
 // kCut: SoftmaxCut (benchmark builds only). kIntMax: the row max from positive_row_max, and the float tree only in
-// a warp whose rows include one without a positive score (bitwise the same maxima either way).
-template <int kCols, int kPolyEvery = 0, int kCut = kSoftmaxFull, bool kIntMax = false>
+// a warp whose rows include one without a positive score (bitwise the same maxima either way). kMmaRowSum: step()
+// adds no row sums; the caller adds each block's sums of P8 from the P V GEMM (add_block_sums), which every thread
+// of a quad holds whole, so finalize() does not reduce over the quad.
+template <int kCols, int kPolyEvery = 0, int kCut = kSoftmaxFull, bool kIntMax = false, bool kMmaRowSum = false>
 struct OnlineSoftmaxFp8 {
   static constexpr int kRegs = kCols / 2;
   static constexpr float kMaxOffset = 8.f;  // log2 of the P scale, 256
@@ -113,9 +115,17 @@ struct OnlineSoftmaxFp8 {
       else if constexpr (kPolyEvery > 0) s[i] = i % kPolyEvery == kPolyEvery - 1 ? exp2_poly(x) : fast_exp2(x);
       else s[i] = fast_exp2(x);
     }
+    if constexpr (!kMmaRowSum) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
-      row_sum[r] = row_sum[r] * o_scale[r] + OnlineSoftmax<kCols>::template row_reduce<false>(s, r);
+      for (int r = 0; r < 2; ++r)
+        row_sum[r] = row_sum[r] * o_scale[r] + OnlineSoftmax<kCols>::template row_reduce<false>(s, r);
+    }
+  }
+
+  // kMmaRowSum: one block's sums of 2^8 P8 per row (sum0: row r0, sum1: r1); scale: that block's o_scale from step().
+  __device__ __forceinline__ void add_block_sums(const float (&scale)[2], float sum0, float sum1) {
+    row_sum[0] = fmaf(row_sum[0], scale[0], sum0);
+    row_sum[1] = fmaf(row_sum[1], scale[1], sum1);
   }
 
   // Per row: 1 / (2^8 * l) (0 for a row that attended nothing) and the natural-log lse m + log(l) (-inf there).
@@ -123,7 +133,7 @@ struct OnlineSoftmaxFp8 {
     constexpr float kLn2 = 0.69314718055994530942f;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float sum = quad_sum(row_sum[r]);
+      const float sum = kMmaRowSum ? row_sum[r] : quad_sum(row_sum[r]);
       const bool empty = !(sum > 0.f);
       inv_sum[r] = empty ? 0.f : 1.f / sum;
       lse[r] = empty ? -INFINITY : (row_max[r] - kMaxOffset + __log2f(sum)) * kLn2;

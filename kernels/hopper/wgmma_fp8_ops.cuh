@@ -71,6 +71,17 @@ template <> struct WgmmaFp8RS<128> {
   }
 };
 
+template <> struct WgmmaFp8RS<136> {
+  __device__ __forceinline__ static void mma(float (&d)[68], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %73, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n136k32.f32.e4m3.e4m3 " FA3NN_WGMMA_ACC_68
+        ", {%68, %69, %70, %71}, %72, p, 1, 1;\n}\n"
+        : FA3NN_WGMMA_ACC_OUT_68
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+  }
+};
+
 template <> struct WgmmaFp8RS<256> {
   __device__ __forceinline__ static void mma(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
     asm volatile(
@@ -100,6 +111,17 @@ template <> struct WgmmaFp8RSSet<128> {
         "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " FA3NN_WGMMA_ACC_64
         ", {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
         : FA3NN_WGMMA_ACC_SET_64
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(0));
+  }
+};
+
+template <> struct WgmmaFp8RSSet<136> {
+  __device__ __forceinline__ static void mma(float (&d)[68], const uint32_t (&a)[4], uint64_t desc_b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %73, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n136k32.f32.e4m3.e4m3 " FA3NN_WGMMA_ACC_68
+        ", {%68, %69, %70, %71}, %72, p, 1, 1;\n}\n"
+        : FA3NN_WGMMA_ACC_SET_68
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(0));
   }
 };
