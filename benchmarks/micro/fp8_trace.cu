@@ -8,9 +8,10 @@
 //
 //   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -DFA3NN_HANG_GUARD -DFA3NN_FP8_TRACE \
 //        -I kernels/hopper \
-//        -o build/fp8_trace benchmarks/micro/fp8_trace.cu && build/fp8_trace [seqlen] [causal] [variant]
+//        -o build/fp8_trace benchmarks/micro/fp8_trace.cu && build/fp8_trace [seqlen] [causal] [variant] [wide]
 //
-// Inputs: random e4m3 of magnitude 2^-3..2^0 (as fp8_chain.cu), descales 1, block_q 128, block_k 768 (serves the
+// Inputs: random e4m3 of magnitude 2^-3..2^0 (as fp8_chain.cu), descales 1 (or with wide = 1: 2^1..2^8, descales
+// 2^-7, scores of about unit spread as per-tile quantized randn gives), block_q 128, block_k 768 (serves the
 // 128-, 192- and 256-key kernels), bf16 out; batch x seqlen = 16384 tokens, 16 heads (the FlashAttention-3 paper's
 // d128 shapes). With 256-key blocks (variants 30, 31) the K stage wait sits inside the turn (kKWaitInTurn), so the
 // "K/V wait" phase is V's alone and K's lands in "Q K^T issue". Variant 35 (fused_turn_w3) has three consumer
@@ -36,13 +37,16 @@ int fail(const char* fmt, const char* detail) {
 
 namespace trace_harness {
 
-__global__ void fill_e4m3(uint8_t* p, size_t n, uint32_t seed) {
+// Random signs; magnitudes 2^-3..2^0 (the default), or with `wide` 2^1..2^8 (bytes 0x40-0x77, never the NaN 0x7f),
+// which with descales of 2^-7 give scores of about unit spread, as per-tile quantized randn inputs do.
+__global__ void fill_e4m3(uint8_t* p, size_t n, uint32_t seed, bool wide) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B9u + seed;
     h ^= h >> 15;
     h *= 0x2C1B3C6Du;
     h ^= h >> 12;
-    p[i] = static_cast<uint8_t>(0x28 + ((h >> 24) & 0x0F)) | ((h >> 16) & 0x80);
+    const uint32_t magnitude = wide ? 0x40 + (h >> 24) % 0x38 : 0x28 + ((h >> 24) & 0x0F);
+    p[i] = static_cast<uint8_t>(magnitude) | ((h >> 16) & 0x80);
   }
 }
 
@@ -72,6 +76,7 @@ int main(int argc, char** argv) {
   const int seqlen = argc > 1 ? std::atoi(argv[1]) : 16384;
   const bool causal = argc > 2 && std::atoi(argv[2]) != 0;
   const int variant = argc > 3 ? std::atoi(argv[3]) : 0;  // flash_fwd_fp8_launch.cuh's FP8 variants (bf16 out)
+  const bool wide = argc > 4 && std::atoi(argv[4]) != 0;  // fill_e4m3's wide inputs, descales 2^-7
   const int d = 128, nheads = 2048 / d, batch = 16384 / seqlen, block_q = 128, block_k = 768;
   const size_t rows = size_t(batch) * seqlen;
   uint8_t *q8, *k8, *vt8;
@@ -86,12 +91,13 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&qd, size_t(batch) * nheads * q_tiles * 4));
   CHECK(cudaMalloc(&kd, size_t(batch) * nheads * k_tiles * 4));
   CHECK(cudaMalloc(&vd, size_t(batch) * nheads * k_tiles * 4));
-  fill_e4m3<<<1024, 256>>>(q8, rows * nheads * d, 1);
-  fill_e4m3<<<1024, 256>>>(k8, rows * nheads * d, 2);
-  fill_e4m3<<<1024, 256>>>(vt8, rows * nheads * d, 3);
-  fill_f32<<<64, 256>>>(qd, size_t(batch) * nheads * q_tiles, 1.f);
-  fill_f32<<<64, 256>>>(kd, size_t(batch) * nheads * k_tiles, 1.f);
-  fill_f32<<<64, 256>>>(vd, size_t(batch) * nheads * k_tiles, 1.f);
+  fill_e4m3<<<1024, 256>>>(q8, rows * nheads * d, 1, wide);
+  fill_e4m3<<<1024, 256>>>(k8, rows * nheads * d, 2, wide);
+  fill_e4m3<<<1024, 256>>>(vt8, rows * nheads * d, 3, wide);
+  const float descale = wide ? 1.f / 128 : 1.f;
+  fill_f32<<<64, 256>>>(qd, size_t(batch) * nheads * q_tiles, descale);
+  fill_f32<<<64, 256>>>(kd, size_t(batch) * nheads * k_tiles, descale);
+  fill_f32<<<64, 256>>>(vd, size_t(batch) * nheads * k_tiles, descale);
   CHECK(cudaDeviceSynchronize());
 
   // Element strides (batch, row, head) for q8, k8; (batch, head, d row) for vt8; (batch, row, head) for out.
@@ -123,8 +129,8 @@ int main(int argc, char** argv) {
 #else
   const char* build = "without the trace";
 #endif
-  std::printf("d128 seqlen %d %s variant %d: %.3f ms, %.1f TFLOP/s (%s)\n", seqlen,
-              causal ? "causal" : "non-causal", variant, ms, flops / ms / 1e9, build);
+  std::printf("d128 seqlen %d %s variant %d%s: %.3f ms, %.1f TFLOP/s (%s)\n", seqlen,
+              causal ? "causal" : "non-causal", variant, wide ? " wide inputs" : "", ms, flops / ms / 1e9, build);
 #ifdef FA3NN_FP8_TRACE
 
   std::vector<long long> trace(kFp8TraceWarpgroups * kFp8TraceWarps * kFp8TraceBlocks * kFp8TraceEvents);
