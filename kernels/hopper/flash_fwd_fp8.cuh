@@ -186,7 +186,7 @@ struct Fp8FwdConfig {
                 "the promoted kernel has no timing experiments");
   static_assert(!kFused || kPromote, "kFusedTurn is a schedule of the promoted kernel");
   static_assert(!kSplitS || kBlockN == 256, "split S: two n128 halves of a 256-key block");
-  static_assert(!kMmaRowSum || (kHeadDim == 128 && kFused), "row sums by MMA: the d128 fused turn (pv_into_o adds them)");
+  static_assert(!kMmaRowSum || (kHeadDim == 128 && kFused), "row sums by MMA: the d128 fused turn (pv_into_o)");
   static_assert(kKPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0 && kVPanelBytes % 1024 == 0,
                 "1024-B alignment");
 
