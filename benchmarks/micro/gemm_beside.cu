@@ -31,7 +31,9 @@ namespace probe {
 using namespace fa3nn::hopper;
 
 enum Chain : int { kNone = 0, kSS = 1, kRS = 2, kBoth = 3 };
-enum Mix : int { kIdle = 0, kSoftmax = 1, kSoftmaxNoSum, kMixEx2, kMixFfma, kMixFadd, kMixCvt, kMixIMax3, kMixMax, kMixAll };
+enum Mix : int {
+  kIdle = 0, kSoftmax = 1, kSoftmaxNoSum, kMixEx2, kMixFfma, kMixFadd, kMixCvt, kMixIMax3, kMixMax, kMixAll
+};
 
 constexpr uint32_t kQBytes = 64 * 128;        // 64 rows x d128 e4m3, SW128
 constexpr uint32_t kKBytes = 256 * 128;       // 256 keys x d128

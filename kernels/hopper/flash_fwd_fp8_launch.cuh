@@ -192,10 +192,10 @@ int run_fp8_tiles(const Fp8Problem& pr) {
 // splits-h200-20261202-0852; each row's max from 3-input integer maxes, kFusedTurnSplitSIntMax: +2..+8% non-causal,
 // +3..+6% causal at 2k-16k against the float tree, same run, s19b-h200-20261203-0821; at d64 with three consumers it
 // lost 0..9%, at d256 -4..+3%, so those keep the float tree; P's row sums from the P V GEMM over 8 rows of ones,
-// kFusedTurnMmaRowSum on two K/V stages: +3..+11% non-causal at 1k-16k, -3.5..+6% causal against that kernel on three,
-// same call, s21c-h200-20261203-1404, and the mean of V 4x closer) where the descale tiles fit them, else 192-key
-// blocks (every 4th exp2 as the FP32 polynomial, kPolyExpEvery above), else 128-key ones. On the H200, kernel only, TFLOP/s non-causal / causal, fused
-// 256-key against fused 192-key poly4: 827 / 629 against 768 / 605 at 2k, 848 / 736 against 783 / 694 at 4k, 844 / 800
+// kFusedTurnMmaRowSum on two K/V stages: +3..+10% non-causal at 1k-16k, -2.8..+3.4% causal against that kernel on
+// three, one process, s21d-h200-20261203-1407, and the mean of V 4x closer) where the descale tiles fit them, else
+// 192-key blocks (every 4th exp2 as the FP32 polynomial, kPolyExpEvery above), else 128-key ones. On the H200,
+// kernel only, TFLOP/s non-causal / causal, fused 256-key against fused 192-key poly4: 827 / 629 against 768 / 605 at 2k, 848 / 736 against 783 / 694 at 4k, 844 / 800
 // against 807 / 758 at 16k; at 1k against the fused 128-key kernel 721 / 463 against 618 / 466
 // (kb256-h200-20261202-0758), at 512 590 / 318 against 507 / 325 (allgpu-h200-20261202-0841). Before that (192-key
 // blocks from 1025 keys, before the polynomial), fused 192-key against fused 128-key at 1k / 4k / 8k / 16k: 591 / 784 /
