@@ -194,17 +194,17 @@ int run_fp8_tiles(const Fp8Problem& pr) {
 // lost 0..9%, at d256 -4..+3%, so those keep the float tree; P's row sums from the P V GEMM over 8 rows of ones,
 // kFusedTurnMmaRowSum on two K/V stages: +3..+10% non-causal at 1k-16k, -2.8..+3.4% causal against that kernel on
 // three, one process, s21d-h200-20261203-1407, and the mean of V 4x closer) where the descale tiles fit them, else
-// 192-key blocks (every 4th exp2 as the FP32 polynomial, kPolyExpEvery above), else 128-key ones. On the H200,
-// kernel only, TFLOP/s non-causal / causal, fused 256-key against fused 192-key poly4: 827 / 629 against 768 / 605
-// at 2k, 848 / 736 against 783 / 694 at 4k, 844 / 800 against 807 / 758 at 16k; at 1k against the fused 128-key
-// kernel 721 / 463 against 618 / 466 (kb256-h200-20261202-0758), at 512 590 / 318 against 507 / 325
-// (allgpu-h200-20261202-0841). Before that (192-key blocks from 1025 keys, before the polynomial), fused 192-key against fused 128-key at 1k / 4k / 8k / 16k: 591 / 784 /
-// 785 / 804 against 613 / 731 / 729 / 694; causal 426 / 718 / 788 / 810 against 464 / 693 / 735 / 744 (2k: 731 vs 698
-// non-causal, 593 vs 598 causal; fused192-h200-20261202-0220); the fused 128-key kernel had run +10-13% / +11-21% over
-// the serial one (fusedturn-h200-20261202-0158). d64 fused against serial: 388 / 430 / 444 against 352 / 389 / 384
-// non-causal at 1k / 4k / 16k, 295 / 407 / 449 against 276 / 371 / 398 causal (fused192-h200-20261202-0220); with three
-// consumers 456 / 551 / 590 against two's 391 / 435 / 427 non-causal, 288 / 471 / 545 against 296 / 405 / 434 causal
-// (fp8d64w3-h200-20261202-0238; +12-38% except causal 1k, -3%). fa3nn/fp8/key_blocks.py mirrors the choice.
+// 192-key blocks (every 4th exp2 as the FP32 polynomial, kPolyExpEvery above), else 128-key ones. On the H200, kernel
+// only, TFLOP/s non-causal / causal, fused 256-key against fused 192-key poly4: 827 / 629 against 768 / 605 at 2k, 848
+// / 736 against 783 / 694 at 4k, 844 / 800 against 807 / 758 at 16k; at 1k against the fused 128-key kernel 721 / 463
+// against 618 / 466 (kb256-h200-20261202-0758), at 512 590 / 318 against 507 / 325 (allgpu-h200-20261202-0841). Before
+// that (192-key blocks from 1025 keys, before the polynomial), fused 192-key against fused 128-key at 1k / 4k / 8k /
+// 16k: 591 / 784 / 785 / 804 against 613 / 731 / 729 / 694; causal 426 / 718 / 788 / 810 against 464 / 693 / 735 / 744
+// (2k: 731 vs 698 non-causal, 593 vs 598 causal; fused192-h200-20261202-0220); the fused 128-key kernel had run +10-13%
+// / +11-21% over the serial one (fusedturn-h200-20261202-0158). d64 fused against serial: 388 / 430 / 444 against 352 /
+// 389 / 384 non-causal at 1k / 4k / 16k, 295 / 407 / 449 against 276 / 371 / 398 causal (fused192-h200-20261202-0220);
+// with three consumers 456 / 551 / 590 against two's 391 / 435 / 427 non-causal, 288 / 471 / 545 against 296 / 405 /
+// 434 causal (fp8d64w3-h200-20261202-0238; +12-38% except causal 1k, -3%). fa3nn/fp8/key_blocks.py mirrors the choice.
 inline bool fits_key_block(const Fp8Problem& pr, int block) {
   return pr.block_k % block == 0 || pr.block_k >= pr.max_seqlen_k;
 }
