@@ -27,7 +27,8 @@ SHORT_KEYS = 256  # up to this many keys (max_seqlen_k) the 128-key kernel is ta
 
 # head dim -> the key block whose kernel takes P's row sums from its P V GEMM (8 rows of ones under V: the sum of
 # the e4m3 P8 that multiply V, per block in the tensor cores' accumulator like O's block, so the two share its
-# truncation: the mean of V 4x closer at 4k-16k keys, s21b; and the softmax loses its FADD tree, +3..+11% non-causal)
+# truncation: the mean of V 4x closer at 4k-16k keys, s21b; and the softmax loses its FADD tree: +3..+10% non-causal
+# in a same-process A/B, s21d)
 P8_ROW_SUM_BLOCKS = {128: 256}
 
 
