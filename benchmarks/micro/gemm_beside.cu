@@ -158,20 +158,23 @@ Result run(int sms, int mix_steps, int chains, long long* d_out, float* d_sink) 
   return r;
 }
 
+// The mix alone (which also sizes each GEMM window: 2.5x its time, in chains of the clocks measured per chain in
+// chain_clocks), then beside each chain.
 template <int kMix>
-void report(const char* name, int sms, int mix_steps, int chains_ss, int chains_rs, int chains_both, long long* d_out,
+void report(const char* name, int sms, int mix_steps, const double (&chain_clocks)[4], long long* d_out,
             float* d_sink) {
   const Result alone = run<kNone, kMix>(sms, mix_steps, 0, d_out, d_sink);
-  const Result ss = run<kSS, kMix>(sms, mix_steps, chains_ss, d_out, d_sink);
-  const Result rs = run<kRS, kMix>(sms, mix_steps, chains_rs, d_out, d_sink);
-  const Result both = run<kBoth, kMix>(sms, mix_steps, chains_both, d_out, d_sink);
-  auto rate = [](const Result& r, int chains, int chain) { return kChainFlops[chain] * chains / r.gemm_clocks; };
+  auto chains = [&](int chain) { return static_cast<int>(2.5 * alone.mix_clocks / chain_clocks[chain]) + 8; };
+  const Result ss = run<kSS, kMix>(sms, mix_steps, chains(kSS), d_out, d_sink);
+  const Result rs = run<kRS, kMix>(sms, mix_steps, chains(kRS), d_out, d_sink);
+  const Result both = run<kBoth, kMix>(sms, mix_steps, chains(kBoth), d_out, d_sink);
+  auto rate = [&](const Result& r, int chain) { return kChainFlops[chain] * chains(chain) / r.gemm_clocks; };
   std::printf(
       "%-12s alone %9.0f clk | beside ss x%.3f (gemm %5.0f FLOP/clk, lead %6.0f tail %6.0f) | rs x%.3f (%5.0f, %6.0f "
       "%6.0f) | both x%.3f (%5.0f, %6.0f %6.0f)\n",
-      name, alone.mix_clocks, ss.mix_clocks / alone.mix_clocks, rate(ss, chains_ss, kSS), ss.lead, ss.tail,
-      rs.mix_clocks / alone.mix_clocks, rate(rs, chains_rs, kRS), rs.lead, rs.tail,
-      both.mix_clocks / alone.mix_clocks, rate(both, chains_both, kBoth), both.lead, both.tail);
+      name, alone.mix_clocks, ss.mix_clocks / alone.mix_clocks, rate(ss, kSS), ss.lead, ss.tail,
+      rs.mix_clocks / alone.mix_clocks, rate(rs, kRS), rs.lead, rs.tail,
+      both.mix_clocks / alone.mix_clocks, rate(both, kBoth), both.lead, both.tail);
 }
 
 }  // namespace probe
@@ -186,16 +189,15 @@ int main() {
   CHECK(cudaMalloc(&d_sink, 1024 * 1024 * sizeof(float)));
   // The GEMMs alone: clocks per chain, to size each run's GEMM window at 2.5x the mix's time alone.
   const int probe_chains = 2000;
-  const double ss_clk = run<kSS, kIdle>(sms, 0, probe_chains, d_out, d_sink).gemm_clocks / probe_chains;
-  const double rs_clk = run<kRS, kIdle>(sms, 0, probe_chains, d_out, d_sink).gemm_clocks / probe_chains;
-  const double both_clk = run<kBoth, kIdle>(sms, 0, probe_chains, d_out, d_sink).gemm_clocks / probe_chains;
-  std::printf("GEMMs alone, clocks per chain (FLOP/clk/SM): ss %.0f (%.0f), rs %.0f (%.0f), both %.0f (%.0f)\n", ss_clk,
-              kChainFlops[kSS] / ss_clk, rs_clk, kChainFlops[kRS] / rs_clk, both_clk, kChainFlops[kBoth] / both_clk);
+  double chain_clocks[4] = {0, 0, 0, 0};  // indexed by Chain
+  chain_clocks[kSS] = run<kSS, kIdle>(sms, 0, probe_chains, d_out, d_sink).gemm_clocks / probe_chains;
+  chain_clocks[kRS] = run<kRS, kIdle>(sms, 0, probe_chains, d_out, d_sink).gemm_clocks / probe_chains;
+  chain_clocks[kBoth] = run<kBoth, kIdle>(sms, 0, probe_chains, d_out, d_sink).gemm_clocks / probe_chains;
+  std::printf("GEMMs alone, clocks per chain (FLOP/clk/SM): ss %.0f (%.0f), rs %.0f (%.0f), both %.0f (%.0f)\n",
+              chain_clocks[kSS], kChainFlops[kSS] / chain_clocks[kSS], chain_clocks[kRS],
+              kChainFlops[kRS] / chain_clocks[kRS], chain_clocks[kBoth], kChainFlops[kBoth] / chain_clocks[kBoth]);
   auto go = [&](auto mix_tag, const char* name, int steps) {
-    constexpr int kMix = decltype(mix_tag)::value;
-    const double alone = run<kNone, kMix>(sms, steps, 0, d_out, d_sink).mix_clocks;
-    const auto chains = [&](double per) { return static_cast<int>(2.5 * alone / per) + 8; };
-    report<kMix>(name, sms, steps, chains(ss_clk), chains(rs_clk), chains(both_clk), d_out, d_sink);
+    report<decltype(mix_tag)::value>(name, sms, steps, chain_clocks, d_out, d_sink);
   };
   go(std::integral_constant<int, kSoftmax>{}, "softmax", 128);
   go(std::integral_constant<int, kSoftmaxNoSum>{}, "softmax, no row sum", 128);
