@@ -15,7 +15,7 @@ lse is the natural-log sum of exp of the scaled (and soft-capped) scores; it is 
 
 from __future__ import annotations
 
-from fa3nn.backends.base import AttnCall, AttnParams
+from fa3nn.backends.base import AttnCall, AttnParams, lse_dtype
 from fa3nn.checks import check_dense, check_options, check_varlen
 from fa3nn.dispatch import Explanation, check_backend_name, explain_call
 from fa3nn.fp8 import DelayedScaling, HadamardRotation, PerTileScaling, as_recipe, fp8_attention_forward
@@ -87,12 +87,15 @@ def attention(
         max_seqlen_q, max_seqlen_k = q.shape[1], k.shape[1]
     params = _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8_recipe, backend)
     if fp8_recipe is not None:
-        return fp8_attention_forward(q, k, v, params, fp8_recipe, fp8_state, cu_seqlens_q, cu_seqlens_k,
-                                     max_seqlen_q, max_seqlen_k, training=training, backend=backend)
-    return attention_call(
-        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, params.softmax_scale, params.window.left,
-        params.window.right, params.softcap, deterministic, backend,
-    )
+        out, lse = fp8_attention_forward(q, k, v, params, fp8_recipe, fp8_state, cu_seqlens_q, cu_seqlens_k,
+                                         max_seqlen_q, max_seqlen_k, training=training, backend=backend)
+    else:
+        out, lse = attention_call(
+            q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, params.softmax_scale,
+            params.window.left, params.window.right, params.softcap, deterministic, backend,
+        )
+    # the ops keep float32 inputs' lse in float64 for the backward (fa3nn.backends.base.saved_lse_dtype)
+    return out, lse.to(lse_dtype(q.dtype))
 
 
 def flash_attn_func(

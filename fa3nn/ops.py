@@ -13,7 +13,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from fa3nn.backends.base import AttnCall, AttnParams, Varlen, lse_dtype
+from fa3nn.backends.base import AttnCall, AttnParams, Varlen, saved_lse_dtype
 from fa3nn.checks import check_cu_seqlens_values
 from fa3nn.dispatch import FP8_FORWARD_PATHS, resolve, resolve_fp8
 from fa3nn.fp8.quantize import quantize_qkv_tensors
@@ -39,7 +39,8 @@ def _lse_shape(q: Tensor, varlen: bool) -> tuple[int, ...]:
 
 def _outputs_like(q: Tensor, v: Tensor, varlen: bool) -> tuple[Tensor, Tensor]:
     """Uninitialized (out, lse) of the shapes and dtypes every forward op returns (its fake implementation)."""
-    return q.new_empty(*q.shape[:-1], v.shape[-1]), q.new_empty(_lse_shape(q, varlen), dtype=lse_dtype(q.dtype))
+    lse = q.new_empty(_lse_shape(q, varlen), dtype=saved_lse_dtype(q.dtype))
+    return q.new_empty(*q.shape[:-1], v.shape[-1]), lse
 
 
 def _nothing_attended(q: Tensor, v: Tensor, varlen: bool) -> tuple[Tensor, Tensor]:
@@ -207,7 +208,7 @@ def attention_forward_fp8(
                                          cu_seqlens_k, max_seqlen_q, max_seqlen_k)
         out, lse = attention_fp8(quantized, params.softmax_scale, params.window, params.softcap, cu_seqlens_q,
                                  cu_seqlens_k, out_dtype=q.dtype)
-        return out.contiguous(), lse.to(lse_dtype(q.dtype)).contiguous(), quantized.amax.to(torch.float32)
+        return out.contiguous(), lse.to(saved_lse_dtype(q.dtype)).contiguous(), quantized.amax.to(torch.float32)
     from fa3nn.backends.triton.quantize import quantize_fused  # imports triton: only where a kernel path runs
 
     operands = quantize_fused(q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q, cu_seqlens_k,
@@ -217,7 +218,7 @@ def attention_forward_fp8(
                       operands.v_descale, operands.block_q, operands.block_k, params.softmax_scale, params.window,
                       cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q.dtype, vt_starts=operands.vt_starts,
                       **softcap_arg)
-    return out, lse, operands.amax
+    return out, lse.to(saved_lse_dtype(q.dtype)), operands.amax
 
 
 @attention_forward_fp8.register_fake

@@ -18,6 +18,7 @@ read with the cuobjdump bundled with Triton:
   smem      dynamic shared memory per program in KB (Triton's metadata.shared: the launch's request; compiling
             does not check it, an H200 refuses more than 227 KB at launch)
   mma       HGMMA (wgmma) or HMMA (mma.sync): which tensor-core instruction the dots became
+  sass_md5  (--json only) digest of the SASS instructions: equal digests in two trees = identical kernels
 
 Numbers depend on the Triton version and its bundled ptxas: Triton 3.9 assembles sm_90a with ptxas 13.x, Triton
 3.6 (the H200) with ptxas 12.8. To read the H200's numbers here, put a Triton 3.6 wheel first on PYTHONPATH
@@ -27,6 +28,7 @@ Numbers depend on the Triton version and its bundled ptxas: Triton 3.9 assembles
     python scripts/triton_offline_compile.py --kinds dkdv --headdims 128 --tiles 64x128x8x2 32x128x8x2
     python scripts/triton_offline_compile.py --sets pinned --json out.json -j 2
     FA3NN_TRITON_UNMASKED_ROW_STATS=1 python scripts/triton_offline_compile.py --kinds dkdv   # a launcher option
+    python scripts/triton_offline_compile.py --dtype fp32 --sets pinned --json fp32.json   # fp32 inputs
 
 The launchers' environment switches apply as in a real run (they are read when fa3nn is imported).
 """
@@ -36,6 +38,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -49,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-from fa3nn.backends.base import AttnParams  # noqa: E402
+from fa3nn.backends.base import AttnParams, saved_lse_dtype  # noqa: E402
 from fa3nn.backends.triton import configs, launch  # noqa: E402
 from fa3nn.backends.triton import kernels as K  # noqa: E402
 from fa3nn.backends.triton.configs import Tile  # noqa: E402
@@ -60,6 +63,7 @@ KERNEL_OF = {"fwd": "_fwd_kernel", "dq": "_bwd_dq_kernel",
              **{kind: "_bwd_dkdv_kernel" for kind in configs.KEY_BLOCK_KINDS}}
 TARGET = ("cuda", 90, 32)  # sm_90a (H100/H200), 32 threads per warp
 WIDTH = 2048  # nheads * headdim, as in the benchmark
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
 @contextlib.contextmanager
@@ -85,10 +89,10 @@ def _recorded_launches(sink: list):
             setattr(K, name, kernel)
 
 
-def record_launch(kind: str, tile: Tile, headdim: int, causal: bool, seqlen: int = 128):
-    """(kernel name, args, kwargs) of the launch launch.py makes for `kind` with `tile` at this shape (bf16)."""
+def record_launch(kind: str, tile: Tile, headdim: int, causal: bool, seqlen: int = 128, dtype=torch.bfloat16):
+    """(kernel name, args, kwargs) of the launch launch.py makes for `kind` with `tile` at this shape."""
     nheads = WIDTH // headdim
-    q, k, v, dout = (torch.zeros(1, seqlen, nheads, headdim, dtype=torch.bfloat16) for _ in range(4))
+    q, k, v, dout = (torch.zeros(1, seqlen, nheads, headdim, dtype=dtype) for _ in range(4))
     params = AttnParams(softmax_scale=headdim ** -0.5, window=Window.from_args(causal, (-1, -1)), softcap=0.0,
                         deterministic=False)
     sink: list = []
@@ -106,7 +110,7 @@ def record_launch(kind: str, tile: Tile, headdim: int, causal: bool, seqlen: int
                 launch.forward(q, k, v, params, None)
             else:
                 out = torch.zeros_like(q)
-                lse = torch.zeros(1, nheads, seqlen, dtype=torch.float32)
+                lse = torch.zeros(1, nheads, seqlen, dtype=saved_lse_dtype(dtype))
                 launch.backward(dout, q, k, v, out, lse, None, params, None)
     finally:
         configs.OVERRIDES.clear()
@@ -183,7 +187,8 @@ def resources(compiled, tile: Tile) -> dict:
     return dict(regs=regs, stack=stack, n_spills=(stack + local) // 4, stl=len(re.findall(r"\bSTL\b", sass)),
                 ldl=len(re.findall(r"\bLDL\b", sass)), hot=hot, loop=loop,
                 per_kscore=round(loop * tile.num_warps * 1024 / (tile.block_m * tile.block_n)),
-                smem_kb=round(compiled.metadata.shared / 1024, 1), mma=mma)
+                smem_kb=round(compiled.metadata.shared / 1024, 1), mma=mma,
+                sass_md5=hashlib.md5("\n".join(text for _, text in SASS_LINE.findall(sass)).encode()).hexdigest())
 
 
 # Tiles beyond the tables, per (kind, head dim): the restructuring candidates this tool was written to check.
@@ -239,7 +244,8 @@ def parse_tile(text: str) -> Tile:
 def run_one(job: dict) -> dict:
     tile = Tile(*job["tile"])
     try:
-        compiled = compile_offline(*record_launch(job["kind"], tile, job["headdim"], job["causal"]))
+        compiled = compile_offline(*record_launch(job["kind"], tile, job["headdim"], job["causal"],
+                                                  dtype=DTYPES[job.get("dtype", "bf16")]))
         return dict(job, **resources(compiled, tile))
     except Exception as error:  # one tile failing to compile (too much smem, ptxas error) is a result too
         return dict(job, error=f"{type(error).__name__}: {str(error).splitlines()[0][:120]}")
@@ -266,6 +272,7 @@ def main() -> None:
                         help="check these tiles instead of the tables")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="compile in this many processes")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument("--dtype", choices=list(DTYPES), default="bf16", help="the inputs' dtype (default bf16)")
     args = parser.parse_args()
 
     causals = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
@@ -275,8 +282,8 @@ def main() -> None:
             for causal in causals:
                 tiles = ([(t, "cli") for t in args.tiles] if args.tiles
                          else tiles_to_check(kind, headdim, causal, args.sets))
-                jobs += [dict(kind=kind, headdim=headdim, causal=causal, tile=tuple(vars(t).values()), source=src)
-                         for t, src in tiles]
+                jobs += [dict(kind=kind, headdim=headdim, causal=causal, tile=tuple(vars(t).values()), source=src,
+                              dtype=args.dtype) for t, src in tiles]
     print(f"triton {triton.__version__}, {_ptxas_version()}, target sm_90a, {len(jobs)} kernels", file=sys.stderr)
     if args.jobs > 1:
         with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:

@@ -54,6 +54,19 @@ def test_eager_path_equals_custom_op(make_args, use_lse):
     assert type(attention_call(*args)[0].grad_fn).__name__ == "_EagerAttentionBackward"
 
 
+def test_fp32_lse_is_float64_in_the_op_float32_for_the_user():
+    """fa3nn::fwd keeps float32 inputs' lse in float64 for the backward (fa3nn.backends.base.saved_lse_dtype); the
+    public functions hand the user float32 (FA3's dtype), and a gradient into that lse reaches the inputs as one
+    into the op's own lse does."""
+    args = dense_args()
+    q, k, v = args[:3]
+    _, lse_op = attention_call(*args)
+    out, lse = fa3nn.flash_attn_func(q, k, v, softmax_scale=0.25, causal=True, return_lse=True, backend="reference")
+    assert lse_op.dtype == torch.float64 and lse.dtype == torch.float32
+    assert torch.equal(lse, lse_op.float())
+    assert torch.equal(torch.autograd.grad(lse.sum(), q)[0], torch.autograd.grad(lse_op.sum(), q)[0])
+
+
 class TinyAttentionBlock(torch.nn.Module):
     def __init__(self, dim=64, nheads=4, nheads_kv=2):
         super().__init__()

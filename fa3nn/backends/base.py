@@ -14,8 +14,17 @@ from fa3nn.masks import Window
 
 
 def lse_dtype(dtype: torch.dtype) -> torch.dtype:
-    """lse is float32, except float64 for float64 inputs (so gradcheck sees exact values)."""
+    """The lse users get: float32, except float64 for float64 inputs (so gradcheck sees exact values)."""
     return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def saved_lse_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The lse fa3nn's ops return, save and hand to the backward: lse_dtype's, but float64 for float32 inputs too
+    (fa3nn.interface rounds it to float32 for the user). The backward recomputes P = exp(score - lse), so lse's
+    error multiplies a whole row of P: rounded to float32 (|lse| ~ 2-10, half an ulp 1.2e-7..4.8e-7) it is as
+    large as all of plain fp32 PyTorch's error (benchmarks/NOTES.md, "fp32 backward"). 16-bit inputs round P to
+    16 bits before the matmuls, far above it."""
+    return torch.float64 if dtype in (torch.float32, torch.float64) else torch.float32
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from fa3nn.backends.base import AttnCall, AttnParams, Backend, Varlen, lse_dtype
+from fa3nn.backends.base import AttnCall, AttnParams, Backend, Varlen, saved_lse_dtype
 
 # Elements of one chunk's score matrix (float32: 64 MiB); a few temporaries of this size live at once.
 SCORE_BUDGET = 1 << 24
@@ -79,14 +79,14 @@ def _unfold_rows(x: torch.Tensor, rows: int) -> torch.Tensor:
 
 
 def forward_dense(q, k, v, params: AttnParams):
-    """q (b, sq, h, d), k/v (b, sk, hk, d[v]) -> out (b, sq, h, dv) in q's dtype, lse (b, h, sq) float32."""
+    """q (b, sq, h, d), k/v (b, sk, hk, d[v]) -> out (b, sq, h, dv) in q's dtype, lse (b, h, sq) (saved_lse_dtype)."""
     b, seqlen_q, h, _ = q.shape
     seqlen_k, hk = k.shape[1], k.shape[2]
     cdtype = _compute_dtype(q.dtype)
     k_t = k.to(cdtype).permute(0, 2, 3, 1)  # (b, hk, d, sk)
     v_c = v.to(cdtype).permute(0, 2, 1, 3)  # (b, hk, sk, dv)
     out = torch.empty(b, seqlen_q, h, v.shape[-1], dtype=q.dtype, device=q.device)
-    lse = torch.empty(b, h, seqlen_q, dtype=lse_dtype(q.dtype), device=q.device)
+    lse = torch.empty(b, h, seqlen_q, dtype=saved_lse_dtype(q.dtype), device=q.device)
     q_grouped = q.view(b, seqlen_q, hk, h // hk, q.shape[-1])
     step = _chunk_rows(b, h, seqlen_q, seqlen_k)
     for start in range(0, seqlen_q, step):
@@ -148,7 +148,7 @@ class ReferenceBackend(Backend):
         if varlen is None:
             return forward_dense(q, k, v, params)
         out = torch.empty(*q.shape[:-1], v.shape[-1], dtype=q.dtype, device=q.device)
-        lse = torch.empty(q.shape[1], q.shape[0], dtype=lse_dtype(q.dtype), device=q.device)
+        lse = torch.empty(q.shape[1], q.shape[0], dtype=saved_lse_dtype(q.dtype), device=q.device)
         for rows_q, rows_k in _per_sequence(varlen):
             o, s = forward_dense(q[rows_q][None], k[rows_k][None], v[rows_k][None], params)
             out[rows_q], lse[:, rows_q] = o[0], s[0]

@@ -143,12 +143,14 @@ def _load_block(src, seq_start, row0, col, offs_r, stride_row, offs_d, seqlen, H
 
 @triton.jit
 def _scores(s, qk_scale, softcap2, HAS_SOFTCAP: tl.constexpr):
-    """Raw Q·Kᵀ -> scaled (and soft-capped) scores, and tanh (for the backward; 0 without softcap). The forward
-    passes log2-unit constants (one FMA and exp2 per score). So does the backward for 16-bit inputs (LOG2_SCORES:
-    lse is converted once per row); for fp32 it passes natural ones and subtracts the stored natural lse before
-    exponentiating, which keeps fp32 rounding of |s|, |lse| ~ 10 out of P (measured: dq/dk errors 2.2x -> under
-    2x the fp32 PyTorch error under the interpreter). For bf16/fp16 that rounding (~1e-6 relative) is far under
-    P's own rounding to 16 bits before the matmuls."""
+    """Raw Q·Kᵀ -> scaled (and soft-capped) scores, and tanh (for the backward; 0 without softcap). For 16-bit
+    inputs the launchers pass log2-unit constants (LOG2_SCORES: one FMA and exp2 per score; the backward converts
+    lse once per row). For fp32 they pass natural ones, forward and backward alike: the backward subtracts the
+    stored natural lse before exponentiating, which keeps fp32 rounding of |s|, |lse| ~ 10 out of P (measured:
+    dq/dk errors 2.2x -> under 2x the fp32 PyTorch error under the interpreter), and the forward's lse of one key
+    is then that key's score itself, not a product by log2(e) and back by ln(2) (benchmarks/NOTES.md "fp32
+    backward"). For bf16/fp16 that rounding (~1e-6 relative) is far under P's own rounding to 16 bits before the
+    matmuls."""
     if HAS_SOFTCAP:
         t = _tanh(s * qk_scale)
         return t * softcap2, t
@@ -166,7 +168,8 @@ def _fwd_inner(acc, l_i, m_i, q, k_src, v_src, k_start, head_kv, stride_ks, stri
                lo, hi, seqlen_q, seqlen_k, qk_scale, softcap2, window_left, window_right,
                MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
                HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-               BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr):
+               BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr,
+               LOG2_SCORES: tl.constexpr):
     for n0 in range(lo, hi, BLOCK_N):
         cols = n0 + offs_n
         if USE_TMA:  # K rows past the end need no zeroing: their scores are masked to -inf (even NaN ones)
@@ -186,8 +189,12 @@ def _fwd_inner(acc, l_i, m_i, q, k_src, v_src, k_start, head_kv, stride_ks, stri
             m_new_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
         else:
             m_new_safe = m_new
-        p = tl.exp2(s - m_new_safe[:, None])
-        alpha = tl.exp2(m_i - m_new_safe)
+        if LOG2_SCORES:  # written out, not _exp: 16-bit kernels keep their exact PTX (NOTES "fp32 backward")
+            p = tl.exp2(s - m_new_safe[:, None])
+            alpha = tl.exp2(m_i - m_new_safe)
+        else:
+            p = tl.exp(s - m_new_safe[:, None])
+            alpha = tl.exp(m_i - m_new_safe)
         l_i = l_i * alpha + tl.sum(p, 1)
         v = _load_block(v_src, k_start, n0, head_kv * HEADDIM_V, offs_n, stride_vs, offs_dv, seqlen_k, HEADDIM_V,
                         BLOCK_DV, MASKED, USE_TMA)
@@ -211,9 +218,12 @@ def _fwd_kernel(
     HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    LOG2_SCORES: tl.constexpr = True,
 ):
     """Q, K, V are pointers, or with USE_TMA tensor descriptors over the (rows, heads * dim) views (1) or, dense
-    calls, the (batch, seqlen, heads * dim) views (2: launch.TMA_BATCHED)."""
+    calls, the (batch, seqlen, heads * dim) views (2: launch.TMA_BATCHED). LOG2_SCORES (16-bit inputs): scores in
+    log2 units, one exp2 each, lse stored in float32; fp32 inputs keep natural units and store lse in float64
+    (saved_lse_dtype), so that lse = m + log(l) rounds nothing but l's sum and the scores' own products."""
     head = tl.program_id(1)
     batch = tl.program_id(2)
     if HAS_RIGHT:  # causal-like: the last query blocks carry the most keys, launch them first
@@ -263,21 +273,24 @@ def _fwd_kernel(
     acc, l_i, m_i = _fwd_inner(
         acc, l_i, m_i, q, k_src, v_src, k_row0, head_kv, stride_ks, stride_vs, rows, offs_n, offs_d, offs_dv,
         full_lo, full_hi, seqlen_q, seqlen_k, qk_scale, softcap2, window_left, window_right, False, HAS_LEFT,
-        HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION, USE_TMA)
+        HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION, USE_TMA, LOG2_SCORES)
     if HAS_LEFT:
         acc, l_i, m_i = _fwd_inner(
             acc, l_i, m_i, q, k_src, v_src, k_row0, head_kv, stride_ks, stride_vs, rows, offs_n, offs_d, offs_dv,
             lo, full_lo, seqlen_q, seqlen_k, qk_scale, softcap2, window_left, window_right, True, HAS_LEFT,
-            HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION, USE_TMA)
+            HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION, USE_TMA, LOG2_SCORES)
     acc, l_i, m_i = _fwd_inner(
         acc, l_i, m_i, q, k_src, v_src, k_row0, head_kv, stride_ks, stride_vs, rows, offs_n, offs_d, offs_dv,
         full_hi, hi, seqlen_q, seqlen_k, qk_scale, softcap2, window_left, window_right, True, HAS_LEFT,
-        HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION, USE_TMA)
+        HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION, USE_TMA, LOG2_SCORES)
 
     # Rows that attend no key: l = 0, acc = 0 -> out 0, lse = log2(0) = -inf.
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     out = acc / l_safe[:, None]
-    lse = tl.where(l_i == 0.0, float("-inf"), (m_i + tl.log2(l_safe)) * LN2)
+    if LOG2_SCORES:
+        lse = tl.where(l_i == 0.0, float("-inf"), (m_i + tl.log2(l_safe)) * LN2)
+    else:
+        lse = tl.where(l_i == 0.0, float("-inf"), m_i.to(tl.float64) + tl.log(l_safe.to(tl.float64)))
     row_ok = rows < seqlen_q
     o_ptrs = o_base + rows[:, None] * stride_os + offs_dv[None, :]
     if BLOCK_DV == HEADDIM_V:
@@ -302,7 +315,9 @@ def _bwd_delta_kernel(
     HEADDIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, IS_VARLEN: tl.constexpr, HAS_DLSE: tl.constexpr,
     BLOCK_M: tl.constexpr,
 ):
-    """delta = rowsum(dO * O) - dlse, in float32 (dlse: the gradient flowing into lse)."""
+    """delta = rowsum(dO * O) - dlse, stored in float32 (dlse: the gradient flowing into lse). For fp32 inputs the
+    products and the sum run in float64, rounded once: delta's error enters every dS of its row alike (in the
+    interpreter's fp32 sweep, benchmarks/NOTES.md "fp32 backward": worst dQ 1.08 -> 0.64 of the error-ratio bound)."""
     head = tl.program_id(1)
     batch = tl.program_id(2)
     q_start, seqlen_q = _seq_bounds(cu_seqlens_q, batch, seqlen_q, IS_VARLEN)
@@ -316,12 +331,15 @@ def _bwd_delta_kernel(
     do_base = dOut + b64 * stride_dob + head.to(tl.int64) * stride_doh + q_start.to(tl.int64) * stride_dos
     o = _load_rows(o_base, rows, stride_os, offs_dv, seqlen_q, HEADDIM_V, BLOCK_DV, True).to(tl.float32)
     do = _load_rows(do_base, rows, stride_dos, offs_dv, seqlen_q, HEADDIM_V, BLOCK_DV, True).to(tl.float32)
-    delta = tl.sum(o * do, 1)
+    if Out.dtype.element_ty == tl.float32:
+        delta = tl.sum(o.to(tl.float64) * do.to(tl.float64), 1)
+    else:
+        delta = tl.sum(o * do, 1)
     l_offset = b64 * stride_lb + head.to(tl.int64) * stride_lh + q_start
     row_ok = rows < seqlen_q
     if HAS_DLSE:
-        delta -= tl.load(dLse + l_offset + rows, mask=row_ok, other=0.0).to(tl.float32)
-    tl.store(Delta + l_offset + rows, delta, mask=row_ok)
+        delta -= tl.load(dLse + l_offset + rows, mask=row_ok, other=0.0).to(delta.dtype)
+    tl.store(Delta + l_offset + rows, delta.to(tl.float32), mask=row_ok)
 
 
 @triton.jit
@@ -354,10 +372,11 @@ def _score_minus_lse(s, lse, qk_scale, score_cap, HAS_SOFTCAP: tl.constexpr, LOG
     """Raw Q·Kᵀ -> the exponent of P = exp(score - lse) (log2 units with LOG2_SCORES: one FMA per score without
     softcap; natural units otherwise, see _scores), and tanh for the softcap derivative (0 without softcap).
     Written as an explicit FMA because ptxas left the multiply and the subtract apart (sm_90a SASS of the dK/dV
-    kernel, head dim 128: one FMUL and one FADD per score)."""
+    kernel, head dim 128: one FMUL and one FADD per score). fp32 inputs bring a float64 lse (saved_lse_dtype):
+    the difference is taken in float64 and rounded once, so lse's own rounding never reaches P."""
     if HAS_SOFTCAP or not LOG2_SCORES:
         scores, tanh = _scores(s, qk_scale, score_cap, HAS_SOFTCAP)
-        return scores - lse, tanh
+        return (scores - lse).to(tl.float32), tanh
     else:
         return tl.fma(s, qk_scale, -lse), 0.0
 
@@ -383,6 +402,18 @@ def _probs(a, b, lse_b, rows_b, cols_b, seqlen_q, seqlen_k, qk_scale, score_cap,
         keep = _allowed(rows_b, cols_b, seqlen_q, seqlen_k, window_left, window_right, HAS_LEFT, HAS_RIGHT)
         x = tl.where(keep, x, float("-inf"))
     return _exp(x, LOG2_SCORES), tanh
+
+
+@triton.jit
+def _add_block_sum(block_sum, acc):
+    """acc + one block's product, for the backward's dK, dV and dQ with fp32 inputs ("ieee" dots: Triton lowers
+    them to one FMA per product in K's order, no tensor cores). Each block's product is summed on its own and
+    added with one rounding, so a sum over a whole sequence (and over the heads of a GQA group) is no single FMA
+    chain of that length: one chain of 239 rows measured 2.3x plain fp32 PyTorch's error (benchmarks/NOTES.md
+    "fp32 backward"). An FMA by 1, not `acc + block_sum`: Triton's combine pass turns `acc + dot(a, b)` back into
+    dot(a, b, acc). The callers write the 16-bit branch (tl.dot into the accumulator) out themselves: any new
+    inlined call changes their PTX's debug labels, and with them ptxas's schedule."""
+    return tl.fma(block_sum, 1.0, acc)
 
 
 @triton.jit
@@ -436,7 +467,10 @@ def _bwd_dkdv_step(dk, dv, k, k_dq, v, m0, q_base, do_base, q_row0, q_col, do_co
                          window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, DOT_PRECISION,
                          LOG2_SCORES)
         if WITH_DV:
-            dv = tl.dot(tl.trans(p.to(do.dtype)), do_part, dv, input_precision=DOT_PRECISION)
+            if DOT_PRECISION == "ieee":
+                dv = _add_block_sum(tl.dot(tl.trans(p.to(do.dtype)), do_part, input_precision=DOT_PRECISION), dv)
+            else:
+                dv = tl.dot(tl.trans(p.to(do.dtype)), do_part, dv, input_precision=DOT_PRECISION)
         if WITH_DK:
             dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)
             ds = p * (dp - delta[:, None])
@@ -448,7 +482,10 @@ def _bwd_dkdv_step(dk, dv, k, k_dq, v, m0, q_base, do_base, q_row0, q_col, do_co
                              score_cap, window_left, window_right, MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP,
                              DOT_PRECISION, LOG2_SCORES)  # (BLOCK_N, BLOCK_M): keys x queries
         if WITH_DV:
-            dv = tl.dot(p_t.to(do.dtype), do_part, dv, input_precision=DOT_PRECISION)
+            if DOT_PRECISION == "ieee":
+                dv = _add_block_sum(tl.dot(p_t.to(do.dtype), do_part, input_precision=DOT_PRECISION), dv)
+            else:
+                dv = tl.dot(p_t.to(do.dtype), do_part, dv, input_precision=DOT_PRECISION)
         if WITH_DK:
             dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)
             ds_t = p_t * (dp_t - delta[None, :])
@@ -456,7 +493,10 @@ def _bwd_dkdv_step(dk, dv, k, k_dq, v, m0, q_base, do_base, q_row0, q_col, do_co
                 ds_t = ds_t * (1.0 - tanh_t * tanh_t)
             ds_t = ds_t.to(q.dtype)
     if WITH_DK:
-        dk = tl.dot(ds_t, q_part, dk, input_precision=DOT_PRECISION)
+        if DOT_PRECISION == "ieee":
+            dk = _add_block_sum(tl.dot(ds_t, q_part, input_precision=DOT_PRECISION), dk)
+        else:
+            dk = tl.dot(ds_t, q_part, dk, input_precision=DOT_PRECISION)
     if ATOMIC_DQ:  # this key block's share of dQ, added into the fp32 accumulator (order varies run to run)
         dq = tl.dot(tl.trans(ds_t), k_dq, input_precision=DOT_PRECISION)
         if DQ_TMA:
@@ -661,7 +701,10 @@ def _bwd_dq_inner(dq, q, do, lse, delta, k_src, v_src, k_start, head_kv, stride_
         ds = p * (dp - delta[:, None])
         if HAS_SOFTCAP:
             ds = ds * (1.0 - tanh * tanh)
-        dq = tl.dot(ds.to(k.dtype), k, dq, input_precision=DOT_PRECISION)
+        if DOT_PRECISION == "ieee":
+            dq = _add_block_sum(tl.dot(ds.to(k.dtype), k, input_precision=DOT_PRECISION), dq)
+        else:
+            dq = tl.dot(ds.to(k.dtype), k, dq, input_precision=DOT_PRECISION)
     return dq
 
 

@@ -20,7 +20,7 @@ import os
 import torch
 import triton
 
-from fa3nn.backends.base import AttnParams, Varlen, lse_dtype
+from fa3nn.backends.base import AttnParams, Varlen, saved_lse_dtype
 from fa3nn.backends.triton import configs
 from fa3nn.backends.triton import kernels as K
 
@@ -274,10 +274,14 @@ class _Shape:
         self.causal = window.right == 0
         self.mask_kind = 0 if window.unmasked else 1 if window.causal and not window.local else 2
         self.has_softcap = params.softcap > 0
-        if self.has_softcap:  # scores = softcap * tanh(scale * qk / softcap), in log2 units
-            self.qk_scale, self.softcap2 = params.softmax_scale / params.softcap, params.softcap * LOG2E
+        # 16-bit inputs: scores in log2 units (one FMA and one exp2 per score; the backward converts lse once per
+        # row). fp32 keeps natural units, whose rounding stays under the fp32 reference's (kernels._scores).
+        self.log2_scores = q.dtype != torch.float32
+        unit = LOG2E if self.log2_scores else 1.0
+        if self.has_softcap:  # scores = softcap * tanh(scale * qk / softcap)
+            self.qk_scale, self.softcap2 = params.softmax_scale / params.softcap, params.softcap * unit
         else:
-            self.qk_scale, self.softcap2 = params.softmax_scale * LOG2E, 1.0
+            self.qk_scale, self.softcap2 = params.softmax_scale * unit, 1.0
         self.softmax_scale = params.softmax_scale
         self.deterministic = params.deterministic
         self.window_left, self.window_right = window.left, window.right
@@ -289,7 +293,7 @@ class _Shape:
         return dict(
             HEADDIM=self.headdim, HEADDIM_V=self.headdim_v, BLOCK_D=self.block_d, BLOCK_DV=self.block_dv,
             IS_VARLEN=self.varlen, HAS_LEFT=self.has_left, HAS_RIGHT=self.has_right,
-            HAS_SOFTCAP=self.has_softcap, DOT_PRECISION=self.dot_precision,
+            HAS_SOFTCAP=self.has_softcap, DOT_PRECISION=self.dot_precision, LOG2_SCORES=self.log2_scores,
         )
 
     def scalars(self) -> tuple:
@@ -383,7 +387,7 @@ def forward(q, k, v, params: AttnParams, varlen: Varlen | None):
     shape = _Shape(q, k, v, params, varlen)
     out = _alloc((*q.shape[:-1], shape.headdim_v), q.dtype, q.device)
     lse_shape = (shape.nheads, q.shape[0]) if shape.varlen else (shape.batch, shape.nheads, shape.seqlen_q)
-    lse = _alloc(lse_shape, lse_dtype(q.dtype), q.device)
+    lse = _alloc(lse_shape, saved_lse_dtype(q.dtype), q.device)
     views = _tma_views(q, k, v, shape=shape,
                        batched=tma_batched("fwd", shape.block_d, shape.causal, shape.max_seqlen))
     if views is not None:
@@ -423,14 +427,8 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
 
     dk = _alloc(k.shape, k.dtype, k.device)
     dv = _alloc(v.shape, v.dtype, v.device)
-    # 16-bit inputs: scores in log2 units, lse converted once per row, so P is one FMA and one exp2 per score;
-    # fp32 (interpreter tests) keeps natural units, whose rounding stays under the fp32 reference's (kernels._scores).
-    log2_scores = q.dtype != torch.float32
-    unit = LOG2E if log2_scores else 1.0
-    qk_scale = shape.softmax_scale / params.softcap if shape.has_softcap else shape.softmax_scale * unit
-    softcap = params.softcap * unit if shape.has_softcap else 1.0
     common = (
-        *shape.scalars(), shape.softmax_scale, qk_scale, softcap, shape.window_left,
+        *shape.scalars(), shape.softmax_scale, shape.qk_scale, shape.softcap2, shape.window_left,
         shape.window_right, *shape.autotune_keys(),
     )
     qkv_do_strides = (
@@ -465,7 +463,7 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
                 (q_src, k, v, do_src, lse, delta, dk, dv, dq_target if adds_dq and dq_target is not None else dq_acc,
                  shape.cu_q, shape.cu_k, *qkv_do_strides, *_strides(dk, shape.varlen), *_strides(dv, shape.varlen),
                  *_strides(dq_acc, shape.varlen), *stat_strides, *common),
-                **shape.constexprs(), LOG2_SCORES=log2_scores, ATOMIC_DQ=adds_dq,
+                **shape.constexprs(), ATOMIC_DQ=adds_dq,
                 UNMASKED_ROW_STATS=UNMASKED_ROW_STATS, DQ_TMA=adds_dq and dq_target is not None, SPLIT_D=split,
                 QDO_TMA=_tma_mode(qdo_views),
                 QUERY_MAJOR=dkdv_query_major(kind, shape.block_d, shape.causal, max_seqlen, pointers),
@@ -490,7 +488,7 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
              *stat_strides, *common),
             # its tile measured through descriptors (for d256 the batched ones), which this call lacks
             pointers=configs.lacks_measured_views("dq", shape.block_d, measured_tma, _views_rank(views)),
-            **shape.constexprs(), LOG2_SCORES=log2_scores, USE_TMA=_tma_mode(views),
+            **shape.constexprs(), USE_TMA=_tma_mode(views),
         )
 
     if not (BWD_STREAMS and q.is_cuda):
