@@ -148,15 +148,33 @@ def _dot_16(A, B, C):
     tl.store(C + tile, tl.dot(tl.load(A + tile), tl.load(B + tile), input_precision="ieee"))
 
 
-def test_interpreter_fp32_dot_is_the_fma_chain():
-    row, col = _tie_inputs()
-    a = torch.zeros(16, 16)
-    b = torch.zeros(16, 16)
-    a[0], b[:, 0] = row, col
+def test_interpreter_fp32_dot_is_the_fma_chain(monkeypatch):
+    """The fixture's patch is live: the kernel's fp32 dot calls fma_chain (counted: on an AVX-512 machine
+    OpenBLAS's 16x16 sgemm happens to sum in the same order, so the values alone could not tell) and returns its
+    result bit for bit."""
+    from fa3nn.testing import fma_dot
+
+    calls = []
+    monkeypatch.setattr(fma_dot, "fma_chain", lambda *args: calls.append(1) or fma_chain(*args))
+    a, b = torch.randn(16, 16), torch.randn(16, 16)
     c = torch.empty(16, 16)
     _dot_16[(1,)](a, b, c)
-    assert c[0, 0].item() == 1.0  # numpy's matmul may round once: 1 + 2^-22 (the chain is tested above)
-    assert c.abs().sum().item() == 1.0  # every other entry is exactly 0
+    assert calls == [1]
+    assert torch.equal(c, torch.from_numpy(fma_chain(a.numpy(), b.numpy(), np.zeros((16, 16), np.float32))))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_op_lse_dtype(dtype):
+    """fa3nn::fwd through the Triton kernels returns the lse dtype its fake promises (saved_lse_dtype: float64 for
+    float32 inputs, float32 for 16-bit ones); the user's lse is float32 either way."""
+    from fa3nn.backends.base import saved_lse_dtype
+    from fa3nn.ops import attention_forward
+
+    q, k, v = random_qkv(1, 20, 37, 2, 1, 32, dtype)
+    _, lse_op = attention_forward(q, k, v, None, None, 20, 37, 32**-0.5, -1, 0, 0.0, False, "triton")
+    assert lse_op.dtype == saved_lse_dtype(dtype) == (torch.float64 if dtype == torch.float32 else torch.float32)
+    _, lse = flash_attn_func(q, k, v, causal=True, return_lse=True, backend="triton")
+    assert lse.dtype == torch.float32 and torch.equal(lse, lse_op.float())
 
 
 @pytest.mark.parametrize("orientation", ["auto", "1"], ids=["default-orientation", "query-major"])

@@ -1,8 +1,9 @@
 """The Triton kernels: forward, and a three-kernel backward (delta, dK/dV, dQ). Launchers live in launch.py.
 
-Every kernel sees one (query block or key block, head, batch) tile and walks the other sequence in blocks. Scores
-are kept in the log2 domain (scale folded with log2(e), so the softmax is one exp2 per element; the backward does
-the same for 16-bit inputs, see _scores), lse is stored in natural log. Masks are bottom-right aligned
+Every kernel sees one (query block or key block, head, batch) tile and walks the other sequence in blocks. For
+16-bit inputs scores are kept in the log2 domain (scale folded with log2(e), so the softmax is one exp2 per
+element; LOG2_SCORES), for fp32 in natural units (see _scores); lse is stored in natural log, float64 for fp32
+inputs (fa3nn.backends.base.saved_lse_dtype). Masks are bottom-right aligned
 (fa3nn.masks): query row i may attend key j when
 
     i + diag - left  <=  j  <=  i + diag + right,      diag = seqlen_k - seqlen_q,
@@ -218,12 +219,13 @@ def _fwd_kernel(
     HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    LOG2_SCORES: tl.constexpr = True,
+    LOG2_SCORES: tl.constexpr,
 ):
     """Q, K, V are pointers, or with USE_TMA tensor descriptors over the (rows, heads * dim) views (1) or, dense
     calls, the (batch, seqlen, heads * dim) views (2: launch.TMA_BATCHED). LOG2_SCORES (16-bit inputs): scores in
     log2 units, one exp2 each, lse stored in float32; fp32 inputs keep natural units and store lse in float64
-    (saved_lse_dtype), so that lse = m + log(l) rounds nothing but l's sum and the scores' own products."""
+    (saved_lse_dtype): lse = m + log(l) then carries l's own rounding (each exp, the rescales, the sum) and the
+    scores', but no log2(e) / ln(2) products and no rounding of its own before the backward."""
     head = tl.program_id(1)
     batch = tl.program_id(2)
     if HAS_RIGHT:  # causal-like: the last query blocks carry the most keys, launch them first
