@@ -29,6 +29,7 @@ Numbers depend on the Triton version and its bundled ptxas: Triton 3.9 assembles
     python scripts/triton_offline_compile.py --sets pinned --json out.json -j 2
     FA3NN_TRITON_UNMASKED_ROW_STATS=1 python scripts/triton_offline_compile.py --kinds dkdv   # a launcher option
     python scripts/triton_offline_compile.py --dtype fp32 --sets pinned --json fp32.json   # fp32 inputs
+    python scripts/triton_offline_compile.py --softcap 30 --sets pinned --json softcap.json   # soft-capped kernels
 
 The launchers' environment switches apply as in a real run (they are read when fa3nn is imported).
 """
@@ -89,11 +90,12 @@ def _recorded_launches(sink: list):
             setattr(K, name, kernel)
 
 
-def record_launch(kind: str, tile: Tile, headdim: int, causal: bool, seqlen: int = 128, dtype=torch.bfloat16):
+def record_launch(kind: str, tile: Tile, headdim: int, causal: bool, seqlen: int = 128, dtype=torch.bfloat16,
+                  softcap: float = 0.0):
     """(kernel name, args, kwargs) of the launch launch.py makes for `kind` with `tile` at this shape."""
     nheads = WIDTH // headdim
     q, k, v, dout = (torch.zeros(1, seqlen, nheads, headdim, dtype=dtype) for _ in range(4))
-    params = AttnParams(softmax_scale=headdim ** -0.5, window=Window.from_args(causal, (-1, -1)), softcap=0.0,
+    params = AttnParams(softmax_scale=headdim ** -0.5, window=Window.from_args(causal, (-1, -1)), softcap=softcap,
                         deterministic=False)
     sink: list = []
     saved_env, saved_atomic, saved_split = os.environ.get("FA3NN_TRITON_TMA"), launch.ATOMIC_DQ, launch.DKDV_SPLIT_D
@@ -167,6 +169,12 @@ def hot_loops(sass: str) -> tuple[int, int]:
     return total, first
 
 
+def sass_digest(sass: str) -> str:
+    """md5 of a listing's instructions in order (addresses, encodings and the header left out): equal digests of
+    two compiles = the same SASS."""
+    return hashlib.md5("\n".join(text for _, text in SASS_LINE.findall(sass)).encode()).hexdigest()
+
+
 def _cuobjdump(*flags: str, cubin: bytes) -> str:
     tool = triton.knobs.nvidia.cuobjdump.path
     path = Path(os.environ.get("TMPDIR", "/tmp")) / f"fa3nn-offline-{os.getpid()}.cubin"
@@ -188,7 +196,7 @@ def resources(compiled, tile: Tile) -> dict:
                 ldl=len(re.findall(r"\bLDL\b", sass)), hot=hot, loop=loop,
                 per_kscore=round(loop * tile.num_warps * 1024 / (tile.block_m * tile.block_n)),
                 smem_kb=round(compiled.metadata.shared / 1024, 1), mma=mma,
-                sass_md5=hashlib.md5("\n".join(text for _, text in SASS_LINE.findall(sass)).encode()).hexdigest())
+                sass_md5=sass_digest(sass))
 
 
 # Tiles beyond the tables, per (kind, head dim): the restructuring candidates this tool was written to check.
@@ -245,7 +253,8 @@ def run_one(job: dict) -> dict:
     tile = Tile(*job["tile"])
     try:
         compiled = compile_offline(*record_launch(job["kind"], tile, job["headdim"], job["causal"],
-                                                  dtype=DTYPES[job.get("dtype", "bf16")]))
+                                                  dtype=DTYPES[job.get("dtype", "bf16")],
+                                                  softcap=job.get("softcap", 0.0)))
         return dict(job, **resources(compiled, tile))
     except Exception as error:  # one tile failing to compile (too much smem, ptxas error) is a result too
         return dict(job, error=f"{type(error).__name__}: {str(error).splitlines()[0][:120]}")
@@ -273,6 +282,7 @@ def main() -> None:
     parser.add_argument("-j", "--jobs", type=int, default=1, help="compile in this many processes")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     parser.add_argument("--dtype", choices=list(DTYPES), default="bf16", help="the inputs' dtype (default bf16)")
+    parser.add_argument("--softcap", type=float, default=0.0, help="compile the soft-capped kernels (e.g. 30)")
     args = parser.parse_args()
 
     causals = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
@@ -283,7 +293,7 @@ def main() -> None:
                 tiles = ([(t, "cli") for t in args.tiles] if args.tiles
                          else tiles_to_check(kind, headdim, causal, args.sets))
                 jobs += [dict(kind=kind, headdim=headdim, causal=causal, tile=tuple(vars(t).values()), source=src,
-                              dtype=args.dtype) for t, src in tiles]
+                              dtype=args.dtype, softcap=args.softcap) for t, src in tiles]
     print(f"triton {triton.__version__}, {_ptxas_version()}, target sm_90a, {len(jobs)} kernels", file=sys.stderr)
     if args.jobs > 1:
         with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:

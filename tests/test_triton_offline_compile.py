@@ -42,6 +42,13 @@ def test_hot_spills_count_only_tensor_core_loops(offline):
     assert loop == 5  # 0x40..0x80
 
 
+def test_sass_digest_reads_instructions_only(offline):
+    """Two listings that differ only in addresses and encodings digest alike; one changed register does not."""
+    moved = LISTING.replace("/*00", "/*10").replace("0x0000000001007387", "0x00000000ffffffff")
+    assert offline.sass_digest(moved) == offline.sass_digest(LISTING)
+    assert offline.sass_digest(LISTING.replace("MOV R4, R5", "MOV R4, R6")) != offline.sass_digest(LISTING)
+
+
 def test_tiles_parse_and_the_tables_list_their_sources(offline):
     from fa3nn.backends.triton.configs import Tile
 
