@@ -67,21 +67,30 @@ def bf16_kernel_model(q, k, v, softmax_scale):
     return out
 
 
-def fp8_output(q, k, v, recipe, softmax_scale):
+def fp8_output(q, k, v, recipe, softmax_scale, linear_exp2_every=0):
     state = make_state(recipe, layer_idx=0)
     # A fresh DelayedScalingState has no history, so its first forward scales each whole tensor by this call's
     # amax: per-tensor FP8, the paper's baseline granularity.
     assert state is None or not isinstance(state, DelayedScalingState) or not state.started
-    out, _ = attention_fp8(quantize_qkv(q, k, v, recipe, state), softmax_scale)
+    out, _ = attention_fp8(quantize_qkv(q, k, v, recipe, state), softmax_scale, linear_exp2_every=linear_exp2_every)
     return out
 
 
-def rows():
+# The linear exp2 rows (--linear-exp2): the benchmark kernels 48-50's P8 on a quarter / half / all of the scores
+# (kernels/hopper/e4m3_exp2.cuh), on the default per-tile recipe.
+LINEAR_ROWS = {"per-tile + incoherent, linear exp2 on 1/4": 4, "per-tile + incoherent, linear exp2 on 1/2": 2,
+               "per-tile + incoherent, linear exp2 on all": 1}
+
+
+def rows(linear_exp2=False):
     yield "bf16", None
     yield "per-tensor FP8", DelayedScaling()
     yield "per-(batch, head) FP8", CurrentScaling()
     yield "per-tile FP8", PerTileScaling(incoherent=False)
     yield "per-tile FP8 + incoherent", PerTileScaling(incoherent=True)
+    if linear_exp2:
+        for name in LINEAR_ROWS:
+            yield name, PerTileScaling(incoherent=True)
 
 
 def rmse(actual, ref):
@@ -95,6 +104,7 @@ def main():
     parser.add_argument("--seqlens", type=int, nargs="+", default=[2048, 4096, 8192])
     parser.add_argument("--headdim", type=int, default=128)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--linear-exp2", action="store_true", help="add the linear exp2 rows (LINEAR_ROWS)")
     args = parser.parse_args()
     torch.set_grad_enabled(False)
     softmax_scale = args.headdim**-0.5
@@ -104,11 +114,11 @@ def main():
             start = time.time()
             q, k, v = outlier_qkv(args.batch, seqlen, args.nheads, args.headdim, seed)
             ref = flash_attn_func(q.double(), k.double(), v.double(), backend="reference")
-            for name, recipe in rows():
+            for name, recipe in rows(args.linear_exp2):
                 if recipe is None:
                     out = bf16_kernel_model(q, k, v, softmax_scale)
                 else:
-                    out = fp8_output(q, k, v, recipe, softmax_scale)
+                    out = fp8_output(q, k, v, recipe, softmax_scale, LINEAR_ROWS.get(name, 0))
                 errors.setdefault((name, seqlen), []).append(rmse(out, ref))
             print(f"seqlen {seqlen}, seed {seed}: {time.time() - start:.0f} s", flush=True)
 
@@ -117,7 +127,7 @@ def main():
           f"over seeds {args.seeds} (min-max).\n")
     print("| precision | " + " | ".join(f"seqlen {s}" for s in args.seqlens) + " | FlashAttention-3 paper (H100) |")
     print("|---|" + "---|" * len(args.seqlens) + "---|")
-    names = [name for name, _ in rows()]
+    names = [name for name, _ in rows(args.linear_exp2)]
     for name in names:
         cells = []
         for seqlen in args.seqlens:

@@ -41,7 +41,7 @@ import torch
 
 import fa3nn
 from fa3nn.backends.base import AttnCall
-from fa3nn.backends.hopper_fp8 import fp8_forward, key_block, refusal, sums_rounded_p
+from fa3nn.backends.hopper_fp8 import fp8_forward, key_block, linear_exp2_every, refusal, sums_rounded_p
 from fa3nn.fp8.operands import transpose_v, v_from_vt, vt_starts
 from fa3nn.fp8.quantize import QuantizedQKV, quantize_qkv_tensors
 from fa3nn.fp8.reference import attention_fp8
@@ -233,7 +233,8 @@ def _run_quantized(quantized, causal, scale, out_dtype=torch.bfloat16, variant="
                 out_dtype=out_dtype, out=out, lse=lse, variant=variant)
     block_n = key_block(headdim, quantized.block_k, seqlen_k, variant)
     rounded_sums = sums_rounded_p(headdim, block_n, variant)
-    oracle = attention_fp8(quantized, scale, window, out_dtype=out_dtype, block_n=block_n, sum_rounded_p=rounded_sums)
+    oracle = attention_fp8(quantized, scale, window, out_dtype=out_dtype, block_n=block_n, sum_rounded_p=rounded_sums,
+                           linear_exp2_every=linear_exp2_every(variant))
     if rounded_sums:
         tolerances["lse_atol"] = ROUNDED_SUM_LSE_ATOL
     q_d = _dequantized(quantized.q, quantized.q_descale, quantized.block_q, seqlen_q)
@@ -338,7 +339,10 @@ def test_key_block_192_matches_its_emulation(block_k, variant, causal, record_pr
                                               (768, "key_block_256_fused_turn_poly16"),
                                               (256, "key_block_256_split_s"), (768, "key_block_256_split_s"),
                                               (256, "key_block_256_split_s_int_max"), (256, "full"), (768, "full"),
-                                              (768, "key_block_256_split_s_int_max_two_stages")])
+                                              (768, "key_block_256_split_s_int_max_two_stages"),
+                                              (768, "key_block_256_linear_exp2_quarter"),
+                                              (256, "key_block_256_linear_exp2_half"),
+                                              (768, "key_block_256_linear_exp2_all")])
 @pytest.mark.gpu
 @needs_hopper
 def test_key_block_256_matches_its_emulation(block_k, variant, causal, record_property):
@@ -346,7 +350,9 @@ def test_key_block_256_matches_its_emulation(block_k, variant, causal, record_pr
     the turn), all exp2s on MUFU and with a share as the FP32 polynomial, and with S in two halves (split_s: each
     half masked when it lands), against the emulation with block_n=256, on exact scores with K/V descale tiles of 256
     and 768 keys; 1900 keys end in a partial block (masked in both halves when causal). The default ("full") takes
-    P's row sums from its P V GEMM (key_block_256_mma_row_sum): the emulation then sums the rounded P8."""
+    P's row sums from its P V GEMM (key_block_256_mma_row_sum): the emulation then sums the rounded P8; the
+    linear_exp2 variants take a quarter / half / all of their P8 from the linear exp2 (emulated bit for bit but for
+    fp32 rounding of the exp2 argument)."""
     quantized = _exact_score_inputs(2, 2000, 1900, 8, 2, 128, block_k=block_k)
     record_property("errors", _run_quantized(quantized, causal, 0.25, variant=variant,
                                              rms_ratio=EXACT_RMS_RATIO, lse_rtol=EXACT_LSE_RTOL))
@@ -374,6 +380,7 @@ def test_rows_without_a_positive_score(headdim, variant, causal, record_property
                                               (128, "no_promotion"), (128, "serial"), (128, "fused_turn"),
                                               (128, "key_block_256_fused_turn_poly4"),
                                               (128, "key_block_256_mma_row_sum"),
+                                              (128, "key_block_256_linear_exp2_all"),
                                               (256, "full"), (256, "serial"), (256, "no_promotion")])
 @pytest.mark.gpu
 @needs_hopper
@@ -395,7 +402,8 @@ def test_mean_of_v_survives_long_key_ranges(headdim, variant, record_property):
                          quantized.k_descale, quantized.v_descale, 128, block_k, scale, variant=variant)
     block_n = key_block(headdim, block_k, 8192, variant)
     emul, _ = attention_fp8(quantized, scale, out_dtype=torch.float32, block_n=block_n,
-                            sum_rounded_p=sums_rounded_p(headdim, block_n, variant))
+                            sum_rounded_p=sums_rounded_p(headdim, block_n, variant),
+                            linear_exp2_every=linear_exp2_every(variant))
     drift = mean_drift(out, emul)
     record_property("mean_drift", drift)
     if variant == "no_promotion":

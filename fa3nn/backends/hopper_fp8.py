@@ -97,7 +97,9 @@ VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one
             "key_block_256_fused_turn_skip_row_max": 36, "key_block_256_split_s_int_max": 37,
             "fused_turn_w3_int_max": 38, "fused_turn_int_max": 39, "three_consumers_int_max": 40,
             "key_block_256_fused_turn_int_max": 41, "key_block_256_softmax_turns": 43,
-            "key_block_256_mma_row_sum": 45, "key_block_256_split_s_int_max_two_stages": 46}
+            "key_block_256_mma_row_sum": 45, "key_block_256_split_s_int_max_two_stages": 46,
+            "key_block_256_linear_exp2_quarter": 48, "key_block_256_linear_exp2_half": 49,
+            "key_block_256_linear_exp2_all": 50}
 # Variants that run the default kernels' key block (only the causal tile deal or the promotion differ).
 _DEFAULT_KERNELS = ("full", "l2_sections", "one_cta_per_tile")
 _FORCED_KEY_BLOCK = {name: int(name.split("_")[2]) for name in VARIANTS if name.startswith(("key_block_192",
@@ -109,7 +111,18 @@ def sums_rounded_p(headdim: int, block_n: int | None, variant: str = "full") -> 
     sum_rounded_p; fa3nn.fp8.key_blocks.p8_row_sums for the defaults), not of the fp32 P."""
     if variant in _DEFAULT_KERNELS:
         return block_n is not None and p8_row_sums(headdim, block_n)
-    return variant == "key_block_256_mma_row_sum"
+    return variant == "key_block_256_mma_row_sum" or variant in _LINEAR_EXP2_EVERY
+
+
+# Benchmark variants with the linear exp2 on every n-th P fragment register (kernels/hopper/e4m3_exp2.cuh)
+_LINEAR_EXP2_EVERY = {"key_block_256_linear_exp2_quarter": 4, "key_block_256_linear_exp2_half": 2,
+                      "key_block_256_linear_exp2_all": 1}
+
+
+def linear_exp2_every(variant: str = "full") -> int:
+    """The emulation's linear_exp2_every for the kernel `variant` (0: every P8 from MUFU's exp2, as every default
+    kernel)."""
+    return _LINEAR_EXP2_EVERY.get(variant, 0)
 
 
 def key_block(headdim: int, block_k: int, max_seqlen_k: int, variant: str = "full") -> int | None:

@@ -28,7 +28,10 @@ Rounding points, in the order a kernel performs them (this module reproduces eac
        blocks), l += rowsum(P8) / P_SCALE, the sum of the rounded probabilities of step 5 that multiply V.
     5. P8 = e4m3(P * P_SCALE): P <= 1 would waste e4m3's range above 1 and flush probabilities below 2^-9 to zero;
        scaling by 2^8 (FlashAttention-3's max offset of 8 in exp2) maps P into [0, 256], keeps probabilities down
-       to 2^-17, and being a power of two it folds back exactly.
+       to 2^-17, and being a power of two it folds back exactly. The linear form (benchmark variants of the d128
+       256-key kernel, linear_exp2_every > 0): on the P fragment registers linear_exp2_columns picks, P8 is the
+       e4m3 value whose bit pattern is round(8 x + LINEAR_BIAS), x = log2(P * P_SCALE), with no exp2 at all
+       (linear_exp2_p8; kernels/hopper/e4m3_exp2.cuh).
     6. acc = acc * exp(m_old - m_new) + P8·V8 * v_descale, fp32. With one V scale per key tile a kernel folds
        v_descale[t-1] / v_descale[t] into the rescale it already applies to acc, so it costs nothing. The fp32 sum
        is the kernels' too only if they add each block's P8·V8 into fp32 (the promoted native d64/d128 and Triton
@@ -39,6 +42,8 @@ Rounding points, in the order a kernel performs them (this module reproduces eac
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from fa3nn.fp8.key_blocks import KEY_BLOCK, native_key_block, p8_row_sums
@@ -47,6 +52,10 @@ from fa3nn.fp8.scaling import E4M3, rows_from_tiles
 from fa3nn.masks import Window
 
 P_SCALE = 256.0  # 2^8: P in [0, 1] -> [0, 256], inside e4m3's 448
+# The linear exp2's pattern k = round(8 x + LINEAR_BIAS) (kernels/hopper/e4m3_exp2.cuh kLinearBias): 56 puts x = 0 on
+# 1.0; the 0.46 takes out the octave line's mean excess over 2^x (4.07%) and still rounds x = 8 to 256.
+LINEAR_BIAS = 56.0 - 0.46
+_LOG2E = 1.4426950408889634
 UNMASKED = Window()
 BLOCK_N = None  # default block_n: the native kernel's key block for the call (fa3nn.fp8.key_blocks.native_key_block)
 
@@ -71,6 +80,23 @@ def _unfold(x: torch.Tensor, seqlen: int) -> torch.Tensor:
     return x.reshape(batch, nheads_kv * (rows // seqlen), seqlen, *x.shape[3:]).transpose(1, 2)
 
 
+def linear_exp2_p8(x: torch.Tensor) -> torch.Tensor:
+    """The linear exp2 of exp2 arguments x = log2(P * P_SCALE) (<= 8; -inf for a masked key) as the kernel computes
+    it, float32: y = 8 x + LINEAR_BIAS in fp32, rounded to f16 with negatives to 0 (cvt.rn.relu.f16x2), + 1024 in
+    f16 (an integer k), and the e4m3 value of bit pattern k."""
+    y = (x.float() * 8.0 + LINEAR_BIAS).clamp(min=0.0).to(torch.float16)
+    k = ((y + 1024.0).float() - 1024.0).to(torch.uint8)  # f16 + f16 rounds to f16: an integer in [1024, 2048)
+    return k.view(E4M3).float()
+
+
+def linear_exp2_columns(rows: torch.Tensor, cols: torch.Tensor, every: int) -> torch.Tensor:
+    """Which (query row, key) pairs of a key block take the linear exp2 when every `every`-th P fragment register
+    does (kernels/hopper/e4m3_exp2.cuh linear_exp2_register): rows are query rows of the sequence (query tiles start
+    at multiples of 16), cols keys of the block from its first (0 ..). A (rows, cols) bool mask."""
+    slot = (rows[:, None] % 16 >= 8).long() + 2 * (cols[None, :] % 32 >= 16).long()
+    return (cols[None, :] // 32 + slot) % every == every - 1
+
+
 def attention_fp8_dense(
     quantized: QuantizedQKV,
     softmax_scale: float,
@@ -81,6 +107,7 @@ def attention_fp8_dense(
     p_scale: float = P_SCALE,
     p_dtype: torch.dtype = E4M3,
     sum_rounded_p: bool | None = None,
+    linear_exp2_every: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Dense FP8 forward: e4m3 q (batch, seqlen_q, nheads, d), k/v (batch, seqlen_k, nheads_kv, d[v]) with their
     descales -> out (batch, seqlen_q, nheads, dv) in out_dtype, lse (batch, nheads, seqlen_q) float32.
@@ -88,7 +115,11 @@ def attention_fp8_dense(
     p_dtype / p_scale say how P is rounded before P·V; with bf16 operands, unit descales, p_dtype=torch.bfloat16
     and p_scale=1 the same code models a bf16 FlashAttention kernel (the accuracy script's bf16 row).
     sum_rounded_p: the row sums from the rounded P (step 4's second form); None: as the native kernel walking
-    block_n-key blocks at this head dim does."""
+    block_n-key blocks at this head dim does. linear_exp2_every > 0: every linear_exp2_every-th P fragment
+    register's P8 from the linear exp2 (rounding point 5's linear form; e4m3 P at P_SCALE only)."""
+    if linear_exp2_every < 0 or (linear_exp2_every and (p_dtype != E4M3 or p_scale != P_SCALE)):
+        raise ValueError(f"linear_exp2_every must be >= 0 and needs e4m3 P at p_scale {P_SCALE}, got "
+                         f"{linear_exp2_every} with {p_dtype} at {p_scale}")
     q8, k8, v8 = quantized.q, quantized.k, quantized.v
     batch, seqlen_q, nheads, _ = q8.shape
     seqlen_k, nheads_kv = k8.shape[1], k8.shape[2]
@@ -125,6 +156,12 @@ def attention_fp8_dense(
         rescale = torch.exp(row_max - safe_max)
         probs = torch.exp(scores - safe_max.unsqueeze(-1))  # 4
         probs8 = (probs * p_scale).to(p_dtype).to(f32)  # 5
+        if linear_exp2_every:
+            x = (scores - safe_max.unsqueeze(-1)) * _LOG2E + math.log2(p_scale)
+            rows_in_sequence = torch.arange(rows, device=q8.device) % seqlen_q
+            keys_in_block = torch.arange(cols.stop - cols.start, device=q8.device)
+            probs8 = torch.where(linear_exp2_columns(rows_in_sequence, keys_in_block, linear_exp2_every),
+                                 linear_exp2_p8(x), probs8)
         row_sum = row_sum * rescale + (probs8.sum(dim=-1) / p_scale if sum_rounded_p else probs.sum(dim=-1))
         acc = acc * rescale.unsqueeze(-1) + torch.matmul(probs8, v_rows[:, :, cols] * v_descale[:, :, cols, None])
         row_max = new_max
@@ -146,14 +183,16 @@ def attention_fp8(
     out_dtype: torch.dtype = torch.bfloat16,
     block_n: int | None = BLOCK_N,
     sum_rounded_p: bool | None = None,
+    linear_exp2_every: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """attention_fp8_dense, or for a packed batch (cu_seqlens given) the same per sequence: out (total_q, nheads,
     dv), lse (nheads, total_q). Descales of sequence i are row i of the (batch, nheads, tiles) descale tensors.
     block_n None: the key block the native kernel would walk (for a packed batch: chosen with its longest key
-    sequence, as the kernel chooses). sum_rounded_p as in attention_fp8_dense (None: as that native kernel)."""
+    sequence, as the kernel chooses). sum_rounded_p and linear_exp2_every as in attention_fp8_dense (sum_rounded_p
+    None: as that native kernel)."""
     if cu_seqlens_q is None:
         return attention_fp8_dense(quantized, softmax_scale, window, softcap, out_dtype, block_n,
-                                   sum_rounded_p=sum_rounded_p)
+                                   sum_rounded_p=sum_rounded_p, linear_exp2_every=linear_exp2_every)
     q8, k8, v8 = quantized.q, quantized.k, quantized.v
     out = torch.zeros(*q8.shape[:-1], v8.shape[-1], dtype=out_dtype, device=q8.device)
     lse = torch.full((q8.shape[1], q8.shape[0]), float("-inf"), dtype=torch.float32, device=q8.device)
@@ -169,7 +208,7 @@ def attention_fp8(
             quantized.block_q, quantized.block_k,
         )
         o, s = attention_fp8_dense(one, softmax_scale, window, softcap, out_dtype, block_n,
-                                   sum_rounded_p=sum_rounded_p)
+                                   sum_rounded_p=sum_rounded_p, linear_exp2_every=linear_exp2_every)
         out[rows_q], lse[:, rows_q] = o[0], s[0]
     return out, lse
 

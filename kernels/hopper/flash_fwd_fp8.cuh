@@ -57,7 +57,8 @@ struct Fp8FwdParams {
   const int* vt_starts;
 };
 
-// kPolyExpEvery > 0: every kPolyExpEvery-th score's exp2 on the FP32 pipe (exp2_poly in softmax_fp8.cuh).
+// kPolyExpEvery > 0: every kPolyExpEvery-th score's exp2 on the FP32 pipe (exp2_poly in softmax_fp8.cuh); < 0:
+// every -kPolyExpEvery-th P fragment register's four scores by the linear exp2 (e4m3_exp2.cuh).
 // kExperiment: Fp8Experiment, a schedule (kFusedTurn, the d64/d128 default) or a benchmark-only d128 build.
 enum Fp8Experiment : int {
   kNoExperiment = 0,
@@ -133,6 +134,7 @@ template <int kHeadDim_, int kStages_, int kQStages_, bool kOutBF16_, bool kCaus
 struct Fp8FwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kStages = kStages_, kQStages = kQStages_;
   static constexpr int kPolyExpEvery = kPolyExpEvery_, kExperiment = kExperiment_;
+  static constexpr int kLinearExpEvery = kPolyExpEvery < 0 ? -kPolyExpEvery : 0;
   static constexpr bool kOutBF16 = kOutBF16_, kCausal = kCausal_, kPingpong = kPingpong_;
   static constexpr bool kPromote = kPromote_, kOverlap = !kPromote_;
   // Serial promoted steps at head dim 256 issue P V in two n128 halves, one after the other, into one 64-register
@@ -572,7 +574,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     release_k(w.n_blocks == 1);
     float o_scale[2];
     softmax_block(w.r, w.t.m_block, 0, k0, o_scale);  // O is zero: nothing to rescale
-    p_to_fp8_fragments<Cfg::kBlockN>(s, pa);
+    p_to_fp8_fragments<Cfg::kBlockN, Cfg::kLinearExpEvery>(s, pa);
   };
   // The steady state (FA3 Algorithm 2): S = Q K_n^T while O += P_{n-1} V_{n-1} runs.
   auto overlapped_step = [&](const WorkTile& w, int n_block) {
@@ -601,7 +603,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     const float factor[2] = {o_scale[0] * v_ratio, o_scale[1] * v_ratio};
     C::rescale(o, factor);
     v_pa = v_cur;
-    p_to_fp8_fragments<Cfg::kBlockN>(s, pa);
+    p_to_fp8_fragments<Cfg::kBlockN, Cfg::kLinearExpEvery>(s, pa);
   };
   // The last P V of a tile, alone.
   auto last_block = [&]() {
@@ -660,7 +662,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
       softmax_block(w.r, w.t.m_block, n_block, k_cur, o_scale);
     }
     trace(n_block, 6);
-    p_to_fp8_fragments<Cfg::kBlockN>(s, pa);
+    p_to_fp8_fragments<Cfg::kBlockN, Cfg::kLinearExpEvery>(s, pa);
     const float v_ratio = v_pa == v_cur ? 1.f : __fdividef(v_pa, v_cur);
     factor[0] = o_scale[0] * v_ratio;
     factor[1] = o_scale[1] * v_ratio;

@@ -98,7 +98,8 @@ int launch_fp8(const Fp8Problem& pr) {
 // K/V stages and Q stages per head dim (key blocks of 128, or 192 at head dim 128: run_fp8_headdim). An FP8 key
 // block costs half the tensor-core time of a bf16 one while its TMA latency stays, so d64/d128 take a third K/V stage
 // where the bf16 kernel keeps two; d256 has room for two (Q 2 x 32 KB + K, Vt 2 x 2 x 32 KB = 192 KB).
-// kPolyExpEvery: every kPolyExpEvery-th score's exp2 on the FP32 pipe (exp2_poly), the rest on MUFU; 0 = all on MUFU.
+// kPolyExpEvery: every kPolyExpEvery-th score's exp2 on the FP32 pipe (exp2_poly), the rest on MUFU; 0 = all on MUFU;
+// negative: every -kPolyExpEvery-th P fragment register by the linear exp2 (e4m3_exp2.cuh; variants 48-50).
 // All on MUFU everywhere except the d128 192-key fused-turn default, which takes a quarter on the FP32 pipe: in two
 // runs (fp8poly-h200-20261202-0259, fp8halves-h200-20261202-0307) +2-5% and +5-9% non-causal from 2k keys, +0-2%
 // causal (-7% at 1k causal, where 128-key blocks serve by default). Before that, on the overlapped kernels: a
@@ -144,7 +145,9 @@ int launch_fp8(const Fp8Problem& pr) {
 //   8 rows of ones under every Vt panel, P V as m64n136k32; the sum of the e4m3 P8, so not bitwise 37's output) on
 //   two K/V stages (Fp8Tiles<128, 2>: with three and two Q stages the ones make 231 KB > 227; with three and one Q
 //   stage ptxas spilled 312-404 B, 37 as well); 46: variant 37 on the same stages. (47, the same sums from m64n8k32
-//   GEMMs over one tile of ones on three stages: 0-5% under 45 in every row of s21c, removed.)
+//   GEMMs over one tile of ones on three stages: 0-5% under 45 in every row of s21c, removed.) 48 / 49 / 50 (d128):
+//   45 with a quarter / half / all of its P8 from the linear exp2 (e4m3_exp2.cuh: no MUFU, less exact; kPolyExpEvery
+//   -4 / -2 / -1).
 //   27 (d64): variant 24 with three consumer warpgroups (192-row query tiles, 160 registers each, as the bf16 d64
 //   kernel; the d64 default). 24 at d256: the fused turn with P V in two head-dim halves (the K stage wait inside the
 //   turn, kKWaitInTurn; it spilled without).
@@ -248,6 +251,9 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 43) return run_fp8_tiles<D, 0, true, 0, kFusedTurnSoftmaxTurns, 256, true>(pr);
     if (variant == 45) return run_fp8_tiles<D, 2, true, 0, kFusedTurnMmaRowSum, 256, true>(pr);
     if (variant == 46) return run_fp8_tiles<D, 2, true, 0, kFusedTurnSplitSIntMax, 256, true>(pr);
+    if (variant == 48) return run_fp8_tiles<D, 2, true, -4, kFusedTurnMmaRowSum, 256, true>(pr);
+    if (variant == 49) return run_fp8_tiles<D, 2, true, -2, kFusedTurnMmaRowSum, 256, true>(pr);
+    if (variant == 50) return run_fp8_tiles<D, 2, true, -1, kFusedTurnMmaRowSum, 256, true>(pr);
   }
   if constexpr (D == 64) {
     if (variant == 27) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true, 3>(pr);
@@ -280,7 +286,7 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile, 19 = the "
                     "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-11, 13-18, 21, "
-                    "25, 28-38, 41, 43 at d128, 40 at d64, 12, 20, 22, 24, 39 at every head dim)");
+                    "25, 28-38, 41, 43, 45, 46, 48-50 at d128, 40 at d64, 12, 20, 22, 24, 39 at every head dim)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);

@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 
+#include "e4m3_exp2.cuh"
 #include "softmax.cuh"
 
 namespace fa3nn::hopper {
@@ -38,7 +39,9 @@ __device__ __forceinline__ float exp2_poly(float x) {
 // each row's "tile max" is its first score (no max tree, no quad shuffles; the running max and O rescale stay).
 enum SoftmaxCut : int { kSoftmaxFull = 0, kSoftmaxNoExp2 = 1, kSoftmaxNoRowMax = 2 };
 
-// kCols: columns of the score tile (kBlockN). kPolyEvery > 0: every kPolyEvery-th score's exp2 runs exp2_poly.
+// kCols: columns of the score tile (kBlockN). kPolyEvery > 0: every kPolyEvery-th score's exp2 runs exp2_poly;
+// kPolyEvery < 0: the P fragment registers linear_exp2_register<-kPolyEvery> picks get the linear exp2's argument
+// y = 8 x + 56 (e4m3_exp2.cuh) instead of 2^x, for p_to_fp8_fragments<kCols, -kPolyEvery> to pack.
 // kCut: SoftmaxCut (benchmark builds only). kIntMax: the row max from positive_row_max, and the float tree only in
 // a warp whose rows include one without a positive score (bitwise the same maxima either way). kMmaRowSum: step()
 // adds no row sums; the caller adds each block's sums of P8 from the P V GEMM (add_block_sums), which every thread
@@ -108,10 +111,20 @@ struct OnlineSoftmaxFp8 {
       row_max[r] = new_max;
       sub[r] = safe_max - kMaxOffset;
     }
+    float linear_c[2], linear_b[2];  // (kPolyEvery < 0) y = 8 x + 56 = s c_r 8 + (56 - 8 sub_r) in one FFMA
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      linear_c[r] = c[r] * kLinearScale;
+      linear_b[r] = fmaf(-sub[r], kLinearScale, kLinearBias);
+    }
 #pragma unroll
     for (int i = 0; i < kRegs; ++i) {
       const float x = fmaf(s[i], c[(i >> 1) & 1], -sub[(i >> 1) & 1]);
       if constexpr (kCut == kSoftmaxNoExp2) s[i] = x;
+      else if constexpr (kPolyEvery < 0)
+        s[i] = linear_exp2_register<-kPolyEvery>(i / 16, fragment_slot(i))
+                   ? fmaf(s[i], linear_c[(i >> 1) & 1], linear_b[(i >> 1) & 1])
+                   : fast_exp2(x);
       else if constexpr (kPolyEvery > 0) s[i] = i % kPolyEvery == kPolyEvery - 1 ? exp2_poly(x) : fast_exp2(x);
       else s[i] = fast_exp2(x);
     }

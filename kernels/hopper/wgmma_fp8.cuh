@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 
+#include "e4m3_exp2.cuh"
 #include "wgmma.cuh"
 #include "wgmma_fp8_ops.cuh"
 
@@ -86,15 +87,23 @@ __device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
 // The version for key-ordered Vt (two quad shuffles and two byte_perms per register pair, 16 SHFL + 32 PRMT per
 // 128-key block and thread, on the path from the P V wait to the next GEMM issue) ran 7-16% slower at d128 on the
 // H200 (benchmarks/NOTES.md "2026-12-01").
-template <int K>
+// kLinearEvery > 0: the registers linear_exp2_register picks hold linear-domain scores (e4m3_exp2.cuh), packed by
+// e4m3x4_linear_exp2 instead.
+template <int K, int kLinearEvery = 0>
 __device__ __forceinline__ void p_to_fp8_fragments(const float (&p)[K / 2], uint32_t (&a)[K / 32][4]) {
 #pragma unroll
   for (int kb = 0; kb < K / 32; ++kb) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int i = 16 * kb + 2 * h;  // row h of the slice: element e of 8-column chunk c at i + 4c + e
-      a[kb][h] = e4m3x2(p[i], p[i + 1]) | (e4m3x2(p[i + 4], p[i + 5]) << 16);
-      a[kb][2 + h] = e4m3x2(p[i + 8], p[i + 9]) | (e4m3x2(p[i + 12], p[i + 13]) << 16);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {  // register j = h + 2 half: row h, keys 16 half.. of the slice
+        const int i = 16 * kb + 2 * h + 8 * half;  // element e of 8-column chunk c at i + 4c + e
+        const int j = h + 2 * half;
+        if (linear_exp2_register<kLinearEvery>(kb, j))
+          a[kb][j] = e4m3x4_linear_exp2(p[i], p[i + 1], p[i + 4], p[i + 5]);
+        else
+          a[kb][j] = e4m3x2(p[i], p[i + 1]) | (e4m3x2(p[i + 4], p[i + 5]) << 16);
+      }
     }
   }
 }
