@@ -94,11 +94,13 @@ class FP8Path:
 
     on the operands of fa3nn.fp8.operands (dense calls pass cu_seqlens None, the dense lengths and vt_starts None;
     packed ones the int32 first Vᵀ column of each sequence, FP8Operands.vt_starts); softcap is passed only when
-    nonzero, so a kernel without softcap refuses such calls and need not take the argument."""
+    nonzero, so a kernel without softcap refuses such calls and need not take the argument. fast_exp2: the kernel
+    takes fast_exp2=True (the recipes' fast_exp2, passed only when set); a path without it runs the exact exp2."""
 
     description: str
     refusal: Callable[[AttnCall, int, int], str | None]
     kernel: Callable | None = None
+    fast_exp2: bool = False
 
 
 def _serves_all(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
@@ -108,7 +110,7 @@ def _serves_all(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
 # FP8 forward paths by backend name. A new FP8 kernel is one entry here (its name must be a backend's, so that
 # `backend=` can force it; AUTO_ORDER ranks it).
 FP8_FORWARD_PATHS: dict[str, FP8Path] = {
-    "hopper": FP8Path("hopper fp8 kernel", hopper_fp8.refusal, hopper_fp8.fp8_forward),
+    "hopper": FP8Path("hopper fp8 kernel", hopper_fp8.refusal, hopper_fp8.fp8_forward, fast_exp2=True),
     "triton": FP8Path("triton fp8 kernel", lambda call, block_k, max_seqlen_k: BACKENDS["triton"].fp8_refusal(call),
                       BACKENDS["triton"].forward_fp8),
     "reference": FP8Path("fp8 emulation (reference)", _serves_all),

@@ -191,10 +191,11 @@ def attention_forward_fp8(
     block_k: int,
     rotation: Optional[Tensor],
     tensor_scales: Optional[Tensor],
+    fast_exp2: bool = False,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The FP8 forward: `fa3nn::fwd`'s arguments plus the recipe as numbers (fa3nn.fp8.recipe_arguments: rows per
-    scale tile, the Hadamard rotation or None, per-tensor scales or None). Returns out (q's dtype), lse and the (3,)
-    float32 amax of Q, K, V as quantized, which delayed scaling records. The backward is the bf16 one (`fa3nn::bwd`)
+    scale tile, the Hadamard rotation or None, per-tensor scales or None) and its fast_exp2. Returns out (q's
+    dtype), lse and the (3,) float32 amax of Q, K, V as quantized, which delayed scaling records. The backward is the bf16 one (`fa3nn::bwd`)
     from the high-precision q, k, v."""
     params = _params(softmax_scale, window_left, window_right, softcap, deterministic)
     varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
@@ -207,23 +208,25 @@ def attention_forward_fp8(
         quantized = quantize_qkv_tensors(q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q,
                                          cu_seqlens_k, max_seqlen_q, max_seqlen_k)
         out, lse = attention_fp8(quantized, params.softmax_scale, params.window, params.softcap, cu_seqlens_q,
-                                 cu_seqlens_k, out_dtype=q.dtype)
+                                 cu_seqlens_k, out_dtype=q.dtype, linear_exp2_every=None if fast_exp2 else 0)
         return out.contiguous(), lse.to(saved_lse_dtype(q.dtype)).contiguous(), quantized.amax.to(torch.float32)
     from fa3nn.backends.triton.quantize import quantize_fused  # imports triton: only where a kernel path runs
 
     operands = quantize_fused(q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q, cu_seqlens_k,
                               max_seqlen_q, max_seqlen_k)
-    softcap_arg = {"softcap": params.softcap} if params.softcap > 0 else {}  # see fa3nn.dispatch.FP8Path
+    options = {"softcap": params.softcap} if params.softcap > 0 else {}  # see fa3nn.dispatch.FP8Path
+    if fast_exp2 and FP8_FORWARD_PATHS[chosen].fast_exp2:
+        options["fast_exp2"] = True
     out, lse = kernel(operands.q, operands.k, operands.vt, operands.q_descale, operands.k_descale,
                       operands.v_descale, operands.block_q, operands.block_k, params.softmax_scale, params.window,
                       cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q.dtype, vt_starts=operands.vt_starts,
-                      **softcap_arg)
+                      **options)
     return out, lse.to(saved_lse_dtype(q.dtype)), operands.amax
 
 
 @attention_forward_fp8.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, window_left, window_right,
-      softcap, deterministic, backend, block_q, block_k, rotation, tensor_scales):
+      softcap, deterministic, backend, block_q, block_k, rotation, tensor_scales, fast_exp2=False):
     return *_outputs_like(q, v, cu_seqlens_q is not None), q.new_empty(3, dtype=torch.float32)
 
 

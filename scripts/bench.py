@@ -16,7 +16,8 @@ Writes benchmarks/results/<tag>.json and .md (GPU, torch/triton/cuDNN versions, 
     python scripts/bench.py --headdims 128 --seqlens 2048 8192 --backends triton cudnn fa2   # a quick look
     python scripts/bench.py --backends triton triton-fp8 hopper cudnn --directions fwd           # FP8 rows
 
-FP8 rows (a backend name ending in -fp8) are measured end to end, kernel only and quantization only: bench_fp8.py.
+FP8 rows (a backend name ending in -fp8, or -fp8-fast for the recipe with fast_exp2) are measured end to end, kernel
+only and quantization only: bench_fp8.py.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def attention_fn(backend: str):
     """(q, k, v, causal) -> out for (batch, seqlen, heads, dim) tensors."""
     base = bench_fp8.fp8_base(backend)
     if base in FA3NN:
-        return bench_fp8.attention_fn(base)
+        return bench_fp8.attention_fn(backend)
     if backend in FA3NN:
         return lambda q, k, v, causal: flash_attn_func(q, k, v, causal=causal, backend=backend)
     if backend in SDPA:
@@ -64,7 +65,7 @@ def attention_fn(backend: str):
 
         return sdpa
     raise ValueError(f"unknown backend {backend!r}; choose from {FA3NN + tuple(SDPA)}, or an fa3nn backend + "
-                     f"'{bench_fp8.SUFFIX}'")
+                     f"'{bench_fp8.SUFFIX}' or '{bench_fp8.FAST_SUFFIX}'")
 
 
 def check(fn, q, k, v, dout, causal, grads: bool = True) -> dict:
@@ -139,7 +140,7 @@ def bench_shape(backends, headdim, seqlen, causal, directions, args) -> dict:
         base = bench_fp8.fp8_base(backend)
         if base is not None:
             try:
-                row["results"][backend] = bench_fp8.bench(base, sets, causal, flops["fwd"], time_ms, args)
+                row["results"][backend] = bench_fp8.bench(backend, sets, causal, flops["fwd"], time_ms, args)
             except Exception as exc:
                 row["results"][backend] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
             continue

@@ -1,5 +1,6 @@
-"""FP8 rows of scripts/bench.py: a backend name with `-fp8` (triton-fp8; hopper-fp8 once the native FP8 kernel is
-an FP8 path) runs fa3nn.flash_attn_func(fp8=RECIPE, backend=<name>) and is measured three ways at each shape:
+"""FP8 rows of scripts/bench.py: a backend name with `-fp8` (triton-fp8, hopper-fp8) runs
+fa3nn.flash_attn_func(fp8=RECIPE, backend=<name>), with `-fp8-fast` (hopper-fp8-fast) the same recipe with fast_exp2
+(FAST_RECIPE), and is measured three ways at each shape:
 
     fwd (end to end)  the public call: recipe -> fused quantization pass -> FP8 kernel, what a model pays
     kernel            the FP8 forward alone on operands quantized beforehand (fa3nn.dispatch.FP8Path.kernel)
@@ -25,25 +26,36 @@ from fa3nn.masks import Window
 from fa3nn.testing.error_ratio import error_ratio_report
 
 SUFFIX = "-fp8"
+FAST_SUFFIX = "-fp8-fast"  # the same recipe with fast_exp2 (hopper-fp8-fast: the linear exp2 where a kernel has it)
 RECIPE = PerTileScaling()  # the default FP8 recipe: 128-row scale tiles, incoherent processing
+FAST_RECIPE = PerTileScaling(fast_exp2=True)
 SQNR_FLOOR_DB = 20.0
 
 
 def fp8_base(backend: str) -> str | None:
-    """'triton-fp8' -> 'triton'; None for a bf16 backend."""
-    return backend[: -len(SUFFIX)] if backend.endswith(SUFFIX) else None
+    """'triton-fp8' -> 'triton', 'hopper-fp8-fast' -> 'hopper'; None for a bf16 backend."""
+    for suffix in (FAST_SUFFIX, SUFFIX):
+        if backend.endswith(suffix):
+            return backend[: -len(suffix)]
+    return None
 
 
-def attention_fn(base: str):
-    return lambda q, k, v, causal: flash_attn_func(q, k, v, causal=causal, fp8=RECIPE, backend=base)
+def recipe_of(backend: str) -> PerTileScaling:
+    return FAST_RECIPE if backend.endswith(FAST_SUFFIX) else RECIPE
 
 
-def check(base: str, q, k, v, causal) -> dict:
+def attention_fn(backend: str, base: str | None = None):
+    """The public FP8 call of an FP8 row's name (base: another backend under the same recipe)."""
+    recipe, base = recipe_of(backend), base or fp8_base(backend)
+    return lambda q, k, v, causal: flash_attn_func(q, k, v, causal=causal, fp8=recipe, backend=base)
+
+
+def check(backend: str, q, k, v, causal) -> dict:
     q, k, v = (x[:1, :, :2].detach().contiguous() for x in (q, k, v))
     params = AttnParams(q.shape[-1] ** -0.5, Window.from_args(causal, (-1, -1)), 0.0, False)
     ref, _ = forward_dense(q, k, v, params)
-    out = attention_fn(base)(q, k, v, causal)
-    emulated = attention_fn("reference")(q, k, v, causal)
+    out = attention_fn(backend)(q, k, v, causal)
+    emulated = attention_fn(backend, "reference")(q, k, v, causal)
     passed, report = error_ratio_report(out, ref, emulated)
     drift = (out.double() - emulated.double()).pow(2).mean().sqrt() / (emulated.double() - ref).pow(2).mean().sqrt()
     sqnr = sqnr_db(out, ref)
@@ -82,15 +94,17 @@ def _quant_study(result: dict, sets, operands, time_ms, args) -> None:
             result[f"{label}_vs_ieee_{name}_descale_max_rel"] = ((da - db).abs() / db).max().item()
 
 
-def bench(base: str, sets, causal: bool, flops: float, time_ms, args) -> dict:
-    """Check, then time end to end, kernel only and the quantization pass (module docstring)."""
+def bench(backend: str, sets, causal: bool, flops: float, time_ms, args) -> dict:
+    """Check, then time end to end, kernel only and the quantization pass (module docstring) of the FP8 row
+    `backend` (e.g. hopper-fp8)."""
     from fa3nn.dispatch import FP8_FORWARD_PATHS
 
-    result: dict = {"check": check(base, *sets[0][:3], causal)}
+    base = fp8_base(backend)
+    result: dict = {"check": check(backend, *sets[0][:3], causal)}
     if not result["check"]["ok"]:
         return result
     window = Window.from_args(causal, (-1, -1))
-    fn = attention_fn(base)
+    fn = attention_fn(backend)
     with torch.no_grad():
         ms = time_ms([lambda s=s: fn(s[0], s[1], s[2], causal) for s in sets], args.iters, args.reps)
         result["fwd_ms"], result["fwd_tflops"] = ms, flops / ms / 1e9
@@ -103,9 +117,10 @@ def bench(base: str, sets, causal: bool, flops: float, time_ms, args) -> dict:
         kernel = FP8_FORWARD_PATHS[base].kernel
         seqlen = sets[0][0].shape[1]
         scale = sets[0][0].shape[-1] ** -0.5
+        fast = {"fast_exp2": True} if recipe_of(backend).fast_exp2 and FP8_FORWARD_PATHS[base].fast_exp2 else {}
 
         def run(ops, tile=None):
-            extra = {"tile": tile} if tile is not None else {}
+            extra = {"tile": tile, **fast} if tile is not None else fast
             return kernel(ops.q, ops.k, ops.vt, ops.q_descale, ops.k_descale, ops.v_descale, ops.block_q,
                           ops.block_k, scale, window, None, None, seqlen, seqlen, sets[0][0].dtype, **extra)
 

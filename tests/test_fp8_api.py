@@ -67,6 +67,10 @@ def test_opcheck_fwd_fp8(recipe_name, varlen):
     torch.library.opcheck(attention_forward_fp8, op_args(recipe_name, varlen))
 
 
+def test_opcheck_fwd_fp8_fast_exp2():
+    torch.library.opcheck(attention_forward_fp8, (*op_args("per_tile_incoherent", False), True))
+
+
 def test_op_returns_the_emulation_and_the_amax():
     args = op_args("per_tile_incoherent", varlen=False, requires_grad=False)
     q, k, v = args[:3]
@@ -75,6 +79,24 @@ def test_op_returns_the_emulation_and_the_amax():
     expect_out, expect_lse = attention_fp8(quantized, 32**-0.5, Window(-1, 0), out_dtype=torch.bfloat16)
     assert torch.equal(out, expect_out) and torch.equal(lse, expect_lse) and torch.equal(amax, quantized.amax)
     assert out.dtype == torch.bfloat16 and lse.dtype == torch.float32 and amax.shape == (3,)
+
+
+@pytest.mark.parametrize("recipe", [fa3nn.PerTileScaling(fast_exp2=True), fa3nn.CurrentScaling(fast_exp2=True)])
+def test_fast_exp2_reaches_the_emulation_where_the_kernel_has_it(recipe):
+    """fast_exp2 in a recipe: at head dim 128 on 256-key blocks (more than 256 keys) the emulation of the native
+    kernel takes half its P8 from the linear exp2 (fa3nn.fp8.key_blocks.FAST_EXP2_EVERY), which changes the output;
+    at head dim 64 (no such kernel) the output is the exact exp2's, bit for bit."""
+    exact_recipe = type(recipe)(**{**recipe.__dict__, "fast_exp2": False})
+    for headdim, changes in ((128, True), (64, False)):
+        q, k, v = bf16_qkv(1, 300, 300, 2, 2, headdim)
+        fast = fa3nn.flash_attn_func(q, k, v, causal=True, fp8=recipe, backend="reference")
+        exact = fa3nn.flash_attn_func(q, k, v, causal=True, fp8=exact_recipe, backend="reference")
+        assert torch.equal(fast, exact) != changes, headdim
+        state = make_state(recipe, 0)
+        quantized = quantize_qkv(q, k, v, recipe, state)
+        expect, _ = attention_fp8(quantized, headdim**-0.5, Window(-1, 0), out_dtype=q.dtype,
+                                  linear_exp2_every=2 if changes else 0)
+        assert torch.equal(fast, expect), headdim
 
 
 def test_fp8_backward_is_the_bf16_backward():

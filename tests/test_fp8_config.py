@@ -30,6 +30,7 @@ def test_defaults():
         0, 1024, "max", True,
     )
     assert delayed.process_group is None
+    assert not (tile.fast_exp2 or delayed.fast_exp2 or CurrentScaling().fast_exp2)  # the exact exp2 by default
 
 
 @pytest.mark.parametrize(
@@ -46,6 +47,9 @@ def test_defaults():
         (lambda: DelayedScaling(amax_compute_algo="mean"), "DelayedScaling.amax_compute_algo"),
         (lambda: DelayedScaling(reduce_amax="yes"), "DelayedScaling.reduce_amax"),
         (lambda: DelayedScaling(fp8_format="E5M2"), "DelayedScaling.fp8_format"),
+        (lambda: PerTileScaling(fast_exp2=1), "PerTileScaling.fast_exp2"),
+        (lambda: CurrentScaling(fast_exp2="yes"), "CurrentScaling.fast_exp2"),
+        (lambda: DelayedScaling(fast_exp2=None), "DelayedScaling.fast_exp2"),
     ],
 )
 def test_invalid_fields_name_the_field(make, field):

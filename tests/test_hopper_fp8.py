@@ -234,7 +234,7 @@ def _run_quantized(quantized, causal, scale, out_dtype=torch.bfloat16, variant="
     block_n = key_block(headdim, quantized.block_k, seqlen_k, variant)
     rounded_sums = sums_rounded_p(headdim, block_n, variant)
     oracle = attention_fp8(quantized, scale, window, out_dtype=out_dtype, block_n=block_n, sum_rounded_p=rounded_sums,
-                           linear_exp2_every=linear_exp2_every(variant))
+                           linear_exp2_every=linear_exp2_every(headdim, block_n, variant))
     if rounded_sums:
         tolerances["lse_atol"] = ROUNDED_SUM_LSE_ATOL
     q_d = _dequantized(quantized.q, quantized.q_descale, quantized.block_q, seqlen_q)
@@ -342,7 +342,7 @@ def test_key_block_192_matches_its_emulation(block_k, variant, causal, record_pr
                                               (768, "key_block_256_split_s_int_max_two_stages"),
                                               (768, "key_block_256_linear_exp2_quarter"),
                                               (256, "key_block_256_linear_exp2_half"),
-                                              (768, "key_block_256_linear_exp2_all")])
+                                              (768, "key_block_256_linear_exp2_all"), (768, "fast_exp2")])
 @pytest.mark.gpu
 @needs_hopper
 def test_key_block_256_matches_its_emulation(block_k, variant, causal, record_property):
@@ -356,6 +356,24 @@ def test_key_block_256_matches_its_emulation(block_k, variant, causal, record_pr
     quantized = _exact_score_inputs(2, 2000, 1900, 8, 2, 128, block_k=block_k)
     record_property("errors", _run_quantized(quantized, causal, 0.25, variant=variant,
                                              rms_ratio=EXACT_RMS_RATIO, lse_rtol=EXACT_LSE_RTOL))
+
+
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.gpu
+@needs_hopper
+def test_fast_exp2_through_the_api(out_dtype):
+    """A recipe's fast_exp2 on Hopper at head dim 128 beyond 256 keys: the 256-key kernel with half its P8 from the
+    linear exp2, in both output dtypes; held to the error-ratio rule with the emulation of that kernel (the
+    reference backend under the same recipe) as the yardstick, and not the exact exp2's output."""
+    q = torch.randn(2, 1000, 8, 128, device="cuda").to(out_dtype)
+    k, v = (torch.randn(2, 1100, 2, 128, device="cuda").to(out_dtype) for _ in range(2))
+    ref, _ = attention_ref(q, k, v, causal=True)
+    for recipe in (fa3nn.PerTileScaling(fast_exp2=True), fa3nn.CurrentScaling(fast_exp2=True)):
+        out = fa3nn.flash_attn_func(q, k, v, causal=True, fp8=recipe)
+        emulated = fa3nn.flash_attn_func(q, k, v, causal=True, fp8=recipe, backend="reference")
+        assert_error_ratio(out, ref, emulated, f"out ({type(recipe).__name__}, fast_exp2)")
+        exact = fa3nn.flash_attn_func(q, k, v, causal=True, fp8=dataclasses.replace(recipe, fast_exp2=False))
+        assert not torch.equal(out, exact)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -403,7 +421,7 @@ def test_mean_of_v_survives_long_key_ranges(headdim, variant, record_property):
     block_n = key_block(headdim, block_k, 8192, variant)
     emul, _ = attention_fp8(quantized, scale, out_dtype=torch.float32, block_n=block_n,
                             sum_rounded_p=sums_rounded_p(headdim, block_n, variant),
-                            linear_exp2_every=linear_exp2_every(variant))
+                            linear_exp2_every=linear_exp2_every(headdim, block_n, variant))
     drift = mean_drift(out, emul)
     record_property("mean_drift", drift)
     if variant == "no_promotion":

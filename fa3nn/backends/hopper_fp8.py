@@ -37,7 +37,14 @@ import torch
 
 from fa3nn.backends.base import AttnCall
 from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
-from fa3nn.fp8.key_blocks import KEY_BLOCK, WIDE_KEY_BLOCKS, block_fits_tiles, native_key_block, p8_row_sums
+from fa3nn.fp8.key_blocks import (
+    KEY_BLOCK,
+    WIDE_KEY_BLOCKS,
+    block_fits_tiles,
+    fast_exp2_every,
+    native_key_block,
+    p8_row_sums,
+)
 from fa3nn.fp8.operands import VT_PAD, check_vt_starts, padded_keys, vt_columns
 from fa3nn.masks import Window
 
@@ -99,9 +106,9 @@ VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one
             "key_block_256_fused_turn_int_max": 41, "key_block_256_softmax_turns": 43,
             "key_block_256_mma_row_sum": 45, "key_block_256_split_s_int_max_two_stages": 46,
             "key_block_256_linear_exp2_quarter": 48, "key_block_256_linear_exp2_half": 49,
-            "key_block_256_linear_exp2_all": 50}
+            "key_block_256_linear_exp2_all": 50, "fast_exp2": 53}
 # Variants that run the default kernels' key block (only the causal tile deal or the promotion differ).
-_DEFAULT_KERNELS = ("full", "l2_sections", "one_cta_per_tile")
+_DEFAULT_KERNELS = ("full", "l2_sections", "one_cta_per_tile", "fast_exp2")
 _FORCED_KEY_BLOCK = {name: int(name.split("_")[2]) for name in VARIANTS if name.startswith(("key_block_192",
                                                                                               "key_block_256"))}
 
@@ -119,9 +126,11 @@ _LINEAR_EXP2_EVERY = {"key_block_256_linear_exp2_quarter": 4, "key_block_256_lin
                       "key_block_256_linear_exp2_all": 1}
 
 
-def linear_exp2_every(variant: str = "full") -> int:
-    """The emulation's linear_exp2_every for the kernel `variant` (0: every P8 from MUFU's exp2, as every default
-    kernel)."""
+def linear_exp2_every(headdim: int, block_n: int | None, variant: str = "full") -> int:
+    """The emulation's linear_exp2_every for the kernel `variant` on block_n-key blocks: 0 (every P8 from MUFU's
+    exp2) for the default kernels, fa3nn.fp8.key_blocks.fast_exp2_every for them under fast_exp2."""
+    if variant == "fast_exp2":
+        return fast_exp2_every(headdim, block_n) if block_n is not None else 0
     return _LINEAR_EXP2_EVERY.get(variant, 0)
 
 
@@ -202,6 +211,7 @@ def fp8_forward(
     variant: str = "full",
     vt_starts: torch.Tensor | None = None,
     library: ctypes.CDLL | None = None,
+    fast_exp2: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the FP8 forward (layouts in the module docstring); returns (out, lse). `window` may be unmasked or
     causal (bottom-right aligned, fa3nn.masks). The positional arguments are fa3nn.dispatch.FP8Path's kernel
@@ -209,7 +219,16 @@ def fp8_forward(
     (tests pass NaN-poisoned ones); `variant` picks a benchmark variant (VARIANTS). vt_starts: varlen vt8's
     per-sequence first columns (FP8Operands.vt_starts), computed from cu_seqlens_k when None; they must come from
     fa3nn.fp8.operands.vt_starts (multiples of 16 by construction, not re-checked: that would be a host sync).
-    `library` (a hopper_build.load() result): another build of the library, for benchmarks."""
+    `library` (a hopper_build.load() result): another build of the library, for benchmarks. fast_exp2 (the FP8
+    recipes' field): the default kernels with the linear exp2 where they have it (fa3nn.fp8.key_blocks.
+    fast_exp2_every), the same as variant "fast_exp2"."""
+    if not isinstance(fast_exp2, bool):
+        raise TypeError(f"fast_exp2 must be a bool, got {fast_exp2!r}")
+    if fast_exp2:
+        if variant not in ("full", "fast_exp2"):
+            raise ValueError(f"fast_exp2 selects the default kernels' linear exp2; variant {variant!r} is another "
+                             "kernel (pass variant='full')")
+        variant = "fast_exp2"
     varlen = cu_seqlens_q is not None
     if varlen != (cu_seqlens_k is not None):
         raise ValueError("cu_seqlens_q and cu_seqlens_k must be given together")

@@ -32,6 +32,20 @@ SHORT_KEYS = 256  # up to this many keys (max_seqlen_k) the 128-key kernel is ta
 P8_ROW_SUM_BLOCKS = {128: 256}
 
 
+# (head dim, key block) -> every how many P fragment registers take the linear exp2 when a recipe sets fast_exp2
+# (kernels/hopper/e4m3_exp2.cuh; run_fp8_default in flash_fwd_fp8_launch.cuh): the 256-key d128 kernel on half its
+# scores. H200 (s23c, kernel only, reps 11): 848 -> 978 / 886 -> 1012 / 896 -> 1017 / 933 -> 1052 TFLOP/s
+# non-causal at 2k / 4k / 8k / 16k keys, causal 644 -> 718 / 764 -> 854 / 825 -> 920 / 842 -> 930; output error
+# against fp64 on N(0, 1) inputs 5.26e-2 -> 5.38e-2 (s23b). Every other kernel keeps MUFU's exp2 under fast_exp2.
+FAST_EXP2_EVERY = {(128, 256): 2}
+
+
+def fast_exp2_every(headdim: int, block_n: int) -> int:
+    """The emulation's linear_exp2_every for the native kernel at this head dim and key block under fast_exp2 (0:
+    that kernel has no linear exp2, its P8 all come from MUFU's exp2)."""
+    return FAST_EXP2_EVERY.get((headdim, block_n), 0)
+
+
 def p8_row_sums(headdim: int, block_n: int) -> bool:
     """The native kernel for this head dim and key block normalizes by the sum of the rounded P8 (the emulation's
     sum_rounded_p), not of the fp32 P."""

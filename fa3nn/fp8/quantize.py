@@ -98,7 +98,8 @@ def scale_block_k(recipe: Recipe, headdim: int) -> int:
 
 def recipe_arguments(recipe: Recipe, state: torch.nn.Module | None, q, k, v) -> dict:
     """Map a recipe and the layer's state onto quantize_qkv_tensors' primitive arguments (block_q, block_k,
-    rotation, tensor_scales): the one place where a recipe becomes numbers a kernel can take."""
+    rotation, tensor_scales): the one place where a recipe becomes numbers a kernel can take (its fast_exp2 goes to
+    the kernels as it is: fa3nn.fp8.fp8_attention_forward)."""
     if isinstance(recipe, PerTileScaling):
         rotation = None
         if recipe.incoherent:

@@ -28,8 +28,9 @@ Rounding points, in the order a kernel performs them (this module reproduces eac
        blocks), l += rowsum(P8) / P_SCALE, the sum of the rounded probabilities of step 5 that multiply V.
     5. P8 = e4m3(P * P_SCALE): P <= 1 would waste e4m3's range above 1 and flush probabilities below 2^-9 to zero;
        scaling by 2^8 (FlashAttention-3's max offset of 8 in exp2) maps P into [0, 256], keeps probabilities down
-       to 2^-17, and being a power of two it folds back exactly. The linear form (benchmark variants of the d128
-       256-key kernel, linear_exp2_every > 0): on the P fragment registers linear_exp2_columns picks, P8 is the
+       to 2^-17, and being a power of two it folds back exactly. The linear form (the recipes' fast_exp2 on the
+       d128 256-key kernel, and its benchmark variants; linear_exp2_every > 0): on the P fragment registers
+       linear_exp2_columns picks, P8 is the
        e4m3 value whose bit pattern is round(8 x + LINEAR_BIAS), x = log2(P * P_SCALE), with no exp2 at all
        (linear_exp2_p8; kernels/hopper/e4m3_exp2.cuh).
     6. acc = acc * exp(m_old - m_new) + P8·V8 * v_descale, fp32. With one V scale per key tile a kernel folds
@@ -46,7 +47,7 @@ import math
 
 import torch
 
-from fa3nn.fp8.key_blocks import KEY_BLOCK, native_key_block, p8_row_sums
+from fa3nn.fp8.key_blocks import KEY_BLOCK, fast_exp2_every, native_key_block, p8_row_sums
 from fa3nn.fp8.quantize import QuantizedQKV
 from fa3nn.fp8.scaling import E4M3, rows_from_tiles
 from fa3nn.masks import Window
@@ -107,7 +108,7 @@ def attention_fp8_dense(
     p_scale: float = P_SCALE,
     p_dtype: torch.dtype = E4M3,
     sum_rounded_p: bool | None = None,
-    linear_exp2_every: int = 0,
+    linear_exp2_every: int | None = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Dense FP8 forward: e4m3 q (batch, seqlen_q, nheads, d), k/v (batch, seqlen_k, nheads_kv, d[v]) with their
     descales -> out (batch, seqlen_q, nheads, dv) in out_dtype, lse (batch, nheads, seqlen_q) float32.
@@ -116,14 +117,17 @@ def attention_fp8_dense(
     and p_scale=1 the same code models a bf16 FlashAttention kernel (the accuracy script's bf16 row).
     sum_rounded_p: the row sums from the rounded P (step 4's second form); None: as the native kernel walking
     block_n-key blocks at this head dim does. linear_exp2_every > 0: every linear_exp2_every-th P fragment
-    register's P8 from the linear exp2 (rounding point 5's linear form; e4m3 P at P_SCALE only)."""
-    if linear_exp2_every < 0 or (linear_exp2_every and (p_dtype != E4M3 or p_scale != P_SCALE)):
-        raise ValueError(f"linear_exp2_every must be >= 0 and needs e4m3 P at p_scale {P_SCALE}, got "
-                         f"{linear_exp2_every} with {p_dtype} at {p_scale}")
+    register's P8 from the linear exp2 (rounding point 5's linear form; e4m3 P at P_SCALE only); None: as the
+    native kernel walking block_n-key blocks at this head dim does under the recipes' fast_exp2."""
     q8, k8, v8 = quantized.q, quantized.k, quantized.v
     batch, seqlen_q, nheads, _ = q8.shape
     seqlen_k, nheads_kv = k8.shape[1], k8.shape[2]
     block_n = _block_n(block_n, quantized, seqlen_k)
+    if linear_exp2_every is None:
+        linear_exp2_every = fast_exp2_every(q8.shape[-1], block_n)
+    if linear_exp2_every < 0 or (linear_exp2_every and (p_dtype != E4M3 or p_scale != P_SCALE)):
+        raise ValueError(f"linear_exp2_every must be >= 0 and needs e4m3 P at p_scale {P_SCALE}, got "
+                         f"{linear_exp2_every} with {p_dtype} at {p_scale}")
     if sum_rounded_p is None:
         sum_rounded_p = p8_row_sums(q8.shape[-1], block_n)
     group = nheads // nheads_kv
@@ -183,7 +187,7 @@ def attention_fp8(
     out_dtype: torch.dtype = torch.bfloat16,
     block_n: int | None = BLOCK_N,
     sum_rounded_p: bool | None = None,
-    linear_exp2_every: int = 0,
+    linear_exp2_every: int | None = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """attention_fp8_dense, or for a packed batch (cu_seqlens given) the same per sequence: out (total_q, nheads,
     dv), lse (nheads, total_q). Descales of sequence i are row i of the (batch, nheads, tiles) descale tensors.

@@ -1,5 +1,7 @@
-// The linear exp2: e4m3 probabilities straight from the exp2 argument by bit arithmetic, no MUFU. Benchmark
-// variants of d128's 256-key FP8 kernel only (48-50, flash_fwd_fp8_launch.cuh); no default kernel uses it.
+// The linear exp2: e4m3 probabilities straight from the exp2 argument by bit arithmetic, no MUFU. d128's 256-key
+// FP8 kernel takes it on half its scores under the recipes' fast_exp2 (variant 53, flash_fwd_fp8_launch.cuh
+// run_fp8_default; off by default: it costs accuracy, below), and on a quarter / half / all in benchmark variants
+// 48-50.
 //
 // An e4m3 value's bit pattern k = 8 e + m (e: biased exponent, m: 3 mantissa bits) encodes 2^(e - 7) (1 + m / 8),
 // so k = round(8 x + 56) is the pattern of 2^x with its mantissa interpolated linearly inside each octave
@@ -10,9 +12,11 @@
 // (+1024 rounds each half to an integer: its f16 bits are then 0x6400 + k), one PRMT (the low bytes), where MUFU
 // takes four MUFU and two F2FP; beside the other warpgroup's GEMMs a MUFU costs ~5x an FP32 instruction's issue
 // (benchmarks/NOTES.md s21a).
-// Measured (H200, s23a/s23b): +5..+7% / +12..+17% / +18..+24% kernel-only at 2k-16k keys non-causal for a quarter /
+// Measured (H200, s23a-s23c): +5..+7% / +12..+17% / +18..+24% kernel-only at 2k-16k keys non-causal for a quarter /
 // half / all of the scores, at +1.2% / +2.4% / +4.7% output error against fp64 on N(0, 1) inputs (5.26e-2 -> 5.32 /
-// 5.38 / 5.50e-2 at 4k: P8 / P spreads 3.2% rms where rounding the exact exp2 spreads 2.65%). Below x = -6 the
+// 5.38 / 5.50e-2 at 4k: P8 / P spreads 3.2% rms where rounding the exact exp2 spreads 2.65%); on
+// FlashAttention-3's outlier inputs per-tile + incoherent RMSE 9.10e-3 -> 9.16 / 9.30 / 9.82e-3 at 8k keys
+// (scripts/fp8_accuracy.py --linear-exp2). Below x = -6 the
 // patterns are e4m3's subnormals (k / 512), which the octave line undershoots (0 instead of 4 at x = -7): on
 // FlashAttention-3's outlier inputs, whose scores reach there, that is most of the line's cost (4k, every score on
 // the line: +2.9% RMSE, +0.2% with the subnormals rounded exactly). A second line max(y, 3 y / 8 + 5, 0) fixes it

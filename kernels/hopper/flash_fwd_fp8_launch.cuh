@@ -147,12 +147,15 @@ int launch_fp8(const Fp8Problem& pr) {
 //   stage ptxas spilled 312-404 B, 37 as well); 46: variant 37 on the same stages. (47, the same sums from m64n8k32
 //   GEMMs over one tile of ones on three stages: 0-5% under 45 in every row of s21c, removed.) 48 / 49 / 50 (d128):
 //   45 with a quarter / half / all of its P8 from the linear exp2 (e4m3_exp2.cuh: no MUFU, less exact; kPolyExpEvery
-//   -4 / -2 / -1).
+//   -4 / -2 / -1). 53: the default kernels with fast_exp2 (run_fp8_default; both output dtypes).
 //   27 (d64): variant 24 with three consumer warpgroups (192-row query tiles, 160 registers each, as the bf16 d64
 //   kernel; the d64 default). 24 at d256: the fused turn with P V in two head-dim halves (the K stage wait inside the
 //   turn, kKWaitInTurn; it spilled without).
 //   The one-pair deal measured +6% at d128 causal 4096, +11% / +5% at d256 causal 2048 / 4096, within 1% at d128
 //   causal 2048 (onepair-h200-20261201-1459).
+// kPolyExpEvery of the 256-key default kernel under fast_exp2: the linear exp2 on every second P fragment register.
+constexpr int kFastExp2Every = -2;
+
 template <int D, int kVariant> struct Fp8Tiles;
 template <> struct Fp8Tiles<64, 0> { static constexpr int kStages = 3, kQStages = 2, kPolyExpEvery = 0; };
 template <> struct Fp8Tiles<128, 0> { static constexpr int kStages = 3, kQStages = 2, kPolyExpEvery = 0; };
@@ -175,11 +178,14 @@ int run_fp8_tiles(const Fp8Problem& pr) {
   // run_fp8_default's kernels (the fused turn at every head dim, d64's with three consumers), the only ones built
   // for fp16 output too
   constexpr int kDefaultPoly = N == 192 ? 4 : T::kPolyExpEvery;  // the 192-key default: a quarter of exp2s on FP32
+  // the 256-key default with fast_exp2 (run_fp8_default): half its P8 from the linear exp2
+  constexpr int kFastPoly = N == 256 ? kFastExp2Every : kDefaultPoly;
   constexpr int kDefaultSchedule = N == 256 ? kFusedTurnMmaRowSum : kFusedTurn;
   constexpr int kDefaultTiles = N == 256 ? 2 : 0;  // the 256-key default's rows of ones leave room for two stages
   constexpr bool kDefaultKernel = kPromote && X == kDefaultSchedule && (N == 128 || (D == 128 && N >= 192)) &&
                                   W == (D == 64 ? 3 : 2);
-  if constexpr (kVariant != kDefaultTiles || !kPingpong || P != kDefaultPoly || !kDefaultKernel) {
+  if constexpr (kVariant != kDefaultTiles || !kPingpong || (P != kDefaultPoly && P != kFastPoly) ||
+                !kDefaultKernel) {
     return fail("%s", "FP8 benchmark variants exist for bf16 output only");
   } else {
     return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, false, true, true, P, X, N, kPromote, W>>(pr)
@@ -212,11 +218,17 @@ inline bool fits_key_block(const Fp8Problem& pr, int block) {
   return pr.block_k % block == 0 || pr.block_k >= pr.max_seqlen_k;
 }
 
+// fast_exp2 (variant 53, the recipes' fast_exp2): the 256-key kernel with half its P8 from the linear exp2
+// (e4m3_exp2.cuh; +12..+17% non-causal and +6..+13% causal at 2k-16k keys, s23c); every other default kernel keeps
+// MUFU's exp2 (fa3nn/fp8/key_blocks.py FAST_EXP2_EVERY mirrors this).
 template <int D>
-int run_fp8_default(const Fp8Problem& pr) {
+int run_fp8_default(const Fp8Problem& pr, bool fast_exp2 = false) {
   if constexpr (D == 128) {
     if (pr.max_seqlen_k > 256 || !fits_key_block(pr, 128)) {
-      if (fits_key_block(pr, 256)) return run_fp8_tiles<D, 2, true, 0, kFusedTurnMmaRowSum, 256, true>(pr);
+      if (fits_key_block(pr, 256)) {
+        return fast_exp2 ? run_fp8_tiles<D, 2, true, kFastExp2Every, kFusedTurnMmaRowSum, 256, true>(pr)
+                         : run_fp8_tiles<D, 2, true, 0, kFusedTurnMmaRowSum, 256, true>(pr);
+      }
       if (fits_key_block(pr, 192)) return run_fp8_tiles<D, 0, true, 4, kFusedTurn, 192, true>(pr);
     }
   }
@@ -231,6 +243,7 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     return run_fp8_headdim<D>(l2_sections, 0);
   }
   if (variant == 0) return run_fp8_default<D>(pr);
+  if (variant == 53) return run_fp8_default<D>(pr, /*fast_exp2=*/true);
   if (variant == 20) return run_fp8_tiles<D, 0>(pr);
   if (variant == 22 || variant == 12) return run_fp8_tiles<D, 0, true, 0, kNoExperiment, 128, true>(pr);
   if constexpr (D == 128) {
@@ -286,7 +299,7 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile, 19 = the "
                     "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-11, 13-18, 21, "
-                    "25, 28-38, 41, 43, 45, 46, 48-50 at d128, 40 at d64, 12, 20, 22, 24, 39 at every head dim)");
+                    "25, 28-38, 41, 43, 45, 46, 48-50 at d128, 40 at d64, 12, 20, 22, 24, 39, 53 at every head dim)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);
