@@ -195,8 +195,8 @@ def attention_forward_fp8(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The FP8 forward: `fa3nn::fwd`'s arguments plus the recipe as numbers (fa3nn.fp8.recipe_arguments: rows per
     scale tile, the Hadamard rotation or None, per-tensor scales or None) and its fast_exp2. Returns out (q's
-    dtype), lse and the (3,) float32 amax of Q, K, V as quantized, which delayed scaling records. The backward is the bf16 one (`fa3nn::bwd`)
-    from the high-precision q, k, v."""
+    dtype), lse and the (3,) float32 amax of Q, K, V as quantized, which delayed scaling records. The backward is
+    the bf16 one (`fa3nn::bwd`) from the high-precision q, k, v."""
     params = _params(softmax_scale, window_left, window_right, softcap, deterministic)
     varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     call = AttnCall.of(q, k, v, params, varlen is not None)
