@@ -13,6 +13,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from fa3nn.backends import hopper_fp8
 from fa3nn.backends.base import AttnCall, AttnParams, Varlen, saved_lse_dtype
 from fa3nn.checks import check_cu_seqlens_values
 from fa3nn.dispatch import FP8_FORWARD_PATHS, resolve, resolve_fp8
@@ -207,8 +208,12 @@ def attention_forward_fp8(
     if kernel is None:  # the emulation of the kernels' rounding points (fa3nn.fp8.reference), any device
         quantized = quantize_qkv_tensors(q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q,
                                          cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+        # fast_exp2 as the native kernel would take it; calls it cannot serve (windows, softcap) go to Triton's
+        # exact exp2 on a GPU, so they are emulated exact here too
+        keys = max_seqlen_k if varlen is not None else k.shape[1]
+        native = fast_exp2 and hopper_fp8.shape_refusal(call, block_k, keys) is None
         out, lse = attention_fp8(quantized, params.softmax_scale, params.window, params.softcap, cu_seqlens_q,
-                                 cu_seqlens_k, out_dtype=q.dtype, linear_exp2_every=None if fast_exp2 else 0)
+                                 cu_seqlens_k, out_dtype=q.dtype, linear_exp2_every=None if native else 0)
         return out.contiguous(), lse.to(saved_lse_dtype(q.dtype)).contiguous(), quantized.amax.to(torch.float32)
     from fa3nn.backends.triton.quantize import quantize_fused  # imports triton: only where a kernel path runs
 

@@ -100,6 +100,8 @@ def bench(backend: str, sets, causal: bool, flops: float, time_ms, args) -> dict
     from fa3nn.dispatch import FP8_FORWARD_PATHS
 
     base = fp8_base(backend)
+    if recipe_of(backend).fast_exp2 and not FP8_FORWARD_PATHS[base].fast_exp2:
+        return {"error": f"{backend}: the {base} FP8 kernel has no linear exp2 (fast_exp2 would change nothing)"}
     result: dict = {"check": check(backend, *sets[0][:3], causal)}
     if not result["check"]["ok"]:
         return result

@@ -106,6 +106,8 @@ def main():
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--linear-exp2", action="store_true", help="add the linear exp2 rows (LINEAR_ROWS)")
     args = parser.parse_args()
+    if args.linear_exp2 and args.headdim != 128:
+        parser.error("--linear-exp2 models d128's 256-key kernel (the only one with the linear exp2): --headdim 128")
     torch.set_grad_enabled(False)
     softmax_scale = args.headdim**-0.5
     errors: dict[tuple[str, int], list[float]] = {}

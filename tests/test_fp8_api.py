@@ -85,7 +85,8 @@ def test_op_returns_the_emulation_and_the_amax():
 def test_fast_exp2_reaches_the_emulation_where_the_kernel_has_it(recipe):
     """fast_exp2 in a recipe: at head dim 128 on 256-key blocks (more than 256 keys) the emulation of the native
     kernel takes half its P8 from the linear exp2 (fa3nn.fp8.key_blocks.FAST_EXP2_EVERY), which changes the output;
-    at head dim 64 (no such kernel) the output is the exact exp2's, bit for bit."""
+    at head dim 64 (no such kernel), and for a call the native kernel refuses (a sliding window: Triton's exact exp2
+    serves it on a GPU), the output is the exact exp2's, bit for bit."""
     exact_recipe = type(recipe)(**{**recipe.__dict__, "fast_exp2": False})
     for headdim, changes in ((128, True), (64, False)):
         q, k, v = bf16_qkv(1, 300, 300, 2, 2, headdim)
@@ -97,6 +98,10 @@ def test_fast_exp2_reaches_the_emulation_where_the_kernel_has_it(recipe):
         expect, _ = attention_fp8(quantized, headdim**-0.5, Window(-1, 0), out_dtype=q.dtype,
                                   linear_exp2_every=2 if changes else 0)
         assert torch.equal(fast, expect), headdim
+    q, k, v = bf16_qkv(1, 300, 300, 2, 2, 128)
+    windowed = [fa3nn.flash_attn_func(q, k, v, window_size=(64, 0), fp8=r, backend="reference")
+                for r in (recipe, exact_recipe)]
+    assert torch.equal(*windowed)
 
 
 def test_fp8_backward_is_the_bf16_backward():

@@ -52,7 +52,8 @@ E4M3 = torch.float8_e4m3fn
 SUPPORTED_HEADDIMS = (64, 128, 256)
 OUT_DTYPES = (torch.bfloat16, torch.float16)
 UNMASKED = Window()
-# Compile-time variants, for benchmarks only (bf16 output, head dims 128 and 256): the default design (one CTA per SM
+# Compile-time variants, for benchmarks (bf16 output, head dims 128 and 256; "fast_exp2", variant 53, is the
+# library's path for the recipes' fast_exp2, both output dtypes, every head dim): the default design (one CTA per SM
 # walking tiles, every exp2 on MUFU), without pingpong, the other K/V stage count, (d128) a quarter of the exp2s as
 # an FP32 polynomial, and the default kernel launched with one CTA per tile (kernels/hopper/flash_fwd_fp8_launch.cuh,
 # Fp8Tiles, which gives the measurements behind the defaults).
@@ -121,7 +122,8 @@ def sums_rounded_p(headdim: int, block_n: int | None, variant: str = "full") -> 
     return variant == "key_block_256_mma_row_sum" or variant in _LINEAR_EXP2_EVERY
 
 
-# Benchmark variants with the linear exp2 on every n-th P fragment register (kernels/hopper/e4m3_exp2.cuh)
+# Benchmark variants with the linear exp2 on every n-th P fragment register (kernels/hopper/e4m3_exp2.cuh): 48-50,
+# d128's 256-key default kernel (45) with it on a quarter / half / all of its scores
 _LINEAR_EXP2_EVERY = {"key_block_256_linear_exp2_quarter": 4, "key_block_256_linear_exp2_half": 2,
                       "key_block_256_linear_exp2_all": 1}
 
@@ -151,6 +153,17 @@ def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
     sequence), which must fit a kernel's key block (key_block; fp8_forward checks it again)."""
     if call.device_type != "cuda" or call.capability != (9, 0):
         return f"needs a Hopper GPU (sm_90), got {call.device_type} {call.capability}"
+    why = shape_refusal(call, block_k, max_seqlen_k)
+    if why is not None:
+        return why
+    if LIBRARY.get() is None:
+        return LIBRARY.error
+    return None
+
+
+def shape_refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
+    """refusal's part that depends on the call alone (not on the device or the library): whether a native FP8
+    kernel exists for it. The emulation asks it too, to model fast_exp2 only where the native kernel would run."""
     if call.dtype not in OUT_DTYPES:
         return f"output dtype {call.dtype} is not supported (bfloat16, float16)"
     if call.headdim != call.headdim_v or call.headdim not in SUPPORTED_HEADDIMS:
@@ -166,8 +179,6 @@ def refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
         blocks = f"{', '.join(map(str, wide))} or {last}" if wide else str(last)
         return f"block_k={block_k} is neither a multiple of {blocks} (the kernel's key block) nor >= the longest key " \
                f"sequence ({max_seqlen_k})"
-    if LIBRARY.get() is None:
-        return LIBRARY.error
     return None
 
 

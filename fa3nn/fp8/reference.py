@@ -125,6 +125,8 @@ def attention_fp8_dense(
     block_n = _block_n(block_n, quantized, seqlen_k)
     if linear_exp2_every is None:
         linear_exp2_every = fast_exp2_every(q8.shape[-1], block_n)
+    if isinstance(linear_exp2_every, bool) or not isinstance(linear_exp2_every, int):
+        raise TypeError(f"linear_exp2_every must be an int (or None), got {linear_exp2_every!r}")
     if linear_exp2_every < 0 or (linear_exp2_every and (p_dtype != E4M3 or p_scale != P_SCALE)):
         raise ValueError(f"linear_exp2_every must be >= 0 and needs e4m3 P at p_scale {P_SCALE}, got "
                          f"{linear_exp2_every} with {p_dtype} at {p_scale}")

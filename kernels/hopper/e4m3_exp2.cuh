@@ -12,7 +12,7 @@
 // (+1024 rounds each half to an integer: its f16 bits are then 0x6400 + k), one PRMT (the low bytes), where MUFU
 // takes four MUFU and two F2FP; beside the other warpgroup's GEMMs a MUFU costs ~5x an FP32 instruction's issue
 // (benchmarks/NOTES.md s21a).
-// Measured (H200, s23a-s23c): +5..+7% / +12..+17% / +18..+24% kernel-only at 2k-16k keys non-causal for a quarter /
+// Measured (H200, s23a-s23c): +4..+8% / +10..+16% / +15..+20% kernel-only at 2k-16k keys non-causal for a quarter /
 // half / all of the scores, at +1.2% / +2.4% / +4.7% output error against fp64 on N(0, 1) inputs (5.26e-2 -> 5.32 /
 // 5.38 / 5.50e-2 at 4k: P8 / P spreads 3.2% rms where rounding the exact exp2 spreads 2.65%); on
 // FlashAttention-3's outlier inputs per-tile + incoherent RMSE 9.10e-3 -> 9.16 / 9.30 / 9.82e-3 at 8k keys
@@ -27,7 +27,9 @@
 namespace fa3nn::hopper {
 
 // y = kLinearScale * x + kLinearBias for an exp2 argument x (at most 8: FlashAttention-3's max offset) is k before
-// rounding; y <= 120 here, inside e4m3's largest finite pattern 126 (448).
+// rounding; y <= 120 here, inside e4m3's largest finite pattern 126 (448), while the row max in log2 units stays
+// far below 2^23 (x's fp32 rounding grows with it; nothing saturates on this path, unlike MUFU's satfinite cast:
+// scaled scores of ~10^6 and more could reach the NaN pattern 127).
 constexpr float kLinearScale = 8.f, kLinearBias = 56.f - 0.46f;  // fa3nn/fp8/reference.py LINEAR_BIAS
 
 // Whether P fragment register a[kb][j] of p_to_fp8_fragments (wgmma_fp8.cuh; j = row + 2 * key half of the

@@ -26,9 +26,10 @@ extern "C" {
 // strides: 12 element strides: (batch, row, head) for q8 and k8, (batch, head, d) for vt8, (batch, row, head) for
 // out; the last dim of each must be contiguous. descale_strides: (batch, head) for q, k, v descales.
 // variant: 0 = the default design (persistent launch; d128: 192-key blocks where block_k allows, beyond 1024 keys);
-// benchmarks (bf16 out): 1 = without pingpong, 2 = the other stage count (d128, d256), 3 = a quarter of the exp2s
-// on the FP32 pipe (d128), 5 = one CTA per tile instead of one per SM, 6-29 = the variants listed in
-// flash_fwd_fp8_launch.cuh (fa3nn/backends/hopper_fp8.py VARIANTS names them).
+// 53 = the default with the recipes' fast_exp2 (d128's 256-key kernel with the linear exp2 on half its scores;
+// bf16 or fp16 out); benchmarks (bf16 out): 1 = without pingpong, 2 = the other stage count (d128, d256), 3 = a
+// quarter of the exp2s on the FP32 pipe (d128), 5 = one CTA per tile instead of one per SM, 6-50 = the variants
+// listed in flash_fwd_fp8_launch.cuh (fa3nn/backends/hopper_fp8.py VARIANTS names them).
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_fp8_fwd(const void* q8, const void* k8, const void* vt8, void* out, float* lse,
                          const int* cu_seqlens_q, const int* cu_seqlens_k, const int* vt_starts,

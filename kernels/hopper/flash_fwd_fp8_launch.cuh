@@ -219,7 +219,7 @@ inline bool fits_key_block(const Fp8Problem& pr, int block) {
 }
 
 // fast_exp2 (variant 53, the recipes' fast_exp2): the 256-key kernel with half its P8 from the linear exp2
-// (e4m3_exp2.cuh; +12..+17% non-causal and +6..+13% causal at 2k-16k keys, s23c); every other default kernel keeps
+// (e4m3_exp2.cuh; +11..+15% non-causal and +8..+12% causal at 2k-16k keys, s23c / s23d); every other default kernel keeps
 // MUFU's exp2 (fa3nn/fp8/key_blocks.py FAST_EXP2_EVERY mirrors this).
 template <int D>
 int run_fp8_default(const Fp8Problem& pr, bool fast_exp2 = false) {

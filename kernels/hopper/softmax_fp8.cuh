@@ -41,7 +41,7 @@ enum SoftmaxCut : int { kSoftmaxFull = 0, kSoftmaxNoExp2 = 1, kSoftmaxNoRowMax =
 
 // kCols: columns of the score tile (kBlockN). kPolyEvery > 0: every kPolyEvery-th score's exp2 runs exp2_poly;
 // kPolyEvery < 0: the P fragment registers linear_exp2_register<-kPolyEvery> picks get the linear exp2's argument
-// y = 8 x + 56 (e4m3_exp2.cuh) instead of 2^x, for p_to_fp8_fragments<kCols, -kPolyEvery> to pack.
+// y = 8 x + kLinearBias (e4m3_exp2.cuh) instead of 2^x, for p_to_fp8_fragments<kCols, -kPolyEvery> to pack.
 // kCut: SoftmaxCut (benchmark builds only). kIntMax: the row max from positive_row_max, and the float tree only in
 // a warp whose rows include one without a positive score (bitwise the same maxima either way). kMmaRowSum: step()
 // adds no row sums; the caller adds each block's sums of P8 from the P V GEMM (add_block_sums), which every thread
@@ -111,7 +111,7 @@ struct OnlineSoftmaxFp8 {
       row_max[r] = new_max;
       sub[r] = safe_max - kMaxOffset;
     }
-    float linear_c[2], linear_b[2];  // (kPolyEvery < 0) y = 8 x + 56 = s c_r 8 + (56 - 8 sub_r) in one FFMA
+    float linear_c[2], linear_b[2];  // (kPolyEvery < 0) y = 8 x + bias = s 8 c_r + (bias - 8 sub_r): one FFMA
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       linear_c[r] = c[r] * kLinearScale;
