@@ -48,6 +48,8 @@ enum SoftmaxCut : int { kSoftmaxFull = 0, kSoftmaxNoExp2 = 1, kSoftmaxNoRowMax =
 // of a quad holds whole, so finalize() does not reduce over the quad.
 template <int kCols, int kPolyEvery = 0, int kCut = kSoftmaxFull, bool kIntMax = false, bool kMmaRowSum = false>
 struct OnlineSoftmaxFp8 {
+  // The linear exp2 leaves y, not P, in s: the row sums of such a kernel must come from its P V GEMM.
+  static_assert(kPolyEvery >= 0 || kMmaRowSum, "the linear exp2 (kPolyEvery < 0) needs kMmaRowSum");
   static constexpr int kRegs = kCols / 2;
   static constexpr float kMaxOffset = 8.f;  // log2 of the P scale, 256
   float row_max[2];  // max of c * S over the keys seen, log2 units; -inf before any attended key
