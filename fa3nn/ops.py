@@ -201,7 +201,8 @@ def attention_forward_fp8(
     params = _params(softmax_scale, window_left, window_right, softcap, deterministic)
     varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     call = AttnCall.of(q, k, v, params, varlen is not None)
-    chosen = resolve_fp8(backend, call, block_k, max_seqlen_k if varlen is not None else k.shape[1])  # or raises
+    keys = max_seqlen_k if varlen is not None else k.shape[1]  # the longest key sequence
+    chosen = resolve_fp8(backend, call, block_k, keys)  # or raises
     if q.numel() == 0 or k.numel() == 0:
         return *_nothing_attended(q, v, varlen is not None), torch.zeros(3, dtype=torch.float32, device=q.device)
     kernel = FP8_FORWARD_PATHS[chosen].kernel
@@ -210,7 +211,6 @@ def attention_forward_fp8(
                                          cu_seqlens_k, max_seqlen_q, max_seqlen_k)
         # fast_exp2 as the native kernel would take it; calls it cannot serve (windows, softcap) go to Triton's
         # exact exp2 on a GPU, so they are emulated exact here too
-        keys = max_seqlen_k if varlen is not None else k.shape[1]
         native = fast_exp2 and hopper_fp8.shape_refusal(call, block_k, keys) is None
         out, lse = attention_fp8(quantized, params.softmax_scale, params.window, params.softcap, cu_seqlens_q,
                                  cu_seqlens_k, out_dtype=q.dtype, linear_exp2_every=None if native else 0)

@@ -98,10 +98,7 @@ class CurrentScaling:
     """One e4m3 scale per (batch, head) for each of Q, K and V (per sequence in a packed batch), computed from this
     call's amax. Needs no state: every call is scaled on its own values.
 
-    fast_exp2   allow the linear exp2 (P8's e4m3 bits straight from the exp2 argument, no MUFU) where a kernel has
-                it: the native d128 kernel on 256-key blocks, on half its scores (fa3nn.fp8.key_blocks.FAST_EXP2_EVERY;
-                H200: +11..+15% non-causal, +8..+12% causal at 2k-16k keys; output error on N(0, 1) inputs 5.26e-2 ->
-                5.38e-2 against fp64). Every other kernel, the Triton FP8 one included, keeps the exact exp2.
+    fast_exp2   as PerTileScaling's.
     """
 
     fast_exp2: bool = False

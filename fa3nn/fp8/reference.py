@@ -30,9 +30,8 @@ Rounding points, in the order a kernel performs them (this module reproduces eac
        scaling by 2^8 (FlashAttention-3's max offset of 8 in exp2) maps P into [0, 256], keeps probabilities down
        to 2^-17, and being a power of two it folds back exactly. The linear form (the recipes' fast_exp2 on the
        d128 256-key kernel, and its benchmark variants; linear_exp2_every > 0): on the P fragment registers
-       linear_exp2_columns picks, P8 is the
-       e4m3 value whose bit pattern is round(8 x + LINEAR_BIAS), x = log2(P * P_SCALE), with no exp2 at all
-       (linear_exp2_p8; kernels/hopper/e4m3_exp2.cuh).
+       linear_exp2_columns picks, P8 is the e4m3 value whose bit pattern is round(8 x + LINEAR_BIAS),
+       x = log2(P * P_SCALE), with no exp2 at all (linear_exp2_p8; kernels/hopper/e4m3_exp2.cuh).
     6. acc = acc * exp(m_old - m_new) + P8·V8 * v_descale, fp32. With one V scale per key tile a kernel folds
        v_descale[t-1] / v_descale[t] into the rescale it already applies to acc, so it costs nothing. The fp32 sum
        is the kernels' too only if they add each block's P8·V8 into fp32 (the promoted native d64/d128 and Triton

@@ -16,8 +16,8 @@
 // half / all of the scores, at +1.2% / +2.4% / +4.7% output error against fp64 on N(0, 1) inputs (5.26e-2 -> 5.32 /
 // 5.38 / 5.50e-2 at 4k: P8 / P spreads 3.2% rms where rounding the exact exp2 spreads 2.65%); on
 // FlashAttention-3's outlier inputs per-tile + incoherent RMSE 9.10e-3 -> 9.16 / 9.30 / 9.82e-3 at 8k keys
-// (scripts/fp8_accuracy.py --linear-exp2). Below x = -6 the
-// patterns are e4m3's subnormals (k / 512), which the octave line undershoots (0 instead of 4 at x = -7): on
+// (scripts/fp8_accuracy.py --linear-exp2). Below x = -6 the patterns are e4m3's subnormals (k / 512), which the
+// octave line undershoots (0 instead of 4 at x = -7): on
 // FlashAttention-3's outlier inputs, whose scores reach there, that is most of the line's cost (4k, every score on
 // the line: +2.9% RMSE, +0.2% with the subnormals rounded exactly). A second line max(y, 3 y / 8 + 5, 0) fixes it
 // for two more f16x2 instructions per pair: measured slower than the plain line on half the scores (s23b).
