@@ -10,6 +10,12 @@ from fa3nn.metrics.attention_flops (the one formula). For each (head dim, seqlen
      back-to-back calls over `--rotate` input sets (so L2 does not hold the inputs between calls), median of
      `--reps` such batches. The host time per call is recorded too (`fwd_host_ms`, `bwd_host_ms` in the JSON): a
      training step whose host time exceeds its device time runs at the host's pace.
+  4. with `--rounds N`, repeats 1-3 N times per shape, the backends in a balanced order per round
+     (bench_hopper.balanced_orders: each backend directly follows each other one equally often, so the clock and
+     power state one leaves behind is charged to all alike), and reports each figure's median over the rounds
+     (merge_rounds; every round's figures stay in the JSON). One round times each backend in one stretch, and the
+     ratios then move with the GPU's state between the stretches: FP8 d128 16k against our bf16 read 1.45-1.55 over
+     four single-round runs of the same kernels (benchmarks/NOTES.md, twenty-third session).
 Writes benchmarks/results/<tag>.json and .md (GPU, torch/triton/cuDNN versions, date) and prints the table last.
 
     python scripts/bench.py                                 # the full grid (about 10 minutes on an H200)
@@ -32,6 +38,7 @@ from pathlib import Path
 import bench_fp8
 import torch
 import torch.nn.functional as F
+from bench_hopper import balanced_orders
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from fa3nn import explain, flash_attn_func
@@ -180,6 +187,26 @@ def bench_shape(backends, headdim, seqlen, causal, directions, args) -> dict:
     return row
 
 
+def merge_rounds(rounds: list[dict]) -> dict:
+    """One row from the rows of `rounds` rounds of one shape: each backend's numeric figures are their median over
+    the rounds (a backend that failed its check or errored in any round keeps that round's result, so a flaky backend
+    is never reported from its good rounds alone); the rounds' own results under "rounds"."""
+    row = {key: value for key, value in rounds[0].items() if key != "results"}
+    row["results"], row["rounds"] = {}, [r["results"] for r in rounds]
+    for backend in rounds[0]["results"]:
+        results = [r["results"][backend] for r in rounds]
+        failed = [r for r in results if "error" in r or not r.get("check", {}).get("ok", True)]
+        if failed:
+            row["results"][backend] = failed[0]
+            continue
+        merged = dict(results[0])
+        for key, value in results[0].items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                merged[key] = statistics.median(r[key] for r in results if key in r)
+        row["results"][backend] = merged
+    return row
+
+
 def environment() -> dict:
     try:
         import triton
@@ -277,6 +304,8 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=10, help="back-to-back calls per timed batch")
     parser.add_argument("--reps", type=int, default=7, help="timed batches; the median is reported")
     parser.add_argument("--rotate", type=int, default=3, help="input sets cycled through (defeats L2 reuse)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="times each shape is measured, the backends in a balanced order per round; medians")
     parser.add_argument("--precompile", type=int, default=0, metavar="WORKERS",
                         help="compile the Triton backend's autotune candidates in this many processes first")
     parser.add_argument("--fp8-tile-sweep", action="store_true",
@@ -287,6 +316,8 @@ def main() -> None:
     parser.add_argument("--out-dir", type=Path, default=RESULTS)
     parser.add_argument("--tag", default=None, help="file name stem (default: bench-<gpu>-<date>)")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds must be >= 1, got {args.rounds}")
     for b in args.backends:
         attention_fn(b)  # fail fast on a typo
     env = environment()
@@ -305,7 +336,10 @@ def main() -> None:
         for seqlen in args.seqlens:
             for causal in causals:
                 started = time.perf_counter()
-                rows.append(bench_shape(args.backends, headdim, seqlen, causal, args.directions, args))
+                orders = balanced_orders(len(args.backends))
+                rounds = [bench_shape([args.backends[i] for i in orders[r % len(orders)]], headdim, seqlen, causal,
+                                      args.directions, args) for r in range(args.rounds)]
+                rows.append(merge_rounds(rounds) if args.rounds > 1 else rounds[0])
                 rows[-1]["wall_s"] = round(time.perf_counter() - started, 1)  # where a device call's time went
                 print(json.dumps({k: rows[-1][k] for k in ("headdim", "seqlen", "causal", "wall_s")}), flush=True)
                 report = {"environment": env, "backends": args.backends,

@@ -18,3 +18,25 @@ def test_balanced_orders_balance_every_predecessor(n):
     follows = Counter((a, b) for order in orders for a, b in zip(order, order[1:]))
     assert set(follows) == {(a, b) for a in range(n) for b in range(n) if a != b}
     assert len(set(follows.values())) <= 1
+
+
+def _round(tflops, error=False):
+    result = {"check": {"ok": True}, "fwd_ms": 1.0 / tflops, "fwd_tflops": tflops}
+    return {"error": "RuntimeError: boom"} if error else result
+
+
+def test_merge_rounds_takes_each_figure_median(monkeypatch):
+    """scripts/bench.py --rounds: each backend's figures are medians over the rounds, and a backend that errored in
+    any round is reported with that error, not with its good rounds."""
+    from script_module import SCRIPTS
+
+    monkeypatch.syspath_prepend(str(SCRIPTS))  # bench.py imports its sibling scripts
+    bench = load_script("bench")
+    rounds = [{"headdim": 128, "seqlen": 16384, "causal": False,
+               "results": {"hopper": _round(t), "flaky": _round(1.0, error=(i == 1))}}
+              for i, t in enumerate([700.0, 650.0, 720.0])]
+    row = bench.merge_rounds(rounds)
+    assert row["seqlen"] == 16384 and len(row["rounds"]) == 3
+    assert row["results"]["hopper"]["fwd_tflops"] == 700.0
+    assert row["results"]["hopper"]["fwd_ms"] == 1.0 / 700.0
+    assert row["results"]["flaky"] == {"error": "RuntimeError: boom"}
