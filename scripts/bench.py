@@ -237,6 +237,11 @@ def triton_choices() -> dict:
     return choices
 
 
+def rounds_note(report: dict) -> str:
+    rounds = int(report.get("args", {}).get("rounds", 1))
+    return f" Each figure the median of {rounds} rounds (--rounds; ratios of those medians)." if rounds > 1 else ""
+
+
 def markdown(report: dict) -> str:
     env, backends, rows = report["environment"], report["backends"], report["rows"]
     ours = [b for b in backends if b in FA3NN]
@@ -247,7 +252,7 @@ def markdown(report: dict) -> str:
         "",
         f"torch {env['torch']} (CUDA {env['cuda']}), cuDNN {env['cudnn']}, triton {env['triton']}; bf16, "
         f"batch x seqlen = {TOKENS}, nheads x headdim = {WIDTH}. TFLOP/s (fa3nn.metrics), peak = extra MiB of one "
-        "fwd+bwd. `x` = not run (error or failed check, see JSON).",
+        "fwd+bwd. `x` = not run (error or failed check, see JSON)." + rounds_note(report),
         "",
     ]
     header = ["hdim", "seqlen", "causal"]

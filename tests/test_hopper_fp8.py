@@ -342,7 +342,8 @@ def test_key_block_192_matches_its_emulation(block_k, variant, causal, record_pr
                                               (768, "key_block_256_split_s_int_max_two_stages"),
                                               (768, "key_block_256_linear_exp2_quarter"),
                                               (256, "key_block_256_linear_exp2_half"),
-                                              (768, "key_block_256_linear_exp2_all"), (768, "fast_exp2")])
+                                              (768, "key_block_256_linear_exp2_all"), (768, "fast_exp2"),
+                                              (256, "key_block_256_cross_tile"), (768, "key_block_256_cross_tile")])
 @pytest.mark.gpu
 @needs_hopper
 def test_key_block_256_matches_its_emulation(block_k, variant, causal, record_property):
@@ -521,9 +522,9 @@ def test_other_blocks_and_fp16_output(headdim, block_k, causal, record_property)
     record_property("errors", _run_dense(q, k, v, causal, block_q=48, block_k=block_k, out_dtype=torch.float16))
 
 
-def _run_varlen(quantized, vt8, starts, cu_q, cu_k, max_q, max_k, causal, block_q=128, block_k=128):
-    """Kernel (on vt8 / starts), emulation and per-sequence fp64 truth on packed quantized inputs; check; return the
-    error numbers."""
+def _run_varlen(quantized, vt8, starts, cu_q, cu_k, max_q, max_k, causal, block_q=128, block_k=128, variant="full"):
+    """Kernel `variant` (on vt8 / starts), emulation and per-sequence fp64 truth on packed quantized inputs; check;
+    return the error numbers."""
     total_q, nheads, headdim = quantized.q.shape
     total_k = quantized.k.shape[0]
     scale = headdim**-0.5
@@ -531,9 +532,12 @@ def _run_varlen(quantized, vt8, starts, cu_q, cu_k, max_q, max_k, causal, block_
     out = torch.full((total_q, nheads, headdim), float("nan"), dtype=torch.bfloat16, device="cuda")
     lse = torch.full((nheads, total_q), float("nan"), dtype=torch.float32, device="cuda")
     fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale, quantized.v_descale,
-                block_q, block_k, scale, window, cu_q, cu_k, max_q, max_k, out=out, lse=lse, vt_starts=starts)
-    oracle = attention_fp8(quantized, scale, window, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
-                           block_n=key_block(headdim, block_k, max_k))
+                block_q, block_k, scale, window, cu_q, cu_k, max_q, max_k, out=out, lse=lse, vt_starts=starts,
+                variant=variant)
+    block_n = key_block(headdim, block_k, max_k, variant)
+    rounded_sums = sums_rounded_p(headdim, block_n, variant)
+    oracle = attention_fp8(quantized, scale, window, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, block_n=block_n,
+                           sum_rounded_p=rounded_sums)
     # Truth per sequence (fp64 attention of that sequence's dequantized rows), packed like the kernel's output.
     q_d = _dequantized(quantized.q, quantized.q_descale, block_q, total_q, cu_q)
     k_d = _dequantized(quantized.k, quantized.k_descale, block_k, total_k, cu_k)
@@ -547,7 +551,8 @@ def _run_varlen(quantized, vt8, starts, cu_q, cu_k, max_q, max_k, causal, block_
             continue
         o, s = attention_ref(q_d[rq][None], k_d[rk][None], v_d[rk][None], causal=causal, softmax_scale=scale)
         out_t[rq], lse_t[:, rq] = o[0], s[0]
-    return _check(out, lse, oracle, (out_t, lse_t), torch.bfloat16)
+    tolerances = {"lse_atol": ROUNDED_SUM_LSE_ATOL} if rounded_sums else {}
+    return _check(out, lse, oracle, (out_t, lse_t), torch.bfloat16, **tolerances)
 
 
 def _packed_inputs(batch, max_seqlen, nheads, nheads_kv, headdim, key_lengths):
@@ -585,6 +590,23 @@ def test_varlen_matches_emulation(headdim, causal, key_lengths, record_property)
                                      max_seqlen_q=max_q, max_seqlen_k=max_k)
     errors = _run_varlen(quantized, transpose_v(quantized.v, cu_k), vt_starts(cu_k), cu_q, cu_k, max_q, max_k,
                          causal)
+    record_property("errors", errors)
+
+
+@pytest.mark.parametrize("variant", ["full", "key_block_256_cross_tile"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.gpu
+@needs_hopper
+def test_varlen_on_256_key_blocks(causal, variant, record_property):
+    """Packed batches on d128's 256-key kernel (K/V descale tiles of 256 keys), with an empty key sequence and a
+    one-key one: tiles of different lengths and tiles with nothing to attend follow each other in every CTA's walk,
+    which the cross-tile chain (one turn across each tile boundary) must survive."""
+    q_p, k_p, v_p, cu_q, cu_k, max_q, max_k = _packed_inputs(5, 700, 6, 2, 128, "empty_and_one")
+    quantized = quantize_qkv_tensors(q_p, k_p, v_p, 128, 256, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                                     max_seqlen_q=max_q, max_seqlen_k=max_k)
+    assert key_block(128, 256, max_k, variant) == 256
+    errors = _run_varlen(quantized, transpose_v(quantized.v, cu_k), vt_starts(cu_k), cu_q, cu_k, max_q, max_k,
+                         causal, block_k=256, variant=variant)
     record_property("errors", errors)
 
 

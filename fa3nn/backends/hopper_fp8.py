@@ -107,7 +107,7 @@ VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one
             "key_block_256_fused_turn_int_max": 41, "key_block_256_softmax_turns": 43,
             "key_block_256_mma_row_sum": 45, "key_block_256_split_s_int_max_two_stages": 46,
             "key_block_256_linear_exp2_quarter": 48, "key_block_256_linear_exp2_half": 49,
-            "key_block_256_linear_exp2_all": 50, "fast_exp2": 53}
+            "key_block_256_linear_exp2_all": 50, "fast_exp2": 53, "key_block_256_cross_tile": 54}
 # Variants that run the default kernels' key block (only the causal tile deal or the promotion differ).
 _DEFAULT_KERNELS = ("full", "l2_sections", "one_cta_per_tile", "fast_exp2")
 _FORCED_KEY_BLOCK = {name: int(name.split("_")[2]) for name in VARIANTS if name.startswith(("key_block_192",
@@ -119,7 +119,7 @@ def sums_rounded_p(headdim: int, block_n: int | None, variant: str = "full") -> 
     sum_rounded_p; fa3nn.fp8.key_blocks.p8_row_sums for the defaults), not of the fp32 P."""
     if variant in _DEFAULT_KERNELS:
         return block_n is not None and p8_row_sums(headdim, block_n)
-    return variant == "key_block_256_mma_row_sum" or variant in _LINEAR_EXP2_EVERY
+    return variant in ("key_block_256_mma_row_sum", "key_block_256_cross_tile") or variant in _LINEAR_EXP2_EVERY
 
 
 # Benchmark variants with the linear exp2 on every n-th P fragment register (kernels/hopper/e4m3_exp2.cuh): 48-50,

@@ -98,10 +98,16 @@ enum Fp8Experiment : int {
   // (The same sums from m64n8k32 GEMMs over one 1 KB tile of ones, on three K/V stages, ran 0-5% slower than this
   // on two in every row of s21c and were removed.) The d128 default on 256-key blocks.
   kFusedTurnMmaRowSum = 15,
+  // kFusedTurnMmaRowSum with the turns running on across tiles (kCrossTile below): a tile's last P V and the next
+  // tile's first Q K^T in one turn, the store after it. Bitwise 15's output.
+  kFusedTurnMmaRowSumCrossTile = 16,
 };
+__host__ __device__ constexpr bool mma_row_sum(int experiment) {
+  return experiment == kFusedTurnMmaRowSum || experiment == kFusedTurnMmaRowSumCrossTile;
+}
 __host__ __device__ constexpr bool int_row_max(int experiment) {
   return experiment == kFusedTurnIntMax || experiment == kFusedTurnSplitSIntMax ||
-         experiment == kFusedTurnSoftmaxTurns || experiment == kFusedTurnMmaRowSum;
+         experiment == kFusedTurnSoftmaxTurns || mma_row_sum(experiment);
 }
 __host__ __device__ constexpr bool skips_softmax(int experiment) {
   return experiment == kSkipSoftmax || experiment == kSkipSoftmaxAndKVLoads || experiment == kFusedTurnSkipSoftmax;
@@ -152,7 +158,13 @@ struct Fp8FwdConfig {
   // kMmaRowSum: 8 rows of e4m3 ones after every Vt panel in shared memory (written once at kernel start; TMA never
   // touches them) and P V as m64n(D + 8), so columns D..D+7 of the block accumulator each hold the block's row sum
   // of P8 (every thread of a quad the whole sum; no quad reduction); added into the row sums at the promotion.
-  static constexpr bool kMmaRowSum = kExperiment_ == kFusedTurnMmaRowSum;
+  static constexpr bool kMmaRowSum = mma_row_sum(kExperiment_);
+  // kCrossTile: the fused turn does not stop at tile ends. A tile of n key blocks otherwise takes n + 1 turns per
+  // warpgroup, the first with Q K^T alone and the last with P V alone, and the other warpgroup's softmax outlasts
+  // each of those half turns with the tensor cores idle; here the last P V of a tile and the first Q K^T of the next
+  // share one turn (n turns per tile), and the tile's finalize and store run after it, under the next tile's first
+  // Q K^T and the other warpgroup's turn; the next tile's descales are loaded before that turn.
+  static constexpr bool kCrossTile = kExperiment_ == kFusedTurnMmaRowSumCrossTile;
   static constexpr bool kSplitS = kExperiment_ == kFusedTurnSplitS || kExperiment_ == kFusedTurnSplitSIntMax ||
                                   kSoftmaxTurns || kMmaRowSum;
   // The tile's batch, head and rows decoded again after the key loop for the store, so that they need no registers
@@ -189,6 +201,7 @@ struct Fp8FwdConfig {
   static_assert(!kFused || kPromote, "kFusedTurn is a schedule of the promoted kernel");
   static_assert(!kSplitS || kBlockN == 256, "split S: two n128 halves of a 256-key block");
   static_assert(!kMmaRowSum || (kHeadDim == 128 && kFused), "row sums by MMA: the d128 fused turn (pv_into_o)");
+  static_assert(!kCrossTile || (kKWaitInTurn && kDecodeTileAfterLoop), "the cross-tile chain: the 256-key kernel");
   static_assert(kKPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0 && kVPanelBytes % 1024 == 0,
                 "1024-B alignment");
 
@@ -770,33 +783,90 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   };
 
   WorkTile cur;
-  for (int from = sched.first(); find_work(from, cur); from = sched.next(cur.index)) {
-    if constexpr (Cfg::kFused) {
-      fused_tile(cur);
-#ifdef FA3NN_FP8_TRACE
-      trace_tile = false;
-#endif
-      if constexpr (Cfg::kDecodeTileAfterLoop) {
-        cur.t = sched.decode(cur.index);
+  if constexpr (Cfg::kCrossTile) {  // the fused turns of every tile as one chain (Fp8FwdConfig::kCrossTile)
+    if (!find_work(sched.first(), cur)) return;
+    float k0, v0, factor[2], sum_scale[2];
+    start_promoted_tile(cur, k0, v0);
+    bars.q.consumer_wait(q_state);
+    bars.k.consumer_wait(k_state);
+    c.gemm_turn_begin();
+    issue_qk();
+    c.gemm_turn_end();
+    qk_to_p(cur, 0, k0, v0, factor, sum_scale);
+    // One turn per iteration: P V of the block in pa, then Q K^T of the tile's next block or, at the tile's last
+    // block (a boundary), of the next tile's first. The wgmmas are issued on every path (a wgmma under a branch made
+    // ptxas serialize them, C7518). At a boundary the tile's O is stored inside the turn, before S is issued: stored
+    // after it, O (packed to bf16, 32 registers) spilled 176-248 B beside S in flight.
+    int n_block = 0;
+    for (;;) {
+      WorkTile next;
+      const bool boundary = n_block + 1 == cur.n_blocks;
+      if (boundary && !find_work(sched.next(cur.index), next)) break;
+      float k_cur = k_next, v_cur = v_next;  // descales of the block whose Q K^T this turn issues
+      const float v_last = v_pa;
+      if (boundary) begin_tile(next, k_cur, v_cur);  // (no state of this tile's is read after its last qk_to_p)
+      bars.v.consumer_wait(v_state);
+      c.gemm_turn_begin();
+      pv_into_o(factor, sum_scale);
+      if (boundary) {
+        float inv_sum[2], lse[2];
+        softmax.finalize(inv_sum, lse);
+        cur.t = sched.decode(cur.index);  // (kDecodeTileAfterLoop)
         cur.r = seq_range(p, cur.t.batch);
+        store_tile(cur, inv_sum, lse, v_last);
+        cur = next;
+        n_block = 0;
+        v_pa = v_cur;
+        softmax.reset();
+        zero_o();
+        bars.q.consumer_wait(q_state);
+      } else {
+        ++n_block;
       }
-    } else if constexpr (!Cfg::kOverlap) {
-      float k0, v0;
-      start_promoted_tile(cur, k0, v0);  // block 1's descales in k_next / v_next
-      serial_step(cur, 0, k0, v0);
-      for (int n_block = 1; n_block < cur.n_blocks; ++n_block) {
-        const float k_cur = k_next, v_cur = v_next;
-        prefetch_descales(n_block + 1, cur.n_blocks);
-        serial_step(cur, n_block, k_cur, v_cur);
-      }
-    } else {
-      first_block(cur);
-      for (int n_block = 1; n_block < cur.n_blocks; ++n_block) overlapped_step(cur, n_block);
-      last_block();
+      bars.k.consumer_wait(k_state);
+      issue_qk();
+      c.gemm_turn_end();
+      if (!boundary) prefetch_descales(n_block + 1, cur.n_blocks);
+      qk_to_p(cur, n_block, k_cur, v_cur, factor, sum_scale);
     }
+    bars.v.consumer_wait(v_state);  // the last tile's last block
+    c.gemm_turn_begin();
+    pv_into_o(factor, sum_scale);
+    c.gemm_turn_end();
     float inv_sum[2], lse[2];
     softmax.finalize(inv_sum, lse);
+    cur.t = sched.decode(cur.index);
+    cur.r = seq_range(p, cur.t.batch);
     store_tile(cur, inv_sum, lse, v_pa);
+  } else {
+    for (int from = sched.first(); find_work(from, cur); from = sched.next(cur.index)) {
+      if constexpr (Cfg::kFused) {
+        fused_tile(cur);
+#ifdef FA3NN_FP8_TRACE
+        trace_tile = false;
+#endif
+        if constexpr (Cfg::kDecodeTileAfterLoop) {
+          cur.t = sched.decode(cur.index);
+          cur.r = seq_range(p, cur.t.batch);
+        }
+      } else if constexpr (!Cfg::kOverlap) {
+        float k0, v0;
+        start_promoted_tile(cur, k0, v0);  // block 1's descales in k_next / v_next
+        serial_step(cur, 0, k0, v0);
+        for (int n_block = 1; n_block < cur.n_blocks; ++n_block) {
+          const float k_cur = k_next, v_cur = v_next;
+          prefetch_descales(n_block + 1, cur.n_blocks);
+          serial_step(cur, n_block, k_cur, v_cur);
+        }
+      } else {
+        first_block(cur);
+        for (int n_block = 1; n_block < cur.n_blocks; ++n_block) overlapped_step(cur, n_block);
+        last_block();
+      }
+      float inv_sum[2], lse[2];
+      softmax.finalize(inv_sum, lse);
+      store_tile(cur, inv_sum, lse, v_pa);
+    }
   }
 }
 

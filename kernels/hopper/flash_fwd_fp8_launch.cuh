@@ -147,7 +147,8 @@ int launch_fp8(const Fp8Problem& pr) {
 //   stage ptxas spilled 312-404 B, 37 as well); 46: variant 37 on the same stages. (47, the same sums from m64n8k32
 //   GEMMs over one tile of ones on three stages: 0-5% under 45 in every row of s21c, removed.) 48 / 49 / 50 (d128):
 //   45 with a quarter / half / all of its P8 from the linear exp2 (e4m3_exp2.cuh: no MUFU, less exact; kPolyExpEvery
-//   -4 / -2 / -1). 53: the default kernels with fast_exp2 (run_fp8_default; both output dtypes).
+//   -4 / -2 / -1). 53: the default kernels with fast_exp2 (run_fp8_default; both output dtypes). 54 (d128): 45 with
+//   its fused turns chained across tiles (kFusedTurnMmaRowSumCrossTile; bitwise 45's output).
 //   27 (d64): variant 24 with three consumer warpgroups (192-row query tiles, 160 registers each, as the bf16 d64
 //   kernel; the d64 default). 24 at d256: the fused turn with P V in two head-dim halves (the K stage wait inside the
 //   turn, kKWaitInTurn; it spilled without).
@@ -267,6 +268,7 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 48) return run_fp8_tiles<D, 2, true, -4, kFusedTurnMmaRowSum, 256, true>(pr);
     if (variant == 49) return run_fp8_tiles<D, 2, true, -2, kFusedTurnMmaRowSum, 256, true>(pr);
     if (variant == 50) return run_fp8_tiles<D, 2, true, -1, kFusedTurnMmaRowSum, 256, true>(pr);
+    if (variant == 54) return run_fp8_tiles<D, 2, true, 0, kFusedTurnMmaRowSumCrossTile, 256, true>(pr);
   }
   if constexpr (D == 64) {
     if (variant == 27) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true, 3>(pr);
@@ -299,7 +301,7 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile, 19 = the "
                     "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-11, 13-18, 21, "
-                    "25, 28-38, 41, 43, 45, 46, 48-50 at d128, 40 at d64, 12, 20, 22, 24, 39, 53 at every head dim)");
+                    "25, 28-38, 41, 43, 45, 46, 48-50, 54 at d128, 40 at d64, 12, 20, 22, 24, 39, 53 at every head dim)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);
