@@ -359,6 +359,29 @@ def test_key_block_256_matches_its_emulation(block_k, variant, causal, record_pr
                                              rms_ratio=EXACT_RMS_RATIO, lse_rtol=EXACT_LSE_RTOL))
 
 
+@pytest.mark.parametrize("block_k", [256, 768])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.gpu
+@needs_hopper
+def test_cross_tile_chain_is_bitwise_the_default(causal, block_k):
+    """Variant key_block_256_cross_tile runs the 256-key default's arithmetic in the same order, only its turns run
+    on across tile ends: out and lse bitwise the default's, on 256 tiles over 132 CTAs (every CTA crosses a tile
+    end), the last query tile partial."""
+    q = _draw((2, 2000, 8, 128), "outlier")
+    k, v = (_draw((2, 1900, 2, 128), "outlier") for _ in range(2))
+    quantized = quantize_qkv_tensors(q, k, v, 128, block_k)
+    window = Window(-1, 0) if causal else Window()
+    outs = []
+    for variant in ("full", "key_block_256_cross_tile"):
+        out = torch.full((2, 2000, 8, 128), float("nan"), dtype=torch.bfloat16, device="cuda")
+        lse = torch.full((2, 8, 2000), float("nan"), dtype=torch.float32, device="cuda")
+        fp8_forward(quantized.q, quantized.k, transpose_v(quantized.v), quantized.q_descale, quantized.k_descale,
+                    quantized.v_descale, 128, block_k, 0.125, window, out=out, lse=lse, variant=variant)
+        outs.append((out, lse))
+    (out, lse), (out_ct, lse_ct) = outs
+    assert torch.isfinite(out).all() and torch.equal(out_ct, out) and torch.equal(lse_ct, lse)
+
+
 @pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.gpu
 @needs_hopper

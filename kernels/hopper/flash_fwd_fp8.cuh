@@ -793,41 +793,43 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     issue_qk();
     c.gemm_turn_end();
     qk_to_p(cur, 0, k0, v0, factor, sum_scale);
-    // One turn per iteration: P V of the block in pa, then Q K^T of the tile's next block or, at the tile's last
-    // block (a boundary), of the next tile's first. The wgmmas are issued on every path (a wgmma under a branch made
-    // ptxas serialize them, C7518). At a boundary the tile's O is stored inside the turn, before S is issued: stored
-    // after it, O (packed to bf16, 32 registers) spilled 176-248 B beside S in flight.
-    int n_block = 0;
+    // Each tile's key loop is fused_tile's; at its end, unless it was the last tile, one turn holds the tile's last
+    // P V and the next tile's first Q K^T, with the tile's store between them (stored after the turn, O packed to
+    // bf16 spilled 176-248 B beside S in flight). The loop leaves before that turn, never around its wgmmas: a
+    // wgmma under a branch made ptxas serialize them all (C7518).
     for (;;) {
+      for (int n_block = 1; n_block < cur.n_blocks; ++n_block) {
+        const float k_cur = k_next, v_cur = v_next;
+        bars.v.consumer_wait(v_state);
+        c.gemm_turn_begin();
+        pv_into_o(factor, sum_scale);
+        bars.k.consumer_wait(k_state);  // (kKWaitInTurn)
+        issue_qk();
+        c.gemm_turn_end();
+        prefetch_descales(n_block + 1, cur.n_blocks);
+        qk_to_p(cur, n_block, k_cur, v_cur, factor, sum_scale);
+      }
       WorkTile next;
-      const bool boundary = n_block + 1 == cur.n_blocks;
-      if (boundary && !find_work(sched.next(cur.index), next)) break;
-      float k_cur = k_next, v_cur = v_next;  // descales of the block whose Q K^T this turn issues
+      if (!find_work(sched.next(cur.index), next)) break;
       const float v_last = v_pa;
-      if (boundary) begin_tile(next, k_cur, v_cur);  // (no state of this tile's is read after its last qk_to_p)
+      begin_tile(next, k0, v0);  // (no state of this tile's is read after its last qk_to_p but v_pa)
       bars.v.consumer_wait(v_state);
       c.gemm_turn_begin();
       pv_into_o(factor, sum_scale);
-      if (boundary) {
-        float inv_sum[2], lse[2];
-        softmax.finalize(inv_sum, lse);
-        cur.t = sched.decode(cur.index);  // (kDecodeTileAfterLoop)
-        cur.r = seq_range(p, cur.t.batch);
-        store_tile(cur, inv_sum, lse, v_last);
-        cur = next;
-        n_block = 0;
-        v_pa = v_cur;
-        softmax.reset();
-        zero_o();
-        bars.q.consumer_wait(q_state);
-      } else {
-        ++n_block;
-      }
+      float inv_sum[2], lse[2];
+      softmax.finalize(inv_sum, lse);
+      cur.t = sched.decode(cur.index);  // (kDecodeTileAfterLoop)
+      cur.r = seq_range(p, cur.t.batch);
+      store_tile(cur, inv_sum, lse, v_last);
+      cur = next;
+      v_pa = v0;
+      softmax.reset();
+      zero_o();
+      bars.q.consumer_wait(q_state);
       bars.k.consumer_wait(k_state);
       issue_qk();
       c.gemm_turn_end();
-      if (!boundary) prefetch_descales(n_block + 1, cur.n_blocks);
-      qk_to_p(cur, n_block, k_cur, v_cur, factor, sum_scale);
+      qk_to_p(cur, 0, k0, v0, factor, sum_scale);
     }
     bars.v.consumer_wait(v_state);  // the last tile's last block
     c.gemm_turn_begin();
