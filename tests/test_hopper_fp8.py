@@ -343,15 +343,16 @@ def test_key_block_192_matches_its_emulation(block_k, variant, causal, record_pr
                                               (768, "key_block_256_linear_exp2_quarter"),
                                               (256, "key_block_256_linear_exp2_half"),
                                               (768, "key_block_256_linear_exp2_all"), (768, "fast_exp2"),
-                                              (256, "key_block_256_cross_tile"), (768, "key_block_256_cross_tile")])
+                                              (256, "key_block_256_mma_row_sum"), (768, "key_block_256_cross_tile")])
 @pytest.mark.gpu
 @needs_hopper
 def test_key_block_256_matches_its_emulation(block_k, variant, causal, record_property):
     """The fused turn on 256-key blocks (d128: Vt in two 128-key SW128 panels, S = m64n256, the K stage wait inside
     the turn), all exp2s on MUFU and with a share as the FP32 polynomial, and with S in two halves (split_s: each
     half masked when it lands), against the emulation with block_n=256, on exact scores with K/V descale tiles of 256
-    and 768 keys; 1900 keys end in a partial block (masked in both halves when causal). The default ("full") takes
-    P's row sums from its P V GEMM (key_block_256_mma_row_sum): the emulation then sums the rounded P8; the
+    and 768 keys; 1900 keys end in a partial block (masked in both halves when causal). The default ("full",
+    key_block_256_cross_tile: key_block_256_mma_row_sum with its turns chained across tile ends) takes P's row sums
+    from its P V GEMM: the emulation then sums the rounded P8; the
     linear_exp2 variants take a quarter / half / all of their P8 from the linear exp2 (emulated bit for bit but for
     fp32 rounding of the exp2 argument)."""
     quantized = _exact_score_inputs(2, 2000, 1900, 8, 2, 128, block_k=block_k)
@@ -363,16 +364,16 @@ def test_key_block_256_matches_its_emulation(block_k, variant, causal, record_pr
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.gpu
 @needs_hopper
-def test_cross_tile_chain_is_bitwise_the_default(causal, block_k):
-    """Variant key_block_256_cross_tile runs the 256-key default's arithmetic in the same order, only its turns run
-    on across tile ends: out and lse bitwise the default's, on 256 tiles over 132 CTAs (every CTA crosses a tile
-    end), the last query tile partial."""
+def test_cross_tile_chain_is_bitwise_the_unchained_kernel(causal, block_k):
+    """d128's 256-key default chains its fused turns across tile ends (key_block_256_cross_tile) and otherwise runs
+    the arithmetic of key_block_256_mma_row_sum, its form before, in the same order: out and lse bitwise that
+    kernel's, on 256 tiles over 132 CTAs (every CTA crosses a tile end), the last query tile partial."""
     q = _draw((2, 2000, 8, 128), "outlier")
     k, v = (_draw((2, 1900, 2, 128), "outlier") for _ in range(2))
     quantized = quantize_qkv_tensors(q, k, v, 128, block_k)
     window = Window(-1, 0) if causal else Window()
     outs = []
-    for variant in ("full", "key_block_256_cross_tile"):
+    for variant in ("key_block_256_mma_row_sum", "full"):
         out = torch.full((2, 2000, 8, 128), float("nan"), dtype=torch.bfloat16, device="cuda")
         lse = torch.full((2, 8, 2000), float("nan"), dtype=torch.float32, device="cuda")
         fp8_forward(quantized.q, quantized.k, transpose_v(quantized.v), quantized.q_descale, quantized.k_descale,
@@ -616,14 +617,15 @@ def test_varlen_matches_emulation(headdim, causal, key_lengths, record_property)
     record_property("errors", errors)
 
 
-@pytest.mark.parametrize("variant", ["full", "key_block_256_cross_tile"])
+@pytest.mark.parametrize("variant", ["full", "key_block_256_mma_row_sum"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.gpu
 @needs_hopper
 def test_varlen_on_256_key_blocks(causal, variant, record_property):
-    """Packed batches on d128's 256-key kernel (K/V descale tiles of 256 keys), with an empty key sequence and a
+    """Packed batches on d128's 256-key kernels (K/V descale tiles of 256 keys), with an empty key sequence and a
     one-key one: tiles of different lengths and tiles with nothing to attend follow each other in every CTA's walk,
-    which the cross-tile chain (one turn across each tile boundary) must survive."""
+    which the default's cross-tile chain (one turn across each tile end) must survive; key_block_256_mma_row_sum
+    is the same kernel unchained."""
     q_p, k_p, v_p, cu_q, cu_k, max_q, max_k = _packed_inputs(5, 700, 6, 2, 128, "empty_and_one")
     quantized = quantize_qkv_tensors(q_p, k_p, v_p, 128, 256, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
                                      max_seqlen_q=max_q, max_seqlen_k=max_k)

@@ -148,7 +148,8 @@ int launch_fp8(const Fp8Problem& pr) {
 //   GEMMs over one tile of ones on three stages: 0-5% under 45 in every row of s21c, removed.) 48 / 49 / 50 (d128):
 //   45 with a quarter / half / all of its P8 from the linear exp2 (e4m3_exp2.cuh: no MUFU, less exact; kPolyExpEvery
 //   -4 / -2 / -1). 53: the default kernels with fast_exp2 (run_fp8_default; both output dtypes). 54 (d128): 45 with
-//   its fused turns chained across tiles (kFusedTurnMmaRowSumCrossTile; bitwise 45's output).
+//   its fused turns chained across tiles (kFusedTurnMmaRowSumCrossTile; bitwise 45's output; d128's default kernel
+//   on 256-key blocks since 2026-12-03's twenty-fourth session, 45 the one before).
 //   27 (d64): variant 24 with three consumer warpgroups (192-row query tiles, 160 registers each, as the bf16 d64
 //   kernel; the d64 default). 24 at d256: the fused turn with P V in two head-dim halves (the K stage wait inside the
 //   turn, kKWaitInTurn; it spilled without).
@@ -181,7 +182,7 @@ int run_fp8_tiles(const Fp8Problem& pr) {
   constexpr int kDefaultPoly = N == 192 ? 4 : T::kPolyExpEvery;  // the 192-key default: a quarter of exp2s on FP32
   // the 256-key default with fast_exp2 (run_fp8_default): half its P8 from the linear exp2
   constexpr int kFastPoly = N == 256 ? kFastExp2Every : kDefaultPoly;
-  constexpr int kDefaultSchedule = N == 256 ? kFusedTurnMmaRowSum : kFusedTurn;
+  constexpr int kDefaultSchedule = N == 256 ? kFusedTurnMmaRowSumCrossTile : kFusedTurn;
   constexpr int kDefaultTiles = N == 256 ? 2 : 0;  // the 256-key default's rows of ones leave room for two stages
   constexpr bool kDefaultKernel = kPromote && X == kDefaultSchedule && (N == 128 || (D == 128 && N >= 192)) &&
                                   W == (D == 64 ? 3 : 2);
@@ -203,7 +204,9 @@ int run_fp8_tiles(const Fp8Problem& pr) {
 // +3..+6% causal at 2k-16k against the float tree, same run, s19b-h200-20261203-0821; at d64 with three consumers it
 // lost 0..9%, at d256 -4..+3%, so those keep the float tree; P's row sums from the P V GEMM over 8 rows of ones,
 // kFusedTurnMmaRowSum on two K/V stages: +3..+10% non-causal at 1k-16k, -2.8..+3.4% causal against that kernel on
-// three, one process, s21d-h200-20261203-1407, and the mean of V 4x closer) where the descale tiles fit them, else
+// three, one process, s21d-h200-20261203-1407, and the mean of V 4x closer; its turns chained across tile ends,
+// kFusedTurnMmaRowSumCrossTile: causal +3..+9% at 1k-4k and +1..+5% beyond, non-causal -2..+4%, against that kernel
+// interleaved, s24c-h200-20261203-2131) where the descale tiles fit them, else
 // 192-key blocks (every 4th exp2 as the FP32 polynomial, kPolyExpEvery above), else 128-key ones. On the H200, kernel
 // only, TFLOP/s non-causal / causal, fused 256-key against fused 192-key poly4: 827 / 629 against 768 / 605 at 2k, 848
 // / 736 against 783 / 694 at 4k, 844 / 800 against 807 / 758 at 16k; at 1k against the fused 128-key kernel 721 / 463
@@ -227,8 +230,8 @@ int run_fp8_default(const Fp8Problem& pr, bool fast_exp2 = false) {
   if constexpr (D == 128) {
     if (pr.max_seqlen_k > 256 || !fits_key_block(pr, 128)) {
       if (fits_key_block(pr, 256)) {
-        return fast_exp2 ? run_fp8_tiles<D, 2, true, kFastExp2Every, kFusedTurnMmaRowSum, 256, true>(pr)
-                         : run_fp8_tiles<D, 2, true, 0, kFusedTurnMmaRowSum, 256, true>(pr);
+        return fast_exp2 ? run_fp8_tiles<D, 2, true, kFastExp2Every, kFusedTurnMmaRowSumCrossTile, 256, true>(pr)
+                         : run_fp8_tiles<D, 2, true, 0, kFusedTurnMmaRowSumCrossTile, 256, true>(pr);
       }
       if (fits_key_block(pr, 192)) return run_fp8_tiles<D, 0, true, 4, kFusedTurn, 192, true>(pr);
     }
