@@ -64,6 +64,14 @@ EXACT_LSE_RTOL = 2.0**-14
 # to ~3.2% low, and lse up to -log(1 - 2^-5 - 2^-10) below the emulation's fp32 sum. The output divides O's blocks,
 # truncated the same way, by l: its rms check is unchanged. Measured on the exact-score inputs: 3.9e-3 - 6.0e-3.
 ROUNDED_SUM_LSE_ATOL = -math.log(1 - 2.0**-5 - 2.0**-10)
+# The same accumulation in O's P8 V8 GEMMs (every FP8 kernel's), which the emulation's fp32 sums do not model: each
+# k32 step loses at most 32 x 2^-13 of its largest term, so O at most 2^-8 x sum_j P8_j |V8_j| and l (the MMA row
+# sums) 2^-8 of itself: |out - emulation| <= 2 x 2^-8 x (the attention of |V|), per element, so in rms too. The exact
+# -score checks (0.1 x rms(emulation - truth)) had assumed it away, and one seed exceeded them:
+# test_key_block_256_matches_its_emulation[768-key_block_256_cross_tile-False], rms(out - emulation) 9.245e-3
+# against the 8.83e-3 allowed, the 256-key kernel before and after the cross-tile chain alike (bitwise equal outputs;
+# benchmarks/NOTES.md, twenty-fourth session).
+ACCUMULATION_BOUND = 2 * 2.0**-8
 
 
 # ----------------------------------------------------------------------------------------------------- CPU tests
@@ -194,15 +202,17 @@ def _rms(x):
     return x.double().pow(2).mean().sqrt().item() if x.numel() else 0.0
 
 
-def _check(out, lse, oracle, truth, out_dtype, rms_ratio=RMS_RATIO, lse_rtol=LSE_RTOL, lse_atol=0.0):
+def _check(out, lse, oracle, truth, out_dtype, rms_ratio=RMS_RATIO, lse_rtol=LSE_RTOL, lse_atol=0.0,
+           accumulation=0.0):
+    """accumulation: the rms bound of the tensor cores' truncating P V accumulation (_accumulation_bound)."""
     (out_o, lse_o), (out_t, lse_t) = oracle, truth
     assert_error_ratio(out, out_t, out_o, "out (truth = fp64 attention of the dequantized inputs, pt = emulation)")
     rounding = _rms(out_t.to(out_dtype).double() - out_t.double())
     kernel_vs_oracle = _rms(out.double() - out_o.double())
     oracle_vs_truth = _rms(out_o.double() - out_t.double())
-    assert kernel_vs_oracle <= rms_ratio * oracle_vs_truth + rounding, (
+    assert kernel_vs_oracle <= rms_ratio * oracle_vs_truth + rounding + accumulation, (
         f"rms(out - oracle) {kernel_vs_oracle:.3e} > {rms_ratio} x rms(oracle - truth) {oracle_vs_truth:.3e} "
-        f"+ output rounding {rounding:.3e}"
+        f"+ output rounding {rounding:.3e} + accumulation {accumulation:.3e}"
     )
     finite = torch.isfinite(lse_o)
     assert torch.equal(finite, torch.isfinite(lse)), "lse is -inf exactly where no key is attended"
@@ -212,7 +222,13 @@ def _check(out, lse, oracle, truth, out_dtype, rms_ratio=RMS_RATIO, lse_rtol=LSE
     assert worst <= 0, f"lse off the oracle by {worst:.3e} more than the bound allows"
     lse_err = (lse[finite] - lse_o[finite]).abs().max().item() if finite.any() else 0.0
     return dict(rms_kernel_vs_oracle=kernel_vs_oracle, rms_oracle_vs_truth=oracle_vs_truth, rms_rounding=rounding,
-                max_lse_diff=lse_err)
+                rms_accumulation_bound=accumulation, max_lse_diff=lse_err)
+
+
+def _accumulation_bound(quantized, scale, window, **emulation):
+    """ACCUMULATION_BOUND x rms of the emulated attention of |V| (the same P8, V's magnitudes)."""
+    magnitudes = dataclasses.replace(quantized, v=quantized.v.float().abs().to(E4M3))
+    return ACCUMULATION_BOUND * _rms(attention_fp8(magnitudes, scale, window, **emulation)[0])
 
 
 def _run_dense(q, k, v, causal, block_q=128, block_k=128, tensor_scales=None, out_dtype=torch.bfloat16):
@@ -233,10 +249,12 @@ def _run_quantized(quantized, causal, scale, out_dtype=torch.bfloat16, variant="
                 out_dtype=out_dtype, out=out, lse=lse, variant=variant)
     block_n = key_block(headdim, quantized.block_k, seqlen_k, variant)
     rounded_sums = sums_rounded_p(headdim, block_n, variant)
-    oracle = attention_fp8(quantized, scale, window, out_dtype=out_dtype, block_n=block_n, sum_rounded_p=rounded_sums,
-                           linear_exp2_every=linear_exp2_every(headdim, block_n, variant))
+    emulation = dict(block_n=block_n, sum_rounded_p=rounded_sums,
+                     linear_exp2_every=linear_exp2_every(headdim, block_n, variant))
+    oracle = attention_fp8(quantized, scale, window, out_dtype=out_dtype, **emulation)
     if rounded_sums:
         tolerances["lse_atol"] = ROUNDED_SUM_LSE_ATOL
+    tolerances["accumulation"] = _accumulation_bound(quantized, scale, window, **emulation)
     q_d = _dequantized(quantized.q, quantized.q_descale, quantized.block_q, seqlen_q)
     k_d = _dequantized(quantized.k, quantized.k_descale, quantized.block_k, seqlen_k)
     v_d = _dequantized(quantized.v, quantized.v_descale, quantized.block_k, seqlen_k)
@@ -558,10 +576,10 @@ def _run_varlen(quantized, vt8, starts, cu_q, cu_k, max_q, max_k, causal, block_
     fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale, quantized.v_descale,
                 block_q, block_k, scale, window, cu_q, cu_k, max_q, max_k, out=out, lse=lse, vt_starts=starts,
                 variant=variant)
-    block_n = key_block(headdim, block_k, max_k, variant)
-    rounded_sums = sums_rounded_p(headdim, block_n, variant)
-    oracle = attention_fp8(quantized, scale, window, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, block_n=block_n,
-                           sum_rounded_p=rounded_sums)
+    emulation = dict(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, block_n=key_block(headdim, block_k, max_k, variant))
+    rounded_sums = sums_rounded_p(headdim, emulation["block_n"], variant)
+    emulation["sum_rounded_p"] = rounded_sums
+    oracle = attention_fp8(quantized, scale, window, **emulation)
     # Truth per sequence (fp64 attention of that sequence's dequantized rows), packed like the kernel's output.
     q_d = _dequantized(quantized.q, quantized.q_descale, block_q, total_q, cu_q)
     k_d = _dequantized(quantized.k, quantized.k_descale, block_k, total_k, cu_k)
@@ -576,6 +594,7 @@ def _run_varlen(quantized, vt8, starts, cu_q, cu_k, max_q, max_k, causal, block_
         o, s = attention_ref(q_d[rq][None], k_d[rk][None], v_d[rk][None], causal=causal, softmax_scale=scale)
         out_t[rq], lse_t[:, rq] = o[0], s[0]
     tolerances = {"lse_atol": ROUNDED_SUM_LSE_ATOL} if rounded_sums else {}
+    tolerances["accumulation"] = _accumulation_bound(quantized, scale, window, **emulation)
     return _check(out, lse, oracle, (out_t, lse_t), torch.bfloat16, **tolerances)
 
 
