@@ -2,6 +2,7 @@
 # 2026-12-03 (twenty-fourth session): every GPU test on the final tree (d128's 256-key default chained across tile
 # ends; the exact-score FP8 checks with the tensor cores' accumulation bound), then 45 (unchained), the default
 # (54, the store inside the boundary turn) and 55 (the store after it) interleaved. Carry build.
+# (Variant 55 was removed after this run: no faster than 54; benchmarks/NOTES.md, twenty-fourth session.)
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-s24e

@@ -91,8 +91,8 @@ UNMASKED = Window()
 # m64n136k32: the sum of the e4m3 P8, not bitwise the default's output) on two K/V stages; _two_stages: the default's
 # kernel on those stages (the ones do not fit beside three). key_block_256_cross_tile (d128's default's kernel on
 # 256-key blocks): key_block_256_mma_row_sum with its fused turns chained across tile ends (a tile's last P V and the
-# next tile's first Q K^T in one turn, the tile's store inside it; bitwise the same output); _late_store: the store
-# after that turn. key_block_256_mma_row_sum was the default before it, key_block_256_split_s_int_max before that.
+# next tile's first Q K^T in one turn, the tile's store inside it; bitwise the same output).
+# key_block_256_mma_row_sum was the default before it, key_block_256_split_s_int_max before that.
 VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one_cta_per_tile": 5,
             "skip_softmax": 6, "plain_pv_wait": 7, "skip_kv_loads": 9, "key_block_192": 10,
             "key_block_192_skip_softmax": 11, "key_block_128": 12, "key_block_192_poly_exp2": 13,
@@ -109,8 +109,7 @@ VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one
             "key_block_256_fused_turn_int_max": 41, "key_block_256_softmax_turns": 43,
             "key_block_256_mma_row_sum": 45, "key_block_256_split_s_int_max_two_stages": 46,
             "key_block_256_linear_exp2_quarter": 48, "key_block_256_linear_exp2_half": 49,
-            "key_block_256_linear_exp2_all": 50, "fast_exp2": 53, "key_block_256_cross_tile": 54,
-            "key_block_256_cross_tile_late_store": 55}
+            "key_block_256_linear_exp2_all": 50, "fast_exp2": 53, "key_block_256_cross_tile": 54}
 # Variants that run the default kernels' key block (only the causal tile deal or the promotion differ).
 _DEFAULT_KERNELS = ("full", "l2_sections", "one_cta_per_tile", "fast_exp2")
 _FORCED_KEY_BLOCK = {name: int(name.split("_")[2]) for name in VARIANTS if name.startswith(("key_block_192",
@@ -122,7 +121,7 @@ def sums_rounded_p(headdim: int, block_n: int | None, variant: str = "full") -> 
     sum_rounded_p; fa3nn.fp8.key_blocks.p8_row_sums for the defaults), not of the fp32 P."""
     if variant in _DEFAULT_KERNELS:
         return block_n is not None and p8_row_sums(headdim, block_n)
-    return variant.startswith(("key_block_256_mma_row_sum", "key_block_256_cross_tile")) or variant in _LINEAR_EXP2_EVERY
+    return variant in ("key_block_256_mma_row_sum", "key_block_256_cross_tile") or variant in _LINEAR_EXP2_EVERY
 
 
 # Benchmark variants with the linear exp2 on every n-th P fragment register (kernels/hopper/e4m3_exp2.cuh): 48-50,

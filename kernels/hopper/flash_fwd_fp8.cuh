@@ -100,15 +100,11 @@ enum Fp8Experiment : int {
   kFusedTurnMmaRowSum = 15,
   // kFusedTurnMmaRowSum with the turns running on across tiles (kCrossTile below): a tile's last P V and the next
   // tile's first Q K^T in one turn, the store after it. Bitwise 15's output.
+  // (17, its store after the turn that issued the next tile's first Q K^T, 0 spills: measured no faster, s24e.)
   kFusedTurnMmaRowSumCrossTile = 16,
-  // 16 with the tile's store after the turn that issues the next tile's first Q K^T (O beside S in flight).
-  kFusedTurnMmaRowSumCrossTileLateStore = 17,
 };
-__host__ __device__ constexpr bool cross_tile(int experiment) {
-  return experiment == kFusedTurnMmaRowSumCrossTile || experiment == kFusedTurnMmaRowSumCrossTileLateStore;
-}
 __host__ __device__ constexpr bool mma_row_sum(int experiment) {
-  return experiment == kFusedTurnMmaRowSum || cross_tile(experiment);
+  return experiment == kFusedTurnMmaRowSum || experiment == kFusedTurnMmaRowSumCrossTile;
 }
 __host__ __device__ constexpr bool int_row_max(int experiment) {
   return experiment == kFusedTurnIntMax || experiment == kFusedTurnSplitSIntMax ||
@@ -169,8 +165,7 @@ struct Fp8FwdConfig {
   // each of those half turns with the tensor cores idle; here the last P V of a tile and the first Q K^T of the next
   // share one turn (n turns per tile), and the tile's finalize and store run after it, under the next tile's first
   // Q K^T and the other warpgroup's turn; the next tile's descales are loaded before that turn.
-  static constexpr bool kCrossTile = cross_tile(kExperiment_);
-  static constexpr bool kLateStore = kExperiment_ == kFusedTurnMmaRowSumCrossTileLateStore;
+  static constexpr bool kCrossTile = kExperiment_ == kFusedTurnMmaRowSumCrossTile;
   static constexpr bool kSplitS = kExperiment_ == kFusedTurnSplitS || kExperiment_ == kFusedTurnSplitSIntMax ||
                                   kSoftmaxTurns || kMmaRowSum;
   // The tile's batch, head and rows decoded again after the key loop for the store, so that they need no registers
@@ -822,12 +817,6 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
       bars.v.consumer_wait(v_state);
       c.gemm_turn_begin();
       pv_into_o(factor, sum_scale);
-      if constexpr (Cfg::kLateStore) {  // (the same four lines as below, before the store instead of after it)
-        bars.q.consumer_wait(q_state);
-        bars.k.consumer_wait(k_state);
-        issue_qk();
-        c.gemm_turn_end();
-      }
       float inv_sum[2], lse[2];
       softmax.finalize(inv_sum, lse);
       cur.t = sched.decode(cur.index);  // (kDecodeTileAfterLoop)
@@ -837,12 +826,10 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
       v_pa = v0;
       softmax.reset();
       zero_o();
-      if constexpr (!Cfg::kLateStore) {
-        bars.q.consumer_wait(q_state);
-        bars.k.consumer_wait(k_state);
-        issue_qk();
-        c.gemm_turn_end();
-      }
+      bars.q.consumer_wait(q_state);
+      bars.k.consumer_wait(k_state);
+      issue_qk();
+      c.gemm_turn_end();
       qk_to_p(cur, 0, k0, v0, factor, sum_scale);
     }
     bars.v.consumer_wait(v_state);  // the last tile's last block

@@ -272,7 +272,6 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 49) return run_fp8_tiles<D, 2, true, -2, kFusedTurnMmaRowSum, 256, true>(pr);
     if (variant == 50) return run_fp8_tiles<D, 2, true, -1, kFusedTurnMmaRowSum, 256, true>(pr);
     if (variant == 54) return run_fp8_tiles<D, 2, true, 0, kFusedTurnMmaRowSumCrossTile, 256, true>(pr);
-    if (variant == 55) return run_fp8_tiles<D, 2, true, 0, kFusedTurnMmaRowSumCrossTileLateStore, 256, true>(pr);
   }
   if constexpr (D == 64) {
     if (variant == 27) return run_fp8_tiles<D, 0, true, 0, kFusedTurn, 128, true, 3>(pr);
