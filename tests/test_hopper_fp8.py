@@ -316,18 +316,20 @@ def test_benchmark_variant_matches_emulation(headdim, variant, causal, record_pr
 @pytest.mark.gpu
 @needs_hopper
 def test_causal_deals_agree_bitwise(headdim, record_property):
-    """Variant l2_sections (the causal deal before 2026-12-01: L2-sized sections, round-robin) and the default
-    (one-(batch, head) sections dealt boustrophedon) differ only in which CTA computes which tile: against its
-    emulation on exact scores, and bit for bit against the default, at causal shapes where the deals differ (d128
-    <= 8192, d256 <= 4096) with more tiles than SMs."""
+    """Variants l2_sections (the causal deal before 2026-12-01: L2-sized sections, round-robin) and one_section (one
+    longest-first section over every tile, boustrophedon) and the default (one-(batch, head) sections dealt
+    boustrophedon) differ only in which CTA computes which tile: against the emulation on exact scores, and bit for
+    bit against the default, at causal shapes where the deals differ (d128 <= 8192, d256 <= 4096) with more tiles
+    than SMs."""
     quantized = _exact_score_inputs(3, 2000, 2000, 6, 2, headdim, block_k=384)
     record_property("errors", _run_quantized(quantized, True, 0.25, variant="l2_sections",
                                              rms_ratio=EXACT_RMS_RATIO, lse_rtol=EXACT_LSE_RTOL))
     vt8 = transpose_v(quantized.v)
     outs = [fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale, quantized.v_descale,
                         quantized.block_q, quantized.block_k, 0.25, Window(-1, 0), variant=variant)
-            for variant in ("full", "l2_sections")]
-    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+            for variant in ("full", "l2_sections", "one_section")]
+    for out, lse in outs[1:]:
+        assert torch.equal(outs[0][0], out) and torch.equal(outs[0][1], lse)
 
 
 @pytest.mark.parametrize("causal", [False, True])

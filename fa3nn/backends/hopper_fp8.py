@@ -92,7 +92,9 @@ UNMASKED = Window()
 # kernel on those stages (the ones do not fit beside three). key_block_256_cross_tile (d128's default's kernel on
 # 256-key blocks): key_block_256_mma_row_sum with its fused turns chained across tile ends (a tile's last P V and the
 # next tile's first Q K^T in one turn, the tile's store inside it; bitwise the same output).
-# key_block_256_mma_row_sum was the default before it, key_block_256_split_s_int_max before that.
+# key_block_256_mma_row_sum was the default before it, key_block_256_split_s_int_max before that. l2_sections /
+# one_section: the default kernels with the causal tile deal before 2026-12-01 / with one longest-first section
+# over every tile, dealt boustrophedon, at any length (the default deals it so beyond the one-pair lengths).
 VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one_cta_per_tile": 5,
             "skip_softmax": 6, "plain_pv_wait": 7, "skip_kv_loads": 9, "key_block_192": 10,
             "key_block_192_skip_softmax": 11, "key_block_128": 12, "key_block_192_poly_exp2": 13,
@@ -109,9 +111,10 @@ VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one
             "key_block_256_fused_turn_int_max": 41, "key_block_256_softmax_turns": 43,
             "key_block_256_mma_row_sum": 45, "key_block_256_split_s_int_max_two_stages": 46,
             "key_block_256_linear_exp2_quarter": 48, "key_block_256_linear_exp2_half": 49,
-            "key_block_256_linear_exp2_all": 50, "fast_exp2": 53, "key_block_256_cross_tile": 54}
+            "key_block_256_linear_exp2_all": 50, "fast_exp2": 53, "key_block_256_cross_tile": 54,
+            "one_section": 56}
 # Variants that run the default kernels' key block (only the causal tile deal or the promotion differ).
-_DEFAULT_KERNELS = ("full", "l2_sections", "one_cta_per_tile", "fast_exp2")
+_DEFAULT_KERNELS = ("full", "l2_sections", "one_cta_per_tile", "fast_exp2", "one_section")
 _FORCED_KEY_BLOCK = {name: int(name.split("_")[2]) for name in VARIANTS if name.startswith(("key_block_192",
                                                                                               "key_block_256"))}
 

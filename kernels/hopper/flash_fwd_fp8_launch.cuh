@@ -241,10 +241,11 @@ int run_fp8_default(const Fp8Problem& pr, bool fast_exp2 = false) {
 
 template <int D>
 int run_fp8_headdim(const Fp8Problem& pr, int variant) {
-  if (variant == 19) {  // the default with the causal deal before 2026-12-01 (as bf16 variant 7)
-    Fp8Problem l2_sections = pr;
-    l2_sections.causal_deal = 0;
-    return run_fp8_headdim<D>(l2_sections, 0);
+  if (variant == 19 || variant == 56) {  // the default with the causal deal before 2026-12-01 (as bf16 variant 7), or
+                                        // with one section over every tile (Problem::causal_deal 2)
+    Fp8Problem dealt = pr;
+    dealt.causal_deal = variant == 19 ? 0 : 2;
+    return run_fp8_headdim<D>(dealt, 0);
   }
   if (variant == 0) return run_fp8_default<D>(pr);
   if (variant == 53) return run_fp8_default<D>(pr, /*fast_exp2=*/true);
@@ -303,8 +304,9 @@ int run_fp8_headdim(const Fp8Problem& pr, int variant) {
     if (variant == 18) return run_fp8_tiles<D, 0, true, 0, kSkipSoftmaxAndKVLoads, 192>(pr);
   }
   return fail("%s", "unknown FP8 variant for this head dim (0 = default, 5 = one CTA per tile, 19 = the "
-                    "L2-section causal deal; 1, 2 = benchmark variants at d128/d256, 3, 6, 7, 9-11, 13-18, 21, "
-                    "25, 28-38, 41, 43, 45, 46, 48-50, 54 at d128, 40 at d64, 12, 20, 22, 24, 39, 53 at every head dim)");
+                    "L2-section causal deal, 56 = one causal section; 1, 2 = benchmark variants at d128/d256, 3, 6, "
+                    "7, 9-11, 13-18, 21, 25, 28-38, 41, 43, 45, 46, 48-50, 54 at d128, 40 at d64, 12, 20, 22, 24, "
+                    "39, 53 at every head dim)");
 }
 
 int run_fp8_d64(const Fp8Problem& pr, int variant);
