@@ -72,8 +72,9 @@ struct Problem {
   // where use_l2_sections, else one section dealt boustrophedon. Measured on the H200 (bench_hopper, same run, 14:59
   // UTC 2026-12-01, benchmarks/results/onepair-h200-20261201-1459): causal d256 512-4096 +5/+10/+12/+20%, d128
   // 2048-8192 +3/+7/+3%, d64 512/1024 +3/+5%, d128 512/1024 and d64 2048/4096 within 1%; simulated max / mean SM
-  // work 1.03-1.06 against 1.05-1.25 (scripts/simulate_causal_balance.py). 2 (FP8 variant 56): one section over every
-  // tile, dealt boustrophedon, at any length (the default's deal beyond the one-pair lengths).
+  // work 1.03-1.06 against 1.05-1.25 (scripts/simulate_causal_balance.py). 2: one section over every tile, dealt
+  // boustrophedon, at any length (the default's deal beyond the one-pair lengths; the FP8 default's at d128 beyond
+  // 4096 query rows, flash_fwd_fp8_launch.cuh fp8_causal_deal; FP8 variant 56 everywhere).
   int causal_deal = 1;
   // OnlineSoftmax::step's rescale_log2. The default 8 (probabilities up to 256 against a stale row maximum, as
   // FlashAttention-4 does) skips the O rescale wherever no row of a warp rises by more than that, which after a row's
