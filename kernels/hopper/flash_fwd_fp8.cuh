@@ -98,8 +98,8 @@ enum Fp8Experiment : int {
   // (The same sums from m64n8k32 GEMMs over one 1 KB tile of ones, on three K/V stages, ran 0-5% slower than this
   // on two in every row of s21c and were removed.) The d128 default on 256-key blocks.
   kFusedTurnMmaRowSum = 15,
-  // kFusedTurnMmaRowSum with the turns running on across tiles (kCrossTile below): a tile's last P V and the next
-  // tile's first Q K^T in one turn, the store after it. Bitwise 15's output.
+  // kFusedTurnMmaRowSum with the turns running on across tiles (kCrossTile below): a tile's last P V, its store and
+  // the next tile's first Q K^T in one turn. Bitwise 15's output; d128's default on 256-key blocks.
   // (17, its store after the turn that issued the next tile's first Q K^T, 0 spills: measured no faster, s24e.)
   kFusedTurnMmaRowSumCrossTile = 16,
 };
@@ -163,8 +163,8 @@ struct Fp8FwdConfig {
   // kCrossTile: the fused turn does not stop at tile ends. A tile of n key blocks otherwise takes n + 1 turns per
   // warpgroup, the first with Q K^T alone and the last with P V alone, and the other warpgroup's softmax outlasts
   // each of those half turns with the tensor cores idle; here the last P V of a tile and the first Q K^T of the next
-  // share one turn (n turns per tile), and the tile's finalize and store run after it, under the next tile's first
-  // Q K^T and the other warpgroup's turn; the next tile's descales are loaded before that turn.
+  // share one turn (n turns per tile), the tile's finalize and store between them; the next tile's descales are
+  // loaded before that turn. Causal +1..+6% at 2k-8k keys, non-causal within the calls' spread (s24c-s24e).
   static constexpr bool kCrossTile = kExperiment_ == kFusedTurnMmaRowSumCrossTile;
   static constexpr bool kSplitS = kExperiment_ == kFusedTurnSplitS || kExperiment_ == kFusedTurnSplitSIntMax ||
                                   kSoftmaxTurns || kMmaRowSum;
@@ -797,7 +797,9 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     // Each tile's key loop is fused_tile's; at its end, unless it was the last tile, one turn holds the tile's last
     // P V and the next tile's first Q K^T, with the tile's store between them (stored after the turn, O packed to
     // bf16 spilled 176-248 B beside S in flight). The loop leaves before that turn, never around its wgmmas: a
-    // wgmma under a branch made ptxas serialize them all (C7518).
+    // wgmma under a branch made ptxas serialize them all (C7518). fused_tile's lines are repeated here on purpose:
+    // moved into helpers that both call, they changed the SASS of every fused kernel (24240 lines at d128, 238 at d64,
+    // 144 at d256; scripts/sass_identical.sh), detaching those kernels from their measurements.
     for (;;) {
       for (int n_block = 1; n_block < cur.n_blocks; ++n_block) {
         const float k_cur = k_next, v_cur = v_next;
