@@ -1,8 +1,9 @@
-"""The persistent scheduler's divisions (kernels/hopper/fast_div.cuh) and its walk (kernels/hopper/scheduler.cuh),
-checked on the CPU: tests/cuda/scheduler_host_check.cu is built with nvcc for the host and run. It compares FastDiv
-with plain division (every divisor up to 4096 with every n below 65536, n around multiples up to 2^31 for ~20k
-divisors), makes sure a multiplier off by one is caught, and walks every CTA of many scheduler shapes against the
-plain-division walk. Needs nvcc (no GPU); skipped without it."""
+"""The persistent scheduler's divisions (kernels/hopper/fast_div.cuh), its walk (kernels/hopper/scheduler.cuh) and the
+launchers' causal deals, checked on the CPU: tests/cuda/scheduler_host_check.cu is built with nvcc for the host and
+run. It compares FastDiv with plain division (every divisor up to 4096 with every n below 65536, n around multiples
+up to 2^31 for ~20k divisors), makes sure a multiplier off by one is caught, and walks every CTA of many scheduler
+shapes against the plain-division walk; tests/cuda/causal_deal_host_check.cu checks the deals the launchers pick.
+Needs nvcc (no GPU); skipped without it."""
 
 from __future__ import annotations
 
@@ -16,12 +17,29 @@ from fa3nn.backends import hopper_build
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.skipif(hopper_build.find_nvcc() is None, reason="needs nvcc (CUDA toolkit)")
-def test_fast_div_and_scheduler_walk_match_plain_division(tmp_path):
-    binary = tmp_path / "scheduler_host_check"
-    build = subprocess.run([hopper_build.find_nvcc(), "-std=c++17", "-O2", "-o", str(binary),
-                            str(ROOT / "tests" / "cuda" / "scheduler_host_check.cu")], capture_output=True, text=True)
+def _build_and_run(tmp_path, name: str, *flags: str) -> str:
+    """tests/cuda/<name>.cu built for the host with nvcc and run; its stdout (asserted to exit 0)."""
+    binary = tmp_path / name
+    build = subprocess.run([hopper_build.find_nvcc(), "-std=c++17", "-O2", *flags, "-o", str(binary),
+                            str(ROOT / "tests" / "cuda" / f"{name}.cu")], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
     run = subprocess.run([str(binary)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "; 0 failures" in run.stdout and "wrong multiplier caught" in run.stdout, run.stdout
+    return run.stdout
+
+
+@pytest.mark.skipif(hopper_build.find_nvcc() is None, reason="needs nvcc (CUDA toolkit)")
+def test_fast_div_and_scheduler_walk_match_plain_division(tmp_path):
+    out = _build_and_run(tmp_path, "scheduler_host_check")
+    assert "; 0 failures" in out and "wrong multiplier caught" in out, out
+
+
+@pytest.mark.skipif(hopper_build.find_nvcc() is None, reason="needs nvcc (CUDA toolkit)")
+def test_causal_deals_chosen_by_the_launchers(tmp_path):
+    """tests/cuda/causal_deal_host_check.cu: the FP8 defaults deal d128 causal calls beyond 4096 query rows as one
+    section over every tile (fp8_causal_deal), causal_deal 2 always does, and deal 1 takes one (batch, head) pair
+    per section where use_one_pair_sections says; boustrophedon throughout. Built for sm_90a (the launcher headers
+    carry the kernels' device code), run on the host."""
+    out = _build_and_run(tmp_path, "causal_deal_host_check", "-I", str(ROOT / "kernels" / "hopper"),
+                         hopper_build.GENCODE)
+    assert "causal deals checked; 0 failures" in out, out

@@ -1,0 +1,59 @@
+// The causal tile deals the launchers choose (kernels/hopper/flash_fwd_launch.cuh fill_fwd_params, and the FP8
+// defaults' fp8_causal_deal in flash_fwd_fp8_launch.cuh), checked on the CPU: which (batch, head) pairs share a
+// longest-first section and whether rounds are dealt boustrophedon, at the FA3 paper's d128 / d256 causal shapes.
+// Built for the host with nvcc by tests/test_fast_div.py; prints one line per failure and "; N failures" last.
+#include <cstdio>
+
+#include "flash_fwd_fp8_launch.cuh"
+
+namespace fa3nn::hopper::host {
+int fail(const char* fmt, const char* detail) {
+  std::printf(fmt, detail);
+  std::printf("\n");
+  return 1;
+}
+}  // namespace fa3nn::hopper::host
+
+using namespace fa3nn::hopper;
+using namespace fa3nn::hopper::host;
+
+struct CausalTiles {  // fill_fwd_params reads these two of a kernel configuration
+  static constexpr bool kCausal = true;
+  static constexpr int kBlockM = 128;
+};
+
+static int failures = 0;
+
+static void expect(bool ok, const char* what, int headdim, int seqlen, int deal) {
+  if (!ok) {
+    ++failures;
+    std::printf("FAIL %s: headdim %d, seqlen %d, causal_deal %d\n", what, headdim, seqlen, deal);
+  }
+}
+
+int main() {
+  const int64_t strides[12] = {};
+  for (int headdim : {128, 256}) {
+    for (int seqlen : {2048, 4096, 8192, 16384}) {
+      Fp8Problem pr{};
+      pr.strides = strides;
+      pr.batch = 16384 / seqlen;
+      pr.nheads = pr.nheads_kv = 2048 / headdim;
+      pr.seqlen_q = pr.seqlen_k = pr.max_seqlen_q = pr.max_seqlen_k = seqlen;
+      pr.headdim = headdim;
+      const int pairs = pr.batch * pr.nheads;
+      // The FP8 default: one pair per section up to the bf16 lengths, except d128 beyond 4096 rows.
+      const int deal = fp8_causal_deal(headdim, seqlen);
+      expect(deal == (headdim == 128 && seqlen > 4096 ? 2 : 1), "fp8_causal_deal", headdim, seqlen, deal);
+      for (int d : {1, 2}) {
+        pr.causal_deal = d;
+        const FwdParams p = fill_fwd_params<CausalTiles>(pr, 1);
+        const bool one_pair = d == 1 && use_one_pair_sections(headdim, seqlen);
+        expect(p.heads_per_section == (one_pair ? 1 : pairs), "heads per section", headdim, seqlen, d);
+        expect(p.boustrophedon == 1, "boustrophedon", headdim, seqlen, d);
+      }
+    }
+  }
+  std::printf("causal deals checked; %d failures\n", failures);
+  return failures == 0 ? 0 : 1;
+}
