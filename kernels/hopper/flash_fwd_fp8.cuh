@@ -803,15 +803,24 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     for (;;) {
       for (int n_block = 1; n_block < cur.n_blocks; ++n_block) {
         const float k_cur = k_next, v_cur = v_next;
+        trace(n_block, 0);
         bars.v.consumer_wait(v_state);
+        trace(n_block, 1);
         c.gemm_turn_begin();
+        trace(n_block, 2);
         pv_into_o(factor, sum_scale);
+        trace(n_block, 3);
         bars.k.consumer_wait(k_state);  // (kKWaitInTurn)
+        trace(n_block, 8);
         issue_qk();
         c.gemm_turn_end();
+        trace(n_block, 4);
         prefetch_descales(n_block + 1, cur.n_blocks);
         qk_to_p(cur, n_block, k_cur, v_cur, factor, sum_scale);
       }
+#ifdef FA3NN_FP8_TRACE
+      trace_tile = false;  // (the trace records the first tile's key blocks only)
+#endif
       WorkTile next;
       if (!find_work(sched.next(cur.index), next)) break;
       const float v_last = v_pa;
