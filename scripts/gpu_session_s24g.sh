@@ -2,6 +2,7 @@
 # 2026-12-03 (twenty-fourth session): the FP8 default now deals d128 causal calls beyond 4096 query rows as one
 # section over every tile (fp8_causal_deal; s24f: +3.9% at 8k). Issue 5's causal rows with it: cuDNN's FP8 beside
 # the default (15 rounds) and bench.py --rounds 7 (FP8 kernel, our bf16, cuDNN). Carry build and .whl.
+# (fp8_causal_deal was folded into flash_fwd_launch.cuh use_one_pair_sections in the review pass; same deals.)
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-s24g

@@ -36,10 +36,11 @@ def test_fast_div_and_scheduler_walk_match_plain_division(tmp_path):
 
 @pytest.mark.skipif(hopper_build.find_nvcc() is None, reason="needs nvcc (CUDA toolkit)")
 def test_causal_deals_chosen_by_the_launchers(tmp_path):
-    """tests/cuda/causal_deal_host_check.cu: the FP8 defaults deal d128 causal calls beyond 4096 query rows as one
-    section over every tile (fp8_causal_deal), causal_deal 2 always does, and deal 1 takes one (batch, head) pair
-    per section where use_one_pair_sections says; boustrophedon throughout. Built for sm_90a (the launcher headers
-    carry the kernels' device code), run on the host."""
+    """tests/cuda/causal_deal_host_check.cu: the default deal takes one (batch, head) pair per section up to 8192
+    rows at d128 and 4096 at d256, except the FP8 forward at d128 (up to 4096), and one section over every tile
+    beyond, as causal_deal 2 always does; boustrophedon throughout. The lengths are written out in the check, not
+    read from use_one_pair_sections. Built for sm_90a (the launcher headers carry the kernels' device code), run on
+    the host."""
     out = _build_and_run(tmp_path, "causal_deal_host_check", "-I", str(ROOT / "kernels" / "hopper"),
                          hopper_build.GENCODE)
     assert "causal deals checked; 0 failures" in out, out

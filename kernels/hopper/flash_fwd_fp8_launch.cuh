@@ -225,17 +225,8 @@ inline bool fits_key_block(const Fp8Problem& pr, int block) {
 // fast_exp2 (variant 53, the recipes' fast_exp2): the 256-key kernel with half its P8 from the linear exp2
 // (e4m3_exp2.cuh; +11..+15% non-causal and +8..+12% causal at 2k-16k keys, s23c / s23d); every other default kernel keeps
 // MUFU's exp2 (fa3nn/fp8/key_blocks.py FAST_EXP2_EVERY mirrors this).
-// The FP8 defaults' causal tile deal (Fp8Problem::causal_deal, as Problem's): the bf16 forward's (one (batch, head)
-// pair per section, boustrophedon, up to use_one_pair_sections' lengths), except at d128 beyond 4096 query rows: one
-// section over every tile, as the default deals 16k. Interleaved against one pair per section (s24f-h200-20261203-2204,
-// 15 rounds, the chained 256-key kernel): d128 causal 8k +3.9%, 4k +0.1%, 2k -6.1%; d256 2k -4.9%, 4k +2.0%, 8k -0.9%
-// (d256 keeps one pair per section).
-inline int fp8_causal_deal(int headdim, int max_seqlen_q) { return headdim == 128 && max_seqlen_q > 4096 ? 2 : 1; }
-
 template <int D>
-int run_fp8_default(const Fp8Problem& problem, bool fast_exp2 = false) {
-  Fp8Problem pr = problem;
-  if (pr.causal_deal == 1) pr.causal_deal = fp8_causal_deal(D, pr.max_seqlen_q);  // (variants 19 and 56 set theirs)
+int run_fp8_default(const Fp8Problem& pr, bool fast_exp2 = false) {
   if constexpr (D == 128) {
     if (pr.max_seqlen_k > 256 || !fits_key_block(pr, 128)) {
       if (fits_key_block(pr, 256)) {

@@ -72,9 +72,8 @@ struct Problem {
   // where use_l2_sections, else one section dealt boustrophedon. Measured on the H200 (bench_hopper, same run, 14:59
   // UTC 2026-12-01, benchmarks/results/onepair-h200-20261201-1459): causal d256 512-4096 +5/+10/+12/+20%, d128
   // 2048-8192 +3/+7/+3%, d64 512/1024 +3/+5%, d128 512/1024 and d64 2048/4096 within 1%; simulated max / mean SM
-  // work 1.03-1.06 against 1.05-1.25 (scripts/simulate_causal_balance.py). 2: one section over every tile, dealt
-  // boustrophedon, at any length (the default's deal beyond the one-pair lengths; the FP8 default's at d128 beyond
-  // 4096 query rows, flash_fwd_fp8_launch.cuh fp8_causal_deal; FP8 variant 56 everywhere).
+  // work 1.03-1.06 against 1.05-1.25 (scripts/simulate_causal_balance.py). 2 (FP8 variant 56): one section over every
+  // tile, dealt boustrophedon, at any length (the default's deal beyond the one-pair lengths).
   int causal_deal = 1;
   // OnlineSoftmax::step's rescale_log2. The default 8 (probabilities up to 256 against a stale row maximum, as
   // FlashAttention-4 does) skips the O rescale wherever no row of a warp rises by more than that, which after a row's
@@ -101,8 +100,13 @@ inline bool use_l2_sections(int headdim, int max_seqlen_q) {
 
 // Where the default deal takes one (batch, head) pair per section, boustrophedon: simulated to balance the SMs within
 // 3-6% (scripts/simulate_causal_balance.py): the sectioned shapes above, and d64 up to 4096 (1.03-1.06; the
-// L2-sized sections had measured 0.95 -> 0.83 of cuDNN at d64 causal 2048, simulated 1.19).
-inline bool use_one_pair_sections(int headdim, int max_seqlen_q) {
+// L2-sized sections had measured 0.95 -> 0.83 of cuDNN at d64 causal 2048, simulated 1.19). Beyond them the default
+// deals one section over every tile. The FP8 forward (kv_element_bytes 1) at d128 takes one pair per section up to
+// 4096 query rows only: interleaved against it, one section measured d128 causal 8k +3.9%, 4k +0.1%, 2k -6.1%
+// (s24f-h200-20261203-2204, 15 rounds, the chained 256-key kernel; d256 2k -4.9%, 4k +2.0%, 8k -0.9%, so d256 keeps
+// its lengths; the bf16 forward at d128 8k was not timed against one section).
+inline bool use_one_pair_sections(int headdim, int max_seqlen_q, int kv_element_bytes = 2) {
+  if (headdim == 128 && kv_element_bytes == 1) return max_seqlen_q <= 4096;
   return headdim == 64 ? max_seqlen_q <= 4096 : use_l2_sections(headdim, max_seqlen_q);
 }
 
@@ -165,10 +169,11 @@ FwdParams fill_fwd_params(const ProblemT& pr, int kv_element_bytes) {
   p.group_div = FastDiv(p.group);
   p.num_m_blocks = (pr.max_seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   p.heads_per_section = pr.batch * pr.nheads;  // one section: plain longest-first over every tile
-  const bool one_pair = Cfg::kCausal && pr.causal_deal == 1 && use_one_pair_sections(pr.headdim, pr.max_seqlen_q);
+  const bool one_pair = Cfg::kCausal && pr.causal_deal == 1 &&
+                        use_one_pair_sections(pr.headdim, pr.max_seqlen_q, kv_element_bytes);
   if (one_pair) {
     p.heads_per_section = 1;  // the default deal: one (batch, head) pair per section, boustrophedon
-  } else if (Cfg::kCausal && pr.causal_deal != 2 && use_l2_sections(pr.headdim, pr.max_seqlen_q)) {
+  } else if (Cfg::kCausal && pr.causal_deal == 0 && use_l2_sections(pr.headdim, pr.max_seqlen_q)) {
     // Causal sections: as many (batch, head) pairs as keep their K/V within half the L2 (one K/V head serves
     // nheads / nheads_kv query heads), at least one.
     static const int l2 = l2_bytes();

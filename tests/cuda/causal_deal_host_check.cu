@@ -1,5 +1,5 @@
-// The causal tile deals the launchers choose (kernels/hopper/flash_fwd_launch.cuh fill_fwd_params, and the FP8
-// defaults' fp8_causal_deal in flash_fwd_fp8_launch.cuh), checked on the CPU: which (batch, head) pairs share a
+// The causal tile deals the launchers choose (kernels/hopper/flash_fwd_launch.cuh fill_fwd_params and
+// use_one_pair_sections, for the bf16 and the FP8 forward), checked on the CPU: which (batch, head) pairs share a
 // longest-first section and whether rounds are dealt boustrophedon, at the FA3 paper's d128 / d256 causal shapes.
 // Built for the host with nvcc by tests/test_fast_div.py; prints one line per failure and "; N failures" last.
 #include <cstdio>
@@ -42,15 +42,21 @@ int main() {
       pr.seqlen_q = pr.seqlen_k = pr.max_seqlen_q = pr.max_seqlen_k = seqlen;
       pr.headdim = headdim;
       const int pairs = pr.batch * pr.nheads;
-      // The FP8 default: one pair per section up to the bf16 lengths, except d128 beyond 4096 rows.
-      const int deal = fp8_causal_deal(headdim, seqlen);
-      expect(deal == (headdim == 128 && seqlen > 4096 ? 2 : 1), "fp8_causal_deal", headdim, seqlen, deal);
-      for (int d : {1, 2}) {
-        pr.causal_deal = d;
-        const FwdParams p = fill_fwd_params<CausalTiles>(pr, 1);
-        const bool one_pair = d == 1 && use_one_pair_sections(headdim, seqlen);
-        expect(p.heads_per_section == (one_pair ? 1 : pairs), "heads per section", headdim, seqlen, d);
-        expect(p.boustrophedon == 1, "boustrophedon", headdim, seqlen, d);
+      // The default deal (1): one pair per section up to 8192 rows at d128 and 4096 at d256, except the FP8 forward
+      // (K/V of 1 byte) at d128, which takes it up to 4096 only; elsewhere one section over every tile, as deal 2
+      // always does.
+      const bool bf16_one_pair = seqlen <= (headdim == 128 ? 8192 : 4096);
+      const bool fp8_one_pair = seqlen <= 4096;
+      for (int kv_bytes : {2, 1}) {
+        for (int d : {1, 2}) {
+          pr.causal_deal = d;
+          const FwdParams p = fill_fwd_params<CausalTiles>(pr, kv_bytes);
+          const bool one_pair = d == 1 && (kv_bytes == 1 ? fp8_one_pair : bf16_one_pair);
+          expect(p.heads_per_section == (one_pair ? 1 : pairs), kv_bytes == 1 ? "FP8 heads per section"
+                                                                              : "bf16 heads per section",
+                 headdim, seqlen, d);
+          expect(p.boustrophedon == 1, "boustrophedon", headdim, seqlen, d);
+        }
       }
     }
   }
