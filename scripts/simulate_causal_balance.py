@@ -15,24 +15,28 @@ import math
 SMS = 132
 L2_BYTES = 60 << 20  # the H200's cudaDevAttrL2CacheSize (about 60 MB)
 TOKENS, WIDTH = 16384, 2048
-# (head dim, seqlen) -> (block_m, block_n) as flash_fwd_launch.cuh picks them for causal calls.
+# (head dim, seqlen) -> (block_m, block_n) as flash_fwd_launch.cuh picks them for causal calls; "fp8-128": the FP8
+# forward's d128 default beyond 256 keys (128-row tiles, 256-key blocks; flash_fwd_fp8_launch.cuh).
 TILES = {64: lambda s: (128, 128) if s <= 1024 else (192, 128),
          128: lambda s: (128, 128) if s <= 2048 else (128, 176),
-         256: lambda s: (128, 48) if s <= 1024 else (128, 80)}
+         256: lambda s: (128, 48) if s <= 1024 else (128, 80),
+         "fp8-128": lambda s: (128, 256)}
 # flash_fwd_launch.cuh's use_l2_sections (variant 7's L2 sections, the deal before 2026-12-01) and
 # use_one_pair_sections (the default deal's one-pair sections).
-SECTIONED = {64: lambda s: False, 128: lambda s: s <= 8192, 256: lambda s: s <= 4096}
-ONE_PAIR = {64: lambda s: s <= 4096, 128: SECTIONED[128], 256: SECTIONED[256]}
+SECTIONED = {64: lambda s: False, 128: lambda s: s <= 8192, 256: lambda s: s <= 4096, "fp8-128": lambda s: s <= 8192}
+ONE_PAIR = {64: lambda s: s <= 4096, 128: SECTIONED[128], 256: SECTIONED[256], "fp8-128": lambda s: s <= 4096}
 
 
-def imbalance(seqlen: int, headdim: int, sections: str | None, boustrophedon: bool, dynamic: bool = False) -> float:
+def imbalance(seqlen: int, headdim: int | str, sections: str | None, boustrophedon: bool,
+              dynamic: bool = False) -> float:
     """sections: None (one section of every head), "l2" (as many heads as fit half the L2: variant 7's) or
     "one" (one head per section: the default deal's)."""
     block_m, block_n = TILES[headdim](seqlen)
-    num_m, num_bh = math.ceil(seqlen / block_m), (TOKENS // seqlen) * (WIDTH // headdim)
+    width = 128 if headdim == "fp8-128" else headdim
+    num_m, num_bh = math.ceil(seqlen / block_m), (TOKENS // seqlen) * (WIDTH // width)
     per_section = num_bh
     if sections == "l2":
-        per_section = max(1, min(num_bh, (L2_BYTES // 2) // (2 * seqlen * headdim * 2)))
+        per_section = max(1, min(num_bh, (L2_BYTES // 2) // (2 * seqlen * width * 2)))
     elif sections == "one":
         per_section = 1
     deal_snake = boustrophedon
@@ -50,17 +54,20 @@ def imbalance(seqlen: int, headdim: int, sections: str | None, boustrophedon: bo
 
 def main() -> None:
     print("| hdim | seqlen | round-robin | boustrophedon | L2 sections, round-robin | L2 sections, boustrophedon "
-          "| one-head sections, boustrophedon | variant 7 deal (before 12-01) | default deal | dynamic, L2 sections |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for headdim in (64, 128, 256):
+          "| one-head sections, boustrophedon | variant 7 deal (before 12-01) | default deal | dynamic, L2 sections "
+          "| dynamic, one section |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for headdim in (64, 128, 256, "fp8-128"):
         for seqlen in (512, 1024, 2048, 4096, 8192, 16384):
             deals = ((None, False), (None, True), ("l2", False), ("l2", True), ("one", True))
             rr, snake, l2_rr, l2_snake, one_snake = (imbalance(seqlen, headdim, sec, b) for sec, b in deals)
             before = l2_rr if SECTIONED[headdim](seqlen) else snake
             since = one_snake if ONE_PAIR[headdim](seqlen) else snake
             dynamic = imbalance(seqlen, headdim, "l2", False, dynamic=True)
-            print(f"| {headdim} | {seqlen} | {rr:.2f} | {snake:.2f} | {l2_rr:.2f} | {l2_snake:.2f} | {one_snake:.2f} "
-                  f"| {before:.2f} | {since:.2f} | {dynamic:.2f} |")
+            # longest-first over every tile, each to the CTA that frees up first: LPT scheduling
+            lpt = imbalance(seqlen, headdim, None, False, dynamic=True)
+            print(f"| {headdim} | {seqlen} | {rr:.3f} | {snake:.3f} | {l2_rr:.3f} | {l2_snake:.3f} | {one_snake:.3f} "
+                  f"| {before:.3f} | {since:.3f} | {dynamic:.3f} | {lpt:.3f} |")
 
 
 if __name__ == "__main__":

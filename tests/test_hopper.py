@@ -184,19 +184,20 @@ def _varlen_case(dtype, headdim, causal, max_seqlen):
     torch.testing.assert_close(lse_packed[finite], lse_ref_packed[finite], atol=1e-3, rtol=1e-4)
 
 
-# The default causal deal (one-(batch, head) sections dealt boustrophedon) and forward variant 7 (the deal before
-# 2026-12-01: L2-sized sections, round-robin) differ only in which CTA computes which tile, so their outputs must be
-# equal bit for bit; both NaN-poisoned first. The shapes are ones where the deals differ (flash_fwd_launch.cuh,
-# use_one_pair_sections: d64 <= 4096, d128 <= 8192, d256 <= 4096) with more tiles than SMs, a partial last round and
-# an odd tile count (GQA 6 / 2 heads).
+# The default causal deal (one-(batch, head) sections dealt boustrophedon), forward variant 7 (the deal before
+# 2026-12-01: L2-sized sections, round-robin) and variant 12 (one section over every tile) differ only in which CTA
+# computes which tile, so their outputs must be equal bit for bit; all NaN-poisoned first. The shapes are ones where
+# the deals differ (flash_fwd_launch.cuh, use_one_pair_sections: d64 <= 4096, d128 <= 8192, d256 <= 4096) with more
+# tiles than SMs, a partial last round and an odd tile count (GQA 6 / 2 heads).
 @pytest.mark.parametrize("headdim, batch, seqlen", [(64, 4, 1500), (128, 3, 1000), (128, 1, 4224), (256, 2, 2048),
                                                     (256, 5, 300)])
 @pytest.mark.gpu
 @needs_hopper
 def test_causal_deals_agree_bitwise(headdim, batch, seqlen):
     q, k, v = random_qkv(batch, seqlen, seqlen, 6, 2, headdim, torch.bfloat16, device="cuda")
-    outs = [_launch_and_check(q, k, v, True, variant) for variant in ("full", "l2_sections")]
-    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+    outs = [_launch_and_check(q, k, v, True, variant) for variant in ("full", "l2_sections", "one_section")]
+    for out, lse in outs[1:]:
+        assert torch.equal(outs[0][0], out) and torch.equal(outs[0][1], lse)
 
 
 @pytest.mark.gpu

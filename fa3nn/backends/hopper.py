@@ -28,10 +28,12 @@ SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 # with O rescaled on every rise of a row maximum (eager_rescale), and a diagnostic that skips the K/V loads (head dim
 # 128; wrong results: it measures the kernel without its L2 -> shared-memory traffic), and the default dispatch
 # with each row's max from 3-input integer maxes on the score bits (int_max; d128's default) or from the float tree
-# (float_max; d64's and d256's) at every head dim (bf16; the same maxima either way).
+# (float_max; d64's and d256's) at every head dim (bf16; the same maxima either way); one_section: the default
+# kernels with one longest-first causal section over every tile at any length (Problem::causal_deal 2).
 VARIANTS = {
     "full": 0, "no_pingpong": 1, "no_overlap": 2, "no_pingpong_no_overlap": 3, "tiles_a": 4, "tiles_b": 5,
     "no_cross_tile": 6, "l2_sections": 7, "eager_rescale": 8, "skip_kv_loads": 9, "int_max": 10, "float_max": 11,
+    "one_section": 12,
 }
 
 

@@ -45,7 +45,8 @@ const char* fa3nn_hopper_last_error() { return g_error; }
 // 8 = the default with O rescaled on every rise of a row maximum (Problem::rescale_log2 = 0);
 // 9 = diagnostic without K/V loads (wrong results; measures the kernel without its L2 traffic); 10 / 11 = the
 // default with each row's max from integer maxes / from the float tree at every head dim (bf16; OnlineSoftmax
-// kIntMax, the same maxima; the default takes integer maxes at d128 only).
+// kIntMax, the same maxima; the default takes integer maxes at d128 only); 12 = the default with one causal section
+// over every tile at any length (Problem::causal_deal 2).
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_fwd(const void* q, const void* k, const void* v, void* out, float* lse, const int* cu_seqlens_q,
                      const int* cu_seqlens_k, int batch, int seqlen_q, int seqlen_k, int max_seqlen_q, int nheads,

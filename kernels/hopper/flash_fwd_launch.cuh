@@ -347,10 +347,11 @@ int run_headdim(const Problem& pr, bool bf16, bool causal, int variant) {
       if (!bf16) return fail("%s", "the no-cross-tile ablation exists for bf16 only");
       return causal ? launch_d<D, true, true, 0, true, true, false, false>(pr)
                     : launch_d<D, true, false, long_non_causal_variant<D>(), true, true, false, false>(pr);
-    case 7: {  // the default dispatch with the causal deal before 2026-12-01: L2-sized sections, round-robin
-      Problem l2_sections = pr;
-      l2_sections.causal_deal = 0;
-      return bf16 ? dispatch_causal<D, true>(l2_sections, causal) : dispatch_causal<D, false>(l2_sections, causal);
+    case 7:     // the default dispatch with the causal deal before 2026-12-01: L2-sized sections, round-robin
+    case 12: {  // the same with one longest-first section over every tile at any length (as FP8 variant 56)
+      Problem dealt = pr;
+      dealt.causal_deal = variant == 7 ? 0 : 2;
+      return bf16 ? dispatch_causal<D, true>(dealt, causal) : dispatch_causal<D, false>(dealt, causal);
     }
     case 8: {  // the default dispatch with O rescaled on every rise of a row maximum (Problem::rescale_log2 = 0)
       Problem eager = pr;
