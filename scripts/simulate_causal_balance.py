@@ -2,8 +2,11 @@
 over the SMs: max / mean of per-CTA work, work = key blocks + 1 per tile, at the FA3 paper's shapes (batch * seqlen =
 16384, nheads * headdim = 2048). Compares the plain round-robin deal with the boustrophedon one (odd rounds
 reversed), with and without L2 sections, and a dynamic deal (not built: each tile, in the same order, to the CTA
-that frees up first, as an atomic tile counter would hand them out). No GPU needed; the kernel's timing is not
-modelled, only the deal.
+that frees up first, as an atomic tile counter would hand them out; over one longest-first section that is LPT
+scheduling). Rows "fp8-128": the FP8 forward's d128 tiles on 256-key blocks. No GPU needed; the kernel's timing is
+not modelled, only the deal. (The model held for the FP8 one-section deal at 8k, predicted 1.031 -> 1.002 and
+measured +3.9%, but not for an LPT table deal at 2k-4k, predicted +2.3-2.7% and measured -2.7..+1.6%:
+benchmarks/NOTES.md, twenty-fifth session.)
 
     python scripts/simulate_causal_balance.py
 """
