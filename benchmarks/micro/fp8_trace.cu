@@ -199,6 +199,49 @@ int main(int argc, char** argv) {
     }
     std::printf("\n");
   }
+  // The cross-tile chain's tiles in CTA 0 (g_fp8_tile_trace): each tile's clocks from its first Q K^T issue to the
+  // next tile's, and a least-squares fit clocks = a + b * key blocks over them: a is what a tile costs beyond its
+  // blocks (the turn at its end, the first and the diagonal block's extra), b a block's steady period.
+  std::vector<long long> tiles(kFp8TraceWarpgroups * kFp8TraceTiles * 3);
+  CHECK(cudaMemcpyFromSymbol(tiles.data(), g_fp8_tile_trace, tiles.size() * sizeof(long long)));
+  auto tile_at = [&](int wg, int i, int f) { return tiles[(size_t(wg) * kFp8TraceTiles + i) * 3 + f]; };
+  for (int wg = 0; wg < 2; ++wg) {
+    int count = 0;
+    while (count < kFp8TraceTiles && tile_at(wg, count, 0) != 0 && tile_at(wg, count, 1) >= 0) ++count;
+    const bool ended = count < kFp8TraceTiles && tile_at(wg, count, 0) != 0;  // the end entry was recorded
+    const int timed = ended ? count : count - 1;
+    if (timed < 2) continue;
+    double sn = 0, st = 0, snn = 0, snt = 0;
+    std::printf("CTA 0 tiles, warpgroup %d (m_block: key blocks -> clocks):", wg);
+    for (int i = 0; i < timed; ++i) {
+      const double n = double(tile_at(wg, i, 1)), t = double(tile_at(wg, i + 1, 0) - tile_at(wg, i, 0));
+      std::printf(" %lld:%lld->%.0f", tile_at(wg, i, 2), tile_at(wg, i, 1), t);
+      sn += n, st += t, snn += n * n, snt += n * t;
+    }
+    const double b = (timed * snt - sn * st) / (timed * snn - sn * sn), a = (st - b * sn) / timed;
+    std::printf("\n  fit over %d tiles: clocks = %.0f + %.0f * blocks (a tile's extra = %.2f blocks); %.0f clocks in "
+                "all, %.0f key blocks\n", timed, a, b, a / b, st, sn);
+  }
+  // The turn at each tile's end (g_fp8_turn_trace, recorded at the index of the tile that follows it), mean clocks
+  // per phase over CTA 0's tile ends.
+  std::vector<long long> turns(kFp8TraceWarpgroups * kFp8TraceTiles * kFp8TraceTurnEvents);
+  CHECK(cudaMemcpyFromSymbol(turns.data(), g_fp8_turn_trace, turns.size() * sizeof(long long)));
+  auto turn_at = [&](int wg, int i, int e) { return turns[(size_t(wg) * kFp8TraceTiles + i) * kFp8TraceTurnEvents + e]; };
+  const char* turn_names[] = {"find + descales", "V wait", "turn wait", "last P V + promote", "finalize + store",
+                              "Q/K wait + reset", "to Q K^T issue"};
+  for (int wg = 0; wg < 2; ++wg) {
+    double sum[8] = {};
+    int count = 0;
+    for (int i = 1; i < kFp8TraceTiles && turn_at(wg, i, 6) != 0 && tile_at(wg, i, 0) != 0; ++i, ++count) {
+      for (int e = 0; e < 6; ++e) sum[e] += double(turn_at(wg, i, e + 1) - turn_at(wg, i, e));
+      sum[6] += double(tile_at(wg, i, 0) - turn_at(wg, i, 6));
+      sum[7] += double(tile_at(wg, i, 0) - turn_at(wg, i, 0));
+    }
+    if (count == 0) continue;
+    std::printf("tile-end turn, warpgroup %d, mean clocks over %d tile ends:", wg, count);
+    for (int e = 0; e < 7; ++e) std::printf(" %s %.0f |", turn_names[e], sum[e] / count);
+    std::printf(" whole %.0f\n", sum[7] / count);
+  }
 #endif
   return 0;
 }

@@ -410,10 +410,19 @@ struct TileDescales {
 // phase can be read off the real kernel. Events of block n: 0 loop top, 1 K/V stages ready, 2 turn acquired,
 // 3 P V of block n-1 waited and promoted, 4 Q K^T issued and turn released, 5 S ready, 6 softmax done, 7 P and
 // the O factor ready; 8 (kKWaitInTurn kernels) the K stage ready inside the turn, between 3 and 4.
+// The cross-tile chain (kCrossTile) also records, per warpgroup (thread 0), CTA 0's tiles in g_fp8_tile_trace: the
+// clock64 just before each tile's first Q K^T issue, its key blocks and m_block; after the last tile, its store's end
+// (key blocks -1). A tile's time is the next entry's clock minus its own (its key loop and the turn at its end).
 #ifdef FA3NN_FP8_TRACE
 // up to three consumers, each warp's lane 0
 constexpr int kFp8TraceWarpgroups = 3, kFp8TraceWarps = 4, kFp8TraceBlocks = 128, kFp8TraceEvents = 9;
 __device__ long long g_fp8_trace[kFp8TraceWarpgroups][kFp8TraceWarps][kFp8TraceBlocks][kFp8TraceEvents];
+constexpr int kFp8TraceTiles = 64, kFp8TraceTurnEvents = 8;
+__device__ long long g_fp8_tile_trace[kFp8TraceWarpgroups][kFp8TraceTiles][3];
+// The turn at a tile's end (the chain's boundary), per warpgroup (thread 0) and tile of CTA 0: 0 after the last key
+// block's qk_to_p, 1 next tile found and its descales issued, 2 V stage ready, 3 turn acquired, 4 last P V waited and
+// promoted, 5 finalized and stored, 6 Q / K stages ready, 7 first Q K^T issued and turn released.
+__device__ long long g_fp8_turn_trace[kFp8TraceWarpgroups][kFp8TraceTiles][kFp8TraceTurnEvents];
 #endif
 
 template <class Cfg>
@@ -640,8 +649,23 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   auto trace = [&](int n_block, int event) {
     if (trace_tile && n_block < kFp8TraceBlocks) g_fp8_trace[wg][c.tid / 32][n_block][event] = clock64();
   };
+  int traced_tiles = 0;
+  auto trace_turn = [&](int event) {
+    if (blockIdx.x == 0 && c.tid == 0 && traced_tiles < kFp8TraceTiles)
+      g_fp8_turn_trace[wg][traced_tiles][event] = clock64();
+  };
+  auto trace_tile_start = [&](int n_blocks, int m_block) {
+    if (blockIdx.x == 0 && c.tid == 0 && traced_tiles < kFp8TraceTiles) {
+      g_fp8_tile_trace[wg][traced_tiles][0] = clock64();
+      g_fp8_tile_trace[wg][traced_tiles][1] = n_blocks;
+      g_fp8_tile_trace[wg][traced_tiles][2] = m_block;
+      ++traced_tiles;
+    }
+  };
 #else
   auto trace = [](int, int) {};
+  auto trace_tile_start = [](int, int) {};
+  auto trace_turn = [](int) {};
 #endif
   // qk_to_p: after Q K^T of block n_block was issued: its scores -> P in pa, the factor taking O to its units, and
   // (kMmaRowSum) the one taking the row sums to its maxima.
@@ -791,6 +815,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     bars.q.consumer_wait(q_state);
     bars.k.consumer_wait(k_state);
     c.gemm_turn_begin();
+    trace_tile_start(cur.n_blocks, cur.t.m_block);
     issue_qk();
     c.gemm_turn_end();
     qk_to_p(cur, 0, k0, v0, factor, sum_scale);
@@ -821,24 +846,32 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
 #ifdef FA3NN_FP8_TRACE
       trace_tile = false;  // (the trace records the first tile's key blocks only)
 #endif
+      trace_turn(0);
       WorkTile next;
       if (!find_work(sched.next(cur.index), next)) break;
       const float v_last = v_pa;
       begin_tile(next, k0, v0);  // (no state of this tile's is read after its last qk_to_p but v_pa)
+      trace_turn(1);
       bars.v.consumer_wait(v_state);
+      trace_turn(2);
       c.gemm_turn_begin();
+      trace_turn(3);
       pv_into_o(factor, sum_scale);
+      trace_turn(4);
       float inv_sum[2], lse[2];
       softmax.finalize(inv_sum, lse);
       cur.t = sched.decode(cur.index);  // (kDecodeTileAfterLoop)
       cur.r = seq_range(p, cur.t.batch);
       store_tile(cur, inv_sum, lse, v_last);
+      trace_turn(5);
       cur = next;
       v_pa = v0;
       softmax.reset();
       zero_o();
       bars.q.consumer_wait(q_state);
       bars.k.consumer_wait(k_state);
+      trace_turn(6);
+      trace_tile_start(cur.n_blocks, cur.t.m_block);
       issue_qk();
       c.gemm_turn_end();
       qk_to_p(cur, 0, k0, v0, factor, sum_scale);
@@ -852,6 +885,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     cur.t = sched.decode(cur.index);
     cur.r = seq_range(p, cur.t.batch);
     store_tile(cur, inv_sum, lse, v_pa);
+    trace_tile_start(-1, -1);
   } else {
     for (int from = sched.first(); find_work(from, cur); from = sched.next(cur.index)) {
       if constexpr (Cfg::kFused) {
