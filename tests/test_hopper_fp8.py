@@ -332,6 +332,32 @@ def test_causal_deals_agree_bitwise(headdim, record_property):
         assert torch.equal(outs[0][0], out) and torch.equal(outs[0][1], lse)
 
 
+@pytest.mark.parametrize("shape", [(3, 2000, 1900, 6, 2), (2, 4096, 4096, 16, 16), (1, 300, 700, 2, 1)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.gpu
+@needs_hopper
+def test_tma_store_of_o_is_bitwise_the_direct_stores(causal, shape):
+    """d128's 256-key default stores O through shared memory by TMA in dense calls; key_block_256_cross_tile is the
+    same kernel with direct stores: out (NaN-poisoned first, so an unwritten element fails) and lse bit for bit the
+    same, with GQA, a partial last query tile (TMA clips its rows past seqlen_q), a square causal shape of 1024
+    tiles, and a single short tile."""
+    batch, seqlen_q, seqlen_k, nheads, nheads_kv = shape
+    q = _draw((batch, seqlen_q, nheads, 128), "outlier")
+    k, v = (_draw((batch, seqlen_k, nheads_kv, 128), "outlier") for _ in range(2))
+    quantized = quantize_qkv_tensors(q, k, v, 128, 768)
+    window = Window(-1, 0) if causal else Window()
+    vt8 = transpose_v(quantized.v)
+    outs = []
+    for variant in ("key_block_256_cross_tile", "full"):
+        out = torch.full((batch, seqlen_q, nheads, 128), float("nan"), dtype=torch.bfloat16, device="cuda")
+        lse = torch.full((batch, nheads, seqlen_q), float("nan"), dtype=torch.float32, device="cuda")
+        fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale, quantized.v_descale,
+                    128, 768, 0.125, window, out=out, lse=lse, variant=variant)
+        outs.append((out, lse))
+    assert torch.isfinite(outs[1][0]).all()
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("block_k, variant", [(192, "key_block_192"), (384, "key_block_192"),
                                               (192, "key_block_192_poly_exp2"), (192, "key_block_192_no_pingpong"),
@@ -638,7 +664,7 @@ def test_varlen_matches_emulation(headdim, causal, key_lengths, record_property)
     record_property("errors", errors)
 
 
-@pytest.mark.parametrize("variant", ["full", "key_block_256_mma_row_sum"])
+@pytest.mark.parametrize("variant", ["full", "key_block_256_mma_row_sum", "key_block_256_cross_tile"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.gpu
 @needs_hopper

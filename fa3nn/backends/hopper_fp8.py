@@ -92,7 +92,9 @@ UNMASKED = Window()
 # kernel on those stages (the ones do not fit beside three). key_block_256_cross_tile (d128's default's kernel on
 # 256-key blocks): key_block_256_mma_row_sum with its fused turns chained across tile ends (a tile's last P V and the
 # next tile's first Q K^T in one turn, the tile's store inside it; bitwise the same output).
-# key_block_256_mma_row_sum was the default before it, key_block_256_split_s_int_max before that. l2_sections /
+# key_block_256_mma_row_sum was the default before it, key_block_256_split_s_int_max before that. Since 2026-12-04
+# the default stores O through shared memory by TMA in dense calls (varlen keeps the direct stores);
+# key_block_256_cross_tile is the same kernel with the direct stores (bitwise the same output). l2_sections /
 # one_section: the default kernels with the causal tile deal before 2026-12-01 / with one longest-first section
 # over every tile, dealt boustrophedon, at any length (the default deals it so beyond the one-pair lengths).
 VARIANTS = {"full": 0, "no_pingpong": 1, "other_stages": 2, "poly_exp2": 3, "one_cta_per_tile": 5,

@@ -102,9 +102,14 @@ enum Fp8Experiment : int {
   // the next tile's first Q K^T in one turn. Bitwise 15's output; d128's default on 256-key blocks.
   // (17, its store after the turn that issued the next tile's first Q K^T, 0 spills: measured no faster, s24e.)
   kFusedTurnMmaRowSumCrossTile = 16,
+  // kFusedTurnMmaRowSumCrossTile storing O through shared memory by TMA (kTmaStoreO below). Bitwise 16's output.
+  kFusedTurnMmaRowSumCrossTileTmaStore = 18,
 };
+__host__ __device__ constexpr bool cross_tile(int experiment) {
+  return experiment == kFusedTurnMmaRowSumCrossTile || experiment == kFusedTurnMmaRowSumCrossTileTmaStore;
+}
 __host__ __device__ constexpr bool mma_row_sum(int experiment) {
-  return experiment == kFusedTurnMmaRowSum || experiment == kFusedTurnMmaRowSumCrossTile;
+  return experiment == kFusedTurnMmaRowSum || cross_tile(experiment);
 }
 __host__ __device__ constexpr bool int_row_max(int experiment) {
   return experiment == kFusedTurnIntMax || experiment == kFusedTurnSplitSIntMax ||
@@ -165,7 +170,12 @@ struct Fp8FwdConfig {
   // each of those half turns with the tensor cores idle; here the last P V of a tile and the first Q K^T of the next
   // share one turn (n turns per tile), the tile's finalize and store between them; the next tile's descales are
   // loaded before that turn. Causal +1..+6% at 2k-8k keys, non-causal within the calls' spread (s24c-s24e).
-  static constexpr bool kCrossTile = kExperiment_ == kFusedTurnMmaRowSumCrossTile;
+  static constexpr bool kCrossTile = cross_tile(kExperiment_);
+  // kTmaStoreO: at a tile's end each warpgroup writes its 64 rows of O (bf16/fp16) into its own 16 KB of shared
+  // memory (two SW128 panels of 64 columns) and its thread 0 stores them with two TMA boxes, instead of 64 4-byte
+  // global stores per thread (each warp instruction 8 rows x 16 B: ~2000 clocks inside the turn at the tile's end,
+  // fp8_trace s25f). Dense calls only (FwdParams::store_o_tma; varlen keeps the direct stores).
+  static constexpr bool kTmaStoreO = kExperiment_ == kFusedTurnMmaRowSumCrossTileTmaStore;
   static constexpr bool kSplitS = kExperiment_ == kFusedTurnSplitS || kExperiment_ == kFusedTurnSplitSIntMax ||
                                   kSoftmaxTurns || kMmaRowSum;
   // The tile's batch, head and rows decoded again after the key loop for the store, so that they need no registers
@@ -203,6 +213,7 @@ struct Fp8FwdConfig {
   static_assert(!kSplitS || kBlockN == 256, "split S: two n128 halves of a 256-key block");
   static_assert(!kMmaRowSum || (kHeadDim == 128 && kFused), "row sums by MMA: the d128 fused turn (pv_into_o)");
   static_assert(!kCrossTile || (kKWaitInTurn && kDecodeTileAfterLoop), "the cross-tile chain: the 256-key kernel");
+  static_assert(!kTmaStoreO || (kCrossTile && kConsumers == 2), "the TMA store of O: the cross-tile chain");
   static_assert(kKPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0 && kVPanelBytes % 1024 == 0,
                 "1024-B alignment");
 
@@ -217,7 +228,10 @@ struct Fp8FwdConfig {
   // Shared memory, from a 1024-B aligned base: Q stages | K stages | Vt stages | barriers.
   static constexpr uint32_t kOffK = kQStages * kQBytes;
   static constexpr uint32_t kOffV = kOffK + kStages * kKBytes;
-  static constexpr uint32_t kOffBarriers = kOffV + kStages * kVStageBytes;
+  static constexpr uint32_t kOffO = kOffV + kStages * kVStageBytes;
+  static constexpr uint32_t kOPanelBytes = 64 * 128;  // one warpgroup's 64 rows x 64 columns of 2 bytes
+  static constexpr uint32_t kOBytes = kTmaStoreO ? kBlockM * kHeadDim * 2 : 0;
+  static constexpr uint32_t kOffBarriers = kOffO + kOBytes;
   static constexpr uint32_t kSmemBytes = kOffBarriers + sizeof(Barriers) + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 232448, "exceeds Hopper's 227 KB of shared memory per block");
 };
@@ -382,6 +396,46 @@ struct Fp8Consumer {
     }
   }
 
+  // kTmaStoreO: O * out_scale[row] rounded once to the output dtype into this warpgroup's shared-memory rows `buf`
+  // (panel j / 8 of 64 columns, 16-B chunk j % 8 XOR row % 8: the SW128 layout of the TMA box), then thread 0 issues
+  // the two boxes as one bulk group (TMA clips rows past seqlen_q); lse as store(). Thread 0 first waits until the
+  // previous tile's boxes have been read out of `buf`; the named barrier `bar` (this warpgroup's 128 threads) orders
+  // that wait before the writes, and the writes (with the proxy fence) before the TMA store.
+  __device__ __forceinline__ void store_tma(const CUtensorMap* tma_o, uint8_t* buf, uint32_t bar, const FwdParams& p,
+                                            const SeqRange& r, const Tile& t, const float (&o)[kORegs],
+                                            const float (&out_scale)[2], const float (&lse)[2]) const {
+    if (tid == 0) tma_store_wait_read<0>();
+    NamedBarrier::sync(bar, 128);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = (tid / 32) * 16 + (tid % 32) / 4 + 8 * half;
+      const uint32_t row_addr = smem_addr(buf) + row * 128 + 4 * (tid % 4);
+#pragma unroll
+      for (int j = 0; j < kORegs / 4; ++j) {
+        const int i = 4 * j + 2 * half;
+        st_shared_b32(row_addr + (j / 8) * Cfg::kOPanelBytes + (((j % 8) ^ (row % 8)) << 4),
+                      pack_out(o[i] * out_scale[half], o[i + 1] * out_scale[half]));
+      }
+    }
+    fence_proxy_async_smem();
+    NamedBarrier::sync(bar, 128);
+    if (tid == 0) {
+      const int row = r.q_start + t.m_block * Cfg::kBlockM + wg * 64;
+#pragma unroll
+      for (int panel = 0; panel < Cfg::kHeadDim / 64; ++panel)
+        tma_store_4d(tma_o, buf + panel * Cfg::kOPanelBytes, panel * 64, row, t.head, r.batch_coord);
+      tma_store_commit();
+    }
+    if (tid % 4 == 0) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = row0(t.m_block) + 8 * half;
+        if (row < r.seqlen_q)
+          p.lse[t.batch * p.lse_batch_stride + t.head * p.lse_head_stride + r.q_start + row] = lse[half];
+      }
+    }
+  }
+
   __device__ __forceinline__ void store_empty(const FwdParams& p, const SeqRange& r, const Tile& t) const {
     float zeros[kORegs];
 #pragma unroll
@@ -427,7 +481,7 @@ __device__ long long g_fp8_turn_trace[kFp8TraceWarpgroups][kFp8TraceTiles][kFp8T
 
 template <class Cfg>
 __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, uint8_t* smem,
-                                                  typename Cfg::Barriers& bars, int wg) {
+                                                  typename Cfg::Barriers& bars, int wg, const CUtensorMap* tma_o) {
   // Broadcast from lane 0 so the compiler knows the index is warp-uniform: Q's wgmma descriptors then live in
   // uniform registers instead of being moved with R2UR every k-step (192-key d128 loop: 747 -> 714 SASS
   // instructions per warp and block).
@@ -641,6 +695,13 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   };
   auto store_tile = [&](const WorkTile& w, const float (&inv_sum)[2], const float (&lse)[2], float v_last) {
     const float out_scale[2] = {inv_sum[0] * v_last, inv_sum[1] * v_last};
+    if constexpr (Cfg::kTmaStoreO) {
+      if (p.store_o_tma != 0) {
+        c.store_tma(tma_o, smem + Cfg::kOffO + wg * (Cfg::kOBytes / 2), NamedBarrier::kFirstId + 2 + wg, p, w.r, w.t,
+                    o, out_scale, lse);
+        return;
+      }
+    }
     c.store(p, w.r, w.t, o, out_scale, lse);
   };
 
@@ -886,6 +947,9 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     cur.r = seq_range(p, cur.t.batch);
     store_tile(cur, inv_sum, lse, v_pa);
     trace_tile_start(-1, -1);
+    if constexpr (Cfg::kTmaStoreO) {
+      if (c.tid == 0) tma_store_wait<0>();  // (no bulk store may outlive its shared-memory source)
+    }
   } else {
     for (int from = sched.first(); find_work(from, cur); from = sched.next(cur.index)) {
       if constexpr (Cfg::kFused) {
@@ -944,7 +1008,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         if (threadIdx.x / 32 == 0 && elect_one())
           fp8_producer_loop<Cfg>(&tma_q, &tma_k, &tma_vt, params.base, params.vt_starts, smem, bars);
       },
-      [&](int consumer) { fp8_consumer_loop<Cfg>(params, smem, bars, consumer); });
+      [&](int consumer) { fp8_consumer_loop<Cfg>(params, smem, bars, consumer, nullptr); });
+}
+
+// kTmaStoreO: the same kernel with O's tensor map (flash_fwd_fp8_kernel's lines, repeated so that its SASS stays).
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    flash_fwd_fp8_tma_store_kernel(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__ CUtensorMap tma_k,
+                                   const __grid_constant__ CUtensorMap tma_vt, const __grid_constant__ CUtensorMap tma_o,
+                                   const Fp8FwdParams params) {
+  uint8_t* smem = aligned_dynamic_smem();
+  auto& bars = *reinterpret_cast<typename Cfg::Barriers*>(smem + Cfg::kOffBarriers);
+  if constexpr (Cfg::kMmaRowSum) write_vt_ones<Cfg>(smem);
+  warp_specialize<Cfg>(
+      bars,
+      [&] {
+        if (threadIdx.x / 32 == 0 && elect_one())
+          fp8_producer_loop<Cfg>(&tma_q, &tma_k, &tma_vt, params.base, params.vt_starts, smem, bars);
+      },
+      [&](int consumer) { fp8_consumer_loop<Cfg>(params, smem, bars, consumer, &tma_o); });
 }
 
 }  // namespace fa3nn::hopper

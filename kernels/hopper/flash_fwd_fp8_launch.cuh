@@ -89,9 +89,22 @@ int launch_fp8(const Fp8Problem& pr) {
   const int grid = static_cast<int>(!pr.one_cta_per_tile && tiles > sms ? sms : tiles);
   fp.base.deal = TileDeal::make(fp.base.num_m_blocks, pr.nheads, pr.batch, fp.base.heads_per_section,
                                 fp.base.boustrophedon, grid);
-  auto kernel = flash_fwd_fp8_kernel<Cfg>;
-  if (const int status = configure_smem<Cfg>(kernel)) return status;
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, fp);
+  if constexpr (Cfg::kTmaStoreO) {
+    // O: one 64-row box per consumer warpgroup and 64-column panel; varlen, or an output TMA cannot address, keeps
+    // the direct stores.
+    CUtensorMap to{};
+    fp.base.store_o_tma = !varlen && make_map(&to, pr.out, pr.out_bf16, pr.headdim, pr.seqlen_q, pr.nheads,
+                                              pr.batch, st[10], st[11], st[9], 64)
+                              ? 1
+                              : 0;
+    auto kernel = flash_fwd_fp8_tma_store_kernel<Cfg>;
+    if (const int status = configure_smem<Cfg>(kernel)) return status;
+    kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, to, fp);
+  } else {
+    auto kernel = flash_fwd_fp8_kernel<Cfg>;
+    if (const int status = configure_smem<Cfg>(kernel)) return status;
+    kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, fp);
+  }
   return check_launch("kernel launch: %s");
 }
 
@@ -149,7 +162,8 @@ int launch_fp8(const Fp8Problem& pr) {
 //   45 with a quarter / half / all of its P8 from the linear exp2 (e4m3_exp2.cuh: no MUFU, less exact; kPolyExpEvery
 //   -4 / -2 / -1). 53: the default kernels with fast_exp2 (run_fp8_default; both output dtypes). 54 (d128): 45 with
 //   its fused turns chained across tiles (kFusedTurnMmaRowSumCrossTile; bitwise 45's output; d128's default kernel
-//   on 256-key blocks since 2026-12-03's twenty-fourth session, 45 the one before).
+//   on 256-key blocks in 2026-12-03's twenty-fourth session, 45 the one before; it stores O directly, 64 4-byte
+//   stores per thread, where the default since 2026-12-04 stores it through shared memory by TMA).
 //   27 (d64): variant 24 with three consumer warpgroups (192-row query tiles, 160 registers each, as the bf16 d64
 //   kernel; the d64 default). 24 at d256: the fused turn with P V in two head-dim halves (the K stage wait inside the
 //   turn, kKWaitInTurn; it spilled without).
@@ -182,7 +196,7 @@ int run_fp8_tiles(const Fp8Problem& pr) {
   constexpr int kDefaultPoly = N == 192 ? 4 : T::kPolyExpEvery;  // the 192-key default: a quarter of exp2s on FP32
   // the 256-key default with fast_exp2 (run_fp8_default): half its P8 from the linear exp2
   constexpr int kFastPoly = N == 256 ? kFastExp2Every : kDefaultPoly;
-  constexpr int kDefaultSchedule = N == 256 ? kFusedTurnMmaRowSumCrossTile : kFusedTurn;
+  constexpr int kDefaultSchedule = N == 256 ? kFusedTurnMmaRowSumCrossTileTmaStore : kFusedTurn;
   constexpr int kDefaultTiles = N == 256 ? 2 : 0;  // the 256-key default's rows of ones leave room for two stages
   constexpr bool kDefaultKernel = kPromote && X == kDefaultSchedule && (N == 128 || (D == 128 && N >= 192)) &&
                                   W == (D == 64 ? 3 : 2);
@@ -206,7 +220,10 @@ int run_fp8_tiles(const Fp8Problem& pr) {
 // kFusedTurnMmaRowSum on two K/V stages: +3..+10% non-causal at 1k-16k, -2.8..+3.4% causal against that kernel on
 // three, one process, s21d-h200-20261203-1407, and the mean of V 4x closer; its turns chained across tile ends,
 // kFusedTurnMmaRowSumCrossTile: causal +3..+9% at 1k-4k and +1..+5% beyond, non-causal -2..+4%, against that kernel
-// interleaved, s24c-h200-20261203-2131) where the descale tiles fit them, else
+// interleaved, s24c-h200-20261203-2131; O stored through shared memory by TMA in dense calls,
+// kFusedTurnMmaRowSumCrossTileTmaStore: the direct stores took ~2000 clocks inside the turn at each tile end (fp8_trace,
+// s25f), the TMA store +11 / +7 / +5.5 / +2% causal and +10 / +6 / +5% non-causal at 1k / 2k / 4k / 8k against them,
+// interleaved, s25g-h200-20261204-0110) where the descale tiles fit them, else
 // 192-key blocks (every 4th exp2 as the FP32 polynomial, kPolyExpEvery above), else 128-key ones. On the H200, kernel
 // only, TFLOP/s non-causal / causal, fused 256-key against fused 192-key poly4: 827 / 629 against 768 / 605 at 2k, 848
 // / 736 against 783 / 694 at 4k, 844 / 800 against 807 / 758 at 16k; at 1k against the fused 128-key kernel 721 / 463
@@ -230,8 +247,8 @@ int run_fp8_default(const Fp8Problem& pr, bool fast_exp2 = false) {
   if constexpr (D == 128) {
     if (pr.max_seqlen_k > 256 || !fits_key_block(pr, 128)) {
       if (fits_key_block(pr, 256)) {
-        return fast_exp2 ? run_fp8_tiles<D, 2, true, kFastExp2Every, kFusedTurnMmaRowSumCrossTile, 256, true>(pr)
-                         : run_fp8_tiles<D, 2, true, 0, kFusedTurnMmaRowSumCrossTile, 256, true>(pr);
+        return fast_exp2 ? run_fp8_tiles<D, 2, true, kFastExp2Every, kFusedTurnMmaRowSumCrossTileTmaStore, 256, true>(pr)
+                         : run_fp8_tiles<D, 2, true, 0, kFusedTurnMmaRowSumCrossTileTmaStore, 256, true>(pr);
       }
       if (fits_key_block(pr, 192)) return run_fp8_tiles<D, 0, true, 4, kFusedTurn, 192, true>(pr);
     }
