@@ -1,6 +1,7 @@
 // A timeline of the real FP8 d128 forward (variant 0 = the default: with these K/V tiles the 256-key split-S fused
-// turn with its row sums from the P V GEMM, its turns chained across tile ends (the trace covers the first tile's
-// key loop); any other variant by number): the kernel built with
+// turn with its row sums from the P V GEMM, its turns chained across tile ends, O stored by TMA (the per-block trace
+// covers the first tile's key loop; the tile trace every tile of CTA 0); any other variant by number): the kernel
+// built with
 // FA3NN_FP8_TRACE records clock64 at each step of CTA 0's first tile (flash_fwd_fp8.cuh, g_fp8_trace), per consumer
 // warp (lane 0), and this prints how long each phase took, averaged over the tile's steady blocks (per warpgroup as
 // its warp 0 saw it, then per warp, then each event's spread across a warpgroup's warps), with the kernel's
