@@ -328,17 +328,9 @@ struct Consumer {
   // addresses), the default 128 x 176 with STS.
   __device__ __forceinline__ void write_o_smem(uint8_t* rows, const float (&o)[kORegs],
                                                const float (&inv_sum)[2]) const {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = row_in_warpgroup(half);
-      const uint32_t row_addr = smem_addr(rows) + row * kPanelRowBytes + 4 * (tid % 4);
-#pragma unroll
-      for (int j = 0; j < kORegs / 4; ++j) {  // 8-column slab j: panel j / 8, chunk j % 8
-        const int i = 4 * j + 2 * half;
-        st_shared_b32(row_addr + (j / 8) * Cfg::kQPanelBytes + (((j % 8) ^ (row % 8)) << 4),
-                      pack(o[i] * inv_sum[half], o[i + 1] * inv_sum[half]));
-      }
-    }
+    static_assert(kPanelRowBytes == 128, "st_shared_rows_sw128 writes 128-B rows");
+    st_shared_rows_sw128(smem_addr(rows), Cfg::kQPanelBytes, tid, o, inv_sum,
+                         [](float lo, float hi) { return pack(lo, hi); });
   }
 
   // The TMA-store epilogue: O into shared memory (`rows`: this warpgroup's rows of the tile's Q stage), a proxy fence

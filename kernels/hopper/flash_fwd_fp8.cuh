@@ -397,7 +397,7 @@ struct Fp8Consumer {
   }
 
   // kTmaStoreO: O * out_scale[row] rounded once to the output dtype into this warpgroup's shared-memory rows `buf`
-  // (panel j / 8 of 64 columns, 16-B chunk j % 8 XOR row % 8: the SW128 layout of the TMA box), then thread 0 issues
+  // (st_shared_rows_sw128: the SW128 layout of the TMA boxes), then thread 0 issues
   // the two boxes as one bulk group (TMA clips rows past seqlen_q); lse as store(). Thread 0 first waits until the
   // previous tile's boxes have been read out of `buf`; the named barrier `bar` (this warpgroup's 128 threads) orders
   // that wait before the writes, and the writes (with the proxy fence) before the TMA store.
@@ -406,17 +406,8 @@ struct Fp8Consumer {
                                             const float (&out_scale)[2], const float (&lse)[2]) const {
     if (tid == 0) tma_store_wait_read<0>();
     NamedBarrier::sync(bar, 128);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = (tid / 32) * 16 + (tid % 32) / 4 + 8 * half;
-      const uint32_t row_addr = smem_addr(buf) + row * 128 + 4 * (tid % 4);
-#pragma unroll
-      for (int j = 0; j < kORegs / 4; ++j) {
-        const int i = 4 * j + 2 * half;
-        st_shared_b32(row_addr + (j / 8) * Cfg::kOPanelBytes + (((j % 8) ^ (row % 8)) << 4),
-                      pack_out(o[i] * out_scale[half], o[i + 1] * out_scale[half]));
-      }
-    }
+    st_shared_rows_sw128(smem_addr(buf), Cfg::kOPanelBytes, tid, o, out_scale,
+                         [](float lo, float hi) { return pack_out(lo, hi); });
     fence_proxy_async_smem();
     NamedBarrier::sync(bar, 128);
     if (tid == 0) {

@@ -104,7 +104,8 @@ inline bool use_l2_sections(int headdim, int max_seqlen_q) {
 // deals one section over every tile. The FP8 forward (kv_element_bytes 1) at d128 takes one pair per section up to
 // 4096 query rows only: interleaved against it, one section measured d128 causal 8k +3.9%, 4k +0.1%, 2k -6.1%
 // (s24f-h200-20261203-2204, 15 rounds, the chained 256-key kernel; d256 2k -4.9%, 4k +2.0%, 8k -0.9%, so d256 keeps
-// its lengths; the bf16 forward at d128 8k was not timed against one section).
+// its lengths; the bf16 forward against one section, its variant 12, two runs s25b / s25c: d128 8k +1.8 / +0.5%, d64
+// 4k +1.2 / +0.7%, losses at d128 2k-4k and d256: within the spread where positive, so the bf16 lengths stay).
 inline bool use_one_pair_sections(int headdim, int max_seqlen_q, int kv_element_bytes = 2) {
   if (headdim == 128 && kv_element_bytes == 1) return max_seqlen_q <= 4096;
   return headdim == 64 ? max_seqlen_q <= 4096 : use_l2_sections(headdim, max_seqlen_q);

@@ -17,6 +17,28 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
 
+// A warpgroup's 64 rows of an m64nN fp32 accumulator (thread tid of 128 holds rows (tid / 32) * 16 + (tid % 32) / 4
+// + 8 h, h = 0, 1; register 4 j + 2 h + e holds column 8 j + 2 (tid % 4) + e), each row h times scale[h], packed two
+// columns per 32-bit word by pack(lo, hi), into shared memory at `base` as the layout 64-row TMA boxes of 2-byte
+// elements read with the 128-B swizzle: 64-column panels `panel_bytes` apart, 128-B rows, 16-B chunk c of row r at
+// c ^ (r % 8) (for each store the warp's rows XOR the chunk, so its 32 lanes hit 32 different banks). The bf16
+// forward's TMA-store epilogue and the FP8 forward's both write O through it.
+template <int kRegs, class Pack>
+__device__ __forceinline__ void st_shared_rows_sw128(uint32_t base, uint32_t panel_bytes, int tid,
+                                                     const float (&acc)[kRegs], const float (&scale)[2], Pack pack) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = (tid / 32) * 16 + (tid % 32) / 4 + 8 * half;
+    const uint32_t row_addr = base + row * 128 + 4 * (tid % 4);
+#pragma unroll
+    for (int j = 0; j < kRegs / 4; ++j) {  // 8-column slab j: panel j / 8, chunk j % 8
+      const int i = 4 * j + 2 * half;
+      st_shared_b32(row_addr + (j / 8) * panel_bytes + (((j % 8) ^ (row % 8)) << 4),
+                    pack(acc[i] * scale[half], acc[i + 1] * scale[half]));
+    }
+  }
+}
+
 // Two floats from shared address `addr` (8-B aligned), as LDS.64. Volatile with a memory clobber, so the compiler
 // keeps each load where the code puts it: the backward's per-query row statistics, hoisted all at once as generic
 // loads, held 64 registers at the m128 tile's peak and spilled (ptxas, nvcc 13.0).
