@@ -332,6 +332,26 @@ def test_causal_deals_agree_bitwise(headdim, record_property):
         assert torch.equal(outs[0][0], out) and torch.equal(outs[0][1], lse)
 
 
+def _d128_variant_outputs(shape, block_k, causal, variants):
+    """(out, lse) of each FP8 kernel variant at head dim 128 on one draw of outlier inputs of shape (batch, seqlen_q,
+    seqlen_k, nheads, nheads_kv), K/V descale tiles of block_k keys; out and lse NaN-poisoned before each call, so an
+    element a variant leaves unwritten shows."""
+    batch, seqlen_q, seqlen_k, nheads, nheads_kv = shape
+    q = _draw((batch, seqlen_q, nheads, 128), "outlier")
+    k, v = (_draw((batch, seqlen_k, nheads_kv, 128), "outlier") for _ in range(2))
+    quantized = quantize_qkv_tensors(q, k, v, 128, block_k)
+    window = Window(-1, 0) if causal else Window()
+    vt8 = transpose_v(quantized.v)
+    outs = []
+    for variant in variants:
+        out = torch.full((batch, seqlen_q, nheads, 128), float("nan"), dtype=torch.bfloat16, device="cuda")
+        lse = torch.full((batch, nheads, seqlen_q), float("nan"), dtype=torch.float32, device="cuda")
+        fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale, quantized.v_descale,
+                    128, block_k, 0.125, window, out=out, lse=lse, variant=variant)
+        outs.append((out, lse))
+    return outs
+
+
 @pytest.mark.parametrize("shape", [(3, 2000, 1900, 6, 2), (2, 4096, 4096, 16, 16), (1, 300, 700, 2, 1)])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.gpu
@@ -341,19 +361,7 @@ def test_tma_store_of_o_is_bitwise_the_direct_stores(causal, shape):
     same kernel with direct stores: out (NaN-poisoned first, so an unwritten element fails) and lse bit for bit the
     same, with GQA, a partial last query tile (TMA clips its rows past seqlen_q), a square causal shape of 1024
     tiles, and a single short tile."""
-    batch, seqlen_q, seqlen_k, nheads, nheads_kv = shape
-    q = _draw((batch, seqlen_q, nheads, 128), "outlier")
-    k, v = (_draw((batch, seqlen_k, nheads_kv, 128), "outlier") for _ in range(2))
-    quantized = quantize_qkv_tensors(q, k, v, 128, 768)
-    window = Window(-1, 0) if causal else Window()
-    vt8 = transpose_v(quantized.v)
-    outs = []
-    for variant in ("key_block_256_cross_tile", "full"):
-        out = torch.full((batch, seqlen_q, nheads, 128), float("nan"), dtype=torch.bfloat16, device="cuda")
-        lse = torch.full((batch, nheads, seqlen_q), float("nan"), dtype=torch.float32, device="cuda")
-        fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale, quantized.v_descale,
-                    128, 768, 0.125, window, out=out, lse=lse, variant=variant)
-        outs.append((out, lse))
+    outs = _d128_variant_outputs(shape, 768, causal, ("key_block_256_cross_tile", "full"))
     assert torch.isfinite(outs[1][0]).all()
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
 
@@ -414,17 +422,7 @@ def test_cross_tile_chain_is_bitwise_the_unchained_kernel(causal, block_k):
     """d128's 256-key default chains its fused turns across tile ends (key_block_256_cross_tile) and otherwise runs
     the arithmetic of key_block_256_mma_row_sum, its form before, in the same order: out and lse bitwise that
     kernel's, on 256 tiles over 132 CTAs (every CTA crosses a tile end), the last query tile partial."""
-    q = _draw((2, 2000, 8, 128), "outlier")
-    k, v = (_draw((2, 1900, 2, 128), "outlier") for _ in range(2))
-    quantized = quantize_qkv_tensors(q, k, v, 128, block_k)
-    window = Window(-1, 0) if causal else Window()
-    outs = []
-    for variant in ("key_block_256_mma_row_sum", "full"):
-        out = torch.full((2, 2000, 8, 128), float("nan"), dtype=torch.bfloat16, device="cuda")
-        lse = torch.full((2, 8, 2000), float("nan"), dtype=torch.float32, device="cuda")
-        fp8_forward(quantized.q, quantized.k, transpose_v(quantized.v), quantized.q_descale, quantized.k_descale,
-                    quantized.v_descale, 128, block_k, 0.125, window, out=out, lse=lse, variant=variant)
-        outs.append((out, lse))
+    outs = _d128_variant_outputs((2, 2000, 1900, 8, 2), block_k, causal, ("key_block_256_mma_row_sum", "full"))
     (out, lse), (out_ct, lse_ct) = outs
     assert torch.isfinite(out).all() and torch.equal(out_ct, out) and torch.equal(lse_ct, lse)
 
