@@ -34,6 +34,10 @@ SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 # only.
 VARIANTS = {"red_dq": 0, "bulk_dq": 1, "overlap": 2, "bulk_dq_overlap": 3, "m128": 4}
 VARIANT_HEADDIMS = {"m128": (64,)}  # variants built for some head dims only; the others are built for all
+# Added to a variant's number: the preprocess / postprocess kernels with 2-byte accesses (flash_bwd_launch.cuh
+# kScalarPrePostBit). By default they move 16 bytes per access wherever out, dout and dq are 16-B aligned with strides
+# that are multiples of 8 elements, and fall back to 2-byte accesses elsewhere (a caller's dq, say).
+SCALAR_PREPOST_BIT = 16
 
 
 def variants_for(headdim: int) -> list[str]:
@@ -109,13 +113,16 @@ def check_arguments(dout, q, k, v, out, lse, softmax_scale: float) -> None:
 
 
 def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None, dk=None, dv=None, dlse=None,
-           variant: str | None = None, library: ctypes.CDLL | None = None, grid_order: str = "auto"):
+           variant: str | None = None, library: ctypes.CDLL | None = None, grid_order: str = "auto",
+           scalar_prepost: bool = False):
     """Run preprocess, main kernel and postprocess; returns (dq, dk, dv). Allocates outputs and fp32 workspaces
     through torch unless dq/dk/dv are given, launches on the current stream, never syncs. `dlse` (the gradient into
     lse, lse's shape; None for none) is folded into the preprocess's delta. `variant` picks a build of the main
     kernel (VARIANTS; None: DEFAULT_VARIANTS for the head dim); `library` (a hopper_build.load() result) another
-    build of the library; `grid_order` the CTA order (GRID_ORDERS; benchmarks and tests). k/v may have fewer heads
-    than q (GQA/MQA, a divisor of q's): dk/dv come out with k/v's shape."""
+    build of the library; `grid_order` the CTA order (GRID_ORDERS; benchmarks and tests); `scalar_prepost` the
+    preprocess / postprocess kernels with 2-byte accesses where the 16-byte ones would run (SCALAR_PREPOST_BIT;
+    benchmarks and tests). k/v may have fewer heads than q (GQA/MQA, a divisor of q's): dk/dv come out with k/v's
+    shape."""
     if variant is None:  # a head dim without a default: check_arguments names the problem
         variant = DEFAULT_VARIANTS.get(q.shape[-1] if isinstance(q, torch.Tensor) else None, "red_dq")
     if variant not in VARIANTS:
@@ -166,7 +173,8 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
             None if dlse is None else dlse.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
             dq_accum.data_ptr(), lse_log2.data_ptr(), delta.data_ptr(),
             batch, seqlen_q, seqlen_k, nheads, k.shape[2], headdim, stride_array, float(softmax_scale), int(causal),
-            int(q.dtype == torch.bfloat16), VARIANTS[variant], GRID_ORDERS[grid_order], stream,
+            int(q.dtype == torch.bfloat16), VARIANTS[variant] | (SCALAR_PREPOST_BIT if scalar_prepost else 0),
+            GRID_ORDERS[grid_order], stream,
         )
     if status != 0:
         raise RuntimeError(f"fa3nn hopper backward failed: {lib.fa3nn_hopper_last_error().decode()}")

@@ -23,7 +23,9 @@ extern "C" {
 // strides: 24 element strides, (batch, row, head) for q, k, v, out, dout, dq, dk, dv; head dim contiguous.
 // variant: 0 = dQ summed by per-thread fp32 reductions (default), 1 = bulk dQ (fp32 tile in shared memory, added by
 // TMA reduce-adds from one producer thread; flash_bwd.cuh), 2 = overlap (next block's score GEMMs issued before this
-// block's dQ GEMM; flash_bwd_overlap.cuh), 3 = both, 4 = bulk dQ with 128-row query blocks (head dim 64 only).
+// block's dQ GEMM; flash_bwd_overlap.cuh), 3 = both, 4 = bulk dQ with 128-row query blocks (head dim 64 only); any
+// of them + 16 (kScalarPrePostBit) with the 2-byte preprocess / postprocess kernels (benchmarks; by default the
+// 16-byte ones run wherever out, dout and dq are 16-B aligned with strides of multiples of 8 elements).
 // grid_order: 0 = auto (key blocks outermost for causal GQA/MQA, else innermost), 1 = key blocks innermost (the MHA
 // order), 2 = outermost (flash_bwd.cuh, bwd_tile); for benchmarks and tests.
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
@@ -35,9 +37,10 @@ int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void*
     return fail("%s", "nheads_kv must be positive and divide nheads (GQA/MQA: query heads in groups of equal size)");
   if (!(softmax_scale > 0.f)) return fail("%s", "softmax_scale must be positive");
   if (grid_order < 0 || grid_order > 2) return fail("%s", "grid_order must be 0 (auto), 1 or 2");
-  const BwdProblem pr{dout, q, k, v, out, lse, dlse, dq, dk, dv, dq_accum, lse_log2, delta, batch, seqlen_q, seqlen_k,
-                      nheads, nheads_kv, headdim, strides, softmax_scale, grid_order,
-                      static_cast<cudaStream_t>(stream)};
+  BwdProblem pr{dout, q, k, v, out, lse, dlse, dq, dk, dv, dq_accum, lse_log2, delta, batch, seqlen_q, seqlen_k,
+                nheads, nheads_kv, headdim, strides, softmax_scale, grid_order, static_cast<cudaStream_t>(stream)};
+  pr.prepost_vec = (variant & kScalarPrePostBit) == 0;
+  variant &= ~kScalarPrePostBit;
   switch (headdim) {
     case 64: return run_bwd_d64(pr, bf16 != 0, causal != 0, variant);
     case 128: return run_bwd_d128(pr, bf16 != 0, causal != 0, variant);

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "flash_bwd.cuh"
 #include "flash_bwd_overlap.cuh"
@@ -27,7 +28,18 @@ struct BwdProblem {
   float softmax_scale;
   int grid_order;  // 0 auto (key blocks outermost iff causal GQA/MQA), 1 key blocks innermost, 2 outermost (bwd_tile)
   cudaStream_t stream;
+  int prepost_vec = 1;  // 0: the 2-byte preprocess / postprocess kernels even where 16-byte ones could run
 };
+
+// The variant bit that selects the 2-byte preprocess / postprocess kernels (benchmarks: fa3nn_hopper_bwd).
+constexpr int kScalarPrePostBit = 16;
+
+inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+inline bool strides_of_8(std::initializer_list<int64_t> strides) {
+  for (const int64_t s : strides)
+    if (s % 8 != 0) return false;
+  return true;
+}
 
 // The padding unit of the workspaces: the largest BwdConfig::kBlockM, so every variant reads whole query blocks of
 // lse_log2 / delta (bulk copies, no bounds checks) from one workspace layout; fa3nn_hopper_bwd_block_m() returns it
@@ -96,8 +108,17 @@ int launch_bwd(const BwdProblem& pr) {
   p.scale_log2 = pr.softmax_scale * 1.4426950408889634f;
   p.softmax_scale = pr.softmax_scale;
 
-  const dim3 rows_grid(seqlen_q_rounded / kPrePostRowsPerBlock, pr.nheads, pr.batch);
-  flash_bwd_preprocess_kernel<Cfg::kHeadDim, Cfg::kBF16><<<rows_grid, 256, 0, pr.stream>>>(pp);
+  // 16-byte accesses where out, dout and dq allow them (PrePostVec); else 2-byte ones.
+  const bool vec = pr.prepost_vec != 0 && aligned16(pr.out) && aligned16(pr.dout) && aligned16(pr.dq) &&
+                   strides_of_8({st[9], st[10], st[11], st[12], st[13], st[14], st[15], st[16], st[17]});
+  using Vec = PrePostVec<Cfg::kHeadDim>;
+  if (vec) {
+    const dim3 rows_grid(seqlen_q_rounded / Vec::kRowsPerBlock, pr.nheads, pr.batch);
+    flash_bwd_preprocess_vec_kernel<Cfg::kHeadDim, Cfg::kBF16><<<rows_grid, 256, 0, pr.stream>>>(pp);
+  } else {
+    const dim3 rows_grid(seqlen_q_rounded / kPrePostRowsPerBlock, pr.nheads, pr.batch);
+    flash_bwd_preprocess_kernel<Cfg::kHeadDim, Cfg::kBF16><<<rows_grid, 256, 0, pr.stream>>>(pp);
+  }
 
   auto kernel = flash_bwd_kernel<Cfg>;
   if (const int status = configure_smem<Cfg>(kernel)) return status;
@@ -112,8 +133,13 @@ int launch_bwd(const BwdProblem& pr) {
       p.key_blocks_outer ? dim3(pr.nheads_kv, pr.batch, n_blocks) : dim3(n_blocks, pr.nheads_kv, pr.batch);
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, tdo, tdq, p);
 
-  const dim3 post_grid((pr.seqlen_q + kPrePostRowsPerBlock - 1) / kPrePostRowsPerBlock, pr.nheads, pr.batch);
-  flash_bwd_postprocess_kernel<Cfg::kHeadDim, Cfg::kBF16><<<post_grid, 256, 0, pr.stream>>>(pp);
+  if (vec) {
+    const dim3 post_grid((pr.seqlen_q + Vec::kRowsPerBlock - 1) / Vec::kRowsPerBlock, pr.nheads, pr.batch);
+    flash_bwd_postprocess_vec_kernel<Cfg::kHeadDim, Cfg::kBF16><<<post_grid, 256, 0, pr.stream>>>(pp);
+  } else {
+    const dim3 post_grid((pr.seqlen_q + kPrePostRowsPerBlock - 1) / kPrePostRowsPerBlock, pr.nheads, pr.batch);
+    flash_bwd_postprocess_kernel<Cfg::kHeadDim, Cfg::kBF16><<<post_grid, 256, 0, pr.stream>>>(pp);
+  }
   return check_launch("backward launch: %s");
 }
 

@@ -100,4 +100,97 @@ __global__ void __launch_bounds__(256) flash_bwd_postprocess_kernel(const BwdPre
   for (int i = 0; i < kPerLane; ++i) dq[i] = from_float<kBF16>(accum_row[i] * p.softmax_scale);
 }
 
+// The same two passes with 16-byte accesses, for out / dout / dq whose base addresses are 16-B aligned and whose
+// strides are multiples of 8 elements (flash_bwd_launch.cuh checks; TMA's own requirements for out and dout): a lane
+// owns 8 consecutive elements of a row (one 16-B load of O and one of dO; two 16-B stores into dq_accum), so a row is
+// kHeadDim / 8 lanes and a warp covers 32 / (kHeadDim / 8) rows. The kernels above issue one 2-byte load per element
+// and one 4-byte store per accumulator float.
+template <int kHeadDim>
+struct PrePostVec {
+  static constexpr int kLanesPerRow = kHeadDim / 8;
+  static constexpr int kRowsPerWarp = 32 / kLanesPerRow;
+  static constexpr int kRowsPerBlock = 8 * kRowsPerWarp;  // 256 threads
+  static_assert(kLanesPerRow <= 32 && 32 % kLanesPerRow == 0, "a row's lanes within one warp");
+  static_assert(64 % kRowsPerBlock == 0, "seqlen_q_rounded (a multiple of 64) holds whole blocks");
+};
+
+// One 16-byte global load / store (the pointer 16-B aligned): written in PTX because nvcc split a uint4 access
+// through a cast 2-byte pointer into two 8-byte loads and four 4-byte stores.
+__device__ __forceinline__ uint4 ld_global_16(const void* ptr) {
+  uint4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(ptr));
+  return v;
+}
+__device__ __forceinline__ void st_global_16(void* ptr, uint4 v) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(ptr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
+template <bool kBF16>
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
+  const uint32_t av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    sum += to_float<kBF16>(static_cast<uint16_t>(av[i])) * to_float<kBF16>(static_cast<uint16_t>(bv[i]));
+    sum += to_float<kBF16>(static_cast<uint16_t>(av[i] >> 16)) * to_float<kBF16>(static_cast<uint16_t>(bv[i] >> 16));
+  }
+  return sum;
+}
+
+// Grid (seqlen_q_rounded / kRowsPerBlock, nheads, batch), 256 threads.
+template <int kHeadDim, bool kBF16>
+__global__ void __launch_bounds__(256) flash_bwd_preprocess_vec_kernel(const BwdPrePostParams p) {
+  using V = PrePostVec<kHeadDim>;
+  const int lane = threadIdx.x % 32, part = lane % V::kLanesPerRow;
+  const int row = blockIdx.x * V::kRowsPerBlock + (threadIdx.x / 32) * V::kRowsPerWarp + lane / V::kLanesPerRow;
+  const int head = blockIdx.y, batch = blockIdx.z;
+  const int64_t stat = (static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q_rounded + row;
+  float4* accum = reinterpret_cast<float4*>(p.dq_accum + stat * kHeadDim + part * 8);
+  accum[0] = accum[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+  const bool valid = row < p.seqlen_q;
+  float sum = 0.f;
+  if (valid) {
+    const uint16_t* o = static_cast<const uint16_t*>(p.out) + batch * p.out_batch_stride + row * p.out_row_stride +
+                        head * p.out_head_stride + part * 8;
+    const uint16_t* d_o = static_cast<const uint16_t*>(p.dout) + batch * p.dout_batch_stride +
+                          row * p.dout_row_stride + head * p.dout_head_stride + part * 8;
+    sum = dot8<kBF16>(ld_global_16(o), ld_global_16(d_o));
+  }
+#pragma unroll
+  for (int offset = V::kLanesPerRow / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffff, sum, offset);
+  if (part != 0) return;
+  if (!valid) {
+    p.delta[stat] = 0.f;
+    p.lse_log2[stat] = INFINITY;
+    return;
+  }
+  const int64_t lse_index = (static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q + row;
+  const float lse = p.lse[lse_index];
+  p.delta[stat] = p.dlse != nullptr ? sum - p.dlse[lse_index] : sum;  // as flash_bwd_preprocess_kernel
+  p.lse_log2[stat] = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
+}
+
+// Grid (ceil(seqlen_q / kRowsPerBlock), nheads, batch), 256 threads.
+template <int kHeadDim, bool kBF16>
+__global__ void __launch_bounds__(256) flash_bwd_postprocess_vec_kernel(const BwdPrePostParams p) {
+  using V = PrePostVec<kHeadDim>;
+  const int lane = threadIdx.x % 32, part = lane % V::kLanesPerRow;
+  const int row = blockIdx.x * V::kRowsPerBlock + (threadIdx.x / 32) * V::kRowsPerWarp + lane / V::kLanesPerRow;
+  if (row >= p.seqlen_q) return;
+  const int head = blockIdx.y, batch = blockIdx.z;
+  const int64_t stat = (static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q_rounded + row;
+  const float4* accum = reinterpret_cast<const float4*>(p.dq_accum + stat * kHeadDim + part * 8);
+  const float4 lo = accum[0], hi = accum[1];
+  const float x[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  uint32_t packed[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    packed[i] = from_float<kBF16>(x[2 * i] * p.softmax_scale) |
+                (static_cast<uint32_t>(from_float<kBF16>(x[2 * i + 1] * p.softmax_scale)) << 16);
+  uint16_t* dq = static_cast<uint16_t*>(p.dq) + batch * p.dq_batch_stride + row * p.dq_row_stride +
+                 head * p.dq_head_stride + part * 8;
+  st_global_16(dq, make_uint4(packed[0], packed[1], packed[2], packed[3]));
+}
+
 }  // namespace fa3nn::hopper

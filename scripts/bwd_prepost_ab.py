@@ -1,0 +1,98 @@
+"""The native backward with its preprocess / postprocess kernels at 16-byte accesses (the default where the tensors
+allow) against the 2-byte ones (hopper_bwd.launch(scalar_prepost=True)), whole backward, same process, rounds
+interleaved; and torch.profiler's per-kernel device times of one call each way at the first shape of each head dim.
+Shapes of the FlashAttention-3 paper (batch x seqlen = 16384 tokens, nheads x headdim = 2048), bf16.
+
+    python scripts/bwd_prepost_ab.py --json out.json [--headdims 64 128] [--seqlens 512 2048 16384] [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench import TOKENS, WIDTH, time_ms  # noqa: E402
+
+from fa3nn.backends import hopper_bwd  # noqa: E402
+from fa3nn.backends.hopper import launch as forward  # noqa: E402
+from fa3nn.metrics import attention_flops  # noqa: E402
+
+
+def kernel_times(call) -> dict:
+    """Device microseconds per kernel name of one call (torch.profiler)."""
+    call()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    times: dict = {}
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            name = event.name.split("<")[0].split("(")[0].replace("void ", "").replace("fa3nn::hopper::", "")
+            times[name] = times.get(name, 0.0) + event.device_time
+    return {k: round(v, 1) for k, v in times.items()}
+
+
+def measure(headdim: int, seqlen: int, causal: bool, args, profiles: list) -> dict:
+    batch, nheads = TOKENS // seqlen, WIDTH // headdim
+    q, k, v = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    scale = headdim**-0.5
+    out, lse = forward(q, k, v, scale, causal)
+    dout = torch.randn_like(out)
+
+    def call(scalar: bool):
+        return lambda: hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, scalar_prepost=scalar)
+
+    calls = {"vec": call(False), "scalar": call(True)}
+    if seqlen == args.seqlens[0] and not causal:
+        profiles.append(dict(headdim=headdim, seqlen=seqlen, **{mode: kernel_times(c) for mode, c in calls.items()}))
+        print(profiles[-1], file=sys.stderr, flush=True)
+    samples = {mode: [] for mode in calls}
+    for _ in range(args.rounds):
+        for mode, c in calls.items():
+            samples[mode].append(time_ms([c], args.iters, 1))
+    flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal, direction="bwd")
+    ratios = sorted(s / v for v, s in zip(samples["vec"], samples["scalar"]))
+    return dict(headdim=headdim, seqlen=seqlen, causal=causal, samples_ms=samples,
+                vec_tflops=flops / statistics.median(samples["vec"]) / 1e9,
+                scalar_tflops=flops / statistics.median(samples["scalar"]) / 1e9,
+                scalar_over_vec_time=statistics.median(ratios),
+                quartiles=(ratios[len(ratios) // 4], ratios[3 * len(ratios) // 4]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--headdims", nargs="+", type=int, default=[64, 128])
+    parser.add_argument("--seqlens", nargs="+", type=int, default=[512, 1024, 2048, 4096, 16384])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    rows, profiles = [], []
+    for headdim in args.headdims:
+        for seqlen in args.seqlens:
+            for causal in (False, True):
+                rows.append(measure(headdim, seqlen, causal, args, profiles))
+                print({k: v for k, v in rows[-1].items() if k != "samples_ms"}, file=sys.stderr, flush=True)
+                if args.json:
+                    args.json.write_text(json.dumps(dict(device=torch.cuda.get_device_name(), rows=rows,
+                                                         profiles=profiles), indent=1))
+    print("| d | seqlen | causal | bwd TFLOP/s 16-B | 2-B | 2-B time / 16-B time (quartiles) |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['headdim']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | {r['vec_tflops']:.1f} | "
+              f"{r['scalar_tflops']:.1f} | {r['scalar_over_vec_time']:.3f} ({r['quartiles'][0]:.3f}-"
+              f"{r['quartiles'][1]:.3f}) |")
+    for p in profiles:
+        print(f"d{p['headdim']} {p['seqlen']} kernel us, 16-B: {p['vec']}  2-B: {p['scalar']}")
+
+
+if __name__ == "__main__":
+    main()
