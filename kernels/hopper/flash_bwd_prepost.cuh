@@ -3,7 +3,8 @@
 //       seqlen_q and rows whose lse is -inf, so the main kernel's P is exactly 0 there), into arrays padded to whole
 //       64-row query blocks (the main kernel bulk-copies them per block, no bounds checks); zeroes dq_accum.
 //   postprocess: dQ = dq_accum * softmax_scale, converted to the input dtype.
-// Both are memory-bound elementwise passes: one warp per query row, 8 rows per 256-thread block.
+// Both are memory-bound elementwise passes: one warp per query row, 8 rows per 256-thread block, or (the *_vec_kernel
+// forms below, where the tensors allow) one lane per 8 elements with 16-byte accesses.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -48,6 +49,16 @@ __device__ __forceinline__ uint16_t from_float(float x) {
   }
 }
 
+// One query row's delta and lse_log2 from its rowsum(dO * O); row < seqlen_q.
+__device__ __forceinline__ void write_row_stats(const BwdPrePostParams& p, int64_t stat, int batch, int head, int row,
+                                                float sum) {
+  const int64_t lse_index = (static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q + row;
+  const float lse = p.lse[lse_index];
+  // dlse enters dS = P * (dP - delta) as dS += P * dlse (d lse / d S = P), i.e. delta -= dlse.
+  p.delta[stat] = p.dlse != nullptr ? sum - p.dlse[lse_index] : sum;
+  p.lse_log2[stat] = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
+}
+
 // Grid (seqlen_q_rounded / 8, nheads, batch), 256 threads: warp w handles query row 8 * blockIdx.x + w.
 template <int kHeadDim, bool kBF16>
 __global__ void __launch_bounds__(256) flash_bwd_preprocess_kernel(const BwdPrePostParams p) {
@@ -75,13 +86,7 @@ __global__ void __launch_bounds__(256) flash_bwd_preprocess_kernel(const BwdPreP
   for (int i = 0; i < kPerLane; ++i) sum += to_float<kBF16>(o[i]) * to_float<kBF16>(d_o[i]);
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffff, sum, offset);
-  if (lane == 0) {
-    const int64_t lse_index = (static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q + row;
-    const float lse = p.lse[lse_index];
-    // dlse enters dS = P * (dP - delta) as dS += P * dlse (d lse / d S = P), i.e. delta -= dlse.
-    p.delta[stat] = p.dlse != nullptr ? sum - p.dlse[lse_index] : sum;
-    p.lse_log2[stat] = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
-  }
+  if (lane == 0) write_row_stats(p, stat, batch, head, row, sum);
 }
 
 // Grid (ceil(seqlen_q / 8), nheads, batch), 256 threads.
@@ -165,10 +170,7 @@ __global__ void __launch_bounds__(256) flash_bwd_preprocess_vec_kernel(const Bwd
     p.lse_log2[stat] = INFINITY;
     return;
   }
-  const int64_t lse_index = (static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q + row;
-  const float lse = p.lse[lse_index];
-  p.delta[stat] = p.dlse != nullptr ? sum - p.dlse[lse_index] : sum;  // as flash_bwd_preprocess_kernel
-  p.lse_log2[stat] = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
+  write_row_stats(p, stat, batch, head, row, sum);
 }
 
 // Grid (ceil(seqlen_q / kRowsPerBlock), nheads, batch), 256 threads.
