@@ -16,6 +16,7 @@ pass and catch a wrong protocol; the GQA head checks; `backward`'s choice betwee
 from __future__ import annotations
 
 import ctypes
+import functools
 import random
 
 import pytest
@@ -393,30 +394,44 @@ def test_gqa_in_kernel_matches_reference(headdim, causal, seqlens, heads, varian
         assert torch.equal(dk, dk_red) and torch.equal(dv, dv_red), f"{variant} changed GQA dK/dV vs red_dq"
 
 
-# The preprocess / postprocess kernels move 16 bytes per access where out, dout and dq allow (16-B aligned, strides of
-# multiples of 8 elements) and 2 bytes otherwise. dV does not read delta, so it is bitwise the same either way; delta's
-# fp32 sum runs in another order (8 products per lane and 16 lanes, against 4 and 32 at d128), so dQ and dK may move
-# by rounding (and dQ, summed by fp32 atomics, by its order anyway); a dq whose base is only 4-B aligned takes the
-# 2-byte kernels: dK (which reads delta) and dV bitwise what scalar_prepost gives, every dQ element written.
+# The preprocess / postprocess kernels move 16 bytes per access where the tensors allow (the preprocess: out and dout;
+# the postprocess: dq; 16-B aligned, strides of multiples of 8 elements) and 2 bytes otherwise. dV does not read
+# delta, so it is bitwise the same either way; delta's fp32 sum runs in another order (8 products per lane against 4
+# at d128), so dQ and dK may move by rounding (and dQ, summed by fp32 atomics, by its order anyway). A dq whose base
+# is only 4-B aligned takes the 2-byte postprocess alone: dK and dV bitwise the default's, every dQ element written.
+def _prepost_kernels(call) -> set[str]:
+    """Names of the preprocess / postprocess kernels one call launches (torch.profiler)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    names = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
+    return {kind + ("_vec" if any(f"{kind}_vec_kernel" in n for n in names) else "")
+            for kind in ("preprocess", "postprocess") if any(f"flash_bwd_{kind}" in n for n in names)}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("headdim", HEADDIMS)
 @pytest.mark.gpu
 @needs_hopper
-def test_prepost_access_widths_agree(headdim, causal):
-    (dout, q, k, v, out, lse, scale), (dq, dk, dv) = _check_against_reference(
-        torch.bfloat16, headdim, causal, (511, 1537), None)
-    dq_s, dk_s, dv_s = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, scalar_prepost=True)
+def test_prepost_access_widths_agree(headdim, causal, dtype):
+    (dout, q, k, v, out, lse, scale), (dq, dk, dv) = _check_against_reference(dtype, headdim, causal, (511, 1537), None)
+    run = functools.partial(hopper_bwd.launch, dout, q, k, v, out, lse, scale, causal)
+    assert _prepost_kernels(run) == {"preprocess_vec", "postprocess_vec"}
+    assert _prepost_kernels(functools.partial(run, scalar_prepost=True)) == {"preprocess", "postprocess"}
+    dq_s, dk_s, dv_s = run(scalar_prepost=True)
     assert torch.equal(dv, dv_s)
     for name, a, b in (("dq", dq, dq_s), ("dk", dk, dk_s)):
         diff = (a.float() - b.float()).abs().max().item()
         assert diff <= b.float().abs().max().item() * 2**-7, f"{name}: the two access widths differ by {diff}"
     backing = torch.full((q.numel() + 2,), float("nan"), dtype=q.dtype, device=q.device)
-    dq_offset = backing[2:].view(q.shape)  # 4-B aligned, not 16: the 2-byte kernels
-    _, dk_offset, dv_offset = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, dq=dq_offset)
-    assert torch.equal(dk_offset, dk_s) and torch.equal(dv_offset, dv_s)
+    dq_offset = backing[2:].view(q.shape)  # 4-B aligned, not 16: the 2-byte postprocess
+    assert _prepost_kernels(functools.partial(run, dq=dq_offset)) == {"preprocess_vec", "postprocess"}
+    _, dk_offset, dv_offset = run(dq=dq_offset)
+    assert torch.equal(dk_offset, dk) and torch.equal(dv_offset, dv)
     assert not dq_offset.isnan().any()
-    diff = (dq_offset.float() - dq_s.float()).abs().max().item()
-    assert diff <= dq_s.float().abs().max().item() * 2**-7, f"dq: a 4-B aligned buffer differs by {diff}"
+    diff = (dq_offset.float() - dq.float()).abs().max().item()
+    assert diff <= dq.float().abs().max().item() * 2**-7, f"dq: a 4-B aligned buffer differs by {diff}"
 
 
 # The grid order (hopper_bwd.GRID_ORDERS) only maps CTAs to (key block, K/V head, batch): each CTA computes the same

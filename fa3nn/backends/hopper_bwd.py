@@ -35,8 +35,9 @@ SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 VARIANTS = {"red_dq": 0, "bulk_dq": 1, "overlap": 2, "bulk_dq_overlap": 3, "m128": 4}
 VARIANT_HEADDIMS = {"m128": (64,)}  # variants built for some head dims only; the others are built for all
 # Added to a variant's number: the preprocess / postprocess kernels with 2-byte accesses (flash_bwd_launch.cuh
-# kScalarPrePostBit). By default they move 16 bytes per access wherever out, dout and dq are 16-B aligned with strides
-# that are multiples of 8 elements, and fall back to 2-byte accesses elsewhere (a caller's dq, say).
+# kScalarPrePostBit). By default the preprocess moves 16 bytes per access wherever out and dout, the postprocess
+# wherever dq, are 16-B aligned with strides that are multiples of 8 elements; each falls back to 2-byte accesses
+# elsewhere (a caller's dq, say).
 SCALAR_PREPOST_BIT = 16
 
 

@@ -19,13 +19,14 @@ extern "C" {
 // Workspaces:
 // dq_accum (batch, nheads, seqlen_q_rounded, d), lse_log2 and delta (batch, nheads, seqlen_q_rounded), float32,
 // contiguous, seqlen_q_rounded = seqlen_q rounded up to a multiple of fa3nn_hopper_bwd_block_m() (128); their
-// contents on entry do not matter.
+// contents on entry do not matter (dq_accum 16-B aligned for the 16-byte preprocess / postprocess, else 2-byte ones).
 // strides: 24 element strides, (batch, row, head) for q, k, v, out, dout, dq, dk, dv; head dim contiguous.
 // variant: 0 = dQ summed by per-thread fp32 reductions (default), 1 = bulk dQ (fp32 tile in shared memory, added by
 // TMA reduce-adds from one producer thread; flash_bwd.cuh), 2 = overlap (next block's score GEMMs issued before this
 // block's dQ GEMM; flash_bwd_overlap.cuh), 3 = both, 4 = bulk dQ with 128-row query blocks (head dim 64 only); any
 // of them + 16 (kScalarPrePostBit) with the 2-byte preprocess / postprocess kernels (benchmarks; by default the
-// 16-byte ones run wherever out, dout and dq are 16-B aligned with strides of multiples of 8 elements).
+// 16-byte preprocess runs wherever out and dout, the 16-byte postprocess wherever dq, are 16-B aligned with strides
+// of multiples of 8 elements).
 // grid_order: 0 = auto (key blocks outermost for causal GQA/MQA, else innermost), 1 = key blocks innermost (the MHA
 // order), 2 = outermost (flash_bwd.cuh, bwd_tile); for benchmarks and tests.
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.

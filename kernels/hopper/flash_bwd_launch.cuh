@@ -108,11 +108,15 @@ int launch_bwd(const BwdProblem& pr) {
   p.scale_log2 = pr.softmax_scale * 1.4426950408889634f;
   p.softmax_scale = pr.softmax_scale;
 
-  // 16-byte accesses where out, dout and dq allow them (PrePostVec); else 2-byte ones.
-  const bool vec = pr.prepost_vec != 0 && aligned16(pr.out) && aligned16(pr.dout) && aligned16(pr.dq) &&
-                   strides_of_8({st[9], st[10], st[11], st[12], st[13], st[14], st[15], st[16], st[17]});
+  // 16-byte accesses where the tensors allow them (PrePostVec), each pass by its own: the preprocess reads out and
+  // dout, the postprocess writes dq; both access dq_accum (torch allocates it aligned; checked for C callers).
   using Vec = PrePostVec<Cfg::kHeadDim>;
-  if (vec) {
+  static_assert(kBwdRowsRounding % Vec::kRowsPerBlock == 0, "the preprocess grid covers seqlen_q_rounded rows");
+  const bool vec_ok = pr.prepost_vec != 0 && aligned16(pr.dq_accum);
+  const bool vec_pre = vec_ok && aligned16(pr.out) && aligned16(pr.dout) &&
+                       strides_of_8({st[9], st[10], st[11], st[12], st[13], st[14]});
+  const bool vec_post = vec_ok && aligned16(pr.dq) && strides_of_8({st[15], st[16], st[17]});
+  if (vec_pre) {
     const dim3 rows_grid(seqlen_q_rounded / Vec::kRowsPerBlock, pr.nheads, pr.batch);
     flash_bwd_preprocess_vec_kernel<Cfg::kHeadDim, Cfg::kBF16><<<rows_grid, 256, 0, pr.stream>>>(pp);
   } else {
@@ -133,7 +137,7 @@ int launch_bwd(const BwdProblem& pr) {
       p.key_blocks_outer ? dim3(pr.nheads_kv, pr.batch, n_blocks) : dim3(n_blocks, pr.nheads_kv, pr.batch);
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, tdo, tdq, p);
 
-  if (vec) {
+  if (vec_post) {
     const dim3 post_grid((pr.seqlen_q + Vec::kRowsPerBlock - 1) / Vec::kRowsPerBlock, pr.nheads, pr.batch);
     flash_bwd_postprocess_vec_kernel<Cfg::kHeadDim, Cfg::kBF16><<<post_grid, 256, 0, pr.stream>>>(pp);
   } else {

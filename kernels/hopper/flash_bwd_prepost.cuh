@@ -1,7 +1,8 @@
 // The backward's two small kernels around the main one (flash_bwd.cuh):
 //   preprocess: per query row, delta = rowsum(dO * O) - dlse in fp32 and lse_log2 = lse * log2(e) (+inf for rows past
-//       seqlen_q and rows whose lse is -inf, so the main kernel's P is exactly 0 there), into arrays padded to whole
-//       64-row query blocks (the main kernel bulk-copies them per block, no bounds checks); zeroes dq_accum.
+//       seqlen_q and rows whose lse is -inf, so the main kernel's P is exactly 0 there), into arrays padded to a
+//       multiple of 128 rows (kBwdRowsRounding: the main kernel bulk-copies them per block, no bounds checks);
+//       zeroes dq_accum.
 //   postprocess: dQ = dq_accum * softmax_scale, converted to the input dtype.
 // Both are memory-bound elementwise passes: one warp per query row, 8 rows per 256-thread block, or (the *_vec_kernel
 // forms below, where the tensors allow) one lane per 8 elements with 16-byte accesses.
@@ -105,8 +106,9 @@ __global__ void __launch_bounds__(256) flash_bwd_postprocess_kernel(const BwdPre
   for (int i = 0; i < kPerLane; ++i) dq[i] = from_float<kBF16>(accum_row[i] * p.softmax_scale);
 }
 
-// The same two passes with 16-byte accesses, for out / dout / dq whose base addresses are 16-B aligned and whose
-// strides are multiples of 8 elements (flash_bwd_launch.cuh checks; TMA's own requirements for out and dout): a lane
+// The same two passes with 16-byte accesses, for out and dout (the preprocess) / dq (the postprocess) whose base
+// addresses are 16-B aligned and whose strides are multiples of 8 elements (flash_bwd_launch.cuh checks, each pass on
+// its own tensors; TMA's own requirements for out and dout), and a 16-B aligned dq_accum: a lane
 // owns 8 consecutive elements of a row (one 16-B load of O and one of dO; two 16-B stores into dq_accum), so a row is
 // kHeadDim / 8 lanes and a warp covers 32 / (kHeadDim / 8) rows. The kernels above issue one 2-byte load per element
 // and one 4-byte store per accumulator float.
@@ -116,7 +118,6 @@ struct PrePostVec {
   static constexpr int kRowsPerWarp = 32 / kLanesPerRow;
   static constexpr int kRowsPerBlock = 8 * kRowsPerWarp;  // 256 threads
   static_assert(kLanesPerRow <= 32 && 32 % kLanesPerRow == 0, "a row's lanes within one warp");
-  static_assert(64 % kRowsPerBlock == 0, "seqlen_q_rounded (a multiple of 64) holds whole blocks");
 };
 
 // One 16-byte global load / store (the pointer 16-B aligned): written in PTX because nvcc split a uint4 access
