@@ -427,6 +427,7 @@ def test_prepost_access_widths_agree(headdim, causal, dtype):
     backing = torch.full((q.numel() + 2,), float("nan"), dtype=q.dtype, device=q.device)
     dq_offset = backing[2:].view(q.shape)  # 4-B aligned, not 16: the 2-byte postprocess
     assert _prepost_kernels(functools.partial(run, dq=dq_offset)) == {"preprocess_vec", "postprocess"}
+    dq_offset.fill_(float("nan"))  # poisoned again: the call below must write every element
     _, dk_offset, dv_offset = run(dq=dq_offset)
     assert torch.equal(dk_offset, dk) and torch.equal(dv_offset, dv)
     assert not dq_offset.isnan().any()
