@@ -129,8 +129,9 @@ gpu_all_tests() {
     grep -E "^(FAILED|ERROR) " "$out/tests_all.log" | sed -E 's/^(FAILED|ERROR) //; s/ - .*//' > "$out/failed.txt"
     if [ -s "$out/failed.txt" ]; then
         stamp "rerun $(wc -l < "$out/failed.txt") alone"
-        timeout "$2" python -m pytest -q -rfE -p no:cacheprovider $(head -n 40 "$out/failed.txt") \
-            > "$out/rerun.log" 2>&1
+        # one test id per line; ids hold spaces (parametrized Window(left=-1, right=-1)), so NUL-separated
+        head -n 40 "$out/failed.txt" | tr '\n' '\0' | timeout "$2" xargs -0 python -m pytest -q -rfE \
+            -p no:cacheprovider > "$out/rerun.log" 2>&1
         echo "rerun rc $?"; grep -E "^(FAILED|ERROR) " "$out/rerun.log" | head -n 15; tail -n 1 "$out/rerun.log"
     fi
 }
