@@ -18,23 +18,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench import TOKENS, WIDTH, time_ms  # noqa: E402
+from bench import time_ms  # noqa: E402
+from bwd_prepost_ab import backward_inputs  # noqa: E402
 
 from fa3nn.backends import hopper_bwd  # noqa: E402
-from fa3nn.backends.hopper import launch as forward  # noqa: E402
-from fa3nn.metrics import attention_flops  # noqa: E402
 
 
 def measure(headdim: int, seqlen: int, group: int, causal: bool, reps: int) -> dict:
-    batch, nheads = TOKENS // seqlen, WIDTH // headdim
-    q = torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16)
-    k, v = (torch.randn(batch, seqlen, nheads // group, headdim, device="cuda", dtype=torch.bfloat16)
-            for _ in range(2))
-    scale = headdim**-0.5
-    out, lse = forward(q, k, v, scale, causal)
-    dout = torch.randn_like(out)
-    ms = time_ms([lambda: hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal)], 10, reps)
-    flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal, direction="bwd")
+    inputs, flops = backward_inputs(headdim, seqlen, causal, group)
+    ms = time_ms([lambda: hopper_bwd.launch(*inputs)], 10, reps)
     return dict(headdim=headdim, seqlen=seqlen, group=group, causal=causal, ms=ms, tflops=flops / ms / 1e9)
 
 

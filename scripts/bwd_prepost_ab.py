@@ -40,15 +40,24 @@ def kernel_times(call) -> dict:
     return {k: round(v, 1) for k, v in times.items()}
 
 
-def measure(headdim: int, seqlen: int, causal: bool, args, profiles: list) -> dict:
+def backward_inputs(headdim: int, seqlen: int, causal: bool, group: int = 1) -> tuple[tuple, float]:
+    """hopper_bwd.launch's positional arguments for one paper shape (bf16; K/V with nheads / group heads, the forward
+    run natively to get out and lse) and the backward's FLOPs."""
     batch, nheads = TOKENS // seqlen, WIDTH // headdim
-    q, k, v = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    q = torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(batch, seqlen, nheads // group, headdim, device="cuda", dtype=torch.bfloat16)
+            for _ in range(2))
     scale = headdim**-0.5
     out, lse = forward(q, k, v, scale, causal)
-    dout = torch.randn_like(out)
+    flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal, direction="bwd")
+    return (torch.randn_like(out), q, k, v, out, lse, scale, causal), flops
+
+
+def measure(headdim: int, seqlen: int, causal: bool, args, profiles: list) -> dict:
+    inputs, flops = backward_inputs(headdim, seqlen, causal)
 
     def call(scalar: bool):
-        return lambda: hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, scalar_prepost=scalar)
+        return lambda: hopper_bwd.launch(*inputs, scalar_prepost=scalar)
 
     calls = {"vec": call(False), "scalar": call(True)}
     if seqlen == args.seqlens[0] and not causal:
@@ -58,7 +67,6 @@ def measure(headdim: int, seqlen: int, causal: bool, args, profiles: list) -> di
     for _ in range(args.rounds):
         for mode, c in calls.items():
             samples[mode].append(time_ms([c], args.iters, 1))
-    flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal, direction="bwd")
     ratios = sorted(s / v for v, s in zip(samples["vec"], samples["scalar"]))
     return dict(headdim=headdim, seqlen=seqlen, causal=causal, samples_ms=samples,
                 vec_tflops=flops / statistics.median(samples["vec"]) / 1e9,
