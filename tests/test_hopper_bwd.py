@@ -99,6 +99,13 @@ def test_launch_rejects_an_unknown_variant():
         hopper_bwd.launch(softmax_scale=0.1, causal=False, variant="tma_dq", **_inputs())
     with pytest.raises(ValueError, match="grid_order 'heads' is not a grid order; choose one of auto, key_blocks"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, grid_order="heads", **_inputs())
+    with pytest.raises(ValueError, match="schedule 'waves' is not a backward schedule; choose one of auto, per_tile, "
+                                         "persistent$"):
+        hopper_bwd.launch(softmax_scale=0.1, causal=False, schedule="waves", **_inputs())
+    for schedule, max_ctas in (("persistent", 0), ("persistent", 2.0), ("persistent", True), ("auto", 4)):
+        with pytest.raises(ValueError, match=f"max_ctas must be a positive int and needs schedule='persistent', got "
+                                             f"max_ctas={max_ctas!r} with schedule='{schedule}'"):
+            hopper_bwd.launch(softmax_scale=0.1, causal=False, schedule=schedule, max_ctas=max_ctas, **_inputs())
     with pytest.raises(ValueError, match=r"variant 'm128' is built for head dim \(64,\) only, q has head dim 128; "
                                          "choose one of red_dq, bulk_dq, overlap, bulk_dq_overlap$"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, variant="m128", **_inputs(headdim=128))
@@ -112,17 +119,18 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
     lib = hopper_build.load(hopper_build.library_path())
     strides = (ctypes.c_int64 * 24)(*([8] * 24))
 
-    def error(nheads, nheads_kv, grid_order=0, softmax_scale=0.1):
+    def error(nheads, nheads_kv, grid_order=0, softmax_scale=0.1, ctas=0):
         status = lib.fa3nn_hopper_bwd(*([None] * 13), 2, 100, 120, nheads, nheads_kv, 128, strides, softmax_scale,
-                                      1, 1, 0, grid_order, None)
+                                      1, 1, 0, grid_order, ctas, None)
         return status, lib.fa3nn_hopper_last_error().decode()
 
     for nheads, nheads_kv in ((8, 3), (8, 0)):
         assert error(nheads, nheads_kv) == (1, "nheads_kv must be positive and divide nheads (GQA/MQA: query heads "
                                                "in groups of equal size)")
     assert error(8, 2, grid_order=3) == (1, "grid_order must be 0 (auto), 1 or 2")
+    assert error(8, 2, ctas=-2) == (1, "ctas must be 0 (auto), -1 (one CTA per tile) or a positive CTA count")
     status = lib.fa3nn_hopper_bwd(*([None] * 13), 2, 100, 120, 8, 2, 128, strides, 0.1, 1, 1,
-                                  hopper_bwd.VARIANTS["m128"], 0, None)
+                                  hopper_bwd.VARIANTS["m128"], 0, 0, None)
     assert (status, lib.fa3nn_hopper_last_error().decode()) == (
         1, "backward variant 4 (m128, 128-row query blocks) is built for head dim 64 only")
     assert lib.fa3nn_hopper_bwd_block_m() == 128  # the workspaces' padding unit: the largest query block
@@ -156,6 +164,19 @@ def test_bulk_dq_handoff_model_passes_and_catches_a_wrong_protocol(monkeypatch):
     rng = random.Random(0)
     problems = {model.run(4, rng, buffers=1) for _ in range(200)}
     assert any(p is not None and ("overwrote" in p or "partly arrived" in p or "deadlock" in p) for p in problems)
+
+
+@pytest.mark.parametrize("mutation", [None, "early_kv_free", "skip_kv_free_wait", "kv_free_parity"])
+def test_persistent_protocol_model_passes_and_catches_a_wrong_protocol(mutation):
+    """The persistent backward's K/V and ring barriers across tile ends (scripts/model_bwd_persistent.py) under
+    random schedules, both consumer orders; a kv_free arrive before the tile's last K read, a producer that skips the
+    kv_free wait, or waits on the wrong parity, must be caught."""
+    model = load_script("model_bwd_persistent")
+    problems = model.check(mutation, schedules=3000 if mutation is None else 500)
+    if mutation is None:
+        assert problems == []
+    else:
+        assert problems and all(("issued while" in p or "read" in p or "deadlock" in p) for p in problems), problems
 
 
 def test_overlap_schedule_model_passes():
@@ -289,13 +310,15 @@ def _poisoned_like(t):
     return torch.full_like(t, float("nan"))
 
 
-def _check_against_reference(dtype, headdim, causal, seqlens, variant, nheads=4, nheads_kv=None, grid_order="auto"):
+def _check_against_reference(dtype, headdim, causal, seqlens, variant, nheads=4, nheads_kv=None, grid_order="auto",
+                             batch=None, **schedule):
     """Runs `variant` on NaN-poisoned gradients, asserts the error-ratio rule per gradient; returns the inputs and
-    the gradients for further checks. nheads_kv (default nheads) below nheads: GQA/MQA in the kernel."""
+    the gradients for further checks. nheads_kv (default nheads) below nheads: GQA/MQA in the kernel; `schedule`:
+    launch's schedule / max_ctas."""
     from fa3nn.backends.hopper import launch as forward
 
     seqlen_q, seqlen_k = seqlens
-    batch = 1 if seqlen_q * seqlen_k > 1 << 22 else 2
+    batch = batch or (1 if seqlen_q * seqlen_k > 1 << 22 else 2)
     nheads_kv = nheads if nheads_kv is None else nheads_kv
     q, k, v = random_qkv(batch, seqlen_q, seqlen_k, nheads, nheads_kv, headdim, dtype, device="cuda")
     scale = headdim**-0.5
@@ -303,7 +326,7 @@ def _check_against_reference(dtype, headdim, causal, seqlens, variant, nheads=4,
     dout = torch.randn_like(out)
     dq, dk, dv = (_poisoned_like(t) for t in (q, k, v))
     hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, dq=dq, dk=dk, dv=dv, variant=variant,
-                      grid_order=grid_order)
+                      grid_order=grid_order, **schedule)
     ref = _reference_grads(q, k, v, dout, causal, upcast=True)
     pt = _reference_grads(q, k, v, dout, causal, upcast=False)
     for name, got, r, p in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, pt):
@@ -450,6 +473,32 @@ def test_grid_orders_give_the_same_dk_dv(headdim, causal, heads):
     for order in ("key_blocks_inner", "auto"):
         _, dk_other, dv_other = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, grid_order=order)
         assert torch.equal(dk, dk_other) and torch.equal(dv, dv_other), f"grid order {order} changed dK/dV"
+
+
+# The persistent schedule (hopper_bwd.SCHEDULES): few CTAs each chain many tiles, so every barrier phase (K/V per
+# tile, kv_free, the ring, the dS^T / dQ buffers numbered across tiles, the dQ writer's step count) runs through tile
+# ends; 3 and 7 CTAs over 13 key blocks x 2 K/V heads x batch 3 (78 tiles, uneven per CTA, causal tiles of uneven
+# length, GQA groups), plus the SM-count default. Each tile is computed as with one CTA per tile, so dK/dV are bitwise
+# equal to per_tile's; dQ (fp32 reduce-adds in another order) within the error-ratio rule.
+@pytest.mark.parametrize("headdim,variant", [(h, v) for h in HEADDIMS for v in hopper_bwd.variants_for(h)],
+                         ids=lambda x: str(x))
+@pytest.mark.parametrize("heads", [(2, 2), (8, 2)], ids=lambda h: f"{h[0]}q{h[1]}kv")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.gpu
+@needs_hopper
+def test_persistent_schedule_matches_one_cta_per_tile(headdim, variant, heads, causal):
+    nheads, nheads_kv = heads
+    (dout, q, k, v, out, lse, scale), (dq, dk, dv) = _check_against_reference(
+        torch.bfloat16, headdim, causal, (511, 1537), variant, nheads=nheads, nheads_kv=nheads_kv, batch=3,
+        schedule="per_tile")
+    for max_ctas in (3, 7, None):
+        grads = tuple(_poisoned_like(t) for t in (q, k, v))
+        hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, *grads, variant=variant, schedule="persistent",
+                          max_ctas=max_ctas)
+        assert not any(g.isnan().any() for g in grads), f"max_ctas={max_ctas}: an unwritten gradient element"
+        assert torch.equal(grads[1], dk) and torch.equal(grads[2], dv), f"max_ctas={max_ctas} changed dK/dV"
+        dq_max = dq.float().abs().max().item()
+        torch.testing.assert_close(grads[0], dq, atol=1e-3 * dq_max, rtol=1e-2, msg=f"max_ctas={max_ctas}: dq")
 
 
 @pytest.mark.parametrize("causal", [False, True])

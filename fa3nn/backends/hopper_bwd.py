@@ -39,6 +39,11 @@ VARIANT_HEADDIMS = {"m128": (64,)}  # variants built for some head dims only; th
 # wherever dq, are 16-B aligned with strides that are multiples of 8 elements; each falls back to 2-byte accesses
 # elsewhere (a caller's dq, say).
 SCALAR_PREPOST_BIT = 16
+# The main kernel's CTAs (fa3nn_hopper_bwd's `ctas`): "per_tile" one CTA per (key block, K/V head, batch) tile;
+# "persistent" one CTA per SM (or `max_ctas`), each walking tiles blockIdx.x + k * gridDim.x with its next tile's K/V
+# loaded under its current tile's dQ hand-off and dK / dV stores; "auto" the library's choice (flash_bwd_launch.cuh
+# use_persistent_bwd). Benchmarks and tests pick the others.
+SCHEDULES = ("auto", "per_tile", "persistent")
 
 
 def variants_for(headdim: int) -> list[str]:
@@ -115,21 +120,28 @@ def check_arguments(dout, q, k, v, out, lse, softmax_scale: float) -> None:
 
 def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None, dk=None, dv=None, dlse=None,
            variant: str | None = None, library: ctypes.CDLL | None = None, grid_order: str = "auto",
-           scalar_prepost: bool = False):
+           scalar_prepost: bool = False, schedule: str = "auto", max_ctas: int | None = None):
     """Run preprocess, main kernel and postprocess; returns (dq, dk, dv). Allocates outputs and fp32 workspaces
     through torch unless dq/dk/dv are given, launches on the current stream, never syncs. `dlse` (the gradient into
     lse, lse's shape; None for none) is folded into the preprocess's delta. `variant` picks a build of the main
     kernel (VARIANTS; None: DEFAULT_VARIANTS for the head dim); `library` (a hopper_build.load() result) another
     build of the library; `grid_order` the CTA order (GRID_ORDERS; benchmarks and tests); `scalar_prepost` the
     preprocess / postprocess kernels with 2-byte accesses where the 16-byte ones would run (SCALAR_PREPOST_BIT;
-    benchmarks and tests). k/v may have fewer heads than q (GQA/MQA, a divisor of q's): dk/dv come out with k/v's
-    shape."""
+    benchmarks and tests); `schedule` the main kernel's CTAs (SCHEDULES; `max_ctas` caps a persistent launch's,
+    default the SM count; benchmarks and tests). k/v may have fewer heads than q (GQA/MQA, a divisor of q's): dk/dv
+    come out with k/v's shape."""
     if variant is None:  # a head dim without a default: check_arguments names the problem
         variant = DEFAULT_VARIANTS.get(q.shape[-1] if isinstance(q, torch.Tensor) else None, "red_dq")
     if variant not in VARIANTS:
         raise ValueError(f"variant {variant!r} is not a backward variant; choose one of {', '.join(VARIANTS)}")
     if grid_order not in GRID_ORDERS:
         raise ValueError(f"grid_order {grid_order!r} is not a grid order; choose one of {', '.join(GRID_ORDERS)}")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule {schedule!r} is not a backward schedule; choose one of {', '.join(SCHEDULES)}")
+    if max_ctas is not None and (schedule != "persistent" or isinstance(max_ctas, bool)
+                                 or not isinstance(max_ctas, int) or max_ctas < 1):
+        raise ValueError(f"max_ctas must be a positive int and needs schedule='persistent', got max_ctas={max_ctas!r} "
+                         f"with schedule={schedule!r}")
     check_arguments(dout, q, k, v, out, lse, softmax_scale)
     if variant not in variants_for(q.shape[-1]):
         raise ValueError(f"variant {variant!r} is built for head dim {VARIANT_HEADDIMS[variant]} only, q has head dim "
@@ -167,6 +179,10 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     delta = torch.empty(batch, nheads, seqlen_q_rounded, **workspace)
     strides = [s for t in (q, k, v, out, dout, dq, dk, dv) for s in t.stride()[:3]]
     stride_array = (ctypes.c_int64 * 24)(*strides)
+    if schedule == "persistent":
+        ctas = max_ctas or torch.cuda.get_device_properties(q.device).multi_processor_count
+    else:
+        ctas = 0 if schedule == "auto" else -1
     with torch.cuda.device(q.device):
         stream = torch.cuda.current_stream(q.device).cuda_stream
         status = lib.fa3nn_hopper_bwd(
@@ -175,7 +191,7 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
             dq_accum.data_ptr(), lse_log2.data_ptr(), delta.data_ptr(),
             batch, seqlen_q, seqlen_k, nheads, k.shape[2], headdim, stride_array, float(softmax_scale), int(causal),
             int(q.dtype == torch.bfloat16), VARIANTS[variant] | (SCALAR_PREPOST_BIT if scalar_prepost else 0),
-            GRID_ORDERS[grid_order], stream,
+            GRID_ORDERS[grid_order], ctas, stream,
         )
     if status != 0:
         raise RuntimeError(f"fa3nn hopper backward failed: {lib.fa3nn_hopper_last_error().decode()}")

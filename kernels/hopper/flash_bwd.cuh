@@ -52,6 +52,7 @@
 #include <cstdint>
 
 #include "bulk_copy.cuh"
+#include "fast_div.cuh"
 #include "mbarrier.cuh"
 #include "named_barrier.cuh"
 #include "pipeline.cuh"
@@ -75,7 +76,12 @@ struct BwdParams {
   int seqlen_q, seqlen_k, seqlen_q_rounded;
   int nheads;  // query heads (Q, dO, lse, delta, dq_accum); K, V, dK, dV have nheads / group
   int group;   // query heads per K/V head: 1 MHA, nheads MQA
-  int key_blocks_outer;  // grid order, bwd_tile: nonzero = (nheads_kv, batch, key blocks), else (key blocks, ...)
+  // Tiles (key block, K/V head, batch), numbered in the launch's order (bwd_tile): nonzero key_blocks_outer =
+  // (nheads_kv fastest, batch, key blocks), else (key blocks fastest, nheads_kv, batch); tile_inner / tile_middle
+  // divide by the two fastest counts. A CTA walks tiles blockIdx.x, + gridDim.x, ... (BwdCtaTiles).
+  int key_blocks_outer;
+  int num_tiles;
+  FastDiv tile_inner, tile_middle;
   int num_m_blocks;
   float scale_log2;     // softmax_scale * log2(e)
   float softmax_scale;
@@ -137,11 +143,13 @@ struct BwdConfig {
   static constexpr uint32_t kDQBarrierThreads = 128 * kConsumers + 32;
 
   struct Barriers {
-    MBarrier kv;  // K and V of this CTA's key block, loaded once
+    MBarrier kv;       // K and V of the CTA's current tile: one phase per tile (BwdCtaTiles::iter)
+    MBarrier kv_free;  // both consumers past their tile's last K/V read: the producer may load the next tile's
     Pipeline<kStages> qdo;
 
     __device__ __forceinline__ void init(uint32_t consumers) {
       kv.init(1);
+      kv_free.init(consumers);
       qdo.init(consumers);
     }
   };
@@ -179,18 +187,39 @@ __device__ __forceinline__ bool bwd_block_needs_mask(const BwdParams& p, int m_b
   return need;
 }
 
-// This CTA's key block, K/V head and batch. Two grid orders (the launch picks, flash_bwd_launch.cuh): key blocks
-// innermost, grid (key blocks, nheads_kv, batch), the MHA order; or outermost, grid (nheads_kv, batch, key blocks),
-// which dispatches key block 0 of every (K/V head, batch) first: under a causal mask block 0 is the longest CTA, by a
-// factor group under GQA, and starting the longest first shortens the tail.
+// A tile's key block, K/V head and batch. Two orders (the launch picks, flash_bwd_launch.cuh): key blocks fastest,
+// (key blocks, nheads_kv, batch), the MHA order; or slowest, (nheads_kv, batch, key blocks), which deals key block 0
+// of every (K/V head, batch) first: under a causal mask block 0 is the longest tile, by a factor group under GQA, and
+// starting the longest first shortens the tail.
 struct BwdTile {
   int n_block, kv_head, batch;
 };
 
-__device__ __forceinline__ BwdTile bwd_tile(const BwdParams& p) {
-  const int x = blockIdx.x, y = blockIdx.y, z = blockIdx.z;
+__device__ __forceinline__ BwdTile bwd_tile(const BwdParams& p, int tile) {
+  int x, y;
+  const int z = p.tile_middle.divmod(p.tile_inner.divmod(tile, x), y);
   return p.key_blocks_outer ? BwdTile{z, x, y} : BwdTile{x, y, z};
 }
+
+// The tiles one CTA walks: blockIdx.x, blockIdx.x + gridDim.x, ... With one CTA per tile (grid = num_tiles) that is
+// one tile; the persistent launch (grid = SMs) chains them, so a CTA pays its launch, barrier set-up and ring fill
+// once, and the next tile's K / V load runs under the current tile's dQ hand-off and dK / dV stores (the producer
+// waits on kv_free, not on the CTA's exit). Every role walks the same sequence with its own copy; iter counts the
+// tiles done (the parity of the kv / kv_free phases).
+struct BwdCtaTiles {
+  int tile, iter;
+
+  __device__ __forceinline__ BwdCtaTiles() : tile(static_cast<int>(blockIdx.x)), iter(0) {}
+  __device__ __forceinline__ bool valid(const BwdParams& p) const { return tile < p.num_tiles; }
+  // gridDim.x read where it is used (volatile: not hoisted): held across the producer's tile loop, its 24 registers
+  // spilled it (nvcc 13.0, the causal kernels).
+  __device__ __forceinline__ void advance() {
+    uint32_t ctas;
+    asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(ctas));
+    tile += static_cast<int>(ctas);
+    ++iter;
+  }
+};
 
 // The steps of one CTA: every query head h = kv_head * group + g of its K/V head (g = 0 .. group - 1), each over the
 // query blocks [begin, num_m_blocks) (first_m_block does not depend on the head), as one flat sequence of total =
@@ -224,77 +253,99 @@ struct BwdQueryWalk {
   __device__ __forceinline__ int prev_m_block() const { return m_block == begin ? end - 1 : m_block - 1; }
 };
 
+// K and V of a tile into their (single) buffers, once the consumers are past the previous tile's last K/V read
+// (iter > 0).
+template <class Cfg>
+__device__ __forceinline__ void bwd_load_kv(const CUtensorMap* tma_k, const CUtensorMap* tma_v, const BwdTile& t,
+                                            int iter, uint8_t* smem, typename Cfg::Barriers& bars) {
+  if (iter > 0) bars.kv_free.wait_sleeping((iter - 1) & 1);
+  bars.kv.arrive_expect_tx(2 * Cfg::kKVBytes);
+#pragma unroll
+  for (int panel = 0; panel < Cfg::kPanels; ++panel) {
+    tma_load_4d(tma_k, &bars.kv, smem + panel * Cfg::kKVPanelBytes, panel * kPanelCols, t.n_block * Cfg::kBlockN,
+                t.kv_head, t.batch);
+    tma_load_4d(tma_v, &bars.kv, smem + Cfg::kOffV + panel * Cfg::kKVPanelBytes, panel * kPanelCols,
+                t.n_block * Cfg::kBlockN, t.kv_head, t.batch);
+  }
+}
+
+// Per tile: K/V (from the second tile on after kv_free, i.e. after the previous tile's last dQ GEMM), then per step
+// Q / dO / lse_log2 / delta into the ring, which runs on across tiles: the next tile's K/V and first stages load
+// while the consumers hand off their last dQ and store dK / dV.
 template <class Cfg>
 __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUtensorMap* tma_k,
                                              const CUtensorMap* tma_v, const CUtensorMap* tma_do, const BwdParams& p,
                                              uint8_t* smem, typename Cfg::Barriers& bars) {
-  const BwdTile cta = bwd_tile(p);
-  const int n_block = cta.n_block, kv_head = cta.kv_head, batch = cta.batch;
   tma_prefetch_descriptor(tma_q);
   tma_prefetch_descriptor(tma_k);
   tma_prefetch_descriptor(tma_v);
   tma_prefetch_descriptor(tma_do);
-  bars.kv.arrive_expect_tx(2 * Cfg::kKVBytes);
-#pragma unroll
-  for (int panel = 0; panel < Cfg::kPanels; ++panel) {
-    tma_load_4d(tma_k, &bars.kv, smem + panel * Cfg::kKVPanelBytes, panel * kPanelCols, n_block * Cfg::kBlockN,
-                kv_head, batch);
-    tma_load_4d(tma_v, &bars.kv, smem + Cfg::kOffV + panel * Cfg::kKVPanelBytes, panel * kPanelCols,
-                n_block * Cfg::kBlockN, kv_head, batch);
-  }
   PipelineState<Cfg::kStages> st;
-  BwdQueryWalk<Cfg> walk(p, n_block, kv_head);
-  for (int step = 0; step < walk.total; ++step, walk.advance()) {
-    const int m_block = walk.m_block, head = walk.head;
-    bars.qdo.producer_acquire(st, Cfg::kStageBytes);
-    MBarrier* full = bars.qdo.full_barrier(st);
-    uint8_t* q_dst = smem + Cfg::kOffQ + st.index * Cfg::kQBytes;
-    uint8_t* do_dst = smem + Cfg::kOffDO + st.index * Cfg::kQBytes;
+  for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance()) {
+    const BwdTile t = bwd_tile(p, tiles.tile);
+    bwd_load_kv<Cfg>(tma_k, tma_v, t, tiles.iter, smem, bars);
+    BwdQueryWalk<Cfg> walk(p, t.n_block, t.kv_head);
+    for (int step = 0; step < walk.total; ++step, walk.advance()) {
+      const int m_block = walk.m_block, head = walk.head;
+      bars.qdo.producer_acquire(st, Cfg::kStageBytes);
+      MBarrier* full = bars.qdo.full_barrier(st);
+      uint8_t* q_dst = smem + Cfg::kOffQ + st.index * Cfg::kQBytes;
+      uint8_t* do_dst = smem + Cfg::kOffDO + st.index * Cfg::kQBytes;
 #pragma unroll
-    for (int panel = 0; panel < Cfg::kPanels; ++panel) {
-      tma_load_4d(tma_q, full, q_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols, m_block * Cfg::kBlockM, head,
-                  batch);
-      tma_load_4d(tma_do, full, do_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols, m_block * Cfg::kBlockM, head,
-                  batch);
+      for (int panel = 0; panel < Cfg::kPanels; ++panel) {
+        tma_load_4d(tma_q, full, q_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols, m_block * Cfg::kBlockM,
+                    head, t.batch);
+        tma_load_4d(tma_do, full, do_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols, m_block * Cfg::kBlockM,
+                    head, t.batch);
+      }
+      const int64_t row =
+          (static_cast<int64_t>(t.batch) * p.nheads + head) * p.seqlen_q_rounded + m_block * Cfg::kBlockM;
+      bulk_load(smem + Cfg::kOffLse + st.index * Cfg::kRowStatBytes, p.lse_log2 + row, Cfg::kRowStatBytes, full);
+      bulk_load(smem + Cfg::kOffDelta + st.index * Cfg::kRowStatBytes, p.delta + row, Cfg::kRowStatBytes, full);
+      st.advance();
     }
-    const int64_t row = (static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q_rounded + m_block * Cfg::kBlockM;
-    bulk_load(smem + Cfg::kOffLse + st.index * Cfg::kRowStatBytes, p.lse_log2 + row, Cfg::kRowStatBytes, full);
-    bulk_load(smem + Cfg::kOffDelta + st.index * Cfg::kRowStatBytes, p.delta + row, Cfg::kRowStatBytes, full);
-    st.advance();
   }
 }
 
-// Bulk dQ: warp 1 of the producer warpgroup. Per step (the consumers' order, BwdQueryWalk), wait until both consumers
-// have staged and fenced this buffer's dQ tile(s), add every 64 x 32 panel into dq_accum with one TMA reduce-add, wait
-// until the reduces have read the buffer, and free it for the consumers' step + kDQBuffers (the empty arrive is skipped
-// when no such step exists, so no barrier is left half-arrived). The whole warp runs the barriers (bar.sync/bar.arrive
-// are .aligned); one lane issues. Before exit the writes themselves are waited for, so none outlives the shared memory.
+// Bulk dQ: warp 1 of the producer warpgroup. Per step (the consumers' order: BwdQueryWalk over each of the CTA's
+// tiles, steps numbered across tiles), wait until both consumers have staged and fenced this buffer's dQ tile(s), add
+// every 64 x 32 panel into dq_accum with one TMA reduce-add, wait until the reduces have read the buffer, and free it
+// for the consumers' step + kDQBuffers (the empty arrive is skipped when no such step exists, so no barrier is left
+// half-arrived: the CTA's step count is summed first). The whole warp runs the barriers (bar.sync/bar.arrive are
+// .aligned); one lane issues. Before exit the writes themselves are waited for, so none outlives the shared memory.
 template <class Cfg>
 __device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const BwdParams& p, uint8_t* smem) {
-  const BwdTile cta = bwd_tile(p);
-  const int n_block = cta.n_block, kv_head = cta.kv_head, batch = cta.batch;
   const bool issuer = elect_one();
   if (issuer) tma_prefetch_descriptor(tma_dq);
-  BwdQueryWalk<Cfg> walk(p, n_block, kv_head);
-  for (int step = 0; step < walk.total; ++step, walk.advance()) {
-    const int buffer = step & (Cfg::kDQBuffers - 1);  // step % kDQBuffers; a signed % or a helper changed SASS
-    NamedBarrier::sync(Cfg::kDQFullBarrier + buffer, Cfg::kDQBarrierThreads);
-    if (issuer) {
-      const uint8_t* stage = smem + Cfg::kOffDQ + buffer * Cfg::kDQStageBytes;
+  int cta_steps = 0;
+  for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance()) {
+    const BwdTile t = bwd_tile(p, tiles.tile);
+    cta_steps += BwdQueryWalk<Cfg>(p, t.n_block, t.kv_head).total;
+  }
+  int step = 0;  // across tiles
+  for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance()) {
+    const BwdTile t = bwd_tile(p, tiles.tile);
+    BwdQueryWalk<Cfg> walk(p, t.n_block, t.kv_head);
+    for (int i = 0; i < walk.total; ++i, ++step, walk.advance()) {
+      const int buffer = step & (Cfg::kDQBuffers - 1);  // step % kDQBuffers; a signed % or a helper changed SASS
+      NamedBarrier::sync(Cfg::kDQFullBarrier + buffer, Cfg::kDQBarrierThreads);
+      if (issuer) {
+        const uint8_t* stage = smem + Cfg::kOffDQ + buffer * Cfg::kDQStageBytes;
 #pragma unroll
-      for (int tile = 0; tile < Cfg::kDQTiles; ++tile) {
-        const int row = walk.m_block * Cfg::kBlockM + (Cfg::kDQSplitRows ? tile * Cfg::kDQTileRows : 0);
+        for (int tile = 0; tile < Cfg::kDQTiles; ++tile) {
+          const int row = walk.m_block * Cfg::kBlockM + (Cfg::kDQSplitRows ? tile * Cfg::kDQTileRows : 0);
 #pragma unroll
-        for (int panel = 0; panel < Cfg::kDQTilePanels; ++panel)
-          tma_reduce_add_4d(tma_dq, stage + tile * Cfg::kDQTileBytes + panel * Cfg::kDQPanelBytes,
-                            panel * Cfg::kDQPanelCols, row, walk.head, batch);
+          for (int panel = 0; panel < Cfg::kDQTilePanels; ++panel)
+            tma_reduce_add_4d(tma_dq, stage + tile * Cfg::kDQTileBytes + panel * Cfg::kDQPanelBytes,
+                              panel * Cfg::kDQPanelCols, row, walk.head, t.batch);
+        }
+        tma_store_commit();
+        tma_store_wait_read<0>();
       }
-      tma_store_commit();
-      tma_store_wait_read<0>();
+      __syncwarp();
+      if (step + Cfg::kDQBuffers < cta_steps)
+        NamedBarrier::arrive(Cfg::kDQEmptyBarrier + buffer, Cfg::kDQBarrierThreads);
     }
-    __syncwarp();
-    if (step + Cfg::kDQBuffers < walk.total)
-      NamedBarrier::arrive(Cfg::kDQEmptyBarrier + buffer, Cfg::kDQBarrierThreads);
   }
   if (issuer) tma_store_wait<0>();
 }
@@ -593,21 +644,29 @@ __device__ __forceinline__ void bwd_sync_ds(int wg) {
   }
 }
 
-// What both consumers (this file's and flash_bwd_overlap.cuh's) start from: the warpgroup's view, the CTA's tile,
-// the shared-memory base and the resident K/V descriptors.
+// What both consumers (this file's and flash_bwd_overlap.cuh's) start from: the warpgroup's view, the shared-memory
+// base and the K/V descriptors (one K/V buffer, reloaded per tile).
 template <class Cfg>
 struct BwdConsumerStart {
   BwdConsumer<Cfg> c;
-  BwdTile cta;
   uint32_t base;
   BwdKVDescs<Cfg> descs;
 
-  __device__ __forceinline__ BwdConsumerStart(const BwdParams& p, uint8_t* smem, int wg)
-      : c{wg, static_cast<int>(threadIdx.x % 128), threadIdx.x % 128 == 0},
-        cta(bwd_tile(p)),
-        base(smem_addr(smem)),
-        descs(base, wg) {}
+  __device__ __forceinline__ BwdConsumerStart(uint8_t* smem, int wg)
+      : c{wg, static_cast<int>(threadIdx.x % 128), threadIdx.x % 128 == 0}, base(smem_addr(smem)), descs(base, wg) {}
 };
+
+// A consumer's tile boundaries: wait for the tile's K/V (phase iter); after the tile's last K/V read (its last dQ
+// GEMM waited for), let the producer load the next tile's (one arrival per consumer warpgroup: the leader's wait
+// covers the warpgroup's wgmmas, as for the ring's release).
+template <class Cfg>
+__device__ __forceinline__ void bwd_wait_kv(typename Cfg::Barriers& bars, const BwdCtaTiles& tiles) {
+  wait_in_loop(bars.kv, tiles.iter & 1);
+}
+template <class Cfg>
+__device__ __forceinline__ void bwd_free_kv(const BwdConsumer<Cfg>& c, typename Cfg::Barriers& bars) {
+  if (c.leader) bars.kv_free.arrive();
+}
 
 // dK and dV accumulators to zero (before the first step).
 template <int kRegs>
@@ -616,7 +675,7 @@ __device__ __forceinline__ void bwd_zero_dkdv(float (&dk)[kRegs], float (&dv)[kR
   for (int i = 0; i < kRegs; ++i) dk[i] = dv[i] = 0.f;
 }
 
-// dK (scaled by softmax_scale) and dV of this CTA's key block and K/V head, after the last step.
+// dK (scaled by softmax_scale) and dV of the tile's key block and K/V head, after its last step.
 template <class Cfg>
 __device__ __forceinline__ void bwd_store_dkdv(const BwdConsumer<Cfg>& c, const BwdParams& p, const BwdTile& cta,
                                                const float (&dk)[BwdConsumer<Cfg>::kAccRegs],
@@ -630,64 +689,72 @@ __device__ __forceinline__ void bwd_store_dkdv(const BwdConsumer<Cfg>& c, const 
 template <class Cfg>
 __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars, int wg) {
   using C = BwdConsumer<Cfg>;
-  const BwdConsumerStart<Cfg> start(p, smem, wg);
+  const BwdConsumerStart<Cfg> start(smem, wg);
   const C& c = start.c;
-  const int n_block = start.cta.n_block, kv_head = start.cta.kv_head, batch = start.cta.batch;
   const uint32_t base = start.base;
   const BwdKVDescs<Cfg>& descs = start.descs;
 
   float dk[C::kAccRegs], dv[C::kAccRegs];
-  bwd_zero_dkdv(dk, dv);
   float s[C::kSRegs], dp[C::kSRegs], dq[C::kDQRegs];
   uint32_t pa[C::kKSteps][4], dsa[C::kKSteps][4];
 
-  bars.kv.wait(0);
   PipelineState<Cfg::kStages> st;
-  BwdQueryWalk<Cfg> walk(p, n_block, kv_head);
-  for (int step = 0; step < walk.total; ++step, walk.advance()) {
-    const int m_block = walk.m_block;
-    wait_in_loop(bars.qdo.full[st.index], st.phase);
-    const BwdStage<Cfg> stage(smem, base, st.index);
+  int step0 = 0;  // the CTA's steps before this tile (the dS^T / dQ buffers alternate across tiles)
+  for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance()) {
+    const BwdTile t = bwd_tile(p, tiles.tile);
+    const int n_block = t.n_block;
+    bwd_zero_dkdv(dk, dv);
+    bwd_wait_kv<Cfg>(bars, tiles);
+    BwdQueryWalk<Cfg> walk(p, n_block, t.kv_head);
+    for (int i = 0; i < walk.total; ++i, walk.advance()) {
+      const int step = step0 + i;
+      const int m_block = walk.m_block;
+      wait_in_loop(bars.qdo.full[st.index], st.phase);
+      const BwdStage<Cfg> stage(smem, base, st.index);
 
-    // S^T and dP^T, two groups: the exponentials of P^T run while dP^T is on the tensor cores.
-    bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, stage);
-    wgmma_wait<1>();
-    fence_operands(s);
-    if (bwd_block_needs_mask<Cfg>(p, m_block, n_block)) c.apply_mask(s, p, m_block, n_block);
-    c.probs(s, stage.lse_log2, p.scale_log2);
-    wgmma_wait<0>();
-    fence_operands(dp);
-    // dS^T first, packed and stored, so dP^T dies before P^T is packed (d128 peaks here at dK + dV + 64).
-    c.dscores(dp, s, stage.delta);
-    C::to_a_fragments(dp, dsa);
-    fence_fragments(dsa);
-    uint8_t* ds_smem = smem + Cfg::kOffDS + (step & 1) * Cfg::kDSBytes;
-    c.write_ds(ds_smem, dsa);
-    C::to_a_fragments(s, pa);
+      // S^T and dP^T, two groups: the exponentials of P^T run while dP^T is on the tensor cores.
+      bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, stage);
+      wgmma_wait<1>();
+      fence_operands(s);
+      if (bwd_block_needs_mask<Cfg>(p, m_block, n_block)) c.apply_mask(s, p, m_block, n_block);
+      c.probs(s, stage.lse_log2, p.scale_log2);
+      wgmma_wait<0>();
+      fence_operands(dp);
+      // dS^T first, packed and stored, so dP^T dies before P^T is packed (d128 peaks here at dK + dV + 64).
+      c.dscores(dp, s, stage.delta);
+      C::to_a_fragments(dp, dsa);
+      fence_fragments(dsa);
+      uint8_t* ds_smem = smem + Cfg::kOffDS + (step & 1) * Cfg::kDSBytes;
+      c.write_ds(ds_smem, dsa);
+      C::to_a_fragments(s, pa);
 
-    bwd_issue_dkdv<Cfg>(dk, dv, pa, dsa, stage);
-    // The dS buffer alternates per step: the buffer written now was last read by step - 2's dQ GEMMs, which both
-    // warpgroups waited for (wait_group 0) before step - 1's barrier.
-    bwd_sync_ds<Cfg>(wg);
-    // The dK/dV wgmmas are done reading pa/dsa before dQ's accumulator becomes live: without this wait the A
-    // fragments stay allocated across the dQ GEMM and d128 needs 237 of 240 registers (no room for the hang guard's
-    // poll counter: 516 B of spills). They ran during the barrier, so the wait is short.
-    wgmma_wait<0>();
-    fence_fragments(pa);
-    fence_fragments(dsa);
-    bwd_issue_dq<Cfg>(dq, smem_addr(ds_smem), wg, descs.k_dq);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_operands(dq);
-    fence_operands(dk);
-    fence_operands(dv);
-    // Q, dO, lse and delta of this stage are no longer read: every thread's lse/delta reads precede the barrier
-    // above (column split) or this warpgroup's (key split), and the leader's wait covers the wgmmas.
-    if (c.leader) bars.qdo.consumer_release(st);
-    st.advance();
-    bwd_hand_off_dq<Cfg>(c, p, smem, batch, walk.head, m_block, step, dq);
+      bwd_issue_dkdv<Cfg>(dk, dv, pa, dsa, stage);
+      // The dS buffer alternates per step: the buffer written now was last read by step - 2's dQ GEMMs, which both
+      // warpgroups waited for (wait_group 0) before step - 1's barrier.
+      bwd_sync_ds<Cfg>(wg);
+      // The dK/dV wgmmas are done reading pa/dsa before dQ's accumulator becomes live: without this wait the A
+      // fragments stay allocated across the dQ GEMM and d128 needs 237 of 240 registers (no room for the hang
+      // guard's poll counter: 516 B of spills). They ran during the barrier, so the wait is short.
+      wgmma_wait<0>();
+      fence_fragments(pa);
+      fence_fragments(dsa);
+      bwd_issue_dq<Cfg>(dq, smem_addr(ds_smem), wg, descs.k_dq);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_operands(dq);
+      fence_operands(dk);
+      fence_operands(dv);
+      // Q, dO, lse and delta of this stage are no longer read: every thread's lse/delta reads precede the barrier
+      // above (column split) or this warpgroup's (key split), and the leader's wait covers the wgmmas.
+      if (c.leader) bars.qdo.consumer_release(st);
+      st.advance();
+      // The tile's last dQ GEMM, K's last reader, is done: the next tile's K/V may load under this hand-off.
+      if (i + 1 == walk.total) bwd_free_kv<Cfg>(c, bars);
+      bwd_hand_off_dq<Cfg>(c, p, smem, t.batch, walk.head, m_block, step, dq);
+    }
+    bwd_store_dkdv(c, p, t, dk, dv);
+    step0 += walk.total;
   }
-  bwd_store_dkdv(c, p, start.cta, dk, dv);
 }
 
 // Variants 2 and 3: defined in flash_bwd_overlap.cuh (included by flash_bwd_launch.cuh).
@@ -710,9 +777,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   if (warpgroup == 0) {
     regs_release<Cfg::kProducerRegs>();
-    if (threadIdx.x / 32 == 0 && elect_one()) bwd_producer<Cfg>(&tma_q, &tma_k, &tma_v, &tma_do, params, smem, bars);
-    if constexpr (Cfg::kDQBulk) {
-      if (threadIdx.x / 32 == 1) bwd_dq_writer<Cfg>(&tma_dq_accum, params, smem);
+    // One branch per warp (else-if): with two independent ifs the warp index stayed live across the producer's
+    // tile loop and spilled under its 24 registers (nvcc 13.0).
+    if (threadIdx.x / 32 == 0) {
+      if (elect_one()) bwd_producer<Cfg>(&tma_q, &tma_k, &tma_v, &tma_do, params, smem, bars);
+    } else if (Cfg::kDQBulk && threadIdx.x / 32 == 1) {
+      bwd_dq_writer<Cfg>(&tma_dq_accum, params, smem);
     }
   } else {
     regs_acquire<Cfg::kConsumerRegs>();

@@ -29,17 +29,22 @@ extern "C" {
 // of multiples of 8 elements).
 // grid_order: 0 = auto (key blocks outermost for causal GQA/MQA, else innermost), 1 = key blocks innermost (the MHA
 // order), 2 = outermost (flash_bwd.cuh, bwd_tile); for benchmarks and tests.
+// ctas: the main kernel's CTAs. 0 = auto (one per SM chaining tiles where use_persistent_bwd says so, else one per
+// (key block, K/V head, batch) tile), -1 = one per tile, n > 0 = at most n, each walking tiles blockIdx.x + k * n
+// (the persistent form; tests pass small n so that few tiles chain).
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void* v, const void* out, const float* lse,
                      const float* dlse, void* dq, void* dk, void* dv, float* dq_accum, float* lse_log2, float* delta,
                      int batch, int seqlen_q, int seqlen_k, int nheads, int nheads_kv, int headdim, const int64_t* strides,
-                     float softmax_scale, int causal, int bf16, int variant, int grid_order, void* stream) {
+                     float softmax_scale, int causal, int bf16, int variant, int grid_order, int ctas, void* stream) {
   if (nheads_kv <= 0 || nheads % nheads_kv != 0)
     return fail("%s", "nheads_kv must be positive and divide nheads (GQA/MQA: query heads in groups of equal size)");
   if (!(softmax_scale > 0.f)) return fail("%s", "softmax_scale must be positive");
   if (grid_order < 0 || grid_order > 2) return fail("%s", "grid_order must be 0 (auto), 1 or 2");
   BwdProblem pr{dout, q, k, v, out, lse, dlse, dq, dk, dv, dq_accum, lse_log2, delta, batch, seqlen_q, seqlen_k,
                 nheads, nheads_kv, headdim, strides, softmax_scale, grid_order, static_cast<cudaStream_t>(stream)};
+  if (ctas < -1) return fail("%s", "ctas must be 0 (auto), -1 (one CTA per tile) or a positive CTA count");
+  pr.ctas = ctas;
   pr.prepost_vec = (variant & kScalarPrePostBit) == 0;
   variant &= ~kScalarPrePostBit;
   switch (headdim) {

@@ -29,10 +29,15 @@ struct BwdProblem {
   int grid_order;  // 0 auto (key blocks outermost iff causal GQA/MQA), 1 key blocks innermost, 2 outermost (bwd_tile)
   cudaStream_t stream;
   int prepost_vec = 1;  // 0: the 2-byte preprocess / postprocess kernels even where 16-byte ones could run
+  int ctas = 0;         // main kernel CTAs: 0 auto (use_persistent_bwd), -1 one per tile, n > 0 at most n (persistent)
 };
 
 // The variant bit that selects the 2-byte preprocess / postprocess kernels (benchmarks: fa3nn_hopper_bwd).
 constexpr int kScalarPrePostBit = 16;
+
+// Whether auto runs the main kernel persistent: grid = SMs, each CTA chaining tiles (BwdCtaTiles, flash_bwd.cuh).
+// Not yet: untimed (benchmarks/NOTES.md, twenty-seventh session).
+inline bool use_persistent_bwd(bool causal) { return causal && !causal; }
 
 inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 inline bool strides_of_8(std::initializer_list<int64_t> strides) {
@@ -131,10 +136,18 @@ int launch_bwd(const BwdProblem& pr) {
   // CTA of each (K/V head, batch) first; outermost start all of them first (bwd_tile), which a greedy model of the
   // 132 SMs puts at 0.97-0.99 of ideal against 0.62-0.81 innermost for 16 query heads on 4 or 2 K/V heads at seqlen
   // 2048-8192 (benchmarks/NOTES.md, "In-kernel GQA"), so auto picks it for causal GQA/MQA; MHA keeps its order.
+  // Persistent (ctas > 0, or auto where use_persistent_bwd: one CTA per SM): each CTA walks tiles blockIdx.x + k *
+  // gridDim.x in the same order, so the CTAs in flight hold the tiles one CTA per tile would.
   const int n_blocks = (pr.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
   p.key_blocks_outer = pr.grid_order == 2 || (pr.grid_order == 0 && Cfg::kCausal && p.group > 1);
-  const dim3 grid =
-      p.key_blocks_outer ? dim3(pr.nheads_kv, pr.batch, n_blocks) : dim3(n_blocks, pr.nheads_kv, pr.batch);
+  const long long tiles = static_cast<long long>(n_blocks) * pr.nheads_kv * pr.batch;
+  if (tiles > 0x7fffffffLL) return fail("%s", "too many key blocks x K/V heads x batch for one launch");
+  p.num_tiles = static_cast<int>(tiles);
+  p.tile_inner = FastDiv(p.key_blocks_outer ? pr.nheads_kv : n_blocks);
+  p.tile_middle = FastDiv(p.key_blocks_outer ? pr.batch : pr.nheads_kv);
+  static const int sms = num_sms();
+  const int ctas = pr.ctas > 0 ? pr.ctas : pr.ctas == 0 && use_persistent_bwd(Cfg::kCausal) ? sms : p.num_tiles;
+  const int grid = ctas < p.num_tiles ? ctas : p.num_tiles;
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, tdo, tdq, p);
 
   if (vec_post) {

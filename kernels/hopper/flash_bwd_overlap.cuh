@@ -23,13 +23,15 @@
 // math on top). So d128 overlaps only what fits in the default's 192: the stage wait and S^T issue under dQ_j-1, and
 // dQ_j-1's reductions under S^T_j; d64 also hides P^T, dS^T and both packs behind dQ_j-1.
 //
-// Pipeline and barriers. Step 0's dQ_-1 is a real GEMM whose result is discarded (why: the loop's comment), so every
-// step waits with the same counts (d64). Stage j (Q, dO, lse, delta) is released after the dK/dV wait of step j, as
-// before: dQ reads only dS^T and K. The dS^T buffer of step j (j & 1) was last read by dQ_j-2; every consumer waited
-// for dQ_j-2 in step j - 1 before that step's dS barrier, which this step's writers passed
-// (scripts/model_bwd_overlap.py checks this order, the group counts and the stage release). Bulk dQ (variant 3):
-// dQ_j's tile goes through the same full/empty protocol as in the default order, one step later in time, in the same
-// step order, so bwd_dq_writer is unchanged.
+// Pipeline and barriers. Each tile's step 0 issues a dQ_-1, a real GEMM whose result is discarded (why: the loop's
+// comment), so every step waits with the same counts (d64). Steps are numbered across a CTA's tiles (BwdCtaTiles),
+// so the dS^T / dQ buffers alternate on across tile ends. Stage j (Q, dO, lse, delta) is released after the dK/dV
+// wait of step j, as before: dQ reads only dS^T and K. The dS^T buffer of step j (j & 1) was last read by dQ_j-2 (or
+// by a discarded dQ_-1 at a tile's start); every consumer waited for it in step j - 1 before that step's dS barrier,
+// which this step's writers passed (scripts/model_bwd_overlap.py checks this order, the group counts and the stage
+// release, for one tile). Bulk dQ (variant 3): dQ_j's tile goes through the same full/empty protocol as in the
+// default order, one step later in time, in the same step order, so bwd_dq_writer walks the steps as for the
+// default consumer. A tile's last dQ GEMM is K's last read: after its wait the consumer arrives on kv_free.
 #pragma once
 #include "flash_bwd.cuh"
 
@@ -41,112 +43,119 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
   using C = BwdConsumer<Cfg>;
   using Stage = BwdStage<Cfg>;
   constexpr bool kAheadDP = Cfg::kOverlapDP;
-  const BwdConsumerStart<Cfg> start(p, smem, wg);
+  const BwdConsumerStart<Cfg> start(smem, wg);
   const C& c = start.c;
-  const int n_block = start.cta.n_block, kv_head = start.cta.kv_head, batch = start.cta.batch;
   const uint32_t base = start.base;
   const BwdKVDescs<Cfg>& descs = start.descs;
 
   float dk[C::kAccRegs], dv[C::kAccRegs];
-  bwd_zero_dkdv(dk, dv);
   float s[C::kSRegs], dp[C::kSRegs], dq[C::kDQRegs];
   uint32_t pa[C::kKSteps][4], dsa[C::kKSteps][4];
 
-  bars.kv.wait(0);
   // dQ of the previous step (d128: both warpgroups' dS^T rows, d64: this one's) times K, into dq.
   auto issue_dq = [&](int prev_step) {
     bwd_issue_dq<Cfg>(dq, base + Cfg::kOffDS + (prev_step & 1) * Cfg::kDSBytes, wg, descs.k_dq);
   };
   PipelineState<Cfg::kStages> st;
-  BwdQueryWalk<Cfg> walk(p, n_block, kv_head);
-  // Step j (walk's current query head and block) once S^T_j [, dP^T_j] and dQ_j-1 are committed, in that order.
-  // dQ_j-1 belongs to the previous step, which under GQA may be the previous query head's last block.
-  auto finish_block = [&](int step) {
-    const int m_block = walk.m_block;
-    const Stage stage(smem, base, st.index);
-    uint8_t* ds_smem = smem + Cfg::kOffDS + (step & 1) * Cfg::kDSBytes;
-    // Pending, oldest first: d64 S^T_j, dP^T_j, dQ_j-1; d128 dQ_j-1, S^T_j (dQ_j-1's A operand, dS^T_j-1, is in
-    // the other buffer).
-    if constexpr (kAheadDP) {
-      wgmma_wait<2>();
-      fence_operands(s);
-      if (bwd_block_needs_mask<Cfg>(p, m_block, n_block)) c.apply_mask(s, p, m_block, n_block);
-      c.probs(s, stage.lse_log2, p.scale_log2);
-      wgmma_wait<1>();
-      fence_operands(dp);
-      c.dscores(dp, s, stage.delta);
-      C::to_a_fragments(dp, dsa);
-      fence_fragments(dsa);
-      C::to_a_fragments(s, pa);
+  int step0 = 0;  // the CTA's steps before this tile (the dS^T / dQ buffers alternate across tiles)
+  for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance()) {
+    const BwdTile t = bwd_tile(p, tiles.tile);
+    const int n_block = t.n_block, batch = t.batch;
+    bwd_zero_dkdv(dk, dv);
+    bwd_wait_kv<Cfg>(bars, tiles);
+    BwdQueryWalk<Cfg> walk(p, n_block, t.kv_head);
+    // Step i of the tile (walk's current query head and block) once S^T_i [, dP^T_i] and dQ_i-1 are committed, in
+    // that order. dQ_i-1 belongs to the previous step, which under GQA may be the previous query head's last block;
+    // at i = 0 it is the discarded GEMM below.
+    auto finish_block = [&](int i) {
+      const int step = step0 + i;
+      const int m_block = walk.m_block;
+      const Stage stage(smem, base, st.index);
+      uint8_t* ds_smem = smem + Cfg::kOffDS + (step & 1) * Cfg::kDSBytes;
+      // Pending, oldest first: d64 S^T_i, dP^T_i, dQ_i-1; d128 dQ_i-1, S^T_i (dQ_i-1's A operand, dS^T_i-1, is in
+      // the other buffer).
+      if constexpr (kAheadDP) {
+        wgmma_wait<2>();
+        fence_operands(s);
+        if (bwd_block_needs_mask<Cfg>(p, m_block, n_block)) c.apply_mask(s, p, m_block, n_block);
+        c.probs(s, stage.lse_log2, p.scale_log2);
+        wgmma_wait<1>();
+        fence_operands(dp);
+        c.dscores(dp, s, stage.delta);
+        C::to_a_fragments(dp, dsa);
+        fence_fragments(dsa);
+        C::to_a_fragments(s, pa);
+        fence_fragments(pa);
+        wgmma_wait<0>();
+        fence_operands(dq);
+        if (i > 0) bwd_hand_off_dq<Cfg>(c, p, smem, batch, walk.prev_head(), walk.prev_m_block(), step - 1, dq);
+        c.write_ds(ds_smem, dsa);
+      } else {
+        // dQ_i-1 handed off while S^T_i runs; from there on the default order (P^T under dP^T), and the default's
+        // register peak (dK + dV + S^T + dQ = 192 during the hand-off).
+        wgmma_wait<1>();
+        fence_operands(dq);
+        if (i > 0) bwd_hand_off_dq<Cfg>(c, p, smem, batch, walk.prev_head(), walk.prev_m_block(), step - 1, dq);
+        wgmma_wait<0>();
+        fence_operands(s);
+        warpgroup_arrive();
+        gemm_ss<64, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(
+            dp, descs.v_rows, make_desc_kmajor_sw128(stage.do_smem));
+        wgmma_commit();
+        if (bwd_block_needs_mask<Cfg>(p, m_block, n_block)) c.apply_mask(s, p, m_block, n_block);
+        c.probs(s, stage.lse_log2, p.scale_log2);
+        wgmma_wait<0>();
+        fence_operands(dp);
+        c.dscores(dp, s, stage.delta);
+        C::to_a_fragments(dp, dsa);
+        fence_fragments(dsa);
+        c.write_ds(ds_smem, dsa);
+        C::to_a_fragments(s, pa);
+      }
+      bwd_issue_dkdv<Cfg>(dk, dv, pa, dsa, stage);
+      bwd_sync_ds<Cfg>(wg);  // before dQ_i (next step) reads dS^T_i
+      wgmma_wait<0>();
       fence_fragments(pa);
-      wgmma_wait<0>();
-      fence_operands(dq);
-      if (step > 0) bwd_hand_off_dq<Cfg>(c, p, smem, batch, walk.prev_head(), walk.prev_m_block(), step - 1, dq);
-      c.write_ds(ds_smem, dsa);
-    } else {
-      // dQ_j-1 handed off while S^T_j runs; from there on the default order (P^T under dP^T), and the default's
-      // register peak (dK + dV + S^T + dQ = 192 during the hand-off).
-      wgmma_wait<1>();
-      fence_operands(dq);
-      if (step > 0) bwd_hand_off_dq<Cfg>(c, p, smem, batch, walk.prev_head(), walk.prev_m_block(), step - 1, dq);
-      wgmma_wait<0>();
-      fence_operands(s);
-      warpgroup_arrive();
-      gemm_ss<64, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(
-          dp, descs.v_rows, make_desc_kmajor_sw128(stage.do_smem));
-      wgmma_commit();
-      if (bwd_block_needs_mask<Cfg>(p, m_block, n_block)) c.apply_mask(s, p, m_block, n_block);
-      c.probs(s, stage.lse_log2, p.scale_log2);
-      wgmma_wait<0>();
-      fence_operands(dp);
-      c.dscores(dp, s, stage.delta);
-      C::to_a_fragments(dp, dsa);
       fence_fragments(dsa);
-      c.write_ds(ds_smem, dsa);
-      C::to_a_fragments(s, pa);
+      fence_operands(dk);
+      fence_operands(dv);
+      // Stage i is no longer read (Q, dO by the finished GEMMs; lse, delta before the barrier above).
+      if (c.leader) bars.qdo.consumer_release(st);
+      st.advance();
+    };
+    // Step i's score GEMMs, then dQ_i-1. No wgmma sits under a branch and none is in flight across the loop's back
+    // edge; both cost the whole kernel (nvcc 13.0): with dQ_i issued at the end of step i and waited in step i + 1,
+    // ptxas serialized every wgmma (C7515, all 16 kernels); with `if (i > 0)` around dQ_i-1's wgmmas, or with the
+    // first step peeled, it injected a warpgroup.arrive (C7519, the 8 d64 kernels). So each tile's step 0 issues a
+    // dQ too: it reads the other dS^T buffer (its result is never handed off, and the next dQ starts with scale-d 0),
+    // one 64-query GEMM per tile. Every key block has at least one query block (the last query row sees every key:
+    // first_m_block), so the tile's final dQ after the loop needs no branch either.
+    int i = 0;
+    for (; i < walk.total; ++i, walk.advance()) {
+      if constexpr (kAheadDP) {
+        wait_in_loop(bars.qdo.full[st.index], st.phase);
+        bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, Stage(smem, base, st.index));
+        issue_dq(step0 + i - 1);
+        wgmma_commit();
+      } else {
+        // d128: dQ_i-1 first, so the stage wait and S^T_i's issue run under it, and its hand-off under S^T_i.
+        issue_dq(step0 + i - 1);
+        wgmma_commit();
+        wait_in_loop(bars.qdo.full[st.index], st.phase);
+        bwd_issue_scores<Cfg, false>(s, dp, descs.k_rows, descs.v_rows, Stage(smem, base, st.index));
+      }
+      finish_block(i);
     }
-    bwd_issue_dkdv<Cfg>(dk, dv, pa, dsa, stage);
-    bwd_sync_ds<Cfg>(wg);  // before dQ_j (next step) reads dS^T_j
+    // The walk stands one past the tile's last step (group's last head, last block): that step's dQ, K's last read.
+    issue_dq(step0 + i - 1);
+    wgmma_commit();
     wgmma_wait<0>();
-    fence_fragments(pa);
-    fence_fragments(dsa);
-    fence_operands(dk);
-    fence_operands(dv);
-    // Stage j is no longer read (Q, dO by the finished GEMMs; lse, delta before the barrier above).
-    if (c.leader) bars.qdo.consumer_release(st);
-    st.advance();
-  };
-  // Step j's score GEMMs, then dQ_j-1. No wgmma sits under a branch and none is in flight across the loop's back
-  // edge; both cost the whole kernel (nvcc 13.0): with dQ_j issued at the end of step j and waited in step j + 1,
-  // ptxas serialized every wgmma (C7515, all 16 kernels); with `if (step > 0)` around dQ_j-1's wgmmas, or with the
-  // first step peeled, it injected a warpgroup.arrive (C7519, the 8 d64 kernels). So step 0 issues a dQ too: it reads
-  // the other dS^T buffer (not yet written: its result is never handed off, and the next dQ starts with scale-d 0),
-  // one 64-query GEMM per CTA. Every key block has at least one query block (the last query row sees every key:
-  // first_m_block), so the final dQ after the loop needs no branch either.
-  int step = 0;
-  for (; step < walk.total; ++step, walk.advance()) {
-    if constexpr (kAheadDP) {
-      wait_in_loop(bars.qdo.full[st.index], st.phase);
-      bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, Stage(smem, base, st.index));
-      issue_dq(step - 1);
-      wgmma_commit();
-    } else {
-      // d128: dQ_j-1 first, so the stage wait and S^T_j's issue run under it, and its hand-off under S^T_j.
-      issue_dq(step - 1);
-      wgmma_commit();
-      wait_in_loop(bars.qdo.full[st.index], st.phase);
-      bwd_issue_scores<Cfg, false>(s, dp, descs.k_rows, descs.v_rows, Stage(smem, base, st.index));
-    }
-    finish_block(step);
+    fence_operands(dq);
+    bwd_free_kv<Cfg>(c, bars);
+    bwd_hand_off_dq<Cfg>(c, p, smem, batch, walk.prev_head(), walk.prev_m_block(), step0 + i - 1, dq);
+    bwd_store_dkdv(c, p, t, dk, dv);
+    step0 += walk.total;
   }
-  // The walk stands one past the last step (group's last head, last block): that step's dQ.
-  issue_dq(step - 1);
-  wgmma_commit();
-  wgmma_wait<0>();
-  fence_operands(dq);
-  bwd_hand_off_dq<Cfg>(c, p, smem, batch, walk.prev_head(), walk.prev_m_block(), step - 1, dq);
-
-  bwd_store_dkdv(c, p, start.cta, dk, dv);
 }
 
 }  // namespace fa3nn::hopper
