@@ -1,8 +1,9 @@
 // FlashAttention backward for Hopper (FA3 Algorithm 3 / FA2 backward); run and timed on the H200 (benchmarks/NOTES.md).
-// One CTA per (key block of kBlockN = 128 keys, K/V head, batch); one producer warpgroup, two consumer warpgroups.
-// The CTA walks every query head of its K/V head's group (GQA/MQA: heads kv_head * group .. + group - 1; MHA: group
-// 1), each over its query blocks, as one sequence of steps (BwdQueryWalk): dK/dV sum over the whole group in
-// registers and are written once per K/V head, with no atomics (so deterministic).
+// One tile per (key block of kBlockN = 128 keys, K/V head, batch); one producer warpgroup, two consumer warpgroups.
+// A CTA computes one tile, or (persistent launch) chains tiles with one K/V buffer (BwdCtaTiles). Per tile it walks
+// every query head of its K/V head's group (GQA/MQA: heads kv_head * group .. + group - 1; MHA: group 1), each over
+// its query blocks, as one sequence of steps (BwdQueryWalk): dK/dV sum over the whole group in registers and are
+// written once per K/V head, with no atomics (so deterministic).
 //
 //   producer (warpgroup 0, one elected thread): K_n and V_n once, then for each step (query head h, query block m of
 //       64 rows) Q_m and dO_m of head h (TMA, SW128 panels) plus lse_log2_m and delta_m (64 floats each, bulk copies)

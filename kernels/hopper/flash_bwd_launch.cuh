@@ -131,11 +131,11 @@ int launch_bwd(const BwdProblem& pr) {
 
   auto kernel = flash_bwd_kernel<Cfg>;
   if (const int status = configure_smem<Cfg>(kernel)) return status;
-  // One CTA per (key block, K/V head, batch): it walks the group's query heads (BwdQueryWalk). Under a causal mask key
-  // block 0 has the most query blocks (times group under GQA). Key blocks innermost (the MHA order) start the longest
-  // CTA of each (K/V head, batch) first; outermost start all of them first (bwd_tile), which a greedy model of the
-  // 132 SMs puts at 0.97-0.99 of ideal against 0.62-0.81 innermost for 16 query heads on 4 or 2 K/V heads at seqlen
-  // 2048-8192 (benchmarks/NOTES.md, "In-kernel GQA"), so auto picks it for causal GQA/MQA; MHA keeps its order.
+  // One tile per (key block, K/V head, batch): it walks the group's query heads (BwdQueryWalk). Under a causal mask
+  // key block 0 has the most query blocks (times group under GQA). Key blocks innermost (the MHA order) start the
+  // longest tile of each (K/V head, batch) first; outermost start all of them first (bwd_tile), which a greedy model
+  // of the 132 SMs puts at 0.97-0.99 of ideal against 0.62-0.81 innermost for 16 query heads on 4 or 2 K/V heads at
+  // seqlen 2048-8192 (benchmarks/NOTES.md, "In-kernel GQA"), so auto picks it for causal GQA/MQA; MHA keeps its order.
   // Persistent (ctas > 0, or auto where use_persistent_bwd: one CTA per SM): each CTA walks tiles blockIdx.x + k *
   // gridDim.x in the same order, so the CTAs in flight hold the tiles one CTA per tile would.
   const int n_blocks = (pr.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
