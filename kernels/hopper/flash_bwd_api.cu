@@ -35,8 +35,9 @@ extern "C" {
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void* v, const void* out, const float* lse,
                      const float* dlse, void* dq, void* dk, void* dv, float* dq_accum, float* lse_log2, float* delta,
-                     int batch, int seqlen_q, int seqlen_k, int nheads, int nheads_kv, int headdim, const int64_t* strides,
-                     float softmax_scale, int causal, int bf16, int variant, int grid_order, int ctas, void* stream) {
+                     int batch, int seqlen_q, int seqlen_k, int nheads, int nheads_kv, int headdim,
+                     const int64_t* strides, float softmax_scale, int causal, int bf16, int variant, int grid_order,
+                     int ctas, void* stream) {
   if (nheads_kv <= 0 || nheads % nheads_kv != 0)
     return fail("%s", "nheads_kv must be positive and divide nheads (GQA/MQA: query heads in groups of equal size)");
   if (!(softmax_scale > 0.f)) return fail("%s", "softmax_scale must be positive");
