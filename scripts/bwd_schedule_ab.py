@@ -1,6 +1,7 @@
-"""The native backward's main kernel with one CTA per (key block, K/V head, batch) tile against the persistent form
-(one CTA per SM chaining tiles; hopper_bwd.launch(schedule=...)), whole backward, same process, rounds interleaved;
-and torch.profiler's per-kernel device times of one call each way at the first shape of each head dim. Shapes of the
+"""The native backward's main kernel with one CTA per (key block, K/V head, batch) tile against the persistent forms
+(one CTA per SM chaining tiles; hopper_bwd.launch(schedule=...): with and without the L2 prefetch of each CTA's next
+K/V, and in the key-blocks-outermost tile order), whole backward, same process, rounds interleaved; and
+torch.profiler's per-kernel device times of one call each way at the first shape of each head dim. Shapes of the
 FlashAttention-3 paper (batch x seqlen = 16384 tokens, nheads x headdim = 2048), bf16, MHA.
 
     python scripts/bwd_schedule_ab.py --json out.json [--headdims 64 128] [--seqlens 512 2048 16384] [--rounds 7]
@@ -23,12 +24,19 @@ from bwd_prepost_ab import backward_inputs, kernel_times  # noqa: E402
 
 from fa3nn.backends import hopper_bwd  # noqa: E402
 
-MODES = ("per_tile", "persistent")
+# hopper_bwd.launch's arguments per mode; the first is the baseline the others are timed against.
+MODES = {
+    "per_tile": dict(schedule="per_tile"),
+    "persistent": dict(schedule="persistent"),
+    "persistent_no_prefetch": dict(schedule="persistent", prefetch_kv=False),
+    "persistent_outer": dict(schedule="persistent", grid_order="key_blocks_outer"),
+}
+BASE = next(iter(MODES))
 
 
 def measure(headdim: int, seqlen: int, causal: bool, args, profiles: list) -> dict:
     inputs, flops = backward_inputs(headdim, seqlen, causal)
-    calls = {mode: (lambda mode=mode: hopper_bwd.launch(*inputs, schedule=mode)) for mode in MODES}
+    calls = {mode: (lambda kw=kw: hopper_bwd.launch(*inputs, **kw)) for mode, kw in MODES.items()}
     if seqlen == args.seqlens[0] and not causal:
         profiles.append(dict(headdim=headdim, seqlen=seqlen, **{mode: kernel_times(c) for mode, c in calls.items()}))
         print(profiles[-1], file=sys.stderr, flush=True)
@@ -36,10 +44,12 @@ def measure(headdim: int, seqlen: int, causal: bool, args, profiles: list) -> di
     for _ in range(args.rounds):
         for mode, c in calls.items():
             samples[mode].append(time_ms([c], args.iters, 1))
-    ratios = sorted(a / b for a, b in zip(samples["per_tile"], samples["persistent"]))
+    speedups = {}
+    for mode in MODES:
+        ratios = sorted(a / b for a, b in zip(samples[BASE], samples[mode]))
+        speedups[mode] = (statistics.median(ratios), ratios[len(ratios) // 4], ratios[3 * len(ratios) // 4])
     return dict(headdim=headdim, seqlen=seqlen, causal=causal, samples_ms=samples,
-                **{f"{mode}_tflops": flops / statistics.median(samples[mode]) / 1e9 for mode in MODES},
-                speedup=statistics.median(ratios), quartiles=(ratios[len(ratios) // 4], ratios[3 * len(ratios) // 4]))
+                tflops={mode: flops / statistics.median(samples[mode]) / 1e9 for mode in MODES}, speedups=speedups)
 
 
 def main() -> None:
@@ -59,14 +69,18 @@ def main() -> None:
                 if args.json:
                     args.json.write_text(json.dumps(dict(device=torch.cuda.get_device_name(), rows=rows,
                                                          profiles=profiles), indent=1))
-    print("| d | seqlen | causal | bwd TFLOP/s one CTA per tile | persistent | per-tile time / persistent time "
-          "(quartiles) |")
-    print("|---|---|---|---|---|---|")
+    others = list(MODES)[1:]
+    print(f"| d | seqlen | causal | bwd TFLOP/s {BASE} | " + " | ".join(f"{m}: x {BASE} (quartiles)" for m in others)
+          + " |")
+    print("|---|---|---|---|" + "---|" * len(others))
     for r in rows:
-        print(f"| {r['headdim']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | {r['per_tile_tflops']:.1f} | "
-              f"{r['persistent_tflops']:.1f} | {r['speedup']:.3f} ({r['quartiles'][0]:.3f}-{r['quartiles'][1]:.3f}) |")
+        cells = [f"{r['tflops'][m]:.1f}: {s[0]:.3f} ({s[1]:.3f}-{s[2]:.3f})"
+                 for m, s in ((m, r['speedups'][m]) for m in others)]
+        print(f"| {r['headdim']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | {r['tflops'][BASE]:.1f} | "
+              + " | ".join(cells) + " |")
     for p in profiles:
-        print(f"d{p['headdim']} {p['seqlen']} kernel us, per tile: {p['per_tile']}  persistent: {p['persistent']}")
+        print(f"d{p['headdim']} {p['seqlen']} main kernel us: " + ", ".join(
+            f"{m} {next((t for k, t in p[m].items() if k.startswith('flash_bwd_kernel')), 0):.1f}" for m in MODES))
 
 
 if __name__ == "__main__":

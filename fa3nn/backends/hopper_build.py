@@ -172,13 +172,17 @@ def load(path: Path) -> ctypes.CDLL:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build the native Hopper library (needs nvcc, not a GPU).")
     parser.add_argument("--out", type=Path, help="write the library here instead of the cache")
+    parser.add_argument("--define", action="append", default=[], metavar="NAME",
+                        help="compile with -DNAME (measurement builds, e.g. FA3NN_BWD_TRACE; needs --out)")
     args = parser.parse_args(argv)
+    if args.define and args.out is None:
+        parser.error("--define builds a measurement library: give it --out (the cache holds the default build only)")
     if args.out is not None:
         nvcc = find_nvcc()
         if nvcc is None:
             print("nvcc not found", file=sys.stderr)
             return 1
-        compile_library(nvcc, kernels_dir(), args.out.resolve())
+        compile_library(nvcc, kernels_dir(), args.out.resolve(), tuple(f"-D{name}" for name in args.define))
         print(args.out.resolve())
     else:
         print(build_cached())

@@ -54,6 +54,7 @@
 
 #include "bulk_copy.cuh"
 #include "fast_div.cuh"
+#include "flash_bwd_trace.cuh"
 #include "mbarrier.cuh"
 #include "named_barrier.cuh"
 #include "pipeline.cuh"
@@ -83,6 +84,7 @@ struct BwdParams {
   int key_blocks_outer;
   int num_tiles;
   FastDiv tile_inner, tile_middle;
+  int prefetch_kv;  // nonzero: the producer prefetches its CTA's next tile's K/V into L2 (bwd_prefetch_kv)
   int num_m_blocks;
   float scale_log2;     // softmax_scale * log2(e)
   float softmax_scale;
@@ -270,6 +272,16 @@ __device__ __forceinline__ void bwd_load_kv(const CUtensorMap* tma_k, const CUte
   }
 }
 
+// The next tile's K and V into L2 (BwdParams::prefetch_kv), so that its load after kv_free reads L2, not HBM.
+template <class Cfg>
+__device__ __forceinline__ void bwd_prefetch_kv(const CUtensorMap* tma_k, const CUtensorMap* tma_v, const BwdTile& t) {
+#pragma unroll
+  for (int panel = 0; panel < Cfg::kPanels; ++panel) {
+    tma_prefetch_l2_4d(tma_k, panel * kPanelCols, t.n_block * Cfg::kBlockN, t.kv_head, t.batch);
+    tma_prefetch_l2_4d(tma_v, panel * kPanelCols, t.n_block * Cfg::kBlockN, t.kv_head, t.batch);
+  }
+}
+
 // Per tile: K/V (from the second tile on after kv_free, i.e. after the previous tile's last dQ GEMM), then per step
 // Q / dO / lse_log2 / delta into the ring, which runs on across tiles: the next tile's K/V and first stages load
 // while the consumers hand off their last dQ and store dK / dV.
@@ -285,8 +297,13 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUt
   for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance()) {
     const BwdTile t = bwd_tile(p, tiles.tile);
     bwd_load_kv<Cfg>(tma_k, tma_v, t, tiles.iter, smem, bars);
+    if (p.prefetch_kv) {
+      const int next = tiles.tile + static_cast<int>(gridDim.x);
+      if (next < p.num_tiles) bwd_prefetch_kv<Cfg>(tma_k, tma_v, bwd_tile(p, next));
+    }
     BwdQueryWalk<Cfg> walk(p, t.n_block, t.kv_head);
-    for (int step = 0; step < walk.total; ++step, walk.advance()) {
+    // Counted down: one register fewer than step < total under the producer's 24 (the causal kernels spilled).
+    for (int left = walk.total; left > 0; --left, walk.advance()) {
       const int m_block = walk.m_block, head = walk.head;
       bars.qdo.producer_acquire(st, Cfg::kStageBytes);
       MBarrier* full = bars.qdo.full_barrier(st);
@@ -705,12 +722,15 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
     const BwdTile t = bwd_tile(p, tiles.tile);
     const int n_block = t.n_block;
     bwd_zero_dkdv(dk, dv);
+    bwd_trace(c.leader, wg, tiles.iter, kTraceTileStart);
     bwd_wait_kv<Cfg>(bars, tiles);
+    bwd_trace(c.leader, wg, tiles.iter, kTraceKVReady);
     BwdQueryWalk<Cfg> walk(p, n_block, t.kv_head);
     for (int i = 0; i < walk.total; ++i, walk.advance()) {
       const int step = step0 + i;
       const int m_block = walk.m_block;
       wait_in_loop(bars.qdo.full[st.index], st.phase);
+      if (i == 0) bwd_trace(c.leader, wg, tiles.iter, kTraceFirstStage);
       const BwdStage<Cfg> stage(smem, base, st.index);
 
       // S^T and dP^T, two groups: the exponentials of P^T run while dP^T is on the tensor cores.
@@ -750,10 +770,15 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
       if (c.leader) bars.qdo.consumer_release(st);
       st.advance();
       // The tile's last dQ GEMM, K's last reader, is done: the next tile's K/V may load under this hand-off.
-      if (i + 1 == walk.total) bwd_free_kv<Cfg>(c, bars);
+      if (i + 1 == walk.total) {
+        bwd_trace(c.leader, wg, tiles.iter, kTraceLoopEnd);
+        bwd_free_kv<Cfg>(c, bars);
+        bwd_trace(c.leader, wg, tiles.iter, kTraceKVFree);
+      }
       bwd_hand_off_dq<Cfg>(c, p, smem, t.batch, walk.head, m_block, step, dq);
     }
     bwd_store_dkdv(c, p, t, dk, dv);
+    bwd_trace(c.leader, wg, tiles.iter, kTraceTileEnd);
     step0 += walk.total;
   }
 }

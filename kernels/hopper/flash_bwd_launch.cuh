@@ -30,10 +30,13 @@ struct BwdProblem {
   cudaStream_t stream;
   int prepost_vec = 1;  // 0: the 2-byte preprocess / postprocess kernels even where 16-byte ones could run
   int ctas = 0;         // main kernel CTAs: 0 auto (use_persistent_bwd), -1 one per tile, n > 0 at most n (persistent)
+  int prefetch_kv = 1;  // 0: a persistent launch does not prefetch each CTA's next K/V into L2
 };
 
 // The variant bit that selects the 2-byte preprocess / postprocess kernels (benchmarks: fa3nn_hopper_bwd).
 constexpr int kScalarPrePostBit = 16;
+// The variant bit that turns off the persistent launch's L2 prefetch of each CTA's next K/V (benchmarks).
+constexpr int kNoPrefetchBit = 32;
 
 // Whether auto runs the main kernel persistent: grid = SMs, each CTA chaining tiles (BwdCtaTiles, flash_bwd.cuh).
 // Not yet: untimed (benchmarks/NOTES.md, twenty-seventh session).
@@ -148,6 +151,7 @@ int launch_bwd(const BwdProblem& pr) {
   static const int sms = num_sms();
   const int ctas = pr.ctas > 0 ? pr.ctas : pr.ctas == 0 && use_persistent_bwd(Cfg::kCausal) ? sms : p.num_tiles;
   const int grid = ctas < p.num_tiles ? ctas : p.num_tiles;
+  p.prefetch_kv = pr.prefetch_kv != 0 && grid < p.num_tiles;
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, tdo, tdq, p);
 
   if (vec_post) {

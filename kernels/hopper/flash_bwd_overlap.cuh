@@ -62,7 +62,9 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
     const BwdTile t = bwd_tile(p, tiles.tile);
     const int n_block = t.n_block, batch = t.batch;
     bwd_zero_dkdv(dk, dv);
+    bwd_trace(c.leader, wg, tiles.iter, kTraceTileStart);
     bwd_wait_kv<Cfg>(bars, tiles);
+    bwd_trace(c.leader, wg, tiles.iter, kTraceKVReady);
     BwdQueryWalk<Cfg> walk(p, n_block, t.kv_head);
     // Step i of the tile (walk's current query head and block) once S^T_i [, dP^T_i] and dQ_i-1 are committed, in
     // that order. dQ_i-1 belongs to the previous step, which under GQA may be the previous query head's last block;
@@ -134,6 +136,7 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
     for (; i < walk.total; ++i, walk.advance()) {
       if constexpr (kAheadDP) {
         wait_in_loop(bars.qdo.full[st.index], st.phase);
+        if (i == 0) bwd_trace(c.leader, wg, tiles.iter, kTraceFirstStage);
         bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, Stage(smem, base, st.index));
         issue_dq(step0 + i - 1);
         wgmma_commit();
@@ -142,18 +145,22 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
         issue_dq(step0 + i - 1);
         wgmma_commit();
         wait_in_loop(bars.qdo.full[st.index], st.phase);
+        if (i == 0) bwd_trace(c.leader, wg, tiles.iter, kTraceFirstStage);
         bwd_issue_scores<Cfg, false>(s, dp, descs.k_rows, descs.v_rows, Stage(smem, base, st.index));
       }
       finish_block(i);
     }
     // The walk stands one past the tile's last step (group's last head, last block): that step's dQ, K's last read.
+    bwd_trace(c.leader, wg, tiles.iter, kTraceLoopEnd);
     issue_dq(step0 + i - 1);
     wgmma_commit();
     wgmma_wait<0>();
     fence_operands(dq);
     bwd_free_kv<Cfg>(c, bars);
+    bwd_trace(c.leader, wg, tiles.iter, kTraceKVFree);
     bwd_hand_off_dq<Cfg>(c, p, smem, batch, walk.prev_head(), walk.prev_m_block(), step0 + i - 1, dq);
     bwd_store_dkdv(c, p, t, dk, dv);
+    bwd_trace(c.leader, wg, tiles.iter, kTraceTileEnd);
     step0 += walk.total;
   }
 }
