@@ -458,6 +458,29 @@ def test_prepost_access_widths_agree(headdim, causal, dtype):
     assert diff <= dq.float().abs().max().item() * 2**-7, f"dq: a 4-B aligned buffer differs by {diff}"
 
 
+# dK / dV leave registers as 16-byte row segments (a quad transpose of each 4 x 4 block of packed words) wherever dk
+# and dv are 16-B aligned with strides of multiples of 8 elements, else 4 bytes at a time: the same values either
+# way, bitwise. 4-B aligned views (the fallback) and the explicit 4-byte form against the default; 239x1 and
+# 511x1537 leave keys past seqlen_k in the last key block (rows whose quads shuffle but do not store).
+@pytest.mark.parametrize("seqlens", [(239, 1), (511, 1537)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.gpu
+@needs_hopper
+def test_dkdv_store_widths_agree(headdim, causal, seqlens):
+    (dout, q, k, v, out, lse, scale), (_, dk, dv) = _check_against_reference(torch.bfloat16, headdim, causal, seqlens,
+                                                                             None)
+    run = functools.partial(hopper_bwd.launch, dout, q, k, v, out, lse, scale, causal)
+    _, dk_s, dv_s = run(scalar_dkdv=True)
+    assert torch.equal(dk, dk_s) and torch.equal(dv, dv_s), "the 4-byte and 16-byte dK/dV stores differ"
+    for name in ("dk", "dv"):
+        like = k if name == "dk" else v
+        backing = torch.full((like.numel() + 2,), float("nan"), dtype=like.dtype, device=like.device)
+        offset = backing[2:].view(like.shape)  # 4-B aligned, not 16: the 4-byte stores
+        grads = run(**{name: offset})
+        assert torch.equal(grads[1], dk) and torch.equal(grads[2], dv), f"a 4-B aligned {name} changed dK/dV"
+
+
 # The grid order (hopper_bwd.GRID_ORDERS) only maps CTAs to (key block, K/V head, batch): each CTA computes the same
 # thing either way, so dK/dV are bitwise equal between orders; MHA, GQA and MQA, auto picking either order.
 @pytest.mark.parametrize("heads", [(4, 4), *GQA_HEADS], ids=lambda h: f"{h[0]}q{h[1]}kv")
@@ -478,8 +501,9 @@ def test_grid_orders_give_the_same_dk_dv(headdim, causal, heads):
 # The persistent schedule (hopper_bwd.SCHEDULES): few CTAs each chain many tiles, so every barrier phase (K/V per
 # tile, kv_free, the ring, the dS^T / dQ buffers numbered across tiles, the dQ writer's step count) runs through tile
 # ends; 3 and 7 CTAs over 13 key blocks x 2 K/V heads x batch 3 (78 tiles, uneven per CTA, causal tiles of uneven
-# length, GQA groups), plus the SM-count default; with and without the L2 prefetch of each CTA's next K/V. Each tile is computed as with one CTA per tile, so dK/dV are bitwise
-# equal to per_tile's; dQ (fp32 reduce-adds in another order) within the error-ratio rule.
+# length, GQA groups), plus the SM-count default; with and without the L2 prefetch of each CTA's next K/V. Each tile
+# is computed as with one CTA per tile, so dK/dV are bitwise equal to per_tile's; dQ (fp32 reduce-adds in another
+# order) within the error-ratio rule.
 @pytest.mark.parametrize("headdim,variant", [(h, v) for h in HEADDIMS for v in hopper_bwd.variants_for(h)],
                          ids=lambda x: str(x))
 @pytest.mark.parametrize("heads", [(2, 2), (8, 2)], ids=lambda h: f"{h[0]}q{h[1]}kv")

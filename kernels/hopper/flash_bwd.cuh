@@ -55,6 +55,7 @@
 #include "bulk_copy.cuh"
 #include "fast_div.cuh"
 #include "flash_bwd_trace.cuh"
+#include "global_access.cuh"
 #include "mbarrier.cuh"
 #include "named_barrier.cuh"
 #include "pipeline.cuh"
@@ -85,6 +86,7 @@ struct BwdParams {
   int num_tiles;
   FastDiv tile_inner, tile_middle;
   int prefetch_kv;  // nonzero: the producer prefetches its CTA's next tile's K/V into L2 (bwd_prefetch_kv)
+  int dkdv_vec16;   // nonzero: dK / dV stored 16 bytes at a time (BwdConsumer::store_rows)
   int num_m_blocks;
   float scale_log2;     // softmax_scale * log2(e)
   float softmax_scale;
@@ -538,20 +540,40 @@ struct BwdConsumer {
     }
   }
 
-  // dK or dV rows of this warpgroup (times `scale`) from registers, 4 bytes per store; keys past seqlen_k skipped.
+  // dK or dV rows of this warpgroup (times `scale`) from registers; keys past seqlen_k skipped. With `vec16` (dst
+  // 16-B aligned, strides multiples of 8 elements: BwdParams::dkdv_vec16) each quad transposes its words
+  // (quad_transpose) so that every store is 16 contiguous bytes: a warp store then covers 8 rows x 64 B, whole 32-B
+  // sectors, against 8 rows x 16 B (half sectors) for the 4-byte stores, with a quarter of the store instructions.
+  // The 4-byte form took ~7.8 us per tile at d128 (64 KB of dK / dV per CTA; scripts/bwd_trace.py, s27c), a third of
+  // a 512-key tile's time.
   __device__ __forceinline__ void store_rows(void* dst, int64_t batch_stride, int64_t row_stride, int64_t head_stride,
                                              const BwdParams& p, int batch, int head, int n_block,
-                                             const float (&acc)[kAccRegs], float scale) const {
+                                             const float (&acc)[kAccRegs], float scale, bool vec16) const {
     uint16_t* out = static_cast<uint16_t*>(dst) + batch * batch_stride + head * head_stride;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int key = n_block * Cfg::kBlockN + wg * 64 + row_in_warpgroup(half);
-      if (key >= p.seqlen_k) continue;
-      uint16_t* out_row = out + static_cast<int64_t>(key) * row_stride + 2 * (tid % 4);
+      const bool row_ok = key < p.seqlen_k;
+      uint16_t* out_row = out + static_cast<int64_t>(key) * row_stride;
+      if (vec16) {
+        // Every lane shuffles (the quad's row is valid or not as a whole; the warp's shuffles need all lanes).
 #pragma unroll
-      for (int j = 0; j < kAccRegs / 4; ++j) {
-        const int i = 4 * j + 2 * half;
-        *reinterpret_cast<uint32_t*>(out_row + 8 * j) = pack(acc[i] * scale, acc[i + 1] * scale);
+        for (int k = 0; k < kAccRegs / 16; ++k) {
+          uint32_t w[4];
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const int i = 4 * (4 * k + c) + 2 * half;
+            w[c] = pack(acc[i] * scale, acc[i + 1] * scale);
+          }
+          quad_transpose(w);
+          if (row_ok) st_global_16(out_row + 8 * (4 * k + tid % 4), make_uint4(w[0], w[1], w[2], w[3]));
+        }
+      } else if (row_ok) {
+#pragma unroll
+        for (int j = 0; j < kAccRegs / 4; ++j) {
+          const int i = 4 * j + 2 * half;
+          *reinterpret_cast<uint32_t*>(out_row + 8 * j + 2 * (tid % 4)) = pack(acc[i] * scale, acc[i + 1] * scale);
+        }
       }
     }
   }
@@ -698,10 +720,11 @@ template <class Cfg>
 __device__ __forceinline__ void bwd_store_dkdv(const BwdConsumer<Cfg>& c, const BwdParams& p, const BwdTile& cta,
                                                const float (&dk)[BwdConsumer<Cfg>::kAccRegs],
                                                const float (&dv)[BwdConsumer<Cfg>::kAccRegs]) {
+  const bool vec16 = p.dkdv_vec16 != 0;
   c.store_rows(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, p, cta.batch, cta.kv_head, cta.n_block,
-               dk, p.softmax_scale);
+               dk, p.softmax_scale, vec16);
   c.store_rows(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, p, cta.batch, cta.kv_head, cta.n_block,
-               dv, 1.f);
+               dv, 1.f, vec16);
 }
 
 template <class Cfg>

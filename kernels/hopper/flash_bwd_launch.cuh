@@ -31,12 +31,15 @@ struct BwdProblem {
   int prepost_vec = 1;  // 0: the 2-byte preprocess / postprocess kernels even where 16-byte ones could run
   int ctas = 0;         // main kernel CTAs: 0 auto (use_persistent_bwd), -1 one per tile, n > 0 at most n (persistent)
   int prefetch_kv = 1;  // 0: a persistent launch does not prefetch each CTA's next K/V into L2
+  int dkdv_vec16 = 1;   // 0: dK / dV stored 4 bytes at a time even where 16-byte stores could run
 };
 
 // The variant bit that selects the 2-byte preprocess / postprocess kernels (benchmarks: fa3nn_hopper_bwd).
 constexpr int kScalarPrePostBit = 16;
 // The variant bit that turns off the persistent launch's L2 prefetch of each CTA's next K/V (benchmarks).
 constexpr int kNoPrefetchBit = 32;
+// The variant bit that stores dK / dV 4 bytes at a time where 16-byte stores could run (benchmarks, tests).
+constexpr int kScalarDKDVBit = 64;
 
 // Whether auto runs the main kernel persistent: grid = SMs, each CTA chaining tiles (BwdCtaTiles, flash_bwd.cuh).
 // Not yet: untimed (benchmarks/NOTES.md, twenty-seventh session).
@@ -152,6 +155,9 @@ int launch_bwd(const BwdProblem& pr) {
   const int ctas = pr.ctas > 0 ? pr.ctas : pr.ctas == 0 && use_persistent_bwd(Cfg::kCausal) ? sms : p.num_tiles;
   const int grid = ctas < p.num_tiles ? ctas : p.num_tiles;
   p.prefetch_kv = pr.prefetch_kv != 0 && grid < p.num_tiles;
+  // 16-byte dK / dV stores (BwdConsumer::store_rows) where both are 16-B aligned with strides of multiples of 8.
+  p.dkdv_vec16 = pr.dkdv_vec16 != 0 && aligned16(pr.dk) && aligned16(pr.dv) &&
+                 strides_of_8({st[18], st[19], st[20], st[21], st[22], st[23]});
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, tdo, tdq, p);
 
   if (vec_post) {

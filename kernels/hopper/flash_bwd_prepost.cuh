@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "global_access.cuh"
+
 namespace fa3nn::hopper {
 
 struct BwdPrePostParams {
@@ -119,18 +121,6 @@ struct PrePostVec {
   static constexpr int kRowsPerBlock = 8 * kRowsPerWarp;  // 256 threads
   static_assert(kLanesPerRow <= 32 && 32 % kLanesPerRow == 0, "a row's lanes within one warp");
 };
-
-// One 16-byte global load / store (the pointer 16-B aligned): written in PTX because nvcc split a uint4 access
-// through a cast 2-byte pointer into two 8-byte loads and four 4-byte stores.
-__device__ __forceinline__ uint4 ld_global_16(const void* ptr) {
-  uint4 v;
-  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(ptr));
-  return v;
-}
-__device__ __forceinline__ void st_global_16(void* ptr, uint4 v) {
-  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(ptr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-               : "memory");
-}
 
 template <bool kBF16>
 __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
