@@ -501,9 +501,8 @@ def test_grid_orders_give_the_same_dk_dv(headdim, causal, heads):
 # The persistent schedule (hopper_bwd.SCHEDULES): few CTAs each chain many tiles, so every barrier phase (K/V per
 # tile, kv_free, the ring, the dS^T / dQ buffers numbered across tiles, the dQ writer's step count) runs through tile
 # ends; 3 and 7 CTAs over 13 key blocks x 2 K/V heads x batch 3 (78 tiles, uneven per CTA, causal tiles of uneven
-# length, GQA groups), plus the SM-count default; with and without the L2 prefetch of each CTA's next K/V. Each tile
-# is computed as with one CTA per tile, so dK/dV are bitwise equal to per_tile's; dQ (fp32 reduce-adds in another
-# order) within the error-ratio rule.
+# length, GQA groups), plus the SM-count default. Each tile is computed as with one CTA per tile, so dK/dV are
+# bitwise equal to per_tile's; dQ (fp32 reduce-adds in another order) within the error-ratio rule.
 @pytest.mark.parametrize("headdim,variant", [(h, v) for h in HEADDIMS for v in hopper_bwd.variants_for(h)],
                          ids=lambda x: str(x))
 @pytest.mark.parametrize("heads", [(2, 2), (8, 2)], ids=lambda h: f"{h[0]}q{h[1]}kv")
@@ -515,10 +514,10 @@ def test_persistent_schedule_matches_one_cta_per_tile(headdim, variant, heads, c
     (dout, q, k, v, out, lse, scale), (dq, dk, dv) = _check_against_reference(
         torch.bfloat16, headdim, causal, (511, 1537), variant, nheads=nheads, nheads_kv=nheads_kv, batch=3,
         schedule="per_tile")
-    for max_ctas, prefetch_kv in ((3, True), (7, False), (None, True)):
+    for max_ctas in (3, 7, None):
         grads = tuple(_poisoned_like(t) for t in (q, k, v))
         hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, *grads, variant=variant, schedule="persistent",
-                          max_ctas=max_ctas, prefetch_kv=prefetch_kv)
+                          max_ctas=max_ctas)
         assert not any(g.isnan().any() for g in grads), f"max_ctas={max_ctas}: an unwritten gradient element"
         assert torch.equal(grads[1], dk) and torch.equal(grads[2], dv), f"max_ctas={max_ctas} changed dK/dV"
         dq_max = dq.float().abs().max().item()

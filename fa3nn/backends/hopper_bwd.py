@@ -39,17 +39,15 @@ VARIANT_HEADDIMS = {"m128": (64,)}  # variants built for some head dims only; th
 # wherever dq, are 16-B aligned with strides that are multiples of 8 elements; each falls back to 2-byte accesses
 # elsewhere (a caller's dq, say).
 SCALAR_PREPOST_BIT = 16
-# Added to a variant's number: a persistent launch without its L2 prefetch of each CTA's next tile's K/V
-# (flash_bwd_launch.cuh kNoPrefetchBit; benchmarks).
-NO_PREFETCH_BIT = 32
 # Added to a variant's number: dK / dV stored 4 bytes at a time where 16-byte stores could run (flash_bwd_launch.cuh
 # kScalarDKDVBit; benchmarks and tests). By default the 16-byte stores run wherever dk and dv are 16-B aligned with
 # strides that are multiples of 8 elements.
-SCALAR_DKDV_BIT = 64
+SCALAR_DKDV_BIT = 32
 # The main kernel's CTAs (fa3nn_hopper_bwd's `ctas`): "per_tile" one CTA per (key block, K/V head, batch) tile;
 # "persistent" one CTA per SM (or `max_ctas`), each walking tiles blockIdx.x + k * gridDim.x with its next tile's K/V
 # loaded under its current tile's dQ hand-off and dK / dV stores; "auto" the library's choice (flash_bwd_launch.cuh
-# use_persistent_bwd). Benchmarks and tests pick the others.
+# use_persistent_bwd: persistent for non-causal tiles of at most 1024 query rows). Benchmarks and tests pick the
+# others.
 SCHEDULES = ("auto", "per_tile", "persistent")
 
 
@@ -128,7 +126,7 @@ def check_arguments(dout, q, k, v, out, lse, softmax_scale: float) -> None:
 def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None, dk=None, dv=None, dlse=None,
            variant: str | None = None, library: ctypes.CDLL | None = None, grid_order: str = "auto",
            scalar_prepost: bool = False, schedule: str = "auto", max_ctas: int | None = None,
-           prefetch_kv: bool = True, scalar_dkdv: bool = False):
+           scalar_dkdv: bool = False):
     """Run preprocess, main kernel and postprocess; returns (dq, dk, dv). Allocates outputs and fp32 workspaces
     through torch unless dq/dk/dv are given, launches on the current stream, never syncs. `dlse` (the gradient into
     lse, lse's shape; None for none) is folded into the preprocess's delta. `variant` picks a build of the main
@@ -136,9 +134,8 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     build of the library; `grid_order` the CTA order (GRID_ORDERS; benchmarks and tests); `scalar_prepost` the
     preprocess / postprocess kernels with 2-byte accesses where the 16-byte ones would run (SCALAR_PREPOST_BIT;
     benchmarks and tests); `schedule` the main kernel's CTAs (SCHEDULES; `max_ctas` caps a persistent launch's,
-    default the SM count; `prefetch_kv` False: without the persistent launch's L2 prefetch of each CTA's next K/V;
-    benchmarks and tests); `scalar_dkdv` dK / dV stored 4 bytes at a time (SCALAR_DKDV_BIT; benchmarks and tests). k/v
-    may have fewer heads than q (GQA/MQA, a divisor of q's): dk/dv come out with k/v's
+    default the SM count; benchmarks and tests); `scalar_dkdv` dK / dV stored 4 bytes at a time (SCALAR_DKDV_BIT;
+    benchmarks and tests). k/v may have fewer heads than q (GQA/MQA, a divisor of q's): dk/dv come out with k/v's
     shape."""
     if variant is None:  # a head dim without a default: check_arguments names the problem
         variant = DEFAULT_VARIANTS.get(q.shape[-1] if isinstance(q, torch.Tensor) else None, "red_dq")
@@ -200,8 +197,8 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
             None if dlse is None else dlse.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
             dq_accum.data_ptr(), lse_log2.data_ptr(), delta.data_ptr(),
             batch, seqlen_q, seqlen_k, nheads, k.shape[2], headdim, stride_array, float(softmax_scale), int(causal),
-            int(q.dtype == torch.bfloat16), VARIANTS[variant] | (0 if prefetch_kv else NO_PREFETCH_BIT)
-            | (SCALAR_PREPOST_BIT if scalar_prepost else 0) | (SCALAR_DKDV_BIT if scalar_dkdv else 0),
+            int(q.dtype == torch.bfloat16), VARIANTS[variant] | (SCALAR_PREPOST_BIT if scalar_prepost else 0)
+            | (SCALAR_DKDV_BIT if scalar_dkdv else 0),
             GRID_ORDERS[grid_order], ctas, stream,
         )
     if status != 0:

@@ -85,7 +85,6 @@ struct BwdParams {
   int key_blocks_outer;
   int num_tiles;
   FastDiv tile_inner, tile_middle;
-  int prefetch_kv;  // nonzero: the producer prefetches its CTA's next tile's K/V into L2 (bwd_prefetch_kv)
   int dkdv_vec16;   // nonzero: dK / dV stored 16 bytes at a time (BwdConsumer::store_rows)
   int num_m_blocks;
   float scale_log2;     // softmax_scale * log2(e)
@@ -274,16 +273,6 @@ __device__ __forceinline__ void bwd_load_kv(const CUtensorMap* tma_k, const CUte
   }
 }
 
-// The next tile's K and V into L2 (BwdParams::prefetch_kv), so that its load after kv_free reads L2, not HBM.
-template <class Cfg>
-__device__ __forceinline__ void bwd_prefetch_kv(const CUtensorMap* tma_k, const CUtensorMap* tma_v, const BwdTile& t) {
-#pragma unroll
-  for (int panel = 0; panel < Cfg::kPanels; ++panel) {
-    tma_prefetch_l2_4d(tma_k, panel * kPanelCols, t.n_block * Cfg::kBlockN, t.kv_head, t.batch);
-    tma_prefetch_l2_4d(tma_v, panel * kPanelCols, t.n_block * Cfg::kBlockN, t.kv_head, t.batch);
-  }
-}
-
 // Per tile: K/V (from the second tile on after kv_free, i.e. after the previous tile's last dQ GEMM), then per step
 // Q / dO / lse_log2 / delta into the ring, which runs on across tiles: the next tile's K/V and first stages load
 // while the consumers hand off their last dQ and store dK / dV.
@@ -299,10 +288,6 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUt
   for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance()) {
     const BwdTile t = bwd_tile(p, tiles.tile);
     bwd_load_kv<Cfg>(tma_k, tma_v, t, tiles.iter, smem, bars);
-    if (p.prefetch_kv) {
-      const int next = tiles.tile + static_cast<int>(gridDim.x);
-      if (next < p.num_tiles) bwd_prefetch_kv<Cfg>(tma_k, tma_v, bwd_tile(p, next));
-    }
     BwdQueryWalk<Cfg> walk(p, t.n_block, t.kv_head);
     // Counted down: one register fewer than step < total under the producer's 24 (the causal kernels spilled).
     for (int left = walk.total; left > 0; --left, walk.advance()) {

@@ -26,9 +26,8 @@ extern "C" {
 // block's dQ GEMM; flash_bwd_overlap.cuh), 3 = both, 4 = bulk dQ with 128-row query blocks (head dim 64 only); any
 // of them + 16 (kScalarPrePostBit) with the 2-byte preprocess / postprocess kernels (benchmarks; by default the
 // 16-byte preprocess runs wherever out and dout, the 16-byte postprocess wherever dq, are 16-B aligned with strides
-// of multiples of 8 elements); + 32 (kNoPrefetchBit): a persistent launch without its L2 prefetch of each CTA's next
-// K/V (benchmarks); + 64 (kScalarDKDVBit): dK / dV stored 4 bytes at a time (by default 16 bytes wherever dk and dv
-// are 16-B aligned with strides of multiples of 8 elements).
+// of multiples of 8 elements); + 32 (kScalarDKDVBit): dK / dV stored 4 bytes at a time (by default 16 bytes wherever
+// dk and dv are 16-B aligned with strides of multiples of 8 elements).
 // grid_order: 0 = auto (key blocks outermost for causal GQA/MQA, else innermost), 1 = key blocks innermost (the MHA
 // order), 2 = outermost (flash_bwd.cuh, bwd_tile); for benchmarks and tests.
 // ctas: the main kernel's CTAs. 0 = auto (one per SM chaining tiles where use_persistent_bwd says so, else one per
@@ -49,9 +48,8 @@ int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void*
   if (ctas < -1) return fail("%s", "ctas must be 0 (auto), -1 (one CTA per tile) or a positive CTA count");
   pr.ctas = ctas;
   pr.prepost_vec = (variant & kScalarPrePostBit) == 0;
-  pr.prefetch_kv = (variant & kNoPrefetchBit) == 0;
   pr.dkdv_vec16 = (variant & kScalarDKDVBit) == 0;
-  variant &= ~(kScalarPrePostBit | kNoPrefetchBit | kScalarDKDVBit);
+  variant &= ~(kScalarPrePostBit | kScalarDKDVBit);
   switch (headdim) {
     case 64: return run_bwd_d64(pr, bf16 != 0, causal != 0, variant);
     case 128: return run_bwd_d128(pr, bf16 != 0, causal != 0, variant);

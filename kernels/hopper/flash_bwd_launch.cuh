@@ -30,20 +30,22 @@ struct BwdProblem {
   cudaStream_t stream;
   int prepost_vec = 1;  // 0: the 2-byte preprocess / postprocess kernels even where 16-byte ones could run
   int ctas = 0;         // main kernel CTAs: 0 auto (use_persistent_bwd), -1 one per tile, n > 0 at most n (persistent)
-  int prefetch_kv = 1;  // 0: a persistent launch does not prefetch each CTA's next K/V into L2
   int dkdv_vec16 = 1;   // 0: dK / dV stored 4 bytes at a time even where 16-byte stores could run
 };
 
 // The variant bit that selects the 2-byte preprocess / postprocess kernels (benchmarks: fa3nn_hopper_bwd).
 constexpr int kScalarPrePostBit = 16;
-// The variant bit that turns off the persistent launch's L2 prefetch of each CTA's next K/V (benchmarks).
-constexpr int kNoPrefetchBit = 32;
 // The variant bit that stores dK / dV 4 bytes at a time where 16-byte stores could run (benchmarks, tests).
-constexpr int kScalarDKDVBit = 64;
+constexpr int kScalarDKDVBit = 32;
 
-// Whether auto runs the main kernel persistent: grid = SMs, each CTA chaining tiles (BwdCtaTiles, flash_bwd.cuh).
-// Not yet: untimed (benchmarks/NOTES.md, twenty-seventh session).
-inline bool use_persistent_bwd(bool causal) { return causal && !causal; }
+// Whether auto runs the main kernel persistent: grid = SMs, each CTA chaining tiles (BwdCtaTiles, flash_bwd.cuh),
+// where a tile is short: non-causal, at most 1024 query rows per tile (seqlen_q x the GQA group). H200, whole
+// backward with 16-byte dK / dV stores, persistent x one CTA per tile (benchmarks/NOTES.md, s27d): non-causal d128
+// 1.028 / 1.017 / 0.975 / 0.991 / 0.994 at 512 / 1k / 2k / 4k / 16k, d64 1.074 / 1.035 / 1.004 / 1.005 / 1.005;
+// causal 0.73-0.94 (the static deal puts the long tiles on the same CTAs every round).
+inline bool use_persistent_bwd(bool causal, int group, int seqlen_q) {
+  return !causal && static_cast<long long>(group) * seqlen_q <= 1024;
+}
 
 inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 inline bool strides_of_8(std::initializer_list<int64_t> strides) {
@@ -152,9 +154,9 @@ int launch_bwd(const BwdProblem& pr) {
   p.tile_inner = FastDiv(p.key_blocks_outer ? pr.nheads_kv : n_blocks);
   p.tile_middle = FastDiv(p.key_blocks_outer ? pr.batch : pr.nheads_kv);
   static const int sms = num_sms();
-  const int ctas = pr.ctas > 0 ? pr.ctas : pr.ctas == 0 && use_persistent_bwd(Cfg::kCausal) ? sms : p.num_tiles;
+  const bool persistent = pr.ctas > 0 || (pr.ctas == 0 && use_persistent_bwd(Cfg::kCausal, p.group, pr.seqlen_q));
+  const int ctas = pr.ctas > 0 ? pr.ctas : persistent ? sms : p.num_tiles;
   const int grid = ctas < p.num_tiles ? ctas : p.num_tiles;
-  p.prefetch_kv = pr.prefetch_kv != 0 && grid < p.num_tiles;
   // 16-byte dK / dV stores (BwdConsumer::store_rows) where both are 16-B aligned with strides of multiples of 8.
   p.dkdv_vec16 = pr.dkdv_vec16 != 0 && aligned16(pr.dk) && aligned16(pr.dv) &&
                  strides_of_8({st[18], st[19], st[20], st[21], st[22], st[23]});

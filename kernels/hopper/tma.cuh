@@ -24,14 +24,6 @@ __device__ __forceinline__ void tma_load_4d(const CUtensorMap* map, MBarrier* ba
       : "memory");
 }
 
-// 4-d tile prefetch into L2 (no shared memory, no barrier): a later tma_load_4d of the same box then reads L2.
-__device__ __forceinline__ void tma_prefetch_l2_4d(const CUtensorMap* map, int c0, int c1, int c2, int c3) {
-  asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];" ::"l"(
-                   reinterpret_cast<uint64_t>(map)),
-               "r"(c0), "r"(c1), "r"(c2), "r"(c3)
-               : "memory");
-}
-
 // 4-d tile store from shared memory (bulk-group completion): the caller commits and waits. Box elements outside the
 // tensor are not written (TMA clips them), so the last tile of a sequence needs no row predicate.
 __device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, const void* smem_src, int c0, int c1, int c2,
