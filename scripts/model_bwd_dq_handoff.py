@@ -12,8 +12,9 @@ starts over. A warp that arrives twice before completion is counted twice, which
 
 with B = BwdConfig::kDQBuffers: 2, or 1 for the 128-row query blocks (variant m128).
 
-Steps are the CTA's whole walk (BwdQueryWalk: group * query blocks under GQA/MQA, continuing across query heads), so
-the writer's test is the kernel's `step + kDQBuffers < walk.total` as written.
+Steps are the CTA's whole walk (BwdQueryWalk: group * query blocks under GQA/MQA, continuing across query heads, and
+across the tiles a persistent CTA chains), so the writer's test is the kernel's `step + kDQBuffers < cta_steps` as
+written.
 
 Checks, for 1 and 2 buffers, 1..7 steps and 2000 schedules each: every warp finishes (no deadlock), no barrier
 completes with a warp counted twice, no barrier is left partly arrived at exit, the writer reads step s's buffer

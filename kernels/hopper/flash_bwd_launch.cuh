@@ -149,7 +149,8 @@ int launch_bwd(const BwdProblem& pr) {
   const int n_blocks = (pr.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
   p.key_blocks_outer = pr.grid_order == 2 || (pr.grid_order == 0 && Cfg::kCausal && p.group > 1);
   const long long tiles = static_cast<long long>(n_blocks) * pr.nheads_kv * pr.batch;
-  if (tiles > 0x7fffffffLL) return fail("%s", "too many key blocks x K/V heads x batch for one launch");
+  // Below 2^30, so that a CTA's next tile index (tile + gridDim.x, BwdCtaTiles) stays an int.
+  if (tiles >= (1LL << 30)) return fail("%s", "too many key blocks x K/V heads x batch for one launch (2^30 at most)");
   p.num_tiles = static_cast<int>(tiles);
   p.tile_inner = FastDiv(p.key_blocks_outer ? pr.nheads_kv : n_blocks);
   p.tile_middle = FastDiv(p.key_blocks_outer ? pr.batch : pr.nheads_kv);
