@@ -58,6 +58,7 @@
 #include "global_access.cuh"
 #include "mbarrier.cuh"
 #include "named_barrier.cuh"
+#include "pack16.cuh"
 #include "pipeline.cuh"
 #include "regs.cuh"
 #include "shared_store.cuh"
@@ -396,15 +397,7 @@ struct BwdConsumer {
   // Accumulator element i sits at row r0 + 8 * ((i >> 1) & 1), column 8 * (i >> 2) + 2 * (tid % 4) + (i & 1).
   __device__ __forceinline__ int col_of(int i) const { return 8 * (i >> 2) + 2 * (tid % 4) + (i & 1); }
 
-  __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
-    if constexpr (Cfg::kBF16) {
-      __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-      return *reinterpret_cast<uint32_t*>(&v);
-    } else {
-      __half2 v = __floats2half2_rn(lo, hi);
-      return *reinterpret_cast<uint32_t*>(&v);
-    }
-  }
+  __device__ __forceinline__ static uint32_t pack(float lo, float hi) { return pack_16x2<Cfg::kBF16>(lo, hi); }
 
   // Rows are keys, columns queries. Masked: keys past seqlen_k, and (causal) keys above the query's diagonal.
   __device__ __forceinline__ void apply_mask(float (&s)[kSRegs], const BwdParams& p, int m_block, int n_block) const {

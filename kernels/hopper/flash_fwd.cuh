@@ -27,6 +27,7 @@
 
 #include "mbarrier.cuh"
 #include "named_barrier.cuh"
+#include "pack16.cuh"
 #include "pipeline.cuh"
 #include "regs.cuh"
 #include "scheduler.cuh"
@@ -258,15 +259,7 @@ struct Consumer {
     }
   }
 
-  __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
-    if constexpr (Cfg::kBF16) {
-      __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-      return *reinterpret_cast<uint32_t*>(&v);
-    } else {
-      __half2 v = __floats2half2_rn(lo, hi);
-      return *reinterpret_cast<uint32_t*>(&v);
-    }
-  }
+  __device__ __forceinline__ static uint32_t pack(float lo, float hi) { return pack_16x2<Cfg::kBF16>(lo, hi); }
 
   // The S accumulator of a 64 x 16 slice is exactly the A-fragment layout of m64nNk16, so P needs no shuffles.
   __device__ __forceinline__ static void to_a_fragments(const float (&s)[kSRegs], uint32_t (&a)[kKSteps][4]) {

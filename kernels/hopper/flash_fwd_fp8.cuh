@@ -33,6 +33,7 @@
 #include <cstdint>
 
 #include "flash_fwd.cuh"
+#include "pack16.cuh"
 #include "softmax_fp8.cuh"
 #include "wgmma_fp8.cuh"
 
@@ -367,15 +368,7 @@ struct Fp8Consumer {
     for (int i = 0; i < N; ++i) o[first + i] = fmaf(o[first + i], factor[(i >> 1) & 1], block[i]);
   }
 
-  __device__ __forceinline__ static uint32_t pack_out(float lo, float hi) {
-    if constexpr (Cfg::kOutBF16) {
-      __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-      return *reinterpret_cast<uint32_t*>(&v);
-    } else {
-      __half2 v = __floats2half2_rn(lo, hi);
-      return *reinterpret_cast<uint32_t*>(&v);
-    }
-  }
+  __device__ __forceinline__ static uint32_t pack_out(float lo, float hi) { return pack_16x2<Cfg::kOutBF16>(lo, hi); }
 
   // O * out_scale[row] rounded once to the output dtype, and lse; rows past the sequence are not stored.
   __device__ __forceinline__ void store(const FwdParams& p, const SeqRange& r, const Tile& t, const float (&o)[kORegs],
