@@ -52,6 +52,18 @@ __device__ __forceinline__ uint16_t from_float(float x) {
   }
 }
 
+// Element `col` of row (batch, row, head) of a (batch, seqlen, heads, d) 16-bit tensor with these element strides.
+template <class T>
+__device__ __forceinline__ T* element(T* base, int64_t batch_stride, int64_t row_stride, int64_t head_stride,
+                                      int batch, int row, int head, int col) {
+  return base + batch * batch_stride + row * row_stride + head * head_stride + col;
+}
+
+// Index of query row (batch, head, row) in the fp32 workspaces (batch, nheads, seqlen_q_rounded[, d]).
+__device__ __forceinline__ int64_t stat_index(const BwdPrePostParams& p, int batch, int head, int row) {
+  return (static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q_rounded + row;
+}
+
 // One query row's delta and lse_log2 from its rowsum(dO * O); row < seqlen_q.
 __device__ __forceinline__ void write_row_stats(const BwdPrePostParams& p, int64_t stat, int batch, int head, int row,
                                                 float sum) {
@@ -69,7 +81,7 @@ __global__ void __launch_bounds__(256) flash_bwd_preprocess_kernel(const BwdPreP
   const int lane = threadIdx.x % 32;
   const int row = blockIdx.x * kPrePostRowsPerBlock + threadIdx.x / 32;
   const int head = blockIdx.y, batch = blockIdx.z;
-  const int64_t stat = (static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q_rounded + row;
+  const int64_t stat = stat_index(p, batch, head, row);
   float* accum_row = p.dq_accum + stat * kHeadDim + lane * kPerLane;
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) accum_row[i] = 0.f;
@@ -80,10 +92,10 @@ __global__ void __launch_bounds__(256) flash_bwd_preprocess_kernel(const BwdPreP
     }
     return;
   }
-  const uint16_t* o = static_cast<const uint16_t*>(p.out) + batch * p.out_batch_stride + row * p.out_row_stride +
-                      head * p.out_head_stride + lane * kPerLane;
-  const uint16_t* d_o = static_cast<const uint16_t*>(p.dout) + batch * p.dout_batch_stride +
-                        row * p.dout_row_stride + head * p.dout_head_stride + lane * kPerLane;
+  const uint16_t* o = element(static_cast<const uint16_t*>(p.out), p.out_batch_stride, p.out_row_stride,
+                              p.out_head_stride, batch, row, head, lane * kPerLane);
+  const uint16_t* d_o = element(static_cast<const uint16_t*>(p.dout), p.dout_batch_stride, p.dout_row_stride,
+                                p.dout_head_stride, batch, row, head, lane * kPerLane);
   float sum = 0.f;
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) sum += to_float<kBF16>(o[i]) * to_float<kBF16>(d_o[i]);
@@ -100,10 +112,10 @@ __global__ void __launch_bounds__(256) flash_bwd_postprocess_kernel(const BwdPre
   const int row = blockIdx.x * kPrePostRowsPerBlock + threadIdx.x / 32;
   if (row >= p.seqlen_q) return;
   const int head = blockIdx.y, batch = blockIdx.z;
-  const int64_t stat = (static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q_rounded + row;
+  const int64_t stat = stat_index(p, batch, head, row);
   const float* accum_row = p.dq_accum + stat * kHeadDim + lane * kPerLane;
-  uint16_t* dq = static_cast<uint16_t*>(p.dq) + batch * p.dq_batch_stride + row * p.dq_row_stride +
-                 head * p.dq_head_stride + lane * kPerLane;
+  uint16_t* dq = element(static_cast<uint16_t*>(p.dq), p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride, batch,
+                         row, head, lane * kPerLane);
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) dq[i] = from_float<kBF16>(accum_row[i] * p.softmax_scale);
 }
@@ -141,16 +153,16 @@ __global__ void __launch_bounds__(256) flash_bwd_preprocess_vec_kernel(const Bwd
   const int lane = threadIdx.x % 32, part = lane % V::kLanesPerRow;
   const int row = blockIdx.x * V::kRowsPerBlock + (threadIdx.x / 32) * V::kRowsPerWarp + lane / V::kLanesPerRow;
   const int head = blockIdx.y, batch = blockIdx.z;
-  const int64_t stat = (static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q_rounded + row;
+  const int64_t stat = stat_index(p, batch, head, row);
   float4* accum = reinterpret_cast<float4*>(p.dq_accum + stat * kHeadDim + part * 8);
   accum[0] = accum[1] = make_float4(0.f, 0.f, 0.f, 0.f);
   const bool valid = row < p.seqlen_q;
   float sum = 0.f;
   if (valid) {
-    const uint16_t* o = static_cast<const uint16_t*>(p.out) + batch * p.out_batch_stride + row * p.out_row_stride +
-                        head * p.out_head_stride + part * 8;
-    const uint16_t* d_o = static_cast<const uint16_t*>(p.dout) + batch * p.dout_batch_stride +
-                          row * p.dout_row_stride + head * p.dout_head_stride + part * 8;
+    const uint16_t* o = element(static_cast<const uint16_t*>(p.out), p.out_batch_stride, p.out_row_stride,
+                                p.out_head_stride, batch, row, head, part * 8);
+    const uint16_t* d_o = element(static_cast<const uint16_t*>(p.dout), p.dout_batch_stride, p.dout_row_stride,
+                                  p.dout_head_stride, batch, row, head, part * 8);
     sum = dot8<kBF16>(ld_global_16(o), ld_global_16(d_o));
   }
 #pragma unroll
@@ -172,7 +184,7 @@ __global__ void __launch_bounds__(256) flash_bwd_postprocess_vec_kernel(const Bw
   const int row = blockIdx.x * V::kRowsPerBlock + (threadIdx.x / 32) * V::kRowsPerWarp + lane / V::kLanesPerRow;
   if (row >= p.seqlen_q) return;
   const int head = blockIdx.y, batch = blockIdx.z;
-  const int64_t stat = (static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q_rounded + row;
+  const int64_t stat = stat_index(p, batch, head, row);
   const float4* accum = reinterpret_cast<const float4*>(p.dq_accum + stat * kHeadDim + part * 8);
   const float4 lo = accum[0], hi = accum[1];
   const float x[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
@@ -181,8 +193,8 @@ __global__ void __launch_bounds__(256) flash_bwd_postprocess_vec_kernel(const Bw
   for (int i = 0; i < 4; ++i)
     packed[i] = from_float<kBF16>(x[2 * i] * p.softmax_scale) |
                 (static_cast<uint32_t>(from_float<kBF16>(x[2 * i + 1] * p.softmax_scale)) << 16);
-  uint16_t* dq = static_cast<uint16_t*>(p.dq) + batch * p.dq_batch_stride + row * p.dq_row_stride +
-                 head * p.dq_head_stride + part * 8;
+  uint16_t* dq = element(static_cast<uint16_t*>(p.dq), p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride, batch,
+                         row, head, part * 8);
   st_global_16(dq, make_uint4(packed[0], packed[1], packed[2], packed[3]));
 }
 
