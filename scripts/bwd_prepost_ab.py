@@ -75,15 +75,22 @@ def measure(headdim: int, seqlen: int, causal: bool, args, profiles: list) -> di
                 quartiles=(ratios[len(ratios) // 4], ratios[3 * len(ratios) // 4]))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def ab_arguments(doc: str) -> argparse.Namespace:
+    """The command line of the backward A/B scripts (this one, bwd_schedule_ab.py)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--headdims", nargs="+", type=int, default=[64, 128])
     parser.add_argument("--seqlens", nargs="+", type=int, default=[512, 1024, 2048, 4096, 16384])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args()
-    rows, profiles = [], []
+    return parser.parse_args()
+
+
+def sweep(args: argparse.Namespace, measure) -> tuple[list, list]:
+    """measure(headdim, seqlen, causal, args, profiles) over the shapes of `args`, causal and not; each row printed to
+    stderr and the JSON (--json) rewritten as it comes."""
+    rows: list = []
+    profiles: list = []
     for headdim in args.headdims:
         for seqlen in args.seqlens:
             for causal in (False, True):
@@ -92,6 +99,11 @@ def main() -> None:
                 if args.json:
                     args.json.write_text(json.dumps(dict(device=torch.cuda.get_device_name(), rows=rows,
                                                          profiles=profiles), indent=1))
+    return rows, profiles
+
+
+def main() -> None:
+    rows, profiles = sweep(ab_arguments(__doc__), measure)
     print("| d | seqlen | causal | bwd TFLOP/s 16-B | 2-B | 2-B time / 16-B time (quartiles) |")
     print("|---|---|---|---|---|---|")
     for r in rows:

@@ -9,18 +9,14 @@ FlashAttention-3 paper (batch x seqlen = 16384 tokens, nheads x headdim = 2048),
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench import time_ms  # noqa: E402
-from bwd_prepost_ab import backward_inputs, kernel_times  # noqa: E402
+from bwd_prepost_ab import ab_arguments, backward_inputs, kernel_times, sweep  # noqa: E402
 
 from fa3nn.backends import hopper_bwd  # noqa: E402
 
@@ -55,22 +51,7 @@ def measure(headdim: int, seqlen: int, causal: bool, args, profiles: list) -> di
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--headdims", nargs="+", type=int, default=[64, 128])
-    parser.add_argument("--seqlens", nargs="+", type=int, default=[512, 1024, 2048, 4096, 16384])
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--iters", type=int, default=10)
-    parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args()
-    rows, profiles = [], []
-    for headdim in args.headdims:
-        for seqlen in args.seqlens:
-            for causal in (False, True):
-                rows.append(measure(headdim, seqlen, causal, args, profiles))
-                print({k: v for k, v in rows[-1].items() if k != "samples_ms"}, file=sys.stderr, flush=True)
-                if args.json:
-                    args.json.write_text(json.dumps(dict(device=torch.cuda.get_device_name(), rows=rows,
-                                                         profiles=profiles), indent=1))
+    rows, profiles = sweep(ab_arguments(__doc__), measure)
     others = list(MODES)[1:]
     print(f"| d | seqlen | causal | bwd TFLOP/s {BASE} | " + " | ".join(f"{m}: x {BASE} (quartiles)" for m in others)
           + " |")

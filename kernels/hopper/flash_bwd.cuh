@@ -438,6 +438,13 @@ struct BwdConsumer {
     }
   }
 
+  // P^T in place of S^T, the mask applied first where the block needs it (bwd_block_needs_mask).
+  __device__ __forceinline__ void masked_probs(float (&s)[kSRegs], const BwdParams& p, const float* lse_log2,
+                                               int m_block, int n_block) const {
+    if (bwd_block_needs_mask<Cfg>(p, m_block, n_block)) apply_mask(s, p, m_block, n_block);
+    probs(s, lse_log2, p.scale_log2);
+  }
+
   // dS^T in place of dP^T: P^T * (dP^T - delta[query]).
   __device__ __forceinline__ void dscores(float (&dp)[kSRegs], const float (&pt)[kSRegs], const float* delta) const {
 #pragma unroll
@@ -457,6 +464,14 @@ struct BwdConsumer {
     for (int k = 0; k < kKSteps; ++k)
 #pragma unroll
       for (int j = 0; j < 4; ++j) a[k][j] = pack(s[8 * k + 2 * j], s[8 * k + 2 * j + 1]);
+  }
+
+  // dS^T in place of dP^T, packed into its A fragments (dP^T dies here).
+  __device__ __forceinline__ void ds_fragments(float (&dp)[kSRegs], const float (&pt)[kSRegs], const float* delta,
+                                               uint32_t (&dsa)[kKSteps][4]) const {
+    dscores(dp, pt, delta);
+    to_a_fragments(dp, dsa);
+    fence_fragments(dsa);
   }
 
   // dS^T (this warpgroup's 64 key rows, 16-bit, as packed in the A fragments) into the SW128 panels of `ds` (64
@@ -738,14 +753,11 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
       bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, stage);
       wgmma_wait<1>();
       fence_operands(s);
-      if (bwd_block_needs_mask<Cfg>(p, m_block, n_block)) c.apply_mask(s, p, m_block, n_block);
-      c.probs(s, stage.lse_log2, p.scale_log2);
+      c.masked_probs(s, p, stage.lse_log2, m_block, n_block);
       wgmma_wait<0>();
       fence_operands(dp);
       // dS^T first, packed and stored, so dP^T dies before P^T is packed (d128 peaks here at dK + dV + 64).
-      c.dscores(dp, s, stage.delta);
-      C::to_a_fragments(dp, dsa);
-      fence_fragments(dsa);
+      c.ds_fragments(dp, s, stage.delta, dsa);
       uint8_t* ds_smem = smem + Cfg::kOffDS + (step & 1) * Cfg::kDSBytes;
       c.write_ds(ds_smem, dsa);
       C::to_a_fragments(s, pa);

@@ -79,13 +79,10 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
       if constexpr (kAheadDP) {
         wgmma_wait<2>();
         fence_operands(s);
-        if (bwd_block_needs_mask<Cfg>(p, m_block, n_block)) c.apply_mask(s, p, m_block, n_block);
-        c.probs(s, stage.lse_log2, p.scale_log2);
+        c.masked_probs(s, p, stage.lse_log2, m_block, n_block);
         wgmma_wait<1>();
         fence_operands(dp);
-        c.dscores(dp, s, stage.delta);
-        C::to_a_fragments(dp, dsa);
-        fence_fragments(dsa);
+        c.ds_fragments(dp, s, stage.delta, dsa);
         C::to_a_fragments(s, pa);
         fence_fragments(pa);
         wgmma_wait<0>();
@@ -104,13 +101,10 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
         gemm_ss<64, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(
             dp, descs.v_rows, make_desc_kmajor_sw128(stage.do_smem));
         wgmma_commit();
-        if (bwd_block_needs_mask<Cfg>(p, m_block, n_block)) c.apply_mask(s, p, m_block, n_block);
-        c.probs(s, stage.lse_log2, p.scale_log2);
+        c.masked_probs(s, p, stage.lse_log2, m_block, n_block);
         wgmma_wait<0>();
         fence_operands(dp);
-        c.dscores(dp, s, stage.delta);
-        C::to_a_fragments(dp, dsa);
-        fence_fragments(dsa);
+        c.ds_fragments(dp, s, stage.delta, dsa);
         c.write_ds(ds_smem, dsa);
         C::to_a_fragments(s, pa);
       }
