@@ -53,6 +53,19 @@ def backward_inputs(headdim: int, seqlen: int, causal: bool, group: int = 1) -> 
     return (torch.randn_like(out), q, k, v, out, lse, scale, causal), flops
 
 
+def timed_rounds(calls: dict, args, profiles: list, headdim: int, seqlen: int, causal: bool) -> dict:
+    """Milliseconds per call of each mode, args.rounds rounds interleaved (each mode once per round); at the first
+    sequence length, non-causal, the per-kernel device times of one call per mode go to `profiles`."""
+    if seqlen == args.seqlens[0] and not causal:
+        profiles.append(dict(headdim=headdim, seqlen=seqlen, **{mode: kernel_times(c) for mode, c in calls.items()}))
+        print(profiles[-1], file=sys.stderr, flush=True)
+    samples: dict = {mode: [] for mode in calls}
+    for _ in range(args.rounds):
+        for mode, c in calls.items():
+            samples[mode].append(time_ms([c], args.iters, 1))
+    return samples
+
+
 def measure(headdim: int, seqlen: int, causal: bool, args, profiles: list) -> dict:
     inputs, flops = backward_inputs(headdim, seqlen, causal)
 
@@ -60,13 +73,7 @@ def measure(headdim: int, seqlen: int, causal: bool, args, profiles: list) -> di
         return lambda: hopper_bwd.launch(*inputs, scalar_prepost=scalar)
 
     calls = {"vec": call(False), "scalar": call(True)}
-    if seqlen == args.seqlens[0] and not causal:
-        profiles.append(dict(headdim=headdim, seqlen=seqlen, **{mode: kernel_times(c) for mode, c in calls.items()}))
-        print(profiles[-1], file=sys.stderr, flush=True)
-    samples = {mode: [] for mode in calls}
-    for _ in range(args.rounds):
-        for mode, c in calls.items():
-            samples[mode].append(time_ms([c], args.iters, 1))
+    samples = timed_rounds(calls, args, profiles, headdim, seqlen, causal)
     ratios = sorted(s / v for v, s in zip(samples["vec"], samples["scalar"]))
     return dict(headdim=headdim, seqlen=seqlen, causal=causal, samples_ms=samples,
                 vec_tflops=flops / statistics.median(samples["vec"]) / 1e9,

@@ -15,8 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench import time_ms  # noqa: E402
-from bwd_prepost_ab import ab_arguments, backward_inputs, kernel_times, sweep  # noqa: E402
+from bwd_prepost_ab import ab_arguments, backward_inputs, sweep, timed_rounds  # noqa: E402
 
 from fa3nn.backends import hopper_bwd  # noqa: E402
 
@@ -35,13 +34,7 @@ BASE = next(iter(MODES))
 def measure(headdim: int, seqlen: int, causal: bool, args, profiles: list) -> dict:
     inputs, flops = backward_inputs(headdim, seqlen, causal)
     calls = {mode: (lambda kw=kw: hopper_bwd.launch(*inputs, **kw)) for mode, kw in MODES.items()}
-    if seqlen == args.seqlens[0] and not causal:
-        profiles.append(dict(headdim=headdim, seqlen=seqlen, **{mode: kernel_times(c) for mode, c in calls.items()}))
-        print(profiles[-1], file=sys.stderr, flush=True)
-    samples = {mode: [] for mode in calls}
-    for _ in range(args.rounds):
-        for mode, c in calls.items():
-            samples[mode].append(time_ms([c], args.iters, 1))
+    samples = timed_rounds(calls, args, profiles, headdim, seqlen, causal)
     speedups = {}
     for mode in MODES:
         ratios = sorted(a / b for a, b in zip(samples[BASE], samples[mode]))
