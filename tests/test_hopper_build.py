@@ -98,3 +98,12 @@ def test_bwd_instantiations_need_their_dq_instruction_in_sass(dq_bulk, overlap):
     assert k.sass_failure == (None if dq_bulk else "no REDG in SASS")
     k.sass = base | {"UTMAREDG": 20, "REDG": 16}
     assert k.sass_failure == ("bulk dQ variant still has 16 REDG" if dq_bulk else None)
+
+
+def test_measurement_defines_need_an_out_path(capsys):
+    """`--define` (a measurement build such as FA3NN_BWD_TRACE) never writes the cached default library: without
+    --out the CLI refuses before compiling anything."""
+    with pytest.raises(SystemExit) as exit_info:
+        hopper_build.main(["--define", "FA3NN_BWD_TRACE"])
+    assert exit_info.value.code == 2
+    assert "--define builds a measurement library: give it --out" in capsys.readouterr().err

@@ -179,6 +179,26 @@ def test_persistent_protocol_model_passes_and_catches_a_wrong_protocol(mutation)
         assert problems and all(("issued while" in p or "read" in p or "deadlock" in p) for p in problems), problems
 
 
+def test_bwd_trace_phases_are_the_medians_of_the_recorded_tiles():
+    """scripts/bwd_trace.py's analysis on a synthetic trace: every CTA's tiles 1..14 with known phase lengths (ns);
+    unrecorded tiles (zeros) and tile 0 are left out, the loop is per step."""
+    import numpy as np
+
+    trace_script = load_script("bwd_trace")
+    trace = np.zeros((trace_script.CTAS, trace_script.TILES, trace_script.EVENTS), dtype=np.int64)
+    lengths = [100, 400, 8 * 2000, 300, 2500, 0]  # kv wait, first stage, loop (8 steps), final dQ, epilogue, gap
+    period = sum(lengths) + 100
+    for cta in range(10):  # CTAs past 9 recorded nothing
+        for tile in range(trace_script.TILES):
+            t0 = 1_000_000 + cta * 7 + tile * period
+            trace[cta, tile] = np.cumsum([t0, *lengths[:-1]])
+    got = trace_script.phases(trace, steps=8)
+    assert got["tiles"] == 10 * (trace_script.TILES - 2)
+    assert (got["kv_wait"], got["first_stage"], got["loop"], got["final_dq"], got["epilogue"]) == (
+        0.1, 0.4, 2.0, 0.3, 2.5)
+    assert got["gap"] == 0.1  # the next tile starts `period` after this one
+
+
 def test_overlap_schedule_model_passes():
     """The overlap variants' order (scripts/model_bwd_overlap.py) under random schedules, d64 and d128."""
     assert load_script("model_bwd_overlap").main() == 0
