@@ -42,7 +42,7 @@ constexpr int kScalarDKDVBit = 32;
 // where a tile is short: non-causal, at most 1024 query rows per tile (seqlen_q x the GQA group). H200, whole
 // backward with 16-byte dK / dV stores, persistent x one CTA per tile (benchmarks/NOTES.md, s27d): non-causal d128
 // 1.028 / 1.017 / 0.975 / 0.991 / 0.994 at 512 / 1k / 2k / 4k / 16k, d64 1.074 / 1.035 / 1.004 / 1.005 / 1.005;
-// causal 0.73-0.94 (the static deal puts the long tiles on the same CTAs every round).
+// causal 0.70-0.94 (the static deal puts the long tiles on the same CTAs every round).
 inline bool use_persistent_bwd(bool causal, int group, int seqlen_q) {
   return !causal && static_cast<long long>(group) * seqlen_q <= 1024;
 }
