@@ -155,8 +155,8 @@ int launch_bwd(const BwdProblem& pr) {
   p.tile_inner = FastDiv(p.key_blocks_outer ? pr.nheads_kv : n_blocks);
   p.tile_middle = FastDiv(p.key_blocks_outer ? pr.batch : pr.nheads_kv);
   static const int sms = num_sms();
-  const bool persistent = pr.ctas > 0 || (pr.ctas == 0 && use_persistent_bwd(Cfg::kCausal, p.group, pr.seqlen_q));
-  const int ctas = pr.ctas > 0 ? pr.ctas : persistent ? sms : p.num_tiles;
+  const bool auto_persistent = pr.ctas == 0 && use_persistent_bwd(Cfg::kCausal, p.group, pr.seqlen_q);
+  const int ctas = pr.ctas > 0 ? pr.ctas : auto_persistent ? sms : p.num_tiles;
   const int grid = ctas < p.num_tiles ? ctas : p.num_tiles;
   // 16-byte dK / dV stores (BwdConsumer::store_rows) where both are 16-B aligned with strides of multiples of 8.
   p.dkdv_vec16 = pr.dkdv_vec16 != 0 && aligned16(pr.dk) && aligned16(pr.dv) &&
