@@ -20,13 +20,12 @@ from bwd_prepost_ab import ab_arguments, backward_inputs, sweep, timed_rounds  #
 from fa3nn.backends import hopper_bwd  # noqa: E402
 
 # hopper_bwd.launch's arguments per mode; the first is the baseline the others are timed against.
-# s27b's modes (persistent with an L2 prefetch of the next K/V, since removed, and in key-blocks-outermost order)
-# are in benchmarks/NOTES.md.
+# Earlier sessions' modes are in benchmarks/NOTES.md: s27b's (persistent with an L2 prefetch of the next K/V, since
+# removed, and in key-blocks-outermost order), s27d's (4-byte dK / dV stores, scalar_dkdv) and s28a's (causal
+# persistent dealt plainly, since dealt boustrophedon).
 MODES = {
-    "per_tile_4B": dict(schedule="per_tile", scalar_dkdv=True),
     "per_tile": dict(schedule="per_tile"),
     "persistent": dict(schedule="persistent"),
-    "persistent_4B": dict(schedule="persistent", scalar_dkdv=True),
 }
 BASE = next(iter(MODES))
 

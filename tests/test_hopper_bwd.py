@@ -521,8 +521,8 @@ def test_grid_orders_give_the_same_dk_dv(headdim, causal, heads):
 # The persistent schedule (hopper_bwd.SCHEDULES): few CTAs each chain many tiles, so every barrier phase (K/V per
 # tile, kv_free, the ring, the dS^T / dQ buffers numbered across tiles, the dQ writer's step count) runs through tile
 # ends; 3 and 7 CTAs over 13 key blocks x 2 K/V heads x batch 3 (78 tiles, uneven per CTA, causal tiles of uneven
-# length, GQA groups), plus the SM-count default. Each tile is computed as with one CTA per tile, so dK/dV are
-# bitwise equal to per_tile's; dQ (fp32 reduce-adds in another order) within the error-ratio rule.
+# length dealt boustrophedon, GQA groups), plus the SM-count default. Each tile is computed as with one CTA per tile,
+# so dK/dV are bitwise equal to per_tile's; dQ (fp32 reduce-adds in another order) within the error-ratio rule.
 @pytest.mark.parametrize("headdim,variant", [(h, v) for h in HEADDIMS for v in hopper_bwd.variants_for(h)],
                          ids=lambda x: str(x))
 @pytest.mark.parametrize("heads", [(2, 2), (8, 2)], ids=lambda h: f"{h[0]}q{h[1]}kv")

@@ -44,10 +44,10 @@ SCALAR_PREPOST_BIT = 16
 # strides that are multiples of 8 elements.
 SCALAR_DKDV_BIT = 32
 # The main kernel's CTAs (fa3nn_hopper_bwd's `ctas`): "per_tile" one CTA per (key block, K/V head, batch) tile;
-# "persistent" one CTA per SM (or `max_ctas`), each walking tiles blockIdx.x + k * gridDim.x with its next tile's K/V
-# loaded under its current tile's dQ hand-off and dK / dV stores; "auto" the library's choice (flash_bwd_launch.cuh
-# use_persistent_bwd: persistent for non-causal tiles of at most 1024 query rows). Benchmarks and tests pick the
-# others.
+# "persistent" one CTA per SM (or `max_ctas`), each walking tiles (round k of gridDim.x tiles, dealt boustrophedon when
+# causal) with its next tile's K/V loaded under its current tile's dQ hand-off and dK / dV stores; "auto" the library's
+# choice (flash_bwd_launch.cuh use_persistent_bwd: persistent for tiles of at most 1024 query rows non-causal, 4096
+# causal). Benchmarks and tests pick the others.
 SCHEDULES = ("auto", "per_tile", "persistent")
 
 

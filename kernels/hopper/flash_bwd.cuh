@@ -210,7 +210,13 @@ __device__ __forceinline__ BwdTile bwd_tile(const BwdParams& p, int tile) {
 // one tile; the persistent launch (grid = SMs) chains them, so a CTA pays its launch, barrier set-up and ring fill
 // once, and the next tile's K / V load runs under the current tile's dQ hand-off and dK / dV stores (the producer
 // waits on kv_free, not on the CTA's exit). Every role walks the same sequence with its own copy; iter counts the
-// tiles done (the parity of the kv / kv_free phases).
+// tiles done (the parity of the kv / kv_free phases). Causal kernels (kSnake) deal the rounds of G = gridDim.x tiles
+// boustrophedon: round k takes tile k * G + (k odd ? G - 1 - blockIdx.x : blockIdx.x), so the CTA that got a round's
+// longest key block gets the next round's shortest. The plain deal gives CTA i key block i % 4 every round at 512
+// keys (key blocks fastest, 132 CTAs): persistent x one CTA per tile, H200 d128, causal, 512 / 1k / 2k / 4k / 16k,
+// 0.73 / 0.76 / 0.87 / 0.98 / 0.69 plain, 1.025 / 1.028 / 1.045 / 1.015 / 0.725 boustrophedon (d64 1.075 / 1.048 /
+// 1.031 / 1.019 / 0.968; benchmarks/NOTES.md, s28a; scripts/simulate_bwd_deal.py predicted +5-8% at 512-4k). With
+// one CTA per tile round 1 is past the last tile whichever way it is dealt.
 struct BwdCtaTiles {
   int tile, iter;
 
@@ -218,10 +224,16 @@ struct BwdCtaTiles {
   __device__ __forceinline__ bool valid(const BwdParams& p) const { return tile < p.num_tiles; }
   // gridDim.x read where it is used (volatile: not hoisted): held across the producer's tile loop, its 24 registers
   // spilled it (nvcc 13.0, the causal kernels).
+  template <bool kSnake>
   __device__ __forceinline__ void advance() {
     uint32_t ctas;
     asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(ctas));
-    tile += static_cast<int>(ctas);
+    if (kSnake) {
+      const int round = iter + 1, grid = static_cast<int>(ctas), cta = static_cast<int>(blockIdx.x);
+      tile = round * grid + ((round & 1) ? grid - 1 - cta : cta);
+    } else {
+      tile += static_cast<int>(ctas);
+    }
     ++iter;
   }
 };
@@ -286,7 +298,7 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUt
   tma_prefetch_descriptor(tma_v);
   tma_prefetch_descriptor(tma_do);
   PipelineState<Cfg::kStages> st;
-  for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance()) {
+  for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance<Cfg::kCausal>()) {
     const BwdTile t = bwd_tile(p, tiles.tile);
     bwd_load_kv<Cfg>(tma_k, tma_v, t, tiles.iter, smem, bars);
     BwdQueryWalk<Cfg> walk(p, t.n_block, t.kv_head);
@@ -324,12 +336,12 @@ __device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const B
   const bool issuer = elect_one();
   if (issuer) tma_prefetch_descriptor(tma_dq);
   int cta_steps = 0;
-  for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance()) {
+  for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance<Cfg::kCausal>()) {
     const BwdTile t = bwd_tile(p, tiles.tile);
     cta_steps += BwdQueryWalk<Cfg>(p, t.n_block, t.kv_head).total;
   }
   int step = 0;  // across tiles
-  for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance()) {
+  for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance<Cfg::kCausal>()) {
     const BwdTile t = bwd_tile(p, tiles.tile);
     BwdQueryWalk<Cfg> walk(p, t.n_block, t.kv_head);
     for (int i = 0; i < walk.total; ++i, ++step, walk.advance()) {
@@ -734,7 +746,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
 
   PipelineState<Cfg::kStages> st;
   int step0 = 0;  // the CTA's steps before this tile (the dS^T / dQ buffers alternate across tiles)
-  for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance()) {
+  for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance<Cfg::kCausal>()) {
     const BwdTile t = bwd_tile(p, tiles.tile);
     const int n_block = t.n_block;
     bwd_zero_dkdv(dk, dv);

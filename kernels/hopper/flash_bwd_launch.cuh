@@ -39,12 +39,13 @@ constexpr int kScalarPrePostBit = 16;
 constexpr int kScalarDKDVBit = 32;
 
 // Whether auto runs the main kernel persistent: grid = SMs, each CTA chaining tiles (BwdCtaTiles, flash_bwd.cuh),
-// where a tile is short: non-causal, at most 1024 query rows per tile (seqlen_q x the GQA group). H200, whole
-// backward with 16-byte dK / dV stores, persistent x one CTA per tile (benchmarks/NOTES.md, s27d): non-causal d128
-// 1.028 / 1.017 / 0.975 / 0.991 / 0.994 at 512 / 1k / 2k / 4k / 16k, d64 1.074 / 1.035 / 1.004 / 1.005 / 1.005;
-// causal 0.70-0.94 (the static deal puts the long tiles on the same CTAs every round).
+// where a tile is short: at most 1024 query rows per tile (seqlen_q x the GQA group) non-causal, 4096 causal. H200,
+// whole backward with 16-byte dK / dV stores, persistent x one CTA per tile at 512 / 1k / 2k / 4k / 16k
+// (benchmarks/NOTES.md): non-causal d128 1.028 / 1.017 / 0.975 / 0.991 / 0.994, d64 1.074 / 1.035 / 1.004 / 1.005 /
+// 1.005 (s27d); causal, dealt boustrophedon (BwdCtaTiles), d128 1.025 / 1.028 / 1.045 / 1.015 / 0.725, d64 1.075 /
+// 1.048 / 1.031 / 1.019 / 0.968 (s28a; at 16k a CTA's tiles differ by up to 128 key blocks' work).
 inline bool use_persistent_bwd(bool causal, int group, int seqlen_q) {
-  return !causal && static_cast<long long>(group) * seqlen_q <= 1024;
+  return static_cast<long long>(group) * seqlen_q <= (causal ? 4096 : 1024);
 }
 
 inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }

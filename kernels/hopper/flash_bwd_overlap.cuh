@@ -58,7 +58,7 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
   };
   PipelineState<Cfg::kStages> st;
   int step0 = 0;  // the CTA's steps before this tile (the dS^T / dQ buffers alternate across tiles)
-  for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance()) {
+  for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance<Cfg::kCausal>()) {
     const BwdTile t = bwd_tile(p, tiles.tile);
     const int n_block = t.n_block, batch = t.batch;
     bwd_zero_dkdv(dk, dv);
