@@ -37,7 +37,6 @@ def _call(**overrides) -> AttnCall:
 @pytest.mark.parametrize(
     "overrides, backward, expected",
     [
-        ({"varlen": True}, True, "varlen (cu_seqlens) is not in the native backward"),
         ({"headdim": 256, "headdim_v": 256}, True, "headdim 256: the native backward has 64, 128"),
         ({"deterministic": True}, True, "deterministic=True"),
         ({"window": Window(64, 0)}, True, "sliding-window"),
@@ -232,6 +231,39 @@ def _api_gradients(q, k, v, dout, dlse, causal, **kwargs):
         out, lse = fa3nn.flash_attn_func(*leaves, causal=causal, return_lse=True, **kwargs)
     ((out.float() * dout.float()).sum() + (lse.float() * dlse).sum()).backward()
     return [t.grad for t in leaves]
+
+
+@pytest.mark.gpu
+@needs_hopper
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("headdim", [64, 128])
+def test_auto_trains_varlen_on_hopper(headdim, causal):
+    """flash_attn_varlen_func with a gradient into lse too, served forward and backward by the native kernels, against
+    the padded batch's reference (random lengths, empty sequences allowed, GQA)."""
+    batch, max_seqlen, nheads, nheads_kv = 5, 600, 6, 2
+    q, k, v = random_qkv(batch, max_seqlen, max_seqlen, nheads, nheads_kv, headdim, torch.bfloat16, device="cuda")
+    mask_q = random_padding_mask(batch, max_seqlen, device="cuda")
+    mask_k = random_padding_mask(batch, max_seqlen, device="cuda")
+    (q_p, cu_q, max_q), (k_p, cu_k, max_k), (v_p, _, _) = unpad(q, mask_q), unpad(k, mask_k), unpad(v, mask_k)
+    explanation = fa3nn.explain(q_p, k_p, v_p, cu_q, cu_k, max_q, max_k, causal=causal)
+    assert (explanation.forward, explanation.backward) == ("hopper", "hopper"), explanation
+    dout = torch.randn_like(q_p)
+    dlse = torch.randn(nheads, q_p.shape[0], device="cuda")
+    leaves = [t.detach().clone().requires_grad_() for t in (q_p, k_p, v_p)]
+    out, lse = fa3nn.flash_attn_varlen_func(*leaves, cu_q, cu_k, max_q, max_k, causal=causal, return_lse=True)
+    finite = torch.isfinite(lse)  # rows that attend no key (causal, or no keys): lse -inf, no gradient through it
+    ((out.float() * dout.float()).sum() + (lse[finite] * dlse[finite]).sum()).backward()
+    got = [t.grad for t in leaves]
+
+    def reference(upcast):
+        padded = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        o, lse_ref = attention_ref(*padded, mask_q, mask_k, causal=causal, upcast=upcast, reorder_ops=not upcast)
+        l_packed = lse_ref.transpose(1, 2)[mask_q].t()  # (nheads, total_q), the layout of lse
+        ((o[mask_q].float() * dout.float()).sum() + (l_packed[finite] * dlse[finite]).sum()).backward()
+        return [t.grad[m] for t, m in zip(padded, (mask_q, mask_k, mask_k))]
+
+    for name, g, r, p in zip(("dq", "dk", "dv"), got, reference(True), reference(False)):
+        assert_error_ratio(g, r, p, f"{name} (varlen d{headdim})")
 
 
 @pytest.mark.gpu

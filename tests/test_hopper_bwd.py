@@ -16,6 +16,7 @@ pass and catch a wrong protocol; the GQA head checks; `backward`'s choice betwee
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import random
 
@@ -53,7 +54,7 @@ def _with(args, **changes):
 @pytest.mark.parametrize(
     "change, expected",
     [
-        (lambda a: _with(a, q=a["q"].flatten(0, 1)), "q must be 4-d"),
+        (lambda a: _with(a, q=a["q"].flatten(0, 1)), "q must be 4-d (batch, seqlen, nheads, headdim)"),
         (lambda a: _with(a, k=a["k"].float()), "k has dtype torch.float32"),
         (lambda a: _with(a, v=a["v"].half()), "v has dtype torch.float16 but q has torch.bfloat16"),
         (lambda a: _with(a, **_inputs(headdim=96)), "q has head dim 96"),
@@ -119,9 +120,10 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
     lib = hopper_build.load(hopper_build.library_path())
     strides = (ctypes.c_int64 * 24)(*([8] * 24))
 
-    def error(nheads, nheads_kv, grid_order=0, softmax_scale=0.1, ctas=0):
-        status = lib.fa3nn_hopper_bwd(*([None] * 13), 2, 100, 120, nheads, nheads_kv, 128, strides, softmax_scale,
-                                      1, 1, 0, grid_order, ctas, None)
+    def error(nheads, nheads_kv, grid_order=0, softmax_scale=0.1, ctas=0, cu_q=None, cu_k=None, max_q=100,
+              variant=0):
+        status = lib.fa3nn_hopper_bwd(*([None] * 13), cu_q, cu_k, 2, 100, 120, max_q, 120, nheads, nheads_kv, 128,
+                                      strides, softmax_scale, 1, 1, variant, grid_order, ctas, None)
         return status, lib.fa3nn_hopper_last_error().decode()
 
     for nheads, nheads_kv in ((8, 3), (8, 0)):
@@ -129,10 +131,17 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
                                                "in groups of equal size)")
     assert error(8, 2, grid_order=3) == (1, "grid_order must be 0 (auto), 1 or 2")
     assert error(8, 2, ctas=-2) == (1, "ctas must be 0 (auto), -1 (one CTA per tile) or a positive CTA count")
-    status = lib.fa3nn_hopper_bwd(*([None] * 13), 2, 100, 120, 8, 2, 128, strides, 0.1, 1, 1,
-                                  hopper_bwd.VARIANTS["m128"], 0, 0, None)
-    assert (status, lib.fa3nn_hopper_last_error().decode()) == (
+    assert error(8, 2, variant=hopper_bwd.VARIANTS["m128"]) == (
         1, "backward variant 4 (m128, 128-row query blocks) is built for head dim 64 only")
+    # Varlen: both offsets or neither; a dense call's longest lengths are its lengths; the default variant only
+    # (pointers that are never dereferenced: these checks run before any launch).
+    cu = ctypes.c_void_p(16)
+    assert error(8, 2, cu_q=cu) == (1, "pass both cu_seqlens_q and cu_seqlens_k (varlen) or neither (dense)")
+    assert error(8, 2, max_q=90) == (1, "a dense backward's max_seqlen_q / max_seqlen_k must equal seqlen_q / "
+                                        "seqlen_k")
+    assert error(8, 2, cu_q=cu, cu_k=cu, max_q=90, variant=hopper_bwd.VARIANTS["bulk_dq"]) == (
+        1, "the varlen backward is built for the default variant only (4 m128 at head dim 64, 3 bulk dQ + overlap "
+           "at 128)")
     assert lib.fa3nn_hopper_bwd_block_m() == 128  # the workspaces' padding unit: the largest query block
     assert error(8, 2, softmax_scale=-1.0) == (1, "softmax_scale must be positive")
 
@@ -253,8 +262,6 @@ def _params(window=None, softcap=0.0):
 @pytest.mark.parametrize(
     "kwargs, expected",
     [
-        (dict(varlen=Varlen(torch.zeros(2, dtype=torch.int32), torch.zeros(2, dtype=torch.int32), 1, 1, (0, 1),
-                            (0, 1))), "varlen"),
         (dict(params=_params(window=Window(32, 0))), "sliding window"),
         (dict(params=_params(softcap=30.0)), "softcap"),
     ],
@@ -266,12 +273,80 @@ def test_backward_refuses_what_the_kernel_lacks(kwargs, expected):
         hopper_bwd.backward(**_inputs(), **call)
 
 
+def _varlen_inputs(lengths_q, lengths_k, nheads=4, nheads_kv=4, headdim=128, dtype=torch.bfloat16, device="cpu"):
+    """Packed (total, heads, d) inputs, the forward's (nheads, total_q) lse and their Varlen."""
+    total_q, total_k = sum(lengths_q), sum(lengths_k)
+    q = torch.randn(total_q, nheads, headdim, dtype=dtype, device=device)
+    k = torch.randn(total_k, nheads_kv, headdim, dtype=dtype, device=device)
+    v = torch.randn_like(k)
+    starts_q = tuple(int(x) for x in torch.tensor([0, *lengths_q]).cumsum(0))
+    starts_k = tuple(int(x) for x in torch.tensor([0, *lengths_k]).cumsum(0))
+    varlen = Varlen(torch.tensor(starts_q, dtype=torch.int32, device=device),
+                    torch.tensor(starts_k, dtype=torch.int32, device=device), max(lengths_q), max(lengths_k),
+                    starts_q, starts_k)
+    args = dict(dout=torch.randn_like(q), q=q, k=k, v=v, out=torch.randn_like(q),
+                lse=torch.randn(nheads, total_q, dtype=torch.float32, device=device))
+    return args, varlen
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda a, vl: (_with(a, q=a["q"][None]), vl),
+         r"q must be 3-d \(total_rows, nheads, headdim\) with cu_seqlens"),
+        (lambda a, vl: (_with(a, k=a["k"][:, :, :64], v=a["v"][:, :, :64]), vl),
+         r"expected \(total_k, nheads, 128\)"),
+        (lambda a, vl: (_with(a, lse=a["lse"].t()), vl),
+         r"expected the forward's float32 \(nheads, total_q\) = \(4, 300\)"),
+        (lambda a, vl: (a, dataclasses.replace(vl, max_seqlen_q=200, seqstarts_q=(0, 100, 299))),
+         r"cu_seqlens_q must run from 0 to the packed rows \(300\)"),
+        (lambda a, vl: (a, dataclasses.replace(vl, max_seqlen_q=150)),
+         r"no sequence longer than its max_seqlen \(150\)"),
+        (lambda a, vl: (a, dataclasses.replace(vl, cu_seqlens_q=vl.cu_seqlens_q[:2])),
+         r"cu_seqlens_q must be a 1-d tensor of batch \+ 1 = 3"),
+    ],
+)
+def test_check_arguments_names_the_bad_varlen_argument(change, expected):
+    args, varlen = change(*_varlen_inputs([100, 200], [50, 0]))
+    with pytest.raises(ValueError, match=expected):
+        hopper_bwd.check_arguments(softmax_scale=0.1, varlen=varlen, **args)
+
+
+def test_varlen_launch_checks_before_the_gpu():
+    args, varlen = _varlen_inputs([100, 0, 7], [0, 30, 7], nheads=4, nheads_kv=2)
+    hopper_bwd.check_arguments(softmax_scale=0.1, varlen=varlen, **args)  # valid: no exception
+    with pytest.raises(ValueError, match="q must be 3-d"):  # a dense call's tensors with varlen metadata
+        hopper_bwd.launch(softmax_scale=0.1, causal=False, varlen=varlen, **_inputs())
+    with pytest.raises(ValueError, match="the varlen backward is built for the default variant of head dim 128 only "
+                                         r"\('bulk_dq_overlap'\)"):
+        hopper_bwd.launch(softmax_scale=0.1, causal=False, varlen=varlen, variant="red_dq", **args)
+    with pytest.raises(ValueError, match="needs a CUDA"):
+        hopper_bwd.launch(softmax_scale=0.1, causal=False, varlen=varlen, **args)
+
+
+@pytest.mark.parametrize("lengths", [[1], [128], [129, 0, 1, 255, 64], [0, 0, 3], list(range(0, 700, 37))])
+def test_varlen_workspace_gives_every_sequence_its_own_whole_blocks(lengths):
+    """flash_bwd_seq.cuh's layout (sequence b at (cu_seqlens_q[b] + 128 b) rounded down to 128, hopper_bwd
+    .varlen_ws_row0) inside workspace_shape's rows: each sequence's rows rounded up to 128 (whole query blocks of
+    every variant) are disjoint from the next sequence's and end within the workspace."""
+    rows = 128
+    starts = [0, *torch.tensor(lengths).cumsum(0).tolist()]
+    ws_batch, ws_rows = hopper_bwd.workspace_shape(len(lengths), starts[-1], rows, varlen=True)
+    assert ws_batch == 1
+    row0 = [hopper_bwd.varlen_ws_row0(start, b, rows) for b, start in enumerate(starts)]
+    assert row0[-1] == ws_rows
+    for b, length in enumerate(lengths):
+        assert row0[b] % rows == 0
+        assert row0[b] + -(-length // rows) * rows <= row0[b + 1], (b, row0)
+    assert hopper_bwd.workspace_shape(3, 300, rows, varlen=False) == (3, 384)
+
+
 def test_gqa_backward_expands_kv_and_sums_each_group(monkeypatch):
     """The GQA/MQA wrapper around the MHA kernel, on the CPU: `launch` replaced by the exact MHA backward (fp32
     autograd of attention_ref), so what is checked is the wrapper's head mapping (query head h reads K/V head
     h // group) and group sums, against the reference's own GQA backward."""
 
-    def mha_backward(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None):
+    def mha_backward(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None, varlen=None):
         assert q.shape[2] == k.shape[2], "the kernel must see MHA"
         leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
         o, _ = attention_ref(*leaves, causal=causal, softmax_scale=softmax_scale)
@@ -297,7 +372,7 @@ def test_backward_routes_gqa_by_the_native_gqa_flag(monkeypatch, native_gqa):
     gets the expanded copies (the test above checks that path's sums)."""
     seen = {}
 
-    def fake_launch(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None):
+    def fake_launch(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None, varlen=None):
         seen["k_heads"] = k.shape[2]
         return torch.zeros_like(q), torch.full_like(k, 2.0), torch.full_like(v, 3.0)
 
@@ -363,6 +438,68 @@ def _check_against_reference(dtype, headdim, causal, seqlens, variant, nheads=4,
 @needs_hopper
 def test_backward_matches_reference(dtype, headdim, causal, seqlens):
     _check_against_reference(dtype, headdim, causal, seqlens, "red_dq")
+
+
+# Varlen: packed sequences of their own lengths, dQ / dK / dV against each sequence's dense reference backward, by
+# the error-ratio rule over the packed whole, NaN-poisoned first. The lengths cover a sequence without queries (its
+# keys' dK / dV are zero: the kernel skips its tiles), one without keys (its queries' dQ is zero), single rows, rows
+# that end inside a 64 / 128-row block, query and key lengths that differ (causal is bottom-right per sequence), the
+# longest sequence's key blocks past the others' (empty tiles), and GQA; one CTA per tile and persistent launches
+# (few CTAs, so each skips empty tiles between the ones it walks).
+VARLEN_CASES = {
+    "mixed": ([300, 0, 1, 129, 64, 700, 17], [250, 40, 1, 129, 200, 700, 0]),
+    "long": ([1500, 3, 1024], [1500, 513, 2048]),
+}
+
+
+def _varlen_reference(args, varlen, causal, scale, upcast):
+    """Each sequence's dense reference gradients, packed; zeros where a sequence has no queries or no keys."""
+    grads = [torch.zeros_like(args[n]) for n in ("q", "k", "v")]
+    for b in range(varlen.batch):
+        rq = slice(varlen.seqstarts_q[b], varlen.seqstarts_q[b + 1])
+        rk = slice(varlen.seqstarts_k[b], varlen.seqstarts_k[b + 1])
+        if rq.start == rq.stop or rk.start == rk.stop:
+            continue
+        leaves = [args["q"][rq][None], args["k"][rk][None], args["v"][rk][None]]
+        leaves = [t.detach().clone().requires_grad_() for t in leaves]
+        out, _ = attention_ref(*leaves, causal=causal, softmax_scale=scale, upcast=upcast, reorder_ops=not upcast)
+        out.backward(args["dout"][rq][None])
+        for g, leaf, rows in zip(grads, leaves, (rq, rk, rk)):
+            g[rows] = leaf.grad[0]
+    return grads
+
+
+@pytest.mark.parametrize("schedule", [dict(schedule="per_tile"), dict(schedule="persistent", max_ctas=3)],
+                         ids=lambda s: s["schedule"])
+@pytest.mark.parametrize("case", list(VARLEN_CASES))
+@pytest.mark.parametrize("heads", [(4, 4), (6, 2)], ids=lambda h: f"{h[0]}q{h[1]}kv")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.gpu
+@needs_hopper
+def test_varlen_backward_matches_reference(dtype, headdim, causal, heads, case, schedule):
+    from fa3nn.backends.hopper import launch as forward
+
+    lengths_q, lengths_k = VARLEN_CASES[case]
+    args, varlen = _varlen_inputs(lengths_q, lengths_k, *heads, headdim, dtype, device="cuda")
+    scale = headdim**-0.5
+    args["out"], args["lse"] = forward(args["q"], args["k"], args["v"], scale, causal, varlen)
+    dq, dk, dv = (_poisoned_like(args[n]) for n in ("q", "k", "v"))
+    hopper_bwd.launch(**args, softmax_scale=scale, causal=causal, dq=dq, dk=dk, dv=dv, varlen=varlen, **schedule)
+    ref = _varlen_reference(args, varlen, causal, scale, upcast=True)
+    pt = _varlen_reference(args, varlen, causal, scale, upcast=False)
+    for name, got, r, p in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, pt):
+        assert not got.isnan().any(), f"{name} has NaNs (unwritten rows of the poisoned buffer, or NaN math)"
+        assert_error_ratio(got, r, p, name)
+    # The empty sequences' gradients are exactly zero (no key: dQ; no query: dK, dV).
+    for b in range(varlen.batch):
+        rq = slice(varlen.seqstarts_q[b], varlen.seqstarts_q[b + 1])
+        rk = slice(varlen.seqstarts_k[b], varlen.seqstarts_k[b + 1])
+        if rk.start == rk.stop:
+            assert not dq[rq].any(), f"sequence {b} has no keys but nonzero dq"
+        if rq.start == rq.stop:
+            assert not dk[rk].any() and not dv[rk].any(), f"sequence {b} has no queries but nonzero dk / dv"
 
 
 # The variants change only dQ's path (bulk_dq: shared memory + TMA reduce-add) or the order of neighbouring query

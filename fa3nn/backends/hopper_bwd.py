@@ -1,12 +1,13 @@
 """The native Hopper backward (kernels/hopper/flash_bwd*.cu), HopperBackend's backward.
 
-Kernel scope: dense batches, MHA/GQA/MQA (nheads_kv dividing nheads), head dim 64 or 128, bf16/fp16, causal or not,
-no sliding window, no softcap; dQ is summed with fp32 atomics, so it is not bitwise deterministic. Under GQA/MQA one
-CTA per K/V head walks every query head of its group and sums dK/dV in registers (kernels/hopper/flash_bwd.cuh,
-BwdQueryWalk): dK/dV stay deterministic and are written once per K/V head.
+Kernel scope: dense or packed (varlen, cu_seqlens) batches, MHA/GQA/MQA (nheads_kv dividing nheads), head dim 64 or
+128, bf16/fp16, causal or not, no sliding window, no softcap; dQ is summed with fp32 atomics, so it is not bitwise
+deterministic. Varlen runs each head dim's default variant (DEFAULT_VARIANTS; the library builds no other). Under
+GQA/MQA one CTA per K/V head walks every query head of its group and sums dK/dV in registers
+(kernels/hopper/flash_bwd.cuh, BwdQueryWalk): dK/dV stay deterministic and are written once per K/V head.
 `backward` runs GQA/MQA through that in-kernel path (NATIVE_GQA, the default); with NATIVE_GQA off it expands K and V
 to every query head (copies), runs the kernel as MHA and sums dK/dV over each group.
-`lse` is the forward's: float32, natural log, (batch, nheads, seqlen_q).
+`lse` is the forward's: float32, natural log, (batch, nheads, seqlen_q), or (nheads, total_q) for varlen.
 
 `backward` has the Backend.backward signature (fa3nn/backends/base.py); `launch` is the kernel call with the
 conventions of fa3nn.backends.hopper.launch (allocations through torch, the current stream, no host sync, optional
@@ -76,34 +77,40 @@ NATIVE_GQA = True
 GRID_ORDERS = {"auto": 0, "key_blocks_inner": 1, "key_blocks_outer": 2}
 
 
-def check_arguments(dout, q, k, v, out, lse, softmax_scale: float) -> None:
-    """Raise ValueError naming the first argument the native backward cannot take, and what to do instead."""
+def check_arguments(dout, q, k, v, out, lse, softmax_scale: float, varlen: Varlen | None = None) -> None:
+    """Raise ValueError naming the first argument the native backward cannot take, and what to do instead. Dense:
+    q, out, dout (batch, seqlen_q, nheads, d), k, v (batch, seqlen_k, nheads_kv, d), lse (batch, nheads, seqlen_q);
+    varlen: the same without the batch axis (rows packed, `varlen` says where each sequence starts), lse (nheads,
+    total_q)."""
     for name, t in (("q", q), ("k", k), ("v", v), ("out", out), ("dout", dout), ("lse", lse)):
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    dims = 4 if varlen is None else 3
+    layout = "(batch, seqlen, nheads, headdim)" if varlen is None else "(total_rows, nheads, headdim) with cu_seqlens"
     for name, t in (("q", q), ("k", k), ("v", v), ("out", out), ("dout", dout)):
-        if t.dim() != 4:
-            raise ValueError(
-                f"{name} must be 4-d (batch, seqlen, nheads, headdim), got shape {tuple(t.shape)}; packed (varlen) "
-                "batches are not supported by the native backward yet"
-            )
+        if t.dim() != dims:
+            raise ValueError(f"{name} must be {dims}-d {layout}, got shape {tuple(t.shape)}")
         if t.dtype not in SUPPORTED_DTYPES:
             raise ValueError(f"{name} has dtype {t.dtype}; the native backward takes bfloat16 or float16")
         if t.dtype != q.dtype:
             raise ValueError(f"{name} has dtype {t.dtype} but q has {q.dtype}; pass one dtype for q, k, v, out, dout")
         if t.device != q.device:
             raise ValueError(f"{name} is on {t.device} but q is on {q.device}; put all tensors on one device")
-    batch, seqlen_q, nheads, headdim = q.shape
+    nheads, headdim = q.shape[-2:]
     if headdim not in SUPPORTED_HEADDIMS:
         raise ValueError(
             f"q has head dim {headdim}; the native backward supports {', '.join(map(str, SUPPORTED_HEADDIMS))} "
             "(use backend='triton' for the backward)"
         )
-    if k.shape[0] != batch or k.shape[3] != headdim:
-        raise ValueError(f"k has shape {tuple(k.shape)}; expected (batch={batch}, seqlen_k, nheads, {headdim})")
-    if k.shape[2] == 0 or nheads % k.shape[2] != 0:
+    if (varlen is None and k.shape[0] != q.shape[0]) or k.shape[-1] != headdim:
+        if varlen is None:
+            expected = f"(batch={q.shape[0]}, seqlen_k, nheads, {headdim})"
+        else:
+            expected = f"(total_k, nheads, {headdim})"
+        raise ValueError(f"k has shape {tuple(k.shape)}; expected {expected}")
+    if k.shape[-2] == 0 or nheads % k.shape[-2] != 0:
         raise ValueError(
-            f"k has {k.shape[2]} heads but q has {nheads}: q's heads must be a whole multiple of k's (GQA/MQA: "
+            f"k has {k.shape[-2]} heads but q has {nheads}: q's heads must be a whole multiple of k's (GQA/MQA: "
             "nheads = group * nheads_kv, query head h reads K/V head h // group)"
         )
     if v.shape != k.shape:
@@ -112,21 +119,42 @@ def check_arguments(dout, q, k, v, out, lse, softmax_scale: float) -> None:
         raise ValueError(f"out has shape {tuple(out.shape)}; expected q's shape {tuple(q.shape)}")
     if dout.shape != q.shape:
         raise ValueError(f"dout has shape {tuple(dout.shape)}; expected q's shape {tuple(q.shape)}")
-    if lse.shape != (batch, nheads, seqlen_q) or lse.dtype != torch.float32:
+    lse_shape = (q.shape[0], nheads, q.shape[1]) if varlen is None else (nheads, q.shape[0])
+    if lse.shape != lse_shape or lse.dtype != torch.float32:
         raise ValueError(
             f"lse has shape {tuple(lse.shape)} and dtype {lse.dtype}; expected the forward's float32 "
-            f"(batch, nheads, seqlen_q) = {(batch, nheads, seqlen_q)}"
+            f"{'(batch, nheads, seqlen_q)' if varlen is None else '(nheads, total_q)'} = {lse_shape}"
         )
     if lse.device != q.device:
         raise ValueError(f"lse is on {lse.device} but q is on {q.device}; put all tensors on one device")
+    if varlen is not None:
+        check_varlen(varlen, q.shape[0], k.shape[0], q.device)
     if not softmax_scale > 0:
         raise ValueError(f"softmax_scale must be positive, got {softmax_scale}")
+
+
+def check_varlen(varlen: Varlen, total_q: int, total_k: int, device: torch.device) -> None:
+    """The packed-batch metadata against the tensors: what the kernels index by (they read cu_seqlens on the GPU)."""
+    for name, cu, starts, total, longest in (
+        ("cu_seqlens_q", varlen.cu_seqlens_q, varlen.seqstarts_q, total_q, varlen.max_seqlen_q),
+        ("cu_seqlens_k", varlen.cu_seqlens_k, varlen.seqstarts_k, total_k, varlen.max_seqlen_k),
+    ):
+        if cu.device != device or cu.dim() != 1 or cu.numel() != varlen.batch + 1:
+            raise ValueError(f"{name} must be a 1-d tensor of batch + 1 = {varlen.batch + 1} offsets on {device}, "
+                             f"got shape {tuple(cu.shape)} on {cu.device}")
+        if len(starts) != varlen.batch + 1 or starts[0] != 0 or starts[-1] != total:
+            raise ValueError(f"{name} must run from 0 to the packed rows ({total}), got {starts[0]}..{starts[-1]}")
+        lengths = [b - a for a, b in zip(starts, starts[1:])]
+        if min(lengths, default=0) < 0 or max(lengths, default=0) > longest:
+            raise ValueError(f"{name} must be non-decreasing with no sequence longer than its max_seqlen ({longest})")
+    if varlen.batch != len(varlen.seqstarts_k) - 1:
+        raise ValueError("cu_seqlens_q and cu_seqlens_k must describe the same number of sequences")
 
 
 def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None, dk=None, dv=None, dlse=None,
            variant: str | None = None, library: ctypes.CDLL | None = None, grid_order: str = "auto",
            scalar_prepost: bool = False, schedule: str = "auto", max_ctas: int | None = None,
-           scalar_dkdv: bool = False):
+           scalar_dkdv: bool = False, varlen: Varlen | None = None):
     """Run preprocess, main kernel and postprocess; returns (dq, dk, dv). Allocates outputs and fp32 workspaces
     through torch unless dq/dk/dv are given, launches on the current stream, never syncs. `dlse` (the gradient into
     lse, lse's shape; None for none) is folded into the preprocess's delta. `variant` picks a build of the main
@@ -136,7 +164,8 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     benchmarks and tests); `schedule` the main kernel's CTAs (SCHEDULES; `max_ctas` caps a persistent launch's,
     default the SM count; benchmarks and tests); `scalar_dkdv` dK / dV stored 4 bytes at a time (SCALAR_DKDV_BIT;
     benchmarks and tests). k/v may have fewer heads than q (GQA/MQA, a divisor of q's): dk/dv come out with k/v's
-    shape."""
+    shape. `varlen` (base.Varlen): packed sequences, tensors without the batch axis (check_arguments), the default
+    variant only."""
     if variant is None:  # a head dim without a default: check_arguments names the problem
         variant = DEFAULT_VARIANTS.get(q.shape[-1] if isinstance(q, torch.Tensor) else None, "red_dq")
     if variant not in VARIANTS:
@@ -149,7 +178,10 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
                                  or not isinstance(max_ctas, int) or max_ctas < 1):
         raise ValueError(f"max_ctas must be a positive int and needs schedule='persistent', got max_ctas={max_ctas!r} "
                          f"with schedule={schedule!r}")
-    check_arguments(dout, q, k, v, out, lse, softmax_scale)
+    check_arguments(dout, q, k, v, out, lse, softmax_scale, varlen)
+    if varlen is not None and variant != DEFAULT_VARIANTS[q.shape[-1]]:
+        raise ValueError(f"variant {variant!r}: the varlen backward is built for the default variant of head dim "
+                         f"{q.shape[-1]} only ({DEFAULT_VARIANTS[q.shape[-1]]!r})")
     if variant not in variants_for(q.shape[-1]):
         raise ValueError(f"variant {variant!r} is built for head dim {VARIANT_HEADDIMS[variant]} only, q has head dim "
                          f"{q.shape[-1]}; choose one of {', '.join(variants_for(q.shape[-1]))}")
@@ -168,8 +200,14 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     dout, q, k, v, out = (tma_ready(t) for t in (dout, q, k, v, out))
     lse = lse.contiguous()
     dlse = None if dlse is None else dlse.to(torch.float32).contiguous()
-    batch, seqlen_q, nheads, headdim = q.shape
-    seqlen_k = k.shape[1]
+    nheads, headdim = q.shape[-2:]
+    if varlen is None:
+        batch, seqlen_q = q.shape[:2]
+        seqlen_k = k.shape[1]
+        max_seqlen_q, max_seqlen_k = seqlen_q, seqlen_k
+    else:  # seqlen_q / seqlen_k: the packed rows
+        batch, seqlen_q, seqlen_k = varlen.batch, q.shape[0], k.shape[0]
+        max_seqlen_q, max_seqlen_k = varlen.max_seqlen_q, varlen.max_seqlen_k
     dq = torch.empty_like(q) if dq is None else dq
     dk = torch.empty_like(k) if dk is None else dk
     dv = torch.empty_like(v) if dv is None else dv
@@ -178,13 +216,24 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     if seqlen_q == 0:
         dk.zero_()
         dv.zero_()
+    if varlen is not None:  # the kernel skips the tiles of sequences without queries: their keys get no gradient
+        for b in range(batch):
+            if varlen.seqstarts_q[b + 1] == varlen.seqstarts_q[b]:
+                dk[varlen.seqstarts_k[b]:varlen.seqstarts_k[b + 1]].zero_()
+                dv[varlen.seqstarts_k[b]:varlen.seqstarts_k[b + 1]].zero_()
     rows = lib.fa3nn_hopper_bwd_block_m()  # the library's padding unit (its largest query block)
-    seqlen_q_rounded = (seqlen_q + rows - 1) // rows * rows
+    ws_batch, ws_rows = workspace_shape(batch, seqlen_q, rows, varlen is not None)
     workspace = dict(dtype=torch.float32, device=q.device)
-    dq_accum = torch.empty(batch, nheads, seqlen_q_rounded, headdim, **workspace)  # zeroed by the preprocess kernel
-    lse_log2 = torch.empty(batch, nheads, seqlen_q_rounded, **workspace)
-    delta = torch.empty(batch, nheads, seqlen_q_rounded, **workspace)
-    strides = [s for t in (q, k, v, out, dout, dq, dk, dv) for s in t.stride()[:3]]
+    dq_accum = torch.empty(ws_batch, nheads, ws_rows, headdim, **workspace)  # zeroed by the preprocess kernel
+    lse_log2 = torch.empty(ws_batch, nheads, ws_rows, **workspace)
+    delta = torch.empty(ws_batch, nheads, ws_rows, **workspace)
+    if varlen is None:
+        strides = [s for t in (q, k, v, out, dout, dq, dk, dv) for s in t.stride()[:3]]
+        cu_q = cu_k = None
+    else:
+        strides = [s for t in (q, k, v, out, dout, dq, dk, dv) for s in (0, *t.stride()[:2])]
+        cu_q = varlen.cu_seqlens_q.to(torch.int32).contiguous()
+        cu_k = varlen.cu_seqlens_k.to(torch.int32).contiguous()
     stride_array = (ctypes.c_int64 * 24)(*strides)
     if schedule == "persistent":
         ctas = max_ctas or torch.cuda.get_device_properties(q.device).multi_processor_count
@@ -196,7 +245,9 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
             dout.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(),
             None if dlse is None else dlse.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
             dq_accum.data_ptr(), lse_log2.data_ptr(), delta.data_ptr(),
-            batch, seqlen_q, seqlen_k, nheads, k.shape[2], headdim, stride_array, float(softmax_scale), int(causal),
+            None if cu_q is None else cu_q.data_ptr(), None if cu_k is None else cu_k.data_ptr(),
+            batch, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, nheads, k.shape[-2], headdim, stride_array,
+            float(softmax_scale), int(causal),
             int(q.dtype == torch.bfloat16), VARIANTS[variant] | (SCALAR_PREPOST_BIT if scalar_prepost else 0)
             | (SCALAR_DKDV_BIT if scalar_dkdv else 0),
             GRID_ORDERS[grid_order], ctas, stream,
@@ -206,10 +257,23 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     return dq, dk, dv
 
 
+def varlen_ws_row0(q_row0: int, batch: int, rows: int) -> int:
+    """Sequence `batch`'s first workspace row under varlen (kernels/hopper/flash_bwd_seq.cuh, varlen_ws_row0), for a
+    sequence starting at packed row q_row0; batch = the sequence count and q_row0 = the packed rows give the end."""
+    return (q_row0 + batch * rows) // rows * rows
+
+
+def workspace_shape(batch: int, seqlen_q: int, rows: int, varlen: bool) -> tuple[int, int]:
+    """(batch, rows per head) of the fp32 workspaces, as kernels/hopper/flash_bwd_seq.cuh lays them out: dense,
+    seqlen_q rounded up to `rows`; varlen (seqlen_q the packed rows), one batch with every sequence at its own padded
+    offset, (seqlen_q + rows * batch) rounded down to `rows`."""
+    if varlen:
+        return 1, varlen_ws_row0(seqlen_q, batch, rows)
+    return batch, (seqlen_q + rows - 1) // rows * rows
+
+
 def refusal(call: AttnCall) -> str | None:
     """What the native backward lacks beyond the forward's refusals (HopperBackend.refusal checks those first)."""
-    if call.varlen:
-        return "varlen (cu_seqlens) is not in the native backward yet; it runs on triton"
     if call.headdim not in SUPPORTED_HEADDIMS:
         return f"headdim {call.headdim}: the native backward has {', '.join(map(str, SUPPORTED_HEADDIMS))}"
     if call.deterministic:
@@ -220,22 +284,19 @@ def refusal(call: AttnCall) -> str | None:
 def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None):
     """Backend.backward for the native kernels; GQA/MQA in the kernel with NATIVE_GQA, else through copies of K and V
     (module docstring)."""
-    if varlen is not None:
-        raise ValueError("varlen is not supported by the native backward yet; use backend='triton' for the backward")
     if params.window.local or params.window.right > 0:
         raise ValueError(f"params.window {params.window} is a sliding window; the native backward does causal or full")
     if params.softcap > 0:
         raise ValueError(f"params.softcap {params.softcap}: softcap is not in the native backward yet")
-    group = q.shape[2] // k.shape[2] if q.dim() == 4 and k.dim() == 4 and k.shape[2] else 1
+    group = q.shape[-2] // k.shape[-2] if q.dim() >= 3 and k.dim() >= 3 and k.shape[-2] else 1
     if group == 1 or NATIVE_GQA:
-        return launch(dout, q, k, v, out, lse, params.softmax_scale, params.window.causal, dlse=dlse)
-    if q.shape[2] != group * k.shape[2]:
-        raise ValueError(f"q has {q.shape[2]} heads, not a multiple of k's {k.shape[2]}")
+        return launch(dout, q, k, v, out, lse, params.softmax_scale, params.window.causal, dlse=dlse, varlen=varlen)
+    if q.shape[-2] != group * k.shape[-2]:
+        raise ValueError(f"q has {q.shape[-2]} heads, not a multiple of k's {k.shape[-2]}")
     # GQA: query head h reads kv head h // group (the forward's convention), so repeat_interleave on the head axis.
-    k_full, v_full = (t.repeat_interleave(group, dim=2) for t in (k, v))
+    k_full, v_full = (t.repeat_interleave(group, dim=-2) for t in (k, v))
     dq, dk_full, dv_full = launch(dout, q, k_full, v_full, out, lse, params.softmax_scale, params.window.causal,
-                                  dlse=dlse)
-    batch, seqlen_k, nheads_kv, headdim = k.shape
-    dk = dk_full.view(batch, seqlen_k, nheads_kv, group, headdim).sum(3, dtype=torch.float32).to(k.dtype)
-    dv = dv_full.view(batch, seqlen_k, nheads_kv, group, headdim).sum(3, dtype=torch.float32).to(v.dtype)
+                                  dlse=dlse, varlen=varlen)
+    dk, dv = (g.unflatten(-2, (k.shape[-2], group)).sum(-2, dtype=torch.float32).to(k.dtype)
+              for g in (dk_full, dv_full))
     return dq, dk, dv

@@ -54,6 +54,7 @@
 
 #include "bulk_copy.cuh"
 #include "fast_div.cuh"
+#include "flash_bwd_seq.cuh"
 #include "flash_bwd_trace.cuh"
 #include "global_access.cuh"
 #include "mbarrier.cuh"
@@ -90,13 +91,21 @@ struct BwdParams {
   int num_m_blocks;
   float scale_log2;     // softmax_scale * log2(e)
   float softmax_scale;
+  // Varlen (BwdConfig::kVarlen): (batch + 1) packed row offsets; batch counts sequences, seqlen_q / seqlen_k are the
+  // longest ones, the tensors are one packed batch and the workspaces (1, nheads, seqlen_q_rounded) with each
+  // sequence at its own padded offset (flash_bwd_seq.cuh). Unread by dense kernels.
+  const int* cu_seqlens_q;
+  const int* cu_seqlens_k;
 };
 
 template <int kHeadDim_, int kStages_, bool kBF16_, bool kCausal_, bool kDQBulk_ = false, bool kOverlap_ = false,
-          int kBlockM_ = 64>
+          int kBlockM_ = 64, bool kVarlen_ = false>
 struct BwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kStages = kStages_;
   static constexpr bool kBF16 = kBF16_, kCausal = kCausal_;
+  // Packed sequences (BwdParams::cu_seqlens_*): per-tile lengths and row offsets (bwd_tile), empty tiles skipped
+  // (BwdCtaTiles). A separate instantiation, so the dense kernels carry none of it.
+  static constexpr bool kVarlen = kVarlen_;
   static constexpr bool kDQBulk = kDQBulk_;  // dQ through shared memory and TMA reduce-adds (file comment)
   // Next query block's S^T (and, d64, dP^T) issued before this block's dQ GEMM (flash_bwd_overlap.cuh); d128 has no
   // registers for dP^T ahead (224 accumulator registers of 240).
@@ -176,19 +185,19 @@ struct BwdConfig {
 // sees key j iff j <= i + seqlen_k - seqlen_q, so rows before n_block * kBlockN - (seqlen_k - seqlen_q) see none of
 // the block's keys and their query blocks are skipped.
 template <class Cfg>
-__device__ __forceinline__ int first_m_block(const BwdParams& p, int n_block) {
+__device__ __forceinline__ int first_m_block(const BwdSeq& seq, int n_block) {
   if constexpr (!Cfg::kCausal) return 0;
-  const int first_row = n_block * Cfg::kBlockN - (p.seqlen_k - p.seqlen_q);
+  const int first_row = n_block * Cfg::kBlockN - (seq.seqlen_k - seq.seqlen_q);
   return first_row <= 0 ? 0 : first_row / Cfg::kBlockM;
 }
 
 // Whether query block m_block has a masked (query, key) pair in key block n_block: some key past seqlen_k, or some
 // key above the diagonal of the block's first row.
 template <class Cfg>
-__device__ __forceinline__ bool bwd_block_needs_mask(const BwdParams& p, int m_block, int n_block) {
+__device__ __forceinline__ bool bwd_block_needs_mask(const BwdSeq& seq, int m_block, int n_block) {
   const int last_key = (n_block + 1) * Cfg::kBlockN - 1;
-  bool need = last_key >= p.seqlen_k;
-  if constexpr (Cfg::kCausal) need |= last_key > m_block * Cfg::kBlockM + p.seqlen_k - p.seqlen_q;
+  bool need = last_key >= seq.seqlen_k;
+  if constexpr (Cfg::kCausal) need |= last_key > m_block * Cfg::kBlockM + seq.seqlen_k - seq.seqlen_q;
   return need;
 }
 
@@ -196,14 +205,27 @@ __device__ __forceinline__ bool bwd_block_needs_mask(const BwdParams& p, int m_b
 // (key blocks, nheads_kv, batch), the MHA order; or slowest, (nheads_kv, batch, key blocks), which deals key block 0
 // of every (K/V head, batch) first: under a causal mask block 0 is the longest tile, by a factor group under GQA, and
 // starting the longest first shortens the tail.
+// Varlen: batch is the sequence, seq its lengths and rows (dense: the call's, flash_bwd_seq.cuh).
 struct BwdTile {
   int n_block, kv_head, batch;
+  BwdSeq seq;
 };
 
+template <class Cfg>
 __device__ __forceinline__ BwdTile bwd_tile(const BwdParams& p, int tile) {
   int x, y;
   const int z = p.tile_middle.divmod(p.tile_inner.divmod(tile, x), y);
-  return p.key_blocks_outer ? BwdTile{z, x, y} : BwdTile{x, y, z};
+  BwdTile t = p.key_blocks_outer ? BwdTile{z, x, y} : BwdTile{x, y, z};
+  t.seq = bwd_seq<Cfg::kVarlen>(p.cu_seqlens_q, p.cu_seqlens_k, p.seqlen_q, p.seqlen_k, t.batch);
+  return t;
+}
+
+// Varlen tiles past their sequence's keys (the grid counts key blocks of the longest), or of a sequence without
+// queries, have no step: every role skips them (BwdCtaTiles), so no barrier phase is spent on them, and their dK / dV
+// rows are zeroed by the caller before the launch (hopper_bwd.launch). A dense tile always has a step.
+template <class Cfg>
+__device__ __forceinline__ bool bwd_tile_empty(const BwdTile& t) {
+  return t.n_block * Cfg::kBlockN >= t.seq.seqlen_k || t.seq.seqlen_q == 0;
 }
 
 // The tiles one CTA walks: blockIdx.x, blockIdx.x + gridDim.x, ... With one CTA per tile (grid = num_tiles) that is
@@ -216,25 +238,40 @@ __device__ __forceinline__ BwdTile bwd_tile(const BwdParams& p, int tile) {
 // keys (key blocks fastest, 132 CTAs): persistent x one CTA per tile, H200 d128, causal, 512 / 1k / 2k / 4k / 16k,
 // 0.73 / 0.76 / 0.87 / 0.98 / 0.69 plain, 1.025 / 1.028 / 1.045 / 1.015 / 0.725 boustrophedon (d64 1.075 / 1.048 /
 // 1.031 / 1.019 / 0.968; benchmarks/NOTES.md, s28a; scripts/simulate_bwd_deal.py predicted +5-8% at 512-4k). With
-// one CTA per tile round 1 is past the last tile whichever way it is dealt.
+// one CTA per tile round 1 is past the last tile whichever way it is dealt. Varlen kernels skip empty tiles
+// (bwd_tile_empty) in every role alike, so there iter (tiles done) and round (tiles dealt) differ.
+template <class Cfg>
 struct BwdCtaTiles {
-  int tile, iter;
+  int tile, iter, round;
 
-  __device__ __forceinline__ BwdCtaTiles() : tile(static_cast<int>(blockIdx.x)), iter(0) {}
+  __device__ __forceinline__ explicit BwdCtaTiles(const BwdParams& p)
+      : tile(static_cast<int>(blockIdx.x)), iter(0), round(0) {
+    skip_empty(p);
+  }
   __device__ __forceinline__ bool valid(const BwdParams& p) const { return tile < p.num_tiles; }
+  __device__ __forceinline__ void advance(const BwdParams& p) {
+    deal(Cfg::kVarlen ? ++round : iter + 1);
+    ++iter;
+    skip_empty(p);
+  }
+
+ private:
   // gridDim.x read where it is used (volatile: not hoisted): held across the producer's tile loop, its 24 registers
   // spilled it (nvcc 13.0, the causal kernels).
-  template <bool kSnake>
-  __device__ __forceinline__ void advance() {
+  __device__ __forceinline__ void deal(int next_round) {
     uint32_t ctas;
     asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(ctas));
-    if (kSnake) {
-      const int round = iter + 1, grid = static_cast<int>(ctas), cta = static_cast<int>(blockIdx.x);
-      tile = round * grid + ((round & 1) ? grid - 1 - cta : cta);
+    if (Cfg::kCausal) {
+      const int grid = static_cast<int>(ctas), cta = static_cast<int>(blockIdx.x);
+      tile = next_round * grid + ((next_round & 1) ? grid - 1 - cta : cta);
     } else {
       tile += static_cast<int>(ctas);
     }
-    ++iter;
+  }
+  __device__ __forceinline__ void skip_empty(const BwdParams& p) {
+    if constexpr (Cfg::kVarlen) {
+      while (valid(p) && bwd_tile_empty<Cfg>(bwd_tile<Cfg>(p, tile))) deal(++round);
+    }
   }
 };
 
@@ -251,10 +288,10 @@ struct BwdQueryWalk {
   int head;     // query head of the current step
   int m_block;  // query block of the current step
 
-  __device__ __forceinline__ BwdQueryWalk(const BwdParams& p, int n_block, int kv_head)
-      : begin(first_m_block<Cfg>(p, n_block)),
-        end(p.num_m_blocks),
-        total(p.group * (p.num_m_blocks - begin)),
+  __device__ __forceinline__ BwdQueryWalk(const BwdParams& p, const BwdSeq& seq, int n_block, int kv_head)
+      : begin(first_m_block<Cfg>(seq, n_block)),
+        end(Cfg::kVarlen ? (seq.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM : p.num_m_blocks),
+        total(p.group * (end - begin)),
         head(kv_head * p.group),
         m_block(begin) {}
 
@@ -279,10 +316,10 @@ __device__ __forceinline__ void bwd_load_kv(const CUtensorMap* tma_k, const CUte
   bars.kv.arrive_expect_tx(2 * Cfg::kKVBytes);
 #pragma unroll
   for (int panel = 0; panel < Cfg::kPanels; ++panel) {
-    tma_load_4d(tma_k, &bars.kv, smem + panel * Cfg::kKVPanelBytes, panel * kPanelCols, t.n_block * Cfg::kBlockN,
-                t.kv_head, t.batch);
+    tma_load_4d(tma_k, &bars.kv, smem + panel * Cfg::kKVPanelBytes, panel * kPanelCols,
+                t.seq.k_row0 + t.n_block * Cfg::kBlockN, t.kv_head, t.seq.tma_batch);
     tma_load_4d(tma_v, &bars.kv, smem + Cfg::kOffV + panel * Cfg::kKVPanelBytes, panel * kPanelCols,
-                t.n_block * Cfg::kBlockN, t.kv_head, t.batch);
+                t.seq.k_row0 + t.n_block * Cfg::kBlockN, t.kv_head, t.seq.tma_batch);
   }
 }
 
@@ -298,10 +335,10 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUt
   tma_prefetch_descriptor(tma_v);
   tma_prefetch_descriptor(tma_do);
   PipelineState<Cfg::kStages> st;
-  for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance<Cfg::kCausal>()) {
-    const BwdTile t = bwd_tile(p, tiles.tile);
+  for (BwdCtaTiles<Cfg> tiles(p); tiles.valid(p); tiles.advance(p)) {
+    const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
     bwd_load_kv<Cfg>(tma_k, tma_v, t, tiles.iter, smem, bars);
-    BwdQueryWalk<Cfg> walk(p, t.n_block, t.kv_head);
+    BwdQueryWalk<Cfg> walk(p, t.seq, t.n_block, t.kv_head);
     // Counted down: one register fewer than step < total under the producer's 24 (the causal kernels spilled).
     for (int left = walk.total; left > 0; --left, walk.advance()) {
       const int m_block = walk.m_block, head = walk.head;
@@ -311,13 +348,13 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUt
       uint8_t* do_dst = smem + Cfg::kOffDO + st.index * Cfg::kQBytes;
 #pragma unroll
       for (int panel = 0; panel < Cfg::kPanels; ++panel) {
-        tma_load_4d(tma_q, full, q_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols, m_block * Cfg::kBlockM,
-                    head, t.batch);
-        tma_load_4d(tma_do, full, do_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols, m_block * Cfg::kBlockM,
-                    head, t.batch);
+        tma_load_4d(tma_q, full, q_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols,
+                    t.seq.q_row0 + m_block * Cfg::kBlockM, head, t.seq.tma_batch);
+        tma_load_4d(tma_do, full, do_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols,
+                    t.seq.q_row0 + m_block * Cfg::kBlockM, head, t.seq.tma_batch);
       }
-      const int64_t row =
-          (static_cast<int64_t>(t.batch) * p.nheads + head) * p.seqlen_q_rounded + m_block * Cfg::kBlockM;
+      const int64_t row = (static_cast<int64_t>(t.seq.tma_batch) * p.nheads + head) * p.seqlen_q_rounded +
+                          t.seq.ws_row0 + m_block * Cfg::kBlockM;
       bulk_load(smem + Cfg::kOffLse + st.index * Cfg::kRowStatBytes, p.lse_log2 + row, Cfg::kRowStatBytes, full);
       bulk_load(smem + Cfg::kOffDelta + st.index * Cfg::kRowStatBytes, p.delta + row, Cfg::kRowStatBytes, full);
       st.advance();
@@ -336,14 +373,14 @@ __device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const B
   const bool issuer = elect_one();
   if (issuer) tma_prefetch_descriptor(tma_dq);
   int cta_steps = 0;
-  for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance<Cfg::kCausal>()) {
-    const BwdTile t = bwd_tile(p, tiles.tile);
-    cta_steps += BwdQueryWalk<Cfg>(p, t.n_block, t.kv_head).total;
+  for (BwdCtaTiles<Cfg> tiles(p); tiles.valid(p); tiles.advance(p)) {
+    const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
+    cta_steps += BwdQueryWalk<Cfg>(p, t.seq, t.n_block, t.kv_head).total;
   }
   int step = 0;  // across tiles
-  for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance<Cfg::kCausal>()) {
-    const BwdTile t = bwd_tile(p, tiles.tile);
-    BwdQueryWalk<Cfg> walk(p, t.n_block, t.kv_head);
+  for (BwdCtaTiles<Cfg> tiles(p); tiles.valid(p); tiles.advance(p)) {
+    const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
+    BwdQueryWalk<Cfg> walk(p, t.seq, t.n_block, t.kv_head);
     for (int i = 0; i < walk.total; ++i, ++step, walk.advance()) {
       const int buffer = step & (Cfg::kDQBuffers - 1);  // step % kDQBuffers; a signed % or a helper changed SASS
       NamedBarrier::sync(Cfg::kDQFullBarrier + buffer, Cfg::kDQBarrierThreads);
@@ -351,11 +388,12 @@ __device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const B
         const uint8_t* stage = smem + Cfg::kOffDQ + buffer * Cfg::kDQStageBytes;
 #pragma unroll
         for (int tile = 0; tile < Cfg::kDQTiles; ++tile) {
-          const int row = walk.m_block * Cfg::kBlockM + (Cfg::kDQSplitRows ? tile * Cfg::kDQTileRows : 0);
+          const int row =
+              t.seq.ws_row0 + walk.m_block * Cfg::kBlockM + (Cfg::kDQSplitRows ? tile * Cfg::kDQTileRows : 0);
 #pragma unroll
           for (int panel = 0; panel < Cfg::kDQTilePanels; ++panel)
             tma_reduce_add_4d(tma_dq, stage + tile * Cfg::kDQTileBytes + panel * Cfg::kDQPanelBytes,
-                              panel * Cfg::kDQPanelCols, row, walk.head, t.batch);
+                              panel * Cfg::kDQPanelCols, row, walk.head, t.seq.tma_batch);
         }
         tma_store_commit();
         tma_store_wait_read<0>();
@@ -412,7 +450,7 @@ struct BwdConsumer {
   __device__ __forceinline__ static uint32_t pack(float lo, float hi) { return pack_16x2<Cfg::kBF16>(lo, hi); }
 
   // Rows are keys, columns queries. Masked: keys past seqlen_k, and (causal) keys above the query's diagonal.
-  __device__ __forceinline__ void apply_mask(float (&s)[kSRegs], const BwdParams& p, int m_block, int n_block) const {
+  __device__ __forceinline__ void apply_mask(float (&s)[kSRegs], const BwdSeq& seq, int m_block, int n_block) const {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int key = n_block * Cfg::kBlockN + wg * 64 + row_in_warpgroup(half);
@@ -420,8 +458,8 @@ struct BwdConsumer {
       for (int i = 0; i < kSRegs; ++i) {
         if (((i >> 1) & 1) != half) continue;
         const int query = m_block * Cfg::kBlockM + col_of(i);
-        bool masked = key >= p.seqlen_k;
-        if constexpr (Cfg::kCausal) masked |= key > query + p.seqlen_k - p.seqlen_q;
+        bool masked = key >= seq.seqlen_k;
+        if constexpr (Cfg::kCausal) masked |= key > query + seq.seqlen_k - seq.seqlen_q;
         if (masked) s[i] = -INFINITY;
       }
     }
@@ -451,9 +489,9 @@ struct BwdConsumer {
   }
 
   // P^T in place of S^T, the mask applied first where the block needs it (bwd_block_needs_mask).
-  __device__ __forceinline__ void masked_probs(float (&s)[kSRegs], const BwdParams& p, const float* lse_log2,
-                                               int m_block, int n_block) const {
-    if (bwd_block_needs_mask<Cfg>(p, m_block, n_block)) apply_mask(s, p, m_block, n_block);
+  __device__ __forceinline__ void masked_probs(float (&s)[kSRegs], const BwdParams& p, const BwdSeq& seq,
+                                               const float* lse_log2, int m_block, int n_block) const {
+    if (bwd_block_needs_mask<Cfg>(seq, m_block, n_block)) apply_mask(s, seq, m_block, n_block);
     probs(s, lse_log2, p.scale_log2);
   }
 
@@ -507,11 +545,12 @@ struct BwdConsumer {
   }
 
   // dQ (64 queries x kDQCols, fp32) added into dq_accum with vector reductions (red.global.add.v2.f32).
-  __device__ __forceinline__ void reduce_dq(const BwdParams& p, int batch, int head, int m_block,
+  __device__ __forceinline__ void reduce_dq(const BwdParams& p, const BwdSeq& seq, int head, int m_block,
                                             const float (&dq)[kDQRegs]) const {
     const int col0 = Cfg::kDQSplitKeys ? 0 : wg * Cfg::kDQCols;
     float* base = p.dq_accum +
-                  ((static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q_rounded + m_block * Cfg::kBlockM) *
+                  ((static_cast<int64_t>(seq.tma_batch) * p.nheads + head) * p.seqlen_q_rounded + seq.ws_row0 +
+                   m_block * Cfg::kBlockM) *
                       Cfg::kHeadDim +
                   col0;
 #pragma unroll
@@ -552,14 +591,14 @@ struct BwdConsumer {
   // The 4-byte form took ~7.8 us per tile at d128 (64 KB of dK / dV per CTA; scripts/bwd_trace.py, s27c), a third of
   // a 512-key tile's time.
   __device__ __forceinline__ void store_rows(void* dst, int64_t batch_stride, int64_t row_stride, int64_t head_stride,
-                                             const BwdParams& p, int batch, int head, int n_block,
-                                             const float (&acc)[kAccRegs], float scale, bool vec16) const {
-    uint16_t* out = static_cast<uint16_t*>(dst) + batch * batch_stride + head * head_stride;
+                                             const BwdSeq& seq, int head, int n_block, const float (&acc)[kAccRegs],
+                                             float scale, bool vec16) const {
+    uint16_t* out = static_cast<uint16_t*>(dst) + seq.tma_batch * batch_stride + head * head_stride;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int key = n_block * Cfg::kBlockN + wg * 64 + row_in_warpgroup(half);
-      const bool row_ok = key < p.seqlen_k;
-      uint16_t* out_row = out + static_cast<int64_t>(key) * row_stride;
+      const bool row_ok = key < seq.seqlen_k;
+      uint16_t* out_row = out + static_cast<int64_t>(seq.k_row0 + key) * row_stride;
       if (vec16) {
         // Every lane shuffles (the quad's row is valid or not as a whole; the warp's shuffles need all lanes).
 #pragma unroll
@@ -619,7 +658,7 @@ __device__ __forceinline__ void bwd_issue_scores(float (&s)[Cfg::kBlockM / 2], f
 // barriers.
 template <class Cfg>
 __device__ __forceinline__ void bwd_hand_off_dq(const BwdConsumer<Cfg>& c, const BwdParams& p, uint8_t* smem,
-                                                int batch, int head, int m_block, int step,
+                                                const BwdSeq& seq, int head, int m_block, int step,
                                                 const float (&dq)[BwdConsumer<Cfg>::kDQRegs]) {
   if constexpr (Cfg::kDQBulk) {
     const int buffer = step & (Cfg::kDQBuffers - 1);  // step % kDQBuffers; a signed % or a helper changed SASS
@@ -628,7 +667,7 @@ __device__ __forceinline__ void bwd_hand_off_dq(const BwdConsumer<Cfg>& c, const
     fence_proxy_async_smem();
     NamedBarrier::arrive(Cfg::kDQFullBarrier + buffer, Cfg::kDQBarrierThreads);
   } else {
-    c.reduce_dq(p, batch, head, m_block, dq);
+    c.reduce_dq(p, seq, head, m_block, dq);
   }
 }
 
@@ -705,7 +744,7 @@ struct BwdConsumerStart {
 // GEMM waited for), let the producer load the next tile's (one arrival per consumer warpgroup: the leader's wait
 // covers the warpgroup's wgmmas, as for the ring's release).
 template <class Cfg>
-__device__ __forceinline__ void bwd_wait_kv(typename Cfg::Barriers& bars, const BwdCtaTiles& tiles) {
+__device__ __forceinline__ void bwd_wait_kv(typename Cfg::Barriers& bars, const BwdCtaTiles<Cfg>& tiles) {
   wait_in_loop(bars.kv, tiles.iter & 1);
 }
 template <class Cfg>
@@ -726,10 +765,10 @@ __device__ __forceinline__ void bwd_store_dkdv(const BwdConsumer<Cfg>& c, const 
                                                const float (&dk)[BwdConsumer<Cfg>::kAccRegs],
                                                const float (&dv)[BwdConsumer<Cfg>::kAccRegs]) {
   const bool vec16 = p.dkdv_vec16 != 0;
-  c.store_rows(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, p, cta.batch, cta.kv_head, cta.n_block,
-               dk, p.softmax_scale, vec16);
-  c.store_rows(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, p, cta.batch, cta.kv_head, cta.n_block,
-               dv, 1.f, vec16);
+  c.store_rows(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, cta.seq, cta.kv_head, cta.n_block, dk,
+               p.softmax_scale, vec16);
+  c.store_rows(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, cta.seq, cta.kv_head, cta.n_block, dv, 1.f,
+               vec16);
 }
 
 template <class Cfg>
@@ -746,14 +785,14 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
 
   PipelineState<Cfg::kStages> st;
   int step0 = 0;  // the CTA's steps before this tile (the dS^T / dQ buffers alternate across tiles)
-  for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance<Cfg::kCausal>()) {
-    const BwdTile t = bwd_tile(p, tiles.tile);
+  for (BwdCtaTiles<Cfg> tiles(p); tiles.valid(p); tiles.advance(p)) {
+    const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
     const int n_block = t.n_block;
     bwd_zero_dkdv(dk, dv);
     bwd_trace(c.leader, wg, tiles.iter, kTraceTileStart);
     bwd_wait_kv<Cfg>(bars, tiles);
     bwd_trace(c.leader, wg, tiles.iter, kTraceKVReady);
-    BwdQueryWalk<Cfg> walk(p, n_block, t.kv_head);
+    BwdQueryWalk<Cfg> walk(p, t.seq, n_block, t.kv_head);
     for (int i = 0; i < walk.total; ++i, walk.advance()) {
       const int step = step0 + i;
       const int m_block = walk.m_block;
@@ -765,7 +804,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
       bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, stage);
       wgmma_wait<1>();
       fence_operands(s);
-      c.masked_probs(s, p, stage.lse_log2, m_block, n_block);
+      c.masked_probs(s, p, t.seq, stage.lse_log2, m_block, n_block);
       wgmma_wait<0>();
       fence_operands(dp);
       // dS^T first, packed and stored, so dP^T dies before P^T is packed (d128 peaks here at dK + dV + 64).
@@ -800,7 +839,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
         bwd_free_kv<Cfg>(c, bars);
         bwd_trace(c.leader, wg, tiles.iter, kTraceKVFree);
       }
-      bwd_hand_off_dq<Cfg>(c, p, smem, t.batch, walk.head, m_block, step, dq);
+      bwd_hand_off_dq<Cfg>(c, p, smem, t.seq, walk.head, m_block, step, dq);
     }
     bwd_store_dkdv(c, p, t, dk, dv);
     bwd_trace(c.leader, wg, tiles.iter, kTraceTileEnd);

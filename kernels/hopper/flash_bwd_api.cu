@@ -13,14 +13,20 @@ using namespace fa3nn::hopper::host;
 #pragma GCC visibility push(default)
 extern "C" {
 
-// Dense backward, MHA, GQA or MQA (nheads_kv divides nheads; query head h reads K/V head h / (nheads / nheads_kv)).
-// q, out, dout, dq (batch, seqlen_q, nheads, d); k, v, dk, dv (batch, seqlen_k, nheads_kv, d); lse (batch, nheads,
-// seqlen_q) float32 natural log from the forward, contiguous; dlse, the gradient into lse, the same layout, or null.
-// Workspaces:
+// Backward, MHA, GQA or MQA (nheads_kv divides nheads; query head h reads K/V head h / (nheads / nheads_kv)).
+// Dense (cu_seqlens_q / cu_seqlens_k null): q, out, dout, dq (batch, seqlen_q, nheads, d); k, v, dk, dv (batch,
+// seqlen_k, nheads_kv, d); lse (batch, nheads, seqlen_q) float32 natural log from the forward, contiguous; dlse, the
+// gradient into lse, the same layout, or null; max_seqlen_q / max_seqlen_k equal seqlen_q / seqlen_k. Workspaces:
 // dq_accum (batch, nheads, seqlen_q_rounded, d), lse_log2 and delta (batch, nheads, seqlen_q_rounded), float32,
 // contiguous, seqlen_q_rounded = seqlen_q rounded up to a multiple of fa3nn_hopper_bwd_block_m() (128); their
 // contents on entry do not matter (dq_accum 16-B aligned for the 16-byte preprocess / postprocess, else 2-byte ones).
-// strides: 24 element strides, (batch, row, head) for q, k, v, out, dout, dq, dk, dv; head dim contiguous.
+// Varlen (cu_seqlens_q / cu_seqlens_k: (batch + 1) int32 offsets on the device, batch = sequences): q, out, dout, dq
+// (seqlen_q = total query rows, nheads, d), k, v, dk, dv (seqlen_k = total key rows, nheads_kv, d), lse (nheads,
+// seqlen_q); max_seqlen_q / max_seqlen_k the longest sequences; the workspaces have batch 1 and seqlen_q_rounded =
+// (seqlen_q + 128 * batch) rounded down to 128 rows (flash_bwd_seq.cuh); dk and dv must be zeroed first (rows of
+// sequences without queries are not written); built for the default variant of each head dim (3 at 128, 4 at 64).
+// strides: 24 element strides, (batch, row, head) for q, k, v, out, dout, dq, dk, dv; head dim contiguous (varlen:
+// the batch strides are not read).
 // variant: 0 = dQ summed by per-thread fp32 reductions (default), 1 = bulk dQ (fp32 tile in shared memory, added by
 // TMA reduce-adds from one producer thread; flash_bwd.cuh), 2 = overlap (next block's score GEMMs issued before this
 // block's dQ GEMM; flash_bwd_overlap.cuh), 3 = both, 4 = bulk dQ with 128-row query blocks (head dim 64 only); any
@@ -36,15 +42,22 @@ extern "C" {
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void* v, const void* out, const float* lse,
                      const float* dlse, void* dq, void* dk, void* dv, float* dq_accum, float* lse_log2, float* delta,
-                     int batch, int seqlen_q, int seqlen_k, int nheads, int nheads_kv, int headdim,
+                     const int* cu_seqlens_q, const int* cu_seqlens_k, int batch, int seqlen_q, int seqlen_k,
+                     int max_seqlen_q, int max_seqlen_k, int nheads, int nheads_kv, int headdim,
                      const int64_t* strides, float softmax_scale, int causal, int bf16, int variant, int grid_order,
                      int ctas, void* stream) {
   if (nheads_kv <= 0 || nheads % nheads_kv != 0)
     return fail("%s", "nheads_kv must be positive and divide nheads (GQA/MQA: query heads in groups of equal size)");
   if (!(softmax_scale > 0.f)) return fail("%s", "softmax_scale must be positive");
   if (grid_order < 0 || grid_order > 2) return fail("%s", "grid_order must be 0 (auto), 1 or 2");
-  BwdProblem pr{dout, q, k, v, out, lse, dlse, dq, dk, dv, dq_accum, lse_log2, delta, batch, seqlen_q, seqlen_k,
-                nheads, nheads_kv, headdim, strides, softmax_scale, grid_order, static_cast<cudaStream_t>(stream)};
+  if ((cu_seqlens_q == nullptr) != (cu_seqlens_k == nullptr))
+    return fail("%s", "pass both cu_seqlens_q and cu_seqlens_k (varlen) or neither (dense)");
+  if (cu_seqlens_q == nullptr && (max_seqlen_q != seqlen_q || max_seqlen_k != seqlen_k))
+    return fail("%s", "a dense backward's max_seqlen_q / max_seqlen_k must equal seqlen_q / seqlen_k");
+  BwdProblem pr{dout,     q,        k,        v,          out,          lse,          dlse,         dq,
+                dk,       dv,       dq_accum, lse_log2,   delta,        cu_seqlens_q, cu_seqlens_k, batch,
+                seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, nheads, nheads_kv,   headdim,      strides,
+                softmax_scale, grid_order, static_cast<cudaStream_t>(stream)};
   if (ctas < -1) return fail("%s", "ctas must be 0 (auto), -1 (one CTA per tile) or a positive CTA count");
   pr.ctas = ctas;
   pr.prepost_vec = (variant & kScalarPrePostBit) == 0;
@@ -58,7 +71,7 @@ int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void*
 }
 
 // Rows the backward's workspaces are padded to (seqlen_q rounded up to a multiple of this).
-int fa3nn_hopper_bwd_block_m() { return kBwdRowsRounding; }
+int fa3nn_hopper_bwd_block_m() { return fa3nn::hopper::kBwdRowsRounding; }
 
 }  // extern "C"
 #pragma GCC visibility pop

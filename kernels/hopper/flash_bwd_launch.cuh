@@ -14,16 +14,20 @@
 
 namespace fa3nn::hopper::host {
 
-// A dense backward call. Workspaces come from the caller (torch allocates them): dq_accum (batch, nheads,
-// seqlen_q_rounded, d) fp32, lse_log2 and delta (batch, nheads, seqlen_q_rounded) fp32, seqlen_q_rounded = seqlen_q
-// rounded up to a multiple of kBwdRowsRounding (128, the largest kBlockM). k, v, dk, dv have nheads_kv heads, which
-// divides nheads (GQA/MQA: query head h reads K/V head h / (nheads / nheads_kv), the forward's convention).
+// A backward call. Workspaces come from the caller (torch allocates them): dq_accum (batch, nheads, seqlen_q_rounded,
+// d) fp32, lse_log2 and delta (batch, nheads, seqlen_q_rounded) fp32 (bwd_workspace_rows). k, v, dk, dv have
+// nheads_kv heads, which divides nheads (GQA/MQA: query head h reads K/V head h / (nheads / nheads_kv), the forward's
+// convention). Varlen (cu_seqlens_q / cu_seqlens_k, (batch + 1) int32 on the device): batch sequences packed into one
+// batch of seqlen_q / seqlen_k rows (the totals), the longest max_seqlen_q / max_seqlen_k, lse (nheads, seqlen_q), the
+// workspaces (1, nheads, seqlen_q_rounded) in flash_bwd_seq.cuh's layout; dk and dv zeroed by the caller (the tiles
+// of sequences without queries are skipped); the batch strides are not read. Dense: max_seqlen_* = seqlen_*.
 struct BwdProblem {
   const void *dout, *q, *k, *v, *out;
   const float *lse, *dlse;  // dlse may be null
   void *dq, *dk, *dv;
   float *dq_accum, *lse_log2, *delta;
-  int batch, seqlen_q, seqlen_k, nheads, nheads_kv, headdim;
+  const int *cu_seqlens_q, *cu_seqlens_k;  // null: dense
+  int batch, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, nheads, nheads_kv, headdim;
   const int64_t* strides;  // q, k, v, out, dout, dq, dk, dv: (batch, row, head) each, in elements
   float softmax_scale;
   int grid_order;  // 0 auto (key blocks outermost iff causal GQA/MQA), 1 key blocks innermost, 2 outermost (bwd_tile)
@@ -55,22 +59,29 @@ inline bool strides_of_8(std::initializer_list<int64_t> strides) {
   return true;
 }
 
-// The padding unit of the workspaces: the largest BwdConfig::kBlockM, so every variant reads whole query blocks of
-// lse_log2 / delta (bulk copies, no bounds checks) from one workspace layout; fa3nn_hopper_bwd_block_m() returns it
-// to Python.
-constexpr int kBwdRowsRounding = 128;
+// Rows per query head of the workspaces (kBwdRowsRounding, flash_bwd_seq.cuh, the largest BwdConfig::kBlockM, so
+// every variant reads whole query blocks of lse_log2 / delta without bounds checks): dense, seqlen_q rounded up;
+// varlen, every sequence at its padded offset (varlen_ws_row0 of the end). Python's hopper_bwd.workspace_rows agrees.
+inline int bwd_workspace_rows(int seqlen_q, int batch, bool varlen) {
+  return varlen ? varlen_ws_row0(seqlen_q, batch)
+                : (seqlen_q + kBwdRowsRounding - 1) / kBwdRowsRounding * kBwdRowsRounding;
+}
 
 template <class Cfg>
 int launch_bwd(const BwdProblem& pr) {
   const int64_t* st = pr.strides;
   static_assert(kBwdRowsRounding % Cfg::kBlockM == 0, "the workspaces must hold whole query blocks");
-  const int seqlen_q_rounded = (pr.seqlen_q + kBwdRowsRounding - 1) / kBwdRowsRounding * kBwdRowsRounding;
+  const bool varlen = pr.cu_seqlens_q != nullptr;
+  if (varlen != Cfg::kVarlen) return fail("%s", "internal: a varlen call reached a dense backward kernel or back");
+  const int seqlen_q_rounded = bwd_workspace_rows(pr.seqlen_q, pr.batch, varlen);
+  const int map_batch = varlen ? 1 : pr.batch;  // varlen: one packed batch (its batch stride is never used)
 
   BwdPrePostParams pp{};
   pp.out = pr.out;
   pp.dout = pr.dout;
   pp.lse = pr.lse;
   pp.dlse = pr.dlse;
+  pp.cu_seqlens_q = pr.cu_seqlens_q;
   pp.dq = pr.dq;
   pp.dq_accum = pr.dq_accum;
   pp.lse_log2 = pr.lse_log2;
@@ -78,21 +89,23 @@ int launch_bwd(const BwdProblem& pr) {
   pp.out_batch_stride = st[9], pp.out_row_stride = st[10], pp.out_head_stride = st[11];
   pp.dout_batch_stride = st[12], pp.dout_row_stride = st[13], pp.dout_head_stride = st[14];
   pp.dq_batch_stride = st[15], pp.dq_row_stride = st[16], pp.dq_head_stride = st[17];
-  pp.seqlen_q = pr.seqlen_q;
+  pp.seqlen_q = pr.max_seqlen_q;
   pp.seqlen_q_rounded = seqlen_q_rounded;
+  pp.lse_rows = pr.seqlen_q;
   pp.nheads = pr.nheads;
   pp.softmax_scale = pr.softmax_scale;
   if (pr.batch == 0 || pr.nheads == 0 || pr.seqlen_q == 0 || pr.seqlen_k == 0) return 0;  // caller zero-fills
 
   CUtensorMap tq, tk, tv, tdo;
-  if (!make_map(&tq, pr.q, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, pr.batch, st[1], st[2], st[0],
-                Cfg::kBlockM) ||
-      !make_map(&tk, pr.k, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads_kv, pr.batch, st[4], st[5], st[3],
-                Cfg::kBlockN) ||
-      !make_map(&tv, pr.v, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads_kv, pr.batch, st[7], st[8], st[6],
-                Cfg::kBlockN) ||
-      !make_map(&tdo, pr.dout, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, pr.batch, st[13], st[14], st[12],
-                Cfg::kBlockM))
+  auto bstride = [&](int64_t s, int64_t rows, int64_t row_stride) { return varlen ? rows * row_stride : s; };
+  if (!make_map(&tq, pr.q, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, map_batch, st[1], st[2],
+                bstride(st[0], pr.seqlen_q, st[1]), Cfg::kBlockM) ||
+      !make_map(&tk, pr.k, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads_kv, map_batch, st[4], st[5],
+                bstride(st[3], pr.seqlen_k, st[4]), Cfg::kBlockN) ||
+      !make_map(&tv, pr.v, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads_kv, map_batch, st[7], st[8],
+                bstride(st[6], pr.seqlen_k, st[7]), Cfg::kBlockN) ||
+      !make_map(&tdo, pr.dout, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, map_batch, st[13], st[14],
+                bstride(st[12], pr.seqlen_q, st[13]), Cfg::kBlockM))
     return fail("%s", "cuTensorMapEncodeTiled failed (pointers must be 16-B aligned, strides multiples of 8 elements)");
   // dq_accum (batch, nheads, seqlen_q_rounded, d) fp32, contiguous, as the bulk dQ path's reduce target: boxes of
   // kDQTileRows = 64 rows x 32 columns (128 B, the 128B swizzle's span), the layout BwdConsumer::stage_dq writes.
@@ -100,7 +113,7 @@ int launch_bwd(const BwdProblem& pr) {
   CUtensorMap tdq{};
   const int64_t accum_row_bytes = int64_t(pr.headdim) * 4, accum_head_bytes = seqlen_q_rounded * accum_row_bytes;
   if (Cfg::kDQBulk && !encode_map(&tdq, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, pr.dq_accum,
-                                  {pr.headdim, seqlen_q_rounded, pr.nheads, pr.batch},
+                                  {pr.headdim, seqlen_q_rounded, pr.nheads, map_batch},
                                   {accum_row_bytes, accum_head_bytes, pr.nheads * accum_head_bytes},
                                   {Cfg::kDQPanelCols, Cfg::kDQTileRows, 1, 1}, CU_TENSOR_MAP_SWIZZLE_128B))
     return fail("%s", "cuTensorMapEncodeTiled failed for dq_accum (it must be contiguous fp32, 16-B aligned)");
@@ -113,12 +126,14 @@ int launch_bwd(const BwdProblem& pr) {
   p.dv = pr.dv;
   p.dk_batch_stride = st[18], p.dk_row_stride = st[19], p.dk_head_stride = st[20];
   p.dv_batch_stride = st[21], p.dv_row_stride = st[22], p.dv_head_stride = st[23];
-  p.seqlen_q = pr.seqlen_q;
-  p.seqlen_k = pr.seqlen_k;
+  p.cu_seqlens_q = pr.cu_seqlens_q;
+  p.cu_seqlens_k = pr.cu_seqlens_k;
+  p.seqlen_q = pr.max_seqlen_q;
+  p.seqlen_k = pr.max_seqlen_k;
   p.seqlen_q_rounded = seqlen_q_rounded;
   p.nheads = pr.nheads;
   p.group = pr.nheads / pr.nheads_kv;
-  p.num_m_blocks = (pr.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  p.num_m_blocks = (pr.max_seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   p.scale_log2 = pr.softmax_scale * 1.4426950408889634f;
   p.softmax_scale = pr.softmax_scale;
 
@@ -131,10 +146,10 @@ int launch_bwd(const BwdProblem& pr) {
                        strides_of_8({st[9], st[10], st[11], st[12], st[13], st[14]});
   const bool vec_post = vec_ok && aligned16(pr.dq) && strides_of_8({st[15], st[16], st[17]});
   if (vec_pre) {
-    const dim3 rows_grid(seqlen_q_rounded / Vec::kRowsPerBlock, pr.nheads, pr.batch);
+    const dim3 rows_grid(bwd_workspace_rows(pr.max_seqlen_q, 1, false) / Vec::kRowsPerBlock, pr.nheads, pr.batch);
     flash_bwd_preprocess_vec_kernel<Cfg::kHeadDim, Cfg::kBF16><<<rows_grid, 256, 0, pr.stream>>>(pp);
   } else {
-    const dim3 rows_grid(seqlen_q_rounded / kPrePostRowsPerBlock, pr.nheads, pr.batch);
+    const dim3 rows_grid(bwd_workspace_rows(pr.max_seqlen_q, 1, false) / kPrePostRowsPerBlock, pr.nheads, pr.batch);
     flash_bwd_preprocess_kernel<Cfg::kHeadDim, Cfg::kBF16><<<rows_grid, 256, 0, pr.stream>>>(pp);
   }
 
@@ -147,7 +162,7 @@ int launch_bwd(const BwdProblem& pr) {
   // seqlen 2048-8192 (benchmarks/NOTES.md, "In-kernel GQA"), so auto picks it for causal GQA/MQA; MHA keeps its order.
   // Persistent (ctas > 0, or auto where use_persistent_bwd: one CTA per SM): each CTA walks tiles blockIdx.x + k *
   // gridDim.x in the same order, so the CTAs in flight hold the tiles one CTA per tile would.
-  const int n_blocks = (pr.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  const int n_blocks = (pr.max_seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
   p.key_blocks_outer = pr.grid_order == 2 || (pr.grid_order == 0 && Cfg::kCausal && p.group > 1);
   const long long tiles = static_cast<long long>(n_blocks) * pr.nheads_kv * pr.batch;
   // Below 2^30, so that a CTA's next tile index (tile + gridDim.x, BwdCtaTiles) stays an int.
@@ -156,7 +171,7 @@ int launch_bwd(const BwdProblem& pr) {
   p.tile_inner = FastDiv(p.key_blocks_outer ? pr.nheads_kv : n_blocks);
   p.tile_middle = FastDiv(p.key_blocks_outer ? pr.batch : pr.nheads_kv);
   static const int sms = num_sms();
-  const bool auto_persistent = pr.ctas == 0 && use_persistent_bwd(Cfg::kCausal, p.group, pr.seqlen_q);
+  const bool auto_persistent = pr.ctas == 0 && use_persistent_bwd(Cfg::kCausal, p.group, pr.max_seqlen_q);
   const int ctas = pr.ctas > 0 ? pr.ctas : auto_persistent ? sms : p.num_tiles;
   const int grid = ctas < p.num_tiles ? ctas : p.num_tiles;
   // 16-byte dK / dV stores (BwdConsumer::store_rows) where both are 16-B aligned with strides of multiples of 8.
@@ -165,10 +180,10 @@ int launch_bwd(const BwdProblem& pr) {
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, tdo, tdq, p);
 
   if (vec_post) {
-    const dim3 post_grid((pr.seqlen_q + Vec::kRowsPerBlock - 1) / Vec::kRowsPerBlock, pr.nheads, pr.batch);
+    const dim3 post_grid((pr.max_seqlen_q + Vec::kRowsPerBlock - 1) / Vec::kRowsPerBlock, pr.nheads, pr.batch);
     flash_bwd_postprocess_vec_kernel<Cfg::kHeadDim, Cfg::kBF16><<<post_grid, 256, 0, pr.stream>>>(pp);
   } else {
-    const dim3 post_grid((pr.seqlen_q + kPrePostRowsPerBlock - 1) / kPrePostRowsPerBlock, pr.nheads, pr.batch);
+    const dim3 post_grid((pr.max_seqlen_q + kPrePostRowsPerBlock - 1) / kPrePostRowsPerBlock, pr.nheads, pr.batch);
     flash_bwd_postprocess_kernel<Cfg::kHeadDim, Cfg::kBF16><<<post_grid, 256, 0, pr.stream>>>(pp);
   }
   return check_launch("backward launch: %s");
@@ -184,15 +199,19 @@ template <> struct BwdTiles<64, 64> { static constexpr int kStages = 3; };
 template <> struct BwdTiles<64, 128> { static constexpr int kStages = 2; };
 template <> struct BwdTiles<128, 64> { static constexpr int kStages = 2; };
 
-template <int D, bool kDQBulk, bool kOverlap, int kBlockM = 64>
+template <int D, bool kDQBulk, bool kOverlap, int kBlockM = 64, bool kVarlen = false>
 int run_bwd_dispatch(const BwdProblem& pr, bool bf16, bool causal) {
   constexpr int S = BwdTiles<D, kBlockM>::kStages;
   if (bf16)
-    return causal ? launch_bwd<BwdConfig<D, S, true, true, kDQBulk, kOverlap, kBlockM>>(pr)
-                  : launch_bwd<BwdConfig<D, S, true, false, kDQBulk, kOverlap, kBlockM>>(pr);
-  return causal ? launch_bwd<BwdConfig<D, S, false, true, kDQBulk, kOverlap, kBlockM>>(pr)
-                : launch_bwd<BwdConfig<D, S, false, false, kDQBulk, kOverlap, kBlockM>>(pr);
+    return causal ? launch_bwd<BwdConfig<D, S, true, true, kDQBulk, kOverlap, kBlockM, kVarlen>>(pr)
+                  : launch_bwd<BwdConfig<D, S, true, false, kDQBulk, kOverlap, kBlockM, kVarlen>>(pr);
+  return causal ? launch_bwd<BwdConfig<D, S, false, true, kDQBulk, kOverlap, kBlockM, kVarlen>>(pr)
+                : launch_bwd<BwdConfig<D, S, false, false, kDQBulk, kOverlap, kBlockM, kVarlen>>(pr);
 }
+
+// Varlen kernels are built for each head dim's default variant only (hopper_bwd.DEFAULT_VARIANTS: m128 at d64,
+// bulk dQ + overlap at d128), which keeps the build's kernel count (and time) at 1.25x the dense one.
+constexpr int kVarlenVariant(int D) { return D == 64 ? 4 : 3; }
 
 // variant: 0 = dQ by per-thread red.global.add.v2.f32 (the default), 1 = bulk dQ (shared memory + TMA reduce-add,
 // flash_bwd.cuh), 2 = overlap (next block's score GEMMs before this block's dQ GEMM, flash_bwd_overlap.cuh),
@@ -200,6 +219,13 @@ int run_bwd_dispatch(const BwdProblem& pr, bool bf16, bool causal) {
 // per head dim from measurements (fa3nn/backends/hopper_bwd.py).
 template <int D>
 int run_bwd_headdim(const BwdProblem& pr, bool bf16, bool causal, int variant) {
+  if (pr.cu_seqlens_q != nullptr) {
+    if (variant != kVarlenVariant(D))
+      return fail("%s", "the varlen backward is built for the default variant only (4 m128 at head dim 64, 3 bulk dQ "
+                        "+ overlap at 128)");
+    if constexpr (D == 64) return run_bwd_dispatch<D, true, false, 128, true>(pr, bf16, causal);
+    return run_bwd_dispatch<D, true, true, 64, true>(pr, bf16, causal);
+  }
   switch (variant) {
     case 0: return run_bwd_dispatch<D, false, false>(pr, bf16, causal);
     case 1: return run_bwd_dispatch<D, true, false>(pr, bf16, causal);

@@ -58,14 +58,14 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
   };
   PipelineState<Cfg::kStages> st;
   int step0 = 0;  // the CTA's steps before this tile (the dS^T / dQ buffers alternate across tiles)
-  for (BwdCtaTiles tiles; tiles.valid(p); tiles.advance<Cfg::kCausal>()) {
-    const BwdTile t = bwd_tile(p, tiles.tile);
-    const int n_block = t.n_block, batch = t.batch;
+  for (BwdCtaTiles<Cfg> tiles(p); tiles.valid(p); tiles.advance(p)) {
+    const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
+    const int n_block = t.n_block;
     bwd_zero_dkdv(dk, dv);
     bwd_trace(c.leader, wg, tiles.iter, kTraceTileStart);
     bwd_wait_kv<Cfg>(bars, tiles);
     bwd_trace(c.leader, wg, tiles.iter, kTraceKVReady);
-    BwdQueryWalk<Cfg> walk(p, n_block, t.kv_head);
+    BwdQueryWalk<Cfg> walk(p, t.seq, n_block, t.kv_head);
     // Step i of the tile (walk's current query head and block) once S^T_i [, dP^T_i] and dQ_i-1 are committed, in
     // that order. dQ_i-1 belongs to the previous step, which under GQA may be the previous query head's last block;
     // at i = 0 it is the discarded GEMM below.
@@ -79,7 +79,7 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
       if constexpr (kAheadDP) {
         wgmma_wait<2>();
         fence_operands(s);
-        c.masked_probs(s, p, stage.lse_log2, m_block, n_block);
+        c.masked_probs(s, p, t.seq, stage.lse_log2, m_block, n_block);
         wgmma_wait<1>();
         fence_operands(dp);
         c.ds_fragments(dp, s, stage.delta, dsa);
@@ -87,21 +87,21 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
         fence_fragments(pa);
         wgmma_wait<0>();
         fence_operands(dq);
-        if (i > 0) bwd_hand_off_dq<Cfg>(c, p, smem, batch, walk.prev_head(), walk.prev_m_block(), step - 1, dq);
+        if (i > 0) bwd_hand_off_dq<Cfg>(c, p, smem, t.seq, walk.prev_head(), walk.prev_m_block(), step - 1, dq);
         c.write_ds(ds_smem, dsa);
       } else {
         // dQ_i-1 handed off while S^T_i runs; from there on the default order (P^T under dP^T), and the default's
         // register peak (dK + dV + S^T + dQ = 192 during the hand-off).
         wgmma_wait<1>();
         fence_operands(dq);
-        if (i > 0) bwd_hand_off_dq<Cfg>(c, p, smem, batch, walk.prev_head(), walk.prev_m_block(), step - 1, dq);
+        if (i > 0) bwd_hand_off_dq<Cfg>(c, p, smem, t.seq, walk.prev_head(), walk.prev_m_block(), step - 1, dq);
         wgmma_wait<0>();
         fence_operands(s);
         warpgroup_arrive();
         gemm_ss<64, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(
             dp, descs.v_rows, make_desc_kmajor_sw128(stage.do_smem));
         wgmma_commit();
-        c.masked_probs(s, p, stage.lse_log2, m_block, n_block);
+        c.masked_probs(s, p, t.seq, stage.lse_log2, m_block, n_block);
         wgmma_wait<0>();
         fence_operands(dp);
         c.ds_fragments(dp, s, stage.delta, dsa);
@@ -152,7 +152,7 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
     fence_operands(dq);
     bwd_free_kv<Cfg>(c, bars);
     bwd_trace(c.leader, wg, tiles.iter, kTraceKVFree);
-    bwd_hand_off_dq<Cfg>(c, p, smem, batch, walk.prev_head(), walk.prev_m_block(), step0 + i - 1, dq);
+    bwd_hand_off_dq<Cfg>(c, p, smem, t.seq, walk.prev_head(), walk.prev_m_block(), step0 + i - 1, dq);
     bwd_store_dkdv(c, p, t, dk, dv);
     bwd_trace(c.leader, wg, tiles.iter, kTraceTileEnd);
     step0 += walk.total;

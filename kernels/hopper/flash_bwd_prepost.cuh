@@ -4,6 +4,9 @@
 //       multiple of 128 rows (kBwdRowsRounding: the main kernel bulk-copies them per block, no bounds checks);
 //       zeroes dq_accum.
 //   postprocess: dQ = dq_accum * softmax_scale, converted to the input dtype.
+// Varlen (cu_seqlens_q set): blockIdx.z is the sequence, rows count from its first (flash_bwd_seq.cuh's layout), the
+// grid covers the longest; the preprocess fills each sequence's rows up to its length rounded to kBwdRowsRounding
+// (what the main kernel reads), blocks past them return at once.
 // Both are memory-bound elementwise passes: one warp per query row, 8 rows per 256-thread block, or (the *_vec_kernel
 // forms below, where the tensors allow) one lane per 8 elements with 16-byte accesses.
 #pragma once
@@ -12,6 +15,7 @@
 
 #include <cstdint>
 
+#include "flash_bwd_seq.cuh"
 #include "global_access.cuh"
 
 namespace fa3nn::hopper {
@@ -19,8 +23,9 @@ namespace fa3nn::hopper {
 struct BwdPrePostParams {
   const void* out;
   const void* dout;
-  const float* lse;   // (batch, nheads, seqlen_q) natural log, from the forward
+  const float* lse;   // (batch, nheads, lse_rows) natural log, from the forward (varlen: (nheads, total_q))
   const float* dlse;  // the gradient into lse, same layout, or null (none)
+  const int* cu_seqlens_q;  // varlen: (batch + 1) packed row offsets; null: dense
   void* dq;
   float* dq_accum;   // (batch, nheads, seqlen_q_rounded, d)
   float* lse_log2;   // (batch, nheads, seqlen_q_rounded)
@@ -28,7 +33,8 @@ struct BwdPrePostParams {
   int64_t out_batch_stride, out_row_stride, out_head_stride;  // elements
   int64_t dout_batch_stride, dout_row_stride, dout_head_stride;
   int64_t dq_batch_stride, dq_row_stride, dq_head_stride;
-  int seqlen_q, seqlen_q_rounded, nheads;
+  int seqlen_q, seqlen_q_rounded, nheads;  // varlen: the longest sequence, the workspaces' rows per head
+  int lse_rows;                             // lse's rows per head: seqlen_q dense, total_q varlen
   float softmax_scale;
 };
 
@@ -59,15 +65,22 @@ __device__ __forceinline__ T* element(T* base, int64_t batch_stride, int64_t row
   return base + batch * batch_stride + row * row_stride + head * head_stride + col;
 }
 
-// Index of query row (batch, head, row) in the fp32 workspaces (batch, nheads, seqlen_q_rounded[, d]).
-__device__ __forceinline__ int64_t stat_index(const BwdPrePostParams& p, int batch, int head, int row) {
-  return (static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q_rounded + row;
+// Index of the sequence's query row `row` of `head` in the fp32 workspaces (flash_bwd_seq.cuh).
+__device__ __forceinline__ int64_t stat_index(const BwdPrePostParams& p, const BwdSeq& seq, int head, int row) {
+  return (static_cast<int64_t>(seq.tma_batch) * p.nheads + head) * p.seqlen_q_rounded + seq.ws_row0 + row;
 }
 
-// One query row's delta and lse_log2 from its rowsum(dO * O); row < seqlen_q.
-__device__ __forceinline__ void write_row_stats(const BwdPrePostParams& p, int64_t stat, int batch, int head, int row,
-                                                float sum) {
-  const int64_t lse_index = (static_cast<int64_t>(batch) * p.nheads + head) * p.seqlen_q + row;
+// Whether a preprocess block starting at the sequence's row `first_row` has rows the main kernel reads: dense, every
+// block of the grid (seqlen_q_rounded rows); varlen, those below the sequence's length rounded to kBwdRowsRounding.
+__device__ __forceinline__ bool preprocess_block_used(const BwdPrePostParams& p, const BwdSeq& seq, int first_row) {
+  if (p.cu_seqlens_q == nullptr) return true;
+  return first_row < (seq.seqlen_q + kBwdRowsRounding - 1) / kBwdRowsRounding * kBwdRowsRounding;
+}
+
+// One query row's delta and lse_log2 from its rowsum(dO * O); row < seq.seqlen_q.
+__device__ __forceinline__ void write_row_stats(const BwdPrePostParams& p, int64_t stat, const BwdSeq& seq, int head,
+                                                int row, float sum) {
+  const int64_t lse_index = (static_cast<int64_t>(seq.tma_batch) * p.nheads + head) * p.lse_rows + seq.q_row0 + row;
   const float lse = p.lse[lse_index];
   // dlse enters dS = P * (dP - delta) as dS += P * dlse (d lse / d S = P), i.e. delta -= dlse.
   p.delta[stat] = p.dlse != nullptr ? sum - p.dlse[lse_index] : sum;
@@ -80,12 +93,14 @@ __global__ void __launch_bounds__(256) flash_bwd_preprocess_kernel(const BwdPreP
   constexpr int kPerLane = kHeadDim / 32;  // consecutive elements per lane (2 for d64, 4 for d128)
   const int lane = threadIdx.x % 32;
   const int row = blockIdx.x * kPrePostRowsPerBlock + threadIdx.x / 32;
-  const int head = blockIdx.y, batch = blockIdx.z;
-  const int64_t stat = stat_index(p, batch, head, row);
+  const int head = blockIdx.y;
+  const BwdSeq seq = bwd_seq_q(p.cu_seqlens_q, p.seqlen_q, blockIdx.z);
+  if (!preprocess_block_used(p, seq, blockIdx.x * kPrePostRowsPerBlock)) return;
+  const int64_t stat = stat_index(p, seq, head, row);
   float* accum_row = p.dq_accum + stat * kHeadDim + lane * kPerLane;
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) accum_row[i] = 0.f;
-  if (row >= p.seqlen_q) {
+  if (row >= seq.seqlen_q) {
     if (lane == 0) {
       p.delta[stat] = 0.f;
       p.lse_log2[stat] = INFINITY;
@@ -93,15 +108,15 @@ __global__ void __launch_bounds__(256) flash_bwd_preprocess_kernel(const BwdPreP
     return;
   }
   const uint16_t* o = element(static_cast<const uint16_t*>(p.out), p.out_batch_stride, p.out_row_stride,
-                              p.out_head_stride, batch, row, head, lane * kPerLane);
+                              p.out_head_stride, seq.tma_batch, seq.q_row0 + row, head, lane * kPerLane);
   const uint16_t* d_o = element(static_cast<const uint16_t*>(p.dout), p.dout_batch_stride, p.dout_row_stride,
-                                p.dout_head_stride, batch, row, head, lane * kPerLane);
+                                p.dout_head_stride, seq.tma_batch, seq.q_row0 + row, head, lane * kPerLane);
   float sum = 0.f;
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) sum += to_float<kBF16>(o[i]) * to_float<kBF16>(d_o[i]);
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffff, sum, offset);
-  if (lane == 0) write_row_stats(p, stat, batch, head, row, sum);
+  if (lane == 0) write_row_stats(p, stat, seq, head, row, sum);
 }
 
 // Grid (ceil(seqlen_q / 8), nheads, batch), 256 threads.
@@ -110,12 +125,13 @@ __global__ void __launch_bounds__(256) flash_bwd_postprocess_kernel(const BwdPre
   constexpr int kPerLane = kHeadDim / 32;
   const int lane = threadIdx.x % 32;
   const int row = blockIdx.x * kPrePostRowsPerBlock + threadIdx.x / 32;
-  if (row >= p.seqlen_q) return;
-  const int head = blockIdx.y, batch = blockIdx.z;
-  const int64_t stat = stat_index(p, batch, head, row);
+  const BwdSeq seq = bwd_seq_q(p.cu_seqlens_q, p.seqlen_q, blockIdx.z);
+  if (row >= seq.seqlen_q) return;
+  const int head = blockIdx.y;
+  const int64_t stat = stat_index(p, seq, head, row);
   const float* accum_row = p.dq_accum + stat * kHeadDim + lane * kPerLane;
-  uint16_t* dq = element(static_cast<uint16_t*>(p.dq), p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride, batch,
-                         row, head, lane * kPerLane);
+  uint16_t* dq = element(static_cast<uint16_t*>(p.dq), p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride,
+                         seq.tma_batch, seq.q_row0 + row, head, lane * kPerLane);
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) dq[i] = from_float<kBF16>(accum_row[i] * p.softmax_scale);
 }
@@ -152,17 +168,19 @@ __global__ void __launch_bounds__(256) flash_bwd_preprocess_vec_kernel(const Bwd
   using V = PrePostVec<kHeadDim>;
   const int lane = threadIdx.x % 32, part = lane % V::kLanesPerRow;
   const int row = blockIdx.x * V::kRowsPerBlock + (threadIdx.x / 32) * V::kRowsPerWarp + lane / V::kLanesPerRow;
-  const int head = blockIdx.y, batch = blockIdx.z;
-  const int64_t stat = stat_index(p, batch, head, row);
+  const int head = blockIdx.y;
+  const BwdSeq seq = bwd_seq_q(p.cu_seqlens_q, p.seqlen_q, blockIdx.z);
+  if (!preprocess_block_used(p, seq, blockIdx.x * V::kRowsPerBlock)) return;  // the whole block: no shuffle split
+  const int64_t stat = stat_index(p, seq, head, row);
   float4* accum = reinterpret_cast<float4*>(p.dq_accum + stat * kHeadDim + part * 8);
   accum[0] = accum[1] = make_float4(0.f, 0.f, 0.f, 0.f);
-  const bool valid = row < p.seqlen_q;
+  const bool valid = row < seq.seqlen_q;
   float sum = 0.f;
   if (valid) {
     const uint16_t* o = element(static_cast<const uint16_t*>(p.out), p.out_batch_stride, p.out_row_stride,
-                                p.out_head_stride, batch, row, head, part * 8);
+                                p.out_head_stride, seq.tma_batch, seq.q_row0 + row, head, part * 8);
     const uint16_t* d_o = element(static_cast<const uint16_t*>(p.dout), p.dout_batch_stride, p.dout_row_stride,
-                                  p.dout_head_stride, batch, row, head, part * 8);
+                                  p.dout_head_stride, seq.tma_batch, seq.q_row0 + row, head, part * 8);
     sum = dot8<kBF16>(ld_global_16(o), ld_global_16(d_o));
   }
 #pragma unroll
@@ -173,7 +191,7 @@ __global__ void __launch_bounds__(256) flash_bwd_preprocess_vec_kernel(const Bwd
     p.lse_log2[stat] = INFINITY;
     return;
   }
-  write_row_stats(p, stat, batch, head, row, sum);
+  write_row_stats(p, stat, seq, head, row, sum);
 }
 
 // Grid (ceil(seqlen_q / kRowsPerBlock), nheads, batch), 256 threads.
@@ -182,9 +200,10 @@ __global__ void __launch_bounds__(256) flash_bwd_postprocess_vec_kernel(const Bw
   using V = PrePostVec<kHeadDim>;
   const int lane = threadIdx.x % 32, part = lane % V::kLanesPerRow;
   const int row = blockIdx.x * V::kRowsPerBlock + (threadIdx.x / 32) * V::kRowsPerWarp + lane / V::kLanesPerRow;
-  if (row >= p.seqlen_q) return;
-  const int head = blockIdx.y, batch = blockIdx.z;
-  const int64_t stat = stat_index(p, batch, head, row);
+  const BwdSeq seq = bwd_seq_q(p.cu_seqlens_q, p.seqlen_q, blockIdx.z);
+  if (row >= seq.seqlen_q) return;
+  const int head = blockIdx.y;
+  const int64_t stat = stat_index(p, seq, head, row);
   const float4* accum = reinterpret_cast<const float4*>(p.dq_accum + stat * kHeadDim + part * 8);
   const float4 lo = accum[0], hi = accum[1];
   const float x[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
@@ -193,8 +212,8 @@ __global__ void __launch_bounds__(256) flash_bwd_postprocess_vec_kernel(const Bw
   for (int i = 0; i < 4; ++i)
     packed[i] = from_float<kBF16>(x[2 * i] * p.softmax_scale) |
                 (static_cast<uint32_t>(from_float<kBF16>(x[2 * i + 1] * p.softmax_scale)) << 16);
-  uint16_t* dq = element(static_cast<uint16_t*>(p.dq), p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride, batch,
-                         row, head, part * 8);
+  uint16_t* dq = element(static_cast<uint16_t*>(p.dq), p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride,
+                         seq.tma_batch, seq.q_row0 + row, head, part * 8);
   st_global_16(dq, make_uint4(packed[0], packed[1], packed[2], packed[3]));
 }
 

@@ -1,0 +1,187 @@
+"""The native backward on packed (varlen) batches, and its dense kernels against a base build's.
+
+1. Dense, against `--base` (a library built from another revision, with the C ABI before varlen: no cu_seqlens /
+   max_seqlen arguments, called here through its own ctypes signature): the same inputs, rounds interleaved, time
+   ratios base / this build, FlashAttention-3 paper shapes (batch x seqlen = 16384 tokens, nheads x headdim = 2048).
+2. Varlen, 16384 packed tokens, the paper's heads: this build's native backward against the Triton backward on the
+   same packed call (what varlen trained on before) and, where every sequence has one length L, against the native
+   dense backward of the (16384 / L, L) batch. TFLOP/s with the FLOPs summed per sequence (fa3nn.metrics).
+   "mixed" draws lengths uniformly from [256, 4096] (seed 0) until 16384 tokens.
+
+    python scripts/bwd_varlen_ab.py --json out.json [--base build_main/libfa3nn_hopper.so] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import functools
+import json
+import random
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench import TOKENS, WIDTH, time_ms  # noqa: E402
+
+from fa3nn.backends import hopper_bwd  # noqa: E402
+from fa3nn.backends.base import AttnParams, Varlen  # noqa: E402
+from fa3nn.backends.hopper import launch as forward  # noqa: E402
+from fa3nn.backends.triton import launch as triton_launch  # noqa: E402
+from fa3nn.masks import Window  # noqa: E402
+from fa3nn.metrics import attention_flops  # noqa: E402
+
+
+def base_library(path: str) -> ctypes.CDLL:
+    """A library with the backward's C ABI before varlen (13 pointers, 6 ints, ...)."""
+    lib = ctypes.CDLL(path)
+    ptr, i32 = ctypes.c_void_p, ctypes.c_int
+    lib.fa3nn_hopper_bwd.argtypes = [ptr] * 13 + [i32] * 6 + [ctypes.POINTER(ctypes.c_int64), ctypes.c_float, i32,
+                                                              i32, i32, i32, i32, ptr]
+    lib.fa3nn_hopper_bwd.restype = i32
+    lib.fa3nn_hopper_last_error.restype = ctypes.c_char_p
+    return lib
+
+
+def base_launch(lib, dout, q, k, v, out, lse, scale, causal):
+    """The dense backward through the base library's ABI (default variant, auto grid order and CTAs)."""
+    batch, seqlen_q, nheads, headdim = q.shape
+    rows = 128
+    seqlen_q_rounded = (seqlen_q + rows - 1) // rows * rows
+    ws = dict(dtype=torch.float32, device=q.device)
+    dq_accum = torch.empty(batch, nheads, seqlen_q_rounded, headdim, **ws)
+    lse_log2, delta = (torch.empty(batch, nheads, seqlen_q_rounded, **ws) for _ in range(2))
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    strides = (ctypes.c_int64 * 24)(*[s for t in (q, k, v, out, dout, dq, dk, dv) for s in t.stride()[:3]])
+    status = lib.fa3nn_hopper_bwd(
+        dout.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), None,
+        dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), dq_accum.data_ptr(), lse_log2.data_ptr(), delta.data_ptr(),
+        batch, seqlen_q, k.shape[1], nheads, k.shape[2], headdim, strides, float(scale), int(causal), 1,
+        hopper_bwd.VARIANTS[hopper_bwd.DEFAULT_VARIANTS[headdim]], 0, 0, torch.cuda.current_stream().cuda_stream)
+    if status:
+        raise RuntimeError(lib.fa3nn_hopper_last_error().decode())
+    return dq, dk, dv
+
+
+def dense_ab(args, base) -> list:
+    rows = []
+    for headdim in args.headdims:
+        for seqlen in args.seqlens:
+            for causal in (False, True):
+                batch, nheads = TOKENS // seqlen, WIDTH // headdim
+                q, k, v = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16)
+                           for _ in range(3))
+                scale = headdim**-0.5
+                out, lse = forward(q, k, v, scale, causal)
+                dout = torch.randn_like(out)
+                new = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal)
+                old = base_launch(base, dout, q, k, v, out, lse, scale, causal)
+                same_dkdv = torch.equal(new[1], old[1]) and torch.equal(new[2], old[2])
+                inputs = (dout, q, k, v, out, lse, scale, causal)
+                calls = {"base": functools.partial(base_launch, base, *inputs),
+                         "new": functools.partial(hopper_bwd.launch, *inputs)}
+                samples = {m: [] for m in calls}
+                for _ in range(args.rounds):
+                    for m, c in calls.items():
+                        samples[m].append(time_ms([c], args.iters, 1))
+                ratios = sorted(b / n for b, n in zip(samples["base"], samples["new"]))
+                flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal, direction="bwd")
+                rows.append(dict(headdim=headdim, seqlen=seqlen, causal=causal, dkdv_bitwise_equal=same_dkdv,
+                                 new_tflops=flops / statistics.median(samples["new"]) / 1e9,
+                                 base_over_new_time=statistics.median(ratios), samples_ms=samples))
+                print(rows[-1]["headdim"], seqlen, causal, round(rows[-1]["base_over_new_time"], 3), same_dkdv,
+                      file=sys.stderr, flush=True)
+    return rows
+
+
+def lengths_of(case: str) -> list[int]:
+    if case == "mixed":
+        rng, lengths = random.Random(0), []
+        while sum(lengths) < TOKENS:
+            lengths.append(min(rng.randint(256, 4096), TOKENS - sum(lengths)))
+        return lengths
+    return [int(case)] * (TOKENS // int(case))
+
+
+def varlen_rows(args) -> list:
+    rows = []
+    for headdim in args.headdims:
+        nheads = WIDTH // headdim
+        for case in args.varlen_cases:
+            lengths = lengths_of(case)
+            starts = [0]
+            for n in lengths:
+                starts.append(starts[-1] + n)
+            cu = torch.tensor(starts, dtype=torch.int32, device="cuda")
+            varlen = Varlen(cu, cu, max(lengths), max(lengths), tuple(starts), tuple(starts))
+            for causal in (False, True):
+                q, k, v = (torch.randn(TOKENS, nheads, headdim, device="cuda", dtype=torch.bfloat16)
+                           for _ in range(3))
+                scale = headdim**-0.5
+                out, lse = forward(q, k, v, scale, causal, varlen)
+                dout = torch.randn_like(out)
+                params = AttnParams(scale, Window(-1, 0) if causal else Window(), 0.0, False)
+                flops = sum(attention_flops(1, nheads, n, n, headdim, causal=causal, direction="bwd")
+                            for n in lengths)
+                calls = {"native_varlen": functools.partial(hopper_bwd.launch, dout, q, k, v, out, lse, scale, causal,
+                                                            varlen=varlen),
+                         "triton_varlen": functools.partial(triton_launch.backward, dout, q, k, v, out, lse, None,
+                                                            params, varlen)}
+                if case != "mixed":
+                    shape = (len(lengths), lengths[0], nheads, headdim)
+                    q4, k4, v4, do4 = (t.view(shape) for t in (q, k, v, dout))
+                    o4, lse4 = forward(q4, k4, v4, scale, causal)
+                    calls["native_dense"] = functools.partial(hopper_bwd.launch, do4, q4, k4, v4, o4, lse4, scale,
+                                                              causal)
+                grads = {m: c() for m, c in calls.items()}
+                ref = grads["native_varlen"]
+                diffs = {m: max((g.reshape(r.shape) - r).abs().max().item() for g, r in zip(grads[m], ref))
+                         for m in grads}
+                samples = {m: [] for m in calls}
+                for _ in range(args.rounds):
+                    for m, c in calls.items():
+                        samples[m].append(time_ms([c], args.iters, 1))
+                tflops = {m: flops / statistics.median(s) / 1e9 for m, s in samples.items()}
+                rows.append(dict(headdim=headdim, case=case, causal=causal, sequences=len(lengths), tflops=tflops,
+                                 max_abs_diff_to_native_varlen=diffs, samples_ms=samples))
+                print(headdim, case, causal, {m: round(t, 1) for m, t in tflops.items()}, diffs, file=sys.stderr,
+                      flush=True)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--base", default=None, help="a base build's libfa3nn_hopper.so (the ABI before varlen)")
+    parser.add_argument("--headdims", nargs="+", type=int, default=[64, 128])
+    parser.add_argument("--seqlens", nargs="+", type=int, default=[512, 2048, 16384])
+    parser.add_argument("--varlen-cases", nargs="+", default=["512", "2048", "mixed"])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
+                  dense=dense_ab(args, base_library(args.base)) if args.base else [], varlen=varlen_rows(args))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    if result["dense"]:
+        print("| d | seqlen | causal | TFLOP/s | base / this build (time) | dK, dV bitwise equal |")
+        print("|---|---|---|---|---|---|")
+        for r in result["dense"]:
+            print(f"| {r['headdim']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | {r['new_tflops']:.1f} | "
+                  f"{r['base_over_new_time']:.3f} | {r['dkdv_bitwise_equal']} |")
+    print("| d | lengths | causal | native varlen | triton varlen | native dense | max abs diff (triton, dense) |")
+    print("|---|---|---|---|---|---|---|")
+    for r in result["varlen"]:
+        t, d = r["tflops"], r["max_abs_diff_to_native_varlen"]
+        print(f"| {r['headdim']} | {r['case']} ({r['sequences']}) | {'yes' if r['causal'] else 'no'} | "
+              f"{t['native_varlen']:.1f} | {t['triton_varlen']:.1f} | {t.get('native_dense', float('nan')):.1f} | "
+              f"{d['triton_varlen']:.2e}, {d.get('native_dense', float('nan')):.2e} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
