@@ -6,7 +6,7 @@
 2. Varlen, 16384 packed tokens, the paper's heads: this build's native backward against the Triton backward on the
    same packed call (what varlen trained on before) and, where every sequence has one length L, against the native
    dense backward of the (16384 / L, L) batch. TFLOP/s with the FLOPs summed per sequence (fa3nn.metrics).
-   "mixed" draws lengths uniformly from [256, 4096] (seed 0) until 16384 tokens.
+   "mixed" draws lengths uniformly from [256, 4096], "short" from [32, 1024] (seed 0) until 16384 tokens.
 
     python scripts/bwd_varlen_ab.py --json out.json [--base build_main/libfa3nn_hopper.so] [--rounds 5]
 """
@@ -98,11 +98,14 @@ def dense_ab(args, base) -> list:
     return rows
 
 
+MIXED = {"mixed": (256, 4096), "short": (32, 1024)}  # uniform length ranges, seed 0, up to 16384 tokens
+
+
 def lengths_of(case: str) -> list[int]:
-    if case == "mixed":
+    if case in MIXED:
         rng, lengths = random.Random(0), []
         while sum(lengths) < TOKENS:
-            lengths.append(min(rng.randint(256, 4096), TOKENS - sum(lengths)))
+            lengths.append(min(rng.randint(*MIXED[case]), TOKENS - sum(lengths)))
         return lengths
     return [int(case)] * (TOKENS // int(case))
 
@@ -119,8 +122,9 @@ def varlen_rows(args) -> list:
             cu = torch.tensor(starts, dtype=torch.int32, device="cuda")
             varlen = Varlen(cu, cu, max(lengths), max(lengths), tuple(starts), tuple(starts))
             for causal in (False, True):
-                q, k, v = (torch.randn(TOKENS, nheads, headdim, device="cuda", dtype=torch.bfloat16)
-                           for _ in range(3))
+                q = torch.randn(TOKENS, nheads, headdim, device="cuda", dtype=torch.bfloat16)
+                k, v = (torch.randn(TOKENS, nheads // args.group, headdim, device="cuda", dtype=torch.bfloat16)
+                        for _ in range(2))
                 scale = headdim**-0.5
                 out, lse = forward(q, k, v, scale, causal, varlen)
                 dout = torch.randn_like(out)
@@ -131,9 +135,13 @@ def varlen_rows(args) -> list:
                                                             varlen=varlen),
                          "triton_varlen": functools.partial(triton_launch.backward, dout, q, k, v, out, lse, None,
                                                             params, varlen)}
-                if case != "mixed":
-                    shape = (len(lengths), lengths[0], nheads, headdim)
-                    q4, k4, v4, do4 = (t.view(shape) for t in (q, k, v, dout))
+                for schedule in args.schedules:  # explicit launches beside auto's choice
+                    for order in ("key_blocks_inner", "key_blocks_outer"):
+                        calls[f"{schedule}_{order.split('_')[-1]}"] = functools.partial(
+                            hopper_bwd.launch, dout, q, k, v, out, lse, scale, causal, varlen=varlen,
+                            schedule=schedule, grid_order=order)
+                if case not in MIXED:
+                    q4, k4, v4, do4 = (t.view(len(lengths), lengths[0], *t.shape[1:]) for t in (q, k, v, dout))
                     o4, lse4 = forward(q4, k4, v4, scale, causal)
                     calls["native_dense"] = functools.partial(hopper_bwd.launch, do4, q4, k4, v4, o4, lse4, scale,
                                                               causal)
@@ -146,7 +154,8 @@ def varlen_rows(args) -> list:
                     for m, c in calls.items():
                         samples[m].append(time_ms([c], args.iters, 1))
                 tflops = {m: flops / statistics.median(s) / 1e9 for m, s in samples.items()}
-                rows.append(dict(headdim=headdim, case=case, causal=causal, sequences=len(lengths), tflops=tflops,
+                rows.append(dict(headdim=headdim, case=case, causal=causal, group=args.group, sequences=len(lengths),
+                                 tflops=tflops,
                                  max_abs_diff_to_native_varlen=diffs, samples_ms=samples))
                 print(headdim, case, causal, {m: round(t, 1) for m, t in tflops.items()}, diffs, file=sys.stderr,
                       flush=True)
@@ -159,6 +168,9 @@ def main() -> int:
     parser.add_argument("--headdims", nargs="+", type=int, default=[64, 128])
     parser.add_argument("--seqlens", nargs="+", type=int, default=[512, 2048, 16384])
     parser.add_argument("--varlen-cases", nargs="+", default=["512", "2048", "mixed"])
+    parser.add_argument("--schedules", nargs="*", default=[], choices=["per_tile", "persistent"],
+                        help="also time the varlen backward with these schedules, in both grid orders")
+    parser.add_argument("--group", type=int, default=1, help="query heads per K/V head (GQA)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--json", type=Path, default=None)
@@ -173,13 +185,17 @@ def main() -> int:
         for r in result["dense"]:
             print(f"| {r['headdim']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | {r['new_tflops']:.1f} | "
                   f"{r['base_over_new_time']:.3f} | {r['dkdv_bitwise_equal']} |")
-    print("| d | lengths | causal | native varlen | triton varlen | native dense | max abs diff (triton, dense) |")
-    print("|---|---|---|---|---|---|---|")
+    extra = [m for m in (result["varlen"][0]["tflops"] if result["varlen"] else {})
+             if m not in ("native_varlen", "triton_varlen", "native_dense")]
+    print("| d | lengths | causal | native varlen | triton varlen | native dense | max abs diff (triton, dense) |"
+          + "".join(f" {m} |" for m in extra))
+    print("|---|---|---|---|---|---|---|" + "---|" * len(extra))
     for r in result["varlen"]:
         t, d = r["tflops"], r["max_abs_diff_to_native_varlen"]
         print(f"| {r['headdim']} | {r['case']} ({r['sequences']}) | {'yes' if r['causal'] else 'no'} | "
               f"{t['native_varlen']:.1f} | {t['triton_varlen']:.1f} | {t.get('native_dense', float('nan')):.1f} | "
-              f"{d['triton_varlen']:.2e}, {d.get('native_dense', float('nan')):.2e} |")
+              f"{d['triton_varlen']:.2e}, {d.get('native_dense', float('nan')):.2e} |"
+              + "".join(f" {t[m]:.1f} |" for m in extra))
     return 0
 
 

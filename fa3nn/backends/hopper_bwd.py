@@ -47,8 +47,8 @@ SCALAR_DKDV_BIT = 32
 # The main kernel's CTAs (fa3nn_hopper_bwd's `ctas`): "per_tile" one CTA per (key block, K/V head, batch) tile;
 # "persistent" one CTA per SM (or `max_ctas`), each walking tiles (round k of gridDim.x tiles, dealt boustrophedon when
 # causal) with its next tile's K/V loaded under its current tile's dQ hand-off and dK / dV stores; "auto" the library's
-# choice (flash_bwd_launch.cuh use_persistent_bwd: persistent for tiles of at most 1024 query rows non-causal, 4096
-# causal). Benchmarks and tests pick the others.
+# choice (flash_bwd_launch.cuh use_persistent_bwd: persistent for dense tiles of at most 1024 query rows non-causal,
+# 4096 causal; varlen one CTA per tile). Benchmarks and tests pick the others.
 SCHEDULES = ("auto", "per_tile", "persistent")
 
 
@@ -72,8 +72,8 @@ DEFAULT_VARIANTS = {64: "m128", 128: "bulk_dq_overlap"}
 NATIVE_GQA = True
 # CTA order of the main kernel's grid (fa3nn_hopper_bwd's `grid_order`): key_blocks_inner = (key blocks, K/V heads,
 # batch), the MHA order; key_blocks_outer = (K/V heads, batch, key blocks): key block 0, the longest CTA under a causal
-# mask (group times longer under GQA), of every (K/V head, batch) starts first. auto: outer for causal GQA/MQA, else
-# inner (kernels/hopper/flash_bwd_launch.cuh gives the scheduling model's numbers).
+# mask (group times longer under GQA), of every (K/V head, batch) starts first. auto: outer for dense causal
+# GQA/MQA, else inner (kernels/hopper/flash_bwd_launch.cuh gives the scheduling model's numbers).
 GRID_ORDERS = {"auto": 0, "key_blocks_inner": 1, "key_blocks_outer": 2}
 
 

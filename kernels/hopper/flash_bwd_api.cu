@@ -34,7 +34,7 @@ extern "C" {
 // 16-byte preprocess runs wherever out and dout, the 16-byte postprocess wherever dq, are 16-B aligned with strides
 // of multiples of 8 elements); + 32 (kScalarDKDVBit): dK / dV stored 4 bytes at a time (by default 16 bytes wherever
 // dk and dv are 16-B aligned with strides of multiples of 8 elements).
-// grid_order: 0 = auto (key blocks outermost for causal GQA/MQA, else innermost), 1 = key blocks innermost (the MHA
+// grid_order: 0 = auto (key blocks outermost for dense causal GQA/MQA, else innermost), 1 = key blocks innermost (the MHA
 // order), 2 = outermost (flash_bwd.cuh, bwd_tile); for benchmarks and tests.
 // ctas: the main kernel's CTAs. 0 = auto (one per SM chaining tiles where use_persistent_bwd says so, else one per
 // (key block, K/V head, batch) tile), -1 = one per tile, n > 0 = at most n, each walking tiles blockIdx.x + k * n

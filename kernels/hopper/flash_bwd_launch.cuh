@@ -48,8 +48,14 @@ constexpr int kScalarDKDVBit = 32;
 // (benchmarks/NOTES.md): non-causal d128 1.028 / 1.017 / 0.975 / 0.991 / 0.994, d64 1.074 / 1.035 / 1.004 / 1.005 /
 // 1.005 (s27d); causal, dealt boustrophedon (BwdCtaTiles), d128 1.025 / 1.028 / 1.045 / 1.015 / 0.725, d64 1.075 /
 // 1.048 / 1.031 / 1.019 / 0.968 (s28a; at 16k a CTA's tiles differ by up to 128 key blocks' work).
-inline bool use_persistent_bwd(bool causal, int group, int seqlen_q) {
-  return static_cast<long long>(group) * seqlen_q <= (causal ? 4096 : 1024);
+// Varlen: never. Its grid counts the longest sequence's key blocks for every sequence, so the static deal hands
+// some CTAs rounds of empty tiles while others get the long ones; one CTA per tile lets the hardware balance them
+// (empty ones exit at once). H200, 16384 packed tokens, d128 / d64 TFLOP/s, per tile x persistent (key blocks
+// innermost; benchmarks/NOTES.md, s29b): lengths uniform in [256, 4096] 460 / 426 and 405 / 364 non-causal, 417 / 307
+// and 360 / 308 causal; in [32, 1024] 345 / 296, 294 / 268, 239 / 215, 202 / 196; all 2048: 462 / 455, 415 / 419,
+// 381 / 395, 351 / 362.
+inline bool use_persistent_bwd(bool causal, int group, int seqlen_q, bool varlen) {
+  return !varlen && static_cast<long long>(group) * seqlen_q <= (causal ? 4096 : 1024);
 }
 
 inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
@@ -160,10 +166,13 @@ int launch_bwd(const BwdProblem& pr) {
   // longest tile of each (K/V head, batch) first; outermost start all of them first (bwd_tile), which a greedy model
   // of the 132 SMs puts at 0.97-0.99 of ideal against 0.62-0.81 innermost for 16 query heads on 4 or 2 K/V heads at
   // seqlen 2048-8192 (benchmarks/NOTES.md, "In-kernel GQA"), so auto picks it for causal GQA/MQA; MHA keeps its order.
+  // Varlen keeps key blocks innermost: causal, 16384 packed tokens, GQA 4, one CTA per tile, innermost x outermost
+  // (H200, s29c): lengths in [256, 4096] 1.15 (d64) / 0.98 (d128), in [32, 1024] 1.14 / 1.07, all 2048 0.93 / 0.89
+  // (geometric mean 1.02); MHA 0.74-0.98x outermost in every varlen row (empty tiles and Q / dO's L2 reuse).
   // Persistent (ctas > 0, or auto where use_persistent_bwd: one CTA per SM): each CTA walks tiles blockIdx.x + k *
   // gridDim.x in the same order, so the CTAs in flight hold the tiles one CTA per tile would.
   const int n_blocks = (pr.max_seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
-  p.key_blocks_outer = pr.grid_order == 2 || (pr.grid_order == 0 && Cfg::kCausal && p.group > 1);
+  p.key_blocks_outer = pr.grid_order == 2 || (pr.grid_order == 0 && Cfg::kCausal && p.group > 1 && !varlen);
   const long long tiles = static_cast<long long>(n_blocks) * pr.nheads_kv * pr.batch;
   // Below 2^30, so that a CTA's next tile index (tile + gridDim.x, BwdCtaTiles) stays an int.
   if (tiles >= (1LL << 30)) return fail("%s", "too many key blocks x K/V heads x batch for one launch (2^30 at most)");
@@ -171,7 +180,7 @@ int launch_bwd(const BwdProblem& pr) {
   p.tile_inner = FastDiv(p.key_blocks_outer ? pr.nheads_kv : n_blocks);
   p.tile_middle = FastDiv(p.key_blocks_outer ? pr.batch : pr.nheads_kv);
   static const int sms = num_sms();
-  const bool auto_persistent = pr.ctas == 0 && use_persistent_bwd(Cfg::kCausal, p.group, pr.max_seqlen_q);
+  const bool auto_persistent = pr.ctas == 0 && use_persistent_bwd(Cfg::kCausal, p.group, pr.max_seqlen_q, varlen);
   const int ctas = pr.ctas > 0 ? pr.ctas : auto_persistent ? sms : p.num_tiles;
   const int grid = ctas < p.num_tiles ? ctas : p.num_tiles;
   // 16-byte dK / dV stores (BwdConsumer::store_rows) where both are 16-B aligned with strides of multiples of 8.
