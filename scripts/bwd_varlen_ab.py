@@ -27,6 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench import TOKENS, WIDTH, time_ms  # noqa: E402
+from bwd_prepost_ab import kernel_times  # noqa: E402
 
 from fa3nn.backends import hopper_bwd  # noqa: E402
 from fa3nn.backends.base import AttnParams, Varlen  # noqa: E402
@@ -145,6 +146,8 @@ def varlen_rows(args) -> list:
                     o4, lse4 = forward(q4, k4, v4, scale, causal)
                     calls["native_dense"] = functools.partial(hopper_bwd.launch, do4, q4, k4, v4, o4, lse4, scale,
                                                               causal)
+                    calls["dense_per_tile"] = functools.partial(hopper_bwd.launch, do4, q4, k4, v4, o4, lse4, scale,
+                                                                causal, schedule="per_tile")
                 grads = {m: c() for m, c in calls.items()}
                 ref = grads["native_varlen"]
                 diffs = {m: max((g.reshape(r.shape) - r).abs().max().item() for g, r in zip(grads[m], ref))
@@ -154,9 +157,11 @@ def varlen_rows(args) -> list:
                     for m, c in calls.items():
                         samples[m].append(time_ms([c], args.iters, 1))
                 tflops = {m: flops / statistics.median(s) / 1e9 for m, s in samples.items()}
+                profile = ({m: kernel_times(calls[m]) for m in ("native_varlen", "native_dense", "dense_per_tile")}
+                           if args.profile and case not in MIXED else None)
                 rows.append(dict(headdim=headdim, case=case, causal=causal, group=args.group, sequences=len(lengths),
                                  tflops=tflops,
-                                 max_abs_diff_to_native_varlen=diffs, samples_ms=samples))
+                                 max_abs_diff_to_native_varlen=diffs, samples_ms=samples, kernel_us=profile))
                 print(headdim, case, causal, {m: round(t, 1) for m, t in tflops.items()}, diffs, file=sys.stderr,
                       flush=True)
     return rows
@@ -171,6 +176,8 @@ def main() -> int:
     parser.add_argument("--schedules", nargs="*", default=[], choices=["per_tile", "persistent"],
                         help="also time the varlen backward with these schedules, in both grid orders")
     parser.add_argument("--group", type=int, default=1, help="query heads per K/V head (GQA)")
+    parser.add_argument("--profile", action="store_true",
+                        help="per-kernel device times (torch.profiler) of varlen / dense calls on uniform lengths")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--json", type=Path, default=None)
@@ -187,6 +194,9 @@ def main() -> int:
                   f"{r['base_over_new_time']:.3f} | {r['dkdv_bitwise_equal']} |")
     extra = [m for m in (result["varlen"][0]["tflops"] if result["varlen"] else {})
              if m not in ("native_varlen", "triton_varlen", "native_dense")]
+    for r in result["varlen"]:
+        if r["kernel_us"]:
+            print(f"kernel us, d{r['headdim']} {r['case']} causal {r['causal']}: {r['kernel_us']}")
     print("| d | lengths | causal | native varlen | triton varlen | native dense | max abs diff (triton, dense) |"
           + "".join(f" {m} |" for m in extra))
     print("|---|---|---|---|---|---|---|" + "---|" * len(extra))

@@ -752,6 +752,18 @@ __device__ __forceinline__ void bwd_free_kv(const BwdConsumer<Cfg>& c, typename 
   if (c.leader) bars.kv_free.arrive();
 }
 
+// The tile for the stores after its step loop. Varlen reads it again (two cu_seqlens loads) rather than keep the
+// sequence's rows and lengths live across the loop: live there, they pushed the loop's uniform values (ring index,
+// buffer parity, wgmma descriptors) into vector registers, 969 against the dense loop's 803 SASS instructions (+112
+// IMAD, +64 R2UR, d128 default) and the main kernel 8-10% slower than the dense one on the same lengths (s29e); read
+// again, the loop is the dense one's within 3 instructions. Dense tiles are constants of the call.
+template <class Cfg>
+__device__ __forceinline__ BwdTile bwd_tile_after_loop(const BwdParams& p, const BwdCtaTiles<Cfg>& tiles,
+                                                       const BwdTile& t) {
+  if constexpr (Cfg::kVarlen) return bwd_tile<Cfg>(p, tiles.tile);
+  return t;
+}
+
 // dK and dV accumulators to zero (before the first step).
 template <int kRegs>
 __device__ __forceinline__ void bwd_zero_dkdv(float (&dk)[kRegs], float (&dv)[kRegs]) {
@@ -841,7 +853,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
       }
       bwd_hand_off_dq<Cfg>(c, p, smem, t.seq, walk.head, m_block, step, dq);
     }
-    bwd_store_dkdv(c, p, t, dk, dv);
+    bwd_store_dkdv(c, p, bwd_tile_after_loop(p, tiles, t), dk, dv);
     bwd_trace(c.leader, wg, tiles.iter, kTraceTileEnd);
     step0 += walk.total;
   }

@@ -153,7 +153,7 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
     bwd_free_kv<Cfg>(c, bars);
     bwd_trace(c.leader, wg, tiles.iter, kTraceKVFree);
     bwd_hand_off_dq<Cfg>(c, p, smem, t.seq, walk.prev_head(), walk.prev_m_block(), step0 + i - 1, dq);
-    bwd_store_dkdv(c, p, t, dk, dv);
+    bwd_store_dkdv(c, p, bwd_tile_after_loop(p, tiles, t), dk, dv);
     bwd_trace(c.leader, wg, tiles.iter, kTraceTileEnd);
     step0 += walk.total;
   }
