@@ -11,6 +11,8 @@ issued before this block's dQ GEMM, alone and with bulk dQ) the same way. In-ker
 walking its group's query heads): every variant by the same rule, dK/dV bitwise deterministic run to run and equal
 across variants. CPU: the schedule models of the bulk-dQ handoff and of the overlap order (scripts/model_bwd_*.py)
 pass and catch a wrong protocol; the GQA head checks; `backward`'s choice between the in-kernel and expansion paths.
+Varlen (packed sequences): CPU, the argument checks, the workspace layout and the C ABI's varlen checks; GPU, each
+sequence against its own dense reference (empty, single-row and unequal sequences, GQA, per-tile and persistent).
 """
 
 from __future__ import annotations
