@@ -353,8 +353,7 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUt
         tma_load_4d(tma_do, full, do_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols,
                     t.seq.q_row0 + m_block * Cfg::kBlockM, head, t.seq.tma_batch);
       }
-      const int64_t row = (static_cast<int64_t>(t.seq.tma_batch) * p.nheads + head) * p.seqlen_q_rounded +
-                          t.seq.ws_row0 + m_block * Cfg::kBlockM;
+      const int64_t row = ws_row_index(t.seq, p.nheads, p.seqlen_q_rounded, head, m_block * Cfg::kBlockM);
       bulk_load(smem + Cfg::kOffLse + st.index * Cfg::kRowStatBytes, p.lse_log2 + row, Cfg::kRowStatBytes, full);
       bulk_load(smem + Cfg::kOffDelta + st.index * Cfg::kRowStatBytes, p.delta + row, Cfg::kRowStatBytes, full);
       st.advance();
@@ -548,11 +547,9 @@ struct BwdConsumer {
   __device__ __forceinline__ void reduce_dq(const BwdParams& p, const BwdSeq& seq, int head, int m_block,
                                             const float (&dq)[kDQRegs]) const {
     const int col0 = Cfg::kDQSplitKeys ? 0 : wg * Cfg::kDQCols;
-    float* base = p.dq_accum +
-                  ((static_cast<int64_t>(seq.tma_batch) * p.nheads + head) * p.seqlen_q_rounded + seq.ws_row0 +
-                   m_block * Cfg::kBlockM) *
-                      Cfg::kHeadDim +
-                  col0;
+    float* base =
+        p.dq_accum + ws_row_index(seq, p.nheads, p.seqlen_q_rounded, head, m_block * Cfg::kBlockM) * Cfg::kHeadDim +
+        col0;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       float* row = base + row_in_warpgroup(half) * Cfg::kHeadDim + 2 * (tid % 4);

@@ -69,8 +69,7 @@ inline bool strides_of_8(std::initializer_list<int64_t> strides) {
 // every variant reads whole query blocks of lse_log2 / delta without bounds checks): dense, seqlen_q rounded up;
 // varlen, every sequence at its padded offset (varlen_ws_row0 of the end). Python's hopper_bwd.workspace_rows agrees.
 inline int bwd_workspace_rows(int seqlen_q, int batch, bool varlen) {
-  return varlen ? varlen_ws_row0(seqlen_q, batch)
-                : (seqlen_q + kBwdRowsRounding - 1) / kBwdRowsRounding * kBwdRowsRounding;
+  return varlen ? varlen_ws_row0(seqlen_q, batch) : round_up_rows(seqlen_q);
 }
 
 template <class Cfg>
@@ -103,15 +102,14 @@ int launch_bwd(const BwdProblem& pr) {
   if (pr.batch == 0 || pr.nheads == 0 || pr.seqlen_q == 0 || pr.seqlen_k == 0) return 0;  // caller zero-fills
 
   CUtensorMap tq, tk, tv, tdo;
-  auto bstride = [&](int64_t s, int64_t rows, int64_t row_stride) { return varlen ? rows * row_stride : s; };
   if (!make_map(&tq, pr.q, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, map_batch, st[1], st[2],
-                bstride(st[0], pr.seqlen_q, st[1]), Cfg::kBlockM) ||
+                map_batch_stride(varlen, st[0], pr.seqlen_q, st[1]), Cfg::kBlockM) ||
       !make_map(&tk, pr.k, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads_kv, map_batch, st[4], st[5],
-                bstride(st[3], pr.seqlen_k, st[4]), Cfg::kBlockN) ||
+                map_batch_stride(varlen, st[3], pr.seqlen_k, st[4]), Cfg::kBlockN) ||
       !make_map(&tv, pr.v, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads_kv, map_batch, st[7], st[8],
-                bstride(st[6], pr.seqlen_k, st[7]), Cfg::kBlockN) ||
+                map_batch_stride(varlen, st[6], pr.seqlen_k, st[7]), Cfg::kBlockN) ||
       !make_map(&tdo, pr.dout, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, map_batch, st[13], st[14],
-                bstride(st[12], pr.seqlen_q, st[13]), Cfg::kBlockM))
+                map_batch_stride(varlen, st[12], pr.seqlen_q, st[13]), Cfg::kBlockM))
     return fail("%s", "cuTensorMapEncodeTiled failed (pointers must be 16-B aligned, strides multiples of 8 elements)");
   // dq_accum (batch, nheads, seqlen_q_rounded, d) fp32, contiguous, as the bulk dQ path's reduce target: boxes of
   // kDQTileRows = 64 rows x 32 columns (128 B, the 128B swizzle's span), the layout BwdConsumer::stage_dq writes.
@@ -152,10 +150,10 @@ int launch_bwd(const BwdProblem& pr) {
                        strides_of_8({st[9], st[10], st[11], st[12], st[13], st[14]});
   const bool vec_post = vec_ok && aligned16(pr.dq) && strides_of_8({st[15], st[16], st[17]});
   if (vec_pre) {
-    const dim3 rows_grid(bwd_workspace_rows(pr.max_seqlen_q, 1, false) / Vec::kRowsPerBlock, pr.nheads, pr.batch);
+    const dim3 rows_grid(round_up_rows(pr.max_seqlen_q) / Vec::kRowsPerBlock, pr.nheads, pr.batch);
     flash_bwd_preprocess_vec_kernel<Cfg::kHeadDim, Cfg::kBF16><<<rows_grid, 256, 0, pr.stream>>>(pp);
   } else {
-    const dim3 rows_grid(bwd_workspace_rows(pr.max_seqlen_q, 1, false) / kPrePostRowsPerBlock, pr.nheads, pr.batch);
+    const dim3 rows_grid(round_up_rows(pr.max_seqlen_q) / kPrePostRowsPerBlock, pr.nheads, pr.batch);
     flash_bwd_preprocess_kernel<Cfg::kHeadDim, Cfg::kBF16><<<rows_grid, 256, 0, pr.stream>>>(pp);
   }
 

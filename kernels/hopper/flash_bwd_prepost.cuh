@@ -67,14 +67,14 @@ __device__ __forceinline__ T* element(T* base, int64_t batch_stride, int64_t row
 
 // Index of the sequence's query row `row` of `head` in the fp32 workspaces (flash_bwd_seq.cuh).
 __device__ __forceinline__ int64_t stat_index(const BwdPrePostParams& p, const BwdSeq& seq, int head, int row) {
-  return (static_cast<int64_t>(seq.tma_batch) * p.nheads + head) * p.seqlen_q_rounded + seq.ws_row0 + row;
+  return ws_row_index(seq, p.nheads, p.seqlen_q_rounded, head, row);
 }
 
 // Whether a preprocess block starting at the sequence's row `first_row` has rows the main kernel reads: dense, every
 // block of the grid (seqlen_q_rounded rows); varlen, those below the sequence's length rounded to kBwdRowsRounding.
 __device__ __forceinline__ bool preprocess_block_used(const BwdPrePostParams& p, const BwdSeq& seq, int first_row) {
   if (p.cu_seqlens_q == nullptr) return true;
-  return first_row < (seq.seqlen_q + kBwdRowsRounding - 1) / kBwdRowsRounding * kBwdRowsRounding;
+  return first_row < round_up_rows(seq.seqlen_q);
 }
 
 // One query row's delta and lse_log2 from its rowsum(dO * O); row < seq.seqlen_q.

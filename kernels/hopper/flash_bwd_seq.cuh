@@ -19,12 +19,24 @@ __host__ __device__ __forceinline__ int varlen_ws_row0(int q_row0, int batch) {
   return (q_row0 + batch * kBwdRowsRounding) / kBwdRowsRounding * kBwdRowsRounding;
 }
 
+// `rows` rounded up to whole kBwdRowsRounding blocks: a dense call's workspace rows per head, and the rows of a
+// sequence that the main kernel reads.
+__host__ __device__ __forceinline__ int round_up_rows(int rows) {
+  return (rows + kBwdRowsRounding - 1) / kBwdRowsRounding * kBwdRowsRounding;
+}
+
 struct BwdSeq {
   int seqlen_q, seqlen_k;
   int q_row0, k_row0;  // first row in Q / dO / O / dQ and in K / V / dK / dV (varlen: the packed row; dense: 0)
   int ws_row0;         // first row in the workspaces (above)
   int tma_batch;       // batch index of the tensors and workspaces: the batch (dense), 0 (varlen: one packed batch)
 };
+
+// The workspace index of the sequence's query row `row` of `head` (the layout above; times d for dq_accum), with
+// ws_rows rows per head: the main kernel's lse_log2 / delta copies and dQ reductions, the pre/postprocess's rows.
+__device__ __forceinline__ int64_t ws_row_index(const BwdSeq& seq, int nheads, int ws_rows, int head, int row) {
+  return (static_cast<int64_t>(seq.tma_batch) * nheads + head) * ws_rows + seq.ws_row0 + row;
+}
 
 // The query side only (the preprocess / postprocess): seqlen_k and k_row0 are 0. cu_seqlens_q null: dense.
 __device__ __forceinline__ BwdSeq bwd_seq_q(const int* cu_seqlens_q, int seqlen_q, int batch) {

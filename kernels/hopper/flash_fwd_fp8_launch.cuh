@@ -42,22 +42,20 @@ int launch_fp8(const Fp8Problem& pr) {
   const bool varlen = pr.cu_seqlens_q != nullptr;
   const int64_t map_batch = varlen ? 1 : pr.batch;
   const int64_t* st = pr.strides;
-  // For varlen (one packed batch) the batch stride is never used; TMA still wants a valid one.
-  auto bstride = [&](int64_t s, int64_t fallback) { return varlen ? fallback : s; };
   const CUtensorMapSwizzle qk_swizzle = Cfg::kRowBytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
   // e4m3: element strides are byte strides; box[0] bytes must equal the swizzle span.
   constexpr CUtensorMapDataType e4m3 = CU_TENSOR_MAP_DATA_TYPE_UINT8;
   CUtensorMap tq, tk, tv;
   const bool ok =
       encode_map(&tq, e4m3, pr.q8, {pr.headdim, pr.seqlen_q, pr.nheads, map_batch},
-                 {st[1], st[2], bstride(st[0], st[1] * pr.seqlen_q)}, {Cfg::kRowBytes, Cfg::kBlockM, 1, 1},
-                 qk_swizzle) &&
+                 {st[1], st[2], map_batch_stride(varlen, st[0], pr.seqlen_q, st[1])},
+                 {Cfg::kRowBytes, Cfg::kBlockM, 1, 1}, qk_swizzle) &&
       encode_map(&tk, e4m3, pr.k8, {pr.headdim, pr.seqlen_k, pr.nheads_kv, map_batch},
-                 {st[4], st[5], bstride(st[3], st[4] * pr.seqlen_k)}, {Cfg::kRowBytes, Cfg::kBlockN, 1, 1},
-                 qk_swizzle) &&
+                 {st[4], st[5], map_batch_stride(varlen, st[3], pr.seqlen_k, st[4])},
+                 {Cfg::kRowBytes, Cfg::kBlockN, 1, 1}, qk_swizzle) &&
       encode_map(&tv, e4m3, pr.vt8, {pr.seqlen_k_pad, pr.headdim, pr.nheads_kv, map_batch},
-                 {st[8], st[7], bstride(st[6], st[7] * pr.nheads_kv)}, {Cfg::kVPanelKeys, Cfg::kHeadDim, 1, 1},
-                 Cfg::kVPanelKeys == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
+                 {st[8], st[7], map_batch_stride(varlen, st[6], pr.nheads_kv, st[7])},
+                 {Cfg::kVPanelKeys, Cfg::kHeadDim, 1, 1}, Cfg::kVPanelKeys == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
   if (!ok)
     return fail("%s", "cuTensorMapEncodeTiled failed for the FP8 forward (pointers must be 16-B aligned, q8/k8 row "
                       "and head strides and vt8's padded key length multiples of 16 bytes)");

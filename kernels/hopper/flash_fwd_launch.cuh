@@ -58,6 +58,12 @@ inline bool make_map(CUtensorMap* map, const void* base, bool bf16, int64_t head
                     {kPanelCols, box_rows, 1, 1}, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
+// The batch stride (elements) of a TMA map over a tensor that is dense or packed (varlen: one batch of `rows` rows,
+// whose batch stride TMA never steps but wants valid). The bf16 forward's, the FP8 forward's and the backward's maps.
+inline int64_t map_batch_stride(bool varlen, int64_t batch_stride, int64_t rows, int64_t row_stride) {
+  return varlen ? rows * row_stride : batch_stride;
+}
+
 struct Problem {
   const void *q, *k, *v;
   void* out;
@@ -197,14 +203,12 @@ int launch(const Problem& pr) {
   const int64_t map_batch = varlen ? 1 : pr.batch;
   const int64_t* st = pr.strides;
   CUtensorMap tq, tk, tv;
-  // For varlen (one packed batch) the batch stride is never used; give TMA a valid one.
-  auto bstride = [&](int64_t s, int64_t rows, int64_t row_stride) { return varlen ? rows * row_stride : s; };
   if (!make_map(&tq, pr.q, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, map_batch,
-                st[1], st[2], bstride(st[0], pr.seqlen_q, st[1]), Cfg::kBlockM) ||
+                st[1], st[2], map_batch_stride(varlen, st[0], pr.seqlen_q, st[1]), Cfg::kBlockM) ||
       !make_map(&tk, pr.k, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads_kv, map_batch,
-                st[4], st[5], bstride(st[3], pr.seqlen_k, st[4]), Cfg::kBlockN) ||
+                st[4], st[5], map_batch_stride(varlen, st[3], pr.seqlen_k, st[4]), Cfg::kBlockN) ||
       !make_map(&tv, pr.v, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads_kv, map_batch,
-                st[7], st[8], bstride(st[6], pr.seqlen_k, st[7]), Cfg::kBlockN))
+                st[7], st[8], map_batch_stride(varlen, st[6], pr.seqlen_k, st[7]), Cfg::kBlockN))
     return fail("%s", "cuTensorMapEncodeTiled failed (pointers must be 16-B aligned, strides multiples of 8 elements)");
 
   // O: one 64-row box per consumer warpgroup and panel, for the TMA-store epilogue of dense calls. An output whose
