@@ -67,7 +67,7 @@ inline bool strides_of_8(std::initializer_list<int64_t> strides) {
 
 // Rows per query head of the workspaces (kBwdRowsRounding, flash_bwd_seq.cuh, the largest BwdConfig::kBlockM, so
 // every variant reads whole query blocks of lse_log2 / delta without bounds checks): dense, seqlen_q rounded up;
-// varlen, every sequence at its padded offset (varlen_ws_row0 of the end). Python's hopper_bwd.workspace_rows agrees.
+// varlen, every sequence at its padded offset (varlen_ws_row0 of the end). Python's hopper_bwd.workspace_shape agrees.
 inline int bwd_workspace_rows(int seqlen_q, int batch, bool varlen) {
   return varlen ? varlen_ws_row0(seqlen_q, batch) : round_up_rows(seqlen_q);
 }
