@@ -82,9 +82,12 @@ def measure(headdim: int, seqlen: int, causal: bool, args, profiles: list) -> di
                 quartiles=(ratios[len(ratios) // 4], ratios[3 * len(ratios) // 4]))
 
 
-def ab_arguments(doc: str) -> argparse.Namespace:
-    """The command line of the backward A/B scripts (this one, bwd_schedule_ab.py)."""
+def ab_arguments(doc: str, extra=None) -> argparse.Namespace:
+    """The command line of the backward A/B scripts (this one, bwd_schedule_ab.py, bwd_lib_ab.py); `extra(parser)`
+    adds a script's own options."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if extra is not None:
+        extra(parser)
     parser.add_argument("--headdims", nargs="+", type=int, default=[64, 128])
     parser.add_argument("--seqlens", nargs="+", type=int, default=[512, 1024, 2048, 4096, 16384])
     parser.add_argument("--rounds", type=int, default=7)

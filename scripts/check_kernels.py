@@ -142,12 +142,16 @@ class Instantiation:
 
     def describe_bwd(self) -> str:
         d, stages, bf16, causal, dq_bulk, overlap = (int(g) for g in BWD_CONFIG.search(self.name).groups())
-        # Shared memory as BwdConfig lays it out: K | V (128 keys x d each) | Q, dO stages (64 rows x d each) | dS^T x 2
-        # (128 x 64) | bulk dQ: 2 x 32 KB fp32 | lse/delta stages (64 floats each) | mbarriers | 1 KB alignment slack.
-        smem = 2 * 128 * d * 2 + 2 * stages * 64 * d * 2 + 2 * 128 * 64 * 2 + 2 * stages * 256 + 8 * (1 + 2 * stages)
-        smem += 1024 + (2 * 32768 if dq_bulk else 0)
-        return (f"bwd d{d:<4}{'bf16' if bf16 else 'fp16':<5}{'causal' if causal else 'full':<7}64x128  st{stages} "
-                f"dQ {'bulk' if dq_bulk else 'red'} by {'keys' if d < 128 else 'cols'} "
+        # Shared memory as BwdConfig lays it out (64-row query blocks): K | V (block_n keys x d each) | Q, dO stages
+        # (64 rows x d each) | dS^T x 2 (block_n x 64) | d256: P^T x 2 (64 x 64) | bulk dQ: 2 x 32 KB fp32 (d256: none,
+        # it stages in the ring) | lse/delta stages (64 floats each) | mbarriers | 1 KB alignment slack. d256
+        # (kColSplit): 64-key blocks.
+        block_n = 64 if d == 256 else 128
+        ds_buffers = 4 if d == 256 else 2
+        smem = 2 * block_n * d * 2 + 2 * stages * 64 * d * 2 + ds_buffers * block_n * 64 * 2 + 2 * stages * 256
+        smem += 8 * (2 + 2 * stages) + 1024 + (2 * 32768 if dq_bulk and d != 256 else 0)
+        return (f"bwd d{d:<4}{'bf16' if bf16 else 'fp16':<5}{'causal' if causal else 'full':<7}64x{block_n:<4} "
+                f"st{stages} dQ {'bulk' if dq_bulk else 'red'} by {'keys' if d < 128 else 'cols'} "
                 f"{('ovl S+dP ' if d < 128 else 'ovl S    ') if overlap else ''}regs {self.registers} "
                 f"(setmaxnreg 24/240)  smem {smem / 1024:.1f} KB")
 

@@ -27,9 +27,9 @@ def test_forced_backend_with_unsupported_feature_points_to_triton():
 
 
 def test_backward_the_forced_backend_refuses_falls_back_to_auto_order():
-    """backend='hopper' trains wherever its forward runs: a backward the native kernels lack (head dim 256) runs where
-    auto would run it (triton here), not an error."""
-    for call in (hopper_call(headdim=256, headdim_v=256),):
+    """backend='hopper' trains wherever its forward runs: a backward the native kernels lack (deterministic=True: they
+    sum dQ with atomics) runs where auto would run it (triton here), not an error."""
+    for call in (hopper_call(deterministic=True), hopper_call(headdim=256, headdim_v=256, deterministic=True)):
         assert resolve("hopper", call, backward=True).name == "triton"
         assert resolve("auto", call, backward=True).name == "triton"
 
@@ -40,4 +40,8 @@ def test_dense_backward_resolves_to_hopper_when_the_library_loads(monkeypatch):
     monkeypatch.setattr(hopper_lib.LIBRARY, "get", lambda: object())  # a synthetic call: no GPU, no build
     assert resolve("auto", hopper_call(), backward=True).name == "hopper"
     assert resolve("auto", hopper_call(varlen=True), backward=True).name == "hopper"
+    for headdim in (64, 256):  # every head dim of the native backward, dense and varlen
+        call = dict(headdim=headdim, headdim_v=headdim)
+        assert resolve("auto", hopper_call(**call), backward=True).name == "hopper"
+        assert resolve("auto", hopper_call(varlen=True, **call), backward=True).name == "hopper"
     assert resolve("auto", hopper_call(deterministic=True), backward=True).name == "triton"

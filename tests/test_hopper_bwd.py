@@ -2,7 +2,7 @@
 
 CPU: argument checks (each wrong argument is named) and the refusals of the Backend.backward entry point.
 GPU (`pytest -m gpu` on an H200): dq/dk/dv against the reference backward by the error-ratio rule (fp32 reference vs
-the same math in the input dtype), bf16/fp16, head dims 64/128, causal and not, the sequence lengths of
+the same math in the input dtype), bf16/fp16, head dims 64/128/256, causal and not, the sequence lengths of
 test_hopper.py (odd, unequal, one-key, longer queries than keys); gradients NaN-poisoned before each call; dK/dV
 bitwise deterministic (dQ is summed with fp32 atomics, so its last bits may vary). The bulk-dQ variant (dQ through
 shared memory and TMA reduce-adds, hopper_bwd.VARIANTS) by the same rule on fewer shapes, with dK/dV bitwise equal to
@@ -32,7 +32,7 @@ from fa3nn.masks import Window
 from fa3nn.testing import assert_error_ratio, attention_ref, random_qkv
 
 DTYPES = [torch.bfloat16, torch.float16]
-HEADDIMS = [64, 128]
+HEADDIMS = list(hopper_bwd.SUPPORTED_HEADDIMS)
 SEQLENS = [
     (1, 1), (17, 113), (113, 203), (239, 1), (128, 128), (1024, 1024), (511, 1537), (4224, 4224), (8192, 8192),
 ]
@@ -123,8 +123,8 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
     strides = (ctypes.c_int64 * 24)(*([8] * 24))
 
     def error(nheads, nheads_kv, grid_order=0, softmax_scale=0.1, ctas=0, cu_q=None, cu_k=None, max_q=100,
-              variant=0):
-        status = lib.fa3nn_hopper_bwd(*([None] * 13), cu_q, cu_k, 2, 100, 120, max_q, 120, nheads, nheads_kv, 128,
+              variant=0, headdim=128):
+        status = lib.fa3nn_hopper_bwd(*([None] * 13), cu_q, cu_k, 2, 100, 120, max_q, 120, nheads, nheads_kv, headdim,
                                       strides, softmax_scale, 1, 1, variant, grid_order, ctas, None)
         return status, lib.fa3nn_hopper_last_error().decode()
 
@@ -135,6 +135,10 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
     assert error(8, 2, ctas=-2) == (1, "ctas must be 0 (auto), -1 (one CTA per tile) or a positive CTA count")
     assert error(8, 2, variant=hopper_bwd.VARIANTS["m128"]) == (
         1, "backward variant 4 (m128, 128-row query blocks) is built for head dim 64 only")
+    for variant in ("overlap", "bulk_dq_overlap", "m128"):  # head dim 256: red dQ and bulk dQ only
+        assert error(8, 2, variant=hopper_bwd.VARIANTS[variant], headdim=256) == (
+            1, "head dim 256's backward is built as variants 0 (red dQ) and 1 (bulk dQ, staged in the ring) only")
+    assert error(8, 2, headdim=96) == (1, "unsupported head dim for the backward (built: 64, 128, 256)")
     # Varlen: both offsets or neither; a dense call's longest lengths are its lengths; the default variant only
     # (pointers that are never dereferenced: these checks run before any launch).
     cu = ctypes.c_void_p(16)
@@ -143,7 +147,7 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
                                         "seqlen_k")
     assert error(8, 2, cu_q=cu, cu_k=cu, max_q=90, variant=hopper_bwd.VARIANTS["bulk_dq"]) == (
         1, "the varlen backward is built for the default variant only (4 m128 at head dim 64, 3 bulk dQ + overlap "
-           "at 128)")
+           "at 128, 1 bulk dQ at 256)")
     assert lib.fa3nn_hopper_bwd_block_m() == 128  # the workspaces' padding unit: the largest query block
     assert error(8, 2, softmax_scale=-1.0) == (1, "softmax_scale must be positive")
 

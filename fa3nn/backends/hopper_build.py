@@ -41,10 +41,10 @@ LIB_NAME = "libfa3nn_hopper.so"
 ENTRY_SOURCE = "flash_fwd_api.cu"
 # One translation unit per head dim so the kernels compile in parallel; the C ABI lives in ENTRY_SOURCE (bf16/fp16)
 # and flash_fwd_fp8_api.cu (FP8).
-# flash_bwd_*.cu: the backward (fa3nn/backends/hopper_bwd.py binds it; dispatch runs it for dense d64/d128 calls).
+# flash_bwd_*.cu: the backward (fa3nn/backends/hopper_bwd.py binds it; dispatch runs it for d64/d128/d256 calls).
 UNITS = (ENTRY_SOURCE, "flash_fwd_d64.cu", "flash_fwd_d128.cu", "flash_fwd_d256.cu",
          "flash_fwd_fp8_api.cu", "flash_fwd_fp8_d64.cu", "flash_fwd_fp8_d128.cu", "flash_fwd_fp8_d256.cu",
-         "flash_bwd_api.cu", "flash_bwd_d64.cu", "flash_bwd_d128.cu")
+         "flash_bwd_api.cu", "flash_bwd_d64.cu", "flash_bwd_d128.cu", "flash_bwd_d256.cu")
 
 
 def kernels_dir() -> Path:

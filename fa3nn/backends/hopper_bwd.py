@@ -1,7 +1,8 @@
 """The native Hopper backward (kernels/hopper/flash_bwd*.cu), HopperBackend's backward.
 
-Kernel scope: dense or packed (varlen, cu_seqlens) batches, MHA/GQA/MQA (nheads_kv dividing nheads), head dim 64 or
-128, bf16/fp16, causal or not, no sliding window, no softcap; dQ is summed with fp32 atomics, so it is not bitwise
+Kernel scope: dense or packed (varlen, cu_seqlens) batches, MHA/GQA/MQA (nheads_kv dividing nheads), head dim 64,
+128 or 256 (64-key blocks whose two consumer warpgroups split the head dim: kernels/hopper/flash_bwd_cols.cuh),
+bf16/fp16, causal or not, no sliding window, no softcap; dQ is summed with fp32 atomics, so it is not bitwise
 deterministic. Varlen runs each head dim's default variant (DEFAULT_VARIANTS; the library builds no other). Under
 GQA/MQA one CTA per K/V head walks every query head of its group and sums dK/dV in registers
 (kernels/hopper/flash_bwd.cuh, BwdQueryWalk): dK/dV stay deterministic and are written once per K/V head.
@@ -24,7 +25,7 @@ import torch
 from fa3nn.backends.base import AttnCall, AttnParams, Varlen
 from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
 
-SUPPORTED_HEADDIMS = (64, 128)
+SUPPORTED_HEADDIMS = (64, 128, 256)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 # Compile-time variants of the main kernel (fa3nn_hopper_bwd's `variant`). red_dq: each consumer thread adds its dQ
 # fragment to dq_accum with red.global.add.v2.f32. bulk_dq: FA3's dQ path: the fragment goes to a 128B-swizzled fp32
@@ -32,9 +33,12 @@ SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 # benchmarks/NOTES.md, "Bulk dQ"). overlap: the next query block's S^T (d64: and dP^T) GEMMs issued before this
 # block's dQ GEMM, which is collected one step later (kernels/hopper/flash_bwd_overlap.cuh; NOTES, "Overlap");
 # bulk_dq_overlap: both. m128: bulk_dq with 128-row query blocks (FA3's d64 tile; dQ split by query rows), head dim 64
-# only.
+# only. Head dim 256 has red_dq and bulk_dq (kernels/hopper/flash_bwd_cols.cuh: 225 of 227 KB of shared memory go to
+# K, V, the Q / dO ring and P^T / dS^T, so its bulk dQ stages in the ring stage it has just read, BwdConfig::
+# kDQInRing; no overlap: its S^T / dP^T GEMMs issued ahead would need 32 more of the 240 registers).
 VARIANTS = {"red_dq": 0, "bulk_dq": 1, "overlap": 2, "bulk_dq_overlap": 3, "m128": 4}
-VARIANT_HEADDIMS = {"m128": (64,)}  # variants built for some head dims only; the others are built for all
+# Variants built for some head dims only; the others are built for all.
+VARIANT_HEADDIMS = {"overlap": (64, 128), "bulk_dq_overlap": (64, 128), "m128": (64,)}
 # Added to a variant's number: the preprocess / postprocess kernels with 2-byte accesses (flash_bwd_launch.cuh
 # kScalarPrePostBit). By default the preprocess moves 16 bytes per access wherever out and dout, the postprocess
 # wherever dq, are 16-B aligned with strides that are multiples of 8 elements; each falls back to 2-byte accesses
@@ -63,7 +67,9 @@ def variants_for(headdim: int) -> list[str]:
 # 512-16384, causal and not, 0.93-1.07x cuDNN (bulk_dq 0.71-0.86x).
 # d128 after explicit LDS/STS in every backward kernel (results/visibility-h200-20261130-2345/): bulk_dq_overlap
 # 0.91-0.99x cuDNN at 2048/16384, 1.09-1.12x the previous build in the same run.
-DEFAULT_VARIANTS = {64: "m128", 128: "bulk_dq_overlap"}
+# d256 (2026-12-04, results/s30c-h200-20261204-1718/): bulk_dq (staged in the ring) 1.12-1.32x red_dq at 512-8192,
+# 0.97-1.14x cuDNN, 1.31-1.55x FA2 (red_dq: 0.76-0.96x cuDNN, s30a).
+DEFAULT_VARIANTS = {64: "m128", 128: "bulk_dq_overlap", 256: "bulk_dq"}
 # GQA/MQA in `backward`: True = the kernel walks each K/V head's query heads (no K/V copies, no group sum); False = the
 # expansion path (repeat_interleave K/V, MHA kernel, fp32 group sum), which costs group x K/V memory, two copies and a
 # sum. H200, 2026-11-30 17:25 UTC (scripts/hopper_bwd_gqa_check.py, 16 query heads on 4 or 2 K/V heads, bf16):

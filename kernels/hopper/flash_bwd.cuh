@@ -116,7 +116,21 @@ struct BwdConfig {
   static constexpr int kBlockM = kBlockM_;
   static_assert(kBlockM == 64 || (kBlockM == 128 && kHeadDim_ == 64 && kDQBulk_ && !kOverlap_),
                 "kBlockM 128 is built for head dim 64 with bulk dQ and without overlap only");
-  static constexpr int kBlockN = 128;  // keys per CTA, 64 per consumer warpgroup
+  // Head dim 256 (flash_bwd_cols.cuh): dK and dV of 64 keys x 256 columns are 256 fp32 registers per thread of one
+  // warpgroup, so the two consumers split the head dim instead of the keys: a 64-key block, consumer c owns columns
+  // [128c, 128c + 128) of dK, dV and dQ and the queries [32c, 32c + 32) of S^T / dP^T, and P^T joins dS^T in shared
+  // memory (both warpgroups read all 64 queries of each). Its shared memory (K 32 + V 32 + two Q / dO stages 128 +
+  // P^T and dS^T 2 x 2 x 8 KB = 224 KB) leaves no room for a bulk dQ tile, so bulk dQ stages in the ring
+  // (kDQInRing).
+  static constexpr bool kColSplit = kHeadDim_ == 256;
+  static_assert(!kColSplit || (kBlockM == 64 && !kOverlap_),
+                "head dim 256 is built with 64-row query blocks and without overlap only");
+  // Bulk dQ at head dim 256: after its own dK / dV GEMMs nothing reads a warpgroup's column halves of the step's Q
+  // and dO (the other warpgroup's reads of them, its S^T / dP^T GEMMs, finished before the P^T / dS^T barrier), so
+  // it stages its 64 x 128 fp32 dQ there (4 panels of 32 columns: Q's two, then dO's) and the dQ writer, not the
+  // consumers, frees the ring stage once its reduce-adds have read it (flash_bwd_cols.cuh).
+  static constexpr bool kDQInRing = kColSplit && kDQBulk_;
+  static constexpr int kBlockN = kColSplit ? 64 : 128;  // keys per CTA (64 per consumer warpgroup unless kColSplit)
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128*24 + 256*240 = 64,512 of 65,536
@@ -124,7 +138,7 @@ struct BwdConfig {
   // panel of K as the B operand); d64 splits by keys instead.
   // kBlockM 128 splits it by query rows instead: warpgroup c, rows [64c, 64c + 64), all 128 keys, all columns.
   static constexpr bool kDQSplitRows = kBlockM == 128;
-  static constexpr bool kDQSplitKeys = !kDQSplitRows && kHeadDim < 128;
+  static constexpr bool kDQSplitKeys = !kDQSplitRows && kHeadDim < 128;  // (head dim 256: the column split)
   static constexpr int kDQCols = kDQSplitKeys || kDQSplitRows ? kHeadDim : kHeadDim / 2;  // dQ columns per consumer
   static constexpr int kDQKeys = kDQSplitKeys ? 64 : kBlockN;             // keys one consumer's dQ GEMM sums over
   static constexpr int kPanels = kHeadDim / kPanelCols;
@@ -149,7 +163,7 @@ struct BwdConfig {
   static constexpr int kDQBuffers = kDQSplitRows ? 1 : 2;  // dQ buffer of step s: s & (kDQBuffers - 1)
   static constexpr int kDQTilePanels = kHeadDim / kDQPanelCols;
   static constexpr uint32_t kDQTileBytes = kDQTilePanels * kDQPanelBytes;
-  static constexpr uint32_t kDQStageBytes = kDQBulk ? kDQTiles * kDQTileBytes : 0;  // 32 KB at d64 and d128
+  static constexpr uint32_t kDQStageBytes = kDQBulk && !kDQInRing ? kDQTiles * kDQTileBytes : 0;  // 32 KB: d64, d128
   // Named barriers of the bulk dQ handoff, one pair per buffer (ids kFirstId, kFirstId + 1 are the dS barriers):
   // full = both consumers arrive, the dQ writer warp syncs; empty = the writer arrives, the consumers sync.
   static constexpr uint32_t kDQFullBarrier = NamedBarrier::kFirstId + 2;   // + buffer
@@ -164,16 +178,18 @@ struct BwdConfig {
     __device__ __forceinline__ void init(uint32_t consumers) {
       kv.init(1);
       kv_free.init(consumers);
-      qdo.init(consumers);
+      qdo.init(kDQInRing ? 1 : consumers);  // kDQInRing: the dQ writer frees the stages
     }
   };
-  // Shared memory from a 1024-B aligned base: K | V | Q stages | dO stages | dS^T x 2 | dQ x kDQBuffers (bulk dQ) |
+  // Shared memory from a 1024-B aligned base: K | V | Q stages | dO stages | dS^T x 2 | P^T x 2 (kColSplit) |
+  // dQ x kDQBuffers (bulk dQ) |
   // lse_log2 stages | delta stages | barriers. Every SW128 region starts on a 1024-B boundary.
   static constexpr uint32_t kOffV = kKVBytes;
   static constexpr uint32_t kOffQ = 2 * kKVBytes;
   static constexpr uint32_t kOffDO = kOffQ + kStages * kQBytes;
   static constexpr uint32_t kOffDS = kOffDO + kStages * kQBytes;
-  static constexpr uint32_t kOffDQ = kOffDS + 2 * kDSBytes;
+  static constexpr uint32_t kOffP = kOffDS + 2 * kDSBytes;  // P^T x 2 (kColSplit only)
+  static constexpr uint32_t kOffDQ = kOffP + (kColSplit ? 2 * kDSBytes : 0);
   static constexpr uint32_t kOffLse = kOffDQ + kDQBuffers * kDQStageBytes;
   static constexpr uint32_t kOffDelta = kOffLse + kStages * kRowStatBytes;
   static constexpr uint32_t kOffBarriers = kOffDelta + kStages * kRowStatBytes;
@@ -432,15 +448,23 @@ __device__ __forceinline__ void fence_fragments(uint32_t (&a)[K][4]) {
 
 template <class Cfg>
 struct BwdConsumer {
-  static constexpr int kSRegs = Cfg::kBlockM / 2;  // 64 keys x kBlockM queries
-  static constexpr int kKSteps = Cfg::kBlockM / 16;  // k16 steps of P^T / dS^T as the A operand (queries)
-  static constexpr int kAccRegs = Cfg::kHeadDim / 2;  // dK, dV: 64 keys x d
+  // S^T / dP^T of one warpgroup: its 64 keys x all kBlockM queries, or (kColSplit) all 64 keys x half the queries.
+  static constexpr int kSQueries = Cfg::kColSplit ? Cfg::kBlockM / 2 : Cfg::kBlockM;
+  static constexpr int kSRegs = kSQueries / 2;
+  static constexpr int kKSteps = kSQueries / 16;  // k16 steps of P^T / dS^T as an A operand (queries)
+  static constexpr int kAccCols = Cfg::kColSplit ? Cfg::kHeadDim / 2 : Cfg::kHeadDim;  // dK, dV: 64 keys x these
+  static constexpr int kAccRegs = kAccCols / 2;
   static constexpr int kDQRegs = Cfg::kDQCols / 2;
   static constexpr uint32_t kDSBarrierThreads = 2 * 128;
 
-  int wg;   // 0 or 1: keys [64 wg, 64 wg + 64) of the block
+  int wg;   // 0 or 1: keys [64 wg, 64 wg + 64) of the block (kColSplit: columns and S^T queries, see BwdConfig)
   int tid;  // 0..127
   bool leader;
+
+  // This warpgroup's first key of the block, first query of its S^T columns, first dK / dV column.
+  __device__ __forceinline__ int key_base() const { return Cfg::kColSplit ? 0 : wg * 64; }
+  __device__ __forceinline__ int query_base() const { return Cfg::kColSplit ? wg * kSQueries : 0; }
+  __device__ __forceinline__ int col_base() const { return Cfg::kColSplit ? wg * kAccCols : 0; }
 
   __device__ __forceinline__ int row_in_warpgroup(int half) const { return (tid / 32) * 16 + (tid % 32) / 4 + 8 * half; }
   // Accumulator element i sits at row r0 + 8 * ((i >> 1) & 1), column 8 * (i >> 2) + 2 * (tid % 4) + (i & 1).
@@ -452,11 +476,11 @@ struct BwdConsumer {
   __device__ __forceinline__ void apply_mask(float (&s)[kSRegs], const BwdSeq& seq, int m_block, int n_block) const {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int key = n_block * Cfg::kBlockN + wg * 64 + row_in_warpgroup(half);
+      const int key = n_block * Cfg::kBlockN + key_base() + row_in_warpgroup(half);
 #pragma unroll
       for (int i = 0; i < kSRegs; ++i) {
         if (((i >> 1) & 1) != half) continue;
-        const int query = m_block * Cfg::kBlockM + col_of(i);
+        const int query = m_block * Cfg::kBlockM + query_base() + col_of(i);
         bool masked = key >= seq.seqlen_k;
         if constexpr (Cfg::kCausal) masked |= key > query + seq.seqlen_k - seq.seqlen_q;
         if (masked) s[i] = -INFINITY;
@@ -471,7 +495,7 @@ struct BwdConsumer {
   // both; the d128 default went 1970 -> 1914 instructions and ran 1.09-1.12x faster in the same run (H200,
   // benchmarks/NOTES.md "Explicit shared-memory accesses in the backward").
   __device__ __forceinline__ float2 stat_pair(const float* stat, int j) const {
-    return ld_shared_v2(smem_addr(stat + 8 * j + 2 * (tid % 4)));
+    return ld_shared_v2(smem_addr(stat + query_base() + 8 * j + 2 * (tid % 4)));
   }
 
   // P^T in place of S^T: exp2(S^T * scale_log2 - lse_log2[query]); the per-query statistics are pairs of adjacent
@@ -526,17 +550,18 @@ struct BwdConsumer {
   // dS^T (this warpgroup's 64 key rows, 16-bit, as packed in the A fragments) into the SW128 panels of `ds` (64
   // queries each): element (key, query) at byte (query / 64) * kDSPanelBytes + key * 128 + (((query % 64) / 8) ^
   // (key % 8)) * 16 + (query % 8) * 2, the layout a wgmma descriptor reads with 128B swizzle. Fragment a[k][j] holds
-  // columns 16k + 8(j/2) + 2q (+1) of row r0 + 8 (j % 2).
+  // columns 16k + 8(j/2) + 2q (+1) of row r0 + 8 (j % 2). kColSplit: all 64 key rows, this warpgroup's queries; P^T
+  // goes to its own buffer the same way.
   __device__ __forceinline__ void write_ds(uint8_t* ds, const uint32_t (&a)[kKSteps][4]) const {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int key = wg * 64 + row_in_warpgroup(half);
+      const int key = key_base() + row_in_warpgroup(half);
       uint8_t* row = ds + key * kPanelRowBytes + 4 * (tid % 4);
 #pragma unroll
       for (int k = 0; k < kKSteps; ++k)
 #pragma unroll
         for (int hi = 0; hi < 2; ++hi) {
-          const int chunk = 2 * k + hi;  // 8-query chunk
+          const int chunk = query_base() / 8 + 2 * k + hi;  // 8-query chunk
           st_shared_b32(smem_addr(row + (chunk / 8) * Cfg::kDSPanelBytes + (((chunk % 8) ^ (key % 8)) << 4)),
                         a[k][2 * hi + half]);
         }
@@ -571,15 +596,22 @@ struct BwdConsumer {
     for (int half = 0; half < 2; ++half) {
       const int row = row_in_warpgroup(half);
 #pragma unroll
-      for (int j = 0; j < kDQRegs / 4; ++j) {
-        // Columns 8j + 2q, +1 of this warpgroup's kDQCols: panel j / 4, in-panel column 8 (j % 4) + 2q.
-        const int chunk = 2 * (j % 4) + (tid % 4) / 2;
-        const uint32_t byte = (panel0 + j / 4) * Cfg::kDQPanelBytes + row * 128 + ((chunk ^ (row % 8)) << 4) +
-                              8 * (tid % 2);
-        st_shared_v2(tile + byte, dq[4 * j + 2 * half], dq[4 * j + 2 * half + 1]);
-      }
+      for (int j = 0; j < kDQRegs / 4; ++j)
+        st_shared_v2(tile + (panel0 + j / 4) * Cfg::kDQPanelBytes + dq_panel_byte(row, j), dq[4 * j + 2 * half],
+                     dq[4 * j + 2 * half + 1]);
     }
   }
+
+  // Byte of this thread's dQ columns 8j + 2q, +1 in their 64 x 32 fp32 panel (j / 4), at `row`: in-panel column
+  // 8 (j % 4) + 2q, 16-B chunk 2 (j % 4) + q / 2 swizzled with row % 8 (stage_dq's layout).
+  __device__ __forceinline__ uint32_t dq_panel_byte(int row, int j) const {
+    const int chunk = 2 * (j % 4) + (tid % 4) / 2;
+    return row * 128 + ((chunk ^ (row % 8)) << 4) + 8 * (tid % 2);
+  }
+
+  // kDQInRing: this warpgroup's dQ (64 x 128 fp32) into the ring stage `index` as stage_dq lays out a tile, panel j
+  // at ring_dq_panel (flash_bwd_cols.cuh).
+  __device__ __forceinline__ void stage_dq_ring(uint32_t base, uint32_t index, const float (&dq)[kDQRegs]) const;
 
   // dK or dV rows of this warpgroup (times `scale`) from registers; keys past seqlen_k skipped. With `vec16` (dst
   // 16-B aligned, strides multiples of 8 elements: BwdParams::dkdv_vec16) each quad transposes its words
@@ -590,10 +622,10 @@ struct BwdConsumer {
   __device__ __forceinline__ void store_rows(void* dst, int64_t batch_stride, int64_t row_stride, int64_t head_stride,
                                              const BwdSeq& seq, int head, int n_block, const float (&acc)[kAccRegs],
                                              float scale, bool vec16) const {
-    uint16_t* out = static_cast<uint16_t*>(dst) + seq.tma_batch * batch_stride + head * head_stride;
+    uint16_t* out = static_cast<uint16_t*>(dst) + seq.tma_batch * batch_stride + head * head_stride + col_base();
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int key = n_block * Cfg::kBlockN + wg * 64 + row_in_warpgroup(half);
+      const int key = n_block * Cfg::kBlockN + key_base() + row_in_warpgroup(half);
       const bool row_ok = key < seq.seqlen_k;
       uint16_t* out_row = out + static_cast<int64_t>(seq.k_row0 + key) * row_stride;
       if (vec16) {
@@ -634,18 +666,21 @@ struct BwdStage {
         delta(reinterpret_cast<const float*>(smem + Cfg::kOffDelta + index * Cfg::kRowStatBytes)) {}
 };
 
-// S^T = K_c Q^T (one commit group), and with kWithDP dP^T = V_c dO^T (a second group).
+// S^T = K_c Q^T (one commit group), and with kWithDP dP^T = V_c dO^T (a second group). kColSplit: all keys, the
+// warpgroup's query rows of Q / dO (query_rows bytes into each panel).
 template <class Cfg, bool kWithDP>
-__device__ __forceinline__ void bwd_issue_scores(float (&s)[Cfg::kBlockM / 2], float (&dp)[Cfg::kBlockM / 2],
-                                                 uint64_t desc_k_rows, uint64_t desc_v_rows,
-                                                 const BwdStage<Cfg>& stage) {
+__device__ __forceinline__ void bwd_issue_scores(float (&s)[BwdConsumer<Cfg>::kSRegs],
+                                                 float (&dp)[BwdConsumer<Cfg>::kSRegs], uint64_t desc_k_rows,
+                                                 uint64_t desc_v_rows, const BwdStage<Cfg>& stage,
+                                                 uint32_t query_rows = 0) {
+  constexpr int N = BwdConsumer<Cfg>::kSQueries;
   warpgroup_arrive();
-  gemm_ss<Cfg::kBlockM, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(
-      s, desc_k_rows, make_desc_kmajor_sw128(stage.q_smem));
+  gemm_ss<N, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(
+      s, desc_k_rows, make_desc_kmajor_sw128(stage.q_smem + query_rows));
   wgmma_commit();
   if constexpr (kWithDP) {
-    gemm_ss<Cfg::kBlockM, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(
-        dp, desc_v_rows, make_desc_kmajor_sw128(stage.do_smem));
+    gemm_ss<N, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(
+        dp, desc_v_rows, make_desc_kmajor_sw128(stage.do_smem + query_rows));
     wgmma_commit();
   }
 }
@@ -669,18 +704,21 @@ __device__ __forceinline__ void bwd_hand_off_dq(const BwdConsumer<Cfg>& c, const
 }
 
 // A consumer warpgroup's fixed shared-memory operands: its 64 key rows of K and V as the A operand (K-major) of S^T
-// and dP^T, and K as dQ's B operand read N-major (keys are the reduction dimension; column split: panel wg, all 128
-// keys; key split: this warpgroup's 64 keys of the single panel; row split: the single panel, all 128 keys).
+// and dP^T, and K as dQ's B operand read N-major (keys are the reduction dimension; column split: the warpgroup's
+// kDQCols / 64 panels, all keys; key split: this warpgroup's 64 keys of the single panel; row split: the single
+// panel, all 128 keys). kColSplit: all 64 keys are every warpgroup's rows.
 template <class Cfg>
 struct BwdKVDescs {
+  static constexpr int kKeyBase = Cfg::kColSplit ? 0 : 64;  // rows of warpgroup wg start at kKeyBase * wg
   uint64_t k_rows, v_rows, k_dq;
 
   __device__ __forceinline__ BwdKVDescs(uint32_t base, int wg)
-      : k_rows(make_desc_kmajor_sw128(base + wg * 64 * kPanelRowBytes)),
-        v_rows(make_desc_kmajor_sw128(base + Cfg::kOffV + wg * 64 * kPanelRowBytes)),
+      : k_rows(make_desc_kmajor_sw128(base + wg * kKeyBase * kPanelRowBytes)),
+        v_rows(make_desc_kmajor_sw128(base + Cfg::kOffV + wg * kKeyBase * kPanelRowBytes)),
         k_dq(Cfg::kDQSplitKeys   ? make_desc_mnmajor_sw128(base + wg * 64 * kPanelRowBytes, Cfg::kKVPanelBytes)
              : Cfg::kDQSplitRows ? make_desc_mnmajor_sw128(base, Cfg::kKVPanelBytes)
-                                 : make_desc_mnmajor_sw128(base + wg * Cfg::kKVPanelBytes, Cfg::kKVPanelBytes)) {}
+                                 : make_desc_mnmajor_sw128(base + wg * (Cfg::kDQCols / kPanelCols) * Cfg::kKVPanelBytes,
+                                                           Cfg::kKVPanelBytes)) {}
 };
 
 // dQ = dS K into dq (not committed): A = dS^T at ds_smem (a shared address) read M-major (queries contiguous; column
@@ -860,6 +898,13 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
 template <class Cfg>
 __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars,
                                                      int wg);
+// Head dim 256 (BwdConfig::kColSplit, kDQInRing): defined in flash_bwd_cols.cuh (included by flash_bwd_launch.cuh).
+template <class Cfg>
+__device__ __forceinline__ void bwd_consumer_cols(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars,
+                                                  int wg);
+template <class Cfg>
+__device__ __forceinline__ void bwd_dq_writer_ring(const CUtensorMap* tma_dq, const BwdParams& p, uint8_t* smem,
+                                                   typename Cfg::Barriers& bars);
 
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
@@ -881,11 +926,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (threadIdx.x / 32 == 0) {
       if (elect_one()) bwd_producer<Cfg>(&tma_q, &tma_k, &tma_v, &tma_do, params, smem, bars);
     } else if (Cfg::kDQBulk && threadIdx.x / 32 == 1) {
-      bwd_dq_writer<Cfg>(&tma_dq_accum, params, smem);
+      if constexpr (Cfg::kDQInRing) {
+        bwd_dq_writer_ring<Cfg>(&tma_dq_accum, params, smem, bars);
+      } else {
+        bwd_dq_writer<Cfg>(&tma_dq_accum, params, smem);
+      }
     }
   } else {
     regs_acquire<Cfg::kConsumerRegs>();
-    if constexpr (Cfg::kOverlap) {
+    if constexpr (Cfg::kColSplit) {
+      bwd_consumer_cols<Cfg>(params, smem, bars, warpgroup - 1);
+    } else if constexpr (Cfg::kOverlap) {
       bwd_consumer_overlap<Cfg>(params, smem, bars, warpgroup - 1);
     } else {
       bwd_consumer<Cfg>(params, smem, bars, warpgroup - 1);

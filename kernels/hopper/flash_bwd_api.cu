@@ -1,5 +1,5 @@
 // The Hopper backward's plain C ABI, loaded with ctypes (fa3nn/backends/hopper_bwd.py).
-// Kernels are instantiated in flash_bwd_d{64,128}.cu; fail() and fa3nn_hopper_last_error() live in
+// Kernels are instantiated in flash_bwd_d{64,128,256}.cu; fail() and fa3nn_hopper_last_error() live in
 // flash_fwd_api.cu (one library).
 #include <cuda_runtime.h>
 
@@ -24,16 +24,18 @@ extern "C" {
 // (seqlen_q = total query rows, nheads, d), k, v, dk, dv (seqlen_k = total key rows, nheads_kv, d), lse (nheads,
 // seqlen_q); max_seqlen_q / max_seqlen_k the longest sequences; the workspaces have batch 1 and seqlen_q_rounded =
 // (seqlen_q + 128 * batch) rounded down to 128 rows (flash_bwd_seq.cuh); dk and dv must be zeroed first (rows of
-// sequences without queries are not written); built for the default variant of each head dim (3 at 128, 4 at 64).
+// sequences without queries are not written); built for the default variant of each head dim (3 at 128, 4 at 64,
+// 1 at 256).
 // strides: 24 element strides, (batch, row, head) for q, k, v, out, dout, dq, dk, dv; head dim contiguous (varlen:
 // the batch strides are not read).
-// variant: 0 = dQ summed by per-thread fp32 reductions (default), 1 = bulk dQ (fp32 tile in shared memory, added by
-// TMA reduce-adds from one producer thread; flash_bwd.cuh), 2 = overlap (next block's score GEMMs issued before this
-// block's dQ GEMM; flash_bwd_overlap.cuh), 3 = both, 4 = bulk dQ with 128-row query blocks (head dim 64 only); any
-// of them + 16 (kScalarPrePostBit) with the 2-byte preprocess / postprocess kernels (benchmarks; by default the
-// 16-byte preprocess runs wherever out and dout, the 16-byte postprocess wherever dq, are 16-B aligned with strides
-// of multiples of 8 elements); + 32 (kScalarDKDVBit): dK / dV stored 4 bytes at a time (by default 16 bytes wherever
-// dk and dv are 16-B aligned with strides of multiples of 8 elements).
+// variant: 0 = dQ summed by per-thread fp32 reductions, 1 = bulk dQ (fp32 tile in shared memory, added by TMA
+// reduce-adds from one producer thread; flash_bwd.cuh), 2 = overlap (next block's score GEMMs issued before this
+// block's dQ GEMM; flash_bwd_overlap.cuh), 3 = both, 4 = bulk dQ with 128-row query blocks (head dim 64 only); head
+// dim 256 has 0 and 1 only (flash_bwd_cols.cuh; its bulk dQ stages in the Q / dO ring); any of them + 16
+// (kScalarPrePostBit) with the 2-byte preprocess / postprocess kernels (benchmarks; by default the 16-byte
+// preprocess runs wherever out and dout, the 16-byte postprocess wherever dq, are 16-B aligned with strides of
+// multiples of 8 elements); + 32 (kScalarDKDVBit): dK / dV stored 4 bytes at a time (by default 16 bytes wherever dk
+// and dv are 16-B aligned with strides of multiples of 8 elements). Python's DEFAULT_VARIANTS picks per head dim.
 // grid_order: 0 = auto (key blocks outermost for dense causal GQA/MQA, else innermost), 1 = key blocks innermost (the MHA
 // order), 2 = outermost (flash_bwd.cuh, bwd_tile); for benchmarks and tests.
 // ctas: the main kernel's CTAs. 0 = auto (one per SM chaining tiles where use_persistent_bwd says so, else one per
@@ -66,7 +68,8 @@ int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void*
   switch (headdim) {
     case 64: return run_bwd_d64(pr, bf16 != 0, causal != 0, variant);
     case 128: return run_bwd_d128(pr, bf16 != 0, causal != 0, variant);
-    default: return fail("%s", "unsupported head dim for the backward (built: 64, 128)");
+    case 256: return run_bwd_d256(pr, bf16 != 0, causal != 0, variant);
+    default: return fail("%s", "unsupported head dim for the backward (built: 64, 128, 256)");
   }
 }
 

@@ -8,6 +8,7 @@
 #include <initializer_list>
 
 #include "flash_bwd.cuh"
+#include "flash_bwd_cols.cuh"
 #include "flash_bwd_overlap.cuh"
 #include "flash_bwd_prepost.cuh"
 #include "flash_fwd_launch.cuh"  // fail(), encode_map(), make_map(), configure_smem(), check_launch()
@@ -201,10 +202,13 @@ int launch_bwd(const BwdProblem& pr) {
 // dO 3x8 + dS 2x16 + 1.5 KB row stats); kSmemBytes adds the barriers and 1 KB of alignment slack (162.0 / 114.6 KB).
 // The bulk dQ variant adds two 32 KB fp32 dQ buffers: d128 226.0 KB (of 227), d64 178.6 KB. d64 with 128-row query
 // blocks (m128): K 16 + V 16 + Q 2x16 + dO 2x16 + dS 2x32 + one 32 KB dQ buffer + 2 KB row stats = 194 KB (+ 1.1).
+// d256 (64-key blocks, flash_bwd_cols.cuh): K 32 + V 32 + Q 2x32 + dO 2x32 + dS^T 2x8 + P^T 2x8 + 1 KB row stats =
+// 225 KB (+ 1.1), which is why its bulk dQ stages in the ring (BwdConfig::kDQInRing).
 template <int D, int kBlockM> struct BwdTiles;
 template <> struct BwdTiles<64, 64> { static constexpr int kStages = 3; };
 template <> struct BwdTiles<64, 128> { static constexpr int kStages = 2; };
 template <> struct BwdTiles<128, 64> { static constexpr int kStages = 2; };
+template <> struct BwdTiles<256, 64> { static constexpr int kStages = 2; };
 
 template <int D, bool kDQBulk, bool kOverlap, int kBlockM = 64, bool kVarlen = false>
 int run_bwd_dispatch(const BwdProblem& pr, bool bf16, bool causal) {
@@ -217,37 +221,51 @@ int run_bwd_dispatch(const BwdProblem& pr, bool bf16, bool causal) {
 }
 
 // Varlen kernels are built for each head dim's default variant only (hopper_bwd.DEFAULT_VARIANTS: m128 at d64,
-// bulk dQ + overlap at d128), which keeps the build's kernel count (and time) at 1.25x the dense one.
-constexpr int kVarlenVariant(int D) { return D == 64 ? 4 : 3; }
+// bulk dQ + overlap at d128, bulk dQ at d256), which keeps the build's kernel count (and time) at 1.25x
+// the dense one.
+constexpr int kVarlenVariant(int D) { return D == 64 ? 4 : D == 128 ? 3 : 1; }
 
 // variant: 0 = dQ by per-thread red.global.add.v2.f32 (the default), 1 = bulk dQ (shared memory + TMA reduce-add,
 // flash_bwd.cuh), 2 = overlap (next block's score GEMMs before this block's dQ GEMM, flash_bwd_overlap.cuh),
-// 3 = bulk dQ + overlap, 4 = bulk dQ with 128-row query blocks (head dim 64 only). Python's DEFAULT_VARIANTS picks
-// per head dim from measurements (fa3nn/backends/hopper_bwd.py).
+// 3 = bulk dQ + overlap, 4 = bulk dQ with 128-row query blocks (head dim 64 only); head dim 256 has variants 0 and
+// 1 only (the head-dim split of flash_bwd_cols.cuh; its bulk dQ stages in the ring). Python's DEFAULT_VARIANTS picks per head dim from measurements
+// (fa3nn/backends/hopper_bwd.py).
 template <int D>
 int run_bwd_headdim(const BwdProblem& pr, bool bf16, bool causal, int variant) {
   if (pr.cu_seqlens_q != nullptr) {
     if (variant != kVarlenVariant(D))
       return fail("%s", "the varlen backward is built for the default variant only (4 m128 at head dim 64, 3 bulk dQ "
-                        "+ overlap at 128)");
-    if constexpr (D == 64) return run_bwd_dispatch<D, true, false, 128, true>(pr, bf16, causal);
-    return run_bwd_dispatch<D, true, true, 64, true>(pr, bf16, causal);
+                        "+ overlap at 128, 1 bulk dQ at 256)");
+    if constexpr (D == 64) {
+      return run_bwd_dispatch<D, true, false, 128, true>(pr, bf16, causal);
+    } else if constexpr (D == 256) {
+      return run_bwd_dispatch<D, true, false, 64, true>(pr, bf16, causal);
+    } else {
+      return run_bwd_dispatch<D, true, true, 64, true>(pr, bf16, causal);
+    }
   }
-  switch (variant) {
-    case 0: return run_bwd_dispatch<D, false, false>(pr, bf16, causal);
-    case 1: return run_bwd_dispatch<D, true, false>(pr, bf16, causal);
-    case 2: return run_bwd_dispatch<D, false, true>(pr, bf16, causal);
-    case 3: return run_bwd_dispatch<D, true, true>(pr, bf16, causal);
-    case 4:
-      if constexpr (D == 64) return run_bwd_dispatch<D, true, false, 128>(pr, bf16, causal);
-      return fail("%s", "backward variant 4 (m128, 128-row query blocks) is built for head dim 64 only");
-    default:
-      return fail("%s",
-                  "unknown backward variant (built: 0 red dQ, 1 bulk dQ, 2 overlap, 3 bulk dQ + overlap, 4 m128)");
+  if constexpr (D == 256) {
+    if (variant == 0) return run_bwd_dispatch<D, false, false>(pr, bf16, causal);
+    if (variant == 1) return run_bwd_dispatch<D, true, false>(pr, bf16, causal);
+    return fail("%s", "head dim 256's backward is built as variants 0 (red dQ) and 1 (bulk dQ, staged in the ring) only");
+  } else {
+    switch (variant) {
+      case 0: return run_bwd_dispatch<D, false, false>(pr, bf16, causal);
+      case 1: return run_bwd_dispatch<D, true, false>(pr, bf16, causal);
+      case 2: return run_bwd_dispatch<D, false, true>(pr, bf16, causal);
+      case 3: return run_bwd_dispatch<D, true, true>(pr, bf16, causal);
+      case 4:
+        if constexpr (D == 64) return run_bwd_dispatch<D, true, false, 128>(pr, bf16, causal);
+        return fail("%s", "backward variant 4 (m128, 128-row query blocks) is built for head dim 64 only");
+      default:
+        return fail("%s",
+                    "unknown backward variant (built: 0 red dQ, 1 bulk dQ, 2 overlap, 3 bulk dQ + overlap, 4 m128)");
+    }
   }
 }
 
 int run_bwd_d64(const BwdProblem& pr, bool bf16, bool causal, int variant);
 int run_bwd_d128(const BwdProblem& pr, bool bf16, bool causal, int variant);
+int run_bwd_d256(const BwdProblem& pr, bool bf16, bool causal, int variant);
 
 }  // namespace fa3nn::hopper::host

@@ -3,6 +3,7 @@
 //   SS: A and B from shared memory (descriptors), both K-major (trans-a = trans-b = 0): S = Q K^T.
 //   RS: A from registers (4 x .b32 of packed 16-bit pairs), B from shared memory N-major (trans-b = 1): O += P V.
 //   SSMN: A M-major and B N-major from shared memory (trans-a = trans-b = 1): the backward's dQ = dS K.
+//   SSBN: A K-major and B N-major from shared memory (trans-a = 0, trans-b = 1): the d256 backward's dV += P^T dO.
 // scale_d = 0 overwrites the accumulator, 1 accumulates. Issue between warpgroup_arrive() and wgmma_commit().
 #pragma once
 #include <cstdint>
@@ -14,6 +15,18 @@ namespace fa3nn::hopper {
 template <int N, bool kBF16> struct WgmmaSS;
 template <int N, bool kBF16> struct WgmmaRS;
 template <int N, bool kBF16> struct WgmmaSSMN;
+template <int N, bool kBF16> struct WgmmaSSBN;
+
+template <> struct WgmmaSS<32, true> {
+  __device__ __forceinline__ static void mma(float (&d)[16], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 " FA3NN_WGMMA_ACC_16
+        ", %16, %17, p, 1, 1, 0, 0;\n}\n"
+        : FA3NN_WGMMA_ACC_OUT_16
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+};
 
 template <> struct WgmmaSS<48, true> {
   __device__ __forceinline__ static void mma(float (&d)[24], uint64_t desc_a, uint64_t desc_b, int scale_d) {
@@ -158,6 +171,39 @@ template <> struct WgmmaSSMN<64, true> {
   }
 };
 
+template <> struct WgmmaSSMN<128, true> {
+  __device__ __forceinline__ static void mma(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " FA3NN_WGMMA_ACC_64
+        ", %64, %65, p, 1, 1, 1, 1;\n}\n"
+        : FA3NN_WGMMA_ACC_OUT_64
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+};
+
+template <> struct WgmmaSSBN<128, true> {
+  __device__ __forceinline__ static void mma(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " FA3NN_WGMMA_ACC_64
+        ", %64, %65, p, 1, 1, 0, 1;\n}\n"
+        : FA3NN_WGMMA_ACC_OUT_64
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+};
+
+template <> struct WgmmaSS<32, false> {
+  __device__ __forceinline__ static void mma(float (&d)[16], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 " FA3NN_WGMMA_ACC_16
+        ", %16, %17, p, 1, 1, 0, 0;\n}\n"
+        : FA3NN_WGMMA_ACC_OUT_16
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+};
+
 template <> struct WgmmaSS<48, false> {
   __device__ __forceinline__ static void mma(float (&d)[24], uint64_t desc_a, uint64_t desc_b, int scale_d) {
     asm volatile(
@@ -297,6 +343,28 @@ template <> struct WgmmaSSMN<64, false> {
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " FA3NN_WGMMA_ACC_32
         ", %32, %33, p, 1, 1, 1, 1;\n}\n"
         : FA3NN_WGMMA_ACC_OUT_32
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+};
+
+template <> struct WgmmaSSMN<128, false> {
+  __device__ __forceinline__ static void mma(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " FA3NN_WGMMA_ACC_64
+        ", %64, %65, p, 1, 1, 1, 1;\n}\n"
+        : FA3NN_WGMMA_ACC_OUT_64
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+};
+
+template <> struct WgmmaSSBN<128, false> {
+  __device__ __forceinline__ static void mma(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " FA3NN_WGMMA_ACC_64
+        ", %64, %65, p, 1, 1, 0, 1;\n}\n"
+        : FA3NN_WGMMA_ACC_OUT_64
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   }
 };
