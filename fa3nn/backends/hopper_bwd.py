@@ -67,7 +67,7 @@ def variants_for(headdim: int) -> list[str]:
 # 512-16384, causal and not, 0.93-1.07x cuDNN (bulk_dq 0.71-0.86x).
 # d128 after explicit LDS/STS in every backward kernel (results/visibility-h200-20261130-2345/): bulk_dq_overlap
 # 0.91-0.99x cuDNN at 2048/16384, 1.09-1.12x the previous build in the same run.
-# d256 (2026-12-04, results/s30c-h200-20261204-1718/): bulk_dq (staged in the ring) 1.12-1.32x red_dq at 512-8192,
+# d256 (2026-12-04, results/s30c-h200-20261204-1708/): bulk_dq (staged in the ring) 1.12-1.32x red_dq at 512-8192,
 # 0.97-1.14x cuDNN, 1.31-1.55x FA2 (red_dq: 0.76-0.96x cuDNN, s30a).
 DEFAULT_VARIANTS = {64: "m128", 128: "bulk_dq_overlap", 256: "bulk_dq"}
 # GQA/MQA in `backward`: True = the kernel walks each K/V head's query heads (no K/V copies, no group sum); False = the
