@@ -290,11 +290,12 @@ def test_auto_runs_forward_and_backward_on_hopper(headdim, causal, heads):
 @pytest.mark.gpu
 @needs_hopper
 def test_backward_the_native_kernel_refuses_runs_elsewhere():
-    """deterministic=True (the native dQ uses atomics) and head dim 256 train through another backend."""
-    for headdim, deterministic in ((128, True), (256, False)):
+    """deterministic=True (the native dQ uses atomics) trains through another backend at every head dim; head dim 256
+    without it trains on the native backward (since 2026-12-04; before, on triton)."""
+    for headdim, deterministic, backward in ((128, True, "triton"), (256, True, "triton"), (256, False, "hopper")):
         q, k, v = random_qkv(2, 200, 200, 4, 4, headdim, torch.bfloat16, device="cuda")
         explanation = fa3nn.explain(q, k, v, causal=True, deterministic=deterministic)
-        assert explanation.forward == "hopper" and explanation.backward == "triton", explanation
+        assert explanation.forward == "hopper" and explanation.backward == backward, explanation
         dout, dlse = torch.randn_like(q), torch.zeros(2, 4, 200, device="cuda")
         got = _api_gradients(q, k, v, dout, dlse, True, deterministic=deterministic)
         ref = _api_gradients(q, k, v, dout, dlse, True, reference=True, upcast=True)
