@@ -82,6 +82,35 @@ def measure(headdim: int, seqlen: int, causal: bool, args, profiles: list) -> di
                 quartiles=(ratios[len(ratios) // 4], ratios[3 * len(ratios) // 4]))
 
 
+def mode_row(headdim: int, seqlen: int, causal: bool, samples: dict, flops: float) -> dict:
+    """A row of the mode A/B scripts (bwd_schedule_ab.py, bwd_build_ab.py): per mode TFLOP/s and its speedup over the
+    first mode, the median of the per-round time ratios with their quartiles."""
+    base = next(iter(samples))
+    speedups = {}
+    for mode in samples:
+        ratios = sorted(a / b for a, b in zip(samples[base], samples[mode]))
+        speedups[mode] = (statistics.median(ratios), ratios[len(ratios) // 4], ratios[3 * len(ratios) // 4])
+    return dict(headdim=headdim, seqlen=seqlen, causal=causal, samples_ms=samples, speedups=speedups,
+                tflops={mode: flops / statistics.median(samples[mode]) / 1e9 for mode in samples})
+
+
+def print_mode_table(rows: list, profiles: list) -> None:
+    """mode_row rows as a markdown table (each mode against the first), then each profile's main-kernel time."""
+    modes = list(rows[0]["tflops"]) if rows else []
+    base, others = modes[0] if modes else "", modes[1:]
+    print(f"| d | seqlen | causal | bwd TFLOP/s {base} | " + " | ".join(f"{m}: x {base} (quartiles)" for m in others)
+          + " |")
+    print("|---|---|---|---|" + "---|" * len(others))
+    for r in rows:
+        cells = [f"{r['tflops'][m]:.1f}: {s[0]:.3f} ({s[1]:.3f}-{s[2]:.3f})"
+                 for m, s in ((m, r['speedups'][m]) for m in others)]
+        print(f"| {r['headdim']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | {r['tflops'][base]:.1f} | "
+              + " | ".join(cells) + " |")
+    for p in profiles:
+        print(f"d{p['headdim']} {p['seqlen']} main kernel us: " + ", ".join(
+            f"{m} {next((t for k, t in p[m].items() if k.startswith('flash_bwd_kernel')), 0):.1f}" for m in modes))
+
+
 def ab_arguments(doc: str, extra=None) -> argparse.Namespace:
     """The command line of the backward A/B scripts (this one, bwd_schedule_ab.py, bwd_lib_ab.py); `extra(parser)`
     adds a script's own options."""

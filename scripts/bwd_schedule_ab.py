@@ -9,13 +9,12 @@ FlashAttention-3 paper (batch x seqlen = 16384 tokens, nheads x headdim = 2048),
 
 from __future__ import annotations
 
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bwd_prepost_ab import ab_arguments, backward_inputs, sweep, timed_rounds  # noqa: E402
+from bwd_prepost_ab import ab_arguments, backward_inputs, mode_row, print_mode_table, sweep, timed_rounds  # noqa: E402
 
 from fa3nn.backends import hopper_bwd  # noqa: E402
 
@@ -27,35 +26,16 @@ MODES = {
     "per_tile": dict(schedule="per_tile"),
     "persistent": dict(schedule="persistent"),
 }
-BASE = next(iter(MODES))
 
 
 def measure(headdim: int, seqlen: int, causal: bool, args, profiles: list) -> dict:
     inputs, flops = backward_inputs(headdim, seqlen, causal)
     calls = {mode: (lambda kw=kw: hopper_bwd.launch(*inputs, **kw)) for mode, kw in MODES.items()}
-    samples = timed_rounds(calls, args, profiles, headdim, seqlen, causal)
-    speedups = {}
-    for mode in MODES:
-        ratios = sorted(a / b for a, b in zip(samples[BASE], samples[mode]))
-        speedups[mode] = (statistics.median(ratios), ratios[len(ratios) // 4], ratios[3 * len(ratios) // 4])
-    return dict(headdim=headdim, seqlen=seqlen, causal=causal, samples_ms=samples,
-                tflops={mode: flops / statistics.median(samples[mode]) / 1e9 for mode in MODES}, speedups=speedups)
+    return mode_row(headdim, seqlen, causal, timed_rounds(calls, args, profiles, headdim, seqlen, causal), flops)
 
 
 def main() -> None:
-    rows, profiles = sweep(ab_arguments(__doc__), measure)
-    others = list(MODES)[1:]
-    print(f"| d | seqlen | causal | bwd TFLOP/s {BASE} | " + " | ".join(f"{m}: x {BASE} (quartiles)" for m in others)
-          + " |")
-    print("|---|---|---|---|" + "---|" * len(others))
-    for r in rows:
-        cells = [f"{r['tflops'][m]:.1f}: {s[0]:.3f} ({s[1]:.3f}-{s[2]:.3f})"
-                 for m, s in ((m, r['speedups'][m]) for m in others)]
-        print(f"| {r['headdim']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | {r['tflops'][BASE]:.1f} | "
-              + " | ".join(cells) + " |")
-    for p in profiles:
-        print(f"d{p['headdim']} {p['seqlen']} main kernel us: " + ", ".join(
-            f"{m} {next((t for k, t in p[m].items() if k.startswith('flash_bwd_kernel')), 0):.1f}" for m in MODES))
+    print_mode_table(*sweep(ab_arguments(__doc__), measure))
 
 
 if __name__ == "__main__":
