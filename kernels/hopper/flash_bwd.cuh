@@ -1,5 +1,6 @@
 // FlashAttention backward for Hopper (FA3 Algorithm 3 / FA2 backward); run and timed on the H200 (benchmarks/NOTES.md).
 // One tile per (key block of kBlockN = 128 keys, K/V head, batch); one producer warpgroup, two consumer warpgroups.
+// Head dim 256 takes 64-key blocks whose consumers split the head dim instead (flash_bwd_cols.cuh, BwdConfig).
 // A CTA computes one tile, or (persistent launch) chains tiles with one K/V buffer (BwdCtaTiles). Per tile it walks
 // every query head of its K/V head's group (GQA/MQA: heads kv_head * group .. + group - 1; MHA: group 1), each over
 // its query blocks, as one sequence of steps (BwdQueryWalk): dK/dV sum over the whole group in registers and are
