@@ -37,7 +37,8 @@ def _call(**overrides) -> AttnCall:
 @pytest.mark.parametrize(
     "overrides, backward, expected",
     [
-        ({"headdim": 256, "headdim_v": 256}, True, "headdim 256: the native backward has 64, 128"),
+        ({"headdim": 96, "headdim_v": 96}, True, "headdim 96/96 is not supported"),
+        ({"headdim": 256, "headdim_v": 256, "deterministic": True}, True, "deterministic=True"),
         ({"deterministic": True}, True, "deterministic=True"),
         ({"window": Window(64, 0)}, True, "sliding-window"),
         ({"device_type": "cpu", "capability": None}, False, "needs a CUDA device"),
