@@ -19,9 +19,10 @@
 // The P^T / dS^T buffers alternate per step: the buffer written at step s was last read by step s - 2's wgmmas,
 // which each warpgroup waited for before it wrote step s - 1's and arrived at step s - 1's barrier.
 //
-// Bulk dQ, measured (H200, timing-only builds, benchmarks/NOTES.md "thirtieth session"): with red dQ the 32
-// red.global.add.v2.f32 per thread and step took half the backward (without them 628 against 294 TFLOP/s at 8k),
-// the S^T / dP^T GEMMs 9-13% and the P^T / dS^T stores with their barrier 8-20%. The ring stage holds the staged dQ
+// Bulk dQ, measured (H200, timing-only builds, benchmarks/NOTES.md "thirtieth session", s30b / s30e): with red dQ
+// the 32 red.global.add.v2.f32 per thread and step took half the backward (without them 628 against 294 TFLOP/s at
+// 8k); with bulk dQ (1.12-1.32x red dQ) its staging stores still take 24-39%, the reduce-adds' L2 side 15-28%, the
+// S^T / dP^T GEMMs 2-23%, the P^T / dS^T stores with their barrier 3-23%. The ring stage holds the staged dQ
 // until the writer's reduce-adds have read it, then the writer (one arrival) frees it for the producer; the full
 // barrier alternates with the step's parity (kDQFullBarrier + (step & 1)) because the consumers can arrive for step
 // s + 1 before the writer has synced step s, never for s + 2 (its stage is s's, freed only after that sync).
