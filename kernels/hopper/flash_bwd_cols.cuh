@@ -113,7 +113,8 @@ template <class Cfg>
 __device__ __forceinline__ void bwd_consumer_cols(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars,
                                                   int wg) {
   using C = BwdConsumer<Cfg>;
-  static_assert(Cfg::kColSplit && !Cfg::kOverlap && (Cfg::kDQInRing || !Cfg::kDQBulk), "the head-dim split (BwdConfig)");
+  static_assert(Cfg::kColSplit && !Cfg::kOverlap && (Cfg::kDQInRing || !Cfg::kDQBulk),
+                "the head-dim split (BwdConfig)");
   const BwdConsumerStart<Cfg> start(smem, wg);
   const C& c = start.c;
   const uint32_t base = start.base;

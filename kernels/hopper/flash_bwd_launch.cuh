@@ -221,15 +221,15 @@ int run_bwd_dispatch(const BwdProblem& pr, bool bf16, bool causal) {
 }
 
 // Varlen kernels are built for each head dim's default variant only (hopper_bwd.DEFAULT_VARIANTS: m128 at d64,
-// bulk dQ + overlap at d128, bulk dQ at d256), which keeps the build's kernel count (and time) at 1.25x
-// the dense one.
+// bulk dQ + overlap at d128, bulk dQ at d256), which keeps the build's kernel count (and time) at 1.25x the dense
+// one.
 constexpr int kVarlenVariant(int D) { return D == 64 ? 4 : D == 128 ? 3 : 1; }
 
 // variant: 0 = dQ by per-thread red.global.add.v2.f32 (the default), 1 = bulk dQ (shared memory + TMA reduce-add,
 // flash_bwd.cuh), 2 = overlap (next block's score GEMMs before this block's dQ GEMM, flash_bwd_overlap.cuh),
 // 3 = bulk dQ + overlap, 4 = bulk dQ with 128-row query blocks (head dim 64 only); head dim 256 has variants 0 and
-// 1 only (the head-dim split of flash_bwd_cols.cuh; its bulk dQ stages in the ring). Python's DEFAULT_VARIANTS picks per head dim from measurements
-// (fa3nn/backends/hopper_bwd.py).
+// 1 only (the head-dim split of flash_bwd_cols.cuh; its bulk dQ stages in the ring). Python's DEFAULT_VARIANTS picks
+// per head dim from measurements (fa3nn/backends/hopper_bwd.py).
 template <int D>
 int run_bwd_headdim(const BwdProblem& pr, bool bf16, bool causal, int variant) {
   if (pr.cu_seqlens_q != nullptr) {
@@ -247,7 +247,8 @@ int run_bwd_headdim(const BwdProblem& pr, bool bf16, bool causal, int variant) {
   if constexpr (D == 256) {
     if (variant == 0) return run_bwd_dispatch<D, false, false>(pr, bf16, causal);
     if (variant == 1) return run_bwd_dispatch<D, true, false>(pr, bf16, causal);
-    return fail("%s", "head dim 256's backward is built as variants 0 (red dQ) and 1 (bulk dQ, staged in the ring) only");
+    return fail("%s",
+                "head dim 256's backward is built as variants 0 (red dQ) and 1 (bulk dQ, staged in the ring) only");
   } else {
     switch (variant) {
       case 0: return run_bwd_dispatch<D, false, false>(pr, bf16, causal);
