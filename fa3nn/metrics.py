@@ -2,13 +2,26 @@
 
 Attention forward = two matmuls per attended (query, key) pair: Q·Kᵀ costs 2·d and P·V costs 2·d_v FLOPs, so a
 dense call costs 2·b·h·s_q·s_k·(d + d_v) = 4·b·h·s²·d when d = d_v and s_q = s_k (the FlashAttention papers'
-count). Causal attends about half the pairs, so it is halved (the papers' convention, exact as s grows). The
-backward does five matmuls to the forward's two: 2.5x the forward.
+count). Causal attends about half the pairs, so it is halved (the papers' convention, exact as s grows). A sliding
+window counts the pairs it attends exactly (attended_pairs). The backward does five matmuls to the forward's two:
+2.5x the forward.
 """
 
 from __future__ import annotations
 
 BACKWARD_FLOPS_RATIO = 2.5
+
+
+def attended_pairs(seqlen_q: int, seqlen_k: int, left: int, right: int) -> int:
+    """(query, key) pairs a window (left, right) attends, -1 unbounded, bottom-right aligned (fa3nn/masks.py): query
+    row i sees keys max(0, i + off - left) .. min(seqlen_k - 1, i + off + right), off = seqlen_k - seqlen_q."""
+    total = 0
+    off = seqlen_k - seqlen_q
+    for i in range(seqlen_q):
+        lo = max(0, i + off - left) if left >= 0 else 0
+        hi = min(seqlen_k - 1, i + off + right) if right >= 0 else seqlen_k - 1
+        total += max(0, hi - lo + 1)
+    return total
 
 
 def attention_flops(
@@ -20,11 +33,18 @@ def attention_flops(
     headdim_v: int | None = None,
     causal: bool = False,
     direction: str = "fwd",
+    window: tuple[int, int] | None = None,
 ) -> float:
-    """FLOPs of one attention call; direction is "fwd", "bwd" or "fwd_bwd"."""
+    """FLOPs of one attention call; direction is "fwd", "bwd" or "fwd_bwd". `window` (left, right), a sliding
+    window other than causal, counts its attended pairs exactly instead (causal then only bounds it on the right)."""
     headdim_v = headdim if headdim_v is None else headdim_v
-    forward = 2.0 * batch * nheads * seqlen_q * seqlen_k * (headdim + headdim_v)
-    if causal:
+    if window is not None:
+        left, right = window[0], 0 if causal else window[1]
+        pairs = attended_pairs(seqlen_q, seqlen_k, left, right)
+        forward = 2.0 * batch * nheads * pairs * (headdim + headdim_v)
+    else:
+        forward = 2.0 * batch * nheads * seqlen_q * seqlen_k * (headdim + headdim_v)
+    if causal and window is None:
         forward /= 2
     factors = {"fwd": 1.0, "bwd": BACKWARD_FLOPS_RATIO, "fwd_bwd": 1.0 + BACKWARD_FLOPS_RATIO}
     if direction not in factors:

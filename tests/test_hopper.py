@@ -40,7 +40,7 @@ def _call(**overrides) -> AttnCall:
         ({"headdim": 96, "headdim_v": 96}, True, "headdim 96/96 is not supported"),
         ({"headdim": 256, "headdim_v": 256, "deterministic": True}, True, "deterministic=True"),
         ({"deterministic": True}, True, "deterministic=True"),
-        ({"window": Window(64, 0)}, True, "sliding-window"),
+        ({"window": Window(64, 0), "varlen": True}, True, "sliding window with varlen"),
         ({"device_type": "cpu", "capability": None}, False, "needs a CUDA device"),
         ({"capability": (8, 0)}, False, "needs a Hopper GPU (sm_90), got sm_80"),
         ({"dtype": torch.float32}, False, "dtype torch.float32 is not supported"),
@@ -52,6 +52,14 @@ def _call(**overrides) -> AttnCall:
 def test_refusal_reasons(overrides, backward, expected):
     reason = HopperBackend().refusal(_call(**overrides), backward)
     assert reason is not None and expected in reason
+
+
+def test_dense_window_backward_is_not_refused(monkeypatch):
+    """The native backward takes dense sliding windows (the forward refuses them)."""
+    from fa3nn.backends import hopper_lib
+
+    monkeypatch.setattr(hopper_lib.LIBRARY, "get", lambda: object())  # a synthetic call: no GPU, no build
+    assert HopperBackend().refusal(_call(window=Window(64, 0)), True) is None
 
 
 def _hopper_ready() -> bool:
@@ -227,7 +235,8 @@ def _api_gradients(q, k, v, dout, dlse, causal, **kwargs):
     """dq, dk, dv of <out, dout> + <lse, dlse> through fa3nn.flash_attn_func (kwargs) or attention_ref."""
     leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
     if kwargs.get("reference"):
-        out, lse = attention_ref(*leaves, causal=causal, upcast=kwargs["upcast"], reorder_ops=not kwargs["upcast"])
+        out, lse = attention_ref(*leaves, causal=causal, upcast=kwargs["upcast"], reorder_ops=not kwargs["upcast"],
+                                 window_size=kwargs.get("window_size", (-1, -1)))
     else:
         out, lse = fa3nn.flash_attn_func(*leaves, causal=causal, return_lse=True, **kwargs)
     ((out.float() * dout.float()).sum() + (lse.float() * dlse).sum()).backward()
@@ -303,6 +312,23 @@ def test_backward_the_native_kernel_refuses_runs_elsewhere():
         pt = _api_gradients(q, k, v, dout, dlse, True, reference=True, upcast=False)
         for name, g, r, p in zip(("dq", "dk", "dv"), got, ref, pt):
             assert_error_ratio(g, r, p, f"{name} (d{headdim})")
+
+
+@pytest.mark.gpu
+@needs_hopper
+@pytest.mark.parametrize("headdim", [64, 128, 256])
+def test_auto_trains_sliding_windows_on_the_native_backward(headdim):
+    """A sliding-window call through flash_attn_func under auto: the Triton forward (the native one has no windows),
+    then the native backward on its lse, with a gradient into lse too; against the reference."""
+    q, k, v = random_qkv(2, 700, 900, 6, 2, headdim, torch.bfloat16, device="cuda")
+    explanation = fa3nn.explain(q, k, v, causal=True, window_size=(128, 0))
+    assert explanation.forward == "triton" and explanation.backward == "hopper", explanation
+    dout, dlse = torch.randn_like(q), torch.randn(2, 6, 700, device="cuda")
+    got = _api_gradients(q, k, v, dout, dlse, True, window_size=(128, 0))
+    ref = _api_gradients(q, k, v, dout, dlse, True, window_size=(128, 0), reference=True, upcast=True)
+    pt = _api_gradients(q, k, v, dout, dlse, True, window_size=(128, 0), reference=True, upcast=False)
+    for name, g, r, p in zip(("dq", "dk", "dv"), got, ref, pt):
+        assert_error_ratio(g, r, p, f"{name} (d{headdim})")
 
 
 @pytest.mark.gpu

@@ -27,7 +27,7 @@ import torch
 from script_module import load_script
 
 from fa3nn.backends import hopper_build, hopper_bwd
-from fa3nn.backends.base import AttnParams, Varlen
+from fa3nn.backends.base import AttnCall, AttnParams, Varlen
 from fa3nn.masks import Window
 from fa3nn.testing import assert_error_ratio, attention_ref, random_qkv
 
@@ -123,9 +123,9 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
     strides = (ctypes.c_int64 * 24)(*([8] * 24))
 
     def error(nheads, nheads_kv, grid_order=0, softmax_scale=0.1, ctas=0, cu_q=None, cu_k=None, max_q=100,
-              variant=0, headdim=128):
+              variant=0, headdim=128, window=(-1, -1)):
         status = lib.fa3nn_hopper_bwd(*([None] * 13), cu_q, cu_k, 2, 100, 120, max_q, 120, nheads, nheads_kv, headdim,
-                                      strides, softmax_scale, 1, 1, variant, grid_order, ctas, None)
+                                      strides, softmax_scale, 1, *window, 1, variant, grid_order, ctas, None)
         return status, lib.fa3nn_hopper_last_error().decode()
 
     for nheads, nheads_kv in ((8, 3), (8, 0)):
@@ -139,6 +139,14 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
         assert error(8, 2, variant=hopper_bwd.VARIANTS[variant], headdim=256) == (
             1, "head dim 256's backward is built as variants 0 (red dQ) and 1 (bulk dQ, staged in the ring) only")
     assert error(8, 2, headdim=96) == (1, "unsupported head dim for the backward (built: 64, 128, 256)")
+    # Windows: sizes of -1 or more; dense and the default variant only.
+    assert error(8, 2, window=(-2, 0)) == (1, "window_left / window_right must be -1 (unbounded) or a key count >= 0")
+    assert error(8, 2, window=(32, 0), variant=hopper_bwd.VARIANTS["red_dq"]) == (
+        1, "the sliding-window backward is built for the default variant only (4 m128 at head dim 64, 3 bulk dQ + "
+           "overlap at 128, 1 bulk dQ at 256)")
+    assert error(8, 2, window=(32, 0), cu_q=ctypes.c_void_p(16), cu_k=ctypes.c_void_p(16), max_q=90,
+                 variant=hopper_bwd.VARIANTS["bulk_dq_overlap"]) == (
+        1, "the backward has sliding windows for dense calls only")
     # Varlen: both offsets or neither; a dense call's longest lengths are its lengths; the default variant only
     # (pointers that are never dereferenced: these checks run before any launch).
     cu = ctypes.c_void_p(16)
@@ -268,7 +276,6 @@ def _params(window=None, softcap=0.0):
 @pytest.mark.parametrize(
     "kwargs, expected",
     [
-        (dict(params=_params(window=Window(32, 0))), "sliding window"),
         (dict(params=_params(softcap=30.0)), "softcap"),
     ],
 )
@@ -277,6 +284,30 @@ def test_backward_refuses_what_the_kernel_lacks(kwargs, expected):
     call.update(kwargs)
     with pytest.raises(ValueError, match=expected):
         hopper_bwd.backward(**_inputs(), **call)
+
+
+def test_window_arguments_and_refusals():
+    """Sliding windows: dense calls of the default variant only (a named error for the others and for bad sizes), the
+    refusal that sends varlen windows to triton, and the C ABI's own window check."""
+    args = _inputs()
+    for bad in ((-2, 0), (3,), (1.5, 0), (True, 0)):
+        with pytest.raises(ValueError, match=r"window_size must be \(left, right\) ints >= -1"):
+            hopper_bwd.launch(softmax_scale=0.1, causal=False, window_size=bad, **args)
+    with pytest.raises(ValueError, match=r"window_size \(32, 0\): the native backward has sliding windows for dense "
+                                         r"calls in the default variant \('bulk_dq_overlap'\) only"):
+        hopper_bwd.launch(softmax_scale=0.1, causal=False, window_size=(32, 0), variant="red_dq", **args)
+    # Causal (-1, 0) and full (-1, -1) are not windows; (-1, 5) and (0, 0) are.
+    assert [hopper_bwd.is_sliding(hopper_bwd.window_of(c, w)) for c, w in
+            ((False, (-1, -1)), (True, (-1, -1)), (True, (-1, 7)), (False, (-1, 5)), (False, (0, 0)))] == [
+        False, False, False, True, True]
+    varlen_args, varlen = _varlen_inputs([10, 20], [10, 20])
+    with pytest.raises(ValueError, match="with varlen: the native backward has sliding windows for dense calls only"):
+        hopper_bwd.backward(**varlen_args, dlse=None, params=_params(window=Window(32, 0)), varlen=varlen)
+    call = AttnCall(device_type="cuda", capability=(9, 0), dtype=torch.bfloat16, headdim=128, headdim_v=128,
+                    nheads=4, nheads_kv=4, varlen=True, window=Window(32, 0), softcap=0.0, deterministic=False)
+    assert hopper_bwd.refusal(call) == ("sliding window with varlen: the native backward has windows for dense calls "
+                                        "only")
+    assert hopper_bwd.refusal(dataclasses.replace(call, varlen=False)) is None
 
 
 def _varlen_inputs(lengths_q, lengths_k, nheads=4, nheads_kv=4, headdim=128, dtype=torch.bfloat16, device="cpu"):
@@ -352,7 +383,7 @@ def test_gqa_backward_expands_kv_and_sums_each_group(monkeypatch):
     autograd of attention_ref), so what is checked is the wrapper's head mapping (query head h reads K/V head
     h // group) and group sums, against the reference's own GQA backward."""
 
-    def mha_backward(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None, varlen=None):
+    def mha_backward(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None, varlen=None, window_size=(-1, -1)):
         assert q.shape[2] == k.shape[2], "the kernel must see MHA"
         leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
         o, _ = attention_ref(*leaves, causal=causal, softmax_scale=softmax_scale)
@@ -378,7 +409,7 @@ def test_backward_routes_gqa_by_the_native_gqa_flag(monkeypatch, native_gqa):
     gets the expanded copies (the test above checks that path's sums)."""
     seen = {}
 
-    def fake_launch(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None, varlen=None):
+    def fake_launch(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None, varlen=None, window_size=(-1, -1)):
         seen["k_heads"] = k.shape[2]
         return torch.zeros_like(q), torch.full_like(k, 2.0), torch.full_like(v, 3.0)
 
@@ -506,6 +537,47 @@ def test_varlen_backward_matches_reference(dtype, headdim, causal, heads, case, 
             assert not dq[rq].any(), f"sequence {b} has no keys but nonzero dq"
         if rq.start == rq.stop:
             assert not dk[rk].any() and not dv[rk].any(), f"sequence {b} has no queries but nonzero dk / dv"
+
+
+# Sliding windows (BwdConfig::kLocal; the native forward has none, so out and lse come from the reference backend's
+# forward): against the reference gradients by the error-ratio rule, NaN-poisoned first. Windows bounded on the left,
+# the right, both, down to the diagonal alone, and causal with a left bound; 511x1537 leaves key blocks that no query's
+# window reaches (skipped tiles: their dK / dV must come out exactly zero), 1537x511 query rows that see no key, and
+# GQA walks a group's heads per key block.
+WINDOWS = [((100, -1), False), ((-1, 70), False), ((64, 64), False), ((0, 0), False), ((200, -1), True)]
+
+
+@pytest.mark.parametrize("seqlens", [(511, 1537), (1537, 511), (1000, 1000)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("window", WINDOWS, ids=lambda w: f"w{w[0][0]}_{w[0][1]}{'_causal' if w[1] else ''}")
+@pytest.mark.parametrize("heads", [(4, 4), (6, 2)], ids=lambda h: f"{h[0]}q{h[1]}kv")
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.gpu
+@needs_hopper
+def test_window_backward_matches_reference(headdim, heads, window, seqlens):
+    from fa3nn.backends.reference import ReferenceBackend
+
+    (window_size, causal), (nheads, nheads_kv) = window, heads
+    q, k, v = random_qkv(2, *seqlens, nheads, nheads_kv, headdim, torch.bfloat16, device="cuda")
+    scale = headdim**-0.5
+    params = AttnParams(softmax_scale=scale, window=Window.from_args(causal, window_size), softcap=0.0,
+                        deterministic=False)
+    out, lse = ReferenceBackend().forward(q, k, v, params, None)
+    dout = torch.randn_like(out)
+    dq, dk, dv = (_poisoned_like(t) for t in (q, k, v))
+    hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, dq=dq, dk=dk, dv=dv, window_size=window_size)
+    grads = {}
+    for upcast in (True, False):
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        ref_out, _ = attention_ref(*leaves, causal=causal, window_size=window_size, upcast=upcast,
+                                   reorder_ops=not upcast)
+        ref_out.backward(dout)
+        grads[upcast] = [t.grad for t in leaves]
+    for name, got, r, p in zip(("dq", "dk", "dv"), (dq, dk, dv), grads[True], grads[False]):
+        assert not got.isnan().any(), f"{name} has NaNs (unwritten rows of the poisoned buffer, or NaN math)"
+        assert_error_ratio(got, r, p, name)
+    # Keys no query's window reaches: exactly zero (their tiles are skipped, the buffers zeroed first).
+    unreached = ~params.window.allowed(0, seqlens[0], *seqlens, "cuda").any(0)
+    assert not dk[:, unreached].any() and not dv[:, unreached].any()
 
 
 # The variants change only dQ's path (bulk_dq: shared memory + TMA reduce-add) or the order of neighbouring query

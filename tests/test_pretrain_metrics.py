@@ -2,7 +2,8 @@
 
 import pytest
 
-from fa3nn.metrics import attention_flops, mfu, model_flops_per_token, peak_tflops
+from fa3nn.masks import Window
+from fa3nn.metrics import attended_pairs, attention_flops, mfu, model_flops_per_token, peak_tflops
 
 
 def test_model_flops_per_token_by_hand():
@@ -26,3 +27,17 @@ def test_peak_table_and_mfu():
     # 100k tokens/s x 1 GFLOP/token = 100 TFLOP/s = 10.1% of an H200
     assert mfu(100_000, 1e9, 989.4) == pytest.approx(100 / 989.4)
     assert mfu(100_000, 1e9, None) is None
+
+
+def test_window_flops_count_attended_pairs():
+    """attended_pairs against the mask itself (fa3nn.masks.Window.allowed), and attention_flops with a window: the
+    full window is the dense count, a window past the sequence changes nothing, causal bounds the right side."""
+    for sq, sk in ((17, 40), (40, 17), (64, 64)):
+        for left, right in ((-1, -1), (5, 0), (-1, 3), (0, 0), (7, 2), (100, -1)):
+            mask = Window(left, right).allowed(0, sq, sq, sk, "cpu")
+            expected = sq * sk if mask is None else int(mask.sum())
+            assert attended_pairs(sq, sk, left, right) == expected, (sq, sk, left, right)
+    dense = attention_flops(2, 3, 50, 50, 64, direction="bwd")
+    assert attention_flops(2, 3, 50, 50, 64, direction="bwd", window=(-1, -1)) == dense
+    assert attention_flops(2, 3, 50, 50, 64, window=(200, 200)) == attention_flops(2, 3, 50, 50, 64)
+    assert attention_flops(2, 3, 50, 50, 64, causal=True, window=(-1, 9)) == 2.0 * 2 * 3 * (50 * 51 // 2) * 128

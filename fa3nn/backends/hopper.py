@@ -3,7 +3,8 @@
 Forward: bf16/fp16, head dims 64/128/256, causal or not, MQA/GQA, varlen. Backward (hopper_bwd.py): dense and varlen
 batches, head dims 64/128/256, causal or not, MHA and GQA/MQA (the kernel walks each K/V head's query heads while
 hopper_bwd.NATIVE_GQA is on, else K/V are expanded and dK/dV summed over each group), with or without a gradient into
-lse; every other backward (windows, softcap, and deterministic=True: dQ is summed with fp32 atomics) is refused, so
+lse, sliding windows on dense calls (after a Triton forward: the native forward has none); every other backward
+(softcap, windows with varlen, and deterministic=True: dQ is summed with fp32 atomics) is refused, so
 `auto` runs it on triton (else reference), which read the same lse: float32 natural log, (batch, nheads, seqlen_q), or
 (nheads, total_q) for varlen. The library is loaded (built on first use, see hopper_build) the first time a call
 that this backend could otherwise serve asks, and a failed load becomes the refusal reason, so `auto` falls through.
@@ -95,8 +96,9 @@ class HopperBackend(Backend):
                 f"headdim {call.headdim}/{call.headdim_v} is not supported by the hopper backend "
                 f"(supported: {', '.join(map(str, SUPPORTED_HEADDIMS))}, equal for q/k and v); use backend='triton'"
             )
-        if call.window.local or call.window.right > 0:
-            return "sliding-window attention is not in the native kernel yet; use backend='triton' or 'auto'"
+        if (call.window.local or call.window.right > 0) and not backward:
+            return ("sliding-window attention is not in the native forward yet; use backend='triton' or 'auto' (the "
+                    "native backward has windows: auto trains dense windowed calls on it)")
         if call.softcap > 0:
             return "softcap is not in the native kernel yet; use backend='triton' or 'auto'"
         if call.nheads % call.nheads_kv != 0:

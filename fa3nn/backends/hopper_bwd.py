@@ -2,8 +2,9 @@
 
 Kernel scope: dense or packed (varlen, cu_seqlens) batches, MHA/GQA/MQA (nheads_kv dividing nheads), head dim 64,
 128 or 256 (64-key blocks whose two consumer warpgroups split the head dim: kernels/hopper/flash_bwd_cols.cuh),
-bf16/fp16, causal or not, no sliding window, no softcap; dQ is summed with fp32 atomics, so it is not bitwise
-deterministic. Varlen runs each head dim's default variant (DEFAULT_VARIANTS; the library builds no other). Under
+bf16/fp16, causal or not, sliding windows on dense calls, no softcap; dQ is summed with fp32 atomics, so it is not
+bitwise deterministic. Varlen and windows run each head dim's default variant (DEFAULT_VARIANTS; the library builds
+no other for them). Under
 GQA/MQA one CTA per K/V head walks every query head of its group and sums dK/dV in registers
 (kernels/hopper/flash_bwd.cuh, BwdQueryWalk): dK/dV stay deterministic and are written once per K/V head.
 `backward` runs GQA/MQA through that in-kernel path (NATIVE_GQA, the default); with NATIVE_GQA off it expands K and V
@@ -24,6 +25,7 @@ import torch
 
 from fa3nn.backends.base import AttnCall, AttnParams, Varlen
 from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
+from fa3nn.masks import Window
 
 SUPPORTED_HEADDIMS = (64, 128, 256)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
@@ -160,7 +162,7 @@ def check_varlen(varlen: Varlen, total_q: int, total_k: int, device: torch.devic
 def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None, dk=None, dv=None, dlse=None,
            variant: str | None = None, library: ctypes.CDLL | None = None, grid_order: str = "auto",
            scalar_prepost: bool = False, schedule: str = "auto", max_ctas: int | None = None,
-           scalar_dkdv: bool = False, varlen: Varlen | None = None):
+           scalar_dkdv: bool = False, varlen: Varlen | None = None, window_size: tuple[int, int] = (-1, -1)):
     """Run preprocess, main kernel and postprocess; returns (dq, dk, dv). Allocates outputs and fp32 workspaces
     through torch unless dq/dk/dv are given, launches on the current stream, never syncs. `dlse` (the gradient into
     lse, lse's shape; None for none) is folded into the preprocess's delta. `variant` picks a build of the main
@@ -171,7 +173,8 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     default the SM count; benchmarks and tests); `scalar_dkdv` dK / dV stored 4 bytes at a time (SCALAR_DKDV_BIT;
     benchmarks and tests). k/v may have fewer heads than q (GQA/MQA, a divisor of q's): dk/dv come out with k/v's
     shape. `varlen` (base.Varlen): packed sequences, tensors without the batch axis (check_arguments), the default
-    variant only."""
+    variant only. `window_size` (left, right), -1 unbounded, with `causal` as in fa3nn.masks.Window.from_args: a
+    window other than full or causal runs the window kernels (dense, the default variant)."""
     if variant is None:  # a head dim without a default: check_arguments names the problem
         variant = DEFAULT_VARIANTS.get(q.shape[-1] if isinstance(q, torch.Tensor) else None, "red_dq")
     if variant not in VARIANTS:
@@ -185,6 +188,10 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
         raise ValueError(f"max_ctas must be a positive int and needs schedule='persistent', got max_ctas={max_ctas!r} "
                          f"with schedule={schedule!r}")
     check_arguments(dout, q, k, v, out, lse, softmax_scale, varlen)
+    window = window_of(causal, window_size)
+    if is_sliding(window) and (varlen is not None or variant != DEFAULT_VARIANTS[q.shape[-1]]):
+        raise ValueError(f"window_size {window_size}: the native backward has sliding windows for dense calls in the "
+                         f"default variant ({DEFAULT_VARIANTS[q.shape[-1]]!r}) only; use backend='triton' otherwise")
     if varlen is not None and variant != DEFAULT_VARIANTS[q.shape[-1]]:
         raise ValueError(f"variant {variant!r}: the varlen backward is built for the default variant of head dim "
                          f"{q.shape[-1]} only ({DEFAULT_VARIANTS[q.shape[-1]]!r})")
@@ -219,7 +226,7 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     dv = torch.empty_like(v) if dv is None else dv
     if seqlen_k == 0:  # no keys: nothing reaches q; the kernels launch nothing for an empty call
         dq.zero_()
-    if seqlen_q == 0:
+    if seqlen_q == 0 or is_sliding(window):  # (a window's key blocks no query reaches are not written)
         dk.zero_()
         dv.zero_()
     if varlen is not None:  # the kernel skips the tiles of sequences without queries: their keys get no gradient
@@ -253,7 +260,7 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
             dq_accum.data_ptr(), lse_log2.data_ptr(), delta.data_ptr(),
             None if cu_q is None else cu_q.data_ptr(), None if cu_k is None else cu_k.data_ptr(),
             batch, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, nheads, k.shape[-2], headdim, stride_array,
-            float(softmax_scale), int(causal),
+            float(softmax_scale), int(causal), window.left, window.right,
             int(q.dtype == torch.bfloat16), VARIANTS[variant] | (SCALAR_PREPOST_BIT if scalar_prepost else 0)
             | (SCALAR_DKDV_BIT if scalar_dkdv else 0),
             GRID_ORDERS[grid_order], ctas, stream,
@@ -261,6 +268,19 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     if status != 0:
         raise RuntimeError(f"fa3nn hopper backward failed: {lib.fa3nn_hopper_last_error().decode()}")
     return dq, dk, dv
+
+
+def window_of(causal: bool, window_size) -> Window:
+    """The normalized window of a call (fa3nn.masks.Window.from_args), its sizes checked."""
+    if not (isinstance(window_size, (tuple, list)) and len(window_size) == 2
+            and all(isinstance(w, int) and not isinstance(w, bool) and w >= -1 for w in window_size)):
+        raise ValueError(f"window_size must be (left, right) ints >= -1 (-1: unbounded), got {window_size!r}")
+    return Window.from_args(causal, tuple(window_size))
+
+
+def is_sliding(window: Window) -> bool:
+    """A window the plain and causal kernels cannot take: a left bound, or a right bound past the diagonal."""
+    return window.local or window.right > 0
 
 
 def varlen_ws_row0(q_row0: int, batch: int, rows: int) -> int:
@@ -284,6 +304,8 @@ def refusal(call: AttnCall) -> str | None:
         return f"headdim {call.headdim}: the native backward has {', '.join(map(str, SUPPORTED_HEADDIMS))}"
     if call.deterministic:
         return "deterministic=True: the native backward sums dQ with fp32 atomics; triton's backward has none"
+    if call.varlen and is_sliding(call.window):
+        return "sliding window with varlen: the native backward has windows for dense calls only"
     return None
 
 
@@ -291,18 +313,21 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     """Backend.backward for the native kernels; GQA/MQA in the kernel with NATIVE_GQA, else through copies of K and V
     (module docstring)."""
     if params.window.local or params.window.right > 0:
-        raise ValueError(f"params.window {params.window} is a sliding window; the native backward does causal or full")
+        if varlen is not None:
+            raise ValueError(f"params.window {params.window} with varlen: the native backward has sliding windows for "
+                             "dense calls only")
     if params.softcap > 0:
         raise ValueError(f"params.softcap {params.softcap}: softcap is not in the native backward yet")
     group = q.shape[-2] // k.shape[-2] if q.dim() >= 3 and k.dim() >= 3 and k.shape[-2] else 1
     if group == 1 or NATIVE_GQA:
-        return launch(dout, q, k, v, out, lse, params.softmax_scale, params.window.causal, dlse=dlse, varlen=varlen)
+        return launch(dout, q, k, v, out, lse, params.softmax_scale, params.window.causal, dlse=dlse, varlen=varlen,
+                      window_size=(params.window.left, params.window.right))
     if q.shape[-2] != group * k.shape[-2]:
         raise ValueError(f"q has {q.shape[-2]} heads, not a multiple of k's {k.shape[-2]}")
     # GQA: query head h reads kv head h // group (the forward's convention), so repeat_interleave on the head axis.
     k_full, v_full = (t.repeat_interleave(group, dim=-2) for t in (k, v))
     dq, dk_full, dv_full = launch(dout, q, k_full, v_full, out, lse, params.softmax_scale, params.window.causal,
-                                  dlse=dlse, varlen=varlen)
+                                  dlse=dlse, varlen=varlen, window_size=(params.window.left, params.window.right))
     dk, dv = (g.unflatten(-2, (k.shape[-2], group)).sum(-2, dtype=torch.float32).to(k.dtype)
               for g in (dk_full, dv_full))
     return dq, dk, dv

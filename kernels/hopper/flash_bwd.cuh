@@ -97,13 +97,22 @@ struct BwdParams {
   // sequence at its own padded offset (flash_bwd_seq.cuh). Unread by dense kernels.
   const int* cu_seqlens_q;
   const int* cu_seqlens_k;
+  // Sliding window (BwdConfig::kLocal): query row i sees key j iff i + off - window_left <= j <= i + off +
+  // window_right, off = seqlen_k - seqlen_q, -1 = unbounded on that side (fa3nn/masks.py). Unread by other kernels.
+  int window_left, window_right;
 };
 
 template <int kHeadDim_, int kStages_, bool kBF16_, bool kCausal_, bool kDQBulk_ = false, bool kOverlap_ = false,
-          int kBlockM_ = 64, bool kVarlen_ = false>
+          int kBlockM_ = 64, bool kVarlen_ = false, bool kLocal_ = false>
 struct BwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kStages = kStages_;
   static constexpr bool kBF16 = kBF16_, kCausal = kCausal_;
+  // Sliding windows (BwdParams::window_left / window_right, either side bounded; causal is the window (-1, 0) and
+  // has kCausal instead): the mask, each key block's query-block range and tiles without a step skipped by every role
+  // (their dK / dV zeroed by the caller), as varlen's. Dense, default variants only (flash_bwd_launch.cuh).
+  static constexpr bool kLocal = kLocal_;
+  static_assert(!(kLocal_ && (kCausal_ || kVarlen_)), "a window kernel takes causal as a window, and no varlen");
+  static constexpr bool kSkipsEmptyTiles = kVarlen_ || kLocal_;
   // Packed sequences (BwdParams::cu_seqlens_*): per-tile lengths and row offsets (bwd_tile), empty tiles skipped
   // (BwdCtaTiles). A separate instantiation, so the dense kernels carry none of it.
   static constexpr bool kVarlen = kVarlen_;
@@ -134,7 +143,12 @@ struct BwdConfig {
   static constexpr int kBlockN = kColSplit ? 64 : 128;  // keys per CTA (64 per consumer warpgroup unless kColSplit)
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128*24 + 256*240 = 64,512 of 65,536
+  // 128*24 + 256*240 = 64,512 = 384 x 168, the registers the CTA launched with: setmaxnreg only moves registers
+  // inside the CTA, so the split may not exceed them. 32 / 240 (65,536) hung every kLocal kernel in the consumers'
+  // setmaxnreg.inc (H200, s30h / s30i). kLocal takes 32 / 232 (63,488): at 24 the d128 kLocal producer's step loop
+  // spilled a word (the window's query-block end held across it); at 232 the kLocal consumers use up to R223
+  // (offline, nvcc 13.0; not yet run on the GPU).
+  static constexpr int kProducerRegs = kLocal_ ? 32 : 24, kConsumerRegs = kLocal_ ? 232 : 240;
   // dQ split between the two consumers (see the file comment): by head-dim columns needs N = d/2 >= 64 (a full SW128
   // panel of K as the B operand); d64 splits by keys instead.
   // kBlockM 128 splits it by query rows instead: warpgroup c, rows [64c, 64c + 64), all 128 keys, all columns.
@@ -201,20 +215,48 @@ struct BwdConfig {
 // Query blocks key block n_block must visit: under a causal mask (bottom-right aligned, as the forward) query row i
 // sees key j iff j <= i + seqlen_k - seqlen_q, so rows before n_block * kBlockN - (seqlen_k - seqlen_q) see none of
 // the block's keys and their query blocks are skipped.
+// kLocal: the same with the window's right bound (unbounded: 0), and bwd_end_m_block the left bound's end.
 template <class Cfg>
-__device__ __forceinline__ int first_m_block(const BwdSeq& seq, int n_block) {
+__device__ __forceinline__ int first_m_block(const BwdParams& p, const BwdSeq& seq, int n_block) {
+  if constexpr (Cfg::kLocal) {
+    if (p.window_right < 0) return 0;
+    const int first_row = n_block * Cfg::kBlockN - (seq.seqlen_k - seq.seqlen_q) - p.window_right;
+    return first_row <= 0 ? 0 : first_row / Cfg::kBlockM;
+  }
   if constexpr (!Cfg::kCausal) return 0;
   const int first_row = n_block * Cfg::kBlockN - (seq.seqlen_k - seq.seqlen_q);
   return first_row <= 0 ? 0 : first_row / Cfg::kBlockM;
 }
 
+// One past the last query block key block n_block must visit: num_m_blocks, or (kLocal, left bound) the block after
+// the last row i that sees the block's last key, i + off - window_left <= (n_block + 1) * kBlockN - 1; 0 when none.
+template <class Cfg>
+__device__ __forceinline__ int bwd_end_m_block(const BwdParams& p, const BwdSeq& seq, int n_block) {
+  const int all = Cfg::kVarlen ? (seq.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM : p.num_m_blocks;
+  if constexpr (Cfg::kLocal) {
+    if (p.window_left >= 0) {
+      const int last_row = (n_block + 1) * Cfg::kBlockN - 1 - (seq.seqlen_k - seq.seqlen_q) + p.window_left;
+      const int end = last_row < 0 ? 0 : last_row / Cfg::kBlockM + 1;
+      return end < all ? end : all;
+    }
+  }
+  return all;
+}
+
 // Whether query block m_block has a masked (query, key) pair in key block n_block: some key past seqlen_k, or some
 // key above the diagonal of the block's first row.
+// kLocal: or some key beyond the window of the block's first row (right bound) or before that of its last row (left).
 template <class Cfg>
-__device__ __forceinline__ bool bwd_block_needs_mask(const BwdSeq& seq, int m_block, int n_block) {
+__device__ __forceinline__ bool bwd_block_needs_mask(const BwdParams& p, const BwdSeq& seq, int m_block,
+                                                     int n_block) {
   const int last_key = (n_block + 1) * Cfg::kBlockN - 1;
   bool need = last_key >= seq.seqlen_k;
   if constexpr (Cfg::kCausal) need |= last_key > m_block * Cfg::kBlockM + seq.seqlen_k - seq.seqlen_q;
+  if constexpr (Cfg::kLocal) {
+    const int off = seq.seqlen_k - seq.seqlen_q;
+    need |= p.window_right >= 0 && last_key > m_block * Cfg::kBlockM + off + p.window_right;
+    need |= p.window_left >= 0 && n_block * Cfg::kBlockN < (m_block + 1) * Cfg::kBlockM - 1 + off - p.window_left;
+  }
   return need;
 }
 
@@ -239,9 +281,13 @@ __device__ __forceinline__ BwdTile bwd_tile(const BwdParams& p, int tile) {
 
 // Varlen tiles past their sequence's keys (the grid counts key blocks of the longest), or of a sequence without
 // queries, have no step: every role skips them (BwdCtaTiles), so no barrier phase is spent on them, and their dK / dV
-// rows are zeroed by the caller before the launch (hopper_bwd.launch). A dense tile always has a step.
+// rows are zeroed by the caller before the launch (hopper_bwd.launch). A dense tile always has a step, unless a
+// window keeps every query row off its keys (kLocal: first_m_block .. bwd_end_m_block empty): skipped, and zeroed by
+// the caller, the same way.
 template <class Cfg>
-__device__ __forceinline__ bool bwd_tile_empty(const BwdTile& t) {
+__device__ __forceinline__ bool bwd_tile_empty(const BwdParams& p, const BwdTile& t) {
+  if constexpr (Cfg::kLocal)
+    return bwd_end_m_block<Cfg>(p, t.seq, t.n_block) <= first_m_block<Cfg>(p, t.seq, t.n_block);
   return t.n_block * Cfg::kBlockN >= t.seq.seqlen_k || t.seq.seqlen_q == 0;
 }
 
@@ -267,7 +313,7 @@ struct BwdCtaTiles {
   }
   __device__ __forceinline__ bool valid(const BwdParams& p) const { return tile < p.num_tiles; }
   __device__ __forceinline__ void advance(const BwdParams& p) {
-    deal(Cfg::kVarlen ? ++round : iter + 1);
+    deal(Cfg::kSkipsEmptyTiles ? ++round : iter + 1);
     ++iter;
     skip_empty(p);
   }
@@ -286,8 +332,8 @@ struct BwdCtaTiles {
     }
   }
   __device__ __forceinline__ void skip_empty(const BwdParams& p) {
-    if constexpr (Cfg::kVarlen) {
-      while (valid(p) && bwd_tile_empty<Cfg>(bwd_tile<Cfg>(p, tile))) deal(++round);
+    if constexpr (Cfg::kSkipsEmptyTiles) {
+      while (valid(p) && bwd_tile_empty<Cfg>(p, bwd_tile<Cfg>(p, tile))) deal(++round);
     }
   }
 };
@@ -306,8 +352,8 @@ struct BwdQueryWalk {
   int m_block;  // query block of the current step
 
   __device__ __forceinline__ BwdQueryWalk(const BwdParams& p, const BwdSeq& seq, int n_block, int kv_head)
-      : begin(first_m_block<Cfg>(seq, n_block)),
-        end(Cfg::kVarlen ? (seq.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM : p.num_m_blocks),
+      : begin(first_m_block<Cfg>(p, seq, n_block)),
+        end(bwd_end_m_block<Cfg>(p, seq, n_block)),
         total(p.group * (end - begin)),
         head(kv_head * p.group),
         m_block(begin) {}
@@ -473,8 +519,10 @@ struct BwdConsumer {
 
   __device__ __forceinline__ static uint32_t pack(float lo, float hi) { return pack_16x2<Cfg::kBF16>(lo, hi); }
 
-  // Rows are keys, columns queries. Masked: keys past seqlen_k, and (causal) keys above the query's diagonal.
-  __device__ __forceinline__ void apply_mask(float (&s)[kSRegs], const BwdSeq& seq, int m_block, int n_block) const {
+  // Rows are keys, columns queries. Masked: keys past seqlen_k, (causal) keys above the query's diagonal, (kLocal)
+  // keys outside the query's window.
+  __device__ __forceinline__ void apply_mask(float (&s)[kSRegs], const BwdParams& p, const BwdSeq& seq, int m_block,
+                                            int n_block) const {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int key = n_block * Cfg::kBlockN + key_base() + row_in_warpgroup(half);
@@ -484,6 +532,11 @@ struct BwdConsumer {
         const int query = m_block * Cfg::kBlockM + query_base() + col_of(i);
         bool masked = key >= seq.seqlen_k;
         if constexpr (Cfg::kCausal) masked |= key > query + seq.seqlen_k - seq.seqlen_q;
+        if constexpr (Cfg::kLocal) {
+          const int diag = query + seq.seqlen_k - seq.seqlen_q;
+          masked |= (p.window_right >= 0 && key > diag + p.window_right) ||
+                    (p.window_left >= 0 && key < diag - p.window_left);
+        }
         if (masked) s[i] = -INFINITY;
       }
     }
@@ -515,7 +568,7 @@ struct BwdConsumer {
   // P^T in place of S^T, the mask applied first where the block needs it (bwd_block_needs_mask).
   __device__ __forceinline__ void masked_probs(float (&s)[kSRegs], const BwdParams& p, const BwdSeq& seq,
                                                const float* lse_log2, int m_block, int n_block) const {
-    if (bwd_block_needs_mask<Cfg>(seq, m_block, n_block)) apply_mask(s, seq, m_block, n_block);
+    if (bwd_block_needs_mask<Cfg>(p, seq, m_block, n_block)) apply_mask(s, p, seq, m_block, n_block);
     probs(s, lse_log2, p.scale_log2);
   }
 

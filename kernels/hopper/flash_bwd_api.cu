@@ -36,6 +36,10 @@ extern "C" {
 // preprocess runs wherever out and dout, the 16-byte postprocess wherever dq, are 16-B aligned with strides of
 // multiples of 8 elements); + 32 (kScalarDKDVBit): dK / dV stored 4 bytes at a time (by default 16 bytes wherever dk
 // and dv are 16-B aligned with strides of multiples of 8 elements). Python's DEFAULT_VARIANTS picks per head dim.
+// window_left / window_right: a sliding window, query row i sees key j iff i + off - left <= j <= i + off + right,
+// off = seqlen_k - seqlen_q, -1 = unbounded (fa3nn/masks.py); causal sets right to 0. Anything but (-1, -1) and
+// (-1, 0) runs the window kernels: dense, the default variant, one CTA per tile; dk and dv must be zeroed first (key
+// blocks no query's window reaches are not written).
 // grid_order: 0 = auto (key blocks outermost for dense causal GQA/MQA, else innermost), 1 = key blocks innermost (the MHA
 // order), 2 = outermost (flash_bwd.cuh, bwd_tile); for benchmarks and tests.
 // ctas: the main kernel's CTAs. 0 = auto (one per SM chaining tiles where use_persistent_bwd says so, else one per
@@ -46,8 +50,8 @@ int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void*
                      const float* dlse, void* dq, void* dk, void* dv, float* dq_accum, float* lse_log2, float* delta,
                      const int* cu_seqlens_q, const int* cu_seqlens_k, int batch, int seqlen_q, int seqlen_k,
                      int max_seqlen_q, int max_seqlen_k, int nheads, int nheads_kv, int headdim,
-                     const int64_t* strides, float softmax_scale, int causal, int bf16, int variant, int grid_order,
-                     int ctas, void* stream) {
+                     const int64_t* strides, float softmax_scale, int causal, int window_left, int window_right,
+                     int bf16, int variant, int grid_order, int ctas, void* stream) {
   if (nheads_kv <= 0 || nheads % nheads_kv != 0)
     return fail("%s", "nheads_kv must be positive and divide nheads (GQA/MQA: query heads in groups of equal size)");
   if (!(softmax_scale > 0.f)) return fail("%s", "softmax_scale must be positive");
@@ -61,6 +65,14 @@ int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void*
                 seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, nheads, nheads_kv,   headdim,      strides,
                 softmax_scale, grid_order, static_cast<cudaStream_t>(stream)};
   if (ctas < -1) return fail("%s", "ctas must be 0 (auto), -1 (one CTA per tile) or a positive CTA count");
+  if (window_left < -1 || window_right < -1)
+    return fail("%s", "window_left / window_right must be -1 (unbounded) or a key count >= 0");
+  // causal bounds the window on the right at the diagonal; what remains beyond (-1, -1) and (-1, 0) is a window.
+  if (causal != 0) window_right = 0;
+  pr.local = window_left >= 0 || window_right > 0;
+  pr.window_left = window_left;
+  pr.window_right = window_right;
+  if (pr.local) causal = 0;  // the window kernels mask both bounds themselves
   pr.ctas = ctas;
   pr.prepost_vec = (variant & kScalarPrePostBit) == 0;
   pr.dkdv_vec16 = (variant & kScalarDKDVBit) == 0;

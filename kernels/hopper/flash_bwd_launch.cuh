@@ -36,6 +36,10 @@ struct BwdProblem {
   int prepost_vec = 1;  // 0: the 2-byte preprocess / postprocess kernels even where 16-byte ones could run
   int ctas = 0;         // main kernel CTAs: 0 auto (use_persistent_bwd), -1 one per tile, n > 0 at most n (persistent)
   int dkdv_vec16 = 1;   // 0: dK / dV stored 4 bytes at a time even where 16-byte stores could run
+  // A sliding window other than causal's (-1, 0): (left, right), -1 unbounded (fa3nn/masks.py); local selects the
+  // BwdConfig::kLocal kernels. dk and dv zeroed by the caller (tiles no window reaches are skipped).
+  bool local = false;
+  int window_left = -1, window_right = -1;
 };
 
 // The variant bit that selects the 2-byte preprocess / postprocess kernels (benchmarks: fa3nn_hopper_bwd).
@@ -55,8 +59,9 @@ constexpr int kScalarDKDVBit = 32;
 // innermost; benchmarks/NOTES.md, s29b): lengths uniform in [256, 4096] 460 / 426 and 405 / 364 non-causal, 417 / 307
 // and 360 / 308 causal; in [32, 1024] 345 / 296, 294 / 268, 239 / 215, 202 / 196; all 2048: 462 / 455, 415 / 419,
 // 381 / 395, 351 / 362.
-inline bool use_persistent_bwd(bool causal, int group, int seqlen_q, bool varlen) {
-  return !varlen && static_cast<long long>(group) * seqlen_q <= (causal ? 4096 : 1024);
+// Windows (kLocal): never either, for the same reason as varlen (empty tiles in the static deal; not measured).
+inline bool use_persistent_bwd(bool causal, int group, int seqlen_q, bool skips_empty_tiles) {
+  return !skips_empty_tiles && static_cast<long long>(group) * seqlen_q <= (causal ? 4096 : 1024);
 }
 
 inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
@@ -141,6 +146,9 @@ int launch_bwd(const BwdProblem& pr) {
   p.num_m_blocks = (pr.max_seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   p.scale_log2 = pr.softmax_scale * 1.4426950408889634f;
   p.softmax_scale = pr.softmax_scale;
+  p.window_left = pr.window_left;
+  p.window_right = pr.window_right;
+  if (pr.local != Cfg::kLocal) return fail("%s", "internal: a window call reached a kernel without windows or back");
 
   // 16-byte accesses where the tensors allow them (PrePostVec), each pass by its own: the preprocess reads out and
   // dout, the postprocess writes dq; both access dq_accum (torch allocates it aligned; checked for C callers).
@@ -179,7 +187,8 @@ int launch_bwd(const BwdProblem& pr) {
   p.tile_inner = FastDiv(p.key_blocks_outer ? pr.nheads_kv : n_blocks);
   p.tile_middle = FastDiv(p.key_blocks_outer ? pr.batch : pr.nheads_kv);
   static const int sms = num_sms();
-  const bool auto_persistent = pr.ctas == 0 && use_persistent_bwd(Cfg::kCausal, p.group, pr.max_seqlen_q, varlen);
+  const bool auto_persistent =
+      pr.ctas == 0 && use_persistent_bwd(Cfg::kCausal, p.group, pr.max_seqlen_q, Cfg::kSkipsEmptyTiles);
   const int ctas = pr.ctas > 0 ? pr.ctas : auto_persistent ? sms : p.num_tiles;
   const int grid = ctas < p.num_tiles ? ctas : p.num_tiles;
   // 16-byte dK / dV stores (BwdConsumer::store_rows) where both are 16-B aligned with strides of multiples of 8.
@@ -220,10 +229,18 @@ int run_bwd_dispatch(const BwdProblem& pr, bool bf16, bool causal) {
                 : launch_bwd<BwdConfig<D, S, false, false, kDQBulk, kOverlap, kBlockM, kVarlen>>(pr);
 }
 
-// Varlen kernels are built for each head dim's default variant only (hopper_bwd.DEFAULT_VARIANTS: m128 at d64,
-// bulk dQ + overlap at d128, bulk dQ at d256), which keeps the build's kernel count (and time) at 1.25x the dense
-// one.
-constexpr int kVarlenVariant(int D) { return D == 64 ? 4 : D == 128 ? 3 : 1; }
+// Sliding windows (BwdConfig::kLocal): dense kernels of one variant (the default), causal taken as a window.
+template <int D, bool kDQBulk, bool kOverlap, int kBlockM = 64>
+int run_bwd_dispatch_local(const BwdProblem& pr, bool bf16) {
+  constexpr int S = BwdTiles<D, kBlockM>::kStages;
+  return bf16 ? launch_bwd<BwdConfig<D, S, true, false, kDQBulk, kOverlap, kBlockM, false, true>>(pr)
+              : launch_bwd<BwdConfig<D, S, false, false, kDQBulk, kOverlap, kBlockM, false, true>>(pr);
+}
+
+// Varlen and window kernels are built for each head dim's default variant only (hopper_bwd.DEFAULT_VARIANTS: m128 at
+// d64, bulk dQ + overlap at d128, bulk dQ at d256), which keeps the build's kernel count (and time) near the dense
+// one's.
+constexpr int kDefaultVariant(int D) { return D == 64 ? 4 : D == 128 ? 3 : 1; }
 
 // variant: 0 = dQ by per-thread red.global.add.v2.f32 (the default), 1 = bulk dQ (shared memory + TMA reduce-add,
 // flash_bwd.cuh), 2 = overlap (next block's score GEMMs before this block's dQ GEMM, flash_bwd_overlap.cuh),
@@ -232,8 +249,21 @@ constexpr int kVarlenVariant(int D) { return D == 64 ? 4 : D == 128 ? 3 : 1; }
 // per head dim from measurements (fa3nn/backends/hopper_bwd.py).
 template <int D>
 int run_bwd_headdim(const BwdProblem& pr, bool bf16, bool causal, int variant) {
+  if (pr.local) {  // dense, the default variant (run_bwd_dispatch_local instantiates kLocal kernels for it only)
+    if (pr.cu_seqlens_q != nullptr) return fail("%s", "the backward has sliding windows for dense calls only");
+    if (variant != kDefaultVariant(D))
+      return fail("%s", "the sliding-window backward is built for the default variant only (4 m128 at head dim 64, "
+                        "3 bulk dQ + overlap at 128, 1 bulk dQ at 256)");
+    if constexpr (D == 64) {
+      return run_bwd_dispatch_local<D, true, false, 128>(pr, bf16);
+    } else if constexpr (D == 256) {
+      return run_bwd_dispatch_local<D, true, false>(pr, bf16);
+    } else {
+      return run_bwd_dispatch_local<D, true, true>(pr, bf16);
+    }
+  }
   if (pr.cu_seqlens_q != nullptr) {
-    if (variant != kVarlenVariant(D))
+    if (variant != kDefaultVariant(D))
       return fail("%s", "the varlen backward is built for the default variant only (4 m128 at head dim 64, 3 bulk dQ "
                         "+ overlap at 128, 1 bulk dQ at 256)");
     if constexpr (D == 64) {
