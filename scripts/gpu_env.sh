@@ -17,9 +17,10 @@
 #                          $out/NAME.{json,log} within LIMIT seconds; prints its exit code and its table compactly
 #   gpu_bench TAG LIMIT ARGS...  scripts/bench.py, triton / cuDNN / FA2 (12 compile workers), into $out/TAG.{json,md}
 #                          and $out/bench_TAG.log within LIMIT seconds; prints its exit code and its table's rows
-#   gpu_all_tests LIMIT RERUN_LIMIT  every GPU test (pytest -m gpu, 12 workers) into $out/tests_all.log within
-#                          LIMIT seconds, then its failures (up to 40) rerun alone into $out/rerun.log within
-#                          RERUN_LIMIT (12 workers sharing the GPU have run the fp32 references out of memory)
+#   gpu_all_tests LIMIT RERUN_LIMIT  every GPU test (pytest -m gpu, $TEST_WORKERS workers, default 12) into
+#                          $out/tests_all.log within LIMIT seconds, then its failures (up to $RERUN_MAX, default 40)
+#                          rerun alone into $out/rerun.log within RERUN_LIMIT (12 workers sharing the GPU have run the
+#                          fp32 references out of memory: 8 failures in s31a, 86 in s31b)
 #   gpu_fp8_bench NAME LIMIT ARGS...  scripts/bench_hopper_fp8.py ARGS (the native FP8 forward and its --variants,
 #                          kernel only) into $out/NAME.{json,log} within LIMIT seconds; prints its exit code and table
 #   gpu_fp8_record LIMIT ARGS...  issue 5's table: scripts/bench.py with the native FP8 forward, our bf16 forward and
@@ -124,13 +125,14 @@ gpu_cudnn_fp8() {
 }
 
 gpu_all_tests() {
-    timeout "$1" python -m pytest -m gpu -n 12 -q -rfE -p no:cacheprovider tests/ > "$out/tests_all.log" 2>&1
+    timeout "$1" python -m pytest -m gpu -n "${TEST_WORKERS:-12}" -q -rfE -p no:cacheprovider tests/ \
+        > "$out/tests_all.log" 2>&1
     echo "tests rc $?"; tail -n 1 "$out/tests_all.log"
     grep -E "^(FAILED|ERROR) " "$out/tests_all.log" | sed -E 's/^(FAILED|ERROR) //; s/ - .*//' > "$out/failed.txt"
     if [ -s "$out/failed.txt" ]; then
         stamp "rerun $(wc -l < "$out/failed.txt") alone"
         # one test id per line; ids hold spaces (parametrized Window(left=-1, right=-1)), so NUL-separated
-        head -n 40 "$out/failed.txt" | tr '\n' '\0' | timeout "$2" xargs -0 python -m pytest -q -rfE \
+        head -n "${RERUN_MAX:-40}" "$out/failed.txt" | tr '\n' '\0' | timeout "$2" xargs -0 python -m pytest -q -rfE \
             -p no:cacheprovider > "$out/rerun.log" 2>&1
         echo "rerun rc $?"; grep -E "^(FAILED|ERROR) " "$out/rerun.log" | head -n 15; tail -n 1 "$out/rerun.log"
     fi

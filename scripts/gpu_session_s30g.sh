@@ -10,7 +10,7 @@ stamp tests
 gpu_pytest tests_bwd.log 300 tests/test_hopper_bwd.py tests/test_hopper.py tests/test_dispatch.py
 gpu_log_summary "$out/tests_bwd.log"
 stamp windows
-timeout 200 python scripts/bwd_window_ab.py --headdims 64 128 256 --seqlens 4096 16384 --lefts 1024 4096 \
+timeout 200 python scripts/window_ab.py --directions bwd --flex-headdims --headdims 64 128 256 --seqlens 4096 16384 --lefts 1024 4096 \
     --rounds 3 --json "$out/window.json" > "$out/window.log" 2>&1
 echo "window rc $?"; sed -n '/^| d /,$p' "$out/window.log"
 stamp done

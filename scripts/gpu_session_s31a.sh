@@ -12,7 +12,7 @@ for args in "64 512 512 128 0 1" "128 512 512 128 0 1" "256 512 512 128 0 1" "12
 done
 stamp probes
 [ "$fails" -gt 0 ] && exit 1
-timeout 150 python scripts/bwd_window_ab.py --headdims 64 128 256 --json "$out/window_ab.json" > "$out/window_ab.log" 2>&1
+timeout 150 python scripts/window_ab.py --directions bwd --flex-headdims --headdims 64 128 256 --json "$out/window_ab.json" > "$out/window_ab.log" 2>&1
 echo "ab rc $?"; grep -E "^\| [0-9]" "$out/window_ab.log"
 stamp ab
 gpu_all_tests 280 80

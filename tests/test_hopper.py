@@ -45,7 +45,6 @@ def _call(**overrides) -> AttnCall:
         ({"capability": (8, 0)}, False, "needs a Hopper GPU (sm_90), got sm_80"),
         ({"dtype": torch.float32}, False, "dtype torch.float32 is not supported"),
         ({"headdim": 96, "headdim_v": 96}, False, "headdim 96/96 is not supported"),
-        ({"window": Window(64, 0)}, False, "sliding-window"),
         ({"softcap": 30.0}, False, "softcap"),
     ],
 )
@@ -54,12 +53,24 @@ def test_refusal_reasons(overrides, backward, expected):
     assert reason is not None and expected in reason
 
 
-def test_dense_window_backward_is_not_refused(monkeypatch):
-    """The native backward takes dense sliding windows (the forward refuses them)."""
+def test_windows_are_not_refused(monkeypatch):
+    """Sliding windows: the native forward takes dense and varlen calls, the native backward dense ones."""
     from fa3nn.backends import hopper_lib
 
     monkeypatch.setattr(hopper_lib.LIBRARY, "get", lambda: object())  # a synthetic call: no GPU, no build
-    assert HopperBackend().refusal(_call(window=Window(64, 0)), True) is None
+    for window in (Window(64, 0), Window(-1, 5), Window(0, 0), Window(30, 40)):
+        assert HopperBackend().refusal(_call(window=window), False) is None
+        assert HopperBackend().refusal(_call(window=window, varlen=True), False) is None
+        assert HopperBackend().refusal(_call(window=window), True) is None
+
+
+def test_window_arguments_of_the_forward():
+    """window_size is checked before anything runs (no GPU needed), and windows take the default variant only."""
+    for bad in ((-2, 0), (1.5, 0), (3,), None):
+        with pytest.raises(ValueError, match=r"window_size must be \(left, right\) ints >= -1"):
+            launch(None, None, None, 0.1, False, window_size=bad)
+    with pytest.raises(ValueError, match="the sliding-window forward is built for variant 'full' only"):
+        launch(None, None, None, 0.1, False, variant="tiles_a", window_size=(32, 0))
 
 
 def _hopper_ready() -> bool:
@@ -73,10 +84,11 @@ def _poisoned(shape, dtype):
     return torch.full(shape, float("nan"), dtype=dtype, device="cuda")
 
 
-def _check(q, k, v, causal, out, lse, query_padding_mask=None, key_padding_mask=None):
-    out_ref, lse_ref = attention_ref(q, k, v, query_padding_mask, key_padding_mask, causal=causal)
+def _check(q, k, v, causal, out, lse, query_padding_mask=None, key_padding_mask=None, window_size=(-1, -1)):
+    out_ref, lse_ref = attention_ref(q, k, v, query_padding_mask, key_padding_mask, causal=causal,
+                                     window_size=window_size)
     out_pt, _ = attention_ref(q, k, v, query_padding_mask, key_padding_mask, causal=causal, upcast=False,
-                              reorder_ops=True)
+                              reorder_ops=True, window_size=window_size)
     assert_error_ratio(out, out_ref, out_pt, "out")
     return lse_ref
 
@@ -96,13 +108,13 @@ def test_forward_matches_reference(dtype, headdim, causal, seqlens, heads):
     _launch_and_check(q, k, v, causal)
 
 
-def _launch_and_check(q, k, v, causal, variant="full"):
+def _launch_and_check(q, k, v, causal, variant="full", window_size=(-1, -1)):
     """The kernel (`variant`) into NaN-poisoned out and lse, then both against the reference; returns (out, lse)."""
     batch, seqlen_q, nheads, headdim = q.shape
     out = _poisoned(q.shape, q.dtype)
     lse = _poisoned((batch, nheads, seqlen_q), torch.float32)
-    launch(q, k, v, headdim**-0.5, causal, variant=variant, out=out, lse=lse)
-    lse_ref = _check(q, k, v, causal, out, lse)
+    launch(q, k, v, headdim**-0.5, causal, variant=variant, out=out, lse=lse, window_size=window_size)
+    lse_ref = _check(q, k, v, causal, out, lse, window_size=window_size)
     finite = torch.isfinite(lse_ref)
     assert torch.equal(finite, torch.isfinite(lse)), "lse is -inf exactly where no key is attended"
     torch.testing.assert_close(lse[finite], lse_ref[finite], atol=1e-3, rtol=1e-4)
@@ -172,7 +184,38 @@ def test_varlen_matches_reference(dtype, headdim, causal):
     _varlen_case(dtype, headdim, causal, 700)
 
 
-def _varlen_case(dtype, headdim, causal, max_seqlen):
+# Sliding windows (FwdConfig::kLocal), NaN-poisoned: windows bounded on the left, the right, both, down to the
+# diagonal alone, and causal with a left bound. 511x1537 and 1537x511 put the bottom-right diagonal off the tile grid
+# (1537x511: query rows that see no key, lse -inf and zero output), 4224x4224 walks many key blocks with both bounds
+# inside tiles and some tiles whose first key block is not 0; GQA reads K/V by head group.
+WINDOWS = [((100, -1), False), ((-1, 70), False), ((64, 64), False), ((0, 0), False), ((200, -1), True),
+           ((1000, 0), False)]
+
+
+@pytest.mark.parametrize("seqlens", [(511, 1537), (1537, 511), (1000, 1000), (4224, 4224)],
+                         ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("window", WINDOWS, ids=lambda w: f"w{w[0][0]}_{w[0][1]}{'_causal' if w[1] else ''}")
+@pytest.mark.parametrize("heads", ["mha", "gqa"])
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.gpu
+@needs_hopper
+def test_window_forward_matches_reference(dtype, headdim, heads, window, seqlens):
+    (window_size, causal), (nheads, nheads_kv) = window, HEADS[heads]
+    q, k, v = random_qkv(1 if seqlens[0] > 2000 else 2, *seqlens, nheads, nheads_kv, headdim, dtype, device="cuda")
+    _launch_and_check(q, k, v, causal, window_size=window_size)
+
+
+@pytest.mark.parametrize("window", WINDOWS, ids=lambda w: f"w{w[0][0]}_{w[0][1]}{'_causal' if w[1] else ''}")
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.gpu
+@needs_hopper
+def test_window_varlen_matches_reference(headdim, window):
+    (window_size, causal) = window
+    _varlen_case(torch.bfloat16, headdim, causal, 700, window_size)
+
+
+def _varlen_case(dtype, headdim, causal, max_seqlen, window_size=(-1, -1)):
     batch, nheads, nheads_kv = 5, 6, 2
     q, k, v = random_qkv(batch, max_seqlen, max_seqlen, nheads, nheads_kv, headdim, dtype, device="cuda")
     mask_q = random_padding_mask(batch, max_seqlen, device="cuda")
@@ -181,11 +224,11 @@ def _varlen_case(dtype, headdim, causal, max_seqlen):
     k_packed, cu_k, max_k = unpad(k, mask_k)
     v_packed, _, _ = unpad(v, mask_k)
     out = fa3nn.flash_attn_varlen_func(q_packed, k_packed, v_packed, cu_q, cu_k, max_q, max_k, causal=causal,
-                                       return_lse=True, backend="hopper")
+                                       window_size=window_size, return_lse=True, backend="hopper")
     out_packed, lse_packed = out
     out_full = torch.zeros_like(q)
     out_full[mask_q] = out_packed
-    lse_ref = _check(q, k, v, causal, out_full, None, mask_q, mask_k)
+    lse_ref = _check(q, k, v, causal, out_full, None, mask_q, mask_k, window_size=window_size)
     lse_ref_packed = lse_ref.transpose(1, 2)[mask_q].transpose(0, 1)  # (nheads, total_q)
     finite = torch.isfinite(lse_ref_packed)
     assert torch.equal(finite, torch.isfinite(lse_packed))
@@ -317,12 +360,12 @@ def test_backward_the_native_kernel_refuses_runs_elsewhere():
 @pytest.mark.gpu
 @needs_hopper
 @pytest.mark.parametrize("headdim", [64, 128, 256])
-def test_auto_trains_sliding_windows_on_the_native_backward(headdim):
-    """A sliding-window call through flash_attn_func under auto: the Triton forward (the native one has no windows),
-    then the native backward on its lse, with a gradient into lse too; against the reference."""
+def test_auto_trains_sliding_windows_on_hopper(headdim):
+    """A sliding-window call through flash_attn_func under auto: the native forward and backward, with a gradient
+    into lse too; against the reference."""
     q, k, v = random_qkv(2, 700, 900, 6, 2, headdim, torch.bfloat16, device="cuda")
     explanation = fa3nn.explain(q, k, v, causal=True, window_size=(128, 0))
-    assert explanation.forward == "triton" and explanation.backward == "hopper", explanation
+    assert explanation.forward == "hopper" and explanation.backward == "hopper", explanation
     dout, dlse = torch.randn_like(q), torch.randn(2, 6, 700, device="cuda")
     got = _api_gradients(q, k, v, dout, dlse, True, window_size=(128, 0))
     ref = _api_gradients(q, k, v, dout, dlse, True, window_size=(128, 0), reference=True, upcast=True)

@@ -1,10 +1,10 @@
 """The native Hopper (sm_90a) backend: the warp-specialized wgmma + TMA kernels from kernels/hopper/.
 
-Forward: bf16/fp16, head dims 64/128/256, causal or not, MQA/GQA, varlen. Backward (hopper_bwd.py): dense and varlen
-batches, head dims 64/128/256, causal or not, MHA and GQA/MQA (the kernel walks each K/V head's query heads while
-hopper_bwd.NATIVE_GQA is on, else K/V are expanded and dK/dV summed over each group), with or without a gradient into
-lse, sliding windows on dense calls (after a Triton forward: the native forward has none); every other backward
-(softcap, windows with varlen, and deterministic=True: dQ is summed with fp32 atomics) is refused, so
+Forward: bf16/fp16, head dims 64/128/256, causal or not, sliding windows, MQA/GQA, varlen. Backward (hopper_bwd.py):
+dense and varlen batches, head dims 64/128/256, causal or not, MHA and GQA/MQA (the kernel walks each K/V head's query
+heads while hopper_bwd.NATIVE_GQA is on, else K/V are expanded and dK/dV summed over each group), with or without a
+gradient into lse, sliding windows on dense calls; every other backward (softcap, windows with varlen, and
+deterministic=True: dQ is summed with fp32 atomics) is refused, so
 `auto` runs it on triton (else reference), which read the same lse: float32 natural log, (batch, nheads, seqlen_q), or
 (nheads, total_q) for varlen. The library is loaded (built on first use, see hopper_build) the first time a call
 that this backend could otherwise serve asks, and a failed load becomes the refusal reason, so `auto` falls through.
@@ -40,11 +40,17 @@ VARIANTS = {
 
 def launch(
     q, k, v, softmax_scale: float, causal: bool, varlen: Varlen | None = None, variant: str = "full", out=None,
-    lse=None, library: ctypes.CDLL | None = None,
+    lse=None, library: ctypes.CDLL | None = None, window_size: tuple[int, int] = (-1, -1),
 ):
     """Run the kernel; returns (out, lse). Allocates through torch (unless `out`/`lse` are given: tests pass
     NaN-poisoned ones), launches on the current stream, never syncs. `library` (a hopper_build.load() result) runs
-    another build of the kernels instead of the backend's own: benchmarks compare versions in one run."""
+    another build of the kernels instead of the backend's own: benchmarks compare versions in one run.
+    `window_size` (left, right), -1 unbounded, with `causal` as in fa3nn.masks.Window.from_args: a window other than
+    full or causal runs the window kernels (variant "full" only)."""
+    window = hopper_bwd.window_of(causal, window_size)
+    if hopper_bwd.is_sliding(window) and variant != "full":
+        raise ValueError(f"window_size {window_size}: the sliding-window forward is built for variant 'full' only, "
+                         f"got variant={variant!r}")
     lib = library if library is not None else LIBRARY.require()
     q, k, v = tma_ready(q), tma_ready(k), tma_ready(v)
     headdim = q.shape[-1]
@@ -74,7 +80,8 @@ def launch(
             q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(),
             None if cu_q is None else cu_q.data_ptr(), None if cu_k is None else cu_k.data_ptr(),
             batch, seqlen_q, seqlen_k, max_seqlen_q, nheads, nheads_kv, headdim, stride_array,
-            float(softmax_scale), int(causal), int(q.dtype == torch.bfloat16), VARIANTS[variant], stream,
+            float(softmax_scale), int(causal), window.left, window.right, int(q.dtype == torch.bfloat16),
+            VARIANTS[variant], stream,
         )
     if status != 0:
         raise RuntimeError(f"fa3nn hopper forward failed: {lib.fa3nn_hopper_last_error().decode()}")
@@ -96,9 +103,6 @@ class HopperBackend(Backend):
                 f"headdim {call.headdim}/{call.headdim_v} is not supported by the hopper backend "
                 f"(supported: {', '.join(map(str, SUPPORTED_HEADDIMS))}, equal for q/k and v); use backend='triton'"
             )
-        if (call.window.local or call.window.right > 0) and not backward:
-            return ("sliding-window attention is not in the native forward yet; use backend='triton' or 'auto' (the "
-                    "native backward has windows: auto trains dense windowed calls on it)")
         if call.softcap > 0:
             return "softcap is not in the native kernel yet; use backend='triton' or 'auto'"
         if call.nheads % call.nheads_kv != 0:
@@ -114,7 +118,8 @@ class HopperBackend(Backend):
             # The kernel's running maximum assumes scores grow with Q K^T (a positive scale); a zero or negative
             # scale is legal but degenerate, so it takes the exact path instead of a wrong one.
             return ReferenceBackend().forward(q, k, v, params, varlen)
-        return launch(q, k, v, params.softmax_scale, params.window.causal, varlen)
+        return launch(q, k, v, params.softmax_scale, params.window.causal, varlen,
+                      window_size=(params.window.left, params.window.right))
 
     def backward(self, dout, q, k, v, out, lse, dlse, params, varlen):
         if not params.softmax_scale > 0:  # as in forward: the degenerate scale takes the exact path

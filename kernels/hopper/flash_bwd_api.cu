@@ -65,14 +65,7 @@ int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void*
                 seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, nheads, nheads_kv,   headdim,      strides,
                 softmax_scale, grid_order, static_cast<cudaStream_t>(stream)};
   if (ctas < -1) return fail("%s", "ctas must be 0 (auto), -1 (one CTA per tile) or a positive CTA count");
-  if (window_left < -1 || window_right < -1)
-    return fail("%s", "window_left / window_right must be -1 (unbounded) or a key count >= 0");
-  // causal bounds the window on the right at the diagonal; what remains beyond (-1, -1) and (-1, 0) is a window.
-  if (causal != 0) window_right = 0;
-  pr.local = window_left >= 0 || window_right > 0;
-  pr.window_left = window_left;
-  pr.window_right = window_right;
-  if (pr.local) causal = 0;  // the window kernels mask both bounds themselves
+  if (const int status = window_args(causal, window_left, window_right, pr.window)) return status;
   pr.ctas = ctas;
   pr.prepost_vec = (variant & kScalarPrePostBit) == 0;
   pr.dkdv_vec16 = (variant & kScalarDKDVBit) == 0;

@@ -36,10 +36,8 @@ struct BwdProblem {
   int prepost_vec = 1;  // 0: the 2-byte preprocess / postprocess kernels even where 16-byte ones could run
   int ctas = 0;         // main kernel CTAs: 0 auto (use_persistent_bwd), -1 one per tile, n > 0 at most n (persistent)
   int dkdv_vec16 = 1;   // 0: dK / dV stored 4 bytes at a time even where 16-byte stores could run
-  // A sliding window other than causal's (-1, 0): (left, right), -1 unbounded (fa3nn/masks.py); local selects the
-  // BwdConfig::kLocal kernels. dk and dv zeroed by the caller (tiles no window reaches are skipped).
-  bool local = false;
-  int window_left = -1, window_right = -1;
+  // local: the BwdConfig::kLocal kernels; dk and dv zeroed by the caller (tiles no window reaches are skipped).
+  WindowArgs window;
 };
 
 // The variant bit that selects the 2-byte preprocess / postprocess kernels (benchmarks: fa3nn_hopper_bwd).
@@ -146,9 +144,9 @@ int launch_bwd(const BwdProblem& pr) {
   p.num_m_blocks = (pr.max_seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   p.scale_log2 = pr.softmax_scale * 1.4426950408889634f;
   p.softmax_scale = pr.softmax_scale;
-  p.window_left = pr.window_left;
-  p.window_right = pr.window_right;
-  if (pr.local != Cfg::kLocal) return fail("%s", "internal: a window call reached a kernel without windows or back");
+  p.window_left = pr.window.left;
+  p.window_right = pr.window.right;
+  if (pr.window.local != Cfg::kLocal) return fail("%s", "internal: a window call reached a kernel without windows or back");
 
   // 16-byte accesses where the tensors allow them (PrePostVec), each pass by its own: the preprocess reads out and
   // dout, the postprocess writes dq; both access dq_accum (torch allocates it aligned; checked for C callers).
@@ -249,7 +247,7 @@ constexpr int kDefaultVariant(int D) { return D == 64 ? 4 : D == 128 ? 3 : 1; }
 // per head dim from measurements (fa3nn/backends/hopper_bwd.py).
 template <int D>
 int run_bwd_headdim(const BwdProblem& pr, bool bf16, bool causal, int variant) {
-  if (pr.local) {  // dense, the default variant (run_bwd_dispatch_local instantiates kLocal kernels for it only)
+  if (pr.window.local) {  // dense, the default variant (run_bwd_dispatch_local instantiates kLocal kernels for it only)
     if (pr.cu_seqlens_q != nullptr) return fail("%s", "the backward has sliding windows for dense calls only");
     if (variant != kDefaultVariant(D))
       return fail("%s", "the sliding-window backward is built for the default variant only (4 m128 at head dim 64, "

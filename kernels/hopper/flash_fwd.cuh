@@ -83,17 +83,24 @@ struct FwdParams {
   int store_o_tma;        // 1: O leaves through shared memory with TMA stores (dense calls, kTmaStoreO builds)
   float scale_log2;       // softmax_scale * log2(e)
   float rescale_log2;     // bf16 forward: how far a row maximum may rise before O is rescaled (OnlineSoftmax::step)
+  // kLocal: query row i sees key j iff i + off - window_left <= j <= i + off + window_right, off = seqlen_k -
+  // seqlen_q, -1 unbounded (fa3nn/masks.py); causal calls come as right = 0.
+  int window_left, window_right;
 };
 
 // kSkipKVLoads is a diagnostic only (wrong results): the producer signals K/V stages without loading them, which
 // measures the kernel with its L2 -> shared-memory traffic removed.
 // kQStages = 2 double-buffers Q, so the next tile's Q loads while this tile still computes; kCrossTile (needs
 // kOverlap) pipelines across tiles: the next tile's first Q K^T is issued together with this tile's last P V.
+// kLocal: sliding windows (FwdParams::window_left / window_right; kCausal off, the window bounds both sides): each
+// tile visits the key blocks its rows' windows reach (key_block_range) and masks both bounds.
 template <int kHeadDim_, int kBlockN_, int kStages_, bool kBF16_, bool kCausal_, bool kPingpong_ = true,
           bool kOverlap_ = true, int kConsumers_ = 2, bool kSkipKVLoads_ = false, int kQStages_ = 1,
-          bool kCrossTile_ = true, bool kIntMax_ = false>
+          bool kCrossTile_ = true, bool kIntMax_ = false, bool kLocal_ = false>
 struct FwdConfig {
   static constexpr bool kIntMax = kIntMax_;  // the row max from integer maxes (OnlineSoftmax, softmax.cuh)
+  static constexpr bool kLocal = kLocal_;
+  static_assert(!(kLocal && kCausal_), "a window takes causal as its right bound 0");
   static constexpr int kHeadDim = kHeadDim_, kBlockN = kBlockN_, kStages = kStages_, kQStages = kQStages_;
   static constexpr bool kBF16 = kBF16_, kCausal = kCausal_, kPingpong = kPingpong_, kOverlap = kOverlap_;
   static constexpr bool kSkipKVLoads = kSkipKVLoads_, kCrossTile = kCrossTile_ && kOverlap_;
@@ -150,23 +157,42 @@ __device__ __forceinline__ SeqRange seq_range(const FwdParams& p, int batch) {
   return r;
 }
 
-// Number of key blocks tile m_block must visit (keys beyond the causal diagonal of its last row are skipped).
+// The key blocks tile m_block visits: [first, first + count). Keys beyond the causal diagonal (or the window's right
+// bound) of its last row and, under a window (Cfg::kLocal), before the left bound of its first row are skipped.
+// first is 0 but under a window; count <= 0: the tile's rows attend no key. (The bf16 and FP8 forwards.)
+struct KeyBlocks {
+  int first, count;
+};
+
 template <class Cfg>
-__device__ __forceinline__ int num_key_blocks(const SeqRange& r, int m_block) {
+__device__ __forceinline__ KeyBlocks key_block_range(const FwdParams& p, const SeqRange& r, int m_block) {
+  const int off = r.seqlen_k - r.seqlen_q;
   int keys = r.seqlen_k;
   if constexpr (Cfg::kCausal) {
     const int last_row = min(r.seqlen_q, (m_block + 1) * Cfg::kBlockM) - 1;
-    keys = min(keys, max(0, last_row + r.seqlen_k - r.seqlen_q + 1));
+    keys = min(keys, max(0, last_row + off + 1));
   }
-  return (keys + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  int first = 0;
+  if constexpr (Cfg::kLocal) {
+    const int last_row = min(r.seqlen_q, (m_block + 1) * Cfg::kBlockM) - 1;
+    if (p.window_right >= 0) keys = min(keys, max(0, last_row + off + p.window_right + 1));
+    if (p.window_left >= 0) first = max(0, m_block * Cfg::kBlockM + off - p.window_left) / Cfg::kBlockN;
+  }
+  return {first, (keys + Cfg::kBlockN - 1) / Cfg::kBlockN - first};
 }
 
-// Whether key block n has any masked column for some row of tile m_block (ragged end, or crossing the diagonal).
+// Whether key block n has any masked column for some row of tile m_block (ragged end, crossing the diagonal, or
+// under a window crossing either bound).
 template <class Cfg>
-__device__ __forceinline__ bool block_needs_mask(const SeqRange& r, int m_block, int n_block) {
+__device__ __forceinline__ bool block_needs_mask(const FwdParams& p, const SeqRange& r, int m_block, int n_block) {
   const int end = (n_block + 1) * Cfg::kBlockN;
   bool need = end > r.seqlen_k;
   if constexpr (Cfg::kCausal) need |= end - 1 > m_block * Cfg::kBlockM + r.seqlen_k - r.seqlen_q;
+  if constexpr (Cfg::kLocal) {
+    const int off = r.seqlen_k - r.seqlen_q;
+    need |= p.window_right >= 0 && end - 1 > m_block * Cfg::kBlockM + off + p.window_right;
+    need |= p.window_left >= 0 && n_block * Cfg::kBlockN < (m_block + 1) * Cfg::kBlockM - 1 + off - p.window_left;
+  }
   return need;
 }
 
@@ -184,8 +210,8 @@ __device__ __forceinline__ void producer_loop(const CUtensorMap* tma_q, const CU
     const Tile t = sched.decode(tile);
     const SeqRange r = seq_range(p, t.batch);
     if (t.m_block * Cfg::kBlockM >= r.seqlen_q) continue;
-    const int n_blocks = num_key_blocks<Cfg>(r, t.m_block);
-    if (n_blocks <= 0) continue;
+    const KeyBlocks blocks = key_block_range<Cfg>(p, r, t.m_block);
+    if (blocks.count <= 0) continue;
     const int head_kv = p.group_div.div(t.head);
 
     bars.q.producer_acquire(q_state, Cfg::kQBytes);
@@ -196,7 +222,7 @@ __device__ __forceinline__ void producer_loop(const CUtensorMap* tma_q, const CU
                   r.q_start + t.m_block * Cfg::kBlockM, t.head, r.batch_coord);
     q_state.advance();
 
-    for (int n_block = n_blocks - 1; n_block >= 0; --n_block) {
+    for (int n_block = blocks.first + blocks.count - 1; n_block >= blocks.first; --n_block) {
       const int row = r.k_start + n_block * Cfg::kBlockN;
       if constexpr (Cfg::kSkipKVLoads) {
         bars.signal_kv_unloaded(k_state, v_state);
@@ -243,18 +269,25 @@ struct Consumer {
       NamedBarrier::arrive(NamedBarrier::kFirstId + (wg + 1) % Cfg::kConsumers, kSchedThreads);
   }
 
-  __device__ __forceinline__ void apply_mask(float (&s)[kSRegs], const SeqRange& r, int m_block, int n_block) const {
+  __device__ __forceinline__ void apply_mask(float (&s)[kSRegs], const FwdParams& p, const SeqRange& r, int m_block,
+                                            int n_block) const {
     const int quad_col = 2 * (tid % 4);
     const int row0 = m_block * Cfg::kBlockM + wg * 64 + (tid / 32) * 16 + (tid % 32) / 4;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       int limit = r.seqlen_k - n_block * Cfg::kBlockN;  // columns < limit (block-relative) are attended
       if constexpr (Cfg::kCausal) limit = min(limit, row0 + 8 * half + r.seqlen_k - r.seqlen_q + 1 - n_block * Cfg::kBlockN);
+      int lower = 0;  // kLocal: and columns >= lower
+      if constexpr (Cfg::kLocal) {
+        const int diag = row0 + 8 * half + r.seqlen_k - r.seqlen_q - n_block * Cfg::kBlockN;
+        if (p.window_right >= 0) limit = min(limit, diag + p.window_right + 1);
+        if (p.window_left >= 0) lower = diag - p.window_left;
+      }
 #pragma unroll
       for (int i = 0; i < kSRegs; ++i) {
         if (((i >> 1) & 1) != half) continue;
         const int col = 8 * (i >> 2) + quad_col + (i & 1);
-        if (col >= limit) s[i] = -INFINITY;
+        if (col >= limit || (Cfg::kLocal && col < lower)) s[i] = -INFINITY;
       }
     }
   }
@@ -362,6 +395,7 @@ struct WorkTile {
   Tile t;
   SeqRange r;
   int n_blocks;
+  int n_first;  // the first key block it visits (0 but under a window; key_block_range)
   int q_stage;  // the Q stage holding its rows (and, with the TMA-store epilogue, its O afterwards)
 };
 
@@ -432,8 +466,10 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
     if (c.leader) bars.v.consumer_release(v_state);
     v_state.advance();
   };
+  // n_block counts from the tile's first key block (WorkTile::n_first).
   auto softmax_block = [&](const WorkTile& w, int n_block) {
-    if (block_needs_mask<Cfg>(w.r, w.t.m_block, n_block)) c.apply_mask(s, w.r, w.t.m_block, n_block);
+    if constexpr (Cfg::kLocal) n_block += w.n_first;
+    if (block_needs_mask<Cfg>(p, w.r, w.t.m_block, n_block)) c.apply_mask(s, p, w.r, w.t.m_block, n_block);
     softmax.step(s, p.scale_log2, p.rescale_log2, o_scale);
   };
   auto zero_o = [&]() {
@@ -460,7 +496,9 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
       w.t = sched.decode(tile);
       w.r = seq_range(p, w.t.batch);
       if (w.t.m_block * Cfg::kBlockM >= w.r.seqlen_q) continue;
-      w.n_blocks = num_key_blocks<Cfg>(w.r, w.t.m_block);
+      const KeyBlocks blocks = key_block_range<Cfg>(p, w.r, w.t.m_block);
+      w.n_blocks = blocks.count;
+      w.n_first = blocks.first;
       w.q_stage = q_state.index;  // q_state has advanced past every earlier tile
       if (w.n_blocks > 0) return true;
       c.store_empty(p, w.r, w.t);

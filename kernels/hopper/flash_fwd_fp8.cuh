@@ -149,6 +149,7 @@ struct Fp8FwdConfig {
   static constexpr int kPolyExpEvery = kPolyExpEvery_, kExperiment = kExperiment_;
   static constexpr int kLinearExpEvery = kPolyExpEvery < 0 ? -kPolyExpEvery : 0;
   static constexpr bool kOutBF16 = kOutBF16_, kCausal = kCausal_, kPingpong = kPingpong_;
+  static constexpr bool kLocal = false;  // no sliding windows (key_block_range, block_needs_mask: flash_fwd.cuh)
   static constexpr bool kPromote = kPromote_, kOverlap = !kPromote_;
   // Serial promoted steps at head dim 256 issue P V in two n128 halves, one after the other, into one 64-register
   // block accumulator (O 128 + block 64 + P 16 registers; a whole-width block accumulator would need 272).
@@ -251,7 +252,7 @@ __device__ __forceinline__ void fp8_producer_loop(const CUtensorMap* tma_q, cons
     const Tile t = sched.decode(tile);
     const SeqRange r = seq_range(p, t.batch);
     if (t.m_block * Cfg::kBlockM >= r.seqlen_q) continue;
-    const int n_blocks = num_key_blocks<Cfg>(r, t.m_block);
+    const int n_blocks = key_block_range<Cfg>(p, r, t.m_block).count;
     if (n_blocks <= 0) continue;
     const int head_kv = p.group_div.div(t.head);
     const int vt_start = vt_starts != nullptr ? vt_starts[t.batch] : 0;
@@ -571,7 +572,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
   // kSplitS's early row maxima (its caller has masked s).
   auto softmax_block = [&](const SeqRange& r, int m_block, int n_block, float k_desc, float (&o_scale)[2],
                            const float* first_half_max = nullptr) {
-    if (first_half_max == nullptr && block_needs_mask<Cfg>(r, m_block, n_block)) c.apply_mask(s, r, m_block, n_block);
+    if (first_half_max == nullptr && block_needs_mask<Cfg>(p, r, m_block, n_block)) c.apply_mask(s, r, m_block, n_block);
     const float factor[2] = {ds.q[0] * k_desc * p.scale_log2, ds.q[1] * k_desc * p.scale_log2};
     if constexpr (skips_softmax(Cfg::kExperiment)) {
 #pragma unroll
@@ -591,7 +592,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
       w.t = sched.decode(tile);
       w.r = seq_range(p, w.t.batch);
       if (w.t.m_block * Cfg::kBlockM >= w.r.seqlen_q) continue;
-      w.n_blocks = num_key_blocks<Cfg>(w.r, w.t.m_block);
+      w.n_blocks = key_block_range<Cfg>(p, w.r, w.t.m_block).count;
       if (w.n_blocks > 0) return true;
       c.store_empty(p, w.r, w.t);
     }
@@ -718,7 +719,7 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
                      float (&sum_scale)[2]) {
     float o_scale[2];
     if constexpr (Cfg::kSplitS) {  // the first half's mask and row max while the second half computes
-      const bool masked = block_needs_mask<Cfg>(w.r, w.t.m_block, n_block);
+      const bool masked = block_needs_mask<Cfg>(p, w.r, w.t.m_block, n_block);
       wgmma_wait<1>();
       fence_operands(s_lo);
       if (masked) c.template apply_mask<0, C::kSRegs / 2>(s, w.r, w.t.m_block, n_block);

@@ -64,6 +64,25 @@ inline int64_t map_batch_stride(bool varlen, int64_t batch_stride, int64_t rows,
   return varlen ? rows * row_stride : batch_stride;
 }
 
+// A call's window as the kernels take it (forward and backward): (left, right), -1 unbounded (fa3nn/masks.py);
+// local selects the kLocal kernels, for anything but full (-1, -1) and causal (-1, 0).
+struct WindowArgs {
+  bool local = false;
+  int left = -1, right = -1;
+};
+
+// The C ABI's (causal, window_left, window_right) -> WindowArgs; causal bounds the window on the right at the
+// diagonal, and a local window takes causal over (causal comes back 0: the window kernels mask both bounds). 0, or
+// nonzero from fail() for sizes below -1.
+inline int window_args(int& causal, int left, int right, WindowArgs& window) {
+  if (left < -1 || right < -1)
+    return fail("%s", "window_left / window_right must be -1 (unbounded) or a key count >= 0");
+  if (causal != 0) right = 0;
+  window = {left >= 0 || right > 0, left, right};
+  if (window.local) causal = 0;
+  return 0;
+}
+
 struct Problem {
   const void *q, *k, *v;
   void* out;
@@ -85,6 +104,7 @@ struct Problem {
   // FlashAttention-4 does) skips the O rescale wherever no row of a warp rises by more than that, which after a row's
   // first key blocks is nearly always; variant 8 takes 0, the rescale on every rise (the kernel before 2026-12-01).
   float rescale_log2 = 8.f;
+  WindowArgs window;  // local: the FwdConfig::kLocal kernels (dispatch_local)
 };
 
 inline int l2_bytes() {
@@ -221,6 +241,9 @@ int launch(const Problem& pr) {
   FwdParams p = fill_fwd_params<Cfg>(pr, 2);
   p.store_o_tma = store_o_tma ? 1 : 0;
   p.rescale_log2 = pr.rescale_log2;
+  p.window_left = pr.window.left;
+  p.window_right = pr.window.right;
+  if (pr.window.local != Cfg::kLocal) return fail("%s", "internal: a window call reached a kernel without windows or back");
 
   const long long tiles = static_cast<long long>(p.num_m_blocks) * pr.nheads * pr.batch;
   if (tiles == 0) return 0;
@@ -257,11 +280,11 @@ template <> struct Tiles<256, 5> { static constexpr int kBlockN = 48, kStages = 
 // no_cross_tile and skip_kv_loads) keep the float tree at every head dim, so at d128 they also differ from the
 // default in its row max (+2-5% there, NOTES "s19b" / "s19c"); variants 7, 8, 10 and 11 go through dispatch_causal.
 template <int D, bool kBF16, bool kCausal, int kVariant = 0, bool kPingpong = true, bool kOverlap = true,
-          bool kSkipKVLoads = false, bool kCrossTile = true, bool kIntMax = false>
+          bool kSkipKVLoads = false, bool kCrossTile = true, bool kIntMax = false, bool kLocal = false>
 int launch_d(const Problem& pr) {
   using T = Tiles<D, kVariant>;
   return launch<FwdConfig<D, T::kBlockN, T::kStages, kBF16, kCausal, kPingpong, kOverlap, T::kConsumers,
-                          kSkipKVLoads, T::kQStages, kCrossTile, kIntMax>>(pr);
+                          kSkipKVLoads, T::kQStages, kCrossTile, kIntMax, kLocal>>(pr);
 }
 
 // Short calls take narrower tiles (variant kShort: 4, or 5 at d256). A causal tile wastes up to one key block of
@@ -311,6 +334,30 @@ int dispatch_causal(const Problem& pr, bool causal) {
   return launch_d<D, kBF16, false, 0, true, true, false, true, I>(pr);
 }
 
+// Sliding windows (FwdConfig::kLocal). A window's tile walks about (window + 128) / kBlockN key blocks, like a causal
+// call of the window's length, so the tiles follow the short causal calls': d128 128 x 128; d256 the default 128 x 80
+// (the short calls' 128 x 48 lost 6-22% from 2048 keys on); d64 128 x 128 (2 consumers) for windows spanning up to
+// kD64WideSpan keys and the default 192 x 128 (3 consumers) past that. Measured on the H200 (s31c, window_ab.py,
+// causal windows (left, 0), same run): d64 192 x 128 against 128 x 128: left 1024 at 4k 0.90x, at 16k 1.02x; left
+// 4096 at 16k 1.07x. The 2048 between them is not measured. The row max as the default's (integer maxes at d128).
+constexpr int kD64WideSpan = 2048;
+
+template <int D, bool kBF16, int kVariant, bool kIntMax = D == 128>
+int launch_local(const Problem& pr) {
+  return launch_d<D, kBF16, false, kVariant, true, true, false, true, kIntMax, true>(pr);
+}
+
+template <int D, bool kBF16>
+int dispatch_local(const Problem& pr) {
+  if constexpr (D == 64) {
+    const WindowArgs& w = pr.window;
+    const bool wide = w.left < 0 || w.right < 0 || w.left + w.right > kD64WideSpan;
+    return wide ? launch_local<64, kBF16, 0>(pr) : launch_local<64, kBF16, 4>(pr);
+  } else {
+    return launch_local<D, kBF16, D == 128 ? 4 : 0>(pr);
+  }
+}
+
 template <int D, int kVariant>
 int dispatch_experimental(const Problem& pr, bool causal) {
   return causal ? launch_d<D, true, true, kVariant>(pr) : launch_d<D, true, false, kVariant>(pr);
@@ -334,6 +381,10 @@ int ablation(const Problem& pr, int variant) {
 // One head dim: the default dispatch (variant 0) and the benchmark-only variants documented at fa3nn_hopper_fwd.
 template <int D>
 int run_headdim(const Problem& pr, bool bf16, bool causal, int variant) {
+  if (pr.window.local) {
+    if (variant != 0) return fail("%s", "the sliding-window forward is built for the default variant only");
+    return bf16 ? dispatch_local<D, true>(pr) : dispatch_local<D, false>(pr);
+  }
   switch (variant) {
     case 0:
       return bf16 ? dispatch_causal<D, true>(pr, causal) : dispatch_causal<D, false>(pr, causal);

@@ -1,0 +1,176 @@
+"""Sliding windows: fa3nn's native kernels (FwdConfig::kLocal / BwdConfig::kLocal) against the Triton kernels they
+replace and FlexAttention (torch.nn.attention.flex_attention, compiled, a sliding-window block mask), on the same
+inputs, rounds interleaved; and, for scale, the native causal kernels of the same shape. TFLOP/s count the pairs each
+window attends (fa3nn.metrics.attended_pairs). Shapes of the FlashAttention-3 paper (batch x seqlen = 16384 tokens,
+nheads x headdim = 2048), bf16, MHA; windows causal with a left bound (Mistral's / Gemma's local layers). Each
+backend's output (and, backward, dq / dk / dv) is compared with the native one's before timing (max |diff|).
+
+    python scripts/window_ab.py --json out.json [--headdims 128 256] [--seqlens 4096 16384] [--lefts 1024 4096]
+        [--directions fwd bwd] [--flex-headdims 128] [--compare NAME=PATH]
+
+--compare adds another build of the library (hopper_build --define ... --out PATH) as one more column, NAME.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench import TOKENS, WIDTH, time_ms  # noqa: E402
+
+from fa3nn.backends import hopper, hopper_bwd  # noqa: E402
+from fa3nn.backends.base import AttnParams  # noqa: E402
+from fa3nn.backends.triton import launch as triton_launch  # noqa: E402
+from fa3nn.masks import Window  # noqa: E402
+from fa3nn.metrics import attention_flops  # noqa: E402
+
+
+def flex_calls(q, k, v, dout, scale: float, left: int):
+    """FlexAttention on (b, h, s, d) views with a causal sliding-window block mask: the forward, the backward alone
+    (timed), and the output / gradients in fa3nn's (b, s, h, d) layout (checked)."""
+    import torch._functorch.config as functorch_config
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    # The timed backward re-walks one forward's graph (retain_graph), which compiled graphs with donated buffers
+    # refuse (s31b: "compiled with non-empty donated buffers"); donation only lets the backward reuse saved buffers.
+    functorch_config.donated_buffer = False
+    seqlen = q.shape[1]
+    mask = create_block_mask(lambda b, h, i, j: (j <= i) & (i - j <= left), None, None, seqlen, seqlen,
+                             device="cuda")
+    attend = torch.compile(flex_attention, dynamic=False)
+    qt, kt, vt = (t.detach().transpose(1, 2).requires_grad_() for t in (q, k, v))
+    dout_t = dout.transpose(1, 2)
+
+    def forward():
+        return attend(qt, kt, vt, block_mask=mask, scale=scale)
+
+    graph = {}  # the graph of one forward, made once and walked by every timed backward (retain_graph)
+
+    def backward():
+        if "out" not in graph:
+            graph["out"] = forward()
+        torch.autograd.grad(graph["out"], (qt, kt, vt), dout_t, retain_graph=True)
+
+    def grads():
+        o = forward()
+        return [g.transpose(1, 2) for g in torch.autograd.grad(o, (qt, kt, vt), dout_t)]
+
+    return forward, backward, lambda: forward().transpose(1, 2), grads
+
+
+def max_diff(a, b) -> float:
+    return max((x.float() - y.float()).abs().max().item() for x, y in zip(a, b))
+
+
+def measure(headdim: int, seqlen: int, left: int, direction: str, flex: bool, args, other=None) -> dict:
+    batch, nheads = TOKENS // seqlen, WIDTH // headdim
+    q, k, v = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    scale = headdim**-0.5
+    params = AttnParams(softmax_scale=scale, window=Window.from_args(True, (left, 0)), softcap=0.0,
+                        deterministic=False)
+    out, lse = hopper.launch(q, k, v, scale, True, window_size=(left, 0))
+    dout = torch.randn_like(out)
+    if direction == "fwd":
+        calls = {
+            "native": lambda: hopper.launch(q, k, v, scale, True, window_size=(left, 0)),
+            "triton": lambda: triton_launch.forward(q, k, v, params, None),
+            "native_causal": lambda: hopper.launch(q, k, v, scale, True),
+        }
+        results = {"native": [out], "triton": [triton_launch.forward(q, k, v, params, None)[0]]}
+        if other is not None:
+            calls[other[0]] = lambda: hopper.launch(q, k, v, scale, True, window_size=(left, 0), library=other[1])
+            results[other[0]] = [calls[other[0]]()[0]]
+    else:
+        calls = {
+            "native": lambda: hopper_bwd.launch(dout, q, k, v, out, lse, scale, True, window_size=(left, 0)),
+            "triton": lambda: triton_launch.backward(dout, q, k, v, out, lse, None, params, None),
+            "native_causal": lambda: hopper_bwd.launch(dout, q, k, v, out, lse, scale, True),
+            # The window kernels chain no tiles by default (use_persistent_bwd); one CTA per SM chaining them:
+            "native_persistent": lambda: hopper_bwd.launch(dout, q, k, v, out, lse, scale, True,
+                                                           window_size=(left, 0), schedule="persistent"),
+        }
+        if other is not None:
+            calls[other[0]] = lambda: hopper_bwd.launch(dout, q, k, v, out, lse, scale, True, window_size=(left, 0),
+                                                        library=other[1])
+        results = {m: calls[m]() for m in calls if m != "native_causal"}
+    flex_error = None
+    if flex:  # a failure (compile, memory) is recorded and the row goes on without flex
+        try:
+            fwd, bwd, out_of, grads_of = flex_calls(q, k, v, dout, scale, left)
+            results["flex"] = [out_of()] if direction == "fwd" else grads_of()
+            call = fwd if direction == "fwd" else bwd
+            call(), call()  # what the timing will run, run here first: its failures land in flex_error too
+            calls["flex"] = call
+        except Exception as error:  # noqa: BLE001
+            flex_error = f"{type(error).__name__}: {error}"[:300]
+    diffs = {m: max_diff(results["native"], r) for m, r in results.items() if m != "native"}
+    samples = {m: [] for m in calls}
+    for _ in range(args.rounds):
+        for m, c in calls.items():
+            samples[m].append(time_ms([c], args.iters, 1))
+    flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=True, direction=direction,
+                            window=(left, 0))
+    causal_flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=True, direction=direction)
+    ms = {m: statistics.median(x) for m, x in samples.items()}
+    tflops = {m: (causal_flops if m == "native_causal" else flops) / ms[m] / 1e9 for m in ms}
+    ratios = {f"native_over_{m}": statistics.median(t / n for n, t in zip(samples["native"], samples[m]))
+              for m in calls if m not in ("native", "native_causal")}
+    return dict(direction=direction, headdim=headdim, seqlen=seqlen, left=left, ms=ms, samples_ms=samples,
+                max_abs_diff=diffs, tflops=tflops, flex_error=flex_error, **ratios)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--headdims", nargs="+", type=int, default=[128, 256])
+    parser.add_argument("--seqlens", nargs="+", type=int, default=[4096, 16384])
+    parser.add_argument("--lefts", nargs="+", type=int, default=[1024, 4096])
+    parser.add_argument("--directions", nargs="+", choices=["fwd", "bwd"], default=["fwd", "bwd"])
+    parser.add_argument("--flex-headdims", nargs="*", type=int, default=[128],
+                        help="head dims FlexAttention runs at (each shape compiles anew: ~10-30 s)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--compare", default=None, help="NAME=PATH: another build of the library, one more column")
+    args = parser.parse_args()
+    other = None
+    if args.compare:
+        from fa3nn.backends import hopper_build
+
+        name, path = args.compare.split("=", 1)
+        other = (name, hopper_build.load(Path(path)))
+    rows = []
+    for direction in args.directions:
+        for headdim in args.headdims:
+            for seqlen in args.seqlens:
+                for left in args.lefts:
+                    if left < seqlen:
+                        rows.append(measure(headdim, seqlen, left, direction, headdim in args.flex_headdims, args,
+                                            other))
+                        print({k: v for k, v in rows[-1].items() if k != "samples_ms"}, file=sys.stderr, flush=True)
+                        if args.json:  # after every row: a run cut short keeps what it measured
+                            args.json.write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), rows=rows),
+                                                            indent=1))
+    columns = list(dict.fromkeys(m for r in rows for m in r["tflops"]))  # every timed call, first-seen order
+    versus = [m for m in columns if m not in ("native", "native_causal")]
+    print("TFLOP/s of the attended pairs (native_causal: of the causal call's); x: native's speed-up over each; "
+          "diff: max |native - other|")
+    print("| dir | d | seqlen | left | " + " | ".join(columns) + " | " + " | ".join(f"x {m}" for m in versus)
+          + " | " + " | ".join(f"diff {m}" for m in versus) + " |")
+    print("|---" * (4 + len(columns) + 2 * len(versus)) + "|")
+    for r in rows:
+        cells = [r["direction"], r["headdim"], r["seqlen"], r["left"]]
+        cells += [f"{r['tflops'][m]:.1f}" if m in r["tflops"] else "-" for m in columns]
+        cells += [f"{r['native_over_' + m]:.2f}" if "native_over_" + m in r else "-" for m in versus]
+        cells += [f"{r['max_abs_diff'][m]:.1e}" if m in r["max_abs_diff"] else "-" for m in versus]
+        print("| " + " | ".join(map(str, cells)) + " |")
+
+
+if __name__ == "__main__":
+    main()
