@@ -350,8 +350,12 @@ int launch_local(const Problem& pr) {
 template <int D, bool kBF16>
 int dispatch_local(const Problem& pr) {
   if constexpr (D == 64) {
+#ifdef FA3NN_FWD_LOCAL_D64_WIDE  // measurement build (hopper_build --define): every d64 window wide (s31c / s31d)
+    const bool wide = true;
+#else
     const WindowArgs& w = pr.window;
     const bool wide = w.left < 0 || w.right < 0 || w.left + w.right > kD64WideSpan;
+#endif
     return wide ? launch_local<64, kBF16, 0>(pr) : launch_local<64, kBF16, 4>(pr);
   } else {
     return launch_local<D, kBF16, D == 128 ? 4 : 0>(pr);
