@@ -7,6 +7,8 @@
    same packed call (what varlen trained on before) and, where every sequence has one length L, against the native
    dense backward of the (16384 / L, L) batch. TFLOP/s with the FLOPs summed per sequence (fa3nn.metrics).
    "mixed" draws lengths uniformly from [256, 4096], "short" from [32, 1024] (seed 0) until 16384 tokens.
+   With --window LEFT, the causal sliding window (LEFT, 0) in every call of this part (and causal only); FLOPs count
+   each sequence's attended pairs.
 
     python scripts/bwd_varlen_ab.py --json out.json [--base build_main/libfa3nn_hopper.so] [--rounds 5]
 """
@@ -122,32 +124,34 @@ def varlen_rows(args) -> list:
                 starts.append(starts[-1] + n)
             cu = torch.tensor(starts, dtype=torch.int32, device="cuda")
             varlen = Varlen(cu, cu, max(lengths), max(lengths), tuple(starts), tuple(starts))
-            for causal in (False, True):
+            for causal in (True,) if args.window is not None else (False, True):
+                window_size = (args.window, 0) if args.window is not None else (-1, -1)
+                win = functools.partial(hopper_bwd.launch, window_size=window_size)  # the native backward
                 q = torch.randn(TOKENS, nheads, headdim, device="cuda", dtype=torch.bfloat16)
                 k, v = (torch.randn(TOKENS, nheads // args.group, headdim, device="cuda", dtype=torch.bfloat16)
                         for _ in range(2))
                 scale = headdim**-0.5
-                out, lse = forward(q, k, v, scale, causal, varlen)
+                out, lse = forward(q, k, v, scale, causal, varlen, window_size=window_size)
                 dout = torch.randn_like(out)
-                params = AttnParams(scale, Window(-1, 0) if causal else Window(), 0.0, False)
-                flops = sum(attention_flops(1, nheads, n, n, headdim, causal=causal, direction="bwd")
+                params = AttnParams(scale, Window.from_args(causal, window_size), 0.0, False)
+                flops = sum(attention_flops(1, nheads, n, n, headdim, causal=causal, direction="bwd",
+                                            window=window_size if args.window is not None else None)
                             for n in lengths)
-                calls = {"native_varlen": functools.partial(hopper_bwd.launch, dout, q, k, v, out, lse, scale, causal,
+                calls = {"native_varlen": functools.partial(win, dout, q, k, v, out, lse, scale, causal,
                                                             varlen=varlen),
                          "triton_varlen": functools.partial(triton_launch.backward, dout, q, k, v, out, lse, None,
                                                             params, varlen)}
                 for schedule in args.schedules:  # explicit launches beside auto's choice
                     for order in ("key_blocks_inner", "key_blocks_outer"):
                         calls[f"{schedule}_{order.split('_')[-1]}"] = functools.partial(
-                            hopper_bwd.launch, dout, q, k, v, out, lse, scale, causal, varlen=varlen,
+                            win, dout, q, k, v, out, lse, scale, causal, varlen=varlen,
                             schedule=schedule, grid_order=order)
                 if case not in MIXED:
                     q4, k4, v4, do4 = (t.view(len(lengths), lengths[0], *t.shape[1:]) for t in (q, k, v, dout))
-                    o4, lse4 = forward(q4, k4, v4, scale, causal)
-                    calls["native_dense"] = functools.partial(hopper_bwd.launch, do4, q4, k4, v4, o4, lse4, scale,
-                                                              causal)
-                    calls["dense_per_tile"] = functools.partial(hopper_bwd.launch, do4, q4, k4, v4, o4, lse4, scale,
-                                                                causal, schedule="per_tile")
+                    o4, lse4 = forward(q4, k4, v4, scale, causal, window_size=window_size)
+                    calls["native_dense"] = functools.partial(win, do4, q4, k4, v4, o4, lse4, scale, causal)
+                    calls["dense_per_tile"] = functools.partial(win, do4, q4, k4, v4, o4, lse4, scale, causal,
+                                                                schedule="per_tile")
                 grads = {m: c() for m, c in calls.items()}
                 ref = grads["native_varlen"]
                 diffs = {m: max((g.reshape(r.shape) - r).abs().max().item() for g, r in zip(grads[m], ref))
@@ -159,8 +163,8 @@ def varlen_rows(args) -> list:
                 tflops = {m: flops / statistics.median(s) / 1e9 for m, s in samples.items()}
                 profile = ({m: kernel_times(calls[m]) for m in ("native_varlen", "native_dense", "dense_per_tile")}
                            if args.profile and case not in MIXED else None)
-                rows.append(dict(headdim=headdim, case=case, causal=causal, group=args.group, sequences=len(lengths),
-                                 tflops=tflops,
+                rows.append(dict(headdim=headdim, case=case, causal=causal, window=args.window, group=args.group,
+                                 sequences=len(lengths), tflops=tflops,
                                  max_abs_diff_to_native_varlen=diffs, samples_ms=samples, kernel_us=profile))
                 print(headdim, case, causal, {m: round(t, 1) for m, t in tflops.items()}, diffs, file=sys.stderr,
                       flush=True)
@@ -178,6 +182,8 @@ def main() -> int:
     parser.add_argument("--group", type=int, default=1, help="query heads per K/V head (GQA)")
     parser.add_argument("--profile", action="store_true",
                         help="per-kernel device times (torch.profiler) of varlen / dense calls on uniform lengths")
+    parser.add_argument("--window", type=int, default=None,
+                        help="varlen part: the causal sliding window (WINDOW, 0) in every call")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--json", type=Path, default=None)
@@ -205,7 +211,7 @@ def main() -> int:
         print(f"| {r['headdim']} | {r['case']} ({r['sequences']}) | {'yes' if r['causal'] else 'no'} | "
               f"{t['native_varlen']:.1f} | {t['triton_varlen']:.1f} | {t.get('native_dense', float('nan')):.1f} | "
               f"{d['triton_varlen']:.2e}, {d.get('native_dense', float('nan')):.2e} |"
-              + "".join(f" {t[m]:.1f} |" for m in extra))
+              + "".join(f" {t.get(m, float('nan')):.1f} |" for m in extra))
     return 0
 
 

@@ -40,7 +40,6 @@ def _call(**overrides) -> AttnCall:
         ({"headdim": 96, "headdim_v": 96}, True, "headdim 96/96 is not supported"),
         ({"headdim": 256, "headdim_v": 256, "deterministic": True}, True, "deterministic=True"),
         ({"deterministic": True}, True, "deterministic=True"),
-        ({"window": Window(64, 0), "varlen": True}, True, "sliding window with varlen"),
         ({"device_type": "cpu", "capability": None}, False, "needs a CUDA device"),
         ({"capability": (8, 0)}, False, "needs a Hopper GPU (sm_90), got sm_80"),
         ({"dtype": torch.float32}, False, "dtype torch.float32 is not supported"),
@@ -54,7 +53,7 @@ def test_refusal_reasons(overrides, backward, expected):
 
 
 def test_windows_are_not_refused(monkeypatch):
-    """Sliding windows: the native forward takes dense and varlen calls, the native backward dense ones."""
+    """Sliding windows: the native forward and backward take dense and varlen calls."""
     from fa3nn.backends import hopper_lib
 
     monkeypatch.setattr(hopper_lib.LIBRARY, "get", lambda: object())  # a synthetic call: no GPU, no build
@@ -62,6 +61,7 @@ def test_windows_are_not_refused(monkeypatch):
         assert HopperBackend().refusal(_call(window=window), False) is None
         assert HopperBackend().refusal(_call(window=window, varlen=True), False) is None
         assert HopperBackend().refusal(_call(window=window), True) is None
+        assert HopperBackend().refusal(_call(window=window, varlen=True), True) is None
 
 
 def test_window_arguments_of_the_forward():
@@ -288,29 +288,33 @@ def _api_gradients(q, k, v, dout, dlse, causal, **kwargs):
 
 @pytest.mark.gpu
 @needs_hopper
+@pytest.mark.parametrize("window_size", [(-1, -1), (100, 30)], ids=lambda w: f"w{w[0]}_{w[1]}")
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("headdim", [64, 128])
-def test_auto_trains_varlen_on_hopper(headdim, causal):
+@pytest.mark.parametrize("headdim", [64, 128, 256])
+def test_auto_trains_varlen_on_hopper(headdim, causal, window_size):
     """flash_attn_varlen_func with a gradient into lse too, served forward and backward by the native kernels, against
-    the padded batch's reference (random lengths, empty sequences allowed, GQA)."""
+    the padded batch's reference (random lengths, empty sequences allowed, GQA); also with a sliding window per
+    sequence (100, 30), or (100, 0) with causal."""
     batch, max_seqlen, nheads, nheads_kv = 5, 600, 6, 2
     q, k, v = random_qkv(batch, max_seqlen, max_seqlen, nheads, nheads_kv, headdim, torch.bfloat16, device="cuda")
     mask_q = random_padding_mask(batch, max_seqlen, device="cuda")
     mask_k = random_padding_mask(batch, max_seqlen, device="cuda")
     (q_p, cu_q, max_q), (k_p, cu_k, max_k), (v_p, _, _) = unpad(q, mask_q), unpad(k, mask_k), unpad(v, mask_k)
-    explanation = fa3nn.explain(q_p, k_p, v_p, cu_q, cu_k, max_q, max_k, causal=causal)
+    explanation = fa3nn.explain(q_p, k_p, v_p, cu_q, cu_k, max_q, max_k, causal=causal, window_size=window_size)
     assert (explanation.forward, explanation.backward) == ("hopper", "hopper"), explanation
     dout = torch.randn_like(q_p)
     dlse = torch.randn(nheads, q_p.shape[0], device="cuda")
     leaves = [t.detach().clone().requires_grad_() for t in (q_p, k_p, v_p)]
-    out, lse = fa3nn.flash_attn_varlen_func(*leaves, cu_q, cu_k, max_q, max_k, causal=causal, return_lse=True)
+    out, lse = fa3nn.flash_attn_varlen_func(*leaves, cu_q, cu_k, max_q, max_k, causal=causal, window_size=window_size,
+                                            return_lse=True)
     finite = torch.isfinite(lse)  # rows that attend no key (causal, or no keys): lse -inf, no gradient through it
     ((out.float() * dout.float()).sum() + (lse[finite] * dlse[finite]).sum()).backward()
     got = [t.grad for t in leaves]
 
     def reference(upcast):
         padded = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-        o, lse_ref = attention_ref(*padded, mask_q, mask_k, causal=causal, upcast=upcast, reorder_ops=not upcast)
+        o, lse_ref = attention_ref(*padded, mask_q, mask_k, causal=causal, upcast=upcast, reorder_ops=not upcast,
+                                   window_size=window_size)
         l_packed = lse_ref.transpose(1, 2)[mask_q].t()  # (nheads, total_q), the layout of lse
         ((o[mask_q].float() * dout.float()).sum() + (l_packed[finite] * dlse[finite]).sum()).backward()
         return [t.grad[m] for t, m in zip(padded, (mask_q, mask_k, mask_k))]

@@ -139,14 +139,12 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
         assert error(8, 2, variant=hopper_bwd.VARIANTS[variant], headdim=256) == (
             1, "head dim 256's backward is built as variants 0 (red dQ) and 1 (bulk dQ, staged in the ring) only")
     assert error(8, 2, headdim=96) == (1, "unsupported head dim for the backward (built: 64, 128, 256)")
-    # Windows: sizes of -1 or more; dense and the default variant only.
+    # Windows: sizes of -1 or more; the default variant only, dense or varlen.
     assert error(8, 2, window=(-2, 0)) == (1, "window_left / window_right must be -1 (unbounded) or a key count >= 0")
-    assert error(8, 2, window=(32, 0), variant=hopper_bwd.VARIANTS["red_dq"]) == (
-        1, "the sliding-window backward is built for the default variant only (4 m128 at head dim 64, 3 bulk dQ + "
-           "overlap at 128, 1 bulk dQ at 256)")
-    assert error(8, 2, window=(32, 0), cu_q=ctypes.c_void_p(16), cu_k=ctypes.c_void_p(16), max_q=90,
-                 variant=hopper_bwd.VARIANTS["bulk_dq_overlap"]) == (
-        1, "the backward has sliding windows for dense calls only")
+    for cu, max_q in ((None, 100), (ctypes.c_void_p(16), 90)):  # dense, varlen
+        assert error(8, 2, window=(32, 0), variant=hopper_bwd.VARIANTS["red_dq"], cu_q=cu, cu_k=cu, max_q=max_q) == (
+            1, "the sliding-window backward is built for the default variant only (4 m128 at head dim 64, 3 bulk dQ + "
+               "overlap at 128, 1 bulk dQ at 256)")
     # Varlen: both offsets or neither; a dense call's longest lengths are its lengths; the default variant only
     # (pointers that are never dereferenced: these checks run before any launch).
     cu = ctypes.c_void_p(16)
@@ -287,26 +285,22 @@ def test_backward_refuses_what_the_kernel_lacks(kwargs, expected):
 
 
 def test_window_arguments_and_refusals():
-    """Sliding windows: dense calls of the default variant only (a named error for the others and for bad sizes), the
-    refusal that sends varlen windows to triton, and the C ABI's own window check."""
+    """Sliding windows: the default variant only (a named error for the others and for bad sizes), dense and varlen
+    calls both refused by nothing."""
     args = _inputs()
     for bad in ((-2, 0), (3,), (1.5, 0), (True, 0)):
         with pytest.raises(ValueError, match=r"window_size must be \(left, right\) ints >= -1"):
             hopper_bwd.launch(softmax_scale=0.1, causal=False, window_size=bad, **args)
-    with pytest.raises(ValueError, match=r"window_size \(32, 0\): the native backward has sliding windows for dense "
-                                         r"calls in the default variant \('bulk_dq_overlap'\) only"):
+    with pytest.raises(ValueError, match=r"window_size \(32, 0\): the native backward has sliding windows in the "
+                                         r"default variant \('bulk_dq_overlap'\) only"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, window_size=(32, 0), variant="red_dq", **args)
     # Causal (-1, 0) and full (-1, -1) are not windows; (-1, 5) and (0, 0) are.
     assert [hopper_bwd.is_sliding(hopper_bwd.window_of(c, w)) for c, w in
             ((False, (-1, -1)), (True, (-1, -1)), (True, (-1, 7)), (False, (-1, 5)), (False, (0, 0)))] == [
         False, False, False, True, True]
-    varlen_args, varlen = _varlen_inputs([10, 20], [10, 20])
-    with pytest.raises(ValueError, match="with varlen: the native backward has sliding windows for dense calls only"):
-        hopper_bwd.backward(**varlen_args, dlse=None, params=_params(window=Window(32, 0)), varlen=varlen)
     call = AttnCall(device_type="cuda", capability=(9, 0), dtype=torch.bfloat16, headdim=128, headdim_v=128,
                     nheads=4, nheads_kv=4, varlen=True, window=Window(32, 0), softcap=0.0, deterministic=False)
-    assert hopper_bwd.refusal(call) == ("sliding window with varlen: the native backward has windows for dense calls "
-                                        "only")
+    assert hopper_bwd.refusal(call) is None
     assert hopper_bwd.refusal(dataclasses.replace(call, varlen=False)) is None
 
 

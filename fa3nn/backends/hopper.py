@@ -3,8 +3,8 @@
 Forward: bf16/fp16, head dims 64/128/256, causal or not, sliding windows, MQA/GQA, varlen. Backward (hopper_bwd.py):
 dense and varlen batches, head dims 64/128/256, causal or not, MHA and GQA/MQA (the kernel walks each K/V head's query
 heads while hopper_bwd.NATIVE_GQA is on, else K/V are expanded and dK/dV summed over each group), with or without a
-gradient into lse, sliding windows on dense calls; every other backward (softcap, windows with varlen, and
-deterministic=True: dQ is summed with fp32 atomics) is refused, so
+gradient into lse, sliding windows; every other backward (softcap, and deterministic=True: dQ is summed with fp32
+atomics) is refused, so
 `auto` runs it on triton (else reference), which read the same lse: float32 natural log, (batch, nheads, seqlen_q), or
 (nheads, total_q) for varlen. The library is loaded (built on first use, see hopper_build) the first time a call
 that this backend could otherwise serve asks, and a failed load becomes the refusal reason, so `auto` falls through.

@@ -2,10 +2,9 @@
 
 Kernel scope: dense or packed (varlen, cu_seqlens) batches, MHA/GQA/MQA (nheads_kv dividing nheads), head dim 64,
 128 or 256 (64-key blocks whose two consumer warpgroups split the head dim: kernels/hopper/flash_bwd_cols.cuh),
-bf16/fp16, causal or not, sliding windows on dense calls, no softcap; dQ is summed with fp32 atomics, so it is not
+bf16/fp16, causal or not, sliding windows (dense or varlen), no softcap; dQ is summed with fp32 atomics, so it is not
 bitwise deterministic. Varlen and windows run each head dim's default variant (DEFAULT_VARIANTS; the library builds
-no other for them). Under
-GQA/MQA one CTA per K/V head walks every query head of its group and sums dK/dV in registers
+no other for them). Under GQA/MQA one CTA per K/V head walks every query head of its group and sums dK/dV in registers
 (kernels/hopper/flash_bwd.cuh, BwdQueryWalk): dK/dV stay deterministic and are written once per K/V head.
 `backward` runs GQA/MQA through that in-kernel path (NATIVE_GQA, the default); with NATIVE_GQA off it expands K and V
 to every query head (copies), runs the kernel as MHA and sums dK/dV over each group.
@@ -174,7 +173,7 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     benchmarks and tests). k/v may have fewer heads than q (GQA/MQA, a divisor of q's): dk/dv come out with k/v's
     shape. `varlen` (base.Varlen): packed sequences, tensors without the batch axis (check_arguments), the default
     variant only. `window_size` (left, right), -1 unbounded, with `causal` as in fa3nn.masks.Window.from_args: a
-    window other than full or causal runs the window kernels (dense, the default variant)."""
+    window other than full or causal runs the window kernels (dense or varlen, the default variant)."""
     if variant is None:  # a head dim without a default: check_arguments names the problem
         variant = DEFAULT_VARIANTS.get(q.shape[-1] if isinstance(q, torch.Tensor) else None, "red_dq")
     if variant not in VARIANTS:
@@ -189,9 +188,9 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
                          f"with schedule={schedule!r}")
     check_arguments(dout, q, k, v, out, lse, softmax_scale, varlen)
     window = window_of(causal, window_size)
-    if is_sliding(window) and (varlen is not None or variant != DEFAULT_VARIANTS[q.shape[-1]]):
-        raise ValueError(f"window_size {window_size}: the native backward has sliding windows for dense calls in the "
-                         f"default variant ({DEFAULT_VARIANTS[q.shape[-1]]!r}) only; use backend='triton' otherwise")
+    if is_sliding(window) and variant != DEFAULT_VARIANTS[q.shape[-1]]:
+        raise ValueError(f"window_size {window_size}: the native backward has sliding windows in the default variant "
+                         f"({DEFAULT_VARIANTS[q.shape[-1]]!r}) only; use backend='triton' otherwise")
     if varlen is not None and variant != DEFAULT_VARIANTS[q.shape[-1]]:
         raise ValueError(f"variant {variant!r}: the varlen backward is built for the default variant of head dim "
                          f"{q.shape[-1]} only ({DEFAULT_VARIANTS[q.shape[-1]]!r})")
@@ -304,18 +303,12 @@ def refusal(call: AttnCall) -> str | None:
         return f"headdim {call.headdim}: the native backward has {', '.join(map(str, SUPPORTED_HEADDIMS))}"
     if call.deterministic:
         return "deterministic=True: the native backward sums dQ with fp32 atomics; triton's backward has none"
-    if call.varlen and is_sliding(call.window):
-        return "sliding window with varlen: the native backward has windows for dense calls only"
     return None
 
 
 def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None):
     """Backend.backward for the native kernels; GQA/MQA in the kernel with NATIVE_GQA, else through copies of K and V
     (module docstring)."""
-    if params.window.local or params.window.right > 0:
-        if varlen is not None:
-            raise ValueError(f"params.window {params.window} with varlen: the native backward has sliding windows for "
-                             "dense calls only")
     if params.softcap > 0:
         raise ValueError(f"params.softcap {params.softcap}: softcap is not in the native backward yet")
     group = q.shape[-2] // k.shape[-2] if q.dim() >= 3 and k.dim() >= 3 and k.shape[-2] else 1

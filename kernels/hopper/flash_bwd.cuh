@@ -111,7 +111,7 @@ struct BwdConfig {
   // has kCausal instead): the mask, each key block's query-block range and tiles without a step skipped by every role
   // (their dK / dV zeroed by the caller), as varlen's. Dense, default variants only (flash_bwd_launch.cuh).
   static constexpr bool kLocal = kLocal_;
-  static_assert(!(kLocal_ && (kCausal_ || kVarlen_)), "a window kernel takes causal as a window, and no varlen");
+  static_assert(!(kLocal_ && kCausal_), "a window kernel takes causal as a window");
   static constexpr bool kSkipsEmptyTiles = kVarlen_ || kLocal_;
   // Packed sequences (BwdParams::cu_seqlens_*): per-tile lengths and row offsets (bwd_tile), empty tiles skipped
   // (BwdCtaTiles). A separate instantiation, so the dense kernels carry none of it.
@@ -283,11 +283,16 @@ __device__ __forceinline__ BwdTile bwd_tile(const BwdParams& p, int tile) {
 // queries, have no step: every role skips them (BwdCtaTiles), so no barrier phase is spent on them, and their dK / dV
 // rows are zeroed by the caller before the launch (hopper_bwd.launch). A dense tile always has a step, unless a
 // window keeps every query row off its keys (kLocal: first_m_block .. bwd_end_m_block empty): skipped, and zeroed by
-// the caller, the same way.
+// the caller, the same way (dense or varlen).
 template <class Cfg>
 __device__ __forceinline__ bool bwd_tile_empty(const BwdParams& p, const BwdTile& t) {
-  if constexpr (Cfg::kLocal)
-    return bwd_end_m_block<Cfg>(p, t.seq, t.n_block) <= first_m_block<Cfg>(p, t.seq, t.n_block);
+  // Only varlen tiles lie outside their sequence (a dense grid is the call's own). The test is spelled out twice: as
+  // a lambda shared by both returns, ptxas scheduled the varlen kernels' tile decode differently (same instructions).
+  if constexpr (Cfg::kLocal) {
+    const bool unreached = bwd_end_m_block<Cfg>(p, t.seq, t.n_block) <= first_m_block<Cfg>(p, t.seq, t.n_block);
+    if constexpr (Cfg::kVarlen) return t.n_block * Cfg::kBlockN >= t.seq.seqlen_k || t.seq.seqlen_q == 0 || unreached;
+    return unreached;
+  }
   return t.n_block * Cfg::kBlockN >= t.seq.seqlen_k || t.seq.seqlen_q == 0;
 }
 

@@ -36,7 +36,8 @@ struct BwdProblem {
   int prepost_vec = 1;  // 0: the 2-byte preprocess / postprocess kernels even where 16-byte ones could run
   int ctas = 0;         // main kernel CTAs: 0 auto (use_persistent_bwd), -1 one per tile, n > 0 at most n (persistent)
   int dkdv_vec16 = 1;   // 0: dK / dV stored 4 bytes at a time even where 16-byte stores could run
-  // local: the BwdConfig::kLocal kernels; dk and dv zeroed by the caller (tiles no window reaches are skipped).
+  // local: the BwdConfig::kLocal kernels (dense or varlen); dk and dv zeroed by the caller (tiles no window reaches
+  // are skipped).
   WindowArgs window;
 };
 
@@ -57,7 +58,8 @@ constexpr int kScalarDKDVBit = 32;
 // innermost; benchmarks/NOTES.md, s29b): lengths uniform in [256, 4096] 460 / 426 and 405 / 364 non-causal, 417 / 307
 // and 360 / 308 causal; in [32, 1024] 345 / 296, 294 / 268, 239 / 215, 202 / 196; all 2048: 462 / 455, 415 / 419,
 // 381 / 395, 351 / 362.
-// Windows (kLocal): never either, for the same reason as varlen (empty tiles in the static deal; not measured).
+// Windows (kLocal): never either; one CTA per SM chaining tiles measured 1-13% slower on causal windows (1024, 0) /
+// (4096, 0) at 4k / 16k (s31c, scripts/window_ab.py).
 inline bool use_persistent_bwd(bool causal, int group, int seqlen_q, bool skips_empty_tiles) {
   return !skips_empty_tiles && static_cast<long long>(group) * seqlen_q <= (causal ? 4096 : 1024);
 }
@@ -146,7 +148,8 @@ int launch_bwd(const BwdProblem& pr) {
   p.softmax_scale = pr.softmax_scale;
   p.window_left = pr.window.left;
   p.window_right = pr.window.right;
-  if (pr.window.local != Cfg::kLocal) return fail("%s", "internal: a window call reached a kernel without windows or back");
+  if (pr.window.local != Cfg::kLocal)
+    return fail("%s", "internal: a window call reached a kernel without windows or back");
 
   // 16-byte accesses where the tensors allow them (PrePostVec), each pass by its own: the preprocess reads out and
   // dout, the postprocess writes dq; both access dq_accum (torch allocates it aligned; checked for C callers).
@@ -227,18 +230,23 @@ int run_bwd_dispatch(const BwdProblem& pr, bool bf16, bool causal) {
                 : launch_bwd<BwdConfig<D, S, false, false, kDQBulk, kOverlap, kBlockM, kVarlen>>(pr);
 }
 
-// Sliding windows (BwdConfig::kLocal): dense kernels of one variant (the default), causal taken as a window.
-template <int D, bool kDQBulk, bool kOverlap, int kBlockM = 64>
-int run_bwd_dispatch_local(const BwdProblem& pr, bool bf16) {
-  constexpr int S = BwdTiles<D, kBlockM>::kStages;
-  return bf16 ? launch_bwd<BwdConfig<D, S, true, false, kDQBulk, kOverlap, kBlockM, false, true>>(pr)
-              : launch_bwd<BwdConfig<D, S, false, false, kDQBulk, kOverlap, kBlockM, false, true>>(pr);
-}
-
 // Varlen and window kernels are built for each head dim's default variant only (hopper_bwd.DEFAULT_VARIANTS: m128 at
 // d64, bulk dQ + overlap at d128, bulk dQ at d256), which keeps the build's kernel count (and time) near the dense
-// one's.
+// one's. Window kernels (BwdConfig::kLocal) take causal as a window.
 constexpr int kDefaultVariant(int D) { return D == 64 ? 4 : D == 128 ? 3 : 1; }
+
+template <int D, bool kVarlen, bool kLocal>
+int run_bwd_default(const BwdProblem& pr, bool bf16, bool causal) {
+  constexpr bool kOverlap = kDefaultVariant(D) == 3;
+  constexpr int kBlockM = kDefaultVariant(D) == 4 ? 128 : 64;
+  if constexpr (kLocal) {
+    constexpr int S = BwdTiles<D, kBlockM>::kStages;
+    return bf16 ? launch_bwd<BwdConfig<D, S, true, false, true, kOverlap, kBlockM, kVarlen, true>>(pr)
+                : launch_bwd<BwdConfig<D, S, false, false, true, kOverlap, kBlockM, kVarlen, true>>(pr);
+  } else {
+    return run_bwd_dispatch<D, true, kOverlap, kBlockM, kVarlen>(pr, bf16, causal);
+  }
+}
 
 // variant: 0 = dQ by per-thread red.global.add.v2.f32 (the default), 1 = bulk dQ (shared memory + TMA reduce-add,
 // flash_bwd.cuh), 2 = overlap (next block's score GEMMs before this block's dQ GEMM, flash_bwd_overlap.cuh),
@@ -247,30 +255,16 @@ constexpr int kDefaultVariant(int D) { return D == 64 ? 4 : D == 128 ? 3 : 1; }
 // per head dim from measurements (fa3nn/backends/hopper_bwd.py).
 template <int D>
 int run_bwd_headdim(const BwdProblem& pr, bool bf16, bool causal, int variant) {
-  if (pr.window.local) {  // dense, the default variant (run_bwd_dispatch_local instantiates kLocal kernels for it only)
-    if (pr.cu_seqlens_q != nullptr) return fail("%s", "the backward has sliding windows for dense calls only");
+  const bool varlen = pr.cu_seqlens_q != nullptr;
+  if (varlen || pr.window.local) {
     if (variant != kDefaultVariant(D))
-      return fail("%s", "the sliding-window backward is built for the default variant only (4 m128 at head dim 64, "
-                        "3 bulk dQ + overlap at 128, 1 bulk dQ at 256)");
-    if constexpr (D == 64) {
-      return run_bwd_dispatch_local<D, true, false, 128>(pr, bf16);
-    } else if constexpr (D == 256) {
-      return run_bwd_dispatch_local<D, true, false>(pr, bf16);
-    } else {
-      return run_bwd_dispatch_local<D, true, true>(pr, bf16);
-    }
-  }
-  if (pr.cu_seqlens_q != nullptr) {
-    if (variant != kDefaultVariant(D))
-      return fail("%s", "the varlen backward is built for the default variant only (4 m128 at head dim 64, 3 bulk dQ "
-                        "+ overlap at 128, 1 bulk dQ at 256)");
-    if constexpr (D == 64) {
-      return run_bwd_dispatch<D, true, false, 128, true>(pr, bf16, causal);
-    } else if constexpr (D == 256) {
-      return run_bwd_dispatch<D, true, false, 64, true>(pr, bf16, causal);
-    } else {
-      return run_bwd_dispatch<D, true, true, 64, true>(pr, bf16, causal);
-    }
+      return fail("%s", pr.window.local ? "the sliding-window backward is built for the default variant only (4 m128 "
+                                          "at head dim 64, 3 bulk dQ + overlap at 128, 1 bulk dQ at 256)"
+                                        : "the varlen backward is built for the default variant only (4 m128 at head "
+                                          "dim 64, 3 bulk dQ + overlap at 128, 1 bulk dQ at 256)");
+    if (!pr.window.local) return run_bwd_default<D, true, false>(pr, bf16, causal);
+    return varlen ? run_bwd_default<D, true, true>(pr, bf16, causal)
+                  : run_bwd_default<D, false, true>(pr, bf16, causal);
   }
   if constexpr (D == 256) {
     if (variant == 0) return run_bwd_dispatch<D, false, false>(pr, bf16, causal);
