@@ -8,12 +8,14 @@ backend's output (and, backward, dq / dk / dv) is compared with the native one's
     python scripts/window_ab.py --json out.json [--headdims 128 256] [--seqlens 4096 16384] [--lefts 1024 4096]
         [--directions fwd bwd] [--flex-headdims 128] [--compare NAME=PATH]
 
---compare adds another build of the library (hopper_build --define ... --out PATH) as one more column, NAME.
+--compare (repeatable) adds another build of the library (hopper_build --define ... --out PATH) as one more column,
+NAME.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -69,7 +71,7 @@ def max_diff(a, b) -> float:
     return max((x.float() - y.float()).abs().max().item() for x, y in zip(a, b))
 
 
-def measure(headdim: int, seqlen: int, left: int, direction: str, flex: bool, args, other=None) -> dict:
+def measure(headdim: int, seqlen: int, left: int, direction: str, flex: bool, args, others=()) -> dict:
     batch, nheads = TOKENS // seqlen, WIDTH // headdim
     q, k, v = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     scale = headdim**-0.5
@@ -84,9 +86,9 @@ def measure(headdim: int, seqlen: int, left: int, direction: str, flex: bool, ar
             "native_causal": lambda: hopper.launch(q, k, v, scale, True),
         }
         results = {"native": [out], "triton": [triton_launch.forward(q, k, v, params, None)[0]]}
-        if other is not None:
-            calls[other[0]] = lambda: hopper.launch(q, k, v, scale, True, window_size=(left, 0), library=other[1])
-            results[other[0]] = [calls[other[0]]()[0]]
+        for name, lib in others:
+            calls[name] = functools.partial(hopper.launch, q, k, v, scale, True, window_size=(left, 0), library=lib)
+            results[name] = [calls[name]()[0]]
     else:
         calls = {
             "native": lambda: hopper_bwd.launch(dout, q, k, v, out, lse, scale, True, window_size=(left, 0)),
@@ -96,9 +98,9 @@ def measure(headdim: int, seqlen: int, left: int, direction: str, flex: bool, ar
             "native_persistent": lambda: hopper_bwd.launch(dout, q, k, v, out, lse, scale, True,
                                                            window_size=(left, 0), schedule="persistent"),
         }
-        if other is not None:
-            calls[other[0]] = lambda: hopper_bwd.launch(dout, q, k, v, out, lse, scale, True, window_size=(left, 0),
-                                                        library=other[1])
+        for name, lib in others:
+            calls[name] = functools.partial(hopper_bwd.launch, dout, q, k, v, out, lse, scale, True,
+                                            window_size=(left, 0), library=lib)
         results = {m: calls[m]() for m in calls if m != "native_causal"}
     flex_error = None
     if flex:  # a failure (compile, memory) is recorded and the row goes on without flex
@@ -137,14 +139,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--compare", default=None, help="NAME=PATH: another build of the library, one more column")
+    parser.add_argument("--compare", action="append", default=[],
+                        help="NAME=PATH: another build of the library, one more column (repeatable)")
     args = parser.parse_args()
-    other = None
-    if args.compare:
-        from fa3nn.backends import hopper_build
+    from fa3nn.backends import hopper_build
 
-        name, path = args.compare.split("=", 1)
-        other = (name, hopper_build.load(Path(path)))
+    others = [(spec.split("=", 1)[0], hopper_build.load(Path(spec.split("=", 1)[1]))) for spec in args.compare]
     rows = []
     for direction in args.directions:
         for headdim in args.headdims:
@@ -152,7 +152,7 @@ def main() -> None:
                 for left in args.lefts:
                     if left < seqlen:
                         rows.append(measure(headdim, seqlen, left, direction, headdim in args.flex_headdims, args,
-                                            other))
+                                            others))
                         print({k: v for k, v in rows[-1].items() if k != "samples_ms"}, file=sys.stderr, flush=True)
                         if args.json:  # after every row: a run cut short keeps what it measured
                             args.json.write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), rows=rows),

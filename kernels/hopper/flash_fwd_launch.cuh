@@ -349,6 +349,9 @@ int launch_local(const Problem& pr) {
 
 template <int D, bool kBF16>
 int dispatch_local(const Problem& pr) {
+#ifdef FA3NN_FWD_LOCAL_VARIANT  // measurement build (hopper_build --define FA3NN_FWD_LOCAL_VARIANT=v): every window on
+  return launch_local<D, kBF16, FA3NN_FWD_LOCAL_VARIANT>(pr);  // Tiles<D, v> (0, 4 or 5)
+#endif
   if constexpr (D == 64) {
 #ifdef FA3NN_FWD_LOCAL_D64_WIDE  // measurement build (hopper_build --define): every d64 window wide (s31c / s31d)
     const bool wide = true;
