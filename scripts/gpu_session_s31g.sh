@@ -7,6 +7,7 @@ set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-s31g
 stamp start
+tar xJf build/extra_libs.tar.xz -C build
 timeout 200 python scripts/window_ab.py --headdims 64 128 256 --directions fwd --flex-headdims \
     --compare v0="$PWD/build/lv0.so" --compare v5="$PWD/build/lv5.so" --json "$out/window_tiles.json" \
     > "$out/window_tiles.log" 2>&1
