@@ -17,10 +17,10 @@
 #                          $out/NAME.{json,log} within LIMIT seconds; prints its exit code and its table compactly
 #   gpu_bench TAG LIMIT ARGS...  scripts/bench.py, triton / cuDNN / FA2 (12 compile workers), into $out/TAG.{json,md}
 #                          and $out/bench_TAG.log within LIMIT seconds; prints its exit code and its table's rows
-#   gpu_all_tests LIMIT RERUN_LIMIT  every GPU test (pytest -m gpu, $TEST_WORKERS workers, default 12) into
+#   gpu_all_tests LIMIT RERUN_LIMIT  every GPU test (pytest -m gpu, $TEST_WORKERS workers, default 8) into
 #                          $out/tests_all.log within LIMIT seconds, then its failures (up to $RERUN_MAX, default 40)
-#                          rerun alone into $out/rerun.log within RERUN_LIMIT (12 workers sharing the GPU have run the
-#                          fp32 references out of memory: 8 failures in s31a, 86 in s31b)
+#                          rerun alone into $out/rerun.log within RERUN_LIMIT (12 workers sharing the GPU ran the fp32
+#                          references out of memory: 8 failures in s31a, 86 in s31b; 8 workers none, 141-145 s)
 #   gpu_fp8_bench NAME LIMIT ARGS...  scripts/bench_hopper_fp8.py ARGS (the native FP8 forward and its --variants,
 #                          kernel only) into $out/NAME.{json,log} within LIMIT seconds; prints its exit code and table
 #   gpu_fp8_record LIMIT ARGS...  issue 5's table: scripts/bench.py with the native FP8 forward, our bf16 forward and
@@ -125,7 +125,7 @@ gpu_cudnn_fp8() {
 }
 
 gpu_all_tests() {
-    timeout "$1" python -m pytest -m gpu -n "${TEST_WORKERS:-12}" -q -rfE -p no:cacheprovider tests/ \
+    timeout "$1" python -m pytest -m gpu -n "${TEST_WORKERS:-8}" -q -rfE -p no:cacheprovider tests/ \
         > "$out/tests_all.log" 2>&1
     echo "tests rc $?"; tail -n 1 "$out/tests_all.log"
     grep -E "^(FAILED|ERROR) " "$out/tests_all.log" | sed -E 's/^(FAILED|ERROR) //; s/ - .*//' > "$out/failed.txt"
