@@ -8,6 +8,7 @@ backend's output (and, backward, dq / dk / dv) is compared with the native one's
     python scripts/window_ab.py --json out.json [--headdims 128 256] [--seqlens 4096 16384] [--lefts 1024 4096]
         [--directions fwd bwd] [--flex-headdims 128] [--compare NAME=PATH]
 
+--softcap C caps every call's scores (forward only; the Triton causal forward joins as a column).
 --compare (repeatable) adds another build of the library (hopper_build --define ... --out PATH) as one more column,
 NAME.
 """
@@ -75,19 +76,25 @@ def measure(headdim: int, seqlen: int, left: int, direction: str, flex: bool, ar
     batch, nheads = TOKENS // seqlen, WIDTH // headdim
     q, k, v = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     scale = headdim**-0.5
-    params = AttnParams(softmax_scale=scale, window=Window.from_args(True, (left, 0)), softcap=0.0,
+    cap = args.softcap
+    params = AttnParams(softmax_scale=scale, window=Window.from_args(True, (left, 0)), softcap=cap,
                         deterministic=False)
-    out, lse = hopper.launch(q, k, v, scale, True, window_size=(left, 0))
+    out, lse = hopper.launch(q, k, v, scale, True, window_size=(left, 0), softcap=cap)
     dout = torch.randn_like(out)
     if direction == "fwd":
         calls = {
-            "native": lambda: hopper.launch(q, k, v, scale, True, window_size=(left, 0)),
+            "native": lambda: hopper.launch(q, k, v, scale, True, window_size=(left, 0), softcap=cap),
             "triton": lambda: triton_launch.forward(q, k, v, params, None),
-            "native_causal": lambda: hopper.launch(q, k, v, scale, True),
+            "native_causal": lambda: hopper.launch(q, k, v, scale, True, softcap=cap),
         }
+        if cap > 0:  # the causal call on Triton too: what auto ran softcap on before
+            causal_params = AttnParams(softmax_scale=scale, window=Window.from_args(True, (-1, -1)), softcap=cap,
+                                       deterministic=False)
+            calls["triton_causal"] = lambda: triton_launch.forward(q, k, v, causal_params, None)
         results = {"native": [out], "triton": [triton_launch.forward(q, k, v, params, None)[0]]}
         for name, lib in others:
-            calls[name] = functools.partial(hopper.launch, q, k, v, scale, True, window_size=(left, 0), library=lib)
+            calls[name] = functools.partial(hopper.launch, q, k, v, scale, True, window_size=(left, 0), library=lib,
+                                            softcap=cap)
             results[name] = [calls[name]()[0]]
     else:
         calls = {
@@ -121,9 +128,12 @@ def measure(headdim: int, seqlen: int, left: int, direction: str, flex: bool, ar
                             window=(left, 0))
     causal_flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=True, direction=direction)
     ms = {m: statistics.median(x) for m, x in samples.items()}
-    tflops = {m: (causal_flops if m == "native_causal" else flops) / ms[m] / 1e9 for m in ms}
+    tflops = {m: (causal_flops if m.endswith("_causal") else flops) / ms[m] / 1e9 for m in ms}
     ratios = {f"native_over_{m}": statistics.median(t / n for n, t in zip(samples["native"], samples[m]))
-              for m in calls if m not in ("native", "native_causal")}
+              for m in calls if m not in ("native", "native_causal", "triton_causal")}
+    if "triton_causal" in samples:
+        ratios["native_causal_over_triton_causal"] = statistics.median(
+            t / n for n, t in zip(samples["native_causal"], samples["triton_causal"]))
     return dict(direction=direction, headdim=headdim, seqlen=seqlen, left=left, ms=ms, samples_ms=samples,
                 max_abs_diff=diffs, tflops=tflops, flex_error=flex_error, **ratios)
 
@@ -139,9 +149,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--softcap", type=float, default=0.0, help="cap every call's scores (forward only)")
     parser.add_argument("--compare", action="append", default=[],
                         help="NAME=PATH: another build of the library, one more column (repeatable)")
     args = parser.parse_args()
+    if args.softcap > 0 and "bwd" in args.directions:
+        parser.error("--softcap: the native backward has no softcap; give --directions fwd")
     from fa3nn.backends import hopper_build
 
     others = [(spec.split("=", 1)[0], hopper_build.load(Path(spec.split("=", 1)[1]))) for spec in args.compare]
@@ -158,7 +171,7 @@ def main() -> None:
                             args.json.write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), rows=rows),
                                                             indent=1))
     columns = list(dict.fromkeys(m for r in rows for m in r["tflops"]))  # every timed call, first-seen order
-    versus = [m for m in columns if m not in ("native", "native_causal")]
+    versus = [m for m in columns if m not in ("native", "native_causal", "triton_causal")]
     print("TFLOP/s of the attended pairs (native_causal: of the causal call's); x: native's speed-up over each; "
           "diff: max |native - other|")
     print("| dir | d | seqlen | left | " + " | ".join(columns) + " | " + " | ".join(f"x {m}" for m in versus)

@@ -13,7 +13,7 @@ import torch
 
 import fa3nn
 from fa3nn.backends.base import AttnCall
-from fa3nn.backends.hopper import HopperBackend, launch
+from fa3nn.backends.hopper import SOFTCAP_HEADDIMS, HopperBackend, launch
 from fa3nn.masks import Window
 from fa3nn.testing import assert_error_ratio, attention_ref, random_padding_mask, random_qkv, unpad
 
@@ -44,7 +44,8 @@ def _call(**overrides) -> AttnCall:
         ({"capability": (8, 0)}, False, "needs a Hopper GPU (sm_90), got sm_80"),
         ({"dtype": torch.float32}, False, "dtype torch.float32 is not supported"),
         ({"headdim": 96, "headdim_v": 96}, False, "headdim 96/96 is not supported"),
-        ({"softcap": 30.0}, False, "softcap"),
+        ({"softcap": 30.0}, True, "softcap is not in the native backward yet"),
+        ({"softcap": 30.0, "headdim": 64, "headdim_v": 64}, False, "softcap at head dim 64: the Triton forward is"),
     ],
 )
 def test_refusal_reasons(overrides, backward, expected):
@@ -64,13 +65,19 @@ def test_windows_are_not_refused(monkeypatch):
         assert HopperBackend().refusal(_call(window=window, varlen=True), True) is None
 
 
-def test_window_arguments_of_the_forward():
-    """window_size is checked before anything runs (no GPU needed), and windows take the default variant only."""
+def test_window_and_softcap_arguments_of_the_forward():
+    """window_size and softcap are checked before anything runs (no GPU needed); both take the default variant
+    only."""
     for bad in ((-2, 0), (1.5, 0), (3,), None):
         with pytest.raises(ValueError, match=r"window_size must be \(left, right\) ints >= -1"):
             launch(None, None, None, 0.1, False, window_size=bad)
     with pytest.raises(ValueError, match="the sliding-window forward is built for variant 'full' only"):
         launch(None, None, None, 0.1, False, variant="tiles_a", window_size=(32, 0))
+    for bad in (-1.0, float("inf"), float("nan"), "30", True):
+        with pytest.raises(ValueError, match=r"softcap must be a finite number >= 0 \(0: none\)"):
+            launch(None, None, None, 0.1, False, softcap=bad)
+    with pytest.raises(ValueError, match="the softcap forward is built for variant 'full' only"):
+        launch(None, None, None, 0.1, False, variant="no_pingpong", softcap=30.0)
 
 
 def _hopper_ready() -> bool:
@@ -84,11 +91,12 @@ def _poisoned(shape, dtype):
     return torch.full(shape, float("nan"), dtype=dtype, device="cuda")
 
 
-def _check(q, k, v, causal, out, lse, query_padding_mask=None, key_padding_mask=None, window_size=(-1, -1)):
+def _check(q, k, v, causal, out, lse, query_padding_mask=None, key_padding_mask=None, window_size=(-1, -1),
+           softcap=0.0):
     out_ref, lse_ref = attention_ref(q, k, v, query_padding_mask, key_padding_mask, causal=causal,
-                                     window_size=window_size)
+                                     window_size=window_size, softcap=softcap)
     out_pt, _ = attention_ref(q, k, v, query_padding_mask, key_padding_mask, causal=causal, upcast=False,
-                              reorder_ops=True, window_size=window_size)
+                              reorder_ops=True, window_size=window_size, softcap=softcap)
     assert_error_ratio(out, out_ref, out_pt, "out")
     return lse_ref
 
@@ -108,13 +116,14 @@ def test_forward_matches_reference(dtype, headdim, causal, seqlens, heads):
     _launch_and_check(q, k, v, causal)
 
 
-def _launch_and_check(q, k, v, causal, variant="full", window_size=(-1, -1)):
+def _launch_and_check(q, k, v, causal, variant="full", window_size=(-1, -1), softcap=0.0):
     """The kernel (`variant`) into NaN-poisoned out and lse, then both against the reference; returns (out, lse)."""
     batch, seqlen_q, nheads, headdim = q.shape
     out = _poisoned(q.shape, q.dtype)
     lse = _poisoned((batch, nheads, seqlen_q), torch.float32)
-    launch(q, k, v, headdim**-0.5, causal, variant=variant, out=out, lse=lse, window_size=window_size)
-    lse_ref = _check(q, k, v, causal, out, lse, window_size=window_size)
+    launch(q, k, v, headdim**-0.5, causal, variant=variant, out=out, lse=lse, window_size=window_size,
+           softcap=softcap)
+    lse_ref = _check(q, k, v, causal, out, lse, window_size=window_size, softcap=softcap)
     finite = torch.isfinite(lse_ref)
     assert torch.equal(finite, torch.isfinite(lse)), "lse is -inf exactly where no key is attended"
     torch.testing.assert_close(lse[finite], lse_ref[finite], atol=1e-3, rtol=1e-4)
@@ -215,6 +224,45 @@ def test_window_varlen_matches_reference(headdim, window):
     _varlen_case(torch.bfloat16, headdim, causal, 700, window_size)
 
 
+# Softcap (FwdConfig::kSoftcap, cap 30): q scaled by 4 so that scores * softmax_scale spread over about +-12 and the
+# tanh bends them; full, causal, a window and a causal window; 1537x511 has query rows that see no key (causal).
+SOFTCAP_MASKS = [(False, (-1, -1)), (True, (-1, -1)), (False, (100, 30)), (True, (300, -1))]
+
+
+@pytest.mark.parametrize("seqlens", [(511, 1537), (1000, 1000), (1537, 511)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("mask", SOFTCAP_MASKS, ids=lambda m: f"{'causal' if m[0] else 'full'}_w{m[1][0]}_{m[1][1]}")
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.gpu
+@needs_hopper
+def test_softcap_forward_matches_reference(dtype, headdim, mask, seqlens):
+    causal, window_size = mask
+    q, k, v = random_qkv(2, *seqlens, 6, 2, headdim, dtype, device="cuda")
+    _launch_and_check(q * 4, k, v, causal, window_size=window_size, softcap=30.0)
+
+
+@pytest.mark.gpu
+@needs_hopper
+@pytest.mark.parametrize("headdim", [64, 128, 256])
+def test_auto_trains_softcap_on_the_native_forward(headdim):
+    """Softcap (and a window, as Gemma 2's local layers) through flash_attn_func under auto: the native forward (the
+    Triton one at head dim 64: faster there, hopper.SOFTCAP_HEADDIMS), the Triton backward on its out and lse, with a
+    gradient into lse too; against the reference."""
+    q, k, v = random_qkv(2, 700, 900, 6, 2, headdim, torch.bfloat16, device="cuda")
+    q = q * 4
+    for window_size in ((-1, -1), (256, 0)):
+        kwargs = dict(window_size=window_size, softcap=30.0)
+        explanation = fa3nn.explain(q, k, v, causal=True, **kwargs)
+        forward = "hopper" if headdim in SOFTCAP_HEADDIMS else "triton"
+        assert explanation.forward == forward and explanation.backward == "triton", explanation
+        dout, dlse = torch.randn_like(q), torch.randn(2, 6, 700, device="cuda")
+        got = _api_gradients(q, k, v, dout, dlse, True, **kwargs)
+        ref = _api_gradients(q, k, v, dout, dlse, True, reference=True, upcast=True, **kwargs)
+        pt = _api_gradients(q, k, v, dout, dlse, True, reference=True, upcast=False, **kwargs)
+        for name, g, r, p in zip(("dq", "dk", "dv"), got, ref, pt):
+            assert_error_ratio(g, r, p, f"{name} (d{headdim}, window {window_size})")
+
+
 def _varlen_case(dtype, headdim, causal, max_seqlen, window_size=(-1, -1)):
     batch, nheads, nheads_kv = 5, 6, 2
     q, k, v = random_qkv(batch, max_seqlen, max_seqlen, nheads, nheads_kv, headdim, dtype, device="cuda")
@@ -279,7 +327,7 @@ def _api_gradients(q, k, v, dout, dlse, causal, **kwargs):
     leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
     if kwargs.get("reference"):
         out, lse = attention_ref(*leaves, causal=causal, upcast=kwargs["upcast"], reorder_ops=not kwargs["upcast"],
-                                 window_size=kwargs.get("window_size", (-1, -1)))
+                                 window_size=kwargs.get("window_size", (-1, -1)), softcap=kwargs.get("softcap", 0.0))
     else:
         out, lse = fa3nn.flash_attn_func(*leaves, causal=causal, return_lse=True, **kwargs)
     ((out.float() * dout.float()).sum() + (lse.float() * dlse).sum()).backward()

@@ -1,13 +1,13 @@
 """The native Hopper (sm_90a) backend: the warp-specialized wgmma + TMA kernels from kernels/hopper/.
 
-Forward: bf16/fp16, head dims 64/128/256, causal or not, sliding windows, MQA/GQA, varlen. Backward (hopper_bwd.py):
-dense and varlen batches, head dims 64/128/256, causal or not, MHA and GQA/MQA (the kernel walks each K/V head's query
-heads while hopper_bwd.NATIVE_GQA is on, else K/V are expanded and dK/dV summed over each group), with or without a
-gradient into lse, sliding windows; every other backward (softcap, and deterministic=True: dQ is summed with fp32
-atomics) is refused, so
-`auto` runs it on triton (else reference), which read the same lse: float32 natural log, (batch, nheads, seqlen_q), or
-(nheads, total_q) for varlen. The library is loaded (built on first use, see hopper_build) the first time a call
-that this backend could otherwise serve asks, and a failed load becomes the refusal reason, so `auto` falls through.
+Forward: bf16/fp16, head dims 64/128/256, causal or not, sliding windows, softcap, MQA/GQA, varlen. Backward
+(hopper_bwd.py): dense and varlen batches, head dims 64/128/256, causal or not, MHA and GQA/MQA (the kernel walks each
+K/V head's query heads while hopper_bwd.NATIVE_GQA is on, else K/V are expanded and dK/dV summed over each group),
+with or without a gradient into lse, sliding windows; every other backward (softcap, and deterministic=True: dQ is
+summed with fp32 atomics) is refused, so `auto` runs it on triton (else reference), which read the same lse: float32
+natural log, (batch, nheads, seqlen_q), or (nheads, total_q) for varlen. The library is loaded (built on first use,
+see hopper_build) the first time a call that this backend could otherwise serve asks, and a failed load becomes the
+refusal reason, so `auto` falls through.
 """
 
 from __future__ import annotations
@@ -23,6 +23,10 @@ from fa3nn.backends.reference import ReferenceBackend
 
 SUPPORTED_HEADDIMS = (64, 128, 256)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
+# Head dims whose softcap forward auto takes natively. The library has d64's too (tested), but its tanh (two MUFU ops
+# beside the softmax's exp2) leaves it slower than the Triton forward there: H200, cap 30, s31h: d64 0.88-0.93x
+# Triton (causal and windows at 4k / 16k), d128 causal 1.11-1.17x and windows 0.92-1.08x, d256 1.03-1.26x.
+SOFTCAP_HEADDIMS = (128, 256)
 
 # Variants of the kernel, for benchmarks only: ablations (bf16, non-causal), other tile shapes (bf16; `Tiles` in
 # kernels/hopper/flash_fwd_launch.cuh), the default kernels with the causal deal before 2026-12-01 (l2_sections) or
@@ -40,17 +44,23 @@ VARIANTS = {
 
 def launch(
     q, k, v, softmax_scale: float, causal: bool, varlen: Varlen | None = None, variant: str = "full", out=None,
-    lse=None, library: ctypes.CDLL | None = None, window_size: tuple[int, int] = (-1, -1),
+    lse=None, library: ctypes.CDLL | None = None, window_size: tuple[int, int] = (-1, -1), softcap: float = 0.0,
 ):
     """Run the kernel; returns (out, lse). Allocates through torch (unless `out`/`lse` are given: tests pass
     NaN-poisoned ones), launches on the current stream, never syncs. `library` (a hopper_build.load() result) runs
     another build of the kernels instead of the backend's own: benchmarks compare versions in one run.
     `window_size` (left, right), -1 unbounded, with `causal` as in fa3nn.masks.Window.from_args: a window other than
-    full or causal runs the window kernels (variant "full" only)."""
+    full or causal runs the window kernels (variant "full" only); `softcap` > 0 the softcap kernels
+    (softmax(softcap * tanh(scores * softmax_scale / softcap)), variant "full" only)."""
     window = hopper_bwd.window_of(causal, window_size)
     if hopper_bwd.is_sliding(window) and variant != "full":
         raise ValueError(f"window_size {window_size}: the sliding-window forward is built for variant 'full' only, "
                          f"got variant={variant!r}")
+    if not (isinstance(softcap, (int, float)) and not isinstance(softcap, bool) and 0 <= softcap < float("inf")):
+        raise ValueError(f"softcap must be a finite number >= 0 (0: none), got {softcap!r}")
+    if softcap > 0 and variant != "full":
+        raise ValueError(f"softcap {softcap}: the softcap forward is built for variant 'full' only, got "
+                         f"variant={variant!r}")
     lib = library if library is not None else LIBRARY.require()
     q, k, v = tma_ready(q), tma_ready(k), tma_ready(v)
     headdim = q.shape[-1]
@@ -80,8 +90,8 @@ def launch(
             q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(),
             None if cu_q is None else cu_q.data_ptr(), None if cu_k is None else cu_k.data_ptr(),
             batch, seqlen_q, seqlen_k, max_seqlen_q, nheads, nheads_kv, headdim, stride_array,
-            float(softmax_scale), int(causal), window.left, window.right, int(q.dtype == torch.bfloat16),
-            VARIANTS[variant], stream,
+            float(softmax_scale), int(causal), window.left, window.right, float(softcap),
+            int(q.dtype == torch.bfloat16), VARIANTS[variant], stream,
         )
     if status != 0:
         raise RuntimeError(f"fa3nn hopper forward failed: {lib.fa3nn_hopper_last_error().decode()}")
@@ -103,8 +113,11 @@ class HopperBackend(Backend):
                 f"headdim {call.headdim}/{call.headdim_v} is not supported by the hopper backend "
                 f"(supported: {', '.join(map(str, SUPPORTED_HEADDIMS))}, equal for q/k and v); use backend='triton'"
             )
-        if call.softcap > 0:
-            return "softcap is not in the native kernel yet; use backend='triton' or 'auto'"
+        if call.softcap > 0 and backward:
+            return "softcap is not in the native backward yet (auto: the native forward, the Triton backward)"
+        if call.softcap > 0 and call.headdim not in SOFTCAP_HEADDIMS:
+            return (f"softcap at head dim {call.headdim}: the Triton forward is faster there (native 0.88-0.93x); "
+                    f"the native softcap forward serves head dims {', '.join(map(str, SOFTCAP_HEADDIMS))}")
         if call.nheads % call.nheads_kv != 0:
             return "nheads must be a multiple of nheads_kv"
         if backward and (why := hopper_bwd.refusal(call)) is not None:
@@ -119,7 +132,7 @@ class HopperBackend(Backend):
             # scale is legal but degenerate, so it takes the exact path instead of a wrong one.
             return ReferenceBackend().forward(q, k, v, params, varlen)
         return launch(q, k, v, params.softmax_scale, params.window.causal, varlen,
-                      window_size=(params.window.left, params.window.right))
+                      window_size=(params.window.left, params.window.right), softcap=params.softcap)
 
     def backward(self, dout, q, k, v, out, lse, dlse, params, varlen):
         if not params.softmax_scale > 0:  # as in forward: the degenerate scale takes the exact path

@@ -156,7 +156,7 @@ def library_path() -> Path:
 def load(path: Path) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(path))
     i32, i64p, ptr, f32 = ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p, ctypes.c_float
-    lib.fa3nn_hopper_fwd.argtypes = [ptr] * 7 + [i32] * 7 + [i64p, f32] + [i32] * 5 + [ptr]
+    lib.fa3nn_hopper_fwd.argtypes = [ptr] * 7 + [i32] * 7 + [i64p, f32] + [i32] * 3 + [f32] + [i32] * 2 + [ptr]
     lib.fa3nn_hopper_fwd.restype = i32
     lib.fa3nn_hopper_last_error.restype = ctypes.c_char_p
     lib.fa3nn_hopper_supports_headdim.argtypes = [i32]

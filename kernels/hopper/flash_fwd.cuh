@@ -86,6 +86,7 @@ struct FwdParams {
   // kLocal: query row i sees key j iff i + off - window_left <= j <= i + off + window_right, off = seqlen_k -
   // seqlen_q, -1 unbounded (fa3nn/masks.py); causal calls come as right = 0.
   int window_left, window_right;
+  float softcap_pre;  // kSoftcap: softmax_scale / softcap (softcap_scores; scale_log2 is then softcap * log2 e)
 };
 
 // kSkipKVLoads is a diagnostic only (wrong results): the producer signals K/V stages without loading them, which
@@ -93,13 +94,14 @@ struct FwdParams {
 // kQStages = 2 double-buffers Q, so the next tile's Q loads while this tile still computes; kCrossTile (needs
 // kOverlap) pipelines across tiles: the next tile's first Q K^T is issued together with this tile's last P V.
 // kLocal: sliding windows (FwdParams::window_left / window_right; kCausal off, the window bounds both sides): each
-// tile visits the key blocks its rows' windows reach (key_block_range) and masks both bounds.
+// tile visits the key blocks its rows' windows reach (key_block_range) and masks both bounds. kSoftcap: scores capped
+// (softcap_scores, softmax.cuh) before the mask.
 template <int kHeadDim_, int kBlockN_, int kStages_, bool kBF16_, bool kCausal_, bool kPingpong_ = true,
           bool kOverlap_ = true, int kConsumers_ = 2, bool kSkipKVLoads_ = false, int kQStages_ = 1,
-          bool kCrossTile_ = true, bool kIntMax_ = false, bool kLocal_ = false>
+          bool kCrossTile_ = true, bool kIntMax_ = false, bool kLocal_ = false, bool kSoftcap_ = false>
 struct FwdConfig {
   static constexpr bool kIntMax = kIntMax_;  // the row max from integer maxes (OnlineSoftmax, softmax.cuh)
-  static constexpr bool kLocal = kLocal_;
+  static constexpr bool kLocal = kLocal_, kSoftcap = kSoftcap_;
   static_assert(!(kLocal && kCausal_), "a window takes causal as its right bound 0");
   static constexpr int kHeadDim = kHeadDim_, kBlockN = kBlockN_, kStages = kStages_, kQStages = kQStages_;
   static constexpr bool kBF16 = kBF16_, kCausal = kCausal_, kPingpong = kPingpong_, kOverlap = kOverlap_;
@@ -469,6 +471,7 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
   // n_block counts from the tile's first key block (WorkTile::n_first).
   auto softmax_block = [&](const WorkTile& w, int n_block) {
     if constexpr (Cfg::kLocal) n_block += w.n_first;
+    if constexpr (Cfg::kSoftcap) softcap_scores(s, p.softcap_pre);
     if (block_needs_mask<Cfg>(p, w.r, w.t.m_block, n_block)) c.apply_mask(s, p, w.r, w.t.m_block, n_block);
     softmax.step(s, p.scale_log2, p.rescale_log2, o_scale);
   };

@@ -7,6 +7,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -49,17 +50,20 @@ const char* fa3nn_hopper_last_error() { return g_error; }
 // over every tile at any length (Problem::causal_deal 2).
 // window_left / window_right: a sliding window, query row i sees key j iff i + off - left <= j <= i + off + right,
 // off = seqlen_k - seqlen_q, -1 = unbounded (fa3nn/masks.py); causal sets right to 0. Anything but (-1, -1) and
-// (-1, 0) runs the window kernels (variant 0 only; dense or varlen).
+// (-1, 0) runs the window kernels (variant 0 only; dense or varlen). softcap: 0 (none) or the cap c > 0 of
+// softmax(c * tanh(scores * softmax_scale / c)) (variant 0 only).
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_fwd(const void* q, const void* k, const void* v, void* out, float* lse, const int* cu_seqlens_q,
                      const int* cu_seqlens_k, int batch, int seqlen_q, int seqlen_k, int max_seqlen_q, int nheads,
                      int nheads_kv, int headdim, const int64_t* strides, float softmax_scale, int causal,
-                     int window_left, int window_right, int bf16, int variant, void* stream) {
+                     int window_left, int window_right, float softcap, int bf16, int variant, void* stream) {
   g_error[0] = '\0';
   Problem pr{q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, batch, seqlen_q, seqlen_k, max_seqlen_q,
              nheads, nheads_kv, headdim, strides, softmax_scale, static_cast<cudaStream_t>(stream)};
   if (nheads_kv <= 0 || nheads % nheads_kv != 0) return fail("%s", "nheads must be a multiple of nheads_kv");
   if (const int status = window_args(causal, window_left, window_right, pr.window)) return status;
+  if (!(softcap >= 0.f && softcap < INFINITY)) return fail("%s", "softcap must be a finite number >= 0 (0: none)");
+  pr.softcap = softcap;
   switch (headdim) {
     case 64: return run_d64(pr, bf16 != 0, causal != 0, variant);
     case 128: return run_d128(pr, bf16 != 0, causal != 0, variant);

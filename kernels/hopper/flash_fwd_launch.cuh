@@ -105,6 +105,7 @@ struct Problem {
   // first key blocks is nearly always; variant 8 takes 0, the rescale on every rise (the kernel before 2026-12-01).
   float rescale_log2 = 8.f;
   WindowArgs window;  // local: the FwdConfig::kLocal kernels (dispatch_local)
+  float softcap = 0.f;  // > 0: the FwdConfig::kSoftcap kernels (dispatch_softcap)
 };
 
 inline int l2_bytes() {
@@ -244,6 +245,12 @@ int launch(const Problem& pr) {
   p.window_left = pr.window.left;
   p.window_right = pr.window.right;
   if (pr.window.local != Cfg::kLocal) return fail("%s", "internal: a window call reached a kernel without windows or back");
+  if ((pr.softcap > 0.f) != Cfg::kSoftcap)
+    return fail("%s", "internal: a softcap call reached a kernel without softcap or back");
+  if constexpr (Cfg::kSoftcap) {
+    p.softcap_pre = pr.softmax_scale / pr.softcap;
+    p.scale_log2 = pr.softcap * 1.4426950408889634f;
+  }
 
   const long long tiles = static_cast<long long>(p.num_m_blocks) * pr.nheads * pr.batch;
   if (tiles == 0) return 0;
@@ -280,11 +287,12 @@ template <> struct Tiles<256, 5> { static constexpr int kBlockN = 48, kStages = 
 // no_cross_tile and skip_kv_loads) keep the float tree at every head dim, so at d128 they also differ from the
 // default in its row max (+2-5% there, NOTES "s19b" / "s19c"); variants 7, 8, 10 and 11 go through dispatch_causal.
 template <int D, bool kBF16, bool kCausal, int kVariant = 0, bool kPingpong = true, bool kOverlap = true,
-          bool kSkipKVLoads = false, bool kCrossTile = true, bool kIntMax = false, bool kLocal = false>
+          bool kSkipKVLoads = false, bool kCrossTile = true, bool kIntMax = false, bool kLocal = false,
+          bool kSoftcap = false>
 int launch_d(const Problem& pr) {
   using T = Tiles<D, kVariant>;
   return launch<FwdConfig<D, T::kBlockN, T::kStages, kBF16, kCausal, kPingpong, kOverlap, T::kConsumers,
-                          kSkipKVLoads, T::kQStages, kCrossTile, kIntMax, kLocal>>(pr);
+                          kSkipKVLoads, T::kQStages, kCrossTile, kIntMax, kLocal, kSoftcap>>(pr);
 }
 
 // Short calls take narrower tiles (variant kShort: 4, or 5 at d256). A causal tile wastes up to one key block of
@@ -339,29 +347,32 @@ int dispatch_causal(const Problem& pr, bool causal) {
 // (the short calls' 128 x 48 lost 6-22% from 2048 keys on); d64 128 x 128 (2 consumers) for windows spanning up to
 // kD64WideSpan keys and the default 192 x 128 (3 consumers) past that. Measured on the H200 (s31c, window_ab.py,
 // causal windows (left, 0), same run): d64 192 x 128 against 128 x 128: left 1024 at 4k 0.90x, at 16k 1.02x; left
-// 4096 at 16k 1.07x. The 2048 between them is not measured. The row max as the default's (integer maxes at d128).
+// 4096 at 16k 1.07x; at 2048 (s31d) 128 x 128 +16% at 4k, 192 x 128 +9% at 16k. The row max as the default's
+// (integer maxes at d128). kSoftcap: the softcap kernels of the same tiles.
 constexpr int kD64WideSpan = 2048;
 
-template <int D, bool kBF16, int kVariant, bool kIntMax = D == 128>
+template <int D, bool kBF16, int kVariant, bool kSoftcap = false, bool kIntMax = D == 128>
 int launch_local(const Problem& pr) {
-  return launch_d<D, kBF16, false, kVariant, true, true, false, true, kIntMax, true>(pr);
+  return launch_d<D, kBF16, false, kVariant, true, true, false, true, kIntMax, true, kSoftcap>(pr);
 }
 
-template <int D, bool kBF16>
+template <int D, bool kBF16, bool kSoftcap = false>
 int dispatch_local(const Problem& pr) {
 #ifdef FA3NN_FWD_LOCAL_VARIANT  // measurement build (hopper_build --define FA3NN_FWD_LOCAL_VARIANT=v): every window on
-  return launch_local<D, kBF16, FA3NN_FWD_LOCAL_VARIANT>(pr);  // Tiles<D, v> (0, 4 or 5)
+  return launch_local<D, kBF16, FA3NN_FWD_LOCAL_VARIANT, kSoftcap>(pr);  // Tiles<D, v> (0, 4 or 5)
 #endif
-  if constexpr (D == 64) {
+  if constexpr (D == 64 && kSoftcap) {
+    return launch_local<64, kBF16, 4, true>(pr);  // dispatch_softcap: d64 softcap on 128 x 128 only
+  } else if constexpr (D == 64) {
 #ifdef FA3NN_FWD_LOCAL_D64_WIDE  // measurement build (hopper_build --define): every d64 window wide (s31c / s31d)
     const bool wide = true;
 #else
     const WindowArgs& w = pr.window;
     const bool wide = w.left < 0 || w.right < 0 || w.left + w.right > kD64WideSpan;
 #endif
-    return wide ? launch_local<64, kBF16, 0>(pr) : launch_local<64, kBF16, 4>(pr);
+    return wide ? launch_local<64, kBF16, 0, kSoftcap>(pr) : launch_local<64, kBF16, 4, kSoftcap>(pr);
   } else {
-    return launch_local<D, kBF16, D == 128 ? 4 : 0>(pr);
+    return launch_local<D, kBF16, D == 128 ? 4 : 0, kSoftcap>(pr);
   }
 }
 
@@ -385,9 +396,26 @@ int ablation(const Problem& pr, int variant) {
   return launch_d<D, true, false, V, false, false>(pr);
 }
 
+// Softcap (FwdConfig::kSoftcap; Gemma 2 caps its attention scores at 50, with and without windows): one tile per
+// head dim and mask, the long calls' (causal: Tiles<D, 0>, non-causal: long_non_causal_variant), windows as
+// dispatch_local; d64 on 128 x 128 (2 consumers) throughout: the 3-consumer 192 x 128 tiles (160 registers) spilled
+// 4 B with the tanh (nvcc 13.0). Not tuned for short calls.
+template <int D, bool kBF16, bool kIntMax = D == 128>
+int dispatch_softcap(const Problem& pr, bool causal) {
+  if (pr.window.local) return dispatch_local<D, kBF16, true>(pr);
+  constexpr int kCausalTiles = D == 64 ? 4 : 0;
+  constexpr int kNonCausalTiles = D == 64 ? 4 : long_non_causal_variant<D>();
+  return causal ? launch_d<D, kBF16, true, kCausalTiles, true, true, false, true, kIntMax, false, true>(pr)
+                : launch_d<D, kBF16, false, kNonCausalTiles, true, true, false, true, kIntMax, false, true>(pr);
+}
+
 // One head dim: the default dispatch (variant 0) and the benchmark-only variants documented at fa3nn_hopper_fwd.
 template <int D>
 int run_headdim(const Problem& pr, bool bf16, bool causal, int variant) {
+  if (pr.softcap > 0.f) {
+    if (variant != 0) return fail("%s", "the softcap forward is built for the default variant only");
+    return bf16 ? dispatch_softcap<D, true>(pr, causal) : dispatch_softcap<D, false>(pr, causal);
+  }
   if (pr.window.local) {
     if (variant != 0) return fail("%s", "the sliding-window forward is built for the default variant only");
     return bf16 ? dispatch_local<D, true>(pr) : dispatch_local<D, false>(pr);

@@ -18,6 +18,26 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// tanh(x) = 1 - 2 / (2^(2x log2 e) + 1): two MUFU ops (EX2, RCP), accurate to a few 1e-7 and saturating cleanly
+// (2^x overflows to inf, 1 / inf = 0). The formula of the Triton kernels (kernels.py, _tanh), whose backward
+// recomputes P from this forward's lse: MUFU.TANH (tanh.approx.f32, FlashAttention-3's choice, one op) errs by about
+// 2^-11 relative, up to cap * 2^-11 in a capped score (0.015 at cap 30), and a backward with the accurate tanh would
+// then see rows of P that do not sum to 1.
+__device__ __forceinline__ float softcap_tanh(float x) {
+  float e, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x * 2.8853900817779268f));  // 2 log2 e
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.f));
+  return 1.f - 2.f * r;
+}
+
+// Softcap (Gemma 2): softmax(cap * tanh(score * softmax_scale / cap)). Scores become tanh(score * pre), pre =
+// softmax_scale / cap, and the cap goes into the exp2's scale (scale_log2 = cap * log2 e).
+template <int kRegs>
+__device__ __forceinline__ void softcap_scores(float (&s)[kRegs], float pre) {
+#pragma unroll
+  for (int i = 0; i < kRegs; ++i) s[i] = softcap_tanh(s[i] * pre);
+}
+
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffff, x, 2));
