@@ -124,6 +124,26 @@ def check_cu_seqlens_values(
     return values
 
 
+def check_window_size(window_size) -> None:
+    """(left, right) ints >= -1 (-1 = unbounded): the API's and the native launchers' check."""
+    if (
+        not isinstance(window_size, (tuple, list))
+        or len(window_size) != 2
+        or any(isinstance(w, bool) or not isinstance(w, int) for w in window_size)
+    ):
+        raise TypeError(f"window_size must be a pair of ints (left, right), got {window_size!r}")
+    if window_size[0] < -1 or window_size[1] < -1:
+        raise ValueError(f"window_size entries must be >= -1 (-1 = unbounded), got {tuple(window_size)}")
+
+
+def check_softcap(softcap) -> None:
+    """A finite number >= 0 (0 disables it): the API's and the native forward launcher's check."""
+    if isinstance(softcap, bool) or not isinstance(softcap, (int, float)) or not math.isfinite(softcap):
+        raise TypeError(f"softcap must be a finite float, got {softcap!r}")
+    if softcap < 0:
+        raise ValueError(f"softcap must be >= 0 (0 disables it), got {softcap}")
+
+
 def check_options(softmax_scale, causal, window_size, softcap, deterministic, fp8, backend) -> None:
     if softmax_scale is not None:
         if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, (int, float)):
@@ -134,18 +154,8 @@ def check_options(softmax_scale, causal, window_size, softcap, deterministic, fp
         raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
     if not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be a bool, got {type(deterministic).__name__}")
-    if (
-        not isinstance(window_size, (tuple, list))
-        or len(window_size) != 2
-        or any(isinstance(w, bool) or not isinstance(w, int) for w in window_size)
-    ):
-        raise TypeError(f"window_size must be a pair of ints (left, right), got {window_size!r}")
-    if window_size[0] < -1 or window_size[1] < -1:
-        raise ValueError(f"window_size entries must be >= -1 (-1 = unbounded), got {tuple(window_size)}")
-    if isinstance(softcap, bool) or not isinstance(softcap, (int, float)) or not math.isfinite(softcap):
-        raise TypeError(f"softcap must be a finite float, got {softcap!r}")
-    if softcap < 0:
-        raise ValueError(f"softcap must be >= 0 (0 disables it), got {softcap}")
+    check_window_size(window_size)
+    check_softcap(softcap)
     as_recipe(fp8)  # raises on an unknown recipe name or a value that is no recipe
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a string, got {type(backend).__name__}")

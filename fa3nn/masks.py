@@ -49,6 +49,12 @@ class Window:
         return self.left >= 0
 
     @property
+    def sliding(self) -> bool:
+        """True for a window beyond full and causal: a left bound, or a right bound past the diagonal (what the
+        plain and causal kernels cannot take)."""
+        return self.local or self.right > 0
+
+    @property
     def unmasked(self) -> bool:
         return self.left < 0 and self.right < 0
 

@@ -68,13 +68,18 @@ def test_windows_are_not_refused(monkeypatch):
 def test_window_and_softcap_arguments_of_the_forward():
     """window_size and softcap are checked before anything runs (no GPU needed); both take the default variant
     only."""
-    for bad in ((-2, 0), (1.5, 0), (3,), None):
-        with pytest.raises(ValueError, match=r"window_size must be \(left, right\) ints >= -1"):
+    # Bad sizes and caps raise what the API raises for them (fa3nn.checks: check_window_size, check_softcap).
+    pair = r"window_size must be a pair of ints"
+    for bad, error, message in (((-2, 0), ValueError, r"window_size entries must be >= -1"),
+                                ((1.5, 0), TypeError, pair), ((3,), TypeError, pair), (None, TypeError, pair)):
+        with pytest.raises(error, match=message):
             launch(None, None, None, 0.1, False, window_size=bad)
     with pytest.raises(ValueError, match="the sliding-window forward is built for variant 'full' only"):
         launch(None, None, None, 0.1, False, variant="tiles_a", window_size=(32, 0))
-    for bad in (-1.0, float("inf"), float("nan"), "30", True):
-        with pytest.raises(ValueError, match=r"softcap must be a finite number >= 0 \(0: none\)"):
+    for bad, error, message in ((-1.0, ValueError, r"softcap must be >= 0"),
+                                *((b, TypeError, r"softcap must be a finite float") for b in
+                                  (float("inf"), float("nan"), "30", True))):
+        with pytest.raises(error, match=message):
             launch(None, None, None, 0.1, False, softcap=bad)
     with pytest.raises(ValueError, match="the softcap forward is built for variant 'full' only"):
         launch(None, None, None, 0.1, False, variant="no_pingpong", softcap=30.0)

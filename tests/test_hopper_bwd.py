@@ -288,14 +288,17 @@ def test_window_arguments_and_refusals():
     """Sliding windows: the default variant only (a named error for the others and for bad sizes), dense and varlen
     calls both refused by nothing."""
     args = _inputs()
-    for bad in ((-2, 0), (3,), (1.5, 0), (True, 0)):
-        with pytest.raises(ValueError, match=r"window_size must be \(left, right\) ints >= -1"):
+    # Bad sizes raise what the API raises for them (fa3nn.checks.check_window_size).
+    pair = r"window_size must be a pair of ints"
+    for bad, error, message in (((-2, 0), ValueError, r"window_size entries must be >= -1"), ((3,), TypeError, pair),
+                                ((1.5, 0), TypeError, pair), ((True, 0), TypeError, pair)):
+        with pytest.raises(error, match=message):
             hopper_bwd.launch(softmax_scale=0.1, causal=False, window_size=bad, **args)
     with pytest.raises(ValueError, match=r"window_size \(32, 0\): the native backward has sliding windows in the "
                                          r"default variant \('bulk_dq_overlap'\) only"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, window_size=(32, 0), variant="red_dq", **args)
     # Causal (-1, 0) and full (-1, -1) are not windows; (-1, 5) and (0, 0) are.
-    assert [hopper_bwd.is_sliding(hopper_bwd.window_of(c, w)) for c, w in
+    assert [hopper_bwd.window_of(c, w).sliding for c, w in
             ((False, (-1, -1)), (True, (-1, -1)), (True, (-1, 7)), (False, (-1, 5)), (False, (0, 0)))] == [
         False, False, False, True, True]
     call = AttnCall(device_type="cuda", capability=(9, 0), dtype=torch.bfloat16, headdim=128, headdim_v=128,

@@ -20,6 +20,7 @@ from fa3nn.backends import hopper_bwd
 from fa3nn.backends.base import AttnCall, AttnParams, Backend, Varlen
 from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
 from fa3nn.backends.reference import ReferenceBackend
+from fa3nn.checks import check_softcap
 
 SUPPORTED_HEADDIMS = (64, 128, 256)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
@@ -53,11 +54,10 @@ def launch(
     full or causal runs the window kernels (variant "full" only); `softcap` > 0 the softcap kernels
     (softmax(softcap * tanh(scores * softmax_scale / softcap)), variant "full" only)."""
     window = hopper_bwd.window_of(causal, window_size)
-    if hopper_bwd.is_sliding(window) and variant != "full":
+    if window.sliding and variant != "full":
         raise ValueError(f"window_size {window_size}: the sliding-window forward is built for variant 'full' only, "
                          f"got variant={variant!r}")
-    if not (isinstance(softcap, (int, float)) and not isinstance(softcap, bool) and 0 <= softcap < float("inf")):
-        raise ValueError(f"softcap must be a finite number >= 0 (0: none), got {softcap!r}")
+    check_softcap(softcap)
     if softcap > 0 and variant != "full":
         raise ValueError(f"softcap {softcap}: the softcap forward is built for variant 'full' only, got "
                          f"variant={variant!r}")

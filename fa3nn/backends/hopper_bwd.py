@@ -24,6 +24,7 @@ import torch
 
 from fa3nn.backends.base import AttnCall, AttnParams, Varlen
 from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
+from fa3nn.checks import check_window_size
 from fa3nn.masks import Window
 
 SUPPORTED_HEADDIMS = (64, 128, 256)
@@ -188,7 +189,7 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
                          f"with schedule={schedule!r}")
     check_arguments(dout, q, k, v, out, lse, softmax_scale, varlen)
     window = window_of(causal, window_size)
-    if is_sliding(window) and variant != DEFAULT_VARIANTS[q.shape[-1]]:
+    if window.sliding and variant != DEFAULT_VARIANTS[q.shape[-1]]:
         raise ValueError(f"window_size {window_size}: the native backward has sliding windows in the default variant "
                          f"({DEFAULT_VARIANTS[q.shape[-1]]!r}) only; use backend='triton' otherwise")
     if varlen is not None and variant != DEFAULT_VARIANTS[q.shape[-1]]:
@@ -225,7 +226,7 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     dv = torch.empty_like(v) if dv is None else dv
     if seqlen_k == 0:  # no keys: nothing reaches q; the kernels launch nothing for an empty call
         dq.zero_()
-    if seqlen_q == 0 or is_sliding(window):  # (a window's key blocks no query reaches are not written)
+    if seqlen_q == 0 or window.sliding:  # (a window's key blocks no query reaches are not written)
         dk.zero_()
         dv.zero_()
     if varlen is not None:  # the kernel skips the tiles of sequences without queries: their keys get no gradient
@@ -270,16 +271,9 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
 
 
 def window_of(causal: bool, window_size) -> Window:
-    """The normalized window of a call (fa3nn.masks.Window.from_args), its sizes checked."""
-    if not (isinstance(window_size, (tuple, list)) and len(window_size) == 2
-            and all(isinstance(w, int) and not isinstance(w, bool) and w >= -1 for w in window_size)):
-        raise ValueError(f"window_size must be (left, right) ints >= -1 (-1: unbounded), got {window_size!r}")
+    """The normalized window of a call (fa3nn.masks.Window.from_args), its sizes checked (checks.check_window_size)."""
+    check_window_size(window_size)
     return Window.from_args(causal, tuple(window_size))
-
-
-def is_sliding(window: Window) -> bool:
-    """A window the plain and causal kernels cannot take: a left bound, or a right bound past the diagonal."""
-    return window.local or window.right > 0
 
 
 def varlen_ws_row0(q_row0: int, batch: int, rows: int) -> int:

@@ -175,7 +175,7 @@ def shape_refusal(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None
         return f"output dtype {call.dtype} is not supported (bfloat16, float16)"
     if call.headdim != call.headdim_v or call.headdim not in SUPPORTED_HEADDIMS:
         return f"headdim {call.headdim}/{call.headdim_v}: the native FP8 forward supports {SUPPORTED_HEADDIMS}, equal"
-    if call.window.local or call.window.right > 0:
+    if call.window.sliding:
         return "sliding-window attention is not in the native FP8 forward"
     if call.softcap > 0:
         return "softcap is not in the native FP8 forward"
@@ -259,7 +259,7 @@ def fp8_forward(
             f"head dims q8 {headdim}, k8 {k8.shape[-1]}, vt8 {vt8.shape[-2]}: the FP8 forward needs them equal and in "
             f"{SUPPORTED_HEADDIMS}; use the emulation (fa3nn.fp8.attention_fp8) for others"
         )
-    if window.local or window.right > 0:
+    if window.sliding:
         raise ValueError(f"window {window}: the native FP8 forward supports no mask or causal only; use the emulation")
     if out_dtype not in OUT_DTYPES:
         raise TypeError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")

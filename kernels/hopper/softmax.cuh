@@ -24,9 +24,8 @@ __device__ __forceinline__ float fast_exp2(float x) {
 // 2^-11 relative, up to cap * 2^-11 in a capped score (0.015 at cap 30), and a backward with the accurate tanh would
 // then see rows of P that do not sum to 1.
 __device__ __forceinline__ float softcap_tanh(float x) {
-  float e, r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x * 2.8853900817779268f));  // 2 log2 e
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.f));
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(fast_exp2(x * 2.8853900817779268f) + 1.f));  // 2 log2 e
   return 1.f - 2.f * r;
 }
 
