@@ -109,7 +109,8 @@ struct BwdConfig {
   static constexpr bool kBF16 = kBF16_, kCausal = kCausal_;
   // Sliding windows (BwdParams::window_left / window_right, either side bounded; causal is the window (-1, 0) and
   // has kCausal instead): the mask, each key block's query-block range and tiles without a step skipped by every role
-  // (their dK / dV zeroed by the caller), as varlen's. Dense, default variants only (flash_bwd_launch.cuh).
+  // (their dK / dV zeroed by the caller), as varlen's. Dense or varlen, default variants only (flash_bwd_launch.cuh,
+  // run_bwd_default).
   static constexpr bool kLocal = kLocal_;
   static_assert(!(kLocal_ && kCausal_), "a window kernel takes causal as a window");
   static constexpr bool kSkipsEmptyTiles = kVarlen_ || kLocal_;
@@ -147,7 +148,7 @@ struct BwdConfig {
   // inside the CTA, so the split may not exceed them. 32 / 240 (65,536) hung every kLocal kernel in the consumers'
   // setmaxnreg.inc (H200, s30h / s30i). kLocal takes 32 / 232 (63,488): at 24 the d128 kLocal producer's step loop
   // spilled a word (the window's query-block end held across it); at 232 the kLocal consumers use up to R223
-  // (offline, nvcc 13.0; not yet run on the GPU).
+  // (nvcc 13.0), and the window kernels run (s31a onwards).
   static constexpr int kProducerRegs = kLocal_ ? 32 : 24, kConsumerRegs = kLocal_ ? 232 : 240;
   // dQ split between the two consumers (see the file comment): by head-dim columns needs N = d/2 >= 64 (a full SW128
   // panel of K as the B operand); d64 splits by keys instead.
