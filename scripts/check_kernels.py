@@ -49,12 +49,18 @@ CONFIG = re.compile(
     r"FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELb([01])ELi(\d+)ELb([01])ELi(\d+)ELb([01])E"
 )
 # Fp8FwdConfig<d, stages, q stages, bf16 out, causal, pingpong, poly every[, experiment, key block[, promote[,
-# consumers]]]>
+# consumers]]]>. Itanium mangling writes a negative int argument as n<digits> (poly every -2: Lin2E).
 FP8_CONFIG = re.compile(
-    r"Fp8FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELi(\d+)E"
-    r"(?:Li(\d+)ELi(\d+)E(?:Lb([01])E(?:Li(\d+)E)?)?)?"
+    r"Fp8FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELi(n?\d+)E"
+    r"(?:Li(n?\d+)ELi(\d+)E(?:Lb([01])E(?:Li(\d+)E)?)?)?"
 )
-BWD_CONFIG = re.compile(r"BwdConfigILi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELb([01])E")
+# BwdConfig<d, stages, bf16, causal, bulk dQ, overlap[, block m[, varlen[, local[, softcap]]]]>
+BWD_CONFIG = re.compile(r"BwdConfigILi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELb([01])E"
+                        r"(?:Li(\d+)E(?:Lb([01])E(?:Lb([01])E(?:Lb([01])E)?)?)?)?")
+
+
+def mangled_int(group: str) -> int:
+    return -int(group[1:]) if group.startswith("n") else int(group)
 # C7512 (nvcc 13.0): "wgmma.mma_async instructions are serialized due to insufficient register resources" -- seen on
 # the backward's first build, together with 516 B of spills.
 BAD_WARNINGS = ("C7508", "C7511", "C7512", "C7515", "C7519")
@@ -89,7 +95,7 @@ class Instantiation:
     @property
     def elementwise(self) -> bool:
         """The backward's pre/post-processing kernels: no tensor cores or TMA expected."""
-        return "flash_bwd_preprocess_kernel" in self.name or "flash_bwd_postprocess_kernel" in self.name
+        return "flash_bwd_preprocess" in self.name or "flash_bwd_postprocess" in self.name  # (also the _vec_ ones)
 
     @property
     def sass_failure(self) -> str | None:
@@ -114,8 +120,8 @@ class Instantiation:
 
     def describe_fp8(self) -> str:
         m = FP8_CONFIG.search(self.name)
-        d, stages, q_stages, out_bf16, causal, pingpong, poly_every = (int(g) for g in m.groups()[:7])
-        experiment, block_n, promote, consumers = (int(g) if g is not None else default
+        d, stages, q_stages, out_bf16, causal, pingpong, poly_every = (mangled_int(g) for g in m.groups()[:7])
+        experiment, block_n, promote, consumers = (mangled_int(g) if g is not None else default
                                                     for g, default in zip(m.groups()[7:], (0, 128, 0, 2)))
         block_m = 64 * consumers
         # Shared memory as Fp8FwdConfig lays it out: Q stages | K stages | Vt stages (block_n keys x d bytes each) |
@@ -141,19 +147,26 @@ class Instantiation:
                     q_stages=q_stages, cross_tile=bool(cross and overlap))
 
     def describe_bwd(self) -> str:
-        d, stages, bf16, causal, dq_bulk, overlap = (int(g) for g in BWD_CONFIG.search(self.name).groups())
-        # Shared memory as BwdConfig lays it out (64-row query blocks): K | V (block_n keys x d each) | Q, dO stages
-        # (64 rows x d each) | dS^T x 2 (block_n x 64) | d256: P^T x 2 (64 x 64) | bulk dQ: 2 x 32 KB fp32 (d256: none,
-        # it stages in the ring) | lse/delta stages (64 floats each) | mbarriers | 1 KB alignment slack. d256
-        # (kColSplit): 64-key blocks.
+        groups = BWD_CONFIG.search(self.name).groups()
+        d, stages, bf16, causal, dq_bulk, overlap = (int(g) for g in groups[:6])
+        block_m, varlen, local, softcap = (int(g) if g is not None else default
+                                           for g, default in zip(groups[6:], (64, 0, 0, 0)))
+        # Shared memory as BwdConfig lays it out: K | V (block_n keys x d each) | Q, dO stages (block_m rows x d
+        # each) | dS^T x 2 (block_n x block_m) | d256: P^T x 2 | bulk dQ: 32 KB fp32 per buffer, two buffers (one
+        # with 128-row blocks; d256: none, it stages in the ring) | lse/delta stages (block_m floats each) |
+        # mbarriers | 1 KB alignment slack. d256 (kColSplit): 64-key blocks.
         block_n = 64 if d == 256 else 128
         ds_buffers = 4 if d == 256 else 2
-        smem = 2 * block_n * d * 2 + 2 * stages * 64 * d * 2 + ds_buffers * block_n * 64 * 2 + 2 * stages * 256
-        smem += 8 * (2 + 2 * stages) + 1024 + (2 * 32768 if dq_bulk and d != 256 else 0)
-        return (f"bwd d{d:<4}{'bf16' if bf16 else 'fp16':<5}{'causal' if causal else 'full':<7}64x{block_n:<4} "
-                f"st{stages} dQ {'bulk' if dq_bulk else 'red'} by {'keys' if d < 128 else 'cols'} "
-                f"{('ovl S+dP ' if d < 128 else 'ovl S    ') if overlap else ''}regs {self.registers} "
-                f"(setmaxnreg 24/240)  smem {smem / 1024:.1f} KB")
+        smem = 2 * block_n * d * 2 + 2 * stages * block_m * d * 2 + ds_buffers * block_n * block_m * 2
+        smem += 2 * stages * block_m * 4 + 8 * (2 + 2 * stages) + 1024
+        smem += (1 if block_m == 128 else 2) * 32768 if dq_bulk and d != 256 else 0
+        split = "rows" if block_m == 128 else "keys" if d < 128 else "cols"
+        # V varlen, L sliding window, C softcap
+        flags = "".join(f for f, on in (("V", varlen), ("L", local), ("C", softcap)) if on)
+        return (f"bwd d{d:<4}{'bf16' if bf16 else 'fp16':<5}{'causal' if causal else 'full':<7}{block_m}x{block_n:<4} "
+                f"st{stages} dQ {'bulk' if dq_bulk else 'red'} by {split} "
+                f"{('ovl S+dP ' if d < 128 else 'ovl S    ') if overlap else ''}{flags:<4}regs {self.registers} "
+                f"(setmaxnreg {'32/232' if local else '24/240'})  smem {smem / 1024:.1f} KB")
 
     def describe(self) -> str:
         if self.fp8:
