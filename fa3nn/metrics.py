@@ -12,16 +12,29 @@ from __future__ import annotations
 BACKWARD_FLOPS_RATIO = 2.5
 
 
+def _pairs_at_or_below(seqlen_q: int, seqlen_k: int, t: int) -> int:
+    """Pairs (i, j), 0 <= i < seqlen_q, 0 <= j < seqlen_k, with j <= i + t: row i counts clamp(i + t + 1, 0,
+    seqlen_k) keys, summed in closed form as H(t + 1 + seqlen_q) - H(t + 1), H(x) = sum of clamp(y, 0, seqlen_k)
+    over the integers y < x."""
+
+    def h(x: int) -> int:
+        if x <= 0:
+            return 0
+        if x <= seqlen_k + 1:
+            return x * (x - 1) // 2
+        return seqlen_k * (seqlen_k + 1) // 2 + (x - seqlen_k - 1) * seqlen_k
+
+    return h(t + 1 + seqlen_q) - h(t + 1)
+
+
 def attended_pairs(seqlen_q: int, seqlen_k: int, left: int, right: int) -> int:
     """(query, key) pairs a window (left, right) attends, -1 unbounded, bottom-right aligned (fa3nn/masks.py): query
-    row i sees keys max(0, i + off - left) .. min(seqlen_k - 1, i + off + right), off = seqlen_k - seqlen_q."""
-    total = 0
+    row i sees keys max(0, i + off - left) .. min(seqlen_k - 1, i + off + right), off = seqlen_k - seqlen_q. In
+    closed form (O(1) at any length): the pairs with j <= i + off + right less those with j <= i + off - left - 1."""
     off = seqlen_k - seqlen_q
-    for i in range(seqlen_q):
-        lo = max(0, i + off - left) if left >= 0 else 0
-        hi = min(seqlen_k - 1, i + off + right) if right >= 0 else seqlen_k - 1
-        total += max(0, hi - lo + 1)
-    return total
+    upper = seqlen_q * seqlen_k if right < 0 else _pairs_at_or_below(seqlen_q, seqlen_k, off + right)
+    lower = 0 if left < 0 else _pairs_at_or_below(seqlen_q, seqlen_k, off - left - 1)
+    return max(0, upper - lower)
 
 
 def attention_flops(

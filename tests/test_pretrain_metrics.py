@@ -32,8 +32,8 @@ def test_peak_table_and_mfu():
 def test_window_flops_count_attended_pairs():
     """attended_pairs against the mask itself (fa3nn.masks.Window.allowed), and attention_flops with a window: the
     full window is the dense count, a window past the sequence changes nothing, causal bounds the right side."""
-    for sq, sk in ((17, 40), (40, 17), (64, 64)):
-        for left, right in ((-1, -1), (5, 0), (-1, 3), (0, 0), (7, 2), (100, -1)):
+    for sq, sk in ((17, 40), (40, 17), (64, 64), (1, 1), (1, 9), (9, 1), (0, 5), (5, 0)):
+        for left, right in ((-1, -1), (5, 0), (-1, 3), (0, 0), (7, 2), (100, -1), (-1, 100), (2, 60), (60, 2)):
             mask = Window(left, right).allowed(0, sq, sq, sk, "cpu")
             expected = sq * sk if mask is None else int(mask.sum())
             assert attended_pairs(sq, sk, left, right) == expected, (sq, sk, left, right)
