@@ -247,6 +247,9 @@ __device__ __forceinline__ int bwd_end_m_block(const BwdParams& p, const BwdSeq&
 // Whether query block m_block has a masked (query, key) pair in key block n_block: some key past seqlen_k, or some
 // key above the diagonal of the block's first row.
 // kLocal: or some key beyond the window of the block's first row (right bound) or before that of its last row (left).
+// (The forward's block_needs_mask, flash_fwd.cuh, is the same test. One helper for both, tried: every forward kernel
+// and the backward's window kernels came out with other instructions (end > seqlen_k against last_key >= seqlen_k,
+// the window bounds' registers), which would need a GPU run to re-validate; the copies stay.)
 template <class Cfg>
 __device__ __forceinline__ bool bwd_block_needs_mask(const BwdParams& p, const BwdSeq& seq, int m_block,
                                                      int n_block) {
@@ -843,8 +846,10 @@ __device__ __forceinline__ void bwd_wait_kv(typename Cfg::Barriers& bars, const 
   wait_in_loop(bars.kv, tiles.iter & 1);
 }
 template <class Cfg>
-__device__ __forceinline__ void bwd_free_kv(const BwdConsumer<Cfg>& c, typename Cfg::Barriers& bars) {
+__device__ __forceinline__ void bwd_free_kv(const BwdConsumer<Cfg>& c, typename Cfg::Barriers& bars,
+                                            const BwdCtaTiles<Cfg>& tiles) {
   if (c.leader) bars.kv_free.arrive();
+  bwd_trace(c.leader, c.wg, tiles.iter, kTraceKVFree);
 }
 
 // The tile for the stores after its step loop. Varlen reads it again (two cu_seqlens loads) rather than keep the
@@ -878,6 +883,31 @@ __device__ __forceinline__ void bwd_store_dkdv(const BwdConsumer<Cfg>& c, const 
                vec16);
 }
 
+// Every consumer's tile start (this file's, flash_bwd_overlap.cuh's, flash_bwd_cols.cuh's): dK / dV zeroed, the
+// tile's K/V waited for, and the tile's query walk.
+template <class Cfg>
+__device__ __forceinline__ BwdQueryWalk<Cfg> bwd_begin_tile(const BwdConsumer<Cfg>& c, const BwdParams& p,
+                                                            typename Cfg::Barriers& bars,
+                                                            const BwdCtaTiles<Cfg>& tiles, const BwdTile& t,
+                                                            float (&dk)[BwdConsumer<Cfg>::kAccRegs],
+                                                            float (&dv)[BwdConsumer<Cfg>::kAccRegs]) {
+  bwd_zero_dkdv(dk, dv);
+  bwd_trace(c.leader, c.wg, tiles.iter, kTraceTileStart);
+  bwd_wait_kv<Cfg>(bars, tiles);
+  bwd_trace(c.leader, c.wg, tiles.iter, kTraceKVReady);
+  return BwdQueryWalk<Cfg>(p, t.seq, t.n_block, t.kv_head);
+}
+
+// And its end, after the last step: dK / dV stored.
+template <class Cfg>
+__device__ __forceinline__ void bwd_end_tile(const BwdConsumer<Cfg>& c, const BwdParams& p,
+                                             const BwdCtaTiles<Cfg>& tiles, const BwdTile& t,
+                                             const float (&dk)[BwdConsumer<Cfg>::kAccRegs],
+                                             const float (&dv)[BwdConsumer<Cfg>::kAccRegs]) {
+  bwd_store_dkdv(c, p, bwd_tile_after_loop(p, tiles, t), dk, dv);
+  bwd_trace(c.leader, c.wg, tiles.iter, kTraceTileEnd);
+}
+
 template <class Cfg>
 __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars, int wg) {
   using C = BwdConsumer<Cfg>;
@@ -895,11 +925,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
   for (BwdCtaTiles<Cfg> tiles(p); tiles.valid(p); tiles.advance(p)) {
     const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
     const int n_block = t.n_block;
-    bwd_zero_dkdv(dk, dv);
-    bwd_trace(c.leader, wg, tiles.iter, kTraceTileStart);
-    bwd_wait_kv<Cfg>(bars, tiles);
-    bwd_trace(c.leader, wg, tiles.iter, kTraceKVReady);
-    BwdQueryWalk<Cfg> walk(p, t.seq, n_block, t.kv_head);
+    BwdQueryWalk<Cfg> walk = bwd_begin_tile(c, p, bars, tiles, t, dk, dv);
     for (int i = 0; i < walk.total; ++i, walk.advance()) {
       const int step = step0 + i;
       const int m_block = walk.m_block;
@@ -943,13 +969,11 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
       // The tile's last dQ GEMM, K's last reader, is done: the next tile's K/V may load under this hand-off.
       if (i + 1 == walk.total) {
         bwd_trace(c.leader, wg, tiles.iter, kTraceLoopEnd);
-        bwd_free_kv<Cfg>(c, bars);
-        bwd_trace(c.leader, wg, tiles.iter, kTraceKVFree);
+        bwd_free_kv<Cfg>(c, bars, tiles);
       }
       bwd_hand_off_dq<Cfg>(c, p, smem, t.seq, walk.head, m_block, step, dq);
     }
-    bwd_store_dkdv(c, p, bwd_tile_after_loop(p, tiles, t), dk, dv);
-    bwd_trace(c.leader, wg, tiles.iter, kTraceTileEnd);
+    bwd_end_tile(c, p, tiles, t, dk, dv);
     step0 += walk.total;
   }
 }

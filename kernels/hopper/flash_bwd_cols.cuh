@@ -130,11 +130,7 @@ __device__ __forceinline__ void bwd_consumer_cols(const BwdParams& p, uint8_t* s
   for (BwdCtaTiles<Cfg> tiles(p); tiles.valid(p); tiles.advance(p)) {
     const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
     const int n_block = t.n_block;
-    bwd_zero_dkdv(dk, dv);
-    bwd_trace(c.leader, wg, tiles.iter, kTraceTileStart);
-    bwd_wait_kv<Cfg>(bars, tiles);
-    bwd_trace(c.leader, wg, tiles.iter, kTraceKVReady);
-    BwdQueryWalk<Cfg> walk(p, t.seq, n_block, t.kv_head);
+    BwdQueryWalk<Cfg> walk = bwd_begin_tile(c, p, bars, tiles, t, dk, dv);
     for (int i = 0; i < walk.total; ++i, walk.advance()) {
       const int step = step0 + i;
       const int m_block = walk.m_block;
@@ -177,13 +173,11 @@ __device__ __forceinline__ void bwd_consumer_cols(const BwdParams& p, uint8_t* s
       st.advance();
       if (i + 1 == walk.total) {
         bwd_trace(c.leader, wg, tiles.iter, kTraceLoopEnd);
-        bwd_free_kv<Cfg>(c, bars);
-        bwd_trace(c.leader, wg, tiles.iter, kTraceKVFree);
+        bwd_free_kv<Cfg>(c, bars, tiles);
       }
       if constexpr (!Cfg::kDQInRing) bwd_hand_off_dq<Cfg>(c, p, smem, t.seq, walk.head, m_block, step, dq);
     }
-    bwd_store_dkdv(c, p, bwd_tile_after_loop(p, tiles, t), dk, dv);
-    bwd_trace(c.leader, wg, tiles.iter, kTraceTileEnd);
+    bwd_end_tile(c, p, tiles, t, dk, dv);
     step0 += walk.total;
   }
 }

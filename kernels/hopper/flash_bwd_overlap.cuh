@@ -61,11 +61,7 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
   for (BwdCtaTiles<Cfg> tiles(p); tiles.valid(p); tiles.advance(p)) {
     const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
     const int n_block = t.n_block;
-    bwd_zero_dkdv(dk, dv);
-    bwd_trace(c.leader, wg, tiles.iter, kTraceTileStart);
-    bwd_wait_kv<Cfg>(bars, tiles);
-    bwd_trace(c.leader, wg, tiles.iter, kTraceKVReady);
-    BwdQueryWalk<Cfg> walk(p, t.seq, n_block, t.kv_head);
+    BwdQueryWalk<Cfg> walk = bwd_begin_tile(c, p, bars, tiles, t, dk, dv);
     // Step i of the tile (walk's current query head and block) once S^T_i [, dP^T_i] and dQ_i-1 are committed, in
     // that order. dQ_i-1 belongs to the previous step, which under GQA may be the previous query head's last block;
     // at i = 0 it is the discarded GEMM below.
@@ -150,11 +146,9 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
     wgmma_commit();
     wgmma_wait<0>();
     fence_operands(dq);
-    bwd_free_kv<Cfg>(c, bars);
-    bwd_trace(c.leader, wg, tiles.iter, kTraceKVFree);
+    bwd_free_kv<Cfg>(c, bars, tiles);
     bwd_hand_off_dq<Cfg>(c, p, smem, t.seq, walk.prev_head(), walk.prev_m_block(), step0 + i - 1, dq);
-    bwd_store_dkdv(c, p, bwd_tile_after_loop(p, tiles, t), dk, dv);
-    bwd_trace(c.leader, wg, tiles.iter, kTraceTileEnd);
+    bwd_end_tile(c, p, tiles, t, dk, dv);
     step0 += walk.total;
   }
 }
