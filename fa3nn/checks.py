@@ -136,12 +136,25 @@ def check_window_size(window_size) -> None:
         raise ValueError(f"window_size entries must be >= -1 (-1 = unbounded), got {tuple(window_size)}")
 
 
-def check_softcap(softcap) -> None:
-    """A finite number >= 0 (0 disables it): the API's and the native forward launcher's check."""
+# float32's largest finite and smallest normal values: the native kernels take softcap and softmax_scale / softcap as
+# float32 (a smaller positive cap would round to 0, i.e. no cap, or leave the quotient infinite).
+FLOAT32_MAX, FLOAT32_MIN_NORMAL = 3.4028234663852886e38, 1.1754943508222875e-38
+
+
+def check_softcap(softcap, softmax_scale: float | None = None) -> None:
+    """A finite number >= 0 (0 disables it), and a positive one at least float32's smallest normal; with
+    `softmax_scale`, also small enough a quotient softmax_scale / softcap for float32 (the native launchers fold it
+    into the kernels' tanh argument). The API's and the native launchers' check."""
     if isinstance(softcap, bool) or not isinstance(softcap, (int, float)) or not math.isfinite(softcap):
         raise TypeError(f"softcap must be a finite float, got {softcap!r}")
     if softcap < 0:
         raise ValueError(f"softcap must be >= 0 (0 disables it), got {softcap}")
+    if 0 < softcap < FLOAT32_MIN_NORMAL:
+        raise ValueError(f"softcap must be 0 or at least {FLOAT32_MIN_NORMAL:.4g} (float32's smallest normal), "
+                         f"got {softcap}")
+    if softcap > 0 and softmax_scale is not None and abs(softmax_scale) / softcap > FLOAT32_MAX:
+        raise ValueError(f"softcap {softcap} is too small for softmax_scale {softmax_scale}: their quotient "
+                         "overflows float32")
 
 
 def check_options(softmax_scale, causal, window_size, softcap, deterministic, fp8, backend) -> None:

@@ -46,6 +46,8 @@ CASES = {
     "window not a pair": (dense_call(window_size=(4,)), TypeError, r"window_size must be a pair"),
     "softcap negative": (dense_call(softcap=-1.0), ValueError, r"softcap must be >= 0"),
     "softcap nan": (dense_call(softcap=math.nan), TypeError, r"softcap must be a finite float"),
+    "softcap below float32's normals": (dense_call(softcap=1e-39), ValueError,
+                                        r"softcap must be 0 or at least 1.175e-38 \(float32's smallest normal\)"),
     "scale inf": (dense_call(softmax_scale=math.inf), ValueError, r"softmax_scale must be finite"),
     "scale nan": (dense_call(softmax_scale=math.nan), ValueError, r"softmax_scale must be finite"),
     "causal not bool": (dense_call(causal=1), TypeError, r"causal must be a bool"),

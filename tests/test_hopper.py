@@ -83,6 +83,10 @@ def test_window_and_softcap_arguments_of_the_forward():
             launch(None, None, None, 0.1, False, softcap=bad)
     with pytest.raises(ValueError, match="the softcap forward is built for variant 'full' only"):
         launch(None, None, None, 0.1, False, variant="no_pingpong", softcap=30.0)
+    # The kernels take softmax_scale / softcap as float32: a quotient that overflows is refused, not made inf.
+    with pytest.raises(ValueError, match=r"softcap 1e-30 is too small for softmax_scale 1e\+20: their quotient "
+                                         r"overflows float32"):
+        launch(None, None, None, 1e20, False, softcap=1e-30)
 
 
 def _hopper_ready() -> bool:

@@ -17,6 +17,26 @@ ROOT = Path(__file__).resolve().parents[1]
 needs_nvcc = pytest.mark.skipif(hopper_build.find_nvcc() is None, reason="needs nvcc (CUDA toolkit)")
 
 
+class _FakeLibrary:
+    """A stand-in for a loaded library: has fa3nn_hopper_abi_version (returning `version`) unless version is None."""
+
+    def __init__(self, version):
+        if version is not None:
+            self.fa3nn_hopper_abi_version = lambda: version
+
+
+def test_check_abi_refuses_a_library_of_another_revision():
+    """hopper_build.load checks the library's C ABI version first (check_abi): a prebuilt library from another
+    revision, or one from before the version existed, fails with a message naming the fix instead of being called
+    with arguments it reads elsewhere."""
+    hopper_build.check_abi(_FakeLibrary(hopper_build.ABI_VERSION), "lib.so")  # the matching version loads
+    for version, shown in ((None, r"\(none: built before 2026-12-04\)"), (hopper_build.ABI_VERSION + 1, None)):
+        shown = shown or str(hopper_build.ABI_VERSION + 1)
+        with pytest.raises(RuntimeError, match=rf"lib.so has C ABI version {shown}, this fa3nn binds version "
+                                               rf"{hopper_build.ABI_VERSION}: rebuild it"):
+            hopper_build.check_abi(_FakeLibrary(version), "lib.so")
+
+
 def test_ptxas_report_parser_flags_spills():
     check = load_script("check_kernels")
     name = "_ZN5fa3nn6hopper16flash_fwd_kernelINS0_9FwdConfigILi128ELi176ELi2ELb1ELb0ELb1ELb1ELi2ELb0ELi1ELb1EEEEEv"

@@ -57,7 +57,7 @@ def launch(
     if window.sliding and variant != "full":
         raise ValueError(f"window_size {window_size}: the sliding-window forward is built for variant 'full' only, "
                          f"got variant={variant!r}")
-    check_softcap(softcap)
+    check_softcap(softcap, softmax_scale)
     if softcap > 0 and variant != "full":
         raise ValueError(f"softcap {softcap}: the softcap forward is built for variant 'full' only, got "
                          f"variant={variant!r}")

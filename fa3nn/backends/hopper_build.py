@@ -153,8 +153,31 @@ def library_path() -> Path:
     return build_cached()
 
 
+# The C ABI these bindings are written for (flash_fwd_api.cu, fa3nn_hopper_abi_version): bumped with every change to
+# an exported function's arguments.
+ABI_VERSION = 1
+
+
+def check_abi(lib: ctypes.CDLL, path) -> None:
+    """Refuse a library whose C ABI is not ABI_VERSION (one built from another revision: FA3NN_HOPPER_LIB, or a
+    benchmark's --compare build), naming what to do."""
+    try:
+        version_of = lib.fa3nn_hopper_abi_version
+    except AttributeError:
+        version = None
+    else:
+        version_of.restype = ctypes.c_int
+        version = version_of()
+    if version != ABI_VERSION:
+        raise RuntimeError(
+            f"{path} has C ABI version {version if version is not None else '(none: built before 2026-12-04)'}, this "
+            f"fa3nn binds version {ABI_VERSION}: rebuild it from this checkout (python -m fa3nn.backends.hopper_build "
+            "--out PATH) or unset FA3NN_HOPPER_LIB")
+
+
 def load(path: Path) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(path))
+    check_abi(lib, path)
     i32, i64p, ptr, f32 = ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p, ctypes.c_float
     lib.fa3nn_hopper_fwd.argtypes = [ptr] * 7 + [i32] * 7 + [i64p, f32] + [i32] * 3 + [f32] + [i32] * 2 + [ptr]
     lib.fa3nn_hopper_fwd.restype = i32

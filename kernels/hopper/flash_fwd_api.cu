@@ -31,6 +31,14 @@ int fail(const char* fmt, const char* detail) {
 #pragma GCC visibility push(default)
 extern "C" {
 
+// The version of this C ABI (argument lists and meanings of every fa3nn_hopper_* function): fa3nn.backends.
+// hopper_build.load refuses a library whose version is not the one its ctypes bindings are written for, so that a
+// prebuilt library (FA3NN_HOPPER_LIB) from another revision fails with a message instead of reading arguments in the
+// wrong places (a float added to a call moves no integer argument on x86-64: an older library would ignore it
+// silently). 1: 2026-12-04 (window_left / window_right / softcap in the forward, window_left / window_right in the
+// backward); libraries built before have no version and are refused too.
+int fa3nn_hopper_abi_version() { return 1; }
+
 // Head dims this library was built for, for the Python side's refusal messages.
 int fa3nn_hopper_supports_headdim(int headdim) { return headdim == 64 || headdim == 128 || headdim == 256; }
 
@@ -63,6 +71,8 @@ int fa3nn_hopper_fwd(const void* q, const void* k, const void* v, void* out, flo
   if (nheads_kv <= 0 || nheads % nheads_kv != 0) return fail("%s", "nheads must be a multiple of nheads_kv");
   if (const int status = window_args(causal, window_left, window_right, pr.window)) return status;
   if (!(softcap >= 0.f && softcap < INFINITY)) return fail("%s", "softcap must be a finite number >= 0 (0: none)");
+  if (softcap > 0.f && !(softmax_scale / softcap < INFINITY))  // the kernels' tanh argument scale, softcap_pre
+    return fail("%s", "softcap is too small for softmax_scale: softmax_scale / softcap overflows float32");
   pr.softcap = softcap;
   switch (headdim) {
     case 64: return run_d64(pr, bf16 != 0, causal != 0, variant);
