@@ -120,6 +120,36 @@ def test_bwd_instantiations_need_their_dq_instruction_in_sass(dq_bulk, overlap):
     assert k.sass_failure == ("bulk dQ variant still has 16 REDG" if dq_bulk else None)
 
 
+def _parsed(check, name):
+    log = (
+        f"ptxas info    : Compiling entry function '{name}' for 'sm_90a'\n"
+        "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+        "ptxas info    : Used 168 registers, used 16 barriers\n"
+    )
+    (k,), _ = check.parse(log)
+    return k
+
+
+def test_newer_instantiations_are_read_as_what_they_are():
+    """Names check_kernels misread before 2026-12-04: an FP8 kernel with a negative template int (mangled n<digits>:
+    the linear-exp2 variants) is an FP8 kernel (it was checked for HGMMA), the 16-byte pre/post kernels are
+    elementwise, and the backward's 128-row / varlen / window / softcap arguments show in its row."""
+    check = load_script("check_kernels")
+    fp8 = _parsed(check, "_ZN5fa3nn6hopper20flash_fwd_fp8_kernelINS0_12Fp8FwdConfigILi128ELi2ELi2ELb1ELb0ELb1ELin2E"
+                         "Li15ELi256ELb1ELi2EEEEEv14CUtensorMap_stS4_S4_NS0_12Fp8FwdParamsE")
+    assert fp8.fp8 and "d128 fp8>bf16 full   128x256  st2 q2 PSE-2X15" in fp8.describe()
+    fp8.sass = {"QGMMA": 32, "UTMALDG": 4}
+    assert fp8.sass_failure is None
+    post = _parsed(check, "_ZN5fa3nn6hopper32flash_bwd_postprocess_vec_kernelILi64ELb1EEEvNS0_17BwdPrePostParamsE")
+    post.sass = {}
+    assert post.elementwise and post.sass_failure is None
+    bwd = _parsed(check, "_ZN5fa3nn6hopper16flash_bwd_kernelINS0_9BwdConfigILi64ELi2ELb1ELb0ELb1ELb0ELi128ELb1ELb1"
+                         "ELb1EEEEEv14CUtensorMap_stS4_S4_S4_S4_NS0_9BwdParamsE")
+    assert bwd.bwd and bwd.bwd_dq_bulk
+    assert "bwd d64  bf16 full   128x128  st2 dQ bulk by rows VLC regs 168 (setmaxnreg 32/232)  smem 195.0 KB" in (
+        bwd.describe())
+
+
 def test_measurement_defines_need_an_out_path(capsys):
     """`--define` (a measurement build such as FA3NN_BWD_TRACE) never writes the cached default library: without
     --out the CLI refuses before compiling anything."""
