@@ -70,9 +70,7 @@ int fa3nn_hopper_fwd(const void* q, const void* k, const void* v, void* out, flo
              nheads, nheads_kv, headdim, strides, softmax_scale, static_cast<cudaStream_t>(stream)};
   if (nheads_kv <= 0 || nheads % nheads_kv != 0) return fail("%s", "nheads must be a multiple of nheads_kv");
   if (const int status = window_args(causal, window_left, window_right, pr.window)) return status;
-  if (!(softcap >= 0.f && softcap < INFINITY)) return fail("%s", "softcap must be a finite number >= 0 (0: none)");
-  if (softcap > 0.f && !(softmax_scale / softcap < INFINITY))  // the kernels' tanh argument scale, softcap_pre
-    return fail("%s", "softcap is too small for softmax_scale: softmax_scale / softcap overflows float32");
+  if (const int status = softcap_arg(softmax_scale, softcap)) return status;
   pr.softcap = softcap;
   switch (headdim) {
     case 64: return run_d64(pr, bf16 != 0, causal != 0, variant);

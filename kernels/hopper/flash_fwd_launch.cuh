@@ -5,6 +5,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "flash_fwd.cuh"
@@ -80,6 +81,16 @@ inline int window_args(int& causal, int left, int right, WindowArgs& window) {
   if (causal != 0) right = 0;
   window = {left >= 0 || right > 0, left, right};
   if (window.local) causal = 0;
+  return 0;
+}
+
+// Both C ABIs' softcap argument: 0 (none) or a finite cap > 0 small enough a divisor that softmax_scale / softcap,
+// the kernels' tanh argument scale (softcap_pre), stays finite in float32. Python checks the same first
+// (fa3nn.checks.check_softcap).
+inline int softcap_arg(float softmax_scale, float softcap) {
+  if (!(softcap >= 0.f && softcap < INFINITY)) return fail("%s", "softcap must be a finite number >= 0 (0: none)");
+  if (softcap > 0.f && !(softmax_scale / softcap < INFINITY))
+    return fail("%s", "softcap is too small for softmax_scale: softmax_scale / softcap overflows float32");
   return 0;
 }
 
