@@ -428,9 +428,10 @@ def _hopper_ready() -> bool:
 needs_hopper = pytest.mark.skipif(not _hopper_ready(), reason="needs an sm_90 (Hopper) GPU")
 
 
-def _reference_grads(q, k, v, dout, causal, upcast):
+def _reference_grads(q, k, v, dout, causal, upcast, **masks):
+    """dq, dk, dv of attention_ref (`masks`: its window_size / softcap)."""
     leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-    out, _ = attention_ref(*leaves, causal=causal, upcast=upcast, reorder_ops=not upcast)
+    out, _ = attention_ref(*leaves, causal=causal, upcast=upcast, reorder_ops=not upcast, **masks)
     out.backward(dout)
     return [t.grad for t in leaves]
 
@@ -562,14 +563,8 @@ def test_window_backward_matches_reference(headdim, heads, window, seqlens):
     dout = torch.randn_like(out)
     dq, dk, dv = (_poisoned_like(t) for t in (q, k, v))
     hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, dq=dq, dk=dk, dv=dv, window_size=window_size)
-    grads = {}
-    for upcast in (True, False):
-        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-        ref_out, _ = attention_ref(*leaves, causal=causal, window_size=window_size, upcast=upcast,
-                                   reorder_ops=not upcast)
-        ref_out.backward(dout)
-        grads[upcast] = [t.grad for t in leaves]
-    for name, got, r, p in zip(("dq", "dk", "dv"), (dq, dk, dv), grads[True], grads[False]):
+    ref, pt = (_reference_grads(q, k, v, dout, causal, upcast, window_size=window_size) for upcast in (True, False))
+    for name, got, r, p in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, pt):
         assert not got.isnan().any(), f"{name} has NaNs (unwritten rows of the poisoned buffer, or NaN math)"
         assert_error_ratio(got, r, p, name)
     # Keys no query's window reaches: exactly zero (their tiles are skipped, the buffers zeroed first).
