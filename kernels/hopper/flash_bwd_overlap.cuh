@@ -78,7 +78,7 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
         c.masked_probs(s, p, t.seq, stage.lse_log2, m_block, n_block);
         wgmma_wait<1>();
         fence_operands(dp);
-        c.ds_fragments(dp, s, stage.delta, dsa);
+        c.ds_fragments(dp, s, stage, p.scale_log2, dsa);
         C::to_a_fragments(s, pa);
         fence_fragments(pa);
         wgmma_wait<0>();
@@ -100,7 +100,7 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
         c.masked_probs(s, p, t.seq, stage.lse_log2, m_block, n_block);
         wgmma_wait<0>();
         fence_operands(dp);
-        c.ds_fragments(dp, s, stage.delta, dsa);
+        c.ds_fragments(dp, s, stage, p.scale_log2, dsa);
         c.write_ds(ds_smem, dsa);
         C::to_a_fragments(s, pa);
       }
