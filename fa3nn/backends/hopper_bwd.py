@@ -2,10 +2,11 @@
 
 Kernel scope: dense or packed (varlen, cu_seqlens) batches, MHA/GQA/MQA (nheads_kv dividing nheads), head dim 64,
 128 or 256 (64-key blocks whose two consumer warpgroups split the head dim: kernels/hopper/flash_bwd_cols.cuh),
-bf16/fp16, causal or not, sliding windows and softcap (dense or varlen); dQ is summed with fp32 atomics, so it is not
-bitwise deterministic. Varlen, windows and softcap run each head dim's default variant (DEFAULT_VARIANTS; the library builds
-no other for them). Under GQA/MQA one CTA per K/V head walks every query head of its group and sums dK/dV in registers
-(kernels/hopper/flash_bwd.cuh, BwdQueryWalk): dK/dV stay deterministic and are written once per K/V head.
+bf16/fp16, causal or not, sliding windows and softcap (dense or varlen); dQ is summed with fp32 atomics, so it is
+not bitwise deterministic. Varlen, windows and softcap run each head dim's default variant (DEFAULT_VARIANTS; the
+library builds no other for them). Under GQA/MQA one CTA per K/V head walks every query head of its group and sums
+dK/dV in registers (kernels/hopper/flash_bwd.cuh, BwdQueryWalk): dK/dV stay deterministic and are written once per
+K/V head.
 `backward` runs GQA/MQA through that in-kernel path (NATIVE_GQA, the default); with NATIVE_GQA off it expands K and V
 to every query head (copies), runs the kernel as MHA and sums dK/dV over each group.
 `lse` is the forward's: float32, natural log, (batch, nheads, seqlen_q), or (nheads, total_q) for varlen.
