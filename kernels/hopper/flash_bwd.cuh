@@ -600,7 +600,10 @@ struct BwdConsumer {
   // t, and dS^T = P^T * (dP^T - delta[query]) * (1 - t^2) in place of dP^T (d(cap tanh(x / cap)) / dx = 1 - t^2;
   // softmax_scale is applied to dK / dQ afterwards, as without the cap). max(1 - t^2, 0) is 0 at a masked t (1 - inf
   // would make 0 * -inf = NaN) and leaves every other t, |t| <= 1, as it is. Holding t rather than P^T and a second
-  // array for 1 - t^2 keeps the plain kernels' registers (kSRegs more would spill at d128, 224 of 240 live).
+  // array for 1 - t^2 keeps the plain kernels' registers (kSRegs more would spill at d128, 224 of 240 live). In place,
+  // in this order, and with fast_exp2 (the forward's; exp2f's subnormal handling took two registers more): P^T
+  // computed first with t kept for 1 - t^2 spilled 40-72 B in the d64 m128 kernels, exp2f 8 B in d64's varlen
+  // window kernel (232 registers; nvcc 13.0).
   __device__ __forceinline__ void softcap_dscores(float (&dp)[kSRegs], float (&s)[kSRegs], const float* lse_log2,
                                                   const float* delta, float scale_log2) const {
 #pragma unroll
@@ -611,7 +614,7 @@ struct BwdConsumer {
         const int i = 4 * j + e;
         const float t = s[i];
         dp[i] = (dp[i] - ((e & 1) ? d.y : d.x)) * fmaxf(fmaf(-t, t, 1.f), 0.f);
-        s[i] = exp2f(t * scale_log2 - ((e & 1) ? l.y : l.x));
+        s[i] = fast_exp2(t * scale_log2 - ((e & 1) ? l.y : l.x));
         dp[i] *= s[i];
       }
     }
