@@ -191,6 +191,13 @@ def main() -> None:
         cells += [f"{r['native_over_' + m]:.2f}" if "native_over_" + m in r else "-" for m in versus]
         cells += [f"{r['max_abs_diff'][m]:.1e}" if m in r["max_abs_diff"] else "-" for m in versus]
         print("| " + " | ".join(map(str, cells)) + " |")
+    causal_rows = [r for r in rows if "native_causal_over_triton_causal" in r]
+    if causal_rows:  # --softcap: the causal call, native against Triton (what auto ran softcap on before)
+        print("causal call (same shape, no window): TFLOP/s native / triton, x")
+        for r in causal_rows:
+            print(f"{r['direction']} d{r['headdim']} {r['seqlen']} (row left {r['left']}): "
+                  f"{r['tflops']['native_causal']:.1f} / {r['tflops']['triton_causal']:.1f}, "
+                  f"x {r['native_causal_over_triton_causal']:.2f}")
 
 
 if __name__ == "__main__":
