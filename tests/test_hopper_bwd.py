@@ -287,15 +287,23 @@ def test_softcap_arguments_of_the_backward(monkeypatch):
     with pytest.raises(ValueError, match=r"softcap 30.0: the native backward has softcap in the default variant "
                                          r"\('bulk_dq_overlap'\) only"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, softcap=30.0, variant="red_dq", **args)
-    seen = {}
+    with pytest.raises(ValueError, match="softcap 1e-30 is too small for softmax_scale 1e\\+20"):
+        hopper_bwd.launch(softmax_scale=1e20, causal=False, softcap=1e-30, **args)
+    seen = []
 
-    def fake_launch(*positional, softcap=0.0, window_size=(-1, -1), **kwargs):
-        seen.update(softcap=softcap, window_size=window_size)
-        return tuple(torch.zeros_like(args[n]) for n in ("q", "k", "v"))
+    def fake_launch(dout, q, k, v, *positional, softcap=0.0, window_size=(-1, -1), **kwargs):
+        seen.append(dict(softcap=softcap, window_size=window_size, k_heads=k.shape[2]))
+        return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
 
     monkeypatch.setattr(hopper_bwd, "launch", fake_launch)
-    hopper_bwd.backward(**args, dlse=None, params=_params(window=Window(64, 0), softcap=30.0), varlen=None)
-    assert seen == dict(softcap=30.0, window_size=(64, 0))
+    params = _params(window=Window(64, 0), softcap=30.0)
+    hopper_bwd.backward(**args, dlse=None, params=params, varlen=None)
+    # GQA both ways: in the kernel (NATIVE_GQA) and through expanded K / V copies.
+    gqa = _inputs(nheads=4, nheads_kv=2)
+    for native in (True, False):
+        monkeypatch.setattr(hopper_bwd, "NATIVE_GQA", native)
+        hopper_bwd.backward(**gqa, dlse=None, params=params, varlen=None)
+    assert seen == [dict(softcap=30.0, window_size=(64, 0), k_heads=h) for h in (4, 2, 4)]
 
 
 def test_window_arguments_and_refusals():

@@ -196,7 +196,7 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     if window.sliding and variant != DEFAULT_VARIANTS[q.shape[-1]]:
         raise ValueError(f"window_size {window_size}: the native backward has sliding windows in the default variant "
                          f"({DEFAULT_VARIANTS[q.shape[-1]]!r}) only; use backend='triton' otherwise")
-    check_softcap(softcap)
+    check_softcap(softcap, softmax_scale)
     if softcap > 0 and variant != DEFAULT_VARIANTS[q.shape[-1]]:
         raise ValueError(f"softcap {softcap}: the native backward has softcap in the default variant "
                          f"({DEFAULT_VARIANTS[q.shape[-1]]!r}) only; use backend='triton' otherwise")
