@@ -91,7 +91,7 @@ struct BwdParams {
   FastDiv tile_inner, tile_middle;
   int dkdv_vec16;   // nonzero: dK / dV stored 16 bytes at a time (BwdConsumer::store_rows)
   int num_m_blocks;
-  float scale_log2;     // softmax_scale * log2(e)
+  float scale_log2;     // softmax_scale * log2(e) (kSoftcap: softcap * log2(e), below)
   float softmax_scale;
   // Varlen (BwdConfig::kVarlen): (batch + 1) packed row offsets; batch counts sequences, seqlen_q / seqlen_k are the
   // longest ones, the tensors are one packed batch and the workspaces (1, nheads, seqlen_q_rounded) with each
