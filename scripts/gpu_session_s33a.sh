@@ -7,8 +7,6 @@
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-s33a
-# The branch's library (ABI 2) where it was built apart from main's (build/bwd-softcap/, thirty-second session).
-[ -f build/bwd-softcap/libfa3nn_hopper.so ] && export FA3NN_HOPPER_LIB=$PWD/build/bwd-softcap/libfa3nn_hopper.so
 stamp start
 timeout 60 python -m pytest -q -x -p no:cacheprovider tests/test_hopper_bwd.py \
     -k "test_softcap_backward_matches_reference and bfloat16 and 128 and 4q4kv and causal_w-1_-1 and 1000x1000" \

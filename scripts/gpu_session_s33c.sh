@@ -5,8 +5,6 @@
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-s33c
-# The branch's library (ABI 2) where it was built apart from main's (build/bwd-softcap/, thirty-second session).
-[ -f build/bwd-softcap/libfa3nn_hopper.so ] && export FA3NN_HOPPER_LIB=$PWD/build/bwd-softcap/libfa3nn_hopper.so
 stamp start
 for window in "" "--window 1024"; do
     name=varlen_softcap${window:+_w1024}

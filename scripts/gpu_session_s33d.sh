@@ -8,7 +8,6 @@
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 gpu_setup /tmp/fa3nn-s33d
-[ -f build/bwd-softcap/libfa3nn_hopper.so ] && export FA3NN_HOPPER_LIB=$PWD/build/bwd-softcap/libfa3nn_hopper.so
 stamp start
 mkdir -p /tmp/window_tiles && tar xJf build/window_tiles.tar.xz -C /tmp/window_tiles
 timeout 240 python scripts/window_ab.py --headdims 128 --directions fwd --flex-headdims --softcap 30 \
