@@ -3,7 +3,6 @@
 // flash_fwd_api.cu (one library).
 #include <cuda_runtime.h>
 
-#include <cmath>
 #include <cstdint>
 
 #include "flash_bwd_launch.cuh"
@@ -59,9 +58,7 @@ int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void*
   if (nheads_kv <= 0 || nheads % nheads_kv != 0)
     return fail("%s", "nheads_kv must be positive and divide nheads (GQA/MQA: query heads in groups of equal size)");
   if (!(softmax_scale > 0.f)) return fail("%s", "softmax_scale must be positive");
-  if (!(softcap >= 0.f && softcap < INFINITY)) return fail("%s", "softcap must be a finite number >= 0 (0: none)");
-  if (softcap > 0.f && !(softmax_scale / softcap < INFINITY))  // BwdParams::softcap_pre
-    return fail("%s", "softcap is too small for softmax_scale: softmax_scale / softcap overflows float32");
+  if (const int status = softcap_arg(softmax_scale, softcap)) return status;
   if (grid_order < 0 || grid_order > 2) return fail("%s", "grid_order must be 0 (auto), 1 or 2");
   if ((cu_seqlens_q == nullptr) != (cu_seqlens_k == nullptr))
     return fail("%s", "pass both cu_seqlens_q and cu_seqlens_k (varlen) or neither (dense)");
