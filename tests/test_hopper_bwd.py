@@ -632,14 +632,9 @@ def test_softcap_backward_matches_reference(dtype, headdim, heads, mask, seqlens
     dq, dk, dv = (_poisoned_like(t) for t in (q, k, v))
     hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, dq=dq, dk=dk, dv=dv, window_size=window_size,
                       softcap=softcap)
-    grads = {}
-    for upcast in (True, False):
-        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-        ref_out, _ = attention_ref(*leaves, causal=causal, window_size=window_size, softcap=softcap, upcast=upcast,
-                                   reorder_ops=not upcast)
-        ref_out.backward(dout)
-        grads[upcast] = [t.grad for t in leaves]
-    for name, got, r, p in zip(("dq", "dk", "dv"), (dq, dk, dv), grads[True], grads[False]):
+    ref, pt = (_reference_grads(q, k, v, dout, causal, upcast, window_size=window_size, softcap=softcap)
+               for upcast in (True, False))
+    for name, got, r, p in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, pt):
         assert not got.isnan().any(), f"{name} has NaNs (unwritten rows of the poisoned buffer, or NaN math)"
         assert_error_ratio(got, r, p, f"{name} (cap {softcap})")
 
