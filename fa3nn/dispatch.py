@@ -5,7 +5,7 @@ any device) and takes the first that supports the exact call: device, dtype, hea
 The reference backend supports everything, so `auto` always finds one; on a CUDA device it is a slow path and
 `auto` warns once when it lands there. Forcing a backend that can't serve a call's forward raises `UnsupportedCall`
 naming what is unsupported and which backends would work; the backward of a forced backend that cannot run it
-(the native Hopper backward lacks softcap and deterministic=True) runs where `auto` would run it.
+(the native Hopper backward lacks deterministic=True) runs where `auto` would run it.
 
 FP8 calls (an `fp8=` recipe) have their own forward paths, `FP8_FORWARD_PATHS`; their backward is the bf16 backward
 and is dispatched as above. `auto` takes the first FP8 path in AUTO_ORDER (hopper > triton > reference) that serves

@@ -8,7 +8,8 @@
    dense backward of the (16384 / L, L) batch. TFLOP/s with the FLOPs summed per sequence (fa3nn.metrics).
    "mixed" draws lengths uniformly from [256, 4096], "short" from [32, 1024] (seed 0) until 16384 tokens.
    With --window LEFT, the causal sliding window (LEFT, 0) in every call of this part (and causal only); FLOPs count
-   each sequence's attended pairs.
+   each sequence's attended pairs. With --softcap C, every call of this part caps its scores at C (native forward
+   and backward, the Triton backward on the same lse).
 
     python scripts/bwd_varlen_ab.py --json out.json [--base build_main/libfa3nn_hopper.so] [--rounds 5]
 """
@@ -126,14 +127,15 @@ def varlen_rows(args) -> list:
             varlen = Varlen(cu, cu, max(lengths), max(lengths), tuple(starts), tuple(starts))
             for causal in (True,) if args.window is not None else (False, True):
                 window_size = (args.window, 0) if args.window is not None else (-1, -1)
-                win = functools.partial(hopper_bwd.launch, window_size=window_size)  # the native backward
+                win = functools.partial(hopper_bwd.launch, window_size=window_size,  # the native backward
+                                        softcap=args.softcap)
                 q = torch.randn(TOKENS, nheads, headdim, device="cuda", dtype=torch.bfloat16)
                 k, v = (torch.randn(TOKENS, nheads // args.group, headdim, device="cuda", dtype=torch.bfloat16)
                         for _ in range(2))
                 scale = headdim**-0.5
-                out, lse = forward(q, k, v, scale, causal, varlen, window_size=window_size)
+                out, lse = forward(q, k, v, scale, causal, varlen, window_size=window_size, softcap=args.softcap)
                 dout = torch.randn_like(out)
-                params = AttnParams(scale, Window.from_args(causal, window_size), 0.0, False)
+                params = AttnParams(scale, Window.from_args(causal, window_size), args.softcap, False)
                 flops = sum(attention_flops(1, nheads, n, n, headdim, causal=causal, direction="bwd",
                                             window=window_size if args.window is not None else None)
                             for n in lengths)
@@ -148,7 +150,7 @@ def varlen_rows(args) -> list:
                             schedule=schedule, grid_order=order)
                 if case not in MIXED:
                     q4, k4, v4, do4 = (t.view(len(lengths), lengths[0], *t.shape[1:]) for t in (q, k, v, dout))
-                    o4, lse4 = forward(q4, k4, v4, scale, causal, window_size=window_size)
+                    o4, lse4 = forward(q4, k4, v4, scale, causal, window_size=window_size, softcap=args.softcap)
                     calls["native_dense"] = functools.partial(win, do4, q4, k4, v4, o4, lse4, scale, causal)
                     calls["dense_per_tile"] = functools.partial(win, do4, q4, k4, v4, o4, lse4, scale, causal,
                                                                 schedule="per_tile")
@@ -163,8 +165,8 @@ def varlen_rows(args) -> list:
                 tflops = {m: flops / statistics.median(s) / 1e9 for m, s in samples.items()}
                 profile = ({m: kernel_times(calls[m]) for m in ("native_varlen", "native_dense", "dense_per_tile")}
                            if args.profile and case not in MIXED else None)
-                rows.append(dict(headdim=headdim, case=case, causal=causal, window=args.window, group=args.group,
-                                 sequences=len(lengths), tflops=tflops,
+                rows.append(dict(headdim=headdim, case=case, causal=causal, window=args.window, softcap=args.softcap,
+                                 group=args.group, sequences=len(lengths), tflops=tflops,
                                  max_abs_diff_to_native_varlen=diffs, samples_ms=samples, kernel_us=profile))
                 print(headdim, case, causal, {m: round(t, 1) for m, t in tflops.items()}, diffs, file=sys.stderr,
                       flush=True)
@@ -184,6 +186,7 @@ def main() -> int:
                         help="per-kernel device times (torch.profiler) of varlen / dense calls on uniform lengths")
     parser.add_argument("--window", type=int, default=None,
                         help="varlen part: the causal sliding window (WINDOW, 0) in every call")
+    parser.add_argument("--softcap", type=float, default=0.0, help="varlen part: the cap of every call's scores")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--json", type=Path, default=None)

@@ -8,7 +8,7 @@ backend's output (and, backward, dq / dk / dv) is compared with the native one's
     python scripts/window_ab.py --json out.json [--headdims 128 256] [--seqlens 4096 16384] [--lefts 1024 4096]
         [--directions fwd bwd] [--flex-headdims 128] [--compare NAME=PATH]
 
---softcap C caps every call's scores (forward only; the Triton causal forward joins as a column).
+--softcap C caps every call's scores (FlexAttention's with a score_mod; the Triton causal call joins as a column).
 --compare (repeatable) adds another build of the library (hopper_build --define ... --out PATH) as one more column,
 NAME.
 """
@@ -35,9 +35,10 @@ from fa3nn.masks import Window  # noqa: E402
 from fa3nn.metrics import attention_flops  # noqa: E402
 
 
-def flex_calls(q, k, v, dout, scale: float, left: int):
-    """FlexAttention on (b, h, s, d) views with a causal sliding-window block mask: the forward, the backward alone
-    (timed), and the output / gradients in fa3nn's (b, s, h, d) layout (checked)."""
+def flex_calls(q, k, v, dout, scale: float, left: int, softcap: float = 0.0):
+    """FlexAttention on (b, h, s, d) views with a causal sliding-window block mask (and, softcap > 0, the scores
+    capped by a score_mod: cap * tanh(score / cap) of the scaled score): the forward, the backward alone (timed), and
+    the output / gradients in fa3nn's (b, s, h, d) layout (checked)."""
     import torch._functorch.config as functorch_config
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
@@ -50,9 +51,10 @@ def flex_calls(q, k, v, dout, scale: float, left: int):
     attend = torch.compile(flex_attention, dynamic=False)
     qt, kt, vt = (t.detach().transpose(1, 2).requires_grad_() for t in (q, k, v))
     dout_t = dout.transpose(1, 2)
+    score_mod = (lambda score, b, h, i, j: softcap * torch.tanh(score / softcap)) if softcap > 0 else None
 
     def forward():
-        return attend(qt, kt, vt, block_mask=mask, scale=scale)
+        return attend(qt, kt, vt, block_mask=mask, scale=scale, score_mod=score_mod)
 
     graph = {}  # the graph of one forward, made once and walked by every timed backward (retain_graph)
 
@@ -98,21 +100,29 @@ def measure(headdim: int, seqlen: int, left: int, direction: str, flex: bool, ar
             results[name] = [calls[name]()[0]]
     else:
         calls = {
-            "native": lambda: hopper_bwd.launch(dout, q, k, v, out, lse, scale, True, window_size=(left, 0)),
+            "native": lambda: hopper_bwd.launch(dout, q, k, v, out, lse, scale, True, window_size=(left, 0),
+                                                softcap=cap),
             "triton": lambda: triton_launch.backward(dout, q, k, v, out, lse, None, params, None),
-            "native_causal": lambda: hopper_bwd.launch(dout, q, k, v, out, lse, scale, True),
+            # (causal columns: timing only, on the window call's out / lse)
+            "native_causal": lambda: hopper_bwd.launch(dout, q, k, v, out, lse, scale, True, softcap=cap),
             # The window kernels chain no tiles by default (use_persistent_bwd); one CTA per SM chaining them:
             "native_persistent": lambda: hopper_bwd.launch(dout, q, k, v, out, lse, scale, True,
-                                                           window_size=(left, 0), schedule="persistent"),
+                                                           window_size=(left, 0), schedule="persistent",
+                                                           softcap=cap),
         }
+        if cap > 0:
+            causal_params = AttnParams(softmax_scale=scale, window=Window.from_args(True, (-1, -1)), softcap=cap,
+                                       deterministic=False)
+            calls["triton_causal"] = lambda: triton_launch.backward(dout, q, k, v, out, lse, None, causal_params,
+                                                                    None)
         for name, lib in others:
             calls[name] = functools.partial(hopper_bwd.launch, dout, q, k, v, out, lse, scale, True,
-                                            window_size=(left, 0), library=lib)
-        results = {m: calls[m]() for m in calls if m != "native_causal"}
+                                            window_size=(left, 0), library=lib, softcap=cap)
+        results = {m: calls[m]() for m in calls if not m.endswith("_causal")}
     flex_error = None
     if flex:  # a failure (compile, memory) is recorded and the row goes on without flex
         try:
-            fwd, bwd, out_of, grads_of = flex_calls(q, k, v, dout, scale, left)
+            fwd, bwd, out_of, grads_of = flex_calls(q, k, v, dout, scale, left, cap)
             results["flex"] = [out_of()] if direction == "fwd" else grads_of()
             call = fwd if direction == "fwd" else bwd
             call(), call()  # what the timing will run, run here first: its failures land in flex_error too
@@ -149,12 +159,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--softcap", type=float, default=0.0, help="cap every call's scores (forward only)")
+    parser.add_argument("--softcap", type=float, default=0.0, help="cap every call's scores")
     parser.add_argument("--compare", action="append", default=[],
                         help="NAME=PATH: another build of the library, one more column (repeatable)")
     args = parser.parse_args()
-    if args.softcap > 0 and "bwd" in args.directions:
-        parser.error("--softcap: the native backward has no softcap; give --directions fwd")
     from fa3nn.backends import hopper_build
 
     others = [(spec.split("=", 1)[0], hopper_build.load(Path(spec.split("=", 1)[1]))) for spec in args.compare]
@@ -183,6 +191,13 @@ def main() -> None:
         cells += [f"{r['native_over_' + m]:.2f}" if "native_over_" + m in r else "-" for m in versus]
         cells += [f"{r['max_abs_diff'][m]:.1e}" if m in r["max_abs_diff"] else "-" for m in versus]
         print("| " + " | ".join(map(str, cells)) + " |")
+    causal_rows = [r for r in rows if "native_causal_over_triton_causal" in r]
+    if causal_rows:  # --softcap: the causal call, native against Triton (what auto ran softcap on before)
+        print("causal call (same shape, no window): TFLOP/s native / triton, x")
+        for r in causal_rows:
+            print(f"{r['direction']} d{r['headdim']} {r['seqlen']} (row left {r['left']}): "
+                  f"{r['tflops']['native_causal']:.1f} / {r['tflops']['triton_causal']:.1f}, "
+                  f"x {r['native_causal_over_triton_causal']:.2f}")
 
 
 if __name__ == "__main__":

@@ -44,7 +44,6 @@ def _call(**overrides) -> AttnCall:
         ({"capability": (8, 0)}, False, "needs a Hopper GPU (sm_90), got sm_80"),
         ({"dtype": torch.float32}, False, "dtype torch.float32 is not supported"),
         ({"headdim": 96, "headdim_v": 96}, False, "headdim 96/96 is not supported"),
-        ({"softcap": 30.0}, True, "softcap is not in the native backward yet"),
         ({"softcap": 30.0, "headdim": 64, "headdim_v": 64}, False, "softcap at head dim 64: the Triton forward is"),
     ],
 )
@@ -63,6 +62,19 @@ def test_windows_are_not_refused(monkeypatch):
         assert HopperBackend().refusal(_call(window=window, varlen=True), False) is None
         assert HopperBackend().refusal(_call(window=window), True) is None
         assert HopperBackend().refusal(_call(window=window, varlen=True), True) is None
+
+
+def test_softcap_is_not_refused_by_the_backward(monkeypatch):
+    """Softcap: the native backward takes it at every head dim (hopper.SOFTCAP_BWD_HEADDIMS), dense and varlen, with
+    and without a window; the forward at SOFTCAP_HEADDIMS only."""
+    from fa3nn.backends import hopper_lib
+
+    monkeypatch.setattr(hopper_lib.LIBRARY, "get", lambda: object())  # a synthetic call: no GPU, no build
+    for headdim in (64, 128, 256):
+        for window, varlen in ((Window(), False), (Window(-1, 0), True), (Window(4096, 0), False)):
+            call = _call(softcap=50.0, headdim=headdim, headdim_v=headdim, window=window, varlen=varlen)
+            assert HopperBackend().refusal(call, True) is None
+            assert (HopperBackend().refusal(call, False) is None) == (headdim in SOFTCAP_HEADDIMS)
 
 
 def test_window_and_softcap_arguments_of_the_forward():
@@ -253,9 +265,9 @@ def test_softcap_forward_matches_reference(dtype, headdim, mask, seqlens):
 @pytest.mark.gpu
 @needs_hopper
 @pytest.mark.parametrize("headdim", [64, 128, 256])
-def test_auto_trains_softcap_on_the_native_forward(headdim):
+def test_auto_trains_softcap_on_hopper(headdim):
     """Softcap (and a window, as Gemma 2's local layers) through flash_attn_func under auto: the native forward (the
-    Triton one at head dim 64: faster there, hopper.SOFTCAP_HEADDIMS), the Triton backward on its out and lse, with a
+    Triton one at head dim 64: faster there, hopper.SOFTCAP_HEADDIMS), the native backward on its out and lse, with a
     gradient into lse too; against the reference."""
     q, k, v = random_qkv(2, 700, 900, 6, 2, headdim, torch.bfloat16, device="cuda")
     q = q * 4
@@ -263,7 +275,7 @@ def test_auto_trains_softcap_on_the_native_forward(headdim):
         kwargs = dict(window_size=window_size, softcap=30.0)
         explanation = fa3nn.explain(q, k, v, causal=True, **kwargs)
         forward = "hopper" if headdim in SOFTCAP_HEADDIMS else "triton"
-        assert explanation.forward == forward and explanation.backward == "triton", explanation
+        assert explanation.forward == forward and explanation.backward == "hopper", explanation
         dout, dlse = torch.randn_like(q), torch.randn(2, 6, 700, device="cuda")
         got = _api_gradients(q, k, v, dout, dlse, True, **kwargs)
         ref = _api_gradients(q, k, v, dout, dlse, True, reference=True, upcast=True, **kwargs)

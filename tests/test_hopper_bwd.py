@@ -123,9 +123,9 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
     strides = (ctypes.c_int64 * 24)(*([8] * 24))
 
     def error(nheads, nheads_kv, grid_order=0, softmax_scale=0.1, ctas=0, cu_q=None, cu_k=None, max_q=100,
-              variant=0, headdim=128, window=(-1, -1)):
+              variant=0, headdim=128, window=(-1, -1), softcap=0.0):
         status = lib.fa3nn_hopper_bwd(*([None] * 13), cu_q, cu_k, 2, 100, 120, max_q, 120, nheads, nheads_kv, headdim,
-                                      strides, softmax_scale, 1, *window, 1, variant, grid_order, ctas, None)
+                                      strides, softmax_scale, 1, *window, softcap, 1, variant, grid_order, ctas, None)
         return status, lib.fa3nn_hopper_last_error().decode()
 
     for nheads, nheads_kv in ((8, 3), (8, 0)):
@@ -133,6 +133,11 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
                                                "in groups of equal size)")
     assert error(8, 2, grid_order=3) == (1, "grid_order must be 0 (auto), 1 or 2")
     assert error(8, 2, ctas=-2) == (1, "ctas must be 0 (auto), -1 (one CTA per tile) or a positive CTA count")
+    for softcap in (-1.0, float("inf"), float("nan")):
+        assert error(8, 2, softcap=softcap) == (1, "softcap must be a finite number >= 0 (0: none)")
+    # softcap (and the float after the window's ints) lands where the C side reads it: variant 0 is refused for it.
+    assert error(8, 2, softcap=30.0) == (1, "the softcap backward is built for the default variant only (4 m128 at "
+                                            "head dim 64, 3 bulk dQ + overlap at 128, 1 bulk dQ at 256)")
     assert error(8, 2, variant=hopper_bwd.VARIANTS["m128"]) == (
         1, "backward variant 4 (m128, 128-row query blocks) is built for head dim 64 only")
     for variant in ("overlap", "bulk_dq_overlap", "m128"):  # head dim 256: red dQ and bulk dQ only
@@ -271,17 +276,34 @@ def _params(window=None, softcap=0.0):
     return AttnParams(softmax_scale=0.1, window=window or Window(), softcap=softcap, deterministic=False)
 
 
-@pytest.mark.parametrize(
-    "kwargs, expected",
-    [
-        (dict(params=_params(softcap=30.0)), "softcap"),
-    ],
-)
-def test_backward_refuses_what_the_kernel_lacks(kwargs, expected):
-    call = dict(dlse=None, params=_params(), varlen=None)
-    call.update(kwargs)
-    with pytest.raises(ValueError, match=expected):
-        hopper_bwd.backward(**_inputs(), **call)
+def test_softcap_arguments_of_the_backward(monkeypatch):
+    """softcap is checked as the API checks it (fa3nn.checks.check_softcap) before anything runs, takes the default
+    variant only, and reaches launch from backward's params."""
+    args = _inputs()
+    for bad, error, message in ((-1.0, ValueError, r"softcap must be >= 0"), (float("inf"), TypeError, "finite"),
+                                (True, TypeError, "finite")):
+        with pytest.raises(error, match=message):
+            hopper_bwd.launch(softmax_scale=0.1, causal=False, softcap=bad, **args)
+    with pytest.raises(ValueError, match=r"softcap 30.0: the native backward has softcap in the default variant "
+                                         r"\('bulk_dq_overlap'\) only"):
+        hopper_bwd.launch(softmax_scale=0.1, causal=False, softcap=30.0, variant="red_dq", **args)
+    with pytest.raises(ValueError, match="softcap 1e-30 is too small for softmax_scale 1e\\+20"):
+        hopper_bwd.launch(softmax_scale=1e20, causal=False, softcap=1e-30, **args)
+    seen = []
+
+    def fake_launch(dout, q, k, v, *positional, softcap=0.0, window_size=(-1, -1), **kwargs):
+        seen.append(dict(softcap=softcap, window_size=window_size, k_heads=k.shape[2]))
+        return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+
+    monkeypatch.setattr(hopper_bwd, "launch", fake_launch)
+    params = _params(window=Window(64, 0), softcap=30.0)
+    hopper_bwd.backward(**args, dlse=None, params=params, varlen=None)
+    # GQA both ways: in the kernel (NATIVE_GQA) and through expanded K / V copies.
+    gqa = _inputs(nheads=4, nheads_kv=2)
+    for native in (True, False):
+        monkeypatch.setattr(hopper_bwd, "NATIVE_GQA", native)
+        hopper_bwd.backward(**gqa, dlse=None, params=params, varlen=None)
+    assert seen == [dict(softcap=30.0, window_size=(64, 0), k_heads=h) for h in (4, 2, 4)]
 
 
 def test_window_arguments_and_refusals():
@@ -380,7 +402,8 @@ def test_gqa_backward_expands_kv_and_sums_each_group(monkeypatch):
     autograd of attention_ref), so what is checked is the wrapper's head mapping (query head h reads K/V head
     h // group) and group sums, against the reference's own GQA backward."""
 
-    def mha_backward(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None, varlen=None, window_size=(-1, -1)):
+    def mha_backward(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None, varlen=None, window_size=(-1, -1),
+                     softcap=0.0):
         assert q.shape[2] == k.shape[2], "the kernel must see MHA"
         leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
         o, _ = attention_ref(*leaves, causal=causal, softmax_scale=softmax_scale)
@@ -406,7 +429,8 @@ def test_backward_routes_gqa_by_the_native_gqa_flag(monkeypatch, native_gqa):
     gets the expanded copies (the test above checks that path's sums)."""
     seen = {}
 
-    def fake_launch(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None, varlen=None, window_size=(-1, -1)):
+    def fake_launch(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None, varlen=None, window_size=(-1, -1),
+                    softcap=0.0):
         seen["k_heads"] = k.shape[2]
         return torch.zeros_like(q), torch.full_like(k, 2.0), torch.full_like(v, 3.0)
 
@@ -487,8 +511,9 @@ VARLEN_CASES = {
 }
 
 
-def _varlen_reference(args, varlen, causal, scale, upcast):
-    """Each sequence's dense reference gradients, packed; zeros where a sequence has no queries or no keys."""
+def _varlen_reference(args, varlen, causal, scale, upcast, **masks):
+    """Each sequence's dense reference gradients, packed; zeros where a sequence has no queries or no keys. `masks`:
+    attention_ref's window_size / softcap."""
     grads = [torch.zeros_like(args[n]) for n in ("q", "k", "v")]
     for b in range(varlen.batch):
         rq = slice(varlen.seqstarts_q[b], varlen.seqstarts_q[b + 1])
@@ -497,7 +522,8 @@ def _varlen_reference(args, varlen, causal, scale, upcast):
             continue
         leaves = [args["q"][rq][None], args["k"][rk][None], args["v"][rk][None]]
         leaves = [t.detach().clone().requires_grad_() for t in leaves]
-        out, _ = attention_ref(*leaves, causal=causal, softmax_scale=scale, upcast=upcast, reorder_ops=not upcast)
+        out, _ = attention_ref(*leaves, causal=causal, softmax_scale=scale, upcast=upcast, reorder_ops=not upcast,
+                               **masks)
         out.backward(args["dout"][rq][None])
         for g, leaf, rows in zip(grads, leaves, (rq, rk, rk)):
             g[rows] = leaf.grad[0]
@@ -570,6 +596,70 @@ def test_window_backward_matches_reference(headdim, heads, window, seqlens):
     # Keys no query's window reaches: exactly zero (their tiles are skipped, the buffers zeroed first).
     unreached = ~params.window.allowed(0, seqlens[0], *seqlens, "cuda").any(0)
     assert not dk[:, unreached].any() and not dv[:, unreached].any()
+
+
+# Softcap (BwdConfig::kSoftcap, Gemma 2): out and lse from the reference forward with the same cap, the gradients
+# against the reference's by the error-ratio rule, NaN-poisoned first. q is scaled by 4 (scores of standard deviation
+# ~4): at cap 5 many scores lie in tanh's flat tails (1 - t^2 near 0, where a kernel without the factor is far off), at
+# Gemma 2's 50 few. Masks as the softcap forward's tests (full, causal, a two-sided window, causal with a left
+# bound), ragged lengths both ways, MHA and GQA.
+SOFTCAP_MASKS = [(False, (-1, -1)), (True, (-1, -1)), (False, (100, 30)), (True, (300, -1))]
+
+
+def _mask_id(mask):
+    return f"{'causal' if mask[0] else 'full'}_w{mask[1][0]}_{mask[1][1]}"
+
+
+@pytest.mark.parametrize("softcap", [5.0, 50.0], ids=lambda c: f"cap{c:g}")
+@pytest.mark.parametrize("seqlens", [(511, 1537), (1537, 511), (1000, 1000)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("mask", SOFTCAP_MASKS, ids=_mask_id)
+@pytest.mark.parametrize("heads", [(4, 4), (6, 2)], ids=lambda h: f"{h[0]}q{h[1]}kv")
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.gpu
+@needs_hopper
+def test_softcap_backward_matches_reference(dtype, headdim, heads, mask, seqlens, softcap):
+    from fa3nn.backends.reference import ReferenceBackend
+
+    (causal, window_size), (nheads, nheads_kv) = mask, heads
+    q, k, v = random_qkv(2, *seqlens, nheads, nheads_kv, headdim, dtype, device="cuda")
+    q = q * 4
+    scale = headdim**-0.5
+    params = AttnParams(softmax_scale=scale, window=Window.from_args(causal, window_size), softcap=softcap,
+                        deterministic=False)
+    out, lse = ReferenceBackend().forward(q, k, v, params, None)
+    dout = torch.randn_like(out)
+    dq, dk, dv = (_poisoned_like(t) for t in (q, k, v))
+    hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, dq=dq, dk=dk, dv=dv, window_size=window_size,
+                      softcap=softcap)
+    ref, pt = (_reference_grads(q, k, v, dout, causal, upcast, window_size=window_size, softcap=softcap)
+               for upcast in (True, False))
+    for name, got, r, p in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, pt):
+        assert not got.isnan().any(), f"{name} has NaNs (unwritten rows of the poisoned buffer, or NaN math)"
+        assert_error_ratio(got, r, p, f"{name} (cap {softcap})")
+
+
+# Varlen with softcap: the native forward's out and lse (the pair auto runs at head dims 128 / 256), each sequence
+# against its dense reference; the mixed lengths (sequences without queries or keys, single rows) and GQA.
+@pytest.mark.parametrize("mask", SOFTCAP_MASKS, ids=_mask_id)
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.gpu
+@needs_hopper
+def test_softcap_varlen_backward_matches_reference(headdim, mask):
+    from fa3nn.backends.hopper import launch as forward
+
+    causal, window_size = mask
+    args, varlen = _varlen_inputs(*VARLEN_CASES["mixed"], 6, 2, headdim, torch.bfloat16, device="cuda")
+    args["q"] = args["q"] * 4
+    scale, masks = headdim**-0.5, dict(window_size=window_size, softcap=5.0)
+    args["out"], args["lse"] = forward(args["q"], args["k"], args["v"], scale, causal, varlen, **masks)
+    dq, dk, dv = (_poisoned_like(args[n]) for n in ("q", "k", "v"))
+    hopper_bwd.launch(**args, softmax_scale=scale, causal=causal, dq=dq, dk=dk, dv=dv, varlen=varlen, **masks)
+    ref = _varlen_reference(args, varlen, causal, scale, upcast=True, **masks)
+    pt = _varlen_reference(args, varlen, causal, scale, upcast=False, **masks)
+    for name, got, r, p in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, pt):
+        assert not got.isnan().any(), f"{name} has NaNs (unwritten rows of the poisoned buffer, or NaN math)"
+        assert_error_ratio(got, r, p, f"{name} (varlen, cap 5)")
 
 
 # The variants change only dQ's path (bulk_dq: shared memory + TMA reduce-add) or the order of neighbouring query

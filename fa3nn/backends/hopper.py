@@ -3,8 +3,8 @@
 Forward: bf16/fp16, head dims 64/128/256, causal or not, sliding windows, softcap, MQA/GQA, varlen. Backward
 (hopper_bwd.py): dense and varlen batches, head dims 64/128/256, causal or not, MHA and GQA/MQA (the kernel walks each
 K/V head's query heads while hopper_bwd.NATIVE_GQA is on, else K/V are expanded and dK/dV summed over each group),
-with or without a gradient into lse, sliding windows; every other backward (softcap, and deterministic=True: dQ is
-summed with fp32 atomics) is refused, so `auto` runs it on triton (else reference), which read the same lse: float32
+with or without a gradient into lse, sliding windows, softcap; deterministic=True (dQ is summed with fp32 atomics)
+is refused, so `auto` runs it on triton (else reference), which read the same lse: float32
 natural log, (batch, nheads, seqlen_q), or (nheads, total_q) for varlen. The library is loaded (built on first use,
 see hopper_build) the first time a call that this backend could otherwise serve asks, and a failed load becomes the
 refusal reason, so `auto` falls through.
@@ -28,6 +28,11 @@ SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 # beside the softmax's exp2) leaves it slower than the Triton forward there: H200, cap 30, s31h: d64 0.88-0.93x
 # Triton (causal and windows at 4k / 16k), d128 causal 1.11-1.17x and windows 0.92-1.08x, d256 1.03-1.26x.
 SOFTCAP_HEADDIMS = (128, 256)
+# Head dims whose softcap backward auto takes natively (independent of the forward's: the native backward recomputes
+# P from any forward's lse with a tanh that agrees with the Triton kernels' to ~2e-7). H200, cap 30, bf16, s33a:
+# native x Triton 1.22-1.43 (d64), 1.40-1.52 (d128), 1.51-1.54 (d256) on windows (1024, 0) / (4096, 0) at 4k / 16k;
+# causal 1.34-1.70.
+SOFTCAP_BWD_HEADDIMS = (64, 128, 256)
 
 # Variants of the kernel, for benchmarks only: ablations (bf16, non-causal), other tile shapes (bf16; `Tiles` in
 # kernels/hopper/flash_fwd_launch.cuh), the default kernels with the causal deal before 2026-12-01 (l2_sections) or
@@ -113,9 +118,10 @@ class HopperBackend(Backend):
                 f"headdim {call.headdim}/{call.headdim_v} is not supported by the hopper backend "
                 f"(supported: {', '.join(map(str, SUPPORTED_HEADDIMS))}, equal for q/k and v); use backend='triton'"
             )
-        if call.softcap > 0 and backward:
-            return "softcap is not in the native backward yet (auto: the native forward, the Triton backward)"
-        if call.softcap > 0 and call.headdim not in SOFTCAP_HEADDIMS:
+        if call.softcap > 0 and backward and call.headdim not in SOFTCAP_BWD_HEADDIMS:
+            return (f"softcap at head dim {call.headdim}: the native softcap backward serves head dims "
+                    f"{', '.join(map(str, SOFTCAP_BWD_HEADDIMS))}")
+        if call.softcap > 0 and not backward and call.headdim not in SOFTCAP_HEADDIMS:
             return (f"softcap at head dim {call.headdim}: the Triton forward is faster there (native 0.88-0.93x); "
                     f"the native softcap forward serves head dims {', '.join(map(str, SOFTCAP_HEADDIMS))}")
         if call.nheads % call.nheads_kv != 0:

@@ -2,10 +2,11 @@
 
 Kernel scope: dense or packed (varlen, cu_seqlens) batches, MHA/GQA/MQA (nheads_kv dividing nheads), head dim 64,
 128 or 256 (64-key blocks whose two consumer warpgroups split the head dim: kernels/hopper/flash_bwd_cols.cuh),
-bf16/fp16, causal or not, sliding windows (dense or varlen), no softcap; dQ is summed with fp32 atomics, so it is not
-bitwise deterministic. Varlen and windows run each head dim's default variant (DEFAULT_VARIANTS; the library builds
-no other for them). Under GQA/MQA one CTA per K/V head walks every query head of its group and sums dK/dV in registers
-(kernels/hopper/flash_bwd.cuh, BwdQueryWalk): dK/dV stay deterministic and are written once per K/V head.
+bf16/fp16, causal or not, sliding windows and softcap (dense or varlen); dQ is summed with fp32 atomics, so it is
+not bitwise deterministic. Varlen, windows and softcap run each head dim's default variant (DEFAULT_VARIANTS; the
+library builds no other for them). Under GQA/MQA one CTA per K/V head walks every query head of its group and sums
+dK/dV in registers (kernels/hopper/flash_bwd.cuh, BwdQueryWalk): dK/dV stay deterministic and are written once per
+K/V head.
 `backward` runs GQA/MQA through that in-kernel path (NATIVE_GQA, the default); with NATIVE_GQA off it expands K and V
 to every query head (copies), runs the kernel as MHA and sums dK/dV over each group.
 `lse` is the forward's: float32, natural log, (batch, nheads, seqlen_q), or (nheads, total_q) for varlen.
@@ -24,7 +25,7 @@ import torch
 
 from fa3nn.backends.base import AttnCall, AttnParams, Varlen
 from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
-from fa3nn.checks import check_window_size
+from fa3nn.checks import check_softcap, check_window_size
 from fa3nn.masks import Window
 
 SUPPORTED_HEADDIMS = (64, 128, 256)
@@ -162,7 +163,8 @@ def check_varlen(varlen: Varlen, total_q: int, total_k: int, device: torch.devic
 def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None, dk=None, dv=None, dlse=None,
            variant: str | None = None, library: ctypes.CDLL | None = None, grid_order: str = "auto",
            scalar_prepost: bool = False, schedule: str = "auto", max_ctas: int | None = None,
-           scalar_dkdv: bool = False, varlen: Varlen | None = None, window_size: tuple[int, int] = (-1, -1)):
+           scalar_dkdv: bool = False, varlen: Varlen | None = None, window_size: tuple[int, int] = (-1, -1),
+           softcap: float = 0.0):
     """Run preprocess, main kernel and postprocess; returns (dq, dk, dv). Allocates outputs and fp32 workspaces
     through torch unless dq/dk/dv are given, launches on the current stream, never syncs. `dlse` (the gradient into
     lse, lse's shape; None for none) is folded into the preprocess's delta. `variant` picks a build of the main
@@ -174,7 +176,9 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     benchmarks and tests). k/v may have fewer heads than q (GQA/MQA, a divisor of q's): dk/dv come out with k/v's
     shape. `varlen` (base.Varlen): packed sequences, tensors without the batch axis (check_arguments), the default
     variant only. `window_size` (left, right), -1 unbounded, with `causal` as in fa3nn.masks.Window.from_args: a
-    window other than full or causal runs the window kernels (dense or varlen, the default variant)."""
+    window other than full or causal runs the window kernels (dense or varlen, the default variant). `softcap` > 0:
+    the gradient of softmax(softcap * tanh(scores * softmax_scale / softcap)) (the softcap kernels, the default variant;
+    `lse` must come from a forward with the same cap)."""
     if variant is None:  # a head dim without a default: check_arguments names the problem
         variant = DEFAULT_VARIANTS.get(q.shape[-1] if isinstance(q, torch.Tensor) else None, "red_dq")
     if variant not in VARIANTS:
@@ -191,6 +195,10 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     window = window_of(causal, window_size)
     if window.sliding and variant != DEFAULT_VARIANTS[q.shape[-1]]:
         raise ValueError(f"window_size {window_size}: the native backward has sliding windows in the default variant "
+                         f"({DEFAULT_VARIANTS[q.shape[-1]]!r}) only; use backend='triton' otherwise")
+    check_softcap(softcap, softmax_scale)
+    if softcap > 0 and variant != DEFAULT_VARIANTS[q.shape[-1]]:
+        raise ValueError(f"softcap {softcap}: the native backward has softcap in the default variant "
                          f"({DEFAULT_VARIANTS[q.shape[-1]]!r}) only; use backend='triton' otherwise")
     if varlen is not None and variant != DEFAULT_VARIANTS[q.shape[-1]]:
         raise ValueError(f"variant {variant!r}: the varlen backward is built for the default variant of head dim "
@@ -260,7 +268,7 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
             dq_accum.data_ptr(), lse_log2.data_ptr(), delta.data_ptr(),
             None if cu_q is None else cu_q.data_ptr(), None if cu_k is None else cu_k.data_ptr(),
             batch, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, nheads, k.shape[-2], headdim, stride_array,
-            float(softmax_scale), int(causal), window.left, window.right,
+            float(softmax_scale), int(causal), window.left, window.right, float(softcap),
             int(q.dtype == torch.bfloat16), VARIANTS[variant] | (SCALAR_PREPOST_BIT if scalar_prepost else 0)
             | (SCALAR_DKDV_BIT if scalar_dkdv else 0),
             GRID_ORDERS[grid_order], ctas, stream,
@@ -303,18 +311,17 @@ def refusal(call: AttnCall) -> str | None:
 def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None):
     """Backend.backward for the native kernels; GQA/MQA in the kernel with NATIVE_GQA, else through copies of K and V
     (module docstring)."""
-    if params.softcap > 0:
-        raise ValueError(f"params.softcap {params.softcap}: softcap is not in the native backward yet")
     group = q.shape[-2] // k.shape[-2] if q.dim() >= 3 and k.dim() >= 3 and k.shape[-2] else 1
     if group == 1 or NATIVE_GQA:
         return launch(dout, q, k, v, out, lse, params.softmax_scale, params.window.causal, dlse=dlse, varlen=varlen,
-                      window_size=(params.window.left, params.window.right))
+                      window_size=(params.window.left, params.window.right), softcap=params.softcap)
     if q.shape[-2] != group * k.shape[-2]:
         raise ValueError(f"q has {q.shape[-2]} heads, not a multiple of k's {k.shape[-2]}")
     # GQA: query head h reads kv head h // group (the forward's convention), so repeat_interleave on the head axis.
     k_full, v_full = (t.repeat_interleave(group, dim=-2) for t in (k, v))
     dq, dk_full, dv_full = launch(dout, q, k_full, v_full, out, lse, params.softmax_scale, params.window.causal,
-                                  dlse=dlse, varlen=varlen, window_size=(params.window.left, params.window.right))
+                                  dlse=dlse, varlen=varlen, window_size=(params.window.left, params.window.right),
+                                  softcap=params.softcap)
     dk, dv = (g.unflatten(-2, (k.shape[-2], group)).sum(-2, dtype=torch.float32).to(k.dtype)
               for g in (dk_full, dv_full))
     return dq, dk, dv

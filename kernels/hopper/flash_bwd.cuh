@@ -64,6 +64,7 @@
 #include "pipeline.cuh"
 #include "regs.cuh"
 #include "shared_store.cuh"
+#include "softmax.cuh"  // softcap_tanh
 #include "tma.cuh"
 #include "tma_reduce.cuh"
 #include "warp_specialized.cuh"
@@ -90,7 +91,7 @@ struct BwdParams {
   FastDiv tile_inner, tile_middle;
   int dkdv_vec16;   // nonzero: dK / dV stored 16 bytes at a time (BwdConsumer::store_rows)
   int num_m_blocks;
-  float scale_log2;     // softmax_scale * log2(e)
+  float scale_log2;     // softmax_scale * log2(e) (kSoftcap: softcap * log2(e), below)
   float softmax_scale;
   // Varlen (BwdConfig::kVarlen): (batch + 1) packed row offsets; batch counts sequences, seqlen_q / seqlen_k are the
   // longest ones, the tensors are one packed batch and the workspaces (1, nheads, seqlen_q_rounded) with each
@@ -100,10 +101,13 @@ struct BwdParams {
   // Sliding window (BwdConfig::kLocal): query row i sees key j iff i + off - window_left <= j <= i + off +
   // window_right, off = seqlen_k - seqlen_q, -1 = unbounded on that side (fa3nn/masks.py). Unread by other kernels.
   int window_left, window_right;
+  // Softcap (BwdConfig::kSoftcap): scores are cap * tanh(score * softmax_scale / cap); softcap_pre = softmax_scale /
+  // cap, and scale_log2 above is then cap * log2(e) (the forward's convention). Unread by other kernels.
+  float softcap_pre;
 };
 
 template <int kHeadDim_, int kStages_, bool kBF16_, bool kCausal_, bool kDQBulk_ = false, bool kOverlap_ = false,
-          int kBlockM_ = 64, bool kVarlen_ = false, bool kLocal_ = false>
+          int kBlockM_ = 64, bool kVarlen_ = false, bool kLocal_ = false, bool kSoftcap_ = false>
 struct BwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kStages = kStages_;
   static constexpr bool kBF16 = kBF16_, kCausal = kCausal_;
@@ -114,6 +118,11 @@ struct BwdConfig {
   static constexpr bool kLocal = kLocal_;
   static_assert(!(kLocal_ && kCausal_), "a window kernel takes causal as a window");
   static constexpr bool kSkipsEmptyTiles = kVarlen_ || kLocal_;
+  // Softcap (Gemma 2; BwdParams::softcap_pre): the consumers keep t = tanh(score * softmax_scale / cap) in the score
+  // registers until dP^T has landed, then take P^T = exp2(t * cap * log2 e - lse_log2) and dS^T = P^T * (dP^T -
+  // delta) * (1 - t^2) in one pass (BwdConsumer::softcap_dscores): no register array beyond the plain kernels'.
+  // Default variants only (flash_bwd_launch.cuh, run_bwd_default).
+  static constexpr bool kSoftcap = kSoftcap_;
   // Packed sequences (BwdParams::cu_seqlens_*): per-tile lengths and row offsets (bwd_tile), empty tiles skipped
   // (BwdCtaTiles). A separate instantiation, so the dense kernels carry none of it.
   static constexpr bool kVarlen = kVarlen_;
@@ -503,6 +512,9 @@ __device__ __forceinline__ void fence_fragments(uint32_t (&a)[K][4]) {
 }
 
 template <class Cfg>
+struct BwdStage;  // one ring stage's operands (below)
+
+template <class Cfg>
 struct BwdConsumer {
   // S^T / dP^T of one warpgroup: its 64 keys x all kBlockM queries, or (kColSplit) all 64 keys x half the queries.
   static constexpr int kSQueries = Cfg::kColSplit ? Cfg::kBlockM / 2 : Cfg::kBlockM;
@@ -574,11 +586,38 @@ struct BwdConsumer {
     }
   }
 
-  // P^T in place of S^T, the mask applied first where the block needs it (bwd_block_needs_mask).
+  // P^T in place of S^T, the mask applied first where the block needs it (bwd_block_needs_mask). kSoftcap: the capped
+  // scores t = tanh(S^T * softcap_pre), the forward's softcap_scores (so P^T matches the forward's lse), masked to
+  // -inf; P^T comes later, with dS^T (softcap_dscores).
   __device__ __forceinline__ void masked_probs(float (&s)[kSRegs], const BwdParams& p, const BwdSeq& seq,
                                                const float* lse_log2, int m_block, int n_block) const {
+    if constexpr (Cfg::kSoftcap) softcap_scores(s, p.softcap_pre);
     if (bwd_block_needs_mask<Cfg>(p, seq, m_block, n_block)) apply_mask(s, p, seq, m_block, n_block);
-    probs(s, lse_log2, p.scale_log2);
+    if constexpr (!Cfg::kSoftcap) probs(s, lse_log2, p.scale_log2);
+  }
+
+  // kSoftcap: from the capped scores t (masked: -inf) in s, P^T = exp2(t * scale_log2 - lse_log2[query]) in place of
+  // t, and dS^T = P^T * (dP^T - delta[query]) * (1 - t^2) in place of dP^T (d(cap tanh(x / cap)) / dx = 1 - t^2;
+  // softmax_scale is applied to dK / dQ afterwards, as without the cap). max(1 - t^2, 0) is 0 at a masked t (1 - inf
+  // would make 0 * -inf = NaN) and leaves every other t, |t| <= 1, as it is. Holding t rather than P^T and a second
+  // array for 1 - t^2 keeps the plain kernels' registers (kSRegs more would spill at d128, 224 of 240 live). In place,
+  // in this order, and with fast_exp2 (the forward's; exp2f's subnormal handling took two registers more): P^T
+  // computed first with t kept for 1 - t^2 spilled 40-72 B in the d64 m128 kernels, exp2f 8 B in d64's varlen
+  // window kernel (232 registers; nvcc 13.0).
+  __device__ __forceinline__ void softcap_dscores(float (&dp)[kSRegs], float (&s)[kSRegs], const float* lse_log2,
+                                                  const float* delta, float scale_log2) const {
+#pragma unroll
+    for (int j = 0; j < kSRegs / 4; ++j) {
+      const float2 l = stat_pair(lse_log2, j), d = stat_pair(delta, j);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = 4 * j + e;
+        const float t = s[i];
+        dp[i] = (dp[i] - ((e & 1) ? d.y : d.x)) * fmaxf(fmaf(-t, t, 1.f), 0.f);
+        s[i] = fast_exp2(t * scale_log2 - ((e & 1) ? l.y : l.x));
+        dp[i] *= s[i];
+      }
+    }
   }
 
   // dS^T in place of dP^T: P^T * (dP^T - delta[query]).
@@ -602,10 +641,15 @@ struct BwdConsumer {
       for (int j = 0; j < 4; ++j) a[k][j] = pack(s[8 * k + 2 * j], s[8 * k + 2 * j + 1]);
   }
 
-  // dS^T in place of dP^T, packed into its A fragments (dP^T dies here).
-  __device__ __forceinline__ void ds_fragments(float (&dp)[kSRegs], const float (&pt)[kSRegs], const float* delta,
-                                               uint32_t (&dsa)[kKSteps][4]) const {
-    dscores(dp, pt, delta);
+  // dS^T in place of dP^T, packed into its A fragments (dP^T dies here). kSoftcap: s holds the capped scores and
+  // becomes P^T here (softcap_dscores); otherwise it already is P^T.
+  __device__ __forceinline__ void ds_fragments(float (&dp)[kSRegs], float (&s)[kSRegs], const BwdStage<Cfg>& stage,
+                                               float scale_log2, uint32_t (&dsa)[kKSteps][4]) const {
+    if constexpr (Cfg::kSoftcap) {
+      softcap_dscores(dp, s, stage.lse_log2, stage.delta, scale_log2);
+    } else {
+      dscores(dp, s, stage.delta);
+    }
     to_a_fragments(dp, dsa);
     fence_fragments(dsa);
   }
@@ -941,7 +985,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
       wgmma_wait<0>();
       fence_operands(dp);
       // dS^T first, packed and stored, so dP^T dies before P^T is packed (d128 peaks here at dK + dV + 64).
-      c.ds_fragments(dp, s, stage.delta, dsa);
+      c.ds_fragments(dp, s, stage, p.scale_log2, dsa);
       uint8_t* ds_smem = smem + Cfg::kOffDS + (step & 1) * Cfg::kDSBytes;
       c.write_ds(ds_smem, dsa);
       C::to_a_fragments(s, pa);

@@ -40,6 +40,9 @@ extern "C" {
 // off = seqlen_k - seqlen_q, -1 = unbounded (fa3nn/masks.py); causal sets right to 0. Anything but (-1, -1) and
 // (-1, 0) runs the window kernels: dense, the default variant, one CTA per tile; dk and dv must be zeroed first (key
 // blocks no query's window reaches are not written).
+// softcap: 0 (none) or the cap c > 0 of softmax(c * tanh(scores * softmax_scale / c)) (Gemma 2), the forward's
+// (fa3nn_hopper_fwd): the lse passed in must come from a forward with the same cap. Softcap kernels are built for the
+// default variant of each head dim, dense or varlen, with any mask.
 // grid_order: 0 = auto (key blocks outermost for dense causal GQA/MQA, else innermost), 1 = key blocks innermost (the MHA
 // order), 2 = outermost (flash_bwd.cuh, bwd_tile); for benchmarks and tests.
 // ctas: the main kernel's CTAs. 0 = auto (one per SM chaining tiles where use_persistent_bwd says so, else one per
@@ -51,10 +54,11 @@ int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void*
                      const int* cu_seqlens_q, const int* cu_seqlens_k, int batch, int seqlen_q, int seqlen_k,
                      int max_seqlen_q, int max_seqlen_k, int nheads, int nheads_kv, int headdim,
                      const int64_t* strides, float softmax_scale, int causal, int window_left, int window_right,
-                     int bf16, int variant, int grid_order, int ctas, void* stream) {
+                     float softcap, int bf16, int variant, int grid_order, int ctas, void* stream) {
   if (nheads_kv <= 0 || nheads % nheads_kv != 0)
     return fail("%s", "nheads_kv must be positive and divide nheads (GQA/MQA: query heads in groups of equal size)");
   if (!(softmax_scale > 0.f)) return fail("%s", "softmax_scale must be positive");
+  if (const int status = softcap_arg(softmax_scale, softcap)) return status;
   if (grid_order < 0 || grid_order > 2) return fail("%s", "grid_order must be 0 (auto), 1 or 2");
   if ((cu_seqlens_q == nullptr) != (cu_seqlens_k == nullptr))
     return fail("%s", "pass both cu_seqlens_q and cu_seqlens_k (varlen) or neither (dense)");
@@ -67,6 +71,7 @@ int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void*
   if (ctas < -1) return fail("%s", "ctas must be 0 (auto), -1 (one CTA per tile) or a positive CTA count");
   if (const int status = window_args(causal, window_left, window_right, pr.window)) return status;
   pr.ctas = ctas;
+  pr.softcap = softcap;
   pr.prepost_vec = (variant & kScalarPrePostBit) == 0;
   pr.dkdv_vec16 = (variant & kScalarDKDVBit) == 0;
   variant &= ~(kScalarPrePostBit | kScalarDKDVBit);

@@ -144,7 +144,7 @@ __device__ __forceinline__ void bwd_consumer_cols(const BwdParams& p, uint8_t* s
       c.masked_probs(s, p, t.seq, stage.lse_log2, m_block, n_block);
       wgmma_wait<0>();
       fence_operands(dp);
-      c.ds_fragments(dp, s, stage.delta, dsa);
+      c.ds_fragments(dp, s, stage, p.scale_log2, dsa);
       C::to_a_fragments(s, pa);
       uint8_t* ds_smem = smem + Cfg::kOffDS + (step & 1) * Cfg::kDSBytes;
       uint8_t* p_smem = smem + Cfg::kOffP + (step & 1) * Cfg::kDSBytes;

@@ -39,6 +39,8 @@ struct BwdProblem {
   // local: the BwdConfig::kLocal kernels (dense or varlen); dk and dv zeroed by the caller (tiles no window reaches
   // are skipped).
   WindowArgs window;
+  // > 0: softmax(softcap * tanh(scores * softmax_scale / softcap)), the BwdConfig::kSoftcap kernels (default variants).
+  float softcap = 0.f;
 };
 
 // The variant bit that selects the 2-byte preprocess / postprocess kernels (benchmarks: fa3nn_hopper_bwd).
@@ -146,6 +148,12 @@ int launch_bwd(const BwdProblem& pr) {
   p.num_m_blocks = (pr.max_seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   p.scale_log2 = pr.softmax_scale * 1.4426950408889634f;
   p.softmax_scale = pr.softmax_scale;
+  if ((pr.softcap > 0.f) != Cfg::kSoftcap)
+    return fail("%s", "internal: a softcap call reached a backward kernel without softcap or back");
+  if constexpr (Cfg::kSoftcap) {  // the forward's folding (flash_fwd_launch.cuh): tanh(s * pre), exp2 scale cap log2 e
+    p.softcap_pre = pr.softmax_scale / pr.softcap;
+    p.scale_log2 = pr.softcap * 1.4426950408889634f;
+  }
   p.window_left = pr.window.left;
   p.window_right = pr.window.right;
   if (pr.window.local != Cfg::kLocal)
@@ -220,32 +228,44 @@ template <> struct BwdTiles<64, 128> { static constexpr int kStages = 2; };
 template <> struct BwdTiles<128, 64> { static constexpr int kStages = 2; };
 template <> struct BwdTiles<256, 64> { static constexpr int kStages = 2; };
 
-template <int D, bool kDQBulk, bool kOverlap, int kBlockM = 64, bool kVarlen = false>
+template <int D, bool kDQBulk, bool kOverlap, int kBlockM = 64, bool kVarlen = false, bool kSoftcap = false>
 int run_bwd_dispatch(const BwdProblem& pr, bool bf16, bool causal) {
   constexpr int S = BwdTiles<D, kBlockM>::kStages;
+  constexpr bool V = kVarlen, C = kSoftcap;
   if (bf16)
-    return causal ? launch_bwd<BwdConfig<D, S, true, true, kDQBulk, kOverlap, kBlockM, kVarlen>>(pr)
-                  : launch_bwd<BwdConfig<D, S, true, false, kDQBulk, kOverlap, kBlockM, kVarlen>>(pr);
-  return causal ? launch_bwd<BwdConfig<D, S, false, true, kDQBulk, kOverlap, kBlockM, kVarlen>>(pr)
-                : launch_bwd<BwdConfig<D, S, false, false, kDQBulk, kOverlap, kBlockM, kVarlen>>(pr);
+    return causal ? launch_bwd<BwdConfig<D, S, true, true, kDQBulk, kOverlap, kBlockM, V, false, C>>(pr)
+                  : launch_bwd<BwdConfig<D, S, true, false, kDQBulk, kOverlap, kBlockM, V, false, C>>(pr);
+  return causal ? launch_bwd<BwdConfig<D, S, false, true, kDQBulk, kOverlap, kBlockM, V, false, C>>(pr)
+                : launch_bwd<BwdConfig<D, S, false, false, kDQBulk, kOverlap, kBlockM, V, false, C>>(pr);
 }
 
-// Varlen and window kernels are built for each head dim's default variant only (hopper_bwd.DEFAULT_VARIANTS: m128 at
-// d64, bulk dQ + overlap at d128, bulk dQ at d256), which keeps the build's kernel count (and time) near the dense
-// one's. Window kernels (BwdConfig::kLocal) take causal as a window.
+// Varlen, window and softcap kernels are built for each head dim's default variant only (hopper_bwd.DEFAULT_VARIANTS:
+// m128 at d64, bulk dQ + overlap at d128, bulk dQ at d256), which keeps the build's kernel count (and time) near the
+// dense one's. Window kernels (BwdConfig::kLocal) take causal as a window.
 constexpr int kDefaultVariant(int D) { return D == 64 ? 4 : D == 128 ? 3 : 1; }
 
-template <int D, bool kVarlen, bool kLocal>
+template <int D, bool kVarlen, bool kLocal, bool kSoftcap>
 int run_bwd_default(const BwdProblem& pr, bool bf16, bool causal) {
   constexpr bool kOverlap = kDefaultVariant(D) == 3;
   constexpr int kBlockM = kDefaultVariant(D) == 4 ? 128 : 64;
   if constexpr (kLocal) {
     constexpr int S = BwdTiles<D, kBlockM>::kStages;
-    return bf16 ? launch_bwd<BwdConfig<D, S, true, false, true, kOverlap, kBlockM, kVarlen, true>>(pr)
-                : launch_bwd<BwdConfig<D, S, false, false, true, kOverlap, kBlockM, kVarlen, true>>(pr);
+    return bf16 ? launch_bwd<BwdConfig<D, S, true, false, true, kOverlap, kBlockM, kVarlen, true, kSoftcap>>(pr)
+                : launch_bwd<BwdConfig<D, S, false, false, true, kOverlap, kBlockM, kVarlen, true, kSoftcap>>(pr);
   } else {
-    return run_bwd_dispatch<D, true, kOverlap, kBlockM, kVarlen>(pr, bf16, causal);
+    return run_bwd_dispatch<D, true, kOverlap, kBlockM, kVarlen, kSoftcap>(pr, bf16, causal);
   }
+}
+
+// The default variant's kernels of a varlen, window or softcap call.
+template <int D, bool kSoftcap>
+int run_bwd_default_masks(const BwdProblem& pr, bool bf16, bool causal) {
+  const bool varlen = pr.cu_seqlens_q != nullptr;
+  if (!pr.window.local)
+    return varlen ? run_bwd_default<D, true, false, kSoftcap>(pr, bf16, causal)
+                  : run_bwd_default<D, false, false, kSoftcap>(pr, bf16, causal);
+  return varlen ? run_bwd_default<D, true, true, kSoftcap>(pr, bf16, causal)
+                : run_bwd_default<D, false, true, kSoftcap>(pr, bf16, causal);
 }
 
 // variant: 0 = dQ by per-thread red.global.add.v2.f32 (the default), 1 = bulk dQ (shared memory + TMA reduce-add,
@@ -255,16 +275,13 @@ int run_bwd_default(const BwdProblem& pr, bool bf16, bool causal) {
 // per head dim from measurements (fa3nn/backends/hopper_bwd.py).
 template <int D>
 int run_bwd_headdim(const BwdProblem& pr, bool bf16, bool causal, int variant) {
-  const bool varlen = pr.cu_seqlens_q != nullptr;
-  if (varlen || pr.window.local) {
+  const bool varlen = pr.cu_seqlens_q != nullptr, softcap = pr.softcap > 0.f;
+  if (varlen || pr.window.local || softcap) {
     if (variant != kDefaultVariant(D))
-      return fail("%s", pr.window.local ? "the sliding-window backward is built for the default variant only (4 m128 "
-                                          "at head dim 64, 3 bulk dQ + overlap at 128, 1 bulk dQ at 256)"
-                                        : "the varlen backward is built for the default variant only (4 m128 at head "
-                                          "dim 64, 3 bulk dQ + overlap at 128, 1 bulk dQ at 256)");
-    if (!pr.window.local) return run_bwd_default<D, true, false>(pr, bf16, causal);
-    return varlen ? run_bwd_default<D, true, true>(pr, bf16, causal)
-                  : run_bwd_default<D, false, true>(pr, bf16, causal);
+      return fail("the %s backward is built for the default variant only (4 m128 at head dim 64, 3 bulk dQ + overlap "
+                  "at 128, 1 bulk dQ at 256)",
+                  softcap ? "softcap" : pr.window.local ? "sliding-window" : "varlen");
+    return softcap ? run_bwd_default_masks<D, true>(pr, bf16, causal) : run_bwd_default_masks<D, false>(pr, bf16, causal);
   }
   if constexpr (D == 256) {
     if (variant == 0) return run_bwd_dispatch<D, false, false>(pr, bf16, causal);

@@ -9,6 +9,7 @@
 //
 //   d64 (kOverlapDP): wait full j, issue S^T_j, dP^T_j, then dQ_j-1 = dS_j-1 K
 //     wait S^T_j: mask, P^T_j; wait dP^T_j: dS^T_j, pack both         (dQ_j-1 still on the tensor cores)
+//     (kSoftcap, not built with overlap at d64: the capped scores under dQ_j-1, P^T_j with dS^T_j)
 //     wait dQ_j-1: hand it off; dS^T_j -> smem
 //   d128: issue dQ_j-1, then wait full j and issue S^T_j                (the stage wait and issue under dQ_j-1)
 //     wait dQ_j-1: hand it off                                          (S^T_j on the tensor cores)
@@ -78,7 +79,7 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
         c.masked_probs(s, p, t.seq, stage.lse_log2, m_block, n_block);
         wgmma_wait<1>();
         fence_operands(dp);
-        c.ds_fragments(dp, s, stage.delta, dsa);
+        c.ds_fragments(dp, s, stage, p.scale_log2, dsa);
         C::to_a_fragments(s, pa);
         fence_fragments(pa);
         wgmma_wait<0>();
@@ -100,7 +101,7 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
         c.masked_probs(s, p, t.seq, stage.lse_log2, m_block, n_block);
         wgmma_wait<0>();
         fence_operands(dp);
-        c.ds_fragments(dp, s, stage.delta, dsa);
+        c.ds_fragments(dp, s, stage, p.scale_log2, dsa);
         c.write_ds(ds_smem, dsa);
         C::to_a_fragments(s, pa);
       }

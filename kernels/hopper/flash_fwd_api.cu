@@ -36,8 +36,9 @@ extern "C" {
 // prebuilt library (FA3NN_HOPPER_LIB) from another revision fails with a message instead of reading arguments in the
 // wrong places (a float added to a call moves no integer argument on x86-64: an older library would ignore it
 // silently). 1: 2026-12-04 (window_left / window_right / softcap in the forward, window_left / window_right in the
-// backward); libraries built before have no version and are refused too.
-int fa3nn_hopper_abi_version() { return 1; }
+// backward); 2: softcap in the backward (after window_right). Libraries built before 1 have no version and are
+// refused too.
+int fa3nn_hopper_abi_version() { return 2; }
 
 // Head dims this library was built for, for the Python side's refusal messages.
 int fa3nn_hopper_supports_headdim(int headdim) { return headdim == 64 || headdim == 128 || headdim == 256; }
