@@ -591,7 +591,7 @@ struct BwdConsumer {
   // -inf; P^T comes later, with dS^T (softcap_dscores).
   __device__ __forceinline__ void masked_probs(float (&s)[kSRegs], const BwdParams& p, const BwdSeq& seq,
                                                const float* lse_log2, int m_block, int n_block) const {
-    if constexpr (Cfg::kSoftcap) softcap_scores(s, p.softcap_pre);
+    if constexpr (Cfg::kSoftcap) softcap_scores<tanh_poly_pays(Cfg::kHeadDim)>(s, p.softcap_pre);
     if (bwd_block_needs_mask<Cfg>(p, seq, m_block, n_block)) apply_mask(s, p, seq, m_block, n_block);
     if constexpr (!Cfg::kSoftcap) probs(s, lse_log2, p.scale_log2);
   }

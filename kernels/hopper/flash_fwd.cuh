@@ -471,7 +471,7 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
   // n_block counts from the tile's first key block (WorkTile::n_first).
   auto softmax_block = [&](const WorkTile& w, int n_block) {
     if constexpr (Cfg::kLocal) n_block += w.n_first;
-    if constexpr (Cfg::kSoftcap) softcap_scores(s, p.softcap_pre);
+    if constexpr (Cfg::kSoftcap) softcap_scores<tanh_poly_pays(Cfg::kHeadDim)>(s, p.softcap_pre);
     if (block_needs_mask<Cfg>(p, w.r, w.t.m_block, n_block)) c.apply_mask(s, p, w.r, w.t.m_block, n_block);
     softmax.step(s, p.scale_log2, p.rescale_log2, o_scale);
   };

@@ -29,12 +29,63 @@ __device__ __forceinline__ float softcap_tanh(float x) {
   return 1.f - 2.f * r;
 }
 
+// tanh(x) = x Q(x^2) for |x| <= kTanhPolyBound: eight FMA-pipe instructions (z = x^2, Horner's six FFMA, x Q), no
+// MUFU. Q of degree 6 fitted for relative error (scripts/tanh_poly_fit.py, tests/test_softcap_tanh.py): at most
+// 1.2e-7 absolute / 1.6e-7 relative on [-1, 1] in float32 (softcap_tanh's EX2 + RCP: a few 1e-7 absolute, more
+// relative near 0), so the two agree to ~2e-7 and either side's backward recomputes the other's P.
+constexpr float kTanhPolyBound = 1.f;
+__device__ __forceinline__ float tanh_poly(float x) {
+  const float z = x * x;
+  float q = 1.041022246e-03f;
+  q = fmaf(q, z, -6.203378085e-03f);
+  q = fmaf(q, z, 2.028997988e-02f);
+  q = fmaf(q, z, -5.345702916e-02f);
+  q = fmaf(q, z, 1.332520396e-01f);
+  q = fmaf(q, z, -3.333283961e-01f);
+  q = fmaf(q, z, 9.999999404e-01f);
+  return x * q;
+}
+
+// Where tanh_poly pays (softcap_scores' kPoly): head dim 64, whose tensor work per score is half d128's, so the
+// softcap kernels there are bound by the two MUFU ops per score that it removes. H200, cap 30, bf16 (s33b, the
+// balanced-tree build against softcap_tanh everywhere): forward d64 causal 16k 217 -> 265 TFLOP/s (+22%), windows
+// (1024, 0) / (4096, 0) +3-9%; backward d64 +1-10%. At d128 / d256 the FMA / ALU work that replaces the MUFU ops cost as
+// much (forward -4..+7%, backward -5..+1%), and a warp that takes the slow path pays the max and the vote on top (cap 2
+// on N(0, 1) scores, d128 16k: forward -7%, backward -6%), so those keep softcap_tanh alone.
+constexpr bool tanh_poly_pays(int head_dim) { return head_dim == 64; }
+
+// max |s| over a fragment as a balanced tree (the first level takes two |.| operands, FMNMX's free modifier): kRegs - 1
+// FMNMX like a loop's chain, but log2 depth; the chain compiled to 88 dependent FMNMX (4 cycles each) in d128's
+// 128 x 176 tiles, ~350 cycles per key block with the other pipes idle (SASS stall counts, s33a).
+template <int kRegs>
+__device__ __forceinline__ float abs_max(const float (&s)[kRegs]) {
+  static_assert(kRegs % 2 == 0, "pairs");
+  float v[kRegs / 2];
+#pragma unroll
+  for (int j = 0; j < kRegs / 2; ++j) v[j] = fmaxf(fabsf(s[2 * j]), fabsf(s[2 * j + 1]));
+#pragma unroll
+  for (int width = 1; width < kRegs / 2; width *= 2)
+#pragma unroll
+    for (int j = 0; j + width < kRegs / 2; j += 2 * width) v[j] = fmaxf(v[j], v[j + width]);
+  return v[0];
+}
+
 // Softcap (Gemma 2): softmax(cap * tanh(score * softmax_scale / cap)). Scores become tanh(score * pre), pre =
 // softmax_scale / cap, and the cap goes into the exp2's scale (scale_log2 = cap * log2 e).
-template <int kRegs>
+// kPoly (tanh_poly_pays): where every score of the warp's fragment has |score * pre| <= kTanhPolyBound (scaled scores
+// within the cap: Gemma's usual case, where the cap only clips outliers), tanh is tanh_poly on the FMA pipe; otherwise
+// the whole fragment takes softcap_tanh's two MUFU ops. One vote per fragment keeps the warp on one path. pre > 0, so
+// max |s| * pre is max |s * pre| exactly (the max before the scaling: 4 B fewer spills in d128's causal 128 x 176
+// kernels, nvcc 13.0).
+template <bool kPoly, int kRegs>
 __device__ __forceinline__ void softcap_scores(float (&s)[kRegs], float pre) {
+  if (kPoly && __all_sync(0xffffffffu, abs_max(s) * pre <= kTanhPolyBound)) {
 #pragma unroll
-  for (int i = 0; i < kRegs; ++i) s[i] = softcap_tanh(s[i] * pre);
+    for (int i = 0; i < kRegs; ++i) s[i] = tanh_poly(s[i] * pre);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kRegs; ++i) s[i] = softcap_tanh(s[i] * pre);
+  }
 }
 
 __device__ __forceinline__ float quad_max(float x) {
