@@ -52,7 +52,7 @@ __device__ __forceinline__ float tanh_poly(float x) {
 // (1024, 0) / (4096, 0) +3-9%; backward d64 +1-10%. At d128 / d256 the FMA / ALU work that replaces the MUFU ops cost as
 // much (forward -4..+7%, backward -5..+1%), and a warp that takes the slow path pays the max and the vote on top (cap 2
 // on N(0, 1) scores, d128 16k: forward -7%, backward -6%), so those keep softcap_tanh alone.
-constexpr bool tanh_poly_pays(int head_dim) { return head_dim == 64; }
+__host__ __device__ constexpr bool tanh_poly_pays(int head_dim) { return head_dim == 64; }
 
 // max |s| over a fragment as a balanced tree (the first level takes two |.| operands, FMNMX's free modifier): kRegs - 1
 // FMNMX like a loop's chain, but log2 depth; the chain compiled to 88 dependent FMNMX (4 cycles each) in d128's
