@@ -9,8 +9,8 @@ backend's output (and, backward, dq / dk / dv) is compared with the native one's
         [--directions fwd bwd] [--flex-headdims 128] [--compare NAME=PATH]
 
 --softcap C caps every call's scores (FlexAttention's with a score_mod; the Triton causal call joins as a column).
---compare (repeatable) adds another build of the library (hopper_build --define ... --out PATH) as one more column,
-NAME.
+--compare (repeatable) adds another build of the library (hopper_build --define ... --out PATH) as two more columns,
+NAME (the window call) and NAME_causal (the causal call, against native_causal).
 """
 
 from __future__ import annotations
@@ -97,6 +97,8 @@ def measure(headdim: int, seqlen: int, left: int, direction: str, flex: bool, ar
         for name, lib in others:
             calls[name] = functools.partial(hopper.launch, q, k, v, scale, True, window_size=(left, 0), library=lib,
                                             softcap=cap)
+            calls[f"{name}_causal"] = functools.partial(hopper.launch, q, k, v, scale, True, library=lib,
+                                                        softcap=cap)
             results[name] = [calls[name]()[0]]
     else:
         calls = {
@@ -118,6 +120,8 @@ def measure(headdim: int, seqlen: int, left: int, direction: str, flex: bool, ar
         for name, lib in others:
             calls[name] = functools.partial(hopper_bwd.launch, dout, q, k, v, out, lse, scale, True,
                                             window_size=(left, 0), library=lib, softcap=cap)
+            calls[f"{name}_causal"] = functools.partial(hopper_bwd.launch, dout, q, k, v, out, lse, scale, True,
+                                                        library=lib, softcap=cap)
         results = {m: calls[m]() for m in calls if not m.endswith("_causal")}
     flex_error = None
     if flex:  # a failure (compile, memory) is recorded and the row goes on without flex
@@ -139,11 +143,14 @@ def measure(headdim: int, seqlen: int, left: int, direction: str, flex: bool, ar
     causal_flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=True, direction=direction)
     ms = {m: statistics.median(x) for m, x in samples.items()}
     tflops = {m: (causal_flops if m.endswith("_causal") else flops) / ms[m] / 1e9 for m in ms}
-    ratios = {f"native_over_{m}": statistics.median(t / n for n, t in zip(samples["native"], samples[m]))
-              for m in calls if m not in ("native", "native_causal", "triton_causal")}
-    if "triton_causal" in samples:
-        ratios["native_causal_over_triton_causal"] = statistics.median(
-            t / n for n, t in zip(samples["native_causal"], samples["triton_causal"]))
+
+    def speedup(base: str, other: str) -> float:  # median over rounds of the round's time ratio
+        return statistics.median(t / n for n, t in zip(samples[base], samples[other]))
+
+    ratios = {f"native_over_{m}": speedup("native", m) for m in calls if m != "native" and not m.endswith("_causal")}
+    for m in calls:  # the causal calls against the native one: Triton's, the other builds'
+        if m.endswith("_causal") and m != "native_causal":
+            ratios[f"native_causal_over_{m}"] = speedup("native_causal", m)
     return dict(direction=direction, headdim=headdim, seqlen=seqlen, left=left, ms=ms, samples_ms=samples,
                 max_abs_diff=diffs, tflops=tflops, flex_error=flex_error, **ratios)
 
@@ -179,7 +186,7 @@ def main() -> None:
                             args.json.write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), rows=rows),
                                                             indent=1))
     columns = list(dict.fromkeys(m for r in rows for m in r["tflops"]))  # every timed call, first-seen order
-    versus = [m for m in columns if m not in ("native", "native_causal", "triton_causal")]
+    versus = [m for m in columns if m != "native" and not m.endswith("_causal")]
     print("TFLOP/s of the attended pairs (native_causal: of the causal call's); x: native's speed-up over each; "
           "diff: max |native - other|")
     print("| dir | d | seqlen | left | " + " | ".join(columns) + " | " + " | ".join(f"x {m}" for m in versus)
@@ -191,13 +198,14 @@ def main() -> None:
         cells += [f"{r['native_over_' + m]:.2f}" if "native_over_" + m in r else "-" for m in versus]
         cells += [f"{r['max_abs_diff'][m]:.1e}" if m in r["max_abs_diff"] else "-" for m in versus]
         print("| " + " | ".join(map(str, cells)) + " |")
-    causal_rows = [r for r in rows if "native_causal_over_triton_causal" in r]
-    if causal_rows:  # --softcap: the causal call, native against Triton (what auto ran softcap on before)
-        print("causal call (same shape, no window): TFLOP/s native / triton, x")
+    causal_rows = [r for r in rows if any(k.startswith("native_causal_over_") for k in r)]
+    if causal_rows:  # the causal call, native against Triton's (--softcap) and the other builds' (--compare)
+        print("causal call (same shape, no window): TFLOP/s native / other, x native's speed-up")
         for r in causal_rows:
-            print(f"{r['direction']} d{r['headdim']} {r['seqlen']} (row left {r['left']}): "
-                  f"{r['tflops']['native_causal']:.1f} / {r['tflops']['triton_causal']:.1f}, "
-                  f"x {r['native_causal_over_triton_causal']:.2f}")
+            others_ = [k.removeprefix("native_causal_over_") for k in r if k.startswith("native_causal_over_")]
+            print(f"{r['direction']} d{r['headdim']} {r['seqlen']} (row left {r['left']}): native "
+                  f"{r['tflops']['native_causal']:.1f}; " + "; ".join(
+                      f"{m} {r['tflops'][m]:.1f} x {r['native_causal_over_' + m]:.2f}" for m in others_))
 
 
 if __name__ == "__main__":

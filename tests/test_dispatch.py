@@ -23,7 +23,7 @@ def test_forced_backend_with_unsupported_headdim_names_it_and_the_alternatives()
 
 def test_softcap_runs_natively_both_ways(monkeypatch):
     """Softcap: the native forward and backward have it, forced or auto; at head dim 64 auto takes Triton's forward
-    (faster there) and still the native backward."""
+    (as fast there: hopper.SOFTCAP_HEADDIMS) and still the native backward."""
     from fa3nn.backends import hopper_lib
 
     monkeypatch.setattr(hopper_lib.LIBRARY, "get", lambda: object())  # a synthetic call: no GPU, no build

@@ -267,7 +267,7 @@ def test_softcap_forward_matches_reference(dtype, headdim, mask, seqlens):
 @pytest.mark.parametrize("headdim", [64, 128, 256])
 def test_auto_trains_softcap_on_hopper(headdim):
     """Softcap (and a window, as Gemma 2's local layers) through flash_attn_func under auto: the native forward (the
-    Triton one at head dim 64: faster there, hopper.SOFTCAP_HEADDIMS), the native backward on its out and lse, with a
+    Triton one at head dim 64: as fast there, hopper.SOFTCAP_HEADDIMS), the native backward on its out and lse, with a
     gradient into lse too; against the reference."""
     q, k, v = random_qkv(2, 700, 900, 6, 2, headdim, torch.bfloat16, device="cuda")
     q = q * 4

@@ -24,9 +24,11 @@ from fa3nn.checks import check_softcap
 
 SUPPORTED_HEADDIMS = (64, 128, 256)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
-# Head dims whose softcap forward auto takes natively. The library has d64's too (tested), but its tanh (two MUFU ops
-# beside the softmax's exp2) leaves it slower than the Triton forward there: H200, cap 30, s31h: d64 0.88-0.93x
-# Triton (causal and windows at 4k / 16k), d128 causal 1.11-1.17x and windows 0.92-1.08x, d256 1.03-1.26x.
+# Head dims whose softcap forward auto takes natively. H200, cap 30, s31h: d128 causal 1.11-1.17x Triton and windows
+# (1024, 0) / (4096, 0) 0.92-1.08x, d256 1.03-1.26x. The library has d64's too (tested): with softcap_tanh (two MUFU
+# ops beside the softmax's exp2) it ran at 0.88-0.93x Triton (s31h); with tanh_poly on the FMA pipe (d64 only,
+# softmax.cuh tanh_poly_pays; s33b) causal 1.04-1.11x, windows 0.93-1.02x, non-causal unmeasured: not a clear win, so
+# auto keeps Triton's d64 forward.
 SOFTCAP_HEADDIMS = (128, 256)
 # Head dims whose softcap backward auto takes natively (independent of the forward's: the native backward recomputes
 # P from any forward's lse with a tanh that agrees with the Triton kernels' to ~2e-7). H200, cap 30, bf16, s33a:
@@ -122,7 +124,7 @@ class HopperBackend(Backend):
             return (f"softcap at head dim {call.headdim}: the native softcap backward serves head dims "
                     f"{', '.join(map(str, SOFTCAP_BWD_HEADDIMS))}")
         if call.softcap > 0 and not backward and call.headdim not in SOFTCAP_HEADDIMS:
-            return (f"softcap at head dim {call.headdim}: the Triton forward is faster there (native 0.88-0.93x); "
+            return (f"softcap at head dim {call.headdim}: the Triton forward is as fast there (native 0.93-1.11x); "
                     f"the native softcap forward serves head dims {', '.join(map(str, SOFTCAP_HEADDIMS))}")
         if call.nheads % call.nheads_kv != 0:
             return "nheads must be a multiple of nheads_kv"
