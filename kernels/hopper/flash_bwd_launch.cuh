@@ -150,10 +150,7 @@ int launch_bwd(const BwdProblem& pr) {
   p.softmax_scale = pr.softmax_scale;
   if ((pr.softcap > 0.f) != Cfg::kSoftcap)
     return fail("%s", "internal: a softcap call reached a backward kernel without softcap or back");
-  if constexpr (Cfg::kSoftcap) {  // the forward's folding (flash_fwd_launch.cuh): tanh(s * pre), exp2 scale cap log2 e
-    p.softcap_pre = pr.softmax_scale / pr.softcap;
-    p.scale_log2 = pr.softcap * 1.4426950408889634f;
-  }
+  if constexpr (Cfg::kSoftcap) fold_softcap(p, pr.softmax_scale, pr.softcap);  // the forward's folding
   p.window_left = pr.window.left;
   p.window_right = pr.window.right;
   if (pr.window.local != Cfg::kLocal)

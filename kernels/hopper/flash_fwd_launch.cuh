@@ -94,6 +94,15 @@ inline int softcap_arg(float softmax_scale, float softcap) {
   return 0;
 }
 
+// Softcap's folding into a launch's parameters (the forward's FwdParams, the backward's BwdParams): scores become
+// tanh(s * softcap_pre) with softcap_pre = softmax_scale / cap (softcap_scores, softmax.cuh), and the cap moves into
+// the exp2's scale, scale_log2 = cap log2 e, in place of softmax_scale log2 e.
+template <class Params>
+inline void fold_softcap(Params& p, float softmax_scale, float softcap) {
+  p.softcap_pre = softmax_scale / softcap;
+  p.scale_log2 = softcap * 1.4426950408889634f;
+}
+
 struct Problem {
   const void *q, *k, *v;
   void* out;
@@ -258,10 +267,7 @@ int launch(const Problem& pr) {
   if (pr.window.local != Cfg::kLocal) return fail("%s", "internal: a window call reached a kernel without windows or back");
   if ((pr.softcap > 0.f) != Cfg::kSoftcap)
     return fail("%s", "internal: a softcap call reached a kernel without softcap or back");
-  if constexpr (Cfg::kSoftcap) {
-    p.softcap_pre = pr.softmax_scale / pr.softcap;
-    p.scale_log2 = pr.softcap * 1.4426950408889634f;
-  }
+  if constexpr (Cfg::kSoftcap) fold_softcap(p, pr.softmax_scale, pr.softcap);
 
   const long long tiles = static_cast<long long>(p.num_m_blocks) * pr.nheads * pr.batch;
   if (tiles == 0) return 0;
