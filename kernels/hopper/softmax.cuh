@@ -51,7 +51,8 @@ __device__ __forceinline__ float tanh_poly(float x) {
 // balanced-tree build against softcap_tanh everywhere): forward d64 causal 16k 217 -> 265 TFLOP/s (+22%), windows
 // (1024, 0) / (4096, 0) +3-9%; backward d64 +1-10%. At d128 / d256 the FMA / ALU work that replaces the MUFU ops cost as
 // much (forward -4..+7%, backward -5..+1%), and a warp that takes the slow path pays the max and the vote on top (cap 2
-// on N(0, 1) scores, d128 16k: forward -7%, backward -6%), so those keep softcap_tanh alone.
+// on N(0, 1) scores, d128 16k: forward -7%, backward -6%; d64 pays that on such inputs too), so those keep
+// softcap_tanh alone.
 __host__ __device__ constexpr bool tanh_poly_pays(int head_dim) { return head_dim == 64; }
 
 // max |s| over a fragment as a balanced tree (the first level takes two |.| operands, FMNMX's free modifier): kRegs - 1
@@ -75,8 +76,8 @@ __device__ __forceinline__ float abs_max(const float (&s)[kRegs]) {
 // kPoly (tanh_poly_pays): where every score of the warp's fragment has |score * pre| <= kTanhPolyBound (scaled scores
 // within the cap: Gemma's usual case, where the cap only clips outliers), tanh is tanh_poly on the FMA pipe; otherwise
 // the whole fragment takes softcap_tanh's two MUFU ops. One vote per fragment keeps the warp on one path. pre > 0, so
-// max |s| * pre is max |s * pre| exactly (the max before the scaling: 4 B fewer spills in d128's causal 128 x 176
-// kernels, nvcc 13.0).
+// max |s| * pre is max |s * pre| exactly (the max taken after the scaling spilled 4 B in d128's causal 128 x 176
+// kernels when they had the polynomial, nvcc 13.0).
 template <bool kPoly, int kRegs>
 __device__ __forceinline__ void softcap_scores(float (&s)[kRegs], float pre) {
   if (kPoly && __all_sync(0xffffffffu, abs_max(s) * pre <= kTanhPolyBound)) {
