@@ -124,8 +124,13 @@ def check_cu_seqlens_values(
     return values
 
 
+# The largest window side: the kernels and the masks take window sizes as int32 (a larger Python int wrapped around
+# in the masks' int64 arithmetic and the C ABI's int, a silently wrong window); -1 says "unbounded" for any length.
+WINDOW_MAX = 2**31 - 1
+
+
 def check_window_size(window_size) -> None:
-    """(left, right) ints >= -1 (-1 = unbounded): the API's and the native launchers' check."""
+    """(left, right) ints in [-1, WINDOW_MAX] (-1 = unbounded): the API's and the native launchers' check."""
     if (
         not isinstance(window_size, (tuple, list))
         or len(window_size) != 2
@@ -134,39 +139,70 @@ def check_window_size(window_size) -> None:
         raise TypeError(f"window_size must be a pair of ints (left, right), got {window_size!r}")
     if window_size[0] < -1 or window_size[1] < -1:
         raise ValueError(f"window_size entries must be >= -1 (-1 = unbounded), got {tuple(window_size)}")
+    if max(window_size) > WINDOW_MAX:
+        raise ValueError(f"window_size entries must be at most {WINDOW_MAX} (int32); use -1 for an unbounded side, "
+                         f"got {tuple(window_size)}")
+
+
+def type_name(value) -> str:
+    """A value's type as an error message should name it: `float`, `numpy.bool`, `torch.Tensor`."""
+    kind = type(value)
+    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
+def check_bool(name: str, value) -> None:
+    """A Python bool, nothing merely truthy (a string "no" is truthy; numpy's bool is not a bool)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool (True or False), got {type_name(value)} {value!r}")
+
+
+def _finite(value) -> bool:
+    """math.isfinite without its OverflowError on ints beyond float range (those are not finite floats either)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 # float32's largest finite and smallest normal values: the native kernels take softcap and softmax_scale / softcap as
 # float32 (a smaller positive cap would round to 0, i.e. no cap, or leave the quotient infinite).
 FLOAT32_MAX, FLOAT32_MIN_NORMAL = 3.4028234663852886e38, 1.1754943508222875e-38
+# The smallest softmax_scale / softcap the kernels take: below it a score times that quotient reaches float32's
+# subnormals, which the kernels flush to zero (every capped score 0: uniform attention, silently). Such a cap is
+# > 2^100 times the scale, so cap * tanh(s / cap) equals s for any score the inputs can produce.
+SOFTCAP_PRE_MIN = 2.0**-100
 
 
 def check_softcap(softcap, softmax_scale: float | None = None) -> None:
     """A finite number >= 0 (0 disables it), and a positive one at least float32's smallest normal; with
     `softmax_scale`, also small enough a quotient softmax_scale / softcap for float32 (the native launchers fold it
     into the kernels' tanh argument). The API's and the native launchers' check."""
-    if isinstance(softcap, bool) or not isinstance(softcap, (int, float)) or not math.isfinite(softcap):
+    if isinstance(softcap, bool) or not isinstance(softcap, (int, float)) or not _finite(softcap):
         raise TypeError(f"softcap must be a finite float, got {softcap!r}")
     if softcap < 0:
         raise ValueError(f"softcap must be >= 0 (0 disables it), got {softcap}")
     if 0 < softcap < FLOAT32_MIN_NORMAL:
         raise ValueError(f"softcap must be 0 or at least {FLOAT32_MIN_NORMAL:.4g} (float32's smallest normal), "
                          f"got {softcap}")
+    if softcap > FLOAT32_MAX:
+        raise ValueError(f"softcap must be at most {FLOAT32_MAX:.4g} (float32's largest finite value), got {softcap}")
     if softcap > 0 and softmax_scale is not None and abs(softmax_scale) / softcap > FLOAT32_MAX:
         raise ValueError(f"softcap {softcap} is too small for softmax_scale {softmax_scale}: their quotient "
                          "overflows float32")
+    if softcap > 0 and softmax_scale and abs(softmax_scale) / softcap < SOFTCAP_PRE_MIN:
+        raise ValueError(f"softcap {softcap} is so large against softmax_scale {softmax_scale} that the kernels' tanh "
+                         "argument (softmax_scale / softcap times a score) underflows float32; a cap that large "
+                         "changes no score: pass softcap=0")
 
 
 def check_options(softmax_scale, causal, window_size, softcap, deterministic, fp8, backend) -> None:
     if softmax_scale is not None:
         if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, (int, float)):
-            raise TypeError(f"softmax_scale must be a float or None, got {type(softmax_scale).__name__}")
-        if not math.isfinite(softmax_scale):
+            raise TypeError(f"softmax_scale must be a float or None, got {type_name(softmax_scale)}")
+        if not _finite(softmax_scale):
             raise ValueError(f"softmax_scale must be finite, got {softmax_scale}")
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
-    if not isinstance(deterministic, bool):
-        raise TypeError(f"deterministic must be a bool, got {type(deterministic).__name__}")
+    check_bool("causal", causal)
+    check_bool("deterministic", deterministic)
     check_window_size(window_size)
     check_softcap(softcap)
     as_recipe(fp8)  # raises on an unknown recipe name or a value that is no recipe

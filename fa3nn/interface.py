@@ -16,7 +16,15 @@ lse is the natural-log sum of exp of the scaled (and soft-capped) scores; it is 
 from __future__ import annotations
 
 from fa3nn.backends.base import AttnCall, AttnParams, lse_dtype
-from fa3nn.checks import check_dense, check_options, check_varlen
+from fa3nn.checks import (
+    check_bool,
+    check_cu_seqlens_values,
+    check_dense,
+    check_options,
+    check_softcap,
+    check_varlen,
+    type_name,
+)
 from fa3nn.dispatch import Explanation, check_backend_name, explain_call
 from fa3nn.fp8 import DelayedScaling, HadamardRotation, PerTileScaling, as_recipe, fp8_attention_forward
 from fa3nn.fp8.quantize import scale_block_k
@@ -28,6 +36,7 @@ def _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp
     check_options(softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
     check_backend_name(backend)
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else float(softmax_scale)
+    check_softcap(softcap, scale)
     return AttnParams(scale, Window.from_args(causal, window_size), float(softcap), deterministic)
 
 
@@ -46,15 +55,34 @@ def _function_rotation(seed: int) -> HadamardRotation:
 def _function_fp8_state(recipe):
     """fp8= for the functions, which keep no state: per-tile and current scaling need none (per-tile's rotation is
     a cached HadamardRotation(seed, 0)); delayed scaling keeps an amax history, so it needs a module."""
+    _check_function_recipe(recipe)
+    if isinstance(recipe, PerTileScaling) and recipe.incoherent:
+        return _function_rotation(recipe.seed)
+    return None
+
+
+def _check_function_recipe(recipe) -> None:
     if isinstance(recipe, DelayedScaling):
         raise ValueError(
             "fp8=DelayedScaling needs state (an amax history kept across calls), which flash_attn_func and "
             "flash_attn_varlen_func do not keep; use fa3nn.FlashAttentionV3(fp8=...) (one per layer, with "
             "layer_idx), or a stateless recipe: fa3nn.PerTileScaling() or fa3nn.CurrentScaling()"
         )
-    if isinstance(recipe, PerTileScaling) and recipe.incoherent:
-        return _function_rotation(recipe.seed)
-    return None
+
+
+def _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) -> tuple[int, int]:
+    """The tensors' checks for a packed call (any cu_seqlens given) or a dense one; returns (max_seqlen_q,
+    max_seqlen_k), a dense call's from its shapes (it takes no max_seqlen: one given would be ignored, so it is an
+    error)."""
+    if cu_seqlens_q is not None or cu_seqlens_k is not None:
+        check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+        return max_seqlen_q, max_seqlen_k
+    check_dense(q, k, v)
+    if max_seqlen_q is not None or max_seqlen_k is not None:
+        raise ValueError(f"max_seqlen_q / max_seqlen_k ({max_seqlen_q}, {max_seqlen_k}) describe a packed (varlen) "
+                         "call; a dense call takes its lengths from q and k: give cu_seqlens_q and cu_seqlens_k too, "
+                         "or neither max_seqlen")
+    return q.shape[1], k.shape[1]
 
 
 def attention(
@@ -79,12 +107,7 @@ def attention(
     """(out, lse): the one path behind flash_attn_func, flash_attn_varlen_func, FlashAttentionV3 and patch_hf.
     Checks the inputs, then runs `fa3nn::fwd`, or with an FP8 recipe (fa3nn.fp8.as_recipe's output) and the
     layer's fp8_state, fa3nn.fp8.fp8_attention_forward (training=True lets delayed scaling record its amax)."""
-    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
-    if varlen:
-        check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    else:
-        check_dense(q, k, v)
-        max_seqlen_q, max_seqlen_k = q.shape[1], k.shape[1]
+    max_seqlen_q, max_seqlen_k = _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     params = _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8_recipe, backend)
     if fp8_recipe is not None:
         out, lse = fp8_attention_forward(q, k, v, params, fp8_recipe, fp8_state, cu_seqlens_q, cu_seqlens_k,
@@ -120,6 +143,7 @@ def flash_attn_func(
     "current") or True (per_tile): the forward quantizes Q, K, V to e4m3, the backward is the bf16 one.
     DelayedScaling keeps state across calls, so it needs a FlashAttentionV3.
     """
+    check_bool("return_lse", return_lse)
     recipe = as_recipe(fp8)
     out, lse = attention(
         q, k, v, softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap,
@@ -149,6 +173,11 @@ def flash_attn_varlen_func(
     """Exact attention over packed sequences: sequence i holds rows cu_seqlens[i]:cu_seqlens[i + 1] and is masked
     on its own (bottom-right per sequence). Same keywords and returns as `flash_attn_func`; lse is (nheads, total_q).
     """
+    check_bool("return_lse", return_lse)
+    if cu_seqlens_q is None or cu_seqlens_k is None:
+        raise TypeError("flash_attn_varlen_func needs cu_seqlens_q and cu_seqlens_k (int32, (batch + 1,)) with packed "
+                        f"(total_tokens, nheads, headdim) q, k, v; got cu_seqlens_q {type_name(cu_seqlens_q)}, "
+                        f"cu_seqlens_k {type_name(cu_seqlens_k)}. For a dense batch call flash_attn_func")
     recipe = as_recipe(fp8)
     out, lse = attention(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=softmax_scale, causal=causal,
@@ -179,13 +208,14 @@ def explain(
     forward names its FP8 path ("triton fp8 kernel" on sm_89+ GPUs, "fp8 emulation (reference)" elsewhere); the
     backward is bf16.
     """
-    varlen = cu_seqlens_q is not None
-    if varlen:
-        check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    else:
-        check_dense(q, k, v)
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    max_seqlen_q, max_seqlen_k = _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    if varlen:  # what the call checks inside its op (a host sync: explain runs no kernel, so it may)
+        check_cu_seqlens_values("cu_seqlens_q", cu_seqlens_q, q.shape[0], "max_seqlen_q", max_seqlen_q)
+        check_cu_seqlens_values("cu_seqlens_k", cu_seqlens_k, k.shape[0], "max_seqlen_k", max_seqlen_k)
     params = _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
     recipe = as_recipe(fp8)
+    _check_function_recipe(recipe)
     block_k = scale_block_k(recipe, q.shape[-1]) if recipe is not None else 0
     return explain_call(backend, AttnCall.of(q, k, v, params, varlen), fp8=recipe is not None, block_k=block_k,
-                        max_seqlen_k=max_seqlen_k if varlen else k.shape[1])
+                        max_seqlen_k=max_seqlen_k)

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -52,7 +53,8 @@ CASES = {
     "scale nan": (dense_call(softmax_scale=math.nan), ValueError, r"softmax_scale must be finite"),
     "causal not bool": (dense_call(causal=1), TypeError, r"causal must be a bool"),
     "fp8 recipe name": (dense_call(fp8="e4m3"), ValueError, r"unknown FP8 recipe name 'e4m3'; choose one of"),
-    "fp8 recipe type": (dense_call(fp8=3), TypeError, r"cannot convert int to an fa3nn FP8 recipe"),
+    "fp8 recipe type": (dense_call(fp8=3), TypeError, r"fp8 must be None, True, False, a recipe name .* got int 3"),
+    "fp8 not a recipe": (dense_call(fp8=object()), TypeError, r"fp8=<object .*> is no FP8 recipe: cannot convert"),
     "fp8 delayed without a module": (dense_call(fp8="delayed"), ValueError, r"needs state .*fa3nn.FlashAttentionV3"),
     "fp8 forced backend off its GPU": (dense_call(fp8="per_tile", backend="hopper"), fa3nn.UnsupportedCall,
                                        r"backend='hopper' cannot run this FP8 forward call: needs a Hopper GPU"),
@@ -78,6 +80,26 @@ CASES = {
                              r"max_seqlen_q \(4\) is smaller than the longest sequence \(5\)"),
     "max_seqlen negative": (varlen_call(packed(max_k=-1)), ValueError, r"max_seqlen_k must be a non-negative int"),
     "varlen q rank": (lambda: fa3nn.flash_attn_varlen_func(q, *packed()[1:]), ValueError, r"q must have 3 dimensions"),
+    # The public-API audit of 2026-12-05: each of these was accepted, crashed deep in torch, or named no argument.
+    "window past int32": (dense_call(window_size=(-1, 2**31)), ValueError,  # wrapped around in int64 masks: zeros
+                          r"window_size entries must be at most 2147483647 \(int32\); use -1"),
+    "window far past int64": (dense_call(causal=True, window_size=(2**70, -1)), ValueError, r"at most 2147483647"),
+    "scale int past float": (dense_call(softmax_scale=10**400), ValueError, r"softmax_scale must be finite"),
+    "softcap int past float": (dense_call(softcap=10**400), TypeError, r"softcap must be a finite float"),
+    "softcap past float32": (dense_call(softcap=1e300), ValueError, r"softcap must be at most 3.403e\+38"),
+    "softcap too large for the scale": (dense_call(softcap=1e35), ValueError,  # 0.25 / 1e35 flushes to 0 in float32
+                                        r"softcap 1e\+35 is so large against softmax_scale 0.25 .* pass softcap=0"),
+    "causal numpy bool": (dense_call(causal=np.True_), TypeError,
+                          r"causal must be a bool \(True or False\), got numpy\.bool"),
+    "deterministic string": (dense_call(deterministic="yes"), TypeError, r"deterministic must be a bool"),
+    "return_lse string": (dense_call(return_lse="no"), TypeError,  # "no" is truthy: (out, lse) came back
+                          r"return_lse must be a bool \(True or False\), got str 'no'"),
+    "varlen return_lse": (varlen_call(packed(), return_lse=1), TypeError, r"return_lse must be a bool"),
+    "varlen without cu_seqlens": (lambda: fa3nn.flash_attn_varlen_func(*packed()[:3], None, None, 5, 4), TypeError,
+                                  r"flash_attn_varlen_func needs cu_seqlens_q and cu_seqlens_k .* got cu_seqlens_q "
+                                  r"NoneType, cu_seqlens_k NoneType. For a dense batch call flash_attn_func"),
+    "varlen one cu_seqlens": (lambda: fa3nn.flash_attn_varlen_func(*packed()[:3], packed()[3], None, 5, 4), TypeError,
+                              r"needs cu_seqlens_q and cu_seqlens_k"),
 }
 
 
@@ -126,3 +148,41 @@ def test_cu_seqlens_checked_again_after_in_place_change():
     cu_q[1] = 9
     with pytest.raises(ValueError, match=r"cu_seqlens_q must be non-decreasing"):
         fa3nn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, 9)
+
+
+def test_module_dense_call_with_max_seqlen():
+    """max_seqlen without cu_seqlens describes no packed call: it was ignored without a word."""
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match=r"max_seqlen_q / max_seqlen_k \(3, 3\) describe a packed \(varlen\) call"):
+        fa3nn.FlashAttentionV3()(q, k, v, max_seqlen_q=3, max_seqlen_k=3)
+
+
+@pytest.mark.parametrize("layer_idx", ["a", None, 1.5, -1, True])
+def test_module_layer_idx(layer_idx):
+    with pytest.raises(TypeError, match=r"layer_idx must be an int >= 0"):
+        fa3nn.FlashAttentionV3(layer_idx=layer_idx, fp8="per_tile")
+
+
+def test_explain_checks_what_the_call_checks():
+    """explain answers for the call flash_attn_func / flash_attn_varlen_func would run, so it refuses what they
+    refuse: it used to explain a dense call when only cu_seqlens_k was given, and pass delayed scaling and bad
+    cu_seqlens values."""
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match=r"needs state"):
+        fa3nn.explain(q, k, v, fp8=fa3nn.DelayedScaling())
+    pq, pk, pv, cu_q, cu_k, max_q, max_k = packed()
+    with pytest.raises(ValueError, match=r"q must have 3 dimensions"):
+        fa3nn.explain(q, k, v, None, cu_k, max_q, max_k)
+    with pytest.raises(ValueError, match=r"max_seqlen_q \(4\) is smaller than the longest sequence \(5\)"):
+        fa3nn.explain(pq, pk, pv, cu_q, cu_k, 4, max_k)
+    with pytest.raises(ValueError, match=r"cu_seqlens_k\[-1\] must equal the total tokens"):
+        fa3nn.explain(pq, pk, pv, cu_q, torch.tensor([0, 4, 7], dtype=torch.int32), max_q, max_k)
+    assert fa3nn.explain(pq, pk, pv, cu_q, cu_k, max_q, max_k).forward == "reference"
+
+
+def test_window_at_int32_max_is_unbounded():
+    """The largest accepted window side is a plain window wider than any sequence: the same output as -1."""
+    q, k, v = qkv()
+    for causal in (False, True):
+        wide = fa3nn.flash_attn_func(q, k, v, causal=causal, window_size=(2**31 - 1, 2**31 - 1))
+        torch.testing.assert_close(wide, fa3nn.flash_attn_func(q, k, v, causal=causal))

@@ -50,6 +50,13 @@ def test_defaults():
         (lambda: PerTileScaling(fast_exp2=1), "PerTileScaling.fast_exp2"),
         (lambda: CurrentScaling(fast_exp2="yes"), "CurrentScaling.fast_exp2"),
         (lambda: DelayedScaling(fast_exp2=None), "DelayedScaling.fast_exp2"),
+        # upper bounds (the public-API audit of 2026-12-05: accepted, then terabyte allocations or noise)
+        (lambda: PerTileScaling(block_q=2**40), "PerTileScaling.block_q must be <= 65536"),
+        (lambda: PerTileScaling(block_k=2**17), "PerTileScaling.block_k must be <= 65536"),
+        (lambda: DelayedScaling(margin=16), "DelayedScaling.margin must be <= 8"),
+        (lambda: DelayedScaling(amax_history_len=10**12), "DelayedScaling.amax_history_len must be <= 65536"),
+        (lambda: DelayedScaling(process_group="world"), "DelayedScaling.process_group must be None"),
+        (lambda: DelayedScaling(process_group=5), "DelayedScaling.process_group must be None"),
     ],
 )
 def test_invalid_fields_name_the_field(make, field):
@@ -74,6 +81,11 @@ def test_from_recipe_name():
     assert from_recipe_name("delayed") == DelayedScaling()
     with pytest.raises(ValueError, match="per_tile"):
         from_recipe_name("tensorwise")
+
+
+def test_bounds_are_inclusive():
+    assert PerTileScaling(block_q=2**16, block_k=2**16).block_q == 2**16
+    assert DelayedScaling(margin=8, amax_history_len=2**16).margin == 8
 
 
 def test_as_recipe():

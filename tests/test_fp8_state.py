@@ -194,3 +194,21 @@ def test_sync_amax_two_gloo_processes(tmp_path):
     assert r0["scale"][0][2].item() == 1.0  # ...so v keeps its previous (initial) scale
     assert r1["history"][1][0, 0].item() == 10.0  # layer 1 ran on rank 0 only; rank 1 gets its amax too
     assert r0["history"][2].abs().sum().item() == 0.0 and r0["skipped"][2] == [0, 0, 0]  # ran nowhere: untouched
+
+
+@pytest.mark.parametrize("bad", ["model", None, 3, ["layer"]])
+def test_sync_amax_names_what_it_takes(bad):
+    """A string was iterated character by character and nothing synced (returned 0); None failed in iter()."""
+    with pytest.raises(TypeError, match=r"sync_amax"):
+        sync_amax(bad)
+
+
+def test_hadamard_signs_take_any_seed():
+    """Seeds mix with the layer index below 2**64 (torch.Generator's range): 2**70 once failed at the first call."""
+    from fa3nn.fp8 import HadamardRotation
+
+    big = HadamardRotation(2**70, 3).hadamard_signs
+    assert big.abs().eq(1).all() and torch.equal(big, HadamardRotation(2**70 % 2**64, 3).hadamard_signs)
+    assert torch.equal(HadamardRotation(5, 2).hadamard_signs, HadamardRotation(5, 2).hadamard_signs)
+    with pytest.raises(TypeError, match=r"layer_idx must be an int >= 0"):
+        HadamardRotation(0, "a")

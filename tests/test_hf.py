@@ -298,3 +298,34 @@ def test_autocast_bf16_matches_eager():
         pt = _run(copy.deepcopy(model), input_ids, torch.float32)
         actual = _run(fa3nn.patch_hf(model), input_ids, torch.float32)
     _assert_matches(actual, ref, pt)
+
+
+def test_patch_options_checked_before_anything_is_registered():
+    """A bad option used to be registered first (a bogus backend then broke every later fa3nn model), a truthy
+    ignore_dropout silently turned dropout off, and fp8 without a model was dropped."""
+    from fa3nn.integrations import hf
+
+    fa3nn.patch_hf()
+    before = hf._defaults
+    with pytest.raises(ValueError, match=r"backend must be one of"):
+        fa3nn.patch_hf(_model("llama"), backend="bogus")
+    with pytest.raises(TypeError, match=r"ignore_dropout must be a bool \(True or False\), got str 'no'"):
+        fa3nn.patch_hf(ignore_dropout="no")
+    with pytest.raises(TypeError, match=r"deterministic must be a bool"):
+        fa3nn.patch_hf(deterministic="yes")
+    with pytest.raises(ValueError, match=r"unknown FP8 recipe name 'bogus'"):
+        fa3nn.patch_hf(fp8="bogus")
+    with pytest.raises(ValueError, match=r"patch_hf\(fp8=\.\.\.\) attaches one FP8 layer per attention module"):
+        fa3nn.patch_hf(fp8="per_tile")
+    assert hf._defaults == before
+
+
+def test_masks_fa3nn_cannot_honor_raise():
+    """A 4D mask a caller builds reaches the attention function as it is (transformers skips the mask function for
+    it): it crashed with an IndexError. A mask shorter than the input cut the keys and zeroed the last queries."""
+    model = fa3nn.patch_hf(_model("llama"))
+    ids = torch.randint(0, VOCAB, (2, 8))
+    with pytest.raises(ValueError, match=r"takes a 2D padding mask \(batch, seqlen\), got shape \(2, 1, 8, 8\)"):
+        model(ids, attention_mask=torch.ones(2, 1, 8, 8))
+    with pytest.raises(ValueError, match=r"the padding mask covers 5 positions but the input has 8 query tokens"):
+        model(ids, attention_mask=torch.ones(2, 5, dtype=torch.long))

@@ -158,9 +158,15 @@ def make_state(recipe: Recipe | None, layer_idx: int = 0) -> nn.Module | None:
 def _collect(modules_or_states) -> list[DelayedScalingState]:
     if isinstance(modules_or_states, nn.Module):
         modules_or_states = [modules_or_states]
+    if isinstance(modules_or_states, (str, bytes)) or not hasattr(modules_or_states, "__iter__"):
+        raise TypeError("sync_amax takes a model (an nn.Module) or an iterable of modules / DelayedScalingStates, "
+                        f"got {type(modules_or_states).__name__}")
     states: list[DelayedScalingState] = []
     for item in modules_or_states:
-        found = item.modules() if isinstance(item, nn.Module) else [item]
+        if not isinstance(item, nn.Module):
+            raise TypeError(f"sync_amax: every item must be an nn.Module (a model, a layer or a DelayedScalingState), "
+                            f"got {type(item).__name__}")
+        found = item.modules()
         states += [m for m in found if isinstance(m, DelayedScalingState) and m not in states]
     return states
 

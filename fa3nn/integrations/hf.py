@@ -30,6 +30,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from fa3nn.checks import check_bool
+from fa3nn.dispatch import check_backend_name
+from fa3nn.fp8 import as_recipe
 from fa3nn.integrations.hf_padding import pack_by_cu_seqlens, pack_by_position_ids, unpad_by_mask
 from fa3nn.interface import attention
 from fa3nn.module import FlashAttentionV3
@@ -83,6 +86,14 @@ def _interfaces():
 # --------------------------------------------------------------------------------------------------------------------
 
 
+def _check_padding_mask(attention_mask: torch.Tensor) -> None:
+    if attention_mask.dim() != 2:
+        raise ValueError(
+            f"attn_implementation={ATTN_IMPLEMENTATION!r} takes a 2D padding mask (batch, seqlen), got shape "
+            f"{tuple(attention_mask.shape)}; for arbitrary 4D masks use attn_implementation='sdpa' or 'eager'"
+        )
+
+
 def fa3nn_padding_mask(
     batch_size: int,
     *,
@@ -96,11 +107,7 @@ def fa3nn_padding_mask(
     here."""
     if attention_mask is None:
         return None
-    if attention_mask.dim() != 2:
-        raise ValueError(
-            f"attn_implementation={ATTN_IMPLEMENTATION!r} takes a 2D padding mask (batch, seqlen), got shape "
-            f"{tuple(attention_mask.shape)}; for arbitrary 4D masks use attn_implementation='sdpa' or 'eager'"
-        )
+    _check_padding_mask(attention_mask)
     attention_mask = attention_mask[:, -kv_length:].bool()  # sliding-window caches keep only the last keys
     if attention_mask.shape[1] == kv_length and bool(attention_mask.all()):
         return None
@@ -170,6 +177,7 @@ def fa3nn_attention_forward(
         )
 
     if attention_mask is not None:
+        _check_padding_mask(attention_mask)  # a 4D mask a caller built itself reaches here as it is
         packed = unpad_by_mask(q, k, v, attention_mask)
     elif all(kwargs.get(n) is not None for n in ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")):
         packed = pack_by_cu_seqlens(
@@ -268,6 +276,14 @@ def patch_hf(
     layer_idx=<the layer's layer_idx>)` per attention layer (with DelayedScaling, call fa3nn.sync_amax(model) once
     per optimizer step). `ignore_dropout=True` trains with attention dropout silently off instead of raising.
     """
+    # every option checked before anything is registered or stored (a bad backend once stayed registered)
+    check_backend_name(backend)
+    check_bool("deterministic", deterministic)
+    check_bool("ignore_dropout", ignore_dropout)
+    as_recipe(fp8)
+    if model is None and fp8 is not None and fp8 is not False:
+        raise ValueError("patch_hf(fp8=...) attaches one FP8 layer per attention module, so it needs the model: "
+                         "patch_hf(model, fp8=...); without a model it only registers attn_implementation='fa3nn'")
     _register(backend, deterministic, ignore_dropout)
     if model is None:
         return None

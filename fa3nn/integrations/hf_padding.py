@@ -64,6 +64,11 @@ def unpad_by_mask(q, k, v, padding_mask: torch.Tensor) -> Packed:
     """Case 1. `padding_mask` (batch, seqlen_k) is True on real tokens. seqlen_q may be shorter than seqlen_k (decoding
     with a cache): the query rows are then the last seqlen_q columns of the mask, as in transformers."""
     batch, seqlen_q = q.shape[:2]
+    if padding_mask.shape[1] < seqlen_q:  # no cache explains it: the mask is shorter than the input
+        raise ValueError(f"the padding mask covers {padding_mask.shape[1]} positions but the input has {seqlen_q} "
+                         "query tokens; give attention_mask one entry per token (batch, seqlen)")
+    if padding_mask.shape[0] != batch:
+        raise ValueError(f"the padding mask has batch {padding_mask.shape[0]}, the input {batch}")
     if k.shape[1] > padding_mask.shape[1]:  # a static cache holds more slots than tokens seen: drop the empty ones
         k, v = k[:, : padding_mask.shape[1]], v[:, : padding_mask.shape[1]]
     if k.shape[1] != padding_mask.shape[1]:
