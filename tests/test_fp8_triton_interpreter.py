@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -25,7 +26,7 @@ if torch.cuda.is_available():
 if "triton" not in sys.modules:
     os.environ["TRITON_INTERPRET"] = "1"
 triton = pytest.importorskip("triton")
-
+import triton.language as tl  # noqa: E402
 from fp8_kernel_checks import check_forward, check_quantize, check_walsh_hadamard  # noqa: E402
 
 import fa3nn  # noqa: E402
@@ -37,6 +38,7 @@ from fa3nn.fp8.operands import transpose_v, v_from_vt, vt_columns, vt_group_colu
 from fa3nn.fp8.quantize import quantize_qkv_tensors, recipe_arguments  # noqa: E402
 from fa3nn.masks import Window  # noqa: E402
 from fa3nn.testing import random_padding_mask, unpad  # noqa: E402
+from fa3nn.testing.interpreter_xor import numpy_xor_reductions  # noqa: E402
 
 E4M3 = torch.float8_e4m3fn
 
@@ -58,7 +60,8 @@ def interpreter():
         pytest.fail("triton was imported before TRITON_INTERPRET=1 was set; set it in the environment before "
                     "anything imports triton", pytrace=False)
     os.environ["FA3NN_TRITON_CPU"] = "1"
-    yield
+    with numpy_xor_reductions():  # tl.flip at numpy speed (fa3nn.testing.interpreter_xor says why and that it is exact)
+        yield
     del os.environ["FA3NN_TRITON_CPU"]
 
 
@@ -139,6 +142,35 @@ def test_walsh_hadamard_within_fp32_bound(headdim, dtype):
     x[0] = 0
     x[1] = torch.randn(headdim).to(dtype) * 1e4 * torch.linspace(1e-4, 1, headdim).to(dtype)  # wide magnitudes
     check_walsh_hadamard(x)
+
+
+@triton.jit
+def _flip_and_xor_kernel(x_ptr, bits_ptr, flipped_ptr, xor_ptr, R: tl.constexpr, C: tl.constexpr):
+    offs = tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :]
+    tl.store(flipped_ptr + offs, tl.flip(tl.load(x_ptr + offs), 1))
+    tl.store(xor_ptr + tl.arange(0, R), tl.xor_sum(tl.load(bits_ptr + offs), 1))
+
+
+def test_numpy_xor_reductions_match_the_element_loop(monkeypatch):
+    """This module's interpreter reduces xor combines with numpy (fa3nn.testing.interpreter_xor); the same tile through
+    the interpreter's own element loop, torch.flip and numpy must agree bit for bit."""
+    from triton.runtime import interpreter
+
+    x = torch.randn(4, 8)
+    bits = torch.randint(-2**31, 2**31 - 1, (4, 8), dtype=torch.int32)
+
+    def run():
+        flipped, xor = torch.empty_like(x), torch.empty(4, dtype=torch.int32)
+        _flip_and_xor_kernel[(1,)](x, bits, flipped, xor, R=4, C=8)
+        return flipped, xor
+
+    fast = run()
+    assert interpreter.ReduceOps.apply_impl.__module__ == "fa3nn.testing.interpreter_xor"  # the fixture's patch ran
+    monkeypatch.setattr(interpreter.ReduceOps, "apply_impl", lambda self, input: self.generic_reduce(input))
+    loop = run()
+    assert torch.equal(fast[0], loop[0]) and torch.equal(fast[0], x.flip(1))
+    expected = np.bitwise_xor.reduce(bits.numpy(), axis=1)
+    assert torch.equal(fast[1], loop[1]) and fast[1].tolist() == expected.tolist()
 
 
 def test_walsh_hadamard_exact_on_small_integers():
