@@ -1,4 +1,5 @@
-# Sourced (not run) by the scripts/gpu_*.sh device scripts: what every one of them does around its own stages.
+# Sourced (not run) by the scripts/gpu_*.sh and scripts/sessions/gpu_session_*.sh device scripts: what every one
+# of them does around its own stages.
 #   gpu_setup DEFAULT_OUT  $out = $OUT or DEFAULT_OUT, created; PYTHONPATH with this checkout first, unbuffered
 #                          Python, FA3NN_HOPPER_LIB when build/libfa3nn_hopper.so was carried; the GPU's clocks and
 #                          temperature into $out/gpu_state.txt
