@@ -1,4 +1,5 @@
-"""fa3nn.patch_hf on tiny random Llama, Mistral, Qwen2 and Gemma-2 models (CPU, reference backend).
+"""fa3nn.patch_hf on tiny random Llama, Mistral, Qwen2, Gemma-2, Qwen3, Gemma-3, Phi-3 and Granite models (CPU,
+reference backend).
 
 Numerics follow FlashAttention-3's error-ratio rule (fa3nn.testing.assert_error_ratio) at the model level:
   actual = the patched model in float32,  ref = the eager model in float64,  pt = the eager model in float32.
@@ -37,12 +38,25 @@ def _config(family: str):
             **COMMON, head_dim=16, sliding_window=WINDOW, attn_logit_softcapping=1.5, final_logit_softcapping=None,
             query_pre_attn_scalar=24,
         )
+    if family == "qwen3":  # q / k RMSNorm per head before RoPE, every layer sliding
+        return transformers.Qwen3Config(**COMMON, head_dim=16, use_sliding_window=True, sliding_window=WINDOW,
+                                        max_window_layers=0)
+    if family == "gemma3":  # five sliding layers per full one (here: layer 0 sliding, 1 full), q / k norms, no softcap
+        return transformers.Gemma3TextConfig(
+            **COMMON, head_dim=16, sliding_window=WINDOW, query_pre_attn_scalar=24, final_logit_softcapping=None,
+            layer_types=["sliding_attention", "full_attention"],
+        )
+    if family == "phi3":  # fused qkv projection, partial rotary
+        return transformers.Phi3Config(**COMMON, pad_token_id=0)
+    if family == "granite":  # its own attention_multiplier as the softmax scale
+        return transformers.GraniteConfig(**COMMON, attention_multiplier=0.05)
     raise ValueError(family)
 
 
 MODEL_CLASSES = {
     "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
-    "gemma2": "Gemma2ForCausalLM",
+    "gemma2": "Gemma2ForCausalLM", "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM",
+    "phi3": "Phi3ForCausalLM", "granite": "GraniteForCausalLM",
 }
 FAMILIES = tuple(MODEL_CLASSES)
 
@@ -286,6 +300,24 @@ def test_test_inputs_exercise_window_and_softcap():
             layer.self_attn.attn_logit_softcapping = None
         assert (mistral(ids).logits - windowed).abs().max() > 1e-3
         assert (gemma2(ids).logits - softcapped).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("family", ["qwen3", "gemma3", "granite"])
+def test_newer_families_exercise_their_feature(family):
+    """Guards the tests above for the families added on 2026-12-05: the same weights without the family's feature
+    (Qwen3's and Gemma-3's sliding layers, Granite's attention_multiplier as the softmax scale, 0.05 here against
+    head dim 16's 0.25) give another eager output."""
+    ids = torch.randint(0, VOCAB, (1, SEQLEN))
+    model = _model(family)
+    config = copy.deepcopy(model.config)
+    if family == "granite":
+        config.attention_multiplier = 16**-0.5
+    else:
+        config.layer_types = ["full_attention"] * config.num_hidden_layers
+    plain = getattr(transformers, MODEL_CLASSES[family])(config).eval()
+    plain.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        assert (model(ids).logits - plain(ids).logits).abs().max() > 1e-3
 
 
 def test_autocast_bf16_matches_eager():

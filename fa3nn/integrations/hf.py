@@ -40,7 +40,7 @@ from fa3nn.module import FlashAttentionV3
 ATTN_IMPLEMENTATION = "fa3nn"
 LAYER_ATTRIBUTE = "fa3nn_attention"
 MIN_TRANSFORMERS = (4, 53)
-TESTED_FAMILIES = ("Llama", "Mistral", "Qwen2", "Gemma-2")
+TESTED_FAMILIES = ("Llama", "Mistral", "Qwen2", "Gemma-2", "Qwen3", "Gemma-3", "Phi-3", "Granite")
 
 
 class UnsupportedModel(TypeError):
@@ -214,7 +214,7 @@ def _unsupported(model: nn.Module, why: str) -> UnsupportedModel:
     return UnsupportedModel(
         f"fa3nn.patch_hf cannot swap the attention of {type(model).__name__}: {why}. It supports transformers "
         "models whose attention layers call transformers' AttentionInterface (ALL_ATTENTION_FUNCTIONS.get_interface), "
-        f"e.g. Llama, Mistral, Qwen2/Qwen3, Gemma/Gemma-2/Gemma-3, Phi-3 (tested: {', '.join(TESTED_FAMILIES)}). "
+        f"as most decoder LLMs' do (tested: {', '.join(TESTED_FAMILIES)}). "
         "For another model, call fa3nn.flash_attn_func from its attention module yourself"
     )
 
@@ -293,12 +293,16 @@ def patch_hf(
     previous = {id(c): (c, c._attn_implementation_internal) for c in _configs(model)}
     if hasattr(model, "set_attn_implementation"):
         model.set_attn_implementation(ATTN_IMPLEMENTATION)
-    else:  # transformers releases without the setter read the config attribute on every call
-        for config, _ in previous.values():
-            config._attn_implementation = ATTN_IMPLEMENTATION
+    # Configs the setter does not reach: every config in transformers releases without it (they read the attribute on
+    # every call), and copies a model keeps for another use (transformers 4.57's Gemma-3 builds its local RoPE from a
+    # deep copy of its config, which set_attn_implementation leaves as it was).
     for config, _ in previous.values():
         if config._attn_implementation != ATTN_IMPLEMENTATION:
-            raise _unsupported(model, f"a sub-config kept attn_implementation={config._attn_implementation!r}")
+            config._attn_implementation = ATTN_IMPLEMENTATION
+    for layer in layers:  # what each attention layer reads on every call
+        if layer.config._attn_implementation != ATTN_IMPLEMENTATION:
+            raise _unsupported(model, f"{type(layer).__name__} kept attn_implementation="
+                                      f"{layer.config._attn_implementation!r}")
     for position, layer in enumerate(layers):
         device = next((p.device for p in layer.parameters()), None)
         layer_idx = getattr(layer, "layer_idx", None)
