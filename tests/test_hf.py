@@ -1,5 +1,5 @@
-"""fa3nn.patch_hf on tiny random Llama, Mistral, Qwen2, Gemma-2, Qwen3, Gemma-3, Phi-3 and Granite models (CPU,
-reference backend).
+"""fa3nn.patch_hf on tiny random Llama, Mistral, Qwen2, Gemma-2, Qwen3, Gemma-3, Phi-3, Granite, OLMo-2 and Starcoder2
+models (CPU, reference backend).
 
 Numerics follow FlashAttention-3's error-ratio rule (fa3nn.testing.assert_error_ratio) at the model level:
   actual = the patched model in float32,  ref = the eager model in float64,  pt = the eager model in float32.
@@ -50,13 +50,18 @@ def _config(family: str):
         return transformers.Phi3Config(**COMMON, pad_token_id=0)
     if family == "granite":  # its own attention_multiplier as the softmax scale
         return transformers.GraniteConfig(**COMMON, attention_multiplier=0.05)
+    if family == "olmo2":  # q / k RMSNorm over all heads (not per head), norms after attention and MLP
+        return transformers.Olmo2Config(**COMMON)
+    if family == "starcoder2":  # biases in every projection, every layer sliding
+        return transformers.Starcoder2Config(**COMMON, sliding_window=WINDOW)
     raise ValueError(family)
 
 
 MODEL_CLASSES = {
     "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
     "gemma2": "Gemma2ForCausalLM", "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM",
-    "phi3": "Phi3ForCausalLM", "granite": "GraniteForCausalLM",
+    "phi3": "Phi3ForCausalLM", "granite": "GraniteForCausalLM", "olmo2": "Olmo2ForCausalLM",
+    "starcoder2": "Starcoder2ForCausalLM",
 }
 FAMILIES = tuple(MODEL_CLASSES)
 

@@ -40,7 +40,9 @@ from fa3nn.module import FlashAttentionV3
 ATTN_IMPLEMENTATION = "fa3nn"
 LAYER_ATTRIBUTE = "fa3nn_attention"
 MIN_TRANSFORMERS = (4, 53)
-TESTED_FAMILIES = ("Llama", "Mistral", "Qwen2", "Gemma-2", "Qwen3", "Gemma-3", "Phi-3", "Granite")
+TESTED_FAMILIES = (
+    "Llama", "Mistral", "Qwen2", "Gemma-2", "Qwen3", "Gemma-3", "Phi-3", "Granite", "OLMo-2", "Starcoder2",
+)
 
 
 class UnsupportedModel(TypeError):
