@@ -186,3 +186,12 @@ def test_window_at_int32_max_is_unbounded():
     for causal in (False, True):
         wide = fa3nn.flash_attn_func(q, k, v, causal=causal, window_size=(2**31 - 1, 2**31 - 1))
         torch.testing.assert_close(wide, fa3nn.flash_attn_func(q, k, v, causal=causal))
+
+
+def test_size_one_last_dim_with_any_stride():
+    """A last dimension of size 1 reads one element whatever its stride, and torch calls such a tensor contiguous
+    (so the error's `.contiguous()` advice could not help): it is accepted and gives the contiguous copy's output."""
+    q, k, v = qkv(headdim=1)
+    odd = [t.as_strided(t.shape, (*t.stride()[:3], 5)) for t in (q, k, v)]
+    assert all(t.stride(-1) == 5 and t.is_contiguous() for t in odd)
+    torch.testing.assert_close(fa3nn.flash_attn_func(*odd), fa3nn.flash_attn_func(q, k, v), rtol=0, atol=0)
