@@ -195,6 +195,17 @@ def check_softcap(softcap, softmax_scale: float | None = None) -> None:
                          "changes no score: pass softcap=0")
 
 
+def check_native_softcap(softcap, softmax_scale: float) -> None:
+    """check_softcap, plus what the native launchers need: a cap comes with softmax_scale > 0 (the kernels choose
+    their tanh on max |s| * softmax_scale / cap, which bounds |s * softmax_scale / cap| only for a positive scale;
+    HopperBackend sends scales <= 0 to the reference backend, this guards direct launches of the forward; the
+    backward's launcher refuses any scale <= 0)."""
+    check_softcap(softcap, softmax_scale)
+    if softcap > 0 and not softmax_scale > 0:
+        raise ValueError(f"softcap {softcap} with softmax_scale {softmax_scale}: the native softcap kernels need "
+                         "softmax_scale > 0; run such a call on backend='reference'")
+
+
 def check_options(softmax_scale, causal, window_size, softcap, deterministic, fp8, backend) -> None:
     if softmax_scale is not None:
         if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, (int, float)):

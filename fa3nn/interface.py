@@ -55,19 +55,15 @@ def _function_rotation(seed: int) -> HadamardRotation:
 def _function_fp8_state(recipe):
     """fp8= for the functions, which keep no state: per-tile and current scaling need none (per-tile's rotation is
     a cached HadamardRotation(seed, 0)); delayed scaling keeps an amax history, so it needs a module."""
-    _check_function_recipe(recipe)
-    if isinstance(recipe, PerTileScaling) and recipe.incoherent:
-        return _function_rotation(recipe.seed)
-    return None
-
-
-def _check_function_recipe(recipe) -> None:
     if isinstance(recipe, DelayedScaling):
         raise ValueError(
             "fp8=DelayedScaling needs state (an amax history kept across calls), which flash_attn_func and "
             "flash_attn_varlen_func do not keep; use fa3nn.FlashAttentionV3(fp8=...) (one per layer, with "
             "layer_idx), or a stateless recipe: fa3nn.PerTileScaling() or fa3nn.CurrentScaling()"
         )
+    if isinstance(recipe, PerTileScaling) and recipe.incoherent:
+        return _function_rotation(recipe.seed)
+    return None
 
 
 def _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) -> tuple[int, int]:
@@ -214,8 +210,7 @@ def explain(
         check_cu_seqlens_values("cu_seqlens_q", cu_seqlens_q, q.shape[0], "max_seqlen_q", max_seqlen_q)
         check_cu_seqlens_values("cu_seqlens_k", cu_seqlens_k, k.shape[0], "max_seqlen_k", max_seqlen_k)
     params = _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
-    recipe = as_recipe(fp8)
-    _check_function_recipe(recipe)
+    recipe = as_recipe(fp8)  # DelayedScaling too: the path a FlashAttentionV3(fp8=DelayedScaling(...)) layer takes
     block_k = scale_block_k(recipe, q.shape[-1]) if recipe is not None else 0
     return explain_call(backend, AttnCall.of(q, k, v, params, varlen), fp8=recipe is not None, block_k=block_k,
                         max_seqlen_k=max_seqlen_k)

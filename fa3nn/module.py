@@ -39,9 +39,11 @@ class FlashAttentionV3(nn.Module):
         super().__init__()
         check_options(softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
         check_backend_name(backend)
-        if isinstance(layer_idx, bool) or not isinstance(layer_idx, int) or layer_idx < 0:
+        if isinstance(layer_idx, bool) or not isinstance(layer_idx, int):
             raise TypeError(f"layer_idx must be an int >= 0 (the layer's position), got {type(layer_idx).__name__} "
                             f"{layer_idx!r}")
+        if layer_idx < 0:
+            raise ValueError(f"layer_idx must be an int >= 0 (the layer's position), got {layer_idx}")
         self.causal = causal
         self.softmax_scale = softmax_scale
         self.window_size = tuple(window_size)

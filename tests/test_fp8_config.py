@@ -51,7 +51,8 @@ def test_defaults():
         (lambda: CurrentScaling(fast_exp2="yes"), "CurrentScaling.fast_exp2"),
         (lambda: DelayedScaling(fast_exp2=None), "DelayedScaling.fast_exp2"),
         # upper bounds (the public-API audit of 2026-12-05: accepted, then terabyte allocations or noise)
-        (lambda: PerTileScaling(block_q=2**40), "PerTileScaling.block_q must be <= 65536"),
+        (lambda: PerTileScaling(block_q=2**40), "PerTileScaling.block_q must be <= 65536 rows, got 1099511627776; "
+                                                "for one scale per sequence use fa3nn.CurrentScaling"),
         (lambda: PerTileScaling(block_k=2**17), "PerTileScaling.block_k must be <= 65536"),
         (lambda: DelayedScaling(margin=16), "DelayedScaling.margin must be <= 8"),
         (lambda: DelayedScaling(amax_history_len=10**12), "DelayedScaling.amax_history_len must be <= 65536"),

@@ -212,3 +212,5 @@ def test_hadamard_signs_take_any_seed():
     assert torch.equal(HadamardRotation(5, 2).hadamard_signs, HadamardRotation(5, 2).hadamard_signs)
     with pytest.raises(TypeError, match=r"layer_idx must be an int >= 0"):
         HadamardRotation(0, "a")
+    with pytest.raises(ValueError, match=r"seed must be an int >= 0, got -1"):
+        HadamardRotation(-1, 0)

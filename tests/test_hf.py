@@ -310,15 +310,16 @@ def test_test_inputs_exercise_window_and_softcap():
 @pytest.mark.parametrize("family", ["qwen3", "gemma3", "granite"])
 def test_newer_families_exercise_their_feature(family):
     """Guards the tests above for the families added on 2026-12-05: the same weights without the family's feature
-    (Qwen3's and Gemma-3's sliding layers, Granite's attention_multiplier as the softmax scale, 0.05 here against
-    head dim 16's 0.25) give another eager output."""
+    (Qwen3's and Gemma-3's windows, widened past the sequence with the same layer types, so that Gemma-3's local RoPE
+    base stays; Granite's attention_multiplier as the softmax scale, 0.05 here against head dim 16's 0.25) give
+    another eager output."""
     ids = torch.randint(0, VOCAB, (1, SEQLEN))
     model = _model(family)
     config = copy.deepcopy(model.config)
     if family == "granite":
         config.attention_multiplier = 16**-0.5
     else:
-        config.layer_types = ["full_attention"] * config.num_hidden_layers
+        config.sliding_window = 4096
     plain = getattr(transformers, MODEL_CLASSES[family])(config).eval()
     plain.load_state_dict(model.state_dict())
     with torch.no_grad():
@@ -366,3 +367,28 @@ def test_masks_fa3nn_cannot_honor_raise():
         model(ids, attention_mask=torch.ones(2, 1, 8, 8))
     with pytest.raises(ValueError, match=r"the padding mask covers 5 positions but the input has 8 query tokens"):
         model(ids, attention_mask=torch.ones(2, 5, dtype=torch.long))
+
+
+def test_sub_model_the_setter_skips_is_refused_and_nothing_changes():
+    """transformers leaves a sub-model whose attention bypasses the AttentionInterface (TrOCR's decoder) as it was;
+    forcing its config to "fa3nn" sent its mask creation to fa3nn's padding-only mask function while its eager
+    attention ran: no causal mask (the first token's logits moved with the last token). patch_hf refuses such a
+    model and leaves every config as it found it."""
+    encoder = transformers.ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=64)
+    decoder = transformers.TrOCRConfig(vocab_size=50, d_model=32, decoder_layers=1, decoder_attention_heads=2,
+                                       decoder_ffn_dim=64, is_decoder=True, add_cross_attention=True,
+                                       max_position_embeddings=64)
+    config = transformers.VisionEncoderDecoderConfig.from_encoder_decoder_configs(encoder, decoder)
+    config.decoder_start_token_id, config.pad_token_id = 0, 1
+    model = transformers.VisionEncoderDecoderModel(config).eval()
+    before = [c._attn_implementation_internal for c in (model.config, model.config.encoder, model.config.decoder)]
+    pixels, ids = torch.randn(1, 3, 32, 32), torch.randint(2, 50, (1, 8))
+    with torch.no_grad():
+        ref = model(pixel_values=pixels, decoder_input_ids=ids).logits
+    with pytest.raises(UnsupportedModel, match=r"its sub-model TrOCR\w* kept attn_implementation="):
+        fa3nn.patch_hf(model)
+    after = [c._attn_implementation_internal for c in (model.config, model.config.encoder, model.config.decoder)]
+    assert after == before and not hasattr(model, "_fa3nn_previous")
+    with torch.no_grad():
+        assert torch.equal(model(pixel_values=pixels, decoder_input_ids=ids).logits, ref)

@@ -460,3 +460,17 @@ def test_strided_inputs_and_unusual_scales(causal):
         out_ref, _ = attention_ref(q, k, v, causal=causal, softmax_scale=scale)
         out_pt, _ = attention_ref(q, k, v, causal=causal, softmax_scale=scale, upcast=False, reorder_ops=True)
         assert_error_ratio(out, out_ref, out_pt, f"out (scale {scale})")
+
+
+def test_native_softcap_needs_a_positive_scale():
+    """The kernels pick their tanh on max |s| * softmax_scale / cap, a bound on |s * softmax_scale / cap| only for a
+    positive scale (HopperBackend sends other scales to the reference); direct launches are refused before any
+    library load, so this runs on the CPU."""
+    from fa3nn.backends import hopper_bwd
+
+    q = k = v = torch.zeros(1, 8, 2, 64, dtype=torch.bfloat16)
+    for scale in (-0.125, 0.0):
+        with pytest.raises(ValueError, match=r"the native softcap kernels need softmax_scale > 0"):
+            launch(q, k, v, scale, True, softcap=30.0)
+        with pytest.raises(ValueError, match=r"softmax_scale must be positive"):  # the backward's, for any call
+            hopper_bwd.launch(q, q, k, v, q, torch.zeros(1, 2, 8), scale, True, softcap=30.0)

@@ -20,7 +20,7 @@ from fa3nn.backends import hopper_bwd
 from fa3nn.backends.base import AttnCall, AttnParams, Backend, Varlen
 from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
 from fa3nn.backends.reference import ReferenceBackend
-from fa3nn.checks import check_softcap
+from fa3nn.checks import check_native_softcap
 
 SUPPORTED_HEADDIMS = (64, 128, 256)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
@@ -64,7 +64,7 @@ def launch(
     if window.sliding and variant != "full":
         raise ValueError(f"window_size {window_size}: the sliding-window forward is built for variant 'full' only, "
                          f"got variant={variant!r}")
-    check_softcap(softcap, softmax_scale)
+    check_native_softcap(softcap, softmax_scale)
     if softcap > 0 and variant != "full":
         raise ValueError(f"softcap {softcap}: the softcap forward is built for variant 'full' only, got "
                          f"variant={variant!r}")

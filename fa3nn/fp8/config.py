@@ -98,7 +98,10 @@ class PerTileScaling:
             value = getattr(self, field)
             if field == "block_k" and value is None:
                 continue
-            _check_int("PerTileScaling", field, value, TILE_ROW_MULTIPLE, MAX_TILE_ROWS)
+            if isinstance(value, int) and not isinstance(value, bool) and value > MAX_TILE_ROWS:
+                raise ValueError(f"PerTileScaling.{field} must be <= {MAX_TILE_ROWS} rows, got {value}; for one scale "
+                                 "per sequence use fa3nn.CurrentScaling()")
+            _check_int("PerTileScaling", field, value, TILE_ROW_MULTIPLE)
             if value % TILE_ROW_MULTIPLE:
                 raise ValueError(
                     f"PerTileScaling.{field} must be a multiple of {TILE_ROW_MULTIPLE} rows (an FP8 tensor-core "

@@ -58,8 +58,10 @@ class HadamardRotation(nn.Module):
     def __init__(self, seed: int = 0, layer_idx: int = 0):
         super().__init__()
         for name, value in (("seed", seed), ("layer_idx", layer_idx)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"HadamardRotation {name} must be an int >= 0, got {type(value).__name__} {value!r}")
+            if value < 0:
+                raise ValueError(f"HadamardRotation {name} must be an int >= 0, got {value}")
         # torch.Generator takes seeds below 2**64: larger mixes wrap around (any seed, any layer index)
         self.register_buffer("hadamard_signs", random_signs((seed + _LAYER_SEED_STRIDE * layer_idx) % 2**64))
         self._cache: dict = {}

@@ -293,18 +293,7 @@ def patch_hf(
     if hasattr(model, "_fa3nn_previous"):
         unpatch_hf(model)  # re-patching (e.g. new options) starts from the original state
     previous = {id(c): (c, c._attn_implementation_internal) for c in _configs(model)}
-    if hasattr(model, "set_attn_implementation"):
-        model.set_attn_implementation(ATTN_IMPLEMENTATION)
-    # Configs the setter does not reach: every config in transformers releases without it (they read the attribute on
-    # every call), and copies a model keeps for another use (transformers 4.57's Gemma-3 builds its local RoPE from a
-    # deep copy of its config, which set_attn_implementation leaves as it was).
-    for config, _ in previous.values():
-        if config._attn_implementation != ATTN_IMPLEMENTATION:
-            config._attn_implementation = ATTN_IMPLEMENTATION
-    for layer in layers:  # what each attention layer reads on every call
-        if layer.config._attn_implementation != ATTN_IMPLEMENTATION:
-            raise _unsupported(model, f"{type(layer).__name__} kept attn_implementation="
-                                      f"{layer.config._attn_implementation!r}")
+    _switch_configs(model, previous)
     for position, layer in enumerate(layers):
         device = next((p.device for p in layer.parameters()), None)
         layer_idx = getattr(layer, "layer_idx", None)
@@ -313,6 +302,38 @@ def patch_hf(
         layer.add_module(LAYER_ATTRIBUTE, attention.to(device) if device is not None else attention)
     model._fa3nn_previous = previous
     return model
+
+
+def _switch_configs(model: nn.Module, previous: dict) -> None:
+    """Every config of `previous` to "fa3nn", or none of them (an UnsupportedModel, the configs restored).
+
+    With transformers' set_attn_implementation, a config it leaves as it was counts by who holds it: a sub-model's
+    (a PreTrainedModel inside this one) was skipped on purpose, because that sub-model's code does not go through the
+    AttentionInterface (the setter warns): forcing its config would send its own mask creation to fa3nn's padding-only
+    mask function while its eager attention runs, i.e. no causal mask at all (a ViT + TrOCR VisionEncoderDecoderModel:
+    the first token's logits moved when the last token changed). A config no sub-model holds is a copy kept for
+    another use (transformers 4.57's Gemma-3 builds its local RoPE from a deep copy of its config), set directly, as
+    every config is for releases without the setter (they read the attribute on every call)."""
+    from transformers import PreTrainedModel
+
+    if not hasattr(model, "set_attn_implementation"):
+        for config, _ in previous.values():
+            config._attn_implementation = ATTN_IMPLEMENTATION
+        return
+    model.set_attn_implementation(ATTN_IMPLEMENTATION)
+    held = {id(m.config): type(m).__name__ for m in model.modules()
+            if isinstance(m, PreTrainedModel) and getattr(m, "config", None) is not None}
+    kept = [(held[id(c)], c._attn_implementation) for c, _ in previous.values()
+            if c._attn_implementation != ATTN_IMPLEMENTATION and id(c) in held]
+    if kept:
+        for config, implementation in previous.values():
+            config._attn_implementation_internal = implementation
+        owner, implementation = kept[0]
+        raise _unsupported(model, f"its sub-model {owner} kept attn_implementation={implementation!r} (transformers "
+                                  "does not switch a sub-model whose attention bypasses the AttentionInterface)")
+    for config, _ in previous.values():
+        if config._attn_implementation != ATTN_IMPLEMENTATION:
+            config._attn_implementation = ATTN_IMPLEMENTATION
 
 
 def unpatch_hf(model: nn.Module | None = None):
