@@ -51,13 +51,15 @@ MAX_MARGIN = 8
 MAX_AMAX_HISTORY = 2**16
 
 
-def _check_int(recipe: str, field: str, value: Any, minimum: int, maximum: int | None = None) -> None:
+def _check_int(recipe: str, field: str, value: Any, minimum: int, maximum: int | None = None, unit: str = "",
+               why_maximum: str = "") -> None:
+    """An int in [minimum, maximum]; a value above the maximum is told the maximum in `unit` and `why_maximum`."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{recipe}.{field} must be an int, got {type(value).__name__} ({value!r})")
     if value < minimum:
         raise ValueError(f"{recipe}.{field} must be >= {minimum}, got {value}")
     if maximum is not None and value > maximum:
-        raise ValueError(f"{recipe}.{field} must be <= {maximum}, got {value}")
+        raise ValueError(f"{recipe}.{field} must be <= {maximum}{unit}, got {value}{why_maximum}")
 
 
 def _check_bool(recipe: str, field: str, value: Any) -> None:
@@ -98,10 +100,8 @@ class PerTileScaling:
             value = getattr(self, field)
             if field == "block_k" and value is None:
                 continue
-            if isinstance(value, int) and not isinstance(value, bool) and value > MAX_TILE_ROWS:
-                raise ValueError(f"PerTileScaling.{field} must be <= {MAX_TILE_ROWS} rows, got {value}; for one scale "
-                                 "per sequence use fa3nn.CurrentScaling()")
-            _check_int("PerTileScaling", field, value, TILE_ROW_MULTIPLE)
+            _check_int("PerTileScaling", field, value, TILE_ROW_MULTIPLE, MAX_TILE_ROWS, " rows",
+                       "; for one scale per sequence use fa3nn.CurrentScaling()")
             if value % TILE_ROW_MULTIPLE:
                 raise ValueError(
                     f"PerTileScaling.{field} must be a multiple of {TILE_ROW_MULTIPLE} rows (an FP8 tensor-core "
@@ -153,13 +153,9 @@ class DelayedScaling:
     fast_exp2: bool = False
 
     def __post_init__(self):
-        if isinstance(self.margin, int) and not isinstance(self.margin, bool) and self.margin > MAX_MARGIN:
-            raise ValueError(
-                f"DelayedScaling.margin must be <= {MAX_MARGIN}, got {self.margin}: the margin divides every scale by "
-                f"2**margin, and beyond {MAX_MARGIN} e4m3 flushes a growing share of each tensor to its subnormals "
-                "(RMSE 3x at 14, 13x at 16 on N(0, 1) inputs)"
-            )
-        _check_int("DelayedScaling", "margin", self.margin, 0)
+        _check_int("DelayedScaling", "margin", self.margin, 0, MAX_MARGIN, "",
+                   f": the margin divides every scale by 2**margin, and beyond {MAX_MARGIN} e4m3 flushes a growing "
+                   "share of each tensor to its subnormals (RMSE 3x at 14, 13x at 16 on N(0, 1) inputs)")
         _check_int("DelayedScaling", "amax_history_len", self.amax_history_len, 1, MAX_AMAX_HISTORY)
         if self.process_group is not None:
             from torch import distributed as dist

@@ -282,8 +282,7 @@ def patch_hf(
     check_backend_name(backend)
     check_bool("deterministic", deterministic)
     check_bool("ignore_dropout", ignore_dropout)
-    as_recipe(fp8)
-    if model is None and fp8 is not None and fp8 is not False:
+    if as_recipe(fp8) is not None and model is None:
         raise ValueError("patch_hf(fp8=...) attaches one FP8 layer per attention module, so it needs the model: "
                          "patch_hf(model, fp8=...); without a model it only registers attn_implementation='fa3nn'")
     _register(backend, deterministic, ignore_dropout)
@@ -316,24 +315,27 @@ def _switch_configs(model: nn.Module, previous: dict) -> None:
     every config is for releases without the setter (they read the attribute on every call)."""
     from transformers import PreTrainedModel
 
-    if not hasattr(model, "set_attn_implementation"):
-        for config, _ in previous.values():
-            config._attn_implementation = ATTN_IMPLEMENTATION
-        return
-    model.set_attn_implementation(ATTN_IMPLEMENTATION)
-    held = {id(m.config): type(m).__name__ for m in model.modules()
-            if isinstance(m, PreTrainedModel) and getattr(m, "config", None) is not None}
-    kept = [(held[id(c)], c._attn_implementation) for c, _ in previous.values()
-            if c._attn_implementation != ATTN_IMPLEMENTATION and id(c) in held]
-    if kept:
-        for config, implementation in previous.values():
-            config._attn_implementation_internal = implementation
-        owner, implementation = kept[0]
-        raise _unsupported(model, f"its sub-model {owner} kept attn_implementation={implementation!r} (transformers "
-                                  "does not switch a sub-model whose attention bypasses the AttentionInterface)")
-    for config, _ in previous.values():
+    if hasattr(model, "set_attn_implementation"):
+        model.set_attn_implementation(ATTN_IMPLEMENTATION)
+        held = {id(m.config): type(m).__name__ for m in model.modules()
+                if isinstance(m, PreTrainedModel) and getattr(m, "config", None) is not None}
+        kept = [(held[id(c)], c._attn_implementation) for c, _ in previous.values()
+                if c._attn_implementation != ATTN_IMPLEMENTATION and id(c) in held]
+        if kept:
+            _restore_configs(previous)
+            owner, implementation = kept[0]
+            raise _unsupported(model, f"its sub-model {owner} kept attn_implementation={implementation!r} "
+                                      "(transformers does not switch a sub-model whose attention bypasses the "
+                                      "AttentionInterface)")
+    for config, _ in previous.values():  # what the setter left (copies no sub-model holds), or all without a setter
         if config._attn_implementation != ATTN_IMPLEMENTATION:
             config._attn_implementation = ATTN_IMPLEMENTATION
+
+
+def _restore_configs(previous: dict) -> None:
+    """Every config back to the attention implementation `previous` recorded for it."""
+    for config, implementation in previous.values():
+        config._attn_implementation_internal = implementation
 
 
 def unpatch_hf(model: nn.Module | None = None):
@@ -351,8 +353,7 @@ def unpatch_hf(model: nn.Module | None = None):
     previous = getattr(model, "_fa3nn_previous", None)
     if previous is None:
         raise ValueError(f"{type(model).__name__} was not patched by fa3nn.patch_hf; nothing to undo")
-    for config, implementation in previous.values():
-        config._attn_implementation_internal = implementation
+    _restore_configs(previous)
     for layer in _attention_layers(model):
         if LAYER_ATTRIBUTE in layer._modules:
             del layer._modules[LAYER_ATTRIBUTE]
