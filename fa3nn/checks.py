@@ -15,20 +15,22 @@ from fa3nn.fp8.config import as_recipe
 from fa3nn.memo import TensorMemo
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+FP8_INPUT_DTYPES = (torch.float8_e4m3fn,)  # FlashAttention-3's FP8 inputs (fa3nn.fp8.inputs), forward only
 
 
 def _describe(t: torch.Tensor) -> str:
     return f"shape {tuple(t.shape)}, dtype {t.dtype}, device {t.device}"
 
 
-def check_tensor(name: str, t, ndim: int, layout: str) -> None:
+def check_tensor(name: str, t, ndim: int, layout: str, dtypes=SUPPORTED_DTYPES) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of layout {layout}, got {type(t).__name__}")
     if t.dim() != ndim:
         raise ValueError(f"{name} must have {ndim} dimensions {layout}, got {t.dim()} ({_describe(t)})")
-    if t.dtype not in SUPPORTED_DTYPES:
+    if t.dtype not in dtypes:
+        fp8 = " (e4m3 inputs come with q_descale / k_descale / v_descale)" if t.dtype in FP8_INPUT_DTYPES else ""
         raise TypeError(
-            f"{name} must be a floating tensor ({', '.join(str(d) for d in SUPPORTED_DTYPES)}), got {t.dtype}"
+            f"{name} must be a floating tensor ({', '.join(str(d) for d in dtypes)}), got {t.dtype}{fp8}"
         )
     if t.numel() > 0 and t.shape[-1] > 1 and t.stride(-1) != 1:  # a size-1 dim's stride addresses nothing
         raise ValueError(
@@ -62,17 +64,17 @@ def check_qkv_consistency(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bat
         raise ValueError(f"headdim must be positive, got q {q.shape[-1]}, v {v.shape[-1]}")
 
 
-def check_dense(q, k, v) -> None:
+def check_dense(q, k, v, dtypes=SUPPORTED_DTYPES) -> None:
     layout = "(batch, seqlen, nheads, headdim)"
     for name, t in (("q", q), ("k", k), ("v", v)):
-        check_tensor(name, t, 4, layout)
+        check_tensor(name, t, 4, layout, dtypes)
     check_qkv_consistency(q, k, v, batch_dims=1)
 
 
-def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) -> None:
+def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dtypes=SUPPORTED_DTYPES) -> None:
     layout = "(total_tokens, nheads, headdim)"
     for name, t in (("q", q), ("k", k), ("v", v)):
-        check_tensor(name, t, 3, layout)
+        check_tensor(name, t, 3, layout, dtypes)
     check_qkv_consistency(q, k, v, batch_dims=0)
     for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
         if not isinstance(cu, torch.Tensor):

@@ -15,9 +15,14 @@ lse is the natural-log sum of exp of the scaled (and soft-capped) scores; it is 
 
 from __future__ import annotations
 
+import dataclasses
+
+import torch
+
 from fa3nn.backends.base import AttnCall, AttnParams, lse_dtype
 from fa3nn.checks import (
-    check_bool,
+    FP8_INPUT_DTYPES,
+    SUPPORTED_DTYPES,
     check_cu_seqlens_values,
     check_dense,
     check_options,
@@ -26,10 +31,13 @@ from fa3nn.checks import (
     type_name,
 )
 from fa3nn.dispatch import Explanation, check_backend_name, explain_call
+from fa3nn.fa3_compat import check_attention_chunk, check_hints, wants_lse, with_qv
 from fa3nn.fp8 import DelayedScaling, HadamardRotation, PerTileScaling, as_recipe, fp8_attention_forward
+from fa3nn.fp8.inputs import OUT_DTYPE, check_descale, check_fp8_inputs, is_fp8_call
 from fa3nn.fp8.quantize import scale_block_k
 from fa3nn.masks import Window
 from fa3nn.ops import attention_call
+from fa3nn.slots import to_packed
 
 
 def _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8, backend):
@@ -66,14 +74,15 @@ def _function_fp8_state(recipe):
     return None
 
 
-def _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) -> tuple[int, int]:
+def _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                  dtypes=SUPPORTED_DTYPES) -> tuple[int, int]:
     """The tensors' checks for a packed call (any cu_seqlens given) or a dense one; returns (max_seqlen_q,
     max_seqlen_k), a dense call's from its shapes (it takes no max_seqlen: one given would be ignored, so it is an
     error)."""
     if cu_seqlens_q is not None or cu_seqlens_k is not None:
-        check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+        check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dtypes)
         return max_seqlen_q, max_seqlen_k
-    check_dense(q, k, v)
+    check_dense(q, k, v, dtypes)
     if max_seqlen_q is not None or max_seqlen_k is not None:
         raise ValueError(f"max_seqlen_q / max_seqlen_k ({max_seqlen_q}, {max_seqlen_k}) describe a packed (varlen) "
                          "call; a dense call takes its lengths from q and k: give cu_seqlens_q and cu_seqlens_k too, "
@@ -117,36 +126,83 @@ def attention(
     return out, lse.to(lse_dtype(q.dtype))
 
 
+def _fp8_inputs_attention(q, k, v, descales, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
+                          causal, window_size, softcap, backend):
+    """(out, lse) of FlashAttention-3's FP8 call: e4m3 q, k, v and (batch, nheads_kv) descales (fa3nn.fp8.inputs)."""
+    max_seqlen_q, max_seqlen_k = _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                               FP8_INPUT_DTYPES)
+    params = _normalize(q, softmax_scale, causal, window_size, softcap, False, None, backend)
+    batch = q.shape[0] if cu_seqlens_q is None else cu_seqlens_q.shape[0] - 1
+    for name, descale in zip(("q_descale", "k_descale", "v_descale"), descales):
+        check_descale(name, descale, batch, k.shape[-2], q.device)
+    return torch.ops.fa3nn.fwd_fp8_inputs(
+        q, k, v, *descales, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, params.softmax_scale,
+        params.window.left, params.window.right, params.softcap, backend,
+    )
+
+
+def _fa3_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, qv, descales,
+              window_size, softcap, deterministic, fp8, backend):
+    """(out, lse) for flash_attn_func / flash_attn_varlen_func once FlashAttention-3's extra arguments are checked:
+    FP8 inputs, or qv folded into q and k (fa3nn.fa3_compat), then the one attention path."""
+    if is_fp8_call(q, *descales):
+        if qv is not None:
+            raise ValueError("qv with FP8 inputs is not supported: pass qv=None, or bf16 / fp16 tensors")
+        check_fp8_inputs(q, k, v, fp8)
+        return _fp8_inputs_attention(q, k, v, descales, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                     softmax_scale, causal, window_size, softcap, backend)
+    if qv is not None:
+        _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)  # before the concatenation
+        q, k, softmax_scale = with_qv(q, k, v, qv, softmax_scale)
+    recipe = as_recipe(fp8)
+    return attention(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=softmax_scale, causal=causal,
+        window_size=window_size, softcap=softcap, deterministic=deterministic, backend=backend, fp8_recipe=recipe,
+        fp8_state=_function_fp8_state(recipe),
+    )
+
+
 def flash_attn_func(
     q,
     k,
     v,
     softmax_scale=None,
     causal=False,
+    qv=None,
+    q_descale=None,
+    k_descale=None,
+    v_descale=None,
     window_size=(-1, -1),
+    attention_chunk=0,
     softcap=0.0,
-    return_lse=False,
+    num_splits=1,
+    pack_gqa=None,
     deterministic=False,
+    sm_margin=0,
+    return_attn_probs=False,
+    *,
+    return_lse=False,
     fp8=None,
     backend="auto",
 ):
-    """Exact attention over dense batches. Returns `out`, or `(out, lse)` when `return_lse`.
+    """Exact attention over dense batches. Returns `out`, or `(out, lse)` when `return_attn_probs` (FlashAttention-3's
+    name) or `return_lse`. The parameters are FlashAttention-3's, in its order (fa3nn.fa3_compat says what qv,
+    attention_chunk, num_splits, pack_gqa and sm_margin do here); fa3nn's own are keyword-only.
 
     softmax_scale defaults to headdim ** -0.5. window_size = (left, right), -1 = unbounded; causal=True is the
     window (left, 0) and combines with a left window. deterministic=True asks for a run-to-run bitwise identical
     backward. backend is "auto", "hopper", "triton" or "reference"; fa3nn.explain says which one a call gets.
     fp8 is None (no FP8), a recipe (fa3nn.PerTileScaling(), fa3nn.CurrentScaling()), its name ("per_tile",
     "current") or True (per_tile): the forward quantizes Q, K, V to e4m3, the backward is the bf16 one.
-    DelayedScaling keeps state across calls, so it needs a FlashAttentionV3.
+    DelayedScaling keeps state across calls, so it needs a FlashAttentionV3. e4m3 q, k, v with q_descale /
+    k_descale / v_descale: FlashAttention-3's FP8 call, forward only (fa3nn.fp8.inputs).
     """
-    check_bool("return_lse", return_lse)
-    recipe = as_recipe(fp8)
-    out, lse = attention(
-        q, k, v, softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap,
-        deterministic=deterministic, backend=backend, fp8_recipe=recipe,
-        fp8_state=_function_fp8_state(recipe),
-    )
-    return (out, lse) if return_lse else out
+    lse_wanted = wants_lse(return_attn_probs, return_lse)
+    check_hints(num_splits, pack_gqa, sm_margin)
+    check_attention_chunk(attention_chunk)
+    out, lse = _fa3_call(q, k, v, None, None, None, None, softmax_scale, causal, qv, (q_descale, k_descale, v_descale),
+                         window_size, softcap, deterministic, fp8, backend)
+    return (out, lse) if lse_wanted else out
 
 
 def flash_attn_varlen_func(
@@ -157,30 +213,99 @@ def flash_attn_varlen_func(
     cu_seqlens_k,
     max_seqlen_q,
     max_seqlen_k,
+    seqused_q=None,
+    seqused_k=None,
     softmax_scale=None,
     causal=False,
+    qv=None,
+    q_descale=None,
+    k_descale=None,
+    v_descale=None,
     window_size=(-1, -1),
+    attention_chunk=0,
     softcap=0.0,
-    return_lse=False,
+    num_splits=1,
+    pack_gqa=None,
     deterministic=False,
+    sm_margin=0,
+    return_attn_probs=False,
+    *,
+    return_lse=False,
     fp8=None,
     backend="auto",
 ):
     """Exact attention over packed sequences: sequence i holds rows cu_seqlens[i]:cu_seqlens[i + 1] and is masked
     on its own (bottom-right per sequence). Same keywords and returns as `flash_attn_func`; lse is (nheads, total_q).
+
+    As in FlashAttention-3, seqused_q / seqused_k (int32 (batch,)) use only the first seqused[i] rows of slot i, and
+    a side whose cu_seqlens is None is dense, (batch, seqlen, nheads, headdim) (fa3nn.slots); out and lse then
+    follow q's layout. Padding query rows get zeros.
     """
-    check_bool("return_lse", return_lse)
-    if cu_seqlens_q is None or cu_seqlens_k is None:
+    lse_wanted = wants_lse(return_attn_probs, return_lse)
+    check_hints(num_splits, pack_gqa, sm_margin)
+    check_attention_chunk(attention_chunk)
+    if cu_seqlens_q is None and cu_seqlens_k is None and seqused_q is None and seqused_k is None:
         raise TypeError("flash_attn_varlen_func needs cu_seqlens_q and cu_seqlens_k (int32, (batch + 1,)) with packed "
-                        f"(total_tokens, nheads, headdim) q, k, v; got cu_seqlens_q {type_name(cu_seqlens_q)}, "
-                        f"cu_seqlens_k {type_name(cu_seqlens_k)}. For a dense batch call flash_attn_func")
-    recipe = as_recipe(fp8)
-    out, lse = attention(
-        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=softmax_scale, causal=causal,
-        window_size=window_size, softcap=softcap, deterministic=deterministic, backend=backend, fp8_recipe=recipe,
-        fp8_state=_function_fp8_state(recipe),
-    )
-    return (out, lse) if return_lse else out
+                        f"(total_tokens, nheads, headdim) q, k, v (or seqused_q / seqused_k with dense slots); got "
+                        f"cu_seqlens_q {type_name(cu_seqlens_q)}, cu_seqlens_k {type_name(cu_seqlens_k)}. For a dense "
+                        "batch call flash_attn_func")
+    descales = (q_descale, k_descale, v_descale)
+    fp8_inputs = is_fp8_call(q, *descales)
+    call = to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
+                     FP8_INPUT_DTYPES if fp8_inputs else SUPPORTED_DTYPES)
+    if fp8_inputs and call.split:  # one descale row per caller's sequence, then per packed sequence
+        for name, descale in zip(("q_descale", "k_descale", "v_descale"), descales):
+            check_descale(name, descale, call.batch, call.k.shape[-2], call.q.device)
+        descales = tuple(call.per_sequence(d) for d in descales)
+    out, lse = _fa3_call(call.q, call.k, call.v, call.cu_seqlens_q, call.cu_seqlens_k, call.max_seqlen_q,
+                         call.max_seqlen_k, softmax_scale, causal, None if qv is None else call.pack_like_q(qv),
+                         descales, window_size, softcap, deterministic, fp8, backend)
+    out, lse = call.restore(out, lse)
+    return (out, lse) if lse_wanted else out
+
+
+def flash_attn_qkvpacked_func(
+    qkv,
+    softmax_scale=None,
+    causal=False,
+    q_descale=None,
+    k_descale=None,
+    v_descale=None,
+    window_size=(-1, -1),
+    attention_chunk=0,
+    softcap=0.0,
+    deterministic=False,
+    num_heads_q=None,
+    sm_margin=0,
+    return_attn_probs=False,
+    *,
+    return_lse=False,
+    fp8=None,
+    backend="auto",
+):
+    """flash_attn_func on one tensor holding q, k and v, as FlashAttention-3's: qkv (batch, seqlen, 3, nheads,
+    headdim), or for MQA/GQA (batch, seqlen, num_heads_q + 2 * nheads_kv, headdim) with num_heads_q given.
+    The gradient comes back as one tensor of qkv's shape."""
+    if not isinstance(qkv, torch.Tensor) or qkv.dim() not in (4, 5):
+        raise TypeError(f"qkv must be a torch.Tensor (batch, seqlen, 3, nheads, headdim) or, with num_heads_q, "
+                        f"(batch, seqlen, nheads + 2 * nheads_kv, headdim); got {type_name(qkv)} "
+                        f"{tuple(qkv.shape) if isinstance(qkv, torch.Tensor) else ''}")
+    if qkv.dim() == 5:
+        if qkv.shape[2] != 3 or num_heads_q is not None:
+            raise ValueError(f"a 5-D qkv must be (batch, seqlen, 3, nheads, headdim) with num_heads_q None, got shape "
+                             f"{tuple(qkv.shape)} and num_heads_q {num_heads_q!r}")
+        q, k, v = qkv.unbind(dim=2)
+    else:
+        heads = qkv.shape[2]
+        if isinstance(num_heads_q, bool) or not isinstance(num_heads_q, int) or not 0 < num_heads_q < heads or (
+                heads - num_heads_q) % 2:
+            raise ValueError(f"a 4-D qkv (batch, seqlen, nheads + 2 * nheads_kv, headdim) needs num_heads_q, an int in "
+                             f"(0, {heads}) leaving an even count for k and v; got {num_heads_q!r}")
+        nheads_kv = (heads - num_heads_q) // 2
+        q, k, v = qkv.split([num_heads_q, nheads_kv, nheads_kv], dim=2)
+    return flash_attn_func(q, k, v, softmax_scale, causal, None, q_descale, k_descale, v_descale, window_size,
+                           attention_chunk, softcap, 1, None, deterministic, sm_margin, return_attn_probs,
+                           return_lse=return_lse, fp8=fp8, backend=backend)
 
 
 def explain(
@@ -202,15 +327,25 @@ def explain(
     """Which backend `flash_attn_func` (or, given cu_seqlens, `flash_attn_varlen_func`) would use for this call in
     the forward and the backward, and why each other backend was refused. Runs no kernel. With an fp8 recipe the
     forward names its FP8 path ("triton fp8 kernel" on sm_89+ GPUs, "fp8 emulation (reference)" elsewhere); the
-    backward is bf16.
+    backward is bf16. e4m3 q, k, v (FlashAttention-3's FP8 inputs, fa3nn.fp8.inputs) name the FP8 path and no
+    backward.
     """
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
-    max_seqlen_q, max_seqlen_k = _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    fp8_inputs = is_fp8_call(q, None, None, None)
+    if fp8_inputs:
+        check_fp8_inputs(q, k, v, fp8)
+    dtypes = FP8_INPUT_DTYPES if fp8_inputs else SUPPORTED_DTYPES
+    max_seqlen_q, max_seqlen_k = _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                               dtypes)
     if varlen:  # what the call checks inside its op (a host sync: explain runs no kernel, so it may)
         check_cu_seqlens_values("cu_seqlens_q", cu_seqlens_q, q.shape[0], "max_seqlen_q", max_seqlen_q)
         check_cu_seqlens_values("cu_seqlens_k", cu_seqlens_k, k.shape[0], "max_seqlen_k", max_seqlen_k)
     params = _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
+    call = AttnCall.of(q, k, v, params, varlen)
+    if fp8_inputs:  # the FP8 paths with one descale tile per sequence, bf16 out; no backward
+        found = explain_call(backend, dataclasses.replace(call, dtype=OUT_DTYPE), fp8=True, block_k=0,
+                             max_seqlen_k=max_seqlen_k)
+        return dataclasses.replace(found, backward="none (FP8 inputs have no backward)", backward_refusals={})
     recipe = as_recipe(fp8)  # DelayedScaling too: the path a FlashAttentionV3(fp8=DelayedScaling(...)) layer takes
     block_k = scale_block_k(recipe, q.shape[-1]) if recipe is not None else 0
-    return explain_call(backend, AttnCall.of(q, k, v, params, varlen), fp8=recipe is not None, block_k=block_k,
-                        max_seqlen_k=max_seqlen_k)
+    return explain_call(backend, call, fp8=recipe is not None, block_k=block_k, max_seqlen_k=max_seqlen_k)

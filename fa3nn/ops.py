@@ -8,6 +8,7 @@ so the traced graph does not depend on which backends are installed.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 import torch
@@ -17,6 +18,8 @@ from fa3nn.backends import hopper_fp8
 from fa3nn.backends.base import AttnCall, AttnParams, Varlen, saved_lse_dtype
 from fa3nn.checks import check_cu_seqlens_values
 from fa3nn.dispatch import FP8_FORWARD_PATHS, resolve, resolve_fp8
+from fa3nn.fp8 import inputs as fp8_inputs
+from fa3nn.fp8.operands import to_operands
 from fa3nn.fp8.quantize import quantize_qkv_tensors
 from fa3nn.fp8.reference import attention_fp8
 from fa3nn.masks import Window
@@ -38,15 +41,18 @@ def _lse_shape(q: Tensor, varlen: bool) -> tuple[int, ...]:
     return (q.shape[1], q.shape[0]) if varlen else (q.shape[0], q.shape[2], q.shape[1])
 
 
-def _outputs_like(q: Tensor, v: Tensor, varlen: bool) -> tuple[Tensor, Tensor]:
-    """Uninitialized (out, lse) of the shapes and dtypes every forward op returns (its fake implementation)."""
-    lse = q.new_empty(_lse_shape(q, varlen), dtype=saved_lse_dtype(q.dtype))
-    return q.new_empty(*q.shape[:-1], v.shape[-1]), lse
+def _outputs_like(q: Tensor, v: Tensor, varlen: bool, out_dtype: torch.dtype | None = None) -> tuple[Tensor, Tensor]:
+    """Uninitialized (out, lse) of the shapes and dtypes every forward op returns (its fake implementation); out in
+    q's dtype unless out_dtype says otherwise (FP8 inputs)."""
+    out_dtype = out_dtype or q.dtype
+    lse = q.new_empty(_lse_shape(q, varlen), dtype=saved_lse_dtype(out_dtype))
+    return q.new_empty(*q.shape[:-1], v.shape[-1], dtype=out_dtype), lse
 
 
-def _nothing_attended(q: Tensor, v: Tensor, varlen: bool) -> tuple[Tensor, Tensor]:
+def _nothing_attended(q: Tensor, v: Tensor, varlen: bool, out_dtype: torch.dtype | None = None
+                      ) -> tuple[Tensor, Tensor]:
     """(zeros, -inf) outputs: the result when there is no query or no key at all (empty batch or sequence)."""
-    out, lse = _outputs_like(q, v, varlen)
+    out, lse = _outputs_like(q, v, varlen, out_dtype)
     return out.zero_(), lse.fill_(float("-inf"))
 
 
@@ -209,24 +215,40 @@ def attention_forward_fp8(
     if kernel is None:  # the emulation of the kernels' rounding points (fa3nn.fp8.reference), any device
         quantized = quantize_qkv_tensors(q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q,
                                          cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-        # fast_exp2 as the native kernel would take it; calls it cannot serve (windows, softcap) go to Triton's
-        # exact exp2 on a GPU, so they are emulated exact here too
-        native = fast_exp2 and hopper_fp8.shape_refusal(call, block_k, keys) is None
-        out, lse = attention_fp8(quantized, params.softmax_scale, params.window, params.softcap, cu_seqlens_q,
-                                 cu_seqlens_k, out_dtype=q.dtype, linear_exp2_every=None if native else 0)
-        return out.contiguous(), lse.to(saved_lse_dtype(q.dtype)).contiguous(), quantized.amax.to(torch.float32)
+        out, lse = _fp8_emulation(quantized, params, call, block_k, keys, cu_seqlens_q, cu_seqlens_k, q.dtype,
+                                  fast_exp2)
+        return out, lse, quantized.amax.to(torch.float32)
     from fa3nn.backends.triton.quantize import quantize_fused  # imports triton: only where a kernel path runs
 
     operands = quantize_fused(q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q, cu_seqlens_k,
                               max_seqlen_q, max_seqlen_k)
+    out, lse = _fp8_kernel(chosen, operands, params, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                           q.dtype, fast_exp2)
+    return out, lse, operands.amax
+
+
+def _fp8_emulation(quantized, params: AttnParams, call: AttnCall, block_k: int, keys: int, cu_seqlens_q,
+                   cu_seqlens_k, out_dtype: torch.dtype, fast_exp2: bool) -> tuple[Tensor, Tensor]:
+    """The emulated FP8 forward (fa3nn.fp8.reference) on quantized inputs: fast_exp2 as the native kernel would
+    take it; calls it cannot serve (windows, softcap) go to Triton's exact exp2 on a GPU, so they are emulated exact
+    here too."""
+    native = fast_exp2 and hopper_fp8.shape_refusal(call, block_k, keys) is None
+    out, lse = attention_fp8(quantized, params.softmax_scale, params.window, params.softcap, cu_seqlens_q,
+                             cu_seqlens_k, out_dtype=out_dtype, linear_exp2_every=None if native else 0)
+    return out.contiguous(), lse.to(saved_lse_dtype(out_dtype)).contiguous()
+
+
+def _fp8_kernel(chosen: str, operands, params: AttnParams, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                out_dtype: torch.dtype, fast_exp2: bool) -> tuple[Tensor, Tensor]:
+    """FP8_FORWARD_PATHS[chosen]'s kernel on fa3nn.fp8.operands' FP8Operands."""
     options = {"softcap": params.softcap} if params.softcap > 0 else {}  # see fa3nn.dispatch.FP8Path
     if fast_exp2 and FP8_FORWARD_PATHS[chosen].fast_exp2:
         options["fast_exp2"] = True
-    out, lse = kernel(operands.q, operands.k, operands.vt, operands.q_descale, operands.k_descale,
-                      operands.v_descale, operands.block_q, operands.block_k, params.softmax_scale, params.window,
-                      cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q.dtype, vt_starts=operands.vt_starts,
-                      **options)
-    return out, lse.to(saved_lse_dtype(q.dtype)), operands.amax
+    out, lse = FP8_FORWARD_PATHS[chosen].kernel(
+        operands.q, operands.k, operands.vt, operands.q_descale, operands.k_descale, operands.v_descale,
+        operands.block_q, operands.block_k, params.softmax_scale, params.window, cu_seqlens_q, cu_seqlens_k,
+        max_seqlen_q, max_seqlen_k, out_dtype, vt_starts=operands.vt_starts, **options)
+    return out, lse.to(saved_lse_dtype(out_dtype))
 
 
 @attention_forward_fp8.register_fake
@@ -236,3 +258,46 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_s
 
 
 attention_forward_fp8.register_autograd(_backward, setup_context=_setup_context)
+
+
+@torch.library.custom_op("fa3nn::fwd_fp8_inputs", mutates_args=())
+def attention_forward_fp8_inputs(
+    q8: Tensor,
+    k8: Tensor,
+    v8: Tensor,
+    q_descale: Optional[Tensor],
+    k_descale: Optional[Tensor],
+    v_descale: Optional[Tensor],
+    cu_seqlens_q: Optional[Tensor],
+    cu_seqlens_k: Optional[Tensor],
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    softmax_scale: float,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    backend: str,
+) -> tuple[Tensor, Tensor]:
+    """The FP8 forward on the caller's e4m3 q8, k8, v8 and (batch, nheads_kv) descales (fa3nn.fp8.inputs):
+    out bfloat16, lse float32. No autograd (fa3nn.fp8.inputs.check_fp8_inputs refuses inputs that want one)."""
+    params = _params(softmax_scale, window_left, window_right, softcap, False)
+    varlen = _varlen(q8, k8, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    call = dataclasses.replace(AttnCall.of(q8, k8, v8, params, varlen is not None), dtype=fp8_inputs.OUT_DTYPE)
+    keys = max_seqlen_k if varlen is not None else k8.shape[1]
+    chosen = resolve_fp8(backend, call, 0, keys)  # one descale tile per sequence: block_k 0
+    if q8.numel() == 0 or k8.numel() == 0:
+        return _nothing_attended(q8, v8, varlen is not None, fp8_inputs.OUT_DTYPE)
+    batch = varlen.batch if varlen is not None else q8.shape[0]
+    rows_q = max_seqlen_q if varlen is not None else q8.shape[1]
+    quantized = fp8_inputs.quantized_inputs(q8, k8, v8, q_descale, k_descale, v_descale, batch, rows_q, keys)
+    if FP8_FORWARD_PATHS[chosen].kernel is None:
+        return _fp8_emulation(quantized, params, call, 0, keys, cu_seqlens_q, cu_seqlens_k, fp8_inputs.OUT_DTYPE,
+                              False)
+    return _fp8_kernel(chosen, to_operands(quantized, cu_seqlens_k), params, cu_seqlens_q, cu_seqlens_k,
+                       rows_q, keys, fp8_inputs.OUT_DTYPE, False)
+
+
+@attention_forward_fp8_inputs.register_fake
+def _(q8, k8, v8, q_descale, k_descale, v_descale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+      softmax_scale, window_left, window_right, softcap, backend):
+    return _outputs_like(q8, v8, cu_seqlens_q is not None, fp8_inputs.OUT_DTYPE)

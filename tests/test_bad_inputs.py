@@ -98,8 +98,10 @@ CASES = {
     "varlen without cu_seqlens": (lambda: fa3nn.flash_attn_varlen_func(*packed()[:3], None, None, 5, 4), TypeError,
                                   r"flash_attn_varlen_func needs cu_seqlens_q and cu_seqlens_k .* got cu_seqlens_q "
                                   r"NoneType, cu_seqlens_k NoneType. For a dense batch call flash_attn_func"),
-    "varlen one cu_seqlens": (lambda: fa3nn.flash_attn_varlen_func(*packed()[:3], packed()[3], None, 5, 4), TypeError,
-                              r"needs cu_seqlens_q and cu_seqlens_k"),
+    # FlashAttention-3's semantics: a side without cu_seqlens is dense slots (fa3nn.slots)
+    "varlen one cu_seqlens": (lambda: fa3nn.flash_attn_varlen_func(*packed()[:3], packed()[3], None, 5, 4), ValueError,
+                              r"k must have 4 dimensions .* cu_seqlens_k is None, so k is dense \(pass cu_seqlens_k "
+                              r"for a packed k\), got 3"),
 }
 
 

@@ -29,6 +29,7 @@ if "triton" not in sys.modules:
     os.environ["TRITON_INTERPRET"] = "1"
 triton = pytest.importorskip("triton")
 import triton.language as tl  # noqa: E402
+from test_fa3_compat import check_seqused  # noqa: E402
 from test_triton_helpers import check_dense, check_varlen  # noqa: E402
 
 from fa3nn import flash_attn_func  # noqa: E402
@@ -230,6 +231,14 @@ def test_lse_gradient(dtype):
 @pytest.mark.parametrize("causal,window", [(False, (-1, -1)), (True, (-1, -1)), (False, (7, 2))], ids=str)
 def test_varlen(causal, window, dtype):
     check_varlen(3, 40, 57, 2, 1, 32, dtype, "cpu", causal=causal, window=window)
+
+
+def test_seqused_slots():
+    """FlashAttention-3's seqused (fa3nn.slots): slots split into sequences with queries and no keys and the
+    reverse, which the varlen kernels must handle."""
+    q, k, v = random_qkv(3, 40, 57, 2, 1, 32, torch.float32)
+    used_q, used_k = torch.tensor([40, 0, 17], dtype=torch.int32), torch.tensor([9, 57, 0], dtype=torch.int32)
+    check_seqused(q, k, v, used_q, used_k, "packed", True, (-1, -1), "triton")
 
 
 def test_varlen_atomic_dq_path(monkeypatch):

@@ -7,7 +7,8 @@
 # second score of the polynomial path on MUFU). First every softcap GPU test on main's library, then the cap-30 A/B
 # (forward and backward, d64 / d128 / d256, windows and the causal call), then cap 2 (the MUFU path) at d128 16k.
 # Widen softmax.cuh's tanh_poly_pays where a variant wins (then rebuild and retest). The varlen softcap A/B is
-# scripts/sessions/gpu_session_s33c.sh (main's), a call of its own.
+# scripts/sessions/gpu_session_s33c.sh (main's), a call of its own. The thirty-fifth session added the GPU tests of
+# FlashAttention-3's seqused and FP8 inputs (tests/test_fa3_compat.py), never run on a GPU yet.
 set -u
 source "$(dirname "$0")/../gpu_env.sh"
 gpu_setup /tmp/fa3nn-s35a
@@ -19,6 +20,8 @@ done
 stamp start
 gpu_pytest softcap_tests.log 100 tests/test_hopper_bwd.py tests/test_hopper.py tests/test_dispatch.py -k "softcap"
 grep -E "^(FAILED|ERROR) " "$out/softcap_tests.log" | head -n 10
+gpu_pytest fa3_compat_tests.log 90 tests/test_fa3_compat.py  # seqused and FP8 inputs on the GPU backends (new)
+grep -E "^(FAILED|ERROR) " "$out/fa3_compat_tests.log" | head -n 10
 stamp tests
 timeout 250 python scripts/window_ab.py --headdims 64 128 256 --directions fwd bwd --flex-headdims --softcap 30 \
     "${compare[@]}" --rounds 3 --json "$out/softcap_ab.json" > "$out/softcap_ab.log" 2>&1

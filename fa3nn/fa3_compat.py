@@ -1,0 +1,90 @@
+"""FlashAttention-3's arguments beyond fa3nn's own, so that code written for `flash_attn_interface` runs unchanged.
+
+FlashAttention-3 (hopper/flash_attn_interface.py) gives flash_attn_func and flash_attn_varlen_func these parameters,
+in this order after (q, k, v[, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k]):
+
+    softmax_scale, causal, qv, q_descale, k_descale, v_descale, window_size, attention_chunk, softcap,
+    num_splits, pack_gqa, deterministic, sm_margin, return_attn_probs
+
+fa3nn's functions take the same names in the same positions. What each does here:
+
+- qv: DeepSeek MLA's extra query against V, scores = q·kᵀ + qv·vᵀ. That is one attention over the concatenations
+  [q, qv] and [k, v] along headdim with V unchanged (`with_qv`), which fa3nn runs as such (a headdim_qk != headdim_v
+  call: the Triton or reference backend; the copy of the concatenation is the price).
+- q_descale, k_descale, v_descale: FP8 inputs (fa3nn.fp8.inputs).
+- attention_chunk: Llama-4's chunked attention, forward only in FlashAttention-3; fa3nn has no such mask yet and
+  refuses a nonzero value.
+- num_splits, pack_gqa: scheduling hints for FlashAttention-3's kernels (split-KV and packed GQA heads, both for
+  decoding). fa3nn's kernels schedule themselves; the values are checked and change nothing (FlashAttention-3's
+  results do not depend on them either).
+- sm_margin: SMs FlashAttention-3 leaves free for kernels that overlap it (communication). fa3nn's kernels use every
+  SM; a positive value is checked and warned about once (results are unchanged, only the overlap is).
+- return_attn_probs: return (out, lse) instead of out, as FlashAttention-3 does (fa3nn's `return_lse` is the same).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from fa3nn.checks import check_bool, type_name
+
+_warned_sm_margin = False
+
+
+def _check_int(name: str, value, minimum: int | None, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int ({what}), got {type_name(value)} {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum} ({what}), got {value}")
+
+
+def check_hints(num_splits, pack_gqa, sm_margin) -> None:
+    """FlashAttention-3's scheduling hints: checked as it types them; they change no result (module docstring)."""
+    global _warned_sm_margin
+    _check_int("num_splits", num_splits, None, "FlashAttention-3's split-KV count, <= 0 for its heuristic")
+    if pack_gqa is not None:
+        check_bool("pack_gqa", pack_gqa)
+    _check_int("sm_margin", sm_margin, 0, "SMs to leave free")
+    if sm_margin > 0 and not _warned_sm_margin:
+        _warned_sm_margin = True
+        warnings.warn(f"fa3nn: sm_margin={sm_margin} is not honoured: fa3nn's kernels use every SM (the results are "
+                      "the same; kernels meant to overlap attention on the spare SMs wait instead)", stacklevel=3)
+
+
+def check_attention_chunk(attention_chunk) -> None:
+    _check_int("attention_chunk", attention_chunk, 0, "Llama-4 chunked attention's chunk, 0 for none")
+    if attention_chunk:
+        raise NotImplementedError(
+            f"attention_chunk={attention_chunk} (chunked attention) is not supported by fa3nn; FlashAttention-3 has it "
+            "in the forward only. Split the sequence into chunks of that length and call once per chunk (a varlen "
+            "call with cu_seqlens at the chunk boundaries does it in one call), or pass attention_chunk=0"
+        )
+
+
+def wants_lse(return_attn_probs, return_lse) -> bool:
+    """FlashAttention-3's return_attn_probs and fa3nn's return_lse both ask for (out, lse)."""
+    check_bool("return_attn_probs", return_attn_probs)
+    check_bool("return_lse", return_lse)
+    return return_attn_probs or return_lse
+
+
+def check_qv(qv, q: torch.Tensor, v: torch.Tensor) -> None:
+    """qv is laid out as q is, with v's headdim."""
+    if not isinstance(qv, torch.Tensor):
+        raise TypeError(f"qv must be a torch.Tensor laid out as q with v's headdim, or None; got {type_name(qv)}")
+    expected = (*q.shape[:-1], v.shape[-1])
+    if tuple(qv.shape) != expected or qv.dtype != q.dtype or qv.device != q.device:
+        raise ValueError(f"qv must have q's shape with v's headdim {expected}, q's dtype {q.dtype} and device "
+                         f"{q.device}; got shape {tuple(qv.shape)}, dtype {qv.dtype}, device {qv.device}")
+
+
+def with_qv(q, k, v, qv, softmax_scale):
+    """(q', k', softmax_scale) with qv folded in: q' = [q, qv] and k' = [k, v] along headdim, so that
+    q'·k'ᵀ = q·kᵀ + qv·vᵀ; the default scale is FlashAttention-3's, (headdim + headdim_v) ** -0.5, which is q''s
+    default too. V is unchanged, and autograd carries v's gradient from both of its uses."""
+    if qv is None:
+        return q, k, softmax_scale
+    check_qv(qv, q, v)
+    return torch.cat([q, qv], dim=-1), torch.cat([k, v], dim=-1), softmax_scale

@@ -1,0 +1,164 @@
+"""FlashAttention-3's sequences in fixed slots, as the packed (varlen) layout every fa3nn backend runs.
+
+flash_attn_varlen_func takes, as FlashAttention-3's does, two more ways to say where sequences are:
+
+- seqused_q / seqused_k, int32 (batch,): sequence i uses only the first seqused[i] rows of its slot (rows
+  cu_seqlens[i] .. cu_seqlens[i + 1] of the packed tensor, or row i of a dense one); the rest of the slot is padding.
+  Masks align bottom-right on the used lengths. Padding query rows get zeros and lse = -inf (FlashAttention-3 leaves
+  them unwritten), and zero gradients; padding keys are never attended.
+- cu_seqlens_q or cu_seqlens_k None: that side is dense, (batch, seqlen, nheads, headdim), every slot seqlen rows;
+  its max_seqlen is the slot length (None, or that value). The output and lse follow q's layout.
+
+`to_packed` turns such a call into a plain packed one: a dense side is flattened (a view) with uniform cu_seqlens,
+and a slot with padding becomes three sequences, which the kernels already handle:
+
+    3i:      used queries    x used keys         (the real sequence)
+    3i + 1:  padding queries x no keys           (zeros, lse = -inf)
+    3i + 2:  no queries      x padding keys      (nothing)
+
+Reading seqused's values is a host sync; it happens once per tensor (fa3nn.memo), and the boundaries built from
+them are kept by value, so a training step that hands the same tensors to every layer syncs once, and the ops'
+cu_seqlens checks (also remembered per tensor) see the same boundary tensors each layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from fa3nn.checks import SUPPORTED_DTYPES, check_cu_seqlens_values, check_tensor, check_varlen, type_name
+from fa3nn.memo import TensorMemo
+
+_used_values = TensorMemo()
+# Boundary tensors by value (device, the int boundaries): the same lengths give the same tensor objects, whose
+# validated values fa3nn.checks remembers. A few distinct batches per run; cleared when full.
+_boundaries: dict[tuple, torch.Tensor] = {}
+_MAX_BOUNDARIES = 64
+
+
+def _boundary_tensor(values: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    key = (str(device), values)
+    if key not in _boundaries:
+        if len(_boundaries) >= _MAX_BOUNDARIES:
+            _boundaries.clear()
+        _boundaries[key] = torch.tensor(values, dtype=torch.int32, device=device)
+    return _boundaries[key]
+
+
+@dataclass(frozen=True)
+class PackedCall:
+    """A slot call in the packed layout: what fa3nn.interface.attention takes, and how to give the outputs back in
+    the caller's layout."""
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    cu_seqlens_q: torch.Tensor
+    cu_seqlens_k: torch.Tensor
+    max_seqlen_q: int
+    max_seqlen_k: int
+    dense_q: tuple[int, int] | None  # (batch, seqlen_q) when q came dense
+    batch: int  # the caller's
+    split: bool = False  # three sequences per slot (seqused given)
+
+    def pack_like_q(self, t):
+        """A tensor laid out as the caller's q (qv), in the packed layout (anything else as it is, for the checks)."""
+        return t.reshape(-1, *t.shape[2:]) if self.dense_q is not None and isinstance(t, torch.Tensor) else t
+
+    def per_sequence(self, t):
+        """A tensor with a row per caller's sequence (FP8 descales), with a row per packed sequence."""
+        return t.repeat_interleave(3, dim=0) if self.split and isinstance(t, torch.Tensor) else t
+
+    def restore(self, out: torch.Tensor, lse: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """out (total_q, nheads, dv) and lse (nheads, total_q) in q's layout: dense ones (batch, seqlen_q, nheads, dv)
+        and (batch, nheads, seqlen_q) when q came dense."""
+        if self.dense_q is None:
+            return out, lse
+        batch, seqlen_q = self.dense_q
+        return out.view(batch, seqlen_q, *out.shape[1:]), lse.view(lse.shape[0], batch, seqlen_q).transpose(0, 1)
+
+
+def _dense_side(name: str, tensors: dict[str, torch.Tensor], max_seqlen_name: str, max_seqlen, device, dtypes):
+    """A side given without cu_seqlens: its tensors flattened, uniform boundaries, its slot length."""
+    for tensor_name, t in tensors.items():
+        check_tensor(tensor_name, t, 4, f"(batch, seqlen, nheads, headdim): {name} is None, so {tensor_name} is dense "
+                     f"(pass {name} for a packed {tensor_name})", dtypes)
+    first = next(iter(tensors.values()))
+    batch, seqlen = first.shape[:2]
+    if max_seqlen is not None and max_seqlen != seqlen:
+        raise ValueError(f"{max_seqlen_name} ({max_seqlen!r}) contradicts the dense slots of length {seqlen} ({name} "
+                         f"is None): pass None or {seqlen}")
+    flat = [t.reshape(t.shape[0] * t.shape[1], *t.shape[2:]) if t.shape[:2] == (batch, seqlen) else t
+            for t in tensors.values()]  # a mismatched one stays unflattened for check_varlen to name
+    return flat, _boundary_tensor(tuple(i * seqlen for i in range(batch + 1)), device), seqlen, (batch, seqlen)
+
+
+def _check_seqused(name: str, used, batch: int, device: torch.device) -> None:
+    if not isinstance(used, torch.Tensor):
+        raise TypeError(f"{name} must be an int32 torch.Tensor of shape (batch,) = ({batch},), or None; got "
+                        f"{type_name(used)}")
+    if used.dtype != torch.int32 or used.shape != (batch,) or used.device != device:
+        raise ValueError(f"{name} must be int32 of shape (batch,) = ({batch},) on {device}, got {used.dtype} "
+                         f"{tuple(used.shape)} on {used.device}")
+
+
+def _used_lengths(name: str, used, cu_name: str, starts: tuple[int, ...]) -> tuple[int, ...]:
+    """seqused's values (a host read, once per tensor), each within its slot."""
+    lengths = [b - a for a, b in zip(starts[:-1], starts[1:])]
+    if used is None:
+        return tuple(lengths)
+    values = _used_values.get(used, "values", lambda: tuple(used.tolist()))
+    for i, (n, slot) in enumerate(zip(values, lengths)):
+        if not 0 <= n <= slot:
+            raise ValueError(f"{name}[{i}] = {n} must be in [0, {slot}], the rows of slot {i} ({cu_name}[{i + 1}] - "
+                             f"{cu_name}[{i}], or the dense seqlen)")
+    return values
+
+
+def _split(starts_q, used_q, starts_k, used_k) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The three-sequences-per-slot boundaries of the module docstring."""
+    cu_q, cu_k = [], []
+    for i in range(len(starts_q) - 1):
+        cu_q += [starts_q[i], starts_q[i] + used_q[i], starts_q[i + 1]]
+        cu_k += [starts_k[i], starts_k[i] + used_k[i], starts_k[i] + used_k[i]]
+    return (*cu_q, starts_q[-1]), (*cu_k, starts_k[-1])
+
+
+def _to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
+               dtypes) -> PackedCall:
+    dense_q = None
+    if cu_seqlens_q is None:
+        (q,), cu_seqlens_q, max_seqlen_q, dense_q = _dense_side("cu_seqlens_q", {"q": q}, "max_seqlen_q",
+                                                                max_seqlen_q, q.device, dtypes)
+    if cu_seqlens_k is None:
+        (k, v), cu_seqlens_k, max_seqlen_k, _ = _dense_side("cu_seqlens_k", {"k": k, "v": v}, "max_seqlen_k",
+                                                            max_seqlen_k, q.device, dtypes)
+    check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dtypes)
+    batch = cu_seqlens_q.shape[0] - 1
+    if seqused_q is None and seqused_k is None:  # a dense side only
+        return PackedCall(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dense_q, batch)
+    for name, used in (("seqused_q", seqused_q), ("seqused_k", seqused_k)):
+        if used is not None:
+            _check_seqused(name, used, batch, q.device)
+    starts_q = check_cu_seqlens_values("cu_seqlens_q", cu_seqlens_q, q.shape[0], "max_seqlen_q", max_seqlen_q)
+    starts_k = check_cu_seqlens_values("cu_seqlens_k", cu_seqlens_k, k.shape[0], "max_seqlen_k", max_seqlen_k)
+    used_q = _used_lengths("seqused_q", seqused_q, "cu_seqlens_q", starts_q)
+    used_k = _used_lengths("seqused_k", seqused_k, "cu_seqlens_k", starts_k)
+    split_q, split_k = _split(starts_q, used_q, starts_k, used_k)
+    return PackedCall(q, k, v, _boundary_tensor(split_q, q.device), _boundary_tensor(split_k, q.device),
+                      max_seqlen_q, max_seqlen_k, dense_q, batch, split=True)
+
+
+def to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q=None, seqused_k=None,
+              dtypes=SUPPORTED_DTYPES) -> PackedCall:
+    """flash_attn_varlen_func's tensors (module docstring) as a plain packed call (dtypes: what q, k, v may be).
+    A packed call without seqused passes through as it is. Otherwise, under torch.compile, this runs eagerly (it
+    reads boundary values on the host): a graph break per call that uses seqused or a dense side."""
+    if cu_seqlens_q is not None and cu_seqlens_k is not None and seqused_q is None and seqused_k is None:
+        batch = cu_seqlens_q.shape[0] - 1 if isinstance(cu_seqlens_q, torch.Tensor) and cu_seqlens_q.dim() else 0
+        return PackedCall(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, None, batch)
+    if torch.compiler.is_compiling():
+        return torch.compiler.disable(_to_packed)(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                                  seqused_q, seqused_k, dtypes)
+    return _to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k, dtypes)

@@ -1,0 +1,407 @@
+"""FlashAttention-3's calling conventions (fa3nn.fa3_compat, fa3nn.slots, fa3nn.fp8.inputs): its parameter order,
+return_attn_probs, the scheduling hints, qv, seqused / dense slots, flash_attn_qkvpacked_func and FP8 inputs with
+descales, each against an independent oracle."""
+
+import inspect
+import warnings
+
+import pytest
+import torch
+
+import fa3nn
+from fa3nn import fa3_compat, slots
+from fa3nn.fp8 import CurrentScaling, quantize_qkv_tensors
+from fa3nn.testing import assert_error_ratio, attention_ref, random_qkv, unpad
+
+# FlashAttention-3's parameters in order (hopper/flash_attn_interface.py, 2025): the contract for positional calls.
+FA3_FUNC = ["q", "k", "v", "softmax_scale", "causal", "qv", "q_descale", "k_descale", "v_descale", "window_size",
+            "attention_chunk", "softcap", "num_splits", "pack_gqa", "deterministic", "sm_margin", "return_attn_probs"]
+FA3_VARLEN = FA3_FUNC[:3] + ["cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "seqused_q",
+                             "seqused_k"] + FA3_FUNC[3:]
+FA3_QKVPACKED = ["qkv", "softmax_scale", "causal", "q_descale", "k_descale", "v_descale", "window_size",
+                 "attention_chunk", "softcap", "deterministic", "num_heads_q", "sm_margin", "return_attn_probs"]
+
+
+def _positional(fn):
+    return [p.name for p in inspect.signature(fn).parameters.values() if p.kind == p.POSITIONAL_OR_KEYWORD]
+
+
+@pytest.mark.parametrize("fn,expected", [(fa3nn.flash_attn_func, FA3_FUNC), (fa3nn.flash_attn_varlen_func, FA3_VARLEN),
+                                         (fa3nn.flash_attn_qkvpacked_func, FA3_QKVPACKED)], ids=lambda x: "")
+def test_parameter_order_is_fa3s(fn, expected):
+    assert _positional(fn) == expected
+    keyword_only = [p.name for p in inspect.signature(fn).parameters.values() if p.kind == p.KEYWORD_ONLY]
+    assert keyword_only == ["return_lse", "fp8", "backend"]
+
+
+def test_positional_call_as_fa3_and_return_attn_probs():
+    q, k, v = random_qkv(2, 9, 11, 4, 2, 16, torch.float64)
+    window = (3, 2)
+    # FlashAttention-3 positions: softmax_scale, causal, qv, three descales, window_size, attention_chunk, softcap
+    out, lse = fa3nn.flash_attn_func(q, k, v, 0.3, False, None, None, None, None, window, 0, 2.0, 1, None, False, 0,
+                                     True)
+    out_ref, lse_ref = attention_ref(q, k, v, window_size=window, softcap=2.0, softmax_scale=0.3)
+    torch.testing.assert_close(out, out_ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(lse, lse_ref, rtol=1e-12, atol=1e-12)
+    out_lse, lse_lse = fa3nn.flash_attn_func(q, k, v, 0.3, window_size=window, softcap=2.0, return_lse=True)
+    assert torch.equal(out_lse, out) and torch.equal(lse_lse, lse)
+    assert isinstance(fa3nn.flash_attn_func(q, k, v), torch.Tensor)
+
+
+def test_hints_change_nothing():
+    q, k, v = random_qkv(2, 33, 40, 4, 2, 16, torch.float32)
+    base = fa3nn.flash_attn_func(q, k, v, causal=True)
+    for hints in (dict(num_splits=0), dict(num_splits=3), dict(pack_gqa=True), dict(pack_gqa=False)):
+        assert torch.equal(fa3nn.flash_attn_func(q, k, v, causal=True, **hints), base), hints
+    fa3_compat._warned_sm_margin = False
+    with pytest.warns(UserWarning, match=r"sm_margin=8 is not honoured"):
+        assert torch.equal(fa3nn.flash_attn_func(q, k, v, causal=True, sm_margin=8), base)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once
+        fa3nn.flash_attn_func(q, k, v, causal=True, sm_margin=8)
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(num_splits=1.0), TypeError, r"num_splits must be an int"),
+    (dict(num_splits=True), TypeError, r"num_splits must be an int"),
+    (dict(pack_gqa="yes"), TypeError, r"pack_gqa must be a bool"),
+    (dict(sm_margin=-1), ValueError, r"sm_margin must be >= 0"),
+    (dict(attention_chunk=128), NotImplementedError, r"attention_chunk=128 \(chunked attention\) is not supported"),
+    (dict(attention_chunk=-1), ValueError, r"attention_chunk must be >= 0"),
+    (dict(return_attn_probs="no"), TypeError, r"return_attn_probs must be a bool"),
+    (dict(qv=torch.zeros(2, 5, 4, 8)), ValueError, r"qv must have q's shape with v's headdim \(2, 5, 4, 16\)"),
+    (dict(qv=[1.0]), TypeError, r"qv must be a torch.Tensor"),
+    (dict(q_descale=torch.ones(2, 2)), TypeError, r"q, k and v must all be torch.float8_e4m3fn"),
+], ids=lambda x: "")
+def test_fa3_arguments_refused_clearly(kwargs, error, match):
+    q, k, v = random_qkv(2, 5, 6, 4, 2, 16, torch.float32)
+    with pytest.raises(error, match=match):
+        fa3nn.flash_attn_func(q, k, v, **kwargs)
+
+
+@pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
+def test_qv_is_an_extra_score_term(varlen):
+    """scores = (q·kᵀ + qv·vᵀ) * (d + dv) ** -0.5, the output P·V: against that formula written out in float64."""
+    batch, seqlen_q, seqlen_k, nheads, nheads_kv, d, dv = 2, 7, 9, 4, 2, 8, 12
+    q, k, _ = random_qkv(batch, seqlen_q, seqlen_k, nheads, nheads_kv, d, torch.float64, requires_grad=True)
+    v = torch.randn(batch, seqlen_k, nheads_kv, dv, dtype=torch.float64, requires_grad=True)
+    qv = torch.randn(batch, seqlen_q, nheads, dv, dtype=torch.float64, requires_grad=True)
+    if varlen:
+        cu_q = torch.arange(batch + 1, dtype=torch.int32) * seqlen_q
+        cu_k = torch.arange(batch + 1, dtype=torch.int32) * seqlen_k
+        flat = [t.reshape(-1, *t.shape[2:]) for t in (q, k, v, qv)]
+        out = fa3nn.flash_attn_varlen_func(*flat[:3], cu_q, cu_k, seqlen_q, seqlen_k, causal=True, qv=flat[3])
+        out = out.view(batch, seqlen_q, nheads, dv)
+    else:
+        out = fa3nn.flash_attn_func(q, k, v, causal=True, qv=qv)
+    group = nheads // nheads_kv
+    k_rep, v_rep = k.repeat_interleave(group, 2), v.repeat_interleave(group, 2)
+    scores = (torch.einsum("bthd,bshd->bhts", q, k_rep) + torch.einsum("bthd,bshd->bhts", qv, v_rep)) * (d + dv) ** -0.5
+    causal = torch.ones(seqlen_q, seqlen_k, dtype=torch.bool).tril(seqlen_k - seqlen_q)
+    expected = torch.einsum("bhts,bshd->bthd", scores.masked_fill(~causal, float("-inf")).softmax(-1), v_rep)
+    torch.testing.assert_close(out, expected, rtol=1e-10, atol=1e-10)
+    dout = torch.randn_like(out)
+    for g, g_ref in zip(torch.autograd.grad(out, (q, k, v, qv), dout), torch.autograd.grad(expected, (q, k, v, qv),
+                                                                                          dout)):
+        torch.testing.assert_close(g, g_ref, rtol=1e-9, atol=1e-9)
+
+
+def _slot_masks(used, slot):
+    return torch.arange(slot, device=used.device).view(1, -1) < used.view(-1, 1)
+
+
+def check_seqused(q, k, v, used_q, used_k, layout, causal, window_size, backend="auto"):
+    """Sequence i uses the first seqused[i] rows of its slot: the same as attention_ref with right-padding masks of
+    those lengths (the error-ratio rule); padding query rows get zeros and lse -inf, padding rows zero gradients."""
+    batch, slot_q, nheads, d = q.shape
+    slot_k = k.shape[1]
+    mask_q, mask_k = _slot_masks(used_q, slot_q), _slot_masks(used_k, slot_k)
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    cu_q = torch.arange(batch + 1, dtype=torch.int32, device=q.device) * slot_q
+    cu_k = torch.arange(batch + 1, dtype=torch.int32, device=q.device) * slot_k
+    flat = [t.reshape(-1, *t.shape[2:]) for t in leaves]
+    args = {"packed": (*flat, cu_q, cu_k, slot_q, slot_k), "dense_q_dense_k": (*leaves, None, None, None, None),
+            "packed_q_dense_k": (flat[0], *leaves[1:], cu_q, None, slot_q, None)}[layout]
+    out, lse = fa3nn.flash_attn_varlen_func(*args, used_q, used_k, causal=causal, window_size=window_size,
+                                            return_attn_probs=True, backend=backend)
+    if layout != "dense_q_dense_k":
+        assert out.shape == (batch * slot_q, nheads, d) and lse.shape == (nheads, batch * slot_q)
+        out, lse = out.view(batch, slot_q, nheads, d), lse.view(nheads, batch, slot_q).transpose(0, 1)
+    assert out.shape == q.shape and lse.shape == (batch, nheads, slot_q)
+    refs = [t.detach().requires_grad_() for t in (q, k, v)]
+    kwargs = dict(causal=causal, window_size=window_size)
+    out_ref, lse_ref = attention_ref(*refs, mask_q, mask_k, **kwargs)
+    out_pt, _ = attention_ref(*refs, mask_q, mask_k, upcast=False, reorder_ops=True, **kwargs)
+    assert torch.equal(out[~mask_q], torch.zeros_like(out[~mask_q]))
+    assert torch.isneginf(lse.transpose(1, 2)[~mask_q]).all()
+    assert_error_ratio(out, out_ref, out_pt, "out")
+    torch.testing.assert_close(lse.transpose(1, 2)[mask_q], lse_ref.transpose(1, 2)[mask_q], rtol=1e-3, atol=1e-3)
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, leaves, dout)
+    grads_ref = torch.autograd.grad(out_ref, refs, dout)
+    grads_pt = torch.autograd.grad(out_pt, refs, dout)
+    for name, g, g_ref, g_pt, m in zip(("dq", "dk", "dv"), grads, grads_ref, grads_pt, (mask_q, mask_k, mask_k)):
+        assert torch.equal(g[~m], torch.zeros_like(g[~m])), name
+        assert_error_ratio(g, g_ref, g_pt, name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("causal,window_size", [(False, (-1, -1)), (True, (-1, -1)), (False, (5, 2))])
+@pytest.mark.parametrize("layout", ["packed", "dense_q_dense_k", "packed_q_dense_k"])
+def test_seqused_matches_padding_masks(dtype, causal, window_size, layout):
+    q, k, v = random_qkv(4, 13, 17, 4, 2, 16, dtype)
+    used_q = torch.tensor([13, 0, 6, 9], dtype=torch.int32)
+    used_k = torch.tensor([17, 5, 0, 11], dtype=torch.int32)
+    check_seqused(q, k, v, used_q, used_k, layout, causal, window_size)
+
+
+def test_seqused_boundaries_are_read_once_and_reused(monkeypatch):
+    """The same tensors give the same boundary tensors (whose checked values fa3nn.checks remembers), so a model
+    whose layers share them reads seqused on the host once."""
+    q, k, v = random_qkv(3, 8, 8, 2, 2, 16, torch.float32)
+    used = torch.tensor([8, 3, 5], dtype=torch.int32)
+    first = slots.to_packed(q, k, v, None, None, None, None, used, None)
+    reads, lookup = [], slots._used_values._lookup
+
+    def counting(tensor, key, compute):
+        return lookup(tensor, key, lambda: reads.append(key) or compute())
+
+    monkeypatch.setattr(slots._used_values, "_lookup", counting)
+    second = slots.to_packed(q, k, v, None, None, None, None, used, None)
+    assert reads == [] and second.cu_seqlens_q is first.cu_seqlens_q and second.cu_seqlens_k is first.cu_seqlens_k
+    assert first.cu_seqlens_q.tolist() == [0, 8, 8, 8, 11, 16, 16, 21, 24, 24]
+    assert first.cu_seqlens_k.tolist() == [0, 8, 8, 8, 16, 16, 16, 24, 24, 24]  # every key used
+
+
+@pytest.mark.parametrize("case,error,match", [
+    ("over", ValueError, r"seqused_q\[1\] = 9 must be in \[0, 8\], the rows of slot 1"),
+    ("negative", ValueError, r"seqused_k\[0\] = -1 must be in \[0, 8\]"),
+    ("dtype", ValueError, r"seqused_q must be int32 of shape \(batch,\) = \(2,\)"),
+    ("shape", ValueError, r"seqused_q must be int32 of shape \(batch,\) = \(2,\) on cpu, got torch.int32 \(3,\)"),
+    ("list", TypeError, r"seqused_k must be an int32 torch.Tensor"),
+    ("max_seqlen", ValueError, r"max_seqlen_q \(5\) contradicts the dense slots of length 8"),
+    ("nothing", TypeError, r"flash_attn_varlen_func needs cu_seqlens_q and cu_seqlens_k"),
+], ids=lambda x: x if isinstance(x, str) else "")
+def test_seqused_refused_clearly(case, error, match):
+    q, k, v = random_qkv(2, 8, 8, 2, 2, 16, torch.float32)
+    used = {
+        "over": dict(seqused_q=torch.tensor([8, 9], dtype=torch.int32)),
+        "negative": dict(seqused_k=torch.tensor([-1, 2], dtype=torch.int32)),
+        "dtype": dict(seqused_q=torch.tensor([8, 2])),
+        "shape": dict(seqused_q=torch.tensor([8, 2, 1], dtype=torch.int32)),
+        "list": dict(seqused_k=[8, 2]),
+        "max_seqlen": dict(seqused_q=torch.tensor([8, 2], dtype=torch.int32)),
+        "nothing": dict(),
+    }[case]
+    max_q = 5 if case == "max_seqlen" else None
+    with pytest.raises(error, match=match):
+        fa3nn.flash_attn_varlen_func(q, k, v, None, None, max_q, None, **used)
+
+
+@pytest.mark.parametrize("gqa", [False, True], ids=["mha", "gqa"])
+def test_qkvpacked_matches_separate_tensors(gqa):
+    batch, seqlen, nheads, nheads_kv, d = 2, 11, 4, 2 if gqa else 4, 16
+    if gqa:
+        qkv = torch.randn(batch, seqlen, nheads + 2 * nheads_kv, d, dtype=torch.float64, requires_grad=True)
+        out = fa3nn.flash_attn_qkvpacked_func(qkv, causal=True, num_heads_q=nheads)
+        q, k, v = qkv.detach().split([nheads, nheads_kv, nheads_kv], dim=2)
+    else:
+        qkv = torch.randn(batch, seqlen, 3, nheads, d, dtype=torch.float64, requires_grad=True)
+        out = fa3nn.flash_attn_qkvpacked_func(qkv, causal=True)
+        q, k, v = qkv.detach().unbind(2)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    expected = fa3nn.flash_attn_func(*leaves, causal=True)
+    assert torch.equal(out, expected)
+    dout = torch.randn_like(out)
+    (dqkv,) = torch.autograd.grad(out, qkv, dout)
+    grads = torch.autograd.grad(expected, leaves, dout)
+    assert dqkv.shape == qkv.shape
+    assert torch.equal(dqkv, torch.cat(grads, dim=2) if gqa else torch.stack(grads, dim=2))
+
+
+@pytest.mark.parametrize("shape,num_heads_q,match", [
+    ((2, 5, 4, 4, 16), None, r"a 5-D qkv must be \(batch, seqlen, 3, nheads, headdim\)"),
+    ((2, 5, 3, 4, 16), 2, r"a 5-D qkv must be .* num_heads_q None"),
+    ((2, 5, 8, 16), None, r"needs num_heads_q, an int in \(0, 8\)"),
+    ((2, 5, 8, 16), 3, r"leaving an even count for k and v; got 3"),
+], ids=lambda x: "")
+def test_qkvpacked_refused_clearly(shape, num_heads_q, match):
+    with pytest.raises(ValueError, match=match):
+        fa3nn.flash_attn_qkvpacked_func(torch.randn(shape), num_heads_q=num_heads_q)
+
+
+def _per_head_quantized(q, k, v, cu_q=None, cu_k=None, max_q=None, max_k=None):
+    """CurrentScaling's quantization (one scale per (sequence, head)): what it hands its FP8 kernels."""
+    return quantize_qkv_tensors(q, k, v, 0, 0, None, None, cu_q, cu_k, max_q, max_k)
+
+
+@pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_fp8_inputs_run_current_scalings_forward(varlen, causal):
+    """e4m3 inputs with the descales CurrentScaling would compute give, bit for bit, what fp8=CurrentScaling() gives
+    on the high-precision inputs (the same FP8 forward path, entered from the two ends)."""
+    batch, seqlen_q, seqlen_k, nheads, d = 3, 37, 45, 2, 64
+    q, k, v = random_qkv(batch, seqlen_q, seqlen_k, nheads, nheads, d, torch.bfloat16)
+    if varlen:
+        mask_q = torch.arange(seqlen_q) < torch.tensor([37, 20, 1]).view(-1, 1)
+        mask_k = torch.arange(seqlen_k) < torch.tensor([45, 3, 30]).view(-1, 1)
+        (q, cu_q, max_q), (k, cu_k, max_k) = unpad(q, mask_q), unpad(k, mask_k)
+        v = unpad(v, mask_k)[0]
+        quantized = _per_head_quantized(q, k, v, cu_q, cu_k, max_q, max_k)
+        descales = [d_.squeeze(-1) for d_ in (quantized.q_descale, quantized.k_descale, quantized.v_descale)]
+        out, lse = fa3nn.flash_attn_varlen_func(quantized.q, quantized.k, quantized.v, cu_q, cu_k, max_q, max_k,
+                                                causal=causal, q_descale=descales[0], k_descale=descales[1],
+                                                v_descale=descales[2], return_attn_probs=True)
+        expected = fa3nn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k, causal=causal,
+                                                fp8=CurrentScaling(), return_lse=True)
+    else:
+        quantized = _per_head_quantized(q, k, v)
+        descales = [d_.squeeze(-1) for d_ in (quantized.q_descale, quantized.k_descale, quantized.v_descale)]
+        out, lse = fa3nn.flash_attn_func(quantized.q, quantized.k, quantized.v, None, causal, None, *descales,
+                                         return_attn_probs=True)
+        expected = fa3nn.flash_attn_func(q, k, v, causal=causal, fp8=CurrentScaling(), return_lse=True)
+    assert out.dtype == torch.bfloat16 and lse.dtype == torch.float32
+    assert torch.equal(out, expected[0]) and torch.equal(lse, expected[1])
+
+
+def test_fp8_inputs_with_seqused_are_the_unpadded_call():
+    """Dense slots with seqused and a descale per (sequence, K/V head) give, bit for bit, the packed call on the used
+    rows alone (the descales follow their sequence through the three-sequences-per-slot split)."""
+    batch, slot_q, slot_k, nheads, nheads_kv, d = 3, 20, 29, 4, 2, 64
+    e4m3 = torch.float8_e4m3fn
+    q8, k8, v8 = (torch.randn(batch, s, h, d).mul(3).to(e4m3)
+                  for s, h in ((slot_q, nheads), (slot_k, nheads_kv), (slot_k, nheads_kv)))
+    descales = [torch.rand(batch, nheads_kv) + 0.5 for _ in range(3)]
+    used_q, used_k = torch.tensor([20, 7, 0], dtype=torch.int32), torch.tensor([3, 29, 11], dtype=torch.int32)
+    out, lse = fa3nn.flash_attn_varlen_func(q8, k8, v8, None, None, None, None, used_q, used_k, causal=True,
+                                            q_descale=descales[0], k_descale=descales[1], v_descale=descales[2],
+                                            return_attn_probs=True)
+    mask_q, mask_k = _slot_masks(used_q, slot_q), _slot_masks(used_k, slot_k)
+    (pq, cu_q, _), (pk, cu_k, _) = unpad(q8.view(torch.uint8), mask_q), unpad(k8.view(torch.uint8), mask_k)
+    pv = unpad(v8.view(torch.uint8), mask_k)[0]
+    packed = fa3nn.flash_attn_varlen_func(*(t.view(e4m3) for t in (pq, pk, pv)), cu_q, cu_k, slot_q, slot_k,
+                                          causal=True, q_descale=descales[0], k_descale=descales[1],
+                                          v_descale=descales[2], return_attn_probs=True)
+    assert torch.equal(out[mask_q], packed[0]) and torch.equal(out[~mask_q], torch.zeros_like(out[~mask_q]))
+    assert torch.equal(lse.transpose(1, 2)[mask_q], packed[1].T)
+    with pytest.raises(ValueError, match=r"q_descale must be float32 of shape \(batch, nheads_kv\) = \(3, 2\)"):
+        fa3nn.flash_attn_varlen_func(q8, k8, v8, None, None, None, None, used_q, used_k, q_descale=torch.ones(9, 2))
+
+
+def test_fp8_inputs_gqa_against_dequantized_attention():
+    """GQA with a descale per K/V head, shared by the query heads of its group (FlashAttention-3's layout): close to
+    exact attention on the dequantized inputs (the e4m3 rounding of P is what separates them)."""
+    batch, seqlen, nheads, nheads_kv, d = 2, 64, 4, 2, 64
+    e4m3 = torch.float8_e4m3fn
+    q8, k8, v8 = (torch.randn(batch, seqlen, h, d).mul(4).to(e4m3) for h in (nheads, nheads_kv, nheads_kv))
+    descales = [torch.rand(batch, nheads_kv) + 0.5 for _ in range(3)]
+    out = fa3nn.flash_attn_func(q8, k8, v8, None, True, None, *descales)
+    group = nheads // nheads_kv
+    deq = [x.float() * s.repeat_interleave(n // nheads_kv, 1)[:, None, :, None]
+           for x, s, n in zip((q8, k8, v8), descales, (nheads, nheads_kv, nheads_kv))]
+    expected, _ = attention_ref(*deq, causal=True)
+    assert group == 2 and out.dtype == torch.bfloat16
+    sqnr = fa3nn.fp8.sqnr_db(expected, out.float())
+    assert sqnr > 25, sqnr
+    no_descale = fa3nn.flash_attn_func(q8, k8, v8, causal=True)  # None = 1
+    assert fa3nn.fp8.sqnr_db(attention_ref(q8.float(), k8.float(), v8.float(), causal=True)[0], no_descale.float()) > 25
+
+
+def test_fp8_inputs_compile_fullgraph():
+    q, k, v = random_qkv(2, 16, 16, 2, 2, 64, torch.bfloat16)
+    quantized = _per_head_quantized(q, k, v)
+    descales = [d_.squeeze(-1) for d_ in (quantized.q_descale, quantized.k_descale, quantized.v_descale)]
+
+    def f(q8, k8, v8, qd, kd, vd):
+        return fa3nn.flash_attn_func(q8, k8, v8, causal=True, q_descale=qd, k_descale=kd, v_descale=vd)
+
+    eager = f(quantized.q, quantized.k, quantized.v, *descales)
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")(quantized.q, quantized.k, quantized.v, *descales)
+    assert torch.equal(compiled, eager)
+
+
+def test_explain_fp8_inputs():
+    q8, k8, v8 = (torch.randn(2, 8, h, 64).to(torch.float8_e4m3fn) for h in (4, 2, 2))
+    found = fa3nn.explain(q8, k8, v8, causal=True)
+    assert found.forward == "fp8 emulation (reference)" and found.backward == "none (FP8 inputs have no backward)"
+    assert "needs a Hopper GPU" in found.forward_refusals["hopper"] and found.backward_refusals == {}
+    with pytest.raises(ValueError, match=r"asks fa3nn to quantize"):
+        fa3nn.explain(q8, k8, v8, fp8=True)
+
+
+@pytest.mark.parametrize("case,error,match", [
+    ("mixed", TypeError, r"q, k and v must all be torch.float8_e4m3fn"),
+    ("grad", ValueError, r"q require grad, but FP8 inputs have no backward"),
+    ("recipe", ValueError, r"fp8='per_tile' asks fa3nn to quantize, but q, k, v are already e4m3"),
+    ("descale_shape", ValueError, r"k_descale must be float32 of shape \(batch, nheads_kv\) = \(2, 2\)"),
+    ("descale_type", TypeError, r"v_descale must be a float32 torch.Tensor"),
+    ("qv", ValueError, r"qv with FP8 inputs is not supported"),
+], ids=lambda x: x if isinstance(x, str) else "")
+def test_fp8_inputs_refused_clearly(case, error, match):
+    e4m3 = torch.float8_e4m3fn
+    q8, k8, v8 = (torch.randn(2, 8, h, 64).to(e4m3) for h in (4, 2, 2))
+    kwargs = {}
+    if case == "mixed":
+        v8 = v8.to(torch.bfloat16)
+    elif case == "grad":
+        q8 = q8.requires_grad_()
+    elif case == "recipe":
+        kwargs = dict(fp8="per_tile")
+    elif case == "descale_shape":
+        kwargs = dict(k_descale=torch.ones(2, 4))
+    elif case == "descale_type":
+        kwargs = dict(v_descale=2.0)
+    else:
+        kwargs = dict(qv=torch.zeros(2, 8, 4, 64, dtype=e4m3))
+    with pytest.raises(error, match=match):
+        fa3nn.flash_attn_func(q8, k8, v8, **kwargs)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["triton", "hopper"])
+@pytest.mark.parametrize("layout", ["packed", "dense_q_dense_k"])
+def test_seqused_gpu(backend, layout):
+    """seqused on the GPU backends: the three-sequences-per-slot split has sequences with queries and no keys and
+    the reverse, which their varlen paths must handle (a hopper backward it cannot run goes to auto's choice)."""
+    if backend == "hopper" and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the hopper backend needs sm_90")
+    q, k, v = random_qkv(4, 300, 517, 8, 2, 128, torch.bfloat16, device="cuda")
+    used_q = torch.tensor([300, 0, 133, 257], dtype=torch.int32, device="cuda")
+    used_k = torch.tensor([517, 64, 0, 300], dtype=torch.int32, device="cuda")
+    check_seqused(q, k, v, used_q, used_k, layout, True, (-1, -1), backend)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["hopper", "triton"])
+@pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_fp8_inputs_gpu(backend, varlen, causal):
+    """FP8 inputs (GQA, descales per K/V head) on the FP8 kernels: within the error-ratio rule of fp64 attention on
+    the dequantized inputs, with the emulation of the kernels' rounding points (backend="reference") as the yardstick.
+    """
+    if backend == "hopper" and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the hopper backend needs sm_90")
+    batch, seqlen_q, seqlen_k, nheads, nheads_kv, d = 2, 1000, 1531, 8, 2, 128
+    e4m3 = torch.float8_e4m3fn
+    q8, k8, v8 = (torch.randn(batch, s, h, d, device="cuda").mul(3).to(e4m3)
+                  for s, h in ((seqlen_q, nheads), (seqlen_k, nheads_kv), (seqlen_k, nheads_kv)))
+    descales = [torch.rand(batch, nheads_kv, device="cuda") + 0.5 for _ in range(3)]
+    deq = [x.float() * s.repeat_interleave(x.shape[2] // nheads_kv, 1)[:, None, :, None]
+           for x, s in zip((q8, k8, v8), descales)]
+    if varlen:  # the same sequences, packed
+        args = [x.reshape(-1, nheads if i == 0 else nheads_kv, d) for i, x in enumerate((q8, k8, v8))]
+        args += [torch.arange(batch + 1, dtype=torch.int32, device="cuda") * s for s in (seqlen_q, seqlen_k)]
+        args += [seqlen_q, seqlen_k]
+        run = fa3nn.flash_attn_varlen_func
+    else:
+        args, run = [q8, k8, v8], fa3nn.flash_attn_func
+    outs = [run(*args, causal=causal, q_descale=descales[0], k_descale=descales[1], v_descale=descales[2],
+                return_attn_probs=True, backend=name) for name in (backend, "reference")]
+    if varlen:
+        outs = [(out.view(batch, seqlen_q, nheads, d), lse.view(nheads, batch, seqlen_q).transpose(0, 1))
+                for out, lse in outs]
+    (out, lse), (out_emulated, lse_emulated) = outs
+    truth, lse_truth = attention_ref(*deq, causal=causal)
+    assert out.dtype == torch.bfloat16 and lse.dtype == torch.float32
+    assert_error_ratio(out, truth, out_emulated, "out")
+    assert_error_ratio(lse, lse_truth, lse_emulated, "lse")
