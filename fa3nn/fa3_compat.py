@@ -12,8 +12,8 @@ fa3nn's functions take the same names in the same positions. What each does here
   [q, qv] and [k, v] along headdim with V unchanged (`with_qv`), which fa3nn runs as such (a headdim_qk != headdim_v
   call: the Triton or reference backend; the copy of the concatenation is the price).
 - q_descale, k_descale, v_descale: FP8 inputs (fa3nn.fp8.inputs).
-- attention_chunk: Llama-4's chunked attention, forward only in FlashAttention-3; fa3nn has no such mask yet and
-  refuses a nonzero value.
+- attention_chunk: Llama 4's chunked attention (a query sees only keys of its own chunk of attention_chunk key
+  positions), run as finer packed sequences (fa3nn.chunks), forward and backward (FlashAttention-3: forward only).
 - num_splits, pack_gqa: scheduling hints for FlashAttention-3's kernels (split-KV and packed GQA heads, both for
   decoding). fa3nn's kernels schedule themselves; the values are checked and change nothing (FlashAttention-3's
   results do not depend on them either).
@@ -28,7 +28,7 @@ import warnings
 
 import torch
 
-from fa3nn.checks import check_bool, type_name
+from fa3nn.checks import WINDOW_MAX, check_bool, type_name
 
 _warned_sm_margin = False
 
@@ -54,13 +54,9 @@ def check_hints(num_splits, pack_gqa, sm_margin) -> None:
 
 
 def check_attention_chunk(attention_chunk) -> None:
-    _check_int("attention_chunk", attention_chunk, 0, "Llama-4 chunked attention's chunk, 0 for none")
-    if attention_chunk:
-        raise NotImplementedError(
-            f"attention_chunk={attention_chunk} (chunked attention) is not supported by fa3nn; FlashAttention-3 has it "
-            "in the forward only. Split the sequence into chunks of that length and call once per chunk (a varlen "
-            "call with cu_seqlens at the chunk boundaries does it in one call), or pass attention_chunk=0"
-        )
+    _check_int("attention_chunk", attention_chunk, 0, "chunked attention's chunk length, 0 for none")
+    if attention_chunk > WINDOW_MAX:
+        raise ValueError(f"attention_chunk must be at most {WINDOW_MAX} (int32), got {attention_chunk}")
 
 
 def wants_lse(return_attn_probs, return_lse) -> bool:

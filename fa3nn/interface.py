@@ -30,6 +30,7 @@ from fa3nn.checks import (
     check_varlen,
     type_name,
 )
+from fa3nn.chunks import chunked
 from fa3nn.dispatch import Explanation, check_backend_name, explain_call
 from fa3nn.fa3_compat import check_attention_chunk, check_hints, wants_lse, with_qv
 from fa3nn.fp8 import DelayedScaling, HadamardRotation, PerTileScaling, as_recipe, fp8_attention_forward
@@ -162,6 +163,26 @@ def _fa3_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, s
     )
 
 
+def _packed_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
+                 attention_chunk, softmax_scale, causal, qv, descales, window_size, softcap, deterministic, fp8,
+                 backend):
+    """(out, lse) in q's layout of a call with slots (fa3nn.slots) and / or chunks (fa3nn.chunks): as a plain packed
+    call, FP8 descales repeated for the packed sequences each caller's sequence became."""
+    fp8_inputs = is_fp8_call(q, *descales)
+    call = to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
+                     FP8_INPUT_DTYPES if fp8_inputs else SUPPORTED_DTYPES)
+    if attention_chunk:
+        call = chunked(call, attention_chunk)
+    if fp8_inputs and call.split:  # one descale row per caller's sequence, then per packed sequence
+        for name, descale in zip(("q_descale", "k_descale", "v_descale"), descales):
+            check_descale(name, descale, call.batch, call.k.shape[-2], call.q.device)
+        descales = tuple(call.per_sequence(d) for d in descales)
+    out, lse = _fa3_call(call.q, call.k, call.v, call.cu_seqlens_q, call.cu_seqlens_k, call.max_seqlen_q,
+                         call.max_seqlen_k, softmax_scale, causal, None if qv is None else call.pack_like_q(qv),
+                         descales, window_size, softcap, deterministic, fp8, backend)
+    return call.restore(out, lse)
+
+
 def flash_attn_func(
     q,
     k,
@@ -200,8 +221,13 @@ def flash_attn_func(
     lse_wanted = wants_lse(return_attn_probs, return_lse)
     check_hints(num_splits, pack_gqa, sm_margin)
     check_attention_chunk(attention_chunk)
-    out, lse = _fa3_call(q, k, v, None, None, None, None, softmax_scale, causal, qv, (q_descale, k_descale, v_descale),
-                         window_size, softcap, deterministic, fp8, backend)
+    descales = (q_descale, k_descale, v_descale)
+    if attention_chunk:  # chunks are packed sequences (fa3nn.chunks)
+        out, lse = _packed_call(q, k, v, None, None, None, None, None, None, attention_chunk, softmax_scale, causal,
+                                qv, descales, window_size, softcap, deterministic, fp8, backend)
+    else:
+        out, lse = _fa3_call(q, k, v, None, None, None, None, softmax_scale, causal, qv, descales, window_size,
+                             softcap, deterministic, fp8, backend)
     return (out, lse) if lse_wanted else out
 
 
@@ -249,18 +275,9 @@ def flash_attn_varlen_func(
                         f"(total_tokens, nheads, headdim) q, k, v (or seqused_q / seqused_k with dense slots); got "
                         f"cu_seqlens_q {type_name(cu_seqlens_q)}, cu_seqlens_k {type_name(cu_seqlens_k)}. For a dense "
                         "batch call flash_attn_func")
-    descales = (q_descale, k_descale, v_descale)
-    fp8_inputs = is_fp8_call(q, *descales)
-    call = to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
-                     FP8_INPUT_DTYPES if fp8_inputs else SUPPORTED_DTYPES)
-    if fp8_inputs and call.split:  # one descale row per caller's sequence, then per packed sequence
-        for name, descale in zip(("q_descale", "k_descale", "v_descale"), descales):
-            check_descale(name, descale, call.batch, call.k.shape[-2], call.q.device)
-        descales = tuple(call.per_sequence(d) for d in descales)
-    out, lse = _fa3_call(call.q, call.k, call.v, call.cu_seqlens_q, call.cu_seqlens_k, call.max_seqlen_q,
-                         call.max_seqlen_k, softmax_scale, causal, None if qv is None else call.pack_like_q(qv),
-                         descales, window_size, softcap, deterministic, fp8, backend)
-    out, lse = call.restore(out, lse)
+    out, lse = _packed_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
+                            attention_chunk, softmax_scale, causal, qv, (q_descale, k_descale, v_descale),
+                            window_size, softcap, deterministic, fp8, backend)
     return (out, lse) if lse_wanted else out
 
 

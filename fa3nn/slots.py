@@ -23,6 +23,7 @@ cu_seqlens checks (also remembered per tensor) see the same boundary tensors eac
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -37,7 +38,7 @@ _boundaries: dict[tuple, torch.Tensor] = {}
 _MAX_BOUNDARIES = 64
 
 
-def _boundary_tensor(values: tuple[int, ...], device: torch.device) -> torch.Tensor:
+def boundary_tensor(values: tuple[int, ...], device: torch.device) -> torch.Tensor:
     key = (str(device), values)
     if key not in _boundaries:
         if len(_boundaries) >= _MAX_BOUNDARIES:
@@ -60,7 +61,11 @@ class PackedCall:
     max_seqlen_k: int
     dense_q: tuple[int, int] | None  # (batch, seqlen_q) when q came dense
     batch: int  # the caller's
-    split: bool = False  # three sequences per slot (seqused given)
+    counts: tuple[int, ...] | None = None  # packed sequences per caller's sequence; None: one each
+
+    @property
+    def split(self) -> bool:
+        return self.counts is not None
 
     def pack_like_q(self, t):
         """A tensor laid out as the caller's q (qv), in the packed layout (anything else as it is, for the checks)."""
@@ -68,7 +73,22 @@ class PackedCall:
 
     def per_sequence(self, t):
         """A tensor with a row per caller's sequence (FP8 descales), with a row per packed sequence."""
-        return t.repeat_interleave(3, dim=0) if self.split and isinstance(t, torch.Tensor) else t
+        if self.counts is None or not isinstance(t, torch.Tensor):
+            return t
+        return t.repeat_interleave(torch.tensor(self.counts, device=t.device), dim=0)
+
+    def refined(self, cu_seqlens_q: tuple[int, ...], cu_seqlens_k: tuple[int, ...], per_packed: tuple[int, ...]
+                ) -> PackedCall:
+        """This call with each packed sequence cut into per_packed[i] consecutive ones at the given boundaries."""
+        counts, at = [], 0
+        for n in self.counts or (1,) * len(per_packed):
+            counts.append(sum(per_packed[at:at + n]))
+            at += n
+        lengths = [(b - a, d - c) for a, b, c, d in zip(cu_seqlens_q, cu_seqlens_q[1:], cu_seqlens_k, cu_seqlens_k[1:])]
+        return dataclasses.replace(
+            self, cu_seqlens_q=boundary_tensor(cu_seqlens_q, self.q.device),
+            cu_seqlens_k=boundary_tensor(cu_seqlens_k, self.q.device), counts=tuple(counts),
+            max_seqlen_q=max((n for n, _ in lengths), default=0), max_seqlen_k=max((n for _, n in lengths), default=0))
 
     def restore(self, out: torch.Tensor, lse: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """out (total_q, nheads, dv) and lse (nheads, total_q) in q's layout: dense ones (batch, seqlen_q, nheads, dv)
@@ -91,7 +111,7 @@ def _dense_side(name: str, tensors: dict[str, torch.Tensor], max_seqlen_name: st
                          f"is None): pass None or {seqlen}")
     flat = [t.reshape(t.shape[0] * t.shape[1], *t.shape[2:]) if t.shape[:2] == (batch, seqlen) else t
             for t in tensors.values()]  # a mismatched one stays unflattened for check_varlen to name
-    return flat, _boundary_tensor(tuple(i * seqlen for i in range(batch + 1)), device), seqlen, (batch, seqlen)
+    return flat, boundary_tensor(tuple(i * seqlen for i in range(batch + 1)), device), seqlen, (batch, seqlen)
 
 
 def _check_seqused(name: str, used, batch: int, device: torch.device) -> None:
@@ -146,8 +166,8 @@ def _to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
     used_q = _used_lengths("seqused_q", seqused_q, "cu_seqlens_q", starts_q)
     used_k = _used_lengths("seqused_k", seqused_k, "cu_seqlens_k", starts_k)
     split_q, split_k = _split(starts_q, used_q, starts_k, used_k)
-    return PackedCall(q, k, v, _boundary_tensor(split_q, q.device), _boundary_tensor(split_k, q.device),
-                      max_seqlen_q, max_seqlen_k, dense_q, batch, split=True)
+    return PackedCall(q, k, v, boundary_tensor(split_q, q.device), boundary_tensor(split_k, q.device),
+                      max_seqlen_q, max_seqlen_k, dense_q, batch, counts=(3,) * batch)
 
 
 def to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q=None, seqused_k=None,

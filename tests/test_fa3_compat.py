@@ -66,8 +66,9 @@ def test_hints_change_nothing():
     (dict(num_splits=True), TypeError, r"num_splits must be an int"),
     (dict(pack_gqa="yes"), TypeError, r"pack_gqa must be a bool"),
     (dict(sm_margin=-1), ValueError, r"sm_margin must be >= 0"),
-    (dict(attention_chunk=128), NotImplementedError, r"attention_chunk=128 \(chunked attention\) is not supported"),
     (dict(attention_chunk=-1), ValueError, r"attention_chunk must be >= 0"),
+    (dict(attention_chunk=2.0), TypeError, r"attention_chunk must be an int"),
+    (dict(attention_chunk=2**31), ValueError, r"attention_chunk must be at most 2147483647"),
     (dict(return_attn_probs="no"), TypeError, r"return_attn_probs must be a bool"),
     (dict(qv=torch.zeros(2, 5, 4, 8)), ValueError, r"qv must have q's shape with v's headdim \(2, 5, 4, 16\)"),
     (dict(qv=[1.0]), TypeError, r"qv must be a torch.Tensor"),
@@ -104,6 +105,79 @@ def test_qv_is_an_extra_score_term(varlen):
     for g, g_ref in zip(torch.autograd.grad(out, (q, k, v, qv), dout), torch.autograd.grad(expected, (q, k, v, qv),
                                                                                           dout)):
         torch.testing.assert_close(g, g_ref, rtol=1e-9, atol=1e-9)
+
+
+def _chunked_attention(q, k, v, chunk, causal, window_size, scale=None):
+    """FlashAttention-3's chunk mask (hopper/mask.h) written out densely: query i at key position
+    i' = i + seqlen_k - seqlen_q sees key j when floor(j / chunk) == floor(i' / chunk) and the window allows it."""
+    seqlen_q, seqlen_k, group = q.shape[1], k.shape[1], q.shape[2] // k.shape[2]
+    k, v = k.repeat_interleave(group, 2), v.repeat_interleave(group, 2)
+    i = torch.arange(seqlen_q, device=q.device).view(-1, 1) + seqlen_k - seqlen_q
+    j = torch.arange(seqlen_k, device=q.device).view(1, -1)
+    left, right = (window_size[0], 0) if causal else window_size
+    allowed = torch.div(j, chunk, rounding_mode="floor") == torch.div(i, chunk, rounding_mode="floor")
+    if left >= 0:
+        allowed &= j >= i - left
+    if right >= 0:
+        allowed &= j <= i + right
+    scores = torch.einsum("bthd,bshd->bhts", q, k) * (q.shape[-1] ** -0.5 if scale is None else scale)
+    probs = scores.masked_fill(~allowed, float("-inf")).softmax(-1).nan_to_num(0.0)  # rows with no key: zeros
+    return torch.einsum("bhts,bshd->bthd", probs, v)
+
+
+@pytest.mark.parametrize("seqlens", [(37, 37), (20, 45), (45, 20)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("chunk", [1, 8, 13, 64])
+@pytest.mark.parametrize("causal,window_size", [(True, (-1, -1)), (False, (-1, -1)), (True, (5, -1)),
+                                                (False, (3, 4))])
+def test_attention_chunk_matches_the_chunk_mask(seqlens, chunk, causal, window_size):
+    """Forward and backward (FlashAttention-3 has the forward only) against the mask written out, float64."""
+    q, k, v = random_qkv(2, *seqlens, 4, 2, 8, torch.float64, requires_grad=True)
+    out = fa3nn.flash_attn_func(q, k, v, causal=causal, window_size=window_size, attention_chunk=chunk)
+    expected = _chunked_attention(q, k, v, chunk, causal, window_size)
+    torch.testing.assert_close(out, expected, rtol=1e-10, atol=1e-10)
+    dout = torch.randn_like(out)
+    for g, g_ref in zip(torch.autograd.grad(out, (q, k, v), dout), torch.autograd.grad(expected, (q, k, v), dout)):
+        torch.testing.assert_close(g, g_ref, rtol=1e-9, atol=1e-9)
+
+
+def test_attention_chunk_varlen_and_seqused():
+    """Packed sequences and slots with seqused are chunked per sequence, each on its own (used) lengths."""
+    lengths_q, lengths_k, chunk = [17, 0, 9, 30], [25, 6, 0, 30], 8
+    q, k, v = (torch.randn(sum(n), h, 8, dtype=torch.float64) for n, h in ((lengths_q, 4), (lengths_k, 2),
+                                                                          (lengths_k, 2)))
+    cu_q, cu_k = (torch.tensor([0, *torch.tensor(n).cumsum(0).tolist()], dtype=torch.int32)
+                  for n in (lengths_q, lengths_k))
+    out, lse = fa3nn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 30, 30, causal=True, attention_chunk=chunk,
+                                            return_attn_probs=True)
+    for i in range(4):
+        rows_q, rows_k = slice(cu_q[i], cu_q[i + 1]), slice(cu_k[i], cu_k[i + 1])
+        if lengths_q[i] == 0:
+            continue
+        expected = _chunked_attention(q[None, rows_q], k[None, rows_k], v[None, rows_k], chunk, True, (-1, -1))
+        torch.testing.assert_close(out[rows_q], expected[0], rtol=1e-10, atol=1e-10)
+    slots_q, slots_k = (torch.zeros(4, 30, h, 8, dtype=torch.float64) for h in (4, 2))
+    slots_v = torch.zeros_like(slots_k)
+    for i in range(4):
+        slots_q[i, :lengths_q[i]] = q[cu_q[i]:cu_q[i + 1]]
+        slots_k[i, :lengths_k[i]] = k[cu_k[i]:cu_k[i + 1]]
+        slots_v[i, :lengths_k[i]] = v[cu_k[i]:cu_k[i + 1]]
+    used_q, used_k = (torch.tensor(n, dtype=torch.int32) for n in (lengths_q, lengths_k))
+    out_slots = fa3nn.flash_attn_varlen_func(slots_q, slots_k, slots_v, None, None, None, None, used_q, used_k,
+                                             causal=True, attention_chunk=chunk)
+    mask_q = _slot_masks(used_q, 30)
+    torch.testing.assert_close(out_slots[mask_q], out, rtol=1e-12, atol=1e-12)
+    assert torch.equal(out_slots[~mask_q], torch.zeros_like(out_slots[~mask_q]))
+
+
+def test_attention_chunk_boundaries():
+    """The chunks of one sequence: keys [cC, (c + 1)C), queries by their key position, both clipped."""
+    from fa3nn.chunks import chunk_boundaries
+
+    # seqlen_q 5, seqlen_k 11, chunk 4: queries sit at key positions 6..10 -> chunks 1 (6, 7) and 2 (8, 9, 10)
+    assert chunk_boundaries((0, 5), (0, 11), 4) == ((0, 0, 2, 5), (0, 4, 8, 11), (3,))
+    # seqlen_q 6, seqlen_k 3, chunk 2: key positions -3..2 -> chunks -2 (-3), -1 (-2, -1): no keys; 0 (0, 1); 1 (2)
+    assert chunk_boundaries((0, 6), (0, 3), 2) == ((0, 1, 3, 5, 6), (0, 0, 0, 2, 3), (4,))
+    assert chunk_boundaries((0, 0, 4), (0, 5, 5), 2) == ((0, 0, 4), (0, 5, 5), (1, 1))  # no queries / no keys: one
 
 
 def _slot_masks(used, slot):
@@ -405,3 +479,26 @@ def test_fp8_inputs_gpu(backend, varlen, causal):
     assert out.dtype == torch.bfloat16 and lse.dtype == torch.float32
     assert_error_ratio(out, truth, out_emulated, "out")
     assert_error_ratio(lse, lse_truth, lse_emulated, "lse")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["triton", "hopper"])
+@pytest.mark.parametrize("seqlens", [(2048, 2048), (700, 1900)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_attention_chunk_gpu(backend, seqlens):
+    """Chunked causal attention (chunks of 384 keys) on the GPU backends' varlen paths, forward and backward, by the
+    error-ratio rule against the chunk mask written out (fp32 reference, bf16 yardstick)."""
+    if backend == "hopper" and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the hopper backend needs sm_90")
+    q, k, v = random_qkv(2, *seqlens, 8, 2, 128, torch.bfloat16, device="cuda", requires_grad=True)
+    out = fa3nn.flash_attn_func(q, k, v, causal=True, attention_chunk=384, backend=backend)
+    refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    pts = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    out_ref = _chunked_attention(*refs, 384, True, (-1, -1))
+    out_pt = _chunked_attention(*pts, 384, True, (-1, -1))
+    assert_error_ratio(out, out_ref, out_pt, "out")
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    grads_ref = torch.autograd.grad(out_ref, refs, dout.float())
+    grads_pt = torch.autograd.grad(out_pt, pts, dout)
+    for name, g, g_ref, g_pt in zip(("dq", "dk", "dv"), grads, grads_ref, grads_pt):
+        assert_error_ratio(g, g_ref, g_pt, name)
