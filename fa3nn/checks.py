@@ -100,9 +100,10 @@ _validated = TensorMemo()
 
 
 def check_cu_seqlens_values(
-    name: str, cu: torch.Tensor, total: int, max_seqlen_name: str, max_seqlen: int
+    name: str, cu: torch.Tensor, total: int, max_seqlen_name: str, max_seqlen: int | None
 ) -> tuple[int, ...]:
-    """Checks cu_seqlens' values (reading them is a host sync, done once per tensor) and returns them as a tuple."""
+    """Checks cu_seqlens' values (reading them is a host sync, done once per tensor) and returns them as a tuple;
+    max_seqlen None: no bound on the lengths (fa3nn.slots bounds the used ones)."""
 
     def read() -> tuple[tuple[int, ...], int]:
         values = tuple(cu.tolist())
@@ -121,7 +122,7 @@ def check_cu_seqlens_values(
         return values, max(lengths, default=0)
 
     values, longest = _validated.get(cu, total, read)
-    if longest > max_seqlen:
+    if max_seqlen is not None and longest > max_seqlen:
         raise ValueError(f"{max_seqlen_name} ({max_seqlen}) is smaller than the longest sequence ({longest}) in {name}")
     return values
 

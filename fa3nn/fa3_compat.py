@@ -15,8 +15,8 @@ fa3nn's functions take the same names in the same positions. What each does here
 - attention_chunk: Llama 4's chunked attention (a query sees only keys of its own chunk of attention_chunk key
   positions), run as finer packed sequences (fa3nn.chunks), forward and backward (FlashAttention-3: forward only).
 - num_splits, pack_gqa: scheduling hints for FlashAttention-3's kernels (split-KV and packed GQA heads, both for
-  decoding). fa3nn's kernels schedule themselves; the values are checked and change nothing (FlashAttention-3's
-  results do not depend on them either).
+  decoding). fa3nn's kernels schedule themselves; the values are checked and change nothing (in FlashAttention-3
+  they change the results only by rounding: split-KV sums in another order).
 - sm_margin: SMs FlashAttention-3 leaves free for kernels that overlap it (communication). fa3nn's kernels use every
   SM; a positive value is checked and warned about once (results are unchanged, only the overlap is).
 - return_attn_probs: return (out, lse) instead of out, as FlashAttention-3 does (fa3nn's `return_lse` is the same).

@@ -32,7 +32,7 @@ from fa3nn.checks import (
 )
 from fa3nn.chunks import chunked
 from fa3nn.dispatch import Explanation, check_backend_name, explain_call
-from fa3nn.fa3_compat import check_attention_chunk, check_hints, wants_lse, with_qv
+from fa3nn.fa3_compat import check_attention_chunk, check_hints, check_qv, wants_lse, with_qv
 from fa3nn.fp8 import DelayedScaling, HadamardRotation, PerTileScaling, as_recipe, fp8_attention_forward
 from fa3nn.fp8.inputs import OUT_DTYPE, check_descale, check_fp8_inputs, is_fp8_call
 from fa3nn.fp8.quantize import scale_block_k
@@ -128,11 +128,11 @@ def attention(
 
 
 def _fp8_inputs_attention(q, k, v, descales, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
-                          causal, window_size, softcap, backend):
+                          causal, window_size, softcap, deterministic, backend):
     """(out, lse) of FlashAttention-3's FP8 call: e4m3 q, k, v and (batch, nheads_kv) descales (fa3nn.fp8.inputs)."""
     max_seqlen_q, max_seqlen_k = _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                                FP8_INPUT_DTYPES)
-    params = _normalize(q, softmax_scale, causal, window_size, softcap, False, None, backend)
+    params = _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, None, backend)
     batch = q.shape[0] if cu_seqlens_q is None else cu_seqlens_q.shape[0] - 1
     for name, descale in zip(("q_descale", "k_descale", "v_descale"), descales):
         check_descale(name, descale, batch, k.shape[-2], q.device)
@@ -151,7 +151,7 @@ def _fa3_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, s
             raise ValueError("qv with FP8 inputs is not supported: pass qv=None, or bf16 / fp16 tensors")
         check_fp8_inputs(q, k, v, fp8)
         return _fp8_inputs_attention(q, k, v, descales, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                     softmax_scale, causal, window_size, softcap, backend)
+                                     softmax_scale, causal, window_size, softcap, deterministic, backend)
     if qv is not None:
         _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)  # before the concatenation
         q, k, softmax_scale = with_qv(q, k, v, qv, softmax_scale)
@@ -169,8 +169,12 @@ def _packed_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
     """(out, lse) in q's layout of a call with slots (fa3nn.slots) and / or chunks (fa3nn.chunks): as a plain packed
     call, FP8 descales repeated for the packed sequences each caller's sequence became."""
     fp8_inputs = is_fp8_call(q, *descales)
+    if fp8_inputs:  # before packing, so that the message is about FP8 inputs, not dtypes
+        check_fp8_inputs(q, k, v, fp8)
     call = to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
                      FP8_INPUT_DTYPES if fp8_inputs else SUPPORTED_DTYPES)
+    if qv is not None and not fp8_inputs:
+        check_qv(qv, q, v)  # against the caller's layout, before packing reshapes it
     if attention_chunk:
         call = chunked(call, attention_chunk)
     if fp8_inputs and call.split:  # one descale row per caller's sequence, then per packed sequence
@@ -308,9 +312,9 @@ def flash_attn_qkvpacked_func(
                         f"(batch, seqlen, nheads + 2 * nheads_kv, headdim); got {type_name(qkv)} "
                         f"{tuple(qkv.shape) if isinstance(qkv, torch.Tensor) else ''}")
     if qkv.dim() == 5:
-        if qkv.shape[2] != 3 or num_heads_q is not None:
-            raise ValueError(f"a 5-D qkv must be (batch, seqlen, 3, nheads, headdim) with num_heads_q None, got shape "
-                             f"{tuple(qkv.shape)} and num_heads_q {num_heads_q!r}")
+        if qkv.shape[2] != 3 or num_heads_q not in (None, qkv.shape[3]):
+            raise ValueError(f"a 5-D qkv must be (batch, seqlen, 3, nheads, headdim) with num_heads_q None or nheads, "
+                             f"got shape {tuple(qkv.shape)} and num_heads_q {num_heads_q!r}")
         q, k, v = qkv.unbind(dim=2)
     else:
         heads = qkv.shape[2]

@@ -43,7 +43,8 @@ def boundary_tensor(values: tuple[int, ...], device: torch.device) -> torch.Tens
     if key not in _boundaries:
         if len(_boundaries) >= _MAX_BOUNDARIES:
             _boundaries.clear()
-        _boundaries[key] = torch.tensor(values, dtype=torch.int32, device=device)
+        with torch.inference_mode(False):  # kept for later calls, training ones too: no inference tensor
+            _boundaries[key] = torch.tensor(values, dtype=torch.int32, device=device)
     return _boundaries[key]
 
 
@@ -96,22 +97,21 @@ class PackedCall:
         if self.dense_q is None:
             return out, lse
         batch, seqlen_q = self.dense_q
-        return out.view(batch, seqlen_q, *out.shape[1:]), lse.view(lse.shape[0], batch, seqlen_q).transpose(0, 1)
+        return (out.view(batch, seqlen_q, *out.shape[1:]),
+                lse.view(lse.shape[0], batch, seqlen_q).transpose(0, 1).contiguous())  # flash_attn_func's layout
 
 
-def _dense_side(name: str, tensors: dict[str, torch.Tensor], max_seqlen_name: str, max_seqlen, device, dtypes):
-    """A side given without cu_seqlens: its tensors flattened, uniform boundaries, its slot length."""
+def _dense_side(name: str, tensors: dict[str, torch.Tensor], device, dtypes):
+    """A side given without cu_seqlens: its tensors flattened, uniform boundaries, (batch, slot length)."""
     for tensor_name, t in tensors.items():
         check_tensor(tensor_name, t, 4, f"(batch, seqlen, nheads, headdim): {name} is None, so {tensor_name} is dense "
                      f"(pass {name} for a packed {tensor_name})", dtypes)
-    first = next(iter(tensors.values()))
-    batch, seqlen = first.shape[:2]
-    if max_seqlen is not None and max_seqlen != seqlen:
-        raise ValueError(f"{max_seqlen_name} ({max_seqlen!r}) contradicts the dense slots of length {seqlen} ({name} "
-                         f"is None): pass None or {seqlen}")
-    flat = [t.reshape(t.shape[0] * t.shape[1], *t.shape[2:]) if t.shape[:2] == (batch, seqlen) else t
-            for t in tensors.values()]  # a mismatched one stays unflattened for check_varlen to name
-    return flat, boundary_tensor(tuple(i * seqlen for i in range(batch + 1)), device), seqlen, (batch, seqlen)
+    shapes = {tensor_name: tuple(t.shape[:2]) for tensor_name, t in tensors.items()}
+    if len(set(shapes.values())) > 1:
+        raise ValueError(f"dense {' and '.join(shapes)} must share (batch, seqlen), got {shapes}")
+    batch, seqlen = next(iter(shapes.values()))
+    flat = [t.reshape(batch * seqlen, *t.shape[2:]) for t in tensors.values()]
+    return flat, boundary_tensor(tuple(i * seqlen for i in range(batch + 1)), device), (batch, seqlen)
 
 
 def _check_seqused(name: str, used, batch: int, device: torch.device) -> None:
@@ -124,7 +124,7 @@ def _check_seqused(name: str, used, batch: int, device: torch.device) -> None:
 
 
 def _used_lengths(name: str, used, cu_name: str, starts: tuple[int, ...]) -> tuple[int, ...]:
-    """seqused's values (a host read, once per tensor), each within its slot."""
+    """seqused's values (a host read, once per tensor version), each within its slot; the slot lengths without."""
     lengths = [b - a for a, b in zip(starts[:-1], starts[1:])]
     if used is None:
         return tuple(lengths)
@@ -136,6 +136,17 @@ def _used_lengths(name: str, used, cu_name: str, starts: tuple[int, ...]) -> tup
     return values
 
 
+def _check_longest(max_seqlen_name: str, max_seqlen, lengths: tuple[int, ...], what: str) -> None:
+    """A given max_seqlen bounds the lengths actually attended (FlashAttention-3 sizes its grid by it)."""
+    if max_seqlen is None:
+        return
+    if isinstance(max_seqlen, bool) or not isinstance(max_seqlen, int) or max_seqlen < 0:
+        raise ValueError(f"{max_seqlen_name} must be a non-negative int or None, got {max_seqlen!r}")
+    longest = max(lengths, default=0)
+    if longest > max_seqlen:
+        raise ValueError(f"{max_seqlen_name} ({max_seqlen}) is smaller than the longest {what} ({longest})")
+
+
 def _split(starts_q, used_q, starts_k, used_k) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The three-sequences-per-slot boundaries of the module docstring."""
     cu_q, cu_k = [], []
@@ -145,29 +156,54 @@ def _split(starts_q, used_q, starts_k, used_k) -> tuple[tuple[int, ...], tuple[i
     return (*cu_q, starts_q[-1]), (*cu_k, starts_k[-1])
 
 
+def _batch(cu_seqlens, dense) -> int | None:
+    if dense is not None:
+        return dense[0]
+    return cu_seqlens.shape[0] - 1 if isinstance(cu_seqlens, torch.Tensor) and cu_seqlens.dim() == 1 else None
+
+
 def _to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
                dtypes) -> PackedCall:
-    dense_q = None
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type_name(t)}")
+    seqused = seqused_q is not None or seqused_k is not None
+    if seqused and q.is_cuda and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError("seqused_q / seqused_k are read on the host (fa3nn.slots), so a CUDA graph would replay "
+                           "the lengths of its capture: call without CUDA graphs, or pack the used rows with "
+                           "cu_seqlens")
+    dense_q = dense_k = None
+    given_q, given_k = max_seqlen_q, max_seqlen_k
     if cu_seqlens_q is None:
-        (q,), cu_seqlens_q, max_seqlen_q, dense_q = _dense_side("cu_seqlens_q", {"q": q}, "max_seqlen_q",
-                                                                max_seqlen_q, q.device, dtypes)
+        (q,), cu_seqlens_q, dense_q = _dense_side("cu_seqlens_q", {"q": q}, q.device, dtypes)
+        max_seqlen_q = dense_q[1]
     if cu_seqlens_k is None:
-        (k, v), cu_seqlens_k, max_seqlen_k, _ = _dense_side("cu_seqlens_k", {"k": k, "v": v}, "max_seqlen_k",
-                                                            max_seqlen_k, q.device, dtypes)
+        (k, v), cu_seqlens_k, dense_k = _dense_side("cu_seqlens_k", {"k": k, "v": v}, q.device, dtypes)
+        max_seqlen_k = dense_k[1]
+    batch_q, batch_k = _batch(cu_seqlens_q, dense_q), _batch(cu_seqlens_k, dense_k)
+    if (dense_q or dense_k) and None not in (batch_q, batch_k) and batch_q != batch_k:
+        sides = [f"{'dense q' if dense_q else 'cu_seqlens_q'} has {batch_q}",
+                 f"{'dense k / v' if dense_k else 'cu_seqlens_k'} has {batch_k}"]
+        raise ValueError(f"q's and k's sequences must match in number: {', '.join(sides)}")
     check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dtypes)
     batch = cu_seqlens_q.shape[0] - 1
-    if seqused_q is None and seqused_k is None:  # a dense side only
-        return PackedCall(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dense_q, batch)
     for name, used in (("seqused_q", seqused_q), ("seqused_k", seqused_k)):
         if used is not None:
             _check_seqused(name, used, batch, q.device)
-    starts_q = check_cu_seqlens_values("cu_seqlens_q", cu_seqlens_q, q.shape[0], "max_seqlen_q", max_seqlen_q)
-    starts_k = check_cu_seqlens_values("cu_seqlens_k", cu_seqlens_k, k.shape[0], "max_seqlen_k", max_seqlen_k)
+    # cu_seqlens' values (remembered per tensor); a side whose lengths seqused gives is bounded by those below
+    starts_q = check_cu_seqlens_values("cu_seqlens_q", cu_seqlens_q, q.shape[0], "max_seqlen_q",
+                                       None if seqused_q is not None or dense_q else max_seqlen_q)
+    starts_k = check_cu_seqlens_values("cu_seqlens_k", cu_seqlens_k, k.shape[0], "max_seqlen_k",
+                                       None if seqused_k is not None or dense_k else max_seqlen_k)
     used_q = _used_lengths("seqused_q", seqused_q, "cu_seqlens_q", starts_q)
     used_k = _used_lengths("seqused_k", seqused_k, "cu_seqlens_k", starts_k)
+    _check_longest("max_seqlen_q", given_q, used_q, "sequence of q" + (" (seqused_q)" if seqused_q is not None else ""))
+    _check_longest("max_seqlen_k", given_k, used_k, "sequence of k" + (" (seqused_k)" if seqused_k is not None else ""))
+    if not seqused:  # a dense side only
+        return PackedCall(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dense_q, batch)
     split_q, split_k = _split(starts_q, used_q, starts_k, used_k)
-    return PackedCall(q, k, v, boundary_tensor(split_q, q.device), boundary_tensor(split_k, q.device),
-                      max_seqlen_q, max_seqlen_k, dense_q, batch, counts=(3,) * batch)
+    return PackedCall(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dense_q, batch).refined(
+        split_q, split_k, (3,) * batch)
 
 
 def to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q=None, seqused_k=None,

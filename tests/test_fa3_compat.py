@@ -253,7 +253,10 @@ def test_seqused_boundaries_are_read_once_and_reused(monkeypatch):
     ("dtype", ValueError, r"seqused_q must be int32 of shape \(batch,\) = \(2,\)"),
     ("shape", ValueError, r"seqused_q must be int32 of shape \(batch,\) = \(2,\) on cpu, got torch.int32 \(3,\)"),
     ("list", TypeError, r"seqused_k must be an int32 torch.Tensor"),
-    ("max_seqlen", ValueError, r"max_seqlen_q \(5\) contradicts the dense slots of length 8"),
+    ("max_seqlen", ValueError, r"max_seqlen_q \(5\) is smaller than the longest sequence of q \(seqused_q\) \(8\)"),
+    ("q_none", TypeError, r"q must be a torch.Tensor, got NoneType"),
+    ("batches", ValueError, r"q's and k's sequences must match in number: dense q has 2, dense k / v has 3"),
+    ("k_v", ValueError, r"dense k and v must share \(batch, seqlen\), got \{'k': \(2, 8\), 'v': \(2, 9\)\}"),
     ("nothing", TypeError, r"flash_attn_varlen_func needs cu_seqlens_q and cu_seqlens_k"),
 ], ids=lambda x: x if isinstance(x, str) else "")
 def test_seqused_refused_clearly(case, error, match):
@@ -266,10 +269,61 @@ def test_seqused_refused_clearly(case, error, match):
         "list": dict(seqused_k=[8, 2]),
         "max_seqlen": dict(seqused_q=torch.tensor([8, 2], dtype=torch.int32)),
         "nothing": dict(),
-    }[case]
+    }.get(case, dict(seqused_k=torch.tensor([8, 2], dtype=torch.int32)))
     max_q = 5 if case == "max_seqlen" else None
+    if case == "q_none":
+        q = None
+    elif case == "batches":
+        k, v = (torch.randn(3, 8, 2, 16) for _ in range(2))
+    elif case == "k_v":
+        v = torch.randn(2, 9, 2, 16)
     with pytest.raises(error, match=match):
         fa3nn.flash_attn_varlen_func(q, k, v, None, None, max_q, None, **used)
+
+
+def test_max_seqlen_bounds_the_used_lengths():
+    """As in FlashAttention-3, max_seqlen bounds what is attended: a dense side's may be any value >= its used
+    lengths (FlashAttention-3 ignores it), a packed side with seqused needs to cover the used rows only."""
+    q, k, v = random_qkv(2, 6, 64, 2, 2, 16, torch.float64)
+    used_k = torch.tensor([20, 9], dtype=torch.int32)
+    expected = fa3nn.flash_attn_varlen_func(q, k, v, None, None, None, None, None, used_k, causal=True)
+    for max_k in (20, 64, 100):  # FlashAttention-3's decoding call passes max(seqused_k)
+        got = fa3nn.flash_attn_varlen_func(q, k, v, None, None, None, max_k, None, used_k, causal=True)
+        assert torch.equal(got, expected)
+    with pytest.raises(ValueError, match=r"max_seqlen_k \(19\) is smaller than the longest sequence of k "
+                                         r"\(seqused_k\) \(20\)"):
+        fa3nn.flash_attn_varlen_func(q, k, v, None, None, None, 19, None, used_k)
+    flat_q = q.reshape(12, 2, 16)
+    cu_q = torch.tensor([0, 6, 12], dtype=torch.int32)
+    used_q = torch.tensor([3, 2], dtype=torch.int32)
+    packed = fa3nn.flash_attn_varlen_func(flat_q, k, v, cu_q, None, 3, None, used_q, used_k, causal=True)
+    dense = fa3nn.flash_attn_varlen_func(q, k, v, None, None, None, None, used_q, used_k, causal=True)
+    assert torch.equal(packed, dense.reshape(12, 2, 16))
+    with pytest.raises(ValueError, match=r"max_seqlen_q \(5\) is smaller than the longest sequence \(6\) in "
+                                         r"cu_seqlens_q"):
+        fa3nn.flash_attn_varlen_func(flat_q, k, v, cu_q, None, 5, None, None, used_k)
+
+
+def test_slots_after_inference_mode_train():
+    """Boundaries cached during an inference_mode evaluation serve later training calls (no inference tensors)."""
+    q, k, v = random_qkv(2, 6, 6, 2, 2, 16, torch.float32)
+    used = torch.tensor([6, 3], dtype=torch.int32)
+    with torch.inference_mode():
+        evaluated = fa3nn.flash_attn_varlen_func(q, k, v, None, None, None, None, used)
+    leaf = q.clone().requires_grad_()
+    trained = fa3nn.flash_attn_varlen_func(leaf, k, v, None, None, None, None, used)
+    trained.sum().backward()
+    assert torch.equal(trained.detach(), evaluated) and leaf.grad is not None
+
+
+def test_varlen_dense_q_outputs_are_contiguous_and_qv_checked_unflattened():
+    q, k, v = random_qkv(2, 6, 6, 4, 2, 16, torch.float32)
+    used = torch.tensor([6, 3], dtype=torch.int32)
+    out, lse = fa3nn.flash_attn_varlen_func(q, k, v, None, None, None, None, used, return_attn_probs=True)
+    assert out.is_contiguous() and lse.is_contiguous() and lse.shape == (2, 4, 6)
+    sequence_first_qv = torch.randn(6, 2, 4, 16)  # flattens to q's packed shape, but is not q's layout
+    with pytest.raises(ValueError, match=r"qv must have q's shape with v's headdim \(2, 6, 4, 16\)"):
+        fa3nn.flash_attn_varlen_func(q, k, v, None, None, None, None, used, qv=sequence_first_qv)
 
 
 @pytest.mark.parametrize("gqa", [False, True], ids=["mha", "gqa"])
@@ -295,7 +349,7 @@ def test_qkvpacked_matches_separate_tensors(gqa):
 
 @pytest.mark.parametrize("shape,num_heads_q,match", [
     ((2, 5, 4, 4, 16), None, r"a 5-D qkv must be \(batch, seqlen, 3, nheads, headdim\)"),
-    ((2, 5, 3, 4, 16), 2, r"a 5-D qkv must be .* num_heads_q None"),
+    ((2, 5, 3, 4, 16), 2, r"a 5-D qkv must be .* num_heads_q None or nheads"),
     ((2, 5, 8, 16), None, r"needs num_heads_q, an int in \(0, 8\)"),
     ((2, 5, 8, 16), 3, r"leaving an even count for k and v; got 3"),
 ], ids=lambda x: "")
@@ -362,6 +416,13 @@ def test_fp8_inputs_with_seqused_are_the_unpadded_call():
         fa3nn.flash_attn_varlen_func(q8, k8, v8, None, None, None, None, used_q, used_k, q_descale=torch.ones(9, 2))
 
 
+def test_fp8_inputs_with_seqused_refuse_bf16_as_fp8_inputs():
+    q, k, v = random_qkv(2, 8, 8, 2, 2, 64, torch.bfloat16)
+    with pytest.raises(TypeError, match=r"q, k and v must all be torch.float8_e4m3fn"):
+        fa3nn.flash_attn_varlen_func(q, k, v, None, None, None, None, torch.tensor([8, 2], dtype=torch.int32),
+                                     q_descale=torch.ones(2, 2))
+
+
 def test_fp8_inputs_gqa_against_dequantized_attention():
     """GQA with a descale per K/V head, shared by the query heads of its group (FlashAttention-3's layout): close to
     exact attention on the dequantized inputs (the e4m3 rounding of P is what separates them)."""
@@ -410,6 +471,9 @@ def test_explain_fp8_inputs():
     ("descale_shape", ValueError, r"k_descale must be float32 of shape \(batch, nheads_kv\) = \(2, 2\)"),
     ("descale_type", TypeError, r"v_descale must be a float32 torch.Tensor"),
     ("qv", ValueError, r"qv with FP8 inputs is not supported"),
+    ("k_none", TypeError, r"k must be a torch.Tensor of layout \(batch, seqlen, nheads, headdim\), got NoneType"),
+    ("descale_grad", ValueError, r"q_descale requires grad, but FP8 inputs have no backward"),
+    ("deterministic", TypeError, r"deterministic must be a bool"),
 ], ids=lambda x: x if isinstance(x, str) else "")
 def test_fp8_inputs_refused_clearly(case, error, match):
     e4m3 = torch.float8_e4m3fn
@@ -425,6 +489,12 @@ def test_fp8_inputs_refused_clearly(case, error, match):
         kwargs = dict(k_descale=torch.ones(2, 4))
     elif case == "descale_type":
         kwargs = dict(v_descale=2.0)
+    elif case == "k_none":
+        k8 = None
+    elif case == "descale_grad":
+        kwargs = dict(q_descale=torch.ones(2, 2, requires_grad=True))
+    elif case == "deterministic":
+        kwargs = dict(deterministic="yes")
     else:
         kwargs = dict(qv=torch.zeros(2, 8, 4, 64, dtype=e4m3))
     with pytest.raises(error, match=match):

@@ -292,6 +292,10 @@ def test_unsupported_models_get_a_clear_error():
         fa3nn.patch_hf(NoInterfaceModel(_config("llama")))
     with pytest.raises(ValueError, match="was not patched"):
         fa3nn.unpatch_hf(_model("llama"))
+    chunked = _model("llama")
+    chunked.config.attention_chunk_size = 16  # Llama 4's chunked layers: a mask patch_hf would lose
+    with pytest.raises(UnsupportedModel, match=r"chunked-attention layers \(attention_chunk_size\) are not wired"):
+        fa3nn.patch_hf(chunked)
 
 
 def test_test_inputs_exercise_window_and_softcap():

@@ -40,7 +40,7 @@ def check_fp8_inputs(q, k, v, fp8) -> None:
                         "the descales (or pass fp8= a recipe to quantize inside)")
     if fp8 is not None and fp8 is not False:
         raise ValueError(f"fp8={fp8!r} asks fa3nn to quantize, but q, k, v are already e4m3: pass fp8=None")
-    wanting = [name for name, t in (("q", q), ("k", k), ("v", v)) if t.requires_grad]
+    wanting = [name for name, t in (("q", q), ("k", k), ("v", v)) if isinstance(t, torch.Tensor) and t.requires_grad]
     if wanting:
         raise ValueError(f"{', '.join(wanting)} require grad, but FP8 inputs have no backward (in FlashAttention-3 "
                          "neither); to train with FP8 attention pass bf16 q, k, v with fp8=fa3nn.PerTileScaling() (the "
@@ -55,6 +55,8 @@ def check_descale(name: str, descale, batch: int, nheads_kv: int, device: torch.
     if descale.dtype != torch.float32 or tuple(descale.shape) != (batch, nheads_kv) or descale.device != device:
         raise ValueError(f"{name} must be float32 of shape (batch, nheads_kv) = ({batch}, {nheads_kv}) on {device}, "
                          f"got {descale.dtype} {tuple(descale.shape)} on {descale.device}")
+    if descale.requires_grad:
+        raise ValueError(f"{name} requires grad, but FP8 inputs have no backward: pass {name}.detach()")
 
 
 def descale_tiles(descale: torch.Tensor | None, batch: int, nheads_kv: int, group: int,

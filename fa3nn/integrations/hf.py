@@ -230,7 +230,8 @@ def _check_model(model: nn.Module) -> list[nn.Module]:
     if can_set is not None and not can_set():
         raise _unsupported(model, "its modeling code does not go through the AttentionInterface")
     if getattr(model.config, "attention_chunk_size", None):
-        raise _unsupported(model, "chunked attention (attention_chunk_size) is not implemented by fa3nn")
+        raise _unsupported(model, "its chunked-attention layers (attention_chunk_size) are not wired into patch_hf "
+                           "(fa3nn.flash_attn_func(..., attention_chunk=...) computes that mask, forward and backward)")
     layers = _attention_layers(model)
     if not layers:
         raise _unsupported(model, "no attention layer of the AttentionInterface kind was found")
