@@ -147,7 +147,7 @@ def _check_longest(max_seqlen_name: str, max_seqlen, lengths: tuple[int, ...], w
         raise ValueError(f"{max_seqlen_name} ({max_seqlen}) is smaller than the longest {what} ({longest})")
 
 
-def _split(starts_q, used_q, starts_k, used_k) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def split_boundaries(starts_q, used_q, starts_k, used_k) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The three-sequences-per-slot boundaries of the module docstring."""
     cu_q, cu_k = [], []
     for i in range(len(starts_q) - 1):
@@ -201,7 +201,7 @@ def _to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
     _check_longest("max_seqlen_k", given_k, used_k, "sequence of k" + (" (seqused_k)" if seqused_k is not None else ""))
     if not seqused:  # a dense side only
         return PackedCall(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dense_q, batch)
-    split_q, split_k = _split(starts_q, used_q, starts_k, used_k)
+    split_q, split_k = split_boundaries(starts_q, used_q, starts_k, used_k)
     return PackedCall(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dense_q, batch).refined(
         split_q, split_k, (3,) * batch)
 

@@ -146,6 +146,33 @@ def test_padding(family, side):
     _assert_matches((logits[real], grads), ref, pt)
 
 
+@pytest.mark.parametrize("layout", ["right", "left", "holes"])
+def test_right_padding_needs_no_unpadding(layout):
+    """A right-padded mask with as many queries as keys runs as slots (fa3nn.slots): q, k, v are views, the output
+    needs no scatter; other masks are unpadded. Both against attention_ref with the mask."""
+    from fa3nn.integrations.hf_padding import unpad_by_mask
+    from fa3nn.testing import attention_ref
+
+    q, k, v = (torch.randn(3, 12, h, 16, dtype=torch.float64) for h in (4, 2, 2))
+    lengths = torch.tensor([12, 7, 0])
+    mask = torch.arange(12) < lengths[:, None]
+    if layout == "left":
+        mask = mask.flip(-1)
+    elif layout == "holes":
+        mask[0, 3] = False
+    packed = unpad_by_mask(q, k, v, mask)
+    assert (packed.query_rows is None) == (layout == "right")
+    assert (packed.q.data_ptr() == q.data_ptr()) == (layout == "right")
+    out = packed.restore(fa3nn.flash_attn_varlen_func(
+        packed.q, packed.k, packed.v, packed.cu_seqlens_q, packed.cu_seqlens_k, packed.max_seqlen_q,
+        packed.max_seqlen_k, causal=True))
+    for row in range(3):  # each row's real tokens alone; padding query rows zero
+        keep = mask[row]
+        expected, _ = attention_ref(q[row, keep][None], k[row, keep][None], v[row, keep][None], causal=True)
+        torch.testing.assert_close(out[row, keep], expected[0], rtol=1e-12, atol=1e-12)
+        assert torch.equal(out[row, ~keep], torch.zeros_like(out[row, ~keep]))
+
+
 @pytest.mark.parametrize("boundaries", ["position_ids", "cu_seq_lens"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_packed_equals_per_sequence(family, boundaries):

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from fa3nn.memo import TensorMemo
+from fa3nn.slots import boundary_tensor, split_boundaries
 
 # Boundaries read from a position_ids tensor or a padding mask, once per tensor: transformers passes the same one to
 # every layer of a forward (fa3nn.memo says why that matters).
@@ -75,8 +76,13 @@ def unpad_by_mask(q, k, v, padding_mask: torch.Tensor) -> Packed:
         raise ValueError(
             f"the padding mask covers {padding_mask.shape[1]} key positions but the keys have {k.shape[1]}"
         )
-    bounds = _boundaries.get(padding_mask, ("mask", seqlen_q), lambda: _mask_boundaries(padding_mask, seqlen_q))
+    bounds = _boundaries.get(padding_mask, ("mask", seqlen_q, q.device),
+                             lambda: _mask_boundaries(padding_mask, seqlen_q, q.device))
     rows_q, rows_k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k = bounds
+    if rows_q is None:  # right padding: every row a slot (fa3nn.slots), nothing gathered or scattered
+        return Packed(q=_flatten(q), k=_flatten(k), v=_flatten(v), cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                      max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, query_rows=None, batch=batch,
+                      seqlen_q=seqlen_q)
     return Packed(
         q=_flatten(q).index_select(0, rows_q),
         k=_flatten(k).index_select(0, rows_k),
@@ -91,15 +97,24 @@ def unpad_by_mask(q, k, v, padding_mask: torch.Tensor) -> Packed:
     )
 
 
-def _mask_boundaries(padding_mask: torch.Tensor, seqlen_q: int) -> tuple:
-    """What unpadding needs from the mask (host syncs: nonzero, max), computed once per mask tensor."""
+def _mask_boundaries(padding_mask: torch.Tensor, seqlen_q: int, device: torch.device) -> tuple:
+    """What unpadding needs from the mask (host syncs: nonzero, max), computed once per mask tensor. A right-padded
+    mask with as many queries as keys (training) needs no unpadding: each row is a slot of fa3nn.slots, whose used
+    rows come first (rows None, boundaries three per row), which saves gathering q, k, v and scattering the output
+    (and the reverse in the backward) in every layer."""
     mask_k = padding_mask.bool()
     lengths_k = mask_k.sum(-1, dtype=torch.int32)
+    batch, seqlen = mask_k.shape
+    if seqlen_q == seqlen and torch.equal(mask_k, torch.arange(seqlen, device=mask_k.device) < lengths_k[:, None]):
+        starts = tuple(i * seqlen for i in range(batch + 1))
+        used = tuple(lengths_k.tolist())
+        cu_q, cu_k = split_boundaries(starts, used, starts, used)
+        longest = max((b - a for a, b in zip(cu_q, cu_q[1:])), default=0)
+        return None, None, boundary_tensor(cu_q, device), boundary_tensor(cu_k, device), longest, max(used, default=0)
     rows_k = mask_k.flatten().nonzero().flatten()
     mask_q = mask_k[:, -seqlen_q:]
     lengths_q = mask_q.sum(-1, dtype=torch.int32)
     rows_q = rows_k if seqlen_q == mask_k.shape[1] else mask_q.flatten().nonzero().flatten()
-    batch = mask_k.shape[0]
     return (
         rows_q, rows_k, _cu_seqlens(lengths_q), _cu_seqlens(lengths_k),
         int(lengths_q.max()) if batch else 0, int(lengths_k.max()) if batch else 0,
