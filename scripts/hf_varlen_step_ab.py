@@ -1,7 +1,8 @@
 """A Hugging Face training step on padded batches through fa3nn.patch_hf, the native varlen backward against the
 Triton one it replaced (hopper_bwd.refusal patched to refuse varlen again, so dispatch sends it to triton), and SDPA
-(cuDNN / its own padding path) on the same model and batch. patch_hf unpads an attention_mask into a packed varlen
-call, so padded fine-tuning batches reach the varlen backward.
+(cuDNN / its own padding path) on the same model and batch. patch_hf runs a right-padded attention_mask as slots
+(fa3nn.slots: q, k, v as views, three packed sequences per row); fa3nn_unpadded is the same with the gather /
+scatter unpadding it did before (hf_padding.RIGHT_PADDING_AS_SLOTS = False), which left-padded masks still take.
 
 A Llama-style model from a config (no download): hidden 2048, 16 heads (head dim 128), 4 K/V heads, 8 layers,
 bf16 weights; batch 8 x 2048 with lengths uniform in [256, 2048] (seed 0), right-padded. Median step time (forward,
@@ -25,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import time_ms  # noqa: E402
 
 from fa3nn.backends import hopper_bwd  # noqa: E402
+from fa3nn.integrations import hf_padding  # noqa: E402
 from fa3nn.integrations.hf import patch_hf  # noqa: E402
 
 
@@ -64,18 +66,19 @@ def main() -> int:
     def triton_refusal(call):
         return "varlen refused for this A/B" if call.varlen else native_refusal(call)
 
-    def step(model, refusal):
+    def step(model, refusal, slots=True):
         def run():
-            hopper_bwd.refusal = refusal
+            hopper_bwd.refusal, hf_padding.RIGHT_PADDING_AS_SLOTS = refusal, slots
             try:
                 model(**inputs).loss.backward()
             finally:
-                hopper_bwd.refusal = native_refusal
+                hopper_bwd.refusal, hf_padding.RIGHT_PADDING_AS_SLOTS = native_refusal, True
             model.zero_grad(set_to_none=True)
         return run
 
     calls = {"sdpa": step(models["sdpa"], native_refusal),
              "fa3nn_native_varlen_bwd": step(models["fa3nn"], native_refusal),
+             "fa3nn_unpadded": step(models["fa3nn"], native_refusal, slots=False),
              "fa3nn_triton_varlen_bwd": step(models["fa3nn"], triton_refusal)}
     samples = {m: [] for m in calls}
     for _ in range(args.rounds):

@@ -147,9 +147,10 @@ def test_padding(family, side):
 
 
 @pytest.mark.parametrize("layout", ["right", "left", "holes"])
-def test_right_padding_needs_no_unpadding(layout):
+def test_right_padding_needs_no_unpadding(layout, monkeypatch):
     """A right-padded mask with as many queries as keys runs as slots (fa3nn.slots): q, k, v are views, the output
     needs no scatter; other masks are unpadded. Both against attention_ref with the mask."""
+    from fa3nn.integrations import hf_padding
     from fa3nn.integrations.hf_padding import unpad_by_mask
     from fa3nn.testing import attention_ref
 
@@ -162,6 +163,9 @@ def test_right_padding_needs_no_unpadding(layout):
         mask[0, 3] = False
     packed = unpad_by_mask(q, k, v, mask)
     assert (packed.query_rows is None) == (layout == "right")
+    if layout == "right":  # the switch the step A/B uses: the same mask unpadded
+        monkeypatch.setattr(hf_padding, "RIGHT_PADDING_AS_SLOTS", False)
+        assert unpad_by_mask(q, k, v, mask).query_rows is not None
     assert (packed.q.data_ptr() == q.data_ptr()) == (layout == "right")
     out = packed.restore(fa3nn.flash_attn_varlen_func(
         packed.q, packed.k, packed.v, packed.cu_seqlens_q, packed.cu_seqlens_k, packed.max_seqlen_q,

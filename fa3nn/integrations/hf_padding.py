@@ -27,6 +27,9 @@ from fa3nn.slots import boundary_tensor, split_boundaries
 # Boundaries read from a position_ids tensor or a padding mask, once per tensor: transformers passes the same one to
 # every layer of a forward (fa3nn.memo says why that matters).
 _boundaries = TensorMemo()
+# Right-padded masks run as slots (_mask_boundaries); False unpads them like any mask (scripts/hf_varlen_step_ab.py
+# times both).
+RIGHT_PADDING_AS_SLOTS = True
 
 
 @dataclass
@@ -76,8 +79,9 @@ def unpad_by_mask(q, k, v, padding_mask: torch.Tensor) -> Packed:
         raise ValueError(
             f"the padding mask covers {padding_mask.shape[1]} key positions but the keys have {k.shape[1]}"
         )
-    bounds = _boundaries.get(padding_mask, ("mask", seqlen_q, q.device),
-                             lambda: _mask_boundaries(padding_mask, seqlen_q, q.device))
+    slots = RIGHT_PADDING_AS_SLOTS
+    bounds = _boundaries.get(padding_mask, ("mask", seqlen_q, q.device, slots),
+                             lambda: _mask_boundaries(padding_mask, seqlen_q, q.device, slots))
     rows_q, rows_k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k = bounds
     if rows_q is None:  # right padding: every row a slot (fa3nn.slots), nothing gathered or scattered
         return Packed(q=_flatten(q), k=_flatten(k), v=_flatten(v), cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
@@ -97,7 +101,7 @@ def unpad_by_mask(q, k, v, padding_mask: torch.Tensor) -> Packed:
     )
 
 
-def _mask_boundaries(padding_mask: torch.Tensor, seqlen_q: int, device: torch.device) -> tuple:
+def _mask_boundaries(padding_mask: torch.Tensor, seqlen_q: int, device: torch.device, slots: bool = True) -> tuple:
     """What unpadding needs from the mask (host syncs: nonzero, max), computed once per mask tensor. A right-padded
     mask with as many queries as keys (training) needs no unpadding: each row is a slot of fa3nn.slots, whose used
     rows come first (rows None, boundaries three per row), which saves gathering q, k, v and scattering the output
@@ -105,7 +109,8 @@ def _mask_boundaries(padding_mask: torch.Tensor, seqlen_q: int, device: torch.de
     mask_k = padding_mask.bool()
     lengths_k = mask_k.sum(-1, dtype=torch.int32)
     batch, seqlen = mask_k.shape
-    if seqlen_q == seqlen and torch.equal(mask_k, torch.arange(seqlen, device=mask_k.device) < lengths_k[:, None]):
+    right_padded = torch.equal(mask_k, torch.arange(seqlen, device=mask_k.device) < lengths_k[:, None])
+    if slots and seqlen_q == seqlen and right_padded:
         starts = tuple(i * seqlen for i in range(batch + 1))
         used = tuple(lengths_k.tolist())
         cu_q, cu_k = split_boundaries(starts, used, starts, used)
