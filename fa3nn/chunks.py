@@ -17,15 +17,20 @@ the forward only).
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from fa3nn.checks import FP8_INPUT_DTYPES, SUPPORTED_DTYPES, check_cu_seqlens_values, check_varlen
-from fa3nn.slots import PackedCall
+from fa3nn.slots import PackedCall, check_not_capturing
 
 
+@functools.lru_cache(maxsize=64)
 def chunk_boundaries(starts_q: tuple[int, ...], starts_k: tuple[int, ...], chunk: int
                      ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-    """(cu_seqlens_q, cu_seqlens_k, chunks per sequence) of the chunks of every sequence (module docstring)."""
+    """(cu_seqlens_q, cu_seqlens_k, chunks per sequence) of the chunks of every sequence (module docstring); the
+    queries before the first key (chunks c < 0, which hold no key) are one sequence. Remembered for the last
+    boundaries seen (the same lengths come back every layer)."""
     cu_q, cu_k, per_sequence = [0], [0], []
     for i in range(len(starts_q) - 1):
         seqlen_q, seqlen_k = starts_q[i + 1] - starts_q[i], starts_k[i + 1] - starts_k[i]
@@ -33,9 +38,9 @@ def chunk_boundaries(starts_q: tuple[int, ...], starts_k: tuple[int, ...], chunk
             ends = [(seqlen_q, seqlen_k)]
         else:
             offset = seqlen_k - seqlen_q  # query i sits at key position i + offset
-            first, last = min(0, offset // chunk), (seqlen_k - 1) // chunk
-            ends = [(min(max((c + 1) * chunk - offset, 0), seqlen_q), min(max((c + 1) * chunk, 0), seqlen_k))
-                    for c in range(first, last + 1)]
+            ends = [(min(-offset, seqlen_q), 0)] if offset < 0 else []  # key positions < 0: no keys
+            ends += [(min(max((c + 1) * chunk - offset, 0), seqlen_q), min((c + 1) * chunk, seqlen_k))
+                     for c in range((seqlen_k - 1) // chunk + 1)]
         cu_q += [starts_q[i] + end_q for end_q, _ in ends]
         cu_k += [starts_k[i] + end_k for _, end_k in ends]
         per_sequence.append(len(ends))
@@ -52,9 +57,12 @@ def _chunked(call: PackedCall, chunk: int) -> PackedCall:
     return call.refined(*chunk_boundaries(starts_q, starts_k, chunk))
 
 
-def chunked(call: PackedCall, chunk: int) -> PackedCall:
+def chunked(call: PackedCall, chunk: int, caller_boundaries: bool) -> PackedCall:
     """The call with every sequence cut into its chunks (chunk > 0). Reads the boundaries on the host (remembered per
-    tensor: fa3nn.checks); under torch.compile it runs eagerly, a graph break per call."""
+    tensor: fa3nn.checks); under torch.compile it runs eagerly, a graph break per call. caller_boundaries: some come
+    from the caller's tensors (cu_seqlens, seqused), whose values a CUDA graph would replay: refused while capturing."""
+    if caller_boundaries:
+        check_not_capturing(call.q, "attention_chunk with cu_seqlens or seqused")
     if torch.compiler.is_compiling():
         return torch.compiler.disable(_chunked)(call, chunk)
     return _chunked(call, chunk)

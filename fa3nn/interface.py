@@ -176,7 +176,7 @@ def _packed_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
     if qv is not None and not fp8_inputs:
         check_qv(qv, q, v)  # against the caller's layout, before packing reshapes it
     if attention_chunk:
-        call = chunked(call, attention_chunk)
+        call = chunked(call, attention_chunk, cu_seqlens_q is not None or cu_seqlens_k is not None or call.split)
     if fp8_inputs and call.split:  # one descale row per caller's sequence, then per packed sequence
         for name, descale in zip(("q_descale", "k_descale", "v_descale"), descales):
             check_descale(name, descale, call.batch, call.k.shape[-2], call.q.device)

@@ -76,7 +76,8 @@ class PackedCall:
         """A tensor with a row per caller's sequence (FP8 descales), with a row per packed sequence."""
         if self.counts is None or not isinstance(t, torch.Tensor):
             return t
-        return t.repeat_interleave(torch.tensor(self.counts, device=t.device), dim=0)
+        rows = tuple(i for i, n in enumerate(self.counts) for _ in range(n))  # a cached index: no copy, no sync
+        return t.index_select(0, boundary_tensor(rows, t.device))
 
     def refined(self, cu_seqlens_q: tuple[int, ...], cu_seqlens_k: tuple[int, ...], per_packed: tuple[int, ...]
                 ) -> PackedCall:
@@ -99,6 +100,14 @@ class PackedCall:
         batch, seqlen_q = self.dense_q
         return (out.view(batch, seqlen_q, *out.shape[1:]),
                 lse.view(lse.shape[0], batch, seqlen_q).transpose(0, 1).contiguous())  # flash_attn_func's layout
+
+
+def check_not_capturing(q: torch.Tensor, what: str) -> None:
+    """Boundaries read from the caller's tensors on the host would be replayed by a CUDA graph as they were at its
+    capture, whatever the tensors hold later: refused while q's stream captures."""
+    if q.is_cuda and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(f"{what} are read on the host (fa3nn.slots, fa3nn.chunks), so a CUDA graph would replay "
+                           "the lengths of its capture: call without CUDA graphs, or pack the rows with cu_seqlens")
 
 
 def _dense_side(name: str, tensors: dict[str, torch.Tensor], device, dtypes):
@@ -168,10 +177,8 @@ def _to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type_name(t)}")
     seqused = seqused_q is not None or seqused_k is not None
-    if seqused and q.is_cuda and torch.cuda.is_current_stream_capturing():
-        raise RuntimeError("seqused_q / seqused_k are read on the host (fa3nn.slots), so a CUDA graph would replay "
-                           "the lengths of its capture: call without CUDA graphs, or pack the used rows with "
-                           "cu_seqlens")
+    if seqused:
+        check_not_capturing(q, "seqused_q / seqused_k")
     dense_q = dense_k = None
     given_q, given_k = max_seqlen_q, max_seqlen_k
     if cu_seqlens_q is None:

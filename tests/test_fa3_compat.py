@@ -175,8 +175,10 @@ def test_attention_chunk_boundaries():
 
     # seqlen_q 5, seqlen_k 11, chunk 4: queries sit at key positions 6..10 -> chunks 1 (6, 7) and 2 (8, 9, 10)
     assert chunk_boundaries((0, 5), (0, 11), 4) == ((0, 0, 2, 5), (0, 4, 8, 11), (3,))
-    # seqlen_q 6, seqlen_k 3, chunk 2: key positions -3..2 -> chunks -2 (-3), -1 (-2, -1): no keys; 0 (0, 1); 1 (2)
-    assert chunk_boundaries((0, 6), (0, 3), 2) == ((0, 1, 3, 5, 6), (0, 0, 0, 2, 3), (4,))
+    # seqlen_q 6, seqlen_k 3, chunk 2: key positions -3..2 -> before key 0 (-3, -2, -1): one sequence of no keys;
+    # chunk 0 (0, 1); chunk 1 (2)
+    assert chunk_boundaries((0, 6), (0, 3), 2) == ((0, 3, 5, 6), (0, 0, 2, 3), (3,))
+    assert chunk_boundaries((0, 100000), (0, 1), 1)[2] == (2,)  # not one sequence per empty chunk
     assert chunk_boundaries((0, 0, 4), (0, 5, 5), 2) == ((0, 0, 4), (0, 5, 5), (1, 1))  # no queries / no keys: one
 
 

@@ -126,14 +126,17 @@ def _run_rows(model, input_ids, real, dtype):
     return torch.cat(rows), grads
 
 
-@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("side", ["left", "right", "right_no_full_row"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_padding(family, side):
     """A padded batch through the patched model equals each row's real tokens alone (eager, per row). Eager on the
-    padded batch itself is no reference: at float64 its fully masked padding rows turn to NaN and leak."""
+    padded batch itself is no reference: at float64 its fully masked padding rows turn to NaN and leak. Right
+    padding runs as slots (fa3nn.slots); without a full row (padding="max_length") its padding tails are the longest
+    packed sequences."""
     input_ids = torch.randint(0, VOCAB, (3, SEQLEN))
     mask = torch.ones(3, SEQLEN, dtype=torch.long)
-    for row, pad in ((1, 5), (2, 11)):
+    pads = ((0, 4), (1, 5), (2, 11)) if side == "right_no_full_row" else ((1, 5), (2, 11))
+    for row, pad in pads:
         if side == "left":
             mask[row, :pad] = 0
         else:
@@ -155,7 +158,7 @@ def test_right_padding_needs_no_unpadding(layout, monkeypatch):
     from fa3nn.testing import attention_ref
 
     q, k, v = (torch.randn(3, 12, h, 16, dtype=torch.float64) for h in (4, 2, 2))
-    lengths = torch.tensor([12, 7, 0])
+    lengths = torch.tensor([9, 2, 0])  # no full row: padding="max_length" (a padding tail longer than any row)
     mask = torch.arange(12) < lengths[:, None]
     if layout == "left":
         mask = mask.flip(-1)

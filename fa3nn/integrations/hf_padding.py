@@ -114,8 +114,8 @@ def _mask_boundaries(padding_mask: torch.Tensor, seqlen_q: int, device: torch.de
         starts = tuple(i * seqlen for i in range(batch + 1))
         used = tuple(lengths_k.tolist())
         cu_q, cu_k = split_boundaries(starts, used, starts, used)
-        longest = max((b - a for a, b in zip(cu_q, cu_q[1:])), default=0)
-        return None, None, boundary_tensor(cu_q, device), boundary_tensor(cu_k, device), longest, max(used, default=0)
+        longest_q, longest_k = (max((b - a for a, b in zip(cu, cu[1:])), default=0) for cu in (cu_q, cu_k))
+        return None, None, boundary_tensor(cu_q, device), boundary_tensor(cu_k, device), longest_q, longest_k
     rows_k = mask_k.flatten().nonzero().flatten()
     mask_q = mask_k[:, -seqlen_q:]
     lengths_q = mask_q.sum(-1, dtype=torch.int32)
