@@ -1,5 +1,6 @@
 """fa3nn: FlashAttention-3 for NVIDIA Hopper as a PyTorch drop-in for training."""
 
+from fa3nn.combine import flash_attn_combine
 from fa3nn.dispatch import UnsupportedCall
 from fa3nn.fp8 import CurrentScaling, DelayedScaling, Format, PerTileScaling, sync_amax
 from fa3nn.integrations.hf import patch_hf, unpatch_hf
@@ -16,6 +17,7 @@ __all__ = [
     "PerTileScaling",
     "UnsupportedCall",
     "explain",
+    "flash_attn_combine",
     "flash_attn_func",
     "flash_attn_qkvpacked_func",
     "flash_attn_varlen_func",

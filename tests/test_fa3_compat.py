@@ -182,6 +182,45 @@ def test_attention_chunk_boundaries():
     assert chunk_boundaries((0, 0, 4), (0, 5, 5), 2) == ((0, 0, 4), (0, 5, 5), (1, 1))  # no queries / no keys: one
 
 
+def test_combine_equals_attention_over_all_keys():
+    """Attention over keys split into blocks, put together by flash_attn_combine, is attention over all keys (output,
+    lse, gradients); a block no row attends (lse -inf, output NaN) changes nothing."""
+    q, k, v = random_qkv(2, 9, 30, 4, 2, 16, torch.float64, requires_grad=True)
+    full, full_lse = fa3nn.flash_attn_func(q, k, v, return_attn_probs=True)
+    parts = [fa3nn.flash_attn_func(q, k[:, a:b], v[:, a:b], return_attn_probs=True) for a, b in ((0, 7), (7, 30))]
+    out_partial = torch.stack([o.float() for o, _ in parts] + [torch.full_like(parts[0][0], float("nan")).float()])
+    lse_partial = torch.stack([lse.transpose(1, 2).float() for _, lse in parts] + [
+        torch.full_like(parts[0][1].transpose(1, 2), float("-inf")).float()])
+    out, lse = fa3nn.flash_attn_combine(out_partial, lse_partial)
+    assert out.dtype == torch.float32 and lse.shape == (2, 9, 4)
+    torch.testing.assert_close(out, full.float(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(lse, full_lse.transpose(1, 2).float(), rtol=1e-5, atol=1e-5)
+    dout = torch.randn_like(full)
+    expected = torch.autograd.grad(full, (q, k, v), dout)
+    for g, g_ref in zip(torch.autograd.grad(out, (q, k, v), dout.float()), expected):
+        torch.testing.assert_close(g, g_ref, rtol=1e-4, atol=1e-4)
+    into = torch.empty(2, 9, 4, 16, dtype=torch.bfloat16)
+    assert fa3nn.flash_attn_combine(out_partial.detach(), lse_partial.detach(), out=into)[0] is into
+    torch.testing.assert_close(into, full.detach().to(torch.bfloat16))
+    nowhere, nowhere_lse = fa3nn.flash_attn_combine(out_partial[2:], lse_partial[2:])  # no block attends any row
+    assert torch.equal(nowhere, torch.zeros_like(nowhere)) and torch.isneginf(nowhere_lse).all()
+
+
+@pytest.mark.parametrize("args,error,match", [
+    ((torch.zeros(2, 1, 3, 4, 8, dtype=torch.float64), torch.zeros(2, 1, 3, 4)), ValueError,
+     r"out_partial must be float32 with 5 dims"),
+    ((torch.zeros(2, 1, 3, 4, 8), torch.zeros(2, 1, 4, 3)), ValueError,
+     r"lse_partial must be \(num_splits, batch, seqlen, nheads\) = \(2, 1, 3, 4\)"),
+    ((torch.zeros(2, 1, 3, 4, 8), torch.zeros(2, 1, 3, 4), torch.zeros(1, 3, 4, 7)), ValueError,
+     r"out must be a torch.float32 tensor of shape \(1, 3, 4, 8\)"),
+    ((torch.zeros(2, 1, 3, 4, 8), torch.zeros(2, 1, 3, 4), None, torch.int32), ValueError, r"out_dtype must be one of"),
+    (([1.0], torch.zeros(2, 1, 3, 4)), TypeError, r"out_partial must be a float32 torch.Tensor, got list"),
+], ids=lambda x: "")
+def test_combine_refused_clearly(args, error, match):
+    with pytest.raises(error, match=match):
+        fa3nn.flash_attn_combine(*args)
+
+
 def _slot_masks(used, slot):
     return torch.arange(slot, device=used.device).view(1, -1) < used.view(-1, 1)
 
