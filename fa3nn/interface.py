@@ -38,6 +38,7 @@ from fa3nn.fp8.inputs import OUT_DTYPE, check_descale, check_fp8_inputs, is_fp8_
 from fa3nn.fp8.quantize import scale_block_k
 from fa3nn.masks import Window
 from fa3nn.ops import attention_call
+from fa3nn.sinks import with_sinks
 from fa3nn.slots import to_packed
 
 
@@ -207,6 +208,7 @@ def flash_attn_func(
     return_attn_probs=False,
     *,
     return_lse=False,
+    sinks=None,
     fp8=None,
     backend="auto",
 ):
@@ -220,7 +222,8 @@ def flash_attn_func(
     fp8 is None (no FP8), a recipe (fa3nn.PerTileScaling(), fa3nn.CurrentScaling()), its name ("per_tile",
     "current") or True (per_tile): the forward quantizes Q, K, V to e4m3, the backward is the bf16 one.
     DelayedScaling keeps state across calls, so it needs a FlashAttentionV3. e4m3 q, k, v with q_descale /
-    k_descale / v_descale: FlashAttention-3's FP8 call, forward only (fa3nn.fp8.inputs).
+    k_descale / v_descale: FlashAttention-3's FP8 call, forward only (fa3nn.fp8.inputs). sinks (nheads,): gpt-oss's
+    per-head sink logits (fa3nn.sinks); lse then includes the sink.
     """
     lse_wanted = wants_lse(return_attn_probs, return_lse)
     check_hints(num_splits, pack_gqa, sm_margin)
@@ -232,6 +235,8 @@ def flash_attn_func(
     else:
         out, lse = _fa3_call(q, k, v, None, None, None, None, softmax_scale, causal, qv, descales, window_size,
                              softcap, deterministic, fp8, backend)
+    if sinks is not None:
+        out, lse = with_sinks(out, lse, sinks)
     return (out, lse) if lse_wanted else out
 
 
@@ -261,6 +266,7 @@ def flash_attn_varlen_func(
     return_attn_probs=False,
     *,
     return_lse=False,
+    sinks=None,
     fp8=None,
     backend="auto",
 ):
@@ -282,6 +288,8 @@ def flash_attn_varlen_func(
     out, lse = _packed_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
                             attention_chunk, softmax_scale, causal, qv, (q_descale, k_descale, v_descale),
                             window_size, softcap, deterministic, fp8, backend)
+    if sinks is not None:
+        out, lse = with_sinks(out, lse, sinks)
     return (out, lse) if lse_wanted else out
 
 
@@ -301,6 +309,7 @@ def flash_attn_qkvpacked_func(
     return_attn_probs=False,
     *,
     return_lse=False,
+    sinks=None,
     fp8=None,
     backend="auto",
 ):
@@ -326,7 +335,7 @@ def flash_attn_qkvpacked_func(
         q, k, v = qkv.split([num_heads_q, nheads_kv, nheads_kv], dim=2)
     return flash_attn_func(q, k, v, softmax_scale, causal, None, q_descale, k_descale, v_descale, window_size,
                            attention_chunk, softcap, 1, None, deterministic, sm_margin, return_attn_probs,
-                           return_lse=return_lse, fp8=fp8, backend=backend)
+                           return_lse=return_lse, sinks=sinks, fp8=fp8, backend=backend)
 
 
 def explain(

@@ -31,7 +31,7 @@ def _positional(fn):
 def test_parameter_order_is_fa3s(fn, expected):
     assert _positional(fn) == expected
     keyword_only = [p.name for p in inspect.signature(fn).parameters.values() if p.kind == p.KEYWORD_ONLY]
-    assert keyword_only == ["return_lse", "fp8", "backend"]
+    assert keyword_only == ["return_lse", "sinks", "fp8", "backend"]
 
 
 def test_positional_call_as_fa3_and_return_attn_probs():
@@ -180,6 +180,55 @@ def test_attention_chunk_boundaries():
     assert chunk_boundaries((0, 6), (0, 3), 2) == ((0, 3, 5, 6), (0, 0, 2, 3), (3,))
     assert chunk_boundaries((0, 100000), (0, 1), 1)[2] == (2,)  # not one sequence per empty chunk
     assert chunk_boundaries((0, 0, 4), (0, 5, 5), 2) == ((0, 0, 4), (0, 5, 5), (1, 1))  # no queries / no keys: one
+
+
+def _attention_with_sinks(q, k, v, sinks, causal):
+    """gpt-oss's eager attention written out: a sink logit per head joins the softmax and is dropped after it."""
+    seqlen_q, seqlen_k, group = q.shape[1], k.shape[1], q.shape[2] // k.shape[2]
+    k, v = k.repeat_interleave(group, 2), v.repeat_interleave(group, 2)
+    scores = torch.einsum("bthd,bshd->bhts", q, k) * q.shape[-1] ** -0.5
+    if causal:
+        allowed = torch.ones(seqlen_q, seqlen_k, dtype=torch.bool, device=q.device).tril(seqlen_k - seqlen_q)
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    logits = torch.cat([scores, sinks.view(1, -1, 1, 1).expand(*scores.shape[:3], 1)], dim=-1)
+    probs = logits.softmax(-1)[..., :-1]
+    return torch.einsum("bhts,bshd->bthd", probs, v), torch.logsumexp(logits, -1)
+
+
+@pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
+@pytest.mark.parametrize("seqlens", [(9, 13), (13, 9)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_sinks_match_gpt_oss_attention(varlen, seqlens):
+    """Output, lse and the gradients of q, k, v and the sinks, float64; with seqlen_q > seqlen_k causal rows that
+    attend no key keep out 0 and get lse = the sink."""
+    q, k, v = random_qkv(2, *seqlens, 4, 2, 16, torch.float64, requires_grad=True)
+    sinks = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    if varlen:
+        cu_q, cu_k = (torch.arange(3, dtype=torch.int32) * s for s in seqlens)
+        flat = [t.reshape(-1, *t.shape[2:]) for t in (q, k, v)]
+        out, lse = fa3nn.flash_attn_varlen_func(*flat, cu_q, cu_k, *seqlens, causal=True, sinks=sinks,
+                                                return_attn_probs=True)
+        out, lse = out.view(2, seqlens[0], 4, 16), lse.view(4, 2, seqlens[0]).transpose(0, 1)
+    else:
+        out, lse = fa3nn.flash_attn_func(q, k, v, causal=True, sinks=sinks, return_attn_probs=True)
+    expected, expected_lse = _attention_with_sinks(q, k, v, sinks, causal=True)
+    torch.testing.assert_close(out, expected, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(lse, expected_lse, rtol=1e-10, atol=1e-10)
+    dout, dlse = torch.randn_like(out), torch.randn_like(lse)
+    grads = torch.autograd.grad((out * dout).sum() + (lse * dlse).sum(), (q, k, v, sinks))
+    expected_grads = torch.autograd.grad((expected * dout).sum() + (expected_lse * dlse).sum(), (q, k, v, sinks))
+    for g, g_ref in zip(grads, expected_grads):
+        torch.testing.assert_close(g, g_ref, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("sinks,error,match", [
+    ([0.0] * 4, TypeError, r"sinks must be a floating torch.Tensor \(nheads,\) = \(4,\) or None, got list"),
+    (torch.zeros(2), ValueError, r"sinks must be a floating tensor of shape \(nheads,\) = \(4,\)"),
+    (torch.zeros(4, dtype=torch.int64), ValueError, r"sinks must be a floating tensor"),
+], ids=["list", "shape", "dtype"])
+def test_sinks_refused_clearly(sinks, error, match):
+    q, k, v = random_qkv(2, 5, 6, 4, 2, 16, torch.float32)
+    with pytest.raises(error, match=match):
+        fa3nn.flash_attn_func(q, k, v, sinks=sinks)
 
 
 def test_combine_equals_attention_over_all_keys():
@@ -612,4 +661,27 @@ def test_attention_chunk_gpu(backend, seqlens):
     grads_ref = torch.autograd.grad(out_ref, refs, dout.float())
     grads_pt = torch.autograd.grad(out_pt, pts, dout)
     for name, g, g_ref, g_pt in zip(("dq", "dk", "dv"), grads, grads_ref, grads_pt):
+        assert_error_ratio(g, g_ref, g_pt, name)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["triton", "hopper"])
+def test_sinks_gpu(backend):
+    """gpt-oss's sinks on the GPU backends: the lse gradient their backward takes carries the sinks' share (the
+    error-ratio rule against the sink attention written out, fp32 reference, bf16 yardstick)."""
+    if backend == "hopper" and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the hopper backend needs sm_90")
+    q, k, v = random_qkv(2, 1024, 1024, 8, 2, 64, torch.bfloat16, device="cuda", requires_grad=True)
+    sinks = torch.randn(8, device="cuda", requires_grad=True)
+    out = fa3nn.flash_attn_func(q, k, v, causal=True, sinks=sinks, backend=backend)
+    refs = [t.detach().float().requires_grad_() for t in (q, k, v, sinks)]
+    pts = [t.detach().clone().requires_grad_() for t in (q, k, v)] + [sinks.detach().clone().requires_grad_()]
+    out_ref = _attention_with_sinks(*refs, causal=True)[0]
+    out_pt = _attention_with_sinks(*pts[:3], pts[3].to(torch.bfloat16), causal=True)[0]
+    assert_error_ratio(out, out_ref, out_pt, "out")
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v, sinks), dout)
+    grads_ref = torch.autograd.grad(out_ref, refs, dout.float())
+    grads_pt = torch.autograd.grad(out_pt, pts, dout)
+    for name, g, g_ref, g_pt in zip(("dq", "dk", "dv", "dsinks"), grads, grads_ref, grads_pt):
         assert_error_ratio(g, g_ref, g_pt, name)

@@ -54,6 +54,15 @@ def _config(family: str):
         return transformers.Olmo2Config(**COMMON)
     if family == "starcoder2":  # biases in every projection, every layer sliding
         return transformers.Starcoder2Config(**COMMON, sliding_window=WINDOW)
+    if family == "gpt_oss":  # a sink logit per head (s_aux), layer 0 sliding, mixture of experts (eager: fp64 runs)
+        return transformers.GptOssConfig(
+            **COMMON, head_dim=16, sliding_window=WINDOW, layer_types=["sliding_attention", "full_attention"],
+            num_local_experts=4, num_experts_per_tok=2, experts_implementation="eager",
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        )
+    if family == "mixtral":  # mixture of experts (eager experts: the grouped matmul has no fp64 kernel)
+        return transformers.MixtralConfig(**COMMON, num_local_experts=4, num_experts_per_tok=2,
+                                          experts_implementation="eager")
     raise ValueError(family)
 
 
@@ -61,7 +70,7 @@ MODEL_CLASSES = {
     "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
     "gemma2": "Gemma2ForCausalLM", "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM",
     "phi3": "Phi3ForCausalLM", "granite": "GraniteForCausalLM", "olmo2": "Olmo2ForCausalLM",
-    "starcoder2": "Starcoder2ForCausalLM",
+    "starcoder2": "Starcoder2ForCausalLM", "gpt_oss": "GptOssForCausalLM", "mixtral": "MixtralForCausalLM",
 }
 FAMILIES = tuple(MODEL_CLASSES)
 
@@ -72,6 +81,8 @@ def _model(family: str):
         for name, param in model.named_parameters():
             if name.endswith(("q_proj.weight", "k_proj.weight")):
                 param.mul_(4.0)
+            if name.endswith("sinks"):  # gpt-oss: sinks of the size of the scores, so that they matter
+                param.copy_(torch.randn(param.shape, generator=torch.Generator().manual_seed(3)) * 2)
     return model
 
 
@@ -345,21 +356,25 @@ def test_test_inputs_exercise_window_and_softcap():
         assert (gemma2(ids).logits - softcapped).abs().max() > 1e-3
 
 
-@pytest.mark.parametrize("family", ["qwen3", "gemma3", "granite"])
+@pytest.mark.parametrize("family", ["qwen3", "gemma3", "granite", "gpt_oss"])
 def test_newer_families_exercise_their_feature(family):
     """Guards the tests above for the families added on 2026-12-05: the same weights without the family's feature
     (Qwen3's and Gemma-3's windows, widened past the sequence with the same layer types, so that Gemma-3's local RoPE
-    base stays; Granite's attention_multiplier as the softmax scale, 0.05 here against head dim 16's 0.25) give
-    another eager output."""
+    base stays; Granite's attention_multiplier as the softmax scale, 0.05 here against head dim 16's 0.25; gpt-oss's
+    sinks) give another eager output."""
     ids = torch.randint(0, VOCAB, (1, SEQLEN))
     model = _model(family)
     config = copy.deepcopy(model.config)
     if family == "granite":
         config.attention_multiplier = 16**-0.5
-    else:
+    elif family != "gpt_oss":
         config.sliding_window = 4096
     plain = getattr(transformers, MODEL_CLASSES[family])(config).eval()
     plain.load_state_dict(model.state_dict())
+    if family == "gpt_oss":  # without its sinks (a logit of -inf takes no share of the softmax)
+        with torch.no_grad():
+            for layer in plain.model.layers:
+                layer.self_attn.sinks.fill_(float("-inf"))
     with torch.no_grad():
         assert (model(ids).logits - plain(ids).logits).abs().max() > 1e-3
 

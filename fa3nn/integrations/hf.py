@@ -36,12 +36,14 @@ from fa3nn.fp8 import as_recipe
 from fa3nn.integrations.hf_padding import pack_by_cu_seqlens, pack_by_position_ids, unpad_by_mask
 from fa3nn.interface import attention
 from fa3nn.module import FlashAttentionV3
+from fa3nn.sinks import with_sinks
 
 ATTN_IMPLEMENTATION = "fa3nn"
 LAYER_ATTRIBUTE = "fa3nn_attention"
 MIN_TRANSFORMERS = (4, 53)
 TESTED_FAMILIES = (
-    "Llama", "Mistral", "Qwen2", "Gemma-2", "Qwen3", "Gemma-3", "Phi-3", "Granite", "OLMo-2", "Starcoder2",
+    "Llama", "Mistral", "Qwen2", "Gemma-2", "Qwen3", "Gemma-3", "Phi-3", "Granite", "OLMo-2", "Starcoder2", "gpt-oss",
+    "Mixtral",
 )
 
 
@@ -155,7 +157,8 @@ def fa3nn_attention_forward(
             f"attention dropout {dropout} is set on {type(module).__name__}, but FlashAttention-3 has no dropout. "
             "Set config.attention_dropout = 0.0, or call fa3nn.patch_hf(..., ignore_dropout=True) to train without it"
         )
-    for unsupported in ("s_aux", "sinks", "position_bias"):
+    sinks = kwargs.get("s_aux")  # gpt-oss's per-head sink logits (fa3nn.sinks)
+    for unsupported in ("sinks", "position_bias"):
         if kwargs.get(unsupported) is not None:
             raise NotImplementedError(
                 f"{type(module).__name__} passes `{unsupported}` to attention, which fa3nn does not implement; "
@@ -191,12 +194,13 @@ def fa3nn_attention_forward(
         packed = None
 
     if packed is None:
-        return attend(q, k, v)[0], None
-    out, _ = attend(
-        packed.q, packed.k, packed.v, packed.cu_seqlens_q, packed.cu_seqlens_k, packed.max_seqlen_q,
-        packed.max_seqlen_k,
-    )
-    return packed.restore(out), None
+        out, lse = attend(q, k, v)
+    else:
+        out, lse = attend(packed.q, packed.k, packed.v, packed.cu_seqlens_q, packed.cu_seqlens_k, packed.max_seqlen_q,
+                          packed.max_seqlen_k)
+    if sinks is not None:
+        out, _ = with_sinks(out, lse, sinks)
+    return (out if packed is None else packed.restore(out)), None
 
 
 # --------------------------------------------------------------------------------------------------------------------
