@@ -13,11 +13,13 @@ from fa3nn.checks import check_options
 from fa3nn.dispatch import check_backend_name
 from fa3nn.fp8 import as_recipe, make_state
 from fa3nn.interface import attention
+from fa3nn.sinks import with_sinks
 
 
 class FlashAttentionV3(nn.Module):
     """Exact attention. forward(q, k, v) takes dense (batch, seqlen, nheads, headdim) tensors, or packed
-    (total_tokens, nheads, headdim) tensors with cu_seqlens_q/k and max_seqlen_q/k, and returns `out`.
+    (total_tokens, nheads, headdim) tensors with cu_seqlens_q/k and max_seqlen_q/k, and returns `out`; sinks= adds
+    gpt-oss's per-head sink logits.
 
     fp8 is None, a recipe (fa3nn.PerTileScaling(), fa3nn.CurrentScaling(), fa3nn.DelayedScaling(...), a Transformer
     Engine DelayedScaling), its name ("per_tile", "current", "delayed") or True (per_tile). layer_idx seeds the
@@ -54,15 +56,16 @@ class FlashAttentionV3(nn.Module):
         self.fp8_recipe = as_recipe(fp8)
         self.fp8_state = make_state(self.fp8_recipe, layer_idx)  # a submodule (its buffers), or None
 
-    def forward(self, q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None):
+    def forward(self, q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, sinks=None):
+        """sinks (nheads,): per-head sink logits (gpt-oss; fa3nn.sinks), typically the caller's nn.Parameter."""
         if (cu_seqlens_q is None) != (cu_seqlens_k is None) or (
             cu_seqlens_q is not None and (max_seqlen_q is None or max_seqlen_k is None)
         ):
             raise ValueError(
                 "a packed (varlen) call needs all of cu_seqlens_q, cu_seqlens_k, max_seqlen_q and max_seqlen_k"
             )
-        out, _ = self.attend(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-        return out
+        out, lse = self.attend(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+        return out if sinks is None else with_sinks(out, lse, sinks)[0]
 
     def attend(self, q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
                **overrides):

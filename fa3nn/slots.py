@@ -6,8 +6,11 @@ flash_attn_varlen_func takes, as FlashAttention-3's does, two more ways to say w
   cu_seqlens[i] .. cu_seqlens[i + 1] of the packed tensor, or row i of a dense one); the rest of the slot is padding.
   Masks align bottom-right on the used lengths. Padding query rows get zeros and lse = -inf (FlashAttention-3 leaves
   them unwritten), and zero gradients; padding keys are never attended.
-- cu_seqlens_q or cu_seqlens_k None: that side is dense, (batch, seqlen, nheads, headdim), every slot seqlen rows;
-  its max_seqlen is the slot length (None, or that value). The output and lse follow q's layout.
+- cu_seqlens_q or cu_seqlens_k None: that side is dense, (batch, seqlen, nheads, headdim), every slot seqlen rows.
+  The output and lse follow q's layout.
+
+max_seqlen bounds the lengths attended, as FlashAttention-3 reads it: a given value must cover the used lengths (all
+of a slot without seqused); a dense side's may be None. The packed call gets the exact longest of its sequences.
 
 `to_packed` turns such a call into a plain packed one: a dense side is flattened (a view) with uniform cu_seqlens,
 and a slot with padding becomes three sequences, which the kernels already handle:

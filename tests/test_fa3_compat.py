@@ -220,6 +220,15 @@ def test_sinks_match_gpt_oss_attention(varlen, seqlens):
         torch.testing.assert_close(g, g_ref, rtol=1e-9, atol=1e-9)
 
 
+def test_module_sinks_are_the_functions():
+    q, k, v = random_qkv(2, 7, 7, 4, 2, 16, torch.float64)
+    sinks = torch.nn.Parameter(torch.randn(4, dtype=torch.float64))
+    out = fa3nn.FlashAttentionV3(causal=True)(q, k, v, sinks=sinks)
+    assert torch.equal(out, fa3nn.flash_attn_func(q, k, v, causal=True, sinks=sinks))
+    out.sum().backward()
+    assert sinks.grad is not None and sinks.grad.abs().sum() > 0
+
+
 @pytest.mark.parametrize("sinks,error,match", [
     ([0.0] * 4, TypeError, r"sinks must be a floating torch.Tensor \(nheads,\) = \(4,\) or None, got list"),
     (torch.zeros(2), ValueError, r"sinks must be a floating tensor of shape \(nheads,\) = \(4,\)"),
