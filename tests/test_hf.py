@@ -60,6 +60,12 @@ def _config(family: str):
             num_local_experts=4, num_experts_per_tok=2, experts_implementation="eager",
             rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         )
+    if family == "deepseek_v3":  # multi-head latent attention: q / k head dim 24 (16 + 8 rope), v 16; dense MLPs
+        return transformers.DeepseekV3Config(  # (4.57's MoE mixes a float32 router into fp64: no fp64 reference)
+            **{**COMMON, "num_key_value_heads": 4}, moe_intermediate_size=32, n_routed_experts=4,
+            num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=2, q_lora_rank=32, kv_lora_rank=32,
+            qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16, n_group=1, topk_group=1,
+        )
     if family == "mixtral":  # mixture of experts (eager experts: the grouped matmul has no fp64 kernel)
         return transformers.MixtralConfig(**COMMON, num_local_experts=4, num_experts_per_tok=2,
                                           experts_implementation="eager")
@@ -71,6 +77,7 @@ MODEL_CLASSES = {
     "gemma2": "Gemma2ForCausalLM", "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM",
     "phi3": "Phi3ForCausalLM", "granite": "GraniteForCausalLM", "olmo2": "Olmo2ForCausalLM",
     "starcoder2": "Starcoder2ForCausalLM", "gpt_oss": "GptOssForCausalLM", "mixtral": "MixtralForCausalLM",
+    "deepseek_v3": "DeepseekV3ForCausalLM",
 }
 FAMILIES = tuple(MODEL_CLASSES)
 

@@ -43,7 +43,7 @@ LAYER_ATTRIBUTE = "fa3nn_attention"
 MIN_TRANSFORMERS = (4, 53)
 TESTED_FAMILIES = (
     "Llama", "Mistral", "Qwen2", "Gemma-2", "Qwen3", "Gemma-3", "Phi-3", "Granite", "OLMo-2", "Starcoder2", "gpt-oss",
-    "Mixtral",
+    "Mixtral", "DeepSeek-V3",
 )
 
 
