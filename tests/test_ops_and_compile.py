@@ -27,6 +27,27 @@ def test_opcheck_forward(make_args):
     torch.library.opcheck(attention_forward, make_args())
 
 
+@pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
+def test_opcheck_forward_fp8_inputs(varlen):
+    """fa3nn::fwd_fp8_inputs (FlashAttention-3's FP8 call, forward only): its fake implementation and AOT dispatch as
+    opcheck sees them. Not opcheck's test_schema: it multiplies the inputs to detect mutation, which torch has no
+    CPU kernel for in float8 ("mul_cpu_reduced_float" not implemented for 'Float8_e4m3fn')."""
+    from fa3nn.ops import attention_forward_fp8_inputs
+
+    e4m3 = torch.float8_e4m3fn
+    if varlen:
+        q8, k8, v8 = (torch.randn(n, h, 32).to(e4m3) for n, h in ((15, 4), (19, 2), (19, 2)))
+        cu_q, cu_k = torch.tensor([0, 6, 15], dtype=torch.int32), torch.tensor([0, 11, 19], dtype=torch.int32)
+        lengths = (cu_q, cu_k, 9, 11)
+    else:
+        q8, k8, v8 = (torch.randn(2, n, h, 32).to(e4m3) for n, h in ((9, 4), (13, 2), (13, 2)))
+        lengths = (None, None, 9, 13)
+    descales = [torch.rand(2, 2) + 0.5 for _ in range(3)]
+    args = (q8, k8, v8, *descales, *lengths, 0.2, -1, 0, 0.0, "reference")
+    for test in ("test_faketensor", "test_aot_dispatch_static", "test_aot_dispatch_dynamic"):
+        torch.library.opcheck(attention_forward_fp8_inputs, args, test_utils=test)
+
+
 @pytest.mark.parametrize("make_args", [dense_args, varlen_args])
 def test_opcheck_backward(make_args):
     args = make_args(requires_grad=False)
