@@ -110,10 +110,21 @@ def attention(
     fp8_recipe=None,
     fp8_state=None,
     training=False,
+    attention_chunk=0,
 ):
     """(out, lse): the one path behind flash_attn_func, flash_attn_varlen_func, FlashAttentionV3 and patch_hf.
     Checks the inputs, then runs `fa3nn::fwd`, or with an FP8 recipe (fa3nn.fp8.as_recipe's output) and the
-    layer's fp8_state, fa3nn.fp8.fp8_attention_forward (training=True lets delayed scaling record its amax)."""
+    layer's fp8_state, fa3nn.fp8.fp8_attention_forward (training=True lets delayed scaling record its amax).
+    attention_chunk > 0: chunked attention, each chunk a packed sequence (fa3nn.chunks)."""
+    if attention_chunk:
+        check_attention_chunk(attention_chunk)
+        call = chunked(to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k), attention_chunk,
+                       cu_seqlens_q is not None or cu_seqlens_k is not None)
+        out, lse = attention(call.q, call.k, call.v, call.cu_seqlens_q, call.cu_seqlens_k, call.max_seqlen_q,
+                             call.max_seqlen_k, softmax_scale=softmax_scale, causal=causal, window_size=window_size,
+                             softcap=softcap, deterministic=deterministic, backend=backend, fp8_recipe=fp8_recipe,
+                             fp8_state=fp8_state, training=training)
+        return call.restore(out, lse)
     max_seqlen_q, max_seqlen_k = _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     params = _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8_recipe, backend)
     if fp8_recipe is not None:

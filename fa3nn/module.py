@@ -11,6 +11,7 @@ from torch import nn
 
 from fa3nn.checks import check_options
 from fa3nn.dispatch import check_backend_name
+from fa3nn.fa3_compat import check_attention_chunk
 from fa3nn.fp8 import as_recipe, make_state
 from fa3nn.interface import attention
 from fa3nn.sinks import with_sinks
@@ -24,7 +25,8 @@ class FlashAttentionV3(nn.Module):
     fp8 is None, a recipe (fa3nn.PerTileScaling(), fa3nn.CurrentScaling(), fa3nn.DelayedScaling(...), a Transformer
     Engine DelayedScaling), its name ("per_tile", "current", "delayed") or True (per_tile). layer_idx seeds the
     layer's incoherent-processing signs, so that layers differ. With DelayedScaling, call fa3nn.sync_amax(model)
-    once per optimizer step (it all-reduces the amaxes under torch.distributed).
+    once per optimizer step (it all-reduces the amaxes under torch.distributed). attention_chunk > 0: chunked
+    attention (Llama 4's local layers; fa3nn.chunks).
     """
 
     def __init__(
@@ -37,9 +39,11 @@ class FlashAttentionV3(nn.Module):
         fp8=None,
         backend: str = "auto",
         layer_idx: int = 0,
+        attention_chunk: int = 0,
     ):
         super().__init__()
         check_options(softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
+        check_attention_chunk(attention_chunk)
         check_backend_name(backend)
         if isinstance(layer_idx, bool) or not isinstance(layer_idx, int):
             raise TypeError(f"layer_idx must be an int >= 0 (the layer's position), got {type(layer_idx).__name__} "
@@ -53,6 +57,7 @@ class FlashAttentionV3(nn.Module):
         self.deterministic = deterministic
         self.backend = backend
         self.layer_idx = layer_idx
+        self.attention_chunk = attention_chunk
         self.fp8_recipe = as_recipe(fp8)
         self.fp8_state = make_state(self.fp8_recipe, layer_idx)  # a submodule (its buffers), or None
 
@@ -70,9 +75,10 @@ class FlashAttentionV3(nn.Module):
     def attend(self, q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
                **overrides):
         """(out, lse) with this layer's options, FP8 recipe and state; `overrides` replace softmax_scale, causal,
-        window_size or softcap for one call (patch_hf takes them from the model's own kwargs)."""
+        window_size, softcap or attention_chunk for one call (patch_hf takes them from the model's own kwargs)."""
         options = dict(
             softmax_scale=self.softmax_scale, causal=self.causal, window_size=self.window_size, softcap=self.softcap,
+            attention_chunk=self.attention_chunk,
         )
         options.update(overrides)
         return attention(
@@ -85,4 +91,5 @@ class FlashAttentionV3(nn.Module):
         return (
             f"causal={self.causal}, softmax_scale={self.softmax_scale}, window_size={self.window_size}, "
             f"softcap={self.softcap}, backend={self.backend!r}, fp8={self.fp8_recipe!r}, layer_idx={self.layer_idx}"
+            + (f", attention_chunk={self.attention_chunk}" if self.attention_chunk else "")
         )

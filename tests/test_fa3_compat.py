@@ -169,6 +169,25 @@ def test_attention_chunk_varlen_and_seqused():
     assert torch.equal(out_slots[~mask_q], torch.zeros_like(out_slots[~mask_q]))
 
 
+@pytest.mark.parametrize("fp8", [None, "per_tile"])
+def test_module_attention_chunk_is_the_functions(fp8):
+    """FlashAttentionV3(attention_chunk=...) (the one path, fa3nn.interface.attention) equals flash_attn_func's chunks,
+    dense and packed, FP8 recipes included; gradients flow."""
+    q, k, v = random_qkv(2, 20, 20, 4, 2, 32, torch.float32 if fp8 is None else torch.bfloat16)
+    layer = fa3nn.FlashAttentionV3(causal=True, attention_chunk=8, fp8=fp8)
+    assert "attention_chunk=8" in repr(layer)
+    leaf = q.clone().requires_grad_()
+    out = layer(leaf, k, v)
+    assert torch.equal(out, fa3nn.flash_attn_func(q, k, v, causal=True, attention_chunk=8, fp8=fp8))
+    cu = torch.tensor([0, 20, 40], dtype=torch.int32)
+    packed = layer(*(t.reshape(40, *t.shape[2:]) for t in (q, k, v)), cu, cu, 20, 20)
+    assert torch.equal(packed, out.reshape(40, 4, 32))
+    out.float().sum().backward()
+    assert leaf.grad is not None and torch.isfinite(leaf.grad).all()
+    with pytest.raises(ValueError, match=r"attention_chunk must be >= 0"):
+        fa3nn.FlashAttentionV3(attention_chunk=-2)
+
+
 def test_attention_chunk_boundaries():
     """The chunks of one sequence: keys [cC, (c + 1)C), queries by their key position, both clipped."""
     from fa3nn.chunks import chunk_boundaries

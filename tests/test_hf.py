@@ -344,10 +344,16 @@ def test_unsupported_models_get_a_clear_error():
         fa3nn.patch_hf(NoInterfaceModel(_config("llama")))
     with pytest.raises(ValueError, match="was not patched"):
         fa3nn.unpatch_hf(_model("llama"))
-    chunked = _model("llama")
-    chunked.config.attention_chunk_size = 16  # Llama 4's chunked layers: a mask patch_hf would lose
-    with pytest.raises(UnsupportedModel, match=r"chunked-attention layers \(attention_chunk_size\) are not wired"):
-        fa3nn.patch_hf(chunked)
+    llama4 = transformers.Llama4ForCausalLM(transformers.Llama4TextConfig(
+        **COMMON, head_dim=16, intermediate_size_mlp=96, attention_chunk_size=WINDOW, moe_layers=[],
+        interleave_moe_layer_step=0, num_local_experts=1))
+    with pytest.raises(UnsupportedModel, match=r"do not pass position_ids on to attention"):
+        fa3nn.patch_hf(llama4)
+    fa3nn.patch_hf()  # registered by name only: the attention function refuses such a model too
+    config = copy.deepcopy(llama4.config)
+    config._attn_implementation = ATTN_IMPLEMENTATION
+    with pytest.raises(NotImplementedError, match=r"Llama4TextAttention: its decoder layers .* do not pass"):
+        transformers.Llama4ForCausalLM(config)(torch.randint(0, VOCAB, (1, 8)))
 
 
 def test_test_inputs_exercise_window_and_softcap():

@@ -158,6 +158,8 @@ def fa3nn_attention_forward(
             "Set config.attention_dropout = 0.0, or call fa3nn.patch_hf(..., ignore_dropout=True) to train without it"
         )
     sinks = kwargs.get("s_aux")  # gpt-oss's per-head sink logits (fa3nn.sinks)
+    if getattr(getattr(module, "config", None), "attention_chunk_size", None):  # registered by name, not patched
+        raise NotImplementedError(f"{type(module).__name__}: {_LLAMA4_PACKING}")
     for unsupported in ("sinks", "position_bias"):
         if kwargs.get(unsupported) is not None:
             raise NotImplementedError(
@@ -216,6 +218,13 @@ def _attention_layers(model: nn.Module) -> list[nn.Module]:
     ]
 
 
+# Llama 4 (chunked attention layers): its decoder layers do not hand position_ids to attention, so packing given by
+# position_ids alone is invisible there (transformers' eager / SDPA masks see it; its flash path is off for Llama 4).
+_LLAMA4_PACKING = ("its decoder layers (Llama 4's) do not pass position_ids on to attention, so a batch packed by "
+                   "position_ids alone would run unpacked, silently (fa3nn.FlashAttentionV3(attention_chunk=...) and "
+                   "flash_attn_func compute the chunked mask, forward and backward)")
+
+
 def _unsupported(model: nn.Module, why: str) -> UnsupportedModel:
     return UnsupportedModel(
         f"fa3nn.patch_hf cannot swap the attention of {type(model).__name__}: {why}. It supports transformers "
@@ -234,8 +243,7 @@ def _check_model(model: nn.Module) -> list[nn.Module]:
     if can_set is not None and not can_set():
         raise _unsupported(model, "its modeling code does not go through the AttentionInterface")
     if getattr(model.config, "attention_chunk_size", None):
-        raise _unsupported(model, "its chunked-attention layers (attention_chunk_size) are not wired into patch_hf "
-                           "(fa3nn.flash_attn_func(..., attention_chunk=...) computes that mask, forward and backward)")
+        raise _unsupported(model, _LLAMA4_PACKING)
     layers = _attention_layers(model)
     if not layers:
         raise _unsupported(model, "no attention layer of the AttentionInterface kind was found")
