@@ -51,9 +51,12 @@ def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):
     """(out, lse) of the attention over all blocks from the blocks' (module docstring). `out`, if given, receives
     the result (and is returned)."""
     out_dtype = _check(out_partial, lse_partial, out, out_dtype)
-    lse = torch.logsumexp(lse_partial, dim=0)  # -inf where no block attends the row
-    attended = torch.isfinite(lse_partial) & torch.isfinite(lse)[None]
-    weights = torch.where(attended, torch.exp(lse_partial - torch.where(torch.isfinite(lse), lse, 0.0)[None]), 0.0)
+    # logsumexp over a row no block attends is -inf, and its backward NaN even for a zero gradient: such rows take a
+    # finite stand-in and get -inf back afterwards
+    anywhere = torch.isfinite(lse_partial).any(0)
+    lse = torch.where(anywhere, torch.logsumexp(torch.where(anywhere[None], lse_partial, 0.0), dim=0), float("-inf"))
+    attended = torch.isfinite(lse_partial) & anywhere[None]
+    weights = torch.where(attended, torch.exp(lse_partial - torch.where(anywhere, lse, 0.0)[None]), 0.0)
     combined = torch.where(attended[..., None], weights[..., None] * out_partial, 0.0).sum(0)
     if out is None:
         return combined.to(out_dtype), lse

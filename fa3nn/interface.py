@@ -118,6 +118,7 @@ def attention(
     attention_chunk > 0: chunked attention, each chunk a packed sequence (fa3nn.chunks)."""
     if attention_chunk:
         check_attention_chunk(attention_chunk)
+        _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)  # as without chunks
         call = chunked(to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k), attention_chunk,
                        cu_seqlens_q is not None or cu_seqlens_k is not None)
         out, lse = attention(call.q, call.k, call.v, call.cu_seqlens_q, call.cu_seqlens_k, call.max_seqlen_q,

@@ -186,6 +186,12 @@ def test_module_attention_chunk_is_the_functions(fp8):
     assert leaf.grad is not None and torch.isfinite(leaf.grad).all()
     with pytest.raises(ValueError, match=r"attention_chunk must be >= 0"):
         fa3nn.FlashAttentionV3(attention_chunk=-2)
+    with pytest.raises(TypeError, match=r"must be a floating tensor \(torch.float16, torch.bfloat16, torch.float32, "
+                                        r"torch.float64\), got torch.int64$"):  # the same checks as without chunks
+        layer(q.long(), k, v)
+    with pytest.raises(ValueError, match=r"cu_seqlens_q and cu_seqlens_k must both have batch \+ 1 entries|k must "
+                                         r"have 3 dimensions"):
+        fa3nn.interface.attention(q.reshape(40, 4, 32), k, v, cu, None, 20, None, attention_chunk=8)
 
 
 def test_attention_chunk_boundaries():
@@ -246,6 +252,33 @@ def test_module_sinks_are_the_functions():
     assert torch.equal(out, fa3nn.flash_attn_func(q, k, v, causal=True, sinks=sinks))
     out.sum().backward()
     assert sinks.grad is not None and sinks.grad.abs().sum() > 0
+
+
+def test_sinks_save_no_copy_of_out_and_stay_finite():
+    """The correction saves the attention's own out (no float32 copy per layer), and a -inf sink on rows that attend
+    no key (seqlen_q > seqlen_k, causal) gives zeros, lse -inf and finite gradients, not NaN."""
+    q, k, v = random_qkv(1, 12, 5, 2, 2, 16, torch.bfloat16, requires_grad=True)
+    sinks = torch.tensor([float("-inf"), 0.5], requires_grad=True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda x: saved.append((x.dtype, x.numel())) or x, lambda x: x):
+        out, lse = fa3nn.flash_attn_func(q, k, v, causal=True, sinks=sinks, return_attn_probs=True)
+    assert (torch.float32, out.numel()) not in saved
+    assert torch.equal(out[0, :7], torch.zeros_like(out[0, :7]))  # rows 0..6 see no key
+    assert torch.isneginf(lse[0, 0, :7]).all() and torch.equal(lse[0, 1, :7], torch.full((7,), 0.5))
+    grads = torch.autograd.grad(out.float().sum() + lse[torch.isfinite(lse)].sum(), (q, k, v, sinks))
+    assert all(torch.isfinite(g).all() for g in grads)
+
+
+def test_combine_backward_is_finite_where_no_block_attends():
+    """logsumexp's backward is NaN on a row of -inf even for a zero gradient; combine keeps it out of the blocks'
+    gradients (causal 6 queries x 4 keys: the first two rows attend no key of either block)."""
+    q, k, v = random_qkv(1, 6, 4, 2, 2, 16, torch.float32, requires_grad=True)
+    parts = [fa3nn.flash_attn_func(q, k, v, causal=True, return_attn_probs=True),
+             fa3nn.flash_attn_func(q, k[:, :0], v[:, :0], return_attn_probs=True)]
+    out, _ = fa3nn.flash_attn_combine(torch.stack([o for o, _ in parts]),
+                                      torch.stack([lse.transpose(1, 2) for _, lse in parts]))
+    assert torch.equal(out, parts[0][0])
+    assert all(torch.isfinite(g).all() for g in torch.autograd.grad(out.sum(), (q, k, v)))
 
 
 @pytest.mark.parametrize("sinks,error,match", [
