@@ -224,6 +224,28 @@ def test_packed_equals_per_sequence(family, boundaries):
     assert (unbounded[:, lengths[0]:] - ref[:, lengths[0]:]).abs().max() > 1e-3
 
 
+def test_packing_a_layer_cannot_see_is_refused(monkeypatch):
+    """A decoder layer that drops position_ids (Cohere2's in transformers 4.57, Llama 4's) leaves attention blind to
+    packing: the patched model refuses such a batch instead of attending across its sequences, and still runs
+    unpacked ones, padded ones and packing given as cu_seq_lens."""
+    model = fa3nn.patch_hf(_model("llama"))
+    for layer in model.model.layers:  # the attention module's forward as such a decoder layer would call it
+        forward = layer.self_attn.forward
+        monkeypatch.setattr(layer.self_attn, "forward",
+                            lambda *a, _f=forward, **kw: _f(*a, **{n: x for n, x in kw.items() if n != "position_ids"}))
+    lengths = (5, 9, 4)
+    ids = torch.randint(0, VOCAB, (1, sum(lengths)))
+    position_ids = torch.cat([torch.arange(n) for n in lengths]).unsqueeze(0)
+    with torch.no_grad():
+        with pytest.raises(NotImplementedError, match=r"LlamaAttention is not handed position_ids .* pack several"):
+            model(ids, position_ids=position_ids)
+        model(ids, position_ids=torch.arange(sum(lengths)).unsqueeze(0))  # one sequence per row: runs
+        cu = torch.tensor([0, 5, 14, 18])
+        model(ids, position_ids=position_ids, cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=9, max_length_k=9)
+    fa3nn.unpatch_hf(model)
+    assert not model._forward_pre_hooks and not hasattr(model.model.layers[0].self_attn, "_fa3nn_packing_watch")
+
+
 def test_position_ids_packing_with_batch_and_offset_start():
     """Restarts are found per row (batch > 1) and from any start value (DataCollatorWithFlattening's
     position_ids_start)."""

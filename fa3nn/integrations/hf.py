@@ -40,6 +40,7 @@ from fa3nn.sinks import with_sinks
 
 ATTN_IMPLEMENTATION = "fa3nn"
 LAYER_ATTRIBUTE = "fa3nn_attention"
+WATCH_ATTRIBUTE = "_fa3nn_packing_watch"  # the model's _PackingWatch, a plain attribute of each attention layer
 MIN_TRANSFORMERS = (4, 53)
 TESTED_FAMILIES = (
     "Llama", "Mistral", "Qwen2", "Gemma-2", "Qwen3", "Gemma-3", "Phi-3", "Granite", "OLMo-2", "Starcoder2", "gpt-oss",
@@ -136,6 +137,19 @@ def _compute_dtype(query, key, value) -> torch.dtype:
     return functools.reduce(torch.promote_types, (query.dtype, key.dtype, value.dtype))
 
 
+def _refuse_unseen_packing(module: nn.Module, q, k, v) -> None:
+    """A layer handed no boundaries, in a model called with position_ids that pack sequences (_PackingWatch)."""
+    watch = getattr(module, WATCH_ATTRIBUTE, None)
+    if watch is None or watch.position_ids is None:
+        return
+    if pack_by_position_ids(q, k, v, watch.position_ids) is not None:
+        raise NotImplementedError(
+            f"{type(module).__name__} is not handed position_ids by its decoder layer, but the model was called with "
+            "position_ids that pack several sequences per row: attention cannot see the packing. Pass "
+            "cu_seq_lens_q / cu_seq_lens_k / max_length_q / max_length_k (DataCollatorWithFlattening("
+            "return_flash_attn_kwargs=True)) or an attention_mask instead")
+
+
 def fa3nn_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
@@ -194,6 +208,7 @@ def fa3nn_attention_forward(
         packed = pack_by_position_ids(q, k, v, kwargs["position_ids"])
     else:
         packed = None
+        _refuse_unseen_packing(module, q, k, v)
 
     if packed is None:
         out, lse = attend(q, k, v)
@@ -216,6 +231,20 @@ def _attention_layers(model: nn.Module) -> list[nn.Module]:
         m for m in model.modules()
         if type(m).__name__.endswith("Attention") and hasattr(m, "scaling") and hasattr(m, "config")
     ]
+
+
+class _PackingWatch:
+    """A forward pre-hook on a patched model that keeps the position_ids of its current call, for attention layers
+    that are not handed them (some decoder layers drop them, e.g. Cohere2's in transformers 4.57): such a layer
+    refuses a batch those position_ids pack (fa3nn_attention_forward) instead of running it unpacked. Only refuses,
+    never uses them: under activation checkpointing a layer's recompute runs in the backward, possibly after another
+    forward of the model has replaced them."""
+
+    def __init__(self):
+        self.position_ids = None
+
+    def __call__(self, module, args, kwargs):
+        self.position_ids = kwargs.get("position_ids")
 
 
 # Llama 4 (chunked attention layers): its decoder layers do not hand position_ids to attention, so packing given by
@@ -306,12 +335,15 @@ def patch_hf(
         unpatch_hf(model)  # re-patching (e.g. new options) starts from the original state
     previous = {id(c): (c, c._attn_implementation_internal) for c in _configs(model)}
     _switch_configs(model, previous)
+    watch = _PackingWatch()
     for position, layer in enumerate(layers):
         device = next((p.device for p in layer.parameters()), None)
         layer_idx = getattr(layer, "layer_idx", None)
         attention = FlashAttentionV3(causal=True, deterministic=deterministic, fp8=fp8, backend=backend,
                                      layer_idx=position if layer_idx is None else layer_idx)
         layer.add_module(LAYER_ATTRIBUTE, attention.to(device) if device is not None else attention)
+        setattr(layer, WATCH_ATTRIBUTE, watch)
+    model._fa3nn_watch_hook = model.register_forward_pre_hook(watch, with_kwargs=True)
     model._fa3nn_previous = previous
     return model
 
@@ -370,5 +402,7 @@ def unpatch_hf(model: nn.Module | None = None):
     for layer in _attention_layers(model):
         if LAYER_ATTRIBUTE in layer._modules:
             del layer._modules[LAYER_ATTRIBUTE]
-    del model._fa3nn_previous
+        layer.__dict__.pop(WATCH_ATTRIBUTE, None)
+    model._fa3nn_watch_hook.remove()
+    del model._fa3nn_previous, model._fa3nn_watch_hook
     return model
