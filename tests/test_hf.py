@@ -66,6 +66,12 @@ def _config(family: str):
             num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=2, q_lora_rank=32, kv_lora_rank=32,
             qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16, n_group=1, topk_group=1,
         )
+    if family == "llama4":  # chunked attention (layer 0, chunks of 6 positions), a NoPE layer 1, q / k L2 norm;
+        return transformers.Llama4TextConfig(  # dense MLPs. No temperature tuning: it scales q by the row position,
+            **COMMON, head_dim=16, intermediate_size_mlp=96, attention_chunk_size=WINDOW,  # not position_ids, so
+            no_rope_layers=[1, 0], moe_layers=[], interleave_moe_layer_step=0,  # padding / packing would change
+            num_local_experts=1, attn_temperature_tuning=False,  # eager's own output
+        )
     if family == "mixtral":  # mixture of experts (eager experts: the grouped matmul has no fp64 kernel)
         return transformers.MixtralConfig(**COMMON, num_local_experts=4, num_experts_per_tok=2,
                                           experts_implementation="eager")
@@ -77,7 +83,7 @@ MODEL_CLASSES = {
     "gemma2": "Gemma2ForCausalLM", "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM",
     "phi3": "Phi3ForCausalLM", "granite": "GraniteForCausalLM", "olmo2": "Olmo2ForCausalLM",
     "starcoder2": "Starcoder2ForCausalLM", "gpt_oss": "GptOssForCausalLM", "mixtral": "MixtralForCausalLM",
-    "deepseek_v3": "DeepseekV3ForCausalLM",
+    "deepseek_v3": "DeepseekV3ForCausalLM", "llama4": "Llama4ForCausalLM",
 }
 FAMILIES = tuple(MODEL_CLASSES)
 
@@ -213,6 +219,10 @@ def test_packed_equals_per_sequence(family, boundaries):
         cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int64)
         kwargs = dict(position_ids=position_ids, cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=max(lengths),
                       max_length_k=max(lengths))
+    if family == "llama4" and boundaries == "position_ids":  # its layers are not handed position_ids: refused
+        with torch.no_grad(), pytest.raises(NotImplementedError, match=r"not handed position_ids"):
+            patched(packed_ids, **kwargs)
+        return
     with torch.no_grad():
         actual = patched(packed_ids, **kwargs).logits.double()
         ref = torch.cat([model.double()(s).logits for s in sequences], dim=1)
@@ -366,15 +376,11 @@ def test_unsupported_models_get_a_clear_error():
         fa3nn.patch_hf(NoInterfaceModel(_config("llama")))
     with pytest.raises(ValueError, match="was not patched"):
         fa3nn.unpatch_hf(_model("llama"))
-    llama4 = transformers.Llama4ForCausalLM(transformers.Llama4TextConfig(
-        **COMMON, head_dim=16, intermediate_size_mlp=96, attention_chunk_size=WINDOW, moe_layers=[],
-        interleave_moe_layer_step=0, num_local_experts=1))
-    with pytest.raises(UnsupportedModel, match=r"do not pass position_ids on to attention"):
-        fa3nn.patch_hf(llama4)
-    fa3nn.patch_hf()  # registered by name only: the attention function refuses such a model too
-    config = copy.deepcopy(llama4.config)
+    fa3nn.patch_hf()  # Llama 4 registered by name only (no packing watch): refused at its first chunked layer
+    config = copy.deepcopy(_config("llama4"))
     config._attn_implementation = ATTN_IMPLEMENTATION
-    with pytest.raises(NotImplementedError, match=r"Llama4TextAttention: its decoder layers .* do not pass"):
+    with pytest.raises(NotImplementedError, match=r"Llama4TextAttention: its decoder layers .* call "
+                                                  r"fa3nn.patch_hf\(model\)"):
         transformers.Llama4ForCausalLM(config)(torch.randint(0, VOCAB, (1, 8)))
 
 
@@ -391,17 +397,19 @@ def test_test_inputs_exercise_window_and_softcap():
         assert (gemma2(ids).logits - softcapped).abs().max() > 1e-3
 
 
-@pytest.mark.parametrize("family", ["qwen3", "gemma3", "granite", "gpt_oss"])
+@pytest.mark.parametrize("family", ["qwen3", "gemma3", "granite", "gpt_oss", "llama4"])
 def test_newer_families_exercise_their_feature(family):
     """Guards the tests above for the families added on 2026-12-05: the same weights without the family's feature
     (Qwen3's and Gemma-3's windows, widened past the sequence with the same layer types, so that Gemma-3's local RoPE
     base stays; Granite's attention_multiplier as the softmax scale, 0.05 here against head dim 16's 0.25; gpt-oss's
-    sinks) give another eager output."""
+    sinks; Llama 4's chunks, widened past the sequence) give another eager output."""
     ids = torch.randint(0, VOCAB, (1, SEQLEN))
     model = _model(family)
     config = copy.deepcopy(model.config)
     if family == "granite":
         config.attention_multiplier = 16**-0.5
+    elif family == "llama4":
+        config.attention_chunk_size = 4096
     elif family != "gpt_oss":
         config.sliding_window = 4096
     plain = getattr(transformers, MODEL_CLASSES[family])(config).eval()

@@ -44,7 +44,7 @@ WATCH_ATTRIBUTE = "_fa3nn_packing_watch"  # the model's _PackingWatch, a plain a
 MIN_TRANSFORMERS = (4, 53)
 TESTED_FAMILIES = (
     "Llama", "Mistral", "Qwen2", "Gemma-2", "Qwen3", "Gemma-3", "Phi-3", "Granite", "OLMo-2", "Starcoder2", "gpt-oss",
-    "Mixtral", "DeepSeek-V3",
+    "Mixtral", "DeepSeek-V3", "Llama 4 (text)",
 )
 
 
@@ -127,6 +127,17 @@ def _window(is_causal: bool, sliding_window: int | None, seqlen_k: int) -> tuple
     return (sliding_window - 1, -1 if is_causal else sliding_window - 1)
 
 
+def _attention_chunk(module: nn.Module) -> int:
+    """Llama 4's chunked layers (config.layer_types[i] == "chunked_attention"): a query sees the keys of its own
+    chunk of attention_chunk_size positions (fa3nn.chunks), counted from its sequence's first token, as
+    transformers' chunked mask counts them from the first unpadded one."""
+    config, layer_idx = getattr(module, "config", None), getattr(module, "layer_idx", None)
+    layer_types = getattr(config, "layer_types", None)
+    if not getattr(config, "attention_chunk_size", None) or layer_types is None or layer_idx is None:
+        return 0
+    return int(config.attention_chunk_size) if layer_types[layer_idx] == "chunked_attention" else 0
+
+
 def _compute_dtype(query, key, value) -> torch.dtype:
     """One dtype for q, k and v. Under autocast, rotary embeddings (computed in float32) promote q and k to float32
     while v stays in the autocast dtype; as transformers' flash path does, attention then runs in the autocast
@@ -172,7 +183,7 @@ def fa3nn_attention_forward(
             "Set config.attention_dropout = 0.0, or call fa3nn.patch_hf(..., ignore_dropout=True) to train without it"
         )
     sinks = kwargs.get("s_aux")  # gpt-oss's per-head sink logits (fa3nn.sinks)
-    if getattr(getattr(module, "config", None), "attention_chunk_size", None):  # registered by name, not patched
+    if _attention_chunk(module) and not hasattr(module, WATCH_ATTRIBUTE):  # registered by name, not patched
         raise NotImplementedError(f"{type(module).__name__}: {_LLAMA4_PACKING}")
     for unsupported in ("sinks", "position_bias"):
         if kwargs.get(unsupported) is not None:
@@ -188,7 +199,7 @@ def fa3nn_attention_forward(
     q, k, v = (t.transpose(1, 2).to(dtype) for t in (query, key, value))
     options = dict(
         softmax_scale=scaling, causal=is_causal, window_size=_window(is_causal, sliding_window, k.shape[1]),
-        softcap=float(softcap or 0.0),
+        softcap=float(softcap or 0.0), attention_chunk=_attention_chunk(module),
     )
     if layer is not None:  # the layer's backend, determinism, FP8 recipe and state
         attend = functools.partial(layer.attend, **options)
@@ -249,9 +260,10 @@ class _PackingWatch:
 
 # Llama 4 (chunked attention layers): its decoder layers do not hand position_ids to attention, so packing given by
 # position_ids alone is invisible there (transformers' eager / SDPA masks see it; its flash path is off for Llama 4).
+# patch_hf(model)'s _PackingWatch refuses such batches; a model only registered by name has none, so it is refused.
 _LLAMA4_PACKING = ("its decoder layers (Llama 4's) do not pass position_ids on to attention, so a batch packed by "
-                   "position_ids alone would run unpacked, silently (fa3nn.FlashAttentionV3(attention_chunk=...) and "
-                   "flash_attn_func compute the chunked mask, forward and backward)")
+                   "position_ids alone would run unpacked, silently, under attn_implementation='fa3nn' alone: call "
+                   "fa3nn.patch_hf(model), which refuses such batches (pass cu_seq_lens_* for packing)")
 
 
 def _unsupported(model: nn.Module, why: str) -> UnsupportedModel:
@@ -271,8 +283,6 @@ def _check_model(model: nn.Module) -> list[nn.Module]:
     can_set = getattr(type(model), "_can_set_attn_implementation", None)
     if can_set is not None and not can_set():
         raise _unsupported(model, "its modeling code does not go through the AttentionInterface")
-    if getattr(model.config, "attention_chunk_size", None):
-        raise _unsupported(model, _LLAMA4_PACKING)
     layers = _attention_layers(model)
     if not layers:
         raise _unsupported(model, "no attention layer of the AttentionInterface kind was found")
