@@ -132,15 +132,17 @@ def time_ms(calls, iters: int, reps: int, host_ms: list | None = None) -> float:
 
 
 def bench_shape(backends, headdim, seqlen, causal, directions, args) -> dict:
+    headdim_v = args.headdim_v or headdim  # --headdim-v: MLA's shapes (DeepSeek: q / k 192, v 128)
     batch, nheads = TOKENS // seqlen, WIDTH // headdim
     sets = []
     for _ in range(args.rotate):
-        q, k, v, dout = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16)
-                         for _ in range(4))
+        q, k, v, dout = (torch.randn(batch, seqlen, nheads, d, device="cuda", dtype=torch.bfloat16)
+                         for d in (headdim, headdim, headdim_v, headdim_v))
         sets.append((q, k, v, dout))
-    flops = {d: attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal, direction=d)
+    flops = {d: attention_flops(batch, nheads, seqlen, seqlen, headdim, headdim_v, causal=causal, direction=d)
              for d in ("fwd", "bwd")}
-    row = {"headdim": headdim, "seqlen": seqlen, "batch": batch, "nheads": nheads, "causal": causal, "results": {}}
+    row = {"headdim": headdim if headdim_v == headdim else f"{headdim}/{headdim_v}", "seqlen": seqlen, "batch": batch,
+           "nheads": nheads, "causal": causal, "results": {}}
     for backend in backends:
         fn = attention_fn(backend)
         result: dict = {}
@@ -303,6 +305,8 @@ def main() -> None:
     parser.add_argument("--backends", nargs="+", default=["triton", "cudnn", "fa2", "mem-eff"],
                         help=f"ratios: every fa3nn backend against cudnn and fa2; choices: {FA3NN + tuple(SDPA)}")
     parser.add_argument("--headdims", nargs="+", type=int, default=[64, 128, 256])
+    parser.add_argument("--headdim-v", type=int, default=None,
+                        help="V's head dim when it differs from q / k's (MLA: --headdims 192 --headdim-v 128)")
     parser.add_argument("--seqlens", nargs="+", type=int, default=[512, 1024, 2048, 4096, 8192, 16384])
     parser.add_argument("--causal", choices=["both", "yes", "no"], default="both")
     parser.add_argument("--directions", nargs="+", choices=["fwd", "bwd"], default=["fwd", "bwd"])
