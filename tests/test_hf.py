@@ -72,6 +72,9 @@ def _config(family: str):
             no_rope_layers=[1, 0], moe_layers=[], interleave_moe_layer_step=0,  # padding / packing would change
             num_local_experts=1, attn_temperature_tuning=False,  # eager's own output
         )
+    if family == "cohere2":  # sliding layers (every 4th full), parallel attention + MLP, logit scale
+        return transformers.Cohere2Config(**COMMON, sliding_window=WINDOW, layer_types=["sliding_attention",
+                                                                                        "full_attention"])
     if family == "mixtral":  # mixture of experts (eager experts: the grouped matmul has no fp64 kernel)
         return transformers.MixtralConfig(**COMMON, num_local_experts=4, num_experts_per_tok=2,
                                           experts_implementation="eager")
@@ -83,7 +86,7 @@ MODEL_CLASSES = {
     "gemma2": "Gemma2ForCausalLM", "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM",
     "phi3": "Phi3ForCausalLM", "granite": "GraniteForCausalLM", "olmo2": "Olmo2ForCausalLM",
     "starcoder2": "Starcoder2ForCausalLM", "gpt_oss": "GptOssForCausalLM", "mixtral": "MixtralForCausalLM",
-    "deepseek_v3": "DeepseekV3ForCausalLM", "llama4": "Llama4ForCausalLM",
+    "deepseek_v3": "DeepseekV3ForCausalLM", "llama4": "Llama4ForCausalLM", "cohere2": "Cohere2ForCausalLM",
 }
 FAMILIES = tuple(MODEL_CLASSES)
 
@@ -204,6 +207,11 @@ def test_right_padding_needs_no_unpadding(layout, monkeypatch):
         assert torch.equal(out[row, ~keep], torch.zeros_like(out[row, ~keep]))
 
 
+def _drops_position_ids(family: str) -> bool:
+    """Decoder layers that do not hand position_ids to attention: Llama 4's, and Cohere2's before transformers 5."""
+    return family == "llama4" or (family == "cohere2" and int(transformers.__version__.split(".")[0]) < 5)
+
+
 @pytest.mark.parametrize("boundaries", ["position_ids", "cu_seq_lens"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_packed_equals_per_sequence(family, boundaries):
@@ -219,7 +227,7 @@ def test_packed_equals_per_sequence(family, boundaries):
         cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int64)
         kwargs = dict(position_ids=position_ids, cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=max(lengths),
                       max_length_k=max(lengths))
-    if family == "llama4" and boundaries == "position_ids":  # its layers are not handed position_ids: refused
+    if boundaries == "position_ids" and _drops_position_ids(family):  # its layers are not handed them: refused
         with torch.no_grad(), pytest.raises(NotImplementedError, match=r"not handed position_ids"):
             patched(packed_ids, **kwargs)
         return

@@ -44,7 +44,7 @@ WATCH_ATTRIBUTE = "_fa3nn_packing_watch"  # the model's _PackingWatch, a plain a
 MIN_TRANSFORMERS = (4, 53)
 TESTED_FAMILIES = (
     "Llama", "Mistral", "Qwen2", "Gemma-2", "Qwen3", "Gemma-3", "Phi-3", "Granite", "OLMo-2", "Starcoder2", "gpt-oss",
-    "Mixtral", "DeepSeek-V3", "Llama 4 (text)",
+    "Mixtral", "DeepSeek-V3", "Llama 4 (text)", "Cohere2",
 )
 
 
