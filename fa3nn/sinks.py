@@ -26,6 +26,14 @@ def check_sinks(sinks, nheads: int, device: torch.device) -> None:
                          f"{sinks.dtype} {tuple(sinks.shape)} on {sinks.device}")
 
 
+def _scaled(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """x * factor[..., None] in x's dtype, computed in factor's (float32) in one pass: out= lets the elementwise kernel
+    widen, multiply and round (three passes over x and two float32 copies through .to(); measured on the H200 at
+    d128 4k causal: the sink forward at 1.63x the plain one that way)."""
+    scaled = torch.empty_like(x)
+    return torch.mul(x, factor.unsqueeze(-1), out=scaled)
+
+
 class _SinkCorrection(torch.autograd.Function):
     """(out, lse, sinks) -> (out * f, logaddexp(lse, sink)) with f = sigmoid(lse - sink) per row and head, in out's
     row-major layout (f: (rows..., nheads) matching out's leading dims). Saves out itself, the tensor the attention
@@ -39,16 +47,15 @@ class _SinkCorrection(torch.autograd.Function):
         factor = torch.where(unattended, 0.0, torch.sigmoid(lse_rows - sinks_rows))
         lse_new = torch.where(unattended, sinks_rows, torch.logaddexp(lse_rows, sinks_rows))
         ctx.save_for_backward(out, factor)
-        ctx.compute = compute
-        return (out.to(compute) * factor[..., None]).to(out.dtype), lse_new
+        return _scaled(out, factor), lse_new
 
     @staticmethod
     def backward(ctx, dout, dlse):
         out, factor = ctx.saved_tensors
-        compute = ctx.compute
-        d_factor = (dout.to(compute) * out.to(compute)).sum(-1)  # d(out * f) / df, per row and head
+        # d(out * f) / df per row and head: products in out's dtype, summed in float32 (two passes, no float32 copy)
+        d_factor = (dout * out).sum(-1, dtype=factor.dtype)
         d_shift = d_factor * factor * (1 - factor)  # d sigmoid(lse - sink)
-        dout_new = (dout.to(compute) * factor[..., None]).to(out.dtype)
+        dout_new = _scaled(dout, factor)
         dlse_new = d_shift + (0 if dlse is None else dlse * factor)
         dsinks = -d_shift + (0 if dlse is None else dlse * (1 - factor))
         return dout_new, dlse_new, dsinks
