@@ -57,11 +57,12 @@ def _chunked(call: PackedCall, chunk: int) -> PackedCall:
     return call.refined(*chunk_boundaries(starts_q, starts_k, chunk))
 
 
-def chunked(call: PackedCall, chunk: int, caller_boundaries: bool) -> PackedCall:
+def chunked(call: PackedCall, chunk: int) -> PackedCall:
     """The call with every sequence cut into its chunks (chunk > 0). Reads the boundaries on the host (remembered per
-    tensor: fa3nn.checks); under torch.compile it runs eagerly, a graph break per call. caller_boundaries: some come
-    from the caller's tensors (cu_seqlens, seqused), whose values a CUDA graph would replay: refused while capturing."""
-    if caller_boundaries:
+    tensor: fa3nn.checks); under torch.compile it runs eagerly, a graph break per call. Boundaries from the caller's
+    tensors (call.caller_boundaries: cu_seqlens, seqused) would be replayed by a CUDA graph as captured: refused while
+    capturing."""
+    if call.caller_boundaries:
         check_not_capturing(call.q, "attention_chunk with cu_seqlens or seqused")
     if torch.compiler.is_compiling():
         return torch.compiler.disable(_chunked)(call, chunk)

@@ -34,7 +34,7 @@ from fa3nn.chunks import chunked
 from fa3nn.dispatch import Explanation, check_backend_name, explain_call
 from fa3nn.fa3_compat import check_attention_chunk, check_hints, check_qv, wants_lse, with_qv
 from fa3nn.fp8 import DelayedScaling, HadamardRotation, PerTileScaling, as_recipe, fp8_attention_forward
-from fa3nn.fp8.inputs import OUT_DTYPE, check_descale, check_fp8_inputs, is_fp8_call
+from fa3nn.fp8.inputs import OUT_DTYPE, check_descales, check_fp8_inputs, is_fp8_call
 from fa3nn.fp8.quantize import scale_block_k
 from fa3nn.masks import Window
 from fa3nn.ops import attention_call
@@ -119,8 +119,7 @@ def attention(
     if attention_chunk:
         check_attention_chunk(attention_chunk)
         _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)  # as without chunks
-        call = chunked(to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k), attention_chunk,
-                       cu_seqlens_q is not None or cu_seqlens_k is not None)
+        call = chunked(to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k), attention_chunk)
         out, lse = attention(call.q, call.k, call.v, call.cu_seqlens_q, call.cu_seqlens_k, call.max_seqlen_q,
                              call.max_seqlen_k, softmax_scale=softmax_scale, causal=causal, window_size=window_size,
                              softcap=softcap, deterministic=deterministic, backend=backend, fp8_recipe=fp8_recipe,
@@ -146,9 +145,7 @@ def _fp8_inputs_attention(q, k, v, descales, cu_seqlens_q, cu_seqlens_k, max_seq
     max_seqlen_q, max_seqlen_k = _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                                FP8_INPUT_DTYPES)
     params = _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, None, backend)
-    batch = q.shape[0] if cu_seqlens_q is None else cu_seqlens_q.shape[0] - 1
-    for name, descale in zip(("q_descale", "k_descale", "v_descale"), descales):
-        check_descale(name, descale, batch, k.shape[-2], q.device)
+    check_descales(descales, q.shape[0] if cu_seqlens_q is None else cu_seqlens_q.shape[0] - 1, k.shape[-2], q.device)
     return torch.ops.fa3nn.fwd_fp8_inputs(
         q, k, v, *descales, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, params.softmax_scale,
         params.window.left, params.window.right, params.softcap, backend,
@@ -189,10 +186,9 @@ def _packed_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
     if qv is not None and not fp8_inputs:
         check_qv(qv, q, v)  # against the caller's layout, before packing reshapes it
     if attention_chunk:
-        call = chunked(call, attention_chunk, cu_seqlens_q is not None or cu_seqlens_k is not None or call.split)
+        call = chunked(call, attention_chunk)
     if fp8_inputs and call.split:  # one descale row per caller's sequence, then per packed sequence
-        for name, descale in zip(("q_descale", "k_descale", "v_descale"), descales):
-            check_descale(name, descale, call.batch, call.k.shape[-2], call.q.device)
+        check_descales(descales, call.batch, call.k.shape[-2], call.q.device)
         descales = tuple(call.per_sequence(d) for d in descales)
     out, lse = _fa3_call(call.q, call.k, call.v, call.cu_seqlens_q, call.cu_seqlens_k, call.max_seqlen_q,
                          call.max_seqlen_k, softmax_scale, causal, None if qv is None else call.pack_like_q(qv),

@@ -51,6 +51,11 @@ def boundary_tensor(values: tuple[int, ...], device: torch.device) -> torch.Tens
     return _boundaries[key]
 
 
+def longest(cu_seqlens: tuple[int, ...]) -> int:
+    """The longest sequence of host boundaries (0 for none)."""
+    return max((b - a for a, b in zip(cu_seqlens, cu_seqlens[1:])), default=0)
+
+
 @dataclass(frozen=True)
 class PackedCall:
     """A slot call in the packed layout: what fa3nn.interface.attention takes, and how to give the outputs back in
@@ -66,6 +71,7 @@ class PackedCall:
     dense_q: tuple[int, int] | None  # (batch, seqlen_q) when q came dense
     batch: int  # the caller's
     counts: tuple[int, ...] | None = None  # packed sequences per caller's sequence; None: one each
+    caller_boundaries: bool = False  # some boundaries come from the caller's tensors (cu_seqlens, seqused), not shapes
 
     @property
     def split(self) -> bool:
@@ -89,11 +95,10 @@ class PackedCall:
         for n in self.counts or (1,) * len(per_packed):
             counts.append(sum(per_packed[at:at + n]))
             at += n
-        lengths = [(b - a, d - c) for a, b, c, d in zip(cu_seqlens_q, cu_seqlens_q[1:], cu_seqlens_k, cu_seqlens_k[1:])]
         return dataclasses.replace(
             self, cu_seqlens_q=boundary_tensor(cu_seqlens_q, self.q.device),
             cu_seqlens_k=boundary_tensor(cu_seqlens_k, self.q.device), counts=tuple(counts),
-            max_seqlen_q=max((n for n, _ in lengths), default=0), max_seqlen_k=max((n for _, n in lengths), default=0))
+            max_seqlen_q=longest(cu_seqlens_q), max_seqlen_k=longest(cu_seqlens_k))
 
     def restore(self, out: torch.Tensor, lse: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """out (total_q, nheads, dv) and lse (nheads, total_q) in q's layout: dense ones (batch, seqlen_q, nheads, dv)
@@ -182,6 +187,7 @@ def _to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
     seqused = seqused_q is not None or seqused_k is not None
     if seqused:
         check_not_capturing(q, "seqused_q / seqused_k")
+    caller = seqused or cu_seqlens_q is not None or cu_seqlens_k is not None
     dense_q = dense_k = None
     given_q, given_k = max_seqlen_q, max_seqlen_k
     if cu_seqlens_q is None:
@@ -209,11 +215,11 @@ def _to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
     used_k = _used_lengths("seqused_k", seqused_k, "cu_seqlens_k", starts_k)
     _check_longest("max_seqlen_q", given_q, used_q, "sequence of q" + (" (seqused_q)" if seqused_q is not None else ""))
     _check_longest("max_seqlen_k", given_k, used_k, "sequence of k" + (" (seqused_k)" if seqused_k is not None else ""))
+    call = PackedCall(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dense_q, batch,
+                      caller_boundaries=caller)
     if not seqused:  # a dense side only
-        return PackedCall(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dense_q, batch)
-    split_q, split_k = split_boundaries(starts_q, used_q, starts_k, used_k)
-    return PackedCall(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dense_q, batch).refined(
-        split_q, split_k, (3,) * batch)
+        return call
+    return call.refined(*split_boundaries(starts_q, used_q, starts_k, used_k), (3,) * batch)
 
 
 def to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q=None, seqused_k=None,
@@ -223,7 +229,8 @@ def to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, s
     reads boundary values on the host): a graph break per call that uses seqused or a dense side."""
     if cu_seqlens_q is not None and cu_seqlens_k is not None and seqused_q is None and seqused_k is None:
         batch = cu_seqlens_q.shape[0] - 1 if isinstance(cu_seqlens_q, torch.Tensor) and cu_seqlens_q.dim() else 0
-        return PackedCall(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, None, batch)
+        return PackedCall(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, None, batch,
+                          caller_boundaries=True)
     if torch.compiler.is_compiling():
         return torch.compiler.disable(_to_packed)(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                                   seqused_q, seqused_k, dtypes)

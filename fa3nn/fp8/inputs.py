@@ -59,6 +59,12 @@ def check_descale(name: str, descale, batch: int, nheads_kv: int, device: torch.
         raise ValueError(f"{name} requires grad, but FP8 inputs have no backward: pass {name}.detach()")
 
 
+def check_descales(descales, batch: int, nheads_kv: int, device: torch.device) -> None:
+    """(q_descale, k_descale, v_descale), each None or float32 (batch, nheads_kv) on device."""
+    for name, descale in zip(("q_descale", "k_descale", "v_descale"), descales):
+        check_descale(name, descale, batch, nheads_kv, device)
+
+
 def descale_tiles(descale: torch.Tensor | None, batch: int, nheads_kv: int, group: int,
                   device: torch.device) -> torch.Tensor:
     """(batch, nheads_kv) descales -> the kernels' (batch, nheads_kv * group, 1) layout (one tile per sequence), a

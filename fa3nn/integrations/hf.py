@@ -183,7 +183,8 @@ def fa3nn_attention_forward(
             "Set config.attention_dropout = 0.0, or call fa3nn.patch_hf(..., ignore_dropout=True) to train without it"
         )
     sinks = kwargs.get("s_aux")  # gpt-oss's per-head sink logits (fa3nn.sinks)
-    if _attention_chunk(module) and not hasattr(module, WATCH_ATTRIBUTE):  # registered by name, not patched
+    attention_chunk = _attention_chunk(module)
+    if attention_chunk and not hasattr(module, WATCH_ATTRIBUTE):  # registered by name, not patched
         raise NotImplementedError(f"{type(module).__name__}: {_LLAMA4_PACKING}")
     for unsupported in ("sinks", "position_bias"):
         if kwargs.get(unsupported) is not None:
@@ -199,7 +200,7 @@ def fa3nn_attention_forward(
     q, k, v = (t.transpose(1, 2).to(dtype) for t in (query, key, value))
     options = dict(
         softmax_scale=scaling, causal=is_causal, window_size=_window(is_causal, sliding_window, k.shape[1]),
-        softcap=float(softcap or 0.0), attention_chunk=_attention_chunk(module),
+        softcap=float(softcap or 0.0), attention_chunk=attention_chunk,
     )
     if layer is not None:  # the layer's backend, determinism, FP8 recipe and state
         attend = functools.partial(layer.attend, **options)

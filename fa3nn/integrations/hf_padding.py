@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from fa3nn.memo import TensorMemo
-from fa3nn.slots import boundary_tensor, split_boundaries
+from fa3nn.slots import boundary_tensor, longest, split_boundaries
 
 # Boundaries read from a position_ids tensor or a padding mask, once per tensor: transformers passes the same one to
 # every layer of a forward (fa3nn.memo says why that matters).
@@ -114,8 +114,7 @@ def _mask_boundaries(padding_mask: torch.Tensor, seqlen_q: int, device: torch.de
         starts = tuple(i * seqlen for i in range(batch + 1))
         used = tuple(lengths_k.tolist())
         cu_q, cu_k = split_boundaries(starts, used, starts, used)
-        longest_q, longest_k = (max((b - a for a, b in zip(cu, cu[1:])), default=0) for cu in (cu_q, cu_k))
-        return None, None, boundary_tensor(cu_q, device), boundary_tensor(cu_k, device), longest_q, longest_k
+        return None, None, boundary_tensor(cu_q, device), boundary_tensor(cu_k, device), longest(cu_q), longest(cu_k)
     rows_k = mask_k.flatten().nonzero().flatten()
     mask_q = mask_k[:, -seqlen_q:]
     lengths_q = mask_q.sum(-1, dtype=torch.int32)
