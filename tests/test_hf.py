@@ -9,6 +9,7 @@ The patched model may be at most twice as far from the float64 truth as eager at
 from __future__ import annotations
 
 import copy
+import inspect
 
 import pytest
 import torch
@@ -176,6 +177,68 @@ def test_padding(family, side):
     _assert_matches((logits[real], grads), ref, pt)
 
 
+def _bart():
+    config = transformers.BartConfig(
+        vocab_size=VOCAB, d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=96, decoder_ffn_dim=96, max_position_embeddings=64, dropout=0.0,
+        attention_dropout=0.0, attn_implementation="eager", pad_token_id=1, decoder_start_token_id=2,
+        forced_eos_token_id=None,
+    )
+    model = transformers.BartForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith(("q_proj.weight", "k_proj.weight")):
+                param.mul_(4.0)
+    return model
+
+
+def _source_batch():
+    source = torch.randint(4, VOCAB, (3, SEQLEN))
+    mask = torch.ones_like(source)
+    mask[1, 9:] = 0  # right padding
+    mask[2, :5] = 0  # left padding
+    return source, mask
+
+
+def test_cross_attention_with_a_padded_source():
+    """Encoder-decoder (BART): the decoder's queries are not positions of the encoder's keys, whose padding mask
+    covers the keys alone. Before, that mask unpadded the queries as if they were its last columns: with a padded
+    source, decoder rows came out zero and the logits wrong, silently. transformers 4.x builds BART's masks in 4D
+    itself: refused with a clear error there."""
+    model = _bart()
+    source, mask = _source_batch()
+    target = torch.randint(4, VOCAB, (3, 7))
+    if int(transformers.__version__.split(".")[0]) < 5:
+        with torch.no_grad(), pytest.raises(ValueError, match="takes a 2D padding mask"):
+            fa3nn.patch_hf(copy.deepcopy(model))(input_ids=source, attention_mask=mask, decoder_input_ids=target)
+        return
+
+    def run(m, dtype):
+        m = m.to(dtype)
+        m.zero_grad(set_to_none=True)
+        logits = m(input_ids=source, attention_mask=mask, decoder_input_ids=target).logits
+        weights = torch.randn(logits.shape, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+        (logits.double() * weights).sum().backward()
+        grads = torch.cat([p.grad.double().flatten() for p in m.parameters() if p.grad is not None])
+        return logits.detach().double(), grads
+
+    ref, pt = run(copy.deepcopy(model), torch.float64), run(copy.deepcopy(model), torch.float32)
+    _assert_matches(run(fa3nn.patch_hf(model), torch.float32), ref, pt)
+
+
+def test_encoder_decoder_generate_matches_eager():
+    """Greedy generation from a padded source: cross-attention of one decoder query per step against the cached
+    encoder keys and their padding mask."""
+    model = _bart().float()
+    source, mask = _source_batch()
+    options = dict(attention_mask=mask, max_new_tokens=6, do_sample=False, num_beams=1)
+    expected = model.generate(source, **options)
+    if int(transformers.__version__.split(".")[0]) < 5:
+        return  # 4.x: BART's 4D masks are refused (test_cross_attention_with_a_padded_source)
+    fa3nn.patch_hf(model)
+    assert torch.equal(model.generate(source, **options), expected)
+
+
 @pytest.mark.parametrize("layout", ["right", "left", "holes"])
 def test_right_padding_needs_no_unpadding(layout, monkeypatch):
     """A right-padded mask with as many queries as keys runs as slots (fa3nn.slots): q, k, v are views, the output
@@ -262,6 +325,82 @@ def test_packing_a_layer_cannot_see_is_refused(monkeypatch):
         model(ids, position_ids=position_ids, cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=9, max_length_k=9)
     fa3nn.unpatch_hf(model)
     assert not model._forward_pre_hooks and not hasattr(model.model.layers[0].self_attn, "_fa3nn_packing_watch")
+
+
+@pytest.mark.parametrize("how", ["patched", "by_name"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_packing_seen_by_the_mask_equals_per_sequence(family, how):
+    """Packing given by position_ids alone, without a cache (training: transformers looks for packing only then),
+    reaches attention through the mask as segment ids, in every family, patched or registered by name (no patch_hf,
+    so no packing watch). Llama 4's decoder layers and Cohere2's before transformers 5 do not hand position_ids to
+    attention: by name, Llama 4 was refused and Cohere2 on 4.57 ran the batch unpacked, silently. The reference is
+    each sequence run alone (FlashAttention's packing convention; gpt-oss's eager does not pack, its masks are not
+    handed position_ids), except Llama 4 on transformers 4.x: its mask counts chunks from the row's start across
+    packed sequences (5.x from each sequence's), and fa3nn runs the mask it is given, so there it equals eager's
+    packed call."""
+    lengths = (5, 9, 4)
+    model = _model(family)
+    if how == "patched":
+        fa3nn_model = fa3nn.patch_hf(copy.deepcopy(model))
+    else:
+        fa3nn.patch_hf()
+        config = copy.deepcopy(model.config)
+        config._attn_implementation = ATTN_IMPLEMENTATION
+        fa3nn_model = type(model)(config).eval()
+        fa3nn_model.load_state_dict(model.state_dict())
+    sequences = [torch.randint(0, VOCAB, (1, n)) for n in lengths]
+    ids = torch.cat(sequences, dim=1)
+    packing = dict(position_ids=torch.cat([torch.arange(n) for n in lengths]).unsqueeze(0), use_cache=False)
+    rows_chunks = family == "llama4" and int(transformers.__version__.split(".")[0]) < 5
+
+    def reference(dtype):
+        if rows_chunks:
+            return model.to(dtype)(ids, **packing).logits.double()
+        return torch.cat([model.to(dtype)(s).logits for s in sequences], dim=1).double()
+
+    with torch.no_grad():
+        actual = fa3nn_model.float()(ids, **packing).logits.double()
+        ref, pt = reference(torch.float64), reference(torch.float32)
+        unpacked = model.double()(ids, use_cache=False).logits
+    assert_error_ratio(actual, ref, pt, f"{family} {how}, packed")
+    assert (unpacked[:, lengths[0]:] - ref[:, lengths[0]:]).abs().max() > 1e-3  # the packing mattered
+
+
+def _create_causal_mask(config, embeds, **kwargs):
+    """transformers' create_causal_mask without a cache, in either version's argument names."""
+    from transformers.masking_utils import create_causal_mask
+
+    parameters = inspect.signature(create_causal_mask).parameters
+    args = dict(config=config, attention_mask=None, **kwargs)
+    args["inputs_embeds" if "inputs_embeds" in parameters else "input_embeds"] = embeds
+    if "cache_position" in parameters:  # 4.5x
+        args.update(cache_position=torch.arange(embeds.shape[1]), past_key_values=None)
+    else:
+        args.update(cache=None)
+    return create_causal_mask(**args)
+
+
+def test_custom_overlay_through_transformers_is_refused():
+    """An or_mask_function (how Gemma 3 lets image tokens see each other) through transformers' own mask building
+    with attn_implementation='fa3nn': the attention refuses the batch instead of running it causal."""
+    from fa3nn.integrations.hf import fa3nn_attention_forward
+    from fa3nn.integrations.hf_mask_probe import CUSTOM
+
+    fa3nn.patch_hf()
+    config = copy.deepcopy(_config("llama"))
+    config._attn_implementation = ATTN_IMPLEMENTATION
+    block_ids = torch.full((1, SEQLEN), -1)
+    block_ids[0, 3:8] = 0  # five tokens that see each other both ways (Gemma 3's image tokens)
+    embeds = torch.zeros(1, SEQLEN, 8)
+    mask = _create_causal_mask(config, embeds, or_mask_function=lambda b, h, q, kv: (block_ids[b, q] >= 0) & (
+        block_ids[b, q] == block_ids[b, kv]))
+    assert mask.dtype == torch.int32 and torch.equal(mask == CUSTOM, block_ids >= 0)
+    q = torch.randn(1, 4, SEQLEN, 16)
+    module = torch.nn.Module()
+    with pytest.raises(NotImplementedError, match="see keys after them"):
+        fa3nn_attention_forward(module, q, q[:, :2], q[:, :2], mask, scaling=0.25)
+    plain = _create_causal_mask(config, embeds)  # no overlay: transformers skips the mask, fa3nn runs causal
+    assert plain is None
 
 
 def test_position_ids_packing_with_batch_and_offset_start():
@@ -384,12 +523,6 @@ def test_unsupported_models_get_a_clear_error():
         fa3nn.patch_hf(NoInterfaceModel(_config("llama")))
     with pytest.raises(ValueError, match="was not patched"):
         fa3nn.unpatch_hf(_model("llama"))
-    fa3nn.patch_hf()  # Llama 4 registered by name only (no packing watch): refused at its first chunked layer
-    config = copy.deepcopy(_config("llama4"))
-    config._attn_implementation = ATTN_IMPLEMENTATION
-    with pytest.raises(NotImplementedError, match=r"Llama4TextAttention: its decoder layers .* call "
-                                                  r"fa3nn.patch_hf\(model\)"):
-        transformers.Llama4ForCausalLM(config)(torch.randint(0, VOCAB, (1, 8)))
 
 
 def test_test_inputs_exercise_window_and_softcap():

@@ -8,8 +8,9 @@ How it plugs in (transformers >= 4.53, where masks are built by `masking_utils`)
   run SDPA's dispatch checks).
 * a mask function is registered under the same name with `AttentionMaskInterface`. Without one, masking_utils returns
   no mask at all for an unknown name, and a padded batch would silently attend to its padding. fa3nn masks causal
-  and sliding-window patterns itself, so the mask it needs is only the 2D padding mask, or None without padding
-  (transformers' FlashAttention-2 semantics).
+  and sliding-window patterns itself, so the mask it needs is the 2D padding mask, or None without padding
+  (transformers' FlashAttention-2 semantics); where transformers marks the pattern as more than that (packed
+  position_ids, chunks, custom overlays), segment ids read from its mask function (hf_mask_probe).
 * transformers passes q/k/v as (batch, nheads, seqlen, headdim) and expects (batch, seqlen, nheads, headdim) back;
   fa3nn takes the latter, so a transpose view (stride 1 in headdim, no copy) is all the layout work. K/V keep their
   nheads_kv heads: GQA never goes through `repeat_kv`.
@@ -33,7 +34,14 @@ from torch import nn
 from fa3nn.checks import check_bool
 from fa3nn.dispatch import check_backend_name
 from fa3nn.fp8 import as_recipe
-from fa3nn.integrations.hf_padding import pack_by_cu_seqlens, pack_by_position_ids, unpad_by_mask
+from fa3nn.integrations.hf_mask_probe import segment_ids
+from fa3nn.integrations.hf_padding import (
+    pack_by_cu_seqlens,
+    pack_by_position_ids,
+    pack_by_segments,
+    unpad_by_mask,
+    unpad_keys_by_mask,
+)
 from fa3nn.interface import attention
 from fa3nn.module import FlashAttentionV3
 from fa3nn.sinks import with_sinks
@@ -104,19 +112,42 @@ def fa3nn_padding_mask(
     *,
     kv_length: int,
     attention_mask: torch.Tensor | None = None,
+    mask_function=None,
+    allow_is_causal_skip: bool = True,
     **kwargs,
 ) -> torch.Tensor | None:
     """The mask fa3nn needs: the 2D padding mask (batch, kv_length), True on real tokens, or None without padding.
-    The causal/sliding pattern in `mask_function` is applied by fa3nn itself from the layer's kwargs. transformers
-    passes everything by keyword; 4.5x sends `cache_position`, 5.x `q_length`/`q_offset`, neither of which matters
-    here."""
-    if attention_mask is None:
+    The causal/sliding pattern in `mask_function` is applied by fa3nn itself from the layer's kwargs. Where
+    transformers says the pattern is more than that (allow_is_causal_skip=False: packed position_ids, chunked layers,
+    custom overlays) and queries and keys are the same positions, the segment ids hf_mask_probe reads from
+    `mask_function` instead (int32, padding included), so that packing reaches layers that are not handed
+    position_ids and patterns fa3nn cannot run are refused, not run causal. transformers passes everything by
+    keyword; 4.5x sends `cache_position`, 5.x `q_length` / `q_offset` / `device`."""
+    padding = None
+    if attention_mask is not None:
+        _check_padding_mask(attention_mask)
+        padding = attention_mask[:, -kv_length:].bool()  # sliding-window caches keep only the last keys
+    if not allow_is_causal_skip and mask_function is not None and _queries_are_keys(kv_length, padding, kwargs):
+        device = kwargs.get("device") or (padding if padding is not None else kwargs["cache_position"]).device
+        return segment_ids(mask_function, batch_size, kv_length, padding, device)
+    if padding is None or (padding.shape[1] == kv_length and bool(padding.all())):
         return None
-    _check_padding_mask(attention_mask)
-    attention_mask = attention_mask[:, -kv_length:].bool()  # sliding-window caches keep only the last keys
-    if attention_mask.shape[1] == kv_length and bool(attention_mask.all()):
-        return None
-    return attention_mask
+    return padding
+
+
+def _queries_are_keys(kv_length: int, padding: torch.Tensor | None, kwargs: dict) -> bool:
+    """No cache in this mask: as many queries as keys, both from position 0."""
+    if padding is not None and padding.shape[1] != kv_length:
+        return False
+    cache_position = kwargs.get("cache_position")
+    if cache_position is not None:  # transformers 4.5x
+        q_length, q_offset = cache_position.shape[0], None
+    else:
+        q_length, q_offset = kwargs.get("q_length"), kwargs.get("q_offset", 0)
+    if q_length != kv_length or kwargs.get("kv_offset", 0) != 0:
+        return False
+    # 4.5x: as many query positions as keys from kv_offset 0 are positions 0.., no read needed
+    return q_offset is None or q_offset == 0
 
 
 def _window(is_causal: bool, sliding_window: int | None, seqlen_k: int) -> tuple[int, int]:
@@ -184,8 +215,6 @@ def fa3nn_attention_forward(
         )
     sinks = kwargs.get("s_aux")  # gpt-oss's per-head sink logits (fa3nn.sinks)
     attention_chunk = _attention_chunk(module)
-    if attention_chunk and not hasattr(module, WATCH_ATTRIBUTE):  # registered by name, not patched
-        raise NotImplementedError(f"{type(module).__name__}: {_LLAMA4_PACKING}")
     for unsupported in ("sinks", "position_bias"):
         if kwargs.get(unsupported) is not None:
             raise NotImplementedError(
@@ -209,9 +238,14 @@ def fa3nn_attention_forward(
             attention, **options, deterministic=_defaults.deterministic, backend=_defaults.backend
         )
 
-    if attention_mask is not None:
+    if attention_mask is not None and attention_mask.dtype == torch.int32:  # segment ids (fa3nn_padding_mask)
+        packed = pack_by_segments(q, k, v, attention_mask)
+    elif attention_mask is not None:
         _check_padding_mask(attention_mask)  # a 4D mask a caller built itself reaches here as it is
-        packed = unpad_by_mask(q, k, v, attention_mask)
+        if not is_causal and q.shape[1] != k.shape[1]:  # cross-attention: the mask covers the keys alone
+            packed = unpad_keys_by_mask(q, k, v, attention_mask)
+        else:
+            packed = unpad_by_mask(q, k, v, attention_mask)
     elif all(kwargs.get(n) is not None for n in ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")):
         packed = pack_by_cu_seqlens(
             q, k, v, kwargs["cu_seq_lens_q"], kwargs["cu_seq_lens_k"], kwargs["max_length_q"], kwargs["max_length_k"]
@@ -247,24 +281,17 @@ def _attention_layers(model: nn.Module) -> list[nn.Module]:
 
 class _PackingWatch:
     """A forward pre-hook on a patched model that keeps the position_ids of its current call, for attention layers
-    that are not handed them (some decoder layers drop them, e.g. Cohere2's in transformers 4.57): such a layer
-    refuses a batch those position_ids pack (fa3nn_attention_forward) instead of running it unpacked. Only refuses,
-    never uses them: under activation checkpointing a layer's recompute runs in the backward, possibly after another
-    forward of the model has replaced them."""
+    that are not handed them (some decoder layers drop them, e.g. Cohere2's in transformers 4.57, Llama 4's): such a
+    layer refuses a batch those position_ids pack (fa3nn_attention_forward) instead of running it unpacked. Without a
+    cache transformers finds the packing itself and the mask brings it (segment ids), so this is for calls with a
+    cache. Only refuses, never uses them: under activation checkpointing a layer's recompute runs in the backward,
+    possibly after another forward of the model has replaced them."""
 
     def __init__(self):
         self.position_ids = None
 
     def __call__(self, module, args, kwargs):
         self.position_ids = kwargs.get("position_ids")
-
-
-# Llama 4 (chunked attention layers): its decoder layers do not hand position_ids to attention, so packing given by
-# position_ids alone is invisible there (transformers' eager / SDPA masks see it; its flash path is off for Llama 4).
-# patch_hf(model)'s _PackingWatch refuses such batches; a model only registered by name has none, so it is refused.
-_LLAMA4_PACKING = ("its decoder layers (Llama 4's) do not pass position_ids on to attention, so a batch packed by "
-                   "position_ids alone would run unpacked, silently, under attn_implementation='fa3nn' alone: call "
-                   "fa3nn.patch_hf(model), which refuses such batches (pass cu_seq_lens_* for packing)")
 
 
 def _unsupported(model: nn.Module, why: str) -> UnsupportedModel:
