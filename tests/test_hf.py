@@ -380,27 +380,84 @@ def _create_causal_mask(config, embeds, **kwargs):
     return create_causal_mask(**args)
 
 
-def test_custom_overlay_through_transformers_is_refused():
-    """An or_mask_function (how Gemma 3 lets image tokens see each other) through transformers' own mask building
-    with attn_implementation='fa3nn': the attention refuses the batch instead of running it causal."""
+def test_overlay_fa3nn_cannot_run_is_refused():
+    """An or_mask_function fa3nn cannot run (each query also sees the next key) through transformers' own mask
+    building with attn_implementation='fa3nn': the attention refuses the batch instead of running it causal."""
     from fa3nn.integrations.hf import fa3nn_attention_forward
     from fa3nn.integrations.hf_mask_probe import CUSTOM
 
     fa3nn.patch_hf()
     config = copy.deepcopy(_config("llama"))
     config._attn_implementation = ATTN_IMPLEMENTATION
-    block_ids = torch.full((1, SEQLEN), -1)
-    block_ids[0, 3:8] = 0  # five tokens that see each other both ways (Gemma 3's image tokens)
     embeds = torch.zeros(1, SEQLEN, 8)
-    mask = _create_causal_mask(config, embeds, or_mask_function=lambda b, h, q, kv: (block_ids[b, q] >= 0) & (
-        block_ids[b, q] == block_ids[b, kv]))
-    assert mask.dtype == torch.int32 and torch.equal(mask == CUSTOM, block_ids >= 0)
+    layout = _create_causal_mask(config, embeds, or_mask_function=lambda b, h, q, kv: kv == q + 1)
+    assert layout.dtype == torch.int32 and (layout[0] == CUSTOM).all()
     q = torch.randn(1, 4, SEQLEN, 16)
     module = torch.nn.Module()
     with pytest.raises(NotImplementedError, match="see keys after them"):
-        fa3nn_attention_forward(module, q, q[:, :2], q[:, :2], mask, scaling=0.25)
-    plain = _create_causal_mask(config, embeds)  # no overlay: transformers skips the mask, fa3nn runs causal
-    assert plain is None
+        fa3nn_attention_forward(module, q, q[:, :2], q[:, :2], layout, scaling=0.25)
+    assert _create_causal_mask(config, embeds) is None  # no overlay: transformers skips the mask, fa3nn runs causal
+
+
+def _gemma3_vlm():
+    text = transformers.Gemma3TextConfig(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, max_position_embeddings=64, sliding_window=WINDOW,
+        layer_types=["sliding_attention", "full_attention"], query_pre_attn_scalar=24,
+    )
+    vision = transformers.SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                             num_attention_heads=2, image_size=16, patch_size=4)
+    config = transformers.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4,
+                                       image_token_index=VOCAB - 1, boi_token_index=VOCAB - 2,
+                                       eoi_token_index=VOCAB - 3, attn_implementation="eager")
+    model = transformers.Gemma3ForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith(("q_proj.weight", "k_proj.weight")):
+                param.mul_(4.0)
+    return model
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_gemma3_image_tokens_match_eager(padded):
+    """Gemma 3's image tokens see their whole image (bidirectional blocks in causal rows, sliding layers too):
+    patched, the segments run causal and the image rows again non-causal (fa3nn.integrations.hf_layout); logits and
+    gradients against eager by the error-ratio rule. Before, the blocks ran causal, silently."""
+    model = _gemma3_vlm()
+    ids = torch.randint(4, VOCAB - 4, (2, 2 * SEQLEN))
+    ids[0, 5:9] = ids[1, 20:24] = VOCAB - 1  # one image of 4 tokens per row (the second past the sliding window)
+    inputs = dict(input_ids=ids, token_type_ids=(ids == VOCAB - 1).long(), pixel_values=torch.randn(2, 3, 16, 16))
+    real = torch.ones_like(ids, dtype=torch.bool)
+    if padded:
+        real[0, -6:] = False  # right padding
+        inputs["attention_mask"] = real.long()
+
+    weights = torch.randn((*ids.shape, VOCAB), generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+
+    def run(m, dtype, per_row=False):
+        """Logits of the real tokens and gradients of their weighted sum; per_row: each row's real tokens alone
+        (eager's reference under padding: at float64 its masked rows turn to NaN and leak)."""
+        m = m.to(dtype)
+        m.zero_grad(set_to_none=True)
+        calls = [(slice(r, r + 1), real[r]) for r in range(2)] if per_row else [(slice(0, 2), slice(None))]
+        logits = []
+        for rows, keep in calls:
+            batch = {n: x[rows][:, keep] if n != "pixel_values" else x[rows].to(dtype) for n, x in inputs.items()
+                     if n != "attention_mask" or not per_row}
+            out = m(**batch).logits
+            (out.double() * weights[rows][:, keep] * real[rows][:, keep, None]).sum().backward()
+            logits.append(out.detach().double()[real[rows][:, keep]])
+        grads = torch.cat([p.grad.double().flatten() for p in m.parameters() if p.grad is not None])
+        return torch.cat(logits), grads
+
+    ref = run(copy.deepcopy(model), torch.float64, per_row=padded)
+    pt = run(copy.deepcopy(model), torch.float32, per_row=padded)
+    _assert_matches(run(fa3nn.patch_hf(model), torch.float32), ref, pt)
+    causal_only = fa3nn.patch_hf(_gemma3_vlm())  # and the blocks matter: as plain text tokens the logits differ
+    with torch.no_grad():
+        plain = causal_only.double()(**{**inputs, "token_type_ids": torch.zeros_like(ids),
+                                        "pixel_values": inputs["pixel_values"].double()}).logits[real]
+    assert (plain - ref[0]).abs().max() > 1e-3
 
 
 def test_position_ids_packing_with_batch_and_offset_start():

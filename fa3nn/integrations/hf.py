@@ -34,11 +34,11 @@ from torch import nn
 from fa3nn.checks import check_bool
 from fa3nn.dispatch import check_backend_name
 from fa3nn.fp8 import as_recipe
-from fa3nn.integrations.hf_mask_probe import segment_ids
+from fa3nn.integrations.hf_layout import pack_by_layout
+from fa3nn.integrations.hf_mask_probe import mask_layout
 from fa3nn.integrations.hf_padding import (
     pack_by_cu_seqlens,
     pack_by_position_ids,
-    pack_by_segments,
     unpad_by_mask,
     unpad_keys_by_mask,
 )
@@ -52,7 +52,7 @@ WATCH_ATTRIBUTE = "_fa3nn_packing_watch"  # the model's _PackingWatch, a plain a
 MIN_TRANSFORMERS = (4, 53)
 TESTED_FAMILIES = (
     "Llama", "Mistral", "Qwen2", "Gemma-2", "Qwen3", "Gemma-3", "Phi-3", "Granite", "OLMo-2", "Starcoder2", "gpt-oss",
-    "Mixtral", "DeepSeek-V3", "Llama 4 (text)", "Cohere2",
+    "Mixtral", "DeepSeek-V3", "Llama 4 (text)", "Cohere2", "Gemma-3 (images)", "BART",
 )
 
 
@@ -119,9 +119,10 @@ def fa3nn_padding_mask(
     """The mask fa3nn needs: the 2D padding mask (batch, kv_length), True on real tokens, or None without padding.
     The causal/sliding pattern in `mask_function` is applied by fa3nn itself from the layer's kwargs. Where
     transformers says the pattern is more than that (allow_is_causal_skip=False: packed position_ids, chunked layers,
-    custom overlays) and queries and keys are the same positions, the segment ids hf_mask_probe reads from
-    `mask_function` instead (int32, padding included), so that packing reaches layers that are not handed
-    position_ids and patterns fa3nn cannot run are refused, not run causal. transformers passes everything by
+    custom overlays) and queries and keys are the same positions, the layout hf_mask_probe reads from
+    `mask_function` instead (int32 segment and block ids, padding included), so that packing reaches layers that are
+    not handed position_ids, bidirectional blocks run as such, and patterns fa3nn cannot run are refused, not run
+    causal. transformers passes everything by
     keyword; 4.5x sends `cache_position`, 5.x `q_length` / `q_offset` / `device`."""
     padding = None
     if attention_mask is not None:
@@ -129,7 +130,7 @@ def fa3nn_padding_mask(
         padding = attention_mask[:, -kv_length:].bool()  # sliding-window caches keep only the last keys
     if not allow_is_causal_skip and mask_function is not None and _queries_are_keys(kv_length, padding, kwargs):
         device = kwargs.get("device") or (padding if padding is not None else kwargs["cache_position"]).device
-        return segment_ids(mask_function, batch_size, kv_length, padding, device)
+        return mask_layout(mask_function, batch_size, kv_length, padding, device)
     if padding is None or (padding.shape[1] == kv_length and bool(padding.all())):
         return None
     return padding
@@ -227,6 +228,10 @@ def fa3nn_attention_forward(
     is_causal = getattr(module, "is_causal", True) if is_causal is None else bool(is_causal)
     dtype = _compute_dtype(query, key, value)
     q, k, v = (t.transpose(1, 2).to(dtype) for t in (query, key, value))
+    packed, blocks, is_causal = _boundaries_of_call(module, q, k, v, attention_mask, is_causal, kwargs)
+    if blocks is not None and (sinks is not None or attention_chunk):
+        raise NotImplementedError(f"{type(module).__name__}: bidirectional blocks in the mask together with "
+                                  "attention sinks or chunks; use attn_implementation='eager'")
     options = dict(
         softmax_scale=scaling, causal=is_causal, window_size=_window(is_causal, sliding_window, k.shape[1]),
         softcap=float(softcap or 0.0), attention_chunk=attention_chunk,
@@ -238,24 +243,6 @@ def fa3nn_attention_forward(
             attention, **options, deterministic=_defaults.deterministic, backend=_defaults.backend
         )
 
-    if attention_mask is not None and attention_mask.dtype == torch.int32:  # segment ids (fa3nn_padding_mask)
-        packed = pack_by_segments(q, k, v, attention_mask)
-    elif attention_mask is not None:
-        _check_padding_mask(attention_mask)  # a 4D mask a caller built itself reaches here as it is
-        if not is_causal and q.shape[1] != k.shape[1]:  # cross-attention: the mask covers the keys alone
-            packed = unpad_keys_by_mask(q, k, v, attention_mask)
-        else:
-            packed = unpad_by_mask(q, k, v, attention_mask)
-    elif all(kwargs.get(n) is not None for n in ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")):
-        packed = pack_by_cu_seqlens(
-            q, k, v, kwargs["cu_seq_lens_q"], kwargs["cu_seq_lens_k"], kwargs["max_length_q"], kwargs["max_length_k"]
-        )
-    elif kwargs.get("position_ids") is not None:
-        packed = pack_by_position_ids(q, k, v, kwargs["position_ids"])
-    else:
-        packed = None
-        _refuse_unseen_packing(module, q, k, v)
-
     if packed is None:
         out, lse = attend(q, k, v)
     else:
@@ -263,7 +250,32 @@ def fa3nn_attention_forward(
                           packed.max_seqlen_k)
     if sinks is not None:
         out, _ = with_sinks(out, lse, sinks)
-    return (out if packed is None else packed.restore(out)), None
+    out = out if packed is None else packed.restore(out)
+    if blocks is not None:  # their rows again, non-causal over each block's keys (fa3nn.integrations.hf_layout)
+        out = blocks.replace(out, blocks.attend(attend, q, k, v, options["window_size"][0]))
+    return out, None
+
+
+def _boundaries_of_call(module, q, k, v, attention_mask, is_causal: bool, kwargs: dict):
+    """(Packed or None for a dense call, hf_layout.Blocks or None, whether the call is causal) from the boundary
+    descriptions transformers hands attention (hf_padding's module docstring, in its order)."""
+    if attention_mask is not None and attention_mask.dtype == torch.int32:  # fa3nn_padding_mask's layout
+        packed, blocks, bidirectional = pack_by_layout(q, k, v, attention_mask)
+        return packed, blocks, is_causal and not bidirectional  # the mask, not the layer's flag (as eager / SDPA)
+    if attention_mask is not None:
+        _check_padding_mask(attention_mask)  # a 4D mask a caller built itself reaches here as it is
+        if not is_causal and q.shape[1] != k.shape[1]:  # cross-attention: the mask covers the keys alone
+            return unpad_keys_by_mask(q, k, v, attention_mask), None, is_causal
+        return unpad_by_mask(q, k, v, attention_mask), None, is_causal
+    if all(kwargs.get(n) is not None for n in ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")):
+        packed = pack_by_cu_seqlens(
+            q, k, v, kwargs["cu_seq_lens_q"], kwargs["cu_seq_lens_k"], kwargs["max_length_q"], kwargs["max_length_k"]
+        )
+        return packed, None, is_causal
+    if kwargs.get("position_ids") is not None:
+        return pack_by_position_ids(q, k, v, kwargs["position_ids"]), None, is_causal
+    _refuse_unseen_packing(module, q, k, v)
+    return None, None, is_causal
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -5,8 +5,8 @@ flash-attention path does):
 
 1. a 2D padding mask (batch, seqlen_k), True on real tokens, left or right padded: unpad q/k/v to
    (total, nheads, headdim), run varlen, scatter the output back (padded query rows get zeros); or, where
-   transformers' mask was more than causal / sliding over each row (packed position_ids, chunks), the segment ids
-   fa3nn's mask function read from it (hf_mask_probe), int32 (batch, seqlen): each run of one id a sequence;
+   transformers' mask was more than causal / sliding over each row (packed position_ids, chunks, bidirectional
+   blocks), the layout fa3nn's mask function read from it (hf_mask_probe; packed by hf_layout);
 2. `cu_seq_lens_q/k` + `max_length_q/k` kwargs, as `DataCollatorWithFlattening(return_flash_attn_kwargs=True)`
    produces for sequences flattened into one row;
 3. `position_ids` that restart (1, 2, 3, 0, 1, 0, 1, 2 ...): every token whose position is not its left
@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from fa3nn.integrations.hf_mask_probe import CUSTOM
 from fa3nn.memo import TensorMemo
 from fa3nn.slots import boundary_tensor, longest, split_boundaries
 
@@ -147,41 +146,6 @@ def _mask_boundaries(padding_mask: torch.Tensor, seqlen_q: int, device: torch.de
         rows_q, rows_k, _cu_seqlens(lengths_q), _cu_seqlens(lengths_k),
         int(lengths_q.max()) if batch else 0, int(lengths_k.max()) if batch else 0,
     )
-
-
-def pack_by_segments(q, k, v, segments: torch.Tensor) -> Packed | None:
-    """Case 1b. `segments` (batch, seqlen) int32 from fa3nn's mask function (hf_mask_probe.segment_ids): each run of
-    equal ids is a sequence, padding tokens are PADDING. None when every row is one sequence without padding."""
-    batch, seqlen = q.shape[:2]
-    if tuple(segments.shape) != (batch, seqlen) or k.shape[1] != seqlen:
-        raise ValueError(f"segment ids of shape {tuple(segments.shape)} for q {tuple(q.shape[:2])} and k "
-                         f"{tuple(k.shape[:2])} (batch, seqlen): they describe queries and keys at the same positions")
-    slots = RIGHT_PADDING_AS_SLOTS
-    bounds = _boundaries.get(segments, ("segments", q.device, slots),
-                             lambda: _segment_boundaries(segments, q.device, slots))
-    return None if bounds is None else _unpad(q, k, v, bounds)
-
-
-def _segment_boundaries(segments: torch.Tensor, device: torch.device, slots: bool) -> tuple | None:
-    """_mask_boundaries' tuple for segment ids (host syncs, once per tensor); padding alone goes through
-    _mask_boundaries itself (right padding as slots)."""
-    if bool((segments == CUSTOM).any()):
-        raise NotImplementedError(
-            "the model's attention mask lets some queries see keys after them while others cannot (e.g. Gemma 3's "
-            "bidirectional image tokens in a causal layer), a pattern that sequence boundaries cannot express; use "
-            "attn_implementation='sdpa' or 'eager' for such inputs")
-    real = segments >= 0
-    starts = real.clone()
-    starts[:, 1:] &= segments[:, 1:] != segments[:, :-1]
-    if bool((starts.sum(-1) <= 1).all()):  # at most one sequence per row: padding or nothing
-        return None if bool(real.all()) else _mask_boundaries(real, segments.shape[1], device, slots)
-    flat_real = real.flatten()
-    rows = None if bool(flat_real.all()) else flat_real.nonzero().flatten()
-    kept_starts = starts.flatten() if rows is None else starts.flatten().index_select(0, rows)
-    total = torch.tensor([kept_starts.numel()], dtype=torch.int32, device=segments.device)
-    cu_seqlens = torch.cat([kept_starts.nonzero().flatten().to(torch.int32), total]).to(device)
-    longest_run = int(cu_seqlens.diff().max())
-    return rows, rows, cu_seqlens, cu_seqlens, longest_run, longest_run
 
 
 def pack_by_cu_seqlens(q, k, v, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k) -> Packed:
