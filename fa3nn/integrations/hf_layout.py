@@ -66,36 +66,44 @@ def pack_by_layout(q, k, v, layout: torch.Tensor) -> tuple[Packed | None, Blocks
         raise ValueError(f"a mask layout of shape {tuple(layout.shape)} for q {tuple(q.shape[:2])} and k "
                          f"{tuple(k.shape[:2])} (batch, seqlen): it describes queries and keys at the same positions")
     slots = RIGHT_PADDING_AS_SLOTS
-    bounds, blocks, bidirectional = _boundaries.get(
-        layout, ("layout", q.device, slots),
-        lambda: (_segment_boundaries(layout[0], q.device, slots), _block_sequences(layout, q.device),
-                 bool((layout[1] == BIDIRECTIONAL).any())))
+    bounds, blocks, bidirectional = _boundaries.get(layout, ("layout", q.device, slots),
+                                                    lambda: _layout_calls(layout, q.device, slots))
     return (None if bounds is None else _unpad(q, k, v, bounds)), blocks, bidirectional
 
 
-def _segment_boundaries(segments: torch.Tensor, device: torch.device, slots: bool) -> tuple | None:
-    """hf_padding._mask_boundaries' tuple for segment ids (host syncs, once per tensor); padding alone goes through
-    _mask_boundaries itself (right padding as slots)."""
-    if bool((segments == CUSTOM).any()):
-        raise NotImplementedError(CUSTOM_MESSAGE)
+def _layout_calls(layout: torch.Tensor, device: torch.device, slots: bool) -> tuple:
+    """pack_by_layout's (boundaries or None, Blocks or None, bidirectional), once per layout tensor. One host read
+    for the common answers (a plain batch in transformers 4.5x, which always hands a layout to the mask function
+    when position_ids are given: none beyond it); packing and blocks read their positions besides."""
+    segments, blocks = layout
     real = segments >= 0
     starts = real.clone()
     starts[:, 1:] &= segments[:, 1:] != segments[:, :-1]
-    if bool((starts.sum(-1) <= 1).all()):  # at most one sequence per row: padding or nothing
-        return None if bool(real.all()) else _mask_boundaries(real, segments.shape[1], device, slots)
-    flat_real = real.flatten()
-    rows = None if bool(flat_real.all()) else flat_real.nonzero().flatten()
+    custom, all_real, one_per_row, any_block, bidirectional = torch.stack([
+        (segments == CUSTOM).any(), real.all(), (starts.sum(-1) <= 1).all(), (blocks >= 0).any(),
+        (blocks == BIDIRECTIONAL).any(),
+    ]).tolist()
+    if custom:
+        raise NotImplementedError(CUSTOM_MESSAGE)
+    if one_per_row:  # at most one sequence per row: padding (hf_padding's own boundaries: right padding as slots)
+        bounds = None if all_real else _mask_boundaries(real, segments.shape[1], device, slots)
+    else:
+        bounds = _segment_boundaries(real, starts, all_real, device)
+    return bounds, (_block_sequences(layout, device) if any_block else None), bidirectional
+
+
+def _segment_boundaries(real: torch.Tensor, starts: torch.Tensor, all_real: bool, device: torch.device) -> tuple:
+    """hf_padding._mask_boundaries' tuple for several sequences in a row: the real tokens, gathered unless all are."""
+    rows = None if all_real else real.flatten().nonzero().flatten()
     kept_starts = starts.flatten() if rows is None else starts.flatten().index_select(0, rows)
-    total = torch.tensor([kept_starts.numel()], dtype=torch.int32, device=segments.device)
+    total = torch.tensor([kept_starts.numel()], dtype=torch.int32, device=starts.device)
     cu_seqlens = torch.cat([kept_starts.nonzero().flatten().to(torch.int32), total]).to(device)
     longest_run = int(cu_seqlens.diff().max())
     return rows, rows, cu_seqlens, cu_seqlens, longest_run, longest_run
 
 
-def _block_sequences(layout: torch.Tensor, device: torch.device) -> Blocks | None:
+def _block_sequences(layout: torch.Tensor, device: torch.device) -> Blocks:
     segments, blocks = layout[0], layout[1]
-    if not bool((blocks >= 0).any()):
-        return None
     seqlen = segments.shape[1]
     q_rows, k_rows, lengths_q, lengths_k = [], [], [], []
     flat_segments = segments.flatten()
