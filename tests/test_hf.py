@@ -177,6 +177,68 @@ def test_padding(family, side):
     _assert_matches((logits[real], grads), ref, pt)
 
 
+ENCODERS = {  # models whose attention modules keep their scale under another name (found by their forward)
+    "clip_text": lambda: transformers.CLIPTextModel(transformers.CLIPTextConfig(
+        **{**COMMON, "num_key_value_heads": None}, attention_dropout=0.0)),  # causal, padding
+    "siglip_text": lambda: transformers.SiglipTextModel(transformers.SiglipTextConfig(
+        **{**COMMON, "num_key_value_heads": None}, attention_dropout=0.0)),  # bidirectional, no mask
+    "modernbert": lambda: transformers.ModernBertModel(transformers.ModernBertConfig(  # local windows + global
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        max_position_embeddings=64, local_attention=6, global_attn_every_n_layers=2, pad_token_id=0,
+        attn_implementation="eager")),
+}
+
+
+@pytest.mark.parametrize("name", ENCODERS)
+def test_models_keeping_their_scale_elsewhere(name):
+    """CLIP's, SigLIP's and ModernBERT's attention modules call the AttentionInterface without a `scaling`
+    attribute: patch_hf finds them by their forward (before: refused as having no attention layer). Padded batches
+    (SigLIP's text tower takes none) against eager by the error-ratio rule, hidden states and gradients. On
+    transformers 4.x CLIP builds 4D masks and ModernBERT bypasses the interface: both refused clearly."""
+    torch.manual_seed(0)
+    model = ENCODERS[name]().eval()
+    if name != "siglip_text" and int(transformers.__version__.split(".")[0]) < 5:  # 4.x: other modeling code
+        refusal = {"clip_text": (ValueError, "takes a 2D padding mask"),  # it builds its masks in 4D
+                   "modernbert": (UnsupportedModel, "does not go through the AttentionInterface")}[name]
+        ids = torch.randint(4, VOCAB, (2, SEQLEN))
+        with torch.no_grad(), pytest.raises(refusal[0], match=refusal[1]):
+            fa3nn.patch_hf(model)(input_ids=ids, attention_mask=torch.ones_like(ids))
+        return
+    with torch.no_grad():
+        for pname, param in model.named_parameters():
+            if pname.endswith(("q_proj.weight", "k_proj.weight", "Wqkv.weight")):
+                param.mul_(4.0)
+    ids = torch.randint(4, VOCAB, (2, SEQLEN))
+    inputs = dict(input_ids=ids)
+    real = torch.ones_like(ids, dtype=torch.bool)
+    if name != "siglip_text":
+        real[1, 11:] = False
+        inputs["attention_mask"] = real.long()
+
+    weights = torch.randn((*ids.shape, 64), generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+
+    def run(m, dtype, per_row=False):
+        """Hidden states of the real tokens, gradients of their weighted sum; per_row: each row's real tokens alone
+        (eager's reference under padding: at float64 ModernBERT's masked rows turn to NaN and leak)."""
+        m = m.to(dtype)
+        m.zero_grad(set_to_none=True)
+        calls = [(slice(r, r + 1), real[r]) for r in range(2)] if per_row else [(slice(0, 2), slice(None))]
+        hidden = []
+        for rows, keep in calls:
+            out = m(**{n: x[rows][:, keep] for n, x in inputs.items()}).last_hidden_state
+            kept = real[rows][:, keep]
+            (out.double() * weights[rows][:, keep] * kept[..., None]).sum().backward()
+            hidden.append(out.detach().double()[kept])
+        grads = torch.cat([p.grad.double().flatten() for p in m.parameters() if p.grad is not None])
+        return torch.cat(hidden), grads
+
+    ref = run(copy.deepcopy(model), torch.float64, per_row=True)
+    pt = run(copy.deepcopy(model), torch.float32, per_row=True)
+    patched = fa3nn.patch_hf(model)
+    assert sum(hasattr(m, LAYER_ATTRIBUTE) for m in patched.modules()) == 2
+    _assert_matches(run(patched, torch.float32), ref, pt)
+
+
 def _bart():
     config = transformers.BartConfig(
         vocab_size=VOCAB, d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,

@@ -25,6 +25,7 @@ name. Causal, window, softcap and scale come from each call's kwargs, i.e. from 
 from __future__ import annotations
 
 import functools
+import inspect
 import warnings
 from dataclasses import dataclass
 
@@ -52,7 +53,8 @@ WATCH_ATTRIBUTE = "_fa3nn_packing_watch"  # the model's _PackingWatch, a plain a
 MIN_TRANSFORMERS = (4, 53)
 TESTED_FAMILIES = (
     "Llama", "Mistral", "Qwen2", "Gemma-2", "Qwen3", "Gemma-3", "Phi-3", "Granite", "OLMo-2", "Starcoder2", "gpt-oss",
-    "Mixtral", "DeepSeek-V3", "Llama 4 (text)", "Cohere2", "Gemma-3 (images)", "BART",
+    "Mixtral", "DeepSeek-V3", "Llama 4 (text)", "Cohere2", "Gemma-3 (images)", "BART", "CLIP (text)", "SigLIP (text)",
+    "ModernBERT",
 )
 
 
@@ -284,11 +286,22 @@ def _boundaries_of_call(module, q, k, v, attention_mask, is_causal: bool, kwargs
 
 
 def _attention_layers(model: nn.Module) -> list[nn.Module]:
-    """The modules that call the AttentionInterface: an `*Attention` class with a `scaling` and a `config`."""
+    """The modules that call the AttentionInterface: an `*Attention` class with a `config` and a `scaling`, or whose
+    forward looks the interface up (CLIP's, SigLIP's and ModernBERT's keep their scale under other names)."""
     return [
         m for m in model.modules()
-        if type(m).__name__.endswith("Attention") and hasattr(m, "scaling") and hasattr(m, "config")
+        if type(m).__name__.endswith("Attention") and hasattr(m, "config")
+        and (hasattr(m, "scaling") or _looks_up_interface(type(m)))
     ]
+
+
+@functools.cache
+def _looks_up_interface(cls: type) -> bool:
+    try:
+        source = inspect.getsource(cls.forward)
+    except (OSError, TypeError):  # no source (compiled, built at run time): only the `scaling` rule applies
+        return False
+    return "ALL_ATTENTION_FUNCTIONS" in source
 
 
 class _PackingWatch:

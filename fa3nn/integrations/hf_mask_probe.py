@@ -15,12 +15,13 @@ in seqlen instead of quadratic:
   token is checked to see its block's last key and to be seen by its block's first query; a token that fails, or any
   other shape, is CUSTOM: a pattern fa3nn cannot run, refused by the attention.
 
-A bidirectional mask's segments are checked the same way (a look-ahead of one key also links every neighbour). The
-answer is a (2, batch, seqlen) int32 layout: [0] segment ids (increasing along a row, PADDING on padding tokens,
-CUSTOM where the pattern cannot be expressed), [1] block ids (NO_BLOCK outside blocks, unique over the batch;
-BIDIRECTIONAL on every real token of a bidirectional mask, which then holds whatever the layer says), made
-with tensor ops only: no host read here (the attention reads it once per tensor, fa3nn.memo), so it traces under
-torch.compile as transformers' own mask building does.
+A bidirectional mask's segments are checked for symmetry with their ends (a look-ahead of one key also links every
+neighbour; a window, as ModernBERT's local layers have, keeps the symmetry). The answer is a (2, batch, seqlen) int32
+layout: [0] segment ids (increasing along a row, PADDING on padding tokens, CUSTOM where the pattern cannot be
+expressed), [1] block ids (NO_BLOCK outside blocks, unique over the batch; BIDIRECTIONAL on every real token of a
+bidirectional mask, which then holds whatever the layer says), made with tensor ops only: no host read here (the
+attention reads it once per tensor, fa3nn.memo), so it traces under torch.compile as transformers' own mask building
+does.
 """
 
 from __future__ import annotations
@@ -86,17 +87,22 @@ def mask_layout(mask_function: Callable, batch_size: int, seqlen: int, padding: 
     block_start[:, 1:] &= ~linked
     block_end = in_block.clone()
     block_end[:, :-1] &= ~linked
-    # A bidirectional mask's blocks are its segments.
+    # A bidirectional mask's runs are its segments.
     segment_start, segment_end = starts.clone(), torch.ones_like(real)
     segment_end[:, :-1] = starts[:, 1:]
     first = torch.where(bidirectional, _run_first(segment_start, positions), _run_first(block_start, positions))
     last = torch.where(bidirectional, _run_last(segment_end, positions), _run_last(block_end, positions))
-    checked = real & (in_block | bidirectional)
-    # Every such token sees its block's last key and is seen by its block's first query (clamped indices outside
-    # blocks: those answers are not used).
-    sees_last = _pairs(mask_function, positions, last.clamp(max=seqlen - 1))
+    last = last.clamp(max=seqlen - 1)  # clamped indices outside runs: those answers are not used
+    sees_last = _pairs(mask_function, positions, last)
     first_sees = _pairs(mask_function, first, positions)
-    custom |= checked & ~(sees_last & first_sees)
+    # A block token sees its block's last key and is seen by its block's first query. A bidirectional segment may
+    # hold a window (ModernBERT's local layers), so there the pairs with the run's ends must only be symmetric: a
+    # look-ahead of k keys is not (its last query sees the first key, not the other way round).
+    last_sees = _pairs(mask_function, last, positions)
+    sees_first = _pairs(mask_function, positions, first)
+    block_ok = sees_last & first_sees
+    symmetric = (sees_last == last_sees) & (first_sees == sees_first)
+    custom |= real & torch.where(bidirectional, ~symmetric, in_block & ~block_ok)
     blocks = torch.where(in_block, block_start.flatten().cumsum(0).view_as(block_start) - 1, NO_BLOCK)
     blocks = torch.where(real & bidirectional, BIDIRECTIONAL, blocks)
     return torch.stack([torch.where(custom, CUSTOM, ids).to(torch.int32), blocks.to(torch.int32)])
