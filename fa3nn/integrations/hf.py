@@ -36,8 +36,9 @@ from fa3nn.checks import check_bool
 from fa3nn.dispatch import check_backend_name
 from fa3nn.fp8 import as_recipe
 from fa3nn.integrations.hf_layout import pack_by_layout
-from fa3nn.integrations.hf_mask_probe import mask_layout
+from fa3nn.integrations.hf_mask_probe import mask_layout, pairs
 from fa3nn.integrations.hf_padding import (
+    hf_window,
     pack_by_cu_seqlens,
     pack_by_position_ids,
     unpad_by_mask,
@@ -118,24 +119,50 @@ def fa3nn_padding_mask(
     allow_is_causal_skip: bool = True,
     **kwargs,
 ) -> torch.Tensor | None:
-    """The mask fa3nn needs: the 2D padding mask (batch, kv_length), True on real tokens, or None without padding.
-    The causal/sliding pattern in `mask_function` is applied by fa3nn itself from the layer's kwargs. Where
-    transformers says the pattern is more than that (allow_is_causal_skip=False: packed position_ids, chunked layers,
-    custom overlays) and queries and keys are the same positions, the layout hf_mask_probe reads from
-    `mask_function` instead (int32 segment and block ids, padding included), so that packing reaches layers that are
-    not handed position_ids, bidirectional blocks run as such, and patterns fa3nn cannot run are refused, not run
-    causal. transformers passes everything by
-    keyword; 4.5x sends `cache_position`, 5.x `q_length` / `q_offset` / `device`."""
+    """The mask fa3nn needs. Without anything beyond causal / sliding per row: the 2D padding mask (batch,
+    kv_length), True on real tokens, or None without padding; fa3nn applies the pattern in `mask_function` itself
+    from the layer's kwargs. Where transformers says the pattern is more than that (allow_is_causal_skip=False:
+    packed position_ids, chunked layers, custom overlays, every bidirectional mask in 5.x) and queries and keys are
+    the same positions: the layout hf_mask_probe reads from `mask_function` (int32 (rows, batch, seqlen): segments,
+    bidirectional blocks, recorded pairs; padding included), which the attention packs and checks against the layer.
+    With a cache and several queries (a prefill into a fixed-size cache) such a mask cannot be read that way: one
+    that lets a query see a later position is refused here. transformers passes everything by keyword; 4.5x sends
+    `cache_position`, 5.x `q_length` / `q_offset` / `device`."""
     padding = None
     if attention_mask is not None:
         _check_padding_mask(attention_mask)
         padding = attention_mask[:, -kv_length:].bool()  # sliding-window caches keep only the last keys
-    if not allow_is_causal_skip and mask_function is not None and _queries_are_keys(kv_length, padding, kwargs):
+    if not allow_is_causal_skip and mask_function is not None:
         device = kwargs.get("device") or (padding if padding is not None else kwargs["cache_position"]).device
-        return mask_layout(mask_function, batch_size, kv_length, padding, device)
+        if _queries_are_keys(kv_length, padding, kwargs):
+            return mask_layout(mask_function, batch_size, kv_length, padding, device)
+        _refuse_later_positions(mask_function, batch_size, kv_length, kwargs, device)
     if padding is None or (padding.shape[1] == kv_length and bool(padding.all())):
         return None
     return padding
+
+
+def _refuse_later_positions(mask_function, batch_size: int, kv_length: int, kwargs: dict, device) -> None:
+    """With a cache, several queries and a custom pattern (Gemma 3's images prefilled into a static cache): some
+    queries seeing their next position and others not is a bidirectional block fa3nn would run causal. One host read,
+    where several queries meet such a mask."""
+    cache_position = kwargs.get("cache_position")
+    if cache_position is not None:  # transformers 4.5x: the queries' positions
+        positions = cache_position.to(device)
+    else:
+        positions = torch.arange(kwargs.get("q_length") or 0, device=device) + kwargs.get("q_offset", 0)
+    if positions.numel() <= 1:
+        return  # decoding: the one query has no later position among the keys
+    kv_offset = kwargs.get("kv_offset", 0)
+    later = (positions + 1).clamp(max=kv_offset + kv_length - 1).expand(batch_size, -1)
+    sees = pairs(mask_function, positions.expand(batch_size, -1), later)
+    exists = later > positions
+    some, every = torch.stack([(sees & exists).any(), (sees | ~exists).all()]).tolist()
+    if some and not every:  # (every query seeing its next position: a bidirectional mask, e.g. cross-attention)
+        raise NotImplementedError(
+            "the model's attention mask lets queries see later positions (bidirectional blocks such as Gemma 3's "
+            "images) in a call with a cache of fixed size, which fa3nn reads only without a cache; use a dynamic cache "
+            "(the default) or attn_implementation='sdpa' for this generation")
 
 
 def _queries_are_keys(kv_length: int, padding: torch.Tensor | None, kwargs: dict) -> bool:
@@ -151,14 +178,6 @@ def _queries_are_keys(kv_length: int, padding: torch.Tensor | None, kwargs: dict
         return False
     # 4.5x: as many query positions as keys from kv_offset 0 are positions 0.., no read needed
     return q_offset is None or q_offset == 0
-
-
-def _window(is_causal: bool, sliding_window: int | None, seqlen_k: int) -> tuple[int, int]:
-    # transformers' sliding window counts the query token itself: key j is seen by query i when
-    # i - sliding_window < j <= i, i.e. fa3nn's window (sliding_window - 1, 0) (symmetric when not causal).
-    if sliding_window is None or sliding_window <= 0 or seqlen_k <= sliding_window - 1:
-        return (-1, -1)
-    return (sliding_window - 1, -1 if is_causal else sliding_window - 1)
 
 
 def _attention_chunk(module: nn.Module) -> int:
@@ -230,12 +249,13 @@ def fa3nn_attention_forward(
     is_causal = getattr(module, "is_causal", True) if is_causal is None else bool(is_causal)
     dtype = _compute_dtype(query, key, value)
     q, k, v = (t.transpose(1, 2).to(dtype) for t in (query, key, value))
-    packed, blocks, is_causal = _boundaries_of_call(module, q, k, v, attention_mask, is_causal, kwargs)
+    packed, blocks, is_causal = _boundaries_of_call(module, q, k, v, attention_mask, is_causal, sliding_window,
+                                                    attention_chunk, kwargs)
     if blocks is not None and (sinks is not None or attention_chunk):
         raise NotImplementedError(f"{type(module).__name__}: bidirectional blocks in the mask together with "
                                   "attention sinks or chunks; use attn_implementation='eager'")
     options = dict(
-        softmax_scale=scaling, causal=is_causal, window_size=_window(is_causal, sliding_window, k.shape[1]),
+        softmax_scale=scaling, causal=is_causal, window_size=hf_window(is_causal, sliding_window, k.shape[1]),
         softcap=float(softcap or 0.0), attention_chunk=attention_chunk,
     )
     if layer is not None:  # the layer's backend, determinism, FP8 recipe and state
@@ -258,15 +278,17 @@ def fa3nn_attention_forward(
     return out, None
 
 
-def _boundaries_of_call(module, q, k, v, attention_mask, is_causal: bool, kwargs: dict):
+def _boundaries_of_call(module, q, k, v, attention_mask, is_causal: bool, sliding_window, attention_chunk: int,
+                        kwargs: dict):
     """(Packed or None for a dense call, hf_layout.Blocks or None, whether the call is causal) from the boundary
     descriptions transformers hands attention (hf_padding's module docstring, in its order)."""
-    if attention_mask is not None and attention_mask.dtype == torch.int32:  # fa3nn_padding_mask's layout
-        packed, blocks, bidirectional = pack_by_layout(q, k, v, attention_mask)
-        return packed, blocks, is_causal and not bidirectional  # the mask, not the layer's flag (as eager / SDPA)
+    if attention_mask is not None and attention_mask.dtype == torch.int32 and attention_mask.dim() == 3:
+        return pack_by_layout(q, k, v, attention_mask, is_causal, sliding_window, attention_chunk)  # our mask's
     if attention_mask is not None:
         _check_padding_mask(attention_mask)  # a 4D mask a caller built itself reaches here as it is
-        if not is_causal and q.shape[1] != k.shape[1]:  # cross-attention: the mask covers the keys alone
+        if not is_causal and hf_window(False, sliding_window, k.shape[1]) == (-1, -1):
+            # every query sees all its row's real keys: the mask is over the keys (cross-attention: the decoder's
+            # queries are not the encoder's positions, even at equal lengths)
             return unpad_keys_by_mask(q, k, v, attention_mask), None, is_causal
         return unpad_by_mask(q, k, v, attention_mask), None, is_causal
     if all(kwargs.get(n) is not None for n in ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")):

@@ -1,12 +1,14 @@
 """From the layout fa3nn's mask function reads out of a transformers mask (hf_mask_probe.mask_layout) to attention
-calls: the segments as packed sequences (one varlen call, causal or not as the layer is), and bidirectional blocks
-(Gemma 3's image tokens, PaliGemma's prefix) as a second, non-causal call whose rows replace the first's.
+calls: the segments as packed sequences (one varlen call, causal or not as the mask is), and bidirectional blocks
+(Gemma 3's image tokens, PaliGemma's prefix) as a second, non-causal call whose rows replace the first's. Before
+either, the layout's recorded pairs are checked against what the calls would attend for this layer.
 
 A block's tokens see the whole block and, causally, their segment before it, so its queries form one packed
 sequence with the keys from the segment's first token to the block's last, non-causal, the layer's left window kept
-(transformers' sliding layers AND the window with OR(causal, block)). The first call computes those rows too (as
-causal ones) and they are overwritten: blocks are a small share of a row, and the first call stays the plain one.
-The second call's keys are gathered per block, so the keys before a block are held once more per block.
+(Gemma 3's sliding layers AND the window with OR(causal, block); an OR of the window with the blocks, as PaliGemma 2's
+sliding mask is built, lets a long block past the window and is refused by the check). The first call computes those
+rows too (as causal ones) and they are overwritten: blocks are a small share of a row, and the first call stays the
+plain one. The second call's keys are gathered per block, so the keys before a block are held once more per block.
 """
 
 from __future__ import annotations
@@ -15,14 +17,16 @@ from dataclasses import dataclass
 
 import torch
 
-from fa3nn.integrations.hf_mask_probe import BIDIRECTIONAL, CUSTOM
+from fa3nn.integrations.hf_mask_probe import BIDIRECTIONAL, CUSTOM, NO_BLOCK, PADDING, witness_distances
 from fa3nn.integrations.hf_padding import (
     RIGHT_PADDING_AS_SLOTS,
     Packed,
     _boundaries,
     _flatten,
+    _key_mask_boundaries,
     _mask_boundaries,
     _unpad,
+    hf_window,
 )
 
 CUSTOM_MESSAGE = (
@@ -58,38 +62,102 @@ class Blocks:
         return flat.view(full.shape)
 
 
-def pack_by_layout(q, k, v, layout: torch.Tensor) -> tuple[Packed | None, Blocks | None, bool]:
-    """(the segments' Packed, or None for a dense call; the blocks' second call, or None; whether the mask is
-    bidirectional within segments)."""
+def pack_by_layout(q, k, v, layout: torch.Tensor, is_causal: bool, sliding_window: int | None, chunk: int
+                   ) -> tuple[Packed | None, Blocks | None, bool]:
+    """(the segments' Packed, or None for a dense call; the blocks' second call, or None; whether the call is causal:
+    a mask bidirectional within segments makes it non-causal whatever the layer's flag, as eager / SDPA follow the
+    mask). Refuses a layout whose recorded pairs differ from what these calls would attend (_check_witnesses)."""
     batch, seqlen = q.shape[:2]
-    if tuple(layout.shape) != (2, batch, seqlen) or k.shape[1] != seqlen:
+    if layout.dim() != 3 or tuple(layout.shape[1:]) != (batch, seqlen) or k.shape[1] != seqlen:
         raise ValueError(f"a mask layout of shape {tuple(layout.shape)} for q {tuple(q.shape[:2])} and k "
                          f"{tuple(k.shape[:2])} (batch, seqlen): it describes queries and keys at the same positions")
     slots = RIGHT_PADDING_AS_SLOTS
-    bounds, blocks, bidirectional = _boundaries.get(layout, ("layout", q.device, slots),
-                                                    lambda: _layout_calls(layout, q.device, slots))
-    return (None if bounds is None else _unpad(q, k, v, bounds)), blocks, bidirectional
+    bounds, blocks, causal = _boundaries.get(
+        layout, ("layout", q.device, slots, is_causal, sliding_window, chunk),
+        lambda: _layout_calls(layout, q.device, slots, is_causal, sliding_window, chunk))
+    return (None if bounds is None else _unpad(q, k, v, bounds)), blocks, causal
 
 
-def _layout_calls(layout: torch.Tensor, device: torch.device, slots: bool) -> tuple:
-    """pack_by_layout's (boundaries or None, Blocks or None, bidirectional), once per layout tensor. One host read
-    for the common answers (a plain batch in transformers 4.5x, which always hands a layout to the mask function
-    when position_ids are given: none beyond it); packing and blocks read their positions besides."""
-    segments, blocks = layout
+def _layout_calls(layout: torch.Tensor, device: torch.device, slots: bool, is_causal: bool, sliding_window, chunk
+                  ) -> tuple:
+    """pack_by_layout's (boundaries or None, Blocks or None, causal), once per layout tensor and layer kind. One host
+    read for the common answers; packing and blocks read their positions besides."""
+    segments, blocks = layout[0], layout[1]
     real = segments >= 0
-    starts = real.clone()
-    starts[:, 1:] &= segments[:, 1:] != segments[:, :-1]
-    custom, all_real, one_per_row, any_block, bidirectional = torch.stack([
-        (segments == CUSTOM).any(), real.all(), (starts.sum(-1) <= 1).all(), (blocks >= 0).any(),
-        (blocks == BIDIRECTIONAL).any(),
+    starts = real & (segments != _previous_real(segments, real, PADDING))
+    bidirectional = (blocks == BIDIRECTIONAL).any()
+    causal_if_so = torch.tensor(is_causal, device=segments.device) & ~bidirectional
+    custom, all_real, one_per_row, any_block, causal = torch.stack([
+        (segments == CUSTOM).any(), real.all(), (starts.sum(-1) <= 1).all(), (blocks >= 0).any(), causal_if_so,
     ]).tolist()
     if custom:
         raise NotImplementedError(CUSTOM_MESSAGE)
-    if one_per_row:  # at most one sequence per row: padding (hf_padding's own boundaries: right padding as slots)
-        bounds = None if all_real else _mask_boundaries(real, segments.shape[1], device, slots)
+    window = hf_window(causal, sliding_window, segments.shape[1])
+    _check_witnesses(layout, real, starts, causal, window, chunk)
+    if one_per_row:  # at most one sequence per row: padding alone, or nothing
+        if all_real:
+            bounds = None
+        elif not causal and window == (-1, -1):  # every query sees all its row's real keys: keep every query row
+            bounds = _key_mask_boundaries(real, segments.shape[1], device)  # (cross-attention: they are not keys)
+        else:
+            bounds = _mask_boundaries(real, segments.shape[1], device, slots)
     else:
         bounds = _segment_boundaries(real, starts, all_real, device)
-    return bounds, (_block_sequences(layout, device) if any_block else None), bidirectional
+    return bounds, (_block_sequences(layout, real, starts, device) if any_block else None), causal
+
+
+def _previous_real(values: torch.Tensor, real: torch.Tensor, missing) -> torch.Tensor:
+    """values at each token's previous real token (missing for a row's first)."""
+    positions = torch.arange(values.shape[1], device=values.device).expand_as(values)
+    previous = torch.where(real, positions, -1).cummax(-1).values
+    previous = torch.cat([torch.full_like(previous[:, :1], -1), previous[:, :-1]], dim=1)
+    return torch.where(previous >= 0, values.gather(1, previous.clamp(min=0)), missing)
+
+
+def _check_witnesses(layout, real, starts, causal: bool, window: tuple[int, int], chunk: int) -> None:
+    """The pairs mask_layout recorded (each query with the tokens 1, 2, 4, ... back and ahead) against what the calls
+    attend: each segment alone under (causal, window, chunk) counted over its real tokens (the packed layout), block
+    queries non-causal up to their block's last key with the left window. Any difference is refused: a mask fa3nn
+    would run differently (another window than the layer's, keys dropped or added at a distance, a block longer
+    than a window that does not apply inside it)."""
+    segments, blocks, witnesses = layout[0], layout[1], layout[2:]
+    seqlen = segments.shape[1]
+    distances = witness_distances(seqlen)
+    if witnesses.shape[0] != 2 * len(distances):
+        raise ValueError(f"a mask layout with {witnesses.shape[0]} witness rows for seqlen {seqlen}")
+    positions = torch.arange(seqlen, device=segments.device).expand_as(segments)
+    rank = real.cumsum(-1) - 1  # position in the packed layout (real tokens only)
+    first_rank = torch.where(starts, rank, 0).cummax(-1).values  # of the token's segment
+    in_block = blocks >= 0
+    block_end = in_block & (blocks != _next_real(blocks, real, NO_BLOCK - 1))
+    block_last = torch.where(block_end, positions, seqlen).flip(-1).cummin(-1).values.flip(-1)
+    left, right = window
+    mismatch = torch.zeros_like(real)
+    for row, kv in enumerate([positions - d for d in distances] + [positions + d for d in distances]):
+        valid = (witnesses[row] >= 0) & real & real.gather(1, kv.clamp(0, seqlen - 1))
+        kv = kv.clamp(0, seqlen - 1)
+        back = rank - rank.gather(1, kv)  # > 0: the key is before the query
+        sees = (segments.gather(1, kv) == segments) & ((left < 0) | (back <= left))
+        if chunk:
+            sees &= (rank - first_rank) // chunk == (rank.gather(1, kv) - first_rank.gather(1, kv)) // chunk
+        if causal:
+            sees &= torch.where(in_block, kv <= block_last, back >= 0)
+        elif right >= 0:
+            sees &= -back <= right
+        mismatch |= valid & (sees != (witnesses[row] == 1))
+    if bool(mismatch.any()):
+        b, i = (int(x) for x in mismatch.nonzero()[0])
+        raise NotImplementedError(
+            f"the model's attention mask differs from what fa3nn would run for this layer (causal={causal}, window="
+            f"{window}, attention_chunk={chunk}, sequences and bidirectional blocks read from the mask) at query {i} "
+            f"of row {b}, among others: keys dropped or added at a distance, or a window other than the layer's; use "
+            "attn_implementation='sdpa' or 'eager' for such inputs")
+
+
+def _next_real(values: torch.Tensor, real: torch.Tensor, missing) -> torch.Tensor:
+    """values at each token's next real token (missing for a row's last)."""
+    flipped = _previous_real(values.flip(-1), real.flip(-1), missing)
+    return flipped.flip(-1)
 
 
 def _segment_boundaries(real: torch.Tensor, starts: torch.Tensor, all_real: bool, device: torch.device) -> tuple:
@@ -102,27 +170,28 @@ def _segment_boundaries(real: torch.Tensor, starts: torch.Tensor, all_real: bool
     return rows, rows, cu_seqlens, cu_seqlens, longest_run, longest_run
 
 
-def _block_sequences(layout: torch.Tensor, device: torch.device) -> Blocks:
-    segments, blocks = layout[0], layout[1]
-    seqlen = segments.shape[1]
-    q_rows, k_rows, lengths_q, lengths_k = [], [], [], []
-    flat_segments = segments.flatten()
+def _block_sequences(layout: torch.Tensor, real: torch.Tensor, starts: torch.Tensor, device: torch.device) -> Blocks:
+    """One packed sequence per block: its real tokens as queries, the real tokens from its segment's first to its
+    last as keys (flat rows; padding holes skipped)."""
+    blocks = layout[1]
+    seqlen = blocks.shape[1]
+    positions = torch.arange(seqlen, device=blocks.device).expand_as(blocks)
+    segment_first = torch.where(starts, positions, 0).cummax(-1).values.flatten()
+    flat_real = real.flatten()
     block_tokens = (blocks.flatten() >= 0).nonzero().flatten()
     ids = blocks.flatten()[block_tokens]
     # per block: its first and last flat row (block ids are unique over the batch and increase along it)
-    starts = torch.ones_like(ids, dtype=torch.bool)
-    starts[1:] = ids[1:] != ids[:-1]
-    firsts = block_tokens[starts].tolist()
-    lasts = block_tokens[torch.cat([starts[1:], starts.new_ones(1)])].tolist()
-    for first, last in zip(firsts, lasts):
-        row_start = first - first % seqlen
-        row = flat_segments[row_start:first + 1]
-        elsewhere = (row != row[-1]).nonzero()  # the row's tokens before the block's segment
-        segment_start = row_start + (int(elsewhere.max()) + 1 if elsewhere.numel() else 0)
-        q_rows.append(torch.arange(first, last + 1))
-        k_rows.append(torch.arange(segment_start, last + 1))
-        lengths_q.append(last + 1 - first)
-        lengths_k.append(last + 1 - segment_start)
+    first_of_block = torch.ones_like(ids, dtype=torch.bool)
+    first_of_block[1:] = ids[1:] != ids[:-1]
+    firsts = block_tokens[first_of_block]
+    lasts = block_tokens[torch.cat([first_of_block[1:], first_of_block.new_ones(1)])]
+    segment_starts = firsts - firsts % seqlen + segment_first[firsts]
+    q_rows, k_rows, lengths_q, lengths_k = [], [], [], []
+    for first, last, segment_start in zip(firsts.tolist(), lasts.tolist(), segment_starts.tolist()):
+        q_rows.append(first + flat_real[first:last + 1].nonzero().flatten())
+        k_rows.append(segment_start + flat_real[segment_start:last + 1].nonzero().flatten())
+        lengths_q.append(q_rows[-1].numel())
+        lengths_k.append(k_rows[-1].numel())
 
     def cumulative(lengths):
         return torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32, device=device)

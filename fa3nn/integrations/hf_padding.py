@@ -58,6 +58,14 @@ class Packed:
         return full.view(self.batch, self.seqlen_q, *out.shape[1:])
 
 
+def hf_window(is_causal: bool, sliding_window: int | None, seqlen_k: int) -> tuple[int, int]:
+    """fa3nn's window_size for a transformers layer's sliding_window, which counts the query token itself: key j is
+    seen by query i when i - sliding_window < j <= i, i.e. (sliding_window - 1, 0) (symmetric when not causal)."""
+    if sliding_window is None or sliding_window <= 0 or seqlen_k <= sliding_window - 1:
+        return (-1, -1)
+    return (sliding_window - 1, -1 if is_causal else sliding_window - 1)
+
+
 def _cu_seqlens(lengths: torch.Tensor) -> torch.Tensor:
     return F.pad(lengths.cumsum(0, dtype=torch.int32), (1, 0))
 
@@ -101,10 +109,11 @@ def _unpad(q, k, v, bounds: tuple) -> Packed:
 
 
 def unpad_keys_by_mask(q, k, v, padding_mask: torch.Tensor) -> Packed:
-    """Case 1c. Non-causal attention whose queries are not positions of the keys (cross-attention: decoder queries,
-    the encoder's padding mask over the keys): every query row is kept and sees its row's real keys. (Under a padding
-    mask over queries and keys alike, unpad_by_mask, a non-causal query's output depends on the keys' padding only, so
-    keeping every query changes nothing but what padded query rows hold.)"""
+    """Case 1c. Non-causal attention without a window: every query row is kept and sees its row's real keys. Needed
+    where the queries are not positions of the keys (cross-attention: decoder queries, the encoder's padding mask over
+    the keys, at any lengths); under a padding mask over queries and keys alike (an encoder), a query's output depends
+    on the keys' padding only, so keeping every query changes nothing but what padded query rows hold (eager's hold
+    values too) and costs their share of the work."""
     batch, seqlen_q = q.shape[:2]
     if tuple(padding_mask.shape) != (batch, k.shape[1]):
         raise ValueError(f"the padding mask has shape {tuple(padding_mask.shape)}; the keys are (batch, seqlen_k) "
