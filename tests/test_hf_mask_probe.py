@@ -185,6 +185,19 @@ def test_masks_fa3nn_would_run_otherwise_are_refused(shape):
         pack_by_layout(q, k, v, layout, True, window, 0)
 
 
+@pytest.mark.parametrize("mask_function, window, chunk", [
+    (sliding(4), 4, 0), (symmetric(3), 3, 0), (chunked(6, ZEROS), None, 6),
+    (both(either(causal, blocks(IMAGES)), lambda b, h, q, kv: q - kv < 4), 4, 0),
+], ids=["sliding", "bidirectional window", "chunked", "image blocks, sliding"])
+def test_holes_under_a_window_are_refused(mask_function, window, chunk):
+    """Padding inside a sequence under a window or chunks: fa3nn counts them over the real tokens, transformers over
+    positions; the witnesses at 1, 2, 4, ... miss it for most window sizes (ModernBERT's 64: the first differing pair
+    is 65 apart), so holes themselves are refused there. Without a window they run (test_calls_equal_...)."""
+    q = k = v = torch.randn(BATCH, SEQLEN, 2, 8)
+    with pytest.raises(NotImplementedError, match="padding inside a sequence"):
+        pack_by_layout(q, k, v, mask_layout(mask_function, BATCH, SEQLEN, HOLES, CPU), True, window, chunk)
+
+
 def test_pack_by_layout_shapes():
     """Segments without padding are views of q / k / v; with padding the real rows are gathered; padding alone runs as
     the padding mask does (right padding: slots); bidirectional without a window keeps every query; one sequence per

@@ -41,6 +41,7 @@ from fa3nn.integrations.hf_padding import (
     hf_window,
     pack_by_cu_seqlens,
     pack_by_position_ids,
+    refuse_holes_under_a_window,
     unpad_by_mask,
     unpad_keys_by_mask,
 )
@@ -128,6 +129,8 @@ def fa3nn_padding_mask(
     With a cache and several queries (a prefill into a fixed-size cache) such a mask cannot be read that way: one
     that lets a query see a later position is refused here. transformers passes everything by keyword; 4.5x sends
     `cache_position`, 5.x `q_length` / `q_offset` / `device`."""
+    if attention_mask is not None and attention_mask.dtype == torch.int32 and attention_mask.dim() == 3:
+        return attention_mask  # a layout this function made already (4.5x's generation builds masks in advance)
     padding = None
     if attention_mask is not None:
         _check_padding_mask(attention_mask)
@@ -251,9 +254,9 @@ def fa3nn_attention_forward(
     q, k, v = (t.transpose(1, 2).to(dtype) for t in (query, key, value))
     packed, blocks, is_causal = _boundaries_of_call(module, q, k, v, attention_mask, is_causal, sliding_window,
                                                     attention_chunk, kwargs)
-    if blocks is not None and (sinks is not None or attention_chunk):
+    if blocks is not None and sinks is not None:  # (chunks: refused by pack_by_layout)
         raise NotImplementedError(f"{type(module).__name__}: bidirectional blocks in the mask together with "
-                                  "attention sinks or chunks; use attn_implementation='eager'")
+                                  "attention sinks; use attn_implementation='eager'")
     options = dict(
         softmax_scale=scaling, causal=is_causal, window_size=hf_window(is_causal, sliding_window, k.shape[1]),
         softcap=float(softcap or 0.0), attention_chunk=attention_chunk,
@@ -290,6 +293,8 @@ def _boundaries_of_call(module, q, k, v, attention_mask, is_causal: bool, slidin
             # every query sees all its row's real keys: the mask is over the keys (cross-attention: the decoder's
             # queries are not the encoder's positions, even at equal lengths)
             return unpad_keys_by_mask(q, k, v, attention_mask), None, is_causal
+        if attention_chunk or hf_window(is_causal, sliding_window, k.shape[1]) != (-1, -1):
+            refuse_holes_under_a_window(attention_mask)
         return unpad_by_mask(q, k, v, attention_mask), None, is_causal
     if all(kwargs.get(n) is not None for n in ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")):
         packed = pack_by_cu_seqlens(

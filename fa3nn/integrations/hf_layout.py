@@ -19,6 +19,7 @@ import torch
 
 from fa3nn.integrations.hf_mask_probe import BIDIRECTIONAL, CUSTOM, NO_BLOCK, PADDING, witness_distances
 from fa3nn.integrations.hf_padding import (
+    HOLES_MESSAGE,
     RIGHT_PADDING_AS_SLOTS,
     Packed,
     _boundaries,
@@ -27,6 +28,7 @@ from fa3nn.integrations.hf_padding import (
     _mask_boundaries,
     _unpad,
     hf_window,
+    holes,
 )
 
 CUSTOM_MESSAGE = (
@@ -66,7 +68,7 @@ def pack_by_layout(q, k, v, layout: torch.Tensor, is_causal: bool, sliding_windo
                    ) -> tuple[Packed | None, Blocks | None, bool]:
     """(the segments' Packed, or None for a dense call; the blocks' second call, or None; whether the call is causal:
     a mask bidirectional within segments makes it non-causal whatever the layer's flag, as eager / SDPA follow the
-    mask). Refuses a layout whose recorded pairs differ from what these calls would attend (_check_witnesses)."""
+    mask). Refuses a layout whose recorded pairs differ from what these calls would attend (_witness_mismatch)."""
     batch, seqlen = q.shape[:2]
     if layout.dim() != 3 or tuple(layout.shape[1:]) != (batch, seqlen) or k.shape[1] != seqlen:
         raise ValueError(f"a mask layout of shape {tuple(layout.shape)} for q {tuple(q.shape[:2])} and k "
@@ -83,17 +85,34 @@ def _layout_calls(layout: torch.Tensor, device: torch.device, slots: bool, is_ca
     """pack_by_layout's (boundaries or None, Blocks or None, causal), once per layout tensor and layer kind. One host
     read for the common answers; packing and blocks read their positions besides."""
     segments, blocks = layout[0], layout[1]
+    seqlen = segments.shape[1]
     real = segments >= 0
     starts = real & (segments != _previous_real(segments, real, PADDING))
     bidirectional = (blocks == BIDIRECTIONAL).any()
+    # a hole: padding inside one sequence (its next real token continues the sequence before it)
+    inside = holes(real) & (_next_real(segments, real, PADDING) == _previous_real_at(segments, real))
+    # The recorded pairs against the call this layer would make: causal (as flagged) or not (a bidirectional mask
+    # decides), both predicted so that one host read serves every answer.
+    mismatch_if = {c: _witness_mismatch(layout, real, starts, c, hf_window(c, sliding_window, seqlen), chunk)
+                   for c in ((True, False) if is_causal else (False,))}
     causal_if_so = torch.tensor(is_causal, device=segments.device) & ~bidirectional
-    custom, all_real, one_per_row, any_block, causal = torch.stack([
+    mismatch = torch.where(causal_if_so, mismatch_if[True], mismatch_if[False]) if is_causal else mismatch_if[False]
+    custom, all_real, one_per_row, any_block, causal, any_hole, any_mismatch = torch.stack([
         (segments == CUSTOM).any(), real.all(), (starts.sum(-1) <= 1).all(), (blocks >= 0).any(), causal_if_so,
+        inside.any(), mismatch.any(),
     ]).tolist()
     if custom:
         raise NotImplementedError(CUSTOM_MESSAGE)
-    window = hf_window(causal, sliding_window, segments.shape[1])
-    _check_witnesses(layout, real, starts, causal, window, chunk)
+    if any_block and chunk:
+        raise NotImplementedError("bidirectional blocks in the mask of a chunked layer; use attn_implementation="
+                                  "'eager'")
+    window = hf_window(causal, sliding_window, seqlen)
+    if any_hole and (chunk or window != (-1, -1)):
+        raise NotImplementedError(HOLES_MESSAGE)
+    if any_mismatch:
+        row, query = (int(x) for x in mismatch.nonzero()[0])
+        raise NotImplementedError(WITNESS_MESSAGE.format(causal=causal, window=window, chunk=chunk, query=query,
+                                                         row=row))
     if one_per_row:  # at most one sequence per row: padding alone, or nothing
         if all_real:
             bounds = None
@@ -114,44 +133,57 @@ def _previous_real(values: torch.Tensor, real: torch.Tensor, missing) -> torch.T
     return torch.where(previous >= 0, values.gather(1, previous.clamp(min=0)), missing)
 
 
-def _check_witnesses(layout, real, starts, causal: bool, window: tuple[int, int], chunk: int) -> None:
-    """The pairs mask_layout recorded (each query with the tokens 1, 2, 4, ... back and ahead) against what the calls
-    attend: each segment alone under (causal, window, chunk) counted over its real tokens (the packed layout), block
-    queries non-causal up to their block's last key with the left window. Any difference is refused: a mask fa3nn
-    would run differently (another window than the layer's, keys dropped or added at a distance, a block longer
-    than a window that does not apply inside it)."""
+def _witness_mismatch(layout, real, starts, causal: bool, window: tuple[int, int], chunk: int) -> torch.Tensor:
+    """(batch, seqlen) bool: queries where a pair mask_layout recorded (each query with the tokens 1, 2, 4, ... back
+    and ahead) differs from what the calls attend: each segment alone under (causal, window, chunk) counted over its
+    real tokens (the packed layout), block queries non-causal up to their block's last key with the left window. A
+    difference is a mask fa3nn would run differently (another window than the layer's, keys dropped or added at a
+    distance, a block longer than a window that does not apply inside it). Tensor ops only, every distance at once."""
     segments, blocks, witnesses = layout[0], layout[1], layout[2:]
     seqlen = segments.shape[1]
     distances = witness_distances(seqlen)
     if witnesses.shape[0] != 2 * len(distances):
         raise ValueError(f"a mask layout with {witnesses.shape[0]} witness rows for seqlen {seqlen}")
-    positions = torch.arange(seqlen, device=segments.device).expand_as(segments)
+    device = segments.device
+    positions = torch.arange(seqlen, device=device).expand_as(segments)
     rank = real.cumsum(-1) - 1  # position in the packed layout (real tokens only)
     first_rank = torch.where(starts, rank, 0).cummax(-1).values  # of the token's segment
     in_block = blocks >= 0
     block_end = in_block & (blocks != _next_real(blocks, real, NO_BLOCK - 1))
     block_last = torch.where(block_end, positions, seqlen).flip(-1).cummin(-1).values.flip(-1)
+    offsets = torch.tensor([-d for d in distances] + distances, device=device).view(-1, 1, 1)
+    kv = positions + offsets  # (2 n, batch, seqlen)
+    in_range = (kv >= 0) & (kv < seqlen)
+    kv = kv.clamp(0, seqlen - 1)
+
+    def at_key(x):
+        return x.expand(kv.shape[0], *x.shape).gather(2, kv)
+
+    valid = in_range & (witnesses >= 0) & real & at_key(real)
+    back = rank - at_key(rank)  # > 0: the key is before the query
     left, right = window
-    mismatch = torch.zeros_like(real)
-    for row, kv in enumerate([positions - d for d in distances] + [positions + d for d in distances]):
-        valid = (witnesses[row] >= 0) & real & real.gather(1, kv.clamp(0, seqlen - 1))
-        kv = kv.clamp(0, seqlen - 1)
-        back = rank - rank.gather(1, kv)  # > 0: the key is before the query
-        sees = (segments.gather(1, kv) == segments) & ((left < 0) | (back <= left))
-        if chunk:
-            sees &= (rank - first_rank) // chunk == (rank.gather(1, kv) - first_rank.gather(1, kv)) // chunk
-        if causal:
-            sees &= torch.where(in_block, kv <= block_last, back >= 0)
-        elif right >= 0:
-            sees &= -back <= right
-        mismatch |= valid & (sees != (witnesses[row] == 1))
-    if bool(mismatch.any()):
-        b, i = (int(x) for x in mismatch.nonzero()[0])
-        raise NotImplementedError(
-            f"the model's attention mask differs from what fa3nn would run for this layer (causal={causal}, window="
-            f"{window}, attention_chunk={chunk}, sequences and bidirectional blocks read from the mask) at query {i} "
-            f"of row {b}, among others: keys dropped or added at a distance, or a window other than the layer's; use "
-            "attn_implementation='sdpa' or 'eager' for such inputs")
+    sees = (at_key(segments) == segments) & ((left < 0) | (back <= left))
+    if chunk:
+        sees &= (rank - first_rank) // chunk == (at_key(rank) - at_key(first_rank)) // chunk
+    if causal:
+        sees &= torch.where(in_block, kv <= block_last, back >= 0)
+    elif right >= 0:
+        sees &= -back <= right
+    return (valid & (sees != (witnesses == 1))).any(0)
+
+
+WITNESS_MESSAGE = (
+    "the model's attention mask differs from what fa3nn would run for this layer (causal={causal}, window={window}, "
+    "attention_chunk={chunk}, sequences and bidirectional blocks read from the mask) at query {query} of row {row}, "
+    "among others: keys dropped or added at a distance, or a window other than the layer's; use "
+    "attn_implementation='sdpa' or 'eager' for such inputs")
+
+
+def _previous_real_at(values: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+    """values at each token's latest real token at or before it (PADDING before the first)."""
+    positions = torch.arange(values.shape[1], device=values.device).expand_as(values)
+    latest = torch.where(real, positions, -1).cummax(-1).values
+    return torch.where(latest >= 0, values.gather(1, latest.clamp(min=0)), PADDING)
 
 
 def _next_real(values: torch.Tensor, real: torch.Tensor, missing) -> torch.Tensor:

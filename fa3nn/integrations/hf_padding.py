@@ -95,6 +95,25 @@ def unpad_by_mask(q, k, v, padding_mask: torch.Tensor) -> Packed:
     return _unpad(q, k, v, bounds)
 
 
+HOLES_MESSAGE = (
+    "padding inside a sequence (attention_mask zeros between ones, or between tokens of one packed sequence) in a "
+    "layer with a sliding window or chunks: fa3nn counts the window over the real tokens, transformers over positions, "
+    "so the two would differ; pad at the ends, or use attn_implementation='sdpa' or 'eager' for such inputs")
+
+
+def holes(real: torch.Tensor) -> torch.Tensor:
+    """(batch, seqlen) bool: padding tokens with real tokens on both sides in their row."""
+    before = real.cumsum(-1) > 0
+    after = real.flip(-1).cumsum(-1).flip(-1) > 0
+    return ~real & before & after
+
+
+def refuse_holes_under_a_window(padding_mask: torch.Tensor) -> None:
+    """A layer with a window or chunks and a padding mask with holes (once per mask tensor: one host read)."""
+    if _boundaries.get(padding_mask, ("holes",), lambda: bool(holes(padding_mask.bool()).any())):
+        raise NotImplementedError(HOLES_MESSAGE)
+
+
 def _unpad(q, k, v, bounds: tuple) -> Packed:
     """q/k/v gathered by _mask_boundaries' `bounds` (rows None: every row kept, flattened: slots, or all queries)."""
     batch, seqlen_q = q.shape[:2]
