@@ -460,6 +460,27 @@ def _create_causal_mask(config, embeds, **kwargs):
     return create_causal_mask(**args)
 
 
+def test_llama4_chunked_layers_decode():
+    """Llama 4's chunked layers while decoding: the cache keeps the last chunk's worth of keys and fa3nn counted
+    chunks from the first of them, not from the sequence's start (scores 0.2-0.8 off from the step that crossed a
+    chunk start, silently). The mask function now hands it the keys the query sees. Greedy tokens and every step's
+    scores against eager; a second prefill after cached keys is refused (a key mask cannot say where its queries'
+    chunks start)."""
+    model = _model("llama4").float()
+    prompt = torch.randint(0, VOCAB, (1, 17))  # chunks of 6: the steps cross the starts at 18 and 24
+    options = dict(max_new_tokens=9, do_sample=False, output_scores=True, return_dict_in_generate=True)
+    with torch.no_grad():
+        expected = model.generate(prompt, **options)
+        patched = fa3nn.patch_hf(model)
+        actual = patched.generate(prompt, **options)
+        assert torch.equal(actual.sequences, expected.sequences)
+        torch.testing.assert_close(torch.stack(actual.scores), torch.stack(expected.scores), atol=2e-5, rtol=0)
+        cache = patched(prompt, use_cache=True).past_key_values
+        with pytest.raises(NotImplementedError, match="several queries after cached keys"):
+            name = "cache" if int(transformers.__version__.split(".")[0]) >= 5 else "past_key_values"
+            patched(torch.randint(0, VOCAB, (1, 3)), **{name: cache}, use_cache=True)
+
+
 def test_gemma3_images_generate():
     """Generation from a prompt with an image: with the default (dynamic) cache the prefill's mask is read as a layout
     and the first step's scores match eager; a static cache hands the mask function its full length, where fa3nn cannot

@@ -135,9 +135,12 @@ def fa3nn_padding_mask(
     if attention_mask is not None:
         _check_padding_mask(attention_mask)
         padding = attention_mask[:, -kv_length:].bool()  # sliding-window caches keep only the last keys
+    queries_are_keys = _queries_are_keys(kv_length, padding, kwargs)
+    if mask_function is not None and not queries_are_keys and _chunked(kwargs):
+        return _chunk_keys(mask_function, batch_size, kv_length, padding, kwargs)
     if not allow_is_causal_skip and mask_function is not None:
         device = kwargs.get("device") or (padding if padding is not None else kwargs["cache_position"]).device
-        if _queries_are_keys(kv_length, padding, kwargs):
+        if queries_are_keys:
             return mask_layout(mask_function, batch_size, kv_length, padding, device)
         _refuse_later_positions(mask_function, batch_size, kv_length, kwargs, device)
     if padding is None or (padding.shape[1] == kv_length and bool(padding.all())):
@@ -145,15 +148,41 @@ def fa3nn_padding_mask(
     return padding
 
 
+def _chunked(kwargs: dict) -> bool:
+    """Whether transformers is building a chunked layer's mask (Llama 4: local_size is the chunk size)."""
+    config, local_size = kwargs.get("config"), kwargs.get("local_size")
+    return local_size is not None and getattr(config, "attention_chunk_size", None) == local_size and getattr(
+        config, "sliding_window", None) != local_size
+
+
+def _query_positions(kwargs: dict, device) -> torch.Tensor:
+    cache_position = kwargs.get("cache_position")
+    if cache_position is not None:  # transformers 4.5x: the queries' positions
+        return cache_position.to(device)
+    return torch.arange(kwargs.get("q_length") or 0, device=device) + kwargs.get("q_offset", 0)
+
+
+def _chunk_keys(mask_function, batch_size: int, kv_length: int, padding, kwargs: dict) -> torch.Tensor:
+    """A chunked layer's mask with a cache: its chunks begin at absolute positions, which the cached keys (the last
+    chunk's worth) no longer show fa3nn. For one query (decoding) the keys it sees, read from `mask_function` at
+    their positions, become the padding mask (a suffix of the cache: fa3nn's own chunk then spans it); several
+    queries after a cache may straddle a chunk's start, which a key mask cannot say: refused."""
+    device = kwargs.get("device") or (padding if padding is not None else kwargs["cache_position"]).device
+    positions = _query_positions(kwargs, device)
+    if positions.numel() != 1:
+        raise NotImplementedError(
+            "a chunked attention layer (Llama 4) with several queries after cached keys (a second prefill, assisted "
+            "decoding): fa3nn reads chunks only for one query at a time with a cache; use attn_implementation='sdpa'")
+    keys = torch.arange(kv_length, device=device) + kwargs.get("kv_offset", 0)
+    sees = pairs(mask_function, positions.expand(batch_size, kv_length), keys.expand(batch_size, kv_length))
+    return sees if padding is None else sees & padding
+
+
 def _refuse_later_positions(mask_function, batch_size: int, kv_length: int, kwargs: dict, device) -> None:
     """With a cache, several queries and a custom pattern (Gemma 3's images prefilled into a static cache): some
     queries seeing their next position and others not is a bidirectional block fa3nn would run causal. One host read,
     where several queries meet such a mask."""
-    cache_position = kwargs.get("cache_position")
-    if cache_position is not None:  # transformers 4.5x: the queries' positions
-        positions = cache_position.to(device)
-    else:
-        positions = torch.arange(kwargs.get("q_length") or 0, device=device) + kwargs.get("q_offset", 0)
+    positions = _query_positions(kwargs, device)
     if positions.numel() <= 1:
         return  # decoding: the one query has no later position among the keys
     kv_offset = kwargs.get("kv_offset", 0)
