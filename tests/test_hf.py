@@ -355,9 +355,14 @@ def _drops_position_ids(family: str) -> bool:
     return family == "llama4" or (family == "cohere2" and int(transformers.__version__.split(".")[0]) < 5)
 
 
-@pytest.mark.parametrize("boundaries", ["position_ids", "cu_seq_lens"])
+@pytest.mark.parametrize("boundaries", ["position_ids", "cu_seq_lens", "cu_seq_lens_only"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_packed_equals_per_sequence(family, boundaries):
+    """Packed sequences against each run alone, with a cache (eval's default). cu_seq_lens_only: DataCollatorWith
+    Flattening(return_position_ids=False) in training (no cache, positions continuing across sequences: RoPE is
+    relative, so each sequence's attention is unchanged); transformers 4.57 then hands the mask function position ids
+    it made up itself and the layout said one sequence per row, which won over the caller's cu_seq_lens (0.4-0.9 off
+    in float64, silently)."""
     lengths = (5, 9, 4)
     sequences = [torch.randint(0, VOCAB, (1, n)) for n in lengths]
     model = _model(family)
@@ -368,8 +373,11 @@ def test_packed_equals_per_sequence(family, boundaries):
         kwargs = dict(position_ids=position_ids)
     else:
         cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int64)
-        kwargs = dict(position_ids=position_ids, cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=max(lengths),
-                      max_length_k=max(lengths))
+        kwargs = dict(cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=max(lengths), max_length_k=max(lengths))
+        if boundaries == "cu_seq_lens_only":
+            kwargs["use_cache"] = False
+        else:
+            kwargs["position_ids"] = position_ids
     if boundaries == "position_ids" and _drops_position_ids(family):  # its layers are not handed them: refused
         with torch.no_grad(), pytest.raises(NotImplementedError, match=r"not handed position_ids"):
             patched(packed_ids, **kwargs)
@@ -403,8 +411,16 @@ def test_packing_a_layer_cannot_see_is_refused(monkeypatch):
         model(ids, position_ids=torch.arange(sum(lengths)).unsqueeze(0))  # one sequence per row: runs
         cu = torch.tensor([0, 5, 14, 18])
         model(ids, position_ids=position_ids, cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=9, max_length_k=9)
+        # the base model called directly, by keyword or by position; no stale position_ids after a refused call
+        with pytest.raises(NotImplementedError, match=r"not handed position_ids"):
+            model.model(ids, position_ids=position_ids)
+        with pytest.raises(NotImplementedError, match=r"not handed position_ids"):
+            model.model(ids, None, position_ids)
+        model.model(ids)
+        model(ids)
     fa3nn.unpatch_hf(model)
-    assert not model._forward_pre_hooks and not hasattr(model.model.layers[0].self_attn, "_fa3nn_packing_watch")
+    assert not model._forward_pre_hooks and not model._forward_hooks and not model.model._forward_pre_hooks
+    assert not hasattr(model.model.layers[0].self_attn, "_fa3nn_packing_watch")
 
 
 @pytest.mark.parametrize("how", ["patched", "by_name"])

@@ -51,6 +51,7 @@ from fa3nn.sinks import with_sinks
 
 ATTN_IMPLEMENTATION = "fa3nn"
 LAYER_ATTRIBUTE = "fa3nn_attention"
+EXPLICIT_BOUNDARIES = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")  # DataCollatorWithFlattening's
 WATCH_ATTRIBUTE = "_fa3nn_packing_watch"  # the model's _PackingWatch, a plain attribute of each attention layer
 MIN_TRANSFORMERS = (4, 53)
 TESTED_FAMILIES = (
@@ -314,8 +315,12 @@ def _boundaries_of_call(module, q, k, v, attention_mask, is_causal: bool, slidin
                         kwargs: dict):
     """(Packed or None for a dense call, hf_layout.Blocks or None, whether the call is causal) from the boundary
     descriptions transformers hands attention (hf_padding's module docstring, in its order)."""
+    explicit = all(kwargs.get(n) is not None for n in EXPLICIT_BOUNDARIES)
     if attention_mask is not None and attention_mask.dtype == torch.int32 and attention_mask.dim() == 3:
-        return pack_by_layout(q, k, v, attention_mask, is_causal, sliding_window, attention_chunk)  # our mask's
+        if not explicit:  # the caller's cu_seq_lens win over our mask's layout (4.57 reads one sequence per row from
+            # position_ids it made up itself when none were given)
+            return pack_by_layout(q, k, v, attention_mask, is_causal, sliding_window, attention_chunk)
+        attention_mask = None
     if attention_mask is not None:
         _check_padding_mask(attention_mask)  # a 4D mask a caller built itself reaches here as it is
         if not is_causal and hf_window(False, sliding_window, k.shape[1]) == (-1, -1):
@@ -325,7 +330,7 @@ def _boundaries_of_call(module, q, k, v, attention_mask, is_causal: bool, slidin
         if attention_chunk or hf_window(is_causal, sliding_window, k.shape[1]) != (-1, -1):
             refuse_holes_under_a_window(attention_mask)
         return unpad_by_mask(q, k, v, attention_mask), None, is_causal
-    if all(kwargs.get(n) is not None for n in ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")):
+    if explicit:
         packed = pack_by_cu_seqlens(
             q, k, v, kwargs["cu_seq_lens_q"], kwargs["cu_seq_lens_k"], kwargs["max_length_q"], kwargs["max_length_k"]
         )
@@ -361,18 +366,43 @@ def _looks_up_interface(cls: type) -> bool:
 
 
 class _PackingWatch:
-    """A forward pre-hook on a patched model that keeps the position_ids of its current call, for attention layers
-    that are not handed them (some decoder layers drop them, e.g. Cohere2's in transformers 4.57, Llama 4's): such a
-    layer refuses a batch those position_ids pack (fa3nn_attention_forward) instead of running it unpacked. Without a
-    cache transformers finds the packing itself and the mask brings it (segment ids), so this is for calls with a
-    cache. Only refuses, never uses them: under activation checkpointing a layer's recompute runs in the backward,
-    possibly after another forward of the model has replaced them."""
+    """Forward hooks on a patched model and on its base model that keep the position_ids of the current call, for
+    attention layers that are not handed them (some decoder layers drop them: Llama 4's, Cohere2's in transformers
+    4.57): such a layer refuses a batch those position_ids pack (fa3nn_attention_forward) instead of running it
+    unpacked. Without a cache transformers finds the packing itself and the mask brings it (the layout), so this is for
+    calls with a cache. The position_ids are read by name or position; an inner call without them keeps the outer
+    call's; each call's end restores what was there before (after the outermost: nothing), even when it raises.
+    Only refuses, never uses them: under activation checkpointing a layer's recompute runs in the backward."""
 
     def __init__(self):
         self.position_ids = None
+        self._outer: list = []
 
-    def __call__(self, module, args, kwargs):
-        self.position_ids = kwargs.get("position_ids")
+    def before(self, module, args, kwargs):
+        found = _argument(module, "position_ids", args, kwargs)
+        self._outer.append(self.position_ids)
+        if found is not None or len(self._outer) == 1:
+            self.position_ids = found
+
+    def after(self, module, args, kwargs, output):
+        if self._outer:
+            self.position_ids = self._outer.pop()
+
+
+def _argument(module: nn.Module, name: str, args: tuple, kwargs: dict):
+    """A forward argument by name, given by keyword or by position."""
+    if name in kwargs:
+        return kwargs[name]
+    names = _forward_parameters(type(module))
+    return args[names.index(name)] if name in names and names.index(name) < len(args) else None
+
+
+@functools.cache
+def _forward_parameters(cls: type) -> tuple[str, ...]:
+    try:
+        return tuple(inspect.signature(cls.forward).parameters)[1:]  # without self
+    except (TypeError, ValueError):
+        return ()
 
 
 def _unsupported(model: nn.Module, why: str) -> UnsupportedModel:
@@ -462,7 +492,10 @@ def patch_hf(
                                      layer_idx=position if layer_idx is None else layer_idx)
         layer.add_module(LAYER_ATTRIBUTE, attention.to(device) if device is not None else attention)
         setattr(layer, WATCH_ATTRIBUTE, watch)
-    model._fa3nn_watch_hook = model.register_forward_pre_hook(watch, with_kwargs=True)
+    watched = [model] + ([model.base_model] if getattr(model, "base_model", model) is not model else [])
+    model._fa3nn_watch_hooks = [hook for m in watched for hook in (
+        m.register_forward_pre_hook(watch.before, with_kwargs=True),
+        m.register_forward_hook(watch.after, with_kwargs=True, always_call=True))]
     model._fa3nn_previous = previous
     return model
 
@@ -522,6 +555,7 @@ def unpatch_hf(model: nn.Module | None = None):
         if LAYER_ATTRIBUTE in layer._modules:
             del layer._modules[LAYER_ATTRIBUTE]
         layer.__dict__.pop(WATCH_ATTRIBUTE, None)
-    model._fa3nn_watch_hook.remove()
-    del model._fa3nn_previous, model._fa3nn_watch_hook
+    for hook in model._fa3nn_watch_hooks:
+        hook.remove()
+    del model._fa3nn_previous, model._fa3nn_watch_hooks
     return model
