@@ -14,11 +14,4 @@ stamp tests
 timeout 150 python scripts/fa3_compat_bench.py --json "$out/fa3_compat.json" > "$out/fa3_compat.log" 2>&1
 echo "bench rc $?"; tail -n 30 "$out/fa3_compat.log"
 stamp bench
-for window in "" "--window 1024"; do
-    name=varlen_softcap${window:+_w1024}
-    # shellcheck disable=SC2086
-    timeout 150 python scripts/bwd_varlen_ab.py --headdims 64 128 256 --varlen-cases 2048 mixed --softcap 30 $window \
-        --json "$out/$name.json" > "$out/$name.log" 2>&1
-    echo "$name rc $?"; sed -n '/^| d | lengths/,$p' "$out/$name.log"; grep -E "Error" "$out/$name.log" | head -n 3
-    stamp "$name"
-done
+bash "$(dirname "$0")/gpu_session_s33c.sh"  # the varlen softcap A/B, into the same $OUT
