@@ -824,3 +824,41 @@ def test_sub_model_the_setter_skips_is_refused_and_nothing_changes():
     assert after == before and not hasattr(model, "_fa3nn_previous")
     with torch.no_grad():
         assert torch.equal(model(pixel_values=pixels, decoder_input_ids=ids).logits, ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["packed", "left padding", "images"])
+def test_patched_on_the_gpu(case):
+    """patch_hf on CUDA in bf16 through auto's backends: transformers' masks read on the GPU (the layout's vmapped
+    mask functions over CUDA tensors), packed position_ids without a cache, left padding, Gemma 3's image blocks.
+    Logits of the real tokens by the error-ratio rule: the bf16 model patched against eager in float64, eager's own
+    bf16 model as the yardstick (the same weights)."""
+    cuda = torch.device("cuda")
+    torch.manual_seed(0)
+    model = (_gemma3_vlm() if case == "images" else _model("llama")).to(cuda)
+    ids = torch.randint(4, VOCAB - 4, (2, 2 * SEQLEN), device=cuda)
+    real = torch.ones_like(ids, dtype=torch.bool)
+    inputs = dict(input_ids=ids, use_cache=False)
+    if case == "packed":
+        inputs["position_ids"] = torch.cat([torch.arange(n, device=cuda) for n in (7, 13, 12)])[None].expand(2, -1)
+    elif case == "left padding":
+        real[1, :9] = False
+        inputs["attention_mask"] = real.long()
+    else:
+        ids[0, 5:9] = ids[1, 20:24] = VOCAB - 1
+        inputs.update(token_type_ids=(ids == VOCAB - 1).long(), pixel_values=torch.randn(2, 3, 16, 16, device=cuda))
+
+    def logits(m, dtype):
+        with torch.no_grad():
+            batch = {n: x.to(dtype) if torch.is_tensor(x) and x.is_floating_point() else x for n, x in inputs.items()}
+            return m.to(dtype)(**batch).logits.double()[real]
+
+    def per_row(m, dtype):  # under padding: each row's real tokens alone (eager's float64 padded rows turn to NaN)
+        with torch.no_grad():
+            m = m.to(dtype)
+            return torch.cat([m(ids[r:r + 1, real[r]]).logits[0].double() for r in range(2)])
+
+    reference = per_row if case == "left padding" else logits
+    ref, eager_bf16 = reference(copy.deepcopy(model), torch.float64), reference(copy.deepcopy(model), torch.bfloat16)
+    actual = logits(fa3nn.patch_hf(model), torch.bfloat16)
+    assert_error_ratio(actual, ref, eager_bf16, f"{case}: logits (bf16 model, eager bf16 as the yardstick)")

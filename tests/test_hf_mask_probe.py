@@ -259,3 +259,44 @@ def test_calls_equal_attention_under_the_mask(case):
     expected_grads = torch.autograd.grad((expected * weights).sum(), (q, k, v))
     for actual, wanted in zip(grads, expected_grads):
         torch.testing.assert_close(actual, wanted, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["image blocks", "image blocks, sliding", "packed", "bidirectional window",
+                                  "bidirectional packed", "chunked, left padding", "image blocks, left padding"])
+def test_calls_on_the_gpu(case):
+    """The same calls on CUDA in bf16 through auto's backends (never run on a GPU before this test): the layout's
+    checks and packing on CUDA tensors, the packed call and the blocks' second call, forward and gradients by the
+    error-ratio rule against softmax attention under the dense mask (float64 truth; the same computed in bf16, as FlashAttention's
+    tests do, as the yardstick)."""
+    from fa3nn.integrations.hf import fa3nn_attention_forward
+    from fa3nn.testing import assert_error_ratio
+
+    mask_function, padding, pattern, window, chunk = CASES[case]
+    cuda = torch.device("cuda")
+    real = (torch.ones(BATCH, SEQLEN, dtype=torch.bool) if padding is None else padding).to(cuda)
+    layout = _layout(case).to(cuda)  # read on the CPU (the builders here hold CPU tensors); tests/test_hf.py reads
+    # transformers' own masks on the GPU
+    q, k, v = (torch.randn(BATCH, h, SEQLEN, 64, device=cuda).to(torch.bfloat16).requires_grad_()
+               for h in (4, 2, 2))
+    module = torch.nn.Module()
+    module.is_causal = True
+    module.config, module.layer_idx = SimpleNamespace(attention_chunk_size=chunk or None,
+                                                      layer_types=["chunked_attention"]), 0
+    out, _ = fa3nn_attention_forward(module, q, k, v, layout, scaling=0.125, sliding_window=window)
+    allowed = (dense(mask_function).to(cuda) & real[:, None, :])[:, None]
+    weights = torch.randn(out.shape, device=cuda, dtype=torch.float64) * real[..., None, None]
+
+    def oracle(dtype):
+        leaves = [x.detach().to(dtype).requires_grad_() for x in (q, k, v)]
+        scores = torch.einsum("bhqd,bhkd->bhqk", leaves[0], leaves[1].repeat_interleave(2, dim=1)) * 0.125
+        probs = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1).nan_to_num(0.0)
+        o = torch.einsum("bhqk,bhkd->bqhd", probs, leaves[2].repeat_interleave(2, dim=1))
+        return o, torch.autograd.grad((o.double() * weights).sum(), leaves)
+
+    grads = torch.autograd.grad((out.double() * weights).sum(), (q, k, v))
+    (ref, ref_grads), (pt, pt_grads) = oracle(torch.float64), oracle(torch.bfloat16)
+    assert_error_ratio(out[real].double(), ref[real], pt[real].double(), f"{case}: out")
+    for name, g, r, p in zip("qkv", grads, ref_grads, pt_grads):
+        assert_error_ratio(g.double(), r, p.double(), f"{case}: d{name}")
+
