@@ -267,8 +267,8 @@ def test_calls_equal_attention_under_the_mask(case):
 def test_calls_on_the_gpu(case):
     """The same calls on CUDA in bf16 through auto's backends (never run on a GPU before this test): the layout's
     checks and packing on CUDA tensors, the packed call and the blocks' second call, forward and gradients by the
-    error-ratio rule against softmax attention under the dense mask (float64 truth; the same computed in bf16, as FlashAttention's
-    tests do, as the yardstick)."""
+    error-ratio rule against softmax attention under the dense mask (float64 truth; the same computed in bf16, as
+    FlashAttention's tests do, as the yardstick)."""
     from fa3nn.integrations.hf import fa3nn_attention_forward
     from fa3nn.testing import assert_error_ratio
 
