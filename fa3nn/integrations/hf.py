@@ -35,7 +35,7 @@ from torch import nn
 from fa3nn.checks import check_bool
 from fa3nn.dispatch import check_backend_name
 from fa3nn.fp8 import as_recipe
-from fa3nn.integrations.hf_layout import pack_by_layout
+from fa3nn.integrations.hf_layout import blocks_agree, pack_by_layout
 from fa3nn.integrations.hf_mask_probe import mask_layout, pairs
 from fa3nn.integrations.hf_padding import (
     hf_window,
@@ -130,23 +130,56 @@ def fa3nn_padding_mask(
     With a cache and several queries (a prefill into a fixed-size cache) such a mask cannot be read that way: one
     that lets a query see a later position is refused here. transformers passes everything by keyword; 4.5x sends
     `cache_position`, 5.x `q_length` / `q_offset` / `device`."""
-    if attention_mask is not None and attention_mask.dtype == torch.int32 and attention_mask.dim() == 3:
+    if _is_layout(attention_mask):
         return attention_mask  # a layout this function made already (4.5x's generation builds masks in advance)
     padding = None
     if attention_mask is not None:
         _check_padding_mask(attention_mask)
         padding = attention_mask[:, -kv_length:].bool()  # sliding-window caches keep only the last keys
+    slots = kv_length
+    if mask_function is not None and (padding is None or padding.shape[1] == kv_length):
+        filled = _filled_slots(mask_function, batch_size, kv_length, kwargs, padding)
+        if filled is not None:  # a static cache's empty slots: the keys end at the last query
+            padding = (torch.ones(batch_size, filled, dtype=torch.bool, device=_device(padding, kwargs))
+                       if padding is None else padding[:, :filled])
+            kv_length = filled
     queries_are_keys = _queries_are_keys(kv_length, padding, kwargs)
     if mask_function is not None and not queries_are_keys and _chunked(kwargs):
         return _chunk_keys(mask_function, batch_size, kv_length, padding, kwargs)
     if not allow_is_causal_skip and mask_function is not None:
-        device = kwargs.get("device") or (padding if padding is not None else kwargs["cache_position"]).device
+        device = _device(padding, kwargs)
         if queries_are_keys:
             return mask_layout(mask_function, batch_size, kv_length, padding, device)
         _refuse_later_positions(mask_function, batch_size, kv_length, kwargs, device)
-    if padding is None or (padding.shape[1] == kv_length and bool(padding.all())):
-        return None
+    if padding is None or (padding.shape[1] == slots and bool(padding.all())):
+        return None  # (a padding mask shorter than the slots is kept: it cuts off the empty ones)
     return padding
+
+
+def _is_layout(mask) -> bool:
+    """fa3nn_padding_mask's layout (hf_mask_probe.mask_layout): int32, (rows, batch, seqlen)."""
+    return mask is not None and mask.dtype == torch.int32 and mask.dim() == 3
+
+
+def _device(padding, kwargs: dict):
+    return kwargs.get("device") or (padding if padding is not None else kwargs["cache_position"]).device
+
+
+def _filled_slots(mask_function, batch_size: int, kv_length: int, kwargs: dict, padding) -> int | None:
+    """A causal mask over a cache allocated ahead (static caches: kv_length slots, keys from position 0): how many
+    slots hold tokens, i.e. up to the last query; None where every slot may (or the keys do not start at 0, or the
+    mask is bidirectional: cross-attention's keys are the encoder's). Without it the empty slots were attended
+    (bottom-right alignment put the queries at the cache's end). One host read, only with a cache of more slots than
+    queries; under a compiled static-cache decode a graph break per step."""
+    q_length = kwargs.get("q_length") if kwargs.get("cache_position") is None else kwargs["cache_position"].shape[0]
+    if kwargs.get("kv_offset", 0) != 0 or q_length is None or q_length >= kv_length:
+        return None
+    device = _device(padding, kwargs)
+    last = _query_positions(kwargs, device)[-1:]
+    ahead = pairs(mask_function, last[None], (last + 1).clamp(max=kv_length - 1)[None])  # bidirectional: True
+    last_position, bidirectional = torch.stack([last[0].long(), ahead[0, 0].long()]).tolist()
+    filled = last_position + 1
+    return filled if not bidirectional and filled < kv_length else None
 
 
 def _chunked(kwargs: dict) -> bool:
@@ -168,7 +201,7 @@ def _chunk_keys(mask_function, batch_size: int, kv_length: int, padding, kwargs:
     chunk's worth) no longer show fa3nn. For one query (decoding) the keys it sees, read from `mask_function` at
     their positions, become the padding mask (a suffix of the cache: fa3nn's own chunk then spans it); several
     queries after a cache may straddle a chunk's start, which a key mask cannot say: refused."""
-    device = kwargs.get("device") or (padding if padding is not None else kwargs["cache_position"]).device
+    device = _device(padding, kwargs)
     positions = _query_positions(kwargs, device)
     if positions.numel() != 1:
         raise NotImplementedError(
@@ -237,9 +270,9 @@ def _compute_dtype(query, key, value) -> torch.dtype:
 def _refuse_unseen_packing(module: nn.Module, q, k, v) -> None:
     """A layer handed no boundaries, in a model called with position_ids that pack sequences (_PackingWatch)."""
     watch = getattr(module, WATCH_ATTRIBUTE, None)
-    if watch is None or watch.position_ids is None:
-        return
-    if pack_by_position_ids(q, k, v, watch.position_ids) is not None:
+    if watch is None or watch.position_ids is None or not getattr(module, "is_causal", True):
+        return  # (a vision tower's or an encoder's layers: the text's position_ids are not theirs)
+    if watch.position_ids.shape[-1] == q.shape[1] and pack_by_position_ids(q, k, v, watch.position_ids) is not None:
         raise NotImplementedError(
             f"{type(module).__name__} is not handed position_ids by its decoder layer, but the model was called with "
             "position_ids that pack several sequences per row: attention cannot see the packing. Pass "
@@ -282,6 +315,8 @@ def fa3nn_attention_forward(
     is_causal = getattr(module, "is_causal", True) if is_causal is None else bool(is_causal)
     dtype = _compute_dtype(query, key, value)
     q, k, v = (t.transpose(1, 2).to(dtype) for t in (query, key, value))
+    if _is_layout(attention_mask) and k.shape[1] > attention_mask.shape[2]:  # a static cache's empty slots
+        k, v = k[:, :attention_mask.shape[2]], v[:, :attention_mask.shape[2]]
     packed, blocks, is_causal = _boundaries_of_call(module, q, k, v, attention_mask, is_causal, sliding_window,
                                                     attention_chunk, kwargs)
     if blocks is not None and sinks is not None:  # (chunks: refused by pack_by_layout)
@@ -316,9 +351,10 @@ def _boundaries_of_call(module, q, k, v, attention_mask, is_causal: bool, slidin
     """(Packed or None for a dense call, hf_layout.Blocks or None, whether the call is causal) from the boundary
     descriptions transformers hands attention (hf_padding's module docstring, in its order)."""
     explicit = all(kwargs.get(n) is not None for n in EXPLICIT_BOUNDARIES)
-    if attention_mask is not None and attention_mask.dtype == torch.int32 and attention_mask.dim() == 3:
-        if not explicit:  # the caller's cu_seq_lens win over our mask's layout (4.57 reads one sequence per row from
-            # position_ids it made up itself when none were given)
+    if _is_layout(attention_mask):
+        # The caller's cu_seq_lens win over our mask's layout (4.57 reads one sequence per row from position ids it
+        # made up itself when none were given), unless the layout holds bidirectional blocks: then it must agree.
+        if not explicit or blocks_agree(attention_mask, kwargs["cu_seq_lens_q"]):
             return pack_by_layout(q, k, v, attention_mask, is_causal, sliding_window, attention_chunk)
         attention_mask = None
     if attention_mask is not None:
@@ -387,6 +423,15 @@ class _PackingWatch:
     def after(self, module, args, kwargs, output):
         if self._outer:
             self.position_ids = self._outer.pop()
+
+
+def _position_id_holders(model: nn.Module, layers: list[nn.Module]) -> list[nn.Module]:
+    """The model and the modules inside it that take position_ids and hold attention layers (the base model, a VLM's
+    language model: whichever a caller may call directly; decoder layers too, which read them by position or drop
+    them), the layers themselves excepted."""
+    attention = {id(layer) for layer in layers}
+    return [m for m in model.modules() if id(m) not in attention and "position_ids" in _forward_parameters(type(m))
+            and any(id(sub) in attention for sub in m.modules())]
 
 
 def _argument(module: nn.Module, name: str, args: tuple, kwargs: dict):
@@ -492,7 +537,7 @@ def patch_hf(
                                      layer_idx=position if layer_idx is None else layer_idx)
         layer.add_module(LAYER_ATTRIBUTE, attention.to(device) if device is not None else attention)
         setattr(layer, WATCH_ATTRIBUTE, watch)
-    watched = [model] + ([model.base_model] if getattr(model, "base_model", model) is not model else [])
+    watched = _position_id_holders(model, layers)
     model._fa3nn_watch_hooks = [hook for m in watched for hook in (
         m.register_forward_pre_hook(watch.before, with_kwargs=True),
         m.register_forward_hook(watch.after, with_kwargs=True, always_call=True))]

@@ -80,6 +80,27 @@ def pack_by_layout(q, k, v, layout: torch.Tensor, is_causal: bool, sliding_windo
     return (None if bounds is None else _unpad(q, k, v, bounds)), blocks, causal
 
 
+def blocks_agree(layout: torch.Tensor, cu_seqlens: torch.Tensor) -> bool:
+    """With the caller's cu_seq_lens: whether the layout holds bidirectional blocks, which only it can run (False:
+    the caller's boundaries serve alone). Its sequences must then be the caller's (transformers saw the packing in
+    restarting position_ids); blocks beside boundaries it did not see are refused. Once per layout tensor."""
+    def compute():
+        segments, blocks = layout[0], layout[1]
+        if not bool((blocks >= 0).any()):
+            return False
+        real = segments >= 0
+        starts = (real & (segments != _previous_real(segments, real, PADDING))).flatten().nonzero().flatten()
+        bounds = cu_seqlens.to(starts.device).long()
+        if not (bool(real.all()) and starts.numel() == bounds.numel() - 1 and torch.equal(starts, bounds[:-1])):
+            raise NotImplementedError(
+                "cu_seq_lens together with bidirectional blocks (images) that transformers' mask places without "
+                "them: pass position_ids that restart at each sequence as well (DataCollatorWithFlattening's "
+                "default), so that the mask holds both")
+        return True
+
+    return _boundaries.get(layout, ("blocks beside cu_seq_lens",), compute)
+
+
 def _layout_calls(layout: torch.Tensor, device: torch.device, slots: bool, is_causal: bool, sliding_window, chunk
                   ) -> tuple:
     """pack_by_layout's (boundaries or None, Blocks or None, causal), once per layout tensor and layer kind. One host
