@@ -10,7 +10,7 @@ How it plugs in (transformers >= 4.53, where masks are built by `masking_utils`)
   no mask at all for an unknown name, and a padded batch would silently attend to its padding. fa3nn masks causal
   and sliding-window patterns itself, so the mask it needs is the 2D padding mask, or None without padding
   (transformers' FlashAttention-2 semantics); where transformers marks the pattern as more than that (packed
-  position_ids, chunks, custom overlays), segment ids read from its mask function (hf_mask_probe).
+  position_ids, chunks, custom overlays), the layout read from its mask function (hf_mask_probe, hf_layout).
 * transformers passes q/k/v as (batch, nheads, seqlen, headdim) and expects (batch, seqlen, nheads, headdim) back;
   fa3nn takes the latter, so a transpose view (stride 1 in headdim, no copy) is all the layout work. K/V keep their
   nheads_kv heads: GQA never goes through `repeat_kv`.
@@ -174,6 +174,9 @@ def _filled_slots(mask_function, batch_size: int, kv_length: int, kwargs: dict, 
     q_length = kwargs.get("q_length") if kwargs.get("cache_position") is None else kwargs["cache_position"].shape[0]
     if kwargs.get("kv_offset", 0) != 0 or q_length is None or q_length >= kv_length:
         return None
+    q_offset = kwargs.get("q_offset")
+    if isinstance(q_offset, int) and q_offset + q_length >= kv_length:
+        return None  # 5.x's dynamic caches: every slot holds a token, known without a read
     device = _device(padding, kwargs)
     last = _query_positions(kwargs, device)[-1:]
     ahead = pairs(mask_function, last[None], (last + 1).clamp(max=kv_length - 1)[None])  # bidirectional: True
@@ -402,13 +405,14 @@ def _looks_up_interface(cls: type) -> bool:
 
 
 class _PackingWatch:
-    """Forward hooks on a patched model and on its base model that keep the position_ids of the current call, for
-    attention layers that are not handed them (some decoder layers drop them: Llama 4's, Cohere2's in transformers
-    4.57): such a layer refuses a batch those position_ids pack (fa3nn_attention_forward) instead of running it
-    unpacked. Without a cache transformers finds the packing itself and the mask brings it (the layout), so this is for
-    calls with a cache. The position_ids are read by name or position; an inner call without them keeps the outer
-    call's; each call's end restores what was there before (after the outermost: nothing), even when it raises.
-    Only refuses, never uses them: under activation checkpointing a layer's recompute runs in the backward."""
+    """Forward hooks on a patched model and the modules inside it that take position_ids and hold attention layers
+    (_position_id_holders) keep the position_ids of the current call for attention layers that are not handed them
+    (some decoder layers drop them: Llama 4's, Cohere2's in transformers 4.57): such a causal layer refuses a batch
+    those position_ids pack (fa3nn_attention_forward) instead of running it unpacked. Without a cache transformers
+    finds the packing itself and the mask brings it (the layout), so this is for calls with a cache. The position_ids
+    are read by name or position; an inner call without them keeps the outer call's; each call's end restores what
+    was there before (after the outermost: nothing), even when it raises. Only refuses, never uses them: under
+    activation checkpointing a layer's recompute runs in the backward."""
 
     def __init__(self):
         self.position_ids = None
