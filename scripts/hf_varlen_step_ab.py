@@ -1,6 +1,8 @@
 """A Hugging Face training step on padded batches through fa3nn.patch_hf, the native varlen backward against the
 Triton one it replaced (hopper_bwd.refusal patched to refuse varlen again, so dispatch sends it to triton), and SDPA
-(cuDNN / its own padding path) on the same model and batch. patch_hf runs a right-padded attention_mask as slots
+(cuDNN / its own padding path) on the same model and batch; and the batch's real tokens packed into one row, by
+restarting position_ids (fa3nn reads the mask's layout) or cu_seq_lens alone (no mask work), against SDPA's packed
+mask. patch_hf runs a right-padded attention_mask as slots
 (fa3nn.slots: q, k, v as views, three packed sequences per row); fa3nn_unpadded is the same with the gather /
 scatter unpadding it did before (hf_padding.RIGHT_PADDING_AS_SLOTS = False), which left-padded masks still take.
 
@@ -52,6 +54,21 @@ def batch(batch_size: int, seqlen: int):
     return dict(input_ids=ids, attention_mask=mask.long(), labels=labels), int(lengths.sum())
 
 
+def packed(inputs):
+    """The same real tokens flattened into one row: restarting position_ids (transformers reads the packing into the
+    mask, fa3nn's mask function reads it back as a layout), or cu_seq_lens alone (no mask work: the baseline of the
+    layout's cost). No cache, as in training."""
+    mask = inputs["attention_mask"].bool()
+    ids, labels = inputs["input_ids"][mask][None], inputs["labels"][mask][None]
+    lengths = mask.sum(-1)
+    positions = torch.cat([torch.arange(int(n), device=ids.device) for n in lengths])[None]
+    cu = torch.nn.functional.pad(lengths.cumsum(0), (1, 0)).to(torch.int32)
+    common = dict(input_ids=ids, labels=labels, use_cache=False)
+    return (dict(common, position_ids=positions),
+            dict(common, cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=int(lengths.max()),
+                 max_length_k=int(lengths.max())))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
@@ -66,11 +83,13 @@ def main() -> int:
     def triton_refusal(call):
         return "varlen refused for this A/B" if call.varlen else native_refusal(call)
 
-    def step(model, refusal, slots=True):
+    by_positions, by_cu_seqlens = packed(inputs)
+
+    def step(model, refusal, slots=True, call_inputs=inputs):
         def run():
             hopper_bwd.refusal, hf_padding.RIGHT_PADDING_AS_SLOTS = refusal, slots
             try:
-                model(**inputs).loss.backward()
+                model(**call_inputs).loss.backward()
             finally:
                 hopper_bwd.refusal, hf_padding.RIGHT_PADDING_AS_SLOTS = native_refusal, True
             model.zero_grad(set_to_none=True)
@@ -79,7 +98,10 @@ def main() -> int:
     calls = {"sdpa": step(models["sdpa"], native_refusal),
              "fa3nn_native_varlen_bwd": step(models["fa3nn"], native_refusal),
              "fa3nn_unpadded": step(models["fa3nn"], native_refusal, slots=False),
-             "fa3nn_triton_varlen_bwd": step(models["fa3nn"], triton_refusal)}
+             "fa3nn_triton_varlen_bwd": step(models["fa3nn"], triton_refusal),
+             "sdpa_packed_position_ids": step(models["sdpa"], native_refusal, call_inputs=by_positions),
+             "fa3nn_packed_position_ids": step(models["fa3nn"], native_refusal, call_inputs=by_positions),
+             "fa3nn_packed_cu_seqlens": step(models["fa3nn"], native_refusal, call_inputs=by_cu_seqlens)}
     samples = {m: [] for m in calls}
     for _ in range(args.rounds):
         for m, c in calls.items():
