@@ -103,8 +103,8 @@ def blocks_agree(layout: torch.Tensor, cu_seqlens: torch.Tensor) -> bool:
 
 def _layout_calls(layout: torch.Tensor, device: torch.device, slots: bool, is_causal: bool, sliding_window, chunk
                   ) -> tuple:
-    """pack_by_layout's (boundaries or None, Blocks or None, causal), once per layout tensor and layer kind. One host
-    read for the common answers; packing and blocks read their positions besides."""
+    """pack_by_layout's (boundaries or None, Blocks or None, causal), once per layout tensor and layer kind. Two host
+    reads (the common answers, then the recorded pairs' check); packing and blocks read their positions besides."""
     segments, blocks = layout[0], layout[1]
     seqlen = segments.shape[1]
     real = segments >= 0
@@ -112,16 +112,15 @@ def _layout_calls(layout: torch.Tensor, device: torch.device, slots: bool, is_ca
     bidirectional = (blocks == BIDIRECTIONAL).any()
     # a hole: padding inside one sequence (its next real token continues the sequence before it)
     inside = holes(real) & (_next_real(segments, real, PADDING) == _previous_real_at(segments, real))
-    # The recorded pairs against the call this layer would make: causal (as flagged) or not (a bidirectional mask
-    # decides), both predicted so that one host read serves every answer.
-    mismatch_if = {c: _witness_mismatch(layout, real, starts, c, hf_window(c, sliding_window, seqlen), chunk)
-                   for c in ((True, False) if is_causal else (False,))}
     causal_if_so = torch.tensor(is_causal, device=segments.device) & ~bidirectional
-    mismatch = torch.where(causal_if_so, mismatch_if[True], mismatch_if[False]) if is_causal else mismatch_if[False]
-    custom, all_real, one_per_row, any_block, causal, any_hole, any_mismatch = torch.stack([
+    custom, all_real, one_per_row, any_block, causal, any_hole = torch.stack([
         (segments == CUSTOM).any(), real.all(), (starts.sum(-1) <= 1).all(), (blocks >= 0).any(), causal_if_so,
-        inside.any(), mismatch.any(),
+        inside.any(),
     ]).tolist()
+    # The recorded pairs against the call this layer makes (a second host read: predicting both the causal and the
+    # non-causal call to save it cost ~100 more small ops, more than the read, s36a)
+    mismatch = _witness_mismatch(layout, real, starts, causal, hf_window(causal, sliding_window, seqlen), chunk)
+    any_mismatch = bool(mismatch.any())
     if custom:
         raise NotImplementedError(CUSTOM_MESSAGE)
     if any_block and chunk:

@@ -81,12 +81,14 @@ def mask_layout(mask_function: Callable, batch_size: int, seqlen: int, padding: 
     previous = torch.cat([torch.full_like(previous[:, :1], -1), previous[:, :-1]], dim=1)
     has_previous = real & (previous >= 0)
     distances = witness_distances(seqlen)
-    # One vmapped evaluation of every pair: the neighbours both ways, then each token with the tokens d back / ahead.
-    q_idx = [positions, previous.clamp(min=0)] + [positions] * (2 * len(distances))
-    kv_idx = [previous.clamp(min=0), positions] + [(positions - d).clamp(min=0) for d in distances] + [
-        (positions + d).clamp(max=seqlen - 1) for d in distances]
-    seen = pairs(mask_function, torch.cat(q_idx, dim=1), torch.cat(kv_idx, dim=1)).view(
-        batch_size, len(q_idx), seqlen).transpose(0, 1)
+    # One vmapped evaluation of every pair: the neighbours both ways, then each token with the tokens d back / ahead
+    # (every distance in one tensor: each op here is a kernel launch on the GPU, s36a).
+    offsets = torch.tensor([-d for d in distances] + distances, device=device)
+    targets = positions[:, None, :] + offsets[None, :, None]  # (batch, 2 n, seqlen)
+    prev = previous.clamp(min=0)
+    q_idx = torch.cat([positions, prev, positions.repeat(1, len(offsets))], dim=1)
+    kv_idx = torch.cat([prev, positions, targets.clamp(0, seqlen - 1).flatten(1)], dim=1)
+    seen = pairs(mask_function, q_idx, kv_idx).view(batch_size, 2 + len(offsets), seqlen).transpose(0, 1)
     sees_prev, sees_next, witnesses = seen[0], seen[1], seen[2:]
     # A segment starts at a row's first real token and where the previous real key is not visible.
     starts = real & (~has_previous | ~sees_prev)
@@ -100,7 +102,7 @@ def mask_layout(mask_function: Callable, batch_size: int, seqlen: int, padding: 
     block_start = in_block & ~linked
     blocks = torch.where(in_block, block_start.flatten().cumsum(0).view_as(block_start) - 1, NO_BLOCK)
     blocks = torch.where(real & bidirectional, BIDIRECTIONAL, blocks)
-    in_range = torch.cat([positions - d >= 0 for d in distances] + [positions + d < seqlen for d in distances])
-    witnesses = torch.where(in_range.view_as(witnesses), witnesses.to(torch.int32), -1)
+    in_range = ((targets >= 0) & (targets < seqlen)).transpose(0, 1)
+    witnesses = torch.where(in_range, witnesses.to(torch.int32), -1)
     return torch.cat([torch.where(custom, CUSTOM, ids).to(torch.int32)[None], blocks.to(torch.int32)[None],
                       witnesses])
