@@ -92,12 +92,19 @@ MODEL_CLASSES = {
 FAMILIES = tuple(MODEL_CLASSES)
 
 
-def _model(family: str):
-    model = getattr(transformers, MODEL_CLASSES[family])(_config(family)).eval()
-    with torch.no_grad():  # random init is small; widen it so attention is far from uniform and softcap bites
+def _widen(model, projections=("q_proj.weight", "k_proj.weight")):
+    """Random init is small: q / k projections x 4, so that attention is far from uniform and softcap bites."""
+    with torch.no_grad():
         for name, param in model.named_parameters():
-            if name.endswith(("q_proj.weight", "k_proj.weight")):
+            if name.endswith(projections):
                 param.mul_(4.0)
+    return model
+
+
+def _model(family: str):
+    model = _widen(getattr(transformers, MODEL_CLASSES[family])(_config(family)).eval())
+    with torch.no_grad():
+        for name, param in model.named_parameters():
             if name.endswith("sinks"):  # gpt-oss: sinks of the size of the scores, so that they matter
                 param.copy_(torch.randn(param.shape, generator=torch.Generator().manual_seed(3)) * 2)
     return model
@@ -204,10 +211,7 @@ def test_models_keeping_their_scale_elsewhere(name):
         with torch.no_grad(), pytest.raises(refusal[0], match=refusal[1]):
             fa3nn.patch_hf(model)(input_ids=ids, attention_mask=torch.ones_like(ids))
         return
-    with torch.no_grad():
-        for pname, param in model.named_parameters():
-            if pname.endswith(("q_proj.weight", "k_proj.weight", "Wqkv.weight")):
-                param.mul_(4.0)
+    _widen(model, ("q_proj.weight", "k_proj.weight", "Wqkv.weight"))
     ids = torch.randint(4, VOCAB, (2, SEQLEN))
     inputs = dict(input_ids=ids)
     real = torch.ones_like(ids, dtype=torch.bool)
@@ -247,11 +251,7 @@ def _bart():
         forced_eos_token_id=None,
     )
     model = transformers.BartForConditionalGeneration(config).eval()
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if name.endswith(("q_proj.weight", "k_proj.weight")):
-                param.mul_(4.0)
-    return model
+    return _widen(model)
 
 
 def _source_batch():
@@ -567,11 +567,7 @@ def _gemma3_vlm():
                                        image_token_index=VOCAB - 1, boi_token_index=VOCAB - 2,
                                        eoi_token_index=VOCAB - 3, attn_implementation="eager")
     model = transformers.Gemma3ForConditionalGeneration(config).eval()
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if name.endswith(("q_proj.weight", "k_proj.weight")):
-                param.mul_(4.0)
-    return model
+    return _widen(model)
 
 
 @pytest.mark.parametrize("padded", [False, True])

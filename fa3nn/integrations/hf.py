@@ -171,7 +171,7 @@ def _filled_slots(mask_function, batch_size: int, kv_length: int, kwargs: dict, 
     mask is bidirectional: cross-attention's keys are the encoder's). Without it the empty slots were attended
     (bottom-right alignment put the queries at the cache's end). One host read, only with a cache of more slots than
     queries; under a compiled static-cache decode a graph break per step."""
-    q_length = kwargs.get("q_length") if kwargs.get("cache_position") is None else kwargs["cache_position"].shape[0]
+    q_length = _query_count(kwargs)
     if kwargs.get("kv_offset", 0) != 0 or q_length is None or q_length >= kv_length:
         return None
     q_offset = kwargs.get("q_offset")
@@ -238,15 +238,16 @@ def _queries_are_keys(kv_length: int, padding: torch.Tensor | None, kwargs: dict
     """No cache in this mask: as many queries as keys, both from position 0."""
     if padding is not None and padding.shape[1] != kv_length:
         return False
-    cache_position = kwargs.get("cache_position")
-    if cache_position is not None:  # transformers 4.5x
-        q_length, q_offset = cache_position.shape[0], None
-    else:
-        q_length, q_offset = kwargs.get("q_length"), kwargs.get("q_offset", 0)
-    if q_length != kv_length or kwargs.get("kv_offset", 0) != 0:
+    if _query_count(kwargs) != kv_length or kwargs.get("kv_offset", 0) != 0:
         return False
-    # 4.5x: as many query positions as keys from kv_offset 0 are positions 0.., no read needed
-    return q_offset is None or q_offset == 0
+    # 4.5x (cache_position): as many query positions as keys from kv_offset 0 are positions 0.., no read needed
+    return kwargs.get("cache_position") is not None or kwargs.get("q_offset", 0) == 0
+
+
+def _query_count(kwargs: dict) -> int | None:
+    """The mask's number of queries: 4.5x sends cache_position, 5.x q_length."""
+    cache_position = kwargs.get("cache_position")
+    return kwargs.get("q_length") if cache_position is None else cache_position.shape[0]
 
 
 def _attention_chunk(module: nn.Module) -> int:

@@ -17,7 +17,15 @@ from dataclasses import dataclass
 
 import torch
 
-from fa3nn.integrations.hf_mask_probe import BIDIRECTIONAL, CUSTOM, NO_BLOCK, PADDING, witness_distances
+from fa3nn.integrations.hf_mask_probe import (
+    BIDIRECTIONAL,
+    CUSTOM,
+    NO_BLOCK,
+    PADDING,
+    latest_real,
+    previous_real,
+    witness_distances,
+)
 from fa3nn.integrations.hf_padding import (
     HOLES_MESSAGE,
     RIGHT_PADDING_AS_SLOTS,
@@ -27,6 +35,7 @@ from fa3nn.integrations.hf_padding import (
     _key_mask_boundaries,
     _mask_boundaries,
     _unpad,
+    cu_from_starts,
     hf_window,
     holes,
 )
@@ -89,7 +98,7 @@ def blocks_agree(layout: torch.Tensor, cu_seqlens: torch.Tensor) -> bool:
         if not bool((blocks >= 0).any()):
             return False
         real = segments >= 0
-        starts = (real & (segments != _previous_real(segments, real, PADDING))).flatten().nonzero().flatten()
+        starts = _segment_starts(segments, real).flatten().nonzero().flatten()
         bounds = cu_seqlens.to(starts.device).long()
         if not (bool(real.all()) and starts.numel() == bounds.numel() - 1 and torch.equal(starts, bounds[:-1])):
             raise NotImplementedError(
@@ -108,10 +117,10 @@ def _layout_calls(layout: torch.Tensor, device: torch.device, slots: bool, is_ca
     segments, blocks = layout[0], layout[1]
     seqlen = segments.shape[1]
     real = segments >= 0
-    starts = real & (segments != _previous_real(segments, real, PADDING))
+    starts = _segment_starts(segments, real)
     bidirectional = (blocks == BIDIRECTIONAL).any()
     # a hole: padding inside one sequence (its next real token continues the sequence before it)
-    inside = holes(real) & (_next_real(segments, real, PADDING) == _previous_real_at(segments, real))
+    inside = holes(real) & (_next_real(segments, real, PADDING) == _at(segments, latest_real(real), PADDING))
     causal_if_so = torch.tensor(is_causal, device=segments.device) & ~bidirectional
     custom, all_real, one_per_row, any_block, causal, any_hole = torch.stack([
         (segments == CUSTOM).any(), real.all(), (starts.sum(-1) <= 1).all(), (blocks >= 0).any(), causal_if_so,
@@ -145,12 +154,14 @@ def _layout_calls(layout: torch.Tensor, device: torch.device, slots: bool, is_ca
     return bounds, (_block_sequences(layout, real, starts, device) if any_block else None), causal
 
 
-def _previous_real(values: torch.Tensor, real: torch.Tensor, missing) -> torch.Tensor:
-    """values at each token's previous real token (missing for a row's first)."""
-    positions = torch.arange(values.shape[1], device=values.device).expand_as(values)
-    previous = torch.where(real, positions, -1).cummax(-1).values
-    previous = torch.cat([torch.full_like(previous[:, :1], -1), previous[:, :-1]], dim=1)
-    return torch.where(previous >= 0, values.gather(1, previous.clamp(min=0)), missing)
+def _at(values: torch.Tensor, index: torch.Tensor, missing) -> torch.Tensor:
+    """values at each row's positions `index` (missing where -1)."""
+    return torch.where(index >= 0, values.gather(1, index.clamp(min=0)), missing)
+
+
+def _segment_starts(segments: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+    """Real tokens whose previous real token is in another segment (or that have none)."""
+    return real & (segments != _at(segments, previous_real(real), PADDING))
 
 
 def _witness_mismatch(layout, real, starts, causal: bool, window: tuple[int, int], chunk: int) -> torch.Tensor:
@@ -199,26 +210,16 @@ WITNESS_MESSAGE = (
     "attn_implementation='sdpa' or 'eager' for such inputs")
 
 
-def _previous_real_at(values: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
-    """values at each token's latest real token at or before it (PADDING before the first)."""
-    positions = torch.arange(values.shape[1], device=values.device).expand_as(values)
-    latest = torch.where(real, positions, -1).cummax(-1).values
-    return torch.where(latest >= 0, values.gather(1, latest.clamp(min=0)), PADDING)
-
-
 def _next_real(values: torch.Tensor, real: torch.Tensor, missing) -> torch.Tensor:
     """values at each token's next real token (missing for a row's last)."""
-    flipped = _previous_real(values.flip(-1), real.flip(-1), missing)
-    return flipped.flip(-1)
+    return _at(values.flip(-1), previous_real(real.flip(-1)), missing).flip(-1)
 
 
 def _segment_boundaries(real: torch.Tensor, starts: torch.Tensor, all_real: bool, device: torch.device) -> tuple:
     """hf_padding._mask_boundaries' tuple for several sequences in a row: the real tokens, gathered unless all are."""
     rows = None if all_real else real.flatten().nonzero().flatten()
     kept_starts = starts.flatten() if rows is None else starts.flatten().index_select(0, rows)
-    total = torch.tensor([kept_starts.numel()], dtype=torch.int32, device=starts.device)
-    cu_seqlens = torch.cat([kept_starts.nonzero().flatten().to(torch.int32), total]).to(device)
-    longest_run = int(cu_seqlens.diff().max())
+    cu_seqlens, longest_run = cu_from_starts(kept_starts, device)
     return rows, rows, cu_seqlens, cu_seqlens, longest_run, longest_run
 
 

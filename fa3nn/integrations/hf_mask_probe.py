@@ -65,6 +65,18 @@ def _scatter_to_previous(flags: torch.Tensor, previous: torch.Tensor) -> torch.T
     return out[:, :-1] > 0
 
 
+def latest_real(real: torch.Tensor) -> torch.Tensor:
+    """(batch, seqlen) long: the position of each token's latest real token at or before it (-1 before the first)."""
+    positions = torch.arange(real.shape[1], device=real.device).expand_as(real)
+    return torch.where(real, positions, -1).cummax(-1).values
+
+
+def previous_real(real: torch.Tensor) -> torch.Tensor:
+    """(batch, seqlen) long: the position of each token's previous real token (-1 for none)."""
+    latest = latest_real(real)
+    return torch.cat([torch.full_like(latest[:, :1], -1), latest[:, :-1]], dim=1)
+
+
 def witness_distances(seqlen: int) -> list[int]:
     """The distances 1, 2, 4, ... below seqlen at which mask_layout records what each query sees, back and ahead."""
     return [1 << j for j in range(max(seqlen - 1, 1).bit_length())]
@@ -76,9 +88,7 @@ def mask_layout(mask_function: Callable, batch_size: int, seqlen: int, padding: 
     (no cache); `padding` (batch, seqlen) bool is True on real tokens, or None."""
     real = torch.ones(batch_size, seqlen, dtype=torch.bool, device=device) if padding is None else padding.bool()
     positions = torch.arange(seqlen, device=device).expand(batch_size, seqlen)
-    # Each token's neighbour is the previous real token (padding holes skipped; -1 for a row's first).
-    previous = torch.where(real, positions, -1).cummax(-1).values
-    previous = torch.cat([torch.full_like(previous[:, :1], -1), previous[:, :-1]], dim=1)
+    previous = previous_real(real)  # each token's neighbour (padding holes skipped)
     has_previous = real & (previous >= 0)
     distances = witness_distances(seqlen)
     # One vmapped evaluation of every pair: the neighbours both ways, then each token with the tokens d back / ahead

@@ -226,7 +226,12 @@ def _position_boundaries(position_ids: torch.Tensor) -> tuple[torch.Tensor, int]
     starts = sequence_starts(position_ids)
     if int(starts.sum()) == batch:
         return None
-    start_rows = starts.flatten().nonzero().flatten().to(torch.int32)
-    total = torch.tensor([batch * seqlen], dtype=torch.int32, device=position_ids.device)
-    cu_seqlens = torch.cat([start_rows, total])
+    return cu_from_starts(starts.flatten(), position_ids.device)
+
+
+def cu_from_starts(flat_starts: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, int]:
+    """cu_seqlens (int32, on `device`) and the longest sequence from flags of sequence starts over flattened tokens
+    (host reads)."""
+    total = torch.tensor([flat_starts.numel()], dtype=torch.int32, device=flat_starts.device)
+    cu_seqlens = torch.cat([flat_starts.nonzero().flatten().to(torch.int32), total]).to(device)
     return cu_seqlens, int(cu_seqlens.diff().max())
