@@ -18,6 +18,7 @@ transformers = pytest.importorskip("transformers")
 
 import fa3nn  # noqa: E402
 from fa3nn.integrations.hf import ATTN_IMPLEMENTATION, LAYER_ATTRIBUTE, UnsupportedModel  # noqa: E402
+from fa3nn.integrations import hf_mask_probe  # noqa: E402
 from fa3nn.testing import assert_error_ratio  # noqa: E402
 
 VOCAB, SEQLEN, WINDOW = 96, 16, 6
@@ -425,7 +426,7 @@ def test_packing_a_layer_cannot_see_is_refused(monkeypatch):
 
 @pytest.mark.parametrize("how", ["patched", "by_name"])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_packing_seen_by_the_mask_equals_per_sequence(family, how):
+def test_packing_seen_by_the_mask_equals_per_sequence(family, how, monkeypatch):
     """Packing given by position_ids alone, without a cache (training: transformers looks for packing only then),
     reaches attention through the mask as segment ids, in every family, patched or registered by name (no patch_hf,
     so no packing watch). Llama 4's decoder layers and Cohere2's before transformers 5 do not hand position_ids to
@@ -448,6 +449,8 @@ def test_packing_seen_by_the_mask_equals_per_sequence(family, how):
     ids = torch.cat(sequences, dim=1)
     packing = dict(position_ids=torch.cat([torch.arange(n) for n in lengths]).unsqueeze(0), use_cache=False)
     rows_chunks = family == "llama4" and int(transformers.__version__.split(".")[0]) < 5
+    calls = []  # how the mask function was evaluated: broadcast where transformers 5 says it may be (use_vmap=False)
+    monkeypatch.setattr(hf_mask_probe, "pairs", _recording(hf_mask_probe.pairs, calls))
 
     def reference(dtype):
         if rows_chunks:
@@ -460,6 +463,15 @@ def test_packing_seen_by_the_mask_equals_per_sequence(family, how):
         unpacked = model.double()(ids, use_cache=False).logits
     assert_error_ratio(actual, ref, pt, f"{family} {how}, packed")
     assert (unpacked[:, lengths[0]:] - ref[:, lengths[0]:]).abs().max() > 1e-3  # the packing mattered
+    assert bool(calls) == (family != "gpt_oss")  # (gpt-oss's masks are not handed position_ids)
+    assert all(index_based == (int(transformers.__version__.split(".")[0]) >= 5) for index_based in calls)
+
+
+def _recording(pairs, calls: list):
+    def recorded(mask_function, q_idx, kv_idx, index_based=False):
+        calls.append(index_based)
+        return pairs(mask_function, q_idx, kv_idx, index_based)
+    return recorded
 
 
 def _create_causal_mask(config, embeds, **kwargs):

@@ -116,17 +116,19 @@ CASES = {  # name: (mask function, padding, the layer's own pattern, its sliding
 CPU = torch.device("cpu")
 
 
-def _layout(case):
+def _layout(case, index_based=False):
     mask_function, padding, _, _, _ = CASES[case]
-    return mask_layout(mask_function, BATCH, SEQLEN, padding, CPU)
+    return mask_layout(mask_function, BATCH, SEQLEN, padding, CPU, index_based)
 
 
+@pytest.mark.parametrize("index_based", [False, True], ids=["vmapped", "broadcast"])
 @pytest.mark.parametrize("case", CASES)
-def test_layout_reproduces_the_mask(case):
+def test_layout_reproduces_the_mask(case, index_based):
     """Wherever a query is a real token, the mask fa3nn runs from the layout is the mask function's own, and the
-    layout passes its own check for the layer's window and chunk."""
+    layout passes its own check for the layer's window and chunk; the mask function vmapped or called once on
+    broadcast index tensors (transformers 5's use_vmap=False)."""
     mask_function, padding, pattern, window, chunk = CASES[case]
-    layout = _layout(case)
+    layout = _layout(case, index_based)
     assert layout.dtype == torch.int32 and layout.shape == (2 + 2 * len(witness_distances(SEQLEN)), BATCH, SEQLEN)
     real = torch.ones(BATCH, SEQLEN, dtype=torch.bool) if padding is None else padding
     assert torch.equal(layout[0] < 0, ~real) and not (layout[0] == CUSTOM).any()

@@ -149,7 +149,7 @@ def fa3nn_padding_mask(
     if not allow_is_causal_skip and mask_function is not None:
         device = _device(padding, kwargs)
         if queries_are_keys:
-            return mask_layout(mask_function, batch_size, kv_length, padding, device)
+            return mask_layout(mask_function, batch_size, kv_length, padding, device, _index_based(kwargs))
         _refuse_later_positions(mask_function, batch_size, kv_length, kwargs, device)
     if padding is None or (padding.shape[1] == slots and bool(padding.all())):
         return None  # (a padding mask shorter than the slots is kept: it cuts off the empty ones)
@@ -179,10 +179,16 @@ def _filled_slots(mask_function, batch_size: int, kv_length: int, kwargs: dict, 
         return None  # 5.x's dynamic caches: every slot holds a token, known without a read
     device = _device(padding, kwargs)
     last = _query_positions(kwargs, device)[-1:]
-    ahead = pairs(mask_function, last[None], (last + 1).clamp(max=kv_length - 1)[None])  # bidirectional: True
+    ahead = pairs(mask_function, last[None], (last + 1).clamp(max=kv_length - 1)[None], _index_based(kwargs))
     last_position, bidirectional = torch.stack([last[0].long(), ahead[0, 0].long()]).tolist()
     filled = last_position + 1
     return filled if not bidirectional and filled < kv_length else None
+
+
+def _index_based(kwargs: dict) -> bool:
+    """Whether transformers says the mask function broadcasts over index tensors (5.x: use_vmap=False, everything
+    but custom or_mask_function / and_mask_function overlays); 4.5x does not say, and its functions are vmapped."""
+    return kwargs.get("use_vmap") is False
 
 
 def _chunked(kwargs: dict) -> bool:
@@ -211,7 +217,8 @@ def _chunk_keys(mask_function, batch_size: int, kv_length: int, padding, kwargs:
             "a chunked attention layer (Llama 4) with several queries after cached keys (a second prefill, assisted "
             "decoding): fa3nn reads chunks only for one query at a time with a cache; use attn_implementation='sdpa'")
     keys = torch.arange(kv_length, device=device) + kwargs.get("kv_offset", 0)
-    sees = pairs(mask_function, positions.expand(batch_size, kv_length), keys.expand(batch_size, kv_length))
+    sees = pairs(mask_function, positions.expand(batch_size, kv_length), keys.expand(batch_size, kv_length),
+                 _index_based(kwargs))
     return sees if padding is None else sees & padding
 
 
@@ -224,7 +231,7 @@ def _refuse_later_positions(mask_function, batch_size: int, kv_length: int, kwar
         return  # decoding: the one query has no later position among the keys
     kv_offset = kwargs.get("kv_offset", 0)
     later = (positions + 1).clamp(max=kv_offset + kv_length - 1).expand(batch_size, -1)
-    sees = pairs(mask_function, positions.expand(batch_size, -1), later)
+    sees = pairs(mask_function, positions.expand(batch_size, -1), later, _index_based(kwargs))
     exists = later > positions
     some, every = torch.stack([(sees & exists).any(), (sees | ~exists).all()]).tolist()
     if some and not every:  # (every query seeing its next position: a bidirectional mask, e.g. cross-attention)
