@@ -111,11 +111,13 @@ def attention(
     fp8_state=None,
     training=False,
     attention_chunk=0,
+    sinks=None,
 ):
     """(out, lse): the one path behind flash_attn_func, flash_attn_varlen_func, FlashAttentionV3 and patch_hf.
     Checks the inputs, then runs `fa3nn::fwd`, or with an FP8 recipe (fa3nn.fp8.as_recipe's output) and the
     layer's fp8_state, fa3nn.fp8.fp8_attention_forward (training=True lets delayed scaling record its amax).
-    attention_chunk > 0: chunked attention, each chunk a packed sequence (fa3nn.chunks)."""
+    attention_chunk > 0: chunked attention, each chunk a packed sequence (fa3nn.chunks). sinks (nheads,): gpt-oss's
+    per-head sink logits (fa3nn.sinks), in the native forward's kernel, else one pass over its output."""
     if attention_chunk:
         check_attention_chunk(attention_chunk)
         _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)  # as without chunks
@@ -123,17 +125,19 @@ def attention(
         out, lse = attention(call.q, call.k, call.v, call.cu_seqlens_q, call.cu_seqlens_k, call.max_seqlen_q,
                              call.max_seqlen_k, softmax_scale=softmax_scale, causal=causal, window_size=window_size,
                              softcap=softcap, deterministic=deterministic, backend=backend, fp8_recipe=fp8_recipe,
-                             fp8_state=fp8_state, training=training)
+                             fp8_state=fp8_state, training=training, sinks=sinks)
         return call.restore(out, lse)
     max_seqlen_q, max_seqlen_k = _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     params = _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8_recipe, backend)
     if fp8_recipe is not None:
         out, lse = fp8_attention_forward(q, k, v, params, fp8_recipe, fp8_state, cu_seqlens_q, cu_seqlens_k,
                                          max_seqlen_q, max_seqlen_k, training=training, backend=backend)
+        if sinks is not None:  # (the FP8 op takes none: one differentiable pass over its output)
+            out, lse = with_sinks(out, lse, sinks)
     else:
         out, lse = attention_call(
             q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, params.softmax_scale,
-            params.window.left, params.window.right, params.softcap, deterministic, backend,
+            params.window.left, params.window.right, params.softcap, deterministic, backend, sinks=sinks,
         )
     # the ops keep float32 inputs' lse in float64 for the backward (fa3nn.backends.base.saved_lse_dtype)
     return out, lse.to(lse_dtype(q.dtype))
@@ -153,15 +157,16 @@ def _fp8_inputs_attention(q, k, v, descales, cu_seqlens_q, cu_seqlens_k, max_seq
 
 
 def _fa3_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, qv, descales,
-              window_size, softcap, deterministic, fp8, backend):
+              window_size, softcap, deterministic, fp8, backend, sinks):
     """(out, lse) for flash_attn_func / flash_attn_varlen_func once FlashAttention-3's extra arguments are checked:
     FP8 inputs, or qv folded into q and k (fa3nn.fa3_compat), then the one attention path."""
     if is_fp8_call(q, *descales):
         if qv is not None:
             raise ValueError("qv with FP8 inputs is not supported: pass qv=None, or bf16 / fp16 tensors")
         check_fp8_inputs(q, k, v, fp8)
-        return _fp8_inputs_attention(q, k, v, descales, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                     softmax_scale, causal, window_size, softcap, deterministic, backend)
+        out, lse = _fp8_inputs_attention(q, k, v, descales, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                         softmax_scale, causal, window_size, softcap, deterministic, backend)
+        return (out, lse) if sinks is None else with_sinks(out, lse, sinks)
     if qv is not None:
         _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)  # before the concatenation
         q, k, softmax_scale = with_qv(q, k, v, qv, softmax_scale)
@@ -169,13 +174,13 @@ def _fa3_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, s
     return attention(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=softmax_scale, causal=causal,
         window_size=window_size, softcap=softcap, deterministic=deterministic, backend=backend, fp8_recipe=recipe,
-        fp8_state=_function_fp8_state(recipe),
+        fp8_state=_function_fp8_state(recipe), sinks=sinks,
     )
 
 
 def _packed_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
                  attention_chunk, softmax_scale, causal, qv, descales, window_size, softcap, deterministic, fp8,
-                 backend):
+                 backend, sinks):
     """(out, lse) in q's layout of a call with slots (fa3nn.slots) and / or chunks (fa3nn.chunks): as a plain packed
     call, FP8 descales repeated for the packed sequences each caller's sequence became."""
     fp8_inputs = is_fp8_call(q, *descales)
@@ -192,7 +197,7 @@ def _packed_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
         descales = tuple(call.per_sequence(d) for d in descales)
     out, lse = _fa3_call(call.q, call.k, call.v, call.cu_seqlens_q, call.cu_seqlens_k, call.max_seqlen_q,
                          call.max_seqlen_k, softmax_scale, causal, None if qv is None else call.pack_like_q(qv),
-                         descales, window_size, softcap, deterministic, fp8, backend)
+                         descales, window_size, softcap, deterministic, fp8, backend, sinks)
     return call.restore(out, lse)
 
 
@@ -239,12 +244,10 @@ def flash_attn_func(
     descales = (q_descale, k_descale, v_descale)
     if attention_chunk:  # chunks are packed sequences (fa3nn.chunks)
         out, lse = _packed_call(q, k, v, None, None, None, None, None, None, attention_chunk, softmax_scale, causal,
-                                qv, descales, window_size, softcap, deterministic, fp8, backend)
+                                qv, descales, window_size, softcap, deterministic, fp8, backend, sinks)
     else:
         out, lse = _fa3_call(q, k, v, None, None, None, None, softmax_scale, causal, qv, descales, window_size,
-                             softcap, deterministic, fp8, backend)
-    if sinks is not None:
-        out, lse = with_sinks(out, lse, sinks)
+                             softcap, deterministic, fp8, backend, sinks)
     return (out, lse) if lse_wanted else out
 
 
@@ -295,9 +298,7 @@ def flash_attn_varlen_func(
                         "batch call flash_attn_func")
     out, lse = _packed_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
                             attention_chunk, softmax_scale, causal, qv, (q_descale, k_descale, v_descale),
-                            window_size, softcap, deterministic, fp8, backend)
-    if sinks is not None:
-        out, lse = with_sinks(out, lse, sinks)
+                            window_size, softcap, deterministic, fp8, backend, sinks)
     return (out, lse) if lse_wanted else out
 
 

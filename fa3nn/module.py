@@ -14,7 +14,6 @@ from fa3nn.dispatch import check_backend_name
 from fa3nn.fa3_compat import check_attention_chunk
 from fa3nn.fp8 import as_recipe, make_state
 from fa3nn.interface import attention
-from fa3nn.sinks import with_sinks
 
 
 class FlashAttentionV3(nn.Module):
@@ -69,13 +68,13 @@ class FlashAttentionV3(nn.Module):
             raise ValueError(
                 "a packed (varlen) call needs all of cu_seqlens_q, cu_seqlens_k, max_seqlen_q and max_seqlen_k"
             )
-        out, lse = self.attend(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-        return out if sinks is None else with_sinks(out, lse, sinks)[0]
+        return self.attend(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, sinks=sinks)[0]
 
     def attend(self, q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
-               **overrides):
-        """(out, lse) with this layer's options, FP8 recipe and state; `overrides` replace softmax_scale, causal,
-        window_size, softcap or attention_chunk for one call (patch_hf takes them from the model's own kwargs)."""
+               sinks=None, **overrides):
+        """(out, lse) with this layer's options, FP8 recipe and state, and `sinks` (fa3nn.sinks) or None;
+        `overrides` replace softmax_scale, causal, window_size, softcap or attention_chunk for one call (patch_hf
+        takes them from the model's own kwargs)."""
         options = dict(
             softmax_scale=self.softmax_scale, causal=self.causal, window_size=self.window_size, softcap=self.softcap,
             attention_chunk=self.attention_chunk,
@@ -84,7 +83,7 @@ class FlashAttentionV3(nn.Module):
         return attention(
             q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, **options,
             deterministic=self.deterministic, backend=self.backend, fp8_recipe=self.fp8_recipe,
-            fp8_state=self.fp8_state, training=self.training,
+            fp8_state=self.fp8_state, training=self.training, sinks=sinks,
         )
 
     def extra_repr(self) -> str:

@@ -23,6 +23,7 @@ from fa3nn.fp8.operands import to_operands
 from fa3nn.fp8.quantize import quantize_qkv_tensors
 from fa3nn.fp8.reference import attention_fp8
 from fa3nn.masks import Window
+from fa3nn.sinks import apply_sinks, check_sinks, sinks_gradient
 
 
 def _params(softmax_scale, window_left, window_right, softcap, deterministic) -> AttnParams:
@@ -70,21 +71,27 @@ def _forward_impl(
     softcap: float,
     deterministic: bool,
     backend: str,
+    sinks: Optional[Tensor] = None,
 ) -> tuple[Tensor, Tensor]:
+    """sinks (nheads,) or None: gpt-oss's sink logits (fa3nn.sinks), out and lse then those of the softmax with the
+    sink; the backward's q, k, v gradients need nothing more (_gradients adds the sinks' own)."""
     params = _params(softmax_scale, window_left, window_right, softcap, deterministic)
     varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     chosen = resolve(backend, AttnCall.of(q, k, v, params, varlen is not None))
+    if sinks is not None:
+        check_sinks(sinks, q.shape[-2], q.device)
     if q.numel() == 0 or k.numel() == 0:  # empty batch/sequence, or no keys at all: nothing to attend
-        return _nothing_attended(q, v, varlen is not None)
-    return chosen.forward(q, k, v, params, varlen)
+        return apply_sinks(*_nothing_attended(q, v, varlen is not None), sinks)
+    return chosen.forward(q, k, v, params, varlen, sinks)
 
 
 attention_forward = torch.library.custom_op("fa3nn::fwd", _forward_impl, mutates_args=())
+SINKS_INPUT = 13  # fa3nn::fwd's sinks, after backend
 
 
 @attention_forward.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, window_left, window_right,
-      softcap, deterministic, backend):
+      softcap, deterministic, backend, sinks=None):
     return _outputs_like(q, v, cu_seqlens_q is not None)
 
 
@@ -128,29 +135,38 @@ def _(dout, q, k, v, out, lse, dlse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, m
     return tuple(t.new_empty(t.shape) for t in (q, k, v))
 
 
-def _setup_context(ctx, inputs, output):
-    """Shared by fa3nn::fwd and fa3nn::fwd_fp8: both start with fa3nn::bwd's arguments (fwd_fp8 appends the recipe's)
-    and both backwards are the bf16 fa3nn::bwd from the high-precision q, k, v."""
+def _setup_context(ctx, inputs, output, sinks=None):
+    """Shared by fa3nn::fwd and fa3nn::fwd_fp8: both start with fa3nn::bwd's arguments (fwd_fp8 appends the recipe's,
+    fwd the sinks) and both backwards are the bf16 fa3nn::bwd from the high-precision q, k, v."""
     q, k, v, cu_seqlens_q, cu_seqlens_k = inputs[:5]
     out, lse = output[:2]
-    ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k)
+    ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks)
     ctx.scalars = inputs[5:13]  # max_seqlen_q ... backend: fa3nn::bwd's trailing arguments
     ctx.num_inputs = len(inputs)
 
 
+def _setup_fwd(ctx, inputs, output):
+    """fa3nn::fwd's: _setup_context's, with its sinks (None without)."""
+    _setup_context(ctx, inputs, output, inputs[SINKS_INPUT] if len(inputs) > SINKS_INPUT else None)
+
+
 def _gradients(backward, ctx, dout, dlse) -> tuple:
     """q, k, v's gradients from the tensors _setup_context saved, through `backward` (fa3nn::bwd, or its
-    implementation in eager mode), and None for every other input."""
-    q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
+    implementation in eager mode), the sinks' (fa3nn.sinks.sinks_gradient) where fa3nn::fwd had some, and None for
+    every other input."""
+    q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks = ctx.saved_tensors
     dq, dk, dv = backward(dout, q, k, v, out, lse, dlse, cu_seqlens_q, cu_seqlens_k, *ctx.scalars)
-    return (dq, dk, dv) + (None,) * (ctx.num_inputs - 3)
+    gradients = [dq, dk, dv] + [None] * (ctx.num_inputs - 3)
+    if sinks is not None:
+        gradients[SINKS_INPUT] = sinks_gradient(dout, out, lse, dlse, sinks)
+    return tuple(gradients)
 
 
 def _backward(ctx, dout, dlse, *unused_grads):  # fwd_fp8's amax output has no gradient
     return _gradients(attention_backward, ctx, dout, dlse)
 
 
-attention_forward.register_autograd(_backward, setup_context=_setup_context)
+attention_forward.register_autograd(_backward, setup_context=_setup_fwd)
 
 
 class _EagerAttention(torch.autograd.Function):
@@ -163,7 +179,7 @@ class _EagerAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, *arguments):  # arguments: fa3nn::fwd's, after v
         output = _forward_impl(q, k, v, *arguments)
-        _setup_context(ctx, (q, k, v, *arguments), output)
+        _setup_fwd(ctx, (q, k, v, *arguments), output)
         return output
 
     @staticmethod
@@ -171,12 +187,13 @@ class _EagerAttention(torch.autograd.Function):
         return _gradients(_backward_impl, ctx, dout, dlse)
 
 
-def attention_call(q, k, v, *arguments) -> tuple[Tensor, Tensor]:
+def attention_call(q, k, v, *arguments, sinks=None) -> tuple[Tensor, Tensor]:
     """fa3nn::fwd with its autograd: the registered custom op where torch.compile traces (one opaque node per call),
-    the same implementation through a plain autograd.Function in eager mode (see _EagerAttention)."""
+    the same implementation through a plain autograd.Function in eager mode (see _EagerAttention). arguments:
+    fa3nn::fwd's from cu_seqlens_q to backend."""
     if torch.compiler.is_compiling():
-        return attention_forward(q, k, v, *arguments)
-    return _EagerAttention.apply(q, k, v, *arguments)
+        return attention_forward(q, k, v, *arguments, sinks)
+    return _EagerAttention.apply(q, k, v, *arguments, sinks)
 
 
 @torch.library.custom_op("fa3nn::fwd_fp8", mutates_args=())

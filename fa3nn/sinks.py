@@ -5,9 +5,14 @@ out = sum_j p_j v_j. Against the attention without the sink (out_0, lse_0 = log 
 
     out = out_0 * exp(lse_0) / (exp(lse_0) + exp(a)) = out_0 * sigmoid(lse_0 - a),   lse = logaddexp(lse_0, a)
 
-so a sink needs no kernel: one elementwise pass over the output, differentiable through lse_0 (every fa3nn backward
-takes lse's gradient) and through the sinks themselves. A row that attends no key keeps out = 0 and gets lse = a. The
-factor is computed in float32 at least (gpt-oss's eager code computes the whole softmax in the inputs' dtype).
+so a sink can be one elementwise pass over the output (apply_sinks: the backends without it in their kernels, and
+with_sinks, differentiable, for the FP8 forward), or one more term of each row's sum in the forward kernel's epilogue
+(the native Hopper forward: fa3nn::fwd takes the sinks). A row that attends no key keeps out = 0 and gets lse = a.
+The factor is computed in float32 at least (gpt-oss's eager code computes the whole softmax in the inputs' dtype).
+
+The backward needs no sink: with the sink's out and lse, every backend's backward (P = exp(score - lse),
+D = rowsum(dout * out)) is already the gradient of the softmax with the sink for q, k and v, and the sink's own is
+d a = sum over rows of exp(a - lse) * (dlse - D) (sinks_gradient).
 """
 
 from __future__ import annotations
@@ -26,6 +31,54 @@ def check_sinks(sinks, nheads: int, device: torch.device) -> None:
                          f"{sinks.dtype} {tuple(sinks.shape)} on {sinks.device}")
 
 
+def _rows(lse: torch.Tensor, dense: bool) -> torch.Tensor:
+    """lse (batch, nheads, seqlen) or (nheads, total) in out's row-major layout: (..., nheads)."""
+    return lse.transpose(1, 2) if dense else lse.T
+
+
+def _unrows(lse_rows: torch.Tensor, dense: bool) -> torch.Tensor:
+    return lse_rows.transpose(1, 2) if dense else lse_rows.T
+
+
+def _factor_and_lse(lse_rows: torch.Tensor, sinks_rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row and head: out's factor sigmoid(lse - sink) and the lse with the sink (a row that attended no key:
+    0 and the sink, whatever the sink), in float32 at least (float64 stays float64: gradcheck)."""
+    compute = torch.promote_types(lse_rows.dtype, torch.float32)
+    lse_rows, sinks_rows = lse_rows.to(compute), sinks_rows.to(compute)
+    unattended = torch.isneginf(lse_rows)
+    factor = torch.where(unattended, 0.0, torch.sigmoid(lse_rows - sinks_rows))
+    return factor, torch.where(unattended, sinks_rows, torch.logaddexp(lse_rows, sinks_rows))
+
+
+def apply_sinks(out: torch.Tensor, lse: torch.Tensor, sinks: torch.Tensor | None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, lse) of the attention with a sink per head from the attention's own (module docstring), no autograd:
+    the forwards whose kernels do not take sinks. Dense: out (batch, seqlen, nheads, d), lse (batch, nheads,
+    seqlen); packed: out (total, nheads, d), lse (nheads, total). sinks None: (out, lse) as they are."""
+    if sinks is None:
+        return out, lse
+    check_sinks(sinks, out.shape[-2], out.device)
+    dense = out.dim() == 4
+    lse_rows = _rows(lse, dense)
+    factor, lse_new = _factor_and_lse(lse_rows, sinks.detach().expand(lse_rows.shape))
+    return _scaled(out, factor), _unrows(lse_new, dense).to(lse.dtype)
+
+
+def sinks_gradient(dout: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, dlse: torch.Tensor | None,
+                   sinks: torch.Tensor) -> torch.Tensor:
+    """d loss / d sinks (nheads,) in sinks' dtype, from the forward's out and lse with the sink (module docstring):
+    sum over rows of exp(sink - lse) * (dlse - rowsum(dout * out)), the row sums in float32 at least. Rows whose lse
+    is -inf (a sink of -inf over a row with no key) contribute nothing. One pass over dout and out."""
+    dense = out.dim() == 4
+    compute = torch.promote_types(lse.dtype, torch.float32)
+    delta = _unrows((dout * out).sum(-1, dtype=compute), dense)  # D, in lse's layout
+    sinks_at = sinks.detach().to(compute)[:, None] if not dense else sinks.detach().to(compute)[None, :, None]
+    lse = lse.to(compute)
+    weight = torch.where(torch.isneginf(lse), 0.0, torch.exp(sinks_at - lse))  # the sink's probability per row
+    gradient = weight * ((0.0 if dlse is None else dlse.to(compute)) - delta)
+    return gradient.sum(dim=(0, 2) if dense else 1).to(sinks.dtype)
+
+
 def _scaled(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
     """x * factor[..., None] in x's dtype, computed in factor's (float32) in one pass: out= lets the elementwise kernel
     widen, multiply and round (three passes over x and two float32 copies through .to(); measured on the H200 at
@@ -41,11 +94,7 @@ class _SinkCorrection(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, out, lse_rows, sinks_rows):
-        compute = torch.promote_types(lse_rows.dtype, torch.float32)  # float64 stays float64 (gradcheck)
-        lse_rows, sinks_rows = lse_rows.to(compute), sinks_rows.to(compute)
-        unattended = torch.isneginf(lse_rows)  # no key: out is 0 and lse the sink, whatever the sink
-        factor = torch.where(unattended, 0.0, torch.sigmoid(lse_rows - sinks_rows))
-        lse_new = torch.where(unattended, sinks_rows, torch.logaddexp(lse_rows, sinks_rows))
+        factor, lse_new = _factor_and_lse(lse_rows, sinks_rows)
         ctx.save_for_backward(out, factor)
         return _scaled(out, factor), lse_new
 
@@ -62,12 +111,9 @@ class _SinkCorrection(torch.autograd.Function):
 
 
 def with_sinks(out: torch.Tensor, lse: torch.Tensor, sinks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(out, lse) of attention with a sink per head (module docstring), from the attention's own. Dense: out (batch,
-    seqlen, nheads, d), lse (batch, nheads, seqlen); packed: out (total, nheads, d), lse (nheads, total)."""
+    """apply_sinks, differentiable in out, lse and sinks (the FP8 forward's path: its op takes no sinks)."""
     check_sinks(sinks, out.shape[-2], out.device)
     dense = out.dim() == 4
-    lse_rows = lse.transpose(1, 2) if dense else lse.T  # out's row-major layout: (..., nheads)
-    sinks_rows = sinks.expand(lse_rows.shape)
-    out_new, lse_new = _SinkCorrection.apply(out, lse_rows, sinks_rows)
-    lse_new = (lse_new.transpose(1, 2) if dense else lse_new.T).to(lse.dtype)
-    return out_new, lse_new
+    lse_rows = _rows(lse, dense)
+    out_new, lse_new = _SinkCorrection.apply(out, lse_rows, sinks.expand(lse_rows.shape))
+    return out_new, _unrows(lse_new, dense).to(lse.dtype)

@@ -1,8 +1,9 @@
 """What FlashAttention-3's conventions cost on the GPU (fa3nn.sinks, fa3nn.chunks, fa3nn.fp8.inputs), each against the
 plain call it wraps, in one process on one GPU (bf16, batch x seqlen = 16384 tokens, 2048 / headdim heads, causal):
 
-- sinks: flash_attn_func(..., sinks=) against without, forward and forward + backward (one elementwise pass over
-  out, and the lse gradient in the backward);
+- sinks: flash_attn_func(..., sinks=) against without, causal and with gpt-oss's window (128, 0), forward and
+  forward + backward (in the native forward's epilogue since the thirty-seventh session, one elementwise pass over out
+  before; the backward's one pass over dout and out for the sinks' gradient);
 - chunks: attention_chunk = seqlen (one chunk: the packing's overhead alone) and 2048 (fewer pairs) against causal;
 - FP8 inputs: e4m3 q, k, v with descales (V transposed in PyTorch per call) against fp8=CurrentScaling() on the bf16
   inputs (the fused quantization pass) and the bf16 call, forward only.
@@ -44,6 +45,9 @@ def bench(headdim: int, seqlen: int, iters: int, reps: int) -> dict:
     calls = {
         "causal": lambda q, k, v: fa3nn.flash_attn_func(q, k, v, causal=True),
         "causal+sinks": lambda q, k, v: fa3nn.flash_attn_func(q, k, v, causal=True, sinks=sinks),
+        "window128": lambda q, k, v: fa3nn.flash_attn_func(q, k, v, causal=True, window_size=(128, 0)),
+        "window128+sinks": lambda q, k, v: fa3nn.flash_attn_func(q, k, v, causal=True, window_size=(128, 0),
+                                                                 sinks=sinks),
         "chunk=seqlen": lambda q, k, v: fa3nn.flash_attn_func(q, k, v, causal=True, attention_chunk=seqlen),
         "chunk=2048": lambda q, k, v: fa3nn.flash_attn_func(q, k, v, causal=True, attention_chunk=2048),
     }
@@ -76,13 +80,14 @@ def main() -> int:
     rows = [bench(d, s, args.iters, args.reps) for d in args.headdims for s in args.seqlens]
     if args.json:
         args.json.write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), rows=rows), indent=1))
-    print("| d | seqlen | sinks fwd / fwd+bwd (x causal) | chunk=seqlen fwd / fwd+bwd | chunk=2048 fwd / fwd+bwd | "
-          "fp8 inputs / fp8 recipe / bf16 fwd ms |")
-    print("|---|---|---|---|---|---|")
+    print("| d | seqlen | sinks fwd / fwd+bwd (x causal) | sinks, window 128 (x window 128) | chunk=seqlen fwd / "
+          "fwd+bwd | chunk=2048 fwd / fwd+bwd | fp8 inputs / fp8 recipe / bf16 fwd ms |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         f, fb = r["fwd_ms"], r["fwd_bwd_ms"]
-        ratio = [f"{f[n] / f['causal']:.3f} / {fb[n] / fb['causal']:.3f}" for n in ("causal+sinks", "chunk=seqlen",
-                                                                                   "chunk=2048")]
+        ratio = [f"{f[n] / f[base]:.3f} / {fb[n] / fb[base]:.3f}" for n, base in (
+            ("causal+sinks", "causal"), ("window128+sinks", "window128"), ("chunk=seqlen", "causal"),
+            ("chunk=2048", "causal"))]
         p = r["noncausal_fwd_ms"]
         print(f"| {r['headdim']} | {r['seqlen']} | {' | '.join(ratio)} | {p['fp8 inputs']:.3f} / "
               f"{p['fp8 recipe (current)']:.3f} / {p['bf16']:.3f} |")

@@ -105,15 +105,21 @@ def test_fast_exp2_reaches_the_emulation_where_the_kernel_has_it(recipe):
 
 
 def test_fp8_backward_is_the_bf16_backward():
-    """Training: FP8 forward, bf16 backward from the high-precision q, k, v. With the reference backward (which
-    recomputes lse from q, k) the gradients for one dout equal the bf16 path's exactly."""
+    """Training: FP8 forward, then the bf16 backward (fa3nn::bwd) from the high-precision q, k, v and the FP8
+    forward's out and lse, as every backward takes its forward's: the gradients for one dout are that op's exactly,
+    and within bf16's error of the bf16 path's."""
     q, k, v = bf16_qkv(requires_grad=True)
-    out8 = fa3nn.flash_attn_func(q, k, v, causal=True, fp8="per_tile")
+    out8, lse8 = fa3nn.flash_attn_func(q, k, v, causal=True, fp8="per_tile", return_lse=True)
     out = fa3nn.flash_attn_func(q, k, v, causal=True)
     assert not torch.equal(out8, out)  # the forward really is FP8...
     dout = torch.randn_like(out)
-    for got, expect in zip(torch.autograd.grad(out8, (q, k, v), dout), torch.autograd.grad(out, (q, k, v), dout)):
-        assert torch.equal(got, expect)  # ...and the backward bf16
+    grads8 = torch.autograd.grad(out8, (q, k, v), dout)
+    scale, seqlen_q, seqlen_k = q.shape[-1] ** -0.5, q.shape[1], k.shape[1]
+    expect = torch.ops.fa3nn.bwd(dout, q, k, v, out8, lse8, None, None, None, seqlen_q, seqlen_k, scale, -1, 0, 0.0,
+                                 False, "auto")
+    for got, want, bf16 in zip(grads8, expect, torch.autograd.grad(out, (q, k, v), dout)):
+        assert torch.equal(got, want)  # ...and the backward bf16
+        assert (got.float() - bf16.float()).abs().max() < 0.1 * bf16.float().abs().max()
 
 
 @pytest.mark.parametrize("recipe_name", ["per_tile_incoherent", "current", "delayed"])

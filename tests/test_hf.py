@@ -17,8 +17,8 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 import fa3nn  # noqa: E402
-from fa3nn.integrations.hf import ATTN_IMPLEMENTATION, LAYER_ATTRIBUTE, UnsupportedModel  # noqa: E402
 from fa3nn.integrations import hf_mask_probe  # noqa: E402
+from fa3nn.integrations.hf import ATTN_IMPLEMENTATION, LAYER_ATTRIBUTE, UnsupportedModel  # noqa: E402
 from fa3nn.testing import assert_error_ratio  # noqa: E402
 
 VOCAB, SEQLEN, WINDOW = 96, 16, 6

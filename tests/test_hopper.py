@@ -304,6 +304,82 @@ def _varlen_case(dtype, headdim, causal, max_seqlen, window_size=(-1, -1)):
     torch.testing.assert_close(lse_packed[finite], lse_ref_packed[finite], atol=1e-3, rtol=1e-4)
 
 
+# Attention sinks in the forward's epilogue (FwdParams::sinks, OnlineSoftmax::finalize): the kernel with sinks against
+# the same kernel without them corrected in Python (fa3nn.sinks.apply_sinks: one more rounding of out, so within a
+# unit of bf16 / fp16), and against the reference with the sinks applied (the error-ratio rule). The sinks per head:
+# ordinary ones, one that dominates every row (+30: out ~ 0, lse ~ the sink; the epilogue's sum is taken against
+# max(row max, sink)), one far below (-30) and -inf (no sink); 1537x511 causal has query rows that see no key (out 0,
+# lse = the sink); gpt-oss's window (128, 0); varlen.
+SINKS_MASKS = [(False, (-1, -1)), (True, (-1, -1)), (True, (128, -1)), (False, (100, 30))]
+
+
+def _sinks(nheads: int) -> torch.Tensor:
+    sinks = torch.randn(nheads, device="cuda") * 2
+    sinks[:3] = torch.tensor([30.0, -30.0, float("-inf")])
+    return sinks
+
+
+def _with_sinks_reference(q, k, v, causal, window_size, sinks, query_padding_mask=None, key_padding_mask=None):
+    from fa3nn.sinks import apply_sinks
+
+    refs = []  # float32 inputs (the reference, out in float32), then the inputs' dtype not upcast (the yardstick)
+    for upcast in (True, False):
+        inputs = [t.float() for t in (q, k, v)] if upcast else (q, k, v)
+        out, lse = attention_ref(*inputs, query_padding_mask, key_padding_mask, causal=causal,
+                                 window_size=window_size, upcast=upcast, reorder_ops=not upcast)
+        refs.append(apply_sinks(out, lse.float(), sinks))
+    return refs
+
+
+@pytest.mark.parametrize("seqlens", [(1000, 1000), (1537, 511), (4224, 4224)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("mask", SINKS_MASKS, ids=lambda m: f"{'causal' if m[0] else 'full'}_w{m[1][0]}_{m[1][1]}")
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.gpu
+@needs_hopper
+def test_sinks_in_the_kernel(dtype, headdim, mask, seqlens):
+    from fa3nn.sinks import apply_sinks
+
+    causal, window_size = mask
+    q, k, v = random_qkv(1 if seqlens[0] > 2000 else 2, *seqlens, 6, 2, headdim, dtype, device="cuda")
+    sinks = _sinks(6)
+    out, lse = _poisoned(q.shape, dtype), _poisoned((q.shape[0], 6, q.shape[1]), torch.float32)
+    launch(q, k, v, headdim**-0.5, causal, out=out, lse=lse, window_size=window_size, sinks=sinks)
+    plain = launch(q, k, v, headdim**-0.5, causal, window_size=window_size)
+    out_py, lse_py = apply_sinks(*plain, sinks)
+    unit = 2.0 ** -7 if dtype == torch.bfloat16 else 2.0 ** -10
+    torch.testing.assert_close(out, out_py, atol=1e-5, rtol=unit)
+    torch.testing.assert_close(lse, lse_py, atol=2e-5, rtol=1e-6)
+    (out_ref, lse_ref), (out_pt, _) = _with_sinks_reference(q, k, v, causal, window_size, sinks)
+    assert_error_ratio(out, out_ref, out_pt, "out")
+    torch.testing.assert_close(lse, lse_ref, atol=1e-3, rtol=1e-4)
+    if seqlens == (1537, 511) and causal:  # the first 1026 rows see no key
+        assert torch.equal(out[:, :1026], torch.zeros_like(out[:, :1026]))
+        assert torch.equal(lse[:, :, :1026], sinks[None, :, None].expand(lse.shape[0], 6, 1026))
+
+
+@pytest.mark.parametrize("mask", SINKS_MASKS[:3], ids=lambda m: f"{'causal' if m[0] else 'full'}_w{m[1][0]}_{m[1][1]}")
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.gpu
+@needs_hopper
+def test_sinks_in_the_kernel_varlen(headdim, mask):
+    causal, window_size = mask
+    batch, nheads, nheads_kv, max_seqlen = 5, 6, 2, 700
+    q, k, v = random_qkv(batch, max_seqlen, max_seqlen, nheads, nheads_kv, headdim, torch.bfloat16, device="cuda")
+    mask_q = random_padding_mask(batch, max_seqlen, device="cuda")
+    mask_k = random_padding_mask(batch, max_seqlen, device="cuda")
+    (q_packed, cu_q, max_q), (k_packed, cu_k, max_k) = unpad(q, mask_q), unpad(k, mask_k)
+    sinks = _sinks(nheads)
+    out_packed, lse_packed = fa3nn.flash_attn_varlen_func(
+        q_packed, k_packed, unpad(v, mask_k)[0], cu_q, cu_k, max_q, max_k, causal=causal, window_size=window_size,
+        return_lse=True, sinks=sinks, backend="hopper")
+    out = torch.zeros_like(q)
+    out[mask_q] = out_packed
+    (out_ref, lse_ref), (out_pt, _) = _with_sinks_reference(q, k, v, causal, window_size, sinks, mask_q, mask_k)
+    assert_error_ratio(out, out_ref, out_pt, "out")
+    torch.testing.assert_close(lse_packed, lse_ref.transpose(1, 2)[mask_q].transpose(0, 1), atol=1e-3, rtol=1e-4)
+
+
 # The default causal deal (one-(batch, head) sections dealt boustrophedon), forward variant 7 (the deal before
 # 2026-12-01: L2-sized sections, round-robin) and variant 12 (one section over every tile) differ only in which CTA
 # computes which tile, so their outputs must be equal bit for bit; all NaN-poisoned first. The shapes are ones where

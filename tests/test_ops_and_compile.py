@@ -22,7 +22,18 @@ def varlen_args(requires_grad=True):
     return (q, k, v, cu_q, cu_k, 5, 6, 0.25, 4, 0, 2.0, False, "reference")
 
 
-@pytest.mark.parametrize("make_args", [dense_args, varlen_args])
+def with_sinks(make_args):
+    """make_args' arguments with fa3nn::fwd's sinks (a logit per query head, fa3nn.sinks) after backend."""
+    def make(requires_grad=True):
+        return (*make_args(requires_grad=requires_grad), torch.randn(4, requires_grad=requires_grad))
+    make.__name__ = f"{make_args.__name__}_sinks"
+    return make
+
+
+ARGS = [dense_args, varlen_args, with_sinks(dense_args), with_sinks(varlen_args)]
+
+
+@pytest.mark.parametrize("make_args", ARGS, ids=lambda f: f.__name__)
 def test_opcheck_forward(make_args):
     torch.library.opcheck(attention_forward, make_args())
 
@@ -58,21 +69,27 @@ def test_opcheck_backward(make_args):
     torch.library.opcheck(attention_backward, (dout, q, k, v, out, lse, None, *args[3:]))
 
 
-@pytest.mark.parametrize("make_args", [dense_args, varlen_args])
+@pytest.mark.parametrize("make_args", ARGS, ids=lambda f: f.__name__)
 @pytest.mark.parametrize("use_lse", [False, True])
 def test_eager_path_equals_custom_op(make_args, use_lse):
     """Eager calls skip the custom-op dispatcher (fa3nn.ops._EagerAttention); outputs and gradients must be bitwise
-    those of the registered op with its autograd, with and without a gradient flowing into lse."""
+    those of the registered op with its autograd, with and without a gradient flowing into lse, with and without
+    sinks (their gradient too)."""
     args = make_args()
+    sinks = args[13:]  # () or (sinks,)
     results = []
     for call in (attention_call, attention_forward):
-        inputs = [t.detach().clone().requires_grad_() for t in args[:3]]
-        out, lse = call(*inputs, *args[3:])
+        inputs = [t.detach().clone().requires_grad_() for t in args[:3] + sinks]
+        if call is attention_call:
+            out, lse = call(*inputs[:3], *args[3:13], sinks=inputs[3] if sinks else None)
+        else:
+            out, lse = call(*inputs[:3], *args[3:13], *inputs[3:])
         loss = (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum() + (lse.sum() if use_lse else 0)
         results.append((out, lse, *torch.autograd.grad(loss, inputs)))
     for eager, op in zip(*results):
         assert torch.equal(eager, op)
-    assert type(attention_call(*args)[0].grad_fn).__name__ == "_EagerAttentionBackward"
+    assert type(attention_call(*args[:13], sinks=(sinks or (None,))[0])[0].grad_fn).__name__ == (
+        "_EagerAttentionBackward")
 
 
 def test_fp32_lse_is_float64_in_the_op_float32_for_the_user():
@@ -89,31 +106,36 @@ def test_fp32_lse_is_float64_in_the_op_float32_for_the_user():
 
 
 class TinyAttentionBlock(torch.nn.Module):
-    def __init__(self, dim=64, nheads=4, nheads_kv=2):
+    def __init__(self, dim=64, nheads=4, nheads_kv=2, sinks=False):
         super().__init__()
         self.nheads, self.nheads_kv, self.headdim = nheads, nheads_kv, dim // nheads
         self.wq = torch.nn.Linear(dim, dim)
         self.wkv = torch.nn.Linear(dim, 2 * nheads_kv * self.headdim)
         self.attn = fa3nn.FlashAttentionV3(causal=True, window_size=(16, -1))
+        self.sinks = torch.nn.Parameter(torch.randn(nheads)) if sinks else None  # gpt-oss's
 
     def forward(self, x):
         b, s, _ = x.shape
         q = self.wq(x).view(b, s, self.nheads, self.headdim)
         k, v = self.wkv(x).view(b, s, 2, self.nheads_kv, self.headdim).unbind(2)
-        return self.attn(q, k, v).reshape(b, s, -1)
+        return self.attn(q, k, v, sinks=self.sinks).reshape(b, s, -1)
 
 
-def test_compile_fullgraph_forward_and_backward():
+@pytest.mark.parametrize("sinks", [False, True], ids=["plain", "sinks"])
+def test_compile_fullgraph_forward_and_backward(sinks):
     torch._dynamo.reset()
-    model = TinyAttentionBlock()
+    model = TinyAttentionBlock(sinks=sinks)
     x = torch.randn(2, 24, 64, requires_grad=True)
+    weights = [x] + ([model.sinks] if sinks else [])
     expected = model(x)
-    expected_grad = torch.autograd.grad(expected.sum(), x)[0]
+    expected_grads = torch.autograd.grad(expected.sum(), weights)
     compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
     got = compiled(x)
-    got_grad = torch.autograd.grad(got.sum(), x)[0]
+    got_grads = torch.autograd.grad(got.sum(), weights)
     torch.testing.assert_close(got, expected)
-    torch.testing.assert_close(got_grad, expected_grad)
+    for g, e in zip(got_grads, expected_grads):
+        torch.testing.assert_close(g, e)
+        assert e.abs().sum() > 0
 
 
 def test_compile_fullgraph_inductor_varlen():

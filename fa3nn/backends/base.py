@@ -98,7 +98,10 @@ class Backend:
         """None if this backend can serve the call (forward, or backward when `backward`), else the reason."""
         raise NotImplementedError
 
-    def forward(self, q, k, v, params: AttnParams, varlen: Varlen | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, q, k, v, params: AttnParams, varlen: Varlen | None, sinks: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(out, lse); with `sinks` (nheads,) those of the softmax with a sink per head (fa3nn.sinks): in the kernel,
+        or fa3nn.sinks.apply_sinks on the kernel's outputs."""
         raise NotImplementedError
 
     def backward(self, dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None):

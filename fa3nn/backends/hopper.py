@@ -21,6 +21,7 @@ from fa3nn.backends.base import AttnCall, AttnParams, Backend, Varlen
 from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
 from fa3nn.backends.reference import ReferenceBackend
 from fa3nn.checks import check_native_softcap
+from fa3nn.sinks import check_sinks
 
 SUPPORTED_HEADDIMS = (64, 128, 256)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
@@ -53,13 +54,15 @@ VARIANTS = {
 def launch(
     q, k, v, softmax_scale: float, causal: bool, varlen: Varlen | None = None, variant: str = "full", out=None,
     lse=None, library: ctypes.CDLL | None = None, window_size: tuple[int, int] = (-1, -1), softcap: float = 0.0,
+    sinks: torch.Tensor | None = None,
 ):
     """Run the kernel; returns (out, lse). Allocates through torch (unless `out`/`lse` are given: tests pass
     NaN-poisoned ones), launches on the current stream, never syncs. `library` (a hopper_build.load() result) runs
     another build of the kernels instead of the backend's own: benchmarks compare versions in one run.
     `window_size` (left, right), -1 unbounded, with `causal` as in fa3nn.masks.Window.from_args: a window other than
     full or causal runs the window kernels (variant "full" only); `softcap` > 0 the softcap kernels
-    (softmax(softcap * tanh(scores * softmax_scale / softcap)), variant "full" only)."""
+    (softmax(softcap * tanh(scores * softmax_scale / softcap)), variant "full" only). `sinks` (nheads,): gpt-oss's
+    per-head sink logits, applied in the kernel's epilogue (fa3nn.sinks: out and lse of the softmax with the sink)."""
     window = hopper_bwd.window_of(causal, window_size)
     if window.sliding and variant != "full":
         raise ValueError(f"window_size {window_size}: the sliding-window forward is built for variant 'full' only, "
@@ -70,6 +73,9 @@ def launch(
                          f"variant={variant!r}")
     lib = library if library is not None else LIBRARY.require()
     q, k, v = tma_ready(q), tma_ready(k), tma_ready(v)
+    if sinks is not None:
+        check_sinks(sinks, q.shape[-2], q.device)
+        sinks = sinks.detach().to(torch.float32).contiguous()
     headdim = q.shape[-1]
     if out is None:
         out = torch.empty(*q.shape[:-1], v.shape[-1], dtype=q.dtype, device=q.device)
@@ -98,7 +104,7 @@ def launch(
             None if cu_q is None else cu_q.data_ptr(), None if cu_k is None else cu_k.data_ptr(),
             batch, seqlen_q, seqlen_k, max_seqlen_q, nheads, nheads_kv, headdim, stride_array,
             float(softmax_scale), int(causal), window.left, window.right, float(softcap),
-            int(q.dtype == torch.bfloat16), VARIANTS[variant], stream,
+            None if sinks is None else sinks.data_ptr(), int(q.dtype == torch.bfloat16), VARIANTS[variant], stream,
         )
     if status != 0:
         raise RuntimeError(f"fa3nn hopper forward failed: {lib.fa3nn_hopper_last_error().decode()}")
@@ -134,13 +140,13 @@ class HopperBackend(Backend):
             return LIBRARY.error
         return None
 
-    def forward(self, q, k, v, params: AttnParams, varlen: Varlen | None):
+    def forward(self, q, k, v, params: AttnParams, varlen: Varlen | None, sinks=None):
         if not params.softmax_scale > 0:
             # The kernel's running maximum assumes scores grow with Q K^T (a positive scale); a zero or negative
             # scale is legal but degenerate, so it takes the exact path instead of a wrong one.
-            return ReferenceBackend().forward(q, k, v, params, varlen)
+            return ReferenceBackend().forward(q, k, v, params, varlen, sinks)
         return launch(q, k, v, params.softmax_scale, params.window.causal, varlen,
-                      window_size=(params.window.left, params.window.right), softcap=params.softcap)
+                      window_size=(params.window.left, params.window.right), softcap=params.softcap, sinks=sinks)
 
     def backward(self, dout, q, k, v, out, lse, dlse, params, varlen):
         if not params.softmax_scale > 0:  # as in forward: the degenerate scale takes the exact path

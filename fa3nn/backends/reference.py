@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from fa3nn.backends.base import AttnCall, AttnParams, Backend, Varlen, saved_lse_dtype
+from fa3nn.sinks import apply_sinks
 
 # Elements of one chunk's score matrix (float32: 64 MiB); a few temporaries of this size live at once.
 SCORE_BUDGET = 1 << 24
@@ -114,7 +115,9 @@ def backward_dense(dout, q, k, v, out, lse, dlse, params: AttnParams):
     for start in range(0, seqlen_q, step):
         end, rows = min(seqlen_q, start + step), min(seqlen_q, start + step) - start
         scores = _Scores(q_grouped[:, start:end].to(cdtype), k_c.transpose(2, 3), params, start, seqlen_q, seqlen_k)
-        probs = scores.probs(torch.logsumexp(scores.values, dim=-1))
+        # P from the forward's lse, as every backward takes it: an lse that includes more than the scores (fa3nn.sinks)
+        # makes this the gradient of that softmax
+        probs = scores.probs(_fold_rows(lse.transpose(1, 2)[:, start:end].to(cdtype), hk))
         dout_folded = _fold_rows(dout[:, start:end].to(cdtype), hk)
         dv += torch.matmul(probs.transpose(2, 3), dout_folded)
         dprobs = torch.matmul(dout_folded, v_c.transpose(2, 3))
@@ -144,15 +147,15 @@ class ReferenceBackend(Backend):
     def refusal(self, call: AttnCall, backward: bool) -> str | None:
         return None  # every device, dtype, head dim and feature
 
-    def forward(self, q, k, v, params, varlen):
+    def forward(self, q, k, v, params, varlen, sinks=None):
         if varlen is None:
-            return forward_dense(q, k, v, params)
+            return apply_sinks(*forward_dense(q, k, v, params), sinks)
         out = torch.empty(*q.shape[:-1], v.shape[-1], dtype=q.dtype, device=q.device)
         lse = torch.empty(q.shape[1], q.shape[0], dtype=saved_lse_dtype(q.dtype), device=q.device)
         for rows_q, rows_k in _per_sequence(varlen):
             o, s = forward_dense(q[rows_q][None], k[rows_k][None], v[rows_k][None], params)
             out[rows_q], lse[:, rows_q] = o[0], s[0]
-        return out, lse
+        return apply_sinks(out, lse, sinks)
 
     def backward(self, dout, q, k, v, out, lse, dlse, params, varlen):
         if varlen is None:

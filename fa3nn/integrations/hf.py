@@ -47,7 +47,6 @@ from fa3nn.integrations.hf_padding import (
 )
 from fa3nn.interface import attention
 from fa3nn.module import FlashAttentionV3
-from fa3nn.sinks import with_sinks
 
 ATTN_IMPLEMENTATION = "fa3nn"
 LAYER_ATTRIBUTE = "fa3nn_attention"
@@ -345,12 +344,10 @@ def fa3nn_attention_forward(
         )
 
     if packed is None:
-        out, lse = attend(q, k, v)
+        out, _ = attend(q, k, v, sinks=sinks)
     else:
-        out, lse = attend(packed.q, packed.k, packed.v, packed.cu_seqlens_q, packed.cu_seqlens_k, packed.max_seqlen_q,
-                          packed.max_seqlen_k)
-    if sinks is not None:
-        out, _ = with_sinks(out, lse, sinks)
+        out, _ = attend(packed.q, packed.k, packed.v, packed.cu_seqlens_q, packed.cu_seqlens_k, packed.max_seqlen_q,
+                        packed.max_seqlen_k, sinks=sinks)
     out = out if packed is None else packed.restore(out)
     if blocks is not None:  # their rows again, non-causal over each block's keys (fa3nn.integrations.hf_layout)
         out = blocks.replace(out, blocks.attend(attend, q, k, v, options["window_size"][0]))

@@ -87,6 +87,9 @@ struct FwdParams {
   // seqlen_q, -1 unbounded (fa3nn/masks.py); causal calls come as right = 0.
   int window_left, window_right;
   float softcap_pre;  // kSoftcap: softmax_scale / softcap (softcap_scores; scale_log2 is then softcap * log2 e)
+  // Attention sinks (gpt-oss): one logit per query head, natural-log units of the scaled scores, joining every row's
+  // softmax without a value (OnlineSoftmax::finalize); null for none. bf16 / fp16 forward only.
+  const float* sinks;
 };
 
 // kSkipKVLoads is a diagnostic only (wrong results): the producer signals K/V stages without loading them, which
@@ -381,12 +384,14 @@ struct Consumer {
     store_lse(p, r, t, lse);
   }
 
-  // A tile whose rows attend no key (causal with seqlen_q > seqlen_k, or an empty varlen sequence): zeros, -inf.
+  // A tile whose rows attend no key (causal with seqlen_q > seqlen_k, or an empty varlen sequence): zeros, and lse
+  // -inf, or the head's sink (natural log) with sinks.
   __device__ __forceinline__ void store_empty(const FwdParams& p, const SeqRange& r, const Tile& t) const {
     float zeros[kORegs];
 #pragma unroll
     for (int i = 0; i < kORegs; ++i) zeros[i] = 0.f;
-    const float none[2] = {0.f, 0.f}, lse[2] = {-INFINITY, -INFINITY};
+    const float empty_lse = p.sinks != nullptr ? p.sinks[t.head] : -INFINITY;
+    const float none[2] = {0.f, 0.f}, lse[2] = {empty_lse, empty_lse};
     store(p, r, t, zeros, none, lse);
   }
 };
@@ -399,6 +404,7 @@ struct WorkTile {
   int n_blocks;
   int n_first;  // the first key block it visits (0 but under a window; key_block_range)
   int q_stage;  // the Q stage holding its rows (and, with the TMA-store epilogue, its O afterwards)
+  float sink;  // its head's sink (OnlineSoftmax::finalize), -inf without sinks; loaded with the tile, used at its end
 };
 
 template <class Cfg>
@@ -489,7 +495,7 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
   };
   auto finish_tile = [&](const WorkTile& w) {
     float inv_sum[2], lse[2];
-    softmax.finalize(p.scale_log2, inv_sum, lse);
+    softmax.finalize(p.scale_log2, w.sink, inv_sum, lse);
     epilogue(w, inv_sum, lse);
   };
   // Next tile (from scheduler index `from`) that has key blocks; tiles whose rows attend nothing are written here.
@@ -503,7 +509,10 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
       w.n_blocks = blocks.count;
       w.n_first = blocks.first;
       w.q_stage = q_state.index;  // q_state has advanced past every earlier tile
-      if (w.n_blocks > 0) return true;
+      if (w.n_blocks > 0) {
+        w.sink = p.sinks != nullptr ? p.sinks[w.t.head] : -INFINITY;
+        return true;
+      }
       c.store_empty(p, w.r, w.t);
     }
     return false;
@@ -599,7 +608,7 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
       fence_operands(s);
       release_k(cur.n_blocks == 1);
       float inv_sum[2], lse[2];
-      softmax.finalize(p.scale_log2, inv_sum, lse);  // the previous tile's row statistics
+      softmax.finalize(p.scale_log2, prev.sink, inv_sum, lse);  // the previous tile's row statistics
       softmax.reset();
       n_block = cur.n_blocks - 1;
       softmax_block(cur, n_block);

@@ -36,9 +36,9 @@ extern "C" {
 // prebuilt library (FA3NN_HOPPER_LIB) from another revision fails with a message instead of reading arguments in the
 // wrong places (a float added to a call moves no integer argument on x86-64: an older library would ignore it
 // silently). 1: 2026-12-04 (window_left / window_right / softcap in the forward, window_left / window_right in the
-// backward); 2: softcap in the backward (after window_right). Libraries built before 1 have no version and are
-// refused too.
-int fa3nn_hopper_abi_version() { return 2; }
+// backward); 2: softcap in the backward (after window_right); 3: sinks in the forward (after softcap). Libraries
+// built before 1 have no version and are refused too.
+int fa3nn_hopper_abi_version() { return 3; }
 
 // Head dims this library was built for, for the Python side's refusal messages.
 int fa3nn_hopper_supports_headdim(int headdim) { return headdim == 64 || headdim == 128 || headdim == 256; }
@@ -60,12 +60,15 @@ const char* fa3nn_hopper_last_error() { return g_error; }
 // window_left / window_right: a sliding window, query row i sees key j iff i + off - left <= j <= i + off + right,
 // off = seqlen_k - seqlen_q, -1 = unbounded (fa3nn/masks.py); causal sets right to 0. Anything but (-1, -1) and
 // (-1, 0) runs the window kernels (variant 0 only; dense or varlen). softcap: 0 (none) or the cap c > 0 of
-// softmax(c * tanh(scores * softmax_scale / c)) (variant 0 only).
+// softmax(c * tanh(scores * softmax_scale / c)) (variant 0 only). sinks: null, or nheads float32 on the device, a
+// logit per query head that joins every row's softmax without a value (gpt-oss; fa3nn/sinks.py): out and lse are
+// those of the softmax with the sink, a row that attends no key gets zeros and lse = its head's sink.
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_fwd(const void* q, const void* k, const void* v, void* out, float* lse, const int* cu_seqlens_q,
                      const int* cu_seqlens_k, int batch, int seqlen_q, int seqlen_k, int max_seqlen_q, int nheads,
                      int nheads_kv, int headdim, const int64_t* strides, float softmax_scale, int causal,
-                     int window_left, int window_right, float softcap, int bf16, int variant, void* stream) {
+                     int window_left, int window_right, float softcap, const float* sinks, int bf16, int variant,
+                     void* stream) {
   g_error[0] = '\0';
   Problem pr{q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, batch, seqlen_q, seqlen_k, max_seqlen_q,
              nheads, nheads_kv, headdim, strides, softmax_scale, static_cast<cudaStream_t>(stream)};
@@ -73,6 +76,7 @@ int fa3nn_hopper_fwd(const void* q, const void* k, const void* v, void* out, flo
   if (const int status = window_args(causal, window_left, window_right, pr.window)) return status;
   if (const int status = softcap_arg(softmax_scale, softcap)) return status;
   pr.softcap = softcap;
+  pr.sinks = sinks;
   switch (headdim) {
     case 64: return run_d64(pr, bf16 != 0, causal != 0, variant);
     case 128: return run_d128(pr, bf16 != 0, causal != 0, variant);

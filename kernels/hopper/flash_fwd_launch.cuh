@@ -126,6 +126,7 @@ struct Problem {
   float rescale_log2 = 8.f;
   WindowArgs window;  // local: the FwdConfig::kLocal kernels (dispatch_local)
   float softcap = 0.f;  // > 0: the FwdConfig::kSoftcap kernels (dispatch_softcap)
+  const float* sinks = nullptr;  // FwdParams::sinks (nheads float32 on the device), or null
 };
 
 inline int l2_bytes() {
@@ -264,6 +265,7 @@ int launch(const Problem& pr) {
   p.rescale_log2 = pr.rescale_log2;
   p.window_left = pr.window.left;
   p.window_right = pr.window.right;
+  p.sinks = pr.sinks;
   if (pr.window.local != Cfg::kLocal) return fail("%s", "internal: a window call reached a kernel without windows or back");
   if ((pr.softcap > 0.f) != Cfg::kSoftcap)
     return fail("%s", "internal: a softcap call reached a kernel without softcap or back");

@@ -196,15 +196,28 @@ struct OnlineSoftmax {
   }
 
   // Per row: the factor that normalizes the output (0 for a row that attended nothing) and the natural-log lse
-  // (-inf for such a row).
-  __device__ __forceinline__ void finalize(float scale_log2, float (&inv_sum)[2], float (&lse)[2]) const {
+  // (-inf for such a row). sink: the head's attention sink (gpt-oss; fa3nn/sinks.py) in natural-log units of the
+  // scaled scores, -inf for none: one more term exp(sink) in every row's sum that carries no value, so O shrinks by
+  // sum / (sum + sink term) and lse includes it; a row that attended nothing keeps O = 0 and gets lse = the sink
+  // (exactly, as store_empty writes it). The sum is taken against max(row max, sink) so that neither term overflows.
+  __device__ __forceinline__ void finalize(float scale_log2, float sink, float (&inv_sum)[2], float (&lse)[2]) const {
     constexpr float kLn2 = 0.69314718055994530942f;
+    const float sink_log2 = sink * 1.4426950408889634f;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float sum = quad_sum(row_sum[r]);
       const bool empty = !(sum > 0.f);
-      inv_sum[r] = empty ? 0.f : 1.f / sum;
-      lse[r] = empty ? -INFINITY : (scaled_max(row_max[r], scale_log2) + __log2f(sum)) * kLn2;
+      const float m = scaled_max(row_max[r], scale_log2);
+      if (sink_log2 == -INFINITY) {  // (uniform over the CTA: one head per tile)
+        inv_sum[r] = empty ? 0.f : 1.f / sum;
+        lse[r] = empty ? -INFINITY : (m + __log2f(sum)) * kLn2;
+      } else {
+        const float top = fmaxf(m, sink_log2);
+        const float row_part = sum * exp2f(m - top);  // the row's sum against `top`
+        const float total = row_part + exp2f(sink_log2 - top);
+        inv_sum[r] = empty ? 0.f : exp2f(m - top) / total;
+        lse[r] = empty ? sink : (top + __log2f(total)) * kLn2;
+      }
     }
   }
 };
