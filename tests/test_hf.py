@@ -468,9 +468,9 @@ def test_packing_seen_by_the_mask_equals_per_sequence(family, how, monkeypatch):
 
 
 def _recording(pairs, calls: list):
-    def recorded(mask_function, q_idx, kv_idx, index_based=False):
+    def recorded(mask_function, q_idx, kv_idx, index_based=False, batch_size=None):
         calls.append(index_based)
-        return pairs(mask_function, q_idx, kv_idx, index_based)
+        return pairs(mask_function, q_idx, kv_idx, index_based, batch_size)
     return recorded
 
 

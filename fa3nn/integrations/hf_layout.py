@@ -110,47 +110,78 @@ def blocks_agree(layout: torch.Tensor, cu_seqlens: torch.Tensor) -> bool:
     return _boundaries.get(layout, ("blocks beside cu_seq_lens",), compute)
 
 
+class _Neighbours:
+    """Each token's previous and next real token in a layout's rows: shifts where the layout has no padding, gathers
+    at positions read once (previous_real) where it has."""
+
+    def __init__(self, real: torch.Tensor | None):
+        self.real = real
+        if real is not None:
+            self.previous = previous_real(real)
+            self.next_flipped = previous_real(real.flip(-1))
+
+    def before(self, values: torch.Tensor, missing) -> torch.Tensor:
+        """values at each token's previous real token (missing for a row's first)."""
+        if self.real is None:
+            return torch.nn.functional.pad(values[:, :-1], (1, 0), value=missing)
+        return _at(values, self.previous, missing)
+
+    def after(self, values: torch.Tensor, missing) -> torch.Tensor:
+        """values at each token's next real token (missing for a row's last)."""
+        if self.real is None:
+            return torch.nn.functional.pad(values[:, 1:], (0, 1), value=missing)
+        return _at(values.flip(-1), self.next_flipped, missing).flip(-1)
+
+
 def _layout_calls(layout: torch.Tensor, device: torch.device, slots: bool, is_causal: bool, sliding_window, chunk
                   ) -> tuple:
     """pack_by_layout's (boundaries or None, Blocks or None, causal), once per layout tensor and layer kind. Two host
-    reads (the common answers, then the recorded pairs' check); packing and blocks read their positions besides."""
+    reads: the answers that pick the path (custom tokens, padding, blocks, causal), then the recorded pairs' check
+    with the packing's answers; the boundaries read the segment starts besides. Every op is a kernel launch and host
+    time while the GPU waits (s37a): a layout without padding takes shifts for its neighbours."""
     segments, blocks = layout[0], layout[1]
     seqlen = segments.shape[1]
-    real = segments >= 0
-    starts = _segment_starts(segments, real)
-    bidirectional = (blocks == BIDIRECTIONAL).any()
-    # a hole: padding inside one sequence (its next real token continues the sequence before it)
-    inside = holes(real) & (_next_real(segments, real, PADDING) == _at(segments, latest_real(real), PADDING))
-    causal_if_so = torch.tensor(is_causal, device=segments.device) & ~bidirectional
-    custom, all_real, one_per_row, any_block, causal, any_hole = torch.stack([
-        (segments == CUSTOM).any(), real.all(), (starts.sum(-1) <= 1).all(), (blocks >= 0).any(), causal_if_so,
-        inside.any(),
-    ]).tolist()
-    # The recorded pairs against the call this layer makes (a second host read: predicting both the causal and the
-    # non-causal call to save it cost ~100 more small ops, more than the read, s36a)
-    mismatch = _witness_mismatch(layout, real, starts, causal, hf_window(causal, sliding_window, seqlen), chunk)
-    any_mismatch = bool(mismatch.any())
+    causal_if_so = torch.tensor(is_causal, device=segments.device) & ~(blocks == BIDIRECTIONAL).any()
+    custom, padded, any_block, causal = torch.stack([
+        (segments == CUSTOM).any(), (segments == PADDING).any(), (blocks >= 0).any(), causal_if_so]).tolist()
     if custom:
         raise NotImplementedError(CUSTOM_MESSAGE)
     if any_block and chunk:
         raise NotImplementedError("bidirectional blocks in the mask of a chunked layer; use attn_implementation="
                                   "'eager'")
     window = hf_window(causal, sliding_window, seqlen)
+    real = segments >= 0 if padded else None
+    neighbours = _Neighbours(real)
+    starts = segments != neighbours.before(segments, PADDING)
+    if padded:
+        starts &= real
+        # a hole: padding inside one sequence (its next real token continues the sequence before it)
+        inside = holes(real) & (neighbours.after(segments, PADDING) == _at(segments, latest_real(real), PADDING))
+    # positions in the packed layout (real tokens only) and of each segment's first token
+    rank = real.cumsum(-1) - 1 if padded else torch.arange(seqlen, device=segments.device).expand_as(segments)
+    first_rank = torch.where(starts, rank, 0).cummax(-1).values
+    mismatch = _witness_mismatch(layout, real, neighbours, rank, first_rank, causal, window, chunk, any_block)
+    longest = rank - first_rank + 1
+    any_mismatch, one_per_row, any_hole, longest = torch.stack([
+        mismatch.any(), (starts.sum(-1) <= 1).all(), inside.any() if padded else mismatch.new_zeros(()),
+        (longest if real is None else torch.where(real, longest, 0)).max() if segments.numel() else
+        rank.new_zeros(())]).tolist()
     if any_hole and (chunk or window != (-1, -1)):
         raise NotImplementedError(HOLES_MESSAGE)
     if any_mismatch:
         row, query = (int(x) for x in mismatch.nonzero()[0])
         raise NotImplementedError(WITNESS_MESSAGE.format(causal=causal, window=window, chunk=chunk, query=query,
                                                          row=row))
+    real = segments >= 0 if real is None else real
     if one_per_row:  # at most one sequence per row: padding alone, or nothing
-        if all_real:
+        if not padded:
             bounds = None
         elif not causal and window == (-1, -1):  # every query sees all its row's real keys: keep every query row
             bounds = _key_mask_boundaries(real, segments.shape[1], device)  # (cross-attention: they are not keys)
         else:
             bounds = _mask_boundaries(real, segments.shape[1], device, slots)
     else:
-        bounds = _segment_boundaries(real, starts, all_real, device)
+        bounds = _segment_boundaries(real, starts, not padded, device, int(longest))
     return bounds, (_block_sequences(layout, real, starts, device) if any_block else None), causal
 
 
@@ -164,40 +195,46 @@ def _segment_starts(segments: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
     return real & (segments != _at(segments, previous_real(real), PADDING))
 
 
-def _witness_mismatch(layout, real, starts, causal: bool, window: tuple[int, int], chunk: int) -> torch.Tensor:
+def _witness_mismatch(layout, real, neighbours: _Neighbours, rank, first_rank, causal: bool, window: tuple[int, int],
+                      chunk: int, any_block: bool) -> torch.Tensor:
     """(batch, seqlen) bool: queries where a pair mask_layout recorded (each query with the tokens 1, 2, 4, ... back
     and ahead) differs from what the calls attend: each segment alone under (causal, window, chunk) counted over its
-    real tokens (the packed layout), block queries non-causal up to their block's last key with the left window. A
-    difference is a mask fa3nn would run differently (another window than the layer's, keys dropped or added at a
-    distance, a block longer than a window that does not apply inside it). Tensor ops only, every distance at once."""
+    real tokens (rank: the packed layout; real None: no padding), block queries non-causal up to their block's last
+    key with the left window. A difference is a mask fa3nn would run differently (another window than the layer's,
+    keys dropped or added at a distance, a block longer than a window that does not apply inside it). Tensor ops
+    only, every distance at once."""
     segments, blocks, witnesses = layout[0], layout[1], layout[2:]
     seqlen = segments.shape[1]
     distances = witness_distances(seqlen)
     if witnesses.shape[0] != 2 * len(distances):
         raise ValueError(f"a mask layout with {witnesses.shape[0]} witness rows for seqlen {seqlen}")
     device = segments.device
-    positions = torch.arange(seqlen, device=device).expand_as(segments)
-    rank = real.cumsum(-1) - 1  # position in the packed layout (real tokens only)
-    first_rank = torch.where(starts, rank, 0).cummax(-1).values  # of the token's segment
-    in_block = blocks >= 0
-    block_end = in_block & (blocks != _next_real(blocks, real, NO_BLOCK - 1))
-    block_last = torch.where(block_end, positions, seqlen).flip(-1).cummin(-1).values.flip(-1)
+    positions = torch.arange(seqlen, device=device)
     offsets = torch.tensor([-d for d in distances] + distances, device=device).view(-1, 1, 1)
-    kv = positions + offsets  # (2 n, batch, seqlen)
-    in_range = (kv >= 0) & (kv < seqlen)
-    kv = kv.clamp(0, seqlen - 1)
+    kv = (positions + offsets).clamp(0, seqlen - 1)  # (2 n, 1, seqlen); out of range: recorded as -1
 
     def at_key(x):
-        return x.expand(kv.shape[0], *x.shape).gather(2, kv)
+        return x.expand(kv.shape[0], *x.shape).gather(2, kv.expand(-1, x.shape[0], -1))
 
-    valid = in_range & (witnesses >= 0) & real & at_key(real)
-    back = rank - at_key(rank)  # > 0: the key is before the query
+    valid = witnesses >= 0
+    if real is None:
+        back = -offsets  # > 0: the key is before the query
+    else:
+        valid = valid & real & at_key(real)
+        back = rank - at_key(rank)
     left, right = window
-    sees = (at_key(segments) == segments) & ((left < 0) | (back <= left))
+    sees = at_key(segments) == segments
+    if left >= 0:
+        sees &= back <= left
     if chunk:
         sees &= (rank - first_rank) // chunk == (at_key(rank) - at_key(first_rank)) // chunk
-    if causal:
+    if causal and any_block:
+        in_block = blocks >= 0
+        block_end = in_block & (blocks != neighbours.after(blocks, NO_BLOCK - 1))
+        block_last = torch.where(block_end, positions, seqlen).flip(-1).cummin(-1).values.flip(-1)
         sees &= torch.where(in_block, kv <= block_last, back >= 0)
+    elif causal:
+        sees &= back >= 0
     elif right >= 0:
         sees &= -back <= right
     return (valid & (sees != (witnesses == 1))).any(0)
@@ -210,17 +247,14 @@ WITNESS_MESSAGE = (
     "attn_implementation='sdpa' or 'eager' for such inputs")
 
 
-def _next_real(values: torch.Tensor, real: torch.Tensor, missing) -> torch.Tensor:
-    """values at each token's next real token (missing for a row's last)."""
-    return _at(values.flip(-1), previous_real(real.flip(-1)), missing).flip(-1)
-
-
-def _segment_boundaries(real: torch.Tensor, starts: torch.Tensor, all_real: bool, device: torch.device) -> tuple:
-    """hf_padding._mask_boundaries' tuple for several sequences in a row: the real tokens, gathered unless all are."""
+def _segment_boundaries(real: torch.Tensor, starts: torch.Tensor, all_real: bool, device: torch.device,
+                        longest: int) -> tuple:
+    """hf_padding._mask_boundaries' tuple for several sequences in a row: the real tokens, gathered unless all are;
+    `longest` the longest sequence (read with the check)."""
     rows = None if all_real else real.flatten().nonzero().flatten()
     kept_starts = starts.flatten() if rows is None else starts.flatten().index_select(0, rows)
-    cu_seqlens, longest_run = cu_from_starts(kept_starts, device)
-    return rows, rows, cu_seqlens, cu_seqlens, longest_run, longest_run
+    cu_seqlens = cu_from_starts(kept_starts, device, longest)[0]
+    return rows, rows, cu_seqlens, cu_seqlens, longest, longest
 
 
 def _block_sequences(layout: torch.Tensor, real: torch.Tensor, starts: torch.Tensor, device: torch.device) -> Blocks:

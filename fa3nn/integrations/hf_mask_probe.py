@@ -36,30 +36,33 @@ NO_BLOCK = -1  # a token outside bidirectional blocks
 BIDIRECTIONAL = -3  # every real token's block id when the whole mask is bidirectional within segments
 
 
-def pairs(mask_function: Callable, q_idx: torch.Tensor, kv_idx: torch.Tensor, index_based: bool = False
-          ) -> torch.Tensor:
-    """(batch, n) bool: mask_function(b, 0, q_idx[b, j], kv_idx[b, j]). `index_based`: the function is built of
+def pairs(mask_function: Callable, q_idx: torch.Tensor, kv_idx: torch.Tensor, index_based: bool = False,
+          batch_size: int | None = None) -> torch.Tensor:
+    """(batch, ...) bool: mask_function(b, 0, q_idx[b, ...], kv_idx[b, ...]); q_idx and kv_idx broadcast to
+    (batch_size, ...) (batch_size: their first dimension by default). `index_based`: the function is built of
     elementwise ops on its index tensors, which transformers >= 5 says with use_vmap=False (then it broadcasts them
-    itself) and its own mask functions are; one call on the (batch, 1) / (batch, n) indices then. Otherwise vmapped
-    as transformers vmaps custom mask functions (indexing a tensor with a 0-d index tensor needs
-    TransformGetItemToIndex under vmap), which costs host time per op: 1.2 ms against 0.02 for transformers' packed
-    mask on the CPU, most of the mask reading's cost."""
-    if index_based:
-        head = torch.zeros((), dtype=q_idx.dtype, device=q_idx.device)
-        batch = torch.arange(q_idx.shape[0], device=q_idx.device)[:, None]
-        seen = torch.as_tensor(mask_function(batch, head, q_idx, kv_idx), dtype=torch.bool, device=q_idx.device)
-        return seen.expand(q_idx.shape)  # (a function of the batch alone gives (batch, 1); a constant, 0-d)
-    from torch._dynamo._trace_wrapped_higher_order_op import TransformGetItemToIndex
-
+    itself) and its own mask functions are; one call on the broadcast indices then. Otherwise vmapped as transformers
+    vmaps custom mask functions (indexing a tensor with a 0-d index tensor needs TransformGetItemToIndex under vmap),
+    which costs host time per op: 1.2 ms against 0.02 for transformers' packed mask on the CPU."""
+    batch_size = q_idx.shape[0] if batch_size is None else batch_size
+    shape = torch.broadcast_shapes(q_idx.shape, kv_idx.shape)
+    shape = (batch_size, *shape[1:])
     head = torch.zeros((), dtype=q_idx.dtype, device=q_idx.device)
+    if index_based:
+        batch = torch.arange(batch_size, device=q_idx.device).view(-1, *(1,) * (len(shape) - 1))
+        seen = torch.as_tensor(mask_function(batch, head, q_idx, kv_idx), dtype=torch.bool, device=q_idx.device)
+        return seen.expand(shape)  # (a function of the batch alone gives (batch, 1, ...); a constant, 0-d)
+    from torch._dynamo._trace_wrapped_higher_order_op import TransformGetItemToIndex
 
     def one(b, q, kv):
         return torch.as_tensor(mask_function(b, head, q, kv), dtype=torch.bool, device=q_idx.device)
 
     over_pairs = torch.vmap(one, in_dims=(None, 0, 0))
     over_batch = torch.vmap(over_pairs, in_dims=(0, 0, 0))
+    q_flat, kv_flat = (x.expand(shape).reshape(batch_size, -1) for x in (q_idx, kv_idx))
     with TransformGetItemToIndex():
-        return over_batch(torch.arange(q_idx.shape[0], device=q_idx.device), q_idx, kv_idx)
+        seen = over_batch(torch.arange(batch_size, device=q_idx.device), q_flat, kv_flat)
+    return seen.view(shape)
 
 
 def _both_sides(pair_flags: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
@@ -95,34 +98,54 @@ def witness_distances(seqlen: int) -> list[int]:
 def mask_layout(mask_function: Callable, batch_size: int, seqlen: int, padding: torch.Tensor | None,
                 device: torch.device, index_based: bool = False) -> torch.Tensor:
     """The layout (module docstring) of `mask_function` over `seqlen` queries and as many keys at the same positions
-    (no cache); `padding` (batch, seqlen) bool is True on real tokens, or None; `index_based` as in `pairs`."""
-    real = torch.ones(batch_size, seqlen, dtype=torch.bool, device=device) if padding is None else padding.bool()
-    positions = torch.arange(seqlen, device=device).expand(batch_size, seqlen)
-    previous = previous_real(real)  # each token's neighbour (padding holes skipped)
-    has_previous = real & (previous >= 0)
+    (no cache); `padding` (batch, seqlen) bool is True on real tokens, or None; `index_based` as in `pairs`. Each op
+    here is a kernel launch and ~10-20 us of host time on the GPU machine while the GPU waits (s36a, s37a): without
+    padding a token's neighbour is the one before it, and the pairs with it are the witnesses at distance 1."""
+    positions = torch.arange(seqlen, device=device)
     distances = witness_distances(seqlen)
-    # One vmapped evaluation of every pair: the neighbours both ways, then each token with the tokens d back / ahead
-    # (every distance in one tensor: each op here is a kernel launch on the GPU, s36a).
     offsets = torch.tensor([-d for d in distances] + distances, device=device)
-    targets = positions[:, None, :] + offsets[None, :, None]  # (batch, 2 n, seqlen)
-    prev = previous.clamp(min=0)
-    q_idx = torch.cat([positions, prev, positions.repeat(1, len(offsets))], dim=1)
-    kv_idx = torch.cat([prev, positions, targets.clamp(0, seqlen - 1).flatten(1)], dim=1)
-    seen = pairs(mask_function, q_idx, kv_idx, index_based).view(batch_size, 2 + len(offsets), seqlen).transpose(0, 1)
-    sees_prev, sees_next, witnesses = seen[0], seen[1], seen[2:]
+    targets = positions + offsets[:, None]  # (2 n, seqlen): what each query is recorded with
+    in_range = (targets >= 0) & (targets < seqlen)
+    if padding is None:
+        # One evaluation of every recorded pair: (batch, 2 n, seqlen). offsets[0] = -1: each token with the one before
+        # it; offsets[n] = +1: each token with the one after it, i.e. the previous token with this one once shifted.
+        seen = pairs(mask_function, positions[None, None], targets.clamp(0, seqlen - 1)[None], index_based,
+                     batch_size)
+        sees_prev = seen[:, 0]
+        sees_next = torch.nn.functional.pad(seen[:, len(distances), :-1], (1, 0))
+        has_previous = positions > 0
+        real, witnesses = None, seen.transpose(0, 1)
+    else:
+        real = padding.bool()
+        previous = previous_real(real)  # each token's neighbour (padding holes skipped)
+        has_previous = real & (previous >= 0)
+        prev = previous.clamp(min=0)
+        expanded = positions.expand(batch_size, seqlen)
+        q_idx = torch.cat([expanded, prev, expanded.repeat(1, len(offsets))], dim=1)
+        kv_idx = torch.cat([prev, expanded, targets.clamp(0, seqlen - 1).flatten().expand(batch_size, -1)], dim=1)
+        seen = pairs(mask_function, q_idx, kv_idx, index_based).view(batch_size, 2 + len(offsets), seqlen)
+        sees_prev, sees_next, witnesses = seen[:, 0], seen[:, 1], seen[:, 2:].transpose(0, 1)
     # A segment starts at a row's first real token and where the previous real key is not visible.
-    starts = real & (~has_previous | ~sees_prev)
-    ids = torch.where(real, starts.cumsum(-1, dtype=torch.int32) - 1, PADDING)
+    starts = ~has_previous | ~sees_prev
+    if real is not None:
+        starts = starts & real
+    ids = starts.cumsum(-1, dtype=torch.int32) - 1
     # Bidirectional within segments: next visible exactly where previous is. Otherwise causal rows, whose neighbours
     # that see each other both ways are blocks.
     bidirectional = ~(has_previous & (sees_next != sees_prev)).any()
     linked = has_previous & sees_next & ~bidirectional  # token i and its previous real one in one block
-    custom = _both_sides(linked & ~sees_prev, previous)  # seen by its previous token but not seeing it
-    in_block = _both_sides(linked, previous)
+    custom = linked & ~sees_prev  # seen by its previous token but not seeing it: both ends
+    in_block = linked
+    if real is None:
+        custom = custom | torch.nn.functional.pad(custom[:, 1:], (0, 1))
+        in_block = in_block | torch.nn.functional.pad(in_block[:, 1:], (0, 1))
+    else:
+        custom, in_block = _both_sides(custom, previous), _both_sides(in_block, previous)
     block_start = in_block & ~linked
     blocks = torch.where(in_block, block_start.flatten().cumsum(0).view_as(block_start) - 1, NO_BLOCK)
-    blocks = torch.where(real & bidirectional, BIDIRECTIONAL, blocks)
-    in_range = ((targets >= 0) & (targets < seqlen)).transpose(0, 1)
-    witnesses = torch.where(in_range, witnesses.to(torch.int32), -1)
-    return torch.cat([torch.where(custom, CUSTOM, ids).to(torch.int32)[None], blocks.to(torch.int32)[None],
-                      witnesses])
+    blocks = torch.where(bidirectional, BIDIRECTIONAL, blocks)
+    ids = torch.where(custom, CUSTOM, ids)
+    if real is not None:
+        ids, blocks = torch.where(real, ids, PADDING), torch.where(real, blocks, NO_BLOCK)
+    witnesses = torch.where(in_range[:, None], witnesses.to(torch.int32), -1)
+    return torch.cat([ids.to(torch.int32)[None], blocks.to(torch.int32)[None], witnesses])

@@ -229,9 +229,10 @@ def _position_boundaries(position_ids: torch.Tensor) -> tuple[torch.Tensor, int]
     return cu_from_starts(starts.flatten(), position_ids.device)
 
 
-def cu_from_starts(flat_starts: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, int]:
+def cu_from_starts(flat_starts: torch.Tensor, device: torch.device, longest: int | None = None
+                   ) -> tuple[torch.Tensor, int]:
     """cu_seqlens (int32, on `device`) and the longest sequence from flags of sequence starts over flattened tokens
-    (host reads)."""
+    (host reads; one fewer where the caller knows `longest`)."""
     total = torch.tensor([flat_starts.numel()], dtype=torch.int32, device=flat_starts.device)
     cu_seqlens = torch.cat([flat_starts.nonzero().flatten().to(torch.int32), total]).to(device)
-    return cu_seqlens, int(cu_seqlens.diff().max())
+    return cu_seqlens, int(cu_seqlens.diff().max()) if longest is None else longest

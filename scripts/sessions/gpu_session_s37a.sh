@@ -17,7 +17,7 @@ gpu_setup /tmp/fa3nn-s37a
 new_lib=$FA3NN_HOPPER_LIB
 old_lib=$PWD/build_old/libfa3nn_hopper.so
 tree() {  # tree NAME -> the PYTHONPATH and library of that tree
-    case $1 in head*) echo "$PWD $new_lib" ;; *) echo "$PWD/$1 $old_lib" ;; esac
+    case $1 in head* | lean*) echo "$PWD $new_lib" ;; *) echo "$PWD/$1 $old_lib" ;; esac
 }
 stamp start
 case ${1:-sinks} in
@@ -31,6 +31,22 @@ sinks)
         PYTHONPATH=$path:$PYTHONPATH FA3NN_HOPPER_LIB=$lib timeout 150 python scripts/fa3_compat_bench.py \
             --json "$out/fa3_compat_$run.json" > "$out/fa3_compat_$run.log" 2>&1
         echo "$run rc $?"; tail -n 5 "$out/fa3_compat_$run.log"
+        stamp "$run"
+    done ;;
+cost)  # after the first two stages: the sinks tests again (the kernel's exact lse for keyless rows), then where the
+       # mask reading's time goes (scripts/hf_mask_cost.py; HEAD's packed step was 88.0-88.7 ms against 82.6 before
+       # the reading on the H100)
+    gpu_pytest sinks_tests2.log 200 tests/test_hopper.py tests/test_fa3_compat.py -k "sinks"
+    grep -E "^(FAILED|ERROR) " "$out/sinks_tests2.log" | head -n 10
+    stamp tests
+    timeout 200 python scripts/hf_mask_cost.py --json "$out/hf_mask_cost.json" > "$out/hf_mask_cost.log" 2>&1
+    echo "cost rc $?"; tail -n 8 "$out/hf_mask_cost.log"
+    stamp cost
+    for run in lean1 base36 lean2; do  # the leaner reading (~130 ops instead of ~257) against before the reading
+        read -r path lib <<< "$(tree $run)"
+        PYTHONPATH=$path:$PYTHONPATH FA3NN_HOPPER_LIB=$lib timeout 150 python scripts/hf_varlen_step_ab.py \
+            --rounds 5 --json "$out/hf_step_$run.json" > "$out/hf_step_$run.log" 2>&1
+        echo "$run rc $?"; grep -E "packed" "$out/hf_step_$run.log"
         stamp "$run"
     done ;;
 hf)
