@@ -74,7 +74,7 @@ def _forward_impl(
     sinks: Optional[Tensor] = None,
 ) -> tuple[Tensor, Tensor]:
     """sinks (nheads,) or None: gpt-oss's sink logits (fa3nn.sinks), out and lse then those of the softmax with the
-    sink; the backward's q, k, v gradients need nothing more (_gradients adds the sinks' own)."""
+    sink; fa3nn::bwd takes them too and adds their gradient."""
     params = _params(softmax_scale, window_left, window_right, softcap, deterministic)
     varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     chosen = resolve(backend, AttnCall.of(q, k, v, params, varlen is not None))
@@ -113,17 +113,25 @@ def _backward_impl(
     softcap: float,
     deterministic: bool,
     backend: str,
-) -> tuple[Tensor, Tensor, Tensor]:
+    sinks: Optional[Tensor] = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(dq, dk, dv, dsinks): with the forward's sinks (its out and lse include them), their gradient (the
+    backend's backward_with_sinks); without, an empty tensor in its place."""
     params = _params(softmax_scale, window_left, window_right, softcap, deterministic)
     varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     call = AttnCall.of(q, k, v, params, varlen is not None)
     chosen = resolve(backend, call, backward=True)
     if q.numel() == 0 or k.numel() == 0:
-        return tuple(t.new_zeros(t.shape) for t in (q, k, v))
+        dsinks = q.new_empty(0) if sinks is None else sinks_gradient(dout, out, lse, dlse, sinks)
+        return *(t.new_zeros(t.shape) for t in (q, k, v)), dsinks
     if dout.stride(-1) != 1:
         dout = dout.contiguous()
     # Gradients are contiguous whatever the inputs' strides (the fake impl promises that layout).
-    return tuple(g.contiguous() for g in chosen.backward(dout, q, k, v, out, lse, dlse, params, varlen))
+    if sinks is None:
+        grads = (*chosen.backward(dout, q, k, v, out, lse, dlse, params, varlen), q.new_empty(0))
+    else:
+        grads = chosen.backward_with_sinks(dout, q, k, v, out, lse, dlse, params, varlen, sinks)
+    return tuple(g.contiguous() for g in grads)
 
 
 attention_backward = torch.library.custom_op("fa3nn::bwd", _backward_impl, mutates_args=())
@@ -131,8 +139,9 @@ attention_backward = torch.library.custom_op("fa3nn::bwd", _backward_impl, mutat
 
 @attention_backward.register_fake
 def _(dout, q, k, v, out, lse, dlse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
-      window_left, window_right, softcap, deterministic, backend):
-    return tuple(t.new_empty(t.shape) for t in (q, k, v))
+      window_left, window_right, softcap, deterministic, backend, sinks=None):
+    return *(t.new_empty(t.shape) for t in (q, k, v)), (q.new_empty(0) if sinks is None else sinks.new_empty(
+        sinks.shape))
 
 
 def _setup_context(ctx, inputs, output, sinks=None):
@@ -155,10 +164,10 @@ def _gradients(backward, ctx, dout, dlse) -> tuple:
     implementation in eager mode), the sinks' (fa3nn.sinks.sinks_gradient) where fa3nn::fwd had some, and None for
     every other input."""
     q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks = ctx.saved_tensors
-    dq, dk, dv = backward(dout, q, k, v, out, lse, dlse, cu_seqlens_q, cu_seqlens_k, *ctx.scalars)
+    dq, dk, dv, dsinks = backward(dout, q, k, v, out, lse, dlse, cu_seqlens_q, cu_seqlens_k, *ctx.scalars, sinks)
     gradients = [dq, dk, dv] + [None] * (ctx.num_inputs - 3)
     if sinks is not None:
-        gradients[SINKS_INPUT] = sinks_gradient(dout, out, lse, dlse, sinks)
+        gradients[SINKS_INPUT] = dsinks
     return tuple(gradients)
 
 

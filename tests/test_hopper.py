@@ -380,6 +380,46 @@ def test_sinks_in_the_kernel_varlen(headdim, mask):
     torch.testing.assert_close(lse_packed, lse_ref.transpose(1, 2)[mask_q].transpose(0, 1), atol=1e-3, rtol=1e-4)
 
 
+# The sinks' gradient of the native backward, from its preprocess's rowsum(dout * out) and lse (hopper_bwd.
+# sinks_gradient_of; the workspaces' rows no kernel writes, varlen's gaps between sequences, filled to count 0),
+# against fa3nn.sinks.sinks_gradient's pass over dout and out on the same tensors, with a gradient into lse; dense and
+# varlen (three sequences, one without keys), MHA and GQA, causal with gpt-oss's window and not.
+@pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
+@pytest.mark.parametrize("mask", SINKS_MASKS[:3], ids=lambda m: f"{'causal' if m[0] else 'full'}_w{m[1][0]}_{m[1][1]}")
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.gpu
+@needs_hopper
+def test_sinks_gradient_of_the_native_backward(headdim, mask, varlen):
+    from fa3nn.backends import hopper_bwd
+    from fa3nn.backends.base import AttnParams, Varlen
+    from fa3nn.sinks import sinks_gradient
+
+    causal, window_size = mask
+    window = Window.from_args(causal, window_size)
+    params = AttnParams(headdim**-0.5, window, 0.0, False)
+    sinks = _sinks(6)
+    sinks[2] = 0.7  # (-inf: no gradient to compare)
+    if varlen:
+        starts_q, starts_k = (0, 300, 301, 900), (0, 500, 500, 1100)  # the second sequence: a query, no key
+        q, k, v = random_qkv(1, 900, 1100, 6, 2, headdim, torch.bfloat16, device="cuda")
+        q, k, v = q[0], k[0], v[0]
+        cu_q, cu_k = (torch.tensor(s, dtype=torch.int32, device="cuda") for s in (starts_q, starts_k))
+        lengths = Varlen(cu_q, cu_k, 600, 600, starts_q, starts_k)
+        out, lse = launch(q, k, v, params.softmax_scale, causal, lengths, window_size=window_size, sinks=sinks)
+    else:
+        q, k, v = random_qkv(2, 1000, 1000, 6, 2, headdim, torch.bfloat16, device="cuda")
+        lengths = None
+        out, lse = launch(q, k, v, params.softmax_scale, causal, window_size=window_size, sinks=sinks)
+    dout, dlse = torch.randn_like(out), torch.randn_like(lse)
+    *grads, dsinks = hopper_bwd.backward(dout, q, k, v, out, lse, dlse, params, lengths, sinks)
+    plain = hopper_bwd.backward(dout, q, k, v, out, lse, dlse, params, lengths)
+    for g, p in zip(grads, plain):  # the sinks change nothing else (dQ's fp32 atomics may sum in another order)
+        assert (g.float() - p.float()).abs().max() <= 1e-2 * p.float().abs().max()
+    expected = sinks_gradient(dout, out, lse, dlse, sinks)
+    torch.testing.assert_close(dsinks, expected, rtol=1e-4, atol=1e-3)
+    assert expected.abs().max() > 1.0  # a gradient worth comparing
+
+
 # The default causal deal (one-(batch, head) sections dealt boustrophedon), forward variant 7 (the deal before
 # 2026-12-01: L2-sized sections, round-robin) and variant 12 (one section over every tile) differ only in which CTA
 # computes which tile, so their outputs must be equal bit for bit; all NaN-poisoned first. The shapes are ones where

@@ -403,8 +403,8 @@ def test_gqa_backward_expands_kv_and_sums_each_group(monkeypatch):
     h // group) and group sums, against the reference's own GQA backward."""
 
     def mha_backward(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None, varlen=None, window_size=(-1, -1),
-                     softcap=0.0):
-        assert q.shape[2] == k.shape[2], "the kernel must see MHA"
+                     softcap=0.0, sinks=None):
+        assert q.shape[2] == k.shape[2] and sinks is None, "the kernel must see MHA"
         leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
         o, _ = attention_ref(*leaves, causal=causal, softmax_scale=softmax_scale)
         o.backward(dout.float())
@@ -430,7 +430,7 @@ def test_backward_routes_gqa_by_the_native_gqa_flag(monkeypatch, native_gqa):
     seen = {}
 
     def fake_launch(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None, varlen=None, window_size=(-1, -1),
-                    softcap=0.0):
+                    softcap=0.0, sinks=None):
         seen["k_heads"] = k.shape[2]
         return torch.zeros_like(q), torch.full_like(k, 2.0), torch.full_like(v, 3.0)
 

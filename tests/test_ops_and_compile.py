@@ -59,7 +59,7 @@ def test_opcheck_forward_fp8_inputs(varlen):
         torch.library.opcheck(attention_forward_fp8_inputs, args, test_utils=test)
 
 
-@pytest.mark.parametrize("make_args", [dense_args, varlen_args])
+@pytest.mark.parametrize("make_args", ARGS, ids=lambda f: f.__name__)
 def test_opcheck_backward(make_args):
     args = make_args(requires_grad=False)
     q, k, v = args[:3]

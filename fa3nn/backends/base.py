@@ -106,3 +106,13 @@ class Backend:
 
     def backward(self, dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None):
         raise NotImplementedError
+
+    def backward_with_sinks(self, dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None,
+                            sinks: torch.Tensor) -> tuple:
+        """(dq, dk, dv, dsinks) after a forward with sinks (its out and lse include them, fa3nn.sinks): the
+        backward, then the sinks' gradient in one more pass over dout and out; a backend whose backward computes
+        rowsum(dout * out) itself overrides this to reuse it."""
+        from fa3nn.sinks import sinks_gradient
+
+        return (*self.backward(dout, q, k, v, out, lse, dlse, params, varlen),
+                sinks_gradient(dout, out, lse, dlse, sinks))

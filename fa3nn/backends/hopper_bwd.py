@@ -164,7 +164,7 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
            variant: str | None = None, library: ctypes.CDLL | None = None, grid_order: str = "auto",
            scalar_prepost: bool = False, schedule: str = "auto", max_ctas: int | None = None,
            scalar_dkdv: bool = False, varlen: Varlen | None = None, window_size: tuple[int, int] = (-1, -1),
-           softcap: float = 0.0):
+           softcap: float = 0.0, sinks: torch.Tensor | None = None):
     """Run preprocess, main kernel and postprocess; returns (dq, dk, dv). Allocates outputs and fp32 workspaces
     through torch unless dq/dk/dv are given, launches on the current stream, never syncs. `dlse` (the gradient into
     lse, lse's shape; None for none) is folded into the preprocess's delta. `variant` picks a build of the main
@@ -178,7 +178,9 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     variant only. `window_size` (left, right), -1 unbounded, with `causal` as in fa3nn.masks.Window.from_args: a
     window other than full or causal runs the window kernels (dense or varlen, the default variant). `softcap` > 0:
     the gradient of softmax(softcap * tanh(scores * softmax_scale / softcap)) (the softcap kernels, the default variant;
-    `lse` must come from a forward with the same cap)."""
+    `lse` must come from a forward with the same cap). `sinks` (nheads,): the forward's attention sinks (fa3nn.sinks;
+    out and lse are then those with the sinks): returns (dq, dk, dv, dsinks), the sinks' gradient from the
+    preprocess's delta and lse_log2 (sinks_gradient_of), no further pass over dout and out."""
     if variant is None:  # a head dim without a default: check_arguments names the problem
         variant = DEFAULT_VARIANTS.get(q.shape[-1] if isinstance(q, torch.Tensor) else None, "red_dq")
     if variant not in VARIANTS:
@@ -248,6 +250,9 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     dq_accum = torch.empty(ws_batch, nheads, ws_rows, headdim, **workspace)  # zeroed by the preprocess kernel
     lse_log2 = torch.empty(ws_batch, nheads, ws_rows, **workspace)
     delta = torch.empty(ws_batch, nheads, ws_rows, **workspace)
+    if sinks is not None:  # every row counts in the sinks' sum: the rows no kernel writes (varlen gaps) count 0
+        lse_log2.fill_(float("inf"))
+        delta.zero_()
     if varlen is None:
         strides = [s for t in (q, k, v, out, dout, dq, dk, dv) for s in t.stride()[:3]]
         cu_q = cu_k = None
@@ -275,7 +280,17 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
         )
     if status != 0:
         raise RuntimeError(f"fa3nn hopper backward failed: {lib.fa3nn_hopper_last_error().decode()}")
-    return dq, dk, dv
+    if sinks is None:
+        return dq, dk, dv
+    return dq, dk, dv, sinks_gradient_of(sinks, lse_log2, delta)
+
+
+def sinks_gradient_of(sinks: torch.Tensor, lse_log2: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+    """d loss / d sinks (nheads,) in sinks' dtype from the preprocess's per-row workspaces (ws_batch, nheads, rows):
+    sum over rows of exp(sink - lse) * (dlse - rowsum(dout * out)) = -sum 2^(sink log2 e - lse_log2) * delta
+    (fa3nn.sinks.sinks_gradient's formula; rows without a query or a finite lse have lse_log2 = +inf: weight 0)."""
+    weight = torch.exp2(sinks.detach().float()[None, :, None] * 1.4426950408889634 - lse_log2)
+    return -(weight * delta).sum((0, 2)).to(sinks.dtype)
 
 
 def window_of(causal: bool, window_size) -> Window:
@@ -308,20 +323,20 @@ def refusal(call: AttnCall) -> str | None:
     return None
 
 
-def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None):
+def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None, sinks=None):
     """Backend.backward for the native kernels; GQA/MQA in the kernel with NATIVE_GQA, else through copies of K and V
-    (module docstring)."""
+    (module docstring). With `sinks`: (dq, dk, dv, dsinks) (launch)."""
     group = q.shape[-2] // k.shape[-2] if q.dim() >= 3 and k.dim() >= 3 and k.shape[-2] else 1
     if group == 1 or NATIVE_GQA:
         return launch(dout, q, k, v, out, lse, params.softmax_scale, params.window.causal, dlse=dlse, varlen=varlen,
-                      window_size=(params.window.left, params.window.right), softcap=params.softcap)
+                      window_size=(params.window.left, params.window.right), softcap=params.softcap, sinks=sinks)
     if q.shape[-2] != group * k.shape[-2]:
         raise ValueError(f"q has {q.shape[-2]} heads, not a multiple of k's {k.shape[-2]}")
     # GQA: query head h reads kv head h // group (the forward's convention), so repeat_interleave on the head axis.
     k_full, v_full = (t.repeat_interleave(group, dim=-2) for t in (k, v))
-    dq, dk_full, dv_full = launch(dout, q, k_full, v_full, out, lse, params.softmax_scale, params.window.causal,
-                                  dlse=dlse, varlen=varlen, window_size=(params.window.left, params.window.right),
-                                  softcap=params.softcap)
+    dq, dk_full, dv_full, *dsinks = launch(
+        dout, q, k_full, v_full, out, lse, params.softmax_scale, params.window.causal, dlse=dlse, varlen=varlen,
+        window_size=(params.window.left, params.window.right), softcap=params.softcap, sinks=sinks)
     dk, dv = (g.unflatten(-2, (k.shape[-2], group)).sum(-2, dtype=torch.float32).to(k.dtype)
               for g in (dk_full, dv_full))
-    return dq, dk, dv
+    return dq, dk, dv, *dsinks
