@@ -49,6 +49,20 @@ cost)  # after the first two stages: the sinks tests again (the kernel's exact l
         echo "$run rc $?"; grep -E "packed" "$out/hf_step_$run.log"
         stamp "$run"
     done ;;
+sinks2)  # the sinks' gradient from the native backward's workspaces (its GPU tests, then fa3_compat_bench against
+         # prev36: s37a's fwd + bwd with sinks 1.02-1.12x causal, 1.21-1.31x window 128; predicted <= 1.03x both) and
+         # the leaner mask reading's GPU tests
+    gpu_pytest sinks_tests3.log 200 tests/test_hopper.py tests/test_fa3_compat.py tests/test_hf.py \
+        tests/test_hf_mask_probe.py -k "sinks or hf or layout or packing or mask"
+    grep -E "^(FAILED|ERROR) " "$out/sinks_tests3.log" | head -n 10
+    stamp tests
+    for run in head1 prev36; do
+        read -r path lib <<< "$(tree $run)"
+        PYTHONPATH=$path:$PYTHONPATH FA3NN_HOPPER_LIB=$lib timeout 150 python scripts/fa3_compat_bench.py \
+            --json "$out/fa3_compat2_$run.json" > "$out/fa3_compat2_$run.log" 2>&1
+        echo "$run rc $?"; tail -n 5 "$out/fa3_compat2_$run.log"
+        stamp "$run"
+    done ;;
 hf)
     for run in head1 base36 prev36 head2; do
         read -r path lib <<< "$(tree $run)"
