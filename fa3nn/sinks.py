@@ -68,7 +68,9 @@ def sinks_gradient(dout: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, dls
                    sinks: torch.Tensor) -> torch.Tensor:
     """d loss / d sinks (nheads,) in sinks' dtype, from the forward's out and lse with the sink (module docstring):
     sum over rows of exp(sink - lse) * (dlse - rowsum(dout * out)), the row sums in float32 at least. Rows whose lse
-    is -inf (a sink of -inf over a row with no key) contribute nothing. One pass over dout and out."""
+    is -inf (a sink of -inf over a row with no key) contribute nothing. One pass over dout and out; the products are
+    rounded to their dtype before the float32 sum (the native backward forms them in float32: up to 3% apart on
+    causal rows' sinks at bf16, H100 s37a)."""
     dense = out.dim() == 4
     compute = torch.promote_types(lse.dtype, torch.float32)
     delta = _unrows((dout * out).sum(-1, dtype=compute), dense)  # D, in lse's layout
