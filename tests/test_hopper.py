@@ -245,13 +245,19 @@ def test_window_varlen_matches_reference(headdim, window):
     _varlen_case(torch.bfloat16, headdim, causal, 700, window_size)
 
 
+def _mask_id(mask) -> str:
+    """A (causal, window_size) case's test id."""
+    causal, (left, right) = mask
+    return f"{'causal' if causal else 'full'}_w{left}_{right}"
+
+
 # Softcap (FwdConfig::kSoftcap, cap 30): q scaled by 4 so that scores * softmax_scale spread over about +-12 and the
 # tanh bends them; full, causal, a window and a causal window; 1537x511 has query rows that see no key (causal).
 SOFTCAP_MASKS = [(False, (-1, -1)), (True, (-1, -1)), (False, (100, 30)), (True, (300, -1))]
 
 
 @pytest.mark.parametrize("seqlens", [(511, 1537), (1000, 1000), (1537, 511)], ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("mask", SOFTCAP_MASKS, ids=lambda m: f"{'causal' if m[0] else 'full'}_w{m[1][0]}_{m[1][1]}")
+@pytest.mark.parametrize("mask", SOFTCAP_MASKS, ids=_mask_id)
 @pytest.mark.parametrize("headdim", HEADDIMS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.gpu
@@ -332,7 +338,7 @@ def _with_sinks_reference(q, k, v, causal, window_size, sinks, query_padding_mas
 
 
 @pytest.mark.parametrize("seqlens", [(1000, 1000), (1537, 511), (4224, 4224)], ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("mask", SINKS_MASKS, ids=lambda m: f"{'causal' if m[0] else 'full'}_w{m[1][0]}_{m[1][1]}")
+@pytest.mark.parametrize("mask", SINKS_MASKS, ids=_mask_id)
 @pytest.mark.parametrize("headdim", HEADDIMS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.gpu
@@ -358,7 +364,7 @@ def test_sinks_in_the_kernel(dtype, headdim, mask, seqlens):
         assert torch.equal(lse[:, :, :1026], sinks[None, :, None].expand(lse.shape[0], 6, 1026))
 
 
-@pytest.mark.parametrize("mask", SINKS_MASKS[:3], ids=lambda m: f"{'causal' if m[0] else 'full'}_w{m[1][0]}_{m[1][1]}")
+@pytest.mark.parametrize("mask", SINKS_MASKS[:3], ids=_mask_id)
 @pytest.mark.parametrize("headdim", HEADDIMS)
 @pytest.mark.gpu
 @needs_hopper
@@ -385,7 +391,7 @@ def test_sinks_in_the_kernel_varlen(headdim, mask):
 # against fa3nn.sinks.sinks_gradient's pass over dout and out on the same tensors, with a gradient into lse; dense and
 # varlen (three sequences, one without keys), MHA and GQA, causal with gpt-oss's window and not.
 @pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
-@pytest.mark.parametrize("mask", SINKS_MASKS[:3], ids=lambda m: f"{'causal' if m[0] else 'full'}_w{m[1][0]}_{m[1][1]}")
+@pytest.mark.parametrize("mask", SINKS_MASKS[:3], ids=_mask_id)
 @pytest.mark.parametrize("headdim", HEADDIMS)
 @pytest.mark.gpu
 @needs_hopper

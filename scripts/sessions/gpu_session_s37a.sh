@@ -63,6 +63,9 @@ sinks2)  # the sinks' gradient from the native backward's workspaces (its GPU te
         echo "$run rc $?"; tail -n 5 "$out/fa3_compat2_$run.log"
         stamp "$run"
     done ;;
+all)  # the session's final code: every GPU test (the sinks-gradient test fixed to compare float32 products)
+    gpu_all_tests 330 90
+    stamp all ;;
 hf)
     for run in head1 base36 prev36 head2; do
         read -r path lib <<< "$(tree $run)"
