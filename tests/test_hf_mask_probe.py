@@ -305,3 +305,11 @@ def test_calls_on_the_gpu(case):
     for name, g, r, p in zip("qkv", grads, ref_grads, pt_grads):
         assert_error_ratio(g, r, p, f"{case}: d{name}")
 
+
+
+@pytest.mark.parametrize("index_based", [False, True], ids=["vmapped", "broadcast"])
+@pytest.mark.parametrize("padded", [False, True], ids=["no_padding", "padding"])
+def test_layout_of_an_empty_batch(index_based, padded):
+    padding = torch.ones(0, SEQLEN, dtype=torch.bool) if padded else None
+    layout = mask_layout(causal, 0, SEQLEN, padding, CPU, index_based)
+    assert layout.shape == (2 + 2 * len(witness_distances(SEQLEN)), 0, SEQLEN) and layout.dtype == torch.int32

@@ -27,6 +27,7 @@ from fa3nn.backends.base import AttnCall, AttnParams, Varlen
 from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
 from fa3nn.checks import check_softcap, check_window_size
 from fa3nn.masks import Window
+from fa3nn.sinks import sinks_gradient
 
 SUPPORTED_HEADDIMS = (64, 128, 256)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
@@ -250,8 +251,8 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     dq_accum = torch.empty(ws_batch, nheads, ws_rows, headdim, **workspace)  # zeroed by the preprocess kernel
     lse_log2 = torch.empty(ws_batch, nheads, ws_rows, **workspace)
     delta = torch.empty(ws_batch, nheads, ws_rows, **workspace)
-    if sinks is not None:  # every row counts in the sinks' sum: the rows no kernel writes (varlen gaps) count 0
-        lse_log2.fill_(float("inf"))
+    if sinks is not None and varlen is not None:  # every row counts in the sinks' sum: the gaps between the
+        lse_log2.fill_(float("inf"))              # sequences' rows, which no kernel writes, count 0
         delta.zero_()
     if varlen is None:
         strides = [s for t in (q, k, v, out, dout, dq, dk, dv) for s in t.stride()[:3]]
@@ -282,6 +283,8 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
         raise RuntimeError(f"fa3nn hopper backward failed: {lib.fa3nn_hopper_last_error().decode()}")
     if sinks is None:
         return dq, dk, dv
+    if seqlen_k == 0 or seqlen_q == 0:  # the kernels launched nothing: no workspace row holds its statistics
+        return dq, dk, dv, sinks_gradient(dout, out, lse, dlse, sinks)
     return dq, dk, dv, sinks_gradient_of(sinks, lse_log2, delta)
 
 

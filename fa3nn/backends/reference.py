@@ -13,8 +13,11 @@ The backward is written out (not autograd through the forward) with the same for
     P = exp(S - lse),  dV = P^T dO,  dP = dO V^T,  dS = P * (dP - delta),  delta = rowsum(P * dP) - dlse,
     dQ = scale * dS' K,  dK = scale * dS'^T Q,  with dS' = dS * (1 - tanh^2) under softcap.
 Kernels, which tile over keys, read the saved float32 lse and compute delta as rowsum(dO * O) from the rounded
-output; this backend holds whole rows, so it recomputes lse in its compute dtype and takes the exact rowsum(P * dP)
-(so it cancels exactly where autograd's softmax backward does, e.g. at seqlen_k = 1).
+output; this backend holds whole rows and takes the exact rowsum(P * dP) (so it cancels exactly where autograd's
+softmax backward does, e.g. at seqlen_k = 1), with P from the saved lse as every backward takes it (float64 for
+float32 inputs, saved_lse_dtype): an lse that includes more than the scores (fa3nn.sinks) makes this the gradient of
+that softmax, and after an FP8 forward P is the high-precision scores against the FP8 forward's lse, as on the GPU
+(until the thirty-seventh session this backend recomputed lse from q and k).
 """
 
 from __future__ import annotations

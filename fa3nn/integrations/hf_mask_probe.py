@@ -59,7 +59,7 @@ def pairs(mask_function: Callable, q_idx: torch.Tensor, kv_idx: torch.Tensor, in
 
     over_pairs = torch.vmap(one, in_dims=(None, 0, 0))
     over_batch = torch.vmap(over_pairs, in_dims=(0, 0, 0))
-    q_flat, kv_flat = (x.expand(shape).reshape(batch_size, -1) for x in (q_idx, kv_idx))
+    q_flat, kv_flat = (x.expand(shape).flatten(1) for x in (q_idx, kv_idx))  # (an empty batch too)
     with TransformGetItemToIndex():
         seen = over_batch(torch.arange(batch_size, device=q_idx.device), q_flat, kv_flat)
     return seen.view(shape)
