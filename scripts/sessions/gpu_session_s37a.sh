@@ -64,7 +64,7 @@ sinks2)  # the sinks' gradient from the native backward's workspaces (its GPU te
         stamp "$run"
     done ;;
 all)  # the session's final code: every GPU test (the sinks-gradient test fixed to compare float32 products)
-    gpu_all_tests 330 90
+    gpu_all_tests 300 60
     stamp all ;;
 hf)
     for run in head1 base36 prev36 head2; do
