@@ -10,7 +10,7 @@ A Llama-style model from a config (no download): hidden 2048, 16 heads (head dim
 bf16 weights; batch 8 x 2048 with lengths uniform in [256, 2048] (seed 0), right-padded. Median step time (forward,
 loss, backward; no optimizer) over interleaved rounds, and tokens/s over the real (unpadded) tokens.
 
-    python scripts/hf_varlen_step_ab.py --json out.json [--rounds 5] [--layers 8]
+    python scripts/hf_varlen_step_ab.py --json out.json [--rounds 5] [--layers 8] [--calls sdpa ...]
 """
 
 from __future__ import annotations
@@ -75,6 +75,8 @@ def main() -> int:
     parser.add_argument("--iters", type=int, default=3)
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--calls", nargs="*", default=None, help="a subset of the calls to time (names as in the "
+                        "table); default all")
     args = parser.parse_args()
     inputs, tokens = batch(8, 2048)
     models = {"sdpa": build("sdpa", args.layers), "fa3nn": build("fa3nn", args.layers)}
@@ -102,6 +104,12 @@ def main() -> int:
              "sdpa_packed_position_ids": step(models["sdpa"], native_refusal, call_inputs=by_positions),
              "fa3nn_packed_position_ids": step(models["fa3nn"], native_refusal, call_inputs=by_positions),
              "fa3nn_packed_cu_seqlens": step(models["fa3nn"], native_refusal, call_inputs=by_cu_seqlens)}
+    if args.calls:
+        unknown = set(args.calls) - set(calls)
+        if unknown or "sdpa" not in args.calls:
+            parser.error(f"--calls takes names of {', '.join(calls)} and must include sdpa (the ratios' base); got "
+                         f"{', '.join(sorted(unknown)) or 'no sdpa'}")
+        calls = {m: c for m, c in calls.items() if m in args.calls}
     samples = {m: [] for m in calls}
     for _ in range(args.rounds):
         for m, c in calls.items():

@@ -25,6 +25,7 @@ from fa3nn.integrations.hf_mask_probe import (
     latest_real,
     previous_real,
     witness_distances,
+    witness_offsets,
 )
 from fa3nn.integrations.hf_padding import (
     HOLES_MESSAGE,
@@ -141,7 +142,8 @@ def _layout_calls(layout: torch.Tensor, device: torch.device, slots: bool, is_ca
     time while the GPU waits (s37a): a layout without padding takes shifts for its neighbours."""
     segments, blocks = layout[0], layout[1]
     seqlen = segments.shape[1]
-    causal_if_so = torch.tensor(is_causal, device=segments.device) & ~(blocks == BIDIRECTIONAL).any()
+    bidirectional = (blocks == BIDIRECTIONAL).any()  # (no torch.tensor(is_causal, device=...): a blocking copy)
+    causal_if_so = ~bidirectional if is_causal else torch.zeros_like(bidirectional)
     custom, padded, any_block, causal = torch.stack([
         (segments == CUSTOM).any(), (segments == PADDING).any(), (blocks >= 0).any(), causal_if_so]).tolist()
     if custom:
@@ -210,7 +212,7 @@ def _witness_mismatch(layout, real, neighbours: _Neighbours, rank, first_rank, c
         raise ValueError(f"a mask layout with {witnesses.shape[0]} witness rows for seqlen {seqlen}")
     device = segments.device
     positions = torch.arange(seqlen, device=device)
-    offsets = torch.tensor([-d for d in distances] + distances, device=device).view(-1, 1, 1)
+    offsets = witness_offsets(seqlen, device).view(-1, 1, 1)
     kv = (positions + offsets).clamp(0, seqlen - 1)  # (2 n, 1, seqlen); out of range: recorded as -1
 
     def at_key(x):

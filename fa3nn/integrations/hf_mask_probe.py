@@ -95,6 +95,13 @@ def witness_distances(seqlen: int) -> list[int]:
     return [1 << j for j in range(max(seqlen - 1, 1).bit_length())]
 
 
+def witness_offsets(seqlen: int, device: torch.device) -> torch.Tensor:
+    """(2 n,) long on `device`: -1, -2, -4, ..., then 1, 2, 4, ... (witness_distances), made there: a list copied in
+    (torch.tensor(..., device=...)) is a blocking copy, which synchronizes with the GPU."""
+    distances = torch.pow(2, torch.arange(len(witness_distances(seqlen)), device=device))
+    return torch.cat([-distances, distances])
+
+
 def mask_layout(mask_function: Callable, batch_size: int, seqlen: int, padding: torch.Tensor | None,
                 device: torch.device, index_based: bool = False) -> torch.Tensor:
     """The layout (module docstring) of `mask_function` over `seqlen` queries and as many keys at the same positions
@@ -103,7 +110,7 @@ def mask_layout(mask_function: Callable, batch_size: int, seqlen: int, padding: 
     padding a token's neighbour is the one before it, and the pairs with it are the witnesses at distance 1."""
     positions = torch.arange(seqlen, device=device)
     distances = witness_distances(seqlen)
-    offsets = torch.tensor([-d for d in distances] + distances, device=device)
+    offsets = witness_offsets(seqlen, device)
     targets = positions + offsets[:, None]  # (2 n, seqlen): what each query is recorded with
     in_range = (targets >= 0) & (targets < seqlen)
     if padding is None:

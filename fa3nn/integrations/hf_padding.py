@@ -233,6 +233,6 @@ def cu_from_starts(flat_starts: torch.Tensor, device: torch.device, longest: int
                    ) -> tuple[torch.Tensor, int]:
     """cu_seqlens (int32, on `device`) and the longest sequence from flags of sequence starts over flattened tokens
     (host reads; one fewer where the caller knows `longest`)."""
-    total = torch.tensor([flat_starts.numel()], dtype=torch.int32, device=flat_starts.device)
-    cu_seqlens = torch.cat([flat_starts.nonzero().flatten().to(torch.int32), total]).to(device)
+    starts = flat_starts.nonzero().flatten().to(torch.int32)  # (the end appended in place: no blocking copy)
+    cu_seqlens = torch.nn.functional.pad(starts, (0, 1), value=flat_starts.numel()).to(device)
     return cu_seqlens, int(cu_seqlens.diff().max()) if longest is None else longest

@@ -17,7 +17,7 @@ gpu_setup /tmp/fa3nn-s37a
 new_lib=$FA3NN_HOPPER_LIB
 old_lib=$PWD/build_old/libfa3nn_hopper.so
 tree() {  # tree NAME -> the PYTHONPATH and library of that tree
-    case $1 in head* | lean*) echo "$PWD $new_lib" ;; *) echo "$PWD/$1 $old_lib" ;; esac
+    case $1 in head* | lean* | nosync*) echo "$PWD $new_lib" ;; *) echo "$PWD/$1 $old_lib" ;; esac
 }
 stamp start
 case ${1:-sinks} in
@@ -66,6 +66,16 @@ sinks2)  # the sinks' gradient from the native backward's workspaces (its GPU te
 all)  # the session's final code: every GPU test (the sinks-gradient test fixed to compare float32 products)
     gpu_all_tests 300 60
     stamp all ;;
+nosync)  # the reading without its four blocking host-to-device copies (torch.tensor(..., device=cuda) synchronizes):
+         # the packed calls only, HEAD against base36 on the same machine (s37b, H200: 78.5-79.0 against 75.4)
+    for run in nosync1 base36 nosync2; do
+        read -r path lib <<< "$(tree $run)"
+        PYTHONPATH=$path:$PYTHONPATH FA3NN_HOPPER_LIB=$lib timeout 100 python scripts/hf_varlen_step_ab.py \
+            --rounds 5 --calls sdpa fa3nn_packed_position_ids fa3nn_packed_cu_seqlens \
+            --json "$out/hf_step_$run.json" > "$out/hf_step_$run.log" 2>&1
+        echo "$run rc $?"; grep -E "packed|^\| sdpa " "$out/hf_step_$run.log"
+        stamp "$run"
+    done ;;
 hf)
     for run in head1 base36 prev36 head2; do
         read -r path lib <<< "$(tree $run)"
