@@ -75,7 +75,9 @@ nosync)  # the reading without its four blocking host-to-device copies (torch.te
             --json "$out/hf_step_$run.json" > "$out/hf_step_$run.log" 2>&1
         echo "$run rc $?"; grep -E "packed|^\| sdpa " "$out/hf_step_$run.log"
         stamp "$run"
-    done ;;
+    done
+    timeout 60 python scripts/hf_mask_cost.py --forwards 6 --json "$out/hf_mask_cost.json" > "$out/hf_mask_cost.log" 2>&1
+    echo "cost rc $?"; tail -n 6 "$out/hf_mask_cost.log" ;;
 hf)
     for run in head1 base36 prev36 head2; do
         read -r path lib <<< "$(tree $run)"
