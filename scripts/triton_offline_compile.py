@@ -30,6 +30,7 @@ Numbers depend on the Triton version and its bundled ptxas: Triton 3.9 assembles
     FA3NN_TRITON_UNMASKED_ROW_STATS=1 python scripts/triton_offline_compile.py --kinds dkdv   # a launcher option
     python scripts/triton_offline_compile.py --dtype fp32 --sets pinned --json fp32.json   # fp32 inputs
     python scripts/triton_offline_compile.py --softcap 30 --sets pinned --json softcap.json   # soft-capped kernels
+    python scripts/triton_offline_compile.py --kinds fwd --sinks --sets pinned   # the forward with attention sinks
 
 The launchers' environment switches apply as in a real run (they are read when fa3nn is imported).
 """
@@ -91,7 +92,7 @@ def _recorded_launches(sink: list):
 
 
 def record_launch(kind: str, tile: Tile, headdim: int, causal: bool, seqlen: int = 128, dtype=torch.bfloat16,
-                  softcap: float = 0.0):
+                  softcap: float = 0.0, sinks: bool = False):
     """(kernel name, args, kwargs) of the launch launch.py makes for `kind` with `tile` at this shape."""
     nheads = WIDTH // headdim
     q, k, v, dout = (torch.zeros(1, seqlen, nheads, headdim, dtype=dtype) for _ in range(4))
@@ -109,7 +110,7 @@ def record_launch(kind: str, tile: Tile, headdim: int, causal: bool, seqlen: int
     try:
         with _recorded_launches(sink):
             if kind == "fwd":
-                launch.forward(q, k, v, params, None)
+                launch.forward(q, k, v, params, None, torch.zeros(nheads) if sinks else None)
             else:
                 out = torch.zeros_like(q)
                 lse = torch.zeros(1, nheads, seqlen, dtype=saved_lse_dtype(dtype))
@@ -254,7 +255,7 @@ def run_one(job: dict) -> dict:
     try:
         compiled = compile_offline(*record_launch(job["kind"], tile, job["headdim"], job["causal"],
                                                   dtype=DTYPES[job.get("dtype", "bf16")],
-                                                  softcap=job.get("softcap", 0.0)))
+                                                  softcap=job.get("softcap", 0.0), sinks=job.get("sinks", False)))
         return dict(job, **resources(compiled, tile))
     except Exception as error:  # one tile failing to compile (too much smem, ptxas error) is a result too
         return dict(job, error=f"{type(error).__name__}: {str(error).splitlines()[0][:120]}")
@@ -283,6 +284,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     parser.add_argument("--dtype", choices=list(DTYPES), default="bf16", help="the inputs' dtype (default bf16)")
     parser.add_argument("--softcap", type=float, default=0.0, help="compile the soft-capped kernels (e.g. 30)")
+    parser.add_argument("--sinks", action="store_true", help="the forward with attention sinks (fa3nn.sinks)")
     args = parser.parse_args()
 
     causals = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
@@ -293,7 +295,7 @@ def main() -> None:
                 tiles = ([(t, "cli") for t in args.tiles] if args.tiles
                          else tiles_to_check(kind, headdim, causal, args.sets))
                 jobs += [dict(kind=kind, headdim=headdim, causal=causal, tile=tuple(vars(t).values()), source=src,
-                              dtype=args.dtype, softcap=args.softcap) for t, src in tiles]
+                              dtype=args.dtype, softcap=args.softcap, sinks=args.sinks) for t, src in tiles]
     print(f"triton {triton.__version__}, {_ptxas_version()}, target sm_90a, {len(jobs)} kernels", file=sys.stderr)
     if args.jobs > 1:
         with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:

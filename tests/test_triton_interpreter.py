@@ -790,3 +790,63 @@ def _params(causal, window, softcap):
     from fa3nn.backends.base import AttnParams
 
     return AttnParams(0.125, Window.from_args(causal, window), softcap, False)
+
+
+# gpt-oss's sinks in the forward's epilogue (kernels._with_sink): the kernel with sinks against the same kernel
+# without them corrected in Python (fa3nn.sinks.apply_sinks, which rounds out once more: within a unit of the dtype),
+# sinks +30 (dominating every row), -30, -inf (none) and ordinary ones; rows that attend no key (causal with more
+# queries than keys) give out 0 and lse = the sink exactly; varlen with a sequence without keys. Then through
+# flash_attn_func with gradients (the sinks' own by the backend's generic pass) against the reference backend.
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", ["causal-more-queries", "window-left-causal", "softcap-causal-gqa", "varlen"])
+def test_sinks_in_the_kernel(case, dtype):
+    from fa3nn.backends.base import AttnParams
+    from fa3nn.backends.triton import launch
+    from fa3nn.sinks import apply_sinks, sinks_gradient, with_sinks
+
+    if case == "varlen":
+        starts_q, starts_k = (0, 20, 21, 45), (0, 30, 30, 57)  # the second sequence: a query, no key
+        q, k, v = (t[0] for t in random_qkv(1, 45, 57, 4, 2, 32, dtype))
+        cu_q, cu_k = (torch.tensor(s, dtype=torch.int32) for s in (starts_q, starts_k))
+        lengths = Varlen(cu_q, cu_k, 24, 30, starts_q, starts_k)
+        causal, window, softcap, nheads = True, (-1, -1), 0.0, 4
+    else:
+        batch, sq, sk, nheads, hk, d, causal, window, softcap = DENSE_CASES[case]
+        q, k, v = random_qkv(batch, sq, sk, nheads, hk, d, dtype)
+        lengths = None
+    sinks = torch.tensor([30.0, -30.0, float("-inf"), 0.7])[:nheads]
+    params = AttnParams(q.shape[-1] ** -0.5, Window.from_args(causal, window), softcap, False)
+    out, lse = launch.forward(q, k, v, params, lengths, sinks)
+    out_py, lse_py = apply_sinks(*launch.forward(q, k, v, params, lengths), sinks)
+    unit = torch.finfo(dtype).eps
+    torch.testing.assert_close(out, out_py, atol=unit, rtol=2 * unit)
+    torch.testing.assert_close(lse, lse_py, atol=1e-5, rtol=1e-6)
+    keyless = torch.isneginf(launch.forward(q, k, v, params, lengths)[1])
+    assert keyless.any() or case == "window-left-causal"
+    heads = torch.arange(nheads).view(-1, 1) if lengths is not None else torch.arange(nheads).view(1, -1, 1)
+    assert torch.equal(lse[keyless], sinks[heads.expand_as(lse)][keyless].to(lse.dtype))
+    # the backward's sinks gradient from its delta kernel against the generic pass (float32 products, as the kernel)
+    dout, dlse = torch.randn_like(out), torch.randn_like(lse)
+    *_, dsinks = launch.backward(dout, q, k, v, out, lse, dlse, params, lengths, sinks)
+    expected = sinks_gradient(dout.float(), out.float(), lse, dlse, sinks)
+    torch.testing.assert_close(dsinks, expected, rtol=1e-4, atol=1e-4)
+    if lengths is None:
+        leaves = [t.clone().requires_grad_() for t in (q, k, v, sinks.clamp(min=-30.0))]
+        got = flash_attn_func(*leaves[:3], causal=causal, window_size=window, softcap=softcap, sinks=leaves[3],
+                              backend="triton")
+        refs = [t.detach().double().requires_grad_() for t in leaves]  # attention_ref with the sinks applied after
+        pts = [t.detach().clone().requires_grad_() for t in leaves]  # (the yardstick: in the inputs' dtype)
+        expected, yardstick = (with_sinks(*attention_ref(*x[:3], causal=causal, window_size=window, softcap=softcap,
+                                                         upcast=upcast, reorder_ops=not upcast), x[3])[0]
+                               for x, upcast in ((refs, True), (pts, False)))
+        dout = torch.randn_like(got)
+        assert_error_ratio(got, expected, yardstick, "out")
+        for name, g, e, y in zip(("dq", "dk", "dv", "dsinks"), torch.autograd.grad(got, leaves, dout),
+                                 torch.autograd.grad(expected, refs, dout.double()),
+                                 torch.autograd.grad(yardstick, pts, dout)):
+            if name == "dsinks" and dtype == torch.float32:
+                # one number per head: the rule would compare single roundings (the yardstick's 3.0e-8 against
+                # 6.3e-7 here, 3.8e-7 against 3.3e-7 at another seed); the sums' rounding bound instead
+                torch.testing.assert_close(g.double(), e, rtol=2e-6, atol=1e-6)
+            else:
+                assert_error_ratio(g, e, y, name)

@@ -48,7 +48,6 @@ import os
 import torch
 
 from fa3nn.backends.base import AttnCall, Backend
-from fa3nn.sinks import apply_sinks
 
 MAX_HEADDIM = 256
 GPU_DTYPES = (torch.float16, torch.bfloat16)
@@ -110,7 +109,11 @@ class TritonBackend(Backend):
         return fp8_launch.forward_fp8(*args, **kwargs)
 
     def forward(self, q, k, v, params, varlen, sinks=None):
-        return apply_sinks(*_launch().forward(q, k, v, params, varlen), sinks)
+        return _launch().forward(q, k, v, params, varlen, sinks)
 
     def backward(self, dout, q, k, v, out, lse, dlse, params, varlen):
         return _launch().backward(dout, q, k, v, out, lse, dlse, params, varlen)
+
+    def backward_with_sinks(self, dout, q, k, v, out, lse, dlse, params, varlen, sinks):
+        """The sinks' gradient from the backward's delta kernel (launch.backward), as the native backward does."""
+        return _launch().backward(dout, q, k, v, out, lse, dlse, params, varlen, sinks)

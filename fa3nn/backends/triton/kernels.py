@@ -204,10 +204,38 @@ def _fwd_inner(acc, l_i, m_i, q, k_src, v_src, k_start, head_kv, stride_ks, stri
     return acc, l_i, m_i
 
 
+@triton.jit
+def _with_sink(acc, l_i, m_i, sink, LOG2_SCORES: tl.constexpr):
+    """(out, lse) of rows whose softmax sum gets one more term exp(sink) without a value (fa3nn.sinks; the native
+    forward's OnlineSoftmax::finalize): the sum taken against max(row max, sink) so that neither term overflows; a row
+    that attended no key keeps out = 0 and gets lse = the sink (-inf without one). m_i, l_i: the running maximum and
+    sum (log2 units with LOG2_SCORES, natural otherwise, the fp32 path's lse in float64)."""
+    empty = l_i == 0.0
+    if LOG2_SCORES:
+        sink_units = sink * LOG2E
+    else:
+        sink_units = sink
+    top = tl.maximum(m_i, sink_units)
+    top = tl.where(top == float("-inf"), 0.0, top)  # (a row without keys under a sink of -inf: nothing to scale)
+    if LOG2_SCORES:
+        row_scale = tl.exp2(m_i - top)
+        total = l_i * row_scale + tl.exp2(sink_units - top)
+    else:
+        row_scale = tl.exp(m_i - top)
+        total = l_i * row_scale + tl.exp(sink_units - top)
+    total_safe = tl.where(empty, 1.0, total)
+    out = acc * tl.where(empty, 0.0, row_scale / total_safe)[:, None]
+    if LOG2_SCORES:
+        lse = tl.where(empty, sink, (top + tl.log2(total_safe)) * LN2)
+    else:
+        lse = tl.where(empty, sink.to(tl.float64), top.to(tl.float64) + tl.log(total_safe.to(tl.float64)))
+    return out, lse
+
+
 @triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "group", "window_left", "window_right", "MASK_KIND",
                                "SEQ_BUCKET"])
 def _fwd_kernel(
-    Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
+    Q, K, V, Out, Lse, Sinks, cu_seqlens_q, cu_seqlens_k,
     stride_qb, stride_qs, stride_qh,
     stride_kb, stride_ks, stride_kh,
     stride_vb, stride_vs, stride_vh,
@@ -219,13 +247,15 @@ def _fwd_kernel(
     HEADDIM: tl.constexpr, HEADDIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    LOG2_SCORES: tl.constexpr,
+    LOG2_SCORES: tl.constexpr, HAS_SINKS: tl.constexpr,
 ):
     """Q, K, V are pointers, or with USE_TMA tensor descriptors over the (rows, heads * dim) views (1) or, dense
     calls, the (batch, seqlen, heads * dim) views (2: launch.TMA_BATCHED). LOG2_SCORES (16-bit inputs): scores in
     log2 units, one exp2 each, lse stored in float32; fp32 inputs keep natural units and store lse in float64
     (saved_lse_dtype): lse = m + log(l) then carries l's own rounding (each exp, the rescales, the sum) and the
-    scores', but no log2(e) / ln(2) products and no rounding of its own before the backward."""
+    scores', but no log2(e) / ln(2) products and no rounding of its own before the backward. HAS_SINKS: Sinks holds
+    a logit per query head (natural units of the scaled scores; fa3nn.sinks) that joins each row's sum without a
+    value (_with_sink)."""
     head = tl.program_id(1)
     batch = tl.program_id(2)
     if HAS_RIGHT:  # causal-like: the last query blocks carry the most keys, launch them first
@@ -286,13 +316,16 @@ def _fwd_kernel(
         full_hi, hi, seqlen_q, seqlen_k, qk_scale, softcap2, window_left, window_right, True, HAS_LEFT,
         HAS_RIGHT, HAS_SOFTCAP, HEADDIM, HEADDIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, DOT_PRECISION, USE_TMA, LOG2_SCORES)
 
-    # Rows that attend no key: l = 0, acc = 0 -> out 0, lse = log2(0) = -inf.
-    l_safe = tl.where(l_i == 0.0, 1.0, l_i)
-    out = acc / l_safe[:, None]
-    if LOG2_SCORES:
-        lse = tl.where(l_i == 0.0, float("-inf"), (m_i + tl.log2(l_safe)) * LN2)
+    # Rows that attend no key: l = 0, acc = 0 -> out 0, lse = log2(0) = -inf (or the sink).
+    if HAS_SINKS:
+        out, lse = _with_sink(acc, l_i, m_i, tl.load(Sinks + head).to(tl.float32), LOG2_SCORES)
     else:
-        lse = tl.where(l_i == 0.0, float("-inf"), m_i.to(tl.float64) + tl.log(l_safe.to(tl.float64)))
+        l_safe = tl.where(l_i == 0.0, 1.0, l_i)
+        out = acc / l_safe[:, None]
+        if LOG2_SCORES:
+            lse = tl.where(l_i == 0.0, float("-inf"), (m_i + tl.log2(l_safe)) * LN2)
+        else:
+            lse = tl.where(l_i == 0.0, float("-inf"), m_i.to(tl.float64) + tl.log(l_safe.to(tl.float64)))
     row_ok = rows < seqlen_q
     o_ptrs = o_base + rows[:, None] * stride_os + offs_dv[None, :]
     if BLOCK_DV == HEADDIM_V:

@@ -382,7 +382,8 @@ def _launch(kind: str, kernel, shape: _Shape, grid_of, args: tuple, pointers: bo
         chosen[lambda meta: grid_of(meta["BLOCK_M"], meta["BLOCK_N"])](*args, **constexprs)
 
 
-def forward(q, k, v, params: AttnParams, varlen: Varlen | None):
+def forward(q, k, v, params: AttnParams, varlen: Varlen | None, sinks: torch.Tensor | None = None):
+    """(out, lse); `sinks` (nheads,): gpt-oss's sink logits, in the kernel's epilogue (fa3nn.sinks)."""
     q, k, v = (_last_dim_contiguous(x) for x in (q, k, v))
     shape = _Shape(q, k, v, params, varlen)
     out = _alloc((*q.shape[:-1], shape.headdim_v), q.dtype, q.device)
@@ -394,8 +395,10 @@ def forward(q, k, v, params: AttnParams, varlen: Varlen | None):
         sources = tuple(_descriptor(x, n) for x, n in zip(views, (shape.nheads, shape.nheads_kv, shape.nheads_kv)))
     else:
         sources = (q, k, v)
+    if sinks is not None:
+        sinks = sinks.detach().to(torch.float32).contiguous()
     args = (
-        *sources, out, lse, shape.cu_q, shape.cu_k,
+        *sources, out, lse, lse if sinks is None else sinks, shape.cu_q, shape.cu_k,
         *_strides(q, shape.varlen), *_strides(k, shape.varlen), *_strides(v, shape.varlen),
         *_strides(out, shape.varlen), *_row_stat_strides(lse, shape.varlen),
         *shape.scalars(), shape.qk_scale, shape.softcap2, shape.window_left, shape.window_right,
@@ -403,11 +406,26 @@ def forward(q, k, v, params: AttnParams, varlen: Varlen | None):
     )
     _launch("fwd", K._fwd_kernel, shape, lambda bm, bn: (triton.cdiv(shape.seqlen_q, bm), shape.nheads, shape.batch),
             args, pointers=configs.lacks_measured_views("fwd", shape.block_d, True, _views_rank(views)),
-            **shape.constexprs(), USE_TMA=_tma_mode(views))
+            **shape.constexprs(), USE_TMA=_tma_mode(views), HAS_SINKS=sinks is not None)
     return out, lse
 
 
-def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None):
+def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None, sinks=None):
+    """(dq, dk, dv); with `sinks` (the forward's, fa3nn.sinks) also dsinks from the delta kernel's
+    rowsum(dout * out) - dlse (laid out like lse): sum over rows of exp(sink - lse) * (dlse - rowsum), no further pass
+    over dout and out."""
+    *grads, delta = _backward(dout, q, k, v, out, lse, dlse, params, varlen)
+    if sinks is None:
+        return tuple(grads)
+    heads = (slice(None), None) if varlen is not None else (None, slice(None), None)
+    lse = lse.to(torch.promote_types(lse.dtype, torch.float32))
+    weight = torch.where(torch.isneginf(lse), 0.0, torch.exp(sinks.detach().to(lse.dtype)[heads] - lse))
+    dsinks = -(weight * delta).sum(dim=1 if varlen is not None else (0, 2))
+    return (*grads, dsinks.to(sinks.dtype))
+
+
+def _backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None):
+    """backward's (dq, dk, dv) and the delta the kernels read."""
     q, k, v, out, dout = (_last_dim_contiguous(x) for x in (q, k, v, out, dout))
     shape = _Shape(q, k, v, params, varlen)
     lse = lse.contiguous()
@@ -473,7 +491,7 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     if atomic_dq:  # the kernel adds unscaled dS·K
         launch_delta()
         launch_key_blocks()
-        return dq_acc.mul_(shape.softmax_scale).to(q.dtype), dk, dv
+        return dq_acc.mul_(shape.softmax_scale).to(q.dtype), dk, dv, delta
     dq = _alloc(q.shape, q.dtype, q.device)
     measured_tma = configs.tma_loads("dq", shape.block_d, shape.causal, max_seqlen)
     wants_tma = tma_loads("dq", shape.block_d, shape.causal, max_seqlen)
@@ -495,7 +513,7 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
         launch_delta()
         launch_key_blocks()
         launch_dq()
-        return dq, dk, dv
+        return dq, dk, dv, delta
     # fork after the outputs exist, join before returning: the caller's stream sees every output written, and
     # nothing the side stream reads is freed before it (the join orders the caller's later frees after it)
     # The delta kernel stays first on the caller's stream: run beside the output split's dV kernel instead (which
@@ -507,4 +525,4 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
         launch_dq()
     launch_key_blocks()
     main.wait_stream(side)
-    return dq, dk, dv
+    return dq, dk, dv, delta
