@@ -261,12 +261,14 @@ def _segment_boundaries(real: torch.Tensor, starts: torch.Tensor, all_real: bool
 
 def _block_sequences(layout: torch.Tensor, real: torch.Tensor, starts: torch.Tensor, device: torch.device) -> Blocks:
     """One packed sequence per block: its real tokens as queries, the real tokens from its segment's first to its
-    last as keys (flat rows; padding holes skipped)."""
+    last as keys (flat rows; padding holes skipped). Three host reads whatever the number of blocks: the real tokens'
+    rows and the block tokens' (nonzero), then each block's span in the real rows; the rows are slices of the first."""
     blocks = layout[1]
     seqlen = blocks.shape[1]
     positions = torch.arange(seqlen, device=blocks.device).expand_as(blocks)
     segment_first = torch.where(starts, positions, 0).cummax(-1).values.flatten()
     flat_real = real.flatten()
+    real_rows = flat_real.nonzero().flatten()
     block_tokens = (blocks.flatten() >= 0).nonzero().flatten()
     ids = blocks.flatten()[block_tokens]
     # per block: its first and last flat row (block ids are unique over the batch and increase along it)
@@ -275,16 +277,17 @@ def _block_sequences(layout: torch.Tensor, real: torch.Tensor, starts: torch.Ten
     firsts = block_tokens[first_of_block]
     lasts = block_tokens[torch.cat([first_of_block[1:], first_of_block.new_ones(1)])]
     segment_starts = firsts - firsts % seqlen + segment_first[firsts]
-    q_rows, k_rows, lengths_q, lengths_k = [], [], [], []
-    for first, last, segment_start in zip(firsts.tolist(), lasts.tolist(), segment_starts.tolist()):
-        q_rows.append(first + flat_real[first:last + 1].nonzero().flatten())
-        k_rows.append(segment_start + flat_real[segment_start:last + 1].nonzero().flatten())
-        lengths_q.append(q_rows[-1].numel())
-        lengths_k.append(k_rows[-1].numel())
+    # a flat range [a, b] holds the real rows real_rows[exclusive[a]:inclusive[b]]
+    inclusive = flat_real.cumsum(0)
+    exclusive = inclusive - flat_real.long()
+    q_lo, hi, k_lo = exclusive[firsts], inclusive[lasts], exclusive[segment_starts]
+    spans = torch.stack([q_lo, hi, k_lo]).tolist()
+    q_rows = torch.cat([real_rows[a:b] for a, b in zip(spans[0], spans[1])])
+    k_rows = torch.cat([real_rows[a:b] for a, b in zip(spans[2], spans[1])])
 
-    def cumulative(lengths):
-        return torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32, device=device)
+    def cumulative(lengths):  # on the device: no copy of host values in
+        return torch.nn.functional.pad(lengths.cumsum(0).to(torch.int32), (1, 0)).to(device)
 
-    return Blocks(q_rows=torch.cat(q_rows).to(device), k_rows=torch.cat(k_rows).to(device),
-                  cu_seqlens_q=cumulative(lengths_q), cu_seqlens_k=cumulative(lengths_k), max_seqlen_q=max(lengths_q),
-                  max_seqlen_k=max(lengths_k))
+    return Blocks(q_rows=q_rows.to(device), k_rows=k_rows.to(device), cu_seqlens_q=cumulative(hi - q_lo),
+                  cu_seqlens_k=cumulative(hi - k_lo), max_seqlen_q=max(b - a for a, b in zip(spans[0], spans[1])),
+                  max_seqlen_k=max(b - a for a, b in zip(spans[2], spans[1])))
