@@ -117,7 +117,7 @@ def attention(
     Checks the inputs, then runs `fa3nn::fwd`, or with an FP8 recipe (fa3nn.fp8.as_recipe's output) and the
     layer's fp8_state, fa3nn.fp8.fp8_attention_forward (training=True lets delayed scaling record its amax).
     attention_chunk > 0: chunked attention, each chunk a packed sequence (fa3nn.chunks). sinks (nheads,): gpt-oss's
-    per-head sink logits (fa3nn.sinks), in the native forward's kernel, else one pass over its output."""
+    per-head sink logits (fa3nn.sinks), in the forward kernels (native, Triton), else one pass over the output."""
     if attention_chunk:
         check_attention_chunk(attention_chunk)
         _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)  # as without chunks

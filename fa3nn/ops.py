@@ -161,8 +161,8 @@ def _setup_fwd(ctx, inputs, output):
 
 def _gradients(backward, ctx, dout, dlse) -> tuple:
     """q, k, v's gradients from the tensors _setup_context saved, through `backward` (fa3nn::bwd, or its
-    implementation in eager mode), the sinks' (fa3nn.sinks.sinks_gradient) where fa3nn::fwd had some, and None for
-    every other input."""
+    implementation in eager mode), the sinks' (its fourth output) where fa3nn::fwd had some, and None for every other
+    input."""
     q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks = ctx.saved_tensors
     dq, dk, dv, dsinks = backward(dout, q, k, v, out, lse, dlse, cu_seqlens_q, cu_seqlens_k, *ctx.scalars, sinks)
     gradients = [dq, dk, dv] + [None] * (ctx.num_inputs - 3)

@@ -7,12 +7,13 @@ out = sum_j p_j v_j. Against the attention without the sink (out_0, lse_0 = log 
 
 so a sink can be one elementwise pass over the output (apply_sinks: the backends without it in their kernels, and
 with_sinks, differentiable, for the FP8 forward), or one more term of each row's sum in the forward kernel's epilogue
-(the native Hopper forward: fa3nn::fwd takes the sinks). A row that attends no key keeps out = 0 and gets lse = a.
+(the native and Triton forwards: fa3nn::fwd takes the sinks). A row that attends no key keeps out = 0 and gets lse = a.
 The factor is computed in float32 at least (gpt-oss's eager code computes the whole softmax in the inputs' dtype).
 
 The backward needs no sink: with the sink's out and lse, every backend's backward (P = exp(score - lse),
 D = rowsum(dout * out)) is already the gradient of the softmax with the sink for q, k and v, and the sink's own is
-d a = sum over rows of exp(a - lse) * (dlse - D) (sinks_gradient).
+d a = sum over rows of exp(a - lse) * (dlse - D) (sinks_gradient; the native and Triton backwards take D from their own
+row statistics).
 """
 
 from __future__ import annotations
