@@ -106,7 +106,7 @@ def mask_layout(mask_function: Callable, batch_size: int, seqlen: int, padding: 
                 device: torch.device, index_based: bool = False) -> torch.Tensor:
     """The layout (module docstring) of `mask_function` over `seqlen` queries and as many keys at the same positions
     (no cache); `padding` (batch, seqlen) bool is True on real tokens, or None; `index_based` as in `pairs`. Each op
-    here is a kernel launch and ~10-20 us of host time on the GPU machine while the GPU waits (s36a, s37a): without
+    here is a kernel launch and ~15-30 us of host time on the GPU machine while the GPU waits (s37b): without
     padding a token's neighbour is the one before it, and the pairs with it are the witnesses at distance 1."""
     positions = torch.arange(seqlen, device=device)
     distances = witness_distances(seqlen)
