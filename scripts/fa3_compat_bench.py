@@ -8,12 +8,13 @@ plain call it wraps, in one process on one GPU (bf16, batch x seqlen = 16384 tok
 - FP8 inputs: e4m3 q, k, v with descales (V transposed in PyTorch per call) against fp8=CurrentScaling() on the bf16
   inputs (the fused quantization pass) and the bf16 call, forward only.
 
-    python scripts/fa3_compat_bench.py --json out.json [--headdims 64 128] [--seqlens 4096 16384]
+    python scripts/fa3_compat_bench.py --json out.json [--headdims 64 128] [--seqlens 4096 16384] [--backend triton]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
@@ -37,20 +38,16 @@ def _fwd_bwd(fn, leaves, dout):
     return run
 
 
-def bench(headdim: int, seqlen: int, iters: int, reps: int) -> dict:
+def bench(headdim: int, seqlen: int, iters: int, reps: int, backend: str = "auto") -> dict:
     batch, nheads = TOKENS // seqlen, WIDTH // headdim
     q, k, v, dout = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(4))
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
     sinks = torch.randn(nheads, device="cuda", requires_grad=True)
-    calls = {
-        "causal": lambda q, k, v: fa3nn.flash_attn_func(q, k, v, causal=True),
-        "causal+sinks": lambda q, k, v: fa3nn.flash_attn_func(q, k, v, causal=True, sinks=sinks),
-        "window128": lambda q, k, v: fa3nn.flash_attn_func(q, k, v, causal=True, window_size=(128, 0)),
-        "window128+sinks": lambda q, k, v: fa3nn.flash_attn_func(q, k, v, causal=True, window_size=(128, 0),
-                                                                 sinks=sinks),
-        "chunk=seqlen": lambda q, k, v: fa3nn.flash_attn_func(q, k, v, causal=True, attention_chunk=seqlen),
-        "chunk=2048": lambda q, k, v: fa3nn.flash_attn_func(q, k, v, causal=True, attention_chunk=2048),
-    }
+    causal = functools.partial(fa3nn.flash_attn_func, causal=True, backend=backend)
+    options = {"causal": {}, "causal+sinks": dict(sinks=sinks), "window128": dict(window_size=(128, 0)),
+               "window128+sinks": dict(window_size=(128, 0), sinks=sinks),
+               "chunk=seqlen": dict(attention_chunk=seqlen), "chunk=2048": dict(attention_chunk=2048)}
+    calls = {name: functools.partial(causal, **kwargs) for name, kwargs in options.items()}
     row = {"headdim": headdim, "seqlen": seqlen, "fwd_ms": {}, "fwd_bwd_ms": {}}
     for name, fn in calls.items():
         with torch.no_grad():
@@ -76,8 +73,10 @@ def main() -> int:
     parser.add_argument("--iters", type=int, default=5)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--backend", default="auto", help="the backend of the sinks / window / chunk rows (triton: its "
+                        "sinks in the kernel); the FP8 rows keep auto")
     args = parser.parse_args()
-    rows = [bench(d, s, args.iters, args.reps) for d in args.headdims for s in args.seqlens]
+    rows = [bench(d, s, args.iters, args.reps, args.backend) for d in args.headdims for s in args.seqlens]
     if args.json:
         args.json.write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), rows=rows), indent=1))
     print("| d | seqlen | sinks fwd / fwd+bwd (x causal) | sinks, window 128 (x window 128) | chunk=seqlen fwd / "

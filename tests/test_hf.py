@@ -646,6 +646,26 @@ def test_packing_watch_reaches_inner_models_and_spares_vision_towers():
         assert torch.equal(fa3nn.patch_hf(model).generate(**inputs, **options), expected)
 
 
+def test_packing_watch_is_per_thread():
+    """The watch keeps each thread's call's position_ids: another thread calling the model meanwhile sees none of
+    them (one model serving two threads: a packed batch in one must not refuse, or pass, the other's call)."""
+    import threading
+
+    from fa3nn.integrations.hf import _PackingWatch
+
+    watch = _PackingWatch()
+    model = _model("llama")
+    packed = torch.cat([torch.arange(n) for n in (5, 9, 4)])[None]
+    watch.before(model, (), dict(position_ids=packed))
+    seen = {}
+    other = threading.Thread(target=lambda: seen.setdefault("other", watch.position_ids))
+    other.start()
+    other.join()
+    assert seen["other"] is None and watch.position_ids is packed
+    watch.after(model, (), {}, None)
+    assert watch.position_ids is None
+
+
 def test_cu_seq_lens_beside_image_blocks():
     """Gemma 3 with images, packed: cu_seq_lens alone leave transformers' mask without the packing, so the layout's
     blocks would sit beside boundaries it did not see: refused (they were dropped before, silently: 0.13 off).

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import warnings
 from dataclasses import dataclass
 
@@ -416,22 +417,33 @@ class _PackingWatch:
     those position_ids pack (fa3nn_attention_forward) instead of running it unpacked. Without a cache transformers
     finds the packing itself and the mask brings it (the layout), so this is for calls with a cache. The position_ids
     are read by name or position; an inner call without them keeps the outer call's; each call's end restores what
-    was there before (after the outermost: nothing), even when it raises. Only refuses, never uses them: under
-    activation checkpointing a layer's recompute runs in the backward."""
+    was there before (after the outermost: nothing), even when it raises. Per thread: two threads calling one model
+    see their own calls' position_ids. Only refuses, never uses them: under activation checkpointing a layer's
+    recompute runs in the backward."""
 
     def __init__(self):
-        self.position_ids = None
-        self._outer: list = []
+        self._local = threading.local()
+
+    @property
+    def position_ids(self):
+        return getattr(self._local, "position_ids", None)
+
+    def _outer(self) -> list:
+        if not hasattr(self._local, "outer"):
+            self._local.outer = []
+        return self._local.outer
 
     def before(self, module, args, kwargs):
         found = _argument(module, "position_ids", args, kwargs)
-        self._outer.append(self.position_ids)
-        if found is not None or len(self._outer) == 1:
-            self.position_ids = found
+        outer = self._outer()
+        outer.append(self.position_ids)
+        if found is not None or len(outer) == 1:
+            self._local.position_ids = found
 
     def after(self, module, args, kwargs, output):
-        if self._outer:
-            self.position_ids = self._outer.pop()
+        outer = self._outer()
+        if outer:
+            self._local.position_ids = outer.pop()
 
 
 def _position_id_holders(model: nn.Module, layers: list[nn.Module]) -> list[nn.Module]:
