@@ -739,6 +739,24 @@ def test_unpatch_restores_bit_identical(family):
     assert not torch.equal(patched, before)  # the patch did change the arithmetic (so the check above means something)
 
 
+def test_patching_around_a_patched_sub_model_unpatches_both():
+    """patch_hf(m.model) then patch_hf(m): the outer patch replaces the inner one, and unpatch_hf(m) leaves no hook,
+    attached module or switched config behind (the inner patch's hooks and config stayed before)."""
+    model = _model("llama").float()
+    input_ids = torch.randint(0, VOCAB, (2, SEQLEN))
+    before = model(input_ids).logits.detach()
+    hooks = [(len(m._forward_pre_hooks), len(m._forward_hooks)) for m in model.modules()]
+    fa3nn.patch_hf(model.model)
+    fa3nn.patch_hf(model)
+    assert not hasattr(model.model, "_fa3nn_previous")
+    patched = model(input_ids).logits.detach()
+    fa3nn.unpatch_hf(model)
+    assert model.config._attn_implementation == model.model.config._attn_implementation == "eager"
+    assert [(len(m._forward_pre_hooks), len(m._forward_hooks)) for m in model.modules()] == hooks
+    assert not any(hasattr(m, LAYER_ATTRIBUTE) or hasattr(m, "_fa3nn_previous") for m in model.modules())
+    assert torch.equal(model(input_ids).logits, before) and not torch.equal(patched, before)
+
+
 def test_patch_attaches_one_module_per_layer():
     model = fa3nn.patch_hf(_model("qwen2"), backend="reference", deterministic=True)
     attached = [m for m in model.modules() if isinstance(m, fa3nn.FlashAttentionV3)]

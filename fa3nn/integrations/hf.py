@@ -546,8 +546,11 @@ def patch_hf(
     if model is None:
         return None
     layers = _check_model(model)
-    if hasattr(model, "_fa3nn_previous"):
-        unpatch_hf(model)  # re-patching (e.g. new options) starts from the original state
+    # re-patching (e.g. new options) starts from the original state, and so does patching a model with a patched
+    # sub-model inside (patch_hf(m.model); patch_hf(m)): the outer patch replaces the inner one, so that
+    # unpatch_hf(m) restores both (the inner one's hooks and config stayed before)
+    for patched in [m for m in model.modules() if hasattr(m, "_fa3nn_previous")]:
+        unpatch_hf(patched)
     previous = {id(c): (c, c._attn_implementation_internal) for c in _configs(model)}
     _switch_configs(model, previous)
     watch = _PackingWatch()
