@@ -488,13 +488,16 @@ def _create_causal_mask(config, embeds, **kwargs):
     return create_causal_mask(**args)
 
 
+@pytest.mark.parametrize("prompt_length", [17, 4])
 @pytest.mark.parametrize("family", ["llama", "llama4", "mistral"])
-def test_static_cache_without_a_mask(family):
+def test_static_cache_without_a_mask(family, prompt_length):
     """A static cache allocates every slot up front, and without an attention_mask transformers hands fa3nn no mask:
     the queries were aligned to the cache's end and attended its empty slots (before this session too: scores 0.4-0.8
-    off). The mask function now cuts the keys at the last query. Greedy tokens and scores against eager."""
+    off). The mask function now cuts the keys at the last query. Greedy tokens and scores against eager. A prompt
+    shorter than Llama 4's chunk (6) on 4.57 hands a mask shorter than the chunked layer's slots: those slots are
+    empty (it was refused as several queries after cached keys)."""
     model = _model(family).float()
-    prompt = torch.randint(0, VOCAB, (1, 17))
+    prompt = torch.randint(0, VOCAB, (1, prompt_length))
     options = dict(max_new_tokens=5, do_sample=False, output_scores=True, return_dict_in_generate=True,
                    cache_implementation="static")
     with torch.no_grad():
@@ -527,9 +530,9 @@ def test_llama4_chunked_layers_decode():
 
 def test_gemma3_images_generate():
     """Generation from a prompt with an image: with the default (dynamic) cache the prefill's mask is read as a layout
-    and the first step's scores match eager. A static cache hands the mask function its full length: on 5.x its empty
-    slots are cut off (the keys end at the last query) and the prefill is read as a layout too; on 4.57 the image
-    blocks cannot be read there and generation is refused instead of running them causal."""
+    and the first step's scores match eager. A static cache hands the mask function its full length: its empty slots
+    are cut off (5.x: the keys end at the last query; 4.57: at the padding mask's end, which covers the filled slots)
+    and the prefill is read as a layout too (4.57 refused it before)."""
     model = _gemma3_vlm().float()
     ids = torch.randint(4, VOCAB - 4, (1, 2 * SEQLEN))
     ids[0, 5:9] = VOCAB - 1
@@ -541,11 +544,7 @@ def test_gemma3_images_generate():
         patched = fa3nn.patch_hf(model)
         torch.testing.assert_close(patched.generate(**inputs, **options).scores[0], expected, atol=2e-5, rtol=0)
         static = dict(options, cache_implementation="static")
-        if int(transformers.__version__.split(".")[0]) >= 5:  # the empty slots cut off, the prefill read as a layout
-            torch.testing.assert_close(patched.generate(**inputs, **static).scores[0], expected, atol=2e-5, rtol=0)
-        else:  # 4.57 hands the mask function the full cache length: refused
-            with pytest.raises(NotImplementedError, match="cache of fixed size"):
-                patched.generate(**inputs, **static)
+        torch.testing.assert_close(patched.generate(**inputs, **static).scores[0], expected, atol=2e-5, rtol=0)
 
 
 def test_overlay_fa3nn_cannot_run_is_refused():

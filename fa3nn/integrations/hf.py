@@ -137,6 +137,10 @@ def fa3nn_padding_mask(
         _check_padding_mask(attention_mask)
         padding = attention_mask[:, -kv_length:].bool()  # sliding-window caches keep only the last keys
     slots = kv_length
+    if padding is not None and padding.shape[1] < kv_length and kwargs.get("kv_offset", 0) == 0:
+        # a cache allocated ahead (4.57's static caches, a chunked layer's too) with fewer tokens than slots: the
+        # mask covers the filled ones, the rest are empty (a Llama 4 prompt shorter than a chunk was refused)
+        kv_length = padding.shape[1]
     if mask_function is not None and (padding is None or padding.shape[1] == kv_length):
         filled = _filled_slots(mask_function, batch_size, kv_length, kwargs, padding)
         if filled is not None:  # a static cache's empty slots: the keys end at the last query
