@@ -665,6 +665,26 @@ def test_packing_watch_is_per_thread():
     assert watch.position_ids is None
 
 
+def test_patched_model_copies_and_saves():
+    """A patched model deep-copies and pickles (torch.save), its watch included (threading.local does not pickle:
+    the per-thread watch broke both until it gave its own state), and the copy computes as the original."""
+    import io
+
+    from fa3nn.integrations.hf import WATCH_ATTRIBUTE
+
+    model = fa3nn.patch_hf(_model("llama").float())
+    ids = torch.randint(0, VOCAB, (2, SEQLEN))
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    watch = getattr(model.model.layers[0].self_attn, WATCH_ATTRIBUTE)
+    for other in (copy.deepcopy(model), torch.load(buffer, weights_only=False)):
+        with torch.no_grad():
+            assert torch.equal(other(ids).logits, model(ids).logits)
+        watches = {id(getattr(layer.self_attn, WATCH_ATTRIBUTE)) for layer in other.model.layers}
+        assert len(watches) == 1 and id(watch) not in watches  # its own, shared by its layers
+
+
 def test_cu_seq_lens_beside_image_blocks():
     """Gemma 3 with images, packed: cu_seq_lens alone leave transformers' mask without the packing, so the layout's
     blocks would sit beside boundaries it did not see: refused (they were dropped before, silently: 0.13 off).

@@ -428,6 +428,14 @@ class _PackingWatch:
     def __init__(self):
         self._local = threading.local()
 
+    # A copy (copy.deepcopy of a patched model, torch.save) starts with no call in flight: threading.local does not
+    # pickle.
+    def __getstate__(self):
+        return {}
+
+    def __setstate__(self, state):
+        self._local = threading.local()
+
     @property
     def position_ids(self):
         return getattr(self._local, "position_ids", None)
