@@ -72,14 +72,27 @@ def sinks_gradient(dout: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, dls
     is -inf (a sink of -inf over a row with no key) contribute nothing. One pass over dout and out; the products are
     rounded to their dtype before the float32 sum (the native backward forms them in float32: up to 3% apart on
     causal rows' sinks at bf16, H100 s37a)."""
-    dense = out.dim() == 4
     compute = torch.promote_types(lse.dtype, torch.float32)
-    delta = _unrows((dout * out).sum(-1, dtype=compute), dense)  # D, in lse's layout
-    sinks_at = sinks.detach().to(compute)[:, None] if not dense else sinks.detach().to(compute)[None, :, None]
+    delta = _unrows((dout * out).sum(-1, dtype=compute), out.dim() == 4)  # rowsum(dout * out), in lse's layout
+    return sinks_gradient_of_delta(sinks, lse, delta if dlse is None else delta - dlse.to(compute))
+
+
+def sinks_gradient_of_delta(sinks: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor, log2: bool = False
+                            ) -> torch.Tensor:
+    """sinks_gradient from each row's lse and delta = rowsum(dout * out) - dlse, laid out alike with the heads second
+    to last ((batch, nheads, rows), (nheads, total), the native backward's (batch, nheads, rows) workspaces):
+    -sum over rows of exp(sink - lse) * delta, in float32 at least. `log2`: lse in log2 units (the native
+    backward's lse_log2, +inf on rows without a query: weight 0). The backwards that compute delta themselves (native,
+    Triton) call this on theirs."""
+    compute = torch.promote_types(lse.dtype, torch.float32)
     lse = lse.to(compute)
-    weight = torch.where(torch.isneginf(lse), 0.0, torch.exp(sinks_at - lse))  # the sink's probability per row
-    gradient = weight * ((0.0 if dlse is None else dlse.to(compute)) - delta)
-    return gradient.sum(dim=(0, 2) if dense else 1).to(sinks.dtype)
+    sinks_at = sinks.detach().to(compute)[:, None]
+    if log2:
+        weight = torch.exp2(sinks_at * 1.4426950408889634 - lse)
+    else:
+        weight = torch.where(torch.isneginf(lse), 0.0, torch.exp(sinks_at - lse))  # the sink's probability per row
+    gradient = -(weight * delta.to(compute))
+    return gradient.sum(dim=[d for d in range(gradient.dim()) if d != gradient.dim() - 2]).to(sinks.dtype)
 
 
 def _scaled(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:

@@ -386,8 +386,9 @@ def test_sinks_in_the_kernel_varlen(headdim, mask):
     torch.testing.assert_close(lse_packed, lse_ref.transpose(1, 2)[mask_q].transpose(0, 1), atol=1e-3, rtol=1e-4)
 
 
-# The sinks' gradient of the native backward, from its preprocess's rowsum(dout * out) and lse (hopper_bwd.
-# sinks_gradient_of; the workspaces' rows no kernel writes, varlen's gaps between sequences, filled to count 0),
+# The sinks' gradient of the native backward, from its preprocess's rowsum(dout * out) and lse
+# (fa3nn.sinks.sinks_gradient_of_delta; the workspaces' rows no kernel writes, varlen's gaps between sequences, filled
+# to count 0),
 # against fa3nn.sinks.sinks_gradient's pass over dout and out on the same tensors, with a gradient into lse; dense and
 # varlen (three sequences, one without keys), MHA and GQA, causal with gpt-oss's window and not.
 @pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])

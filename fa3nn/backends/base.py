@@ -112,7 +112,7 @@ class Backend:
         """(dq, dk, dv, dsinks) after a forward with sinks (its out and lse include them, fa3nn.sinks): the
         backward, then the sinks' gradient in one more pass over dout and out; a backend whose backward computes
         rowsum(dout * out) itself overrides this to reuse it."""
-        from fa3nn.sinks import sinks_gradient
+        from fa3nn.sinks import sinks_gradient  # (here: fa3nn.sinks -> fa3nn.checks -> fa3nn.fp8 -> this module)
 
         return (*self.backward(dout, q, k, v, out, lse, dlse, params, varlen),
                 sinks_gradient(dout, out, lse, dlse, sinks))

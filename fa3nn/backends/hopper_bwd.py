@@ -27,7 +27,7 @@ from fa3nn.backends.base import AttnCall, AttnParams, Varlen
 from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
 from fa3nn.checks import check_softcap, check_window_size
 from fa3nn.masks import Window
-from fa3nn.sinks import sinks_gradient
+from fa3nn.sinks import sinks_gradient, sinks_gradient_of_delta
 
 SUPPORTED_HEADDIMS = (64, 128, 256)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
@@ -181,7 +181,7 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     the gradient of softmax(softcap * tanh(scores * softmax_scale / softcap)) (the softcap kernels, the default variant;
     `lse` must come from a forward with the same cap). `sinks` (nheads,): the forward's attention sinks (fa3nn.sinks;
     out and lse are then those with the sinks): returns (dq, dk, dv, dsinks), the sinks' gradient from the
-    preprocess's delta and lse_log2 (sinks_gradient_of), no further pass over dout and out."""
+    preprocess's delta and lse_log2 (fa3nn.sinks.sinks_gradient_of_delta), no further pass over dout and out."""
     if variant is None:  # a head dim without a default: check_arguments names the problem
         variant = DEFAULT_VARIANTS.get(q.shape[-1] if isinstance(q, torch.Tensor) else None, "red_dq")
     if variant not in VARIANTS:
@@ -285,15 +285,7 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
         return dq, dk, dv
     if seqlen_k == 0 or seqlen_q == 0:  # the kernels launched nothing: no workspace row holds its statistics
         return dq, dk, dv, sinks_gradient(dout, out, lse, dlse, sinks)
-    return dq, dk, dv, sinks_gradient_of(sinks, lse_log2, delta)
-
-
-def sinks_gradient_of(sinks: torch.Tensor, lse_log2: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
-    """d loss / d sinks (nheads,) in sinks' dtype from the preprocess's per-row workspaces (ws_batch, nheads, rows):
-    sum over rows of exp(sink - lse) * (dlse - rowsum(dout * out)) = -sum 2^(sink log2 e - lse_log2) * delta
-    (fa3nn.sinks.sinks_gradient's formula; rows without a query or a finite lse have lse_log2 = +inf: weight 0)."""
-    weight = torch.exp2(sinks.detach().float()[None, :, None] * 1.4426950408889634 - lse_log2)
-    return -(weight * delta).sum((0, 2)).to(sinks.dtype)
+    return dq, dk, dv, sinks_gradient_of_delta(sinks, lse_log2, delta, log2=True)
 
 
 def window_of(causal: bool, window_size) -> Window:

@@ -23,6 +23,7 @@ import triton
 from fa3nn.backends.base import AttnParams, Varlen, saved_lse_dtype
 from fa3nn.backends.triton import configs
 from fa3nn.backends.triton import kernels as K
+from fa3nn.sinks import sinks_gradient_of_delta
 
 try:
     from triton.tools.tensor_descriptor import TensorDescriptor  # Triton >= 3.4
@@ -417,11 +418,7 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     *grads, delta = _backward(dout, q, k, v, out, lse, dlse, params, varlen)
     if sinks is None:
         return tuple(grads)
-    heads = (slice(None), None) if varlen is not None else (None, slice(None), None)
-    lse = lse.to(torch.promote_types(lse.dtype, torch.float32))
-    weight = torch.where(torch.isneginf(lse), 0.0, torch.exp(sinks.detach().to(lse.dtype)[heads] - lse))
-    dsinks = -(weight * delta).sum(dim=1 if varlen is not None else (0, 2))
-    return (*grads, dsinks.to(sinks.dtype))
+    return (*grads, sinks_gradient_of_delta(sinks, lse, delta))
 
 
 def _backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None):
