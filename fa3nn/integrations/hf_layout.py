@@ -99,7 +99,7 @@ def blocks_agree(layout: torch.Tensor, cu_seqlens: torch.Tensor) -> bool:
         if not bool((blocks >= 0).any()):
             return False
         real = segments >= 0
-        starts = _segment_starts(segments, real).flatten().nonzero().flatten()
+        starts = _Neighbours(real).segment_starts(segments).flatten().nonzero().flatten()
         bounds = cu_seqlens.to(starts.device).long()
         if not (bool(real.all()) and starts.numel() == bounds.numel() - 1 and torch.equal(starts, bounds[:-1])):
             raise NotImplementedError(
@@ -113,13 +113,12 @@ def blocks_agree(layout: torch.Tensor, cu_seqlens: torch.Tensor) -> bool:
 
 class _Neighbours:
     """Each token's previous and next real token in a layout's rows: shifts where the layout has no padding, gathers
-    at positions read once (previous_real) where it has."""
+    at positions computed once (previous_real) where it has."""
 
     def __init__(self, real: torch.Tensor | None):
         self.real = real
-        if real is not None:
-            self.previous = previous_real(real)
-            self.next_flipped = previous_real(real.flip(-1))
+        self.previous = None if real is None else previous_real(real)
+        self.next_flipped = None  # read on the first `after`
 
     def before(self, values: torch.Tensor, missing) -> torch.Tensor:
         """values at each token's previous real token (missing for a row's first)."""
@@ -127,10 +126,17 @@ class _Neighbours:
             return torch.nn.functional.pad(values[:, :-1], (1, 0), value=missing)
         return _at(values, self.previous, missing)
 
+    def segment_starts(self, segments: torch.Tensor) -> torch.Tensor:
+        """Real tokens whose previous real token is in another segment (or that have none)."""
+        starts = segments != self.before(segments, PADDING)
+        return starts if self.real is None else starts & self.real
+
     def after(self, values: torch.Tensor, missing) -> torch.Tensor:
         """values at each token's next real token (missing for a row's last)."""
         if self.real is None:
             return torch.nn.functional.pad(values[:, 1:], (0, 1), value=missing)
+        if self.next_flipped is None:
+            self.next_flipped = previous_real(self.real.flip(-1))
         return _at(values.flip(-1), self.next_flipped, missing).flip(-1)
 
 
@@ -154,9 +160,8 @@ def _layout_calls(layout: torch.Tensor, device: torch.device, slots: bool, is_ca
     window = hf_window(causal, sliding_window, seqlen)
     real = segments >= 0 if padded else None
     neighbours = _Neighbours(real)
-    starts = segments != neighbours.before(segments, PADDING)
+    starts = neighbours.segment_starts(segments)
     if padded:
-        starts &= real
         # a hole: padding inside one sequence (its next real token continues the sequence before it)
         inside = holes(real) & (neighbours.after(segments, PADDING) == _at(segments, latest_real(real), PADDING))
     # positions in the packed layout (real tokens only) and of each segment's first token
@@ -190,11 +195,6 @@ def _layout_calls(layout: torch.Tensor, device: torch.device, slots: bool, is_ca
 def _at(values: torch.Tensor, index: torch.Tensor, missing) -> torch.Tensor:
     """values at each row's positions `index` (missing where -1)."""
     return torch.where(index >= 0, values.gather(1, index.clamp(min=0)), missing)
-
-
-def _segment_starts(segments: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
-    """Real tokens whose previous real token is in another segment (or that have none)."""
-    return real & (segments != _at(segments, previous_real(real), PADDING))
 
 
 def _witness_mismatch(layout, real, neighbours: _Neighbours, rank, first_rank, causal: bool, window: tuple[int, int],
