@@ -88,9 +88,11 @@ def bench_shape(headdim: int, seqlen: int, causal: bool, args, variants=("full",
     """One shape: cuDNN, this library's `variants`, and the full variant of each of `libraries` (name -> CDLL)."""
     libraries = libraries or {}
     batch, nheads = TOKENS // seqlen, WIDTH // headdim
-    q, k, v = (torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    headdim_v = args.headdim_v or headdim
+    q, k, v = (torch.randn(batch, seqlen, nheads, d, device="cuda", dtype=torch.bfloat16)
+               for d in (headdim, headdim, headdim_v))
     scale = headdim**-0.5
-    flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal)
+    flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, headdim_v, causal=causal)
 
     def cudnn():
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
@@ -115,7 +117,8 @@ def bench_shape(headdim: int, seqlen: int, causal: bool, args, variants=("full",
         ms = statistics.median(samples[variant])
         ratio = statistics.median(c / h for c, h in zip(samples["cudnn"], samples[variant]))
         rows.append(dict(
-            headdim=headdim, seqlen=seqlen, causal=causal, batch=batch, nheads=nheads, variant=variant,
+            headdim=headdim if headdim_v == headdim else f"{headdim}/{headdim_v}", seqlen=seqlen, causal=causal,
+            batch=batch, nheads=nheads, variant=variant,
             ms=ms, tflops=flops / ms / 1e9, cudnn_ms=ms_cudnn, cudnn_tflops=flops / ms_cudnn / 1e9,
             ratio=ratio, max_abs_diff_vs_cudnn=diffs[variant], samples_ms=samples[variant],
             cudnn_samples_ms=samples["cudnn"],
@@ -124,13 +127,15 @@ def bench_shape(headdim: int, seqlen: int, causal: bool, args, variants=("full",
 
 
 # Alternative tile shapes compiled next to the default (kernels/hopper/flash_fwd_api.cu, `Tiles`).
-EXPERIMENTS = {64: ("tiles_a", "tiles_b"), 128: ("tiles_a", "tiles_b"), 256: ("tiles_a",)}
+EXPERIMENTS = {64: ("tiles_a", "tiles_b"), 128: ("tiles_a", "tiles_b"), 256: ("tiles_a",), 192: ("tiles_a",)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", default=None)
     parser.add_argument("--headdims", type=int, nargs="+", default=[64, 128, 256])
+    parser.add_argument("--headdim-v", type=int, default=None,
+                        help="V's head dim when it differs from q / k's (MLA: --headdims 192 --headdim-v 128)")
     parser.add_argument("--seqlens", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192, 16384])
     parser.add_argument("--ablation-seqlens", type=int, nargs="*", default=[2048, 8192, 16384])
     parser.add_argument("--experiment-seqlens", type=int, nargs="*", default=[])

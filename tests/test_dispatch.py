@@ -17,7 +17,8 @@ def hopper_call(**overrides) -> AttnCall:
 
 def test_forced_backend_with_unsupported_headdim_names_it_and_the_alternatives():
     with pytest.raises(UnsupportedCall, match=r"backend='hopper' cannot run this forward call: headdim 96/96 is not "
-                                              r"supported by the hopper backend \(supported: 64, 128, 256.*can: "):
+                                              r"supported by the hopper backend \(q/k / v: 64/64, 128/128, 256/256, "
+                                              r"192/128\).*can: "):
         resolve("hopper", hopper_call(headdim=96, headdim_v=96))
 
 

@@ -45,6 +45,11 @@ def _call(**overrides) -> AttnCall:
         ({"dtype": torch.float32}, False, "dtype torch.float32 is not supported"),
         ({"headdim": 96, "headdim_v": 96}, False, "headdim 96/96 is not supported"),
         ({"softcap": 30.0, "headdim": 64, "headdim_v": 64}, False, "softcap at head dim 64: the Triton forward is"),
+        ({"headdim": 128, "headdim_v": 64}, False, "headdim 128/64 is not supported"),
+        ({"headdim": 192, "headdim_v": 192}, False, "headdim 192/192 is not supported"),
+        ({"headdim": 192, "headdim_v": 128, "window": Window(64, 0)}, False, "built without sliding windows"),
+        ({"headdim": 192, "headdim_v": 128, "softcap": 30.0}, False, "built without sliding windows and softcap"),
+        ({"headdim": 192, "headdim_v": 128}, True, "the native backward has 64, 128, 256, equal"),
     ],
 )
 def test_refusal_reasons(overrides, backward, expected):
@@ -62,6 +67,18 @@ def test_windows_are_not_refused(monkeypatch):
         assert HopperBackend().refusal(_call(window=window, varlen=True), False) is None
         assert HopperBackend().refusal(_call(window=window), True) is None
         assert HopperBackend().refusal(_call(window=window, varlen=True), True) is None
+
+
+def test_mla_forward_is_not_refused(monkeypatch):
+    """Multi-head latent attention (q/k 192, v 128): the native forward takes dense and varlen, causal and not,
+    MHA and GQA calls; the backward is another backend's."""
+    from fa3nn.backends import hopper_lib
+
+    monkeypatch.setattr(hopper_lib.LIBRARY, "get", lambda: object())  # a synthetic call: no GPU, no build
+    for window, varlen, nheads_kv in ((Window(), False, 8), (Window(-1, 0), True, 2), (Window(-1, 0), False, 1)):
+        call = _call(headdim=192, headdim_v=128, window=window, varlen=varlen, nheads_kv=nheads_kv)
+        assert HopperBackend().refusal(call, False) is None
+        assert HopperBackend().refusal(call, True) is not None
 
 
 def test_softcap_is_not_refused_by_the_backward(monkeypatch):
@@ -140,7 +157,7 @@ def test_forward_matches_reference(dtype, headdim, causal, seqlens, heads):
 def _launch_and_check(q, k, v, causal, variant="full", window_size=(-1, -1), softcap=0.0):
     """The kernel (`variant`) into NaN-poisoned out and lse, then both against the reference; returns (out, lse)."""
     batch, seqlen_q, nheads, headdim = q.shape
-    out = _poisoned(q.shape, q.dtype)
+    out = _poisoned((*q.shape[:-1], v.shape[-1]), q.dtype)
     lse = _poisoned((batch, nheads, seqlen_q), torch.float32)
     launch(q, k, v, headdim**-0.5, causal, variant=variant, out=out, lse=lse, window_size=window_size,
            softcap=softcap)
@@ -290,9 +307,10 @@ def test_auto_trains_softcap_on_hopper(headdim):
             assert_error_ratio(g, r, p, f"{name} (d{headdim}, window {window_size})")
 
 
-def _varlen_case(dtype, headdim, causal, max_seqlen, window_size=(-1, -1)):
+def _varlen_case(dtype, headdim, causal, max_seqlen, window_size=(-1, -1), headdim_v=None):
     batch, nheads, nheads_kv = 5, 6, 2
-    q, k, v = random_qkv(batch, max_seqlen, max_seqlen, nheads, nheads_kv, headdim, dtype, device="cuda")
+    q, k, v = random_qkv(batch, max_seqlen, max_seqlen, nheads, nheads_kv, headdim, dtype, device="cuda",
+                         headdim_v=headdim_v)
     mask_q = random_padding_mask(batch, max_seqlen, device="cuda")
     mask_k = random_padding_mask(batch, max_seqlen, device="cuda")
     q_packed, cu_q, max_q = unpad(q, mask_q)
@@ -301,13 +319,95 @@ def _varlen_case(dtype, headdim, causal, max_seqlen, window_size=(-1, -1)):
     out = fa3nn.flash_attn_varlen_func(q_packed, k_packed, v_packed, cu_q, cu_k, max_q, max_k, causal=causal,
                                        window_size=window_size, return_lse=True, backend="hopper")
     out_packed, lse_packed = out
-    out_full = torch.zeros_like(q)
+    out_full = q.new_zeros(*q.shape[:-1], v.shape[-1])
     out_full[mask_q] = out_packed
     lse_ref = _check(q, k, v, causal, out_full, None, mask_q, mask_k, window_size=window_size)
     lse_ref_packed = lse_ref.transpose(1, 2)[mask_q].transpose(0, 1)  # (nheads, total_q)
     finite = torch.isfinite(lse_ref_packed)
     assert torch.equal(finite, torch.isfinite(lse_packed))
     torch.testing.assert_close(lse_packed[finite], lse_ref_packed[finite], atol=1e-3, rtol=1e-4)
+
+
+# Multi-head latent attention in its training form (DeepSeek: q / k 192 = 128 + 64 rotary, v 128;
+# kernels/hopper/flash_fwd_d192.cu): every shape and head layout of the equal-dims tests, the tile and row-max
+# variants, varlen, sinks, and training through auto (the forward native, the backward Triton's from its out / lse).
+MLA = (192, 128)
+
+
+@pytest.mark.parametrize("heads", list(HEADS))
+@pytest.mark.parametrize("seqlens", SEQLENS, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.gpu
+@needs_hopper
+def test_mla_forward_matches_reference(dtype, causal, seqlens, heads):
+    seqlen_q, seqlen_k = seqlens
+    batch = 1 if seqlen_q * seqlen_k > 1 << 22 else 2
+    q, k, v = random_qkv(batch, seqlen_q, seqlen_k, *HEADS[heads], MLA[0], dtype, device="cuda", headdim_v=MLA[1])
+    _launch_and_check(q, k, v, causal)
+
+
+@pytest.mark.parametrize("seqlens", [(1000, 1000), (511, 1537), (1537, 511), (4224, 4224)],
+                         ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("variant", ["tiles_a", "int_max", "float_max"])
+@pytest.mark.gpu
+@needs_hopper
+def test_mla_variants(variant, causal, seqlens):
+    q, k, v = random_qkv(2, *seqlens, 6, 2, MLA[0], torch.bfloat16, device="cuda", headdim_v=MLA[1])
+    _launch_and_check(q, k, v, causal, variant=variant)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.gpu
+@needs_hopper
+def test_mla_varlen(dtype, causal):
+    _varlen_case(dtype, MLA[0], causal, 700, headdim_v=MLA[1])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.gpu
+@needs_hopper
+def test_mla_sinks(causal):
+    from fa3nn.sinks import apply_sinks
+
+    q, k, v = random_qkv(2, 1537, 511, 6, 2, MLA[0], torch.bfloat16, device="cuda", headdim_v=MLA[1])
+    sinks = _sinks(6)
+    out = _poisoned((*q.shape[:-1], MLA[1]), q.dtype)
+    lse = _poisoned((2, 6, 1537), torch.float32)
+    launch(q, k, v, MLA[0] ** -0.5, causal, out=out, lse=lse, sinks=sinks)
+    out_py, lse_py = apply_sinks(*launch(q, k, v, MLA[0] ** -0.5, causal), sinks)
+    torch.testing.assert_close(out, out_py, atol=1e-5, rtol=2.0 ** -7)
+    torch.testing.assert_close(lse, lse_py, atol=2e-5, rtol=1e-6)
+
+
+@pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
+@pytest.mark.gpu
+@needs_hopper
+def test_mla_trains_through_auto(varlen):
+    """auto: the forward on the native kernel, the backward on Triton's (reading the native lse); gradients by the
+    error-ratio rule against the reference's."""
+    q, k, v = random_qkv(2, 1000, 1000, 6, 2, MLA[0], torch.bfloat16, device="cuda", headdim_v=MLA[1],
+                         requires_grad=True)
+    dout = torch.randn(2, 1000, 6, MLA[1], device="cuda", dtype=torch.bfloat16)
+    explained = str(fa3nn.explain(q, k, v, causal=True))
+    assert "forward: hopper" in explained and "backward: triton" in explained, explained
+    if varlen:
+        mask = random_padding_mask(2, 1000, device="cuda")
+        (qp, cu, max_len), (kp, _, _), (vp, _, _) = (unpad(t, mask) for t in (q, k, v))
+        out = fa3nn.flash_attn_varlen_func(qp, kp, vp, cu, cu, max_len, max_len, causal=True)
+        grads = torch.autograd.grad(out, (q, k, v), dout[mask])
+    else:
+        mask = None
+        grads = torch.autograd.grad(fa3nn.flash_attn_func(q, k, v, causal=True), (q, k, v), dout)
+    refs = []
+    for upcast in (True, False):
+        out_ref, _ = attention_ref(q, k, v, mask, mask, causal=True, upcast=upcast, reorder_ops=not upcast)
+        out_ref = out_ref if mask is None else out_ref * mask[:, :, None, None]
+        refs.append(torch.autograd.grad(out_ref, (q, k, v), dout))
+    for name, got, ref, pt in zip("qkv", grads, *refs):
+        assert_error_ratio(got, ref, pt, f"d{name}")
 
 
 # Attention sinks in the forward's epilogue (FwdParams::sinks, OnlineSoftmax::finalize): the kernel with sinks against

@@ -1,6 +1,7 @@
 """The native Hopper (sm_90a) backend: the warp-specialized wgmma + TMA kernels from kernels/hopper/.
 
-Forward: bf16/fp16, head dims 64/128/256, causal or not, sliding windows, softcap, MQA/GQA, varlen. Backward
+Forward: bf16/fp16, head dims 64/128/256, causal or not, sliding windows, softcap, MQA/GQA, varlen; and DeepSeek's
+multi-head latent attention (q/k 192, v 128: causal or not, MQA/GQA, varlen, sinks; no windows or softcap). Backward
 (hopper_bwd.py): dense and varlen batches, head dims 64/128/256, causal or not, MHA and GQA/MQA (the kernel walks each
 K/V head's query heads while hopper_bwd.NATIVE_GQA is on, else K/V are expanded and dK/dV summed over each group),
 with or without a gradient into lse, sliding windows, softcap; deterministic=True (dQ is summed with fp32 atomics)
@@ -24,6 +25,10 @@ from fa3nn.checks import check_native_softcap
 from fa3nn.sinks import check_sinks
 
 SUPPORTED_HEADDIMS = (64, 128, 256)
+# The forward's (q/k head dim, v head dim) pairs: equal ones, and multi-head latent attention's 192 / 128
+# (kernels/hopper/flash_fwd_d192.cu) without windows or softcap.
+FORWARD_HEADDIMS = tuple((d, d) for d in SUPPORTED_HEADDIMS) + ((192, 128),)
+PLAIN_ONLY_HEADDIMS = ((192, 128),)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 # Head dims whose softcap forward auto takes natively. H200, cap 30, s31h: d128 causal 1.11-1.17x Triton and windows
 # (1024, 0) / (4096, 0) 0.92-1.08x, d256 1.03-1.26x. The library has d64's too (tested): with softcap_tanh (two MUFU
@@ -76,7 +81,7 @@ def launch(
     if sinks is not None:
         check_sinks(sinks, q.shape[-2], q.device)
         sinks = sinks.detach().to(torch.float32).contiguous()
-    headdim = q.shape[-1]
+    headdim, headdim_v = q.shape[-1], v.shape[-1]
     if out is None:
         out = torch.empty(*q.shape[:-1], v.shape[-1], dtype=q.dtype, device=q.device)
     if varlen is None:
@@ -102,7 +107,7 @@ def launch(
         status = lib.fa3nn_hopper_fwd(
             q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(),
             None if cu_q is None else cu_q.data_ptr(), None if cu_k is None else cu_k.data_ptr(),
-            batch, seqlen_q, seqlen_k, max_seqlen_q, nheads, nheads_kv, headdim, stride_array,
+            batch, seqlen_q, seqlen_k, max_seqlen_q, nheads, nheads_kv, headdim, headdim_v, stride_array,
             float(softmax_scale), int(causal), window.left, window.right, float(softcap),
             None if sinks is None else sinks.data_ptr(), int(q.dtype == torch.bfloat16), VARIANTS[variant], stream,
         )
@@ -121,11 +126,15 @@ class HopperBackend(Backend):
             return f"needs a Hopper GPU (sm_90), got sm_{call.capability[0]}{call.capability[1]}"
         if call.dtype not in SUPPORTED_DTYPES:
             return f"dtype {call.dtype} is not supported (bfloat16, float16); fp8 has its own path"
-        if call.headdim != call.headdim_v or call.headdim not in SUPPORTED_HEADDIMS:
+        dims = (call.headdim, call.headdim_v)
+        if dims not in FORWARD_HEADDIMS:
             return (
-                f"headdim {call.headdim}/{call.headdim_v} is not supported by the hopper backend "
-                f"(supported: {', '.join(map(str, SUPPORTED_HEADDIMS))}, equal for q/k and v); use backend='triton'"
+                f"headdim {call.headdim}/{call.headdim_v} is not supported by the hopper backend (q/k / v: "
+                f"{', '.join(f'{d}/{dv}' for d, dv in FORWARD_HEADDIMS)}); use backend='triton'"
             )
+        if dims in PLAIN_ONLY_HEADDIMS and not backward and (call.window.sliding or call.softcap > 0):
+            return (f"headdim {call.headdim}/{call.headdim_v}: the native kernels are built without sliding windows "
+                    "and softcap there; use backend='triton'")
         if call.softcap > 0 and backward and call.headdim not in SOFTCAP_BWD_HEADDIMS:
             return (f"softcap at head dim {call.headdim}: the native softcap backward serves head dims "
                     f"{', '.join(map(str, SOFTCAP_BWD_HEADDIMS))}")

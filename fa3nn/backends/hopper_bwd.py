@@ -311,8 +311,9 @@ def workspace_shape(batch: int, seqlen_q: int, rows: int, varlen: bool) -> tuple
 
 def refusal(call: AttnCall) -> str | None:
     """What the native backward lacks beyond the forward's refusals (HopperBackend.refusal checks those first)."""
-    if call.headdim not in SUPPORTED_HEADDIMS:
-        return f"headdim {call.headdim}: the native backward has {', '.join(map(str, SUPPORTED_HEADDIMS))}"
+    if call.headdim not in SUPPORTED_HEADDIMS or call.headdim_v != call.headdim:
+        return (f"headdim {call.headdim}/{call.headdim_v}: the native backward has "
+                f"{', '.join(map(str, SUPPORTED_HEADDIMS))}, equal for q/k and v")
     if call.deterministic:
         return "deterministic=True: the native backward sums dQ with fp32 atomics; triton's backward has none"
     return None

@@ -101,12 +101,17 @@ struct FwdParams {
 // (softcap_scores, softmax.cuh) before the mask.
 template <int kHeadDim_, int kBlockN_, int kStages_, bool kBF16_, bool kCausal_, bool kPingpong_ = true,
           bool kOverlap_ = true, int kConsumers_ = 2, bool kSkipKVLoads_ = false, int kQStages_ = 1,
-          bool kCrossTile_ = true, bool kIntMax_ = false, bool kLocal_ = false, bool kSoftcap_ = false>
+          bool kCrossTile_ = true, bool kIntMax_ = false, bool kLocal_ = false, bool kSoftcap_ = false,
+          int kHeadDimV_ = kHeadDim_>
 struct FwdConfig {
   static constexpr bool kIntMax = kIntMax_;  // the row max from integer maxes (OnlineSoftmax, softmax.cuh)
   static constexpr bool kLocal = kLocal_, kSoftcap = kSoftcap_;
   static_assert(!(kLocal && kCausal_), "a window takes causal as its right bound 0");
-  static constexpr int kHeadDim = kHeadDim_, kBlockN = kBlockN_, kStages = kStages_, kQStages = kQStages_;
+  // kHeadDim: Q and K's head dim; kHeadDimV: V's and O's (DeepSeek's multi-head latent attention in its training
+  // form: 192 / 128), at most kHeadDim (O leaves through the Q stage's first kPanelsV panels).
+  static constexpr int kHeadDim = kHeadDim_, kHeadDimV = kHeadDimV_;
+  static constexpr int kBlockN = kBlockN_, kStages = kStages_, kQStages = kQStages_;
+  static_assert(kHeadDimV <= kHeadDim && kHeadDimV % kPanelCols == 0, "V's head dim: a multiple of 64, at most Q's");
   static constexpr bool kBF16 = kBF16_, kCausal = kCausal_, kPingpong = kPingpong_, kOverlap = kOverlap_;
   static constexpr bool kSkipKVLoads = kSkipKVLoads_, kCrossTile = kCrossTile_ && kOverlap_;
   // The TMA-store epilogue writes each warpgroup's O into its own rows of the finished tile's Q stage, so it needs a
@@ -115,26 +120,28 @@ struct FwdConfig {
   // stores, same run (benchmarks/NOTES.md, v7): d128 128 x 128 tiles +10% at seqlen 512, +6% causal 512, +5% causal
   // 2048; d64 -1% to -7% at every length (half the O bytes per row to save, the same barrier, fence and delayed Q
   // release), so d64 keeps the direct stores.
-  static constexpr bool kTmaStoreO = kQStages == 2 && kCrossTile && kHeadDim >= 128;
+  static constexpr bool kTmaStoreO = kQStages == 2 && kCrossTile && kHeadDimV >= 128;
   static constexpr int kConsumers = kConsumers_;  // consumer warpgroups, 64 query rows each
   static constexpr int kBlockM = 64 * kConsumers;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   // Register split (64K per SM, one CTA per SM): 2 consumers: 128*24 + 256*240 = 64,512; 3: 128*32 + 384*160 = 65,536.
   static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
-  static constexpr int kPanels = kHeadDim / kPanelCols;
+  static constexpr int kPanels = kHeadDim / kPanelCols;    // of Q and K
+  static constexpr int kPanelsV = kHeadDimV / kPanelCols;  // of V and O
   static constexpr uint32_t kQBytes = kBlockM * kHeadDim * 2;
-  static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * 2;  // one K (or V) stage
+  static constexpr uint32_t kKBytes = kBlockN * kHeadDim * 2;   // one K stage
+  static constexpr uint32_t kVBytes = kBlockN * kHeadDimV * 2;  // one V stage
   static constexpr uint32_t kQPanelBytes = kBlockM * kPanelRowBytes;
-  static constexpr uint32_t kKVPanelBytes = kBlockN * kPanelRowBytes;
+  static constexpr uint32_t kKVPanelBytes = kBlockN * kPanelRowBytes;  // a K or V panel
   static_assert(kHeadDim % kPanelCols == 0 && kBlockN % 16 == 0, "tile shape");
   static_assert(kKVPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0, "SW128 panels must stay 1024-B aligned");
 
   using Barriers = FwdBarriers<kQStages, kStages>;
   // Shared memory, from a 1024-B aligned base: Q stages | K stages | V stages | barriers.
   static constexpr uint32_t kOffK = kQStages * kQBytes;
-  static constexpr uint32_t kOffV = kOffK + kStages * kKVBytes;
-  static constexpr uint32_t kOffBarriers = kOffV + kStages * kKVBytes;
+  static constexpr uint32_t kOffV = kOffK + kStages * kKBytes;
+  static constexpr uint32_t kOffBarriers = kOffV + kStages * kVBytes;
   static constexpr uint32_t kSmemBytes = kOffBarriers + sizeof(Barriers) + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 232448, "exceeds Hopper's 227 KB of shared memory per block");
 };
@@ -233,18 +240,18 @@ __device__ __forceinline__ void producer_loop(const CUtensorMap* tma_q, const CU
         bars.signal_kv_unloaded(k_state, v_state);
         continue;
       }
-      bars.k.producer_acquire(k_state, Cfg::kKVBytes);
-      uint8_t* k_dst = smem + Cfg::kOffK + k_state.index * Cfg::kKVBytes;
+      bars.k.producer_acquire(k_state, Cfg::kKBytes);
+      uint8_t* k_dst = smem + Cfg::kOffK + k_state.index * Cfg::kKBytes;
 #pragma unroll
       for (int panel = 0; panel < Cfg::kPanels; ++panel)
         tma_load_4d(tma_k, bars.k.full_barrier(k_state), k_dst + panel * Cfg::kKVPanelBytes, panel * kPanelCols, row,
                     head_kv, r.batch_coord);
       k_state.advance();
 
-      bars.v.producer_acquire(v_state, Cfg::kKVBytes);
-      uint8_t* v_dst = smem + Cfg::kOffV + v_state.index * Cfg::kKVBytes;
+      bars.v.producer_acquire(v_state, Cfg::kVBytes);
+      uint8_t* v_dst = smem + Cfg::kOffV + v_state.index * Cfg::kVBytes;
 #pragma unroll
-      for (int panel = 0; panel < Cfg::kPanels; ++panel)
+      for (int panel = 0; panel < Cfg::kPanelsV; ++panel)
         tma_load_4d(tma_v, bars.v.full_barrier(v_state), v_dst + panel * Cfg::kKVPanelBytes, panel * kPanelCols, row,
                     head_kv, r.batch_coord);
       v_state.advance();
@@ -256,7 +263,7 @@ __device__ __forceinline__ void producer_loop(const CUtensorMap* tma_q, const CU
 template <class Cfg>
 struct Consumer {
   static constexpr int kSRegs = Cfg::kBlockN / 2;
-  static constexpr int kORegs = Cfg::kHeadDim / 2;
+  static constexpr int kORegs = Cfg::kHeadDimV / 2;
   static constexpr int kKSteps = Cfg::kBlockN / 16;
   static constexpr uint32_t kSchedThreads = 2 * 128;  // the waiting warpgroup + the one that hands over the turn
 
@@ -377,7 +384,7 @@ struct Consumer {
     if (leader) {
       const int row = r.q_start + t.m_block * Cfg::kBlockM + wg * 64;
 #pragma unroll
-      for (int panel = 0; panel < Cfg::kPanels; ++panel)
+      for (int panel = 0; panel < Cfg::kPanelsV; ++panel)
         tma_store_4d(tma_o, rows + panel * Cfg::kQPanelBytes, panel * kPanelCols, row, t.head, r.batch_coord);
       tma_store_commit();
     }
@@ -440,12 +447,12 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
   auto issue_qk = [&]() {
     warpgroup_arrive();
     gemm_ss<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kBF16, Cfg::kQPanelBytes, Cfg::kKVPanelBytes>(
-        s, desc_advance(desc_q0, q_state.index * Cfg::kQBytes), desc_advance(desc_k0, k_state.index * Cfg::kKVBytes));
+        s, desc_advance(desc_q0, q_state.index * Cfg::kQBytes), desc_advance(desc_k0, k_state.index * Cfg::kKBytes));
     wgmma_commit();
   };
   auto issue_pv = [&]() {
     warpgroup_arrive();
-    gemm_rs<Cfg::kBlockN, Cfg::kHeadDim, Cfg::kBF16>(o, pa, desc_advance(desc_v0, v_state.index * Cfg::kKVBytes));
+    gemm_rs<Cfg::kBlockN, Cfg::kHeadDimV, Cfg::kBF16>(o, pa, desc_advance(desc_v0, v_state.index * Cfg::kVBytes));
     wgmma_commit();
   };
   // K block done; after a tile's last Q K^T its Q stage is free too.

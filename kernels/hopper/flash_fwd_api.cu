@@ -1,8 +1,8 @@
 // The Hopper forward's plain C ABI (pointers, strides, shapes, stream; no torch headers), loaded from Python with
-// ctypes (fa3nn/backends/hopper.py). The kernels are instantiated in flash_fwd_d{64,128,256}.cu.
+// ctypes (fa3nn/backends/hopper.py). The kernels are instantiated in flash_fwd_d{64,128,256,192}.cu.
 //
-// Build (what fa3nn.backends.hopper_build does, the four units in parallel):
-//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -Xcompiler -fPIC -c flash_fwd_{api,d64,d128,d256}.cu
+// Build (what fa3nn.backends.hopper_build does, every unit in parallel):
+//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -Xcompiler -fPIC -c flash_fwd_{api,d64,d128,d256,d192}.cu
 //   nvcc -gencode=arch=compute_90a,code=sm_90a -shared -o libfa3nn_hopper.so flash_fwd_*.o
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -36,18 +36,24 @@ extern "C" {
 // prebuilt library (FA3NN_HOPPER_LIB) from another revision fails with a message instead of reading arguments in the
 // wrong places (a float added to a call moves no integer argument on x86-64: an older library would ignore it
 // silently). 1: 2026-12-04 (window_left / window_right / softcap in the forward, window_left / window_right in the
-// backward); 2: softcap in the backward (after window_right); 3: sinks in the forward (after softcap). Libraries
-// built before 1 have no version and are refused too.
-int fa3nn_hopper_abi_version() { return 3; }
+// backward); 2: softcap in the backward (after window_right); 3: sinks in the forward (after softcap); 4: headdim_v
+// in the forward (after headdim) and fa3nn_hopper_supports_headdim's second argument. Libraries built before 1 have
+// no version and are refused too.
+int fa3nn_hopper_abi_version() { return 4; }
 
-// Head dims this library was built for, for the Python side's refusal messages.
-int fa3nn_hopper_supports_headdim(int headdim) { return headdim == 64 || headdim == 128 || headdim == 256; }
+// Whether this library's forward was built for (Q / K head dim, V / O head dim).
+int fa3nn_hopper_supports_headdim(int headdim, int headdim_v) {
+  return (headdim_v == headdim && (headdim == 64 || headdim == 128 || headdim == 256)) ||
+         (headdim == 192 && headdim_v == 128);
+}
 
 const char* fa3nn_hopper_last_error() { return g_error; }
 
-// Forward attention. q (batch, seqlen_q, nheads, d), k/v (batch, seqlen_k, nheads_kv, d), out like q, lse (batch,
-// nheads, seqlen_q) float32 natural log. Varlen (cu_seqlens_q non-null): q/out (total_q, nheads, d), k/v (total_k,
-// nheads_kv, d), lse (nheads, total_q), batch = number of sequences, seqlen_q/seqlen_k = total_q/total_k.
+// Forward attention. q (batch, seqlen_q, nheads, d), k (batch, seqlen_k, nheads_kv, d), v (batch, seqlen_k,
+// nheads_kv, dv), out (batch, seqlen_q, nheads, dv), lse (batch, nheads, seqlen_q) float32 natural log; (d, dv) one
+// of fa3nn_hopper_supports_headdim's pairs. Varlen (cu_seqlens_q non-null): q/out (total_q, nheads, d / dv), k/v
+// (total_k, nheads_kv, d / dv), lse (nheads, total_q), batch = number of sequences, seqlen_q/seqlen_k =
+// total_q/total_k.
 // strides: 12 element strides, (batch, row, head) for q, k, v, out; the head dim must be contiguous.
 // variant: 0 = full design, 1 = no pingpong, 2 = no intra-warpgroup overlap, 3 = neither (ablation builds exist for
 // bf16 non-causal); 4, 5 = experimental tile shapes (bf16; see Tiles); 6 = without the cross-tile pipeline (bf16);
@@ -59,14 +65,14 @@ const char* fa3nn_hopper_last_error() { return g_error; }
 // over every tile at any length (Problem::causal_deal 2).
 // window_left / window_right: a sliding window, query row i sees key j iff i + off - left <= j <= i + off + right,
 // off = seqlen_k - seqlen_q, -1 = unbounded (fa3nn/masks.py); causal sets right to 0. Anything but (-1, -1) and
-// (-1, 0) runs the window kernels (variant 0 only; dense or varlen). softcap: 0 (none) or the cap c > 0 of
+// (-1, 0) runs the window kernels (variant 0 only; dense or varlen; not at 192 / 128). softcap: 0 (none) or the cap c > 0 of
 // softmax(c * tanh(scores * softmax_scale / c)) (variant 0 only). sinks: null, or nheads float32 on the device, a
 // logit per query head that joins every row's softmax without a value (gpt-oss; fa3nn/sinks.py): out and lse are
 // those of the softmax with the sink, a row that attends no key gets zeros and lse = its head's sink.
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_fwd(const void* q, const void* k, const void* v, void* out, float* lse, const int* cu_seqlens_q,
                      const int* cu_seqlens_k, int batch, int seqlen_q, int seqlen_k, int max_seqlen_q, int nheads,
-                     int nheads_kv, int headdim, const int64_t* strides, float softmax_scale, int causal,
+                     int nheads_kv, int headdim, int headdim_v, const int64_t* strides, float softmax_scale, int causal,
                      int window_left, int window_right, float softcap, const float* sinks, int bf16, int variant,
                      void* stream) {
   g_error[0] = '\0';
@@ -77,6 +83,9 @@ int fa3nn_hopper_fwd(const void* q, const void* k, const void* v, void* out, flo
   if (const int status = softcap_arg(softmax_scale, softcap)) return status;
   pr.softcap = softcap;
   pr.sinks = sinks;
+  pr.headdim_v = headdim_v;
+  if (headdim == 192 && headdim_v == 128) return run_d192_128(pr, bf16 != 0, causal != 0, variant);
+  if (headdim_v != headdim) return fail("%s", "unsupported head dims (built: equal 64, 128, 256, and 192 / 128)");
   switch (headdim) {
     case 64: return run_d64(pr, bf16 != 0, causal != 0, variant);
     case 128: return run_d128(pr, bf16 != 0, causal != 0, variant);

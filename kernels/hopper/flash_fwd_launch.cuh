@@ -127,6 +127,7 @@ struct Problem {
   WindowArgs window;  // local: the FwdConfig::kLocal kernels (dispatch_local)
   float softcap = 0.f;  // > 0: the FwdConfig::kSoftcap kernels (dispatch_softcap)
   const float* sinks = nullptr;  // FwdParams::sinks (nheads float32 on the device), or null
+  int headdim_v = 0;  // V's and O's head dim: Cfg::kHeadDimV (headdim but for the 192 / 128 kernels, flash_fwd_d192.cu)
 };
 
 inline int l2_bytes() {
@@ -244,12 +245,14 @@ int launch(const Problem& pr) {
   const bool varlen = pr.cu_seqlens_q != nullptr;
   const int64_t map_batch = varlen ? 1 : pr.batch;
   const int64_t* st = pr.strides;
+  if (pr.headdim != Cfg::kHeadDim || pr.headdim_v != Cfg::kHeadDimV)
+    return fail("%s", "internal: a call reached a kernel of other head dims");
   CUtensorMap tq, tk, tv;
   if (!make_map(&tq, pr.q, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, map_batch,
                 st[1], st[2], map_batch_stride(varlen, st[0], pr.seqlen_q, st[1]), Cfg::kBlockM) ||
       !make_map(&tk, pr.k, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads_kv, map_batch,
                 st[4], st[5], map_batch_stride(varlen, st[3], pr.seqlen_k, st[4]), Cfg::kBlockN) ||
-      !make_map(&tv, pr.v, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads_kv, map_batch,
+      !make_map(&tv, pr.v, Cfg::kBF16, Cfg::kHeadDimV, pr.seqlen_k, pr.nheads_kv, map_batch,
                 st[7], st[8], map_batch_stride(varlen, st[6], pr.seqlen_k, st[7]), Cfg::kBlockN))
     return fail("%s", "cuTensorMapEncodeTiled failed (pointers must be 16-B aligned, strides multiples of 8 elements)");
 
@@ -257,8 +260,8 @@ int launch(const Problem& pr) {
   // base or strides TMA cannot address (not 16-B aligned) keeps the direct stores.
   CUtensorMap to{};
   const bool store_o_tma = Cfg::kTmaStoreO && !varlen &&
-                           make_map(&to, pr.out, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, pr.batch, st[10],
-                                    st[11], st[9], 64);
+                           make_map(&to, pr.out, Cfg::kBF16, Cfg::kHeadDimV, pr.seqlen_q, pr.nheads, pr.batch,
+                                    st[10], st[11], st[9], 64);
 
   FwdParams p = fill_fwd_params<Cfg>(pr, 2);
   p.store_o_tma = store_o_tma ? 1 : 0;
@@ -486,5 +489,6 @@ int run_headdim(const Problem& pr, bool bf16, bool causal, int variant) {
 int run_d64(const Problem& pr, bool bf16, bool causal, int variant);
 int run_d128(const Problem& pr, bool bf16, bool causal, int variant);
 int run_d256(const Problem& pr, bool bf16, bool causal, int variant);
+int run_d192_128(const Problem& pr, bool bf16, bool causal, int variant);
 
 }  // namespace fa3nn::hopper::host
