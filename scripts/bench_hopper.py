@@ -127,7 +127,7 @@ def bench_shape(headdim: int, seqlen: int, causal: bool, args, variants=("full",
 
 
 # Alternative tile shapes compiled next to the default (kernels/hopper/flash_fwd_api.cu, `Tiles`).
-EXPERIMENTS = {64: ("tiles_a", "tiles_b"), 128: ("tiles_a", "tiles_b"), 256: ("tiles_a",), 192: ("tiles_a",)}
+EXPERIMENTS = {64: ("tiles_a", "tiles_b"), 128: ("tiles_a", "tiles_b"), 256: ("tiles_a",), 192: ("tiles_a", "tiles_b")}
 
 
 def main() -> None:

@@ -350,7 +350,7 @@ def test_mla_forward_matches_reference(dtype, causal, seqlens, heads):
 @pytest.mark.parametrize("seqlens", [(1000, 1000), (511, 1537), (1537, 511), (4224, 4224)],
                          ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("variant", ["tiles_a", "int_max", "float_max"])
+@pytest.mark.parametrize("variant", ["tiles_a", "tiles_b", "int_max", "float_max"])
 @pytest.mark.gpu
 @needs_hopper
 def test_mla_variants(variant, causal, seqlens):
