@@ -49,7 +49,8 @@ def _call(**overrides) -> AttnCall:
         ({"headdim": 192, "headdim_v": 192}, False, "headdim 192/192 is not supported"),
         ({"headdim": 192, "headdim_v": 128, "window": Window(64, 0)}, False, "built without sliding windows"),
         ({"headdim": 192, "headdim_v": 128, "softcap": 30.0}, False, "built without sliding windows and softcap"),
-        ({"headdim": 192, "headdim_v": 128}, True, "the native backward has 64, 128, 256, equal"),
+        ({"headdim": 192, "headdim_v": 128, "window": Window(64, 0)}, True, "built without sliding windows"),
+        ({"headdim": 192, "headdim_v": 128, "deterministic": True}, True, "deterministic=True"),
     ],
 )
 def test_refusal_reasons(overrides, backward, expected):
@@ -70,15 +71,15 @@ def test_windows_are_not_refused(monkeypatch):
 
 
 def test_mla_forward_is_not_refused(monkeypatch):
-    """Multi-head latent attention (q/k 192, v 128): the native forward takes dense and varlen, causal and not,
-    MHA and GQA calls; the backward is another backend's."""
+    """Multi-head latent attention (q/k 192, v 128): the native forward and backward take dense and varlen, causal
+    and not, MHA and GQA calls."""
     from fa3nn.backends import hopper_lib
 
     monkeypatch.setattr(hopper_lib.LIBRARY, "get", lambda: object())  # a synthetic call: no GPU, no build
     for window, varlen, nheads_kv in ((Window(), False, 8), (Window(-1, 0), True, 2), (Window(-1, 0), False, 1)):
         call = _call(headdim=192, headdim_v=128, window=window, varlen=varlen, nheads_kv=nheads_kv)
         assert HopperBackend().refusal(call, False) is None
-        assert HopperBackend().refusal(call, True) is not None
+        assert HopperBackend().refusal(call, True) is None
 
 
 def test_softcap_is_not_refused_by_the_backward(monkeypatch):
@@ -330,7 +331,8 @@ def _varlen_case(dtype, headdim, causal, max_seqlen, window_size=(-1, -1), headd
 
 # Multi-head latent attention in its training form (DeepSeek: q / k 192 = 128 + 64 rotary, v 128;
 # kernels/hopper/flash_fwd_d192.cu): every shape and head layout of the equal-dims tests, the tile and row-max
-# variants, varlen, sinks, and training through auto (the forward native, the backward Triton's from its out / lse).
+# variants, varlen, sinks, and training through auto (both directions native; the backward's own tests are
+# test_hopper_bwd.py's test_mla_*).
 MLA = (192, 128)
 
 
@@ -386,13 +388,13 @@ def test_mla_sinks(causal):
 @pytest.mark.gpu
 @needs_hopper
 def test_mla_trains_through_auto(varlen):
-    """auto: the forward on the native kernel, the backward on Triton's (reading the native lse); gradients by the
-    error-ratio rule against the reference's."""
+    """auto: the forward and the backward on the native kernels; gradients by the error-ratio rule against the
+    reference's."""
     q, k, v = random_qkv(2, 1000, 1000, 6, 2, MLA[0], torch.bfloat16, device="cuda", headdim_v=MLA[1],
                          requires_grad=True)
     dout = torch.randn(2, 1000, 6, MLA[1], device="cuda", dtype=torch.bfloat16)
     explained = str(fa3nn.explain(q, k, v, causal=True))
-    assert "forward: hopper" in explained and "backward: triton" in explained, explained
+    assert "forward: hopper" in explained and "backward: hopper" in explained, explained
     if varlen:
         mask = random_padding_mask(2, 1000, device="cuda")
         (qp, cu, max_len), (kp, _, _), (vp, _, _) = (unpad(t, mask) for t in (q, k, v))

@@ -33,6 +33,8 @@ from fa3nn.testing import assert_error_ratio, attention_ref, random_qkv
 
 DTYPES = [torch.bfloat16, torch.float16]
 HEADDIMS = list(hopper_bwd.SUPPORTED_HEADDIMS)
+DIMS = list(hopper_bwd.HEADDIM_PAIRS)  # (q / k, v) head dims, multi-head latent attention's 192 / 128 included
+MLA = (192, 128)
 SEQLENS = [
     (1, 1), (17, 113), (113, 203), (239, 1), (128, 128), (1024, 1024), (511, 1537), (4224, 4224), (8192, 8192),
 ]
@@ -62,7 +64,8 @@ def _with(args, **changes):
         (lambda a: _with(a, **_inputs(headdim=96)), "q has head dim 96"),
         (lambda a: _with(a, k=a["k"][:, :, :3], v=a["v"][:, :, :3]), "k has 3 heads but q has 4: q's heads must be"),
         (lambda a: _with(a, k=a["k"][:, :, :0], v=a["v"][:, :, :0]), "k has 0 heads but q has 4"),
-        (lambda a: _with(a, v=a["v"][:, :, :2]), "v has shape (2, 120, 2, 128); expected k's shape (2, 120, 4, 128)"),
+        (lambda a: _with(a, v=a["v"][:, :, :2]), "v has shape (2, 120, 2, 128); expected (2, 120, 4, 128) (k's shape "
+                                                 "with v's head dim)"),
         (lambda a: _with(a, v=a["v"][:, :60]), "v has shape (2, 60, 4, 128)"),
         (lambda a: _with(a, out=a["out"][:, :50]), "out has shape (2, 50, 4, 128)"),
         (lambda a: _with(a, dout=a["dout"][:1]), "dout has shape (1, 100, 4, 128)"),
@@ -76,6 +79,39 @@ def test_check_arguments_names_the_bad_argument(change, expected):
     with pytest.raises(ValueError) as info:
         hopper_bwd.check_arguments(softmax_scale=0.1, **args)
     assert expected in str(info.value)
+
+
+def test_mla_head_dims_are_checked():
+    """Multi-head latent attention (q / k 192, v 128): accepted with out / dout of v's head dim; other unequal pairs,
+    and out shaped like q, are named; windows and softcap are refused there (no such kernels), in launch and in
+    refusal; bulk_dq is its one variant."""
+    q, k, v = random_qkv(2, 100, 120, 4, 2, 192, torch.bfloat16, headdim_v=128)
+    o = torch.randn(2, 100, 4, 128, dtype=torch.bfloat16)
+    args = dict(dout=o, q=q, k=k, v=v, out=o.clone(), lse=torch.randn(2, 4, 100))
+    hopper_bwd.check_arguments(softmax_scale=0.1, **args)  # no exception
+    for change, expected in (
+        (dict(v=v[..., :64], out=o[..., :64], dout=o[..., :64]), "q has head dim 192 and v 64; the native backward "
+                                                                 "supports 64/64, 128/128, 256/256, 192/128"),
+        (dict(out=torch.randn_like(q)), "out has shape (2, 100, 4, 192); expected q's shape with v's head dim "
+                                        "(2, 100, 4, 128)"),
+        (dict(dout=o[:, :50]), "dout has shape (2, 50, 4, 128)"),
+        (dict(v=v[:, :60]), "v has shape (2, 60, 2, 128); expected (2, 120, 2, 128) (k's shape with v's head dim)"),
+    ):
+        with pytest.raises(ValueError) as info:
+            hopper_bwd.check_arguments(softmax_scale=0.1, **_with(args, **change))
+        assert expected in str(info.value)
+    for masks in (dict(window_size=(64, 0)), dict(softcap=30.0)):
+        with pytest.raises(ValueError, match="head dims 192 / 128: the native backward has no sliding-window or "):
+            hopper_bwd.launch(softmax_scale=0.1, causal=False, **masks, **args)
+    assert hopper_bwd.variants_for(192) == ["bulk_dq"]
+    with pytest.raises(ValueError, match=r"variant 'red_dq' is built for head dim \(64, 128, 256\) only"):
+        hopper_bwd.launch(softmax_scale=0.1, causal=False, variant="red_dq", **args)
+    call = AttnCall(device_type="cuda", capability=(9, 0), dtype=torch.bfloat16, headdim=192, headdim_v=128,
+                    nheads=4, nheads_kv=2, varlen=True, window=Window(-1, 0), softcap=0.0, deterministic=False)
+    assert hopper_bwd.refusal(call) is None
+    assert "no sliding windows or softcap" in hopper_bwd.refusal(dataclasses.replace(call, window=Window(64, 0)))
+    assert "no sliding windows or softcap" in hopper_bwd.refusal(dataclasses.replace(call, softcap=30.0))
+    assert "headdim 192/192" in hopper_bwd.refusal(dataclasses.replace(call, headdim_v=192))
 
 
 def test_check_arguments_accepts_a_valid_call_and_rejects_a_bad_scale():
@@ -123,9 +159,11 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
     strides = (ctypes.c_int64 * 24)(*([8] * 24))
 
     def error(nheads, nheads_kv, grid_order=0, softmax_scale=0.1, ctas=0, cu_q=None, cu_k=None, max_q=100,
-              variant=0, headdim=128, window=(-1, -1), softcap=0.0):
+              variant=0, headdim=128, window=(-1, -1), softcap=0.0, headdim_v=None):
+        headdim_v = headdim if headdim_v is None else headdim_v
         status = lib.fa3nn_hopper_bwd(*([None] * 13), cu_q, cu_k, 2, 100, 120, max_q, 120, nheads, nheads_kv, headdim,
-                                      strides, softmax_scale, 1, *window, softcap, 1, variant, grid_order, ctas, None)
+                                      headdim_v, strides, softmax_scale, 1, *window, softcap, 1, variant, grid_order,
+                                      ctas, None)
         return status, lib.fa3nn_hopper_last_error().decode()
 
     for nheads, nheads_kv in ((8, 3), (8, 0)):
@@ -144,6 +182,13 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
         assert error(8, 2, variant=hopper_bwd.VARIANTS[variant], headdim=256) == (
             1, "head dim 256's backward is built as variants 0 (red dQ) and 1 (bulk dQ, staged in the ring) only")
     assert error(8, 2, headdim=96) == (1, "unsupported head dim for the backward (built: 64, 128, 256)")
+    # headdim_v lands after headdim: unequal pairs but 192 / 128 are refused, which runs bulk dQ without masks only.
+    assert error(8, 2, headdim=128, headdim_v=64) == (
+        1, "unsupported head dims for the backward (built: equal 64, 128, 256, and 192 / 128)")
+    assert error(8, 2, headdim=192, headdim_v=128) == (
+        1, "head dims 192 / 128's backward is built as variant 1 (bulk dQ) only")
+    assert error(8, 2, headdim=192, headdim_v=128, variant=1, window=(32, 0)) == (
+        1, "head dims 192 / 128 have no sliding-window or softcap backward")
     # Windows: sizes of -1 or more; the default variant only, dense or varlen.
     assert error(8, 2, window=(-2, 0)) == (1, "window_left / window_right must be -1 (unbounded) or a key count >= 0")
     for cu, max_q in ((None, 100), (ctypes.c_void_p(16), 90)):  # dense, varlen
@@ -329,18 +374,23 @@ def test_window_arguments_and_refusals():
     assert hopper_bwd.refusal(dataclasses.replace(call, varlen=False)) is None
 
 
-def _varlen_inputs(lengths_q, lengths_k, nheads=4, nheads_kv=4, headdim=128, dtype=torch.bfloat16, device="cpu"):
-    """Packed (total, heads, d) inputs, the forward's (nheads, total_q) lse and their Varlen."""
+def _varlen_inputs(lengths_q, lengths_k, nheads=4, nheads_kv=4, headdim=128, dtype=torch.bfloat16, device="cpu",
+                   headdim_v=None):
+    """Packed (total, heads, d) inputs (v, out, dout: headdim_v, default headdim), the forward's (nheads, total_q)
+    lse and their Varlen."""
     total_q, total_k = sum(lengths_q), sum(lengths_k)
+    headdim_v = headdim if headdim_v is None else headdim_v
     q = torch.randn(total_q, nheads, headdim, dtype=dtype, device=device)
     k = torch.randn(total_k, nheads_kv, headdim, dtype=dtype, device=device)
-    v = torch.randn_like(k)
+    v = torch.randn(total_k, nheads_kv, headdim_v, dtype=dtype, device=device)
     starts_q = tuple(int(x) for x in torch.tensor([0, *lengths_q]).cumsum(0))
     starts_k = tuple(int(x) for x in torch.tensor([0, *lengths_k]).cumsum(0))
     varlen = Varlen(torch.tensor(starts_q, dtype=torch.int32, device=device),
                     torch.tensor(starts_k, dtype=torch.int32, device=device), max(lengths_q), max(lengths_k),
                     starts_q, starts_k)
-    args = dict(dout=torch.randn_like(q), q=q, k=k, v=v, out=torch.randn_like(q),
+    o_shape = (total_q, nheads, headdim_v)
+    args = dict(dout=torch.randn(o_shape, dtype=dtype, device=device), q=q, k=k, v=v,
+                out=torch.randn(o_shape, dtype=dtype, device=device),
                 lse=torch.randn(nheads, total_q, dtype=torch.float32, device=device))
     return args, varlen
 
@@ -350,7 +400,7 @@ def _varlen_inputs(lengths_q, lengths_k, nheads=4, nheads_kv=4, headdim=128, dty
     [
         (lambda a, vl: (_with(a, q=a["q"][None]), vl),
          r"q must be 3-d \(total_rows, nheads, headdim\) with cu_seqlens"),
-        (lambda a, vl: (_with(a, k=a["k"][:, :, :64], v=a["v"][:, :, :64]), vl),
+        (lambda a, vl: (_with(a, k=a["k"][:, :, :64]), vl),
          r"expected \(total_k, nheads, 128\)"),
         (lambda a, vl: (_with(a, lse=a["lse"].t()), vl),
          r"expected the forward's float32 \(nheads, total_q\) = \(4, 300\)"),
@@ -465,16 +515,17 @@ def _poisoned_like(t):
 
 
 def _check_against_reference(dtype, headdim, causal, seqlens, variant, nheads=4, nheads_kv=None, grid_order="auto",
-                             batch=None, **schedule):
+                             batch=None, headdim_v=None, **schedule):
     """Runs `variant` on NaN-poisoned gradients, asserts the error-ratio rule per gradient; returns the inputs and
-    the gradients for further checks. nheads_kv (default nheads) below nheads: GQA/MQA in the kernel; `schedule`:
-    launch's schedule / max_ctas."""
+    the gradients for further checks. nheads_kv (default nheads) below nheads: GQA/MQA in the kernel; headdim_v: v's
+    head dim (default headdim); `schedule`: launch's schedule / max_ctas."""
     from fa3nn.backends.hopper import launch as forward
 
     seqlen_q, seqlen_k = seqlens
     batch = batch or (1 if seqlen_q * seqlen_k > 1 << 22 else 2)
     nheads_kv = nheads if nheads_kv is None else nheads_kv
-    q, k, v = random_qkv(batch, seqlen_q, seqlen_k, nheads, nheads_kv, headdim, dtype, device="cuda")
+    q, k, v = random_qkv(batch, seqlen_q, seqlen_k, nheads, nheads_kv, headdim, dtype, device="cuda",
+                         headdim_v=headdim_v)
     scale = headdim**-0.5
     out, lse = forward(q, k, v, scale, causal)
     dout = torch.randn_like(out)
@@ -540,10 +591,14 @@ def _varlen_reference(args, varlen, causal, scale, upcast, **masks):
 @pytest.mark.gpu
 @needs_hopper
 def test_varlen_backward_matches_reference(dtype, headdim, causal, heads, case, schedule):
+    _varlen_case(dtype, headdim, causal, heads, case, schedule)
+
+
+def _varlen_case(dtype, headdim, causal, heads, case, schedule, headdim_v=None):
     from fa3nn.backends.hopper import launch as forward
 
     lengths_q, lengths_k = VARLEN_CASES[case]
-    args, varlen = _varlen_inputs(lengths_q, lengths_k, *heads, headdim, dtype, device="cuda")
+    args, varlen = _varlen_inputs(lengths_q, lengths_k, *heads, headdim, dtype, device="cuda", headdim_v=headdim_v)
     scale = headdim**-0.5
     args["out"], args["lse"] = forward(args["q"], args["k"], args["v"], scale, causal, varlen)
     dq, dk, dv = (_poisoned_like(args[n]) for n in ("q", "k", "v"))
@@ -751,11 +806,12 @@ def _prepost_kernels(call) -> set[str]:
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.parametrize("dims", DIMS, ids=lambda d: f"{d[0]}_{d[1]}")
 @pytest.mark.gpu
 @needs_hopper
-def test_prepost_access_widths_agree(headdim, causal, dtype):
-    (dout, q, k, v, out, lse, scale), (dq, dk, dv) = _check_against_reference(dtype, headdim, causal, (511, 1537), None)
+def test_prepost_access_widths_agree(dims, causal, dtype):
+    (dout, q, k, v, out, lse, scale), (dq, dk, dv) = _check_against_reference(dtype, dims[0], causal, (511, 1537), None,
+                                                                             headdim_v=dims[1])
     run = functools.partial(hopper_bwd.launch, dout, q, k, v, out, lse, scale, causal)
     assert _prepost_kernels(run) == {"preprocess_vec", "postprocess_vec"}
     assert _prepost_kernels(functools.partial(run, scalar_prepost=True)) == {"preprocess", "postprocess"}
@@ -781,12 +837,12 @@ def test_prepost_access_widths_agree(headdim, causal, dtype):
 # 511x1537 leave keys past seqlen_k in the last key block (rows whose quads shuffle but do not store).
 @pytest.mark.parametrize("seqlens", [(239, 1), (511, 1537)], ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.parametrize("dims", DIMS, ids=lambda d: f"{d[0]}_{d[1]}")
 @pytest.mark.gpu
 @needs_hopper
-def test_dkdv_store_widths_agree(headdim, causal, seqlens):
-    (dout, q, k, v, out, lse, scale), (_, dk, dv) = _check_against_reference(torch.bfloat16, headdim, causal, seqlens,
-                                                                             None)
+def test_dkdv_store_widths_agree(dims, causal, seqlens):
+    (dout, q, k, v, out, lse, scale), (_, dk, dv) = _check_against_reference(torch.bfloat16, dims[0], causal, seqlens,
+                                                                             None, headdim_v=dims[1])
     run = functools.partial(hopper_bwd.launch, dout, q, k, v, out, lse, scale, causal)
     _, dk_s, dv_s = run(scalar_dkdv=True)
     assert torch.equal(dk, dk_s) and torch.equal(dv, dv_s), "the 4-byte and 16-byte dK/dV stores differ"
@@ -863,3 +919,32 @@ def test_backward_with_native_gqa_runs_the_kernel_on_unexpanded_kv(monkeypatch, 
     pt = _reference_grads(q, k, v, dout, causal, upcast=False)
     for name, got, r, p in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, pt):
         assert_error_ratio(got, r, p, name)
+
+
+# Multi-head latent attention (q / k 192, v 128; kernels/hopper/flash_bwd_mla.cuh: 64-key blocks, the head dims'
+# 64-column panels dealt unevenly to the two consumers): every length of the equal-dims tests, MHA and GQA, dense and
+# varlen (empty, single-row and unequal sequences; per tile and persistent), by the error-ratio rule on NaN-poisoned
+# gradients; dK / dV bitwise equal run to run (dQ is summed by TMA reduce-adds in varying order).
+@pytest.mark.parametrize("heads", [(4, 4), (6, 2)], ids=lambda h: f"{h[0]}q{h[1]}kv")
+@pytest.mark.parametrize("seqlens", SEQLENS, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.gpu
+@needs_hopper
+def test_mla_backward_matches_reference(dtype, causal, seqlens, heads):
+    (dout, q, k, v, out, lse, scale), (dq, dk, dv) = _check_against_reference(
+        dtype, MLA[0], causal, seqlens, None, nheads=heads[0], nheads_kv=heads[1], headdim_v=MLA[1])
+    assert dv.shape == v.shape and dv.shape[-1] == MLA[1]
+    again = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal)
+    assert torch.equal(dk, again[1]) and torch.equal(dv, again[2]), "dK / dV differ run to run"
+
+
+@pytest.mark.parametrize("schedule", [dict(schedule="per_tile"), dict(schedule="persistent", max_ctas=3)],
+                         ids=lambda s: s["schedule"])
+@pytest.mark.parametrize("case", list(VARLEN_CASES))
+@pytest.mark.parametrize("heads", [(4, 4), (6, 2)], ids=lambda h: f"{h[0]}q{h[1]}kv")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.gpu
+@needs_hopper
+def test_mla_varlen_backward_matches_reference(causal, heads, case, schedule):
+    _varlen_case(torch.bfloat16, MLA[0], causal, heads, case, schedule, headdim_v=MLA[1])

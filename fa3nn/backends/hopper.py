@@ -1,7 +1,8 @@
 """The native Hopper (sm_90a) backend: the warp-specialized wgmma + TMA kernels from kernels/hopper/.
 
 Forward: bf16/fp16, head dims 64/128/256, causal or not, sliding windows, softcap, MQA/GQA, varlen; and DeepSeek's
-multi-head latent attention (q/k 192, v 128: causal or not, MQA/GQA, varlen, sinks; no windows or softcap). Backward
+multi-head latent attention (q/k 192, v 128: causal or not, MQA/GQA, varlen, sinks; no windows or softcap, either
+way: hopper_bwd.HEADDIM_PAIRS / PLAIN_ONLY_HEADDIMS, the one table of head dims). Backward
 (hopper_bwd.py): dense and varlen batches, head dims 64/128/256, causal or not, MHA and GQA/MQA (the kernel walks each
 K/V head's query heads while hopper_bwd.NATIVE_GQA is on, else K/V are expanded and dK/dV summed over each group),
 with or without a gradient into lse, sliding windows, softcap; deterministic=True (dQ is summed with fp32 atomics)
@@ -24,11 +25,7 @@ from fa3nn.backends.reference import ReferenceBackend
 from fa3nn.checks import check_native_softcap
 from fa3nn.sinks import check_sinks
 
-SUPPORTED_HEADDIMS = (64, 128, 256)
-# The forward's (q/k head dim, v head dim) pairs: equal ones, and multi-head latent attention's 192 / 128
-# (kernels/hopper/flash_fwd_d192.cu) without windows or softcap.
-FORWARD_HEADDIMS = tuple((d, d) for d in SUPPORTED_HEADDIMS) + ((192, 128),)
-PLAIN_ONLY_HEADDIMS = ((192, 128),)
+SUPPORTED_HEADDIMS = hopper_bwd.SUPPORTED_HEADDIMS
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 # Head dims whose softcap forward auto takes natively. H200, cap 30, s31h: d128 causal 1.11-1.17x Triton and windows
 # (1024, 0) / (4096, 0) 0.92-1.08x, d256 1.03-1.26x. The library has d64's too (tested): with softcap_tanh (two MUFU
@@ -127,12 +124,12 @@ class HopperBackend(Backend):
         if call.dtype not in SUPPORTED_DTYPES:
             return f"dtype {call.dtype} is not supported (bfloat16, float16); fp8 has its own path"
         dims = (call.headdim, call.headdim_v)
-        if dims not in FORWARD_HEADDIMS:
+        if dims not in hopper_bwd.HEADDIM_PAIRS:
             return (
                 f"headdim {call.headdim}/{call.headdim_v} is not supported by the hopper backend (q/k / v: "
-                f"{', '.join(f'{d}/{dv}' for d, dv in FORWARD_HEADDIMS)}); use backend='triton'"
+                f"{', '.join(f'{d}/{dv}' for d, dv in hopper_bwd.HEADDIM_PAIRS)}); use backend='triton'"
             )
-        if dims in PLAIN_ONLY_HEADDIMS and not backward and (call.window.sliding or call.softcap > 0):
+        if dims in hopper_bwd.PLAIN_ONLY_HEADDIMS and (call.window.sliding or call.softcap > 0):
             return (f"headdim {call.headdim}/{call.headdim_v}: the native kernels are built without sliding windows "
                     "and softcap there; use backend='triton'")
         if call.softcap > 0 and backward and call.headdim not in SOFTCAP_BWD_HEADDIMS:

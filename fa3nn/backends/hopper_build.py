@@ -44,7 +44,7 @@ ENTRY_SOURCE = "flash_fwd_api.cu"
 # flash_bwd_*.cu: the backward (fa3nn/backends/hopper_bwd.py binds it; dispatch runs it for d64/d128/d256 calls).
 UNITS = (ENTRY_SOURCE, "flash_fwd_d64.cu", "flash_fwd_d128.cu", "flash_fwd_d256.cu", "flash_fwd_d192.cu",
          "flash_fwd_fp8_api.cu", "flash_fwd_fp8_d64.cu", "flash_fwd_fp8_d128.cu", "flash_fwd_fp8_d256.cu",
-         "flash_bwd_api.cu", "flash_bwd_d64.cu", "flash_bwd_d128.cu", "flash_bwd_d256.cu")
+         "flash_bwd_api.cu", "flash_bwd_d64.cu", "flash_bwd_d128.cu", "flash_bwd_d256.cu", "flash_bwd_d192.cu")
 
 
 def kernels_dir() -> Path:
@@ -186,7 +186,7 @@ def load(path: Path) -> ctypes.CDLL:
     lib.fa3nn_hopper_supports_headdim.restype = i32
     lib.fa3nn_hopper_fp8_fwd.argtypes = [ptr] * 11 + [i32] * 9 + [i64p, i64p, i32, i32, f32, i32, i32, i32, ptr]
     lib.fa3nn_hopper_fp8_fwd.restype = i32
-    lib.fa3nn_hopper_bwd.argtypes = [ptr] * 15 + [i32] * 8 + [i64p, f32] + [i32] * 3 + [f32] + [i32] * 4 + [ptr]
+    lib.fa3nn_hopper_bwd.argtypes = [ptr] * 15 + [i32] * 9 + [i64p, f32] + [i32] * 3 + [f32] + [i32] * 4 + [ptr]
     lib.fa3nn_hopper_bwd.restype = i32
     lib.fa3nn_hopper_bwd_block_m.restype = i32
     return lib

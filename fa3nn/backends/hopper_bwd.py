@@ -1,7 +1,9 @@
 """The native Hopper backward (kernels/hopper/flash_bwd*.cu), HopperBackend's backward.
 
 Kernel scope: dense or packed (varlen, cu_seqlens) batches, MHA/GQA/MQA (nheads_kv dividing nheads), head dim 64,
-128 or 256 (64-key blocks whose two consumer warpgroups split the head dim: kernels/hopper/flash_bwd_cols.cuh),
+128 or 256 (64-key blocks whose two consumer warpgroups split the head dim: kernels/hopper/flash_bwd_cols.cuh), and
+multi-head latent attention's q / k 192 with v 128 (the same blocks, the head dims' panels dealt unevenly:
+kernels/hopper/flash_bwd_mla.cuh; bulk dQ, no windows or softcap),
 bf16/fp16, causal or not, sliding windows and softcap (dense or varlen); dQ is summed with fp32 atomics, so it is
 not bitwise deterministic. Varlen, windows and softcap run each head dim's default variant (DEFAULT_VARIANTS; the
 library builds no other for them). Under GQA/MQA one CTA per K/V head walks every query head of its group and sums
@@ -30,6 +32,11 @@ from fa3nn.masks import Window
 from fa3nn.sinks import sinks_gradient, sinks_gradient_of_delta
 
 SUPPORTED_HEADDIMS = (64, 128, 256)
+# (q / k head dim, v head dim) pairs the kernels take: equal ones, and multi-head latent attention's 192 / 128, which
+# has no window or softcap kernels (PLAIN_ONLY_HEADDIMS; the forward's hopper.FORWARD_HEADDIMS are the same pairs).
+HEADDIM_PAIRS = tuple((d, d) for d in SUPPORTED_HEADDIMS) + ((192, 128),)
+PLAIN_ONLY_HEADDIMS = ((192, 128),)
+QK_HEADDIMS = tuple(d for d, _ in HEADDIM_PAIRS)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 # Compile-time variants of the main kernel (fa3nn_hopper_bwd's `variant`). red_dq: each consumer thread adds its dQ
 # fragment to dq_accum with red.global.add.v2.f32. bulk_dq: FA3's dQ path: the fragment goes to a 128B-swizzled fp32
@@ -41,8 +48,8 @@ SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 # K, V, the Q / dO ring and P^T / dS^T, so its bulk dQ stages in the ring stage it has just read, BwdConfig::
 # kDQInRing; no overlap: its S^T / dP^T GEMMs issued ahead would need 32 more of the 240 registers).
 VARIANTS = {"red_dq": 0, "bulk_dq": 1, "overlap": 2, "bulk_dq_overlap": 3, "m128": 4}
-# Variants built for some head dims only; the others are built for all.
-VARIANT_HEADDIMS = {"overlap": (64, 128), "bulk_dq_overlap": (64, 128), "m128": (64,)}
+# Variants built for some head dims (q's) only; bulk_dq is built for all.
+VARIANT_HEADDIMS = {"red_dq": SUPPORTED_HEADDIMS, "overlap": (64, 128), "bulk_dq_overlap": (64, 128), "m128": (64,)}
 # Added to a variant's number: the preprocess / postprocess kernels with 2-byte accesses (flash_bwd_launch.cuh
 # kScalarPrePostBit). By default the preprocess moves 16 bytes per access wherever out and dout, the postprocess
 # wherever dq, are 16-B aligned with strides that are multiples of 8 elements; each falls back to 2-byte accesses
@@ -62,7 +69,7 @@ SCHEDULES = ("auto", "per_tile", "persistent")
 
 def variants_for(headdim: int) -> list[str]:
     """The backward variants built for `headdim`."""
-    return [name for name in VARIANTS if headdim in VARIANT_HEADDIMS.get(name, SUPPORTED_HEADDIMS)]
+    return [name for name in VARIANTS if headdim in VARIANT_HEADDIMS.get(name, QK_HEADDIMS)]
 # What dispatch runs, per head dim. H200, 2026-11-30 16:37 UTC (NOTES "2026-11-30 evening"), bwd TFLOP/s at seqlen
 # 2048/16384, non-causal and causal, vs red_dq: d128 bulk_dq_overlap 1.17-1.22x (0.80-0.90x cuDNN), bulk_dq
 # 1.11-1.18x, overlap 0.99-1.06x; d64 bulk_dq 1.10-1.27x, bulk_dq_overlap 1.10-1.26x (within 2% of bulk_dq, each
@@ -73,7 +80,8 @@ def variants_for(headdim: int) -> list[str]:
 # 0.91-0.99x cuDNN at 2048/16384, 1.09-1.12x the previous build in the same run.
 # d256 (2026-12-04, results/s30c-h200-20261204-1708/): bulk_dq (staged in the ring) 1.12-1.32x red_dq at 512-8192,
 # 0.97-1.14x cuDNN, 1.31-1.55x FA2 (red_dq: 0.76-0.96x cuDNN, s30a).
-DEFAULT_VARIANTS = {64: "m128", 128: "bulk_dq_overlap", 256: "bulk_dq"}
+# 192 (with v 128): bulk_dq, the one variant built (kernels/hopper/flash_bwd_d192.cu).
+DEFAULT_VARIANTS = {64: "m128", 128: "bulk_dq_overlap", 256: "bulk_dq", 192: "bulk_dq"}
 # GQA/MQA in `backward`: True = the kernel walks each K/V head's query heads (no K/V copies, no group sum); False = the
 # expansion path (repeat_interleave K/V, MHA kernel, fp32 group sum), which costs group x K/V memory, two copies and a
 # sum. H200, 2026-11-30 17:25 UTC (scripts/hopper_bwd_gqa_check.py, 16 query heads on 4 or 2 K/V heads, bf16):
@@ -89,9 +97,9 @@ GRID_ORDERS = {"auto": 0, "key_blocks_inner": 1, "key_blocks_outer": 2}
 
 def check_arguments(dout, q, k, v, out, lse, softmax_scale: float, varlen: Varlen | None = None) -> None:
     """Raise ValueError naming the first argument the native backward cannot take, and what to do instead. Dense:
-    q, out, dout (batch, seqlen_q, nheads, d), k, v (batch, seqlen_k, nheads_kv, d), lse (batch, nheads, seqlen_q);
-    varlen: the same without the batch axis (rows packed, `varlen` says where each sequence starts), lse (nheads,
-    total_q)."""
+    q (batch, seqlen_q, nheads, d), out, dout (batch, seqlen_q, nheads, dv), k (batch, seqlen_k, nheads_kv, d), v
+    (batch, seqlen_k, nheads_kv, dv), (d, dv) in HEADDIM_PAIRS, lse (batch, nheads, seqlen_q); varlen: the same without
+    the batch axis (rows packed, `varlen` says where each sequence starts), lse (nheads, total_q)."""
     for name, t in (("q", q), ("k", k), ("v", v), ("out", out), ("dout", dout), ("lse", lse)):
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -107,10 +115,11 @@ def check_arguments(dout, q, k, v, out, lse, softmax_scale: float, varlen: Varle
         if t.device != q.device:
             raise ValueError(f"{name} is on {t.device} but q is on {q.device}; put all tensors on one device")
     nheads, headdim = q.shape[-2:]
-    if headdim not in SUPPORTED_HEADDIMS:
+    headdim_v = v.shape[-1]
+    if (headdim, headdim_v) not in HEADDIM_PAIRS:
         raise ValueError(
-            f"q has head dim {headdim}; the native backward supports {', '.join(map(str, SUPPORTED_HEADDIMS))} "
-            "(use backend='triton' for the backward)"
+            f"q has head dim {headdim} and v {headdim_v}; the native backward supports "
+            f"{', '.join(f'{d}/{dv}' for d, dv in HEADDIM_PAIRS)} (q/k / v; use backend='triton' for the backward)"
         )
     if (varlen is None and k.shape[0] != q.shape[0]) or k.shape[-1] != headdim:
         if varlen is None:
@@ -123,12 +132,14 @@ def check_arguments(dout, q, k, v, out, lse, softmax_scale: float, varlen: Varle
             f"k has {k.shape[-2]} heads but q has {nheads}: q's heads must be a whole multiple of k's (GQA/MQA: "
             "nheads = group * nheads_kv, query head h reads K/V head h // group)"
         )
-    if v.shape != k.shape:
-        raise ValueError(f"v has shape {tuple(v.shape)}; expected k's shape {tuple(k.shape)}")
-    if out.shape != q.shape:
-        raise ValueError(f"out has shape {tuple(out.shape)}; expected q's shape {tuple(q.shape)}")
-    if dout.shape != q.shape:
-        raise ValueError(f"dout has shape {tuple(dout.shape)}; expected q's shape {tuple(q.shape)}")
+    if v.shape[:-1] != k.shape[:-1]:
+        raise ValueError(f"v has shape {tuple(v.shape)}; expected {(*k.shape[:-1], headdim_v)} (k's shape with v's "
+                         "head dim)")
+    o_shape = (*q.shape[:-1], headdim_v)
+    if out.shape != o_shape:
+        raise ValueError(f"out has shape {tuple(out.shape)}; expected q's shape with v's head dim {o_shape}")
+    if dout.shape != o_shape:
+        raise ValueError(f"dout has shape {tuple(dout.shape)}; expected out's shape {o_shape}")
     lse_shape = (q.shape[0], nheads, q.shape[1]) if varlen is None else (nheads, q.shape[0])
     if lse.shape != lse_shape or lse.dtype != torch.float32:
         raise ValueError(
@@ -200,6 +211,9 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
         raise ValueError(f"window_size {window_size}: the native backward has sliding windows in the default variant "
                          f"({DEFAULT_VARIANTS[q.shape[-1]]!r}) only; use backend='triton' otherwise")
     check_softcap(softcap, softmax_scale)
+    if (q.shape[-1], v.shape[-1]) in PLAIN_ONLY_HEADDIMS and (window.sliding or softcap):
+        raise ValueError(f"head dims {q.shape[-1]} / {v.shape[-1]}: the native backward has no sliding-window or "
+                         "softcap kernels there; use backend='triton' for the backward")
     if softcap > 0 and variant != DEFAULT_VARIANTS[q.shape[-1]]:
         raise ValueError(f"softcap {softcap}: the native backward has softcap in the default variant "
                          f"({DEFAULT_VARIANTS[q.shape[-1]]!r}) only; use backend='triton' otherwise")
@@ -273,7 +287,8 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
             None if dlse is None else dlse.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
             dq_accum.data_ptr(), lse_log2.data_ptr(), delta.data_ptr(),
             None if cu_q is None else cu_q.data_ptr(), None if cu_k is None else cu_k.data_ptr(),
-            batch, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, nheads, k.shape[-2], headdim, stride_array,
+            batch, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, nheads, k.shape[-2], headdim, v.shape[-1],
+            stride_array,
             float(softmax_scale), int(causal), window.left, window.right, float(softcap),
             int(q.dtype == torch.bfloat16), VARIANTS[variant] | (SCALAR_PREPOST_BIT if scalar_prepost else 0)
             | (SCALAR_DKDV_BIT if scalar_dkdv else 0),
@@ -311,9 +326,12 @@ def workspace_shape(batch: int, seqlen_q: int, rows: int, varlen: bool) -> tuple
 
 def refusal(call: AttnCall) -> str | None:
     """What the native backward lacks beyond the forward's refusals (HopperBackend.refusal checks those first)."""
-    if call.headdim not in SUPPORTED_HEADDIMS or call.headdim_v != call.headdim:
+    dims = (call.headdim, call.headdim_v)
+    if dims not in HEADDIM_PAIRS:
         return (f"headdim {call.headdim}/{call.headdim_v}: the native backward has "
-                f"{', '.join(map(str, SUPPORTED_HEADDIMS))}, equal for q/k and v")
+                f"{', '.join(f'{d}/{dv}' for d, dv in HEADDIM_PAIRS)} (q/k / v)")
+    if dims in PLAIN_ONLY_HEADDIMS and (call.window.sliding or call.softcap > 0):
+        return f"headdim {call.headdim}/{call.headdim_v}: the native backward has no sliding windows or softcap there"
     if call.deterministic:
         return "deterministic=True: the native backward sums dQ with fp32 atomics; triton's backward has none"
     return None

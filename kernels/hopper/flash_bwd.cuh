@@ -107,9 +107,13 @@ struct BwdParams {
 };
 
 template <int kHeadDim_, int kStages_, bool kBF16_, bool kCausal_, bool kDQBulk_ = false, bool kOverlap_ = false,
-          int kBlockM_ = 64, bool kVarlen_ = false, bool kLocal_ = false, bool kSoftcap_ = false>
+          int kBlockM_ = 64, bool kVarlen_ = false, bool kLocal_ = false, bool kSoftcap_ = false,
+          int kHeadDimV_ = kHeadDim_>
 struct BwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kStages = kStages_;
+  // V's, O's and dO's head dim (kHeadDim: Q's and K's). Differs only in multi-head latent attention's 192 / 128
+  // (kPanelSplit below).
+  static constexpr int kHeadDimV = kHeadDimV_;
   static constexpr bool kBF16 = kBF16_, kCausal = kCausal_;
   // Sliding windows (BwdParams::window_left / window_right, either side bounded; causal is the window (-1, 0) and
   // has kCausal instead): the mask, each key block's query-block range and tiles without a step skipped by every role
@@ -142,14 +146,20 @@ struct BwdConfig {
   // memory (both warpgroups read all 64 queries of each). Its shared memory (K 32 + V 32 + two Q / dO stages 128 +
   // P^T and dS^T 2 x 2 x 8 KB = 224 KB) leaves no room for a bulk dQ tile, so bulk dQ stages in the ring
   // (kDQInRing).
-  static constexpr bool kColSplit = kHeadDim_ == 256;
+  // Multi-head latent attention (192 / 128; flash_bwd_mla.cuh): the column split's 64-key blocks, with the head dims'
+  // 64-column panels dealt to the consumers unevenly (dK's 3, dV's 2, dQ's 3: 4 panel GEMMs each per step), because
+  // wgmma reads an N-major (MN-major) SW128 operand in whole 64-column panels only.
+  static constexpr bool kPanelSplit = kHeadDimV_ != kHeadDim_;
+  static_assert(!kPanelSplit || (kHeadDim_ == 192 && kHeadDimV_ == 128),
+                "unequal head dims are built as multi-head latent attention's 192 / 128 only");
+  static constexpr bool kColSplit = kHeadDim_ == 256 || kPanelSplit;
   static_assert(!kColSplit || (kBlockM == 64 && !kOverlap_),
                 "head dim 256 is built with 64-row query blocks and without overlap only");
   // Bulk dQ at head dim 256: after its own dK / dV GEMMs nothing reads a warpgroup's column halves of the step's Q
   // and dO (the other warpgroup's reads of them, its S^T / dP^T GEMMs, finished before the P^T / dS^T barrier), so
   // it stages its 64 x 128 fp32 dQ there (4 panels of 32 columns: Q's two, then dO's) and the dQ writer, not the
   // consumers, frees the ring stage once its reduce-adds have read it (flash_bwd_cols.cuh).
-  static constexpr bool kDQInRing = kColSplit && kDQBulk_;
+  static constexpr bool kDQInRing = kColSplit && kDQBulk_ && !kPanelSplit;
   static constexpr int kBlockN = kColSplit ? 64 : 128;  // keys per CTA (64 per consumer warpgroup unless kColSplit)
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -166,17 +176,20 @@ struct BwdConfig {
   static constexpr bool kDQSplitKeys = !kDQSplitRows && kHeadDim < 128;  // (head dim 256: the column split)
   static constexpr int kDQCols = kDQSplitKeys || kDQSplitRows ? kHeadDim : kHeadDim / 2;  // dQ columns per consumer
   static constexpr int kDQKeys = kDQSplitKeys ? 64 : kBlockN;             // keys one consumer's dQ GEMM sums over
-  static constexpr int kPanels = kHeadDim / kPanelCols;
-  static constexpr uint32_t kKVPanelBytes = kBlockN * kPanelRowBytes;  // 16 KB
-  static constexpr uint32_t kQPanelBytes = kBlockM * kPanelRowBytes;   // 8 KB
-  static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * 2;
+  static constexpr int kPanels = kHeadDim / kPanelCols;    // of K and Q
+  static constexpr int kPanelsV = kHeadDimV / kPanelCols;  // of V and dO
+  static constexpr uint32_t kKVPanelBytes = kBlockN * kPanelRowBytes;  // 16 KB (a K or V panel)
+  static constexpr uint32_t kQPanelBytes = kBlockM * kPanelRowBytes;   // 8 KB (a Q or dO panel)
+  static constexpr uint32_t kKBytes = kBlockN * kHeadDim * 2;
+  static constexpr uint32_t kVBytes = kBlockN * kHeadDimV * 2;
   static constexpr uint32_t kQBytes = kBlockM * kHeadDim * 2;
+  static constexpr uint32_t kDOBytes = kBlockM * kHeadDimV * 2;
   static constexpr uint32_t kRowStatBytes = kBlockM * 4;                  // lse_log2 or delta of one query block
   static constexpr int kDSPanels = kBlockM / 64;                          // dS^T: 128 keys x kBlockM queries,
   static constexpr uint32_t kDSPanelBytes = kBlockN * kPanelRowBytes;    // in panels of 64 queries
   static constexpr uint32_t kDSBytes = kDSPanels * kDSPanelBytes;
-  static constexpr uint32_t kStageBytes = 2 * kQBytes + 2 * kRowStatBytes;  // what one ring stage receives
-  static_assert(kHeadDim % kPanelCols == 0, "head dim must be a multiple of 64");
+  static constexpr uint32_t kStageBytes = kQBytes + kDOBytes + 2 * kRowStatBytes;  // what one ring stage receives
+  static_assert(kHeadDim % kPanelCols == 0 && kHeadDimV % kPanelCols == 0, "head dims must be multiples of 64");
   // Bulk dQ: fp32 tiles of 64 rows in panels of 32 columns (128 B per row, the widest box a 128B-swizzled map
   // takes); one tile per consumer under the key split (each sums other keys into the same rows) and the row split
   // (rows 64c.. of the step), one shared tile under the column split; two buffers, one under the row split (its
@@ -185,7 +198,9 @@ struct BwdConfig {
   static constexpr int kDQTileRows = 64;
   static constexpr uint32_t kDQPanelBytes = kDQTileRows * kDQPanelCols * 4;  // 8 KB
   static constexpr int kDQTiles = kDQSplitKeys || kDQSplitRows ? kConsumers : 1;
-  static constexpr int kDQBuffers = kDQSplitRows ? 1 : 2;  // dQ buffer of step s: s & (kDQBuffers - 1)
+  // dQ buffer of step s: s & (kDQBuffers - 1). kPanelSplit: one 64 x 192 tile (48 KB) is all that fits beside K 24 +
+  // V 16 + two Q / dO stages 80 + P^T and dS^T 32 KB.
+  static constexpr int kDQBuffers = kDQSplitRows || kPanelSplit ? 1 : 2;
   static constexpr int kDQTilePanels = kHeadDim / kDQPanelCols;
   static constexpr uint32_t kDQTileBytes = kDQTilePanels * kDQPanelBytes;
   static constexpr uint32_t kDQStageBytes = kDQBulk && !kDQInRing ? kDQTiles * kDQTileBytes : 0;  // 32 KB: d64, d128
@@ -209,10 +224,10 @@ struct BwdConfig {
   // Shared memory from a 1024-B aligned base: K | V | Q stages | dO stages | dS^T x 2 | P^T x 2 (kColSplit) |
   // dQ x kDQBuffers (bulk dQ) |
   // lse_log2 stages | delta stages | barriers. Every SW128 region starts on a 1024-B boundary.
-  static constexpr uint32_t kOffV = kKVBytes;
-  static constexpr uint32_t kOffQ = 2 * kKVBytes;
+  static constexpr uint32_t kOffV = kKBytes;
+  static constexpr uint32_t kOffQ = kKBytes + kVBytes;
   static constexpr uint32_t kOffDO = kOffQ + kStages * kQBytes;
-  static constexpr uint32_t kOffDS = kOffDO + kStages * kQBytes;
+  static constexpr uint32_t kOffDS = kOffDO + kStages * kDOBytes;
   static constexpr uint32_t kOffP = kOffDS + 2 * kDSBytes;  // P^T x 2 (kColSplit only)
   static constexpr uint32_t kOffDQ = kOffP + (kColSplit ? 2 * kDSBytes : 0);
   static constexpr uint32_t kOffLse = kOffDQ + kDQBuffers * kDQStageBytes;
@@ -394,13 +409,14 @@ template <class Cfg>
 __device__ __forceinline__ void bwd_load_kv(const CUtensorMap* tma_k, const CUtensorMap* tma_v, const BwdTile& t,
                                             int iter, uint8_t* smem, typename Cfg::Barriers& bars) {
   if (iter > 0) bars.kv_free.wait_sleeping((iter - 1) & 1);
-  bars.kv.arrive_expect_tx(2 * Cfg::kKVBytes);
+  bars.kv.arrive_expect_tx(Cfg::kKBytes + Cfg::kVBytes);
 #pragma unroll
   for (int panel = 0; panel < Cfg::kPanels; ++panel) {
     tma_load_4d(tma_k, &bars.kv, smem + panel * Cfg::kKVPanelBytes, panel * kPanelCols,
                 t.seq.k_row0 + t.n_block * Cfg::kBlockN, t.kv_head, t.seq.tma_batch);
-    tma_load_4d(tma_v, &bars.kv, smem + Cfg::kOffV + panel * Cfg::kKVPanelBytes, panel * kPanelCols,
-                t.seq.k_row0 + t.n_block * Cfg::kBlockN, t.kv_head, t.seq.tma_batch);
+    if (panel < Cfg::kPanelsV)
+      tma_load_4d(tma_v, &bars.kv, smem + Cfg::kOffV + panel * Cfg::kKVPanelBytes, panel * kPanelCols,
+                  t.seq.k_row0 + t.n_block * Cfg::kBlockN, t.kv_head, t.seq.tma_batch);
   }
 }
 
@@ -426,13 +442,14 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUt
       bars.qdo.producer_acquire(st, Cfg::kStageBytes);
       MBarrier* full = bars.qdo.full_barrier(st);
       uint8_t* q_dst = smem + Cfg::kOffQ + st.index * Cfg::kQBytes;
-      uint8_t* do_dst = smem + Cfg::kOffDO + st.index * Cfg::kQBytes;
+      uint8_t* do_dst = smem + Cfg::kOffDO + st.index * Cfg::kDOBytes;
 #pragma unroll
       for (int panel = 0; panel < Cfg::kPanels; ++panel) {
         tma_load_4d(tma_q, full, q_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols,
                     t.seq.q_row0 + m_block * Cfg::kBlockM, head, t.seq.tma_batch);
-        tma_load_4d(tma_do, full, do_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols,
-                    t.seq.q_row0 + m_block * Cfg::kBlockM, head, t.seq.tma_batch);
+        if (panel < Cfg::kPanelsV)
+          tma_load_4d(tma_do, full, do_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols,
+                      t.seq.q_row0 + m_block * Cfg::kBlockM, head, t.seq.tma_batch);
       }
       const int64_t row = ws_row_index(t.seq, p.nheads, p.seqlen_q_rounded, head, m_block * Cfg::kBlockM);
       bulk_load(smem + Cfg::kOffLse + st.index * Cfg::kRowStatBytes, p.lse_log2 + row, Cfg::kRowStatBytes, full);
@@ -726,10 +743,12 @@ struct BwdConsumer {
   // sectors, against 8 rows x 16 B (half sectors) for the 4-byte stores, with a quarter of the store instructions.
   // The 4-byte form took ~7.8 us per tile at d128 (64 KB of dK / dV per CTA; scripts/bwd_trace.py, s27c), a third of
   // a 512-key tile's time.
+  // col0: the first column of acc (col_base(); multi-head latent attention's panels, flash_bwd_mla.cuh).
+  template <int kRegs>
   __device__ __forceinline__ void store_rows(void* dst, int64_t batch_stride, int64_t row_stride, int64_t head_stride,
-                                             const BwdSeq& seq, int head, int n_block, const float (&acc)[kAccRegs],
-                                             float scale, bool vec16) const {
-    uint16_t* out = static_cast<uint16_t*>(dst) + seq.tma_batch * batch_stride + head * head_stride + col_base();
+                                             const BwdSeq& seq, int head, int n_block, const float (&acc)[kRegs],
+                                             float scale, bool vec16, int col0) const {
+    uint16_t* out = static_cast<uint16_t*>(dst) + seq.tma_batch * batch_stride + head * head_stride + col0;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int key = n_block * Cfg::kBlockN + key_base() + row_in_warpgroup(half);
@@ -738,7 +757,7 @@ struct BwdConsumer {
       if (vec16) {
         // Every lane shuffles (the quad's row is valid or not as a whole; the warp's shuffles need all lanes).
 #pragma unroll
-        for (int k = 0; k < kAccRegs / 16; ++k) {
+        for (int k = 0; k < kRegs / 16; ++k) {
           uint32_t w[4];
 #pragma unroll
           for (int c = 0; c < 4; ++c) {
@@ -750,7 +769,7 @@ struct BwdConsumer {
         }
       } else if (row_ok) {
 #pragma unroll
-        for (int j = 0; j < kAccRegs / 4; ++j) {
+        for (int j = 0; j < kRegs / 4; ++j) {
           const int i = 4 * j + 2 * half;
           *reinterpret_cast<uint32_t*>(out_row + 8 * j + 2 * (tid % 4)) = pack(acc[i] * scale, acc[i + 1] * scale);
         }
@@ -768,7 +787,7 @@ struct BwdStage {
 
   __device__ __forceinline__ BwdStage(uint8_t* smem, uint32_t base, uint32_t index)
       : q_smem(base + Cfg::kOffQ + index * Cfg::kQBytes),
-        do_smem(base + Cfg::kOffDO + index * Cfg::kQBytes),
+        do_smem(base + Cfg::kOffDO + index * Cfg::kDOBytes),
         lse_log2(reinterpret_cast<const float*>(smem + Cfg::kOffLse + index * Cfg::kRowStatBytes)),
         delta(reinterpret_cast<const float*>(smem + Cfg::kOffDelta + index * Cfg::kRowStatBytes)) {}
 };
@@ -786,7 +805,7 @@ __device__ __forceinline__ void bwd_issue_scores(float (&s)[BwdConsumer<Cfg>::kS
       s, desc_k_rows, make_desc_kmajor_sw128(stage.q_smem + query_rows));
   wgmma_commit();
   if constexpr (kWithDP) {
-    gemm_ss<N, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(
+    gemm_ss<N, Cfg::kHeadDimV, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(
         dp, desc_v_rows, make_desc_kmajor_sw128(stage.do_smem + query_rows));
     wgmma_commit();
   }
@@ -922,9 +941,9 @@ __device__ __forceinline__ void bwd_store_dkdv(const BwdConsumer<Cfg>& c, const 
                                                const float (&dv)[BwdConsumer<Cfg>::kAccRegs]) {
   const bool vec16 = p.dkdv_vec16 != 0;
   c.store_rows(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, cta.seq, cta.kv_head, cta.n_block, dk,
-               p.softmax_scale, vec16);
+               p.softmax_scale, vec16, c.col_base());
   c.store_rows(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, cta.seq, cta.kv_head, cta.n_block, dv, 1.f,
-               vec16);
+               vec16, c.col_base());
 }
 
 // Every consumer's tile start (this file's, flash_bwd_overlap.cuh's, flash_bwd_cols.cuh's): dK / dV zeroed, the
@@ -1033,6 +1052,10 @@ __device__ __forceinline__ void bwd_consumer_cols(const BwdParams& p, uint8_t* s
 template <class Cfg>
 __device__ __forceinline__ void bwd_dq_writer_ring(const CUtensorMap* tma_dq, const BwdParams& p, uint8_t* smem,
                                                    typename Cfg::Barriers& bars);
+// Multi-head latent attention (BwdConfig::kPanelSplit): defined in flash_bwd_mla.cuh (included by
+// flash_bwd_launch.cuh); kRole is the consumer warpgroup (its panels).
+template <class Cfg, int kRole>
+__device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars);
 
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
@@ -1062,7 +1085,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
   } else {
     regs_acquire<Cfg::kConsumerRegs>();
-    if constexpr (Cfg::kColSplit) {
+    if constexpr (Cfg::kPanelSplit) {  // each warpgroup its own panels (one instantiation per role)
+      if (warpgroup == 1) {
+        bwd_consumer_mla<Cfg, 0>(params, smem, bars);
+      } else {
+        bwd_consumer_mla<Cfg, 1>(params, smem, bars);
+      }
+    } else if constexpr (Cfg::kColSplit) {
       bwd_consumer_cols<Cfg>(params, smem, bars, warpgroup - 1);
     } else if constexpr (Cfg::kOverlap) {
       bwd_consumer_overlap<Cfg>(params, smem, bars, warpgroup - 1);

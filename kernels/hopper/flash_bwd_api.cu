@@ -1,5 +1,5 @@
 // The Hopper backward's plain C ABI, loaded with ctypes (fa3nn/backends/hopper_bwd.py).
-// Kernels are instantiated in flash_bwd_d{64,128,256}.cu; fail() and fa3nn_hopper_last_error() live in
+// Kernels are instantiated in flash_bwd_d{64,128,256,192}.cu; fail() and fa3nn_hopper_last_error() live in
 // flash_fwd_api.cu (one library).
 #include <cuda_runtime.h>
 
@@ -14,8 +14,9 @@ using namespace fa3nn::hopper::host;
 extern "C" {
 
 // Backward, MHA, GQA or MQA (nheads_kv divides nheads; query head h reads K/V head h / (nheads / nheads_kv)).
-// Dense (cu_seqlens_q / cu_seqlens_k null): q, out, dout, dq (batch, seqlen_q, nheads, d); k, v, dk, dv (batch,
-// seqlen_k, nheads_kv, d); lse (batch, nheads, seqlen_q) float32 natural log from the forward, contiguous; dlse, the
+// Dense (cu_seqlens_q / cu_seqlens_k null): q, dq (batch, seqlen_q, nheads, d), out, dout (batch, seqlen_q, nheads,
+// dv); k, dk (batch, seqlen_k, nheads_kv, d), v, dv (batch, seqlen_k, nheads_kv, dv); (d, dv) equal 64, 128 or 256,
+// or 192 / 128 (multi-head latent attention: variant 1, no window or softcap; flash_bwd_mla.cuh); lse (batch, nheads, seqlen_q) float32 natural log from the forward, contiguous; dlse, the
 // gradient into lse, the same layout, or null; max_seqlen_q / max_seqlen_k equal seqlen_q / seqlen_k. Workspaces:
 // dq_accum (batch, nheads, seqlen_q_rounded, d), lse_log2 and delta (batch, nheads, seqlen_q_rounded), float32,
 // contiguous, seqlen_q_rounded = seqlen_q rounded up to a multiple of fa3nn_hopper_bwd_block_m() (128); their
@@ -52,7 +53,7 @@ extern "C" {
 int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void* v, const void* out, const float* lse,
                      const float* dlse, void* dq, void* dk, void* dv, float* dq_accum, float* lse_log2, float* delta,
                      const int* cu_seqlens_q, const int* cu_seqlens_k, int batch, int seqlen_q, int seqlen_k,
-                     int max_seqlen_q, int max_seqlen_k, int nheads, int nheads_kv, int headdim,
+                     int max_seqlen_q, int max_seqlen_k, int nheads, int nheads_kv, int headdim, int headdim_v,
                      const int64_t* strides, float softmax_scale, int causal, int window_left, int window_right,
                      float softcap, int bf16, int variant, int grid_order, int ctas, void* stream) {
   if (nheads_kv <= 0 || nheads % nheads_kv != 0)
@@ -72,9 +73,13 @@ int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void*
   if (const int status = window_args(causal, window_left, window_right, pr.window)) return status;
   pr.ctas = ctas;
   pr.softcap = softcap;
+  pr.headdim_v = headdim_v;
   pr.prepost_vec = (variant & kScalarPrePostBit) == 0;
   pr.dkdv_vec16 = (variant & kScalarDKDVBit) == 0;
   variant &= ~(kScalarPrePostBit | kScalarDKDVBit);
+  if (headdim == 192 && headdim_v == 128) return run_bwd_d192_128(pr, bf16 != 0, causal != 0, variant);
+  if (headdim_v != headdim)
+    return fail("%s", "unsupported head dims for the backward (built: equal 64, 128, 256, and 192 / 128)");
   switch (headdim) {
     case 64: return run_bwd_d64(pr, bf16 != 0, causal != 0, variant);
     case 128: return run_bwd_d128(pr, bf16 != 0, causal != 0, variant);

@@ -59,7 +59,8 @@ __device__ __forceinline__ void bwd_issue_dkdv_ss(float (&dk)[BwdConsumer<Cfg>::
 template <class Cfg>
 __device__ __forceinline__ uint32_t ring_dq_panel(uint32_t index, int wg, int j) {
   static_assert(Cfg::kQPanelBytes == Cfg::kDQPanelBytes, "a 64 x 64 bf16 panel holds a 64 x 32 fp32 one");
-  return (j < 2 ? Cfg::kOffQ : Cfg::kOffDO) + index * Cfg::kQBytes + (2 * wg + (j & 1)) * Cfg::kQPanelBytes;
+  return (j < 2 ? Cfg::kOffQ + index * Cfg::kQBytes : Cfg::kOffDO + index * Cfg::kDOBytes) +
+         (2 * wg + (j & 1)) * Cfg::kQPanelBytes;
 }
 
 template <class Cfg>

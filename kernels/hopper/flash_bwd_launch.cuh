@@ -9,6 +9,7 @@
 
 #include "flash_bwd.cuh"
 #include "flash_bwd_cols.cuh"
+#include "flash_bwd_mla.cuh"
 #include "flash_bwd_overlap.cuh"
 #include "flash_bwd_prepost.cuh"
 #include "flash_fwd_launch.cuh"  // fail(), encode_map(), make_map(), configure_smem(), check_launch()
@@ -41,6 +42,7 @@ struct BwdProblem {
   WindowArgs window;
   // > 0: softmax(softcap * tanh(scores * softmax_scale / softcap)), the BwdConfig::kSoftcap kernels (default variants).
   float softcap = 0.f;
+  int headdim_v = 0;  // v's, out's, dout's and dv's head dim: Cfg::kHeadDimV (headdim but at 192 / 128)
 };
 
 // The variant bit that selects the 2-byte preprocess / postprocess kernels (benchmarks: fa3nn_hopper_bwd).
@@ -88,6 +90,8 @@ int launch_bwd(const BwdProblem& pr) {
   if (varlen != Cfg::kVarlen) return fail("%s", "internal: a varlen call reached a dense backward kernel or back");
   const int seqlen_q_rounded = bwd_workspace_rows(pr.seqlen_q, pr.batch, varlen);
   const int map_batch = varlen ? 1 : pr.batch;  // varlen: one packed batch (its batch stride is never used)
+  if (pr.headdim != Cfg::kHeadDim || pr.headdim_v != Cfg::kHeadDimV)
+    return fail("%s", "internal: a call reached a backward kernel of other head dims");
 
   BwdPrePostParams pp{};
   pp.out = pr.out;
@@ -114,9 +118,9 @@ int launch_bwd(const BwdProblem& pr) {
                 map_batch_stride(varlen, st[0], pr.seqlen_q, st[1]), Cfg::kBlockM) ||
       !make_map(&tk, pr.k, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads_kv, map_batch, st[4], st[5],
                 map_batch_stride(varlen, st[3], pr.seqlen_k, st[4]), Cfg::kBlockN) ||
-      !make_map(&tv, pr.v, Cfg::kBF16, pr.headdim, pr.seqlen_k, pr.nheads_kv, map_batch, st[7], st[8],
+      !make_map(&tv, pr.v, Cfg::kBF16, Cfg::kHeadDimV, pr.seqlen_k, pr.nheads_kv, map_batch, st[7], st[8],
                 map_batch_stride(varlen, st[6], pr.seqlen_k, st[7]), Cfg::kBlockN) ||
-      !make_map(&tdo, pr.dout, Cfg::kBF16, pr.headdim, pr.seqlen_q, pr.nheads, map_batch, st[13], st[14],
+      !make_map(&tdo, pr.dout, Cfg::kBF16, Cfg::kHeadDimV, pr.seqlen_q, pr.nheads, map_batch, st[13], st[14],
                 map_batch_stride(varlen, st[12], pr.seqlen_q, st[13]), Cfg::kBlockM))
     return fail("%s", "cuTensorMapEncodeTiled failed (pointers must be 16-B aligned, strides multiples of 8 elements)");
   // dq_accum (batch, nheads, seqlen_q_rounded, d) fp32, contiguous, as the bulk dQ path's reduce target: boxes of
@@ -158,7 +162,8 @@ int launch_bwd(const BwdProblem& pr) {
 
   // 16-byte accesses where the tensors allow them (PrePostVec), each pass by its own: the preprocess reads out and
   // dout, the postprocess writes dq; both access dq_accum (torch allocates it aligned; checked for C callers).
-  using Vec = PrePostVec<Cfg::kHeadDim>;
+  using Vec = PrePostVec<Cfg::kHeadDimV>;      // the preprocess's rows (out, dout)
+  using VecDQ = PrePostVec<Cfg::kHeadDim>;     // the postprocess's (dq)
   static_assert(kBwdRowsRounding % Vec::kRowsPerBlock == 0, "the preprocess grid covers seqlen_q_rounded rows");
   const bool vec_ok = pr.prepost_vec != 0 && aligned16(pr.dq_accum);
   const bool vec_pre = vec_ok && aligned16(pr.out) && aligned16(pr.dout) &&
@@ -166,10 +171,10 @@ int launch_bwd(const BwdProblem& pr) {
   const bool vec_post = vec_ok && aligned16(pr.dq) && strides_of_8({st[15], st[16], st[17]});
   if (vec_pre) {
     const dim3 rows_grid(round_up_rows(pr.max_seqlen_q) / Vec::kRowsPerBlock, pr.nheads, pr.batch);
-    flash_bwd_preprocess_vec_kernel<Cfg::kHeadDim, Cfg::kBF16><<<rows_grid, 256, 0, pr.stream>>>(pp);
+    flash_bwd_preprocess_vec_kernel<Cfg::kHeadDim, Cfg::kHeadDimV, Cfg::kBF16><<<rows_grid, 256, 0, pr.stream>>>(pp);
   } else {
     const dim3 rows_grid(round_up_rows(pr.max_seqlen_q) / kPrePostRowsPerBlock, pr.nheads, pr.batch);
-    flash_bwd_preprocess_kernel<Cfg::kHeadDim, Cfg::kBF16><<<rows_grid, 256, 0, pr.stream>>>(pp);
+    flash_bwd_preprocess_kernel<Cfg::kHeadDim, Cfg::kHeadDimV, Cfg::kBF16><<<rows_grid, 256, 0, pr.stream>>>(pp);
   }
 
   auto kernel = flash_bwd_kernel<Cfg>;
@@ -203,7 +208,7 @@ int launch_bwd(const BwdProblem& pr) {
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, tdo, tdq, p);
 
   if (vec_post) {
-    const dim3 post_grid((pr.max_seqlen_q + Vec::kRowsPerBlock - 1) / Vec::kRowsPerBlock, pr.nheads, pr.batch);
+    const dim3 post_grid((pr.max_seqlen_q + VecDQ::kRowsPerBlock - 1) / VecDQ::kRowsPerBlock, pr.nheads, pr.batch);
     flash_bwd_postprocess_vec_kernel<Cfg::kHeadDim, Cfg::kBF16><<<post_grid, 256, 0, pr.stream>>>(pp);
   } else {
     const dim3 post_grid((pr.max_seqlen_q + kPrePostRowsPerBlock - 1) / kPrePostRowsPerBlock, pr.nheads, pr.batch);
@@ -224,6 +229,9 @@ template <> struct BwdTiles<64, 64> { static constexpr int kStages = 3; };
 template <> struct BwdTiles<64, 128> { static constexpr int kStages = 2; };
 template <> struct BwdTiles<128, 64> { static constexpr int kStages = 2; };
 template <> struct BwdTiles<256, 64> { static constexpr int kStages = 2; };
+// Multi-head latent attention (192 / 128, flash_bwd_mla.cuh): K 24 + V 16 + Q 2x24 + dO 2x16 + dS^T 2x8 + P^T 2x8 +
+// one 48 KB bulk dQ buffer + 1 KB row stats = 201 KB (+ 1.1).
+template <> struct BwdTiles<192, 64> { static constexpr int kStages = 2; };
 
 template <int D, bool kDQBulk, bool kOverlap, int kBlockM = 64, bool kVarlen = false, bool kSoftcap = false>
 int run_bwd_dispatch(const BwdProblem& pr, bool bf16, bool causal) {
@@ -304,5 +312,6 @@ int run_bwd_headdim(const BwdProblem& pr, bool bf16, bool causal, int variant) {
 int run_bwd_d64(const BwdProblem& pr, bool bf16, bool causal, int variant);
 int run_bwd_d128(const BwdProblem& pr, bool bf16, bool causal, int variant);
 int run_bwd_d256(const BwdProblem& pr, bool bf16, bool causal, int variant);
+int run_bwd_d192_128(const BwdProblem& pr, bool bf16, bool causal, int variant);
 
 }  // namespace fa3nn::hopper::host

@@ -87,19 +87,21 @@ __device__ __forceinline__ void write_row_stats(const BwdPrePostParams& p, int64
   p.lse_log2[stat] = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
 }
 
-// Grid (seqlen_q_rounded / 8, nheads, batch), 256 threads: warp w handles query row 8 * blockIdx.x + w.
-template <int kHeadDim, bool kBF16>
+// Grid (seqlen_q_rounded / 8, nheads, batch), 256 threads: warp w handles query row 8 * blockIdx.x + w. kHeadDim:
+// dq_accum's row (Q's head dim), kHeadDimV: out's and dout's (V's).
+template <int kHeadDim, int kHeadDimV, bool kBF16>
 __global__ void __launch_bounds__(256) flash_bwd_preprocess_kernel(const BwdPrePostParams p) {
-  constexpr int kPerLane = kHeadDim / 32;  // consecutive elements per lane (2 for d64, 4 for d128)
+  constexpr int kPerLane = kHeadDimV / 32;  // consecutive elements per lane (2 for d64, 4 for d128)
+  constexpr int kAccumPerLane = kHeadDim / 32;
   const int lane = threadIdx.x % 32;
   const int row = blockIdx.x * kPrePostRowsPerBlock + threadIdx.x / 32;
   const int head = blockIdx.y;
   const BwdSeq seq = bwd_seq_q(p.cu_seqlens_q, p.seqlen_q, blockIdx.z);
   if (!preprocess_block_used(p, seq, blockIdx.x * kPrePostRowsPerBlock)) return;
   const int64_t stat = stat_index(p, seq, head, row);
-  float* accum_row = p.dq_accum + stat * kHeadDim + lane * kPerLane;
+  float* accum_row = p.dq_accum + stat * kHeadDim + lane * kAccumPerLane;
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) accum_row[i] = 0.f;
+  for (int i = 0; i < kAccumPerLane; ++i) accum_row[i] = 0.f;
   if (row >= seq.seqlen_q) {
     if (lane == 0) {
       p.delta[stat] = 0.f;
@@ -140,14 +142,15 @@ __global__ void __launch_bounds__(256) flash_bwd_postprocess_kernel(const BwdPre
 // addresses are 16-B aligned and whose strides are multiples of 8 elements (flash_bwd_launch.cuh checks, each pass on
 // its own tensors; TMA's own requirements for out and dout), and a 16-B aligned dq_accum: a lane
 // owns 8 consecutive elements of a row (one 16-B load of O and one of dO; two 16-B stores into dq_accum), so a row is
-// kHeadDim / 8 lanes and a warp covers 32 / (kHeadDim / 8) rows. The kernels above issue one 2-byte load per element
-// and one 4-byte store per accumulator float.
+// kHeadDim / 8 lanes and a warp covers 32 / (kHeadDim / 8) rows (d192's dq: one row of 24 lanes, 8 idle). The kernels
+// above issue one 2-byte load per element and one 4-byte store per accumulator float.
 template <int kHeadDim>
 struct PrePostVec {
   static constexpr int kLanesPerRow = kHeadDim / 8;
   static constexpr int kRowsPerWarp = 32 / kLanesPerRow;
   static constexpr int kRowsPerBlock = 8 * kRowsPerWarp;  // 256 threads
-  static_assert(kLanesPerRow <= 32 && 32 % kLanesPerRow == 0, "a row's lanes within one warp");
+  static constexpr bool kPowerOfTwo = (kLanesPerRow & (kLanesPerRow - 1)) == 0;  // rows fill the warp
+  static_assert(kLanesPerRow <= 32, "a row's lanes within one warp");
 };
 
 template <bool kBF16>
@@ -162,18 +165,23 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
   return sum;
 }
 
-// Grid (seqlen_q_rounded / kRowsPerBlock, nheads, batch), 256 threads.
-template <int kHeadDim, bool kBF16>
+// Grid (seqlen_q_rounded / kRowsPerBlock, nheads, batch), 256 threads; rows of out / dout (kHeadDimV) as the lanes'
+// unit, each lane zeroing kHeadDim / kLanesPerRow floats of dq_accum's row.
+template <int kHeadDim, int kHeadDimV, bool kBF16>
 __global__ void __launch_bounds__(256) flash_bwd_preprocess_vec_kernel(const BwdPrePostParams p) {
-  using V = PrePostVec<kHeadDim>;
+  using V = PrePostVec<kHeadDimV>;
+  static_assert(V::kPowerOfTwo, "the row sum's shuffles pair lanes within a row");
+  constexpr int kAccumPerLane = kHeadDim / V::kLanesPerRow;  // floats: 8 for equal head dims, 12 for 192 / 128
+  static_assert(kAccumPerLane % 4 == 0, "dq_accum zeroed 16 bytes at a time");
   const int lane = threadIdx.x % 32, part = lane % V::kLanesPerRow;
   const int row = blockIdx.x * V::kRowsPerBlock + (threadIdx.x / 32) * V::kRowsPerWarp + lane / V::kLanesPerRow;
   const int head = blockIdx.y;
   const BwdSeq seq = bwd_seq_q(p.cu_seqlens_q, p.seqlen_q, blockIdx.z);
   if (!preprocess_block_used(p, seq, blockIdx.x * V::kRowsPerBlock)) return;  // the whole block: no shuffle split
   const int64_t stat = stat_index(p, seq, head, row);
-  float4* accum = reinterpret_cast<float4*>(p.dq_accum + stat * kHeadDim + part * 8);
-  accum[0] = accum[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+  float4* accum = reinterpret_cast<float4*>(p.dq_accum + stat * kHeadDim + part * kAccumPerLane);
+#pragma unroll
+  for (int i = 0; i < kAccumPerLane / 4; ++i) accum[i] = make_float4(0.f, 0.f, 0.f, 0.f);
   const bool valid = row < seq.seqlen_q;
   float sum = 0.f;
   if (valid) {
@@ -199,6 +207,7 @@ template <int kHeadDim, bool kBF16>
 __global__ void __launch_bounds__(256) flash_bwd_postprocess_vec_kernel(const BwdPrePostParams p) {
   using V = PrePostVec<kHeadDim>;
   const int lane = threadIdx.x % 32, part = lane % V::kLanesPerRow;
+  if (!V::kPowerOfTwo && lane >= V::kRowsPerWarp * V::kLanesPerRow) return;  // lanes past the warp's rows
   const int row = blockIdx.x * V::kRowsPerBlock + (threadIdx.x / 32) * V::kRowsPerWarp + lane / V::kLanesPerRow;
   const BwdSeq seq = bwd_seq_q(p.cu_seqlens_q, p.seqlen_q, blockIdx.z);
   if (row >= seq.seqlen_q) return;

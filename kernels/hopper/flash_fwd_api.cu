@@ -37,8 +37,8 @@ extern "C" {
 // wrong places (a float added to a call moves no integer argument on x86-64: an older library would ignore it
 // silently). 1: 2026-12-04 (window_left / window_right / softcap in the forward, window_left / window_right in the
 // backward); 2: softcap in the backward (after window_right); 3: sinks in the forward (after softcap); 4: headdim_v
-// in the forward (after headdim) and fa3nn_hopper_supports_headdim's second argument. Libraries built before 1 have
-// no version and are refused too.
+// in the forward and the backward (after headdim) and fa3nn_hopper_supports_headdim's second argument. Libraries
+// built before 1 have no version and are refused too.
 int fa3nn_hopper_abi_version() { return 4; }
 
 // Whether this library's forward was built for (Q / K head dim, V / O head dim).

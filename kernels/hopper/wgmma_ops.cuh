@@ -182,6 +182,17 @@ template <> struct WgmmaSSMN<128, true> {
   }
 };
 
+template <> struct WgmmaSSBN<64, true> {
+  __device__ __forceinline__ static void mma(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FA3NN_WGMMA_ACC_32
+        ", %32, %33, p, 1, 1, 0, 1;\n}\n"
+        : FA3NN_WGMMA_ACC_OUT_32
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+};
+
 template <> struct WgmmaSSBN<128, true> {
   __device__ __forceinline__ static void mma(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int scale_d) {
     asm volatile(
@@ -354,6 +365,17 @@ template <> struct WgmmaSSMN<128, false> {
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " FA3NN_WGMMA_ACC_64
         ", %64, %65, p, 1, 1, 1, 1;\n}\n"
         : FA3NN_WGMMA_ACC_OUT_64
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+};
+
+template <> struct WgmmaSSBN<64, false> {
+  __device__ __forceinline__ static void mma(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " FA3NN_WGMMA_ACC_32
+        ", %32, %33, p, 1, 1, 0, 1;\n}\n"
+        : FA3NN_WGMMA_ACC_OUT_32
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   }
 };

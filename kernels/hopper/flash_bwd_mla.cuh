@@ -1,0 +1,142 @@
+// The consumer of the Hopper backward at multi-head latent attention's head dims (BwdConfig::kPanelSplit: Q and K
+// 192 = 128 + 64 rotary, V, O and dO 128; the producer, tiles, query walk, masks, row statistics, dQ writer and dK /
+// dV stores are flash_bwd.cuh's).
+//
+// The head-dim-256 kernel's shape (flash_bwd_cols.cuh): 64-key blocks, each warpgroup S^T / dP^T for half the
+// queries over all 64 keys, P^T and dS^T through shared memory. Its even column split does not carry over: dK's and
+// dQ's 192 columns would be 96 per warpgroup, and wgmma reads an N-major (MN-major) SW128 operand in whole 64-column
+// panels (the canonical layout repeats the 64-element swizzle atom along N). So the 64-column panels are dealt
+// unevenly, four panel GEMMs (64 keys or queries x 64 columns x 64) per warpgroup and step:
+//   role 0 (warpgroup 1): dK panels 0-1 (N = 128), dV panel 0 (N = 64), dQ panel 0 (N = 64)
+//   role 1 (warpgroup 2): dK panel 2 (N = 64),     dV panel 1 (N = 64), dQ panels 1-2 (N = 128)
+// Registers per consumer thread: dK 64 / 32 + dV 32 + dQ 32 / 64 + S^T 16 + dP^T 16 (160 at most).
+// dQ (64 x 192 fp32, 48 KB) is staged in one buffer (BwdConfig::kDQBuffers; two Q / dO stages leave no room for a
+// second) and added by the dQ writer's TMA reduce-adds (bulk dQ; flash_bwd.cuh bwd_dq_writer).
+#pragma once
+
+#include "flash_bwd.cuh"
+
+namespace fa3nn::hopper {
+
+// One role's 64-column panels: dK's first and count, dV's, dQ's.
+template <int kRole>
+struct MlaPanels {
+  static constexpr int kDK0 = kRole == 0 ? 0 : 2, kDKPanels = kRole == 0 ? 2 : 1;
+  static constexpr int kDV0 = kRole, kDVPanels = 1;
+  static constexpr int kDQ0 = kRole == 0 ? 0 : 1, kDQPanels = kRole == 0 ? 1 : 2;
+  static constexpr int kDKRegs = 32 * kDKPanels, kDVRegs = 32 * kDVPanels, kDQRegs = 32 * kDQPanels;
+};
+
+template <class Cfg, int kRole>
+__device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars) {
+  using C = BwdConsumer<Cfg>;
+  using R = MlaPanels<kRole>;
+  static_assert(Cfg::kPanelSplit && Cfg::kDQBulk && !Cfg::kDQInRing && Cfg::kDQBuffers == 1 && !Cfg::kOverlap &&
+                    Cfg::kBlockM == kPanelCols,
+                "multi-head latent attention's backward (BwdConfig::kPanelSplit) is built with bulk dQ only");
+  const BwdConsumerStart<Cfg> start(smem, kRole);
+  const C& c = start.c;
+  const uint32_t base = start.base;
+  const BwdKVDescs<Cfg>& descs = start.descs;
+  const uint32_t query_rows = c.query_base() * kPanelRowBytes;
+  // dQ = dS K over this role's panels of K, read N-major, all 64 keys.
+  const uint64_t desc_k_dq = make_desc_mnmajor_sw128(base + R::kDQ0 * Cfg::kKVPanelBytes, Cfg::kKVPanelBytes);
+
+  float dk[R::kDKRegs], dv[R::kDVRegs], dq[R::kDQRegs];
+  float s[C::kSRegs], dp[C::kSRegs];
+  uint32_t pa[C::kKSteps][4], dsa[C::kKSteps][4];
+
+  PipelineState<Cfg::kStages> st;
+  int step0 = 0;  // the CTA's steps before this tile (the P^T / dS^T buffers alternate across tiles)
+  for (BwdCtaTiles<Cfg> tiles(p); tiles.valid(p); tiles.advance(p)) {
+    const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
+    const int n_block = t.n_block;
+#pragma unroll
+    for (int i = 0; i < R::kDKRegs; ++i) dk[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < R::kDVRegs; ++i) dv[i] = 0.f;
+    bwd_trace(c.leader, c.wg, tiles.iter, kTraceTileStart);
+    bwd_wait_kv<Cfg>(bars, tiles);
+    bwd_trace(c.leader, c.wg, tiles.iter, kTraceKVReady);
+    BwdQueryWalk<Cfg> walk(p, t.seq, t.n_block, t.kv_head);
+    for (int i = 0; i < walk.total; ++i, walk.advance()) {
+      const int step = step0 + i;
+      const int m_block = walk.m_block;
+      wait_in_loop(bars.qdo.full[st.index], st.phase);
+      if (i == 0) bwd_trace(c.leader, kRole, tiles.iter, kTraceFirstStage);
+      const BwdStage<Cfg> stage(smem, base, st.index);
+
+      bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, stage, query_rows);
+      wgmma_wait<1>();
+      fence_operands(s);
+      c.masked_probs(s, p, t.seq, stage.lse_log2, m_block, n_block);
+      wgmma_wait<0>();
+      fence_operands(dp);
+      c.ds_fragments(dp, s, stage, p.scale_log2, dsa);
+      C::to_a_fragments(s, pa);
+      uint8_t* ds_smem = smem + Cfg::kOffDS + (step & 1) * Cfg::kDSBytes;
+      uint8_t* p_smem = smem + Cfg::kOffP + (step & 1) * Cfg::kDSBytes;
+      c.write_ds(ds_smem, dsa);
+      c.write_ds(p_smem, pa);
+      bwd_sync_ds<Cfg>(kRole);  // both warpgroups' queries of P^T and dS^T written and visible to the async proxy
+
+      // dV += P^T dO and dK += dS^T Q over this role's panels (A: all 64 queries, K-major; B: N-major), then
+      // dQ = dS K; one commit group.
+      const uint64_t desc_p = make_desc_kmajor_sw128(smem_addr(p_smem));
+      const uint64_t desc_ds = make_desc_kmajor_sw128(smem_addr(ds_smem));
+      const uint64_t desc_do = make_desc_mnmajor_sw128(stage.do_smem + R::kDV0 * Cfg::kQPanelBytes, Cfg::kQPanelBytes);
+      const uint64_t desc_q = make_desc_mnmajor_sw128(stage.q_smem + R::kDK0 * Cfg::kQPanelBytes, Cfg::kQPanelBytes);
+      const uint64_t desc_ds_mn = make_desc_mnmajor_sw128(smem_addr(ds_smem), Cfg::kDSPanelBytes);
+      warpgroup_arrive();
+#pragma unroll
+      for (int k = 0; k < Cfg::kBlockM / 16; ++k)
+        WgmmaSSBN<64 * R::kDVPanels, Cfg::kBF16>::mma(dv, desc_advance(desc_p, k * 32),
+                                                      desc_advance(desc_do, k * 16 * kPanelRowBytes), 1);
+#pragma unroll
+      for (int k = 0; k < Cfg::kBlockM / 16; ++k)
+        WgmmaSSBN<64 * R::kDKPanels, Cfg::kBF16>::mma(dk, desc_advance(desc_ds, k * 32),
+                                                      desc_advance(desc_q, k * 16 * kPanelRowBytes), 1);
+#pragma unroll
+      for (int k = 0; k < Cfg::kBlockN / 16; ++k)
+        WgmmaSSMN<64 * R::kDQPanels, Cfg::kBF16>::mma(dq, desc_advance(desc_ds_mn, k * 16 * kPanelRowBytes),
+                                                      desc_advance(desc_k_dq, k * 16 * kPanelRowBytes), k > 0 ? 1 : 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_operands(dq);
+      fence_operands(dk);
+      fence_operands(dv);
+      // Q, dO, lse and delta of this stage are no longer read (the statistics before the barrier above; the leader's
+      // wait covers the warpgroup's wgmmas).
+      if (c.leader) bars.qdo.consumer_release(st);
+      st.advance();
+      if (i + 1 == walk.total) {
+        bwd_trace(c.leader, kRole, tiles.iter, kTraceLoopEnd);
+        bwd_free_kv<Cfg>(c, bars, tiles);
+      }
+      // dQ into the staging tile (one buffer: the dQ writer's reduce-adds of the previous step have read it first),
+      // this role's 32-column fp32 panels 2 kDQ0 ..
+      if (step >= 1) NamedBarrier::sync(Cfg::kDQEmptyBarrier, Cfg::kDQBarrierThreads);
+      const uint32_t tile = smem_addr(smem + Cfg::kOffDQ) + 2 * R::kDQ0 * Cfg::kDQPanelBytes;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = c.row_in_warpgroup(half);
+#pragma unroll
+        for (int j = 0; j < R::kDQRegs / 4; ++j)
+          st_shared_v2(tile + (j / 4) * Cfg::kDQPanelBytes + c.dq_panel_byte(row, j), dq[4 * j + 2 * half],
+                       dq[4 * j + 2 * half + 1]);
+      }
+      fence_proxy_async_smem();
+      NamedBarrier::arrive(Cfg::kDQFullBarrier, Cfg::kDQBarrierThreads);
+    }
+    const BwdTile cta = bwd_tile_after_loop(p, tiles, t);
+    const bool vec16 = p.dkdv_vec16 != 0;
+    c.store_rows(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, cta.seq, cta.kv_head, cta.n_block, dk,
+                 p.softmax_scale, vec16, R::kDK0 * kPanelCols);
+    c.store_rows(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, cta.seq, cta.kv_head, cta.n_block, dv,
+                 1.f, vec16, R::kDV0 * kPanelCols);
+    bwd_trace(c.leader, kRole, tiles.iter, kTraceTileEnd);
+    step0 += walk.total;
+  }
+}
+
+}  // namespace fa3nn::hopper
