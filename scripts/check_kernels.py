@@ -45,8 +45,11 @@ from fa3nn.backends import hopper_build  # noqa: E402
 ENTRY = re.compile(r"Compiling entry function '(\S+)' for '(\w+)'")
 PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 USED = re.compile(r"Used (\d+) registers")
+# FwdConfig<d, block n, stages, bf16, causal, pingpong, overlap, consumers, skip loads, q stages, cross tile, int max,
+# local, softcap, d_v> (every argument spelled out: the launchers pass them all).
 CONFIG = re.compile(
     r"FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELb([01])ELi(\d+)ELb([01])ELi(\d+)ELb([01])E"
+    r"(?:Lb[01]ELb[01]ELb[01]ELi(\d+)E)?"
 )
 # Fp8FwdConfig<d, stages, q stages, bf16 out, causal, pingpong, poly every[, experiment, key block[, promote[,
 # consumers]]]>. Itanium mangling writes a negative int argument as n<digits> (poly every -2: Lin2E).
@@ -54,9 +57,9 @@ FP8_CONFIG = re.compile(
     r"Fp8FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELi(n?\d+)E"
     r"(?:Li(n?\d+)ELi(\d+)E(?:Lb([01])E(?:Li(\d+)E)?)?)?"
 )
-# BwdConfig<d, stages, bf16, causal, bulk dQ, overlap[, block m[, varlen[, local[, softcap]]]]>
+# BwdConfig<d, stages, bf16, causal, bulk dQ, overlap[, block m[, varlen[, local[, softcap[, d_v]]]]]>
 BWD_CONFIG = re.compile(r"BwdConfigILi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELb([01])E"
-                        r"(?:Li(\d+)E(?:Lb([01])E(?:Lb([01])E(?:Lb([01])E)?)?)?)?")
+                        r"(?:Li(\d+)E(?:Lb([01])E(?:Lb([01])E(?:Lb([01])E(?:Li(\d+)E)?)?)?)?)?")
 
 
 def mangled_int(group: str) -> int:
@@ -141,29 +144,36 @@ class Instantiation:
         m = CONFIG.search(self.name)
         if m is None:
             return None
-        d, bn, stages, bf16, causal, pingpong, overlap, consumers, skip, q_stages, cross = (int(g) for g in m.groups())
-        return dict(headdim=d, block_n=bn, stages=stages, dtype="bf16" if bf16 else "fp16", causal=bool(causal),
+        d, bn, stages, bf16, causal, pingpong, overlap, consumers, skip, q_stages, cross = (
+            int(g) for g in m.groups()[:11])
+        return dict(headdim=d, headdim_v=int(m.group(12) or d), block_n=bn, stages=stages,
+                    dtype="bf16" if bf16 else "fp16", causal=bool(causal),
                     pingpong=bool(pingpong), overlap=bool(overlap), consumers=consumers, skip_kv_loads=bool(skip),
                     q_stages=q_stages, cross_tile=bool(cross and overlap))
 
     def describe_bwd(self) -> str:
         groups = BWD_CONFIG.search(self.name).groups()
         d, stages, bf16, causal, dq_bulk, overlap = (int(g) for g in groups[:6])
-        block_m, varlen, local, softcap = (int(g) if g is not None else default
-                                           for g, default in zip(groups[6:], (64, 0, 0, 0)))
+        block_m, varlen, local, softcap, dv = (int(g) if g is not None else default
+                                               for g, default in zip(groups[6:], (64, 0, 0, 0, d)))
         # Shared memory as BwdConfig lays it out: K | V (block_n keys x d each) | Q, dO stages (block_m rows x d
         # each) | dS^T x 2 (block_n x block_m) | d256: P^T x 2 | bulk dQ: 32 KB fp32 per buffer, two buffers (one
         # with 128-row blocks; d256: none, it stages in the ring) | lse/delta stages (block_m floats each) |
-        # mbarriers | 1 KB alignment slack. d256 (kColSplit): 64-key blocks.
-        block_n = 64 if d == 256 else 128
-        ds_buffers = 4 if d == 256 else 2
-        smem = 2 * block_n * d * 2 + 2 * stages * block_m * d * 2 + ds_buffers * block_n * block_m * 2
+        # mbarriers | 1 KB alignment slack. d256 (kColSplit): 64-key blocks. d192 / dv 128 (kPanelSplit): V and dO
+        # dv wide, 64-key blocks with P^T, one bulk dQ buffer of 64 x 192 fp32.
+        col_split = d == 256 or dv != d
+        block_n = 64 if col_split else 128
+        ds_buffers = 4 if col_split else 2
+        smem = block_n * (d + dv) * 2 + stages * block_m * (d + dv) * 2 + ds_buffers * block_n * block_m * 2
         smem += 2 * stages * block_m * 4 + 8 * (2 + 2 * stages) + 1024
-        smem += (1 if block_m == 128 else 2) * 32768 if dq_bulk and d != 256 else 0
+        if dq_bulk and d != 256:
+            smem += block_m * d * 4 if dv != d else (1 if block_m == 128 else 2) * 32768
         split = "rows" if block_m == 128 else "keys" if d < 128 else "cols"
         # V varlen, L sliding window, C softcap
         flags = "".join(f for f, on in (("V", varlen), ("L", local), ("C", softcap)) if on)
-        return (f"bwd d{d:<4}{'bf16' if bf16 else 'fp16':<5}{'causal' if causal else 'full':<7}{block_m}x{block_n:<4} "
+        dims = f"{d}" if dv == d else f"{d}/{dv} "
+        return (f"bwd d{dims:<4}{'bf16' if bf16 else 'fp16':<5}{'causal' if causal else 'full':<7}"
+                f"{block_m}x{block_n:<4} "
                 f"st{stages} dQ {'bulk' if dq_bulk else 'red'} by {split} "
                 f"{('ovl S+dP ' if d < 128 else 'ovl S    ') if overlap else ''}{flags:<4}regs {self.registers} "
                 f"(setmaxnreg {'32/232' if local else '24/240'})  smem {smem / 1024:.1f} KB")
@@ -178,11 +188,13 @@ class Instantiation:
             return self.name[:60]
         # Shared memory as FwdConfig lays it out: Q stages | K stages | V stages | mbarriers | 1 KB alignment slack.
         smem = c["q_stages"] * 64 * c["consumers"] * c["headdim"] * 2
-        smem += 2 * c["stages"] * c["block_n"] * c["headdim"] * 2 + 8 * (2 * c["q_stages"] + 4 * c["stages"]) + 1024
+        smem += c["stages"] * c["block_n"] * (c["headdim"] + c["headdim_v"]) * 2
+        smem += 8 * (2 * c["q_stages"] + 4 * c["stages"]) + 1024
         regs = "24/240" if c["consumers"] == 2 else "32/160"
         flags = "".join(f for f, on in (("P", c["pingpong"]), ("O", c["overlap"]), ("T", c["cross_tile"]),
                                         ("X", c["skip_kv_loads"])) if on)
-        return (f"d{c['headdim']:<4}{c['dtype']:<5}{'causal' if c['causal'] else 'full':<7}"
+        dims = f"{c['headdim']}" if c["headdim_v"] == c["headdim"] else f"{c['headdim']}/{c['headdim_v']} "
+        return (f"d{dims:<4}{c['dtype']:<5}{'causal' if c['causal'] else 'full':<7}"
                 f"{64 * c['consumers']}x{c['block_n']:<5}st{c['stages']} q{c['q_stages']} {flags:<5}"
                 f"regs {self.registers} "
                 f"(setmaxnreg {regs})  smem {smem / 1024:.1f} KB")
