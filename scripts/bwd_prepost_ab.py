@@ -40,16 +40,18 @@ def kernel_times(call) -> dict:
     return {k: round(v, 1) for k, v in times.items()}
 
 
-def backward_inputs(headdim: int, seqlen: int, causal: bool, group: int = 1) -> tuple[tuple, float]:
-    """hopper_bwd.launch's positional arguments for one paper shape (bf16; K/V with nheads / group heads, the forward
-    run natively to get out and lse) and the backward's FLOPs."""
+def backward_inputs(headdim: int, seqlen: int, causal: bool, group: int = 1, headdim_v: int | None = None
+                    ) -> tuple[tuple, float]:
+    """hopper_bwd.launch's positional arguments for one paper shape (bf16; K/V with nheads / group heads, V of
+    headdim_v (default headdim), the forward run natively to get out and lse) and the backward's FLOPs."""
     batch, nheads = TOKENS // seqlen, WIDTH // headdim
+    headdim_v = headdim_v or headdim
     q = torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16)
-    k, v = (torch.randn(batch, seqlen, nheads // group, headdim, device="cuda", dtype=torch.bfloat16)
-            for _ in range(2))
+    k, v = (torch.randn(batch, seqlen, nheads // group, d, device="cuda", dtype=torch.bfloat16)
+            for d in (headdim, headdim_v))
     scale = headdim**-0.5
     out, lse = forward(q, k, v, scale, causal)
-    flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal, direction="bwd")
+    flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, headdim_v, causal=causal, direction="bwd")
     return (torch.randn_like(out), q, k, v, out, lse, scale, causal), flops
 
 
@@ -118,6 +120,8 @@ def ab_arguments(doc: str, extra=None) -> argparse.Namespace:
     if extra is not None:
         extra(parser)
     parser.add_argument("--headdims", nargs="+", type=int, default=[64, 128])
+    parser.add_argument("--headdim-v", type=int, default=None,
+                        help="V's head dim when it differs from q / k's (MLA: --headdims 192 --headdim-v 128)")
     parser.add_argument("--seqlens", nargs="+", type=int, default=[512, 1024, 2048, 4096, 16384])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--iters", type=int, default=10)

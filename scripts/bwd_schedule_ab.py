@@ -2,9 +2,11 @@
 (one CTA per SM chaining tiles; hopper_bwd.launch(schedule=...)), each with dK / dV stored 16 bytes at a time (the
 default) or 4 (scalar_dkdv), whole backward, same process, rounds interleaved, against the first mode; and
 torch.profiler's per-kernel device times of one call each way at the first shape of each head dim. Shapes of the
-FlashAttention-3 paper (batch x seqlen = 16384 tokens, nheads x headdim = 2048), bf16, MHA.
+FlashAttention-3 paper (batch x seqlen = 16384 tokens, nheads x headdim = 2048), bf16, MHA; per_tile_outer: one CTA
+per tile with key blocks outermost (every head's key block 0, the longest causal tile, first).
 
     python scripts/bwd_schedule_ab.py --json out.json [--headdims 64 128] [--seqlens 512 2048 16384] [--rounds 7]
+    python scripts/bwd_schedule_ab.py --headdims 192 --headdim-v 128 --seqlens 2048 8192   # MLA's head dims
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ from fa3nn.backends import hopper_bwd  # noqa: E402
 MODES = {
     "per_tile": dict(schedule="per_tile"),
     "persistent": dict(schedule="persistent"),
+    "per_tile_outer": dict(schedule="per_tile", grid_order="key_blocks_outer"),
 }
 
 
 def measure(headdim: int, seqlen: int, causal: bool, args, profiles: list) -> dict:
-    inputs, flops = backward_inputs(headdim, seqlen, causal)
+    inputs, flops = backward_inputs(headdim, seqlen, causal, headdim_v=args.headdim_v)
     calls = {mode: (lambda kw=kw: hopper_bwd.launch(*inputs, **kw)) for mode, kw in MODES.items()}
     return mode_row(headdim, seqlen, causal, timed_rounds(calls, args, profiles, headdim, seqlen, causal), flops)
 

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Thirty-eighth session: the multi-head latent attention kernels (q / k 192, v 128) on the H200 (s38e measured them
+# on an H100): bench.py's forward and backward rows beside Triton and cuDNN, then the backward's schedules at the
+# FA3 shapes (scripts/bwd_schedule_ab.py: per tile, persistent, per tile with key blocks outermost), since causal
+# read 0.74-0.82x cuDNN from 2048 on (H100, s38e) while non-causal read 1.29-1.38x.
+set -u
+source "$(dirname "$0")/../gpu_env.sh"
+gpu_setup /tmp/fa3nn-s38f
+stamp start
+timeout 200 python3 scripts/bench.py --backends hopper triton cudnn --headdims 192 --headdim-v 128 \
+    --seqlens 512 2048 8192 16384 --out-dir "$out" --tag mla_fwdbwd --precompile 12 > "$out/bench_mla.log" 2>&1
+echo "bench rc $?"; grep -E "^\| " "$out/mla_fwdbwd.md" | head -n 20
+stamp bench
+timeout 150 python3 scripts/bwd_schedule_ab.py --headdims 192 --headdim-v 128 --seqlens 2048 8192 16384 --rounds 5 \
+    --json "$out/mla_schedule.json" > "$out/mla_schedule.log" 2>&1
+echo "schedule rc $?"; grep -E "^\| |main kernel" "$out/mla_schedule.log"
+stamp schedule
