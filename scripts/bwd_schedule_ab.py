@@ -31,14 +31,9 @@ MODES = {
 }
 
 
-# Multi-head latent attention's head dims also time the overlap variant (flash_bwd_mla.cuh, kOverlap) per tile.
-MLA_MODES = {"overlap": dict(schedule="per_tile", variant="bulk_dq_overlap")}
-
-
 def measure(headdim: int, seqlen: int, causal: bool, args, profiles: list) -> dict:
     inputs, flops = backward_inputs(headdim, seqlen, causal, headdim_v=args.headdim_v)
-    modes = {**MODES, **(MLA_MODES if args.headdim_v not in (None, headdim) else {})}
-    calls = {mode: (lambda kw=kw: hopper_bwd.launch(*inputs, **kw)) for mode, kw in modes.items()}
+    calls = {mode: (lambda kw=kw: hopper_bwd.launch(*inputs, **kw)) for mode, kw in MODES.items()}
     return mode_row(headdim, seqlen, causal, timed_rounds(calls, args, profiles, headdim, seqlen, causal), flops)
 
 

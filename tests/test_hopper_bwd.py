@@ -103,7 +103,7 @@ def test_mla_head_dims_are_checked():
     for masks in (dict(window_size=(64, 0)), dict(softcap=30.0)):
         with pytest.raises(ValueError, match="head dims 192 / 128: the native backward has no sliding-window or "):
             hopper_bwd.launch(softmax_scale=0.1, causal=False, **masks, **args)
-    assert hopper_bwd.variants_for(192) == ["bulk_dq", "bulk_dq_overlap"]
+    assert hopper_bwd.variants_for(192) == ["bulk_dq"]
     with pytest.raises(ValueError, match=r"variant 'red_dq' is built for head dim \(64, 128, 256\) only"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, variant="red_dq", **args)
     call = AttnCall(device_type="cuda", capability=(9, 0), dtype=torch.bfloat16, headdim=192, headdim_v=128,
@@ -186,7 +186,7 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
     assert error(8, 2, headdim=128, headdim_v=64) == (
         1, "unsupported head dims for the backward (built: equal 64, 128, 256, and 192 / 128)")
     assert error(8, 2, headdim=192, headdim_v=128) == (
-        1, "head dims 192 / 128's backward is built as variants 1 (bulk dQ) and 3 (bulk dQ + overlap, dense) only")
+        1, "head dims 192 / 128's backward is built as variant 1 (bulk dQ) only")
     assert error(8, 2, headdim=192, headdim_v=128, variant=1, window=(32, 0)) == (
         1, "head dims 192 / 128 have no sliding-window or softcap backward")
     # Windows: sizes of -1 or more; the default variant only, dense or varlen.
@@ -948,19 +948,3 @@ def test_mla_backward_matches_reference(dtype, causal, seqlens, heads):
 @needs_hopper
 def test_mla_varlen_backward_matches_reference(causal, heads, case, schedule):
     _varlen_case(torch.bfloat16, MLA[0], causal, heads, case, schedule, headdim_v=MLA[1])
-
-
-# The overlap variant (bulk_dq_overlap: the next step's scores issued behind this step's dK / dV / dQ GEMMs, dense
-# only): by the same rule, dK / dV bitwise the default's (the same GEMMs summed in the same order), MHA and GQA.
-@pytest.mark.parametrize("heads", [(4, 4), (6, 2)], ids=lambda h: f"{h[0]}q{h[1]}kv")
-@pytest.mark.parametrize("seqlens", [(1, 1), (239, 1), (511, 1537), (1537, 511), (4224, 4224)],
-                         ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.gpu
-@needs_hopper
-def test_mla_overlap_variant_matches_reference(causal, seqlens, heads):
-    (dout, q, k, v, out, lse, scale), (dq, dk, dv) = _check_against_reference(
-        torch.bfloat16, MLA[0], causal, seqlens, "bulk_dq_overlap", nheads=heads[0], nheads_kv=heads[1],
-        headdim_v=MLA[1])
-    _, dk_plain, dv_plain = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, variant="bulk_dq")
-    assert torch.equal(dk, dk_plain) and torch.equal(dv, dv_plain), "the overlap changed dK / dV"

@@ -49,8 +49,7 @@ SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 # kDQInRing; no overlap: its S^T / dP^T GEMMs issued ahead would need 32 more of the 240 registers).
 VARIANTS = {"red_dq": 0, "bulk_dq": 1, "overlap": 2, "bulk_dq_overlap": 3, "m128": 4}
 # Variants built for some head dims (q's) only; bulk_dq is built for all.
-VARIANT_HEADDIMS = {"red_dq": SUPPORTED_HEADDIMS, "overlap": (64, 128), "bulk_dq_overlap": (64, 128, 192),
-                    "m128": (64,)}
+VARIANT_HEADDIMS = {"red_dq": SUPPORTED_HEADDIMS, "overlap": (64, 128), "bulk_dq_overlap": (64, 128), "m128": (64,)}
 # Added to a variant's number: the preprocess / postprocess kernels with 2-byte accesses (flash_bwd_launch.cuh
 # kScalarPrePostBit). By default the preprocess moves 16 bytes per access wherever out and dout, the postprocess
 # wherever dq, are 16-B aligned with strides that are multiples of 8 elements; each falls back to 2-byte accesses
@@ -64,7 +63,7 @@ SCALAR_DKDV_BIT = 32
 # "persistent" one CTA per SM (or `max_ctas`), each walking tiles (round k of gridDim.x tiles, dealt boustrophedon when
 # causal) with its next tile's K/V loaded under its current tile's dQ hand-off and dK / dV stores; "auto" the library's
 # choice (flash_bwd_launch.cuh use_persistent_bwd: persistent for dense tiles of at most 1024 query rows non-causal,
-# 4096 causal; varlen one CTA per tile). Benchmarks and tests pick the others.
+# 4096 causal; varlen and 192 / 128 one CTA per tile). Benchmarks and tests pick the others.
 SCHEDULES = ("auto", "per_tile", "persistent")
 
 
@@ -81,7 +80,7 @@ def variants_for(headdim: int) -> list[str]:
 # 0.91-0.99x cuDNN at 2048/16384, 1.09-1.12x the previous build in the same run.
 # d256 (2026-12-04, results/s30c-h200-20261204-1708/): bulk_dq (staged in the ring) 1.12-1.32x red_dq at 512-8192,
 # 0.97-1.14x cuDNN, 1.31-1.55x FA2 (red_dq: 0.76-0.96x cuDNN, s30a).
-# 192 (with v 128): bulk_dq, or bulk_dq_overlap (dense only; kernels/hopper/flash_bwd_d192.cu, flash_bwd_mla.cuh).
+# 192 (with v 128): bulk_dq, the one variant built (kernels/hopper/flash_bwd_d192.cu).
 DEFAULT_VARIANTS = {64: "m128", 128: "bulk_dq_overlap", 256: "bulk_dq", 192: "bulk_dq"}
 # GQA/MQA in `backward`: True = the kernel walks each K/V head's query heads (no K/V copies, no group sum); False = the
 # expansion path (repeat_interleave K/V, MHA kernel, fp32 group sum), which costs group x K/V memory, two copies and a

@@ -153,7 +153,7 @@ struct BwdConfig {
   static_assert(!kPanelSplit || (kHeadDim_ == 192 && kHeadDimV_ == 128),
                 "unequal head dims are built as multi-head latent attention's 192 / 128 only");
   static constexpr bool kColSplit = kHeadDim_ == 256 || kPanelSplit;
-  static_assert(!kColSplit || (kBlockM == 64 && (!kOverlap_ || kPanelSplit)),
+  static_assert(!kColSplit || (kBlockM == 64 && !kOverlap_),
                 "head dim 256 is built with 64-row query blocks and without overlap only");
   // Bulk dQ at head dim 256: after its own dK / dV GEMMs nothing reads a warpgroup's column halves of the step's Q
   // and dO (the other warpgroup's reads of them, its S^T / dP^T GEMMs, finished before the P^T / dS^T barrier), so

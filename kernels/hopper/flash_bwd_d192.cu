@@ -1,21 +1,19 @@
 // Backward instantiations for multi-head latent attention's head dims (q / k 192, v 128; flash_bwd_mla.cuh): bulk dQ
-// (variant 1), dense or varlen, and bulk dQ with the next step's scores issued ahead (variant 3, dense), bf16 / fp16,
-// causal or not; no windows or softcap (as the 192 / 128 forward).
+// (variant 1) only, dense or varlen, bf16 / fp16, causal or not; no windows or softcap (as the 192 / 128 forward).
 #include "flash_bwd_launch.cuh"
 
 namespace fa3nn::hopper::host {
 
 namespace {
 
-template <bool kVarlen, bool kOverlap = false>
+template <bool kVarlen>
 int run_mla(const BwdProblem& pr, bool bf16, bool causal) {
   constexpr int S = BwdTiles<192, 64>::kStages;
-  constexpr bool V = kVarlen, O = kOverlap;
   if (bf16)
-    return causal ? launch_bwd<BwdConfig<192, S, true, true, true, O, 64, V, false, false, 128>>(pr)
-                  : launch_bwd<BwdConfig<192, S, true, false, true, O, 64, V, false, false, 128>>(pr);
-  return causal ? launch_bwd<BwdConfig<192, S, false, true, true, O, 64, V, false, false, 128>>(pr)
-                : launch_bwd<BwdConfig<192, S, false, false, true, O, 64, V, false, false, 128>>(pr);
+    return causal ? launch_bwd<BwdConfig<192, S, true, true, true, false, 64, kVarlen, false, false, 128>>(pr)
+                  : launch_bwd<BwdConfig<192, S, true, false, true, false, 64, kVarlen, false, false, 128>>(pr);
+  return causal ? launch_bwd<BwdConfig<192, S, false, true, true, false, 64, kVarlen, false, false, 128>>(pr)
+                : launch_bwd<BwdConfig<192, S, false, false, true, false, 64, kVarlen, false, false, 128>>(pr);
 }
 
 }  // namespace
@@ -23,12 +21,8 @@ int run_mla(const BwdProblem& pr, bool bf16, bool causal) {
 int run_bwd_d192_128(const BwdProblem& pr, bool bf16, bool causal, int variant) {
   if (pr.window.local || pr.softcap > 0.f)
     return fail("%s", "head dims 192 / 128 have no sliding-window or softcap backward");
-  const bool varlen = pr.cu_seqlens_q != nullptr;
-  if (variant == 3 && !varlen) return run_mla<false, true>(pr, bf16, causal);
-  if (variant != 1)
-    return fail("%s", "head dims 192 / 128's backward is built as variants 1 (bulk dQ) and 3 (bulk dQ + overlap, "
-                      "dense) only");
-  return varlen ? run_mla<true>(pr, bf16, causal) : run_mla<false>(pr, bf16, causal);
+  if (variant != 1) return fail("%s", "head dims 192 / 128's backward is built as variant 1 (bulk dQ) only");
+  return pr.cu_seqlens_q != nullptr ? run_mla<true>(pr, bf16, causal) : run_mla<false>(pr, bf16, causal);
 }
 
 }  // namespace fa3nn::hopper::host

@@ -64,8 +64,10 @@ constexpr int kScalarDKDVBit = 32;
 // 381 / 395, 351 / 362.
 // Windows (kLocal): never either; one CTA per SM chaining tiles measured 1-13% slower on causal windows (1024, 0) /
 // (4096, 0) at 4k / 16k (s31c, scripts/window_ab.py).
-inline bool use_persistent_bwd(bool causal, int group, int seqlen_q, bool skips_empty_tiles) {
-  return !skips_empty_tiles && static_cast<long long>(group) * seqlen_q <= (causal ? 4096 : 1024);
+// Multi-head latent attention (BwdConfig::kPanelSplit, 64-key blocks): never. H100, scripts/bwd_schedule_ab.py,
+// persistent x one CTA per tile at 512 / 1k / 2k / 4k: causal 0.91 / 0.91 / 0.87 / 0.83, non-causal 0.93 / 1.00 (s38f).
+inline bool use_persistent_bwd(bool causal, int group, int seqlen_q, bool skips_empty_tiles, bool panel_split) {
+  return !skips_empty_tiles && !panel_split && static_cast<long long>(group) * seqlen_q <= (causal ? 4096 : 1024);
 }
 
 inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
@@ -199,7 +201,8 @@ int launch_bwd(const BwdProblem& pr) {
   p.tile_middle = FastDiv(p.key_blocks_outer ? pr.batch : pr.nheads_kv);
   static const int sms = num_sms();
   const bool auto_persistent =
-      pr.ctas == 0 && use_persistent_bwd(Cfg::kCausal, p.group, pr.max_seqlen_q, Cfg::kSkipsEmptyTiles);
+      pr.ctas == 0 &&
+      use_persistent_bwd(Cfg::kCausal, p.group, pr.max_seqlen_q, Cfg::kSkipsEmptyTiles, Cfg::kPanelSplit);
   const int ctas = pr.ctas > 0 ? pr.ctas : auto_persistent ? sms : p.num_tiles;
   const int grid = ctas < p.num_tiles ? ctas : p.num_tiles;
   // 16-byte dK / dV stores (BwdConsumer::store_rows) where both are 16-B aligned with strides of multiples of 8.

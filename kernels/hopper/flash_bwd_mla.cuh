@@ -12,13 +12,6 @@
 // Registers per consumer thread: dK 64 / 32 + dV 32 + dQ 32 / 64 + S^T 16 + dP^T 16 (160 at most).
 // dQ (64 x 192 fp32, 48 KB) is staged in one buffer (BwdConfig::kDQBuffers; two Q / dO stages leave no room for a
 // second) and added by the dQ writer's TMA reduce-adds (bulk dQ; flash_bwd.cuh bwd_dq_writer).
-//
-// kOverlap (variant 3): the next step's S^T / dP^T are issued right after this step's dK / dV / dQ GEMMs (into the
-// score registers, free by then: P^T and dS^T have gone to shared memory), and only this step's group is waited for
-// (wait_group 2), so the dQ hand-off (the wait for the writer's previous reduce-adds, the staging stores) and the
-// stage release run while the next scores are on the tensor cores. Within a tile only: a tile's first scores wait
-// for its K / V. The P^T / dS^T buffer of step s + 1 is written after step s's barrier, which both warpgroups reach
-// only once their step s - 1 group (its last reader) has completed.
 #pragma once
 
 #include "flash_bwd.cuh"
@@ -38,7 +31,7 @@ template <class Cfg, int kRole>
 __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars) {
   using C = BwdConsumer<Cfg>;
   using R = MlaPanels<kRole>;
-  static_assert(Cfg::kPanelSplit && Cfg::kDQBulk && !Cfg::kDQInRing && Cfg::kDQBuffers == 1 &&
+  static_assert(Cfg::kPanelSplit && Cfg::kDQBulk && !Cfg::kDQInRing && Cfg::kDQBuffers == 1 && !Cfg::kOverlap &&
                     Cfg::kBlockM == kPanelCols,
                 "multi-head latent attention's backward (BwdConfig::kPanelSplit) is built with bulk dQ only");
   const BwdConsumerStart<Cfg> start(smem, kRole);
@@ -66,22 +59,14 @@ __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* sm
     bwd_wait_kv<Cfg>(bars, tiles);
     bwd_trace(c.leader, c.wg, tiles.iter, kTraceKVReady);
     BwdQueryWalk<Cfg> walk(p, t.seq, t.n_block, t.kv_head);
-    if constexpr (Cfg::kOverlap) {  // the tile's first scores (later ones are issued a step ahead)
-      if (walk.total > 0) {
-        wait_in_loop(bars.qdo.full[st.index], st.phase);
-        bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, BwdStage<Cfg>(smem, base, st.index),
-                                    query_rows);
-      }
-    }
     for (int i = 0; i < walk.total; ++i, walk.advance()) {
       const int step = step0 + i;
       const int m_block = walk.m_block;
-      const BwdStage<Cfg> stage(smem, base, st.index);
-      if constexpr (!Cfg::kOverlap) {
-        wait_in_loop(bars.qdo.full[st.index], st.phase);
-        bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, stage, query_rows);
-      }
+      wait_in_loop(bars.qdo.full[st.index], st.phase);
       if (i == 0) bwd_trace(c.leader, kRole, tiles.iter, kTraceFirstStage);
+      const BwdStage<Cfg> stage(smem, base, st.index);
+
+      bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, stage, query_rows);
       wgmma_wait<1>();
       fence_operands(s);
       c.masked_probs(s, p, t.seq, stage.lse_log2, m_block, n_block);
@@ -116,22 +101,7 @@ __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* sm
         WgmmaSSMN<64 * R::kDQPanels, Cfg::kBF16>::mma(dq, desc_advance(desc_ds_mn, k * 16 * kPanelRowBytes),
                                                       desc_advance(desc_k_dq, k * 16 * kPanelRowBytes), k > 0 ? 1 : 0);
       wgmma_commit();
-      bool ahead = false;  // the next step's scores issued behind this group (kOverlap)
-      if constexpr (Cfg::kOverlap) {
-        if (i + 1 < walk.total) {
-          PipelineState<Cfg::kStages> next = st;
-          next.advance();
-          wait_in_loop(bars.qdo.full[next.index], next.phase);
-          bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, BwdStage<Cfg>(smem, base, next.index),
-                                      query_rows);
-          ahead = true;
-        }
-      }
-      if (ahead) {
-        wgmma_wait<2>();  // this step's dK / dV / dQ group; the next S^T and dP^T may still run
-      } else {
-        wgmma_wait<0>();
-      }
+      wgmma_wait<0>();
       fence_operands(dq);
       fence_operands(dk);
       fence_operands(dv);

@@ -4,6 +4,8 @@
 # FA3 shapes (scripts/bwd_schedule_ab.py: per tile, persistent, per tile with key blocks outermost), since causal
 # read 0.74-0.82x cuDNN from 2048 on (H100, s38e) while non-causal read 1.29-1.38x; and the overlap variant
 # (bulk_dq_overlap: the next step's scores issued behind this step's dK / dV / dQ GEMMs), tests first.
+# (Run as is at 17:52 on an H100. The overlap variant measured 0.87-0.98x the plain kernel and was removed after this
+# run, so this script's test stage and bwd_schedule_ab's overlap mode no longer exist: NOTES, thirty-eighth session.)
 set -u
 source "$(dirname "$0")/../gpu_env.sh"
 gpu_setup /tmp/fa3nn-s38f
