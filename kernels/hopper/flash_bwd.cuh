@@ -927,33 +927,40 @@ __device__ __forceinline__ BwdTile bwd_tile_after_loop(const BwdParams& p, const
   return t;
 }
 
-// dK and dV accumulators to zero (before the first step).
-template <int kRegs>
-__device__ __forceinline__ void bwd_zero_dkdv(float (&dk)[kRegs], float (&dv)[kRegs]) {
+// dK and dV accumulators to zero (before the first step). (Sizes differ in flash_bwd_mla.cuh's roles.)
+template <int kDKRegs, int kDVRegs>
+__device__ __forceinline__ void bwd_zero_dkdv(float (&dk)[kDKRegs], float (&dv)[kDVRegs]) {
+  if constexpr (kDKRegs == kDVRegs) {
 #pragma unroll
-  for (int i = 0; i < kRegs; ++i) dk[i] = dv[i] = 0.f;
+    for (int i = 0; i < kDKRegs; ++i) dk[i] = dv[i] = 0.f;
+  } else {
+#pragma unroll
+    for (int i = 0; i < kDKRegs; ++i) dk[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < kDVRegs; ++i) dv[i] = 0.f;
+  }
 }
 
-// dK (scaled by softmax_scale) and dV of the tile's key block and K/V head, after its last step.
-template <class Cfg>
+// dK (scaled by softmax_scale) and dV of the tile's key block and K/V head, after its last step; their first columns
+// dk_col0 / dv_col0 (the warpgroup's col_base(), or flash_bwd_mla.cuh's panels).
+template <class Cfg, int kDKRegs, int kDVRegs>
 __device__ __forceinline__ void bwd_store_dkdv(const BwdConsumer<Cfg>& c, const BwdParams& p, const BwdTile& cta,
-                                               const float (&dk)[BwdConsumer<Cfg>::kAccRegs],
-                                               const float (&dv)[BwdConsumer<Cfg>::kAccRegs]) {
+                                               const float (&dk)[kDKRegs], const float (&dv)[kDVRegs], int dk_col0,
+                                               int dv_col0) {
   const bool vec16 = p.dkdv_vec16 != 0;
   c.store_rows(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, cta.seq, cta.kv_head, cta.n_block, dk,
-               p.softmax_scale, vec16, c.col_base());
+               p.softmax_scale, vec16, dk_col0);
   c.store_rows(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, cta.seq, cta.kv_head, cta.n_block, dv, 1.f,
-               vec16, c.col_base());
+               vec16, dv_col0);
 }
 
 // Every consumer's tile start (this file's, flash_bwd_overlap.cuh's, flash_bwd_cols.cuh's): dK / dV zeroed, the
 // tile's K/V waited for, and the tile's query walk.
-template <class Cfg>
+template <class Cfg, int kDKRegs, int kDVRegs>
 __device__ __forceinline__ BwdQueryWalk<Cfg> bwd_begin_tile(const BwdConsumer<Cfg>& c, const BwdParams& p,
                                                             typename Cfg::Barriers& bars,
                                                             const BwdCtaTiles<Cfg>& tiles, const BwdTile& t,
-                                                            float (&dk)[BwdConsumer<Cfg>::kAccRegs],
-                                                            float (&dv)[BwdConsumer<Cfg>::kAccRegs]) {
+                                                            float (&dk)[kDKRegs], float (&dv)[kDVRegs]) {
   bwd_zero_dkdv(dk, dv);
   bwd_trace(c.leader, c.wg, tiles.iter, kTraceTileStart);
   bwd_wait_kv<Cfg>(bars, tiles);
@@ -961,13 +968,13 @@ __device__ __forceinline__ BwdQueryWalk<Cfg> bwd_begin_tile(const BwdConsumer<Cf
   return BwdQueryWalk<Cfg>(p, t.seq, t.n_block, t.kv_head);
 }
 
-// And its end, after the last step: dK / dV stored.
-template <class Cfg>
+// And its end, after the last step: dK / dV stored from their first columns dk_col0 / dv_col0 (bwd_store_dkdv).
+template <class Cfg, int kDKRegs, int kDVRegs>
 __device__ __forceinline__ void bwd_end_tile(const BwdConsumer<Cfg>& c, const BwdParams& p,
                                              const BwdCtaTiles<Cfg>& tiles, const BwdTile& t,
-                                             const float (&dk)[BwdConsumer<Cfg>::kAccRegs],
-                                             const float (&dv)[BwdConsumer<Cfg>::kAccRegs]) {
-  bwd_store_dkdv(c, p, bwd_tile_after_loop(p, tiles, t), dk, dv);
+                                             const float (&dk)[kDKRegs], const float (&dv)[kDVRegs], int dk_col0,
+                                             int dv_col0) {
+  bwd_store_dkdv(c, p, bwd_tile_after_loop(p, tiles, t), dk, dv, dk_col0, dv_col0);
   bwd_trace(c.leader, c.wg, tiles.iter, kTraceTileEnd);
 }
 
@@ -1036,7 +1043,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
       }
       bwd_hand_off_dq<Cfg>(c, p, smem, t.seq, walk.head, m_block, step, dq);
     }
-    bwd_end_tile(c, p, tiles, t, dk, dv);
+    bwd_end_tile(c, p, tiles, t, dk, dv, c.col_base(), c.col_base());
     step0 += walk.total;
   }
 }

@@ -110,6 +110,40 @@ __device__ __forceinline__ void bwd_dq_writer_ring(const CUtensorMap* tma_dq, co
   if (issuer) tma_store_wait<0>();
 }
 
+// The shared-memory buffers of one column-split step: P^T and dS^T (keys x 64 queries), alternating per step.
+struct BwdColsBuffers {
+  uint8_t* p;
+  uint8_t* ds;
+};
+
+// A column-split step's first half (this file's consumer and flash_bwd_mla.cuh's): S^T and dP^T for this
+// warpgroup's queries over all 64 keys, P^T and dS^T written to the step's buffers (step & 1), then the barrier
+// after which both warpgroups' queries of them are written and visible to the async proxy.
+template <class Cfg>
+__device__ __forceinline__ BwdColsBuffers bwd_cols_probs(const BwdConsumer<Cfg>& c, const BwdParams& p,
+                                                         const BwdSeq& seq, const BwdStage<Cfg>& stage,
+                                                         const BwdKVDescs<Cfg>& descs, uint8_t* smem, int step,
+                                                         int m_block, int n_block,
+                                                         float (&s)[BwdConsumer<Cfg>::kSRegs],
+                                                         float (&dp)[BwdConsumer<Cfg>::kSRegs],
+                                                         uint32_t (&pa)[BwdConsumer<Cfg>::kKSteps][4],
+                                                         uint32_t (&dsa)[BwdConsumer<Cfg>::kKSteps][4]) {
+  bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, stage, c.query_base() * kPanelRowBytes);
+  wgmma_wait<1>();
+  fence_operands(s);
+  c.masked_probs(s, p, seq, stage.lse_log2, m_block, n_block);
+  wgmma_wait<0>();
+  fence_operands(dp);
+  c.ds_fragments(dp, s, stage, p.scale_log2, dsa);
+  BwdConsumer<Cfg>::to_a_fragments(s, pa);
+  const BwdColsBuffers buffers{smem + Cfg::kOffP + (step & 1) * Cfg::kDSBytes,
+                               smem + Cfg::kOffDS + (step & 1) * Cfg::kDSBytes};
+  c.write_ds(buffers.ds, dsa);
+  c.write_ds(buffers.p, pa);
+  bwd_sync_ds<Cfg>(c.wg);
+  return buffers;
+}
+
 template <class Cfg>
 __device__ __forceinline__ void bwd_consumer_cols(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars,
                                                   int wg) {
@@ -120,7 +154,6 @@ __device__ __forceinline__ void bwd_consumer_cols(const BwdParams& p, uint8_t* s
   const C& c = start.c;
   const uint32_t base = start.base;
   const BwdKVDescs<Cfg>& descs = start.descs;
-  const uint32_t query_rows = c.query_base() * kPanelRowBytes;
 
   float dk[C::kAccRegs], dv[C::kAccRegs];
   float s[C::kSRegs], dp[C::kSRegs], dq[C::kDQRegs];
@@ -139,22 +172,10 @@ __device__ __forceinline__ void bwd_consumer_cols(const BwdParams& p, uint8_t* s
       if (i == 0) bwd_trace(c.leader, wg, tiles.iter, kTraceFirstStage);
       const BwdStage<Cfg> stage(smem, base, st.index);
 
-      bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, stage, query_rows);
-      wgmma_wait<1>();
-      fence_operands(s);
-      c.masked_probs(s, p, t.seq, stage.lse_log2, m_block, n_block);
-      wgmma_wait<0>();
-      fence_operands(dp);
-      c.ds_fragments(dp, s, stage, p.scale_log2, dsa);
-      C::to_a_fragments(s, pa);
-      uint8_t* ds_smem = smem + Cfg::kOffDS + (step & 1) * Cfg::kDSBytes;
-      uint8_t* p_smem = smem + Cfg::kOffP + (step & 1) * Cfg::kDSBytes;
-      c.write_ds(ds_smem, dsa);
-      c.write_ds(p_smem, pa);
-      bwd_sync_ds<Cfg>(wg);  // both warpgroups' queries of P^T and dS^T written and visible to the async proxy
-
-      bwd_issue_dkdv_ss<Cfg>(dk, dv, smem_addr(p_smem), smem_addr(ds_smem), stage, c.col_base());
-      bwd_issue_dq<Cfg>(dq, smem_addr(ds_smem), wg, descs.k_dq);
+      const BwdColsBuffers buf =
+          bwd_cols_probs(c, p, t.seq, stage, descs, smem, step, m_block, n_block, s, dp, pa, dsa);
+      bwd_issue_dkdv_ss<Cfg>(dk, dv, smem_addr(buf.p), smem_addr(buf.ds), stage, c.col_base());
+      bwd_issue_dq<Cfg>(dq, smem_addr(buf.ds), wg, descs.k_dq);
       wgmma_commit();
       wgmma_wait<0>();
       fence_operands(dq);
@@ -178,7 +199,7 @@ __device__ __forceinline__ void bwd_consumer_cols(const BwdParams& p, uint8_t* s
       }
       if constexpr (!Cfg::kDQInRing) bwd_hand_off_dq<Cfg>(c, p, smem, t.seq, walk.head, m_block, step, dq);
     }
-    bwd_end_tile(c, p, tiles, t, dk, dv);
+    bwd_end_tile(c, p, tiles, t, dk, dv, c.col_base(), c.col_base());
     step0 += walk.total;
   }
 }

@@ -14,7 +14,7 @@
 // second) and added by the dQ writer's TMA reduce-adds (bulk dQ; flash_bwd.cuh bwd_dq_writer).
 #pragma once
 
-#include "flash_bwd.cuh"
+#include "flash_bwd_cols.cuh"  // bwd_cols_probs (and flash_bwd.cuh)
 
 namespace fa3nn::hopper {
 
@@ -38,7 +38,6 @@ __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* sm
   const C& c = start.c;
   const uint32_t base = start.base;
   const BwdKVDescs<Cfg>& descs = start.descs;
-  const uint32_t query_rows = c.query_base() * kPanelRowBytes;
   // dQ = dS K over this role's panels of K, read N-major, all 64 keys.
   const uint64_t desc_k_dq = make_desc_mnmajor_sw128(base + R::kDQ0 * Cfg::kKVPanelBytes, Cfg::kKVPanelBytes);
 
@@ -51,14 +50,7 @@ __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* sm
   for (BwdCtaTiles<Cfg> tiles(p); tiles.valid(p); tiles.advance(p)) {
     const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
     const int n_block = t.n_block;
-#pragma unroll
-    for (int i = 0; i < R::kDKRegs; ++i) dk[i] = 0.f;
-#pragma unroll
-    for (int i = 0; i < R::kDVRegs; ++i) dv[i] = 0.f;
-    bwd_trace(c.leader, c.wg, tiles.iter, kTraceTileStart);
-    bwd_wait_kv<Cfg>(bars, tiles);
-    bwd_trace(c.leader, c.wg, tiles.iter, kTraceKVReady);
-    BwdQueryWalk<Cfg> walk(p, t.seq, t.n_block, t.kv_head);
+    BwdQueryWalk<Cfg> walk = bwd_begin_tile(c, p, bars, tiles, t, dk, dv);
     for (int i = 0; i < walk.total; ++i, walk.advance()) {
       const int step = step0 + i;
       const int m_block = walk.m_block;
@@ -66,27 +58,16 @@ __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* sm
       if (i == 0) bwd_trace(c.leader, kRole, tiles.iter, kTraceFirstStage);
       const BwdStage<Cfg> stage(smem, base, st.index);
 
-      bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, stage, query_rows);
-      wgmma_wait<1>();
-      fence_operands(s);
-      c.masked_probs(s, p, t.seq, stage.lse_log2, m_block, n_block);
-      wgmma_wait<0>();
-      fence_operands(dp);
-      c.ds_fragments(dp, s, stage, p.scale_log2, dsa);
-      C::to_a_fragments(s, pa);
-      uint8_t* ds_smem = smem + Cfg::kOffDS + (step & 1) * Cfg::kDSBytes;
-      uint8_t* p_smem = smem + Cfg::kOffP + (step & 1) * Cfg::kDSBytes;
-      c.write_ds(ds_smem, dsa);
-      c.write_ds(p_smem, pa);
-      bwd_sync_ds<Cfg>(kRole);  // both warpgroups' queries of P^T and dS^T written and visible to the async proxy
+      const BwdColsBuffers buf =
+          bwd_cols_probs(c, p, t.seq, stage, descs, smem, step, m_block, n_block, s, dp, pa, dsa);
 
       // dV += P^T dO and dK += dS^T Q over this role's panels (A: all 64 queries, K-major; B: N-major), then
       // dQ = dS K; one commit group.
-      const uint64_t desc_p = make_desc_kmajor_sw128(smem_addr(p_smem));
-      const uint64_t desc_ds = make_desc_kmajor_sw128(smem_addr(ds_smem));
+      const uint64_t desc_p = make_desc_kmajor_sw128(smem_addr(buf.p));
+      const uint64_t desc_ds = make_desc_kmajor_sw128(smem_addr(buf.ds));
       const uint64_t desc_do = make_desc_mnmajor_sw128(stage.do_smem + R::kDV0 * Cfg::kQPanelBytes, Cfg::kQPanelBytes);
       const uint64_t desc_q = make_desc_mnmajor_sw128(stage.q_smem + R::kDK0 * Cfg::kQPanelBytes, Cfg::kQPanelBytes);
-      const uint64_t desc_ds_mn = make_desc_mnmajor_sw128(smem_addr(ds_smem), Cfg::kDSPanelBytes);
+      const uint64_t desc_ds_mn = make_desc_mnmajor_sw128(smem_addr(buf.ds), Cfg::kDSPanelBytes);
       warpgroup_arrive();
 #pragma unroll
       for (int k = 0; k < Cfg::kBlockM / 16; ++k)
@@ -128,13 +109,7 @@ __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* sm
       fence_proxy_async_smem();
       NamedBarrier::arrive(Cfg::kDQFullBarrier, Cfg::kDQBarrierThreads);
     }
-    const BwdTile cta = bwd_tile_after_loop(p, tiles, t);
-    const bool vec16 = p.dkdv_vec16 != 0;
-    c.store_rows(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, cta.seq, cta.kv_head, cta.n_block, dk,
-                 p.softmax_scale, vec16, R::kDK0 * kPanelCols);
-    c.store_rows(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, cta.seq, cta.kv_head, cta.n_block, dv,
-                 1.f, vec16, R::kDV0 * kPanelCols);
-    bwd_trace(c.leader, kRole, tiles.iter, kTraceTileEnd);
+    bwd_end_tile(c, p, tiles, t, dk, dv, R::kDK0 * kPanelCols, R::kDV0 * kPanelCols);
     step0 += walk.total;
   }
 }

@@ -149,7 +149,7 @@ __device__ __forceinline__ void bwd_consumer_overlap(const BwdParams& p, uint8_t
     fence_operands(dq);
     bwd_free_kv<Cfg>(c, bars, tiles);
     bwd_hand_off_dq<Cfg>(c, p, smem, t.seq, walk.prev_head(), walk.prev_m_block(), step0 + i - 1, dq);
-    bwd_end_tile(c, p, tiles, t, dk, dv);
+    bwd_end_tile(c, p, tiles, t, dk, dv, c.col_base(), c.col_base());
     step0 += walk.total;
   }
 }
