@@ -146,6 +146,8 @@ def main() -> None:
                         help="other builds of the library, timed as variant NAME next to every full-variant row")
     parser.add_argument("--variants", nargs="*", default=["full"], help="variants of this library per shape")
     args = parser.parse_args()
+    if args.headdim_v is not None and (len(args.headdims) != 1 or args.experiment_headdims not in ([], args.headdims)):
+        parser.error("--headdim-v applies to one --headdims value (and --experiment-headdims that one or none)")
     libraries = compare_libraries(parser, args.compare, VARIANTS)
     torch.backends.cuda.matmul.allow_tf32 = False
     rows = []

@@ -37,7 +37,7 @@ def main() -> None:
         modes[name] = dict(library=hopper_build.load(Path(path)))
 
     def measure(headdim, seqlen, causal, args, profiles):
-        inputs, flops = backward_inputs(headdim, seqlen, causal)
+        inputs, flops = backward_inputs(headdim, seqlen, causal, headdim_v=args.headdim_v)
         calls = {mode: (lambda kw=kw: hopper_bwd.launch(*inputs, **kw)) for mode, kw in modes.items()}
         return mode_row(headdim, seqlen, causal, timed_rounds(calls, args, profiles, headdim, seqlen, causal), flops)
 

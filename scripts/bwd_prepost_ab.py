@@ -69,7 +69,7 @@ def timed_rounds(calls: dict, args, profiles: list, headdim: int, seqlen: int, c
 
 
 def measure(headdim: int, seqlen: int, causal: bool, args, profiles: list) -> dict:
-    inputs, flops = backward_inputs(headdim, seqlen, causal)
+    inputs, flops = backward_inputs(headdim, seqlen, causal, headdim_v=args.headdim_v)
 
     def call(scalar: bool):
         return lambda: hopper_bwd.launch(*inputs, scalar_prepost=scalar)
@@ -126,7 +126,18 @@ def ab_arguments(doc: str, extra=None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--json", type=Path, default=None)
-    return parser.parse_args()
+    args = parser.parse_args()
+    check_headdim_v(parser, args)
+    return args
+
+
+def check_headdim_v(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--headdim-v names one (q / k, v) pair of the native kernels (hopper_bwd.HEADDIM_PAIRS) with one --headdims."""
+    if args.headdim_v is None:
+        return
+    if len(args.headdims) != 1 or (args.headdims[0], args.headdim_v) not in hopper_bwd.HEADDIM_PAIRS:
+        parser.error(f"--headdim-v {args.headdim_v} takes one --headdims value forming a pair of "
+                     f"{hopper_bwd.HEADDIM_PAIRS}, got --headdims {args.headdims}")
 
 
 def sweep(args: argparse.Namespace, measure) -> tuple[list, list]:

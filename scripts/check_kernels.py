@@ -168,7 +168,7 @@ class Instantiation:
         smem += 2 * stages * block_m * 4 + 8 * (2 + 2 * stages) + 1024
         if dq_bulk and d != 256:
             smem += block_m * d * 4 if dv != d else (1 if block_m == 128 else 2) * 32768
-        split = "rows" if block_m == 128 else "keys" if d < 128 else "cols"
+        split = "rows" if block_m == 128 else "keys" if d < 128 else "panels" if dv != d else "cols"
         # V varlen, L sliding window, C softcap
         flags = "".join(f for f, on in (("V", varlen), ("L", local), ("C", softcap)) if on)
         dims = f"{d}" if dv == d else f"{d}/{dv} "

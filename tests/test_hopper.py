@@ -8,10 +8,13 @@ gradient into lse) and, where the native backward refuses, on another backend.
 
 from __future__ import annotations
 
+import ctypes
+
 import pytest
 import torch
 
 import fa3nn
+from fa3nn.backends import hopper_build
 from fa3nn.backends.base import AttnCall
 from fa3nn.backends.hopper import SOFTCAP_HEADDIMS, HopperBackend, launch
 from fa3nn.masks import Window
@@ -47,9 +50,12 @@ def _call(**overrides) -> AttnCall:
         ({"softcap": 30.0, "headdim": 64, "headdim_v": 64}, False, "softcap at head dim 64: the Triton forward is"),
         ({"headdim": 128, "headdim_v": 64}, False, "headdim 128/64 is not supported"),
         ({"headdim": 192, "headdim_v": 192}, False, "headdim 192/192 is not supported"),
-        ({"headdim": 192, "headdim_v": 128, "window": Window(64, 0)}, False, "built without sliding windows"),
-        ({"headdim": 192, "headdim_v": 128, "softcap": 30.0}, False, "built without sliding windows and softcap"),
-        ({"headdim": 192, "headdim_v": 128, "window": Window(64, 0)}, True, "built without sliding windows"),
+        ({"headdim": 192, "headdim_v": 128, "window": Window(64, 0)}, False,
+         "headdim 192/128 with window (64, 0): the native forward has no sliding-window or softcap kernels there"),
+        ({"headdim": 192, "headdim_v": 128, "softcap": 30.0}, False,
+         "headdim 192/128 with softcap=30.0: the native forward has no sliding-window"),
+        ({"headdim": 192, "headdim_v": 128, "window": Window(64, 0)}, True,
+         "headdim 192/128 with window (64, 0): the native backward has no sliding-window or softcap kernels there"),
         ({"headdim": 192, "headdim_v": 128, "deterministic": True}, True, "deterministic=True"),
     ],
 )
@@ -80,6 +86,41 @@ def test_mla_forward_is_not_refused(monkeypatch):
         call = _call(headdim=192, headdim_v=128, window=window, varlen=varlen, nheads_kv=nheads_kv)
         assert HopperBackend().refusal(call, False) is None
         assert HopperBackend().refusal(call, True) is None
+
+
+@pytest.mark.skipif(hopper_build.find_nvcc() is None, reason="needs nvcc (CUDA toolkit) to build the library")
+def test_c_abi_checks_head_dims_before_touching_the_gpu():
+    """fa3nn_hopper_fwd's own refusals through the ctypes binding (so also where headdim_v lands, after headdim):
+    unsupported pairs, and at 192 / 128 windows, softcap and the variants it is not built for; every one returns
+    before a tensor map or launch (no GPU needed)."""
+    lib = hopper_build.load(hopper_build.library_path())
+    strides = (ctypes.c_int64 * 12)(*([8] * 12))
+
+    def error(headdim, headdim_v, window=(-1, -1), softcap=0.0, bf16=1, variant=0, nheads_kv=2):
+        status = lib.fa3nn_hopper_fwd(*([None] * 7), 2, 100, 120, 100, 8, nheads_kv, headdim, headdim_v, strides, 0.1,
+                                      0, *window, softcap, None, bf16, variant, None)
+        return status, lib.fa3nn_hopper_last_error().decode()
+
+    unsupported = "unsupported head dims (built: q / k and v equal 64, 128 or 256, or q / k 192 with v 128)"
+    for headdim, headdim_v in ((96, 96), (128, 64), (192, 192), (128, 192)):
+        assert error(headdim, headdim_v) == (1, unsupported)
+    assert error(128, 128, nheads_kv=3) == (1, "nheads must be a multiple of nheads_kv")
+    no_masks = "head dims 192 / 128 are built without sliding windows and softcap"
+    assert error(192, 128, window=(64, 0)) == (1, no_masks)
+    assert error(192, 128, softcap=30.0) == (1, no_masks)
+    assert error(192, 128, variant=1) == (
+        1, "head dims 192 / 128 are built for variants full, tiles_a, tiles_b, int_max and float_max")
+    assert error(192, 128, bf16=0, variant=4) == (1, "experimental tile variants exist for bf16 only")
+
+
+def test_mla_forward_names_a_window_or_softcap():
+    """At 192 / 128 the forward's launch names window_size / softcap before loading the library (no GPU needed)."""
+    q, k, v = random_qkv(1, 8, 8, 2, 2, 192, torch.bfloat16, headdim_v=128)
+    with pytest.raises(ValueError, match=r"window_size=\(64, 0\) at head dims 192 / 128: the native forward has no "
+                                         "sliding-window or softcap kernels there; use backend='triton'"):
+        launch(q, k, v, 0.1, False, window_size=(64, 0))
+    with pytest.raises(ValueError, match="softcap=30.0 at head dims 192 / 128: the native forward"):
+        launch(q, k, v, 0.1, True, softcap=30.0)
 
 
 def test_softcap_is_not_refused_by_the_backward(monkeypatch):

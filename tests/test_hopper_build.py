@@ -152,7 +152,7 @@ def test_newer_instantiations_are_read_as_what_they_are():
     # static_asserts hold the real layouts to 227 KB: 128 x 96 forward 216 KB + barriers, backward 201 KB + 1.1).
     mla_bwd = _parsed(check, "_ZN5fa3nn6hopper16flash_bwd_kernelINS0_9BwdConfigILi192ELi2ELb0ELb0ELb1ELb0ELi64ELb0"
                              "ELb0ELb0ELi128EEEEEv14CUtensorMap_stS4_S4_S4_S4_NS0_9BwdParamsE")
-    assert "bwd d192/128 fp16 full   64x64   st2 dQ bulk by cols     regs 168 (setmaxnreg 24/240)  smem 202.0 KB" in (
+    assert "bwd d192/128 fp16 full   64x64   st2 dQ bulk by panels     regs 168 (setmaxnreg 24/240)  smem 202.0 KB" in (
         mla_bwd.describe())
     mla_fwd = _parsed(check, "_ZN5fa3nn6hopper16flash_fwd_kernelINS0_9FwdConfigILi192ELi96ELi2ELb1ELb0ELb1ELb1ELi2"
                              "ELb0ELi2ELb1ELb1ELb0ELb0ELi128EEEEEv14CUtensorMap_stS4_S4_S4_NS0_9FwdParamsE")

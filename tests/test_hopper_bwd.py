@@ -100,17 +100,23 @@ def test_mla_head_dims_are_checked():
         with pytest.raises(ValueError) as info:
             hopper_bwd.check_arguments(softmax_scale=0.1, **_with(args, **change))
         assert expected in str(info.value)
-    for masks in (dict(window_size=(64, 0)), dict(softcap=30.0)):
-        with pytest.raises(ValueError, match="head dims 192 / 128: the native backward has no sliding-window or "):
+    for masks, named in ((dict(window_size=(64, 0)), r"window_size=\(64, 0\)"), (dict(softcap=30.0), "softcap=30.0")):
+        with pytest.raises(ValueError, match=f"{named} at head dims 192 / 128: the native backward has no "
+                                             "sliding-window or softcap kernels there; use backend='triton'"):
             hopper_bwd.launch(softmax_scale=0.1, causal=False, **masks, **args)
+    # the head dims' refusal comes before the variants' (a window there has no kernel in any variant)
+    with pytest.raises(ValueError, match=r"window_size=\(64, 0\) at head dims 192 / 128"):
+        hopper_bwd.launch(softmax_scale=0.1, causal=False, window_size=(64, 0), variant="red_dq", **args)
     assert hopper_bwd.variants_for(192) == ["bulk_dq"]
     with pytest.raises(ValueError, match=r"variant 'red_dq' is built for head dim \(64, 128, 256\) only"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, variant="red_dq", **args)
     call = AttnCall(device_type="cuda", capability=(9, 0), dtype=torch.bfloat16, headdim=192, headdim_v=128,
                     nheads=4, nheads_kv=2, varlen=True, window=Window(-1, 0), softcap=0.0, deterministic=False)
     assert hopper_bwd.refusal(call) is None
-    assert "no sliding windows or softcap" in hopper_bwd.refusal(dataclasses.replace(call, window=Window(64, 0)))
-    assert "no sliding windows or softcap" in hopper_bwd.refusal(dataclasses.replace(call, softcap=30.0))
+    assert "with window (64, 0): the native backward has no sliding-window" in hopper_bwd.refusal(
+        dataclasses.replace(call, window=Window(64, 0)))
+    assert "with softcap=30.0: the native backward has no sliding-window" in hopper_bwd.refusal(
+        dataclasses.replace(call, softcap=30.0))
     assert "headdim 192/192" in hopper_bwd.refusal(dataclasses.replace(call, headdim_v=192))
 
 
@@ -181,10 +187,11 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
     for variant in ("overlap", "bulk_dq_overlap", "m128"):  # head dim 256: red dQ and bulk dQ only
         assert error(8, 2, variant=hopper_bwd.VARIANTS[variant], headdim=256) == (
             1, "head dim 256's backward is built as variants 0 (red dQ) and 1 (bulk dQ, staged in the ring) only")
-    assert error(8, 2, headdim=96) == (1, "unsupported head dim for the backward (built: 64, 128, 256)")
+    unsupported = "unsupported head dims (built: q / k and v equal 64, 128 or 256, or q / k 192 with v 128)"
+    assert error(8, 2, headdim=96) == (1, unsupported)
     # headdim_v lands after headdim: unequal pairs but 192 / 128 are refused, which runs bulk dQ without masks only.
-    assert error(8, 2, headdim=128, headdim_v=64) == (
-        1, "unsupported head dims for the backward (built: equal 64, 128, 256, and 192 / 128)")
+    for headdim, headdim_v in ((128, 64), (192, 192)):
+        assert error(8, 2, headdim=headdim, headdim_v=headdim_v) == (1, unsupported)
     assert error(8, 2, headdim=192, headdim_v=128) == (
         1, "head dims 192 / 128's backward is built as variant 1 (bulk dQ) only")
     assert error(8, 2, headdim=192, headdim_v=128, variant=1, window=(32, 0)) == (
@@ -948,3 +955,28 @@ def test_mla_backward_matches_reference(dtype, causal, seqlens, heads):
 @needs_hopper
 def test_mla_varlen_backward_matches_reference(causal, heads, case, schedule):
     _varlen_case(torch.bfloat16, MLA[0], causal, heads, case, schedule, headdim_v=MLA[1])
+
+
+@pytest.mark.gpu
+@needs_hopper
+def test_mla_dq_accum_is_zeroed_over_qs_head_dim():
+    """dq_accum comes from torch.empty and the preprocess zeroes it over q's 192 columns (while delta sums over v's
+    128): the caching allocator hands the call the block a NaN-filled tensor of dq_accum's shape has just freed
+    (dq / dk / dv passed in, so dq_accum is the call's first allocation), and a preprocess zeroing fewer columns would
+    leave NaN in dQ."""
+    from fa3nn.backends.hopper import launch as forward
+
+    q, k, v = random_qkv(2, 1000, 1000, 4, 4, MLA[0], torch.bfloat16, device="cuda", headdim_v=MLA[1])
+    scale = MLA[0] ** -0.5
+    out, lse = forward(q, k, v, scale, False)
+    dout = torch.randn_like(out)
+    dq, dk, dv = (_poisoned_like(t) for t in (q, k, v))
+    rows = hopper_bwd.workspace_shape(2, 1000, hopper_bwd.LIBRARY.require().fa3nn_hopper_bwd_block_m(), False)[1]
+    junk = torch.full((2, 4, rows, MLA[0]), float("nan"), dtype=torch.float32, device="cuda")
+    del junk
+    hopper_bwd.launch(dout, q, k, v, out, lse, scale, False, dq=dq, dk=dk, dv=dv)
+    assert not dq.isnan().any(), "dq_accum was not zeroed over every column of q's head dim"
+    ref = _reference_grads(q, k, v, dout, False, upcast=True)
+    pt = _reference_grads(q, k, v, dout, False, upcast=False)
+    for name, got, r, p in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, pt):
+        assert_error_ratio(got, r, p, name)

@@ -3,8 +3,9 @@
 Forward: bf16/fp16, head dims 64/128/256, causal or not, sliding windows, softcap, MQA/GQA, varlen; and DeepSeek's
 multi-head latent attention (q/k 192, v 128: causal or not, MQA/GQA, varlen, sinks; no windows or softcap, either
 way: hopper_bwd.HEADDIM_PAIRS / PLAIN_ONLY_HEADDIMS, the one table of head dims). Backward
-(hopper_bwd.py): dense and varlen batches, head dims 64/128/256, causal or not, MHA and GQA/MQA (the kernel walks each
-K/V head's query heads while hopper_bwd.NATIVE_GQA is on, else K/V are expanded and dK/dV summed over each group),
+(hopper_bwd.py): dense and varlen batches, head dims 64/128/256 and 192 / 128, causal or not, MHA and GQA/MQA (the
+kernel walks each K/V head's query heads while hopper_bwd.NATIVE_GQA is on, else K/V are expanded and dK/dV summed
+over each group),
 with or without a gradient into lse, sliding windows, softcap; deterministic=True (dQ is summed with fp32 atomics)
 is refused, so `auto` runs it on triton (else reference), which read the same lse: float32
 natural log, (batch, nheads, seqlen_q), or (nheads, total_q) for varlen. The library is loaded (built on first use,
@@ -45,7 +46,9 @@ SOFTCAP_BWD_HEADDIMS = (64, 128, 256)
 # 128; wrong results: it measures the kernel without its L2 -> shared-memory traffic), and the default dispatch
 # with each row's max from 3-input integer maxes on the score bits (int_max; d128's default) or from the float tree
 # (float_max; d64's and d256's) at every head dim (bf16; the same maxima either way); one_section: the default
-# kernels with one longest-first causal section over every tile at any length (Problem::causal_deal 2).
+# kernels with one longest-first causal section over every tile at any length (Problem::causal_deal 2). Head dims
+# 192 / 128 (kernels/hopper/flash_fwd_d192.cu) build full, tiles_a (128 x 96), tiles_b (128 x 128), int_max (the
+# default) and float_max (128 x 128 with the float tree) only.
 VARIANTS = {
     "full": 0, "no_pingpong": 1, "no_overlap": 2, "no_pingpong_no_overlap": 3, "tiles_a": 4, "tiles_b": 5,
     "no_cross_tile": 6, "l2_sections": 7, "eager_rescale": 8, "skip_kv_loads": 9, "int_max": 10, "float_max": 11,
@@ -73,6 +76,8 @@ def launch(
     if softcap > 0 and variant != "full":
         raise ValueError(f"softcap {softcap}: the softcap forward is built for variant 'full' only, got "
                          f"variant={variant!r}")
+    if isinstance(q, torch.Tensor) and isinstance(v, torch.Tensor):
+        hopper_bwd.check_plain_only(q.shape[-1], v.shape[-1], window, window_size, softcap, "forward")
     lib = library if library is not None else LIBRARY.require()
     q, k, v = tma_ready(q), tma_ready(k), tma_ready(v)
     if sinks is not None:
@@ -130,8 +135,7 @@ class HopperBackend(Backend):
                 f"{', '.join(f'{d}/{dv}' for d, dv in hopper_bwd.HEADDIM_PAIRS)}); use backend='triton'"
             )
         if dims in hopper_bwd.PLAIN_ONLY_HEADDIMS and (call.window.sliding or call.softcap > 0):
-            return (f"headdim {call.headdim}/{call.headdim_v}: the native kernels are built without sliding windows "
-                    "and softcap there; use backend='triton'")
+            return hopper_bwd.plain_only_refusal(call, "backward" if backward else "forward") + "; use backend='triton'"
         if call.softcap > 0 and backward and call.headdim not in SOFTCAP_BWD_HEADDIMS:
             return (f"softcap at head dim {call.headdim}: the native softcap backward serves head dims "
                     f"{', '.join(map(str, SOFTCAP_BWD_HEADDIMS))}")

@@ -182,8 +182,6 @@ def load(path: Path) -> ctypes.CDLL:
     lib.fa3nn_hopper_fwd.argtypes = [ptr] * 7 + [i32] * 8 + [i64p, f32] + [i32] * 3 + [f32, ptr] + [i32] * 2 + [ptr]
     lib.fa3nn_hopper_fwd.restype = i32
     lib.fa3nn_hopper_last_error.restype = ctypes.c_char_p
-    lib.fa3nn_hopper_supports_headdim.argtypes = [i32, i32]
-    lib.fa3nn_hopper_supports_headdim.restype = i32
     lib.fa3nn_hopper_fp8_fwd.argtypes = [ptr] * 11 + [i32] * 9 + [i64p, i64p, i32, i32, f32, i32, i32, i32, ptr]
     lib.fa3nn_hopper_fp8_fwd.restype = i32
     lib.fa3nn_hopper_bwd.argtypes = [ptr] * 15 + [i32] * 9 + [i64p, f32] + [i32] * 3 + [f32] + [i32] * 4 + [ptr]

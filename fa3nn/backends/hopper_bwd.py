@@ -33,7 +33,7 @@ from fa3nn.sinks import sinks_gradient, sinks_gradient_of_delta
 
 SUPPORTED_HEADDIMS = (64, 128, 256)
 # (q / k head dim, v head dim) pairs the kernels take: equal ones, and multi-head latent attention's 192 / 128, which
-# has no window or softcap kernels (PLAIN_ONLY_HEADDIMS; the forward's hopper.FORWARD_HEADDIMS are the same pairs).
+# has no window or softcap kernels (PLAIN_ONLY_HEADDIMS); the forward (hopper.py) takes the same pairs.
 HEADDIM_PAIRS = tuple((d, d) for d in SUPPORTED_HEADDIMS) + ((192, 128),)
 PLAIN_ONLY_HEADDIMS = ((192, 128),)
 QK_HEADDIMS = tuple(d for d, _ in HEADDIM_PAIRS)
@@ -207,13 +207,11 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
                          f"with schedule={schedule!r}")
     check_arguments(dout, q, k, v, out, lse, softmax_scale, varlen)
     window = window_of(causal, window_size)
+    check_softcap(softcap, softmax_scale)
+    check_plain_only(q.shape[-1], v.shape[-1], window, window_size, softcap, "backward")
     if window.sliding and variant != DEFAULT_VARIANTS[q.shape[-1]]:
         raise ValueError(f"window_size {window_size}: the native backward has sliding windows in the default variant "
                          f"({DEFAULT_VARIANTS[q.shape[-1]]!r}) only; use backend='triton' otherwise")
-    check_softcap(softcap, softmax_scale)
-    if (q.shape[-1], v.shape[-1]) in PLAIN_ONLY_HEADDIMS and (window.sliding or softcap):
-        raise ValueError(f"head dims {q.shape[-1]} / {v.shape[-1]}: the native backward has no sliding-window or "
-                         "softcap kernels there; use backend='triton' for the backward")
     if softcap > 0 and variant != DEFAULT_VARIANTS[q.shape[-1]]:
         raise ValueError(f"softcap {softcap}: the native backward has softcap in the default variant "
                          f"({DEFAULT_VARIANTS[q.shape[-1]]!r}) only; use backend='triton' otherwise")
@@ -303,6 +301,17 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     return dq, dk, dv, sinks_gradient_of_delta(sinks, lse_log2, delta, log2=True)
 
 
+def check_plain_only(headdim: int, headdim_v: int, window: Window, window_size, softcap: float, direction: str
+                     ) -> None:
+    """Raise ValueError naming window_size / softcap where the head dims' kernels have neither (PLAIN_ONLY_HEADDIMS)."""
+    if (headdim, headdim_v) not in PLAIN_ONLY_HEADDIMS:
+        return
+    for name, value, used in (("window_size", tuple(window_size), window.sliding), ("softcap", softcap, softcap > 0)):
+        if used:
+            raise ValueError(f"{name}={value} at head dims {headdim} / {headdim_v}: the native {direction} has no "
+                             f"sliding-window or softcap kernels there; use backend='triton'")
+
+
 def window_of(causal: bool, window_size) -> Window:
     """The normalized window of a call (fa3nn.masks.Window.from_args), its sizes checked (checks.check_window_size)."""
     check_window_size(window_size)
@@ -324,6 +333,14 @@ def workspace_shape(batch: int, seqlen_q: int, rows: int, varlen: bool) -> tuple
     return batch, (seqlen_q + rows - 1) // rows * rows
 
 
+def plain_only_refusal(call: AttnCall, direction: str) -> str:
+    """The refusal of a window or softcap at PLAIN_ONLY_HEADDIMS, naming what the call asked for."""
+    asked = [f"window ({call.window.left}, {call.window.right})"] if call.window.sliding else []
+    asked += [f"softcap={call.softcap}"] if call.softcap > 0 else []
+    return (f"headdim {call.headdim}/{call.headdim_v} with {' and '.join(asked)}: the native {direction} has no "
+            "sliding-window or softcap kernels there")
+
+
 def refusal(call: AttnCall) -> str | None:
     """What the native backward lacks beyond the forward's refusals (HopperBackend.refusal checks those first)."""
     dims = (call.headdim, call.headdim_v)
@@ -331,7 +348,7 @@ def refusal(call: AttnCall) -> str | None:
         return (f"headdim {call.headdim}/{call.headdim_v}: the native backward has "
                 f"{', '.join(f'{d}/{dv}' for d, dv in HEADDIM_PAIRS)} (q/k / v)")
     if dims in PLAIN_ONLY_HEADDIMS and (call.window.sliding or call.softcap > 0):
-        return f"headdim {call.headdim}/{call.headdim_v}: the native backward has no sliding windows or softcap there"
+        return plain_only_refusal(call, "backward")
     if call.deterministic:
         return "deterministic=True: the native backward sums dQ with fp32 atomics; triton's backward has none"
     return None

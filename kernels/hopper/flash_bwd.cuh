@@ -549,7 +549,10 @@ struct BwdConsumer {
   // This warpgroup's first key of the block, first query of its S^T columns, first dK / dV column.
   __device__ __forceinline__ int key_base() const { return Cfg::kColSplit ? 0 : wg * 64; }
   __device__ __forceinline__ int query_base() const { return Cfg::kColSplit ? wg * kSQueries : 0; }
-  __device__ __forceinline__ int col_base() const { return Cfg::kColSplit ? wg * kAccCols : 0; }
+  __device__ __forceinline__ int col_base() const {
+    static_assert(!Cfg::kPanelSplit, "the MLA consumer's columns are its panels' (flash_bwd_mla.cuh MlaPanels)");
+    return Cfg::kColSplit ? wg * kAccCols : 0;
+  }
 
   __device__ __forceinline__ int row_in_warpgroup(int half) const { return (tid / 32) * 16 + (tid % 32) / 4 + 8 * half; }
   // Accumulator element i sits at row r0 + 8 * ((i >> 1) & 1), column 8 * (i >> 2) + 2 * (tid % 4) + (i & 1).
@@ -695,6 +698,7 @@ struct BwdConsumer {
   // dQ (64 queries x kDQCols, fp32) added into dq_accum with vector reductions (red.global.add.v2.f32).
   __device__ __forceinline__ void reduce_dq(const BwdParams& p, const BwdSeq& seq, int head, int m_block,
                                             const float (&dq)[kDQRegs]) const {
+    static_assert(!Cfg::kPanelSplit, "kDQCols / col offsets do not describe the MLA panels (flash_bwd_mla.cuh)");
     const int col0 = Cfg::kDQSplitKeys ? 0 : wg * Cfg::kDQCols;
     float* base =
         p.dq_accum + ws_row_index(seq, p.nheads, p.seqlen_q_rounded, head, m_block * Cfg::kBlockM) * Cfg::kHeadDim +
@@ -714,6 +718,7 @@ struct BwdConsumer {
   // minimum 2 wavefronts (a plain row-major tile, 512 B per row, would put all 8 rows on the same banks: 8).
   // st.shared (STS.64) on the 32-bit shared address, not a C++ store through the generic pointer (ST.E.64).
   __device__ __forceinline__ void stage_dq(uint8_t* stage, const float (&dq)[kDQRegs]) const {
+    static_assert(!Cfg::kPanelSplit, "kDQCols / col offsets do not describe the MLA panels (flash_bwd_mla.cuh)");
     const uint32_t tile = smem_addr(stage) + (Cfg::kDQTiles > 1 ? wg * Cfg::kDQTileBytes : 0);
     const int panel0 = Cfg::kDQTiles > 1 ? 0 : wg * Cfg::kDQCols / Cfg::kDQPanelCols;
 #pragma unroll
@@ -853,6 +858,7 @@ struct BwdKVDescs {
 template <class Cfg>
 __device__ __forceinline__ void bwd_issue_dq(float (&dq)[BwdConsumer<Cfg>::kDQRegs], uint32_t ds_smem, int wg,
                                              uint64_t desc_k_dq) {
+  static_assert(!Cfg::kPanelSplit, "kDQCols does not describe the MLA panels (flash_bwd_mla.cuh)");
   const uint32_t ds_rows = ds_smem + (Cfg::kDQSplitKeys   ? wg * 64 * kPanelRowBytes
                                       : Cfg::kDQSplitRows ? wg * Cfg::kDSPanelBytes
                                                           : 0);

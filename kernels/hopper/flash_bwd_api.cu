@@ -21,18 +21,19 @@ extern "C" {
 // dq_accum (batch, nheads, seqlen_q_rounded, d), lse_log2 and delta (batch, nheads, seqlen_q_rounded), float32,
 // contiguous, seqlen_q_rounded = seqlen_q rounded up to a multiple of fa3nn_hopper_bwd_block_m() (128); their
 // contents on entry do not matter (dq_accum 16-B aligned for the 16-byte preprocess / postprocess, else 2-byte ones).
-// Varlen (cu_seqlens_q / cu_seqlens_k: (batch + 1) int32 offsets on the device, batch = sequences): q, out, dout, dq
-// (seqlen_q = total query rows, nheads, d), k, v, dk, dv (seqlen_k = total key rows, nheads_kv, d), lse (nheads,
+// Varlen (cu_seqlens_q / cu_seqlens_k: (batch + 1) int32 offsets on the device, batch = sequences): q, dq (seqlen_q =
+// total query rows, nheads, d), out, dout (the same with dv), k, dk (seqlen_k = total key rows, nheads_kv, d), v, dv
+// (the same with dv), lse (nheads,
 // seqlen_q); max_seqlen_q / max_seqlen_k the longest sequences; the workspaces have batch 1 and seqlen_q_rounded =
 // (seqlen_q + 128 * batch) rounded down to 128 rows (flash_bwd_seq.cuh); dk and dv must be zeroed first (rows of
 // sequences without queries are not written); built for the default variant of each head dim (3 at 128, 4 at 64,
-// 1 at 256).
+// 1 at 256 and at 192 / 128).
 // strides: 24 element strides, (batch, row, head) for q, k, v, out, dout, dq, dk, dv; head dim contiguous (varlen:
 // the batch strides are not read).
 // variant: 0 = dQ summed by per-thread fp32 reductions, 1 = bulk dQ (fp32 tile in shared memory, added by TMA
 // reduce-adds from one producer thread; flash_bwd.cuh), 2 = overlap (next block's score GEMMs issued before this
 // block's dQ GEMM; flash_bwd_overlap.cuh), 3 = both, 4 = bulk dQ with 128-row query blocks (head dim 64 only); head
-// dim 256 has 0 and 1 only (flash_bwd_cols.cuh; its bulk dQ stages in the Q / dO ring); any of them + 16
+// dim 256 has 0 and 1 only (flash_bwd_cols.cuh; its bulk dQ stages in the Q / dO ring), 192 / 128 has 1 only; any of them + 16
 // (kScalarPrePostBit) with the 2-byte preprocess / postprocess kernels (benchmarks; by default the 16-byte
 // preprocess runs wherever out and dout, the 16-byte postprocess wherever dq, are 16-B aligned with strides of
 // multiples of 8 elements); + 32 (kScalarDKDVBit): dK / dV stored 4 bytes at a time (by default 16 bytes wherever dk
@@ -78,14 +79,14 @@ int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void*
   pr.dkdv_vec16 = (variant & kScalarDKDVBit) == 0;
   variant &= ~(kScalarPrePostBit | kScalarDKDVBit);
   if (headdim == 192 && headdim_v == 128) return run_bwd_d192_128(pr, bf16 != 0, causal != 0, variant);
-  if (headdim_v != headdim)
-    return fail("%s", "unsupported head dims for the backward (built: equal 64, 128, 256, and 192 / 128)");
-  switch (headdim) {
-    case 64: return run_bwd_d64(pr, bf16 != 0, causal != 0, variant);
-    case 128: return run_bwd_d128(pr, bf16 != 0, causal != 0, variant);
-    case 256: return run_bwd_d256(pr, bf16 != 0, causal != 0, variant);
-    default: return fail("%s", "unsupported head dim for the backward (built: 64, 128, 256)");
+  if (headdim_v == headdim) {
+    switch (headdim) {
+      case 64: return run_bwd_d64(pr, bf16 != 0, causal != 0, variant);
+      case 128: return run_bwd_d128(pr, bf16 != 0, causal != 0, variant);
+      case 256: return run_bwd_d256(pr, bf16 != 0, causal != 0, variant);
+    }
   }
+  return fail("%s", kUnsupportedHeadDims);
 }
 
 // Rows the backward's workspaces are padded to (seqlen_q rounded up to a multiple of this).

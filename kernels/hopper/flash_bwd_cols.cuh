@@ -39,6 +39,7 @@ template <class Cfg>
 __device__ __forceinline__ void bwd_issue_dkdv_ss(float (&dk)[BwdConsumer<Cfg>::kAccRegs],
                                                   float (&dv)[BwdConsumer<Cfg>::kAccRegs], uint32_t p_smem,
                                                   uint32_t ds_smem, const BwdStage<Cfg>& stage, int col_base) {
+  static_assert(!Cfg::kPanelSplit, "the even column split (flash_bwd_mla.cuh deals the MLA panels itself)");
   constexpr int N = BwdConsumer<Cfg>::kAccCols;
   static_assert(Cfg::kBlockM == kPanelCols, "P^T / dS^T as one K-major panel of 64 queries");
   const uint32_t cols = (col_base / kPanelCols) * Cfg::kQPanelBytes;

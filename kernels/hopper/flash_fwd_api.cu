@@ -37,21 +37,16 @@ extern "C" {
 // wrong places (a float added to a call moves no integer argument on x86-64: an older library would ignore it
 // silently). 1: 2026-12-04 (window_left / window_right / softcap in the forward, window_left / window_right in the
 // backward); 2: softcap in the backward (after window_right); 3: sinks in the forward (after softcap); 4: headdim_v
-// in the forward and the backward (after headdim) and fa3nn_hopper_supports_headdim's second argument. Libraries
-// built before 1 have no version and are refused too.
+// in the forward and the backward (after headdim), fa3nn_hopper_supports_headdim removed (never called; the head-dim
+// pairs are fa3nn/backends/hopper_bwd.py's HEADDIM_PAIRS). Libraries built before 1 have no version and are refused
+// too.
 int fa3nn_hopper_abi_version() { return 4; }
-
-// Whether this library's forward was built for (Q / K head dim, V / O head dim).
-int fa3nn_hopper_supports_headdim(int headdim, int headdim_v) {
-  return (headdim_v == headdim && (headdim == 64 || headdim == 128 || headdim == 256)) ||
-         (headdim == 192 && headdim_v == 128);
-}
 
 const char* fa3nn_hopper_last_error() { return g_error; }
 
 // Forward attention. q (batch, seqlen_q, nheads, d), k (batch, seqlen_k, nheads_kv, d), v (batch, seqlen_k,
-// nheads_kv, dv), out (batch, seqlen_q, nheads, dv), lse (batch, nheads, seqlen_q) float32 natural log; (d, dv) one
-// of fa3nn_hopper_supports_headdim's pairs. Varlen (cu_seqlens_q non-null): q/out (total_q, nheads, d / dv), k/v
+// nheads_kv, dv), out (batch, seqlen_q, nheads, dv), lse (batch, nheads, seqlen_q) float32 natural log; (d, dv)
+// equal 64, 128 or 256, or 192 / 128 (multi-head latent attention; no windows or softcap there). Varlen (cu_seqlens_q non-null): q/out (total_q, nheads, d / dv), k/v
 // (total_k, nheads_kv, d / dv), lse (nheads, total_q), batch = number of sequences, seqlen_q/seqlen_k =
 // total_q/total_k.
 // strides: 12 element strides, (batch, row, head) for q, k, v, out; the head dim must be contiguous.
@@ -85,13 +80,14 @@ int fa3nn_hopper_fwd(const void* q, const void* k, const void* v, void* out, flo
   pr.sinks = sinks;
   pr.headdim_v = headdim_v;
   if (headdim == 192 && headdim_v == 128) return run_d192_128(pr, bf16 != 0, causal != 0, variant);
-  if (headdim_v != headdim) return fail("%s", "unsupported head dims (built: equal 64, 128, 256, and 192 / 128)");
-  switch (headdim) {
-    case 64: return run_d64(pr, bf16 != 0, causal != 0, variant);
-    case 128: return run_d128(pr, bf16 != 0, causal != 0, variant);
-    case 256: return run_d256(pr, bf16 != 0, causal != 0, variant);
-    default: return fail("%s", "unsupported head dim (built: 64, 128, 256)");
+  if (headdim_v == headdim) {
+    switch (headdim) {
+      case 64: return run_d64(pr, bf16 != 0, causal != 0, variant);
+      case 128: return run_d128(pr, bf16 != 0, causal != 0, variant);
+      case 256: return run_d256(pr, bf16 != 0, causal != 0, variant);
+    }
   }
+  return fail("%s", kUnsupportedHeadDims);
 }
 
 }  // extern "C"

@@ -15,6 +15,10 @@ namespace fa3nn::hopper::host {
 // Records an error message for fa3nn_hopper_last_error() and returns nonzero (defined in flash_fwd_api.cu).
 int fail(const char* fmt, const char* detail);
 
+// The forward's and the backward's refusal of head dims they were not built for.
+constexpr const char* kUnsupportedHeadDims =
+    "unsupported head dims (built: q / k and v equal 64, 128 or 256, or q / k 192 with v 128)";
+
 // cuTensorMapEncodeTiled, resolved through the runtime so the library needs no -lcuda at link time.
 using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                    const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
