@@ -9,8 +9,9 @@
 #   gpu_archive NAME       everything in $out into $out/NAME (tar.gz) and the rest deleted: the device tool returns
 #                          only a few files
 #   stamp TEXT             "[<seconds since the script started> s] TEXT": where a call's time went
-#   gpu_pytest LOG LIMIT ARGS...  `pytest -m gpu` with 8 workers on ARGS into $out/LOG within LIMIT seconds; prints
-#                          its exit code and the last two lines (a whole-suite run wants no more workers: OOM)
+#   gpu_pytest LOG LIMIT ARGS...  `pytest -m gpu` with $TEST_WORKERS workers (default 8; 4 on an H100, whose 80 GB
+#                          the largest fp32 references of 8 outgrow: s37d, s38g) on ARGS into $out/LOG within LIMIT
+#                          seconds; prints its exit code and the last two lines
 #   gpu_ncu_fp8 NAME VARIANT LIMIT  Nsight Compute (--set full) of one FP8 forward launch (d128, 16k, K/V tiles of 384
 #                          rows, benchmark VARIANT) into $out/NAME.*: details, SASS csv and raw metrics; prints the
 #                          headline figures and the pipe utilizations
@@ -63,7 +64,7 @@ stamp() { echo "[$SECONDS s] $*"; }
 gpu_pytest() {
     local log=$1 limit=$2
     shift 2
-    timeout "$limit" python -m pytest -m gpu -n 8 -q -rfE -p no:cacheprovider "$@" > "$out/$log" 2>&1
+    timeout "$limit" python -m pytest -m gpu -n "${TEST_WORKERS:-8}" -q -rfE -p no:cacheprovider "$@" > "$out/$log" 2>&1
     echo "$log rc $?"; tail -n 2 "$out/$log"
 }
 
