@@ -13,6 +13,7 @@ script runs one backward per shape through that build and prints the medians ove
 Shapes of the FlashAttention-3 paper (batch x seqlen = 16384 tokens, nheads x headdim = 2048), bf16, non-causal, MHA.
 
     python scripts/bwd_trace.py --trace-lib build/trace/libfa3nn_hopper.so --json out.json [--seqlens 512 16384]
+    python scripts/bwd_trace.py --trace-lib ... --headdims 192 --headdim-v 128    # multi-head latent attention
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bwd_prepost_ab import backward_inputs  # noqa: E402
+from bwd_prepost_ab import backward_inputs, check_headdim_v  # noqa: E402
 
 from fa3nn.backends import hopper_build, hopper_bwd  # noqa: E402
 
@@ -69,15 +70,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trace-lib", type=Path, required=True)
     parser.add_argument("--headdims", nargs="+", type=int, default=[128, 64])
+    parser.add_argument("--headdim-v", type=int, default=None,
+                        help="V's head dim when it differs from q / k's (MLA: --headdims 192 --headdim-v 128)")
     parser.add_argument("--seqlens", nargs="+", type=int, default=[512, 2048, 16384])
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    check_headdim_v(parser, args)
     lib = hopper_build.load(args.trace_lib)
     rows = []
     for headdim in args.headdims:
         block_m = 128 if hopper_bwd.DEFAULT_VARIANTS[headdim] == "m128" else 64
         for seqlen in args.seqlens:
-            inputs, _ = backward_inputs(headdim, seqlen, False)
+            inputs, _ = backward_inputs(headdim, seqlen, False, headdim_v=args.headdim_v)
             hopper_bwd.launch(*inputs, library=lib, schedule="persistent")
             read_trace(lib, headdim)  # the warm-up's records, discarded (and the buffer zeroed)
             hopper_bwd.launch(*inputs, library=lib, schedule="persistent")

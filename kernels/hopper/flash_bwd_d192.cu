@@ -26,3 +26,10 @@ int run_bwd_d192_128(const BwdProblem& pr, bool bf16, bool causal, int variant) 
 }
 
 }  // namespace fa3nn::hopper::host
+
+#ifdef FA3NN_BWD_TRACE
+// The trace of this unit's kernels (flash_bwd_trace.cuh): out holds kBwdTraceCtas * kBwdTraceTiles * kTraceEvents.
+#pragma GCC visibility push(default)
+extern "C" int fa3nn_hopper_bwd_trace_d192(unsigned long long* out) { return fa3nn::hopper::read_bwd_trace(out); }
+#pragma GCC visibility pop
+#endif
