@@ -10,7 +10,8 @@ fa3nn's functions take the same names in the same positions. What each does here
 
 - qv: DeepSeek MLA's extra query against V, scores = q·kᵀ + qv·vᵀ. That is one attention over the concatenations
   [q, qv] and [k, v] along headdim with V unchanged (`with_qv`), which fa3nn runs as such (a headdim_qk != headdim_v
-  call: the Triton or reference backend; the copy of the concatenation is the price).
+  call of sizes the native kernels are not built for, which have 192 / 128 only: the Triton or reference backend; the
+  copy of the concatenation is the price).
 - q_descale, k_descale, v_descale: FP8 inputs (fa3nn.fp8.inputs).
 - attention_chunk: Llama 4's chunked attention (a query sees only keys of its own chunk of attention_chunk key
   positions), run as finer packed sequences (fa3nn.chunks), forward and backward (FlashAttention-3: forward only).
