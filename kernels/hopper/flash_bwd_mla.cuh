@@ -9,9 +9,13 @@
 // unevenly, four panel GEMMs (64 keys or queries x 64 columns x 64) per warpgroup and step:
 //   role 0 (warpgroup 1): dK panels 0-1 (N = 128), dV panel 0 (N = 64), dQ panel 0 (N = 64)
 //   role 1 (warpgroup 2): dK panel 2 (N = 64),     dV panel 1 (N = 64), dQ panels 1-2 (N = 128)
-// Registers per consumer thread: dK 64 / 32 + dV 32 + dQ 32 / 64 + S^T 16 + dP^T 16 (160 at most).
-// dQ (64 x 192 fp32, 48 KB) is staged in one buffer (BwdConfig::kDQBuffers; two Q / dO stages leave no room for a
-// second) and added by the dQ writer's TMA reduce-adds (bulk dQ; flash_bwd.cuh bwd_dq_writer).
+// Accumulators per consumer thread: dK 64 / 32 + dV 32 + dQ 32 / 64 + S^T 16 + dP^T 16 (160 at most; ptxas R194 of
+// 240, 0 spills, nvcc 13.0). dQ (64 x 192 fp32, 48 KB) is staged in one buffer (BwdConfig::kDQBuffers; two Q / dO
+// stages leave no room for a second) and added by the dQ writer's TMA reduce-adds (bulk dQ; bwd_dq_writer).
+// Measured (H100, bench.py, benchmarks/NOTES.md thirty-eighth session): 1.13-1.38x cuDNN non-causal, 0.79-1.00x causal
+// (cuDNN's causal MLA backward runs 1.6-1.7x its non-causal rate; ours the same rate either way), 1.37-1.89x the
+// Triton backward; one CTA per tile (persistent 0.83-0.93x, flash_bwd_launch.cuh use_persistent_bwd). Issuing the
+// next step's scores behind this step's dK / dV / dQ GEMMs (the d128 kernel's overlap) measured 0.87-0.98x: removed.
 #pragma once
 
 #include "flash_bwd_cols.cuh"  // bwd_cols_probs (and flash_bwd.cuh)
