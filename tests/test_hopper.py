@@ -413,16 +413,8 @@ def test_mla_varlen(dtype, causal):
 @pytest.mark.gpu
 @needs_hopper
 def test_mla_sinks(causal):
-    from fa3nn.sinks import apply_sinks
-
     q, k, v = random_qkv(2, 1537, 511, 6, 2, MLA[0], torch.bfloat16, device="cuda", headdim_v=MLA[1])
-    sinks = _sinks(6)
-    out = _poisoned((*q.shape[:-1], MLA[1]), q.dtype)
-    lse = _poisoned((2, 6, 1537), torch.float32)
-    launch(q, k, v, MLA[0] ** -0.5, causal, out=out, lse=lse, sinks=sinks)
-    out_py, lse_py = apply_sinks(*launch(q, k, v, MLA[0] ** -0.5, causal), sinks)
-    torch.testing.assert_close(out, out_py, atol=1e-5, rtol=2.0 ** -7)
-    torch.testing.assert_close(lse, lse_py, atol=2e-5, rtol=1e-6)
+    _sinks_against_plain(q, k, v, causal, _sinks(6))
 
 
 @pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
@@ -480,6 +472,22 @@ def _with_sinks_reference(q, k, v, causal, window_size, sinks, query_padding_mas
     return refs
 
 
+def _sinks_against_plain(q, k, v, causal, sinks, window_size=(-1, -1)):
+    """The kernel with sinks into NaN-poisoned out and lse against the same kernel without them corrected in Python
+    (fa3nn.sinks.apply_sinks: within a unit of bf16 / fp16); returns the kernel's (out, lse)."""
+    from fa3nn.sinks import apply_sinks
+
+    batch, seqlen_q, nheads, headdim = q.shape
+    out = _poisoned((batch, seqlen_q, nheads, v.shape[-1]), q.dtype)
+    lse = _poisoned((batch, nheads, seqlen_q), torch.float32)
+    launch(q, k, v, headdim**-0.5, causal, out=out, lse=lse, window_size=window_size, sinks=sinks)
+    out_py, lse_py = apply_sinks(*launch(q, k, v, headdim**-0.5, causal, window_size=window_size), sinks)
+    unit = 2.0 ** -7 if q.dtype == torch.bfloat16 else 2.0 ** -10
+    torch.testing.assert_close(out, out_py, atol=1e-5, rtol=unit)
+    torch.testing.assert_close(lse, lse_py, atol=2e-5, rtol=1e-6)
+    return out, lse
+
+
 @pytest.mark.parametrize("seqlens", [(1000, 1000), (1537, 511), (4224, 4224)], ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("mask", SINKS_MASKS, ids=_mask_id)
 @pytest.mark.parametrize("headdim", HEADDIMS)
@@ -487,18 +495,10 @@ def _with_sinks_reference(q, k, v, causal, window_size, sinks, query_padding_mas
 @pytest.mark.gpu
 @needs_hopper
 def test_sinks_in_the_kernel(dtype, headdim, mask, seqlens):
-    from fa3nn.sinks import apply_sinks
-
     causal, window_size = mask
     q, k, v = random_qkv(1 if seqlens[0] > 2000 else 2, *seqlens, 6, 2, headdim, dtype, device="cuda")
     sinks = _sinks(6)
-    out, lse = _poisoned(q.shape, dtype), _poisoned((q.shape[0], 6, q.shape[1]), torch.float32)
-    launch(q, k, v, headdim**-0.5, causal, out=out, lse=lse, window_size=window_size, sinks=sinks)
-    plain = launch(q, k, v, headdim**-0.5, causal, window_size=window_size)
-    out_py, lse_py = apply_sinks(*plain, sinks)
-    unit = 2.0 ** -7 if dtype == torch.bfloat16 else 2.0 ** -10
-    torch.testing.assert_close(out, out_py, atol=1e-5, rtol=unit)
-    torch.testing.assert_close(lse, lse_py, atol=2e-5, rtol=1e-6)
+    out, lse = _sinks_against_plain(q, k, v, causal, sinks, window_size)
     (out_ref, lse_ref), (out_pt, _) = _with_sinks_reference(q, k, v, causal, window_size, sinks)
     assert_error_ratio(out, out_ref, out_pt, "out")
     torch.testing.assert_close(lse, lse_ref, atol=1e-3, rtol=1e-4)

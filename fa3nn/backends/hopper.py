@@ -26,7 +26,6 @@ from fa3nn.backends.reference import ReferenceBackend
 from fa3nn.checks import check_native_softcap
 from fa3nn.sinks import check_sinks
 
-SUPPORTED_HEADDIMS = hopper_bwd.SUPPORTED_HEADDIMS
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 # Head dims whose softcap forward auto takes natively. H200, cap 30, s31h: d128 causal 1.11-1.17x Triton and windows
 # (1024, 0) / (4096, 0) 0.92-1.08x, d256 1.03-1.26x. The library has d64's too (tested): with softcap_tanh (two MUFU
