@@ -481,7 +481,10 @@ __device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const B
     for (int i = 0; i < walk.total; ++i, ++step, walk.advance()) {
       const int buffer = step & (Cfg::kDQBuffers - 1);  // step % kDQBuffers; a signed % or a helper changed SASS
       NamedBarrier::sync(Cfg::kDQFullBarrier + buffer, Cfg::kDQBarrierThreads);
-      if (issuer) {
+#ifndef FA3NN_MLA_ABLATE
+#define FA3NN_MLA_ABLATE 0
+#endif
+      if (issuer && !(Cfg::kPanelSplit && (FA3NN_MLA_ABLATE == 2 || FA3NN_MLA_ABLATE == 3))) {
         const uint8_t* stage = smem + Cfg::kOffDQ + buffer * Cfg::kDQStageBytes;
 #pragma unroll
         for (int tile = 0; tile < Cfg::kDQTiles; ++tile) {

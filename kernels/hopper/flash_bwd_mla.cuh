@@ -17,6 +17,9 @@
 // Triton backward; one CTA per tile (persistent 0.83-0.93x, flash_bwd_launch.cuh use_persistent_bwd). Issuing the
 // next step's scores behind this step's dK / dV / dQ GEMMs (the d128 kernel's overlap) measured 0.87-0.98x: removed.
 #pragma once
+#ifndef FA3NN_MLA_ABLATE
+#define FA3NN_MLA_ABLATE 0
+#endif
 
 #include "flash_bwd_cols.cuh"  // bwd_cols_probs (and flash_bwd.cuh)
 
@@ -72,7 +75,18 @@ __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* sm
       const uint64_t desc_do = make_desc_mnmajor_sw128(stage.do_smem + R::kDV0 * Cfg::kQPanelBytes, Cfg::kQPanelBytes);
       const uint64_t desc_q = make_desc_mnmajor_sw128(stage.q_smem + R::kDK0 * Cfg::kQPanelBytes, Cfg::kQPanelBytes);
       const uint64_t desc_ds_mn = make_desc_mnmajor_sw128(smem_addr(buf.ds), Cfg::kDSPanelBytes);
+#if FA3NN_MLA_ABLATE == 6 || FA3NN_MLA_ABLATE == 7
       warpgroup_arrive();
+#pragma unroll
+      for (int k = 0; k < Cfg::kBlockN / 16; ++k)
+#if FA3NN_MLA_ABLATE == 7
+        WgmmaSSBN<64 * R::kDQPanels, Cfg::kBF16>::mma(dq, desc_advance(desc_ds, k * 32),
+                                                      desc_advance(desc_k_dq, k * 16 * kPanelRowBytes), k > 0 ? 1 : 0);
+#else
+        WgmmaSSMN<64 * R::kDQPanels, Cfg::kBF16>::mma(dq, desc_advance(desc_ds_mn, k * 16 * kPanelRowBytes),
+                                                      desc_advance(desc_k_dq, k * 16 * kPanelRowBytes), k > 0 ? 1 : 0);
+#endif
+      wgmma_commit();
 #pragma unroll
       for (int k = 0; k < Cfg::kBlockM / 16; ++k)
         WgmmaSSBN<64 * R::kDVPanels, Cfg::kBF16>::mma(dv, desc_advance(desc_p, k * 32),
@@ -81,10 +95,55 @@ __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* sm
       for (int k = 0; k < Cfg::kBlockM / 16; ++k)
         WgmmaSSBN<64 * R::kDKPanels, Cfg::kBF16>::mma(dk, desc_advance(desc_ds, k * 32),
                                                       desc_advance(desc_q, k * 16 * kPanelRowBytes), 1);
+      wgmma_commit();
+      wgmma_wait<1>();
+      fence_operands(dq);
+      if (step >= 1) NamedBarrier::sync(Cfg::kDQEmptyBarrier, Cfg::kDQBarrierThreads);
+      {
+        const uint32_t tile = smem_addr(smem + Cfg::kOffDQ) + 2 * R::kDQ0 * Cfg::kDQPanelBytes;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int row = c.row_in_warpgroup(half);
+#pragma unroll
+          for (int j = 0; j < R::kDQRegs / 4; ++j)
+            st_shared_v2(tile + (j / 4) * Cfg::kDQPanelBytes + c.dq_panel_byte(row, j), dq[4 * j + 2 * half],
+                         dq[4 * j + 2 * half + 1]);
+        }
+      }
+      fence_proxy_async_smem();
+      NamedBarrier::arrive(Cfg::kDQFullBarrier, Cfg::kDQBarrierThreads);
+      wgmma_wait<0>();
+      fence_operands(dk);
+      fence_operands(dv);
+      if (c.leader) bars.qdo.consumer_release(st);
+      st.advance();
+      if (i + 1 == walk.total) {
+        bwd_trace(c.leader, kRole, tiles.iter, kTraceLoopEnd);
+        bwd_free_kv<Cfg>(c, bars, tiles);
+      }
+#else
+      warpgroup_arrive();
+#if FA3NN_MLA_ABLATE != 4
+#pragma unroll
+      for (int k = 0; k < Cfg::kBlockM / 16; ++k)
+        WgmmaSSBN<64 * R::kDVPanels, Cfg::kBF16>::mma(dv, desc_advance(desc_p, k * 32),
+                                                      desc_advance(desc_do, k * 16 * kPanelRowBytes), 1);
+#pragma unroll
+      for (int k = 0; k < Cfg::kBlockM / 16; ++k)
+        WgmmaSSBN<64 * R::kDKPanels, Cfg::kBF16>::mma(dk, desc_advance(desc_ds, k * 32),
+                                                      desc_advance(desc_q, k * 16 * kPanelRowBytes), 1);
+#endif
+#if FA3NN_MLA_ABLATE != 3
 #pragma unroll
       for (int k = 0; k < Cfg::kBlockN / 16; ++k)
+#if FA3NN_MLA_ABLATE == 5
+        WgmmaSSBN<64 * R::kDQPanels, Cfg::kBF16>::mma(dq, desc_advance(desc_ds, k * 32),
+                                                      desc_advance(desc_k_dq, k * 16 * kPanelRowBytes), k > 0 ? 1 : 0);
+#else
         WgmmaSSMN<64 * R::kDQPanels, Cfg::kBF16>::mma(dq, desc_advance(desc_ds_mn, k * 16 * kPanelRowBytes),
                                                       desc_advance(desc_k_dq, k * 16 * kPanelRowBytes), k > 0 ? 1 : 0);
+#endif
+#endif
       wgmma_commit();
       wgmma_wait<0>();
       fence_operands(dq);
@@ -102,6 +161,7 @@ __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* sm
       // this role's 32-column fp32 panels 2 kDQ0 ..
       if (step >= 1) NamedBarrier::sync(Cfg::kDQEmptyBarrier, Cfg::kDQBarrierThreads);
       const uint32_t tile = smem_addr(smem + Cfg::kOffDQ) + 2 * R::kDQ0 * Cfg::kDQPanelBytes;
+#if FA3NN_MLA_ABLATE != 1 && FA3NN_MLA_ABLATE != 3
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int row = c.row_in_warpgroup(half);
@@ -110,8 +170,10 @@ __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* sm
           st_shared_v2(tile + (j / 4) * Cfg::kDQPanelBytes + c.dq_panel_byte(row, j), dq[4 * j + 2 * half],
                        dq[4 * j + 2 * half + 1]);
       }
+#endif
       fence_proxy_async_smem();
       NamedBarrier::arrive(Cfg::kDQFullBarrier, Cfg::kDQBarrierThreads);
+#endif
     }
     bwd_end_tile(c, p, tiles, t, dk, dv, R::kDK0 * kPanelCols, R::kDV0 * kPanelCols);
     step0 += walk.total;

@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
-# Prepared at the end of the thirty-eighth session (NOTES "Next" 1 and 2). Carry build/libfa3nn_hopper.so and
-# build/trace/libfa3nn_hopper.so, both built from this checkout:
-#   FA3NN_KERNELS_DIR=kernels/hopper python -m fa3nn.backends.hopper_build --out build/libfa3nn_hopper.so
-#   FA3NN_KERNELS_DIR=kernels/hopper python -m fa3nn.backends.hopper_build --define FA3NN_BWD_TRACE \
-#       --out build/trace/libfa3nn_hopper.so
-# 1. Where a tile's time goes in the MLA backward (scripts/bwd_trace.py: per-step time, the first stage, the epilogue;
-#    persistent launches, which the trace needs to see several tiles per CTA) beside d256's column split (the same
-#    64-key blocks, 0.97-1.14x cuDNN on the H200): the MLA kernel ran ~2.4 us per step against ~0.9 us of wgmma (H100).
-# 2. The MLA forward's tiles on this card (128 x 96 short calls were chosen on the H200; on the H100 causal 512 / 2k
-#    read 0.67 / 0.82x cuDNN).
-# Set TEST_WORKERS=4 for any test stage added here when the device is an H100.
+# Prepared at the end of the thirty-eighth session (NOTES "Next" 1 and 2), extended in the thirty-ninth. Carry
+# build/libs.tar.xz: this checkout's library (libfa3nn_hopper.so), the trace build (trace/) and the MLA backward's
+# timing-only ablation builds (ablate1-4/, FA3NN_MLA_ABLATE: 1 no dQ staging stores, 2 no dQ reduce-adds, 3 no dQ at
+# all, 4 no dK / dV GEMMs; wrong results, timing only), each built from this checkout with
+#   FA3NN_KERNELS_DIR=kernels/hopper python -m fa3nn.backends.hopper_build [--define NAME] --out build/X/libfa3nn_hopper.so
+# and packed with `tar cJf build/libs.tar.xz -C build libfa3nn_hopper.so trace ablate1 ...` (23 MB each, 1.5 MB xz).
+# 1. Where a tile's time goes in the MLA backward (scripts/bwd_trace.py) beside d256's column split.
+# 2. What the MLA backward's step spends on dQ and on the dK / dV GEMMs (the ablation builds against this one).
+# 3. The MLA forward's tiles on this card (128 x 96 short calls were chosen on the H200).
 set -u
+python3 -c "import tarfile; tarfile.open('build/libs.tar.xz').extractall('build')"
 source "$(dirname "$0")/../gpu_env.sh"
 gpu_setup /tmp/fa3nn-s39a
 stamp start
@@ -21,7 +20,13 @@ for dims in "192 --headdim-v 128" "256"; do
     echo "trace $dims rc $?"; grep -E "^\| " "$out/trace_$tag.log"
     stamp "trace $dims"
 done
-timeout 200 python scripts/bench_hopper.py --headdims 192 --headdim-v 128 --seqlens 512 1024 2048 4096 \
+timeout 240 python3 scripts/bwd_build_ab.py --headdims 192 --headdim-v 128 --seqlens 2048 8192 --rounds 5 \
+    --compare a1_nostage=build/ablate1/libfa3nn_hopper.so a2_noreduce=build/ablate2/libfa3nn_hopper.so \
+    a3_nodq=build/ablate3/libfa3nn_hopper.so a4_nodkdv=build/ablate4/libfa3nn_hopper.so \
+    --json "$out/mla_ablate.json" > "$out/mla_ablate.log" 2>&1
+echo "ablate rc $?"; grep -E "^\| |main kernel" "$out/mla_ablate.log"
+stamp ablate
+timeout 200 python3 scripts/bench_hopper.py --headdims 192 --headdim-v 128 --seqlens 512 1024 2048 4096 \
     --variants full tiles_a tiles_b --ablation-seqlens --experiment-headdims --reps 5 \
     --json "$out/mla_tiles.json" > "$out/mla_tiles.log" 2>&1
 echo "tiles rc $?"; grep -E "^\| " "$out/mla_tiles.log"
