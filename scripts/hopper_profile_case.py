@@ -25,6 +25,8 @@ from fa3nn.masks import Window
 parser = argparse.ArgumentParser()
 parser.add_argument("--kernel", choices=("fwd", "fp8", "bwd", "cudnn"), default="fwd")
 parser.add_argument("--headdim", type=int, default=128)
+parser.add_argument("--headdim-v", type=int, default=None,
+                    help="V's head dim when it differs (fwd / bwd; MLA: --headdim 192 --headdim-v 128)")
 parser.add_argument("--seqlen", type=int, default=16384)
 parser.add_argument("--causal", action="store_true")
 parser.add_argument("--calls", type=int, default=3)
@@ -33,7 +35,10 @@ parser.add_argument("--variant", default="full", help="FP8 benchmark variant (fa
 args = parser.parse_args()
 batch, nheads = 16384 // args.seqlen, 2048 // args.headdim
 scale = args.headdim**-0.5
-q, k, v = (torch.randn(batch, args.seqlen, nheads, args.headdim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+if args.headdim_v is not None and args.kernel not in ("fwd", "bwd"):
+    parser.error("--headdim-v is for --kernel fwd / bwd")
+q, k, v = (torch.randn(batch, args.seqlen, nheads, d, device="cuda", dtype=torch.bfloat16)
+           for d in (args.headdim, args.headdim, args.headdim_v or args.headdim))
 if args.kernel == "fwd":
     def call():
         launch(q, k, v, scale, args.causal)
@@ -55,11 +60,12 @@ elif args.kernel == "cudnn":
             torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=args.causal, scale=scale)
 else:
     out, lse = launch(q, k, v, scale, args.causal)
-    dout = torch.randn_like(q)
+    dout = torch.randn_like(out)
 
     def call():
         hopper_bwd.launch(dout, q, k, v, out, lse, scale, args.causal)
 for _ in range(args.calls):
     call()
 torch.cuda.synchronize()
-print(f"ran {args.calls} calls of {args.kernel}: d{args.headdim} seqlen {args.seqlen} causal={args.causal}")
+print(f"ran {args.calls} calls of {args.kernel}: d{args.headdim} / {args.headdim_v or args.headdim} "
+      f"seqlen {args.seqlen} causal={args.causal}")

@@ -481,10 +481,7 @@ __device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const B
     for (int i = 0; i < walk.total; ++i, ++step, walk.advance()) {
       const int buffer = step & (Cfg::kDQBuffers - 1);  // step % kDQBuffers; a signed % or a helper changed SASS
       NamedBarrier::sync(Cfg::kDQFullBarrier + buffer, Cfg::kDQBarrierThreads);
-#ifndef FA3NN_MLA_ABLATE
-#define FA3NN_MLA_ABLATE 0
-#endif
-      if (issuer && !(Cfg::kPanelSplit && (FA3NN_MLA_ABLATE == 2 || FA3NN_MLA_ABLATE == 3))) {
+      if (issuer) {
         const uint8_t* stage = smem + Cfg::kOffDQ + buffer * Cfg::kDQStageBytes;
 #pragma unroll
         for (int tile = 0; tile < Cfg::kDQTiles; ++tile) {
@@ -715,27 +712,44 @@ struct BwdConsumer {
   }
 
   // Bulk dQ: the same fragment into this warpgroup's part of the fp32 staging tile, as a 128B-swizzled TMA box of
-  // 64 rows x 32 columns per 8 KB panel reads it: element (row, col) at byte panel * 8192 + row * 128 +
-  // (((col % 32) / 4) ^ (row % 8)) * 16 + (col % 4) * 4. The swizzle also keeps the float2 stores conflict-free:
-  // the 8 rows of a warp's store (row % 8 = lane / 4) land on 4 distinct 32-B chunk pairs, so 256 B take the
-  // minimum 2 wavefronts (a plain row-major tile, 512 B per row, would put all 8 rows on the same banks: 8).
-  // st.shared (STS.64) on the 32-bit shared address, not a C++ store through the generic pointer (ST.E.64).
+  // 64 rows x 32 columns per 8 KB panel reads it (store_dq_slabs). st.shared (STS.64) on the 32-bit shared address,
+  // not a C++ store through the generic pointer (ST.E.64).
   __device__ __forceinline__ void stage_dq(uint8_t* stage, const float (&dq)[kDQRegs]) const {
     static_assert(!Cfg::kPanelSplit, "kDQCols / col offsets do not describe the MLA panels (flash_bwd_mla.cuh)");
     const uint32_t tile = smem_addr(stage) + (Cfg::kDQTiles > 1 ? wg * Cfg::kDQTileBytes : 0);
     const int panel0 = Cfg::kDQTiles > 1 ? 0 : wg * Cfg::kDQCols / Cfg::kDQPanelCols;
+    store_dq_slabs<true>(dq, [&](int panel) { return tile + (panel0 + panel) * Cfg::kDQPanelBytes; });
+  }
+
+  // An fp32 accumulator's 8-column slabs (slab j: columns 8j + 2q, +1 of this thread's two rows, q = tid % 4) into
+  // 64 x 32 fp32 panels, 4 slabs a panel starting at panel_addr(j / 4), as a 128B-swizzled TMA box reads them:
+  // element (row, col) at row * 128 + (((col % 32) / 4) ^ (row % 8)) * 16 + (col % 4) * 4. STS.64 runs a warp as two
+  // half-warps of 16 lanes (rows r0 .. r0 + 3, q 0-3); storing slab j from every lane puts a half-warp's 8 float2 on
+  // 4 of the 8 16-B chunks (chunk 2 (j % 4) + q / 2 XOR row % 8: q / 2 flips the bit that rows 0-3 flip too), 4
+  // wavefronts a store against 2 (Nsight Compute, d128 and MLA, H200, s39d). kSpread: lanes with q / 2 = 1 store
+  // slab j ^ 2 (chunk bit 2 flipped, which rows r0 .. r0 + 3 leave alone) while the others store slab j, so the 16
+  // lanes hit 8 distinct chunks, 2 wavefronts; a select per value picks the registers. Measured (H200, s39e, same
+  // run): d64 1.01-1.04x, d128 1.02-1.04x, MLA 1.02-1.07x; d256's ring staging 0.88-0.97x (cause not found), so
+  // stage_dq_ring keeps every lane on slab j.
+  template <bool kSpread, int kRegs, class PanelAddr>
+  __device__ __forceinline__ void store_dq_slabs(const float (&dq)[kRegs], PanelAddr panel_addr) const {
+    static_assert(kRegs % 16 == 0, "whole 32-column panels (4 slabs of 4 registers)");
+    const bool upper = kSpread && (tid & 2) != 0;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = row_in_warpgroup(half);
 #pragma unroll
-      for (int j = 0; j < kDQRegs / 4; ++j)
-        st_shared_v2(tile + (panel0 + j / 4) * Cfg::kDQPanelBytes + dq_panel_byte(row, j), dq[4 * j + 2 * half],
-                     dq[4 * j + 2 * half + 1]);
+      for (int n = 0; n < kRegs / 4; ++n) {
+        const int alt = n ^ 2;  // the same panel's other slab pair
+        const int i = 4 * n + 2 * half, k = 4 * alt + 2 * half;
+        st_shared_v2(panel_addr(n / 4) + dq_panel_byte(row, upper ? alt : n), upper ? dq[k] : dq[i],
+                     upper ? dq[k + 1] : dq[i + 1]);
+      }
     }
   }
 
   // Byte of this thread's dQ columns 8j + 2q, +1 in their 64 x 32 fp32 panel (j / 4), at `row`: in-panel column
-  // 8 (j % 4) + 2q, 16-B chunk 2 (j % 4) + q / 2 swizzled with row % 8 (stage_dq's layout).
+  // 8 (j % 4) + 2q, 16-B chunk 2 (j % 4) + q / 2 swizzled with row % 8 (store_dq_slabs' layout).
   __device__ __forceinline__ uint32_t dq_panel_byte(int row, int j) const {
     const int chunk = 2 * (j % 4) + (tid % 4) / 2;
     return row * 128 + ((chunk ^ (row % 8)) << 4) + 8 * (tid % 2);

@@ -67,14 +67,7 @@ __device__ __forceinline__ uint32_t ring_dq_panel(uint32_t index, int wg, int j)
 template <class Cfg>
 __device__ __forceinline__ void BwdConsumer<Cfg>::stage_dq_ring(uint32_t base, uint32_t index,
                                                                 const float (&dq)[kDQRegs]) const {
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int row = row_in_warpgroup(half);
-#pragma unroll
-    for (int j = 0; j < kDQRegs / 4; ++j)
-      st_shared_v2(base + ring_dq_panel<Cfg>(index, wg, j / 4) + dq_panel_byte(row, j), dq[4 * j + 2 * half],
-                   dq[4 * j + 2 * half + 1]);
-  }
+  store_dq_slabs<false>(dq, [&](int panel) { return base + ring_dq_panel<Cfg>(index, wg, panel); });
 }
 
 // kDQInRing's dQ writer (warp 1 of the producer warpgroup): per step, once both consumers have staged their dQ in
@@ -118,18 +111,19 @@ struct BwdColsBuffers {
 };
 
 // A column-split step's first half (this file's consumer and flash_bwd_mla.cuh's): S^T and dP^T for this
-// warpgroup's queries over all 64 keys, P^T and dS^T written to the step's buffers (step & 1), then the barrier
-// after which both warpgroups' queries of them are written and visible to the async proxy.
-template <class Cfg>
+// warpgroup's queries over all 64 keys, issued by issue_scores() as two commit groups (S^T first), P^T and dS^T
+// written to the step's buffers (step & 1), then the barrier after which both warpgroups' queries of them are
+// written and visible to the async proxy.
+template <class Cfg, class IssueScores>
 __device__ __forceinline__ BwdColsBuffers bwd_cols_probs(const BwdConsumer<Cfg>& c, const BwdParams& p,
                                                          const BwdSeq& seq, const BwdStage<Cfg>& stage,
-                                                         const BwdKVDescs<Cfg>& descs, uint8_t* smem, int step,
-                                                         int m_block, int n_block,
+                                                         uint8_t* smem, int step, int m_block, int n_block,
                                                          float (&s)[BwdConsumer<Cfg>::kSRegs],
                                                          float (&dp)[BwdConsumer<Cfg>::kSRegs],
                                                          uint32_t (&pa)[BwdConsumer<Cfg>::kKSteps][4],
-                                                         uint32_t (&dsa)[BwdConsumer<Cfg>::kKSteps][4]) {
-  bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, stage, c.query_base() * kPanelRowBytes);
+                                                         uint32_t (&dsa)[BwdConsumer<Cfg>::kKSteps][4],
+                                                         IssueScores issue_scores) {
+  issue_scores();
   wgmma_wait<1>();
   fence_operands(s);
   c.masked_probs(s, p, seq, stage.lse_log2, m_block, n_block);
@@ -173,8 +167,9 @@ __device__ __forceinline__ void bwd_consumer_cols(const BwdParams& p, uint8_t* s
       if (i == 0) bwd_trace(c.leader, wg, tiles.iter, kTraceFirstStage);
       const BwdStage<Cfg> stage(smem, base, st.index);
 
-      const BwdColsBuffers buf =
-          bwd_cols_probs(c, p, t.seq, stage, descs, smem, step, m_block, n_block, s, dp, pa, dsa);
+      const BwdColsBuffers buf = bwd_cols_probs(c, p, t.seq, stage, smem, step, m_block, n_block, s, dp, pa, dsa, [&] {
+        bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, stage, c.query_base() * kPanelRowBytes);
+      });
       bwd_issue_dkdv_ss<Cfg>(dk, dv, smem_addr(buf.p), smem_addr(buf.ds), stage, c.col_base());
       bwd_issue_dq<Cfg>(dq, smem_addr(buf.ds), wg, descs.k_dq);
       wgmma_commit();

@@ -9,17 +9,22 @@
 // unevenly, four panel GEMMs (64 keys or queries x 64 columns x 64) per warpgroup and step:
 //   role 0 (warpgroup 1): dK panels 0-1 (N = 128), dV panel 0 (N = 64), dQ panel 0 (N = 64)
 //   role 1 (warpgroup 2): dK panel 2 (N = 64),     dV panel 1 (N = 64), dQ panels 1-2 (N = 128)
-// Accumulators per consumer thread: dK 64 / 32 + dV 32 + dQ 32 / 64 + S^T 16 + dP^T 16 (160 at most; ptxas R194 of
-// 240, 0 spills, nvcc 13.0). dQ (64 x 192 fp32, 48 KB) is staged in one buffer (BwdConfig::kDQBuffers; two Q / dO
-// stages leave no room for a second) and added by the dQ writer's TMA reduce-adds (bulk dQ; bwd_dq_writer).
-// Measured (H100, bench.py, benchmarks/NOTES.md thirty-eighth session): 1.13-1.38x cuDNN non-causal, 0.79-1.00x causal
+// Accumulators per consumer thread: dK 64 / 32 + dV 32 + dQ 32 / 64 + S^T 16 + dP^T 16 (160 at most), and V's A
+// fragments for dP^T (32, loaded once per tile; mla_issue_dp): ptxas R223 of 240, 0 spills, nvcc 13.0. dQ (64 x 192
+// fp32, 48 KB) is staged in one buffer (BwdConfig::kDQBuffers; two Q / dO stages leave no room for a second) and
+// added by the dQ writer's TMA reduce-adds (bulk dQ; bwd_dq_writer).
+// Where a step's time goes (benchmarks/NOTES.md thirty-ninth session): 2.1 us per 64 x 64 step against d256's 3.2
+// (H100, bwd_trace.py), the same rate per FLOP; without dQ (GEMM, staging and reduce-adds, a timing-only build) a
+// step ran 1.4-1.6x faster, and Nsight Compute (H200, 8k) puts L2 at 82% of its peak: each 64-key step loads Q and
+// dO (40 KB) and reduce-adds dQ (48 KB), twice d128's L2 bytes per FLOP. Larger key blocks or Q / dO multicast across
+// a cluster are the next step. V in registers (the SS form read V, 16 KB, in both warpgroups every step) measured
+// 1.01-1.03x, the dQ staging without bank conflicts (store_dq_slabs) 1.02-1.07x (H200, s39c / s39e).
+// Measured before those (H100, bench.py, thirty-eighth session): 1.13-1.38x cuDNN non-causal, 0.79-1.00x causal
 // (cuDNN's causal MLA backward runs 1.6-1.7x its non-causal rate; ours the same rate either way), 1.37-1.89x the
 // Triton backward; one CTA per tile (persistent 0.83-0.93x, flash_bwd_launch.cuh use_persistent_bwd). Issuing the
-// next step's scores behind this step's dK / dV / dQ GEMMs (the d128 kernel's overlap) measured 0.87-0.98x: removed.
+// next step's scores behind this step's dK / dV / dQ GEMMs (the d128 kernel's overlap) measured 0.87-0.98x, and
+// issuing dQ first with its staging under dK / dV 0.99-1.01x: neither kept.
 #pragma once
-#ifndef FA3NN_MLA_ABLATE
-#define FA3NN_MLA_ABLATE 0
-#endif
 
 #include "flash_bwd_cols.cuh"  // bwd_cols_probs (and flash_bwd.cuh)
 
@@ -33,6 +38,18 @@ struct MlaPanels {
   static constexpr int kDQ0 = kRole == 0 ? 0 : 1, kDQPanels = kRole == 0 ? 1 : 2;
   static constexpr int kDKRegs = 32 * kDKPanels, kDVRegs = 32 * kDVPanels, kDQRegs = 32 * kDQPanels;
 };
+
+// dP^T = V dO^T over V's head dim (not committed): A = V from registers (va, this tile's), B = the warpgroup's
+// queries of dO read K-major from the stage (64-column panels kQPanelBytes apart). V in registers spares the
+// shared-memory reads of V that the SS form repeats in both warpgroups every step.
+template <class Cfg>
+__device__ __forceinline__ void mla_issue_dp(float (&dp)[BwdConsumer<Cfg>::kSRegs],
+                                             const uint32_t (&va)[Cfg::kHeadDimV / 16][4], uint64_t desc_do) {
+#pragma unroll
+  for (int k = 0; k < Cfg::kHeadDimV / 16; ++k)
+    WgmmaRSK<BwdConsumer<Cfg>::kSQueries, Cfg::kBF16>::mma(
+        dp, va[k], desc_advance(desc_do, (k / 4) * Cfg::kQPanelBytes + (k % 4) * 32), k > 0 ? 1 : 0);
+}
 
 template <class Cfg, int kRole>
 __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars) {
@@ -51,6 +68,7 @@ __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* sm
   float dk[R::kDKRegs], dv[R::kDVRegs], dq[R::kDQRegs];
   float s[C::kSRegs], dp[C::kSRegs];
   uint32_t pa[C::kKSteps][4], dsa[C::kKSteps][4];
+  uint32_t va[Cfg::kHeadDimV / 16][4];  // V's A fragments (all 64 keys), loaded once per tile
 
   PipelineState<Cfg::kStages> st;
   int step0 = 0;  // the CTA's steps before this tile (the P^T / dS^T buffers alternate across tiles)
@@ -58,6 +76,7 @@ __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* sm
     const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
     const int n_block = t.n_block;
     BwdQueryWalk<Cfg> walk = bwd_begin_tile(c, p, bars, tiles, t, dk, dv);
+    ld_shared_a_fragments_sw128<Cfg::kHeadDimV>(va, base + Cfg::kOffV, Cfg::kKVPanelBytes, c.tid);
     for (int i = 0; i < walk.total; ++i, walk.advance()) {
       const int step = step0 + i;
       const int m_block = walk.m_block;
@@ -65,8 +84,15 @@ __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* sm
       if (i == 0) bwd_trace(c.leader, kRole, tiles.iter, kTraceFirstStage);
       const BwdStage<Cfg> stage(smem, base, st.index);
 
-      const BwdColsBuffers buf =
-          bwd_cols_probs(c, p, t.seq, stage, descs, smem, step, m_block, n_block, s, dp, pa, dsa);
+      const uint32_t query_rows = c.query_base() * kPanelRowBytes;
+      const BwdColsBuffers buf = bwd_cols_probs(c, p, t.seq, stage, smem, step, m_block, n_block, s, dp, pa, dsa, [&] {
+        warpgroup_arrive();
+        gemm_ss<C::kSQueries, Cfg::kHeadDim, Cfg::kBF16, Cfg::kKVPanelBytes, Cfg::kQPanelBytes>(
+            s, descs.k_rows, make_desc_kmajor_sw128(stage.q_smem + query_rows));
+        wgmma_commit();
+        mla_issue_dp<Cfg>(dp, va, make_desc_kmajor_sw128(stage.do_smem + query_rows));
+        wgmma_commit();
+      });
 
       // dV += P^T dO and dK += dS^T Q over this role's panels (A: all 64 queries, K-major; B: N-major), then
       // dQ = dS K; one commit group.
@@ -75,18 +101,7 @@ __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* sm
       const uint64_t desc_do = make_desc_mnmajor_sw128(stage.do_smem + R::kDV0 * Cfg::kQPanelBytes, Cfg::kQPanelBytes);
       const uint64_t desc_q = make_desc_mnmajor_sw128(stage.q_smem + R::kDK0 * Cfg::kQPanelBytes, Cfg::kQPanelBytes);
       const uint64_t desc_ds_mn = make_desc_mnmajor_sw128(smem_addr(buf.ds), Cfg::kDSPanelBytes);
-#if FA3NN_MLA_ABLATE == 6 || FA3NN_MLA_ABLATE == 7
       warpgroup_arrive();
-#pragma unroll
-      for (int k = 0; k < Cfg::kBlockN / 16; ++k)
-#if FA3NN_MLA_ABLATE == 7
-        WgmmaSSBN<64 * R::kDQPanels, Cfg::kBF16>::mma(dq, desc_advance(desc_ds, k * 32),
-                                                      desc_advance(desc_k_dq, k * 16 * kPanelRowBytes), k > 0 ? 1 : 0);
-#else
-        WgmmaSSMN<64 * R::kDQPanels, Cfg::kBF16>::mma(dq, desc_advance(desc_ds_mn, k * 16 * kPanelRowBytes),
-                                                      desc_advance(desc_k_dq, k * 16 * kPanelRowBytes), k > 0 ? 1 : 0);
-#endif
-      wgmma_commit();
 #pragma unroll
       for (int k = 0; k < Cfg::kBlockM / 16; ++k)
         WgmmaSSBN<64 * R::kDVPanels, Cfg::kBF16>::mma(dv, desc_advance(desc_p, k * 32),
@@ -95,55 +110,10 @@ __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* sm
       for (int k = 0; k < Cfg::kBlockM / 16; ++k)
         WgmmaSSBN<64 * R::kDKPanels, Cfg::kBF16>::mma(dk, desc_advance(desc_ds, k * 32),
                                                       desc_advance(desc_q, k * 16 * kPanelRowBytes), 1);
-      wgmma_commit();
-      wgmma_wait<1>();
-      fence_operands(dq);
-      if (step >= 1) NamedBarrier::sync(Cfg::kDQEmptyBarrier, Cfg::kDQBarrierThreads);
-      {
-        const uint32_t tile = smem_addr(smem + Cfg::kOffDQ) + 2 * R::kDQ0 * Cfg::kDQPanelBytes;
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int row = c.row_in_warpgroup(half);
-#pragma unroll
-          for (int j = 0; j < R::kDQRegs / 4; ++j)
-            st_shared_v2(tile + (j / 4) * Cfg::kDQPanelBytes + c.dq_panel_byte(row, j), dq[4 * j + 2 * half],
-                         dq[4 * j + 2 * half + 1]);
-        }
-      }
-      fence_proxy_async_smem();
-      NamedBarrier::arrive(Cfg::kDQFullBarrier, Cfg::kDQBarrierThreads);
-      wgmma_wait<0>();
-      fence_operands(dk);
-      fence_operands(dv);
-      if (c.leader) bars.qdo.consumer_release(st);
-      st.advance();
-      if (i + 1 == walk.total) {
-        bwd_trace(c.leader, kRole, tiles.iter, kTraceLoopEnd);
-        bwd_free_kv<Cfg>(c, bars, tiles);
-      }
-#else
-      warpgroup_arrive();
-#if FA3NN_MLA_ABLATE != 4
-#pragma unroll
-      for (int k = 0; k < Cfg::kBlockM / 16; ++k)
-        WgmmaSSBN<64 * R::kDVPanels, Cfg::kBF16>::mma(dv, desc_advance(desc_p, k * 32),
-                                                      desc_advance(desc_do, k * 16 * kPanelRowBytes), 1);
-#pragma unroll
-      for (int k = 0; k < Cfg::kBlockM / 16; ++k)
-        WgmmaSSBN<64 * R::kDKPanels, Cfg::kBF16>::mma(dk, desc_advance(desc_ds, k * 32),
-                                                      desc_advance(desc_q, k * 16 * kPanelRowBytes), 1);
-#endif
-#if FA3NN_MLA_ABLATE != 3
 #pragma unroll
       for (int k = 0; k < Cfg::kBlockN / 16; ++k)
-#if FA3NN_MLA_ABLATE == 5
-        WgmmaSSBN<64 * R::kDQPanels, Cfg::kBF16>::mma(dq, desc_advance(desc_ds, k * 32),
-                                                      desc_advance(desc_k_dq, k * 16 * kPanelRowBytes), k > 0 ? 1 : 0);
-#else
         WgmmaSSMN<64 * R::kDQPanels, Cfg::kBF16>::mma(dq, desc_advance(desc_ds_mn, k * 16 * kPanelRowBytes),
                                                       desc_advance(desc_k_dq, k * 16 * kPanelRowBytes), k > 0 ? 1 : 0);
-#endif
-#endif
       wgmma_commit();
       wgmma_wait<0>();
       fence_operands(dq);
@@ -161,19 +131,9 @@ __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* sm
       // this role's 32-column fp32 panels 2 kDQ0 ..
       if (step >= 1) NamedBarrier::sync(Cfg::kDQEmptyBarrier, Cfg::kDQBarrierThreads);
       const uint32_t tile = smem_addr(smem + Cfg::kOffDQ) + 2 * R::kDQ0 * Cfg::kDQPanelBytes;
-#if FA3NN_MLA_ABLATE != 1 && FA3NN_MLA_ABLATE != 3
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int row = c.row_in_warpgroup(half);
-#pragma unroll
-        for (int j = 0; j < R::kDQRegs / 4; ++j)
-          st_shared_v2(tile + (j / 4) * Cfg::kDQPanelBytes + c.dq_panel_byte(row, j), dq[4 * j + 2 * half],
-                       dq[4 * j + 2 * half + 1]);
-      }
-#endif
+      c.template store_dq_slabs<true>(dq, [&](int panel) { return tile + panel * Cfg::kDQPanelBytes; });
       fence_proxy_async_smem();
       NamedBarrier::arrive(Cfg::kDQFullBarrier, Cfg::kDQBarrierThreads);
-#endif
     }
     bwd_end_tile(c, p, tiles, t, dk, dv, R::kDK0 * kPanelCols, R::kDV0 * kPanelCols);
     step0 += walk.total;

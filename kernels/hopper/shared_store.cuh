@@ -48,4 +48,29 @@ __device__ __forceinline__ float2 ld_shared_v2(uint32_t addr) {
   return v;
 }
 
+// One 32-bit word from shared address `addr` (4-B aligned), as LDS.
+__device__ __forceinline__ uint32_t ld_shared_b32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+
+// A warpgroup's A fragments of m64nNk16 (kCols / 16 k-steps of 4 words: a[k][j] holds row (tid / 32) * 16 +
+// (tid % 32) / 4 + 8 (j % 2), columns 16 k + 8 (j / 2) + 2 (tid % 4), +1) from 64 rows of 16-bit elements at `base`
+// in the 128-B-swizzled layout st_shared_rows_sw128 writes (64-column panels `panel_bytes` apart, 16-B chunk c of
+// row r at c ^ (r % 8)).
+template <int kCols>
+__device__ __forceinline__ void ld_shared_a_fragments_sw128(uint32_t (&a)[kCols / 16][4], uint32_t base,
+                                                            uint32_t panel_bytes, int tid) {
+#pragma unroll
+  for (int k = 0; k < kCols / 16; ++k)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int row = (tid / 32) * 16 + (tid % 32) / 4 + 8 * (j % 2);
+      const int slab = 2 * k + j / 2;  // 8-column slab: panel slab / 8, chunk slab % 8
+      a[k][j] = ld_shared_b32(base + (slab / 8) * panel_bytes + row * 128 + (((slab % 8) ^ (row % 8)) << 4) +
+                              4 * (tid % 4));
+    }
+}
+
 }  // namespace fa3nn::hopper

@@ -4,6 +4,7 @@
 //   RS: A from registers (4 x .b32 of packed 16-bit pairs), B from shared memory N-major (trans-b = 1): O += P V.
 //   SSMN: A M-major and B N-major from shared memory (trans-a = trans-b = 1): the backward's dQ = dS K.
 //   SSBN: A K-major and B N-major from shared memory (trans-a = 0, trans-b = 1): the d256 backward's dV += P^T dO.
+//   RSK: A from registers, B K-major from shared memory (trans-b = 0): the MLA backward's dP^T = V dO^T.
 // scale_d = 0 overwrites the accumulator, 1 accumulates. Issue between warpgroup_arrive() and wgmma_commit().
 #pragma once
 #include <cstdint>
@@ -16,6 +17,7 @@ template <int N, bool kBF16> struct WgmmaSS;
 template <int N, bool kBF16> struct WgmmaRS;
 template <int N, bool kBF16> struct WgmmaSSMN;
 template <int N, bool kBF16> struct WgmmaSSBN;
+template <int N, bool kBF16> struct WgmmaRSK;
 
 template <> struct WgmmaSS<32, true> {
   __device__ __forceinline__ static void mma(float (&d)[16], uint64_t desc_a, uint64_t desc_b, int scale_d) {
@@ -204,6 +206,17 @@ template <> struct WgmmaSSBN<128, true> {
   }
 };
 
+template <> struct WgmmaRSK<32, true> {
+  __device__ __forceinline__ static void mma(float (&d)[16], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 " FA3NN_WGMMA_ACC_16
+        ", {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
+        : FA3NN_WGMMA_ACC_OUT_16
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+  }
+};
+
 template <> struct WgmmaSS<32, false> {
   __device__ __forceinline__ static void mma(float (&d)[16], uint64_t desc_a, uint64_t desc_b, int scale_d) {
     asm volatile(
@@ -388,6 +401,17 @@ template <> struct WgmmaSSBN<128, false> {
         ", %64, %65, p, 1, 1, 0, 1;\n}\n"
         : FA3NN_WGMMA_ACC_OUT_64
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+};
+
+template <> struct WgmmaRSK<32, false> {
+  __device__ __forceinline__ static void mma(float (&d)[16], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 " FA3NN_WGMMA_ACC_16
+        ", {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
+        : FA3NN_WGMMA_ACC_OUT_16
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
   }
 };
 
