@@ -22,8 +22,9 @@ fa3nn's functions take the same names in the same positions. What each does here
   SM; a positive value is checked and warned about once (results are unchanged, only the overlap is).
 - return_attn_probs: return (out, lse) instead of out, as FlashAttention-3 does (fa3nn's `return_lse` is the same).
 
-FlashAttention-3's flash_attn_qkvpacked_func (fa3nn.interface) and flash_attn_combine (fa3nn.combine) exist too;
-flash_attn_with_kvcache (decoding with an in-place cache update, paged caches, rotary) does not.
+FlashAttention-3's flash_attn_qkvpacked_func (fa3nn.interface), flash_attn_combine (fa3nn.combine) and
+flash_attn_with_kvcache (fa3nn.kvcache: an in-place cache update, paged caches, rotary; no qv, FP8 caches or varlen
+queries) exist too.
 """
 
 from __future__ import annotations

@@ -1,0 +1,261 @@
+"""FlashAttention-3's flash_attn_with_kvcache: new queries attend to a KV cache, after the new keys / values (if
+given) are written into it in place. Decoding and evaluation loops call it; it has no gradient (as FlashAttention-3's).
+
+The cache, as FlashAttention-3 reads it:
+- plain: k_cache (batch_cache, seqlen_cache, nheads_k, headdim), v_cache (..., headdim_v); sequence b is row
+  cache_batch_idx[b] (default b). Its keys are cache rows [cache_leftpad[b], cache_seqlens[b]) (leftpad default 0,
+  cache_seqlens default seqlen_cache), and k / v (batch, seqlen_new, nheads_k, headdim) are written at rows
+  cache_seqlens[b] .. cache_seqlens[b] + seqlen_new - 1 first, which must fit in seqlen_cache.
+- paged: k_cache (num_pages, page_size, nheads_k, headdim) with page_table (batch, pages_per_seq) int32; logical row
+  r of sequence b is page page_table[b, r // page_size], row r % page_size. No cache_batch_idx or cache_leftpad.
+Attention then runs over keys of length cache_seqlens - cache_leftpad + seqlen_new per sequence, masks aligned
+bottom-right (the queries are the last positions), through flash_attn_varlen_func's dense slots with seqused_k.
+
+Rotary (rotary_cos / rotary_sin (seqlen_ro, rotary_dim / 2), rotary_interleaved: GPT-J pairs (x0, x1), (x2, x3) ...;
+else GPT-NeoX halves) rotates the first rotary_dim columns of k at logical positions cache_seqlens - cache_leftpad + i,
+and q at those positions when causal or windowed, else every query at cache_seqlens - cache_leftpad.
+
+Unlike FlashAttention-3's single kernel, a cache that is not plain-and-in-order (cache_batch_idx, cache_leftpad or a
+page table) is gathered into a dense copy first; the write, the rotary and the gather are torch operations. The
+lengths are read on the host once per call (a sync) to check that the writes fit: FlashAttention-3 writes past the
+cache's end instead.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fa3nn.checks import check_bool, check_window_size, type_name
+from fa3nn.fa3_compat import check_hints
+from fa3nn.interface import flash_attn_varlen_func
+
+# FlashAttention-3 arguments this function refuses, with what to do instead.
+_REFUSED = {
+    "qv": "call flash_attn_func with the concatenations [q, qv] and [k, v] over the gathered cache",
+    "q_descale": "FP8 caches are not read here; dequantize the cache or use flash_attn_func with descales",
+    "k_descale": "FP8 caches are not read here; dequantize the cache or use flash_attn_func with descales",
+    "v_descale": "FP8 caches are not read here; dequantize the cache or use flash_attn_func with descales",
+    "cu_seqlens_q": "pad the new queries to (batch, seqlen_q, nheads, headdim)",
+    "cu_seqlens_k_new": "pad the new keys to (batch, seqlen_new, nheads_k, headdim)",
+    "max_seqlen_q": "it goes with cu_seqlens_q, which is not taken",
+    "rotary_seqlens": "rotary positions follow cache_seqlens here",
+    "scheduler_metadata": "FlashAttention-3's precomputed schedule does not apply to fa3nn's kernels",
+}
+
+
+def _what(value) -> str:
+    """A value as error messages name it: a tensor's dtype, shape and device, else its type."""
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of dtype {value.dtype}, shape {tuple(value.shape)}, device {value.device}"
+    return type_name(value)
+
+
+def _int_vector(name: str, value, batch: int, device: torch.device, what: str) -> torch.Tensor:
+    """An int32 (batch,) tensor on `device` from an int or an integer tensor of that shape."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return torch.full((batch,), value, dtype=torch.int32, device=device)
+    if not isinstance(value, torch.Tensor) or value.dtype not in (torch.int32, torch.int64) or value.dim() != 1:
+        raise TypeError(f"{name} must be an int or an int32 tensor (batch,) ({what}), got {_what(value)}")
+    if value.shape[0] != batch:
+        raise ValueError(f"{name} must have one entry per sequence (q's batch, {batch}), got {_what(value)}")
+    if value.device != device:
+        raise ValueError(f"{name} must be on q's device {device}, got {value.device}")
+    return value.to(torch.int32)
+
+
+def _check_cache_tensor(name: str, t, like: torch.Tensor | None, layout: str) -> None:
+    if not isinstance(t, torch.Tensor) or t.dim() != 4:
+        raise TypeError(f"{name} must be a 4-D torch.Tensor {layout}, got {_what(t)}")
+    if like is not None and (t.dtype != like.dtype or t.device != like.device):
+        raise TypeError(f"{name} must match q's dtype and device ({like.dtype}, {like.device}), got "
+                        f"{t.dtype}, {t.device}")
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,
+           interleaved: bool) -> torch.Tensor:
+    """x (batch, n, heads, d) with its first 2 * cos.shape[1] columns rotated by the angles of rows positions
+    (batch, n) of cos / sin (fp32 arithmetic, x's dtype out); the other columns unchanged."""
+    half = cos.shape[1]
+    c = cos[positions].float().unsqueeze(2)  # (batch, n, 1, half)
+    s = sin[positions].float().unsqueeze(2)
+    rot = x[..., : 2 * half].float()
+    if interleaved:
+        x1, x2 = rot[..., 0::2], rot[..., 1::2]
+        out = torch.stack((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1).flatten(-2)
+    else:
+        x1, x2 = rot[..., :half], rot[..., half:]
+        out = torch.cat((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1)
+    return torch.cat((out.to(x.dtype), x[..., 2 * half :]), dim=-1)
+
+
+def _rotary_positions(start: torch.Tensor, count: int, rows: int, what: str) -> torch.Tensor:
+    positions = start[:, None].long() + torch.arange(count, device=start.device)[None, :]
+    if positions.numel() and int(positions.max()) >= rows:
+        raise ValueError(f"rotary_cos / rotary_sin have {rows} rows, but {what} reach position {int(positions.max())}; "
+                         "pass tables covering every position of the cache")
+    return positions
+
+
+@torch.no_grad()
+def flash_attn_with_kvcache(
+    q,
+    k_cache,
+    v_cache,
+    k=None,
+    v=None,
+    qv=None,
+    rotary_cos=None,
+    rotary_sin=None,
+    cache_seqlens=None,
+    cache_batch_idx=None,
+    cache_leftpad=None,
+    page_table=None,
+    cu_seqlens_q=None,
+    cu_seqlens_k_new=None,
+    max_seqlen_q=None,
+    rotary_seqlens=None,
+    q_descale=None,
+    k_descale=None,
+    v_descale=None,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    attention_chunk=0,
+    softcap=0.0,
+    rotary_interleaved=True,
+    scheduler_metadata=None,
+    num_splits=0,
+    pack_gqa=None,
+    sm_margin=0,
+    return_softmax_lse=False,
+    *,
+    backend="auto",
+):
+    """Attention of q (batch, seqlen_q, nheads, headdim) over the cache, k / v written into it first (module
+    docstring). Returns out (batch, seqlen_q, nheads, headdim_v), or (out, lse (batch, nheads, seqlen_q)) with
+    return_softmax_lse. FlashAttention-3's parameters in its order; backend as flash_attn_func's."""
+    given = dict(qv=qv, q_descale=q_descale, k_descale=k_descale, v_descale=v_descale, cu_seqlens_q=cu_seqlens_q,
+                 cu_seqlens_k_new=cu_seqlens_k_new, max_seqlen_q=max_seqlen_q, rotary_seqlens=rotary_seqlens,
+                 scheduler_metadata=scheduler_metadata)
+    for name, value in given.items():
+        if value is not None:
+            raise NotImplementedError(f"flash_attn_with_kvcache: {name} is not supported by fa3nn; {_REFUSED[name]}")
+    if isinstance(attention_chunk, bool) or not isinstance(attention_chunk, int) or attention_chunk != 0:
+        raise NotImplementedError(f"flash_attn_with_kvcache: attention_chunk must be 0 here (chunked attention over a "
+                                  f"cache is not supported), got {attention_chunk!r}")
+    check_hints(num_splits, pack_gqa, sm_margin)
+    check_bool("causal", causal)
+    check_bool("rotary_interleaved", rotary_interleaved)
+    check_bool("return_softmax_lse", return_softmax_lse)
+    check_window_size(window_size)
+    if not isinstance(q, torch.Tensor) or q.dim() != 4:
+        raise TypeError(f"q must be a 4-D torch.Tensor (batch, seqlen_q, nheads, headdim), got {_what(q)}")
+    batch, seqlen_q, device = q.shape[0], q.shape[1], q.device
+    paged = page_table is not None
+    layout = "(num_pages, page_size, nheads_k, headdim)" if paged else "(batch_cache, seqlen_cache, nheads_k, headdim)"
+    _check_cache_tensor("k_cache", k_cache, q, layout)
+    _check_cache_tensor("v_cache", v_cache, q, layout)
+    if k_cache.shape[:3] != v_cache.shape[:3]:
+        raise ValueError(f"k_cache and v_cache must agree on all but the head dim, got {tuple(k_cache.shape)} and "
+                         f"{tuple(v_cache.shape)}")
+
+    if paged:
+        if cache_batch_idx is not None or cache_leftpad is not None:
+            raise ValueError("cache_batch_idx and cache_leftpad index a plain cache; with a page_table the table says "
+                             "where each sequence's rows are")
+        if (not isinstance(page_table, torch.Tensor) or page_table.dtype != torch.int32 or page_table.dim() != 2
+                or page_table.shape[0] != batch or page_table.device != device):
+            raise TypeError(f"page_table must be an int32 tensor (batch={batch}, pages_per_seq) on {device}, got "
+                            f"{_what(page_table)}")
+        page_size = k_cache.shape[1]
+        capacity = page_table.shape[1] * page_size
+        if page_table.numel() and not 0 <= int(page_table.min()) <= int(page_table.max()) < k_cache.shape[0]:
+            raise ValueError(f"page_table entries must index k_cache's {k_cache.shape[0]} pages, got values in "
+                             f"[{int(page_table.min())}, {int(page_table.max())}]")
+        rows = None
+        leftpad = torch.zeros(batch, dtype=torch.int32, device=device)
+    else:
+        capacity = k_cache.shape[1]
+        if cache_batch_idx is None:
+            if k_cache.shape[0] != batch:
+                raise ValueError(f"k_cache holds {k_cache.shape[0]} sequences and q {batch}; pass cache_batch_idx "
+                                 "to pick the cache row of each")
+            rows = None
+        else:
+            rows = _int_vector("cache_batch_idx", cache_batch_idx, batch, device, "the cache row of each sequence")
+            if int(rows.min()) < 0 or int(rows.max()) >= k_cache.shape[0]:
+                raise ValueError(f"cache_batch_idx entries must index k_cache's {k_cache.shape[0]} rows, got values "
+                                 f"in [{int(rows.min())}, {int(rows.max())}]")
+            if k is not None and torch.unique(rows).numel() != batch:
+                raise ValueError("cache_batch_idx repeats a cache row while k / v are written: two sequences would "
+                                 "write the same rows")
+        leftpad = (torch.zeros(batch, dtype=torch.int32, device=device) if cache_leftpad is None else
+                   _int_vector("cache_leftpad", cache_leftpad, batch, device, "the first cache row of each sequence"))
+    ends = _int_vector("cache_seqlens", capacity if cache_seqlens is None else cache_seqlens, batch, device,
+                       "each sequence's cache end before the new keys")
+
+    new = 0
+    if (k is None) != (v is None):
+        raise TypeError(f"k and v come together (the new keys and values), got k {type_name(k)}, v {type_name(v)}")
+    if k is not None:
+        _check_cache_tensor("k", k, q, "(batch, seqlen_new, nheads_k, headdim)")
+        _check_cache_tensor("v", v, q, "(batch, seqlen_new, nheads_k, headdim_v)")
+        new = k.shape[1]
+        if (k.shape[0], k.shape[2], k.shape[3]) != (batch, k_cache.shape[2], k_cache.shape[3]) or v.shape != (
+                batch, new, v_cache.shape[2], v_cache.shape[3]):
+            raise ValueError(f"k / v must be (batch={batch}, seqlen_new, nheads_k, headdim) as the cache's heads and "
+                             f"head dims, got k {tuple(k.shape)}, v {tuple(v.shape)} for caches {tuple(k_cache.shape)}"
+                             f", {tuple(v_cache.shape)}")
+    lo, hi, top = int(leftpad.min()), int(ends.min()), int(ends.max())
+    if lo < 0 or bool((leftpad > ends).any()) or top + new > capacity:
+        raise ValueError(f"the cache rows must satisfy 0 <= cache_leftpad <= cache_seqlens and cache_seqlens + "
+                         f"seqlen_new ({new}) <= {capacity} (the cache's rows per sequence); got cache_leftpad min "
+                         f"{lo}, cache_seqlens in [{hi}, {top}]")
+    history = ends - leftpad  # logical length before the new keys
+
+    if (rotary_cos is None) != (rotary_sin is None):
+        raise TypeError("rotary_cos and rotary_sin come together")
+    if rotary_cos is not None:
+        for name, t in (("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin)):
+            if (not isinstance(t, torch.Tensor) or t.dim() != 2 or t.device != device or not t.is_floating_point()
+                    or t.shape != rotary_cos.shape):
+                raise TypeError(f"{name} must be a floating tensor (seqlen_ro, rotary_dim / 2) on {device}, both of "
+                                f"one shape; got {_what(t)}")
+        if not 0 < 2 * rotary_cos.shape[1] <= q.shape[3]:
+            raise ValueError(f"rotary_dim (2 x rotary_cos.shape[1] = {2 * rotary_cos.shape[1]}) must be in (0, "
+                             f"headdim = {q.shape[3]}]")
+        if k is not None:
+            k = rotate(k, rotary_cos, rotary_sin, _rotary_positions(history, new, rotary_cos.shape[0], "the new keys"),
+                       rotary_interleaved)
+        local = causal or tuple(window_size) != (-1, -1)
+        q_positions = _rotary_positions(history, seqlen_q if local else 1, rotary_cos.shape[0], "the queries")
+        q = rotate(q, rotary_cos, rotary_sin, q_positions.expand(batch, seqlen_q), rotary_interleaved)
+
+    if k is not None:  # the new keys / values into the cache, in place
+        logical = history[:, None].long() + torch.arange(new, device=device)[None, :]
+        if paged:
+            pages = torch.gather(page_table.long(), 1, torch.div(logical, page_size, rounding_mode="floor"))
+            k_cache[pages, logical % page_size] = k
+            v_cache[pages, logical % page_size] = v
+        else:
+            cache_rows = (torch.arange(batch, device=device) if rows is None else rows.long())[:, None]
+            k_cache[cache_rows, logical + leftpad[:, None].long()] = k
+            v_cache[cache_rows, logical + leftpad[:, None].long()] = v
+
+    lengths = history + new
+    length_max = int(lengths.max()) if batch else 0
+    if paged:  # each sequence's pages in order, as a dense (batch, pages * page_size, ...) copy
+        pages_needed = -(-length_max // page_size)
+        table = page_table[:, :pages_needed].long()
+        keys = k_cache[table].flatten(1, 2)
+        values = v_cache[table].flatten(1, 2)
+    elif rows is None and int(leftpad.max()) == 0:  # the cache itself: its slots, seqused_k = the lengths
+        keys, values = k_cache, v_cache
+    else:  # rows [leftpad, leftpad + length) of each sequence's cache row
+        index = (leftpad[:, None].long() + torch.arange(length_max, device=device)[None, :]).clamp_max(capacity - 1)
+        cache_rows = (torch.arange(batch, device=device) if rows is None else rows.long())[:, None]
+        keys, values = k_cache[cache_rows, index], v_cache[cache_rows, index]
+    out, lse = flash_attn_varlen_func(
+        q, keys.contiguous(), values.contiguous(), None, None, None, max(keys.shape[1], 1), None, lengths,
+        softmax_scale, causal, window_size=tuple(window_size), softcap=softcap, return_lse=True, backend=backend)
+    return (out, lse) if return_softmax_lse else out

@@ -1,0 +1,240 @@
+"""flash_attn_with_kvcache (fa3nn.kvcache) against a float64 oracle written out per sequence: the cache's rows in
+order, the new keys appended, rotary by explicit pair formulas, bottom-right causal / window masks, softcap; and the
+cache's contents after the in-place write."""
+
+import math
+
+import pytest
+import torch
+
+from fa3nn import flash_attn_with_kvcache
+
+B, HQ, HK, D, DV = 3, 4, 2, 16, 16
+
+
+def rotate_oracle(x, cos, sin, position, interleaved):
+    """x (heads, d) at one position, float64."""
+    out = x.clone()
+    half = cos.shape[1]
+    for i in range(half):
+        c, s = float(cos[position, i]), float(sin[position, i])
+        a, b = (2 * i, 2 * i + 1) if interleaved else (i, i + half)
+        out[:, a] = x[:, a] * c - x[:, b] * s
+        out[:, b] = x[:, a] * s + x[:, b] * c
+    return out
+
+
+def attention_oracle(q, keys, values, scale, causal, window, softcap):
+    """q (n, hq, d), keys / values (L, hk, d): out (n, hq, dv) and lse (hq, n), float64, bottom-right masks."""
+    n, length, group = q.shape[0], keys.shape[0], q.shape[1] // keys.shape[1]
+    out = torch.zeros(n, q.shape[1], values.shape[2], dtype=torch.float64)
+    lse = torch.full((q.shape[1], n), -math.inf, dtype=torch.float64)
+    for h in range(q.shape[1]):
+        scores = q[:, h] @ keys[:, h // group].T * scale
+        if softcap:
+            scores = softcap * torch.tanh(scores / softcap)
+        for i in range(n):
+            diag = i + length - n
+            for j in range(length):
+                hidden = (causal and j > diag) or (window[0] >= 0 and j < diag - window[0]) or (
+                    window[1] >= 0 and j > diag + window[1])
+                if hidden:
+                    scores[i, j] = -math.inf
+        lse[h] = torch.logsumexp(scores, dim=1)
+        probs = torch.softmax(scores, dim=1).nan_to_num(0.0)
+        out[:, h] = probs @ values[:, h // group]
+    return out, lse
+
+
+def make_case(seed, capacity=24, new=2, seqlen_q=2):
+    g = torch.Generator().manual_seed(seed)
+    k_cache = torch.randn(B, capacity, HK, D, generator=g)
+    v_cache = torch.randn(B, capacity, HK, DV, generator=g)
+    q = torch.randn(B, seqlen_q, HQ, D, generator=g)
+    k = torch.randn(B, new, HK, D, generator=g)
+    v = torch.randn(B, new, HK, DV, generator=g)
+    cos_sin = torch.randn(64, D // 4, generator=g)
+    return q, k_cache, v_cache, k, v, cos_sin.cos(), cos_sin.sin()
+
+
+def check(out, lse, expected):
+    for b, (want_out, want_lse) in enumerate(expected):
+        torch.testing.assert_close(out[b].double(), want_out, atol=2e-5, rtol=2e-5)
+        torch.testing.assert_close(lse[b].double(), want_lse, atol=2e-5, rtol=2e-5)
+
+
+@pytest.mark.parametrize("causal,window,softcap", [(False, (-1, -1), 0.0), (True, (-1, -1), 0.0),
+                                                   (False, (3, 1), 0.0), (True, (-1, -1), 5.0)])
+def test_plain_cache_appends_and_attends(causal, window, softcap):
+    q, k_cache, v_cache, k, v, _, _ = make_case(0)
+    before_k, before_v = k_cache.clone(), v_cache.clone()
+    ends = torch.tensor([5, 0, 11], dtype=torch.int32)
+    out, lse = flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=ends, causal=causal,
+                                       window_size=window, softcap=softcap, return_softmax_lse=True)
+    expected = []
+    for b in range(B):
+        e = int(ends[b])
+        keys = torch.cat([before_k[b, :e], k[b]]).double()
+        values = torch.cat([before_v[b, :e], v[b]]).double()
+        expected.append(attention_oracle(q[b].double(), keys, values, D**-0.5, causal, window, softcap))
+        # the new rows written, every other row untouched
+        torch.testing.assert_close(k_cache[b, e:e + 2], k[b], atol=0, rtol=0)
+        torch.testing.assert_close(v_cache[b, e:e + 2], v[b], atol=0, rtol=0)
+        assert torch.equal(k_cache[b, :e], before_k[b, :e]) and torch.equal(k_cache[b, e + 2:], before_k[b, e + 2:])
+    check(out, lse, expected)
+    assert out.shape == (B, 2, HQ, DV) and lse.shape == (B, HQ, 2) and not out.requires_grad
+
+
+def test_without_new_keys_reads_the_cache_as_is():
+    q, k_cache, v_cache, _, _, _, _ = make_case(1)
+    before = k_cache.clone()
+    ends = torch.tensor([3, 24, 1], dtype=torch.int32)
+    out, lse = flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=ends, causal=True, return_softmax_lse=True)
+    expected = [attention_oracle(q[b].double(), k_cache[b, :int(ends[b])].double(),
+                                 v_cache[b, :int(ends[b])].double(), D**-0.5, True, (-1, -1), 0.0) for b in range(B)]
+    check(out, lse, expected)
+    assert torch.equal(k_cache, before)
+    # cache_seqlens as an int: every sequence the same length
+    out_int = flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=7)
+    want = attention_oracle(q[2].double(), k_cache[2, :7].double(), v_cache[2, :7].double(), D**-0.5, False,
+                            (-1, -1), 0.0)[0]
+    torch.testing.assert_close(out_int[2].double(), want, atol=2e-5, rtol=2e-5)
+
+
+def test_batch_index_and_left_padding():
+    q, k_cache, v_cache, k, v, _, _ = make_case(2)
+    k_cache, v_cache = torch.cat([k_cache, k_cache.flip(0)]), torch.cat([v_cache, v_cache.flip(0)])  # 6 rows
+    before_k, before_v = k_cache.clone(), v_cache.clone()
+    rows = torch.tensor([4, 0, 2], dtype=torch.int32)
+    leftpad = torch.tensor([2, 0, 5], dtype=torch.int32)
+    ends = torch.tensor([6, 3, 5], dtype=torch.int32)  # the third sequence has no history
+    out, lse = flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=ends, cache_batch_idx=rows,
+                                       cache_leftpad=leftpad, causal=True, return_softmax_lse=True)
+    expected = []
+    for b in range(B):
+        r, lo, e = int(rows[b]), int(leftpad[b]), int(ends[b])
+        keys = torch.cat([before_k[r, lo:e], k[b]]).double()
+        values = torch.cat([before_v[r, lo:e], v[b]]).double()
+        expected.append(attention_oracle(q[b].double(), keys, values, D**-0.5, True, (-1, -1), 0.0))
+        torch.testing.assert_close(k_cache[r, e:e + 2], k[b], atol=0, rtol=0)
+    check(out, lse, expected)
+    untouched = [r for r in range(6) if r not in rows.tolist()]
+    assert torch.equal(k_cache[untouched], before_k[untouched])
+
+
+def test_paged_cache_through_a_page_table():
+    q, _, _, k, v, _, _ = make_case(3)
+    g = torch.Generator().manual_seed(7)
+    page_size, pages_per_seq, num_pages = 4, 5, 17
+    k_pages = torch.randn(num_pages, page_size, HK, D, generator=g)
+    v_pages = torch.randn(num_pages, page_size, HK, DV, generator=g)
+    table = torch.randperm(num_pages, generator=g)[: B * pages_per_seq].view(B, pages_per_seq).to(torch.int32)
+    ends = torch.tensor([7, 12, 0], dtype=torch.int32)
+    logical_k = [torch.cat([k_pages[int(p)] for p in table[b]]) for b in range(B)]  # before the write
+    logical_v = [torch.cat([v_pages[int(p)] for p in table[b]]) for b in range(B)]
+    out, lse = flash_attn_with_kvcache(q, k_pages, v_pages, k, v, cache_seqlens=ends, page_table=table, causal=True,
+                                       return_softmax_lse=True)
+    expected = []
+    for b in range(B):
+        e = int(ends[b])
+        keys = torch.cat([logical_k[b][:e], k[b]]).double()
+        values = torch.cat([logical_v[b][:e], v[b]]).double()
+        expected.append(attention_oracle(q[b].double(), keys, values, D**-0.5, True, (-1, -1), 0.0))
+        for i in range(2):  # row e + i of sequence b sits in page table[b, (e + i) // 4], row (e + i) % 4
+            page, row = int(table[b, (e + i) // page_size]), (e + i) % page_size
+            torch.testing.assert_close(k_pages[page, row], k[b, i], atol=0, rtol=0)
+            torch.testing.assert_close(v_pages[page, row], v[b, i], atol=0, rtol=0)
+    check(out, lse, expected)
+
+
+@pytest.mark.parametrize("interleaved", [True, False])
+@pytest.mark.parametrize("causal", [True, False])
+def test_rotary_on_new_keys_and_queries(interleaved, causal):
+    q, k_cache, v_cache, k, v, cos, sin = make_case(4)
+    before_k = k_cache.clone()
+    ends = torch.tensor([4, 9, 2], dtype=torch.int32)
+    leftpad = torch.tensor([1, 0, 2], dtype=torch.int32)
+    out, lse = flash_attn_with_kvcache(q, k_cache, v_cache, k, v, rotary_cos=cos, rotary_sin=sin, cache_seqlens=ends,
+                                       cache_leftpad=leftpad, causal=causal, rotary_interleaved=interleaved,
+                                       return_softmax_lse=True)
+    expected = []
+    for b in range(B):
+        lo, e = int(leftpad[b]), int(ends[b])
+        history = e - lo  # logical positions of the new keys: history, history + 1
+        new_k = torch.stack([rotate_oracle(k[b, i].double(), cos.double(), sin.double(), history + i, interleaved)
+                             for i in range(2)])
+        q_pos = [history + i if causal else history for i in range(2)]
+        qb = torch.stack([rotate_oracle(q[b, i].double(), cos.double(), sin.double(), q_pos[i], interleaved)
+                          for i in range(2)])
+        keys = torch.cat([before_k[b, lo:e].double(), new_k])
+        values = torch.cat([v_cache[b, lo:e].double(), v[b].double()])
+        expected.append(attention_oracle(qb, keys, values, D**-0.5, causal, (-1, -1), 0.0))
+        torch.testing.assert_close(k_cache[b, e:e + 2].double(), new_k, atol=1e-6, rtol=1e-6)  # stored rotated
+    check(out, lse, expected)
+
+
+def test_bad_calls_name_the_argument():
+    q, k_cache, v_cache, k, v, cos, sin = make_case(5)
+    with pytest.raises(ValueError, match="cache_seqlens"):  # 23 + 2 rows > 24
+        flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=23)
+    with pytest.raises(ValueError, match="cache_leftpad"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=2,
+                                cache_leftpad=torch.full((B,), 3, dtype=torch.int32))
+    for name in ("qv", "q_descale", "cu_seqlens_q", "cu_seqlens_k_new", "scheduler_metadata", "rotary_seqlens"):
+        with pytest.raises(NotImplementedError, match=name):
+            flash_attn_with_kvcache(q, k_cache, v_cache, **{name: torch.zeros(1)})
+    with pytest.raises(NotImplementedError, match="attention_chunk"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, attention_chunk=8)
+    with pytest.raises(TypeError, match="k and v come together"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, k)
+    with pytest.raises(TypeError, match="rotary_cos and rotary_sin"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, rotary_cos=cos)
+    with pytest.raises(ValueError, match="rotary_dim"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, rotary_cos=torch.ones(8, D), rotary_sin=torch.ones(8, D))
+    with pytest.raises(ValueError, match="rotary_cos / rotary_sin have 8 rows"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, k, v, rotary_cos=cos[:8], rotary_sin=sin[:8], cache_seqlens=7)
+    with pytest.raises(ValueError, match="cache_batch_idx repeats"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=1,
+                                cache_batch_idx=torch.tensor([0, 0, 1], dtype=torch.int32))
+    with pytest.raises(ValueError, match="page_table"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, page_table=torch.zeros(B, 2, dtype=torch.int32),
+                                cache_batch_idx=torch.arange(B, dtype=torch.int32))
+    with pytest.raises(ValueError, match="page_table entries"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, page_table=torch.full((B, 2), 9, dtype=torch.int32))
+    with pytest.raises(TypeError, match="page_table must be an int32"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, page_table=torch.zeros(B, 2))
+    with pytest.raises(ValueError, match="cache_batch_idx"):  # 3 queries, 2 cache rows, no index
+        flash_attn_with_kvcache(q, k_cache[:2], v_cache[:2])
+    with pytest.raises(TypeError, match="k_cache must match q's dtype"):
+        flash_attn_with_kvcache(q, k_cache.double(), v_cache)
+    with pytest.raises(ValueError, match="k / v must be"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, k[:, :, :1], v[:, :, :1])
+    with pytest.warns(UserWarning, match="sm_margin"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, sm_margin=4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["auto", "triton", "reference"])
+@pytest.mark.parametrize("paged", [False, True])
+def test_gpu_backends_match_the_cpu_call(backend, paged):
+    """bf16 on the GPU (the native kernels under auto on Hopper) against the same call in float32 on the CPU, from
+    the same bf16-rounded inputs: outputs, lse and the written (rotated) cache rows within bf16's rounding."""
+    q, k_cache, v_cache, k, v, cos, sin = make_case(6, capacity=256, new=3, seqlen_q=3)
+    ends = torch.tensor([100, 7, 250], dtype=torch.int32)
+    q, k_cache, v_cache, k, v = (x.to(torch.bfloat16) for x in (q, k_cache, v_cache, k, v))
+    extra = {}
+    if paged:  # the same rows as pages of 16, the table in order of a permutation
+        perm = torch.randperm(B * 16, generator=torch.Generator().manual_seed(1))
+        k_cache = k_cache.reshape(B * 16, 16, HK, D)[perm.argsort()]
+        v_cache = v_cache.reshape(B * 16, 16, HK, DV)[perm.argsort()]
+        extra["page_table"] = perm.view(B, 16).to(torch.int32)
+    cpu = [x.float() for x in (q, k_cache, v_cache, k, v)]
+    want, want_lse = flash_attn_with_kvcache(*cpu, rotary_cos=cos, rotary_sin=sin, cache_seqlens=ends, causal=True,
+                                             return_softmax_lse=True, **extra)
+    dev = [x.cuda() for x in (q, k_cache, v_cache, k, v)]
+    gpu_extra = {name: t.cuda() for name, t in extra.items()}
+    out, lse = flash_attn_with_kvcache(*dev, rotary_cos=cos.cuda(), rotary_sin=sin.cuda(), cache_seqlens=ends.cuda(),
+                                       causal=True, return_softmax_lse=True, backend=backend, **gpu_extra)
+    torch.testing.assert_close(out.float().cpu(), want, atol=3e-2, rtol=3e-2)
+    torch.testing.assert_close(lse.float().cpu(), want_lse, atol=3e-2, rtol=3e-2)
+    torch.testing.assert_close(dev[1].float().cpu(), cpu[1], atol=1e-2, rtol=1e-2)  # with the rotated new keys
