@@ -12,8 +12,9 @@ Attention then runs over keys of length cache_seqlens - cache_leftpad + seqlen_n
 bottom-right (the queries are the last positions), through flash_attn_varlen_func's dense slots with seqused_k.
 
 Rotary (rotary_cos / rotary_sin (seqlen_ro, rotary_dim / 2), rotary_interleaved: GPT-J pairs (x0, x1), (x2, x3) ...;
-else GPT-NeoX halves) rotates the first rotary_dim columns of k at logical positions cache_seqlens - cache_leftpad + i,
-and q at those positions when causal or windowed, else every query at cache_seqlens - cache_leftpad.
+else GPT-NeoX halves; with k / v only, as FlashAttention-3) rotates the first rotary_dim columns of the new keys at
+cache rows cache_seqlens + i (FlashAttention-3 counts rotary positions from the cache's row 0, left padding
+included), and q at those positions when causal or windowed, else every query at cache_seqlens.
 
 Unlike FlashAttention-3's single kernel, a cache that is not plain-and-in-order (cache_batch_idx, cache_leftpad or a
 page table) is gathered into a dense copy first; the write, the rotary and the gather are torch operations. The
@@ -53,6 +54,8 @@ def _what(value) -> str:
 def _int_vector(name: str, value, batch: int, device: torch.device, what: str) -> torch.Tensor:
     """An int32 (batch,) tensor on `device` from an int or an integer tensor of that shape."""
     if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value < 2**31:
+            raise ValueError(f"{name} must be in [0, 2**31) ({what}), got {value}")
         return torch.full((batch,), value, dtype=torch.int32, device=device)
     if not isinstance(value, torch.Tensor) or value.dtype not in (torch.int32, torch.int64) or value.dim() != 1:
         raise TypeError(f"{name} must be an int or an int32 tensor (batch,) ({what}), got {_what(value)}")
@@ -60,6 +63,9 @@ def _int_vector(name: str, value, batch: int, device: torch.device, what: str) -
         raise ValueError(f"{name} must have one entry per sequence (q's batch, {batch}), got {_what(value)}")
     if value.device != device:
         raise ValueError(f"{name} must be on q's device {device}, got {value.device}")
+    if value.numel() and not 0 <= int(value.min()) <= int(value.max()) < 2**31:
+        raise ValueError(f"{name} entries must be in [0, 2**31) ({what}), got values in [{int(value.min())}, "
+                         f"{int(value.max())}]")
     return value.to(torch.int32)
 
 
@@ -151,6 +157,8 @@ def flash_attn_with_kvcache(
     if not isinstance(q, torch.Tensor) or q.dim() != 4:
         raise TypeError(f"q must be a 4-D torch.Tensor (batch, seqlen_q, nheads, headdim), got {_what(q)}")
     batch, seqlen_q, device = q.shape[0], q.shape[1], q.device
+    if batch == 0:
+        raise ValueError(f"q has no sequences (batch 0, shape {tuple(q.shape)}): nothing to attend or write")
     paged = page_table is not None
     layout = "(num_pages, page_size, nheads_k, headdim)" if paged else "(batch_cache, seqlen_cache, nheads_k, headdim)"
     _check_cache_tensor("k_cache", k_cache, q, layout)
@@ -224,17 +232,22 @@ def flash_attn_with_kvcache(
         if not 0 < 2 * rotary_cos.shape[1] <= q.shape[3]:
             raise ValueError(f"rotary_dim (2 x rotary_cos.shape[1] = {2 * rotary_cos.shape[1]}) must be in (0, "
                              f"headdim = {q.shape[3]}]")
-        if k is not None:
-            k = rotate(k, rotary_cos, rotary_sin, _rotary_positions(history, new, rotary_cos.shape[0], "the new keys"),
-                       rotary_interleaved)
+        if k is None:
+            raise TypeError("rotary_cos / rotary_sin rotate the new keys together with the queries: pass k and v too "
+                            "(FlashAttention-3 refuses rotary without them as well)")
+        k = rotate(k, rotary_cos, rotary_sin, _rotary_positions(ends, new, rotary_cos.shape[0], "the new keys"),
+                   rotary_interleaved)
         local = causal or tuple(window_size) != (-1, -1)
-        q_positions = _rotary_positions(history, seqlen_q if local else 1, rotary_cos.shape[0], "the queries")
+        q_positions = _rotary_positions(ends, seqlen_q if local else 1, rotary_cos.shape[0], "the queries")
         q = rotate(q, rotary_cos, rotary_sin, q_positions.expand(batch, seqlen_q), rotary_interleaved)
 
     if k is not None:  # the new keys / values into the cache, in place
         logical = history[:, None].long() + torch.arange(new, device=device)[None, :]
         if paged:
             pages = torch.gather(page_table.long(), 1, torch.div(logical, page_size, rounding_mode="floor"))
+            if torch.unique(pages * page_size + logical % page_size).numel() != pages.numel():
+                raise ValueError("page_table maps two sequences' new rows to the same page row: one write would "
+                                 "overwrite the other")
             k_cache[pages, logical % page_size] = k
             v_cache[pages, logical % page_size] = v
         else:

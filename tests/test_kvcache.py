@@ -53,7 +53,7 @@ def make_case(seed, capacity=24, new=2, seqlen_q=2):
     q = torch.randn(B, seqlen_q, HQ, D, generator=g)
     k = torch.randn(B, new, HK, D, generator=g)
     v = torch.randn(B, new, HK, DV, generator=g)
-    cos_sin = torch.randn(64, D // 4, generator=g)
+    cos_sin = torch.randn(capacity + 8, D // 4, generator=g)  # rotary angles for every cache row
     return q, k_cache, v_cache, k, v, cos_sin.cos(), cos_sin.sin()
 
 
@@ -160,10 +160,11 @@ def test_rotary_on_new_keys_and_queries(interleaved, causal):
     expected = []
     for b in range(B):
         lo, e = int(leftpad[b]), int(ends[b])
-        history = e - lo  # logical positions of the new keys: history, history + 1
-        new_k = torch.stack([rotate_oracle(k[b, i].double(), cos.double(), sin.double(), history + i, interleaved)
+        # rotary positions count cache rows from row 0, the left padding included (FlashAttention-3's convention):
+        # the new keys sit at rows e, e + 1
+        new_k = torch.stack([rotate_oracle(k[b, i].double(), cos.double(), sin.double(), e + i, interleaved)
                              for i in range(2)])
-        q_pos = [history + i if causal else history for i in range(2)]
+        q_pos = [e + i if causal else e for i in range(2)]
         qb = torch.stack([rotate_oracle(q[b, i].double(), cos.double(), sin.double(), q_pos[i], interleaved)
                           for i in range(2)])
         keys = torch.cat([before_k[b, lo:e].double(), new_k])
@@ -173,7 +174,8 @@ def test_rotary_on_new_keys_and_queries(interleaved, causal):
     check(out, lse, expected)
 
 
-def test_bad_calls_name_the_argument():
+def test_bad_calls_name_the_argument(monkeypatch):
+    monkeypatch.setattr("fa3nn.fa3_compat._warned_sm_margin", False)  # the warning comes once per process
     q, k_cache, v_cache, k, v, cos, sin = make_case(5)
     with pytest.raises(ValueError, match="cache_seqlens"):  # 23 + 2 rows > 24
         flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=23)
@@ -191,6 +193,17 @@ def test_bad_calls_name_the_argument():
         flash_attn_with_kvcache(q, k_cache, v_cache, rotary_cos=cos)
     with pytest.raises(ValueError, match="rotary_dim"):
         flash_attn_with_kvcache(q, k_cache, v_cache, rotary_cos=torch.ones(8, D), rotary_sin=torch.ones(8, D))
+    with pytest.raises(TypeError, match="pass k and v too"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, rotary_cos=cos, rotary_sin=sin)
+    with pytest.raises(ValueError, match=r"cache_seqlens entries must be in \[0, 2\*\*31\)"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=torch.tensor([2**32 + 3, 3, 3]))
+    with pytest.raises(ValueError, match="cache_leftpad must be in"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_leftpad=-1)
+    with pytest.raises(ValueError, match="batch 0"):
+        flash_attn_with_kvcache(q[:0], k_cache[:0], v_cache[:0])
+    with pytest.raises(ValueError, match="same page row"):  # two sequences share page 0
+        flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=0,
+                                page_table=torch.tensor([[0], [0], [1]], dtype=torch.int32))
     with pytest.raises(ValueError, match="rotary_cos / rotary_sin have 8 rows"):
         flash_attn_with_kvcache(q, k_cache, v_cache, k, v, rotary_cos=cos[:8], rotary_sin=sin[:8], cache_seqlens=7)
     with pytest.raises(ValueError, match="cache_batch_idx repeats"):

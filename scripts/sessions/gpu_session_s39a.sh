@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# The FA3NN_MLA_ABLATE measurement builds it names exist in commit 315d608 only (removed after).
 # Prepared at the end of the thirty-eighth session (NOTES "Next" 1 and 2), extended in the thirty-ninth. Carry
 # build/libs.tar.xz: this checkout's library (libfa3nn_hopper.so), the trace build (trace/) and the MLA backward's
 # timing-only ablation builds (ablate1-4/, FA3NN_MLA_ABLATE: 1 no dQ staging stores, 2 no dQ reduce-adds, 3 no dQ at

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# The FA3NN_MLA_ABLATE measurement builds it names exist in commit 315d608 only (removed after).
 # Thirty-ninth session, second call: the MLA backward's dQ (s39a: without it a step ran 1.45-1.57x faster, while its
 # staging stores and reduce-adds alone were 1.03-1.12x each). Carry build/libs2.tar.xz (this checkout's library and
 # the FA3NN_MLA_ABLATE builds 3, 5, 6, 7; see gpu_session_s39a.sh for how they are built and packed):
