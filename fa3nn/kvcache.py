@@ -17,9 +17,9 @@ cache rows cache_seqlens + i (FlashAttention-3 counts rotary positions from the 
 included), and q at those positions when causal or windowed, else every query at cache_seqlens.
 
 Unlike FlashAttention-3's single kernel, a cache that is not plain-and-in-order (cache_batch_idx, cache_leftpad or a
-page table) is gathered into a dense copy first; the write, the rotary and the gather are torch operations. The
-lengths are read on the host once per call (a sync) to check that the writes fit: FlashAttention-3 writes past the
-cache's end instead.
+page table) is gathered into a dense copy first; the write, the rotary and the gather are torch operations. Every
+index and length is checked in one host read per call (a sync; flash_attn_varlen_func reads seqused_k once more):
+FlashAttention-3 checks none of them and writes past the cache's end instead.
 """
 
 from __future__ import annotations
@@ -52,21 +52,24 @@ def _what(value) -> str:
 
 
 def _int_vector(name: str, value, batch: int, device: torch.device, what: str) -> torch.Tensor:
-    """An int32 (batch,) tensor on `device` from an int or an integer tensor of that shape."""
+    """An integer (batch,) tensor on `device` from an int or an int32 / int64 tensor of that shape; its values are
+    checked later, with every other length, in one host read (_host_values)."""
     if isinstance(value, int) and not isinstance(value, bool):
-        if not 0 <= value < 2**31:
-            raise ValueError(f"{name} must be in [0, 2**31) ({what}), got {value}")
-        return torch.full((batch,), value, dtype=torch.int32, device=device)
+        return torch.full((batch,), value, dtype=torch.int64, device=device)
     if not isinstance(value, torch.Tensor) or value.dtype not in (torch.int32, torch.int64) or value.dim() != 1:
         raise TypeError(f"{name} must be an int or an int32 tensor (batch,) ({what}), got {_what(value)}")
     if value.shape[0] != batch:
         raise ValueError(f"{name} must have one entry per sequence (q's batch, {batch}), got {_what(value)}")
     if value.device != device:
         raise ValueError(f"{name} must be on q's device {device}, got {value.device}")
-    if value.numel() and not 0 <= int(value.min()) <= int(value.max()) < 2**31:
-        raise ValueError(f"{name} entries must be in [0, 2**31) ({what}), got values in [{int(value.min())}, "
-                         f"{int(value.max())}]")
-    return value.to(torch.int32)
+    return value
+
+
+def _host_values(**scalars: torch.Tensor) -> dict[str, int]:
+    """Zero-dim integer / bool tensors read on the host together: one sync for every check of a call."""
+    names = list(scalars)
+    values = torch.stack([scalars[n].to(torch.int64) for n in names]).tolist()
+    return dict(zip(names, values))
 
 
 def _check_cache_tensor(name: str, t, like: torch.Tensor | None, layout: str) -> None:
@@ -94,12 +97,12 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: tor
     return torch.cat((out.to(x.dtype), x[..., 2 * half :]), dim=-1)
 
 
-def _rotary_positions(start: torch.Tensor, count: int, rows: int, what: str) -> torch.Tensor:
-    positions = start[:, None].long() + torch.arange(count, device=start.device)[None, :]
-    if positions.numel() and int(positions.max()) >= rows:
-        raise ValueError(f"rotary_cos / rotary_sin have {rows} rows, but {what} reach position {int(positions.max())}; "
-                         "pass tables covering every position of the cache")
-    return positions
+def _rotary_positions(start: torch.Tensor, count: int, last: int, rows: int, what: str) -> torch.Tensor:
+    """Positions start[b] + i, i < count, whose largest (known on the host) is `last`."""
+    if last >= rows:
+        raise ValueError(f"rotary_cos / rotary_sin have {rows} rows, but {what} reach position {last}; pass tables "
+                         "covering every position of the cache")
+    return start[:, None].long() + torch.arange(count, device=start.device)[None, :]
 
 
 @torch.no_grad()
@@ -172,33 +175,23 @@ def flash_attn_with_kvcache(
             raise ValueError("cache_batch_idx and cache_leftpad index a plain cache; with a page_table the table says "
                              "where each sequence's rows are")
         if (not isinstance(page_table, torch.Tensor) or page_table.dtype != torch.int32 or page_table.dim() != 2
-                or page_table.shape[0] != batch or page_table.device != device):
-            raise TypeError(f"page_table must be an int32 tensor (batch={batch}, pages_per_seq) on {device}, got "
+                or page_table.shape[0] != batch or page_table.device != device or page_table.shape[1] == 0):
+            raise TypeError(f"page_table must be an int32 tensor (batch={batch}, pages_per_seq >= 1) on {device}, got "
                             f"{_what(page_table)}")
         page_size = k_cache.shape[1]
         capacity = page_table.shape[1] * page_size
-        if page_table.numel() and not 0 <= int(page_table.min()) <= int(page_table.max()) < k_cache.shape[0]:
-            raise ValueError(f"page_table entries must index k_cache's {k_cache.shape[0]} pages, got values in "
-                             f"[{int(page_table.min())}, {int(page_table.max())}]")
         rows = None
-        leftpad = torch.zeros(batch, dtype=torch.int32, device=device)
     else:
         capacity = k_cache.shape[1]
+        rows = None
         if cache_batch_idx is None:
             if k_cache.shape[0] != batch:
                 raise ValueError(f"k_cache holds {k_cache.shape[0]} sequences and q {batch}; pass cache_batch_idx "
                                  "to pick the cache row of each")
-            rows = None
         else:
             rows = _int_vector("cache_batch_idx", cache_batch_idx, batch, device, "the cache row of each sequence")
-            if int(rows.min()) < 0 or int(rows.max()) >= k_cache.shape[0]:
-                raise ValueError(f"cache_batch_idx entries must index k_cache's {k_cache.shape[0]} rows, got values "
-                                 f"in [{int(rows.min())}, {int(rows.max())}]")
-            if k is not None and torch.unique(rows).numel() != batch:
-                raise ValueError("cache_batch_idx repeats a cache row while k / v are written: two sequences would "
-                                 "write the same rows")
-        leftpad = (torch.zeros(batch, dtype=torch.int32, device=device) if cache_leftpad is None else
-                   _int_vector("cache_leftpad", cache_leftpad, batch, device, "the first cache row of each sequence"))
+    leftpad = None if cache_leftpad is None else _int_vector(
+        "cache_leftpad", cache_leftpad, batch, device, "the first cache row of each sequence")
     ends = _int_vector("cache_seqlens", capacity if cache_seqlens is None else cache_seqlens, batch, device,
                        "each sequence's cache end before the new keys")
 
@@ -214,12 +207,47 @@ def flash_attn_with_kvcache(
             raise ValueError(f"k / v must be (batch={batch}, seqlen_new, nheads_k, headdim) as the cache's heads and "
                              f"head dims, got k {tuple(k.shape)}, v {tuple(v.shape)} for caches {tuple(k_cache.shape)}"
                              f", {tuple(v_cache.shape)}")
-    lo, hi, top = int(leftpad.min()), int(ends.min()), int(ends.max())
-    if lo < 0 or bool((leftpad > ends).any()) or top + new > capacity:
+
+    # Every value check of the call in one host read.
+    pad = torch.zeros((), dtype=torch.int64, device=device) if leftpad is None else leftpad.long()
+    scalars = dict(ends_min=ends.min(), ends_max=ends.max(), pad_min=pad.min(), pad_max=pad.max(),
+                   pad_past_end=(pad > ends.long()).any(), longest=(ends.long() - pad).max())
+    if rows is not None:
+        ordered = rows.long().sort().values
+        scalars.update(rows_min=ordered[0], rows_max=ordered[-1], rows_repeat=(ordered[1:] == ordered[:-1]).any())
+    if paged:
+        scalars.update(pages_min=page_table.min(), pages_max=page_table.max())
+        if new:  # the (page, row) of every new row, for repeats
+            logical = ends.long()[:, None] + torch.arange(new, device=device)[None, :]
+            index = torch.div(logical, page_size, rounding_mode="floor").clamp_max(page_table.shape[1] - 1)
+            slots = torch.gather(page_table.long(), 1, index) * page_size + logical % page_size
+            slots = slots.flatten().sort().values
+            scalars.update(slots_repeat=(slots[1:] == slots[:-1]).any())
+    h = _host_values(**scalars)
+    for name, lo, hi in (("cache_seqlens", h["ends_min"], h["ends_max"]), ("cache_leftpad", h["pad_min"], h["pad_max"]),
+                         ("cache_batch_idx", h.get("rows_min", 0), h.get("rows_max", 0))):
+        if not 0 <= lo <= hi < 2**31:
+            raise ValueError(f"{name} entries must be in [0, 2**31), got values in [{lo}, {hi}]")
+    if h["pad_past_end"] or h["ends_max"] + new > capacity:
         raise ValueError(f"the cache rows must satisfy 0 <= cache_leftpad <= cache_seqlens and cache_seqlens + "
-                         f"seqlen_new ({new}) <= {capacity} (the cache's rows per sequence); got cache_leftpad min "
-                         f"{lo}, cache_seqlens in [{hi}, {top}]")
+                         f"seqlen_new ({new}) <= {capacity} (the cache's rows per sequence); got cache_leftpad in "
+                         f"[{h['pad_min']}, {h['pad_max']}], cache_seqlens in [{h['ends_min']}, {h['ends_max']}]")
+    if rows is not None and h["rows_max"] >= k_cache.shape[0]:
+        raise ValueError(f"cache_batch_idx entries must index k_cache's {k_cache.shape[0]} rows, got values in "
+                         f"[{h['rows_min']}, {h['rows_max']}]")
+    if rows is not None and k is not None and h["rows_repeat"]:
+        raise ValueError("cache_batch_idx repeats a cache row while k / v are written: two sequences would write the "
+                         "same rows")
+    if paged and not 0 <= h["pages_min"] <= h["pages_max"] < k_cache.shape[0]:
+        raise ValueError(f"page_table entries must index k_cache's {k_cache.shape[0]} pages, got values in "
+                         f"[{h['pages_min']}, {h['pages_max']}]")
+    if h.get("slots_repeat"):
+        raise ValueError("page_table maps two sequences' new rows to the same page row: one write would overwrite "
+                         "the other")
+    ends = ends.to(torch.int32)
+    leftpad = torch.zeros(batch, dtype=torch.int32, device=device) if leftpad is None else leftpad.to(torch.int32)
     history = ends - leftpad  # logical length before the new keys
+    length_max = h["longest"] + new
 
     if (rotary_cos is None) != (rotary_sin is None):
         raise TypeError("rotary_cos and rotary_sin come together")
@@ -235,19 +263,16 @@ def flash_attn_with_kvcache(
         if k is None:
             raise TypeError("rotary_cos / rotary_sin rotate the new keys together with the queries: pass k and v too "
                             "(FlashAttention-3 refuses rotary without them as well)")
-        k = rotate(k, rotary_cos, rotary_sin, _rotary_positions(ends, new, rotary_cos.shape[0], "the new keys"),
-                   rotary_interleaved)
-        local = causal or tuple(window_size) != (-1, -1)
-        q_positions = _rotary_positions(ends, seqlen_q if local else 1, rotary_cos.shape[0], "the queries")
+        positions = _rotary_positions(ends, new, h["ends_max"] + new - 1, rotary_cos.shape[0], "the new keys")
+        k = rotate(k, rotary_cos, rotary_sin, positions, rotary_interleaved)
+        count = seqlen_q if causal or tuple(window_size) != (-1, -1) else 1
+        q_positions = _rotary_positions(ends, count, h["ends_max"] + count - 1, rotary_cos.shape[0], "the queries")
         q = rotate(q, rotary_cos, rotary_sin, q_positions.expand(batch, seqlen_q), rotary_interleaved)
 
     if k is not None:  # the new keys / values into the cache, in place
         logical = history[:, None].long() + torch.arange(new, device=device)[None, :]
         if paged:
             pages = torch.gather(page_table.long(), 1, torch.div(logical, page_size, rounding_mode="floor"))
-            if torch.unique(pages * page_size + logical % page_size).numel() != pages.numel():
-                raise ValueError("page_table maps two sequences' new rows to the same page row: one write would "
-                                 "overwrite the other")
             k_cache[pages, logical % page_size] = k
             v_cache[pages, logical % page_size] = v
         else:
@@ -256,13 +281,12 @@ def flash_attn_with_kvcache(
             v_cache[cache_rows, logical + leftpad[:, None].long()] = v
 
     lengths = history + new
-    length_max = int(lengths.max()) if batch else 0
     if paged:  # each sequence's pages in order, as a dense (batch, pages * page_size, ...) copy
         pages_needed = -(-length_max // page_size)
         table = page_table[:, :pages_needed].long()
         keys = k_cache[table].flatten(1, 2)
         values = v_cache[table].flatten(1, 2)
-    elif rows is None and int(leftpad.max()) == 0:  # the cache itself: its slots, seqused_k = the lengths
+    elif rows is None and h["pad_max"] == 0:  # the cache itself: its slots, seqused_k = the lengths
         keys, values = k_cache, v_cache
     else:  # rows [leftpad, leftpad + length) of each sequence's cache row
         index = (leftpad[:, None].long() + torch.arange(length_max, device=device)[None, :]).clamp_max(capacity - 1)

@@ -197,7 +197,7 @@ def test_bad_calls_name_the_argument(monkeypatch):
         flash_attn_with_kvcache(q, k_cache, v_cache, rotary_cos=cos, rotary_sin=sin)
     with pytest.raises(ValueError, match=r"cache_seqlens entries must be in \[0, 2\*\*31\)"):
         flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=torch.tensor([2**32 + 3, 3, 3]))
-    with pytest.raises(ValueError, match="cache_leftpad must be in"):
+    with pytest.raises(ValueError, match="cache_leftpad entries must be in"):
         flash_attn_with_kvcache(q, k_cache, v_cache, cache_leftpad=-1)
     with pytest.raises(ValueError, match="batch 0"):
         flash_attn_with_kvcache(q[:0], k_cache[:0], v_cache[:0])
