@@ -23,8 +23,8 @@ fa3nn's functions take the same names in the same positions. What each does here
 - return_attn_probs: return (out, lse) instead of out, as FlashAttention-3 does (fa3nn's `return_lse` is the same).
 
 FlashAttention-3's flash_attn_qkvpacked_func (fa3nn.interface), flash_attn_combine (fa3nn.combine) and
-flash_attn_with_kvcache (fa3nn.kvcache: an in-place cache update, paged caches, rotary; no qv, FP8 caches or varlen
-queries) exist too.
+flash_attn_with_kvcache (fa3nn.kvcache: an in-place cache update, paged caches, rotary, packed queries / new keys; no
+qv or FP8 caches) exist too.
 """
 
 from __future__ import annotations

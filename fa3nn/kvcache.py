@@ -8,7 +8,9 @@ The cache, as FlashAttention-3 reads it:
   cache_seqlens[b] .. cache_seqlens[b] + seqlen_new - 1 first, which must fit in seqlen_cache.
 - paged: k_cache (num_pages, page_size, nheads_k, headdim) with page_table (batch, pages_per_seq) int32; logical row
   r of sequence b is page page_table[b, r // page_size], row r % page_size. No cache_batch_idx or cache_leftpad.
-Attention then runs over keys of length cache_seqlens - cache_leftpad + seqlen_new per sequence, masks aligned
+Packed instead of dense: q (total_q, nheads, headdim) with cu_seqlens_q (batch + 1,) and max_seqlen_q, and k / v
+(total_new, nheads_k, headdim) with cu_seqlens_k_new, each sequence its own count (0 included).
+Attention then runs over keys of length cache_seqlens - cache_leftpad + the sequence's new keys, masks aligned
 bottom-right (the queries are the last positions), through flash_attn_varlen_func's dense slots with seqused_k.
 
 Rotary (rotary_cos / rotary_sin (seqlen_ro, rotary_dim / 2), rotary_interleaved: GPT-J pairs (x0, x1), (x2, x3) ...;
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import torch
 
-from fa3nn.checks import check_bool, check_window_size, type_name
+from fa3nn.checks import check_bool, check_cu_seqlens_values, check_window_size, type_name
 from fa3nn.fa3_compat import check_hints
 from fa3nn.interface import flash_attn_varlen_func
 
@@ -36,9 +38,6 @@ _REFUSED = {
     "q_descale": "FP8 caches are not read here; dequantize the cache or use flash_attn_func with descales",
     "k_descale": "FP8 caches are not read here; dequantize the cache or use flash_attn_func with descales",
     "v_descale": "FP8 caches are not read here; dequantize the cache or use flash_attn_func with descales",
-    "cu_seqlens_q": "pad the new queries to (batch, seqlen_q, nheads, headdim)",
-    "cu_seqlens_k_new": "pad the new keys to (batch, seqlen_new, nheads_k, headdim)",
-    "max_seqlen_q": "it goes with cu_seqlens_q, which is not taken",
     "rotary_seqlens": "rotary positions follow cache_seqlens here",
     "scheduler_metadata": "FlashAttention-3's precomputed schedule does not apply to fa3nn's kernels",
 }
@@ -72,9 +71,9 @@ def _host_values(**scalars: torch.Tensor) -> dict[str, int]:
     return dict(zip(names, values))
 
 
-def _check_cache_tensor(name: str, t, like: torch.Tensor | None, layout: str) -> None:
-    if not isinstance(t, torch.Tensor) or t.dim() != 4:
-        raise TypeError(f"{name} must be a 4-D torch.Tensor {layout}, got {_what(t)}")
+def _check_cache_tensor(name: str, t, like: torch.Tensor | None, layout: str, ndim: int = 4) -> None:
+    if not isinstance(t, torch.Tensor) or t.dim() != ndim:
+        raise TypeError(f"{name} must be a {ndim}-D torch.Tensor {layout}, got {_what(t)}")
     if like is not None and (t.dtype != like.dtype or t.device != like.device):
         raise TypeError(f"{name} must match q's dtype and device ({like.dtype}, {like.device}), got "
                         f"{t.dtype}, {t.device}")
@@ -82,11 +81,11 @@ def _check_cache_tensor(name: str, t, like: torch.Tensor | None, layout: str) ->
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,
            interleaved: bool) -> torch.Tensor:
-    """x (batch, n, heads, d) with its first 2 * cos.shape[1] columns rotated by the angles of rows positions
-    (batch, n) of cos / sin (fp32 arithmetic, x's dtype out); the other columns unchanged."""
+    """x (..., heads, d) with its first 2 * cos.shape[1] columns rotated by the angles of rows positions (x's leading
+    shape) of cos / sin (fp32 arithmetic, x's dtype out); the other columns unchanged."""
     half = cos.shape[1]
-    c = cos[positions].float().unsqueeze(2)  # (batch, n, 1, half)
-    s = sin[positions].float().unsqueeze(2)
+    c = cos[positions].float().unsqueeze(-2)  # (..., 1, half)
+    s = sin[positions].float().unsqueeze(-2)
     rot = x[..., : 2 * half].float()
     if interleaved:
         x1, x2 = rot[..., 0::2], rot[..., 1::2]
@@ -97,12 +96,30 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: tor
     return torch.cat((out.to(x.dtype), x[..., 2 * half :]), dim=-1)
 
 
-def _rotary_positions(start: torch.Tensor, count: int, last: int, rows: int, what: str) -> torch.Tensor:
-    """Positions start[b] + i, i < count, whose largest (known on the host) is `last`."""
+def _check_rotary_reach(last: int, rows: int, what: str) -> None:
     if last >= rows:
         raise ValueError(f"rotary_cos / rotary_sin have {rows} rows, but {what} reach position {last}; pass tables "
                          "covering every position of the cache")
-    return start[:, None].long() + torch.arange(count, device=start.device)[None, :]
+
+
+def check_varlen_side(name: str, x: torch.Tensor, cu_name: str, cu, max_name: str | None, max_seqlen) -> None:
+    """A packed side: cu int32 (batch + 1,) on x's device, starting at 0, non-decreasing, ending at x's tokens, its
+    longest run within max_seqlen when given (values read once per tensor, fa3nn.checks)."""
+    if not isinstance(cu, torch.Tensor) or cu.dtype != torch.int32 or cu.dim() != 1 or cu.device != x.device:
+        raise TypeError(f"{cu_name} must be an int32 tensor (batch + 1,) on {name}'s device {x.device}, got "
+                        f"{_what(cu)}")
+    check_cu_seqlens_values(cu_name, cu, x.shape[0], max_name or "", max_seqlen)
+
+
+def _tokens(cu: torch.Tensor | None, total: int, batch: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each of `total` tokens' sequence and index in it: packed by cu (batch + 1,), else total / batch per sequence."""
+    token = torch.arange(total, device=device)
+    if cu is None:
+        per_seq = max(total // batch, 1)
+        return token // per_seq, token % per_seq
+    cu = cu.long()
+    seq = torch.searchsorted(cu[1:], token, right=True)
+    return seq, token - cu[seq]
 
 
 @torch.no_grad()
@@ -140,11 +157,11 @@ def flash_attn_with_kvcache(
     *,
     backend="auto",
 ):
-    """Attention of q (batch, seqlen_q, nheads, headdim) over the cache, k / v written into it first (module
-    docstring). Returns out (batch, seqlen_q, nheads, headdim_v), or (out, lse (batch, nheads, seqlen_q)) with
-    return_softmax_lse. FlashAttention-3's parameters in its order; backend as flash_attn_func's."""
-    given = dict(qv=qv, q_descale=q_descale, k_descale=k_descale, v_descale=v_descale, cu_seqlens_q=cu_seqlens_q,
-                 cu_seqlens_k_new=cu_seqlens_k_new, max_seqlen_q=max_seqlen_q, rotary_seqlens=rotary_seqlens,
+    """Attention of q (batch, seqlen_q, nheads, headdim), or packed by cu_seqlens_q, over the cache, k / v written
+    into it first (module docstring). Returns out of q's layout with headdim_v, or with return_softmax_lse (out, lse)
+    (lse (batch, nheads, seqlen_q), or (nheads, total_q) packed). FlashAttention-3's parameters in its order;
+    backend as flash_attn_func's."""
+    given = dict(qv=qv, q_descale=q_descale, k_descale=k_descale, v_descale=v_descale, rotary_seqlens=rotary_seqlens,
                  scheduler_metadata=scheduler_metadata)
     for name, value in given.items():
         if value is not None:
@@ -157,11 +174,28 @@ def flash_attn_with_kvcache(
     check_bool("rotary_interleaved", rotary_interleaved)
     check_bool("return_softmax_lse", return_softmax_lse)
     check_window_size(window_size)
-    if not isinstance(q, torch.Tensor) or q.dim() != 4:
-        raise TypeError(f"q must be a 4-D torch.Tensor (batch, seqlen_q, nheads, headdim), got {_what(q)}")
-    batch, seqlen_q, device = q.shape[0], q.shape[1], q.device
+    packed_q = cu_seqlens_q is not None
+    if packed_q:
+        if not isinstance(q, torch.Tensor) or q.dim() != 3:
+            raise TypeError(f"q must be a 3-D torch.Tensor (total_q, nheads, headdim) with cu_seqlens_q, got "
+                            f"{_what(q)}")
+        if not isinstance(cu_seqlens_q, torch.Tensor) or cu_seqlens_q.dim() != 1 or cu_seqlens_q.numel() < 2:
+            raise TypeError(f"cu_seqlens_q must be an int32 tensor (batch + 1,), got {_what(cu_seqlens_q)}")
+        if isinstance(max_seqlen_q, bool) or not isinstance(max_seqlen_q, int) or max_seqlen_q < 1:
+            raise TypeError(f"max_seqlen_q must be a positive int with cu_seqlens_q (the longest query run), got "
+                            f"{max_seqlen_q!r}")
+        batch, device = cu_seqlens_q.numel() - 1, q.device
+    else:
+        if max_seqlen_q is not None:
+            raise ValueError("max_seqlen_q goes with cu_seqlens_q (packed queries); dense q (batch, seqlen_q, ...) "
+                             "takes neither")
+        if not isinstance(q, torch.Tensor) or q.dim() != 4:
+            raise TypeError(f"q must be a 4-D torch.Tensor (batch, seqlen_q, nheads, headdim), got {_what(q)}")
+        batch, device = q.shape[0], q.device
     if batch == 0:
         raise ValueError(f"q has no sequences (batch 0, shape {tuple(q.shape)}): nothing to attend or write")
+    if packed_q:  # before any write: FlashAttention-3's packed-query checks (values read once per tensor)
+        check_varlen_side("q", q, "cu_seqlens_q", cu_seqlens_q, "max_seqlen_q", max_seqlen_q)
     paged = page_table is not None
     layout = "(num_pages, page_size, nheads_k, headdim)" if paged else "(batch_cache, seqlen_cache, nheads_k, headdim)"
     _check_cache_tensor("k_cache", k_cache, q, layout)
@@ -195,43 +229,63 @@ def flash_attn_with_kvcache(
     ends = _int_vector("cache_seqlens", capacity if cache_seqlens is None else cache_seqlens, batch, device,
                        "each sequence's cache end before the new keys")
 
-    new = 0
+    # The new keys / values: dense (batch, seqlen_new, ...) or packed (total_new, ...) by cu_seqlens_k_new.
     if (k is None) != (v is None):
         raise TypeError(f"k and v come together (the new keys and values), got k {type_name(k)}, v {type_name(v)}")
+    if cu_seqlens_k_new is not None and k is None:
+        raise ValueError("cu_seqlens_k_new packs the new keys: pass k and v (total_new, nheads_k, headdim) with it")
+    new_len = torch.zeros(batch, dtype=torch.int64, device=device)
     if k is not None:
-        _check_cache_tensor("k", k, q, "(batch, seqlen_new, nheads_k, headdim)")
-        _check_cache_tensor("v", v, q, "(batch, seqlen_new, nheads_k, headdim_v)")
-        new = k.shape[1]
-        if (k.shape[0], k.shape[2], k.shape[3]) != (batch, k_cache.shape[2], k_cache.shape[3]) or v.shape != (
-                batch, new, v_cache.shape[2], v_cache.shape[3]):
-            raise ValueError(f"k / v must be (batch={batch}, seqlen_new, nheads_k, headdim) as the cache's heads and "
-                             f"head dims, got k {tuple(k.shape)}, v {tuple(v.shape)} for caches {tuple(k_cache.shape)}"
-                             f", {tuple(v_cache.shape)}")
+        packed_k = cu_seqlens_k_new is not None
+        dims = "(total_new, nheads_k, " if packed_k else "(batch, seqlen_new, nheads_k, "
+        _check_cache_tensor("k", k, q, dims + "headdim)", ndim=3 if packed_k else 4)
+        _check_cache_tensor("v", v, q, dims + "headdim_v)", ndim=3 if packed_k else 4)
+        lead = k.shape[:-2]
+        if (packed_k and k.shape[0] != v.shape[0]) or (not packed_k and (k.shape[0] != batch or v.shape[:2] != lead)) \
+                or (k.shape[-2:], v.shape[-2:]) != (k_cache.shape[2:], v_cache.shape[2:]):
+            raise ValueError(f"k / v must be {dims}headdim) with the cache's heads and head dims (batch {batch}), got "
+                             f"k {tuple(k.shape)}, v {tuple(v.shape)} for caches {tuple(k_cache.shape)}, "
+                             f"{tuple(v_cache.shape)}")
+        if packed_k:
+            if not isinstance(cu_seqlens_k_new, torch.Tensor) or cu_seqlens_k_new.shape != (batch + 1,):
+                raise TypeError(f"cu_seqlens_k_new must be an int32 tensor (batch + 1 = {batch + 1},), got "
+                                f"{_what(cu_seqlens_k_new)}")
+            check_varlen_side("k", k, "cu_seqlens_k_new", cu_seqlens_k_new, None, None)
+            new_len = cu_seqlens_k_new.long().diff()
+        else:
+            new_len = torch.full((batch,), k.shape[1], dtype=torch.int64, device=device)
+    q_len = cu_seqlens_q.long().diff() if packed_q else torch.full((batch,), q.shape[1], dtype=torch.int64,
+                                                                   device=device)
 
     # Every value check of the call in one host read.
     pad = torch.zeros((), dtype=torch.int64, device=device) if leftpad is None else leftpad.long()
     scalars = dict(ends_min=ends.min(), ends_max=ends.max(), pad_min=pad.min(), pad_max=pad.max(),
-                   pad_past_end=(pad > ends.long()).any(), longest=(ends.long() - pad).max())
+                   pad_past_end=(pad > ends.long()).any(), longest=(ends.long() - pad + new_len).max(),
+                   reach=(ends.long() + new_len).max(), q_reach=(ends.long() + q_len).max())
     if rows is not None:
         ordered = rows.long().sort().values
         scalars.update(rows_min=ordered[0], rows_max=ordered[-1], rows_repeat=(ordered[1:] == ordered[:-1]).any())
+    if k is not None:
+        k_seq, k_idx = _tokens(cu_seqlens_k_new, k.shape[0] * (1 if cu_seqlens_k_new is not None else k.shape[1]),
+                               batch, device)
+        logical = ends.long()[k_seq] - pad.expand(batch)[k_seq] + k_idx  # the new rows' logical positions
     if paged:
         scalars.update(pages_min=page_table.min(), pages_max=page_table.max())
-        if new:  # the (page, row) of every new row, for repeats
-            logical = ends.long()[:, None] + torch.arange(new, device=device)[None, :]
-            index = torch.div(logical, page_size, rounding_mode="floor").clamp_max(page_table.shape[1] - 1)
-            slots = torch.gather(page_table.long(), 1, index) * page_size + logical % page_size
-            slots = slots.flatten().sort().values
+        if k is not None and k_seq.numel():  # the (page, row) of every new row, for repeats
+            page_index = torch.div(logical, page_size, rounding_mode="floor").clamp_max(page_table.shape[1] - 1)
+            slots = page_table.long()[k_seq, page_index] * page_size + logical % page_size
+            slots = slots.sort().values
             scalars.update(slots_repeat=(slots[1:] == slots[:-1]).any())
     h = _host_values(**scalars)
     for name, lo, hi in (("cache_seqlens", h["ends_min"], h["ends_max"]), ("cache_leftpad", h["pad_min"], h["pad_max"]),
                          ("cache_batch_idx", h.get("rows_min", 0), h.get("rows_max", 0))):
         if not 0 <= lo <= hi < 2**31:
             raise ValueError(f"{name} entries must be in [0, 2**31), got values in [{lo}, {hi}]")
-    if h["pad_past_end"] or h["ends_max"] + new > capacity:
-        raise ValueError(f"the cache rows must satisfy 0 <= cache_leftpad <= cache_seqlens and cache_seqlens + "
-                         f"seqlen_new ({new}) <= {capacity} (the cache's rows per sequence); got cache_leftpad in "
-                         f"[{h['pad_min']}, {h['pad_max']}], cache_seqlens in [{h['ends_min']}, {h['ends_max']}]")
+    if h["pad_past_end"] or h["reach"] > capacity:
+        raise ValueError(f"the cache rows must satisfy 0 <= cache_leftpad <= cache_seqlens and cache_seqlens + the "
+                         f"sequence's new keys <= {capacity} (the cache's rows per sequence); got cache_leftpad in "
+                         f"[{h['pad_min']}, {h['pad_max']}], cache_seqlens in [{h['ends_min']}, {h['ends_max']}], "
+                         f"the furthest write ending at row {h['reach']}")
     if rows is not None and h["rows_max"] >= k_cache.shape[0]:
         raise ValueError(f"cache_batch_idx entries must index k_cache's {k_cache.shape[0]} rows, got values in "
                          f"[{h['rows_min']}, {h['rows_max']}]")
@@ -244,10 +298,9 @@ def flash_attn_with_kvcache(
     if h.get("slots_repeat"):
         raise ValueError("page_table maps two sequences' new rows to the same page row: one write would overwrite "
                          "the other")
-    ends = ends.to(torch.int32)
-    leftpad = torch.zeros(batch, dtype=torch.int32, device=device) if leftpad is None else leftpad.to(torch.int32)
-    history = ends - leftpad  # logical length before the new keys
-    length_max = h["longest"] + new
+    leftpad = torch.zeros(batch, dtype=torch.int64, device=device) if leftpad is None else leftpad.long()
+    ends = ends.long()
+    length_max = h["longest"]
 
     if (rotary_cos is None) != (rotary_sin is None):
         raise TypeError("rotary_cos and rotary_sin come together")
@@ -257,42 +310,46 @@ def flash_attn_with_kvcache(
                     or t.shape != rotary_cos.shape):
                 raise TypeError(f"{name} must be a floating tensor (seqlen_ro, rotary_dim / 2) on {device}, both of "
                                 f"one shape; got {_what(t)}")
-        if not 0 < 2 * rotary_cos.shape[1] <= q.shape[3]:
+        if not 0 < 2 * rotary_cos.shape[1] <= q.shape[-1]:
             raise ValueError(f"rotary_dim (2 x rotary_cos.shape[1] = {2 * rotary_cos.shape[1]}) must be in (0, "
-                             f"headdim = {q.shape[3]}]")
+                             f"headdim = {q.shape[-1]}]")
         if k is None:
             raise TypeError("rotary_cos / rotary_sin rotate the new keys together with the queries: pass k and v too "
                             "(FlashAttention-3 refuses rotary without them as well)")
-        positions = _rotary_positions(ends, new, h["ends_max"] + new - 1, rotary_cos.shape[0], "the new keys")
-        k = rotate(k, rotary_cos, rotary_sin, positions, rotary_interleaved)
-        count = seqlen_q if causal or tuple(window_size) != (-1, -1) else 1
-        q_positions = _rotary_positions(ends, count, h["ends_max"] + count - 1, rotary_cos.shape[0], "the queries")
-        q = rotate(q, rotary_cos, rotary_sin, q_positions.expand(batch, seqlen_q), rotary_interleaved)
+        _check_rotary_reach(h["reach"] - 1, rotary_cos.shape[0], "the new keys")
+        k_positions = (ends[k_seq] + k_idx).view(k.shape[:-2])
+        k = rotate(k, rotary_cos, rotary_sin, k_positions, rotary_interleaved)
+        local = causal or tuple(window_size) != (-1, -1)
+        _check_rotary_reach(h["q_reach"] - 1 if local else h["ends_max"], rotary_cos.shape[0], "the queries")
+        q_seq, q_idx = _tokens(cu_seqlens_q, q.shape[0] if packed_q else q.shape[0] * q.shape[1], batch, device)
+        q_positions = (ends[q_seq] + (q_idx if local else 0)).view(q.shape[:-2])
+        q = rotate(q, rotary_cos, rotary_sin, q_positions, rotary_interleaved)
 
     if k is not None:  # the new keys / values into the cache, in place
-        logical = history[:, None].long() + torch.arange(new, device=device)[None, :]
+        flat_k, flat_v = k.reshape(-1, *k.shape[-2:]), v.reshape(-1, *v.shape[-2:])
         if paged:
-            pages = torch.gather(page_table.long(), 1, torch.div(logical, page_size, rounding_mode="floor"))
-            k_cache[pages, logical % page_size] = k
-            v_cache[pages, logical % page_size] = v
+            page = page_table.long()[k_seq, torch.div(logical, page_size, rounding_mode="floor")]
+            k_cache[page, logical % page_size] = flat_k
+            v_cache[page, logical % page_size] = flat_v
         else:
-            cache_rows = (torch.arange(batch, device=device) if rows is None else rows.long())[:, None]
-            k_cache[cache_rows, logical + leftpad[:, None].long()] = k
-            v_cache[cache_rows, logical + leftpad[:, None].long()] = v
+            cache_row = k_seq if rows is None else rows.long()[k_seq]
+            k_cache[cache_row, leftpad[k_seq] + logical] = flat_k
+            v_cache[cache_row, leftpad[k_seq] + logical] = flat_v
 
-    lengths = history + new
+    lengths = (ends - leftpad + new_len).to(torch.int32)
     if paged:  # each sequence's pages in order, as a dense (batch, pages * page_size, ...) copy
-        pages_needed = -(-length_max // page_size)
+        pages_needed = max(-(-length_max // page_size), 1)
         table = page_table[:, :pages_needed].long()
         keys = k_cache[table].flatten(1, 2)
         values = v_cache[table].flatten(1, 2)
     elif rows is None and h["pad_max"] == 0:  # the cache itself: its slots, seqused_k = the lengths
         keys, values = k_cache, v_cache
     else:  # rows [leftpad, leftpad + length) of each sequence's cache row
-        index = (leftpad[:, None].long() + torch.arange(length_max, device=device)[None, :]).clamp_max(capacity - 1)
+        index = (leftpad[:, None] + torch.arange(max(length_max, 1), device=device)[None, :]).clamp_max(capacity - 1)
         cache_rows = (torch.arange(batch, device=device) if rows is None else rows.long())[:, None]
         keys, values = k_cache[cache_rows, index], v_cache[cache_rows, index]
     out, lse = flash_attn_varlen_func(
-        q, keys.contiguous(), values.contiguous(), None, None, None, max(keys.shape[1], 1), None, lengths,
-        softmax_scale, causal, window_size=tuple(window_size), softcap=softcap, return_lse=True, backend=backend)
+        q, keys.contiguous(), values.contiguous(), cu_seqlens_q, None, max_seqlen_q, max(keys.shape[1], 1), None,
+        lengths, softmax_scale, causal, window_size=tuple(window_size), softcap=softcap, return_lse=True,
+        backend=backend)
     return (out, lse) if return_softmax_lse else out

@@ -174,6 +174,54 @@ def test_rotary_on_new_keys_and_queries(interleaved, causal):
     check(out, lse, expected)
 
 
+@pytest.mark.parametrize("paged", [False, True])
+def test_packed_queries_and_new_keys(paged):
+    """cu_seqlens_q / cu_seqlens_k_new: each sequence its own count of queries and new keys (0 included), rotary at
+    the rows they land on, causal per sequence."""
+    q, k_cache, v_cache, k, v, cos, sin = make_case(8, new=3, seqlen_q=3)
+    q_lens, new_lens = [2, 0, 3], [1, 3, 0]
+    cu_q = torch.tensor([0, 2, 2, 5], dtype=torch.int32)
+    cu_k = torch.tensor([0, 1, 4, 4], dtype=torch.int32)
+    q_packed = torch.cat([q[b, :n] for b, n in enumerate(q_lens)])
+    k_packed = torch.cat([k[b, :n] for b, n in enumerate(new_lens)])
+    v_packed = torch.cat([v[b, :n] for b, n in enumerate(new_lens)])
+    ends = torch.tensor([6, 2, 9], dtype=torch.int32)
+    extra = dict(cache_leftpad=torch.tensor([1, 0, 3], dtype=torch.int32))
+    if paged:  # the plain cache's rows as pages of 8, shuffled
+        perm = torch.randperm(B * 3, generator=torch.Generator().manual_seed(3))
+        k_cache = k_cache.reshape(B * 3, 8, HK, D)[perm.argsort()]
+        v_cache = v_cache.reshape(B * 3, 8, HK, DV)[perm.argsort()]
+        extra = dict(page_table=perm.view(B, 3).to(torch.int32))
+        logical_k = [k_cache[perm.view(B, 3)[b]].flatten(0, 1) for b in range(B)]
+        logical_v = [v_cache[perm.view(B, 3)[b]].flatten(0, 1) for b in range(B)]
+    else:
+        logical_k, logical_v = list(k_cache.clone()), list(v_cache.clone())
+    pads = extra["cache_leftpad"].tolist() if not paged else [0] * B
+    out, lse = flash_attn_with_kvcache(q_packed, k_cache, v_cache, k_packed, v_packed, rotary_cos=cos, rotary_sin=sin,
+                                       cache_seqlens=ends, cu_seqlens_q=cu_q, cu_seqlens_k_new=cu_k, max_seqlen_q=3,
+                                       causal=True, return_softmax_lse=True, **extra)
+    assert out.shape == (5, HQ, DV) and lse.shape == (HQ, 5)
+    for b in range(B):
+        lo, e, nq, nk = pads[b], int(ends[b]), q_lens[b], new_lens[b]
+        k0, q0 = int(cu_k[b]), int(cu_q[b])
+        new_k = [rotate_oracle(k_packed[k0 + i].double(), cos.double(), sin.double(), e + i, True) for i in range(nk)]
+        keys = torch.cat([logical_k[b][lo:e].double(), *(x[None] for x in new_k)])
+        values = torch.cat([logical_v[b][lo:e].double(), v_packed[k0:k0 + nk].double()])
+        if nq:
+            qb = torch.stack([rotate_oracle(q_packed[q0 + i].double(), cos.double(), sin.double(), e + i, True)
+                              for i in range(nq)])
+            want_out, want_lse = attention_oracle(qb, keys, values, D**-0.5, True, (-1, -1), 0.0)
+            torch.testing.assert_close(out[q0:q0 + nq].double(), want_out, atol=2e-5, rtol=2e-5)
+            torch.testing.assert_close(lse[:, q0:q0 + nq].double(), want_lse, atol=2e-5, rtol=2e-5)
+        for i in range(nk):  # the written rows
+            if paged:
+                page, row = int(extra["page_table"][b, (e + i) // 8]), (e + i) % 8
+                got = k_cache[page, row]
+            else:
+                got = k_cache[b, e + i]
+            torch.testing.assert_close(got.double(), new_k[i], atol=1e-6, rtol=1e-6)
+
+
 def test_bad_calls_name_the_argument(monkeypatch):
     monkeypatch.setattr("fa3nn.fa3_compat._warned_sm_margin", False)  # the warning comes once per process
     q, k_cache, v_cache, k, v, cos, sin = make_case(5)
@@ -182,7 +230,7 @@ def test_bad_calls_name_the_argument(monkeypatch):
     with pytest.raises(ValueError, match="cache_leftpad"):
         flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=2,
                                 cache_leftpad=torch.full((B,), 3, dtype=torch.int32))
-    for name in ("qv", "q_descale", "cu_seqlens_q", "cu_seqlens_k_new", "scheduler_metadata", "rotary_seqlens"):
+    for name in ("qv", "q_descale", "scheduler_metadata", "rotary_seqlens"):
         with pytest.raises(NotImplementedError, match=name):
             flash_attn_with_kvcache(q, k_cache, v_cache, **{name: torch.zeros(1)})
     with pytest.raises(NotImplementedError, match="attention_chunk"):
@@ -222,6 +270,18 @@ def test_bad_calls_name_the_argument(monkeypatch):
         flash_attn_with_kvcache(q, k_cache.double(), v_cache)
     with pytest.raises(ValueError, match="k / v must be"):
         flash_attn_with_kvcache(q, k_cache, v_cache, k[:, :, :1], v[:, :, :1])
+    with pytest.raises(ValueError, match="max_seqlen_q goes with cu_seqlens_q"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, max_seqlen_q=2)
+    with pytest.raises(ValueError, match="cu_seqlens_k_new packs the new keys"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, cu_seqlens_k_new=torch.tensor([0, 1, 2, 3], dtype=torch.int32))
+    before = k_cache.clone()
+    with pytest.raises(ValueError, match="cu_seqlens_k_new must start at 0"):  # refused before anything is written
+        flash_attn_with_kvcache(q, k_cache, v_cache, k.flatten(0, 1), v.flatten(0, 1), cache_seqlens=1,
+                                cu_seqlens_k_new=torch.tensor([1, 2, 4, 6], dtype=torch.int32))
+    with pytest.raises(ValueError, match="cu_seqlens_q"):
+        flash_attn_with_kvcache(q.flatten(0, 1), k_cache, v_cache, k, v, cache_seqlens=1, max_seqlen_q=2,
+                                cu_seqlens_q=torch.tensor([0, 2, 4, 5], dtype=torch.int32))  # ends at 5, not 6
+    assert torch.equal(k_cache, before)
     with pytest.warns(UserWarning, match="sm_margin"):
         flash_attn_with_kvcache(q, k_cache, v_cache, sm_margin=4)
 
