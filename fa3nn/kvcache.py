@@ -20,8 +20,9 @@ included), and q at those positions when causal or windowed, else every query at
 
 Unlike FlashAttention-3's single kernel, a cache that is not plain-and-in-order (cache_batch_idx, cache_leftpad or a
 page table) is gathered into a dense copy first; the write, the rotary and the gather are torch operations. Every
-index and length is checked in one host read per call (a sync; flash_attn_varlen_func reads seqused_k once more):
-FlashAttention-3 checks none of them and writes past the cache's end instead.
+index and length is checked in one host read per call (a sync; each new cu_seqlens tensor is read once more, and
+flash_attn_varlen_func reads seqused_k): FlashAttention-3 checks none of them and writes past the cache's end
+instead.
 """
 
 from __future__ import annotations
