@@ -46,14 +46,14 @@ def attention_oracle(q, keys, values, scale, causal, window, softcap):
     return out, lse
 
 
-def make_case(seed, capacity=24, new=2, seqlen_q=2):
+def make_case(seed, capacity=24, new=2, seqlen_q=2, d=D, dv=DV):
     g = torch.Generator().manual_seed(seed)
-    k_cache = torch.randn(B, capacity, HK, D, generator=g)
-    v_cache = torch.randn(B, capacity, HK, DV, generator=g)
-    q = torch.randn(B, seqlen_q, HQ, D, generator=g)
-    k = torch.randn(B, new, HK, D, generator=g)
-    v = torch.randn(B, new, HK, DV, generator=g)
-    cos_sin = torch.randn(capacity + 8, D // 4, generator=g)  # rotary angles for every cache row
+    k_cache = torch.randn(B, capacity, HK, d, generator=g)
+    v_cache = torch.randn(B, capacity, HK, dv, generator=g)
+    q = torch.randn(B, seqlen_q, HQ, d, generator=g)
+    k = torch.randn(B, new, HK, d, generator=g)
+    v = torch.randn(B, new, HK, dv, generator=g)
+    cos_sin = torch.randn(capacity + 8, d // 4, generator=g)  # rotary angles for every cache row
     return q, k_cache, v_cache, k, v, cos_sin.cos(), cos_sin.sin()
 
 
@@ -288,24 +288,30 @@ def test_bad_calls_name_the_argument(monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("backend", ["auto", "triton", "reference"])
-@pytest.mark.parametrize("paged", [False, True])
-def test_gpu_backends_match_the_cpu_call(backend, paged):
-    """bf16 on the GPU (the native kernels under auto on Hopper) against the same call in float32 on the CPU, from
-    the same bf16-rounded inputs: outputs, lse and the written (rotated) cache rows within bf16's rounding."""
-    q, k_cache, v_cache, k, v, cos, sin = make_case(6, capacity=256, new=3, seqlen_q=3)
+@pytest.mark.parametrize("layout", ["plain", "paged", "packed"])
+def test_gpu_backends_match_the_cpu_call(backend, layout):
+    """bf16 on the GPU (head dim 128: the native kernels under auto on Hopper) against the same call in float32 on
+    the CPU, from the same bf16-rounded inputs: outputs, lse and the written (rotated) cache rows within bf16's
+    rounding. packed: queries and new keys by cu_seqlens_q / cu_seqlens_k_new (2 / 0 / 3 queries, 1 / 3 / 0 keys)."""
+    q, k_cache, v_cache, k, v, cos, sin = make_case(6, capacity=256, new=3, seqlen_q=3, d=128, dv=128)
     ends = torch.tensor([100, 7, 250], dtype=torch.int32)
     q, k_cache, v_cache, k, v = (x.to(torch.bfloat16) for x in (q, k_cache, v_cache, k, v))
     extra = {}
-    if paged:  # the same rows as pages of 16, the table in order of a permutation
+    if layout == "paged":  # the same rows as pages of 16, the table in order of a permutation
         perm = torch.randperm(B * 16, generator=torch.Generator().manual_seed(1))
-        k_cache = k_cache.reshape(B * 16, 16, HK, D)[perm.argsort()]
-        v_cache = v_cache.reshape(B * 16, 16, HK, DV)[perm.argsort()]
+        k_cache = k_cache.reshape(B * 16, 16, HK, 128)[perm.argsort()]
+        v_cache = v_cache.reshape(B * 16, 16, HK, 128)[perm.argsort()]
         extra["page_table"] = perm.view(B, 16).to(torch.int32)
+    if layout == "packed":
+        q = torch.cat([q[0, :2], q[2]])
+        k, v = torch.cat([k[0, :1], k[1]]), torch.cat([v[0, :1], v[1]])
+        extra = dict(cu_seqlens_q=torch.tensor([0, 2, 2, 5], dtype=torch.int32), max_seqlen_q=3,
+                     cu_seqlens_k_new=torch.tensor([0, 1, 4, 4], dtype=torch.int32))
     cpu = [x.float() for x in (q, k_cache, v_cache, k, v)]
     want, want_lse = flash_attn_with_kvcache(*cpu, rotary_cos=cos, rotary_sin=sin, cache_seqlens=ends, causal=True,
                                              return_softmax_lse=True, **extra)
     dev = [x.cuda() for x in (q, k_cache, v_cache, k, v)]
-    gpu_extra = {name: t.cuda() for name, t in extra.items()}
+    gpu_extra = {name: t.cuda() if isinstance(t, torch.Tensor) else t for name, t in extra.items()}
     out, lse = flash_attn_with_kvcache(*dev, rotary_cos=cos.cuda(), rotary_sin=sin.cuda(), cache_seqlens=ends.cuda(),
                                        causal=True, return_softmax_lse=True, backend=backend, **gpu_extra)
     torch.testing.assert_close(out.float().cpu(), want, atol=3e-2, rtol=3e-2)
