@@ -26,7 +26,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--kernel", choices=("fwd", "fp8", "bwd", "cudnn"), default="fwd")
 parser.add_argument("--headdim", type=int, default=128)
 parser.add_argument("--headdim-v", type=int, default=None,
-                    help="V's head dim when it differs (fwd / bwd; MLA: --headdim 192 --headdim-v 128)")
+                    help="V's head dim when it differs (fwd / bwd / cudnn; MLA: --headdim 192 --headdim-v 128)")
 parser.add_argument("--seqlen", type=int, default=16384)
 parser.add_argument("--causal", action="store_true")
 parser.add_argument("--calls", type=int, default=3)
@@ -35,8 +35,8 @@ parser.add_argument("--variant", default="full", help="FP8 benchmark variant (fa
 args = parser.parse_args()
 batch, nheads = 16384 // args.seqlen, 2048 // args.headdim
 scale = args.headdim**-0.5
-if args.headdim_v is not None and args.kernel not in ("fwd", "bwd"):
-    parser.error("--headdim-v is for --kernel fwd / bwd")
+if args.headdim_v is not None and args.kernel not in ("fwd", "bwd", "cudnn"):
+    parser.error("--headdim-v is for --kernel fwd / bwd / cudnn")
 q, k, v = (torch.randn(batch, args.seqlen, nheads, d, device="cuda", dtype=torch.bfloat16)
            for d in (args.headdim, args.headdim, args.headdim_v or args.headdim))
 if args.kernel == "fwd":

@@ -64,10 +64,19 @@ __device__ __forceinline__ uint32_t ring_dq_panel(uint32_t index, int wg, int j)
          (2 * wg + (j & 1)) * Cfg::kQPanelBytes;
 }
 
+// The ring staging keeps every lane on slab j (store_dq_slabs<false>): with the conflict-free order it ran 0.88-0.97x
+// (H200, s39e). FA3NN_BWD_RING_SPREAD, a measurement build only (hopper_build --define), takes that order, to
+// profile why (scripts/sessions/gpu_session_s40a.sh).
+#ifdef FA3NN_BWD_RING_SPREAD
+constexpr bool kRingSpread = true;
+#else
+constexpr bool kRingSpread = false;
+#endif
+
 template <class Cfg>
 __device__ __forceinline__ void BwdConsumer<Cfg>::stage_dq_ring(uint32_t base, uint32_t index,
                                                                 const float (&dq)[kDQRegs]) const {
-  store_dq_slabs<false>(dq, [&](int panel) { return base + ring_dq_panel<Cfg>(index, wg, panel); });
+  store_dq_slabs<kRingSpread>(dq, [&](int panel) { return base + ring_dq_panel<Cfg>(index, wg, panel); });
 }
 
 // kDQInRing's dQ writer (warp 1 of the producer warpgroup): per step, once both consumers have staged their dQ in
