@@ -71,20 +71,25 @@ def check_dense(q, k, v, dtypes=SUPPORTED_DTYPES) -> None:
     check_qkv_consistency(q, k, v, batch_dims=1)
 
 
+def check_cu_seqlens_tensor(name: str, cu, device: torch.device, owner: str = "q") -> None:
+    """cu_seqlens as a tensor: int32, 1-D (batch + 1,), on `owner`'s device (its values: check_cu_seqlens_values)."""
+    if not isinstance(cu, torch.Tensor):
+        raise TypeError(f"{name} must be an int32 torch.Tensor of shape (batch + 1,), got {type(cu).__name__}")
+    if cu.dtype != torch.int32:
+        raise TypeError(f"{name} must have dtype torch.int32, got {cu.dtype}")
+    if cu.dim() != 1 or cu.shape[0] < 1:
+        raise ValueError(f"{name} must be 1-D of shape (batch + 1,), got shape {tuple(cu.shape)}")
+    if cu.device != device:
+        raise ValueError(f"{name} must be on {owner}'s device {device}, got {cu.device}")
+
+
 def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dtypes=SUPPORTED_DTYPES) -> None:
     layout = "(total_tokens, nheads, headdim)"
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tensor(name, t, 3, layout, dtypes)
     check_qkv_consistency(q, k, v, batch_dims=0)
     for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
-        if not isinstance(cu, torch.Tensor):
-            raise TypeError(f"{name} must be an int32 torch.Tensor of shape (batch + 1,), got {type(cu).__name__}")
-        if cu.dtype != torch.int32:
-            raise TypeError(f"{name} must have dtype torch.int32, got {cu.dtype}")
-        if cu.dim() != 1 or cu.shape[0] < 1:
-            raise ValueError(f"{name} must be 1-D of shape (batch + 1,), got shape {tuple(cu.shape)}")
-        if cu.device != q.device:
-            raise ValueError(f"{name} must be on q's device {q.device}, got {cu.device}")
+        check_cu_seqlens_tensor(name, cu, q.device)
     if cu_seqlens_q.shape[0] != cu_seqlens_k.shape[0]:
         raise ValueError(
             f"cu_seqlens_q and cu_seqlens_k must both have batch + 1 entries, got {cu_seqlens_q.shape[0]} "

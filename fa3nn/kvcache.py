@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import torch
 
-from fa3nn.checks import check_bool, check_cu_seqlens_values, check_window_size, type_name
+from fa3nn.checks import check_bool, check_cu_seqlens_tensor, check_cu_seqlens_values, check_window_size, type_name
 from fa3nn.fa3_compat import check_hints
 from fa3nn.interface import flash_attn_varlen_func
 
@@ -103,15 +103,6 @@ def _check_rotary_reach(last: int, rows: int, what: str) -> None:
                          "covering every position of the cache")
 
 
-def check_varlen_side(name: str, x: torch.Tensor, cu_name: str, cu, max_name: str | None, max_seqlen) -> None:
-    """A packed side: cu int32 (batch + 1,) on x's device, starting at 0, non-decreasing, ending at x's tokens, its
-    longest run within max_seqlen when given (values read once per tensor, fa3nn.checks)."""
-    if not isinstance(cu, torch.Tensor) or cu.dtype != torch.int32 or cu.dim() != 1 or cu.device != x.device:
-        raise TypeError(f"{cu_name} must be an int32 tensor (batch + 1,) on {name}'s device {x.device}, got "
-                        f"{_what(cu)}")
-    check_cu_seqlens_values(cu_name, cu, x.shape[0], max_name or "", max_seqlen)
-
-
 def _tokens(cu: torch.Tensor | None, total: int, batch: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """Each of `total` tokens' sequence and index in it: packed by cu (batch + 1,), else total / batch per sequence."""
     token = torch.arange(total, device=device)
@@ -180,8 +171,7 @@ def flash_attn_with_kvcache(
         if not isinstance(q, torch.Tensor) or q.dim() != 3:
             raise TypeError(f"q must be a 3-D torch.Tensor (total_q, nheads, headdim) with cu_seqlens_q, got "
                             f"{_what(q)}")
-        if not isinstance(cu_seqlens_q, torch.Tensor) or cu_seqlens_q.dim() != 1 or cu_seqlens_q.numel() < 2:
-            raise TypeError(f"cu_seqlens_q must be an int32 tensor (batch + 1,), got {_what(cu_seqlens_q)}")
+        check_cu_seqlens_tensor("cu_seqlens_q", cu_seqlens_q, q.device)
         if isinstance(max_seqlen_q, bool) or not isinstance(max_seqlen_q, int) or max_seqlen_q < 1:
             raise TypeError(f"max_seqlen_q must be a positive int with cu_seqlens_q (the longest query run), got "
                             f"{max_seqlen_q!r}")
@@ -195,8 +185,8 @@ def flash_attn_with_kvcache(
         batch, device = q.shape[0], q.device
     if batch == 0:
         raise ValueError(f"q has no sequences (batch 0, shape {tuple(q.shape)}): nothing to attend or write")
-    if packed_q:  # before any write: FlashAttention-3's packed-query checks (values read once per tensor)
-        check_varlen_side("q", q, "cu_seqlens_q", cu_seqlens_q, "max_seqlen_q", max_seqlen_q)
+    if packed_q:  # before any write: the packed queries' boundaries (values read once per tensor)
+        check_cu_seqlens_values("cu_seqlens_q", cu_seqlens_q, q.shape[0], "max_seqlen_q", max_seqlen_q)
     paged = page_table is not None
     layout = "(num_pages, page_size, nheads_k, headdim)" if paged else "(batch_cache, seqlen_cache, nheads_k, headdim)"
     _check_cache_tensor("k_cache", k_cache, q, layout)
@@ -248,10 +238,11 @@ def flash_attn_with_kvcache(
                              f"k {tuple(k.shape)}, v {tuple(v.shape)} for caches {tuple(k_cache.shape)}, "
                              f"{tuple(v_cache.shape)}")
         if packed_k:
-            if not isinstance(cu_seqlens_k_new, torch.Tensor) or cu_seqlens_k_new.shape != (batch + 1,):
-                raise TypeError(f"cu_seqlens_k_new must be an int32 tensor (batch + 1 = {batch + 1},), got "
-                                f"{_what(cu_seqlens_k_new)}")
-            check_varlen_side("k", k, "cu_seqlens_k_new", cu_seqlens_k_new, None, None)
+            check_cu_seqlens_tensor("cu_seqlens_k_new", cu_seqlens_k_new, device, owner="k")
+            if cu_seqlens_k_new.shape != (batch + 1,):
+                raise ValueError(f"cu_seqlens_k_new must have batch + 1 = {batch + 1} entries (as cu_seqlens_q or q), "
+                                 f"got shape {tuple(cu_seqlens_k_new.shape)}")
+            check_cu_seqlens_values("cu_seqlens_k_new", cu_seqlens_k_new, k.shape[0], "", None)
             new_len = cu_seqlens_k_new.long().diff()
         else:
             new_len = torch.full((batch,), k.shape[1], dtype=torch.int64, device=device)

@@ -278,6 +278,12 @@ def test_bad_calls_name_the_argument(monkeypatch):
     with pytest.raises(ValueError, match="cu_seqlens_k_new must start at 0"):  # refused before anything is written
         flash_attn_with_kvcache(q, k_cache, v_cache, k.flatten(0, 1), v.flatten(0, 1), cache_seqlens=1,
                                 cu_seqlens_k_new=torch.tensor([1, 2, 4, 6], dtype=torch.int32))
+    with pytest.raises(ValueError, match=r"cu_seqlens_k_new must have batch \+ 1 = 4 entries"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, k.flatten(0, 1), v.flatten(0, 1), cache_seqlens=1,
+                                cu_seqlens_k_new=torch.tensor([0, 2, 6], dtype=torch.int32))
+    with pytest.raises(TypeError, match="cu_seqlens_q must have dtype torch.int32"):
+        flash_attn_with_kvcache(q.flatten(0, 1), k_cache, v_cache, max_seqlen_q=2,
+                                cu_seqlens_q=torch.tensor([0, 2, 4, 6]))
     with pytest.raises(ValueError, match="cu_seqlens_q"):
         flash_attn_with_kvcache(q.flatten(0, 1), k_cache, v_cache, k, v, cache_seqlens=1, max_seqlen_q=2,
                                 cu_seqlens_q=torch.tensor([0, 2, 4, 5], dtype=torch.int32))  # ends at 5, not 6
