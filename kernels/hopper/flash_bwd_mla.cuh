@@ -24,6 +24,22 @@
 // Triton backward; one CTA per tile (persistent 0.83-0.93x, flash_bwd_launch.cuh use_persistent_bwd). Issuing the
 // next step's scores behind this step's dK / dV / dQ GEMMs (the d128 kernel's overlap) measured 0.87-0.98x, and
 // issuing dQ first with its staging under dK / dV 0.99-1.01x: neither kept.
+//
+// Clusters (variant 5 "cluster", BwdConfig::kCluster; dense only): the L2 bytes per step halved by pairing adjacent
+// key blocks 2n, 2n + 1 of one (K/V head, batch) in a 2-CTA cluster whose CTAs walk the same query steps (the first
+// block's walk: under a causal mask the second block's extra first query blocks are fully masked there, P = 0, and
+// add nothing; an odd key-block count's last pair has a second CTA past seqlen_k, all masked, nothing stored).
+//   - Q / dO: each stage is loaded once for the pair, rank 0 multicasting Q and rank 1 dO into both CTAs
+//     (bwd_producer); both full barriers expect the whole stage, and each empty barrier counts both CTAs' consumers
+//     (the leaders arrive on the partner's too), so no stage of either CTA is refilled while one still reads it.
+//   - dQ: rank r reduces dQ's fp32 panels [3r, 3r + 3) into dq_accum. Each role sends its values of the partner's
+//     panels into the partner's 24 KB receive buffer (st.async, counted on the partner's recv_full), then adds the
+//     partner's values of its own panels (its receive buffer) while staging them (mla_pair_dq); the dQ writer
+//     reduce-adds three panels instead of six and tells the partner (peer_free) that the receive buffer is free.
+//     Staging tile and receive buffer take the single 48 KB dQ buffer's place.
+//   Per 64-key step and CTA: 20 KB of Q / dO and 24 KB of dQ reduce-adds through L2 instead of 40 + 48. The protocol
+//   is modeled in scripts/model_bwd_cluster.py. nvcc 13.0: R225 of 240, 0 spills; the other kernels' SASS unchanged.
+//   Not yet run on a GPU (written in the fortieth session, when no device was lent): NOTES "fortieth session".
 #pragma once
 
 #include "flash_bwd_cols.cuh"  // bwd_cols_probs (and flash_bwd.cuh)
@@ -49,6 +65,39 @@ __device__ __forceinline__ void mla_issue_dp(float (&dp)[BwdConsumer<Cfg>::kSReg
   for (int k = 0; k < Cfg::kHeadDimV / 16; ++k)
     WgmmaRSK<BwdConsumer<Cfg>::kSQueries, Cfg::kBF16>::mma(
         dp, va[k], desc_advance(desc_do, (k / 4) * Cfg::kQPanelBytes + (k % 4) * 32), k > 0 ? 1 : 0);
+}
+
+// kCluster: one step's dQ of this role summed over the pair and staged. The pair's CTA of rank r reduces dQ's fp32
+// panels [3r, 3r + 3) (kDQOwnedPanels); this role holds panels 2 kDQ0 .. 2 (kDQ0 + kDQPanels) - 1 of its own
+// CTA's partial. Panels the partner reduces go to the partner's receive buffer (st.async, counted on its recv_full)
+// once the partner has read the previous step's (peer_free); then, after the partner's half has arrived
+// (recv_full) and the writer's reduce-adds have read the staging tile (the dQ empty barrier), each owned value is
+// staged as this CTA's + the partner's. Receive buffer and staging tile share one layout (panel p % 3 at p % 3 x
+// 8 KB, store_dq_slabs' order), so every thread reads back what the partner's thread of the same role and index
+// sent.
+template <class Cfg, int kRole>
+__device__ __forceinline__ void mla_pair_dq(const BwdConsumer<Cfg>& c, uint8_t* smem, typename Cfg::Barriers& bars,
+                                            int step, const float (&dq)[MlaPanels<kRole>::kDQRegs]) {
+  using R = MlaPanels<kRole>;
+  constexpr int kOwned = Cfg::kDQOwnedPanels;
+  const uint32_t rank = cluster_rank();
+  const uint32_t stage = smem_addr(smem + Cfg::kOffDQ), recv = smem_addr(smem + Cfg::kOffDQRecv);
+  const auto owned = [&](int panel) { return (2 * R::kDQ0 + panel) / kOwned == static_cast<int>(rank); };
+  const auto slot = [](int panel) { return static_cast<uint32_t>((2 * R::kDQ0 + panel) % kOwned) * Cfg::kDQPanelBytes; };
+  if (step >= 1) wait_in_loop(bars.peer_free, (step - 1) & 1);
+  const uint32_t peer_recv = cluster_map(recv, rank ^ 1);
+  const uint32_t peer_full = cluster_map(smem_addr(&bars.recv_full), rank ^ 1);
+  c.template for_dq_slabs<true>(dq, [&](int panel, uint32_t byte, float a, float b) {
+    if (!owned(panel)) st_async_v2(peer_recv + slot(panel) + byte, a, b, peer_full);
+  });
+  wait_in_loop<true>(bars.recv_full, step & 1);
+  if (step >= 1) NamedBarrier::sync(Cfg::kDQEmptyBarrier, Cfg::kDQBarrierThreads);
+  c.template for_dq_slabs<true>(dq, [&](int panel, uint32_t byte, float a, float b) {
+    if (owned(panel)) {
+      const float2 partner = ld_shared_v2(recv + slot(panel) + byte);
+      st_shared_v2(stage + slot(panel) + byte, a + partner.x, b + partner.y);
+    }
+  });
 }
 
 template <class Cfg, int kRole>
@@ -120,18 +169,25 @@ __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* sm
       fence_operands(dk);
       fence_operands(dv);
       // Q, dO, lse and delta of this stage are no longer read (the statistics before the barrier above; the leader's
-      // wait covers the warpgroup's wgmmas).
-      if (c.leader) bars.qdo.consumer_release(st);
+      // wait covers the warpgroup's wgmmas). kCluster: the partner's producer waits for this release too.
+      if (c.leader) {
+        bars.qdo.consumer_release(st);
+        if constexpr (Cfg::kCluster) cluster_arrive(cluster_map(smem_addr(&bars.qdo.empty[st.index]), cluster_rank() ^ 1));
+      }
       st.advance();
       if (i + 1 == walk.total) {
         bwd_trace(c.leader, kRole, tiles.iter, kTraceLoopEnd);
         bwd_free_kv<Cfg>(c, bars, tiles);
       }
       // dQ into the staging tile (one buffer: the dQ writer's reduce-adds of the previous step have read it first),
-      // this role's 32-column fp32 panels 2 kDQ0 ..
-      if (step >= 1) NamedBarrier::sync(Cfg::kDQEmptyBarrier, Cfg::kDQBarrierThreads);
-      const uint32_t tile = smem_addr(smem + Cfg::kOffDQ) + 2 * R::kDQ0 * Cfg::kDQPanelBytes;
-      c.template store_dq_slabs<true>(dq, [&](int panel) { return tile + panel * Cfg::kDQPanelBytes; });
+      // this role's 32-column fp32 panels 2 kDQ0 ..; kCluster: summed over the pair first (mla_pair_dq).
+      if constexpr (Cfg::kCluster) {
+        mla_pair_dq<Cfg, kRole>(c, smem, bars, step, dq);
+      } else {
+        if (step >= 1) NamedBarrier::sync(Cfg::kDQEmptyBarrier, Cfg::kDQBarrierThreads);
+        const uint32_t tile = smem_addr(smem + Cfg::kOffDQ) + 2 * R::kDQ0 * Cfg::kDQPanelBytes;
+        c.template store_dq_slabs<true>(dq, [&](int panel) { return tile + panel * Cfg::kDQPanelBytes; });
+      }
       fence_proxy_async_smem();
       NamedBarrier::arrive(Cfg::kDQFullBarrier, Cfg::kDQBarrierThreads);
     }
