@@ -12,19 +12,23 @@ kernel by hand (r = rank, p = 1 - r, s = step, i / ph = ring index / phase):
     producer r:   per step: wait empty_r[i] parity ph ^ 1; full_r[i].arrive_expect_tx(Q + dO + stats)
                             r = 0: Q multicast into stage i of both CTAs (bytes on both full[i]); r = 1: dO
                             stats into its own stage i
-    consumer r w: per step: wait full_r[i] parity ph; read Q, dO, stats (GEMMs); release empty_r[i] and empty_p[i]
-                            if s >= 1: wait peer_free_r parity (s - 1) & 1
-                            send its part of the partner's panels into recv_p (bytes on recv_full_p)
-                            wait recv_full_r parity s & 1; read recv_r's part of the same warpgroup index
+    consumer r w: per step: wait full_r[i] parity ph; read Q, dO, stats (GEMMs); bar.sync(dS, both warpgroups);
+                            release empty_r[i] and empty_p[i]
+                            if s >= 1 and role w holds a panel rank p reduces: wait peer_free_r parity (s - 1) & 1
+                            send those panels into recv_p (bytes on recv_full_p)
+                            if role w holds a panel rank r reduces: wait recv_full_r parity s & 1, read them from
+                            recv_r (what rank p's role w sent)
                             if s >= 1: bar.sync(EMPTY); write staging_r; bar.arrive(FULL)
-    writer r:     before the loop (steps > 0): recv_full_r.arrive_expect_tx(both partner warpgroups' parts)
-                  per step: bar.sync(FULL); if s + 1 < steps: arrive peer_free_p, recv_full_r.arrive_expect_tx(...)
+    writer r:     before the loop (steps > 0): recv_full_r.arrive_expect_tx(3 panels)
+                  per step: bar.sync(FULL); if s + 1 < steps: recv_full_r.arrive_expect_tx(3), arrive peer_free_p
                             read staging_r (reduce-adds, wait read); if s + 1 < steps: bar.arrive(EMPTY)
 
 Checks, for 1-6 steps and 2 or 3 stages, 2000 schedules each: no deadlock; every read of a stage, a receive buffer
 or a staging tile sees the step it expects; no multicast is issued while a consumer of either CTA still reads that
 stage, and no send while the partner's consumers may still read the previous step's receive buffer; no mbarrier is
-left partly arrived at exit. The mutations below must each fail it.
+left partly arrived at exit. The mutations below must each fail it; "non_sender_waits" is the first version of the
+kernel (role 0 of rank 0, which sends nothing, waited for peer_free too and could fall two phases behind), which a
+review found and an earlier version of this model, without the roles' panels, missed.
 
     python scripts/model_bwd_cluster.py
 """
@@ -34,7 +38,16 @@ from __future__ import annotations
 import random
 import sys
 
-MUTATIONS = ("no_peer_free_wait", "local_release_only", "recv_expect_once", "recv_parity", "writer_frees_early")
+MUTATIONS = ("no_peer_free_wait", "non_sender_waits", "local_release_only", "recv_expect_once", "recv_parity",
+             "writer_frees_early")
+# dQ's fp32 panels (32 columns each) held by each consumer role (flash_bwd_mla.cuh MlaPanels: role 0 dQ panel 0,
+# role 1 panels 1-2, two fp32 panels per 64-column panel); rank r reduces panels [3r, 3r + 3).
+ROLE_PANELS = ((0, 1), (2, 3, 4, 5))
+OWNED = 3
+
+
+def owner(panel: int) -> int:
+    return panel // OWNED
 
 
 class MBarrier:
@@ -86,12 +99,15 @@ def producer(r, steps, stages, bars):
 
 def consumer(r, w, steps, stages, bars, state, mutate):
     p = 1 - r
+    sent = [panel for panel in ROLE_PANELS[w] if owner(panel) == p]
+    kept = [panel for panel in ROLE_PANELS[w] if owner(panel) == r]
     index, phase = 0, 0
     for s in range(steps):
         yield ("wait", bars[r]["full"][index], phase)
         state["holds"][r][w].add(index)
         for part in ("q", "do", "stats"):
             yield ("read", r, ("stage", index, part), s)
+        yield ("sync", ("ds", r))  # the P^T / dS^T barrier of both warpgroups (bwd_cols_probs)
         state["holds"][r][w].discard(index)
         yield ("arrive", bars[r]["empty"][index])
         if mutate != "local_release_only":
@@ -99,13 +115,16 @@ def consumer(r, w, steps, stages, bars, state, mutate):
         index += 1
         if index == stages:
             index, phase = 0, phase ^ 1
-        if s >= 1 and mutate != "no_peer_free_wait":
+        if s >= 1 and mutate != "no_peer_free_wait" and (sent or mutate == "non_sender_waits"):
             yield ("wait", bars[r]["peer_free"], (s - 1) & 1)
-        yield ("send", p, w, s)
-        parity = s & 1 if mutate != "recv_parity" else (s & 1) ^ (s >= 2)
-        yield ("wait", bars[r]["recv_full"], parity)
-        yield ("read", r, ("recv", w), s)
-        state["recv_pending"][r][w] = s + 1  # this warpgroup has read step s's part
+        for panel in sent:
+            yield ("send", p, panel, s)
+        if kept:
+            parity = s & 1 if mutate != "recv_parity" else (s & 1) ^ (s >= 2)
+            yield ("wait", bars[r]["recv_full"], parity)
+        for panel in kept:
+            yield ("read", r, ("recv", panel % OWNED), s)
+            state["recv_pending"][r][panel % OWNED] = s + 1  # step s's value of this panel has been read
         if s >= 1:
             yield ("sync", ("empty", r))
         yield ("write", r, ("staging", w), s)
@@ -115,13 +134,13 @@ def consumer(r, w, steps, stages, bars, state, mutate):
 def writer(r, steps, bars, mutate):
     p = 1 - r
     if steps > 0:
-        bars[r]["recv_full"].arrive(expect_tx=2)
+        bars[r]["recv_full"].arrive(expect_tx=OWNED)
     for s in range(steps):
         yield ("sync", ("full", r))
         if s + 1 < steps:
-            yield ("arrive", bars[p]["peer_free"])
             if mutate != "recv_expect_once":
-                bars[r]["recv_full"].arrive(expect_tx=2)
+                bars[r]["recv_full"].arrive(expect_tx=OWNED)
+            yield ("arrive", bars[p]["peer_free"])
         if mutate == "writer_frees_early" and s + 1 < steps:
             yield ("bar_arrive", ("empty", r))
         for w in (0, 1):
@@ -135,7 +154,8 @@ def run(steps, stages, rng, mutate=None) -> str | None:
                                                                               else 4) for _ in range(stages)],
              "recv_full": MBarrier(1), "peer_free": MBarrier(1)} for _ in range(2)]
     named = {(kind, r): NamedBarrier(3) for kind in ("full", "empty") for r in (0, 1)}
-    state = {"holds": [[set(), set()] for _ in range(2)], "recv_pending": [[0, 0] for _ in range(2)]}
+    named |= {("ds", r): NamedBarrier(2) for r in (0, 1)}
+    state = {"holds": [[set(), set()] for _ in range(2)], "recv_pending": [[0] * OWNED for _ in range(2)]}
     memory = {}  # (cta, buffer) -> step that landed there
     in_flight = []  # (cta, buffer, step, barrier)
     actors = {}
@@ -155,11 +175,15 @@ def run(steps, stages, rng, mutate=None) -> str | None:
             return bar.generation > generation
         return True
 
+    # One actor per run is slow (picked 50 times less often than the others when it can go): skew between the
+    # warpgroups of a CTA is what some protocol bugs need (non_sender_waits: a whole partner step between two of
+    # one warpgroup's operations), and a uniform choice almost never makes it.
+    slow = rng.choice(list(actors))
     while pending or in_flight:
         choices = [n for n, op in pending.items() if ready(n, op)] + (["land"] if in_flight else [])
         if not choices:
             return "deadlock: " + ", ".join(f"{n} at {op[0]}" for n, op in pending.items())
-        name = rng.choice(choices)
+        name = rng.choices(choices, weights=[0.02 if n == slow else 1.0 for n in choices])[0]
         if name == "land":
             cta, buffer, step, bar = in_flight.pop(rng.randrange(len(in_flight)))
             memory[(cta, buffer)] = step
@@ -180,10 +204,10 @@ def run(steps, stages, rng, mutate=None) -> str | None:
             _, cta, buffer, step, bar = op
             in_flight.append((cta, buffer, step, bar))
         elif op[0] == "send":
-            _, dst, w, step = op
-            if state["recv_pending"][dst][w] < step:
-                return f"step {step}'s dQ sent into CTA {dst} before its warpgroup {w} read step {step - 1}'s"
-            in_flight.append((dst, ("recv", w), step, bars[dst]["recv_full"]))
+            _, dst, panel, step = op
+            if state["recv_pending"][dst][panel % OWNED] < step:
+                return f"step {step}'s dQ panel {panel} sent into CTA {dst} before it read step {step - 1}'s"
+            in_flight.append((dst, ("recv", panel % OWNED), step, bars[dst]["recv_full"]))
         elif op[0] == "read":
             _, cta, buffer, want = op
             if memory.get((cta, buffer)) != want:

@@ -293,9 +293,10 @@ def test_bwd_trace_phases_are_the_medians_of_the_recorded_tiles():
 def test_cluster_protocol_model_passes_and_catches_a_wrong_protocol(mutation):
     """The 2-CTA cluster backward's protocol (scripts/model_bwd_cluster.py: the pair's multicast ring, its dQ exchange
     through the receive buffers, both CTAs' dQ writers) under random schedules; a consumer that sends before the
-    partner has read the previous step's part, releases its stage to its own CTA only, a writer that declares the
-    receive bytes once, a receive wait on the wrong parity, or a writer that frees the staging tile before reading
-    it, must fail it."""
+    partner has read the previous step's part, a role that waits for the partner's peer_free although it sends
+    nothing (the first version's deadlock), a consumer that releases its stage to its own CTA only, a writer that
+    declares the receive bytes once, a receive wait on the wrong parity, or a writer that frees the staging tile
+    before reading it, must fail it."""
     model = load_script("model_bwd_cluster")
     problems = model.check(mutation, schedules=300 if mutation is None else 100)
     assert (problems == []) == (mutation is None), problems

@@ -546,9 +546,9 @@ __device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const B
         if constexpr (Cfg::kCluster) {
           const uint32_t rank = cluster_rank();
           panel0 = static_cast<int>(rank) * Cfg::kDQOwnedPanels;
-          if (step + 1 < cta_steps) {
-            cluster_arrive(cluster_map(smem_addr(&bars.peer_free), rank ^ 1));
+          if (step + 1 < cta_steps) {  // the bytes declared before the partner is told it may send them
             bars.recv_full.arrive_expect_tx(Cfg::kDQOwnedBytes);
+            cluster_arrive(cluster_map(smem_addr(&bars.peer_free), rank ^ 1));
           }
         }
         const uint8_t* stage = smem + Cfg::kOffDQ + buffer * Cfg::kDQStageBytes;

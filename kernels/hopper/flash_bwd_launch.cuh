@@ -218,8 +218,10 @@ int launch_bwd(const BwdProblem& pr) {
   const int n_blocks = (pr.max_seqlen_k + kKeysPerTile - 1) / kKeysPerTile;  // of tiles (key blocks or pairs)
   p.key_blocks_outer = pr.grid_order == 2 || (pr.grid_order == 0 && Cfg::kCausal && p.group > 1 && !varlen);
   const long long tiles = static_cast<long long>(n_blocks) * pr.nheads_kv * pr.batch;
-  // Below 2^30, so that a CTA's next tile index (tile + gridDim.x, BwdCtaTiles) stays an int.
-  if (tiles >= (1LL << 30)) return fail("%s", "too many key blocks x K/V heads x batch for one launch (2^30 at most)");
+  // Below 2^30, so that a CTA's next tile index (tile + gridDim.x, BwdCtaTiles) stays an int (kCluster: gridDim.x is
+  // twice the tiles, below 2^28).
+  if (tiles >= (1LL << (Cfg::kCluster ? 28 : 30)))
+    return fail("%s", "too many key blocks x K/V heads x batch for one launch (2^30 at most; 2^28 key-block pairs)");
   p.num_tiles = static_cast<int>(tiles);
   p.tile_inner = FastDiv(p.key_blocks_outer ? pr.nheads_kv : n_blocks);
   p.tile_middle = FastDiv(p.key_blocks_outer ? pr.batch : pr.nheads_kv);
@@ -230,6 +232,10 @@ int launch_bwd(const BwdProblem& pr) {
   // (kCluster: one CTA pair per tile; flash_bwd_d192.cu refuses ctas > 0.)
   const int ctas = pr.ctas > 0 && !Cfg::kCluster ? pr.ctas : auto_persistent ? sms : p.num_tiles;
   const int grid = ctas < p.num_tiles ? ctas : p.num_tiles;
+  // kCluster: both CTAs of a pair must deal the same tile (BwdCtaTiles divides blockIdx.x by 2 but deals later rounds
+  // by blockIdx.x and gridDim.x): one CTA pair per tile, never persistent.
+  if (Cfg::kCluster && grid != p.num_tiles)
+    return fail("%s", "internal: a persistent launch reached the cluster backward");
   // 16-byte dK / dV stores (BwdConsumer::store_rows) where both are 16-B aligned with strides of multiples of 8.
   p.dkdv_vec16 = pr.dkdv_vec16 != 0 && aligned16(pr.dk) && aligned16(pr.dv) &&
                  strides_of_8({st[18], st[19], st[20], st[21], st[22], st[23]});

@@ -38,7 +38,7 @@
 //     reduce-adds three panels instead of six and tells the partner (peer_free) that the receive buffer is free.
 //     Staging tile and receive buffer take the single 48 KB dQ buffer's place.
 //   Per 64-key step and CTA: 20 KB of Q / dO and 24 KB of dQ reduce-adds through L2 instead of 40 + 48. The protocol
-//   is modeled in scripts/model_bwd_cluster.py. nvcc 13.0: R225 of 240, 0 spills; the other kernels' SASS unchanged.
+//   is modeled in scripts/model_bwd_cluster.py. nvcc 13.0: R224 of 240, 0 spills; the other kernels' SASS unchanged.
 //   Not yet run on a GPU (written in the fortieth session, when no device was lent): NOTES "fortieth session".
 #pragma once
 
@@ -83,14 +83,26 @@ __device__ __forceinline__ void mla_pair_dq(const BwdConsumer<Cfg>& c, uint8_t* 
   const uint32_t rank = cluster_rank();
   const uint32_t stage = smem_addr(smem + Cfg::kOffDQ), recv = smem_addr(smem + Cfg::kOffDQRecv);
   const auto owned = [&](int panel) { return (2 * R::kDQ0 + panel) / kOwned == static_cast<int>(rank); };
-  const auto slot = [](int panel) { return static_cast<uint32_t>((2 * R::kDQ0 + panel) % kOwned) * Cfg::kDQPanelBytes; };
-  if (step >= 1) wait_in_loop(bars.peer_free, (step - 1) & 1);
+  const auto slot = [](int panel) {
+    return static_cast<uint32_t>((2 * R::kDQ0 + panel) % kOwned) * Cfg::kDQPanelBytes;
+  };
+  // This role's fp32 panels [first, last) against this CTA's [mine, mine + kOwned): whether it sends and receives.
+  constexpr int kFirst = 2 * R::kDQ0, kLast = 2 * (R::kDQ0 + R::kDQPanels);
+  const int mine = static_cast<int>(rank) * kOwned;
+  const bool sends = kFirst < mine || kLast > mine + kOwned, receives = kFirst < mine + kOwned && kLast > mine;
+  // Only a role that sends waits for peer_free: the partner's arrival for step s needs every sending role's step-s
+  // bytes, so a sender is never two phases behind; a role that sends nothing (role 0 of rank 0) could be, and would
+  // then wait on the phase after the one it meant, for ever (found by review; scripts/model_bwd_cluster.py's
+  // mutation "non_sender_waits").
+  if (step >= 1 && sends) wait_in_loop(bars.peer_free, (step - 1) & 1);
   const uint32_t peer_recv = cluster_map(recv, rank ^ 1);
   const uint32_t peer_full = cluster_map(smem_addr(&bars.recv_full), rank ^ 1);
   c.template for_dq_slabs<true>(dq, [&](int panel, uint32_t byte, float a, float b) {
     if (!owned(panel)) st_async_v2(peer_recv + slot(panel) + byte, a, b, peer_full);
   });
-  wait_in_loop<true>(bars.recv_full, step & 1);
+  // (A role that receives nothing, role 0 of rank 1, skips this wait: the writer declares phase s + 1's bytes only
+  // after every role's step-s DQFull arrival, so nobody can fall behind on recv_full.)
+  if (receives) wait_in_loop<true>(bars.recv_full, step & 1);
   if (step >= 1) NamedBarrier::sync(Cfg::kDQEmptyBarrier, Cfg::kDQBarrierThreads);
   c.template for_dq_slabs<true>(dq, [&](int panel, uint32_t byte, float a, float b) {
     if (owned(panel)) {
@@ -172,7 +184,8 @@ __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* sm
       // wait covers the warpgroup's wgmmas). kCluster: the partner's producer waits for this release too.
       if (c.leader) {
         bars.qdo.consumer_release(st);
-        if constexpr (Cfg::kCluster) cluster_arrive(cluster_map(smem_addr(&bars.qdo.empty[st.index]), cluster_rank() ^ 1));
+        if constexpr (Cfg::kCluster)
+          cluster_arrive(cluster_map(smem_addr(&bars.qdo.empty[st.index]), cluster_rank() ^ 1));
       }
       st.advance();
       if (i + 1 == walk.total) {
