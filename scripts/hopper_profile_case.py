@@ -6,7 +6,8 @@
 --kernel fwd: the bf16 forward (flash_fwd_kernel); fp8: the FP8 forward (flash_fwd_fp8_kernel) on inputs already
 quantized with per-tile scales, 128-row Q tiles and K/V tiles of --block-k rows (default: the recipe's, 192 at head
 dim 128, else 128; the kernel's key block follows, fa3nn.fp8.key_blocks), --variant one of its benchmark variants;
-bwd: the bf16 backward with its default variant (flash_bwd_kernel, between its preprocess and postprocess kernels);
+bwd: the bf16 backward in its default variant or --bwd-variant (flash_bwd_kernel, between its preprocess and
+postprocess kernels);
 cudnn: cuDNN's forward through torch SDPA (the comparator of scripts/bench.py) on the same inputs.
 """
 
@@ -32,6 +33,7 @@ parser.add_argument("--causal", action="store_true")
 parser.add_argument("--calls", type=int, default=3)
 parser.add_argument("--block-k", type=int, default=None)
 parser.add_argument("--variant", default="full", help="FP8 benchmark variant (fa3nn.backends.hopper_fp8.VARIANTS)")
+parser.add_argument("--bwd-variant", default=None, help="--kernel bwd: hopper_bwd.VARIANTS (default: the head dim's)")
 args = parser.parse_args()
 batch, nheads = 16384 // args.seqlen, 2048 // args.headdim
 scale = args.headdim**-0.5
@@ -63,7 +65,7 @@ else:
     dout = torch.randn_like(out)
 
     def call():
-        hopper_bwd.launch(dout, q, k, v, out, lse, scale, args.causal)
+        hopper_bwd.launch(dout, q, k, v, out, lse, scale, args.causal, variant=args.bwd_variant)
 for _ in range(args.calls):
     call()
 torch.cuda.synchronize()

@@ -39,6 +39,17 @@ __device__ __forceinline__ void st_async_v2(uint32_t remote_addr, float a, float
                : "memory");
 }
 
+// `bytes` (a multiple of 16) from this CTA's shared memory at `src` into another CTA's at remote_dst (a cluster_map
+// address, 16-B aligned), counted on the mbarrier at remote_bar in that CTA: one DMA instead of a store per value.
+// Its source may be overwritten once the receiver has seen the bytes (completion is only signaled there).
+__device__ __forceinline__ void bulk_copy_to_cluster(uint32_t remote_dst, uint32_t src, uint32_t bytes,
+                                                     uint32_t remote_bar) {
+  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   remote_dst),
+               "r"(src), "r"(bytes), "r"(remote_bar)
+               : "memory");
+}
+
 // Every thread of every CTA of the cluster: after it, each CTA's shared memory (its barriers initialized before the
 // call) may be used by the others, or (at the end) none is used any more. .aligned: the whole warp executes it.
 __device__ __forceinline__ void cluster_sync() {

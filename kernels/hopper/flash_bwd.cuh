@@ -107,6 +107,35 @@ struct BwdParams {
   float softcap_pre;
 };
 
+// Measurement builds of the cluster backward (flash_bwd_mla.cuh "Clusters") (hopper_build --define, s40 timing): FA3NN_CLUSTER_ABLATE 1 without the
+// dQ exchange (each CTA reduces its own partial's panels only: wrong dQ), 2 without multicast (each CTA loads its
+// whole stage; right values), 3 both. FA3NN_CLUSTER_ALTERNATE: rank r reduces the fp32 panels of parity r instead of
+// [3r, 3r + 3) (every role sends and receives half its panels).
+#ifndef FA3NN_CLUSTER_ABLATE
+#define FA3NN_CLUSTER_ABLATE 0
+#endif
+constexpr bool kClusterExchange = (FA3NN_CLUSTER_ABLATE & 1) == 0;
+constexpr bool kClusterMulticast = (FA3NN_CLUSTER_ABLATE & 2) == 0;
+// 4 (with 2): each CTA's stages released by its own consumers only (no lockstep); 8: the producer polls its empty
+// barriers instead of sleeping on them.
+constexpr bool kClusterSharedStages = (FA3NN_CLUSTER_ABLATE & 4) == 0;
+constexpr bool kClusterSleepingProducer = (FA3NN_CLUSTER_ABLATE & 8) == 0;
+// FA3NN_CLUSTER_BULK: the dQ exchange as one bulk copy per step (the consumers stage the partner's panels in a local
+// send tile, the dQ writer copies it into the partner's receive buffer) instead of an st.async per value pair.
+#ifdef FA3NN_CLUSTER_BULK
+constexpr bool kClusterBulkExchange = true;
+#else
+constexpr bool kClusterBulkExchange = false;
+#endif
+#ifdef FA3NN_CLUSTER_ALTERNATE
+constexpr bool kClusterAlternate = true;
+#else
+constexpr bool kClusterAlternate = false;
+#endif
+// The rank that reduces fp32 dQ panel p, and p's slot in that rank's staging tile and receive buffer.
+__device__ __forceinline__ constexpr int cluster_dq_owner(int p) { return kClusterAlternate ? p % 2 : p / 3; }
+__device__ __forceinline__ constexpr int cluster_dq_slot(int p) { return kClusterAlternate ? p / 2 : p % 3; }
+
 // The 2-CTA cluster's dQ exchange (BwdConfig::kCluster, flash_bwd_mla.cuh): recv_full completes when the partner's
 // partial of this CTA's dQ panels has landed in the receive buffer (the dQ writer's arrive_expect_tx + the partner's
 // st.async bytes), peer_free when the partner's consumers have read theirs (its dQ writer's remote arrival), so this
@@ -237,6 +266,9 @@ struct BwdConfig {
   // full = both consumers arrive, the dQ writer warp syncs; empty = the writer arrives, the consumers sync.
   static constexpr uint32_t kDQFullBarrier = NamedBarrier::kFirstId + 2;   // + buffer
   static constexpr uint32_t kDQEmptyBarrier = NamedBarrier::kFirstId + 4;  // + buffer
+  // kCluster with the bulk exchange: the send tile written (consumers arrive, the dQ writer syncs); buffer 1's full
+  // barrier id, free with one dQ buffer.
+  static constexpr uint32_t kDQSendBarrier = NamedBarrier::kFirstId + 3;
   static constexpr uint32_t kDQBarrierThreads = 128 * kConsumers + 32;
 
   struct Barriers : BwdClusterBarriers<kCluster_> {
@@ -248,7 +280,7 @@ struct BwdConfig {
       kv.init(1);
       kv_free.init(consumers);
       // kDQInRing: the dQ writer frees the stages; kCluster: both CTAs' consumers (a stage's Q / dO is the pair's).
-      qdo.init(kDQInRing ? 1 : consumers * kClusterSize);
+      qdo.init(kDQInRing ? 1 : consumers * (kClusterSharedStages ? kClusterSize : 1));
       BwdClusterBarriers<kCluster_>::init();
     }
   };
@@ -262,7 +294,9 @@ struct BwdConfig {
   static constexpr uint32_t kOffP = kOffDS + 2 * kDSBytes;  // P^T x 2 (kColSplit only)
   static constexpr uint32_t kOffDQ = kOffP + (kColSplit ? 2 * kDSBytes : 0);
   static constexpr uint32_t kOffDQRecv = kOffDQ + kDQOwnedBytes;  // kCluster only
-  static constexpr uint32_t kOffLse = kOffDQ + kDQBuffers * kDQStageBytes;
+  static constexpr uint32_t kOffDQSend = kOffDQ + kDQBuffers * kDQStageBytes;  // kCluster, bulk exchange only
+  static constexpr uint32_t kDQSendBytes = kCluster_ && kClusterBulkExchange ? kDQOwnedBytes : 0;
+  static constexpr uint32_t kOffLse = kOffDQ + kDQBuffers * kDQStageBytes + kDQSendBytes;
   static constexpr uint32_t kOffDelta = kOffLse + kStages * kRowStatBytes;
   static constexpr uint32_t kOffBarriers = kOffDelta + kStages * kRowStatBytes;
   static constexpr uint32_t kSmemBytes = kOffBarriers + sizeof(Barriers) + 1024;  // + alignment slack
@@ -474,11 +508,25 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUt
     // Counted down: one register fewer than step < total under the producer's 24 (the causal kernels spilled).
     for (int left = walk.total; left > 0; --left, walk.advance()) {
       const int m_block = walk.m_block, head = walk.head;
-      bars.qdo.producer_acquire(st, Cfg::kStageBytes);
+      if constexpr (Cfg::kCluster && !kClusterSleepingProducer) {
+        bars.qdo.empty[st.index].wait(st.phase ^ 1);
+        bars.qdo.full[st.index].arrive_expect_tx(Cfg::kStageBytes);
+      } else {
+        bars.qdo.producer_acquire(st, Cfg::kStageBytes);
+      }
       MBarrier* full = bars.qdo.full_barrier(st);
       uint8_t* q_dst = smem + Cfg::kOffQ + st.index * Cfg::kQBytes;
       uint8_t* do_dst = smem + Cfg::kOffDO + st.index * Cfg::kDOBytes;
-      if constexpr (Cfg::kCluster) {
+      if constexpr (Cfg::kCluster && !kClusterMulticast) {
+        const int row = t.seq.q_row0 + m_block * Cfg::kBlockM;
+#pragma unroll
+        for (int panel = 0; panel < Cfg::kPanels; ++panel) {
+          tma_load_4d(tma_q, full, q_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols, row, head, t.seq.tma_batch);
+          if (panel < Cfg::kPanelsV)
+            tma_load_4d(tma_do, full, do_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols, row, head,
+                        t.seq.tma_batch);
+        }
+      } else if constexpr (Cfg::kCluster) {
         const int row = t.seq.q_row0 + m_block * Cfg::kBlockM;
         // The pair's stage: rank 0 loads Q, rank 1 dO, each into both CTAs (both full barriers expect the whole
         // stage; both empty barriers count both CTAs' consumers, so neither CTA's stage is overwritten early).
@@ -532,7 +580,7 @@ __device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const B
     cta_steps += BwdQueryWalk<Cfg>(p, t.seq, t.n_block, t.kv_head).total;
   }
   if constexpr (Cfg::kCluster) {
-    if (issuer && cta_steps > 0) bars.recv_full.arrive_expect_tx(Cfg::kDQOwnedBytes);
+    if (issuer && cta_steps > 0 && kClusterExchange) bars.recv_full.arrive_expect_tx(Cfg::kDQOwnedBytes);
   }
   int step = 0;  // across tiles
   for (BwdCtaTiles<Cfg> tiles(p); tiles.valid(p); tiles.advance(p)) {
@@ -540,13 +588,21 @@ __device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const B
     BwdQueryWalk<Cfg> walk(p, t.seq, t.n_block, t.kv_head);
     for (int i = 0; i < walk.total; ++i, ++step, walk.advance()) {
       const int buffer = step & (Cfg::kDQBuffers - 1);  // step % kDQBuffers; a signed % or a helper changed SASS
+      if constexpr (Cfg::kCluster && kClusterBulkExchange && kClusterExchange) {
+        NamedBarrier::sync(Cfg::kDQSendBarrier, Cfg::kDQBarrierThreads);
+        if (issuer) {
+          const uint32_t peer = cluster_rank() ^ 1;
+          bulk_copy_to_cluster(cluster_map(smem_addr(smem + Cfg::kOffDQRecv), peer), smem_addr(smem + Cfg::kOffDQSend),
+                               Cfg::kDQOwnedBytes, cluster_map(smem_addr(&bars.recv_full), peer));
+        }
+      }
       NamedBarrier::sync(Cfg::kDQFullBarrier + buffer, Cfg::kDQBarrierThreads);
       if (issuer) {
         int panel0 = 0;  // this CTA's first dQ panel
         if constexpr (Cfg::kCluster) {
           const uint32_t rank = cluster_rank();
           panel0 = static_cast<int>(rank) * Cfg::kDQOwnedPanels;
-          if (step + 1 < cta_steps) {  // the bytes declared before the partner is told it may send them
+          if (step + 1 < cta_steps && kClusterExchange) {  // the bytes declared before the partner may send
             bars.recv_full.arrive_expect_tx(Cfg::kDQOwnedBytes);
             cluster_arrive(cluster_map(smem_addr(&bars.peer_free), rank ^ 1));
           }
@@ -557,9 +613,13 @@ __device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const B
           const int row =
               t.seq.ws_row0 + walk.m_block * Cfg::kBlockM + (Cfg::kDQSplitRows ? tile * Cfg::kDQTileRows : 0);
 #pragma unroll
-          for (int panel = 0; panel < Cfg::kDQOwnedPanels; ++panel)
+          for (int panel = 0; panel < Cfg::kDQOwnedPanels; ++panel) {
+            // kCluster with kClusterAlternate: slot k holds fp32 panel 2k + rank (cluster_dq_slot).
+            const int col = Cfg::kCluster && kClusterAlternate ? 2 * panel + panel0 / Cfg::kDQOwnedPanels
+                                                              : panel0 + panel;
             tma_reduce_add_4d(tma_dq, stage + tile * Cfg::kDQTileBytes + panel * Cfg::kDQPanelBytes,
-                              (panel0 + panel) * Cfg::kDQPanelCols, row, walk.head, t.seq.tma_batch);
+                              col * Cfg::kDQPanelCols, row, walk.head, t.seq.tma_batch);
+          }
         }
         tma_store_commit();
         tma_store_wait_read<0>();

@@ -82,32 +82,51 @@ __device__ __forceinline__ void mla_pair_dq(const BwdConsumer<Cfg>& c, uint8_t* 
   constexpr int kOwned = Cfg::kDQOwnedPanels;
   const uint32_t rank = cluster_rank();
   const uint32_t stage = smem_addr(smem + Cfg::kOffDQ), recv = smem_addr(smem + Cfg::kOffDQRecv);
-  const auto owned = [&](int panel) { return (2 * R::kDQ0 + panel) / kOwned == static_cast<int>(rank); };
+  static_assert(kOwned == 3, "six fp32 panels, three per rank");
+  const auto owned = [&](int panel) { return cluster_dq_owner(2 * R::kDQ0 + panel) == static_cast<int>(rank); };
   const auto slot = [](int panel) {
-    return static_cast<uint32_t>((2 * R::kDQ0 + panel) % kOwned) * Cfg::kDQPanelBytes;
+    return static_cast<uint32_t>(cluster_dq_slot(2 * R::kDQ0 + panel)) * Cfg::kDQPanelBytes;
   };
   // This role's fp32 panels [first, last) against this CTA's [mine, mine + kOwned): whether it sends and receives.
   constexpr int kFirst = 2 * R::kDQ0, kLast = 2 * (R::kDQ0 + R::kDQPanels);
   const int mine = static_cast<int>(rank) * kOwned;
-  const bool sends = kFirst < mine || kLast > mine + kOwned, receives = kFirst < mine + kOwned && kLast > mine;
+  const bool sends = kClusterExchange && (kClusterAlternate || kFirst < mine || kLast > mine + kOwned);
+  const bool receives = kClusterExchange && (kClusterAlternate || (kFirst < mine + kOwned && kLast > mine));
   // Only a role that sends waits for peer_free: the partner's arrival for step s needs every sending role's step-s
   // bytes, so a sender is never two phases behind; a role that sends nothing (role 0 of rank 0) could be, and would
   // then wait on the phase after the one it meant, for ever (found by review; scripts/model_bwd_cluster.py's
   // mutation "non_sender_waits").
   if (step >= 1 && sends) wait_in_loop(bars.peer_free, (step - 1) & 1);
-  const uint32_t peer_recv = cluster_map(recv, rank ^ 1);
-  const uint32_t peer_full = cluster_map(smem_addr(&bars.recv_full), rank ^ 1);
-  c.template for_dq_slabs<true>(dq, [&](int panel, uint32_t byte, float a, float b) {
-    if (!owned(panel)) st_async_v2(peer_recv + slot(panel) + byte, a, b, peer_full);
-  });
+  if constexpr (kClusterBulkExchange) {
+    // The send tile: free once the partner has read the previous step's copy of it (peer_free above); every
+    // consumer thread arrives at the send barrier after the dQ writer's previous reduce (the empty barrier), so no
+    // arrival can count towards the previous step's. The writer copies it to the partner (bwd_dq_writer).
+    if (step >= 1) NamedBarrier::sync(Cfg::kDQEmptyBarrier, Cfg::kDQBarrierThreads);
+    const uint32_t send = smem_addr(smem + Cfg::kOffDQSend);
+    c.template for_dq_slabs<true>(dq, [&](int panel, uint32_t byte, float a, float b) {
+      if (kClusterExchange && !owned(panel)) st_shared_v2(send + slot(panel) + byte, a, b);
+    });
+    fence_proxy_async_smem();
+    NamedBarrier::arrive(Cfg::kDQSendBarrier, Cfg::kDQBarrierThreads);
+  } else {
+    const uint32_t peer_recv = cluster_map(recv, rank ^ 1);
+    const uint32_t peer_full = cluster_map(smem_addr(&bars.recv_full), rank ^ 1);
+    c.template for_dq_slabs<true>(dq, [&](int panel, uint32_t byte, float a, float b) {
+      if (kClusterExchange && !owned(panel)) st_async_v2(peer_recv + slot(panel) + byte, a, b, peer_full);
+    });
+  }
   // (A role that receives nothing, role 0 of rank 1, skips this wait: the writer declares phase s + 1's bytes only
   // after every role's step-s DQFull arrival, so nobody can fall behind on recv_full.)
   if (receives) wait_in_loop<true>(bars.recv_full, step & 1);
-  if (step >= 1) NamedBarrier::sync(Cfg::kDQEmptyBarrier, Cfg::kDQBarrierThreads);
+  if (step >= 1 && !kClusterBulkExchange) NamedBarrier::sync(Cfg::kDQEmptyBarrier, Cfg::kDQBarrierThreads);
   c.template for_dq_slabs<true>(dq, [&](int panel, uint32_t byte, float a, float b) {
     if (owned(panel)) {
-      const float2 partner = ld_shared_v2(recv + slot(panel) + byte);
-      st_shared_v2(stage + slot(panel) + byte, a + partner.x, b + partner.y);
+      if constexpr (kClusterExchange) {
+        const float2 partner = ld_shared_v2(recv + slot(panel) + byte);
+        st_shared_v2(stage + slot(panel) + byte, a + partner.x, b + partner.y);
+      } else {
+        st_shared_v2(stage + slot(panel) + byte, a, b);
+      }
     }
   });
 }
@@ -184,7 +203,7 @@ __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* sm
       // wait covers the warpgroup's wgmmas). kCluster: the partner's producer waits for this release too.
       if (c.leader) {
         bars.qdo.consumer_release(st);
-        if constexpr (Cfg::kCluster)
+        if constexpr (Cfg::kCluster && kClusterSharedStages)
           cluster_arrive(cluster_map(smem_addr(&bars.qdo.empty[st.index]), cluster_rank() ^ 1));
       }
       st.advance();
