@@ -107,11 +107,7 @@ def test_mla_head_dims_are_checked():
     # the head dims' refusal comes before the variants' (a window there has no kernel in any variant)
     with pytest.raises(ValueError, match=r"window_size=\(64, 0\) at head dims 192 / 128"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, window_size=(64, 0), variant="red_dq", **args)
-    assert hopper_bwd.variants_for(192) == ["bulk_dq", "cluster"]
-    # the 2-CTA cluster runs one CTA pair per tile, dense only: refused before the device is looked at
-    with pytest.raises(ValueError, match="variant 'cluster' runs one CTA pair per tile; use schedule='auto' or "
-                                         "'per_tile'"):
-        hopper_bwd.launch(softmax_scale=0.1, causal=False, variant="cluster", schedule="persistent", **args)
+    assert hopper_bwd.variants_for(192) == ["bulk_dq"]
     with pytest.raises(ValueError, match=r"variant 'red_dq' is built for head dim \(64, 128, 256\) only"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, variant="red_dq", **args)
     call = AttnCall(device_type="cuda", capability=(9, 0), dtype=torch.bfloat16, headdim=192, headdim_v=128,
@@ -158,9 +154,7 @@ def test_launch_rejects_an_unknown_variant():
     with pytest.raises(ValueError, match=r"variant 'm128' is built for head dim \(64,\) only, q has head dim 128; "
                                          "choose one of red_dq, bulk_dq, overlap, bulk_dq_overlap$"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, variant="m128", **_inputs(headdim=128))
-    assert hopper_bwd.variants_for(64) == ["red_dq", "bulk_dq", "overlap", "bulk_dq_overlap", "m128"]
-    with pytest.raises(ValueError, match=r"variant 'cluster' is built for head dim \(192,\) only, q has head dim 128"):
-        hopper_bwd.launch(softmax_scale=0.1, causal=False, variant="cluster", **_inputs(headdim=128))
+    assert hopper_bwd.variants_for(64) == list(hopper_bwd.VARIANTS)
 
 
 @pytest.mark.skipif(hopper_build.find_nvcc() is None, reason="needs nvcc (CUDA toolkit) to build the library")
@@ -199,13 +193,7 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
     for headdim, headdim_v in ((128, 64), (192, 192)):
         assert error(8, 2, headdim=headdim, headdim_v=headdim_v) == (1, unsupported)
     assert error(8, 2, headdim=192, headdim_v=128) == (
-        1, "head dims 192 / 128's backward is built as variants 1 (bulk dQ) and 5 (cluster) only")
-    cluster = hopper_bwd.VARIANTS["cluster"]
-    assert error(8, 2, headdim=192, headdim_v=128, variant=cluster, ctas=4) == (
-        1, "the cluster backward runs one CTA pair per tile (ctas 0 or -1), not persistent")
-    varlen = dict(cu_q=ctypes.c_void_p(16), cu_k=ctypes.c_void_p(16), max_q=90)
-    assert error(8, 2, headdim=192, headdim_v=128, variant=cluster, **varlen) == (
-        1, "the cluster backward (variant 5) is built for dense calls only")
+        1, "head dims 192 / 128's backward is built as variant 1 (bulk dQ) only")
     assert error(8, 2, headdim=192, headdim_v=128, variant=1, window=(32, 0)) == (
         1, "head dims 192 / 128 have no sliding-window or softcap backward")
     # Windows: sizes of -1 or more; the default variant only, dense or varlen.
@@ -287,19 +275,6 @@ def test_bwd_trace_phases_are_the_medians_of_the_recorded_tiles():
     assert (got["kv_wait"], got["first_stage"], got["loop"], got["final_dq"], got["epilogue"]) == (
         0.1, 0.4, 2.0, 0.3, 2.5)
     assert got["gap"] == 0.1  # the next tile starts `period` after this one
-
-
-@pytest.mark.parametrize("mutation", [None, *load_script("model_bwd_cluster").MUTATIONS])
-def test_cluster_protocol_model_passes_and_catches_a_wrong_protocol(mutation):
-    """The 2-CTA cluster backward's protocol (scripts/model_bwd_cluster.py: the pair's multicast ring, its dQ exchange
-    through the receive buffers, both CTAs' dQ writers) under random schedules; a consumer that sends before the
-    partner has read the previous step's part, a role that waits for the partner's peer_free although it sends
-    nothing (the first version's deadlock), a consumer that releases its stage to its own CTA only, a writer that
-    declares the receive bytes once, a receive wait on the wrong parity, or a writer that frees the staging tile
-    before reading it, must fail it."""
-    model = load_script("model_bwd_cluster")
-    problems = model.check(mutation, schedules=300 if mutation is None else 100)
-    assert (problems == []) == (mutation is None), problems
 
 
 def test_overlap_schedule_model_passes():
@@ -611,24 +586,6 @@ def _varlen_reference(args, varlen, causal, scale, upcast, **masks):
         for g, leaf, rows in zip(grads, leaves, (rq, rk, rk)):
             g[rows] = leaf.grad[0]
     return grads
-
-
-# The 2-CTA cluster (variant "cluster", flash_bwd_mla.cuh "Clusters"): every length (an odd key-block count's last
-# pair has a second CTA past seqlen_k), MHA and GQA (causal GQA: pairs in the key-blocks-outer order), causal pairs
-# whose second key block starts a query block later; dK / dV bitwise equal to bulk_dq's (each CTA's dK / dV GEMMs are
-# bulk_dq's on the same stage bytes, and the second CTA's extra causal steps add exact zeros), dQ (summed in the pair
-# before its reduce-adds) by the error-ratio rule.
-@pytest.mark.parametrize("heads", [(4, 4), (6, 2)], ids=lambda h: f"{h[0]}q{h[1]}kv")
-@pytest.mark.parametrize("seqlens", SEQLENS, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.gpu
-@needs_hopper
-def test_mla_cluster_backward_matches_reference_and_bulk_dq(dtype, causal, seqlens, heads):
-    (dout, q, k, v, out, lse, scale), (dq, dk, dv) = _check_against_reference(
-        dtype, MLA[0], causal, seqlens, "cluster", nheads=heads[0], nheads_kv=heads[1], headdim_v=MLA[1])
-    _, dk_single, dv_single = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, variant="bulk_dq")
-    assert torch.equal(dk, dk_single) and torch.equal(dv, dv_single), "dK / dV differ from bulk_dq's"
 
 
 @pytest.mark.parametrize("schedule", [dict(schedule="per_tile"), dict(schedule="persistent", max_ctas=3)],

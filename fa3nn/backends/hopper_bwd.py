@@ -46,14 +46,10 @@ SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 # bulk_dq_overlap: both. m128: bulk_dq with 128-row query blocks (FA3's d64 tile; dQ split by query rows), head dim 64
 # only. Head dim 256 has red_dq and bulk_dq (kernels/hopper/flash_bwd_cols.cuh: 225 of 227 KB of shared memory go to
 # K, V, the Q / dO ring and P^T / dS^T, so its bulk dQ stages in the ring stage it has just read, BwdConfig::
-# kDQInRing; no overlap: its S^T / dP^T GEMMs issued ahead would need 32 more of the 240 registers). cluster (192 / 128
-# only, dense, one CTA pair per tile): bulk_dq in 2-CTA clusters of adjacent key blocks, Q / dO loaded once for both
-# (TMA multicast) and each step's dQ summed in the pair before the reduce-adds, half the L2 traffic per step of the
-# L2-bound 64-key-block kernel (kernels/hopper/flash_bwd_mla.cuh "Clusters"; benchmarks/NOTES.md, fortieth session).
-VARIANTS = {"red_dq": 0, "bulk_dq": 1, "overlap": 2, "bulk_dq_overlap": 3, "m128": 4, "cluster": 5}
+# kDQInRing; no overlap: its S^T / dP^T GEMMs issued ahead would need 32 more of the 240 registers).
+VARIANTS = {"red_dq": 0, "bulk_dq": 1, "overlap": 2, "bulk_dq_overlap": 3, "m128": 4}
 # Variants built for some head dims (q's) only; bulk_dq is built for all.
-VARIANT_HEADDIMS = {"red_dq": SUPPORTED_HEADDIMS, "overlap": (64, 128), "bulk_dq_overlap": (64, 128), "m128": (64,),
-                    "cluster": (192,)}
+VARIANT_HEADDIMS = {"red_dq": SUPPORTED_HEADDIMS, "overlap": (64, 128), "bulk_dq_overlap": (64, 128), "m128": (64,)}
 # Added to a variant's number: the preprocess / postprocess kernels with 2-byte accesses (flash_bwd_launch.cuh
 # kScalarPrePostBit). By default the preprocess moves 16 bytes per access wherever out and dout, the postprocess
 # wherever dq, are 16-B aligned with strides that are multiples of 8 elements; each falls back to 2-byte accesses
@@ -225,8 +221,6 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     if variant not in variants_for(q.shape[-1]):
         raise ValueError(f"variant {variant!r} is built for head dim {VARIANT_HEADDIMS[variant]} only, q has head dim "
                          f"{q.shape[-1]}; choose one of {', '.join(variants_for(q.shape[-1]))}")
-    if variant == "cluster" and schedule == "persistent":
-        raise ValueError("variant 'cluster' runs one CTA pair per tile; use schedule='auto' or 'per_tile'")
     if dlse is not None and (dlse.shape != lse.shape or dlse.device != lse.device):
         raise ValueError(f"dlse has shape {tuple(dlse.shape)} on {dlse.device}; expected lse's {tuple(lse.shape)} "
                          f"on {lse.device}")

@@ -54,7 +54,6 @@
 #include <cstdint>
 
 #include "bulk_copy.cuh"
-#include "cluster.cuh"
 #include "fast_div.cuh"
 #include "flash_bwd_seq.cuh"
 #include "flash_bwd_trace.cuh"
@@ -107,55 +106,9 @@ struct BwdParams {
   float softcap_pre;
 };
 
-// Measurement builds of the cluster backward (flash_bwd_mla.cuh "Clusters") (hopper_build --define, s40 timing): FA3NN_CLUSTER_ABLATE 1 without the
-// dQ exchange (each CTA reduces its own partial's panels only: wrong dQ), 2 without multicast (each CTA loads its
-// whole stage; right values), 3 both. FA3NN_CLUSTER_ALTERNATE: rank r reduces the fp32 panels of parity r instead of
-// [3r, 3r + 3) (every role sends and receives half its panels).
-#ifndef FA3NN_CLUSTER_ABLATE
-#define FA3NN_CLUSTER_ABLATE 0
-#endif
-constexpr bool kClusterExchange = (FA3NN_CLUSTER_ABLATE & 1) == 0;
-constexpr bool kClusterMulticast = (FA3NN_CLUSTER_ABLATE & 2) == 0;
-// 4 (with 2): each CTA's stages released by its own consumers only (no lockstep); 8: the producer polls its empty
-// barriers instead of sleeping on them.
-constexpr bool kClusterSharedStages = (FA3NN_CLUSTER_ABLATE & 4) == 0;
-constexpr bool kClusterSleepingProducer = (FA3NN_CLUSTER_ABLATE & 8) == 0;
-// FA3NN_CLUSTER_BULK: the dQ exchange as one bulk copy per step (the consumers stage the partner's panels in a local
-// send tile, the dQ writer copies it into the partner's receive buffer) instead of an st.async per value pair.
-#ifdef FA3NN_CLUSTER_BULK
-constexpr bool kClusterBulkExchange = true;
-#else
-constexpr bool kClusterBulkExchange = false;
-#endif
-#ifdef FA3NN_CLUSTER_ALTERNATE
-constexpr bool kClusterAlternate = true;
-#else
-constexpr bool kClusterAlternate = false;
-#endif
-// The rank that reduces fp32 dQ panel p, and p's slot in that rank's staging tile and receive buffer.
-__device__ __forceinline__ constexpr int cluster_dq_owner(int p) { return kClusterAlternate ? p % 2 : p / 3; }
-__device__ __forceinline__ constexpr int cluster_dq_slot(int p) { return kClusterAlternate ? p / 2 : p % 3; }
-
-// The 2-CTA cluster's dQ exchange (BwdConfig::kCluster, flash_bwd_mla.cuh): recv_full completes when the partner's
-// partial of this CTA's dQ panels has landed in the receive buffer (the dQ writer's arrive_expect_tx + the partner's
-// st.async bytes), peer_free when the partner's consumers have read theirs (its dQ writer's remote arrival), so this
-// CTA may send the next step's. Empty (no bytes) in every other kernel.
-template <bool kCluster>
-struct BwdClusterBarriers {
-  __device__ __forceinline__ void init() {}
-};
-template <>
-struct BwdClusterBarriers<true> {
-  MBarrier recv_full, peer_free;
-  __device__ __forceinline__ void init() {
-    recv_full.init(1);
-    peer_free.init(1);
-  }
-};
-
 template <int kHeadDim_, int kStages_, bool kBF16_, bool kCausal_, bool kDQBulk_ = false, bool kOverlap_ = false,
           int kBlockM_ = 64, bool kVarlen_ = false, bool kLocal_ = false, bool kSoftcap_ = false,
-          int kHeadDimV_ = kHeadDim_, bool kCluster_ = false>
+          int kHeadDimV_ = kHeadDim_>
 struct BwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kStages = kStages_;
   // V's, O's and dO's head dim (kHeadDim: Q's and K's). Differs only in multi-head latent attention's 192 / 128
@@ -199,13 +152,6 @@ struct BwdConfig {
   static constexpr bool kPanelSplit = kHeadDimV_ != kHeadDim_;
   static_assert(!kPanelSplit || (kHeadDim_ == 192 && kHeadDimV_ == 128),
                 "unequal head dims are built as multi-head latent attention's 192 / 128 only");
-  // 2-CTA clusters (multi-head latent attention, dense, bulk dQ; flash_bwd_mla.cuh "Clusters"): a tile is a pair of
-  // adjacent key blocks, one per CTA of a cluster, walking the same query steps; each stage's Q and dO are loaded once
-  // for both (multicast) and each step's dQ is summed in the pair before one reduce-add per column half.
-  static constexpr bool kCluster = kCluster_;
-  static_assert(!kCluster_ || (kPanelSplit && kDQBulk_ && !kVarlen_ && !kLocal_),
-                "the 2-CTA cluster backward is built for multi-head latent attention's dense bulk-dQ kernel only");
-  static constexpr int kClusterSize = kCluster_ ? 2 : 1;
   static constexpr bool kColSplit = kHeadDim_ == 256 || kPanelSplit;
   static_assert(!kColSplit || (kBlockM == 64 && !kOverlap_),
                 "head dim 256 is built with 64-row query blocks and without overlap only");
@@ -258,20 +204,13 @@ struct BwdConfig {
   static constexpr int kDQTilePanels = kHeadDim / kDQPanelCols;
   static constexpr uint32_t kDQTileBytes = kDQTilePanels * kDQPanelBytes;
   static constexpr uint32_t kDQStageBytes = kDQBulk && !kDQInRing ? kDQTiles * kDQTileBytes : 0;  // 32 KB: d64, d128
-  // kCluster: each CTA of the pair reduces half of dQ's panels into dq_accum (rank r: panels r kDQOwnedPanels ..),
-  // staged at kOffDQ; the other half of the 48 KB holds what the partner sent of them (kOffDQRecv).
-  static constexpr int kDQOwnedPanels = kDQTilePanels / kClusterSize;
-  static constexpr uint32_t kDQOwnedBytes = kDQOwnedPanels * kDQPanelBytes;
   // Named barriers of the bulk dQ handoff, one pair per buffer (ids kFirstId, kFirstId + 1 are the dS barriers):
   // full = both consumers arrive, the dQ writer warp syncs; empty = the writer arrives, the consumers sync.
   static constexpr uint32_t kDQFullBarrier = NamedBarrier::kFirstId + 2;   // + buffer
   static constexpr uint32_t kDQEmptyBarrier = NamedBarrier::kFirstId + 4;  // + buffer
-  // kCluster with the bulk exchange: the send tile written (consumers arrive, the dQ writer syncs); buffer 1's full
-  // barrier id, free with one dQ buffer.
-  static constexpr uint32_t kDQSendBarrier = NamedBarrier::kFirstId + 3;
   static constexpr uint32_t kDQBarrierThreads = 128 * kConsumers + 32;
 
-  struct Barriers : BwdClusterBarriers<kCluster_> {
+  struct Barriers {
     MBarrier kv;       // K and V of the CTA's current tile: one phase per tile (BwdCtaTiles::iter)
     MBarrier kv_free;  // both consumers past their tile's last K/V read: the producer may load the next tile's
     Pipeline<kStages> qdo;
@@ -279,9 +218,7 @@ struct BwdConfig {
     __device__ __forceinline__ void init(uint32_t consumers) {
       kv.init(1);
       kv_free.init(consumers);
-      // kDQInRing: the dQ writer frees the stages; kCluster: both CTAs' consumers (a stage's Q / dO is the pair's).
-      qdo.init(kDQInRing ? 1 : consumers * (kClusterSharedStages ? kClusterSize : 1));
-      BwdClusterBarriers<kCluster_>::init();
+      qdo.init(kDQInRing ? 1 : consumers);  // kDQInRing: the dQ writer frees the stages
     }
   };
   // Shared memory from a 1024-B aligned base: K | V | Q stages | dO stages | dS^T x 2 | P^T x 2 (kColSplit) |
@@ -293,10 +230,7 @@ struct BwdConfig {
   static constexpr uint32_t kOffDS = kOffDO + kStages * kDOBytes;
   static constexpr uint32_t kOffP = kOffDS + 2 * kDSBytes;  // P^T x 2 (kColSplit only)
   static constexpr uint32_t kOffDQ = kOffP + (kColSplit ? 2 * kDSBytes : 0);
-  static constexpr uint32_t kOffDQRecv = kOffDQ + kDQOwnedBytes;  // kCluster only
-  static constexpr uint32_t kOffDQSend = kOffDQ + kDQBuffers * kDQStageBytes;  // kCluster, bulk exchange only
-  static constexpr uint32_t kDQSendBytes = kCluster_ && kClusterBulkExchange ? kDQOwnedBytes : 0;
-  static constexpr uint32_t kOffLse = kOffDQ + kDQBuffers * kDQStageBytes + kDQSendBytes;
+  static constexpr uint32_t kOffLse = kOffDQ + kDQBuffers * kDQStageBytes;
   static constexpr uint32_t kOffDelta = kOffLse + kStages * kRowStatBytes;
   static constexpr uint32_t kOffBarriers = kOffDelta + kStages * kRowStatBytes;
   static constexpr uint32_t kSmemBytes = kOffBarriers + sizeof(Barriers) + 1024;  // + alignment slack
@@ -369,7 +303,6 @@ __device__ __forceinline__ BwdTile bwd_tile(const BwdParams& p, int tile) {
   int x, y;
   const int z = p.tile_middle.divmod(p.tile_inner.divmod(tile, x), y);
   BwdTile t = p.key_blocks_outer ? BwdTile{z, x, y} : BwdTile{x, y, z};
-  if constexpr (Cfg::kCluster) t.n_block = 2 * t.n_block + static_cast<int>(cluster_rank());  // tiles are pairs
   t.seq = bwd_seq<Cfg::kVarlen>(p.cu_seqlens_q, p.cu_seqlens_k, p.seqlen_q, p.seqlen_k, t.batch);
   return t;
 }
@@ -408,7 +341,7 @@ struct BwdCtaTiles {
   int tile, iter, round;
 
   __device__ __forceinline__ explicit BwdCtaTiles(const BwdParams& p)
-      : tile(static_cast<int>(blockIdx.x) / Cfg::kClusterSize), iter(0), round(0) {
+      : tile(static_cast<int>(blockIdx.x)), iter(0), round(0) {
     skip_empty(p);
   }
   __device__ __forceinline__ bool valid(const BwdParams& p) const { return tile < p.num_tiles; }
@@ -451,10 +384,8 @@ struct BwdQueryWalk {
   int head;     // query head of the current step
   int m_block;  // query block of the current step
 
-  // kCluster: both CTAs of a pair walk the first key block's steps (the second's extra first query blocks, causal,
-  // are fully masked there: P = 0, nothing added).
   __device__ __forceinline__ BwdQueryWalk(const BwdParams& p, const BwdSeq& seq, int n_block, int kv_head)
-      : begin(first_m_block<Cfg>(p, seq, Cfg::kCluster ? n_block & ~1 : n_block)),
+      : begin(first_m_block<Cfg>(p, seq, n_block)),
         end(bwd_end_m_block<Cfg>(p, seq, n_block)),
         total(p.group * (end - begin)),
         head(kv_head * p.group),
@@ -508,53 +439,21 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUt
     // Counted down: one register fewer than step < total under the producer's 24 (the causal kernels spilled).
     for (int left = walk.total; left > 0; --left, walk.advance()) {
       const int m_block = walk.m_block, head = walk.head;
-      if constexpr (Cfg::kCluster && !kClusterSleepingProducer) {
-        bars.qdo.empty[st.index].wait(st.phase ^ 1);
-        bars.qdo.full[st.index].arrive_expect_tx(Cfg::kStageBytes);
-      } else {
-        bars.qdo.producer_acquire(st, Cfg::kStageBytes);
-      }
+      bars.qdo.producer_acquire(st, Cfg::kStageBytes);
       MBarrier* full = bars.qdo.full_barrier(st);
       uint8_t* q_dst = smem + Cfg::kOffQ + st.index * Cfg::kQBytes;
       uint8_t* do_dst = smem + Cfg::kOffDO + st.index * Cfg::kDOBytes;
-      if constexpr (Cfg::kCluster && !kClusterMulticast) {
-        const int row = t.seq.q_row0 + m_block * Cfg::kBlockM;
 #pragma unroll
-        for (int panel = 0; panel < Cfg::kPanels; ++panel) {
-          tma_load_4d(tma_q, full, q_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols, row, head, t.seq.tma_batch);
-          if (panel < Cfg::kPanelsV)
-            tma_load_4d(tma_do, full, do_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols, row, head,
-                        t.seq.tma_batch);
-        }
-      } else if constexpr (Cfg::kCluster) {
-        const int row = t.seq.q_row0 + m_block * Cfg::kBlockM;
-        // The pair's stage: rank 0 loads Q, rank 1 dO, each into both CTAs (both full barriers expect the whole
-        // stage; both empty barriers count both CTAs' consumers, so neither CTA's stage is overwritten early).
-        constexpr uint16_t kPair = 0b11;
-        if (cluster_rank() == 0) {
-#pragma unroll
-          for (int panel = 0; panel < Cfg::kPanels; ++panel)
-            tma_load_4d_multicast(tma_q, full, q_dst + panel * Cfg::kQPanelBytes, kPair, panel * kPanelCols, row, head,
-                                  t.seq.tma_batch);
-        } else {
-#pragma unroll
-          for (int panel = 0; panel < Cfg::kPanelsV; ++panel)
-            tma_load_4d_multicast(tma_do, full, do_dst + panel * Cfg::kQPanelBytes, kPair, panel * kPanelCols, row,
-                                  head, t.seq.tma_batch);
-        }
-      } else {
-#pragma unroll
-        for (int panel = 0; panel < Cfg::kPanels; ++panel) {
-          tma_load_4d(tma_q, full, q_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols,
+      for (int panel = 0; panel < Cfg::kPanels; ++panel) {
+        tma_load_4d(tma_q, full, q_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols,
+                    t.seq.q_row0 + m_block * Cfg::kBlockM, head, t.seq.tma_batch);
+        if (panel < Cfg::kPanelsV)
+          tma_load_4d(tma_do, full, do_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols,
                       t.seq.q_row0 + m_block * Cfg::kBlockM, head, t.seq.tma_batch);
-          if (panel < Cfg::kPanelsV)
-            tma_load_4d(tma_do, full, do_dst + panel * Cfg::kQPanelBytes, panel * kPanelCols,
-                        t.seq.q_row0 + m_block * Cfg::kBlockM, head, t.seq.tma_batch);
-        }
       }
-      const int64_t ws_row = ws_row_index(t.seq, p.nheads, p.seqlen_q_rounded, head, m_block * Cfg::kBlockM);
-      bulk_load(smem + Cfg::kOffLse + st.index * Cfg::kRowStatBytes, p.lse_log2 + ws_row, Cfg::kRowStatBytes, full);
-      bulk_load(smem + Cfg::kOffDelta + st.index * Cfg::kRowStatBytes, p.delta + ws_row, Cfg::kRowStatBytes, full);
+      const int64_t row = ws_row_index(t.seq, p.nheads, p.seqlen_q_rounded, head, m_block * Cfg::kBlockM);
+      bulk_load(smem + Cfg::kOffLse + st.index * Cfg::kRowStatBytes, p.lse_log2 + row, Cfg::kRowStatBytes, full);
+      bulk_load(smem + Cfg::kOffDelta + st.index * Cfg::kRowStatBytes, p.delta + row, Cfg::kRowStatBytes, full);
       st.advance();
     }
   }
@@ -566,12 +465,8 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUt
 // for the consumers' step + kDQBuffers (the empty arrive is skipped when no such step exists, so no barrier is left
 // half-arrived: the CTA's step count is summed first). The whole warp runs the barriers (bar.sync/bar.arrive are
 // .aligned); one lane issues. Before exit the writes themselves are waited for, so none outlives the shared memory.
-// kCluster: the tile holds this CTA's dQ panels summed over the pair (flash_bwd_mla.cuh), the consumers having read
-// the partner's partial from the receive buffer before they arrived; the issuer tells the partner it may send the
-// next step's, declares the next step's receive bytes, and reduces this CTA's panels only.
 template <class Cfg>
-__device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const BwdParams& p, uint8_t* smem,
-                                              typename Cfg::Barriers& bars) {
+__device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const BwdParams& p, uint8_t* smem) {
   const bool issuer = elect_one();
   if (issuer) tma_prefetch_descriptor(tma_dq);
   int cta_steps = 0;
@@ -579,47 +474,23 @@ __device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const B
     const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
     cta_steps += BwdQueryWalk<Cfg>(p, t.seq, t.n_block, t.kv_head).total;
   }
-  if constexpr (Cfg::kCluster) {
-    if (issuer && cta_steps > 0 && kClusterExchange) bars.recv_full.arrive_expect_tx(Cfg::kDQOwnedBytes);
-  }
   int step = 0;  // across tiles
   for (BwdCtaTiles<Cfg> tiles(p); tiles.valid(p); tiles.advance(p)) {
     const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
     BwdQueryWalk<Cfg> walk(p, t.seq, t.n_block, t.kv_head);
     for (int i = 0; i < walk.total; ++i, ++step, walk.advance()) {
       const int buffer = step & (Cfg::kDQBuffers - 1);  // step % kDQBuffers; a signed % or a helper changed SASS
-      if constexpr (Cfg::kCluster && kClusterBulkExchange && kClusterExchange) {
-        NamedBarrier::sync(Cfg::kDQSendBarrier, Cfg::kDQBarrierThreads);
-        if (issuer) {
-          const uint32_t peer = cluster_rank() ^ 1;
-          bulk_copy_to_cluster(cluster_map(smem_addr(smem + Cfg::kOffDQRecv), peer), smem_addr(smem + Cfg::kOffDQSend),
-                               Cfg::kDQOwnedBytes, cluster_map(smem_addr(&bars.recv_full), peer));
-        }
-      }
       NamedBarrier::sync(Cfg::kDQFullBarrier + buffer, Cfg::kDQBarrierThreads);
       if (issuer) {
-        int panel0 = 0;  // this CTA's first dQ panel
-        if constexpr (Cfg::kCluster) {
-          const uint32_t rank = cluster_rank();
-          panel0 = static_cast<int>(rank) * Cfg::kDQOwnedPanels;
-          if (step + 1 < cta_steps && kClusterExchange) {  // the bytes declared before the partner may send
-            bars.recv_full.arrive_expect_tx(Cfg::kDQOwnedBytes);
-            cluster_arrive(cluster_map(smem_addr(&bars.peer_free), rank ^ 1));
-          }
-        }
         const uint8_t* stage = smem + Cfg::kOffDQ + buffer * Cfg::kDQStageBytes;
 #pragma unroll
         for (int tile = 0; tile < Cfg::kDQTiles; ++tile) {
           const int row =
               t.seq.ws_row0 + walk.m_block * Cfg::kBlockM + (Cfg::kDQSplitRows ? tile * Cfg::kDQTileRows : 0);
 #pragma unroll
-          for (int panel = 0; panel < Cfg::kDQOwnedPanels; ++panel) {
-            // kCluster with kClusterAlternate: slot k holds fp32 panel 2k + rank (cluster_dq_slot).
-            const int col = Cfg::kCluster && kClusterAlternate ? 2 * panel + panel0 / Cfg::kDQOwnedPanels
-                                                              : panel0 + panel;
+          for (int panel = 0; panel < Cfg::kDQTilePanels; ++panel)
             tma_reduce_add_4d(tma_dq, stage + tile * Cfg::kDQTileBytes + panel * Cfg::kDQPanelBytes,
-                              col * Cfg::kDQPanelCols, row, walk.head, t.seq.tma_batch);
-          }
+                              panel * Cfg::kDQPanelCols, row, walk.head, t.seq.tma_batch);
         }
         tma_store_commit();
         tma_store_wait_read<0>();
@@ -636,25 +507,17 @@ __device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const B
 // a normal exit edge: with MBarrier::wait's `__trap()` (no return) inside the loop that carries the dK/dV accumulators,
 // ptxas serialized every wgmma (C7512) and spilled 516 B at d128 (measured, nvcc 13.0); with trap + break, 0 spills.
 // The break is never reached: trap ends the kernel.
-// kClusterScope: the wait orders the partner CTA's accesses before its arrivals (MBarrier::try_wait_cluster). (The
-// two tests as a lambda renamed uniform registers in the d64 / d128 overlap kernels: written out.)
-template <bool kClusterScope = false>
 __device__ __forceinline__ void wait_in_loop(MBarrier& bar, uint32_t parity) {
 #ifdef FA3NN_HANG_GUARD
   uint32_t polls = 0;
-  while (!(kClusterScope ? bar.try_wait_cluster(parity) : bar.try_wait(parity))) {
+  while (!bar.try_wait(parity)) {
     if (++polls == (1u << 30)) {
       asm volatile("trap;");
       break;
     }
   }
 #else
-  if constexpr (kClusterScope) {
-    while (!bar.try_wait_cluster(parity)) {
-    }
-  } else {
-    bar.wait(parity);
-  }
+  bar.wait(parity);
 #endif
 }
 
@@ -881,26 +744,6 @@ struct BwdConsumer {
         const int i = 4 * n + 2 * half, k = 4 * alt + 2 * half;
         st_shared_v2(panel_addr(n / 4) + dq_panel_byte(row, upper ? alt : n), upper ? dq[k] : dq[i],
                      upper ? dq[k + 1] : dq[i + 1]);
-      }
-    }
-  }
-
-  // store_dq_slabs' walk: fn(panel, byte in the panel, two values) for every STS.64 it makes, in its order (the 2-CTA
-  // cluster's dQ exchange, flash_bwd_mla.cuh mla_pair_dq). store_dq_slabs written through it changed the d64 / d128
-  // kernels' SASS (nvcc 13.0, s40: 26 of 44 d128 kernels, the overlap ones beyond register names): the walk is
-  // spelled out in both until a GPU run times that.
-  template <bool kSpread, int kRegs, class Fn>
-  __device__ __forceinline__ void for_dq_slabs(const float (&dq)[kRegs], Fn fn) const {
-    static_assert(kRegs % 16 == 0, "whole 32-column panels (4 slabs of 4 registers)");
-    const bool upper = kSpread && (tid & 2) != 0;
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = row_in_warpgroup(half);
-#pragma unroll
-      for (int n = 0; n < kRegs / 4; ++n) {
-        const int alt = n ^ 2;  // the same panel's other slab pair
-        const int i = 4 * n + 2 * half, k = 4 * alt + 2 * half;
-        fn(n / 4, dq_panel_byte(row, upper ? alt : n), upper ? dq[k] : dq[i], upper ? dq[k + 1] : dq[i + 1]);
       }
     }
   }
@@ -1256,8 +1099,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // both kernels tried (d64 red dQ, d128 bulk dQ + overlap: 8 SASS lines), whatever the capture or inline attribute.
   const int warpgroup = threadIdx.x / 128;
   init_barriers<Cfg>(bars);
-  // kCluster: the partner's barriers are initialized before this CTA's first multicast or remote arrival.
-  if constexpr (Cfg::kCluster) cluster_sync();
 
   if (warpgroup == 0) {
     regs_release<Cfg::kProducerRegs>();
@@ -1269,7 +1110,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       if constexpr (Cfg::kDQInRing) {
         bwd_dq_writer_ring<Cfg>(&tma_dq_accum, params, smem, bars);
       } else {
-        bwd_dq_writer<Cfg>(&tma_dq_accum, params, smem, bars);
+        bwd_dq_writer<Cfg>(&tma_dq_accum, params, smem);
       }
     }
   } else {
@@ -1287,11 +1128,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     } else {
       bwd_consumer<Cfg>(params, smem, bars, warpgroup - 1);
     }
-  }
-  // kCluster: neither CTA exits while the partner may still arrive on its barriers or write its shared memory.
-  if constexpr (Cfg::kCluster) {
-    __syncwarp();
-    cluster_sync();
   }
 }
 

@@ -1,37 +1,27 @@
 // Backward instantiations for multi-head latent attention's head dims (q / k 192, v 128; flash_bwd_mla.cuh): bulk dQ
-// (variant 1), dense or varlen, and its 2-CTA cluster form (variant 5), dense; bf16 / fp16, causal or not; no windows
-// or softcap (as the 192 / 128 forward).
+// (variant 1) only, dense or varlen, bf16 / fp16, causal or not; no windows or softcap (as the 192 / 128 forward).
 #include "flash_bwd_launch.cuh"
 
 namespace fa3nn::hopper::host {
 
 namespace {
 
-template <bool kVarlen, bool kCluster = false>
+template <bool kVarlen>
 int run_mla(const BwdProblem& pr, bool bf16, bool causal) {
   constexpr int S = BwdTiles<192, 64>::kStages;
-  constexpr bool V = kVarlen, K = kCluster;
   if (bf16)
-    return causal ? launch_bwd<BwdConfig<192, S, true, true, true, false, 64, V, false, false, 128, K>>(pr)
-                  : launch_bwd<BwdConfig<192, S, true, false, true, false, 64, V, false, false, 128, K>>(pr);
-  return causal ? launch_bwd<BwdConfig<192, S, false, true, true, false, 64, V, false, false, 128, K>>(pr)
-                : launch_bwd<BwdConfig<192, S, false, false, true, false, 64, V, false, false, 128, K>>(pr);
+    return causal ? launch_bwd<BwdConfig<192, S, true, true, true, false, 64, kVarlen, false, false, 128>>(pr)
+                  : launch_bwd<BwdConfig<192, S, true, false, true, false, 64, kVarlen, false, false, 128>>(pr);
+  return causal ? launch_bwd<BwdConfig<192, S, false, true, true, false, 64, kVarlen, false, false, 128>>(pr)
+                : launch_bwd<BwdConfig<192, S, false, false, true, false, 64, kVarlen, false, false, 128>>(pr);
 }
 
 }  // namespace
 
-// Variant 1: bulk dQ, one CTA per key block. Variant 5: 2-CTA clusters of key-block pairs (BwdConfig::kCluster),
-// dense only.
 int run_bwd_d192_128(const BwdProblem& pr, bool bf16, bool causal, int variant) {
   if (pr.window.local || pr.softcap > 0.f)
     return fail("%s", "head dims 192 / 128 have no sliding-window or softcap backward");
-  if (variant == 5) {
-    if (pr.cu_seqlens_q != nullptr) return fail("%s", "the cluster backward (variant 5) is built for dense calls only");
-    if (pr.ctas > 0) return fail("%s", "the cluster backward runs one CTA pair per tile (ctas 0 or -1), not persistent");
-    return run_mla<false, true>(pr, bf16, causal);
-  }
-  if (variant != 1)
-    return fail("%s", "head dims 192 / 128's backward is built as variants 1 (bulk dQ) and 5 (cluster) only");
+  if (variant != 1) return fail("%s", "head dims 192 / 128's backward is built as variant 1 (bulk dQ) only");
   return pr.cu_seqlens_q != nullptr ? run_mla<true>(pr, bf16, causal) : run_mla<false>(pr, bf16, causal);
 }
 

@@ -70,27 +70,6 @@ inline bool use_persistent_bwd(bool causal, int group, int seqlen_q, bool skips_
   return !skips_empty_tiles && !panel_split && static_cast<long long>(group) * seqlen_q <= (causal ? 4096 : 1024);
 }
 
-// `tiles` clusters of two CTAs along x (cudaLaunchKernelEx with a cluster-dimension attribute; the kernel itself
-// declares none). Nonzero (fail's) when the launch is refused.
-template <class Kernel, class... Args>
-int launch_cluster_pairs(Kernel kernel, int tiles, int threads, uint32_t smem_bytes, cudaStream_t stream,
-                         Args... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(2 * tiles);
-  config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = smem_bytes;
-  config.stream = stream;
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = 2;
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
-  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, args...);
-  return err == cudaSuccess ? 0 : fail("cluster launch: %s", cudaGetErrorString(err));
-}
-
 inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 inline bool strides_of_8(std::initializer_list<int64_t> strides) {
   for (const int64_t s : strides)
@@ -212,16 +191,11 @@ int launch_bwd(const BwdProblem& pr) {
   // (geometric mean 1.02); MHA 0.74-0.98x outermost in every varlen row (empty tiles and Q / dO's L2 reuse).
   // Persistent (ctas > 0, or auto where use_persistent_bwd: one CTA per SM): each CTA walks tiles blockIdx.x + k *
   // gridDim.x in the same order, so the CTAs in flight hold the tiles one CTA per tile would.
-  // kCluster: a tile is a pair of key blocks (an odd count's last pair reads zero-filled keys past seqlen_k, all
-  // masked, and stores none of them), one CTA each, clusters of two along x.
-  constexpr int kKeysPerTile = Cfg::kBlockN * Cfg::kClusterSize;
-  const int n_blocks = (pr.max_seqlen_k + kKeysPerTile - 1) / kKeysPerTile;  // of tiles (key blocks or pairs)
+  const int n_blocks = (pr.max_seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
   p.key_blocks_outer = pr.grid_order == 2 || (pr.grid_order == 0 && Cfg::kCausal && p.group > 1 && !varlen);
   const long long tiles = static_cast<long long>(n_blocks) * pr.nheads_kv * pr.batch;
-  // Below 2^30, so that a CTA's next tile index (tile + gridDim.x, BwdCtaTiles) stays an int (kCluster: gridDim.x is
-  // twice the tiles, below 2^28).
-  if (tiles >= (1LL << (Cfg::kCluster ? 28 : 30)))
-    return fail("%s", "too many key blocks x K/V heads x batch for one launch (2^30 at most; 2^28 key-block pairs)");
+  // Below 2^30, so that a CTA's next tile index (tile + gridDim.x, BwdCtaTiles) stays an int.
+  if (tiles >= (1LL << 30)) return fail("%s", "too many key blocks x K/V heads x batch for one launch (2^30 at most)");
   p.num_tiles = static_cast<int>(tiles);
   p.tile_inner = FastDiv(p.key_blocks_outer ? pr.nheads_kv : n_blocks);
   p.tile_middle = FastDiv(p.key_blocks_outer ? pr.batch : pr.nheads_kv);
@@ -229,23 +203,12 @@ int launch_bwd(const BwdProblem& pr) {
   const bool auto_persistent =
       pr.ctas == 0 &&
       use_persistent_bwd(Cfg::kCausal, p.group, pr.max_seqlen_q, Cfg::kSkipsEmptyTiles, Cfg::kPanelSplit);
-  // (kCluster: one CTA pair per tile; flash_bwd_d192.cu refuses ctas > 0.)
-  const int ctas = pr.ctas > 0 && !Cfg::kCluster ? pr.ctas : auto_persistent ? sms : p.num_tiles;
+  const int ctas = pr.ctas > 0 ? pr.ctas : auto_persistent ? sms : p.num_tiles;
   const int grid = ctas < p.num_tiles ? ctas : p.num_tiles;
-  // kCluster: both CTAs of a pair must deal the same tile (BwdCtaTiles divides blockIdx.x by 2 but deals later rounds
-  // by blockIdx.x and gridDim.x): one CTA pair per tile, never persistent.
-  if (Cfg::kCluster && grid != p.num_tiles)
-    return fail("%s", "internal: a persistent launch reached the cluster backward");
   // 16-byte dK / dV stores (BwdConsumer::store_rows) where both are 16-B aligned with strides of multiples of 8.
   p.dkdv_vec16 = pr.dkdv_vec16 != 0 && aligned16(pr.dk) && aligned16(pr.dv) &&
                  strides_of_8({st[18], st[19], st[20], st[21], st[22], st[23]});
-  if constexpr (Cfg::kCluster) {
-    if (const int status = launch_cluster_pairs(kernel, grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream, tq, tk, tv,
-                                                tdo, tdq, p))
-      return status;
-  } else {
-    kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, tdo, tdq, p);
-  }
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, tdo, tdq, p);
 
   if (vec_post) {
     const dim3 post_grid((pr.max_seqlen_q + VecDQ::kRowsPerBlock - 1) / VecDQ::kRowsPerBlock, pr.nheads, pr.batch);

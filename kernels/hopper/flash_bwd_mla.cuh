@@ -16,30 +16,18 @@
 // Where a step's time goes (benchmarks/NOTES.md thirty-ninth session): 2.1 us per 64 x 64 step against d256's 3.2
 // (H100, bwd_trace.py), the same rate per FLOP; without dQ (GEMM, staging and reduce-adds, a timing-only build) a
 // step ran 1.4-1.6x faster, and Nsight Compute (H200, 8k) puts L2 at 82% of its peak: each 64-key step loads Q and
-// dO (40 KB) and reduce-adds dQ (48 KB), twice d128's L2 bytes per FLOP. Larger key blocks or Q / dO multicast across
-// a cluster are the next step. V in registers (the SS form read V, 16 KB, in both warpgroups every step) measured
-// 1.01-1.03x, the dQ staging without bank conflicts (store_dq_slabs) 1.02-1.07x (H200, s39c / s39e).
+// dO (40 KB) and reduce-adds dQ (48 KB), twice d128's L2 bytes per FLOP. But L2 is busy, not the limit: a 2-CTA
+// cluster of key-block pairs that halved both (Q / dO multicast, each CTA reduce-adding half of dQ's panels;
+// commit b56c73c, timing builds without the pair's dQ exchange) ran 0.98-1.07x this kernel, and with the exchange
+// that makes dQ right (st.async per value, or one DSMEM bulk copy per step) 0.49-0.60x, its consumers waiting on
+// the pair's round trip every step (H100 / H200, NOTES "fortieth session"): not kept. V in registers (the SS form
+// read V, 16 KB, in both warpgroups every step) measured 1.01-1.03x, the dQ staging without bank conflicts
+// (store_dq_slabs) 1.02-1.07x (H200, s39c / s39e).
 // Measured before those (H100, bench.py, thirty-eighth session): 1.13-1.38x cuDNN non-causal, 0.79-1.00x causal
 // (cuDNN's causal MLA backward runs 1.6-1.7x its non-causal rate; ours the same rate either way), 1.37-1.89x the
 // Triton backward; one CTA per tile (persistent 0.83-0.93x, flash_bwd_launch.cuh use_persistent_bwd). Issuing the
 // next step's scores behind this step's dK / dV / dQ GEMMs (the d128 kernel's overlap) measured 0.87-0.98x, and
 // issuing dQ first with its staging under dK / dV 0.99-1.01x: neither kept.
-//
-// Clusters (variant 5 "cluster", BwdConfig::kCluster; dense only): the L2 bytes per step halved by pairing adjacent
-// key blocks 2n, 2n + 1 of one (K/V head, batch) in a 2-CTA cluster whose CTAs walk the same query steps (the first
-// block's walk: under a causal mask the second block's extra first query blocks are fully masked there, P = 0, and
-// add nothing; an odd key-block count's last pair has a second CTA past seqlen_k, all masked, nothing stored).
-//   - Q / dO: each stage is loaded once for the pair, rank 0 multicasting Q and rank 1 dO into both CTAs
-//     (bwd_producer); both full barriers expect the whole stage, and each empty barrier counts both CTAs' consumers
-//     (the leaders arrive on the partner's too), so no stage of either CTA is refilled while one still reads it.
-//   - dQ: rank r reduces dQ's fp32 panels [3r, 3r + 3) into dq_accum. Each role sends its values of the partner's
-//     panels into the partner's 24 KB receive buffer (st.async, counted on the partner's recv_full), then adds the
-//     partner's values of its own panels (its receive buffer) while staging them (mla_pair_dq); the dQ writer
-//     reduce-adds three panels instead of six and tells the partner (peer_free) that the receive buffer is free.
-//     Staging tile and receive buffer take the single 48 KB dQ buffer's place.
-//   Per 64-key step and CTA: 20 KB of Q / dO and 24 KB of dQ reduce-adds through L2 instead of 40 + 48. The protocol
-//   is modeled in scripts/model_bwd_cluster.py. nvcc 13.0: R224 of 240, 0 spills; the other kernels' SASS unchanged.
-//   Not yet run on a GPU (written in the fortieth session, when no device was lent): NOTES "fortieth session".
 #pragma once
 
 #include "flash_bwd_cols.cuh"  // bwd_cols_probs (and flash_bwd.cuh)
@@ -65,70 +53,6 @@ __device__ __forceinline__ void mla_issue_dp(float (&dp)[BwdConsumer<Cfg>::kSReg
   for (int k = 0; k < Cfg::kHeadDimV / 16; ++k)
     WgmmaRSK<BwdConsumer<Cfg>::kSQueries, Cfg::kBF16>::mma(
         dp, va[k], desc_advance(desc_do, (k / 4) * Cfg::kQPanelBytes + (k % 4) * 32), k > 0 ? 1 : 0);
-}
-
-// kCluster: one step's dQ of this role summed over the pair and staged. The pair's CTA of rank r reduces dQ's fp32
-// panels [3r, 3r + 3) (kDQOwnedPanels); this role holds panels 2 kDQ0 .. 2 (kDQ0 + kDQPanels) - 1 of its own
-// CTA's partial. Panels the partner reduces go to the partner's receive buffer (st.async, counted on its recv_full)
-// once the partner has read the previous step's (peer_free); then, after the partner's half has arrived
-// (recv_full) and the writer's reduce-adds have read the staging tile (the dQ empty barrier), each owned value is
-// staged as this CTA's + the partner's. Receive buffer and staging tile share one layout (panel p % 3 at p % 3 x
-// 8 KB, store_dq_slabs' order), so every thread reads back what the partner's thread of the same role and index
-// sent.
-template <class Cfg, int kRole>
-__device__ __forceinline__ void mla_pair_dq(const BwdConsumer<Cfg>& c, uint8_t* smem, typename Cfg::Barriers& bars,
-                                            int step, const float (&dq)[MlaPanels<kRole>::kDQRegs]) {
-  using R = MlaPanels<kRole>;
-  constexpr int kOwned = Cfg::kDQOwnedPanels;
-  const uint32_t rank = cluster_rank();
-  const uint32_t stage = smem_addr(smem + Cfg::kOffDQ), recv = smem_addr(smem + Cfg::kOffDQRecv);
-  static_assert(kOwned == 3, "six fp32 panels, three per rank");
-  const auto owned = [&](int panel) { return cluster_dq_owner(2 * R::kDQ0 + panel) == static_cast<int>(rank); };
-  const auto slot = [](int panel) {
-    return static_cast<uint32_t>(cluster_dq_slot(2 * R::kDQ0 + panel)) * Cfg::kDQPanelBytes;
-  };
-  // This role's fp32 panels [first, last) against this CTA's [mine, mine + kOwned): whether it sends and receives.
-  constexpr int kFirst = 2 * R::kDQ0, kLast = 2 * (R::kDQ0 + R::kDQPanels);
-  const int mine = static_cast<int>(rank) * kOwned;
-  const bool sends = kClusterExchange && (kClusterAlternate || kFirst < mine || kLast > mine + kOwned);
-  const bool receives = kClusterExchange && (kClusterAlternate || (kFirst < mine + kOwned && kLast > mine));
-  // Only a role that sends waits for peer_free: the partner's arrival for step s needs every sending role's step-s
-  // bytes, so a sender is never two phases behind; a role that sends nothing (role 0 of rank 0) could be, and would
-  // then wait on the phase after the one it meant, for ever (found by review; scripts/model_bwd_cluster.py's
-  // mutation "non_sender_waits").
-  if (step >= 1 && sends) wait_in_loop(bars.peer_free, (step - 1) & 1);
-  if constexpr (kClusterBulkExchange) {
-    // The send tile: free once the partner has read the previous step's copy of it (peer_free above); every
-    // consumer thread arrives at the send barrier after the dQ writer's previous reduce (the empty barrier), so no
-    // arrival can count towards the previous step's. The writer copies it to the partner (bwd_dq_writer).
-    if (step >= 1) NamedBarrier::sync(Cfg::kDQEmptyBarrier, Cfg::kDQBarrierThreads);
-    const uint32_t send = smem_addr(smem + Cfg::kOffDQSend);
-    c.template for_dq_slabs<true>(dq, [&](int panel, uint32_t byte, float a, float b) {
-      if (kClusterExchange && !owned(panel)) st_shared_v2(send + slot(panel) + byte, a, b);
-    });
-    fence_proxy_async_smem();
-    NamedBarrier::arrive(Cfg::kDQSendBarrier, Cfg::kDQBarrierThreads);
-  } else {
-    const uint32_t peer_recv = cluster_map(recv, rank ^ 1);
-    const uint32_t peer_full = cluster_map(smem_addr(&bars.recv_full), rank ^ 1);
-    c.template for_dq_slabs<true>(dq, [&](int panel, uint32_t byte, float a, float b) {
-      if (kClusterExchange && !owned(panel)) st_async_v2(peer_recv + slot(panel) + byte, a, b, peer_full);
-    });
-  }
-  // (A role that receives nothing, role 0 of rank 1, skips this wait: the writer declares phase s + 1's bytes only
-  // after every role's step-s DQFull arrival, so nobody can fall behind on recv_full.)
-  if (receives) wait_in_loop<true>(bars.recv_full, step & 1);
-  if (step >= 1 && !kClusterBulkExchange) NamedBarrier::sync(Cfg::kDQEmptyBarrier, Cfg::kDQBarrierThreads);
-  c.template for_dq_slabs<true>(dq, [&](int panel, uint32_t byte, float a, float b) {
-    if (owned(panel)) {
-      if constexpr (kClusterExchange) {
-        const float2 partner = ld_shared_v2(recv + slot(panel) + byte);
-        st_shared_v2(stage + slot(panel) + byte, a + partner.x, b + partner.y);
-      } else {
-        st_shared_v2(stage + slot(panel) + byte, a, b);
-      }
-    }
-  });
 }
 
 template <class Cfg, int kRole>
@@ -200,26 +124,18 @@ __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* sm
       fence_operands(dk);
       fence_operands(dv);
       // Q, dO, lse and delta of this stage are no longer read (the statistics before the barrier above; the leader's
-      // wait covers the warpgroup's wgmmas). kCluster: the partner's producer waits for this release too.
-      if (c.leader) {
-        bars.qdo.consumer_release(st);
-        if constexpr (Cfg::kCluster && kClusterSharedStages)
-          cluster_arrive(cluster_map(smem_addr(&bars.qdo.empty[st.index]), cluster_rank() ^ 1));
-      }
+      // wait covers the warpgroup's wgmmas).
+      if (c.leader) bars.qdo.consumer_release(st);
       st.advance();
       if (i + 1 == walk.total) {
         bwd_trace(c.leader, kRole, tiles.iter, kTraceLoopEnd);
         bwd_free_kv<Cfg>(c, bars, tiles);
       }
       // dQ into the staging tile (one buffer: the dQ writer's reduce-adds of the previous step have read it first),
-      // this role's 32-column fp32 panels 2 kDQ0 ..; kCluster: summed over the pair first (mla_pair_dq).
-      if constexpr (Cfg::kCluster) {
-        mla_pair_dq<Cfg, kRole>(c, smem, bars, step, dq);
-      } else {
-        if (step >= 1) NamedBarrier::sync(Cfg::kDQEmptyBarrier, Cfg::kDQBarrierThreads);
-        const uint32_t tile = smem_addr(smem + Cfg::kOffDQ) + 2 * R::kDQ0 * Cfg::kDQPanelBytes;
-        c.template store_dq_slabs<true>(dq, [&](int panel) { return tile + panel * Cfg::kDQPanelBytes; });
-      }
+      // this role's 32-column fp32 panels 2 kDQ0 ..
+      if (step >= 1) NamedBarrier::sync(Cfg::kDQEmptyBarrier, Cfg::kDQBarrierThreads);
+      const uint32_t tile = smem_addr(smem + Cfg::kOffDQ) + 2 * R::kDQ0 * Cfg::kDQPanelBytes;
+      c.template store_dq_slabs<true>(dq, [&](int panel) { return tile + panel * Cfg::kDQPanelBytes; });
       fence_proxy_async_smem();
       NamedBarrier::arrive(Cfg::kDQFullBarrier, Cfg::kDQBarrierThreads);
     }

@@ -49,21 +49,6 @@ struct MBarrier {
     return done != 0;
   }
 
-  // try_wait whose success also orders what other CTAs of the cluster did before their arrivals on this barrier
-  // (cluster.cuh's cluster_arrive, st_async_v2) before this thread's later accesses: the 2-CTA backward's waits on
-  // its partner's signals (flash_bwd_mla.cuh).
-  __device__ __forceinline__ bool try_wait_cluster(uint32_t parity) {
-    uint32_t done;
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_addr(this)), "r"(parity)
-        : "memory");
-    return done != 0;
-  }
-
   // try_wait with a suspend-time hint: a thread whose phase has not completed sleeps until it does (or the hint runs
   // out) instead of coming back at once to poll again.
   __device__ __forceinline__ bool try_wait_sleeping(uint32_t parity) {

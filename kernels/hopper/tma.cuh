@@ -24,17 +24,6 @@ __device__ __forceinline__ void tma_load_4d(const CUtensorMap* map, MBarrier* ba
       : "memory");
 }
 
-// tma_load_4d into the same shared-memory offset of every CTA of the cluster in cta_mask (bit r: rank r), each
-// copy's bytes counted on the mbarrier at `bar`'s offset in that CTA (sm_90a).
-__device__ __forceinline__ void tma_load_4d_multicast(const CUtensorMap* map, MBarrier* bar, void* smem_dst,
-                                                      uint16_t cta_mask, int c0, int c1, int c2, int c3) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
-      "{%4, %5, %6, %7}], [%2], %3;" ::"r"(smem_addr(smem_dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "h"(cta_mask), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
-      : "memory");
-}
-
 // 4-d tile store from shared memory (bulk-group completion): the caller commits and waits. Box elements outside the
 // tensor are not written (TMA clips them), so the last tile of a sequence needs no row predicate.
 __device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, const void* smem_src, int c0, int c1, int c2,
