@@ -1036,6 +1036,46 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
       // dS^T first, packed and stored, so dP^T dies before P^T is packed (d128 peaks here at dK + dV + 64).
       c.ds_fragments(dp, s, stage, p.scale_log2, dsa);
       uint8_t* ds_smem = smem + Cfg::kOffDS + (step & 1) * Cfg::kDSBytes;
+#ifdef FA3NN_BWD_DQ_UNDER_DK
+      // Measurement build (FlashAttention-3's order): dV under the dS^T store and barrier, then dQ and dK, and dQ's
+      // hand-off under dK, an RS GEMM that leaves the shared-memory port half idle (the staging's 32 KB of STS
+      // otherwise share it with the SS score GEMMs or run with the tensor cores idle). 2: dV waited for before dQ
+      // is issued, so P^T's fragments are dead while dQ accumulates.
+      if constexpr (Cfg::kHeadDim == 128 && Cfg::kDQBulk && !Cfg::kColSplit && Cfg::kBlockM == 64) {
+        C::to_a_fragments(s, pa);
+        warpgroup_arrive();
+        gemm_rs<Cfg::kBlockM, Cfg::kHeadDim, Cfg::kBF16>(dv, pa,
+                                                        make_desc_mnmajor_sw128(stage.do_smem, Cfg::kQPanelBytes));
+        wgmma_commit();
+        c.write_ds(ds_smem, dsa);
+        bwd_sync_ds<Cfg>(wg);
+        if constexpr (FA3NN_BWD_DQ_UNDER_DK == 2) {
+          wgmma_wait<0>();
+          fence_fragments(pa);
+        }
+        bwd_issue_dq<Cfg>(dq, smem_addr(ds_smem), wg, descs.k_dq);
+        wgmma_commit();
+        warpgroup_arrive();
+        gemm_rs<Cfg::kBlockM, Cfg::kHeadDim, Cfg::kBF16>(dk, dsa,
+                                                        make_desc_mnmajor_sw128(stage.q_smem, Cfg::kQPanelBytes));
+        wgmma_commit();
+        wgmma_wait<1>();
+        fence_operands(dq);
+        fence_operands(dv);
+        fence_fragments(pa);
+        if (i + 1 == walk.total) {
+          bwd_trace(c.leader, wg, tiles.iter, kTraceLoopEnd);
+          bwd_free_kv<Cfg>(c, bars, tiles);
+        }
+        bwd_hand_off_dq<Cfg>(c, p, smem, t.seq, walk.head, m_block, step, dq);
+        wgmma_wait<0>();
+        fence_fragments(dsa);
+        fence_operands(dk);
+        if (c.leader) bars.qdo.consumer_release(st);
+        st.advance();
+        continue;
+      }
+#endif
       c.write_ds(ds_smem, dsa);
       C::to_a_fragments(s, pa);
 
