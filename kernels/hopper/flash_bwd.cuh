@@ -1040,8 +1040,9 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
       // Measurement build (FlashAttention-3's order): dV under the dS^T store and barrier, then dQ and dK, and dQ's
       // hand-off under dK, an RS GEMM that leaves the shared-memory port half idle (the staging's 32 KB of STS
       // otherwise share it with the SS score GEMMs or run with the tensor cores idle). 2: dV waited for before dQ
-      // is issued, so P^T's fragments are dead while dQ accumulates.
-      if constexpr (Cfg::kHeadDim == 128 && Cfg::kDQBulk && !Cfg::kColSplit && Cfg::kBlockM == 64) {
+      // is issued, so P^T's fragments are dead while dQ accumulates. d128 (bulk_dq) and d64's m128.
+      if constexpr (Cfg::kDQBulk && !Cfg::kColSplit &&
+                    ((Cfg::kHeadDim == 128 && Cfg::kBlockM == 64) || (Cfg::kHeadDim == 64 && Cfg::kBlockM == 128))) {
         C::to_a_fragments(s, pa);
         warpgroup_arrive();
         gemm_rs<Cfg::kBlockM, Cfg::kHeadDim, Cfg::kBF16>(dv, pa,
