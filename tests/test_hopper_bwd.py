@@ -337,7 +337,7 @@ def test_softcap_arguments_of_the_backward(monkeypatch):
         with pytest.raises(error, match=message):
             hopper_bwd.launch(softmax_scale=0.1, causal=False, softcap=bad, **args)
     with pytest.raises(ValueError, match=r"softcap 30.0: the native backward has softcap in the default variant "
-                                         r"\('bulk_dq_overlap'\) only"):
+                                         r"\('bulk_dq'\) only"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, softcap=30.0, variant="red_dq", **args)
     with pytest.raises(ValueError, match="softcap 1e-30 is too small for softmax_scale 1e\\+20"):
         hopper_bwd.launch(softmax_scale=1e20, causal=False, softcap=1e-30, **args)
@@ -369,7 +369,7 @@ def test_window_arguments_and_refusals():
         with pytest.raises(error, match=message):
             hopper_bwd.launch(softmax_scale=0.1, causal=False, window_size=bad, **args)
     with pytest.raises(ValueError, match=r"window_size \(32, 0\): the native backward has sliding windows in the "
-                                         r"default variant \('bulk_dq_overlap'\) only"):
+                                         r"default variant \('bulk_dq'\) only"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, window_size=(32, 0), variant="red_dq", **args)
     # Causal (-1, 0) and full (-1, -1) are not windows; (-1, 5) and (0, 0) are.
     assert [hopper_bwd.window_of(c, w).sliding for c, w in
@@ -431,7 +431,7 @@ def test_varlen_launch_checks_before_the_gpu():
     with pytest.raises(ValueError, match="q must be 3-d"):  # a dense call's tensors with varlen metadata
         hopper_bwd.launch(softmax_scale=0.1, causal=False, varlen=varlen, **_inputs())
     with pytest.raises(ValueError, match="the varlen backward is built for the default variant of head dim 128 only "
-                                         r"\('bulk_dq_overlap'\)"):
+                                         r"\('bulk_dq'\)"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, varlen=varlen, variant="red_dq", **args)
     with pytest.raises(ValueError, match="needs a CUDA"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, varlen=varlen, **args)

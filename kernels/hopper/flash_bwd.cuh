@@ -72,6 +72,14 @@
 
 namespace fa3nn::hopper {
 
+// Measurement build FA3NN_BWD_DQ_UNDER_DK=1 / 2 (bwd_consumer): d64's m128 in d128's bulk-dQ order too; 2 also waits
+// for dV before dQ is issued. 0 in the library.
+#ifdef FA3NN_BWD_DQ_UNDER_DK
+constexpr int kDQUnderDKMeasured = FA3NN_BWD_DQ_UNDER_DK;
+#else
+constexpr int kDQUnderDKMeasured = 0;
+#endif
+
 struct BwdParams {
   float* dq_accum;        // (batch, nheads, seqlen_q_rounded, d) fp32, zeroed by the preprocess kernel
   const float* lse_log2;  // (batch, nheads, seqlen_q_rounded): lse * log2(e); +inf on padded / empty rows
@@ -1036,13 +1044,13 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
       // dS^T first, packed and stored, so dP^T dies before P^T is packed (d128 peaks here at dK + dV + 64).
       c.ds_fragments(dp, s, stage, p.scale_log2, dsa);
       uint8_t* ds_smem = smem + Cfg::kOffDS + (step & 1) * Cfg::kDSBytes;
-#ifdef FA3NN_BWD_DQ_UNDER_DK
-      // Measurement build (FlashAttention-3's order): dV under the dS^T store and barrier, then dQ and dK, and dQ's
-      // hand-off under dK, an RS GEMM that leaves the shared-memory port half idle (the staging's 32 KB of STS
-      // otherwise share it with the SS score GEMMs or run with the tensor cores idle). 2: dV waited for before dQ
-      // is issued, so P^T's fragments are dead while dQ accumulates. d128 (bulk_dq) and d64's m128.
+      // d128's bulk dQ (variant 1): FlashAttention-3's order. dV is issued as soon as P^T is packed (it runs under the
+      // dS^T store and barrier), then dQ, then dK, and dQ is staged and handed off while dK runs: an RS GEMM reading
+      // 32 KB of operands in 512 tensor cycles leaves the shared-memory port half free for the staging's 32 KB of
+      // STS, which otherwise shares it with an SS score GEMM (bulk_dq_overlap) or runs with the tensor cores idle.
+      // (Measurement build FA3NN_BWD_DQ_UNDER_DK: the same for d64's m128; = 2 waits for dV before issuing dQ.)
       if constexpr (Cfg::kDQBulk && !Cfg::kColSplit &&
-                    ((Cfg::kHeadDim == 128 && Cfg::kBlockM == 64) || (Cfg::kHeadDim == 64 && Cfg::kBlockM == 128))) {
+                    ((Cfg::kHeadDim == 128 && Cfg::kBlockM == 64) || (kDQUnderDKMeasured && Cfg::kBlockM == 128))) {
         C::to_a_fragments(s, pa);
         warpgroup_arrive();
         gemm_rs<Cfg::kBlockM, Cfg::kHeadDim, Cfg::kBF16>(dv, pa,
@@ -1050,7 +1058,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
         wgmma_commit();
         c.write_ds(ds_smem, dsa);
         bwd_sync_ds<Cfg>(wg);
-        if constexpr (FA3NN_BWD_DQ_UNDER_DK == 2) {
+        if constexpr (kDQUnderDKMeasured == 2) {
           wgmma_wait<0>();
           fence_fragments(pa);
         }
@@ -1076,7 +1084,6 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
         st.advance();
         continue;
       }
-#endif
       c.write_ds(ds_smem, dsa);
       C::to_a_fragments(s, pa);
 

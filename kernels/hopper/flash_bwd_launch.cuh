@@ -248,20 +248,19 @@ int run_bwd_dispatch(const BwdProblem& pr, bool bf16, bool causal) {
 }
 
 // Varlen, window and softcap kernels are built for each head dim's default variant only (hopper_bwd.DEFAULT_VARIANTS:
-// m128 at d64, bulk dQ + overlap at d128, bulk dQ at d256), which keeps the build's kernel count (and time) near the
+// m128 at d64, bulk dQ at d128 and d256), which keeps the build's kernel count (and time) near the
 // dense one's. Window kernels (BwdConfig::kLocal) take causal as a window.
-constexpr int kDefaultVariant(int D) { return D == 64 ? 4 : D == 128 ? 3 : 1; }
+constexpr int kDefaultVariant(int D) { return D == 64 ? 4 : 1; }
 
 template <int D, bool kVarlen, bool kLocal, bool kSoftcap>
 int run_bwd_default(const BwdProblem& pr, bool bf16, bool causal) {
-  constexpr bool kOverlap = kDefaultVariant(D) == 3;
   constexpr int kBlockM = kDefaultVariant(D) == 4 ? 128 : 64;
   if constexpr (kLocal) {
     constexpr int S = BwdTiles<D, kBlockM>::kStages;
-    return bf16 ? launch_bwd<BwdConfig<D, S, true, false, true, kOverlap, kBlockM, kVarlen, true, kSoftcap>>(pr)
-                : launch_bwd<BwdConfig<D, S, false, false, true, kOverlap, kBlockM, kVarlen, true, kSoftcap>>(pr);
+    return bf16 ? launch_bwd<BwdConfig<D, S, true, false, true, false, kBlockM, kVarlen, true, kSoftcap>>(pr)
+                : launch_bwd<BwdConfig<D, S, false, false, true, false, kBlockM, kVarlen, true, kSoftcap>>(pr);
   } else {
-    return run_bwd_dispatch<D, true, kOverlap, kBlockM, kVarlen, kSoftcap>(pr, bf16, causal);
+    return run_bwd_dispatch<D, true, false, kBlockM, kVarlen, kSoftcap>(pr, bf16, causal);
   }
 }
 
@@ -286,8 +285,8 @@ int run_bwd_headdim(const BwdProblem& pr, bool bf16, bool causal, int variant) {
   const bool varlen = pr.cu_seqlens_q != nullptr, softcap = pr.softcap > 0.f;
   if (varlen || pr.window.local || softcap) {
     if (variant != kDefaultVariant(D))
-      return fail("the %s backward is built for the default variant only (4 m128 at head dim 64, 3 bulk dQ + overlap "
-                  "at 128, 1 bulk dQ at 256)",
+      return fail("the %s backward is built for the default variant only (4 m128 at head dim 64, 1 bulk dQ at "
+                  "128 and 256)",
                   softcap ? "softcap" : pr.window.local ? "sliding-window" : "varlen");
     return softcap ? run_bwd_default_masks<D, true>(pr, bf16, causal) : run_bwd_default_masks<D, false>(pr, bf16, causal);
   }
