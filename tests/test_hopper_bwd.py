@@ -181,7 +181,7 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
         assert error(8, 2, softcap=softcap) == (1, "softcap must be a finite number >= 0 (0: none)")
     # softcap (and the float after the window's ints) lands where the C side reads it: variant 0 is refused for it.
     assert error(8, 2, softcap=30.0) == (1, "the softcap backward is built for the default variant only (4 m128 at "
-                                            "head dim 64, 3 bulk dQ + overlap at 128, 1 bulk dQ at 256)")
+                                            "head dim 64, 1 bulk dQ at 128 and 256)")
     assert error(8, 2, variant=hopper_bwd.VARIANTS["m128"]) == (
         1, "backward variant 4 (m128, 128-row query blocks) is built for head dim 64 only")
     for variant in ("overlap", "bulk_dq_overlap", "m128"):  # head dim 256: red dQ and bulk dQ only
@@ -200,17 +200,17 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
     assert error(8, 2, window=(-2, 0)) == (1, "window_left / window_right must be -1 (unbounded) or a key count >= 0")
     for cu, max_q in ((None, 100), (ctypes.c_void_p(16), 90)):  # dense, varlen
         assert error(8, 2, window=(32, 0), variant=hopper_bwd.VARIANTS["red_dq"], cu_q=cu, cu_k=cu, max_q=max_q) == (
-            1, "the sliding-window backward is built for the default variant only (4 m128 at head dim 64, 3 bulk dQ + "
-               "overlap at 128, 1 bulk dQ at 256)")
+            1, "the sliding-window backward is built for the default variant only (4 m128 at head dim 64, 1 bulk dQ at "
+               "128 and 256)")
     # Varlen: both offsets or neither; a dense call's longest lengths are its lengths; the default variant only
     # (pointers that are never dereferenced: these checks run before any launch).
     cu = ctypes.c_void_p(16)
     assert error(8, 2, cu_q=cu) == (1, "pass both cu_seqlens_q and cu_seqlens_k (varlen) or neither (dense)")
     assert error(8, 2, max_q=90) == (1, "a dense backward's max_seqlen_q / max_seqlen_k must equal seqlen_q / "
                                         "seqlen_k")
-    assert error(8, 2, cu_q=cu, cu_k=cu, max_q=90, variant=hopper_bwd.VARIANTS["bulk_dq"]) == (
-        1, "the varlen backward is built for the default variant only (4 m128 at head dim 64, 3 bulk dQ + overlap "
-           "at 128, 1 bulk dQ at 256)")
+    assert error(8, 2, cu_q=cu, cu_k=cu, max_q=90, variant=hopper_bwd.VARIANTS["bulk_dq_overlap"]) == (
+        1, "the varlen backward is built for the default variant only (4 m128 at head dim 64, 1 bulk dQ at 128 and "
+           "256)")
     assert lib.fa3nn_hopper_bwd_block_m() == 128  # the workspaces' padding unit: the largest query block
     assert error(8, 2, softmax_scale=-1.0) == (1, "softmax_scale must be positive")
 

@@ -81,8 +81,9 @@ def variants_for(headdim: int) -> list[str]:
 # d256 (2026-12-04, results/s30c-h200-20261204-1708/): bulk_dq (staged in the ring) 1.12-1.32x red_dq at 512-8192,
 # 0.97-1.14x cuDNN, 1.31-1.55x FA2 (red_dq: 0.76-0.96x cuDNN, s30a).
 # 192 (with v 128): bulk_dq, the one variant built (kernels/hopper/flash_bwd_d192.cu).
-# d128 since 2026-12-05 (NOTES "forty-first session"): bulk_dq in FlashAttention-3's order (dQ staged under the dK
-# GEMM, kernels/hopper/flash_bwd.cuh bwd_consumer) PENDING-MEASUREMENT.
+# d128 since 2026-12-06 (NOTES "forty-first session", results/s41a-h100-20261206-0004/, s41c-...-0003/): bulk_dq
+# in FlashAttention-3's order (dQ staged under the dK GEMM, kernels/hopper/flash_bwd.cuh bwd_consumer), 1.000-1.034x
+# bulk_dq_overlap at 512-16384, causal and not (H100); 1.00-1.06x cuDNN in one bench.py run (s41d-h100-20261206-0005).
 DEFAULT_VARIANTS = {64: "m128", 128: "bulk_dq", 256: "bulk_dq", 192: "bulk_dq"}
 # GQA/MQA in `backward`: True = the kernel walks each K/V head's query heads (no K/V copies, no group sum); False = the
 # expansion path (repeat_interleave K/V, MHA kernel, fp32 group sum), which costs group x K/V memory, two copies and a

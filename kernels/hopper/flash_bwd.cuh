@@ -31,6 +31,8 @@
 // (cp.reduce.async.bulk.tensor, one per panel), waits until they have read the buffer, and arrives on its "empty"
 // barrier, which the consumers sync on before they write that buffer again two query blocks later. d128's column
 // split fills one 64 x 128 tile; d64's key split gives each warpgroup its own 64 x 64 tile (two reduces per step).
+// d128's bulk dQ (its default) runs FlashAttention-3's order: dV issued before dS^T is stored, then dQ, then dK, and
+// dQ staged while dK runs (bwd_consumer; +0-3.4% over bulk dQ + overlap, benchmarks/NOTES.md "forty-first session").
 //
 // 128-row query blocks (kBlockM 128, variant 4 "m128", d64's default): each step covers 128 queries (S^T, dP^T 64 keys
 // x 128 queries per consumer; dV/dK reduce over 128 queries), dQ is split by query rows (consumer c: rows [64c,
@@ -71,14 +73,6 @@
 #include "wgmma.cuh"
 
 namespace fa3nn::hopper {
-
-// Measurement build FA3NN_BWD_DQ_UNDER_DK=1 / 2 (bwd_consumer): d64's m128 in d128's bulk-dQ order too; 2 also waits
-// for dV before dQ is issued. 0 in the library.
-#ifdef FA3NN_BWD_DQ_UNDER_DK
-constexpr int kDQUnderDKMeasured = FA3NN_BWD_DQ_UNDER_DK;
-#else
-constexpr int kDQUnderDKMeasured = 0;
-#endif
 
 struct BwdParams {
   float* dq_accum;        // (batch, nheads, seqlen_q_rounded, d) fp32, zeroed by the preprocess kernel
@@ -1048,27 +1042,26 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
       // dS^T store and barrier), then dQ, then dK, and dQ is staged and handed off while dK runs: an RS GEMM reading
       // 32 KB of operands in 512 tensor cycles leaves the shared-memory port half free for the staging's 32 KB of
       // STS, which otherwise shares it with an SS score GEMM (bulk_dq_overlap) or runs with the tensor cores idle.
-      // (Measurement build FA3NN_BWD_DQ_UNDER_DK: the same for d64's m128; = 2 waits for dV before issuing dQ.)
-      if constexpr (Cfg::kDQBulk && !Cfg::kColSplit &&
-                    ((Cfg::kHeadDim == 128 && Cfg::kBlockM == 64) || (kDQUnderDKMeasured && Cfg::kBlockM == 128))) {
+      // +0-3.4% over bulk_dq_overlap at 512-16k, +1-4% over the default order below (H100, s41a / s41c; benchmarks/
+      // NOTES.md "forty-first session"); waiting for dV before issuing dQ measured the same; d64's m128 in this order
+      // 0.96-1.01x, so it keeps the default order.
+      if constexpr (Cfg::kDQBulk && !Cfg::kColSplit && Cfg::kHeadDim == 128 && Cfg::kBlockM == 64) {
         C::to_a_fragments(s, pa);
         warpgroup_arrive();
         gemm_rs<Cfg::kBlockM, Cfg::kHeadDim, Cfg::kBF16>(dv, pa,
                                                         make_desc_mnmajor_sw128(stage.do_smem, Cfg::kQPanelBytes));
         wgmma_commit();
+        // The dS buffer written now was last read by step - 2's dQ GEMMs, which both warpgroups waited for before
+        // step - 1's barrier (as below).
         c.write_ds(ds_smem, dsa);
         bwd_sync_ds<Cfg>(wg);
-        if constexpr (kDQUnderDKMeasured == 2) {
-          wgmma_wait<0>();
-          fence_fragments(pa);
-        }
         bwd_issue_dq<Cfg>(dq, smem_addr(ds_smem), wg, descs.k_dq);
         wgmma_commit();
         warpgroup_arrive();
         gemm_rs<Cfg::kBlockM, Cfg::kHeadDim, Cfg::kBF16>(dk, dsa,
                                                         make_desc_mnmajor_sw128(stage.q_smem, Cfg::kQPanelBytes));
         wgmma_commit();
-        wgmma_wait<1>();
+        wgmma_wait<1>();  // dV and dQ (P^T's fragments free, K's last read of the step done); dK may still run
         fence_operands(dq);
         fence_operands(dv);
         fence_fragments(pa);
@@ -1080,39 +1073,40 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
         wgmma_wait<0>();
         fence_fragments(dsa);
         fence_operands(dk);
+        // Q (dK's B operand) is read; dO, lse and delta were before the barrier.
         if (c.leader) bars.qdo.consumer_release(st);
         st.advance();
-        continue;
-      }
-      c.write_ds(ds_smem, dsa);
-      C::to_a_fragments(s, pa);
+      } else {
+        c.write_ds(ds_smem, dsa);
+        C::to_a_fragments(s, pa);
 
-      bwd_issue_dkdv<Cfg>(dk, dv, pa, dsa, stage);
-      // The dS buffer alternates per step: the buffer written now was last read by step - 2's dQ GEMMs, which both
-      // warpgroups waited for (wait_group 0) before step - 1's barrier.
-      bwd_sync_ds<Cfg>(wg);
-      // The dK/dV wgmmas are done reading pa/dsa before dQ's accumulator becomes live: without this wait the A
-      // fragments stay allocated across the dQ GEMM and d128 needs 237 of 240 registers (no room for the hang
-      // guard's poll counter: 516 B of spills). They ran during the barrier, so the wait is short.
-      wgmma_wait<0>();
-      fence_fragments(pa);
-      fence_fragments(dsa);
-      bwd_issue_dq<Cfg>(dq, smem_addr(ds_smem), wg, descs.k_dq);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_operands(dq);
-      fence_operands(dk);
-      fence_operands(dv);
-      // Q, dO, lse and delta of this stage are no longer read: every thread's lse/delta reads precede the barrier
-      // above (column split) or this warpgroup's (key split), and the leader's wait covers the wgmmas.
-      if (c.leader) bars.qdo.consumer_release(st);
-      st.advance();
-      // The tile's last dQ GEMM, K's last reader, is done: the next tile's K/V may load under this hand-off.
-      if (i + 1 == walk.total) {
-        bwd_trace(c.leader, wg, tiles.iter, kTraceLoopEnd);
-        bwd_free_kv<Cfg>(c, bars, tiles);
+        bwd_issue_dkdv<Cfg>(dk, dv, pa, dsa, stage);
+        // The dS buffer alternates per step: the buffer written now was last read by step - 2's dQ GEMMs, which both
+        // warpgroups waited for (wait_group 0) before step - 1's barrier.
+        bwd_sync_ds<Cfg>(wg);
+        // The dK/dV wgmmas are done reading pa/dsa before dQ's accumulator becomes live: without this wait the A
+        // fragments stay allocated across the dQ GEMM and d128 needs 237 of 240 registers (no room for the hang
+        // guard's poll counter: 516 B of spills). They ran during the barrier, so the wait is short.
+        wgmma_wait<0>();
+        fence_fragments(pa);
+        fence_fragments(dsa);
+        bwd_issue_dq<Cfg>(dq, smem_addr(ds_smem), wg, descs.k_dq);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_operands(dq);
+        fence_operands(dk);
+        fence_operands(dv);
+        // Q, dO, lse and delta of this stage are no longer read: every thread's lse/delta reads precede the barrier
+        // above (column split) or this warpgroup's (key split), and the leader's wait covers the wgmmas.
+        if (c.leader) bars.qdo.consumer_release(st);
+        st.advance();
+        // The tile's last dQ GEMM, K's last reader, is done: the next tile's K/V may load under this hand-off.
+        if (i + 1 == walk.total) {
+          bwd_trace(c.leader, wg, tiles.iter, kTraceLoopEnd);
+          bwd_free_kv<Cfg>(c, bars, tiles);
+        }
+        bwd_hand_off_dq<Cfg>(c, p, smem, t.seq, walk.head, m_block, step, dq);
       }
-      bwd_hand_off_dq<Cfg>(c, p, smem, t.seq, walk.head, m_block, step, dq);
     }
     bwd_end_tile(c, p, tiles, t, dk, dv, c.col_base(), c.col_base());
     step0 += walk.total;

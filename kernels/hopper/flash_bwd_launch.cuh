@@ -275,8 +275,8 @@ int run_bwd_default_masks(const BwdProblem& pr, bool bf16, bool causal) {
                 : run_bwd_default<D, false, true, kSoftcap>(pr, bf16, causal);
 }
 
-// variant: 0 = dQ by per-thread red.global.add.v2.f32 (the default), 1 = bulk dQ (shared memory + TMA reduce-add,
-// flash_bwd.cuh), 2 = overlap (next block's score GEMMs before this block's dQ GEMM, flash_bwd_overlap.cuh),
+// variant: 0 = dQ by per-thread red.global.add.v2.f32, 1 = bulk dQ (shared memory + TMA reduce-add, flash_bwd.cuh;
+// at head dim 128 in FlashAttention-3's order, dQ staged under the dK GEMM), 2 = overlap (next block's score GEMMs before this block's dQ GEMM, flash_bwd_overlap.cuh),
 // 3 = bulk dQ + overlap, 4 = bulk dQ with 128-row query blocks (head dim 64 only); head dim 256 has variants 0 and
 // 1 only (the head-dim split of flash_bwd_cols.cuh; its bulk dQ stages in the ring). Python's DEFAULT_VARIANTS picks
 // per head dim from measurements (fa3nn/backends/hopper_bwd.py).

@@ -1,5 +1,5 @@
 // Backward consumer with the next query block's score GEMMs issued ahead (kOverlap, variants 2 and 3 of
-// fa3nn_hopper_bwd; benchmarks/NOTES.md, "Overlap"; variant 3 is d128's default). Included by
+// fa3nn_hopper_bwd; benchmarks/NOTES.md, "Overlap"; variant 3 was d128's default until 2026-12-06). Included by
 // flash_bwd_launch.cuh after flash_bwd.cuh (it reuses BwdConsumer and the pipeline; the kernel declares
 // bwd_consumer_overlap); the default consumer is untouched.
 //
