@@ -16,14 +16,16 @@ Transcribed from the kernel by hand:
                                per step i: wait full[i] parity phase; S^T, dP^T (read K, V and the stage);
                                  dK/dV GEMMs (stage); [default: dQ (reads K)]; release empty[i];
                                  [default, last step: kv_free.arrive]
+                                 [fa3 (d128's bulk dQ): dV (stage), dQ (reads K), last step: kv_free.arrive,
+                                  then dK (stage); release empty[i]]
                                [overlap: the tile's last dQ (reads K); kv_free.arrive]
 
-Checks, for 2 and 3 stages, both consumer orders, 1-5 tiles of 1-4 steps and 3000 schedules each: no deadlock; every
-read of K/V sees the consumer's current tile and every read of a stage sees its (tile, step); no TMA write lands in a
+Checks, for 2 and 3 stages, the three consumer orders, 1-5 tiles of 1-4 steps and 3000 schedules each: no deadlock;
+every read of K/V sees the consumer's current tile and every read of a stage sees its (tile, step); no TMA write lands in a
 K/V buffer or stage that a consumer may still read (checked when the copy is issued, since a real one may start
-writing at once); no barrier is left with a phase partly arrived at exit. Moving the default consumer's kv_free
-arrive before its last dQ, or the overlap consumer's before the final dQ, fails it; so does a producer that skips
-the kv_free wait or waits on the wrong parity (tried when it was written).
+writing at once); no barrier is left with a phase partly arrived at exit. Moving the default or fa3 consumer's
+kv_free arrive before its last dQ, or the overlap consumer's before the final dQ, fails it (in every order); so does a
+producer that skips the kv_free wait or waits on the wrong parity.
 
     python scripts/model_bwd_persistent.py
 """
@@ -73,7 +75,8 @@ def producer(tiles, stages, bars, mutate=None):
                 index, phase = 0, phase ^ 1
 
 
-def consumer(wg, tiles, stages, bars, overlap, state, mutate=None):
+def consumer(wg, tiles, stages, bars, order, state, mutate=None):
+    overlap = order == "overlap"
     index, phase = 0, 0
     for t, steps in enumerate(tiles):
         yield ("wait", bars["kv"], t & 1)
@@ -85,8 +88,23 @@ def consumer(wg, tiles, stages, bars, overlap, state, mutate=None):
             state["holds"][wg].add(index)
             yield ("read", "kv", t)
             yield ("read", ("stage", index), (t, i))
-            yield ("read", ("stage", index), (t, i))  # the dK / dV GEMMs read Q and dO again
             last = i + 1 == steps
+            if order == "fa3":  # dV (dO), dQ (K), kv_free on the last step, then dK (Q) before the release
+                yield ("read", ("stage", index), (t, i))
+                if last and mutate == "early_kv_free":
+                    yield ("arrive", bars["kv_free"], wg)
+                yield ("read", "kv", t)
+                if last and mutate != "early_kv_free":
+                    state["kv_window"][wg] = None
+                    yield ("arrive", bars["kv_free"], wg)
+                yield ("read", ("stage", index), (t, i))
+                state["holds"][wg].discard(index)
+                yield ("arrive", bars["empty"][index], wg)
+                index += 1
+                if index == stages:
+                    index, phase = 0, phase ^ 1
+                continue
+            yield ("read", ("stage", index), (t, i))  # the dK / dV GEMMs read Q and dO again
             if not overlap:
                 if last and mutate == "early_kv_free":
                     yield ("arrive", bars["kv_free"], wg)
@@ -109,14 +127,14 @@ def consumer(wg, tiles, stages, bars, overlap, state, mutate=None):
         state["kv_window"][wg] = None
 
 
-def run(tiles, stages, overlap, rng, mutate=None) -> str | None:
+def run(tiles, stages, order, rng, mutate=None) -> str | None:
     bars = {"kv": MBarrier(1), "kv_free": MBarrier(2), "full": [MBarrier(1) for _ in range(stages)],
             "empty": [MBarrier(2) for _ in range(stages)]}
     state = {"kv_window": [None, None], "holds": [set(), set()]}
     memory = {}  # buffer -> what landed there
     in_flight = []  # (buffer, value, barrier)
     actors = {"producer": producer(tiles, stages, bars, mutate)}
-    actors |= {f"c{wg}": consumer(wg, tiles, stages, bars, overlap, state, mutate) for wg in range(2)}
+    actors |= {f"c{wg}": consumer(wg, tiles, stages, bars, order, state, mutate) for wg in range(2)}
     pending = {name: next(gen) for name, gen in actors.items()}
     while pending or in_flight:
         ready = [n for n, op in pending.items() if op[0] != "wait" or op[1].done(op[2])]
@@ -154,15 +172,18 @@ def run(tiles, stages, overlap, rng, mutate=None) -> str | None:
     return None
 
 
+ORDERS = ("default", "overlap", "fa3")  # the consumers: bwd_consumer's two orders, bwd_consumer_overlap
+
+
 def check(mutate=None, schedules: int = 3000) -> list[str]:
     rng = random.Random(0)
     problems = []
     for stages in (2, 3):
-        for overlap in (False, True):
+        for order in ORDERS:
             for _ in range(schedules):
                 tiles = [rng.randint(1, 4) for _ in range(rng.randint(1, 5))]
-                if (why := run(tiles, stages, overlap, rng, mutate)) is not None:
-                    problems.append(f"stages {stages} overlap {overlap} tiles {tiles}: {why}")
+                if (why := run(tiles, stages, order, rng, mutate)) is not None:
+                    problems.append(f"stages {stages} order {order} tiles {tiles}: {why}")
                     break
     return problems
 

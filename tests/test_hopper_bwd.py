@@ -247,14 +247,16 @@ def test_bulk_dq_handoff_model_passes_and_catches_a_wrong_protocol(monkeypatch):
 @pytest.mark.parametrize("mutation", [None, "early_kv_free", "skip_kv_free_wait", "kv_free_parity"])
 def test_persistent_protocol_model_passes_and_catches_a_wrong_protocol(mutation):
     """The persistent backward's K/V and ring barriers across tile ends (scripts/model_bwd_persistent.py) under
-    random schedules, both consumer orders; a kv_free arrive before the tile's last K read, a producer that skips the
-    kv_free wait, or waits on the wrong parity, must be caught."""
+    random schedules, the three consumer orders (bwd_consumer's default and FlashAttention-3 order, the overlap
+    consumer's); a kv_free arrive before the tile's last K read, a producer that skips the kv_free wait, or waits on
+    the wrong parity, must be caught in each order."""
     model = load_script("model_bwd_persistent")
     problems = model.check(mutation, schedules=3000 if mutation is None else 500)
     if mutation is None:
         assert problems == []
     else:
         assert problems and all(("issued while" in p or "read" in p or "deadlock" in p) for p in problems), problems
+        assert {order for order in model.ORDERS if any(f"order {order} " in p for p in problems)} == set(model.ORDERS)
 
 
 def test_bwd_trace_phases_are_the_medians_of_the_recorded_tiles():

@@ -1073,7 +1073,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
         wgmma_wait<0>();
         fence_fragments(dsa);
         fence_operands(dk);
-        // Q (dK's B operand) is read; dO, lse and delta were before the barrier.
+        // Q (dK's B operand) is read now, dO (dV's) at the wait above, lse and delta before the barrier.
         if (c.leader) bars.qdo.consumer_release(st);
         st.advance();
       } else {
@@ -1085,8 +1085,9 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
         // warpgroups waited for (wait_group 0) before step - 1's barrier.
         bwd_sync_ds<Cfg>(wg);
         // The dK/dV wgmmas are done reading pa/dsa before dQ's accumulator becomes live: without this wait the A
-        // fragments stay allocated across the dQ GEMM and d128 needs 237 of 240 registers (no room for the hang
-        // guard's poll counter: 516 B of spills). They ran during the barrier, so the wait is short.
+        // fragments stay allocated across the dQ GEMM, and in this order d128 had needed 237 of 240 registers (no
+        // room for the hang guard's poll counter: 516 B of spills; the order above keeps P^T's and dS^T's fragments
+        // across dQ with 0 spills, nvcc 13.0). They ran during the barrier, so the wait is short.
         wgmma_wait<0>();
         fence_fragments(pa);
         fence_fragments(dsa);

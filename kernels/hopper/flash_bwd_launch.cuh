@@ -276,10 +276,10 @@ int run_bwd_default_masks(const BwdProblem& pr, bool bf16, bool causal) {
 }
 
 // variant: 0 = dQ by per-thread red.global.add.v2.f32, 1 = bulk dQ (shared memory + TMA reduce-add, flash_bwd.cuh;
-// at head dim 128 in FlashAttention-3's order, dQ staged under the dK GEMM), 2 = overlap (next block's score GEMMs before this block's dQ GEMM, flash_bwd_overlap.cuh),
-// 3 = bulk dQ + overlap, 4 = bulk dQ with 128-row query blocks (head dim 64 only); head dim 256 has variants 0 and
-// 1 only (the head-dim split of flash_bwd_cols.cuh; its bulk dQ stages in the ring). Python's DEFAULT_VARIANTS picks
-// per head dim from measurements (fa3nn/backends/hopper_bwd.py).
+// at head dim 128 in FlashAttention-3's order, dQ staged under the dK GEMM), 2 = overlap (next block's score GEMMs
+// before this block's dQ GEMM, flash_bwd_overlap.cuh), 3 = bulk dQ + overlap, 4 = bulk dQ with 128-row query blocks
+// (head dim 64 only); head dim 256 has variants 0 and 1 only (the head-dim split of flash_bwd_cols.cuh; its bulk dQ
+// stages in the ring). Python's DEFAULT_VARIANTS picks per head dim from measurements (fa3nn/backends/hopper_bwd.py).
 template <int D>
 int run_bwd_headdim(const BwdProblem& pr, bool bf16, bool causal, int variant) {
   const bool varlen = pr.cu_seqlens_q != nullptr, softcap = pr.softcap > 0.f;
