@@ -21,11 +21,11 @@ Transcribed from the kernel by hand:
                                [overlap: the tile's last dQ (reads K); kv_free.arrive]
 
 Checks, for 2 and 3 stages, the three consumer orders, 1-5 tiles of 1-4 steps and 3000 schedules each: no deadlock;
-every read of K/V sees the consumer's current tile and every read of a stage sees its (tile, step); no TMA write lands in a
-K/V buffer or stage that a consumer may still read (checked when the copy is issued, since a real one may start
-writing at once); no barrier is left with a phase partly arrived at exit. Moving the default or fa3 consumer's
-kv_free arrive before its last dQ, or the overlap consumer's before the final dQ, fails it (in every order); so does a
-producer that skips the kv_free wait or waits on the wrong parity.
+every read of K/V sees the consumer's current tile and every read of a stage sees its (tile, step); no TMA write lands
+in a K/V buffer or stage that a consumer may still read (checked when the copy is issued, since a real one may start
+writing at once); no barrier is left with a phase partly arrived at exit. Moving the default or fa3 consumer's kv_free
+arrive before its last dQ, or the overlap consumer's before the final dQ, fails it (in every order); so does a producer
+that skips the kv_free wait or waits on the wrong parity.
 
     python scripts/model_bwd_persistent.py
 """
