@@ -1042,7 +1042,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
       // dS^T store and barrier), then dQ, then dK, and dQ is staged and handed off while dK runs: an RS GEMM reading
       // 32 KB of operands in 512 tensor cycles leaves the shared-memory port half free for the staging's 32 KB of
       // STS, which otherwise shares it with an SS score GEMM (bulk_dq_overlap) or runs with the tensor cores idle.
-      // +0-3.4% over bulk_dq_overlap at 512-16k, +1-4% over the default order below (H100, s41a / s41c; benchmarks/
+      // +0-3.4% over bulk_dq_overlap at 512-16k, +0.5-3.8% over the default order below (H100, s41a / s41c; benchmarks/
       // NOTES.md "forty-first session"); waiting for dV before issuing dQ measured the same; d64's m128 in this order
       // 0.96-1.01x, so it keeps the default order.
       if constexpr (Cfg::kDQBulk && !Cfg::kColSplit && Cfg::kHeadDim == 128 && Cfg::kBlockM == 64) {
