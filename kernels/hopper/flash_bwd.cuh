@@ -889,7 +889,16 @@ __device__ __forceinline__ void bwd_issue_dq(float (&dq)[BwdConsumer<Cfg>::kDQRe
                                              desc_advance(desc_k_dq, k * 16 * kPanelRowBytes), k > 0 ? 1 : 0);
 }
 
-// dV += P^T dO and dK += dS^T Q (one commit group): A from registers, B (dO, Q: queries x d) read N-major.
+// acc += A B^T over the stage's queries for dV (A = P^T, B = dO) and dK (A = dS^T, B = Q): A from registers, B
+// (queries x d) read N-major from `operand` (the stage's do_smem / q_smem). Not fenced, not committed.
+template <class Cfg>
+__device__ __forceinline__ void bwd_issue_rs_over_queries(float (&acc)[BwdConsumer<Cfg>::kAccRegs],
+                                                          const uint32_t (&a)[BwdConsumer<Cfg>::kKSteps][4],
+                                                          uint32_t operand) {
+  gemm_rs<Cfg::kBlockM, Cfg::kHeadDim, Cfg::kBF16>(acc, a, make_desc_mnmajor_sw128(operand, Cfg::kQPanelBytes));
+}
+
+// dV += P^T dO and dK += dS^T Q (one commit group).
 template <class Cfg>
 __device__ __forceinline__ void bwd_issue_dkdv(float (&dk)[BwdConsumer<Cfg>::kAccRegs],
                                                float (&dv)[BwdConsumer<Cfg>::kAccRegs],
@@ -897,8 +906,8 @@ __device__ __forceinline__ void bwd_issue_dkdv(float (&dk)[BwdConsumer<Cfg>::kAc
                                                const uint32_t (&dsa)[BwdConsumer<Cfg>::kKSteps][4],
                                                const BwdStage<Cfg>& stage) {
   warpgroup_arrive();
-  gemm_rs<Cfg::kBlockM, Cfg::kHeadDim, Cfg::kBF16>(dv, pa, make_desc_mnmajor_sw128(stage.do_smem, Cfg::kQPanelBytes));
-  gemm_rs<Cfg::kBlockM, Cfg::kHeadDim, Cfg::kBF16>(dk, dsa, make_desc_mnmajor_sw128(stage.q_smem, Cfg::kQPanelBytes));
+  bwd_issue_rs_over_queries<Cfg>(dv, pa, stage.do_smem);
+  bwd_issue_rs_over_queries<Cfg>(dk, dsa, stage.q_smem);
   wgmma_commit();
 }
 
@@ -1048,8 +1057,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
       if constexpr (Cfg::kDQBulk && !Cfg::kColSplit && Cfg::kHeadDim == 128 && Cfg::kBlockM == 64) {
         C::to_a_fragments(s, pa);
         warpgroup_arrive();
-        gemm_rs<Cfg::kBlockM, Cfg::kHeadDim, Cfg::kBF16>(dv, pa,
-                                                        make_desc_mnmajor_sw128(stage.do_smem, Cfg::kQPanelBytes));
+        bwd_issue_rs_over_queries<Cfg>(dv, pa, stage.do_smem);
         wgmma_commit();
         // The dS buffer written now was last read by step - 2's dQ GEMMs, which both warpgroups waited for before
         // step - 1's barrier (as below).
@@ -1058,8 +1066,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
         bwd_issue_dq<Cfg>(dq, smem_addr(ds_smem), wg, descs.k_dq);
         wgmma_commit();
         warpgroup_arrive();
-        gemm_rs<Cfg::kBlockM, Cfg::kHeadDim, Cfg::kBF16>(dk, dsa,
-                                                        make_desc_mnmajor_sw128(stage.q_smem, Cfg::kQPanelBytes));
+        bwd_issue_rs_over_queries<Cfg>(dk, dsa, stage.q_smem);
         wgmma_commit();
         wgmma_wait<1>();  // dV and dQ (P^T's fragments free, K's last read of the step done); dK may still run
         fence_operands(dq);
