@@ -94,12 +94,15 @@ class FP8Path:
     on the operands of fa3nn.fp8.operands (dense calls pass cu_seqlens None, the dense lengths and vt_starts None;
     packed ones the int32 first Vᵀ column of each sequence, FP8Operands.vt_starts); softcap is passed only when
     nonzero, so a kernel without softcap refuses such calls and need not take the argument. fast_exp2: the kernel
-    takes fast_exp2=True (the recipes' fast_exp2, passed only when set); a path without it runs the exact exp2."""
+    takes fast_exp2=True (the recipes' fast_exp2, passed only when set); a path without it runs the exact exp2.
+    sm_margin: the kernel takes sm_margin=n (AttnParams.sm_margin, passed only when nonzero) and leaves that many SMs
+    free; calls with a margin on a path without it are warned about once (fa3nn.fa3_compat.note_sm_margin)."""
 
     description: str
     refusal: Callable[[AttnCall, int, int], str | None]
     kernel: Callable | None = None
     fast_exp2: bool = False
+    sm_margin: bool = False
 
 
 def _serves_all(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
@@ -109,7 +112,8 @@ def _serves_all(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
 # FP8 forward paths by backend name. A new FP8 kernel is one entry here (its name must be a backend's, so that
 # `backend=` can force it; AUTO_ORDER ranks it).
 FP8_FORWARD_PATHS: dict[str, FP8Path] = {
-    "hopper": FP8Path("hopper fp8 kernel", hopper_fp8.refusal, hopper_fp8.fp8_forward, fast_exp2=True),
+    "hopper": FP8Path("hopper fp8 kernel", hopper_fp8.refusal, hopper_fp8.fp8_forward, fast_exp2=True,
+                      sm_margin=True),
     "triton": FP8Path("triton fp8 kernel", lambda call, block_k, max_seqlen_k: BACKENDS["triton"].fp8_refusal(call),
                       BACKENDS["triton"].forward_fp8),
     "reference": FP8Path("fp8 emulation (reference)", _serves_all),

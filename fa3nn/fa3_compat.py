@@ -18,8 +18,11 @@ fa3nn's functions take the same names in the same positions. What each does here
 - num_splits, pack_gqa: scheduling hints for FlashAttention-3's kernels (split-KV and packed GQA heads, both for
   decoding). fa3nn's kernels schedule themselves; the values are checked and change nothing (in FlashAttention-3
   they change the results only by rounding: split-KV sums in another order).
-- sm_margin: SMs FlashAttention-3 leaves free for kernels that overlap it (communication). fa3nn's kernels use every
-  SM; a positive value is checked and warned about once (results are unchanged, only the overlap is).
+- sm_margin: SMs to leave free for kernels that overlap attention (communication). The hopper backend's main kernels
+  (forward, FP8 forward, backward) launch persistent with at most SMs - sm_margin CTAs, one per SM (the backward
+  takes its persistent schedule for every call then; its short preprocess / postprocess kernels are not bounded);
+  a margin that leaves no SM is an error. Triton and the reference launch over every SM: a call with a positive
+  value that runs there is warned about once per backend (the results are the same either way).
 - return_attn_probs: return (out, lse) instead of out, as FlashAttention-3 does (fa3nn's `return_lse` is the same).
 
 FlashAttention-3's flash_attn_qkvpacked_func (fa3nn.interface), flash_attn_combine (fa3nn.combine) and
@@ -35,7 +38,8 @@ import torch
 
 from fa3nn.checks import WINDOW_MAX, check_bool, type_name
 
-_warned_sm_margin = False
+# The backends (and FP8 paths) a call with sm_margin > 0 ran on without honouring it, each warned about once.
+_warned_sm_margin: set[str] = set()
 
 
 def _check_int(name: str, value, minimum: int | None, what: str) -> None:
@@ -47,15 +51,20 @@ def _check_int(name: str, value, minimum: int | None, what: str) -> None:
 
 def check_hints(num_splits, pack_gqa, sm_margin) -> None:
     """FlashAttention-3's scheduling hints: checked as it types them; they change no result (module docstring)."""
-    global _warned_sm_margin
     _check_int("num_splits", num_splits, None, "FlashAttention-3's split-KV count, <= 0 for its heuristic")
     if pack_gqa is not None:
         check_bool("pack_gqa", pack_gqa)
     _check_int("sm_margin", sm_margin, 0, "SMs to leave free")
-    if sm_margin > 0 and not _warned_sm_margin:
-        _warned_sm_margin = True
-        warnings.warn(f"fa3nn: sm_margin={sm_margin} is not honoured: fa3nn's kernels use every SM (the results are "
-                      "the same; kernels meant to overlap attention on the spare SMs wait instead)", stacklevel=3)
+
+
+def note_sm_margin(sm_margin: int, honoured: bool, backend: str) -> None:
+    """Warn once per backend about calls with sm_margin > 0 that `backend` runs without leaving the SMs free (every
+    backend but the native Hopper one: Backend.honours_sm_margin, FP8Path.sm_margin)."""
+    if sm_margin > 0 and not honoured and backend not in _warned_sm_margin:
+        _warned_sm_margin.add(backend)
+        warnings.warn(f"fa3nn: sm_margin={sm_margin} is not honoured by the {backend} backend, whose kernels launch "
+                      "one program per tile over every SM (the results are the same; kernels meant to overlap "
+                      "attention on the spare SMs wait instead); the hopper backend honours it", stacklevel=4)
 
 
 def check_attention_chunk(attention_chunk) -> None:

@@ -42,12 +42,12 @@ from fa3nn.sinks import with_sinks
 from fa3nn.slots import to_packed
 
 
-def _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8, backend):
+def _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8, backend, sm_margin=0):
     check_options(softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
     check_backend_name(backend)
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else float(softmax_scale)
     check_softcap(softcap, scale)
-    return AttnParams(scale, Window.from_args(causal, window_size), float(softcap), deterministic)
+    return AttnParams(scale, Window.from_args(causal, window_size), float(softcap), deterministic, sm_margin)
 
 
 # Incoherent-processing state for calls without a module, per recipe seed: layer 0's signs, kept on the CPU (the
@@ -112,12 +112,14 @@ def attention(
     training=False,
     attention_chunk=0,
     sinks=None,
+    sm_margin=0,
 ):
     """(out, lse): the one path behind flash_attn_func, flash_attn_varlen_func, FlashAttentionV3 and patch_hf.
     Checks the inputs, then runs `fa3nn::fwd`, or with an FP8 recipe (fa3nn.fp8.as_recipe's output) and the
     layer's fp8_state, fa3nn.fp8.fp8_attention_forward (training=True lets delayed scaling record its amax).
     attention_chunk > 0: chunked attention, each chunk a packed sequence (fa3nn.chunks). sinks (nheads,): gpt-oss's
-    per-head sink logits (fa3nn.sinks), in the forward kernels (native, Triton), else one pass over the output."""
+    per-head sink logits (fa3nn.sinks), in the forward kernels (native, Triton), else one pass over the output.
+    sm_margin: SMs to leave free for overlapping kernels (fa3nn.fa3_compat; checked by the public functions)."""
     if attention_chunk:
         check_attention_chunk(attention_chunk)
         _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)  # as without chunks
@@ -125,10 +127,10 @@ def attention(
         out, lse = attention(call.q, call.k, call.v, call.cu_seqlens_q, call.cu_seqlens_k, call.max_seqlen_q,
                              call.max_seqlen_k, softmax_scale=softmax_scale, causal=causal, window_size=window_size,
                              softcap=softcap, deterministic=deterministic, backend=backend, fp8_recipe=fp8_recipe,
-                             fp8_state=fp8_state, training=training, sinks=sinks)
+                             fp8_state=fp8_state, training=training, sinks=sinks, sm_margin=sm_margin)
         return call.restore(out, lse)
     max_seqlen_q, max_seqlen_k = _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    params = _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8_recipe, backend)
+    params = _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8_recipe, backend, sm_margin)
     if fp8_recipe is not None:
         out, lse = fp8_attention_forward(q, k, v, params, fp8_recipe, fp8_state, cu_seqlens_q, cu_seqlens_k,
                                          max_seqlen_q, max_seqlen_k, training=training, backend=backend)
@@ -138,13 +140,14 @@ def attention(
         out, lse = attention_call(
             q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, params.softmax_scale,
             params.window.left, params.window.right, params.softcap, deterministic, backend, sinks=sinks,
+            sm_margin=sm_margin,
         )
     # the ops keep float32 inputs' lse in float64 for the backward (fa3nn.backends.base.saved_lse_dtype)
     return out, lse.to(lse_dtype(q.dtype))
 
 
 def _fp8_inputs_attention(q, k, v, descales, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
-                          causal, window_size, softcap, deterministic, backend):
+                          causal, window_size, softcap, deterministic, backend, sm_margin):
     """(out, lse) of FlashAttention-3's FP8 call: e4m3 q, k, v and (batch, nheads_kv) descales (fa3nn.fp8.inputs)."""
     max_seqlen_q, max_seqlen_k = _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                                FP8_INPUT_DTYPES)
@@ -152,12 +155,12 @@ def _fp8_inputs_attention(q, k, v, descales, cu_seqlens_q, cu_seqlens_k, max_seq
     check_descales(descales, q.shape[0] if cu_seqlens_q is None else cu_seqlens_q.shape[0] - 1, k.shape[-2], q.device)
     return torch.ops.fa3nn.fwd_fp8_inputs(
         q, k, v, *descales, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, params.softmax_scale,
-        params.window.left, params.window.right, params.softcap, backend,
+        params.window.left, params.window.right, params.softcap, backend, sm_margin,
     )
 
 
 def _fa3_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, qv, descales,
-              window_size, softcap, deterministic, fp8, backend, sinks):
+              window_size, softcap, deterministic, fp8, backend, sinks, sm_margin):
     """(out, lse) for flash_attn_func / flash_attn_varlen_func once FlashAttention-3's extra arguments are checked:
     FP8 inputs, or qv folded into q and k (fa3nn.fa3_compat), then the one attention path."""
     if is_fp8_call(q, *descales):
@@ -165,7 +168,8 @@ def _fa3_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, s
             raise ValueError("qv with FP8 inputs is not supported: pass qv=None, or bf16 / fp16 tensors")
         check_fp8_inputs(q, k, v, fp8)
         out, lse = _fp8_inputs_attention(q, k, v, descales, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                         softmax_scale, causal, window_size, softcap, deterministic, backend)
+                                         softmax_scale, causal, window_size, softcap, deterministic, backend,
+                                         sm_margin)
         return (out, lse) if sinks is None else with_sinks(out, lse, sinks)
     if qv is not None:
         _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)  # before the concatenation
@@ -174,13 +178,13 @@ def _fa3_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, s
     return attention(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=softmax_scale, causal=causal,
         window_size=window_size, softcap=softcap, deterministic=deterministic, backend=backend, fp8_recipe=recipe,
-        fp8_state=_function_fp8_state(recipe), sinks=sinks,
+        fp8_state=_function_fp8_state(recipe), sinks=sinks, sm_margin=sm_margin,
     )
 
 
 def _packed_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
                  attention_chunk, softmax_scale, causal, qv, descales, window_size, softcap, deterministic, fp8,
-                 backend, sinks):
+                 backend, sinks, sm_margin):
     """(out, lse) in q's layout of a call with slots (fa3nn.slots) and / or chunks (fa3nn.chunks): as a plain packed
     call, FP8 descales repeated for the packed sequences each caller's sequence became."""
     fp8_inputs = is_fp8_call(q, *descales)
@@ -197,7 +201,7 @@ def _packed_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
         descales = tuple(call.per_sequence(d) for d in descales)
     out, lse = _fa3_call(call.q, call.k, call.v, call.cu_seqlens_q, call.cu_seqlens_k, call.max_seqlen_q,
                          call.max_seqlen_k, softmax_scale, causal, None if qv is None else call.pack_like_q(qv),
-                         descales, window_size, softcap, deterministic, fp8, backend, sinks)
+                         descales, window_size, softcap, deterministic, fp8, backend, sinks, sm_margin)
     return call.restore(out, lse)
 
 
@@ -244,10 +248,10 @@ def flash_attn_func(
     descales = (q_descale, k_descale, v_descale)
     if attention_chunk:  # chunks are packed sequences (fa3nn.chunks)
         out, lse = _packed_call(q, k, v, None, None, None, None, None, None, attention_chunk, softmax_scale, causal,
-                                qv, descales, window_size, softcap, deterministic, fp8, backend, sinks)
+                                qv, descales, window_size, softcap, deterministic, fp8, backend, sinks, sm_margin)
     else:
         out, lse = _fa3_call(q, k, v, None, None, None, None, softmax_scale, causal, qv, descales, window_size,
-                             softcap, deterministic, fp8, backend, sinks)
+                             softcap, deterministic, fp8, backend, sinks, sm_margin)
     return (out, lse) if lse_wanted else out
 
 
@@ -298,7 +302,7 @@ def flash_attn_varlen_func(
                         "batch call flash_attn_func")
     out, lse = _packed_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
                             attention_chunk, softmax_scale, causal, qv, (q_descale, k_descale, v_descale),
-                            window_size, softcap, deterministic, fp8, backend, sinks)
+                            window_size, softcap, deterministic, fp8, backend, sinks, sm_margin)
     return (out, lse) if lse_wanted else out
 
 

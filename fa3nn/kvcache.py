@@ -342,6 +342,6 @@ def flash_attn_with_kvcache(
         keys, values = k_cache[cache_rows, index], v_cache[cache_rows, index]
     out, lse = flash_attn_varlen_func(
         q, keys.contiguous(), values.contiguous(), cu_seqlens_q, None, max_seqlen_q, max(keys.shape[1], 1), None,
-        lengths, softmax_scale, causal, window_size=tuple(window_size), softcap=softcap, return_lse=True,
-        backend=backend)
+        lengths, softmax_scale, causal, window_size=tuple(window_size), softcap=softcap, sm_margin=sm_margin,
+        return_lse=True, backend=backend)
     return (out, lse) if return_softmax_lse else out

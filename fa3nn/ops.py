@@ -18,6 +18,7 @@ from fa3nn.backends import hopper_fp8
 from fa3nn.backends.base import AttnCall, AttnParams, Varlen, saved_lse_dtype
 from fa3nn.checks import check_cu_seqlens_values
 from fa3nn.dispatch import FP8_FORWARD_PATHS, resolve, resolve_fp8
+from fa3nn.fa3_compat import note_sm_margin
 from fa3nn.fp8 import inputs as fp8_inputs
 from fa3nn.fp8.operands import to_operands
 from fa3nn.fp8.quantize import quantize_qkv_tensors
@@ -26,8 +27,9 @@ from fa3nn.masks import Window
 from fa3nn.sinks import apply_sinks, check_sinks, sinks_gradient
 
 
-def _params(softmax_scale, window_left, window_right, softcap, deterministic) -> AttnParams:
-    return AttnParams(float(softmax_scale), Window(window_left, window_right), float(softcap), deterministic)
+def _params(softmax_scale, window_left, window_right, softcap, deterministic, sm_margin=0) -> AttnParams:
+    return AttnParams(float(softmax_scale), Window(window_left, window_right), float(softcap), deterministic,
+                      sm_margin)
 
 
 def _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) -> Varlen | None:
@@ -72,12 +74,15 @@ def _forward_impl(
     deterministic: bool,
     backend: str,
     sinks: Optional[Tensor] = None,
+    sm_margin: int = 0,
 ) -> tuple[Tensor, Tensor]:
     """sinks (nheads,) or None: gpt-oss's sink logits (fa3nn.sinks), out and lse then those of the softmax with the
-    sink; fa3nn::bwd takes them too and adds their gradient."""
-    params = _params(softmax_scale, window_left, window_right, softcap, deterministic)
+    sink; fa3nn::bwd takes them too and adds their gradient. sm_margin: SMs to leave free (AttnParams), fa3nn::bwd's
+    too."""
+    params = _params(softmax_scale, window_left, window_right, softcap, deterministic, sm_margin)
     varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     chosen = resolve(backend, AttnCall.of(q, k, v, params, varlen is not None))
+    note_sm_margin(sm_margin, chosen.honours_sm_margin, chosen.name)
     if sinks is not None:
         check_sinks(sinks, q.shape[-2], q.device)
     if q.numel() == 0 or k.numel() == 0:  # empty batch/sequence, or no keys at all: nothing to attend
@@ -87,11 +92,12 @@ def _forward_impl(
 
 attention_forward = torch.library.custom_op("fa3nn::fwd", _forward_impl, mutates_args=())
 SINKS_INPUT = 13  # fa3nn::fwd's sinks, after backend
+SM_MARGIN_INPUT = 14  # and its sm_margin
 
 
 @attention_forward.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, window_left, window_right,
-      softcap, deterministic, backend, sinks=None):
+      softcap, deterministic, backend, sinks=None, sm_margin=0):
     return _outputs_like(q, v, cu_seqlens_q is not None)
 
 
@@ -114,13 +120,15 @@ def _backward_impl(
     deterministic: bool,
     backend: str,
     sinks: Optional[Tensor] = None,
+    sm_margin: int = 0,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """(dq, dk, dv, dsinks): with the forward's sinks (its out and lse include them), their gradient (the
     backend's backward_with_sinks); without, an empty tensor in its place."""
-    params = _params(softmax_scale, window_left, window_right, softcap, deterministic)
+    params = _params(softmax_scale, window_left, window_right, softcap, deterministic, sm_margin)
     varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     call = AttnCall.of(q, k, v, params, varlen is not None)
     chosen = resolve(backend, call, backward=True)
+    note_sm_margin(sm_margin, chosen.honours_sm_margin, chosen.name)
     if q.numel() == 0 or k.numel() == 0:
         dsinks = q.new_empty(0) if sinks is None else sinks_gradient(dout, out, lse, dlse, sinks)
         return *(t.new_zeros(t.shape) for t in (q, k, v)), dsinks
@@ -139,24 +147,31 @@ attention_backward = torch.library.custom_op("fa3nn::bwd", _backward_impl, mutat
 
 @attention_backward.register_fake
 def _(dout, q, k, v, out, lse, dlse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
-      window_left, window_right, softcap, deterministic, backend, sinks=None):
+      window_left, window_right, softcap, deterministic, backend, sinks=None, sm_margin=0):
     return *(t.new_empty(t.shape) for t in (q, k, v)), (q.new_empty(0) if sinks is None else sinks.new_empty(
         sinks.shape))
 
 
-def _setup_context(ctx, inputs, output, sinks=None):
+def _setup_context(ctx, inputs, output, sinks=None, sm_margin=0):
     """Shared by fa3nn::fwd and fa3nn::fwd_fp8: both start with fa3nn::bwd's arguments (fwd_fp8 appends the recipe's,
-    fwd the sinks) and both backwards are the bf16 fa3nn::bwd from the high-precision q, k, v."""
+    fwd the sinks) and both backwards are the bf16 fa3nn::bwd from the high-precision q, k, v, with the forward's
+    sm_margin."""
     q, k, v, cu_seqlens_q, cu_seqlens_k = inputs[:5]
     out, lse = output[:2]
     ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks)
     ctx.scalars = inputs[5:13]  # max_seqlen_q ... backend: fa3nn::bwd's trailing arguments
+    ctx.sm_margin = sm_margin
     ctx.num_inputs = len(inputs)
 
 
+def _input(inputs, index: int, default):
+    """inputs[index], or `default` where the call left that trailing argument out."""
+    return inputs[index] if len(inputs) > index else default
+
+
 def _setup_fwd(ctx, inputs, output):
-    """fa3nn::fwd's: _setup_context's, with its sinks (None without)."""
-    _setup_context(ctx, inputs, output, inputs[SINKS_INPUT] if len(inputs) > SINKS_INPUT else None)
+    """fa3nn::fwd's: _setup_context's, with its sinks (None without) and sm_margin."""
+    _setup_context(ctx, inputs, output, _input(inputs, SINKS_INPUT, None), _input(inputs, SM_MARGIN_INPUT, 0))
 
 
 def _gradients(backward, ctx, dout, dlse) -> tuple:
@@ -164,7 +179,8 @@ def _gradients(backward, ctx, dout, dlse) -> tuple:
     implementation in eager mode), the sinks' (its fourth output) where fa3nn::fwd had some, and None for every other
     input."""
     q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks = ctx.saved_tensors
-    dq, dk, dv, dsinks = backward(dout, q, k, v, out, lse, dlse, cu_seqlens_q, cu_seqlens_k, *ctx.scalars, sinks)
+    dq, dk, dv, dsinks = backward(dout, q, k, v, out, lse, dlse, cu_seqlens_q, cu_seqlens_k, *ctx.scalars, sinks,
+                                  ctx.sm_margin)
     gradients = [dq, dk, dv] + [None] * (ctx.num_inputs - 3)
     if sinks is not None:
         gradients[SINKS_INPUT] = dsinks
@@ -196,13 +212,13 @@ class _EagerAttention(torch.autograd.Function):
         return _gradients(_backward_impl, ctx, dout, dlse)
 
 
-def attention_call(q, k, v, *arguments, sinks=None) -> tuple[Tensor, Tensor]:
+def attention_call(q, k, v, *arguments, sinks=None, sm_margin=0) -> tuple[Tensor, Tensor]:
     """fa3nn::fwd with its autograd: the registered custom op where torch.compile traces (one opaque node per call),
     the same implementation through a plain autograd.Function in eager mode (see _EagerAttention). arguments:
     fa3nn::fwd's from cu_seqlens_q to backend."""
     if torch.compiler.is_compiling():
-        return attention_forward(q, k, v, *arguments, sinks)
-    return _EagerAttention.apply(q, k, v, *arguments, sinks)
+        return attention_forward(q, k, v, *arguments, sinks, sm_margin)
+    return _EagerAttention.apply(q, k, v, *arguments, sinks, sm_margin)
 
 
 @torch.library.custom_op("fa3nn::fwd_fp8", mutates_args=())
@@ -225,16 +241,18 @@ def attention_forward_fp8(
     rotation: Optional[Tensor],
     tensor_scales: Optional[Tensor],
     fast_exp2: bool = False,
+    sm_margin: int = 0,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The FP8 forward: `fa3nn::fwd`'s arguments plus the recipe as numbers (fa3nn.fp8.recipe_arguments: rows per
-    scale tile, the Hadamard rotation or None, per-tensor scales or None) and its fast_exp2. Returns out (q's
-    dtype), lse and the (3,) float32 amax of Q, K, V as quantized, which delayed scaling records. The backward is
-    the bf16 one (`fa3nn::bwd`) from the high-precision q, k, v."""
-    params = _params(softmax_scale, window_left, window_right, softcap, deterministic)
+    scale tile, the Hadamard rotation or None, per-tensor scales or None), its fast_exp2 and sm_margin. Returns out
+    (q's dtype), lse and the (3,) float32 amax of Q, K, V as quantized, which delayed scaling records. The backward
+    is the bf16 one (`fa3nn::bwd`) from the high-precision q, k, v."""
+    params = _params(softmax_scale, window_left, window_right, softcap, deterministic, sm_margin)
     varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     call = AttnCall.of(q, k, v, params, varlen is not None)
     keys = max_seqlen_k if varlen is not None else k.shape[1]  # the longest key sequence
     chosen = resolve_fp8(backend, call, block_k, keys)  # or raises
+    note_sm_margin(sm_margin, FP8_FORWARD_PATHS[chosen].sm_margin, FP8_FORWARD_PATHS[chosen].description)
     if q.numel() == 0 or k.numel() == 0:
         return *_nothing_attended(q, v, varlen is not None), torch.zeros(3, dtype=torch.float32, device=q.device)
     kernel = FP8_FORWARD_PATHS[chosen].kernel
@@ -270,6 +288,8 @@ def _fp8_kernel(chosen: str, operands, params: AttnParams, cu_seqlens_q, cu_seql
     options = {"softcap": params.softcap} if params.softcap > 0 else {}  # see fa3nn.dispatch.FP8Path
     if fast_exp2 and FP8_FORWARD_PATHS[chosen].fast_exp2:
         options["fast_exp2"] = True
+    if params.sm_margin and FP8_FORWARD_PATHS[chosen].sm_margin:
+        options["sm_margin"] = params.sm_margin
     out, lse = FP8_FORWARD_PATHS[chosen].kernel(
         operands.q, operands.k, operands.vt, operands.q_descale, operands.k_descale, operands.v_descale,
         operands.block_q, operands.block_k, params.softmax_scale, params.window, cu_seqlens_q, cu_seqlens_k,
@@ -279,11 +299,19 @@ def _fp8_kernel(chosen: str, operands, params: AttnParams, cu_seqlens_q, cu_seql
 
 @attention_forward_fp8.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, window_left, window_right,
-      softcap, deterministic, backend, block_q, block_k, rotation, tensor_scales, fast_exp2=False):
+      softcap, deterministic, backend, block_q, block_k, rotation, tensor_scales, fast_exp2=False, sm_margin=0):
     return *_outputs_like(q, v, cu_seqlens_q is not None), q.new_empty(3, dtype=torch.float32)
 
 
-attention_forward_fp8.register_autograd(_backward, setup_context=_setup_context)
+FP8_SM_MARGIN_INPUT = 18  # fa3nn::fwd_fp8's sm_margin, after fast_exp2
+
+
+def _setup_fwd_fp8(ctx, inputs, output):
+    """fa3nn::fwd_fp8's: _setup_context's, without sinks, with its sm_margin."""
+    _setup_context(ctx, inputs, output, None, _input(inputs, FP8_SM_MARGIN_INPUT, 0))
+
+
+attention_forward_fp8.register_autograd(_backward, setup_context=_setup_fwd_fp8)
 
 
 @torch.library.custom_op("fa3nn::fwd_fp8_inputs", mutates_args=())
@@ -303,14 +331,16 @@ def attention_forward_fp8_inputs(
     window_right: int,
     softcap: float,
     backend: str,
+    sm_margin: int = 0,
 ) -> tuple[Tensor, Tensor]:
     """The FP8 forward on the caller's e4m3 q8, k8, v8 and (batch, nheads_kv) descales (fa3nn.fp8.inputs):
     out bfloat16, lse float32. No autograd (fa3nn.fp8.inputs.check_fp8_inputs refuses inputs that want one)."""
-    params = _params(softmax_scale, window_left, window_right, softcap, False)
+    params = _params(softmax_scale, window_left, window_right, softcap, False, sm_margin)
     varlen = _varlen(q8, k8, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     call = dataclasses.replace(AttnCall.of(q8, k8, v8, params, varlen is not None), dtype=fp8_inputs.OUT_DTYPE)
     keys = max_seqlen_k if varlen is not None else k8.shape[1]
     chosen = resolve_fp8(backend, call, 0, keys)  # one descale tile per sequence: block_k 0
+    note_sm_margin(sm_margin, FP8_FORWARD_PATHS[chosen].sm_margin, FP8_FORWARD_PATHS[chosen].description)
     if q8.numel() == 0 or k8.numel() == 0:
         return _nothing_attended(q8, v8, varlen is not None, fp8_inputs.OUT_DTYPE)
     batch = varlen.batch if varlen is not None else q8.shape[0]
@@ -325,5 +355,5 @@ def attention_forward_fp8_inputs(
 
 @attention_forward_fp8_inputs.register_fake
 def _(q8, k8, v8, q_descale, k_descale, v_descale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-      softmax_scale, window_left, window_right, softcap, backend):
+      softmax_scale, window_left, window_right, softcap, backend, sm_margin=0):
     return _outputs_like(q8, v8, cu_seqlens_q is not None, fp8_inputs.OUT_DTYPE)

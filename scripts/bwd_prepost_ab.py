@@ -96,12 +96,13 @@ def mode_row(headdim: int, seqlen: int, causal: bool, samples: dict, flops: floa
                 tflops={mode: flops / statistics.median(samples[mode]) / 1e9 for mode in samples})
 
 
-def print_mode_table(rows: list, profiles: list) -> None:
-    """mode_row rows as a markdown table (each mode against the first), then each profile's main-kernel time."""
+def print_mode_table(rows: list, profiles: list, direction: str = "bwd") -> None:
+    """mode_row rows as a markdown table (each mode against the first), then each profile's main-kernel time
+    (flash_{direction}_kernel)."""
     modes = list(rows[0]["tflops"]) if rows else []
     base, others = modes[0] if modes else "", modes[1:]
-    print(f"| d | seqlen | causal | bwd TFLOP/s {base} | " + " | ".join(f"{m}: x {base} (quartiles)" for m in others)
-          + " |")
+    print(f"| d | seqlen | causal | {direction} TFLOP/s {base} | "
+          + " | ".join(f"{m}: x {base} (quartiles)" for m in others) + " |")
     print("|---|---|---|---|" + "---|" * len(others))
     for r in rows:
         cells = [f"{r['tflops'][m]:.1f}: {s[0]:.3f} ({s[1]:.3f}-{s[2]:.3f})"
@@ -110,7 +111,8 @@ def print_mode_table(rows: list, profiles: list) -> None:
               + " | ".join(cells) + " |")
     for p in profiles:
         print(f"d{p['headdim']} {p['seqlen']} main kernel us: " + ", ".join(
-            f"{m} {next((t for k, t in p[m].items() if k.startswith('flash_bwd_kernel')), 0):.1f}" for m in modes))
+            f"{m} {next((t for k, t in p[m].items() if k.startswith(f'flash_{direction}_kernel')), 0):.1f}"
+            for m in modes))
 
 
 def ab_arguments(doc: str, extra=None) -> argparse.Namespace:

@@ -92,13 +92,13 @@ def test_mla_forward_is_not_refused(monkeypatch):
 def test_c_abi_checks_head_dims_before_touching_the_gpu():
     """fa3nn_hopper_fwd's own refusals through the ctypes binding (so also where headdim_v lands, after headdim):
     unsupported pairs, and at 192 / 128 windows, softcap and the variants it is not built for; every one returns
-    before a tensor map or launch (no GPU needed)."""
+    before a tensor map or launch (no GPU needed); and a negative max_ctas (after variant)."""
     lib = hopper_build.load(hopper_build.library_path())
     strides = (ctypes.c_int64 * 12)(*([8] * 12))
 
-    def error(headdim, headdim_v, window=(-1, -1), softcap=0.0, bf16=1, variant=0, nheads_kv=2):
+    def error(headdim, headdim_v, window=(-1, -1), softcap=0.0, bf16=1, variant=0, nheads_kv=2, max_ctas=0):
         status = lib.fa3nn_hopper_fwd(*([None] * 7), 2, 100, 120, 100, 8, nheads_kv, headdim, headdim_v, strides, 0.1,
-                                      0, *window, softcap, None, bf16, variant, None)
+                                      0, *window, softcap, None, bf16, variant, max_ctas, None)
         return status, lib.fa3nn_hopper_last_error().decode()
 
     unsupported = "unsupported head dims (built: q / k and v equal 64, 128 or 256, or q / k 192 with v 128)"
@@ -111,6 +111,7 @@ def test_c_abi_checks_head_dims_before_touching_the_gpu():
     assert error(192, 128, variant=1) == (
         1, "head dims 192 / 128 are built for variants full, tiles_a, tiles_b, int_max and float_max")
     assert error(192, 128, bf16=0, variant=4) == (1, "experimental tile variants exist for bf16 only")
+    assert error(128, 128, max_ctas=-1) == (1, "max_ctas must be 0 (one CTA per SM) or positive")
 
 
 def test_mla_forward_names_a_window_or_softcap():

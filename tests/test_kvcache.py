@@ -223,7 +223,7 @@ def test_packed_queries_and_new_keys(paged):
 
 
 def test_bad_calls_name_the_argument(monkeypatch):
-    monkeypatch.setattr("fa3nn.fa3_compat._warned_sm_margin", False)  # the warning comes once per process
+    monkeypatch.setattr("fa3nn.fa3_compat._warned_sm_margin", set())  # the warning comes once per backend
     q, k_cache, v_cache, k, v, cos, sin = make_case(5)
     with pytest.raises(ValueError, match="cache_seqlens"):  # 23 + 2 rows > 24
         flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=23)

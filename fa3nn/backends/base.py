@@ -29,12 +29,15 @@ def saved_lse_dtype(dtype: torch.dtype) -> torch.dtype:
 
 @dataclass(frozen=True)
 class AttnParams:
-    """The numerics of one attention call, already normalized (scale resolved, causal folded into the window)."""
+    """The numerics of one attention call, already normalized (scale resolved, causal folded into the window), and
+    sm_margin, the one scheduling request a backend may honour (FlashAttention-3's: SMs to leave free for kernels
+    that overlap attention; Backend.honours_sm_margin)."""
 
     softmax_scale: float
     window: Window
     softcap: float
     deterministic: bool
+    sm_margin: int = 0
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,9 @@ class Backend:
     """Base class; subclasses set `name` and implement the four methods."""
 
     name: str = "?"
+    # Whether this backend's kernels leave AttnParams.sm_margin SMs free (fa3nn.fa3_compat.note_sm_margin warns once
+    # about the calls whose backend does not).
+    honours_sm_margin: bool = False
 
     def refusal(self, call: AttnCall, backward: bool) -> str | None:
         """None if this backend can serve the call (forward, or backward when `backward`), else the reason."""

@@ -21,7 +21,7 @@ import torch
 
 from fa3nn.backends import hopper_bwd
 from fa3nn.backends.base import AttnCall, AttnParams, Backend, Varlen
-from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
+from fa3nn.backends.hopper_lib import LIBRARY, max_ctas_leaving, tma_ready
 from fa3nn.backends.reference import ReferenceBackend
 from fa3nn.checks import check_native_softcap
 from fa3nn.sinks import check_sinks
@@ -58,7 +58,7 @@ VARIANTS = {
 def launch(
     q, k, v, softmax_scale: float, causal: bool, varlen: Varlen | None = None, variant: str = "full", out=None,
     lse=None, library: ctypes.CDLL | None = None, window_size: tuple[int, int] = (-1, -1), softcap: float = 0.0,
-    sinks: torch.Tensor | None = None,
+    sinks: torch.Tensor | None = None, sm_margin: int = 0,
 ):
     """Run the kernel; returns (out, lse). Allocates through torch (unless `out`/`lse` are given: tests pass
     NaN-poisoned ones), launches on the current stream, never syncs. `library` (a hopper_build.load() result) runs
@@ -66,7 +66,9 @@ def launch(
     `window_size` (left, right), -1 unbounded, with `causal` as in fa3nn.masks.Window.from_args: a window other than
     full or causal runs the window kernels (variant "full" only); `softcap` > 0 the softcap kernels
     (softmax(softcap * tanh(scores * softmax_scale / softcap)), variant "full" only). `sinks` (nheads,): gpt-oss's
-    per-head sink logits, applied in the kernel's epilogue (fa3nn.sinks: out and lse of the softmax with the sink)."""
+    per-head sink logits, applied in the kernel's epilogue (fa3nn.sinks: out and lse of the softmax with the sink).
+    `sm_margin`: SMs left free for overlapping kernels (hopper_lib.max_ctas_leaving; the launch is persistent, so
+    at most the others run attention)."""
     window = hopper_bwd.window_of(causal, window_size)
     if window.sliding and variant != "full":
         raise ValueError(f"window_size {window_size}: the sliding-window forward is built for variant 'full' only, "
@@ -78,6 +80,7 @@ def launch(
     if isinstance(q, torch.Tensor) and isinstance(v, torch.Tensor):
         hopper_bwd.check_plain_only(q.shape[-1], v.shape[-1], window, window_size, softcap, "forward")
     lib = library if library is not None else LIBRARY.require()
+    max_ctas = max_ctas_leaving(sm_margin, q.device)
     q, k, v = tma_ready(q), tma_ready(k), tma_ready(v)
     if sinks is not None:
         check_sinks(sinks, q.shape[-2], q.device)
@@ -110,7 +113,8 @@ def launch(
             None if cu_q is None else cu_q.data_ptr(), None if cu_k is None else cu_k.data_ptr(),
             batch, seqlen_q, seqlen_k, max_seqlen_q, nheads, nheads_kv, headdim, headdim_v, stride_array,
             float(softmax_scale), int(causal), window.left, window.right, float(softcap),
-            None if sinks is None else sinks.data_ptr(), int(q.dtype == torch.bfloat16), VARIANTS[variant], stream,
+            None if sinks is None else sinks.data_ptr(), int(q.dtype == torch.bfloat16), VARIANTS[variant], max_ctas,
+            stream,
         )
     if status != 0:
         raise RuntimeError(f"fa3nn hopper forward failed: {lib.fa3nn_hopper_last_error().decode()}")
@@ -119,6 +123,7 @@ def launch(
 
 class HopperBackend(Backend):
     name = "hopper"
+    honours_sm_margin = True
 
     def refusal(self, call: AttnCall, backward: bool) -> str | None:
         if call.device_type != "cuda":
@@ -155,7 +160,8 @@ class HopperBackend(Backend):
             # scale is legal but degenerate, so it takes the exact path instead of a wrong one.
             return ReferenceBackend().forward(q, k, v, params, varlen, sinks)
         return launch(q, k, v, params.softmax_scale, params.window.causal, varlen,
-                      window_size=(params.window.left, params.window.right), softcap=params.softcap, sinks=sinks)
+                      window_size=(params.window.left, params.window.right), softcap=params.softcap, sinks=sinks,
+                      sm_margin=params.sm_margin)
 
     def backward(self, dout, q, k, v, out, lse, dlse, params, varlen):
         if not params.softmax_scale > 0:  # as in forward: the degenerate scale takes the exact path

@@ -26,7 +26,7 @@ import ctypes
 import torch
 
 from fa3nn.backends.base import AttnCall, AttnParams, Varlen
-from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
+from fa3nn.backends.hopper_lib import LIBRARY, max_ctas_leaving, tma_ready
 from fa3nn.checks import check_softcap, check_window_size
 from fa3nn.masks import Window
 from fa3nn.sinks import sinks_gradient, sinks_gradient_of_delta
@@ -359,18 +359,24 @@ def refusal(call: AttnCall) -> str | None:
 
 def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None, sinks=None):
     """Backend.backward for the native kernels; GQA/MQA in the kernel with NATIVE_GQA, else through copies of K and V
-    (module docstring). With `sinks`: (dq, dk, dv, dsinks) (launch)."""
+    (module docstring). With `sinks`: (dq, dk, dv, dsinks) (launch). params.sm_margin > 0 runs the main kernel
+    persistent on the SMs it leaves (hopper_lib.max_ctas_leaving), whatever auto would pick (varlen and windows
+    included); the preprocess and postprocess kernels (one CTA per block of rows, memory-bound) are not bounded."""
+    schedule = {}
+    if params.sm_margin:
+        schedule = dict(schedule="persistent", max_ctas=max_ctas_leaving(params.sm_margin, q.device))
     group = q.shape[-2] // k.shape[-2] if q.dim() >= 3 and k.dim() >= 3 and k.shape[-2] else 1
     if group == 1 or NATIVE_GQA:
         return launch(dout, q, k, v, out, lse, params.softmax_scale, params.window.causal, dlse=dlse, varlen=varlen,
-                      window_size=(params.window.left, params.window.right), softcap=params.softcap, sinks=sinks)
+                      window_size=(params.window.left, params.window.right), softcap=params.softcap, sinks=sinks,
+                      **schedule)
     if q.shape[-2] != group * k.shape[-2]:
         raise ValueError(f"q has {q.shape[-2]} heads, not a multiple of k's {k.shape[-2]}")
     # GQA: query head h reads kv head h // group (the forward's convention), so repeat_interleave on the head axis.
     k_full, v_full = (t.repeat_interleave(group, dim=-2) for t in (k, v))
     dq, dk_full, dv_full, *dsinks = launch(
         dout, q, k_full, v_full, out, lse, params.softmax_scale, params.window.causal, dlse=dlse, varlen=varlen,
-        window_size=(params.window.left, params.window.right), softcap=params.softcap, sinks=sinks)
+        window_size=(params.window.left, params.window.right), softcap=params.softcap, sinks=sinks, **schedule)
     dk, dv = (g.unflatten(-2, (k.shape[-2], group)).sum(-2, dtype=torch.float32).to(k.dtype)
               for g in (dk_full, dv_full))
     return dq, dk, dv, *dsinks

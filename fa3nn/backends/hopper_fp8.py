@@ -36,7 +36,7 @@ import ctypes
 import torch
 
 from fa3nn.backends.base import AttnCall
-from fa3nn.backends.hopper_lib import LIBRARY, tma_ready
+from fa3nn.backends.hopper_lib import LIBRARY, max_ctas_leaving, tma_ready
 from fa3nn.fp8.key_blocks import (
     KEY_BLOCK,
     WIDE_KEY_BLOCKS,
@@ -230,6 +230,7 @@ def fp8_forward(
     vt_starts: torch.Tensor | None = None,
     library: ctypes.CDLL | None = None,
     fast_exp2: bool = False,
+    sm_margin: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the FP8 forward (layouts in the module docstring); returns (out, lse). `window` may be unmasked or
     causal (bottom-right aligned, fa3nn.masks). The positional arguments are fa3nn.dispatch.FP8Path's kernel
@@ -239,7 +240,8 @@ def fp8_forward(
     fa3nn.fp8.operands.vt_starts (multiples of 16 by construction, not re-checked: that would be a host sync).
     `library` (a hopper_build.load() result): another build of the library, for benchmarks. fast_exp2 (the FP8
     recipes' field): the default kernels with the linear exp2 where they have it (fa3nn.fp8.key_blocks.
-    fast_exp2_every), the same as variant "fast_exp2"."""
+    fast_exp2_every), the same as variant "fast_exp2". sm_margin: SMs left free for overlapping kernels
+    (hopper_lib.max_ctas_leaving; variant "one_cta_per_tile" launches one CTA per tile whatever it says)."""
     if not isinstance(fast_exp2, bool):
         raise TypeError(f"fast_exp2 must be a bool, got {fast_exp2!r}")
     if fast_exp2:
@@ -304,7 +306,7 @@ def fp8_forward(
     if q8.device.type != "cuda":
         raise RuntimeError(f"the native FP8 forward needs CUDA tensors, got {q8.device}")
     lib = library if library is not None else LIBRARY.require()
-
+    max_ctas = max_ctas_leaving(sm_margin, q8.device)
     q8, k8, vt8 = tma_ready(q8), tma_ready(k8), tma_ready(vt8)
     if out is None:
         out = torch.empty(*q8.shape[:-1], headdim, dtype=out_dtype, device=q8.device)
@@ -329,7 +331,7 @@ def fp8_forward(
             q_descale.data_ptr(), k_descale.data_ptr(), v_descale.data_ptr(),
             batch, seqlen_q, seqlen_k, vt8.shape[-1], max_seqlen_q, max_seqlen_k, nheads, nheads_kv, headdim,
             stride_array, descale_strides, block_q, block_k, float(softmax_scale), int(window.causal),
-            int(out_dtype == torch.bfloat16), VARIANTS[variant], stream,
+            int(out_dtype == torch.bfloat16), VARIANTS[variant], max_ctas, stream,
         )
     if status != 0:
         raise RuntimeError(f"fa3nn hopper FP8 forward failed: {lib.fa3nn_hopper_last_error().decode()}")

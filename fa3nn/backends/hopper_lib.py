@@ -51,3 +51,18 @@ def tma_ready(t: torch.Tensor) -> torch.Tensor:
         return t
     t = t.contiguous()
     return t if t.data_ptr() % 16 == 0 else t.clone()
+
+
+def max_ctas_leaving(sm_margin: int, device: torch.device) -> int:
+    """The CTA cap of the persistent launches (the C ABI's max_ctas) that leaves `sm_margin` of `device`'s SMs to
+    kernels overlapping attention (FlashAttention-3's sm_margin): 0 (one CTA per SM) without a margin, else SMs minus
+    the margin. Each CTA runs on one SM, so at most that many SMs are busy with attention."""
+    if isinstance(sm_margin, bool) or not isinstance(sm_margin, int):
+        raise TypeError(f"sm_margin must be an int (SMs to leave free), got {type(sm_margin).__name__} {sm_margin!r}")
+    if sm_margin == 0:
+        return 0
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    if not 0 < sm_margin < sms:
+        raise ValueError(f"sm_margin must leave at least one of the device's {sms} SMs to attention (0 <= sm_margin < "
+                         f"{sms}), got {sm_margin}")
+    return sms - sm_margin

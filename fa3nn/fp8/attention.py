@@ -64,7 +64,7 @@ def fp8_attention_forward(
     out, lse, amax = torch.ops.fa3nn.fwd_fp8(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, params.softmax_scale, params.window.left,
         params.window.right, params.softcap, params.deterministic, backend, arguments["block_q"],
-        arguments["block_k"], arguments["rotation"], arguments["tensor_scales"], recipe.fast_exp2,
+        arguments["block_k"], arguments["rotation"], arguments["tensor_scales"], recipe.fast_exp2, params.sm_margin,
     )
     if delayed_training and not recomputing:
         state.forward_scale.copy_(arguments["tensor_scales"])

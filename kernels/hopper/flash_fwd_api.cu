@@ -39,8 +39,8 @@ extern "C" {
 // backward); 2: softcap in the backward (after window_right); 3: sinks in the forward (after softcap); 4: headdim_v
 // in the forward and the backward (after headdim), fa3nn_hopper_supports_headdim removed (never called; the head-dim
 // pairs are fa3nn/backends/hopper_bwd.py's HEADDIM_PAIRS). Libraries built before 1 have no version and are refused
-// too.
-int fa3nn_hopper_abi_version() { return 4; }
+// too. 5: max_ctas in the forward and the FP8 forward (after variant; FlashAttention-3's sm_margin).
+int fa3nn_hopper_abi_version() { return 5; }
 
 const char* fa3nn_hopper_last_error() { return g_error; }
 
@@ -64,21 +64,25 @@ const char* fa3nn_hopper_last_error() { return g_error; }
 // softmax(c * tanh(scores * softmax_scale / c)) (variant 0 only). sinks: null, or nheads float32 on the device, a
 // logit per query head that joins every row's softmax without a value (gpt-oss; fa3nn/sinks.py): out and lse are
 // those of the softmax with the sink, a row that attends no key gets zeros and lse = its head's sink.
+// max_ctas: 0 = one CTA per SM (each walking tiles), n > 0 = at most n (persistent_grid: the SMs left to overlapping
+// kernels, FlashAttention-3's sm_margin).
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_fwd(const void* q, const void* k, const void* v, void* out, float* lse, const int* cu_seqlens_q,
                      const int* cu_seqlens_k, int batch, int seqlen_q, int seqlen_k, int max_seqlen_q, int nheads,
                      int nheads_kv, int headdim, int headdim_v, const int64_t* strides, float softmax_scale, int causal,
                      int window_left, int window_right, float softcap, const float* sinks, int bf16, int variant,
-                     void* stream) {
+                     int max_ctas, void* stream) {
   g_error[0] = '\0';
   Problem pr{q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, batch, seqlen_q, seqlen_k, max_seqlen_q,
              nheads, nheads_kv, headdim, strides, softmax_scale, static_cast<cudaStream_t>(stream)};
   if (nheads_kv <= 0 || nheads % nheads_kv != 0) return fail("%s", "nheads must be a multiple of nheads_kv");
+  if (max_ctas < 0) return fail("%s", "max_ctas must be 0 (one CTA per SM) or positive");
   if (const int status = window_args(causal, window_left, window_right, pr.window)) return status;
   if (const int status = softcap_arg(softmax_scale, softcap)) return status;
   pr.softcap = softcap;
   pr.sinks = sinks;
   pr.headdim_v = headdim_v;
+  pr.max_ctas = max_ctas;
   if (headdim == 192 && headdim_v == 128) return run_d192_128(pr, bf16 != 0, causal != 0, variant);
   if (headdim_v == headdim) {
     switch (headdim) {

@@ -30,6 +30,7 @@ extern "C" {
 // bf16 or fp16 out); benchmarks (bf16 out): 1 = without pingpong, 2 = the other stage count (d128, d256), 3 = a
 // quarter of the exp2s on the FP32 pipe (d128), 5 = one CTA per tile instead of one per SM, 6-50 = the variants
 // listed in flash_fwd_fp8_launch.cuh (fa3nn/backends/hopper_fp8.py VARIANTS names them).
+// max_ctas: as fa3nn_hopper_fwd's (0 = one CTA per SM; variant 5 launches one per tile whatever it says).
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_fp8_fwd(const void* q8, const void* k8, const void* vt8, void* out, float* lse,
                          const int* cu_seqlens_q, const int* cu_seqlens_k, const int* vt_starts,
@@ -37,9 +38,10 @@ int fa3nn_hopper_fp8_fwd(const void* q8, const void* k8, const void* vt8, void* 
                          int seqlen_q, int seqlen_k, int seqlen_k_pad, int max_seqlen_q, int max_seqlen_k, int nheads,
                          int nheads_kv, int headdim,
                          const int64_t* strides, const int64_t* descale_strides, int block_q, int block_k,
-                         float softmax_scale, int causal, int out_bf16, int variant, void* stream) {
+                         float softmax_scale, int causal, int out_bf16, int variant, int max_ctas, void* stream) {
   if (nheads_kv <= 0 || nheads % nheads_kv != 0) return fail("%s", "nheads must be a multiple of nheads_kv");
   if (block_q <= 0) return fail("%s", "block_q must be positive");
+  if (max_ctas < 0) return fail("%s", "max_ctas must be 0 (one CTA per SM) or positive");
   if (block_k <= 0 || (block_k % 128 != 0 && block_k % 192 != 0 && block_k < max_seqlen_k))
     return fail("%s", "block_k must be a multiple of 128 (the kernel's key block; 192 at head dim 128) or >= "
                       "max_seqlen_k");
@@ -47,10 +49,11 @@ int fa3nn_hopper_fp8_fwd(const void* q8, const void* k8, const void* vt8, void* 
     return fail("%s", "varlen calls need vt_starts (each sequence's first vt8 column, a multiple of 16)");
   if (seqlen_k_pad % 16 != 0 || seqlen_k_pad < seqlen_k)
     return fail("%s", "vt8's key dimension must be padded to a multiple of 16 that holds every key");
-  const Fp8Problem pr{q8, k8, vt8, out, lse, cu_seqlens_q, cu_seqlens_k, vt_starts, q_descale, k_descale, v_descale,
-                      batch, seqlen_q, seqlen_k, seqlen_k_pad, max_seqlen_q, max_seqlen_k, nheads, nheads_kv, headdim,
-                      strides, descale_strides, block_q, block_k, softmax_scale, out_bf16 != 0, causal != 0,
-                      static_cast<cudaStream_t>(stream)};
+  Fp8Problem pr{q8, k8, vt8, out, lse, cu_seqlens_q, cu_seqlens_k, vt_starts, q_descale, k_descale, v_descale,
+                batch, seqlen_q, seqlen_k, seqlen_k_pad, max_seqlen_q, max_seqlen_k, nheads, nheads_kv, headdim,
+                strides, descale_strides, block_q, block_k, softmax_scale, out_bf16 != 0, causal != 0,
+                static_cast<cudaStream_t>(stream)};
+  pr.max_ctas = max_ctas;
   switch (headdim) {
     case 64: return run_fp8_d64(pr, variant);
     case 128: return run_fp8_d128(pr, variant);

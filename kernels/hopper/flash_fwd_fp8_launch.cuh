@@ -31,6 +31,7 @@ struct Fp8Problem {
   cudaStream_t stream;
   bool one_cta_per_tile = false;  // variant 5: grid = tiles; else one CTA per SM looping over tiles (the default)
   int causal_deal = 1;            // as Problem::causal_deal (flash_fwd_launch.cuh): variant 19 sets 0
+  int max_ctas = 0;               // as Problem::max_ctas (persistent_grid)
 };
 
 template <class Cfg>
@@ -84,7 +85,7 @@ int launch_fp8(const Fp8Problem& pr) {
   // (scripts/bench_hopper_fp8.py, kernel only): +1-11% over one CTA per tile at d128/d256 x 2048-16384 x causal or
   // not, every shape faster (d128 16k causal 546 -> 621 TFLOP/s, d256 16k 863 -> 961). Variant 5 keeps one CTA per tile.
   static const int sms = num_sms();
-  const int grid = static_cast<int>(!pr.one_cta_per_tile && tiles > sms ? sms : tiles);
+  const int grid = pr.one_cta_per_tile ? static_cast<int>(tiles) : persistent_grid(tiles, sms, pr.max_ctas);
   fp.base.deal = TileDeal::make(fp.base.num_m_blocks, pr.nheads, pr.batch, fp.base.heads_per_section,
                                 fp.base.boustrophedon, grid);
   if constexpr (Cfg::kTmaStoreO) {

@@ -132,6 +132,7 @@ struct Problem {
   float softcap = 0.f;  // > 0: the FwdConfig::kSoftcap kernels (dispatch_softcap)
   const float* sinks = nullptr;  // FwdParams::sinks (nheads float32 on the device), or null
   int headdim_v = 0;  // V's and O's head dim: Cfg::kHeadDimV (headdim but for the 192 / 128 kernels, flash_fwd_d192.cu)
+  int max_ctas = 0;   // > 0: at most this many CTAs (persistent_grid; FlashAttention-3's sm_margin), else one per SM
 };
 
 inline int l2_bytes() {
@@ -169,6 +170,14 @@ inline int num_sms() {
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   return sms > 0 ? sms : 132;
+}
+
+// A persistent launch's grid: one CTA per tile up to one per SM, or up to max_ctas where that is positive (the caller
+// leaves the other SMs to kernels that overlap this one: FlashAttention-3's sm_margin, fa3nn/fa3_compat.py). A CTA
+// runs on one SM, so at most max_ctas SMs are busy with this launch.
+inline int persistent_grid(long long tiles, int sms, int max_ctas) {
+  const int cap = max_ctas > 0 && max_ctas < sms ? max_ctas : sms;
+  return static_cast<int>(tiles < cap ? tiles : cap);
 }
 
 namespace {
@@ -282,7 +291,7 @@ int launch(const Problem& pr) {
   if (tiles == 0) return 0;
   if (tiles > 0x7fffffffLL) return fail("%s", "too many tiles for one launch");  // the scheduler's int tile indices
   static const int sms = num_sms();
-  const int grid = static_cast<int>(tiles < sms ? tiles : sms);
+  const int grid = persistent_grid(tiles, sms, pr.max_ctas);
   p.deal = TileDeal::make(p.num_m_blocks, pr.nheads, pr.batch, p.heads_per_section, p.boustrophedon, grid);
   auto kernel = flash_fwd_kernel<Cfg>;
   if (const int status = configure_smem<Cfg>(kernel)) return status;
