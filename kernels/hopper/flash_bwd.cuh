@@ -597,14 +597,17 @@ struct BwdConsumer {
 
   // P^T in place of S^T: exp2(S^T * scale_log2 - lse_log2[query]); the per-query statistics are pairs of adjacent
   // columns, read as float2 from this stage's shared-memory copy.
+  // fast_exp2 (ex2.approx.ftz, the forward's and softcap_dscores'): exp2f's subnormal handling cost three more
+  // instructions per score (FSETP and two predicated FMULs around MUFU.EX2: 96 per thread and step at d128, in the
+  // phase where MUFU is busiest); the probabilities it flushes to 0 are below 2^-126.
   __device__ __forceinline__ void probs(float (&s)[kSRegs], const float* lse_log2, float scale_log2) const {
 #pragma unroll
     for (int j = 0; j < kSRegs / 4; ++j) {
       const float2 l = stat_pair(lse_log2, j);
-      s[4 * j + 0] = exp2f(s[4 * j + 0] * scale_log2 - l.x);
-      s[4 * j + 1] = exp2f(s[4 * j + 1] * scale_log2 - l.y);
-      s[4 * j + 2] = exp2f(s[4 * j + 2] * scale_log2 - l.x);
-      s[4 * j + 3] = exp2f(s[4 * j + 3] * scale_log2 - l.y);
+      s[4 * j + 0] = fast_exp2(s[4 * j + 0] * scale_log2 - l.x);
+      s[4 * j + 1] = fast_exp2(s[4 * j + 1] * scale_log2 - l.y);
+      s[4 * j + 2] = fast_exp2(s[4 * j + 2] * scale_log2 - l.x);
+      s[4 * j + 3] = fast_exp2(s[4 * j + 3] * scale_log2 - l.y);
     }
   }
 
