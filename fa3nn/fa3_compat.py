@@ -18,11 +18,13 @@ fa3nn's functions take the same names in the same positions. What each does here
 - num_splits, pack_gqa: scheduling hints for FlashAttention-3's kernels (split-KV and packed GQA heads, both for
   decoding). fa3nn's kernels schedule themselves; the values are checked and change nothing (in FlashAttention-3
   they change the results only by rounding: split-KV sums in another order).
-- sm_margin: SMs to leave free for kernels that overlap attention (communication). The hopper backend's main kernels
-  (forward, FP8 forward, backward) launch persistent with at most SMs - sm_margin CTAs, one per SM (the backward
-  takes its persistent schedule for every call then; its short preprocess / postprocess kernels are not bounded);
-  a margin that leaves no SM is an error. Triton and the reference launch over every SM: a call with a positive
-  value that runs there is warned about once per backend (the results are the same either way).
+- sm_margin: SMs to leave free for kernels that overlap attention (communication). The hopper backend's attention
+  kernels (forward, FP8 forward, the backward's main kernel) launch persistent with at most SMs - sm_margin CTAs, one
+  per SM; the backward then takes its persistent schedule for every call (varlen and windows too, where one CTA per
+  tile is otherwise faster). The short memory-bound passes around them are not bounded: the backward's preprocess /
+  postprocess, the FP8 recipes' quantization (Triton). A margin that leaves no SM is an error. Triton and the
+  reference do not bound their grids: a call with a positive value that runs there is warned about once per backend
+  (the results are the same either way). FlashAttentionV3 and patch_hf take no sm_margin.
 - return_attn_probs: return (out, lse) instead of out, as FlashAttention-3 does (fa3nn's `return_lse` is the same).
 
 FlashAttention-3's flash_attn_qkvpacked_func (fa3nn.interface), flash_attn_combine (fa3nn.combine) and
@@ -62,9 +64,9 @@ def note_sm_margin(sm_margin: int, honoured: bool, backend: str) -> None:
     backend but the native Hopper one: Backend.honours_sm_margin, FP8Path.sm_margin)."""
     if sm_margin > 0 and not honoured and backend not in _warned_sm_margin:
         _warned_sm_margin.add(backend)
-        warnings.warn(f"fa3nn: sm_margin={sm_margin} is not honoured by the {backend} backend, whose kernels launch "
-                      "one program per tile over every SM (the results are the same; kernels meant to overlap "
-                      "attention on the spare SMs wait instead); the hopper backend honours it", stacklevel=4)
+        warnings.warn(f"fa3nn: sm_margin={sm_margin} is not honoured by the {backend} backend, whose kernels do not "
+                      "bound their grids (the results are the same; kernels meant to overlap attention on the spare "
+                      "SMs wait instead); the hopper backend honours it", stacklevel=2)
 
 
 def check_attention_chunk(attention_chunk) -> None:

@@ -61,6 +61,8 @@ def max_ctas_leaving(sm_margin: int, device: torch.device) -> int:
         raise TypeError(f"sm_margin must be an int (SMs to leave free), got {type(sm_margin).__name__} {sm_margin!r}")
     if sm_margin == 0:
         return 0
+    if torch.device(device).type != "cuda":
+        raise ValueError(f"sm_margin leaves SMs of a CUDA device free; the tensors are on {device}")
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     if not 0 < sm_margin < sms:
         raise ValueError(f"sm_margin must leave at least one of the device's {sms} SMs to attention (0 <= sm_margin < "
