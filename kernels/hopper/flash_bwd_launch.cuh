@@ -66,8 +66,16 @@ constexpr int kScalarDKDVBit = 32;
 // (4096, 0) at 4k / 16k (s31c, scripts/window_ab.py).
 // Multi-head latent attention (BwdConfig::kPanelSplit, 64-key blocks): never. H100, scripts/bwd_schedule_ab.py,
 // persistent x one CTA per tile at 512 / 1k / 2k / 4k: causal 0.91 / 0.91 / 0.87 / 0.83, non-causal 0.93 / 1.00 (s38f).
-inline bool use_persistent_bwd(bool causal, int group, int seqlen_q, bool skips_empty_tiles, bool panel_split) {
-  return !skips_empty_tiles && !panel_split && static_cast<long long>(group) * seqlen_q <= (causal ? 4096 : 1024);
+// Head dim 128 since its default took FlashAttention-3's order (286f709): persistent for causal tiles of 2048-8192
+// rows only. H100, s42c, scripts/bwd_schedule_ab.py (3 rounds), persistent x one CTA per tile at 512 / 1k / 2k / 4k /
+// 8k: causal 0.948 / 0.972 / 1.010 / 1.004 / 1.040, non-causal 0.984 / 1.002 / 0.974 / 1.000 / 1.014 (16k causal:
+// 0.725 on the older order, s28a, so 8k stays the bound).
+inline bool use_persistent_bwd(int headdim, bool causal, int group, int seqlen_q, bool skips_empty_tiles,
+                               bool panel_split) {
+  if (skips_empty_tiles || panel_split) return false;
+  const long long rows = static_cast<long long>(group) * seqlen_q;
+  if (headdim == 128) return causal && rows >= 2048 && rows <= 8192;
+  return rows <= (causal ? 4096 : 1024);
 }
 
 inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
@@ -202,7 +210,8 @@ int launch_bwd(const BwdProblem& pr) {
   static const int sms = num_sms();
   const bool auto_persistent =
       pr.ctas == 0 &&
-      use_persistent_bwd(Cfg::kCausal, p.group, pr.max_seqlen_q, Cfg::kSkipsEmptyTiles, Cfg::kPanelSplit);
+      use_persistent_bwd(Cfg::kHeadDim, Cfg::kCausal, p.group, pr.max_seqlen_q, Cfg::kSkipsEmptyTiles,
+                         Cfg::kPanelSplit);
   const int ctas = pr.ctas > 0 ? pr.ctas : auto_persistent ? sms : p.num_tiles;
   const int grid = ctas < p.num_tiles ? ctas : p.num_tiles;
   // 16-byte dK / dV stores (BwdConsumer::store_rows) where both are 16-B aligned with strides of multiples of 8.

@@ -162,10 +162,11 @@ inline bool use_l2_sections(int headdim, int max_seqlen_q) {
 // 4k +1.2 / +0.7%, losses at d128 2k-4k and d256: within the spread where positive, so the bf16 lengths stay).
 inline bool use_one_pair_sections(int headdim, int max_seqlen_q, int kv_element_bytes = 2) {
   if (headdim == 128 && kv_element_bytes == 1) return max_seqlen_q <= 4096;
-  // Multi-head latent attention (192 / 128) as d256: with one section over every tile its causal 512 read K/V from
-  // DRAM once per query block, 370 MB against the 210 MB of its tensors (ncu, H100, s40a 2026-12-06: DRAM 81% busy,
-  // L2 hit rate 32%; cuDNN 204 MB, 0.67x its time).
-  if (headdim == 192) return max_seqlen_q <= 4096;
+  // Multi-head latent attention (192 / 128): with one section over every tile its causal 512 read K/V from DRAM once
+  // per query block, 370 MB against the 210 MB of its tensors (ncu, H100, s40a 2026-12-06: DRAM 81% busy, L2 hit
+  // rate 32%; cuDNN 204 MB, 0.67x its time). One pair per section, H100 s42c (same run, x cuDNN): causal 512 0.68 ->
+  // 0.97, 1024 0.68 -> 1.07, 2048 0.93 -> 1.05, but 4096 1.17 -> 1.09 (non-causal unchanged, 8192 within 3%).
+  if (headdim == 192) return max_seqlen_q <= 2048;
   return headdim == 64 ? max_seqlen_q <= 4096 : use_l2_sections(headdim, max_seqlen_q);
 }
 
