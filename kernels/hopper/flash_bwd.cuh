@@ -599,7 +599,8 @@ struct BwdConsumer {
   // columns, read as float2 from this stage's shared-memory copy.
   // fast_exp2 (ex2.approx.ftz, the forward's and softcap_dscores'): exp2f's subnormal handling cost three more
   // instructions per score (FSETP and two predicated FMULs around MUFU.EX2: 96 per thread and step at d128, in the
-  // phase where MUFU is busiest); the probabilities it flushes to 0 are below 2^-126.
+  // phase where MUFU is busiest); the probabilities it flushes to 0 are below 2^-126. Whole backward, H100 s42c: d128
+  // 1.026-1.065x at 2k / 16k, d64 / d256 / MLA within -1.1 / +2.7% (benchmarks/NOTES.md "forty-second session").
   __device__ __forceinline__ void probs(float (&s)[kSRegs], const float* lse_log2, float scale_log2) const {
 #pragma unroll
     for (int j = 0; j < kSRegs / 4; ++j) {
