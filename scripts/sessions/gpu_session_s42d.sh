@@ -3,8 +3,9 @@
 # one-pair deal up to 2048 rows, d128's persistent thresholds for the FA3 order; device code SASS-identical to s42c's
 # all/), carried as build/s42d.tar.xz (final42/libfa3nn_hopper.so). The d128 backward's and the MLA forward's tests
 # (the host-side changes since s42c pick among schedules and deals s42c's suite ran), then bench.py's d128 backward
-# and MLA forward rows against cuDNN / FA2 for the record; last, branch wip/bwd-stat-prefetch (lse/libfa3nn_hopper.so
-# in the same tarball: d128's first two lse_log2 pairs read before the S^T wait) against main's library at d128.
+# rows against cuDNN / FA2 for the record (the MLA forward's are s42c's bench_hopper rows); last, branch
+# wip/bwd-stat-prefetch (lse/libfa3nn_hopper.so in the same tarball: d128's first two lse_log2 pairs read before the
+# S^T wait) against main's library at d128.
 set -u
 python3 -c "import tarfile; tarfile.open('build/s42d.tar.xz').extractall('build')"
 source "$(dirname "$0")/../gpu_env.sh"
@@ -15,12 +16,9 @@ export TEST_WORKERS=8; grep -q H100 "$out/gpu_state.txt" && export TEST_WORKERS=
 gpu_pytest tests_final.log 110 tests/test_hopper_bwd.py tests/test_hopper.py -k "(128 and not 256) or mla"
 gpu_log_summary "$out/tests_final.log"
 stamp tests
-timeout 120 python3 scripts/bench.py --backends hopper cudnn fa2 --headdims 128 --directions bwd \
+timeout 100 python3 scripts/bench.py --backends hopper cudnn fa2 --headdims 128 --directions bwd \
     --seqlens 512 2048 8192 16384 --rounds 2 --out-dir "$out" --tag bwd128 > "$out/bench.log" 2>&1
 echo "bench rc $?"; grep -E "^\| 128" "$out/bwd128.md"
-timeout 60 python3 scripts/bench.py --backends hopper cudnn --headdims 192 --headdim-v 128 --directions fwd \
-    --seqlens 512 1024 2048 4096 8192 --rounds 2 --out-dir "$out" --tag mla_fwd > "$out/bench_mla.log" 2>&1
-echo "bench mla rc $?"; grep -E "^\| 192" "$out/mla_fwd.md"
 stamp bench
 if [ -f build/lse/libfa3nn_hopper.so ]; then
     timeout 50 python3 scripts/bwd_build_ab.py --headdims 128 --seqlens 512 2048 16384 --rounds 5 \
