@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Forty-second session, the last call: main's library as landed (sm_margin, the backward's fast_exp2, MLA's causal
-# one-pair deal up to 2048 rows, d128's persistent thresholds for the FA3 order; device code SASS-identical to s42c's
-# all/), carried as build/s42d.tar.xz (final42/libfa3nn_hopper.so). The d128 backward's and the MLA forward's tests
-# (the host-side changes since s42c pick among schedules and deals s42c's suite ran); then branch
-# wip/bwd-stat-prefetch (lse/libfa3nn_hopper.so in the same tarball: d128's first two lse_log2 pairs read before the
-# S^T wait) against main's library at d128, and its d128 tests; last (if the device time lasts), bench.py's d128
-# backward rows against cuDNN / FA2 for the record (the MLA forward's are s42c's bench_hopper rows).
+# Prepared in the forty-second session for the next one's first call (no device start came). Main's library as
+# landed (sm_margin, the backward's fast_exp2, MLA's causal one-pair deal up to 2048 rows, d128's persistent thresholds
+# for the FA3 order; device code SASS-identical to s42c's all/), carried as build/s42d.tar.xz (final42/). The d128
+# backward's and the MLA forward's tests (the host-side changes since s42c pick among schedules and deals s42c's suite
+# ran); then branch wip/bwd-stat-prefetch (lse/ in the same tarball: d128's first two lse_log2 pairs read before the
+# S^T wait; lse4/: four, built with --define FA3NN_BWD_LSE_PREFETCH=4) against main's library at d128, and the 2-pair
+# build's d128 tests; last (if the device time lasts), bench.py's d128 backward rows against cuDNN / FA2 for the
+# record (the MLA forward's are s42c's bench_hopper rows).
 set -u
 python3 -c "import tarfile; tarfile.open('build/s42d.tar.xz').extractall('build')"
 source "$(dirname "$0")/../gpu_env.sh"
@@ -18,7 +19,8 @@ gpu_log_summary "$out/tests_final.log"
 stamp tests
 if [ -f build/lse/libfa3nn_hopper.so ]; then
     timeout 45 python3 scripts/bwd_build_ab.py --headdims 128 --seqlens 512 2048 16384 --rounds 5 \
-        --compare lse=build/lse/libfa3nn_hopper.so --json "$out/ab_lse.json" > "$out/ab_lse.log" 2>&1
+        --compare lse=build/lse/libfa3nn_hopper.so lse4=build/lse4/libfa3nn_hopper.so --json "$out/ab_lse.json" \
+        > "$out/ab_lse.log" 2>&1
     echo "ab lse rc $?"; grep -E "^\| " "$out/ab_lse.log"
     FA3NN_HOPPER_LIB=$PWD/build/lse/libfa3nn_hopper.so gpu_pytest tests_lse.log 50 tests/test_hopper_bwd.py \
         -k "matches_reference and 128 and not 256 and not mla"
