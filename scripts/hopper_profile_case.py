@@ -8,7 +8,10 @@ quantized with per-tile scales, 128-row Q tiles and K/V tiles of --block-k rows 
 dim 128, else 128; the kernel's key block follows, fa3nn.fp8.key_blocks), --variant one of its benchmark variants;
 bwd: the bf16 backward in its default variant or --bwd-variant (flash_bwd_kernel, between its preprocess and
 postprocess kernels);
-cudnn: cuDNN's forward through torch SDPA (the comparator of scripts/bench.py) on the same inputs.
+cudnn: cuDNN's forward through torch SDPA (the comparator of scripts/bench.py) on the same inputs; cudnn-bwd: its
+backward (the forward run once before).
+The last call runs inside the NVTX range "profiled", so a profiler can take every kernel of one call:
+    ncu --nvtx --nvtx-include "profiled/" --section LaunchStats python scripts/hopper_profile_case.py --kernel cudnn-bwd
 """
 
 import argparse
@@ -24,10 +27,10 @@ from fa3nn.fp8.quantize import quantize_qkv_tensors
 from fa3nn.masks import Window
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--kernel", choices=("fwd", "fp8", "bwd", "cudnn"), default="fwd")
+parser.add_argument("--kernel", choices=("fwd", "fp8", "bwd", "cudnn", "cudnn-bwd"), default="fwd")
 parser.add_argument("--headdim", type=int, default=128)
 parser.add_argument("--headdim-v", type=int, default=None,
-                    help="V's head dim when it differs (fwd / bwd / cudnn; MLA: --headdim 192 --headdim-v 128)")
+                    help="V's head dim when it differs (fwd / bwd / cudnn[-bwd]; MLA: --headdim 192 --headdim-v 128)")
 parser.add_argument("--seqlen", type=int, default=16384)
 parser.add_argument("--causal", action="store_true")
 parser.add_argument("--calls", type=int, default=3)
@@ -37,8 +40,8 @@ parser.add_argument("--bwd-variant", default=None, help="--kernel bwd: hopper_bw
 args = parser.parse_args()
 batch, nheads = 16384 // args.seqlen, 2048 // args.headdim
 scale = args.headdim**-0.5
-if args.headdim_v is not None and args.kernel not in ("fwd", "bwd", "cudnn"):
-    parser.error("--headdim-v is for --kernel fwd / bwd / cudnn")
+if args.headdim_v is not None and args.kernel == "fp8":
+    parser.error("--headdim-v is for --kernel fwd / bwd / cudnn / cudnn-bwd")
 q, k, v = (torch.randn(batch, args.seqlen, nheads, d, device="cuda", dtype=torch.bfloat16)
            for d in (args.headdim, args.headdim, args.headdim_v or args.headdim))
 if args.kernel == "fwd":
@@ -53,21 +56,33 @@ elif args.kernel == "fp8":
     def call():
         fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale, quantized.v_descale,
                     128, block_k, scale, window, variant=args.variant)
-elif args.kernel == "cudnn":
+elif args.kernel in ("cudnn", "cudnn-bwd"):
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    backward = args.kernel == "cudnn-bwd"
+    qt, kt, vt = (x.transpose(1, 2).requires_grad_(backward) for x in (q, k, v))
 
-    def call():
+    def sdpa():
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=args.causal, scale=scale)
+            return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=args.causal, scale=scale)
+    if backward:
+        out = sdpa()
+        dout = torch.randn_like(out)
+
+        def call():
+            torch.autograd.grad(out, (qt, kt, vt), dout, retain_graph=True)
+    else:
+        call = sdpa
 else:
     out, lse = launch(q, k, v, scale, args.causal)
     dout = torch.randn_like(out)
 
     def call():
         hopper_bwd.launch(dout, q, k, v, out, lse, scale, args.causal, variant=args.bwd_variant)
-for _ in range(args.calls):
+for _ in range(args.calls - 1):
     call()
+torch.cuda.nvtx.range_push("profiled")
+call()
+torch.cuda.nvtx.range_pop()
 torch.cuda.synchronize()
 print(f"ran {args.calls} calls of {args.kernel}: d{args.headdim} / {args.headdim_v or args.headdim} "
       f"seqlen {args.seqlen} causal={args.causal}")
