@@ -68,8 +68,9 @@ elif args.kernel in ("cudnn", "cudnn-bwd"):
         out = sdpa()
         dout = torch.randn_like(out)
 
-        def call():
-            torch.autograd.grad(out, (qt, kt, vt), dout, retain_graph=True)
+        def call():  # on this thread (autograd's device threads would run it outside the NVTX range)
+            with torch.autograd.set_multithreading_enabled(False):
+                torch.autograd.grad(out, (qt, kt, vt), dout, retain_graph=True)
     else:
         call = sdpa
 else:
