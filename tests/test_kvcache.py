@@ -323,3 +323,24 @@ def test_gpu_backends_match_the_cpu_call(backend, layout):
     torch.testing.assert_close(out.float().cpu(), want, atol=3e-2, rtol=3e-2)
     torch.testing.assert_close(lse.float().cpu(), want_lse, atol=3e-2, rtol=3e-2)
     torch.testing.assert_close(dev[1].float().cpu(), cpu[1], atol=1e-2, rtol=1e-2)  # with the rotated new keys
+
+
+@pytest.mark.parametrize("bad,error", [
+    (dict(softcap=-1.0), "softcap must be >= 0"),
+    (dict(softmax_scale=float("nan")), "softmax_scale must be finite"),
+    (dict(backend="cuda"), "backend must be one of"),
+    (dict(backend="hopper"), "backend='hopper' cannot run"),  # a CPU call
+    (dict(q_headdim=D // 2), "headdim of k must equal headdim of q"),
+    (dict(q_heads=3), r"nheads of q \(3\) must be a multiple of nheads of k/v \(2\)"),
+])
+def test_a_refused_call_writes_nothing(bad, error):
+    q, k_cache, v_cache, k, v, _, _ = make_case(6)
+    bad = dict(bad)
+    if "q_headdim" in bad:
+        q = q[..., : bad.pop("q_headdim")]
+    if "q_heads" in bad:
+        q = q[:, :, : bad.pop("q_heads")]
+    before_k, before_v = k_cache.clone(), v_cache.clone()
+    with pytest.raises(ValueError, match=error):
+        flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=torch.tensor([5, 0, 11]), **bad)
+    assert torch.equal(k_cache, before_k) and torch.equal(v_cache, before_v)
