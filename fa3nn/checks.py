@@ -220,6 +220,9 @@ def check_options(softmax_scale, causal, window_size, softcap, deterministic, fp
             raise TypeError(f"softmax_scale must be a float or None, got {type_name(softmax_scale)}")
         if not _finite(softmax_scale):
             raise ValueError(f"softmax_scale must be finite, got {softmax_scale}")
+        if abs(softmax_scale) > FLOAT32_MAX:  # the kernels take it as float32: inf there, NaN scores
+            raise ValueError(f"softmax_scale must be at most {FLOAT32_MAX:.4g} in magnitude (float32's largest finite "
+                             f"value), got {softmax_scale}")
     check_bool("causal", causal)
     check_bool("deterministic", deterministic)
     check_window_size(window_size)

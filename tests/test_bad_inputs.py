@@ -86,6 +86,10 @@ CASES = {
     "window far past int64": (dense_call(causal=True, window_size=(2**70, -1)), ValueError, r"at most 2147483647"),
     "scale int past float": (dense_call(softmax_scale=10**400), ValueError, r"softmax_scale must be finite"),
     "softcap int past float": (dense_call(softcap=10**400), TypeError, r"softcap must be a finite float"),
+    "scale past float32": (dense_call(softmax_scale=1e39), ValueError,  # NaN / inf outputs before
+                           r"softmax_scale must be at most 3.403e\+38 in magnitude \(float32's largest finite value\), "
+                           r"got 1e\+39"),
+    "negative scale past float32": (dense_call(softmax_scale=-3.5e38), ValueError, r"softmax_scale must be at most"),
     "softcap past float32": (dense_call(softcap=1e300), ValueError, r"softcap must be at most 3.403e\+38"),
     "softcap too large for the scale": (dense_call(softcap=1e35), ValueError,  # 0.25 / 1e35 flushes to 0 in float32
                                         r"softcap 1e\+35 is so large against softmax_scale 0.25 .* pass softcap=0"),
