@@ -8,6 +8,7 @@ device checks run in the Python wrappers (torch.compile traces them); checks tha
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
@@ -98,6 +99,23 @@ def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
     for name, m in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
         if isinstance(m, bool) or not isinstance(m, int) or m < 0:
             raise ValueError(f"{name} must be a non-negative int, got {m!r}")
+
+
+def as_max_seqlen(name: str, value) -> int | None:
+    """max_seqlen_q / max_seqlen_k as a Python int (None stays None): any integral number (int, a numpy integer),
+    or a 0-d integer CPU tensor. A GPU tensor is refused rather than read (a hidden host sync per call). Its range is
+    checked where it is used."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if (isinstance(value, torch.Tensor) and value.dim() == 0 and value.device.type == "cpu"
+            and not value.is_floating_point() and not value.is_complex() and value.dtype != torch.bool):
+        return int(value)
+    what = f"{type_name(value)} {value!r}" if not isinstance(value, torch.Tensor) else (
+        f"a tensor of dtype {value.dtype}, shape {tuple(value.shape)}, device {value.device}")
+    raise TypeError(f"{name} must be an int (the longest sequence's length), got {what}; pass an int, e.g. "
+                    f"int({name}) or {name}.item()")
 
 
 # cu_seqlens read and validated once per tensor (fa3nn.memo), not per layer call.

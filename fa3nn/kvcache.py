@@ -31,6 +31,7 @@ import torch
 
 from fa3nn.backends.base import AttnCall
 from fa3nn.checks import (
+    as_max_seqlen,
     check_bool,
     check_cu_seqlens_tensor,
     check_cu_seqlens_values,
@@ -182,9 +183,10 @@ def flash_attn_with_kvcache(
             raise TypeError(f"q must be a 3-D torch.Tensor (total_q, nheads, headdim) with cu_seqlens_q, got "
                             f"{_what(q)}")
         check_cu_seqlens_tensor("cu_seqlens_q", cu_seqlens_q, q.device)
-        if isinstance(max_seqlen_q, bool) or not isinstance(max_seqlen_q, int) or max_seqlen_q < 1:
-            raise TypeError(f"max_seqlen_q must be a positive int with cu_seqlens_q (the longest query run), got "
-                            f"{max_seqlen_q!r}")
+        max_seqlen_q = as_max_seqlen("max_seqlen_q", max_seqlen_q)
+        if max_seqlen_q is None or max_seqlen_q < 1:
+            raise ValueError(f"max_seqlen_q must be a positive int with cu_seqlens_q (the longest query run), got "
+                             f"{max_seqlen_q!r}")
         batch, device = cu_seqlens_q.numel() - 1, q.device
     else:
         if max_seqlen_q is not None:

@@ -201,3 +201,22 @@ def test_size_one_last_dim_with_any_stride():
     odd = [t.as_strided(t.shape, (*t.stride()[:3], 5)) for t in (q, k, v)]
     assert all(t.stride(-1) == 5 and t.is_contiguous() for t in odd)
     torch.testing.assert_close(fa3nn.flash_attn_func(*odd), fa3nn.flash_attn_func(q, k, v), rtol=0, atol=0)
+
+
+def test_max_seqlen_takes_any_integral_number():
+    """max_seqlen_q = np.int64(5) (a length read from a numpy array) or a 0-d integer tensor is the int 5: it used
+    to raise ValueError. A non-integer is a TypeError naming the argument."""
+    q, k, v, cu_q, cu_k, max_q, max_k = packed()
+    want = fa3nn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k)
+    for integral in (np.int64(max_q), np.int32(max_q), torch.tensor(max_q)):
+        got = fa3nn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, integral, np.int64(max_k))
+        assert torch.equal(got, want)
+        assert torch.equal(fa3nn.FlashAttentionV3()(q, k, v, cu_q, cu_k, integral, max_k), want)
+        assert fa3nn.explain(q, k, v, cu_q, cu_k, integral, max_k).forward == "reference"
+    for bad in (5.0, np.float32(5), torch.tensor(5.0), torch.tensor([5]), "5", True):
+        with pytest.raises(TypeError, match=r"max_seqlen_q must be an int .* pass an int"):
+            fa3nn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, bad, max_k)
+    with pytest.raises(ValueError, match=r"max_seqlen_q \(4\) is smaller than the longest sequence \(5\)"):
+        fa3nn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, np.int64(4), max_k)
+    with pytest.raises(ValueError, match=r"max_seqlen_k must be a non-negative int, got -1"):
+        fa3nn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, np.int64(-1))

@@ -4,6 +4,7 @@ cache's contents after the in-place write."""
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -344,3 +345,17 @@ def test_a_refused_call_writes_nothing(bad, error):
     with pytest.raises(ValueError, match=error):
         flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=torch.tensor([5, 0, 11]), **bad)
     assert torch.equal(k_cache, before_k) and torch.equal(v_cache, before_v)
+
+
+def test_packed_queries_take_a_numpy_max_seqlen_q():
+    q, k_cache, v_cache, k, v, _, _ = make_case(7)
+    cu_q = torch.tensor([0, 2, 4, 6], dtype=torch.int32)
+    want = flash_attn_with_kvcache(q.flatten(0, 1), k_cache.clone(), v_cache.clone(), k, v, cache_seqlens=3,
+                                   cu_seqlens_q=cu_q, max_seqlen_q=2)
+    got = flash_attn_with_kvcache(q.flatten(0, 1), k_cache.clone(), v_cache.clone(), k, v, cache_seqlens=3,
+                                  cu_seqlens_q=cu_q, max_seqlen_q=np.int64(2))
+    assert torch.equal(got, want)
+    with pytest.raises(TypeError, match=r"max_seqlen_q must be an int"):
+        flash_attn_with_kvcache(q.flatten(0, 1), k_cache, v_cache, cu_seqlens_q=cu_q, max_seqlen_q=2.0)
+    with pytest.raises(ValueError, match=r"max_seqlen_q must be a positive int"):
+        flash_attn_with_kvcache(q.flatten(0, 1), k_cache, v_cache, cu_seqlens_q=cu_q, max_seqlen_q=0)
