@@ -372,8 +372,9 @@ def explain(
     fp8=None,
     backend="auto",
 ) -> Explanation:
-    """Which backend `flash_attn_func` (or, given cu_seqlens, `flash_attn_varlen_func`) would use for this call in
-    the forward and the backward, and why each other backend was refused. Runs no kernel. With an fp8 recipe the
+    """Which backend `flash_attn_func` (or, given cu_seqlens, `flash_attn_varlen_func`, a side whose cu_seqlens is
+    None then dense as there) would use for this call in the forward and the backward, and why each other backend
+    was refused. Runs no kernel. With an fp8 recipe the
     forward names its FP8 path ("triton fp8 kernel" on sm_89+ GPUs, "fp8 emulation (reference)" elsewhere); the
     backward is bf16. e4m3 q, k, v (FlashAttention-3's FP8 inputs, fa3nn.fp8.inputs) name the FP8 path and no
     backward.
@@ -385,6 +386,10 @@ def explain(
     if fp8_inputs:
         check_fp8_inputs(q, k, v, fp8)
     dtypes = FP8_INPUT_DTYPES if fp8_inputs else SUPPORTED_DTYPES
+    if varlen:  # flash_attn_varlen_func's normalization: a side whose cu_seqlens is None is dense (fa3nn.slots)
+        packed = to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dtypes=dtypes)
+        q, k, v, cu_seqlens_q, cu_seqlens_k = packed.q, packed.k, packed.v, packed.cu_seqlens_q, packed.cu_seqlens_k
+        max_seqlen_q, max_seqlen_k = packed.max_seqlen_q, packed.max_seqlen_k
     max_seqlen_q, max_seqlen_k = _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                                dtypes)
     if varlen:  # what the call checks inside its op (a host sync: explain runs no kernel, so it may)

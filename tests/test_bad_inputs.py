@@ -177,7 +177,7 @@ def test_explain_checks_what_the_call_checks():
     q, k, v = qkv()
     assert fa3nn.explain(q, k, v, fp8=fa3nn.DelayedScaling()).forward == "fp8 emulation (reference)"
     pq, pk, pv, cu_q, cu_k, max_q, max_k = packed()
-    with pytest.raises(ValueError, match=r"q must have 3 dimensions"):
+    with pytest.raises(ValueError, match=r"k must have 3 dimensions"):  # dense q is a dense side; k is not packed
         fa3nn.explain(q, k, v, None, cu_k, max_q, max_k)
     with pytest.raises(ValueError, match=r"max_seqlen_q \(4\) is smaller than the longest sequence \(5\)"):
         fa3nn.explain(pq, pk, pv, cu_q, cu_k, 4, max_k)
@@ -220,3 +220,20 @@ def test_max_seqlen_takes_any_integral_number():
         fa3nn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, np.int64(4), max_k)
     with pytest.raises(ValueError, match=r"max_seqlen_k must be a non-negative int, got -1"):
         fa3nn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, np.int64(-1))
+
+
+@pytest.mark.parametrize("dense_side", ["q", "k"])
+def test_explain_takes_a_dense_side_as_the_call_does(dense_side):
+    """flash_attn_varlen_func takes a side whose cu_seqlens is None as dense (batch, seqlen, ...) (fa3nn.slots);
+    explain refused packed q with dense k / v ("k must have 3 dimensions"), a call that runs."""
+    pq, pk, pv, cu_q, cu_k, max_q, max_k = packed(cu_q=(0, 3, 8), cu_k=(0, 4, 8))
+    dq, dk, dv = qkv(seqlen_q=4, seqlen_k=4)
+    args = (pq, dk, dv, cu_q, None, max_q, None) if dense_side == "k" else (dq, pk, pv, None, cu_k, None, max_k)
+    out = fa3nn.flash_attn_varlen_func(*args)
+    assert out.shape == args[0].shape
+    found = fa3nn.explain(*args)
+    assert (found.forward, found.backward) == ("reference", "reference")
+    with pytest.raises(ValueError, match=r"q's and k's sequences must match in number"):  # as the call refuses
+        bad = (pq, dk[:1], dv[:1], cu_q, None, max_q, None) if dense_side == "k" else (
+            dq[:1], pk, pv, None, cu_k, None, max_k)
+        fa3nn.explain(*bad)
