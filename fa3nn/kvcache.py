@@ -7,7 +7,9 @@ The cache, as FlashAttention-3 reads it:
   cache_seqlens default seqlen_cache), and k / v (batch, seqlen_new, nheads_k, headdim) are written at rows
   cache_seqlens[b] .. cache_seqlens[b] + seqlen_new - 1 first, which must fit in seqlen_cache.
 - paged: k_cache (num_pages, page_size, nheads_k, headdim) with page_table (batch, pages_per_seq) int32; logical row
-  r of sequence b is page page_table[b, r // page_size], row r % page_size. No cache_batch_idx or cache_leftpad.
+  r of sequence b is page page_table[b, r // page_size], row r % page_size; entries past the pages a sequence
+  reads (ceil((cache_seqlens[b] + its new keys) / page_size)) are ignored, as padding. No cache_batch_idx or
+  cache_leftpad.
 Packed instead of dense: q (total_q, nheads, headdim) with cu_seqlens_q (batch + 1,) and max_seqlen_q, and k / v
 (total_new, nheads_k, headdim) with cu_seqlens_k_new, each sequence its own count (0 included).
 Attention then runs over keys of length cache_seqlens - cache_leftpad + the sequence's new keys, masks aligned
@@ -280,7 +282,13 @@ def flash_attn_with_kvcache(
                                batch, device)
         logical = ends.long()[k_seq] - pad.expand(batch)[k_seq] + k_idx  # the new rows' logical positions
     if paged:
-        scalars.update(pages_min=page_table.min(), pages_max=page_table.max())
+        # Only the entries a sequence reads are checked (and gathered): FlashAttention-3 ignores the rest, which
+        # padded page tables fill with anything (-1 often).
+        pages_used = torch.div(ends.long() + new_len + page_size - 1, page_size, rounding_mode="floor")
+        used = torch.arange(page_table.shape[1], device=device)[None, :] < pages_used[:, None]
+        in_range = (page_table >= 0) & (page_table < k_cache.shape[0])
+        scalars.update(pages_bad=(used & ~in_range).any(), pages_min=torch.where(used, page_table, 2**31 - 1).min(),
+                       pages_max=torch.where(used, page_table, -(2**31)).max())
         if k is not None and k_seq.numel():  # the (page, row) of every new row, for repeats
             page_index = torch.div(logical, page_size, rounding_mode="floor").clamp_max(page_table.shape[1] - 1)
             slots = page_table.long()[k_seq, page_index] * page_size + logical % page_size
@@ -302,8 +310,9 @@ def flash_attn_with_kvcache(
     if rows is not None and k is not None and h["rows_repeat"]:
         raise ValueError("cache_batch_idx repeats a cache row while k / v are written: two sequences would write the "
                          "same rows")
-    if paged and not 0 <= h["pages_min"] <= h["pages_max"] < k_cache.shape[0]:
-        raise ValueError(f"page_table entries must index k_cache's {k_cache.shape[0]} pages, got values in "
+    if paged and h["pages_bad"]:
+        raise ValueError(f"page_table entries a sequence reads (its first ceil((cache_seqlens + new keys) / page_size "
+                         f"= {page_size})) must index k_cache's {k_cache.shape[0]} pages, got values in "
                          f"[{h['pages_min']}, {h['pages_max']}]")
     if h.get("slots_repeat"):
         raise ValueError("page_table maps two sequences' new rows to the same page row: one write would overwrite "
@@ -349,7 +358,7 @@ def flash_attn_with_kvcache(
     lengths = (ends - leftpad + new_len).to(torch.int32)
     if paged:  # each sequence's pages in order, as a dense (batch, pages * page_size, ...) copy
         pages_needed = max(-(-length_max // page_size), 1)
-        table = page_table[:, :pages_needed].long()
+        table = torch.where(used[:, :pages_needed], page_table[:, :pages_needed].long(), 0)  # unread: any page
         keys = k_cache[table].flatten(1, 2)
         values = v_cache[table].flatten(1, 2)
     elif rows is None and h["pad_max"] == 0:  # the cache itself: its slots, seqused_k = the lengths

@@ -359,3 +359,33 @@ def test_packed_queries_take_a_numpy_max_seqlen_q():
         flash_attn_with_kvcache(q.flatten(0, 1), k_cache, v_cache, cu_seqlens_q=cu_q, max_seqlen_q=2.0)
     with pytest.raises(ValueError, match=r"max_seqlen_q must be a positive int"):
         flash_attn_with_kvcache(q.flatten(0, 1), k_cache, v_cache, cu_seqlens_q=cu_q, max_seqlen_q=0)
+
+
+def test_page_table_padding_past_the_pages_read_is_ignored():
+    """A sequence reads pages ceil((cache_seqlens + new keys) / page_size) of its row (3, 4 and 1 here); the rest is
+    padding, which FlashAttention-3 ignores and fa3nn refused (-1 or 99: "must index k_cache's 17 pages")."""
+    q, _, _, k, v, _, _ = make_case(3)
+    g = torch.Generator().manual_seed(7)
+    page_size, num_pages = 4, 17
+    k_pages = torch.randn(num_pages, page_size, HK, D, generator=g)
+    v_pages = torch.randn(num_pages, page_size, HK, DV, generator=g)
+    table = torch.randperm(num_pages, generator=g)[: B * 5].view(B, 5).to(torch.int32)
+    ends = torch.tensor([7, 12, 0], dtype=torch.int32)
+    padded = table.clone()
+    padded[0, 3:], padded[1, 4], padded[2, 1:] = -1, 99, torch.tensor([-1, 2**31 - 1, 99, -7], dtype=torch.int32)
+    want = flash_attn_with_kvcache(q, k_pages.clone(), v_pages.clone(), k, v, cache_seqlens=ends, page_table=table,
+                                   causal=True, return_softmax_lse=True)
+    got_k, got_v = k_pages.clone(), v_pages.clone()
+    got = flash_attn_with_kvcache(q, got_k, got_v, k, v, cache_seqlens=ends, page_table=padded, causal=True,
+                                  return_softmax_lse=True)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, atol=0, rtol=0)
+    padded[1, 3] = 17  # read by sequence 1 (rows 12, 13): out of range
+    before = k_pages.clone()
+    with pytest.raises(ValueError, match=r"page_table entries a sequence reads .* must index k_cache's 17 pages, got "
+                                         r"values in \[\d+, 17\]"):
+        flash_attn_with_kvcache(q, k_pages, v_pages, k, v, cache_seqlens=ends, page_table=padded)
+    padded[1, 3] = -1
+    with pytest.raises(ValueError, match=r"got values in \[-1, \d+\]"):
+        flash_attn_with_kvcache(q, k_pages, v_pages, k, v, cache_seqlens=ends, page_table=padded)
+    assert torch.equal(k_pages, before)
