@@ -2,8 +2,7 @@
 
 Attention over keys split into blocks S_1 .. S_n is a weighted sum of the attentions over each block: with o_s and
 lse_s the output and log-sum-exp of block s, lse = log sum_s exp(lse_s) and o = sum_s exp(lse_s - lse) o_s. This is
-how split-KV decoding, ring / context-parallel attention and cascade attention put partial results together; the
-lse fa3nn's functions return (return_attn_probs=True) is what it takes.
+how split-KV decoding, ring / context-parallel attention and cascade attention put partial results together.
 
     out, lse = flash_attn_combine(out_partial, lse_partial)
     out_partial  float32 (num_splits, batch, seqlen, nheads, headdim)
@@ -11,9 +10,16 @@ lse fa3nn's functions return (return_attn_probs=True) is what it takes.
     out          (batch, seqlen, nheads, headdim) in out_dtype (default float32)
     lse          float32 (batch, seqlen, nheads)
 
+These are FlashAttention-3's layouts (its fwd_combine). The lse that flash_attn_func returns (return_attn_probs=True)
+is (batch, nheads, seqlen), heads before positions, so it is not lse_partial's layout: stack each block's
+lse.transpose(-1, -2) (a view). Passing it untransposed is refused when seqlen != nheads but silently wrong when they
+are equal. A packed call's out (total_q, nheads, headdim) and lse (nheads, total_q) are a batch of one:
+out.unsqueeze(0) and lse.transpose(0, 1).unsqueeze(0). The combined lse comes back as (batch, seqlen, nheads).
+
 A block no query row attends (lse_s = -inf) contributes nothing, whatever its output holds (FlashAttention-3 leaves
-such rows unwritten); a row no block attends gets zeros and lse = -inf. Written in PyTorch (one pass over the
-partial outputs; FlashAttention-3 has a kernel) and differentiable, so it can sit inside a training step.
+such rows unwritten); a row no block attends gets zeros and lse = -inf. A NaN or +inf lse_s is no such block: that
+row's out and lse are NaN. Written in PyTorch (one pass over the partial outputs; FlashAttention-3 has a kernel) and
+differentiable, so it can sit inside a training step.
 """
 
 from __future__ import annotations
@@ -32,8 +38,11 @@ def _check(out_partial, lse_partial, out, out_dtype) -> torch.dtype:
         if t.dtype != torch.float32 or t.dim() != dims:
             raise ValueError(f"{name} must be float32 with {dims} dims, got {t.dtype} of shape {tuple(t.shape)}")
     if tuple(lse_partial.shape) != tuple(out_partial.shape[:4]) or lse_partial.device != out_partial.device:
+        flipped = tuple(lse_partial.shape) == (*out_partial.shape[:2], out_partial.shape[3], out_partial.shape[2])
+        hint = (" (the (batch, nheads, seqlen) layout flash_attn_func returns: stack lse.transpose(-1, -2))"
+                if flipped else "")
         raise ValueError(f"lse_partial must be (num_splits, batch, seqlen, nheads) = {tuple(out_partial.shape[:4])} on "
-                         f"{out_partial.device}, got {tuple(lse_partial.shape)} on {lse_partial.device}")
+                         f"{out_partial.device}, got {tuple(lse_partial.shape)} on {lse_partial.device}{hint}")
     if out_dtype is None:
         out_dtype = out.dtype if isinstance(out, torch.Tensor) else torch.float32
     if out_dtype not in OUT_DTYPES:
@@ -58,6 +67,10 @@ def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):
     attended = torch.isfinite(lse_partial) & anywhere[None]
     weights = torch.where(attended, torch.exp(lse_partial - torch.where(anywhere, lse, 0.0)[None]), 0.0)
     combined = torch.where(attended[..., None], weights[..., None] * out_partial, 0.0).sum(0)
+    # a NaN or +inf lse_s is no finite block and no empty one (-inf): the row has no defined value
+    undefined = (torch.isnan(lse_partial) | (lse_partial == float("inf"))).any(0)
+    lse = torch.where(undefined, float("nan"), lse)
+    combined = torch.where(undefined[..., None], float("nan"), combined)
     if out is None:
         return combined.to(out_dtype), lse
     out.copy_(combined)

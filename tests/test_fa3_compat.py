@@ -316,11 +316,44 @@ def test_combine_equals_attention_over_all_keys():
     assert torch.equal(nowhere, torch.zeros_like(nowhere)) and torch.isneginf(nowhere_lse).all()
 
 
+def test_combine_takes_lse_transposed_when_seqlen_equals_nheads():
+    """flash_attn_func's lse is (batch, nheads, seqlen), lse_partial (num_splits, batch, seqlen, nheads): with
+    seqlen == nheads the shapes agree, so only the documented transpose gives attention over all keys (the docstring
+    said the returned lse could be passed as it is: 0.8 off here)."""
+    q, k, v = random_qkv(1, 4, 16, 4, 4, 16, torch.float64)
+    full = fa3nn.flash_attn_func(q, k, v)
+    parts = [fa3nn.flash_attn_func(q, k[:, a:a + 8], v[:, a:a + 8], return_lse=True) for a in (0, 8)]
+    out_partial = torch.stack([o.float() for o, _ in parts])
+    out, _ = fa3nn.flash_attn_combine(out_partial, torch.stack([lse.transpose(-1, -2).float() for _, lse in parts]))
+    torch.testing.assert_close(out, full.float(), rtol=1e-5, atol=1e-5)
+    untransposed, _ = fa3nn.flash_attn_combine(out_partial, torch.stack([lse.float() for _, lse in parts]))
+    assert (untransposed - full.float()).abs().max() > 1e-2  # what the old docstring's advice gave
+    assert "stack each block's\nlse.transpose(-1, -2)" in fa3nn.combine.__doc__
+
+
+def test_combine_propagates_nan_and_positive_infinite_lse():
+    """A NaN or +inf block lse gives NaN out and lse for its row (it gave out 0 / lse -inf, or finite out and lse
+    +inf); -inf blocks still contribute nothing, and a row of only -inf blocks is zeros with lse -inf."""
+    out_partial = torch.arange(24, dtype=torch.float32).view(2, 1, 3, 1, 4)
+    nan, inf = float("nan"), float("inf")
+    lse_partial = torch.tensor([[nan, inf, -inf], [nan, 0.0, 0.0]]).view(2, 1, 3, 1)
+    out, lse = fa3nn.flash_attn_combine(out_partial, lse_partial)
+    assert torch.isnan(out[0, :2]).all() and torch.isnan(lse[0, :2]).all()
+    assert torch.equal(out[0, 2], out_partial[1, 0, 2]) and lse[0, 2, 0].item() == 0.0  # the -inf block: nothing
+    one_nan, one_nan_lse = fa3nn.flash_attn_combine(out_partial, torch.tensor([[0.0, nan, 0.0], [0.0] * 3]).view(
+        2, 1, 3, 1))
+    assert torch.isnan(one_nan[0, 1]).all() and torch.isnan(one_nan_lse[0, 1]).all()
+    assert torch.isfinite(one_nan[0, 0::2]).all() and torch.isfinite(one_nan_lse[0, 0::2]).all()
+    nowhere, nowhere_lse = fa3nn.flash_attn_combine(out_partial, torch.full((2, 1, 3, 1), -inf))
+    assert torch.equal(nowhere, torch.zeros_like(nowhere)) and torch.isneginf(nowhere_lse).all()
+
+
 @pytest.mark.parametrize("args,error,match", [
     ((torch.zeros(2, 1, 3, 4, 8, dtype=torch.float64), torch.zeros(2, 1, 3, 4)), ValueError,
      r"out_partial must be float32 with 5 dims"),
     ((torch.zeros(2, 1, 3, 4, 8), torch.zeros(2, 1, 4, 3)), ValueError,
-     r"lse_partial must be \(num_splits, batch, seqlen, nheads\) = \(2, 1, 3, 4\)"),
+     r"lse_partial must be \(num_splits, batch, seqlen, nheads\) = \(2, 1, 3, 4\) on cpu, got \(2, 1, 4, 3\) on cpu "
+     r"\(the \(batch, nheads, seqlen\) layout flash_attn_func returns: stack lse.transpose\(-1, -2\)\)"),
     ((torch.zeros(2, 1, 3, 4, 8), torch.zeros(2, 1, 3, 4), torch.zeros(1, 3, 4, 7)), ValueError,
      r"out must be a torch.float32 tensor of shape \(1, 3, 4, 8\)"),
     ((torch.zeros(2, 1, 3, 4, 8), torch.zeros(2, 1, 3, 4), None, torch.int32), ValueError, r"out_dtype must be one of"),
