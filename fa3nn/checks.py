@@ -118,14 +118,15 @@ def as_max_seqlen(name: str, value) -> int | None:
                     f"int({name}) or {name}.item()")
 
 
-# cu_seqlens read and validated once per tensor (fa3nn.memo), not per layer call.
-_validated = TensorMemo()
+# cu_seqlens read and validated once per device tensor (fa3nn.memo, which says what edits it cannot see), not per
+# layer call; a CPU tensor's at every call.
+_validated = TensorMemo(remember_cpu=False)
 
 
 def check_cu_seqlens_values(
     name: str, cu: torch.Tensor, total: int, max_seqlen_name: str, max_seqlen: int | None
 ) -> tuple[int, ...]:
-    """Checks cu_seqlens' values (reading them is a host sync, done once per tensor) and returns them as a tuple;
+    """Checks cu_seqlens' values (reading them is a host sync, done once per device tensor) and returns them as a tuple;
     max_seqlen None: no bound on the lengths (fa3nn.slots bounds the used ones)."""
 
     def read() -> tuple[tuple[int, ...], int]:

@@ -19,9 +19,10 @@ and a slot with padding becomes three sequences, which the kernels already handl
     3i + 1:  padding queries x no keys           (zeros, lse = -inf)
     3i + 2:  no queries      x padding keys      (nothing)
 
-Reading seqused's values is a host sync; it happens once per tensor (fa3nn.memo), and the boundaries built from
-them are kept by value, so a training step that hands the same tensors to every layer syncs once, and the ops'
-cu_seqlens checks (also remembered per tensor) see the same boundary tensors each layer.
+Reading seqused's values is a host sync; it happens once per device tensor (fa3nn.memo, which says what edits it
+cannot see; a CPU tensor is read at every call), and the boundaries built from them are kept by value, so a training
+step that hands the same tensors to every layer syncs once, and the ops' cu_seqlens checks (also remembered per
+tensor) see the same boundary tensors each layer.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import torch
 from fa3nn.checks import SUPPORTED_DTYPES, check_cu_seqlens_values, check_tensor, check_varlen, type_name
 from fa3nn.memo import TensorMemo
 
-_used_values = TensorMemo()
+_used_values = TensorMemo(remember_cpu=False)
 # Boundary tensors by value (device, the int boundaries): the same lengths give the same tensor objects, whose
 # validated values fa3nn.checks remembers. A few distinct batches per run; cleared when full.
 _boundaries: dict[tuple, torch.Tensor] = {}
@@ -141,7 +142,7 @@ def _check_seqused(name: str, used, batch: int, device: torch.device) -> None:
 
 
 def _used_lengths(name: str, used, cu_name: str, starts: tuple[int, ...]) -> tuple[int, ...]:
-    """seqused's values (a host read, once per tensor version), each within its slot; the slot lengths without."""
+    """seqused's values (a host read, once per GPU tensor version), each within its slot; the slot lengths without."""
     lengths = [b - a for a, b in zip(starts[:-1], starts[1:])]
     if used is None:
         return tuple(lengths)

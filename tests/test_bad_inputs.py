@@ -237,3 +237,33 @@ def test_explain_takes_a_dense_side_as_the_call_does(dense_side):
         bad = (pq, dk[:1], dv[:1], cu_q, None, max_q, None) if dense_side == "k" else (
             dq[:1], pk, pv, None, cu_k, None, max_k)
         fa3nn.explain(*bad)
+
+
+def test_cu_seqlens_and_seqused_edited_through_numpy_are_read_again():
+    """torch.from_numpy shares memory: a write through the array leaves the tensor's version counter alone, so the
+    per-tensor memo served the old boundaries (the review's probe: 2.4 off a fresh tensor's) and accepted a decreasing
+    cu_seqlens. CPU tensors are read at every call."""
+    q, k, v = (torch.randn(16, 2, 16, generator=torch.Generator().manual_seed(i)) for i in range(3))
+    buf = np.array([0, 8, 16], dtype=np.int32)
+    cu = torch.from_numpy(buf)
+    fa3nn.flash_attn_varlen_func(q, k, v, cu, cu, 8, 8)
+    buf[1] = 4
+    version = cu._version
+    stale_or_not = fa3nn.flash_attn_varlen_func(q, k, v, cu, cu, 12, 12)
+    assert cu._version == version  # the edit was invisible to torch
+    torch.testing.assert_close(stale_or_not, fa3nn.flash_attn_varlen_func(q, k, v, cu.clone(), cu.clone(), 12, 12),
+                               atol=0, rtol=0)
+    buf[1] = 20
+    with pytest.raises(ValueError, match=r"cu_seqlens_q must be non-decreasing, but cu_seqlens_q\[2\] = 16 < 20"):
+        fa3nn.flash_attn_varlen_func(q, k, v, cu, cu, 16, 16)
+    used = np.array([8, 8], dtype=np.int32)
+    seqused = torch.from_numpy(used)
+    buf[1] = 8
+    fa3nn.flash_attn_varlen_func(q, k, v, cu, cu, 8, 8, seqused_k=seqused)
+    used[0] = 3
+    torch.testing.assert_close(fa3nn.flash_attn_varlen_func(q, k, v, cu, cu, 8, 8, seqused_k=seqused),
+                               fa3nn.flash_attn_varlen_func(q, k, v, cu, cu, 8, 8, seqused_k=seqused.clone()),
+                               atol=0, rtol=0)
+    used[0] = 9
+    with pytest.raises(ValueError, match=r"seqused_k\[0\] = 9 must be in \[0, 8\]"):
+        fa3nn.flash_attn_varlen_func(q, k, v, cu, cu, 8, 8, seqused_k=seqused)

@@ -415,18 +415,24 @@ def test_seqused_matches_padding_masks(dtype, causal, window_size, layout):
 
 def test_seqused_boundaries_are_read_once_and_reused(monkeypatch):
     """The same tensors give the same boundary tensors (whose checked values fa3nn.checks remembers), so a model
-    whose layers share them reads seqused on the host once."""
+    whose layers share them reads a GPU seqused on the host once (remember_cpu=True stands in for a GPU tensor here);
+    a CPU one is read at every call (no sync to save), and still gives the same boundary tensors."""
     q, k, v = random_qkv(3, 8, 8, 2, 2, 16, torch.float32)
     used = torch.tensor([8, 3, 5], dtype=torch.int32)
-    first = slots.to_packed(q, k, v, None, None, None, None, used, None)
     reads, lookup = [], slots._used_values._lookup
 
     def counting(tensor, key, compute):
         return lookup(tensor, key, lambda: reads.append(key) or compute())
 
     monkeypatch.setattr(slots._used_values, "_lookup", counting)
+    first = slots.to_packed(q, k, v, None, None, None, None, used, None)
     second = slots.to_packed(q, k, v, None, None, None, None, used, None)
-    assert reads == [] and second.cu_seqlens_q is first.cu_seqlens_q and second.cu_seqlens_k is first.cu_seqlens_k
+    assert reads == ["values", "values"]
+    assert second.cu_seqlens_q is first.cu_seqlens_q and second.cu_seqlens_k is first.cu_seqlens_k
+    monkeypatch.setattr(slots._used_values, "remember_cpu", True)
+    slots.to_packed(q, k, v, None, None, None, None, used, None)
+    third = slots.to_packed(q, k, v, None, None, None, None, used, None)
+    assert reads == ["values"] * 3 and third.cu_seqlens_q is first.cu_seqlens_q
     assert first.cu_seqlens_q.tolist() == [0, 8, 8, 8, 11, 16, 16, 21, 24, 24]
     assert first.cu_seqlens_k.tolist() == [0, 8, 8, 8, 16, 16, 16, 24, 24, 24]  # every key used
 

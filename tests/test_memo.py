@@ -123,3 +123,17 @@ def test_compiled_callers_do_not_recompile_per_tensor():
             x = torch.randn(8)
             assert torch.equal(compiled(x), x * 2.0)
     assert len(calls) == 4  # one lookup per new tensor, none repeated
+
+
+def test_remember_cpu_false_computes_every_cpu_call_and_remembers_device_tensors():
+    """The cu_seqlens / seqused memos: a CPU tensor's value is read afresh (an edit through shared numpy memory does
+    not bump the version counter), a device tensor's is remembered (stood in for by a meta tensor)."""
+    memo = TensorMemo(remember_cpu=False)
+    compute, calls = counting(0)
+    cpu, device = torch.arange(4), torch.empty(4, device="meta")
+    for _ in range(3):
+        memo.get(cpu, 0, compute)
+    assert len(calls) == 3
+    for _ in range(3):
+        memo.get(device, 0, compute)
+    assert len(calls) == 4
