@@ -316,3 +316,25 @@ def test_patch_hf_fp8_per_layer_state_and_sync_amax():
         state = layer.self_attn.fa3nn_attention.fp8_state
         assert isinstance(state, DelayedScalingState)
         assert (state.amax_history[0] > 0).all() and (state.amax_history[1:] == 0).all(), f"layer {i}"
+
+
+@pytest.mark.parametrize("recipe", ["current", fa3nn.PerTileScaling(incoherent=False)], ids=["current", "per_tile"])
+@pytest.mark.parametrize("name", ["q", "k", "v"])
+def test_fp8_saturates_inf_and_propagates_nan(recipe, name):
+    """What the README says FP8 does with non-finite inputs: a tile holding +-Inf gets scale 1 (its amax is not
+    finite) and the cast saturates, so the output equals that of +-448 in its place (finite); NaN propagates as in the
+    bf16 call. (The GPU pass computes its scales the same way: fa3nn.backends.triton.quantize._scale_from_amax.)"""
+    q, k, v = bf16_qkv(batch=1, seqlen_q=32, seqlen_k=48, nheads=2, nheads_kv=2)
+    tensors = dict(q=q, k=k, v=v)
+    for value, stand_in in ((float("inf"), 448.0), (float("-inf"), -448.0)):
+        poisoned, saturated = dict(tensors), dict(tensors)
+        poisoned[name], saturated[name] = tensors[name].clone(), tensors[name].clone()
+        poisoned[name][0, 5, 1, 7], saturated[name][0, 5, 1, 7] = value, stand_in
+        out = fa3nn.flash_attn_func(**poisoned, fp8=recipe)
+        assert torch.isfinite(out).all()
+        assert torch.equal(out, fa3nn.flash_attn_func(**saturated, fp8=recipe))
+    poisoned = dict(tensors)
+    poisoned[name] = tensors[name].clone()
+    poisoned[name][0, 5, 1, 7] = float("nan")
+    out, bf16 = fa3nn.flash_attn_func(**poisoned, fp8=recipe), fa3nn.flash_attn_func(**poisoned)
+    assert torch.equal(torch.isnan(out), torch.isnan(bf16)) and torch.isnan(out).any()
