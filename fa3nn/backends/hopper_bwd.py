@@ -47,9 +47,13 @@ SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 # only. Head dim 256 has red_dq and bulk_dq (kernels/hopper/flash_bwd_cols.cuh: 225 of 227 KB of shared memory go to
 # K, V, the Q / dO ring and P^T / dS^T, so its bulk dQ stages in the ring stage it has just read, BwdConfig::
 # kDQInRing; no overlap: its S^T / dP^T GEMMs issued ahead would need 32 more of the 240 registers).
-VARIANTS = {"red_dq": 0, "bulk_dq": 1, "overlap": 2, "bulk_dq_overlap": 3, "m128": 4}
+# mla_keys: multi-head latent attention (192 / 128) with 128-key blocks in the d128 kernel's key split
+# (kernels/hopper/flash_bwd_mla_keys.cuh: Q / dO loads and dQ reduce-adds once per 128 keys, as cuDNN's; dense only
+# until measured against bulk_dq's 64-key column split).
+VARIANTS = {"red_dq": 0, "bulk_dq": 1, "overlap": 2, "bulk_dq_overlap": 3, "m128": 4, "mla_keys": 5}
 # Variants built for some head dims (q's) only; bulk_dq is built for all.
-VARIANT_HEADDIMS = {"red_dq": SUPPORTED_HEADDIMS, "overlap": (64, 128), "bulk_dq_overlap": (64, 128), "m128": (64,)}
+VARIANT_HEADDIMS = {"red_dq": SUPPORTED_HEADDIMS, "overlap": (64, 128), "bulk_dq_overlap": (64, 128), "m128": (64,),
+                    "mla_keys": (192,)}
 # Added to a variant's number: the preprocess / postprocess kernels with 2-byte accesses (flash_bwd_launch.cuh
 # kScalarPrePostBit). By default the preprocess moves 16 bytes per access wherever out and dout, the postprocess
 # wherever dq, are 16-B aligned with strides that are multiples of 8 elements; each falls back to 2-byte accesses

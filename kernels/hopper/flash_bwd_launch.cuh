@@ -10,6 +10,7 @@
 #include "flash_bwd.cuh"
 #include "flash_bwd_cols.cuh"
 #include "flash_bwd_mla.cuh"
+#include "flash_bwd_mla_keys.cuh"
 #include "flash_bwd_overlap.cuh"
 #include "flash_bwd_prepost.cuh"
 #include "flash_fwd_launch.cuh"  // fail(), encode_map(), make_map(), configure_smem(), check_launch()
@@ -314,8 +315,8 @@ int run_bwd_headdim(const BwdProblem& pr, bool bf16, bool causal, int variant) {
         if constexpr (D == 64) return run_bwd_dispatch<D, true, false, 128>(pr, bf16, causal);
         return fail("%s", "backward variant 4 (m128, 128-row query blocks) is built for head dim 64 only");
       default:
-        return fail("%s",
-                    "unknown backward variant (built: 0 red dQ, 1 bulk dQ, 2 overlap, 3 bulk dQ + overlap, 4 m128)");
+        return fail("%s", "unknown backward variant (built: 0 red dQ, 1 bulk dQ, 2 overlap, 3 bulk dQ + overlap, 4 "
+                          "m128; 5 mla_keys at head dims 192 / 128 only)");
     }
   }
 }
