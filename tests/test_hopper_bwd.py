@@ -84,7 +84,7 @@ def test_check_arguments_names_the_bad_argument(change, expected):
 def test_mla_head_dims_are_checked():
     """Multi-head latent attention (q / k 192, v 128): accepted with out / dout of v's head dim; other unequal pairs,
     and out shaped like q, are named; windows and softcap are refused there (no such kernels), in launch and in
-    refusal; bulk_dq is its one variant."""
+    refusal; bulk_dq and mla_keys are its variants, mla_keys the dense default (varlen runs bulk_dq)."""
     q, k, v = random_qkv(2, 100, 120, 4, 2, 192, torch.bfloat16, headdim_v=128)
     o = torch.randn(2, 100, 4, 128, dtype=torch.bfloat16)
     args = dict(dout=o, q=q, k=k, v=v, out=o.clone(), lse=torch.randn(2, 4, 100))
@@ -108,6 +108,10 @@ def test_mla_head_dims_are_checked():
     with pytest.raises(ValueError, match=r"window_size=\(64, 0\) at head dims 192 / 128"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, window_size=(64, 0), variant="red_dq", **args)
     assert hopper_bwd.variants_for(192) == ["bulk_dq", "mla_keys"]
+    assert hopper_bwd.default_variant(192, varlen=False) == "mla_keys"
+    assert hopper_bwd.default_variant(192, varlen=True) == "bulk_dq"
+    assert [hopper_bwd.default_variant(d, varlen=v) for d in (64, 128, 256) for v in (False, True)] == [
+        "m128", "m128", "bulk_dq", "bulk_dq", "bulk_dq", "bulk_dq"]
     with pytest.raises(ValueError, match=r"variant 'red_dq' is built for head dim \(64, 128, 256\) only"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, variant="red_dq", **args)
     call = AttnCall(device_type="cuda", capability=(9, 0), dtype=torch.bfloat16, headdim=192, headdim_v=128,
@@ -939,8 +943,9 @@ def test_backward_with_native_gqa_runs_the_kernel_on_unexpanded_kv(monkeypatch, 
 # 64-column panels dealt unevenly to the two consumers): every length of the equal-dims tests, MHA and GQA, dense and
 # varlen (empty, single-row and unequal sequences; per tile and persistent), by the error-ratio rule on NaN-poisoned
 # gradients; dK / dV bitwise equal run to run (dQ is summed by TMA reduce-adds in varying order).
-# The variant mla_keys (kernels/hopper/flash_bwd_mla_keys.cuh: 128-key blocks, the key split) on the same cases.
-@pytest.mark.parametrize("variant", [None, "mla_keys"], ids=lambda v: v or "default")
+# Both dense variants: the default (mla_keys, kernels/hopper/flash_bwd_mla_keys.cuh: 128-key blocks, the key split)
+# and bulk_dq (the 64-key column split, which varlen runs).
+@pytest.mark.parametrize("variant", [None, "bulk_dq"], ids=lambda v: v or "default")
 @pytest.mark.parametrize("heads", [(4, 4), (6, 2)], ids=lambda h: f"{h[0]}q{h[1]}kv")
 @pytest.mark.parametrize("seqlens", SEQLENS, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("causal", [False, True])
