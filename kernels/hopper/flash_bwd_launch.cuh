@@ -65,8 +65,9 @@ constexpr int kScalarDKDVBit = 32;
 // 381 / 395, 351 / 362.
 // Windows (kLocal): never either; one CTA per SM chaining tiles measured 1-13% slower on causal windows (1024, 0) /
 // (4096, 0) at 4k / 16k (s31c, scripts/window_ab.py).
-// Multi-head latent attention (BwdConfig::kPanelSplit, 64-key blocks): never. H100, scripts/bwd_schedule_ab.py,
-// persistent x one CTA per tile at 512 / 1k / 2k / 4k: causal 0.91 / 0.91 / 0.87 / 0.83, non-causal 0.93 / 1.00 (s38f).
+// Multi-head latent attention (BwdConfig::kPanelSplit): never. H100, scripts/bwd_schedule_ab.py, persistent x one
+// CTA per tile, 64-key blocks at 512 / 1k / 2k / 4k: causal 0.91 / 0.91 / 0.87 / 0.83, non-causal 0.93 / 1.00 (s38f);
+// 128-key blocks (kMlaKeySplit) at 2k / 8k: causal 0.982 / 0.884, non-causal 0.995 / 1.033 (s43d).
 // Head dim 128 since its default took FlashAttention-3's order (286f709): persistent for causal tiles of 2048-8192
 // rows only. H100, s42c, scripts/bwd_schedule_ab.py (3 rounds), persistent x one CTA per tile at 512 / 1k / 2k / 4k /
 // 8k: causal 0.948 / 0.972 / 1.010 / 1.004 / 1.040, non-causal 0.984 / 1.002 / 0.974 / 1.000 / 1.014 (16k causal:
