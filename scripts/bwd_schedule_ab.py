@@ -7,6 +7,7 @@ per tile with key blocks outermost (every head's key block 0, the longest causal
 
     python scripts/bwd_schedule_ab.py --json out.json [--headdims 64 128] [--seqlens 512 2048 16384] [--rounds 7]
     python scripts/bwd_schedule_ab.py --headdims 192 --headdim-v 128 --seqlens 2048 8192   # MLA's head dims
+    python scripts/bwd_schedule_ab.py --headdims 192 --headdim-v 128 --variant mla_keys    # a variant's schedules
 """
 
 from __future__ import annotations
@@ -31,14 +32,19 @@ MODES = {
 }
 
 
+def add_options(parser) -> None:
+    parser.add_argument("--variant", default=None, choices=list(hopper_bwd.VARIANTS),
+                        help="the kernel variant every mode runs (default: the head dim's)")
+
+
 def measure(headdim: int, seqlen: int, causal: bool, args, profiles: list) -> dict:
     inputs, flops = backward_inputs(headdim, seqlen, causal, headdim_v=args.headdim_v)
-    calls = {mode: (lambda kw=kw: hopper_bwd.launch(*inputs, **kw)) for mode, kw in MODES.items()}
+    calls = {mode: (lambda kw=kw: hopper_bwd.launch(*inputs, variant=args.variant, **kw)) for mode, kw in MODES.items()}
     return mode_row(headdim, seqlen, causal, timed_rounds(calls, args, profiles, headdim, seqlen, causal), flops)
 
 
 def main() -> None:
-    print_mode_table(*sweep(ab_arguments(__doc__), measure))
+    print_mode_table(*sweep(ab_arguments(__doc__, add_options), measure))
 
 
 if __name__ == "__main__":

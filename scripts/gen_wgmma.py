@@ -22,7 +22,7 @@ SS_MN_N = (64, 128)
 # and dK += dS^T Q with P^T / dS^T from shared memory (keys x queries, queries contiguous) and dO / Q (queries x head
 # dim, head dim contiguous): N = the 128 head-dim columns one consumer warpgroup owns (flash_bwd_cols.cuh), or the one
 # or two 64-column panels of multi-head latent attention's uneven split (flash_bwd_mla.cuh).
-SS_BN_N = (64, 128)
+SS_BN_N = (64, 128, 192)  # 192: dK += dS^T Q of the MLA backward's key split (flash_bwd_mla_keys.cuh)
 # N values for the RS form with B K-major (trans-b = 0), multi-head latent attention's dP^T = V dO^T with V's A
 # fragments held in registers for the whole tile (flash_bwd_mla.cuh): N = the 32 queries of one consumer warpgroup.
 RS_K_N = (32,)

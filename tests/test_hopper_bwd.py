@@ -84,7 +84,7 @@ def test_check_arguments_names_the_bad_argument(change, expected):
 def test_mla_head_dims_are_checked():
     """Multi-head latent attention (q / k 192, v 128): accepted with out / dout of v's head dim; other unequal pairs,
     and out shaped like q, are named; windows and softcap are refused there (no such kernels), in launch and in
-    refusal; bulk_dq is its one variant."""
+    refusal; bulk_dq and mla_keys are its variants, mla_keys the dense default (varlen runs bulk_dq)."""
     q, k, v = random_qkv(2, 100, 120, 4, 2, 192, torch.bfloat16, headdim_v=128)
     o = torch.randn(2, 100, 4, 128, dtype=torch.bfloat16)
     args = dict(dout=o, q=q, k=k, v=v, out=o.clone(), lse=torch.randn(2, 4, 100))
@@ -107,7 +107,11 @@ def test_mla_head_dims_are_checked():
     # the head dims' refusal comes before the variants' (a window there has no kernel in any variant)
     with pytest.raises(ValueError, match=r"window_size=\(64, 0\) at head dims 192 / 128"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, window_size=(64, 0), variant="red_dq", **args)
-    assert hopper_bwd.variants_for(192) == ["bulk_dq"]
+    assert hopper_bwd.variants_for(192) == ["bulk_dq", "mla_keys"]
+    assert hopper_bwd.default_variant(192, varlen=False) == "mla_keys"
+    assert hopper_bwd.default_variant(192, varlen=True) == "bulk_dq"
+    assert [hopper_bwd.default_variant(d, varlen=v) for d in (64, 128, 256) for v in (False, True)] == [
+        "m128", "m128", "bulk_dq", "bulk_dq", "bulk_dq", "bulk_dq"]
     with pytest.raises(ValueError, match=r"variant 'red_dq' is built for head dim \(64, 128, 256\) only"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, variant="red_dq", **args)
     call = AttnCall(device_type="cuda", capability=(9, 0), dtype=torch.bfloat16, headdim=192, headdim_v=128,
@@ -154,7 +158,7 @@ def test_launch_rejects_an_unknown_variant():
     with pytest.raises(ValueError, match=r"variant 'm128' is built for head dim \(64,\) only, q has head dim 128; "
                                          "choose one of red_dq, bulk_dq, overlap, bulk_dq_overlap$"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, variant="m128", **_inputs(headdim=128))
-    assert hopper_bwd.variants_for(64) == list(hopper_bwd.VARIANTS)
+    assert hopper_bwd.variants_for(64) == [v for v in hopper_bwd.VARIANTS if v != "mla_keys"]
 
 
 @pytest.mark.skipif(hopper_build.find_nvcc() is None, reason="needs nvcc (CUDA toolkit) to build the library")
@@ -193,7 +197,12 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
     for headdim, headdim_v in ((128, 64), (192, 192)):
         assert error(8, 2, headdim=headdim, headdim_v=headdim_v) == (1, unsupported)
     assert error(8, 2, headdim=192, headdim_v=128) == (
-        1, "head dims 192 / 128's backward is built as variant 1 (bulk dQ) only")
+        1, "head dims 192 / 128's backward is built as variants 1 (bulk dQ) and 5 (mla_keys) only")
+    varlen_cu = ctypes.c_void_p(16)
+    assert error(8, 2, headdim=192, headdim_v=128, variant=5, cu_q=varlen_cu, cu_k=varlen_cu) == (
+        1, "head dims 192 / 128's variant 5 (mla_keys) is built dense only")
+    assert error(8, 2, variant=5) == (1, "unknown backward variant (built: 0 red dQ, 1 bulk dQ, 2 overlap, 3 bulk dQ "
+                                         "+ overlap, 4 m128; 5 mla_keys at head dims 192 / 128 only)")
     assert error(8, 2, headdim=192, headdim_v=128, variant=1, window=(32, 0)) == (
         1, "head dims 192 / 128 have no sliding-window or softcap backward")
     # Windows: sizes of -1 or more; the default variant only, dense or varlen.
@@ -934,18 +943,37 @@ def test_backward_with_native_gqa_runs_the_kernel_on_unexpanded_kv(monkeypatch, 
 # 64-column panels dealt unevenly to the two consumers): every length of the equal-dims tests, MHA and GQA, dense and
 # varlen (empty, single-row and unequal sequences; per tile and persistent), by the error-ratio rule on NaN-poisoned
 # gradients; dK / dV bitwise equal run to run (dQ is summed by TMA reduce-adds in varying order).
+# Both dense variants: the default (mla_keys, kernels/hopper/flash_bwd_mla_keys.cuh: 128-key blocks, the key split)
+# and bulk_dq (the 64-key column split, which varlen runs).
+@pytest.mark.parametrize("variant", [None, "bulk_dq"], ids=lambda v: v or "default")
 @pytest.mark.parametrize("heads", [(4, 4), (6, 2)], ids=lambda h: f"{h[0]}q{h[1]}kv")
 @pytest.mark.parametrize("seqlens", SEQLENS, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.gpu
 @needs_hopper
-def test_mla_backward_matches_reference(dtype, causal, seqlens, heads):
+def test_mla_backward_matches_reference(dtype, causal, seqlens, heads, variant):
     (dout, q, k, v, out, lse, scale), (dq, dk, dv) = _check_against_reference(
-        dtype, MLA[0], causal, seqlens, None, nheads=heads[0], nheads_kv=heads[1], headdim_v=MLA[1])
+        dtype, MLA[0], causal, seqlens, variant, nheads=heads[0], nheads_kv=heads[1], headdim_v=MLA[1])
     assert dv.shape == v.shape and dv.shape[-1] == MLA[1]
-    again = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal)
+    again = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, variant=variant)
     assert torch.equal(dk, again[1]) and torch.equal(dv, again[2]), "dK / dV differ run to run"
+
+
+# mla_keys with CTAs chaining tiles (its dS^T / dQ barriers across tiles and steps): 3 CTAs for many tiles, and one
+# per SM; GQA, so a tile walks several query heads.
+@pytest.mark.parametrize("schedule", [dict(schedule="persistent", max_ctas=3), dict(schedule="persistent")],
+                         ids=lambda s: f"ctas{s.get('max_ctas', 'sms')}")
+@pytest.mark.parametrize("seqlens", [(113, 203), (1024, 1024), (511, 1537), (4224, 4224)],
+                         ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.gpu
+@needs_hopper
+def test_mla_keys_persistent_matches_reference(causal, seqlens, schedule):
+    (dout, q, k, v, out, lse, scale), (dq, dk, dv) = _check_against_reference(
+        torch.bfloat16, MLA[0], causal, seqlens, "mla_keys", nheads=6, nheads_kv=2, headdim_v=MLA[1], **schedule)
+    per_tile = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, variant="mla_keys", schedule="per_tile")
+    assert torch.equal(dk, per_tile[1]) and torch.equal(dv, per_tile[2]), "dK / dV differ from one CTA per tile"
 
 
 @pytest.mark.parametrize("schedule", [dict(schedule="per_tile"), dict(schedule="persistent", max_ctas=3)],

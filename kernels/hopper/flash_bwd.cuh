@@ -110,7 +110,7 @@ struct BwdParams {
 
 template <int kHeadDim_, int kStages_, bool kBF16_, bool kCausal_, bool kDQBulk_ = false, bool kOverlap_ = false,
           int kBlockM_ = 64, bool kVarlen_ = false, bool kLocal_ = false, bool kSoftcap_ = false,
-          int kHeadDimV_ = kHeadDim_>
+          int kHeadDimV_ = kHeadDim_, bool kMlaKeySplit_ = false>
 struct BwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kStages = kStages_;
   // V's, O's and dO's head dim (kHeadDim: Q's and K's). Differs only in multi-head latent attention's 192 / 128
@@ -154,7 +154,15 @@ struct BwdConfig {
   static constexpr bool kPanelSplit = kHeadDimV_ != kHeadDim_;
   static_assert(!kPanelSplit || (kHeadDim_ == 192 && kHeadDimV_ == 128),
                 "unequal head dims are built as multi-head latent attention's 192 / 128 only");
-  static constexpr bool kColSplit = kHeadDim_ == 256 || kPanelSplit;
+  // Multi-head latent attention with 128-key blocks (variant mla_keys, flash_bwd_mla_keys.cuh): the d128 kernel's
+  // key split instead of the column split, each warpgroup 64 keys with dK 64 x 192 and dV 64 x 128 in registers (160
+  // accumulators), dQ by 64-column panels after the dK / dV GEMMs (warpgroup 0 panels 0-1, warpgroup 1 panel 2), one
+  // dS^T buffer. Q / dO loads and dQ's reduce-adds per key halve against the 64-key column split (cuDNN's MLA
+  // backward walks 128 keys per CTA: benchmarks/NOTES.md, forty-third session).
+  static constexpr bool kMlaKeySplit = kMlaKeySplit_;
+  static_assert(!kMlaKeySplit || (kPanelSplit && kDQBulk_ && kBlockM == 64 && !kOverlap_ && !kLocal_ && !kSoftcap_),
+                "the MLA key split is built for 192 / 128 with bulk dQ, 64-row query blocks, no window or softcap");
+  static constexpr bool kColSplit = kHeadDim_ == 256 || (kPanelSplit && !kMlaKeySplit);
   static_assert(!kColSplit || (kBlockM == 64 && !kOverlap_),
                 "head dim 256 is built with 64-row query blocks and without overlap only");
   // Bulk dQ at head dim 256: after its own dK / dV GEMMs nothing reads a warpgroup's column halves of the step's Q
@@ -210,6 +218,10 @@ struct BwdConfig {
   // full = both consumers arrive, the dQ writer warp syncs; empty = the writer arrives, the consumers sync.
   static constexpr uint32_t kDQFullBarrier = NamedBarrier::kFirstId + 2;   // + buffer
   static constexpr uint32_t kDQEmptyBarrier = NamedBarrier::kFirstId + 4;  // + buffer
+  // The MLA key split's one dS^T buffer free again (flash_bwd_mla_keys.cuh): warpgroup 0's dQ GEMMs done for
+  // warpgroup 1 each step, both consumers' at the CTA's first step.
+  static constexpr uint32_t kDSFreeBarrier = NamedBarrier::kFirstId + 6;
+  static constexpr uint32_t kDSFirstBarrier = NamedBarrier::kFirstId + 7;
   static constexpr uint32_t kDQBarrierThreads = 128 * kConsumers + 32;
 
   struct Barriers {
@@ -230,7 +242,11 @@ struct BwdConfig {
   static constexpr uint32_t kOffQ = kKBytes + kVBytes;
   static constexpr uint32_t kOffDO = kOffQ + kStages * kQBytes;
   static constexpr uint32_t kOffDS = kOffDO + kStages * kDOBytes;
-  static constexpr uint32_t kOffP = kOffDS + 2 * kDSBytes;  // P^T x 2 (kColSplit only)
+  // dS^T buffers: two (a step's buffer was last read by step - 2's dQ GEMMs); one under the MLA key split (shared
+  // memory: K 48 + V 32 + two Q / dO stages 80 + dS^T 16 + one dQ tile 48 = 224 KB of 227), whose consumers sync
+  // before writing it (flash_bwd_mla_keys.cuh).
+  static constexpr int kDSBuffers = kMlaKeySplit ? 1 : 2;
+  static constexpr uint32_t kOffP = kOffDS + kDSBuffers * kDSBytes;  // P^T x 2 (kColSplit only)
   static constexpr uint32_t kOffDQ = kOffP + (kColSplit ? 2 * kDSBytes : 0);
   static constexpr uint32_t kOffLse = kOffDQ + kDQBuffers * kDQStageBytes;
   static constexpr uint32_t kOffDelta = kOffLse + kStages * kRowStatBytes;
@@ -1140,6 +1156,10 @@ __device__ __forceinline__ void bwd_dq_writer_ring(const CUtensorMap* tma_dq, co
 // flash_bwd_launch.cuh); kRole is the consumer warpgroup (its panels).
 template <class Cfg, int kRole>
 __device__ __forceinline__ void bwd_consumer_mla(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars);
+// Its 128-key form (BwdConfig::kMlaKeySplit): defined in flash_bwd_mla_keys.cuh (included by flash_bwd_launch.cuh);
+// kRole is the consumer warpgroup (its keys and dQ panels).
+template <class Cfg, int kRole>
+__device__ __forceinline__ void bwd_consumer_mla_keys(const BwdParams& p, uint8_t* smem, typename Cfg::Barriers& bars);
 
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
@@ -1169,7 +1189,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
   } else {
     regs_acquire<Cfg::kConsumerRegs>();
-    if constexpr (Cfg::kPanelSplit) {  // each warpgroup its own panels (one instantiation per role)
+    if constexpr (Cfg::kMlaKeySplit) {
+      if (warpgroup == 1) {
+        bwd_consumer_mla_keys<Cfg, 0>(params, smem, bars);
+      } else {
+        bwd_consumer_mla_keys<Cfg, 1>(params, smem, bars);
+      }
+    } else if constexpr (Cfg::kPanelSplit) {  // each warpgroup its own panels (one instantiation per role)
       if (warpgroup == 1) {
         bwd_consumer_mla<Cfg, 0>(params, smem, bars);
       } else {

@@ -16,12 +16,27 @@ int run_mla(const BwdProblem& pr, bool bf16, bool causal) {
                 : launch_bwd<BwdConfig<192, S, false, false, true, false, 64, kVarlen, false, false, 128>>(pr);
 }
 
+// Variant 5 (mla_keys, flash_bwd_mla_keys.cuh): 128-key blocks, the key split; dense only until measured.
+int run_mla_keys(const BwdProblem& pr, bool bf16, bool causal) {
+  constexpr int S = BwdTiles<192, 64>::kStages;
+  if (bf16)
+    return causal ? launch_bwd<BwdConfig<192, S, true, true, true, false, 64, false, false, false, 128, true>>(pr)
+                  : launch_bwd<BwdConfig<192, S, true, false, true, false, 64, false, false, false, 128, true>>(pr);
+  return causal ? launch_bwd<BwdConfig<192, S, false, true, true, false, 64, false, false, false, 128, true>>(pr)
+                : launch_bwd<BwdConfig<192, S, false, false, true, false, 64, false, false, false, 128, true>>(pr);
+}
+
 }  // namespace
 
 int run_bwd_d192_128(const BwdProblem& pr, bool bf16, bool causal, int variant) {
   if (pr.window.local || pr.softcap > 0.f)
     return fail("%s", "head dims 192 / 128 have no sliding-window or softcap backward");
-  if (variant != 1) return fail("%s", "head dims 192 / 128's backward is built as variant 1 (bulk dQ) only");
+  if (variant == 5) {
+    if (pr.cu_seqlens_q != nullptr) return fail("%s", "head dims 192 / 128's variant 5 (mla_keys) is built dense only");
+    return run_mla_keys(pr, bf16, causal);
+  }
+  if (variant != 1)
+    return fail("%s", "head dims 192 / 128's backward is built as variants 1 (bulk dQ) and 5 (mla_keys) only");
   return pr.cu_seqlens_q != nullptr ? run_mla<true>(pr, bf16, causal) : run_mla<false>(pr, bf16, causal);
 }
 

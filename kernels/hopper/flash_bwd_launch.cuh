@@ -10,6 +10,7 @@
 #include "flash_bwd.cuh"
 #include "flash_bwd_cols.cuh"
 #include "flash_bwd_mla.cuh"
+#include "flash_bwd_mla_keys.cuh"
 #include "flash_bwd_overlap.cuh"
 #include "flash_bwd_prepost.cuh"
 #include "flash_fwd_launch.cuh"  // fail(), encode_map(), make_map(), configure_smem(), check_launch()
@@ -64,8 +65,9 @@ constexpr int kScalarDKDVBit = 32;
 // 381 / 395, 351 / 362.
 // Windows (kLocal): never either; one CTA per SM chaining tiles measured 1-13% slower on causal windows (1024, 0) /
 // (4096, 0) at 4k / 16k (s31c, scripts/window_ab.py).
-// Multi-head latent attention (BwdConfig::kPanelSplit, 64-key blocks): never. H100, scripts/bwd_schedule_ab.py,
-// persistent x one CTA per tile at 512 / 1k / 2k / 4k: causal 0.91 / 0.91 / 0.87 / 0.83, non-causal 0.93 / 1.00 (s38f).
+// Multi-head latent attention (BwdConfig::kPanelSplit): never. H100, scripts/bwd_schedule_ab.py, persistent x one
+// CTA per tile, 64-key blocks at 512 / 1k / 2k / 4k: causal 0.91 / 0.91 / 0.87 / 0.83, non-causal 0.93 / 1.00 (s38f);
+// 128-key blocks (kMlaKeySplit) at 2k / 8k: causal 0.982 / 0.884, non-causal 0.995 / 1.033 (s43d).
 // Head dim 128 since its default took FlashAttention-3's order (286f709): persistent for causal tiles of 2048-8192
 // rows only. H100, s42c, scripts/bwd_schedule_ab.py (3 rounds), persistent x one CTA per tile at 512 / 1k / 2k / 4k /
 // 8k: causal 0.948 / 0.972 / 1.010 / 1.004 / 1.040, non-causal 0.984 / 1.002 / 0.974 / 1.000 / 1.014 (16k causal:
@@ -314,8 +316,8 @@ int run_bwd_headdim(const BwdProblem& pr, bool bf16, bool causal, int variant) {
         if constexpr (D == 64) return run_bwd_dispatch<D, true, false, 128>(pr, bf16, causal);
         return fail("%s", "backward variant 4 (m128, 128-row query blocks) is built for head dim 64 only");
       default:
-        return fail("%s",
-                    "unknown backward variant (built: 0 red dQ, 1 bulk dQ, 2 overlap, 3 bulk dQ + overlap, 4 m128)");
+        return fail("%s", "unknown backward variant (built: 0 red dQ, 1 bulk dQ, 2 overlap, 3 bulk dQ + overlap, 4 "
+                          "m128; 5 mla_keys at head dims 192 / 128 only)");
     }
   }
 }

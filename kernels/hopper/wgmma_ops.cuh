@@ -206,6 +206,17 @@ template <> struct WgmmaSSBN<128, true> {
   }
 };
 
+template <> struct WgmmaSSBN<192, true> {
+  __device__ __forceinline__ static void mma(float (&d)[96], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " FA3NN_WGMMA_ACC_96
+        ", %96, %97, p, 1, 1, 0, 1;\n}\n"
+        : FA3NN_WGMMA_ACC_OUT_96
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+};
+
 template <> struct WgmmaRSK<32, true> {
   __device__ __forceinline__ static void mma(float (&d)[16], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
     asm volatile(
@@ -400,6 +411,17 @@ template <> struct WgmmaSSBN<128, false> {
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " FA3NN_WGMMA_ACC_64
         ", %64, %65, p, 1, 1, 0, 1;\n}\n"
         : FA3NN_WGMMA_ACC_OUT_64
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+};
+
+template <> struct WgmmaSSBN<192, false> {
+  __device__ __forceinline__ static void mma(float (&d)[96], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " FA3NN_WGMMA_ACC_96
+        ", %96, %97, p, 1, 1, 0, 1;\n}\n"
+        : FA3NN_WGMMA_ACC_OUT_96
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   }
 };
