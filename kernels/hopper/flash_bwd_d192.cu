@@ -1,5 +1,6 @@
-// Backward instantiations for multi-head latent attention's head dims (q / k 192, v 128; flash_bwd_mla.cuh): bulk dQ
-// (variant 1) only, dense or varlen, bf16 / fp16, causal or not; no windows or softcap (as the 192 / 128 forward).
+// Backward instantiations for multi-head latent attention's head dims (q / k 192, v 128): variant 1 (bulk dQ, 64-key
+// blocks, flash_bwd_mla.cuh) dense or varlen, variant 5 (mla_keys, 128-key blocks, flash_bwd_mla_keys.cuh) dense;
+// bf16 / fp16, causal or not; no windows or softcap (as the 192 / 128 forward).
 #include "flash_bwd_launch.cuh"
 
 namespace fa3nn::hopper::host {
@@ -16,7 +17,8 @@ int run_mla(const BwdProblem& pr, bool bf16, bool causal) {
                 : launch_bwd<BwdConfig<192, S, false, false, true, false, 64, kVarlen, false, false, 128>>(pr);
 }
 
-// Variant 5 (mla_keys, flash_bwd_mla_keys.cuh): 128-key blocks, the key split; dense only until measured.
+// Variant 5 (mla_keys, flash_bwd_mla_keys.cuh): 128-key blocks, the key split; the dense default (Python's
+// hopper_bwd.DENSE_DEFAULT_VARIANTS), built dense only (varlen runs variant 1).
 int run_mla_keys(const BwdProblem& pr, bool bf16, bool causal) {
   constexpr int S = BwdTiles<192, 64>::kStages;
   if (bf16)
