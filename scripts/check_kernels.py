@@ -57,9 +57,10 @@ FP8_CONFIG = re.compile(
     r"Fp8FwdConfigILi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELi(n?\d+)E"
     r"(?:Li(n?\d+)ELi(\d+)E(?:Lb([01])E(?:Li(\d+)E)?)?)?"
 )
-# BwdConfig<d, stages, bf16, causal, bulk dQ, overlap[, block m[, varlen[, local[, softcap[, d_v]]]]]>
+# BwdConfig<d, stages, bf16, causal, bulk dQ, overlap[, block m[, varlen[, local[, softcap[, d_v[, mla key
+# split]]]]]]>
 BWD_CONFIG = re.compile(r"BwdConfigILi(\d+)ELi(\d+)ELb([01])ELb([01])ELb([01])ELb([01])E"
-                        r"(?:Li(\d+)E(?:Lb([01])E(?:Lb([01])E(?:Lb([01])E(?:Li(\d+)E)?)?)?)?)?")
+                        r"(?:Li(\d+)E(?:Lb([01])E(?:Lb([01])E(?:Lb([01])E(?:Li(\d+)E(?:Lb([01])E)?)?)?)?)?)?")
 
 
 def mangled_int(group: str) -> int:
@@ -154,21 +155,23 @@ class Instantiation:
     def describe_bwd(self) -> str:
         groups = BWD_CONFIG.search(self.name).groups()
         d, stages, bf16, causal, dq_bulk, overlap = (int(g) for g in groups[:6])
-        block_m, varlen, local, softcap, dv = (int(g) if g is not None else default
-                                               for g, default in zip(groups[6:], (64, 0, 0, 0, d)))
+        block_m, varlen, local, softcap, dv, mla_keys = (int(g) if g is not None else default
+                                                         for g, default in zip(groups[6:], (64, 0, 0, 0, d, 0)))
         # Shared memory as BwdConfig lays it out: K | V (block_n keys x d each) | Q, dO stages (block_m rows x d
         # each) | dS^T x 2 (block_n x block_m) | d256: P^T x 2 | bulk dQ: 32 KB fp32 per buffer, two buffers (one
         # with 128-row blocks; d256: none, it stages in the ring) | lse/delta stages (block_m floats each) |
         # mbarriers | 1 KB alignment slack. d256 (kColSplit): 64-key blocks. d192 / dv 128 (kPanelSplit): V and dO
-        # dv wide, 64-key blocks with P^T, one bulk dQ buffer of 64 x 192 fp32.
-        col_split = d == 256 or dv != d
+        # dv wide, 64-key blocks with P^T, one bulk dQ buffer of 64 x 192 fp32; with the MLA key split (mla_keys)
+        # 128-key blocks and one dS^T buffer.
+        col_split = d == 256 or (dv != d and not mla_keys)
         block_n = 64 if col_split else 128
-        ds_buffers = 4 if col_split else 2
+        ds_buffers = 4 if col_split else 1 if mla_keys else 2
         smem = block_n * (d + dv) * 2 + stages * block_m * (d + dv) * 2 + ds_buffers * block_n * block_m * 2
         smem += 2 * stages * block_m * 4 + 8 * (2 + 2 * stages) + 1024
         if dq_bulk and d != 256:
             smem += block_m * d * 4 if dv != d else (1 if block_m == 128 else 2) * 32768
-        split = "rows" if block_m == 128 else "keys" if d < 128 else "panels" if dv != d else "cols"
+        split = ("rows" if block_m == 128 else "keys" if d < 128 or mla_keys else "panels" if dv != d
+                 else "cols")
         # V varlen, L sliding window, C softcap
         flags = "".join(f for f, on in (("V", varlen), ("L", local), ("C", softcap)) if on)
         dims = f"{d}" if dv == d else f"{d}/{dv} "

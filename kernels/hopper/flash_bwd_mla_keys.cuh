@@ -72,8 +72,8 @@ __device__ __forceinline__ void mla_keys_half(const H& view, const BwdParams& p,
 // NamedBarrier::sync before staging the step's first dQ panel: the writer's reduce-adds of the previous step have
 // read the tile (the CTA's first step: the consumers' first dQ GEMMs instead, kDSFirstBarrier).
 template <class Cfg>
-__device__ __forceinline__ void mla_keys_dq_tile_free(int step) {
-  if (step >= 1) {
+__device__ __forceinline__ void mla_keys_dq_tile_free(bool cta_first_step) {
+  if (!cta_first_step) {
     NamedBarrier::sync(Cfg::kDQEmptyBarrier, Cfg::kDQBarrierThreads);
   } else {
     NamedBarrier::sync(Cfg::kDSFirstBarrier, BwdConsumer<Cfg>::kDSBarrierThreads);
@@ -94,39 +94,34 @@ __device__ __forceinline__ void bwd_consumer_mla_keys(const BwdParams& p, uint8_
                 "the MLA key split (BwdConfig::kMlaKeySplit)");
   const BwdConsumerStart<Cfg> start(smem, kRole);
   const C& c = start.c;
-  const H views[2] = {H{0, c.tid, c.leader}, H{1, c.tid, c.leader}};
   const uint32_t base = start.base;
   const BwdKVDescs<Cfg>& descs = start.descs;
   uint8_t* ds_rows = smem + Cfg::kOffDS + kRole * 64 * kPanelRowBytes;  // this warpgroup's key rows of dS^T
-  const uint64_t desc_ds_rows = make_desc_kmajor_sw128(smem_addr(ds_rows));
-  // dQ = dS K: A = dS^T (both warpgroups' 128 key rows) read M-major, B = K's panels of this role read N-major.
-  const uint64_t desc_ds = make_desc_mnmajor_sw128(base + Cfg::kOffDS, Cfg::kDSPanelBytes);
-  const uint32_t dq_tile = smem_addr(smem + Cfg::kOffDQ) + 2 * D::kPanel0 * Cfg::kDQPanelBytes;
 
   float dk[Cfg::kHeadDim / 2], dv[Cfg::kHeadDimV / 2], dq[kPanelCols / 2];
   uint32_t frag[2][H::kKSteps][4];  // P^T's A fragments of the two halves (dV's RS GEMMs)
 
   PipelineState<Cfg::kStages> st;
-  int step0 = 0;  // the CTA's steps before this tile
   for (BwdCtaTiles<Cfg> tiles(p); tiles.valid(p); tiles.advance(p)) {
     const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
     const int key_block = 2 * t.n_block + kRole;  // this warpgroup's keys as the half views' 64-key block
     BwdQueryWalk<Cfg> walk = bwd_begin_tile(c, p, bars, tiles, t, dk, dv);
     for (int i = 0; i < walk.total; ++i, walk.advance()) {
-      const int step = step0 + i;
       const int m_block = walk.m_block;
       wait_in_loop(bars.qdo.full[st.index], st.phase);
       if (i == 0) bwd_trace(c.leader, kRole, tiles.iter, kTraceFirstStage);
       const BwdStage<Cfg> stage(smem, base, st.index);
 
       // dS^T into the one buffer once both warpgroups' dQ GEMMs of the previous step have read it (file comment).
-      mla_keys_half<Cfg, false>(views[0], p, t.seq, stage, descs, ds_rows, m_block, key_block, dv, frag[0], frag[1], [&] {
+      mla_keys_half<Cfg, false>(H{0, c.tid, c.leader}, p, t.seq, stage, descs, ds_rows, m_block, key_block, dv, frag[0], frag[1], [&] {
         if (kRole == 1 && i >= 1) NamedBarrier::sync(Cfg::kDSFreeBarrier, C::kDSBarrierThreads);
       });
-      mla_keys_half<Cfg, true>(views[1], p, t.seq, stage, descs, ds_rows, m_block, key_block, dv, frag[1], frag[0], [] {});
+      mla_keys_half<Cfg, true>(H{1, c.tid, c.leader}, p, t.seq, stage, descs, ds_rows, m_block, key_block, dv, frag[1], frag[0], [] {});
       bwd_sync_ds<Cfg>(kRole);  // both warpgroups' dS^T rows written (dK reads this one's, dQ all 128 keys)
       // dK += dS^T Q: A = this warpgroup's key rows of dS^T (K-major, k-steps of 16 queries), B = Q read N-major.
+      // (Descriptors made where they are used: held across the step loop, the causal kernels spilled 8 B.)
       const uint64_t desc_q = make_desc_mnmajor_sw128(stage.q_smem, Cfg::kQPanelBytes);
+      const uint64_t desc_ds_rows = make_desc_kmajor_sw128(base + Cfg::kOffDS + kRole * 64 * kPanelRowBytes);
       warpgroup_arrive();
 #pragma unroll
       for (int k = 0; k < Cfg::kBlockM / 16; ++k)
@@ -141,6 +136,8 @@ __device__ __forceinline__ void bwd_consumer_mla_keys(const BwdParams& p, uint8_
       if (c.leader) bars.qdo.consumer_release(st);
       st.advance();
 
+      // dQ = dS K: A = dS^T (both warpgroups' 128 key rows) read M-major, B = K's panels of this role read N-major.
+      const uint64_t desc_ds = make_desc_mnmajor_sw128(base + Cfg::kOffDS, Cfg::kDSPanelBytes);
 #pragma unroll
       for (int panel = 0; panel < D::kPanels; ++panel) {
         const uint64_t desc_k_dq =
@@ -153,7 +150,8 @@ __device__ __forceinline__ void bwd_consumer_mla_keys(const BwdParams& p, uint8_
         wgmma_commit();
         wgmma_wait<0>();
         fence_operands(dq);
-        if (panel == 0) mla_keys_dq_tile_free<Cfg>(step);
+        // (The CTA's first step: its first tile's, every tile having one; a step counter held across tiles spilled.)
+        if (panel == 0) mla_keys_dq_tile_free<Cfg>(tiles.iter == 0 && i == 0);
         if (panel + 1 == D::kPanels) {
           if (i + 1 == walk.total) {  // K's last read of the tile done: the next tile's K/V may load
             bwd_trace(c.leader, kRole, tiles.iter, kTraceLoopEnd);
@@ -162,14 +160,13 @@ __device__ __forceinline__ void bwd_consumer_mla_keys(const BwdParams& p, uint8_
             NamedBarrier::arrive(Cfg::kDSFreeBarrier, C::kDSBarrierThreads);  // dS^T read: warpgroup 1 may write
           }
         }
-        const uint32_t panel_tile = dq_tile + 2 * panel * Cfg::kDQPanelBytes;
+        const uint32_t panel_tile = base + Cfg::kOffDQ + 2 * (D::kPanel0 + panel) * Cfg::kDQPanelBytes;
         c.template store_dq_slabs<true>(dq, [&](int slab) { return panel_tile + slab * Cfg::kDQPanelBytes; });
       }
       fence_proxy_async_smem();
       NamedBarrier::arrive(Cfg::kDQFullBarrier, Cfg::kDQBarrierThreads);
     }
     bwd_end_tile(c, p, tiles, t, dk, dv, 0, 0);
-    step0 += walk.total;
   }
 }
 
