@@ -16,7 +16,8 @@ extern "C" {
 // Backward, MHA, GQA or MQA (nheads_kv divides nheads; query head h reads K/V head h / (nheads / nheads_kv)).
 // Dense (cu_seqlens_q / cu_seqlens_k null): q, dq (batch, seqlen_q, nheads, d), out, dout (batch, seqlen_q, nheads,
 // dv); k, dk (batch, seqlen_k, nheads_kv, d), v, dv (batch, seqlen_k, nheads_kv, dv); (d, dv) equal 64, 128 or 256,
-// or 192 / 128 (multi-head latent attention: variant 1, no window or softcap; flash_bwd_mla.cuh); lse (batch, nheads, seqlen_q) float32 natural log from the forward, contiguous; dlse, the
+// or 192 / 128 (multi-head latent attention: variants 1 and 5, no window or softcap; flash_bwd_mla.cuh,
+// flash_bwd_mla_keys.cuh); lse (batch, nheads, seqlen_q) float32 natural log from the forward, contiguous; dlse, the
 // gradient into lse, the same layout, or null; max_seqlen_q / max_seqlen_k equal seqlen_q / seqlen_k. Workspaces:
 // dq_accum (batch, nheads, seqlen_q_rounded, d), lse_log2 and delta (batch, nheads, seqlen_q_rounded), float32,
 // contiguous, seqlen_q_rounded = seqlen_q rounded up to a multiple of fa3nn_hopper_bwd_block_m() (128); their
@@ -33,11 +34,13 @@ extern "C" {
 // variant: 0 = dQ summed by per-thread fp32 reductions, 1 = bulk dQ (fp32 tile in shared memory, added by TMA
 // reduce-adds from one producer thread; flash_bwd.cuh), 2 = overlap (next block's score GEMMs issued before this
 // block's dQ GEMM; flash_bwd_overlap.cuh), 3 = both, 4 = bulk dQ with 128-row query blocks (head dim 64 only); head
-// dim 256 has 0 and 1 only (flash_bwd_cols.cuh; its bulk dQ stages in the Q / dO ring), 192 / 128 has 1 only; any of them + 16
+// dim 256 has 0 and 1 only (flash_bwd_cols.cuh; its bulk dQ stages in the Q / dO ring), 192 / 128 has 1 and 5
+// (mla_keys: 128-key blocks, flash_bwd_mla_keys.cuh; dense only); any of them + 16
 // (kScalarPrePostBit) with the 2-byte preprocess / postprocess kernels (benchmarks; by default the 16-byte
 // preprocess runs wherever out and dout, the 16-byte postprocess wherever dq, are 16-B aligned with strides of
 // multiples of 8 elements); + 32 (kScalarDKDVBit): dK / dV stored 4 bytes at a time (by default 16 bytes wherever dk
-// and dv are 16-B aligned with strides of multiples of 8 elements). Python's DEFAULT_VARIANTS picks per head dim.
+// and dv are 16-B aligned with strides of multiples of 8 elements). Python's DEFAULT_VARIANTS picks per head dim
+// (DENSE_DEFAULT_VARIANTS for dense calls at 192 / 128: 5).
 // window_left / window_right: a sliding window, query row i sees key j iff i + off - left <= j <= i + off + right,
 // off = seqlen_k - seqlen_q, -1 = unbounded (fa3nn/masks.py); causal sets right to 0. Anything but (-1, -1) and
 // (-1, 0) runs the window kernels: dense, the default variant, one CTA per tile; dk and dv must be zeroed first (key

@@ -113,10 +113,13 @@ __device__ __forceinline__ void bwd_consumer_mla_keys(const BwdParams& p, uint8_
       const BwdStage<Cfg> stage(smem, base, st.index);
 
       // dS^T into the one buffer once both warpgroups' dQ GEMMs of the previous step have read it (file comment).
-      mla_keys_half<Cfg, false>(H{0, c.tid, c.leader}, p, t.seq, stage, descs, ds_rows, m_block, key_block, dv, frag[0], frag[1], [&] {
-        if (kRole == 1 && i >= 1) NamedBarrier::sync(Cfg::kDSFreeBarrier, C::kDSBarrierThreads);
-      });
-      mla_keys_half<Cfg, true>(H{1, c.tid, c.leader}, p, t.seq, stage, descs, ds_rows, m_block, key_block, dv, frag[1], frag[0], [] {});
+      mla_keys_half<Cfg, false>(H{0, c.tid, c.leader}, p, t.seq, stage, descs, ds_rows, m_block, key_block, dv,
+                                frag[0], frag[1], [&] {
+                                  if (kRole == 1 && i >= 1)
+                                    NamedBarrier::sync(Cfg::kDSFreeBarrier, C::kDSBarrierThreads);
+                                });
+      mla_keys_half<Cfg, true>(H{1, c.tid, c.leader}, p, t.seq, stage, descs, ds_rows, m_block, key_block, dv,
+                               frag[1], frag[0], [] {});
       bwd_sync_ds<Cfg>(kRole);  // both warpgroups' dS^T rows written (dK reads this one's, dQ all 128 keys)
       // dK += dS^T Q: A = this warpgroup's key rows of dS^T (K-major, k-steps of 16 queries), B = Q read N-major.
       // (Descriptors made where they are used: held across the step loop, the causal kernels spilled 8 B.)
