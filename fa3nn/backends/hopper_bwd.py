@@ -48,8 +48,8 @@ SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 # K, V, the Q / dO ring and P^T / dS^T, so its bulk dQ stages in the ring stage it has just read, BwdConfig::
 # kDQInRing; no overlap: its S^T / dP^T GEMMs issued ahead would need 32 more of the 240 registers).
 # mla_keys: multi-head latent attention (192 / 128) with 128-key blocks in the d128 kernel's key split
-# (kernels/hopper/flash_bwd_mla_keys.cuh: Q / dO loads and dQ reduce-adds once per 128 keys, as cuDNN's; dense only
-# until measured against bulk_dq's 64-key column split).
+# (kernels/hopper/flash_bwd_mla_keys.cuh: Q / dO loads and dQ reduce-adds once per 128 keys, as cuDNN's; built
+# dense only; the dense default there, DENSE_DEFAULT_VARIANTS).
 VARIANTS = {"red_dq": 0, "bulk_dq": 1, "overlap": 2, "bulk_dq_overlap": 3, "m128": 4, "mla_keys": 5}
 # Variants built for some head dims (q's) only; bulk_dq is built for all.
 VARIANT_HEADDIMS = {"red_dq": SUPPORTED_HEADDIMS, "overlap": (64, 128), "bulk_dq_overlap": (64, 128), "m128": (64,),

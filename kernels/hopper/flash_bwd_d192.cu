@@ -7,25 +7,17 @@ namespace fa3nn::hopper::host {
 
 namespace {
 
-template <bool kVarlen>
+// kKeySplit: variant 5 (mla_keys, flash_bwd_mla_keys.cuh, 128-key blocks; the dense default, Python's
+// hopper_bwd.DENSE_DEFAULT_VARIANTS), built dense only; else variant 1 (bulk dQ, 64-key blocks), dense or varlen.
+template <bool kVarlen, bool kKeySplit = false>
 int run_mla(const BwdProblem& pr, bool bf16, bool causal) {
   constexpr int S = BwdTiles<192, 64>::kStages;
+  constexpr bool V = kVarlen, K = kKeySplit;
   if (bf16)
-    return causal ? launch_bwd<BwdConfig<192, S, true, true, true, false, 64, kVarlen, false, false, 128>>(pr)
-                  : launch_bwd<BwdConfig<192, S, true, false, true, false, 64, kVarlen, false, false, 128>>(pr);
-  return causal ? launch_bwd<BwdConfig<192, S, false, true, true, false, 64, kVarlen, false, false, 128>>(pr)
-                : launch_bwd<BwdConfig<192, S, false, false, true, false, 64, kVarlen, false, false, 128>>(pr);
-}
-
-// Variant 5 (mla_keys, flash_bwd_mla_keys.cuh): 128-key blocks, the key split; the dense default (Python's
-// hopper_bwd.DENSE_DEFAULT_VARIANTS), built dense only (varlen runs variant 1).
-int run_mla_keys(const BwdProblem& pr, bool bf16, bool causal) {
-  constexpr int S = BwdTiles<192, 64>::kStages;
-  if (bf16)
-    return causal ? launch_bwd<BwdConfig<192, S, true, true, true, false, 64, false, false, false, 128, true>>(pr)
-                  : launch_bwd<BwdConfig<192, S, true, false, true, false, 64, false, false, false, 128, true>>(pr);
-  return causal ? launch_bwd<BwdConfig<192, S, false, true, true, false, 64, false, false, false, 128, true>>(pr)
-                : launch_bwd<BwdConfig<192, S, false, false, true, false, 64, false, false, false, 128, true>>(pr);
+    return causal ? launch_bwd<BwdConfig<192, S, true, true, true, false, 64, V, false, false, 128, K>>(pr)
+                  : launch_bwd<BwdConfig<192, S, true, false, true, false, 64, V, false, false, 128, K>>(pr);
+  return causal ? launch_bwd<BwdConfig<192, S, false, true, true, false, 64, V, false, false, 128, K>>(pr)
+                : launch_bwd<BwdConfig<192, S, false, false, true, false, 64, V, false, false, 128, K>>(pr);
 }
 
 }  // namespace
@@ -35,7 +27,7 @@ int run_bwd_d192_128(const BwdProblem& pr, bool bf16, bool causal, int variant) 
     return fail("%s", "head dims 192 / 128 have no sliding-window or softcap backward");
   if (variant == 5) {
     if (pr.cu_seqlens_q != nullptr) return fail("%s", "head dims 192 / 128's variant 5 (mla_keys) is built dense only");
-    return run_mla_keys(pr, bf16, causal);
+    return run_mla<false, true>(pr, bf16, causal);
   }
   if (variant != 1)
     return fail("%s", "head dims 192 / 128's backward is built as variants 1 (bulk dQ) and 5 (mla_keys) only");
