@@ -1,8 +1,10 @@
 # Sourced (not run) by the scripts/gpu_*.sh and scripts/sessions/gpu_session_*.sh device scripts: what every one
 # of them does around its own stages.
-#   gpu_setup DEFAULT_OUT  $out = $OUT or DEFAULT_OUT, created; PYTHONPATH with this checkout first, unbuffered
-#                          Python, FA3NN_HOPPER_LIB when build/libfa3nn_hopper.so was carried; the GPU's clocks and
-#                          temperature into $out/gpu_state.txt
+#   gpu_setup DEFAULT_OUT [TARBALL]  $out = $OUT or DEFAULT_OUT, created; the carried build/TARBALL (.tar.xz)
+#                          unpacked into build/; PYTHONPATH with this checkout first, unbuffered Python,
+#                          FA3NN_HOPPER_LIB when build/libfa3nn_hopper.so was carried; the GPU's clocks and
+#                          temperature into $out/gpu_state.txt; TEST_WORKERS, unless set, 4 on an H100 (see
+#                          gpu_pytest), else 8
 #   gpu_wheels TARGET GLOB  the carried wheels matching .whl/GLOB installed into TARGET (no index, no dependencies),
 #                          TARGET put first on PYTHONPATH; a failed install is printed, not fatal
 #   gpu_log_summary LOG    a pytest -v log's PASSED count, its first 15 failures/errors and its last line
@@ -38,8 +40,14 @@ gpu_setup() {
     out=${OUT:-$1}
     mkdir -p "$out"
     export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+    [ -n "${2:-}" ] && python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall('build')" "build/$2"
     [ -f build/libfa3nn_hopper.so ] && export FA3NN_HOPPER_LIB=$PWD/build/libfa3nn_hopper.so
     nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$out/gpu_state.txt"
+    if [ -z "${TEST_WORKERS:-}" ]; then
+        export TEST_WORKERS=8
+        grep -q H100 "$out/gpu_state.txt" && export TEST_WORKERS=4
+    fi
+    return 0
 }
 
 gpu_wheels() {

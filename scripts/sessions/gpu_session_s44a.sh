@@ -8,12 +8,10 @@
 #   tar cJf build/s44a.tar.xz --exclude='*.ptxas.log' -C build main descs
 # Then: the MLA tests on descs/, and descs against main at 512 / 2k / 8k / 16k (3 rounds).
 set -u
-python3 -c "import tarfile; tarfile.open('build/s44a.tar.xz').extractall('build')"
 source "$(dirname "$0")/../gpu_env.sh"
-gpu_setup /tmp/fa3nn-s44a
+gpu_setup /tmp/fa3nn-s44a s44a.tar.xz
 export FA3NN_HOPPER_LIB=$PWD/build/descs/libfa3nn_hopper.so
 stamp start
-export TEST_WORKERS=8; grep -q H100 "$out/gpu_state.txt" && export TEST_WORKERS=4
 gpu_pytest tests_mla.log 120 tests/test_hopper_bwd.py -k "mla or c_abi"
 gpu_log_summary "$out/tests_mla.log"
 stamp tests
