@@ -2,7 +2,8 @@
 launchers' causal deals, checked on the CPU: tests/cuda/scheduler_host_check.cu is built with nvcc for the host and
 run. It compares FastDiv with plain division (every divisor up to 4096 with every n below 65536, n around multiples
 up to 2^31 for ~20k divisors), makes sure a multiplier off by one is caught, and walks every CTA of many scheduler
-shapes against the plain-division walk; tests/cuda/causal_deal_host_check.cu checks the deals the launchers pick.
+shapes against the plain-division walk; tests/cuda/causal_deal_host_check.cu checks the deals the launchers pick,
+tests/cuda/bwd_schedule_host_check.cu the backward's auto schedule.
 Needs nvcc (no GPU); skipped without it."""
 
 from __future__ import annotations
@@ -44,3 +45,12 @@ def test_causal_deals_chosen_by_the_launchers(tmp_path):
     out = _build_and_run(tmp_path, "causal_deal_host_check", "-I", str(ROOT / "kernels" / "hopper"),
                          hopper_build.GENCODE)
     assert "causal deals checked; 0 failures" in out, out
+
+
+@pytest.mark.skipif(hopper_build.find_nvcc() is None, reason="needs nvcc (CUDA toolkit)")
+def test_backward_auto_schedule(tmp_path):
+    """tests/cuda/bwd_schedule_host_check.cu: use_persistent_bwd at written-out shapes (d64's rule, d128's causal
+    2048-8192 rows, d256 never since s44b, varlen / windows / MLA never)."""
+    out = _build_and_run(tmp_path, "bwd_schedule_host_check", "-I", str(ROOT / "kernels" / "hopper"),
+                         hopper_build.GENCODE)
+    assert "19 backward schedules checked; 0 failures" in out, out

@@ -67,8 +67,8 @@ SCALAR_DKDV_BIT = 32
 # "persistent" one CTA per SM (or `max_ctas`), each walking tiles (round k of gridDim.x tiles, dealt boustrophedon when
 # causal) with its next tile's K/V loaded under its current tile's dQ hand-off and dK / dV stores; "auto" the library's
 # choice (flash_bwd_launch.cuh use_persistent_bwd: persistent for dense tiles of at most 1024 query rows non-causal,
-# 4096 causal, at head dim 128 for causal tiles of 2048-8192 rows only; varlen, windows and 192 / 128 one CTA per
-# tile), or persistent on SMs - sm_margin CTAs for a call with a margin (backward). Benchmarks and tests pick the
+# 4096 causal, at head dim 128 for causal tiles of 2048-8192 rows only; varlen, windows, 192 / 128 and 256 one CTA
+# per tile), or persistent on SMs - sm_margin CTAs for a call with a margin (backward). Benchmarks and tests pick the
 # others.
 SCHEDULES = ("auto", "per_tile", "persistent")
 

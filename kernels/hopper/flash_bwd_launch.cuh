@@ -72,9 +72,12 @@ constexpr int kScalarDKDVBit = 32;
 // rows only. H100, s42c, scripts/bwd_schedule_ab.py (3 rounds), persistent x one CTA per tile at 512 / 1k / 2k / 4k /
 // 8k: causal 0.948 / 0.972 / 1.010 / 1.004 / 1.040, non-causal 0.984 / 1.002 / 0.974 / 1.000 / 1.014 (16k causal:
 // 0.725 on the older order, s28a, so 8k stays the bound).
+// Head dim 256 (the column split): never. H100, s44b, scripts/bwd_schedule_ab.py (3 rounds), persistent x one CTA per
+// tile at 512 / 1k / 2k / 4k / 8k: causal 0.921 / 0.937 / 0.958 / 0.970 / 0.702, non-causal 0.955 / 0.986 / 0.996 /
+// 0.989 / 0.961 (the rule above, measured on the s30 kernel at 0.97-1.02, had it persistent up to 4096 causal rows).
 inline bool use_persistent_bwd(int headdim, bool causal, int group, int seqlen_q, bool skips_empty_tiles,
                                bool panel_split) {
-  if (skips_empty_tiles || panel_split) return false;
+  if (skips_empty_tiles || panel_split || headdim == 256) return false;
   const long long rows = static_cast<long long>(group) * seqlen_q;
   if (headdim == 128) return causal && rows >= 2048 && rows <= 8192;
   return rows <= (causal ? 4096 : 1024);
