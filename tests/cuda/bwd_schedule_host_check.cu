@@ -4,14 +4,7 @@
 #include <cstdio>
 
 #include "flash_bwd_launch.cuh"
-
-namespace fa3nn::hopper::host {
-int fail(const char* fmt, const char* detail) {
-  std::printf(fmt, detail);
-  std::printf("\n");
-  return 1;
-}
-}  // namespace fa3nn::hopper::host
+#include "host_fail.h"
 
 struct Case {
   int headdim;
