@@ -48,8 +48,10 @@ CHUNK_ROWS = 64  # rows per program when a scale tile is larger than that, or th
 # here: bf16/fp16 inputs are exact in tf32, the matrix is carried to 22 of fp32's 24 bits, sums are fp32. "ieee"
 # (fp32 FMA products) is the PyTorch definition's arithmetic but not usable at d = 256: Triton's FMA dot of a
 # rotated 128 x 256 tile compiled for 10 minutes and spilled 300 KB (64 x 256: 9 KB).
-# One difference from fp32: an infinite input splits into inf + (inf - inf) = NaN, so a rotated row holding +-Inf
-# becomes NaN where PyTorch's fp32 rotation gives +-Inf (saturated to +-448); both scale that tile by 1.
+# Infinite inputs: a rotated row holding +-Inf comes out as PyTorch's fp32 rotation gives it, in tf32x3 and fwht alike
+# (one Inf: +-Inf in every column, saturated to +-448; two: NaN where their rotated signs cancel), the tile at scale
+# 1 (H100, Triton 3.6, tests/test_fp8_triton_gpu.py::test_quantize_rotated_infinities; an earlier comment here said
+# tf32x3's hi / lo split made the whole row NaN, which the GPU does not do).
 # The default: "fwht" (below). H200, 2026-11-30 16:37 UTC, d128 16k tokens (Q, K, V; scripts/bench_fp8_quant.py):
 # 0.132 ms against tf32x3's 0.663 ms and 0.103 ms unrotated; against the fp64 rotation 4.4e-6 / 3.2e-6 of the e4m3
 # values changed (fwht / tf32x3), descales within 2.3e-7 / 3.4e-7 relative. 2026-12-01 (192-row K/V tiles, after
