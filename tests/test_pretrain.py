@@ -95,7 +95,7 @@ def test_stall_dump_writes_the_stacks_of_a_slow_step(tmp_path, cache_dir):
     dump = (tmp_path / "stalls-rank0.txt").read_text()
     assert dump.startswith("step 1 started\n") and "step 2 started\n" in dump
     assert dump.count("Timeout (0:00:00") == 2 and "pretrain.py" in dump, dump[:2000]
-    with pytest.raises(ConfigError, match="run.stall_dump_s must be >= 0"):
+    with pytest.raises(ConfigError, match="run.stall_dump_s must be a finite number >= 0"):
         load_config("tiny", ["run.stall_dump_s=-1"])
 
 
@@ -332,6 +332,53 @@ def test_config_errors_name_the_field():
     assert load_config("tiny", ["run.global_batch_size=32"]).run.grad_accum_steps(world_size=2) == 2
     for name in ("llama-125m", "llama-350m", "llama-1b"):
         assert load_config(name).data.seq_len >= 2048
+
+
+# Values load_config accepted (or met with a bare ZeroDivisionError): each must be refused naming its field.
+BAD_VALUES = {
+    "model.hidden_size=0": "model.hidden_size must be >= 1, got 0",
+    "model.num_heads=0": "model.num_heads must be >= 1, got 0",  # was ZeroDivisionError
+    "model.num_heads=-4": "model.num_heads must be >= 1, got -4",
+    "model.num_kv_heads=0": "model.num_kv_heads must be >= 1, got 0",  # was ZeroDivisionError
+    "model.num_layers=0": "model.num_layers must be >= 1, got 0",
+    "model.intermediate_size=0": "model.intermediate_size must be >= 1, got 0",
+    "model.rope_theta=0": "model.rope_theta must be a finite number > 0, got 0.0",
+    "model.init_std=-1": "model.init_std must be a finite number > 0",
+    "model.backend=bogus": "model.backend must be one of ('auto', 'hopper', 'triton', 'reference'), got 'bogus'",
+    "run.micro_batch_size=0": "run.micro_batch_size must be >= 1, got 0",  # was ZeroDivisionError
+    "run.micro_batch_size=-8": "run.micro_batch_size must be >= 1, got -8",  # trained nothing, reported tok/s
+    "run.global_batch_size=0": "run.global_batch_size must be >= 1, got 0",  # nan loss
+    "run.warmup_steps_excluded=-1": "run.warmup_steps_excluded must be >= 0, got -1",
+    "run.stall_dump_s=nan": "run.stall_dump_s must be a finite number >= 0 (0: off), got nan",
+    "run.seed=-1": "run.seed must be >= 0",
+    "run.save_every=-1": "run.save_every must be >= 0",
+    "run.log_every=0": "run.log_every must be >= 1, got 0",
+    "optim.beta1=1.5": "optim.beta1 must be in [0, 1), got 1.5",
+    "optim.beta2=-0.1": "optim.beta2 must be in [0, 1), got -0.1",
+    "optim.eps=-1": "optim.eps must be a finite number > 0",
+    "optim.eps=0": "optim.eps must be a finite number > 0",
+    "optim.weight_decay=-1": "optim.weight_decay must be a finite number >= 0, got -1.0",
+    "optim.lr=inf": "optim.lr must be a finite number >= 0, got inf",
+    "optim.grad_clip=nan": "optim.grad_clip must be a finite number >= 0 (0: no clipping), got nan",
+    "data.shuffle_buffer=-1": "data.shuffle_buffer must be >= 0",
+    "data.block_shuffle_buffer=-1": "data.block_shuffle_buffer must be >= 0",
+    "data.max_corpus_mb=-1": "data.max_corpus_mb must be a finite number > 0, got -1.0",
+}
+
+
+@pytest.mark.parametrize("override", BAD_VALUES)
+def test_bad_values_are_refused_naming_the_field(override):
+    with pytest.raises(ConfigError, match=re.escape(BAD_VALUES[override])):
+        load_config("tiny", [override])
+
+
+def test_edge_values_that_work_are_accepted():
+    """The checks above stop at the values that still mean something."""
+    config = load_config("tiny", ["data.shuffle_buffer=0", "data.block_shuffle_buffer=0", "run.stall_dump_s=0",
+                                  "run.warmup_steps_excluded=0", "run.seed=0", "optim.beta1=0", "optim.lr=0",
+                                  "optim.min_lr=0", "optim.weight_decay=0", "optim.grad_clip=0",
+                                  "run.global_batch_size=1", "run.micro_batch_size=1", "model.backend=reference"])
+    assert (config.run.micro_batch_size, config.optim.lr, config.model.backend) == (1, 0.0, "reference")
 
 
 def test_fa3nn_and_sdpa_training_agree(tmp_path, cache_dir):

@@ -7,10 +7,12 @@ that names the field. Command-line overrides use the same dotted names: `optim.l
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fa3nn.dispatch import BACKEND_CHOICES
 from fa3nn.fp8 import from_recipe_name
 
 if sys.version_info >= (3, 11):
@@ -25,6 +27,27 @@ MIXED_PRECISIONS = ("auto", "no", "bf16")
 
 class ConfigError(ValueError):
     """A config file or override names an unknown field or gives a value that cannot work."""
+
+
+def _require(where: str, value, ok: bool, rule: str) -> None:
+    """A ConfigError naming the field unless `ok`. Callers write `ok` so that nan fails it: every comparison with nan
+    is False, so a check written as `value < 0` let nan through (run.stall_dump_s=nan was accepted)."""
+    if not ok:
+        raise ConfigError(f"{where} must be {rule}, got {value!r}")
+
+
+def _at_least(where: str, value, minimum, note: str = "") -> None:
+    """value >= minimum, and finite (optim.lr=inf and run.stall_dump_s=nan were accepted)."""
+    _require(where, value, math.isfinite(value) and value >= minimum, f"{_number(value)}>= {minimum}{note}")
+
+
+def _positive(where: str, value, note: str = "") -> None:
+    _require(where, value, math.isfinite(value) and value > 0, f"{_number(value)}> 0{note}")
+
+
+def _number(value) -> str:
+    """How a rule names a float ("a finite number >= 0": inf and nan are floats); an int needs no word."""
+    return "" if isinstance(value, int) else "a finite number "
 
 
 @dataclass
@@ -46,6 +69,13 @@ class ModelConfig:
     compile: bool = False  # torch.compile the model
 
     def check(self) -> None:
+        # sizes before the divisibility checks: a zero divisor raised a bare ZeroDivisionError, and a zero or
+        # negative size passed them and failed later, inside transformers
+        for name in ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads"):
+            _at_least(f"model.{name}", getattr(self, name), 1)
+        _positive("model.rope_theta", self.rope_theta)
+        _positive("model.init_std", self.init_std, " (a zero init gives every unit the same weights)")
+        _require("model.backend", self.backend, self.backend in BACKEND_CHOICES, f"one of {BACKEND_CHOICES}")
         if self.hidden_size % self.num_heads:
             raise ConfigError(f"model.hidden_size ({self.hidden_size}) must be divisible by model.num_heads "
                               f"({self.num_heads})")
@@ -84,6 +114,9 @@ class DataConfig:
     prefetch_steps: int = 4  # global steps of batches a background thread prepares ahead (0: on demand, in the loop)
 
     def check(self) -> None:
+        _at_least("data.shuffle_buffer", self.shuffle_buffer, 0, " (0: no shuffle while streaming)")
+        _at_least("data.block_shuffle_buffer", self.block_shuffle_buffer, 0, " (0 keeps packing order)")
+        _positive("data.max_corpus_mb", self.max_corpus_mb)
         if self.prefetch_steps < 0:
             raise ConfigError(f"data.prefetch_steps must be >= 0 (0 turns the background thread off), "
                               f"got {self.prefetch_steps}")
@@ -108,10 +141,16 @@ class OptimConfig:
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
 
     def check(self) -> None:
+        _at_least("optim.lr", self.lr, 0)
         if not 0 <= self.min_lr <= self.lr:
             raise ConfigError(f"optim.min_lr ({self.min_lr}) must be in [0, optim.lr = {self.lr}]")
-        if self.warmup_steps < 0 or self.grad_clip < 0:
-            raise ConfigError("optim.warmup_steps and optim.grad_clip must be >= 0")
+        _at_least("optim.warmup_steps", self.warmup_steps, 0)
+        _at_least("optim.weight_decay", self.weight_decay, 0)
+        for name in ("beta1", "beta2"):  # AdamW's range, which torch checks only once the model and data are built
+            beta = getattr(self, name)
+            _require(f"optim.{name}", beta, 0 <= beta < 1, "in [0, 1)")
+        _positive("optim.eps", self.eps, " (it keeps a zero gradient's update from being 0 / 0)")
+        _at_least("optim.grad_clip", self.grad_clip, 0, " (0: no clipping)")
 
 
 @dataclass
@@ -136,16 +175,22 @@ class RunConfig:
     stall_dump_s: float = 0.0
 
     def check(self) -> None:
+        # batch sizes before the modulo: 0 raised ZeroDivisionError, a negative micro batch trained on nothing and
+        # reported tokens/s, a zero global batch gave a nan loss
+        _at_least("run.micro_batch_size", self.micro_batch_size, 1)
+        _at_least("run.global_batch_size", self.global_batch_size, 1)
         if self.global_batch_size % self.micro_batch_size:
             raise ConfigError(f"run.global_batch_size ({self.global_batch_size}) must be a multiple of "
                               f"run.micro_batch_size ({self.micro_batch_size})")
         if self.mixed_precision not in MIXED_PRECISIONS:
             raise ConfigError(f"run.mixed_precision must be one of {MIXED_PRECISIONS}, got {self.mixed_precision!r}")
-        if self.stall_dump_s < 0:
-            raise ConfigError(f"run.stall_dump_s must be >= 0 (0: off), got {self.stall_dump_s}")
-        if self.max_steps < 1 or self.log_every < 1 or self.save_every < 0 or self.keep_checkpoints < 1:
-            raise ConfigError("run.max_steps, run.log_every and run.keep_checkpoints must be >= 1; "
-                              "run.save_every >= 0")
+        _at_least("run.stall_dump_s", self.stall_dump_s, 0, " (0: off)")
+        for name in ("max_steps", "log_every", "keep_checkpoints"):
+            _at_least(f"run.{name}", getattr(self, name), 1)
+        _at_least("run.save_every", self.save_every, 0, " (0 saves only at the end)")
+        _at_least("run.warmup_steps_excluded", self.warmup_steps_excluded, 0)
+        _at_least("run.seed", self.seed, 0, " (numpy's generators, which datasets shuffles with, take no negative "
+                  "seed)")
 
     def grad_accum_steps(self, world_size: int) -> int:
         per_step = self.micro_batch_size * world_size
