@@ -139,3 +139,23 @@ def test_from_transformer_engine_current_scaling():
         fp8_format = TEFormat.HYBRID
 
     assert from_transformer_engine(Float8CurrentScaling()) == CurrentScaling()
+
+
+def test_from_transformer_engine_refuses_a_scaling_factor_function():
+    """A TE scaling_factor_compute_algo was dropped without a word: fa3nn computes its own scale."""
+    te = TEDelayedScaling()
+    te.scaling_factor_compute_algo = lambda amax, scale, fp8_max, recipe: scale
+    with pytest.raises(ValueError, match=r"scaling_factor_compute_algo .* fp8_max / amax / 2\*\*margin"):
+        from_transformer_engine(te)
+
+
+def test_from_transformer_engine_current_scaling_checks_the_format():
+    """A Float8CurrentScaling(fp8_format=E5M2) became an e4m3 CurrentScaling without a word."""
+    class Float8CurrentScaling:
+        def __init__(self, fp8_format):
+            self.fp8_format = fp8_format
+
+    with pytest.raises(ValueError, match="E5M2"):
+        from_transformer_engine(Float8CurrentScaling(TEFormat.E5M2))
+    for fmt in (TEFormat.E4M3, TEFormat.HYBRID):
+        assert from_transformer_engine(Float8CurrentScaling(fmt)) == CurrentScaling()

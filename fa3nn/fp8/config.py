@@ -212,10 +212,14 @@ def from_transformer_engine(te_recipe: Any) -> Recipe:
 
     A `DelayedScaling` (anything with margin, amax_history_len, amax_compute_algo and fp8_format attributes) maps
     to fa3nn's DelayedScaling, carrying reduce_amax when present; a `Float8CurrentScaling` maps to CurrentScaling.
+    A setting fa3nn cannot honor raises rather than being dropped: an e5m2 format, a callable amax_compute_algo or
+    a scaling_factor_compute_algo.
     """
     kind = type(te_recipe).__name__
     fields = ("margin", "amax_history_len", "amax_compute_algo", "fp8_format")
     if kind == "Float8CurrentScaling":
+        if hasattr(te_recipe, "fp8_format"):
+            _te_format(te_recipe.fp8_format)
         return CurrentScaling()
     missing = [f for f in fields if not hasattr(te_recipe, f)]
     if missing:
@@ -228,19 +232,30 @@ def from_transformer_engine(te_recipe: Any) -> Recipe:
         raise ValueError(
             f"Transformer Engine amax_compute_algo {algo!r} is a callable; fa3nn supports only {_AMAX_ALGOS}"
         )
-    fmt = _format_name(te_recipe.fp8_format)
-    if fmt not in Format.__members__:
+    if getattr(te_recipe, "scaling_factor_compute_algo", None) is not None:
         raise ValueError(
-            f"Transformer Engine fp8_format {fmt} has no fa3nn equivalent: the attention forward needs e4m3 "
-            f"(use Format.E4M3 or Format.HYBRID)"
+            "Transformer Engine scaling_factor_compute_algo has no fa3nn equivalent: fa3nn computes "
+            "scale = fp8_max / amax / 2**margin; set it to None (TE's default computes the same) or express the "
+            "change through margin"
         )
     return DelayedScaling(
         margin=te_recipe.margin,
         amax_history_len=te_recipe.amax_history_len,
         amax_compute_algo=algo,
         reduce_amax=getattr(te_recipe, "reduce_amax", True),
-        fp8_format=Format[fmt],
+        fp8_format=_te_format(te_recipe.fp8_format),
     )
+
+
+def _te_format(fp8_format: Any) -> Format:
+    """fa3nn's Format for a TE fp8_format; E5M2 raises, since the attention forward quantizes to e4m3."""
+    fmt = _format_name(fp8_format)
+    if fmt not in Format.__members__:
+        raise ValueError(
+            f"Transformer Engine fp8_format {fmt} has no fa3nn equivalent: the attention forward needs e4m3 "
+            f"(use Format.E4M3 or Format.HYBRID)"
+        )
+    return Format[fmt]
 
 
 def as_recipe(fp8: Any) -> Recipe | None:
