@@ -245,7 +245,9 @@ def check_options(softmax_scale, causal, window_size, softcap, deterministic, fp
     check_bool("causal", causal)
     check_bool("deterministic", deterministic)
     check_window_size(window_size)
-    check_softcap(softcap)
+    # With a scale given, the quotient the forward would refuse is refused here, at a module's construction, not
+    # at its every forward; with None the scale depends on headdim and the forward checks it.
+    check_softcap(softcap, softmax_scale)
     as_recipe(fp8)  # raises on an unknown recipe name or a value that is no recipe
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a string, got {type(backend).__name__}")

@@ -137,6 +137,15 @@ def test_module_rejects_bad_config_at_construction():
         fa3nn.FlashAttentionV3(backend="flash")
 
 
+def test_module_checks_softcap_against_its_scale_at_construction():
+    """softcap=1e30 with softmax_scale=1e-10 constructed, and then every forward raised."""
+    with pytest.raises(ValueError, match=r"softcap 1e\+30 is so large against softmax_scale 1e-10 .* pass softcap=0"):
+        fa3nn.FlashAttentionV3(softcap=1e30, softmax_scale=1e-10)
+    with pytest.raises(ValueError, match=r"softcap 1e-30 is too small for softmax_scale 10000000000.0: their quotient"):
+        fa3nn.FlashAttentionV3(softcap=1e-30, softmax_scale=1e10)
+    fa3nn.FlashAttentionV3(softcap=1e30)  # no scale given: the forward checks against 1 / sqrt(headdim)
+
+
 def test_module_partial_varlen_arguments():
     attn = fa3nn.FlashAttentionV3()
     q, k, v, cu_q, cu_k, max_q, max_k = packed()
