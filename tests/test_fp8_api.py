@@ -2,6 +2,8 @@
 with its per-layer state (state_dict, training updates, activation checkpointing), the functions' fp8=, explain,
 and patch_hf's per-layer recipes."""
 
+import copy
+
 import pytest
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -198,6 +200,28 @@ def test_casting_the_model_keeps_delayed_state_float32():
     attn.train()(*bf16_qkv())
     q_amax = attn.fp8_state.amax_history[0, 0].item()
     assert attn.fp8_state.scale[0].item() == torch.tensor(448.0 / q_amax).item()  # an fp32 scale, not bf16
+
+
+def test_casting_the_model_leaves_delayed_state_bit_for_bit():
+    """.half() used to cast the float32 buffers to fp16 and back: a V scale of 1.2e5 became inf and the output all
+    zeros, without a word; .to(torch.bfloat16) rounded every scale to 8 significant bits."""
+    torch.manual_seed(0)
+    q, k, v = torch.randn(1, 64, 2, 16), torch.randn(1, 64, 2, 16), torch.randn(1, 64, 2, 16) * 1e-3
+    trained = fa3nn.FlashAttentionV3(fp8="delayed").train()
+    for _ in range(2):
+        trained(q, k, v)
+    trained.eval()
+    assert trained.fp8_state.scale[2] > torch.finfo(torch.float16).max  # the scale fp16 cannot hold
+    for cast in (torch.nn.Module.half, torch.nn.Module.bfloat16, torch.nn.Module.double,
+                 lambda module: module.to(torch.bfloat16), lambda module: module.to("cpu", torch.float16)):
+        casted = cast(copy.deepcopy(trained))
+        for name, value in trained.fp8_state.named_buffers():
+            assert torch.equal(getattr(casted.fp8_state, name), value) and value.dtype == getattr(
+                casted.fp8_state, name).dtype, name
+    half_qkv = (q.half(), k.half(), v.half())
+    out = copy.deepcopy(trained).half()(*half_qkv)
+    assert torch.isfinite(out).all() and out.abs().max() > 0
+    assert torch.equal(out, trained(*half_qkv))
 
 
 def test_module_training_updates_delayed_state_eval_does_not():

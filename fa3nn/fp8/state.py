@@ -66,12 +66,15 @@ class DelayedScalingState(nn.Module):
         self.register_load_state_dict_post_hook(lambda module, keys: setattr(module, "_started", None))
 
     def _apply(self, fn, recurse=True):
-        """Moves follow the model, casts do not: after model.to(torch.bfloat16) the amax history and the scales
-        stay float32 (bf16 would round every amax and scale to 8 significant bits)."""
+        """Moves follow the model, casts do not: after model.half() or model.to(torch.bfloat16) the amax history
+        and the scales hold the same float32 values. Casting there and back is not enough: fp16 turns a scale
+        above 65504 (a small-valued V) into inf, and bf16 rounds every amax and scale to 8 significant bits."""
+        before = {name: buffer for name, buffer in self._buffers.items() if buffer is not None
+                  and buffer.dtype == torch.float32}
         super()._apply(fn, recurse)
-        for name, buffer in self._buffers.items():
-            if buffer is not None and buffer.is_floating_point() and buffer.dtype != torch.float32:
-                self._buffers[name] = buffer.float()
+        for name, original in before.items():
+            if self._buffers[name].dtype != torch.float32:  # fn cast it: keep only the move, from the original
+                self._buffers[name] = original.to(self._buffers[name].device)
         return self
 
     @property
