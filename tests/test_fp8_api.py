@@ -3,6 +3,8 @@ with its per-layer state (state_dict, training updates, activation checkpointing
 and patch_hf's per-layer recipes."""
 
 import copy
+import io
+import pickle
 
 import pytest
 import torch
@@ -222,6 +224,23 @@ def test_casting_the_model_leaves_delayed_state_bit_for_bit():
     out = copy.deepcopy(trained).half()(*half_qkv)
     assert torch.isfinite(out).all() and out.abs().max() > 0
     assert torch.equal(out, trained(*half_qkv))
+
+
+def test_delayed_module_pickles_whole():
+    """The state's load_state_dict post hook was a lambda, which neither pickle nor torch.save can write."""
+    trained = fa3nn.FlashAttentionV3(fp8=fa3nn.DelayedScaling(amax_history_len=4)).train()
+    for step in range(2):
+        trained(*(t * (step + 1) for t in bf16_qkv(1, 32, 32, 2, 2, 32)))
+    saved = io.BytesIO()
+    torch.save(trained, saved)
+    saved.seek(0)
+    q, k, v = bf16_qkv(1, 32, 32, 2, 2, 32)
+    for loaded in (pickle.loads(pickle.dumps(trained)), torch.load(saved, weights_only=False)):
+        for name, value in trained.state_dict().items():
+            assert torch.equal(loaded.state_dict()[name], value), name
+        assert torch.equal(loaded.eval()(q, k, v), trained.eval()(q, k, v))
+        loaded.load_state_dict(trained.state_dict())  # the hook came along: started is read again
+        assert loaded.fp8_state._started is None and loaded.fp8_state.started
 
 
 def test_module_training_updates_delayed_state_eval_does_not():

@@ -63,7 +63,9 @@ class DelayedScalingState(nn.Module):
         # Python-side: whether the history holds an amax yet (None = unknown after load_state_dict; reading it once
         # costs one host sync). Lets a fused quantization pass use `scale` without first computing this call's amax.
         self._started: bool | None = False
-        self.register_load_state_dict_post_hook(lambda module, keys: setattr(module, "_started", None))
+        # A module-level function, not a lambda: a lambda cannot be pickled, and the hook travels with the module
+        # through torch.save(model) and copy.deepcopy.
+        self.register_load_state_dict_post_hook(_forget_started)
 
     def _apply(self, fn, recurse=True):
         """Moves follow the model, casts do not: after model.half() or model.to(torch.bfloat16) the amax history
@@ -144,6 +146,11 @@ class DelayedScalingState(nn.Module):
 
     def extra_repr(self) -> str:
         return f"recipe={self.recipe!r}"
+
+
+def _forget_started(state: DelayedScalingState, incompatible_keys) -> None:
+    """load_state_dict post hook: the loaded history may or may not hold an amax; `started` reads it once."""
+    state._started = None
 
 
 def make_state(recipe: Recipe | None, layer_idx: int = 0) -> nn.Module | None:
