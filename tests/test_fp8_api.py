@@ -243,6 +243,17 @@ def test_delayed_module_pickles_whole():
         assert loaded.fp8_state._started is None and loaded.fp8_state.started
 
 
+def test_load_state_dict_assign_rebuilds_the_rotation():
+    """assign=True puts in new signs tensors whose _version (0) equals the old one's: a rotation cached on
+    (headdim, device, _version) was reused, so the layer went on with its old signs."""
+    q, k, v = bf16_qkv()
+    layer, other = (fa3nn.FlashAttentionV3(fp8="per_tile", layer_idx=i).eval() for i in (0, 5))
+    before, want = layer(q, k, v), other(q, k, v)
+    assert not torch.equal(before, want)
+    layer.load_state_dict(other.state_dict(), assign=True)
+    assert torch.equal(layer(q, k, v), want)
+
+
 def test_module_training_updates_delayed_state_eval_does_not():
     attn = fa3nn.FlashAttentionV3(fp8="delayed").train()
     q, k, v = bf16_qkv()

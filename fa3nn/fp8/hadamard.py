@@ -64,7 +64,9 @@ class HadamardRotation(nn.Module):
                 raise ValueError(f"HadamardRotation {name} must be an int >= 0, got {value}")
         # torch.Generator takes seeds below 2**64: larger mixes wrap around (any seed, any layer index)
         self.register_buffer("hadamard_signs", random_signs((seed + _LAYER_SEED_STRIDE * layer_idx) % 2**64))
+        # The cached rotations, {device: matrix}, and the (signs tensor, its _version, headdim) they were built from.
         self._cache: dict = {}
+        self._cache_source: tuple = ()
 
     def rotation(self, headdim: int, device: torch.device | None = None) -> torch.Tensor:
         """The (headdim, headdim) float32 matrix, on `device` (default: the signs' device). Cached per device: the
@@ -78,14 +80,22 @@ class HadamardRotation(nn.Module):
         device = torch.device(device) if device is not None else self.hadamard_signs.device
         if torch.compiler.is_compiling():  # traced into the graph (a version-keyed cache cannot be)
             return random_sign_hadamard(self.hadamard_signs[:headdim]).to(device)
-        # _version changes when load_state_dict copies new signs in, which invalidates the cached matrices.
-        key = (headdim, self.hadamard_signs.device, self.hadamard_signs._version)
-        if key not in self._cache:
-            self._cache = {key: {}}
-        per_device = self._cache[key]
-        if device not in per_device:
-            per_device[device] = random_sign_hadamard(self.hadamard_signs[:headdim]).to(device)
-        return per_device[device]
+        if not self._cache_is_for(headdim):
+            self._cache = {}
+            self._cache_source = (self.hadamard_signs, self.hadamard_signs._version, headdim)
+        if device not in self._cache:
+            self._cache[device] = random_sign_hadamard(self.hadamard_signs[:headdim]).to(device)
+        return self._cache[device]
+
+    def _cache_is_for(self, headdim: int) -> bool:
+        """Whether the cached rotations were built from the current signs. load_state_dict copies new signs into
+        the tensor (its _version changes); with assign=True, or after a move, it is another tensor, whose _version
+        can equal the old one's (0 for a fresh tensor): so the tensor itself is compared, and held, so that its id
+        cannot pass to a later one."""
+        if not self._cache_source:
+            return False
+        signs, version, cached_headdim = self._cache_source
+        return signs is self.hadamard_signs and version == signs._version and cached_headdim == headdim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (..., headdim) -> x @ R in float32."""
