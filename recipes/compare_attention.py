@@ -23,7 +23,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
+from fa3nn_train.config import ConfigError, load_config  # noqa: E402
 from pretrain import main as pretrain  # noqa: E402
+
+from fa3nn.fp8 import RECIPE_NAMES  # noqa: E402
 
 SDPA_BACKENDS = {"cudnn": "CUDNN_ATTENTION", "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION"}
 
@@ -50,6 +53,20 @@ def summarize(history: list[dict]) -> dict:
     }
 
 
+def plan_runs(args) -> dict[str, list[str]]:
+    """Each run's label and pretrain overrides, every run's config checked before the first one starts: a value
+    only a later run refuses (model.fp8_attention with the SDPA run) surfaced after a whole training run."""
+    attention = {"fa3nn": ["model.attention=fa3nn"]}
+    if args.fp8:
+        attention["fa3nn-fp8"] = ["model.attention=fa3nn", f"model.fp8_attention={args.fp8}"]
+    attention["sdpa"] = ["model.attention=sdpa"]
+    boundaries = f"data.keep_boundaries={str(args.keep_boundaries).lower()}"
+    runs = {label: [*args.overrides, *overrides, boundaries] for label, overrides in attention.items()}
+    for overrides in runs.values():
+        load_config(args.config, overrides)
+    return runs
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="tiny")
@@ -57,20 +74,18 @@ def main(argv=None) -> dict:
     parser.add_argument("--run-root", default="runs/compare")
     parser.add_argument("--sdpa-backend", default="cudnn", choices=[*SDPA_BACKENDS, "any"])
     parser.add_argument("--keep-boundaries", action="store_true", help="packed documents masked apart in both")
-    parser.add_argument("--fp8", metavar="RECIPE", help="also run fa3nn with this FP8 attention recipe "
-                        "(per_tile | current | delayed), between the fa3nn and SDPA runs")
+    parser.add_argument("--fp8", choices=RECIPE_NAMES, help="also run fa3nn with this FP8 attention recipe, "
+                        "between the fa3nn and SDPA runs")
     parser.add_argument("overrides", nargs="*", metavar="section.field=value")
     args = parser.parse_args(argv)
+    try:
+        runs = plan_runs(args)
+    except ConfigError as error:
+        parser.error(str(error))
 
     results = {}
-    runs = {"fa3nn": ["model.attention=fa3nn"]}
-    if args.fp8:
-        runs["fa3nn-fp8"] = ["model.attention=fa3nn", f"model.fp8_attention={args.fp8}"]
-    runs["sdpa"] = ["model.attention=sdpa"]
-    for label, attention_overrides in runs.items():
+    for label, overrides in runs.items():
         run_dir = Path(args.run_root) / f"{args.config}-{label}"
-        overrides = [*args.overrides, *attention_overrides,
-                     f"data.keep_boundaries={str(args.keep_boundaries).lower()}"]
         context = _sdpa_context(args.sdpa_backend) if label == "sdpa" else contextlib.nullcontext()
         with context:
             # All runs share one process group: end_training() would destroy it, and neither accelerate's state

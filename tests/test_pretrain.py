@@ -396,6 +396,25 @@ def test_fa3nn_and_sdpa_training_agree(tmp_path, cache_dir):
     assert "fa3nn" in result.stdout and "sdpa" in result.stdout
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--fp8", "delayd"], "argument --fp8: invalid choice: 'delayd'"),
+    (["model.fp8_attention=per_tile"], "model.fp8_attention needs model.attention = 'fa3nn'"),  # the SDPA run's
+    (["--fp8", "current", "run.micro_batch_size=0"], "run.micro_batch_size must be >= 1, got 0"),
+])
+def test_compare_attention_checks_every_run_before_the_first(argv, message, monkeypatch, capsys):
+    """A typo in --fp8, or a value only a later run refuses, stopped compare_attention only after the whole fa3nn
+    run had trained."""
+    import compare_attention
+
+    def pretrain(argv, **kwargs):
+        raise AssertionError(f"a run started before every run's config was checked: {argv}")
+
+    monkeypatch.setattr(compare_attention, "pretrain", pretrain)
+    with pytest.raises(SystemExit) as exit_info:
+        compare_attention.main(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("fmt", ["txt", "jsonl", "parquet"])
 def test_local_corpus_formats_and_streaming(tmp_path, fmt):
     import datasets
