@@ -823,10 +823,81 @@ def test_dropout_raises_unless_ignored():
     model.eval()
     model(ids)  # eval mode passes dropout=0
     fa3nn.patch_hf(model, ignore_dropout=True).train()
+    assert torch.isfinite(model(ids).logits).all()
+
+
+def _dropout_llama(by_name: bool = False):
+    config = _config("llama")
+    config.attention_dropout = 0.1
+    if by_name:
+        config._attn_implementation = ATTN_IMPLEMENTATION
+    return transformers.LlamaForCausalLM(config).train()
+
+
+def test_a_later_patch_keeps_an_earlier_models_ignore_dropout():
+    """patch_hf's options were process-wide, the last call's: patching a second model made the first one, patched
+    with ignore_dropout=True, raise on dropout."""
+    ids = torch.randint(0, VOCAB, (1, 8))
+    ignoring = fa3nn.patch_hf(_dropout_llama(), ignore_dropout=True)
+    raising = fa3nn.patch_hf(_dropout_llama())
+    assert torch.isfinite(ignoring(ids).logits).all()
+    with pytest.raises(ValueError, match="FlashAttention-3 has no dropout"):
+        raising(ids)
+
+
+def test_a_later_patch_does_not_turn_dropout_off_in_an_earlier_model():
+    """The other way round: patching a second model with ignore_dropout=True made the first one, patched to raise,
+    train with attention dropout silently off."""
+    ids = torch.randint(0, VOCAB, (1, 8))
+    raising = fa3nn.patch_hf(_dropout_llama())
+    ignoring = fa3nn.patch_hf(_dropout_llama(), ignore_dropout=True)
+    with pytest.raises(ValueError, match="FlashAttention-3 has no dropout"):
+        raising(ids)
+    assert torch.isfinite(ignoring(ids).logits).all()
+
+
+def test_models_selected_by_name_take_the_options_of_patch_hf_without_a_model():
+    """A model built with attn_implementation="fa3nn" has no patch of its own: it follows patch_hf() without a model,
+    and patching another model leaves it as it was."""
+    ids = torch.randint(0, VOCAB, (1, 8))
+    fa3nn.patch_hf()
+    by_name = _dropout_llama(by_name=True)
     try:
-        assert torch.isfinite(model(ids).logits).all()
+        fa3nn.patch_hf(_dropout_llama(), ignore_dropout=True)
+        with pytest.raises(ValueError, match="FlashAttention-3 has no dropout"):
+            by_name(ids)
+        fa3nn.patch_hf(ignore_dropout=True)
+        assert torch.isfinite(by_name(ids).logits).all()
+        with pytest.raises(ValueError, match="FlashAttention-3 has no dropout"):
+            fa3nn.patch_hf(_dropout_llama())(ids)  # a patched model keeps its own options (raise)
     finally:
-        fa3nn.patch_hf()  # restore the default (raise) for other tests
+        fa3nn.patch_hf()  # the by-name defaults back for other tests
+
+
+def test_a_model_patched_through_an_enclosing_one_is_refused():
+    """patch_hf(m) then patch_hf(m.model): the inner patch recorded "fa3nn" (the outer patch's) as the shared config's
+    previous implementation, so unpatch_hf(m) left m.model's hooks and unpatch_hf(m.model) set the config back to
+    "fa3nn". Now it is refused, nothing changes, and unpatch_hf(m) restores everything."""
+    model = _model("llama").float()
+    input_ids = torch.randint(0, VOCAB, (2, SEQLEN))
+    before = model(input_ids).logits.detach()
+    hooks = [(len(m._forward_pre_hooks), len(m._forward_hooks)) for m in model.modules()]
+    fa3nn.patch_hf(model)
+    patched = model(input_ids).logits.detach()
+    with pytest.raises(ValueError, match=r"LlamaModel is already patched through a model that contains it .*"
+                                         r"call fa3nn.unpatch_hf on that model first"):
+        fa3nn.patch_hf(model.model, ignore_dropout=True)
+    with pytest.raises(ValueError, match="patched through a model that contains it: call fa3nn.unpatch_hf on that"):
+        fa3nn.unpatch_hf(model.model)
+    assert not hasattr(model.model, "_fa3nn_previous") and torch.equal(model(input_ids).logits, patched)
+    fa3nn.unpatch_hf(model)
+    assert model.config._attn_implementation == model.model.config._attn_implementation == "eager"
+    assert [(len(m._forward_pre_hooks), len(m._forward_hooks)) for m in model.modules()] == hooks
+    assert not any(hasattr(m, LAYER_ATTRIBUTE) or hasattr(m, "_fa3nn_previous") for m in model.modules())
+    assert torch.equal(model(input_ids).logits, before) and not torch.equal(patched, before)
+    fa3nn.patch_hf(model.model)  # once the enclosing model is unpatched, the sub-model alone is fine
+    fa3nn.unpatch_hf(model.model)
+    assert model.config._attn_implementation == "eager" and torch.equal(model(input_ids).logits, before)
 
 
 def test_unsupported_models_get_a_clear_error():

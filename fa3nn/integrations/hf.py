@@ -20,6 +20,11 @@ layer's backend, determinism and FP8 recipe, and the recipe's per-layer state (H
 layer's `layer_idx`, or the delayed-scaling amax history), which appears in the model's state_dict under that
 name. Causal, window, softcap and scale come from each call's kwargs, i.e. from the model itself (`is_causal`,
 `sliding_window`, `softcap`, `scaling`).
+
+patch_hf's options belong to the model it was given: each of its attention layers holds them (`_Options`, a plain
+attribute), so two models patched with different options keep them. A layer no patch_hf call reached (a model built
+with attn_implementation="fa3nn" by name) reads the one process-wide set, which only `patch_hf()` without a model
+sets.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ ATTN_IMPLEMENTATION = "fa3nn"
 LAYER_ATTRIBUTE = "fa3nn_attention"
 EXPLICIT_BOUNDARIES = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")  # DataCollatorWithFlattening's
 WATCH_ATTRIBUTE = "_fa3nn_packing_watch"  # the model's _PackingWatch, a plain attribute of each attention layer
+OPTIONS_ATTRIBUTE = "_fa3nn_options"  # the model's _Options, a plain attribute of each attention layer
 MIN_TRANSFORMERS = (4, 53)
 TESTED_FAMILIES = (
     "Llama", "Mistral", "Qwen2", "Gemma-2", "Qwen3", "Gemma-3", "Phi-3", "Granite", "OLMo-2", "Starcoder2", "gpt-oss",
@@ -66,15 +72,17 @@ class UnsupportedModel(TypeError):
 
 
 @dataclass(frozen=True)
-class _Defaults:
-    """Options for layers that carry no FlashAttentionV3 (a model built with attn_implementation="fa3nn" by name)."""
+class _Options:
+    """patch_hf's options. A patched model's attention layers each hold its own (OPTIONS_ATTRIBUTE): they were one
+    process-wide set, so patching a second model changed the first one's (its ignore_dropout=True then raised on
+    dropout, or a model patched to raise trained with dropout silently off)."""
 
     backend: str = "auto"
     deterministic: bool = False
     ignore_dropout: bool = False
 
 
-_defaults = _Defaults()
+_defaults = _Options()  # layers no patch_hf call reached (models selected by name); set by patch_hf() alone
 _registered_by_us = False
 
 
@@ -311,7 +319,8 @@ def fa3nn_attention_forward(
     """transformers' attention-function contract: q (batch, nheads, seqlen_q, headdim), k/v (batch, nheads_kv,
     seqlen_k, headdim[_v]) in; (out (batch, seqlen_q, nheads, headdim_v), None) back."""
     layer = getattr(module, LAYER_ATTRIBUTE, None)
-    if dropout and dropout > 0 and not _defaults.ignore_dropout:
+    patch_options = getattr(module, OPTIONS_ATTRIBUTE, _defaults)  # its model's, or the by-name ones
+    if dropout and dropout > 0 and not patch_options.ignore_dropout:
         raise ValueError(
             f"attention dropout {dropout} is set on {type(module).__name__}, but FlashAttention-3 has no dropout. "
             "Set config.attention_dropout = 0.0, or call fa3nn.patch_hf(..., ignore_dropout=True) to train without it"
@@ -345,7 +354,7 @@ def fa3nn_attention_forward(
         attend = functools.partial(layer.attend, **options)
     else:
         attend = functools.partial(
-            attention, **options, deterministic=_defaults.deterministic, backend=_defaults.backend
+            attention, **options, deterministic=patch_options.deterministic, backend=patch_options.backend
         )
 
     if packed is None:
@@ -522,13 +531,26 @@ def _configs(model: nn.Module) -> list:
     return configs
 
 
-def _register(backend: str, deterministic: bool, ignore_dropout: bool) -> None:
-    global _defaults, _registered_by_us
+def _register() -> None:
+    global _registered_by_us
     attention_interface, mask_interface = _interfaces()
     attention_interface.register(ATTN_IMPLEMENTATION, fa3nn_attention_forward)
     mask_interface.register(ATTN_IMPLEMENTATION, fa3nn_padding_mask)
-    _defaults = _Defaults(backend, deterministic, ignore_dropout)
     _registered_by_us = True
+
+
+def _refuse_patched_through_another(model: nn.Module, layers: list[nn.Module]) -> None:
+    """A model whose attention layers a patch of a model around it reached (patch_hf(m); patch_hf(m.model)): the
+    inner patch recorded "fa3nn" as the previous implementation of the config both share, so unpatch_hf(m) left
+    m.model's hooks and unpatch_hf(m.model) set the config back to "fa3nn". Layers patched through the model itself
+    or a sub-model (re-patching, patching around a patched sub-model) are fine: those patches are undone first."""
+    own = {id(layer) for m in model.modules() if hasattr(m, "_fa3nn_previous") for layer in _attention_layers(m)}
+    if any(LAYER_ATTRIBUTE in layer._modules and id(layer) not in own for layer in layers):
+        raise ValueError(
+            f"{type(model).__name__} is already patched through a model that contains it (fa3nn.patch_hf of that "
+            "model switched its attention too). To change options, call fa3nn.patch_hf on that model again; to "
+            "patch this one alone, call fa3nn.unpatch_hf on that model first"
+        )
 
 
 def patch_hf(
@@ -542,11 +564,15 @@ def patch_hf(
     """Route a transformers model's attention through fa3nn. Returns the model (patched in place).
 
     Without a model, only registers `attn_implementation="fa3nn"` so that `from_pretrained(...,
-    attn_implementation="fa3nn")` / `from_config` can use it. With a model, also switches it (and its sub-models)
-    to "fa3nn" and attaches one `FlashAttentionV3(fp8=fp8, backend=backend, deterministic=deterministic,
-    layer_idx=<the layer's layer_idx>)` per attention layer (with DelayedScaling, call fa3nn.sync_amax(model) once
-    per optimizer step). `ignore_dropout=True` trains with attention dropout silently off instead of raising.
+    attn_implementation="fa3nn")` / `from_config` can use it, and sets the backend, determinism and ignore_dropout
+    of every model selected that way by name (one process-wide set, the last such call's). With a model, also
+    switches it (and its sub-models) to "fa3nn" and attaches one `FlashAttentionV3(fp8=fp8, backend=backend,
+    deterministic=deterministic, layer_idx=<the layer's layer_idx>)` per attention layer (with DelayedScaling, call
+    fa3nn.sync_amax(model) once per optimizer step); the options are that model's alone. `ignore_dropout=True`
+    trains with attention dropout silently off instead of raising. A model patched through one that contains it is
+    refused: patch or unpatch the enclosing model.
     """
+    global _defaults
     # every option checked before anything is registered or stored (a bad backend once stayed registered)
     check_backend_name(backend)
     check_bool("deterministic", deterministic)
@@ -554,10 +580,13 @@ def patch_hf(
     if as_recipe(fp8) is not None and model is None:
         raise ValueError("patch_hf(fp8=...) attaches one FP8 layer per attention module, so it needs the model: "
                          "patch_hf(model, fp8=...); without a model it only registers attn_implementation='fa3nn'")
-    _register(backend, deterministic, ignore_dropout)
+    _register()
+    options = _Options(backend, deterministic, ignore_dropout)
     if model is None:
+        _defaults = options
         return None
     layers = _check_model(model)
+    _refuse_patched_through_another(model, layers)
     # re-patching (e.g. new options) starts from the original state, and so does patching a model with a patched
     # sub-model inside (patch_hf(m.model); patch_hf(m)): the outer patch replaces the inner one, so that
     # unpatch_hf(m) restores both (the inner one's hooks and config stayed before)
@@ -573,6 +602,7 @@ def patch_hf(
                                      layer_idx=position if layer_idx is None else layer_idx)
         layer.add_module(LAYER_ATTRIBUTE, attention.to(device) if device is not None else attention)
         setattr(layer, WATCH_ATTRIBUTE, watch)
+        setattr(layer, OPTIONS_ATTRIBUTE, options)
     watched = _position_id_holders(model, layers)
     model._fa3nn_watch_hooks = [hook for m in watched for hook in (
         m.register_forward_pre_hook(watch.before, with_kwargs=True),
@@ -630,12 +660,17 @@ def unpatch_hf(model: nn.Module | None = None):
         return None
     previous = getattr(model, "_fa3nn_previous", None)
     if previous is None:
-        raise ValueError(f"{type(model).__name__} was not patched by fa3nn.patch_hf; nothing to undo")
+        through = isinstance(model, nn.Module) and any(LAYER_ATTRIBUTE in layer._modules
+                                                       for layer in _attention_layers(model))
+        raise ValueError(f"{type(model).__name__} was not patched by fa3nn.patch_hf; " + (
+            "it is patched through a model that contains it: call fa3nn.unpatch_hf on that one" if through
+            else "nothing to undo"))
     _restore_configs(previous)
     for layer in _attention_layers(model):
         if LAYER_ATTRIBUTE in layer._modules:
             del layer._modules[LAYER_ATTRIBUTE]
         layer.__dict__.pop(WATCH_ATTRIBUTE, None)
+        layer.__dict__.pop(OPTIONS_ATTRIBUTE, None)
     for hook in model._fa3nn_watch_hooks:
         hook.remove()
     del model._fa3nn_previous, model._fa3nn_watch_hooks
