@@ -9,7 +9,9 @@
    "mixed" draws lengths uniformly from [256, 4096], "short" from [32, 1024] (seed 0) until 16384 tokens.
    With --window LEFT, the causal sliding window (LEFT, 0) in every call of this part (and causal only); FLOPs count
    each sequence's attended pairs. With --softcap C, every call of this part caps its scores at C (native forward
-   and backward, the Triton backward on the same lse).
+   and backward, the Triton backward on the same lse). --headdim-v 128 with --headdims 192: multi-head latent
+   attention's head dims (nheads = 2048 / 192 = 10). --variants: native backward variants timed beside auto's
+   choice on the same packed call (rows variant_<name>); --no-triton drops the Triton backward.
 
     python scripts/bwd_varlen_ab.py --json out.json [--base build_main/libfa3nn_hopper.so] [--rounds 5]
 """
@@ -129,20 +131,25 @@ def varlen_rows(args) -> list:
                 window_size = (args.window, 0) if args.window is not None else (-1, -1)
                 win = functools.partial(hopper_bwd.launch, window_size=window_size,  # the native backward
                                         softcap=args.softcap)
+                headdim_v = args.headdim_v or headdim
                 q = torch.randn(TOKENS, nheads, headdim, device="cuda", dtype=torch.bfloat16)
-                k, v = (torch.randn(TOKENS, nheads // args.group, headdim, device="cuda", dtype=torch.bfloat16)
-                        for _ in range(2))
+                k, v = (torch.randn(TOKENS, nheads // args.group, d, device="cuda", dtype=torch.bfloat16)
+                        for d in (headdim, headdim_v))
                 scale = headdim**-0.5
                 out, lse = forward(q, k, v, scale, causal, varlen, window_size=window_size, softcap=args.softcap)
                 dout = torch.randn_like(out)
                 params = AttnParams(scale, Window.from_args(causal, window_size), args.softcap, False)
-                flops = sum(attention_flops(1, nheads, n, n, headdim, causal=causal, direction="bwd",
+                flops = sum(attention_flops(1, nheads, n, n, headdim, headdim_v, causal=causal, direction="bwd",
                                             window=window_size if args.window is not None else None)
                             for n in lengths)
                 calls = {"native_varlen": functools.partial(win, dout, q, k, v, out, lse, scale, causal,
-                                                            varlen=varlen),
-                         "triton_varlen": functools.partial(triton_launch.backward, dout, q, k, v, out, lse, None,
-                                                            params, varlen)}
+                                                            varlen=varlen)}
+                if not args.no_triton:
+                    calls["triton_varlen"] = functools.partial(triton_launch.backward, dout, q, k, v, out, lse, None,
+                                                               params, varlen)
+                for variant in args.variants:
+                    calls[f"variant_{variant}"] = functools.partial(win, dout, q, k, v, out, lse, scale, causal,
+                                                                    varlen=varlen, variant=variant)
                 for schedule in args.schedules:  # explicit launches beside auto's choice
                     for order in ("key_blocks_inner", "key_blocks_outer"):
                         calls[f"{schedule}_{order.split('_')[-1]}"] = functools.partial(
@@ -187,10 +194,19 @@ def main() -> int:
     parser.add_argument("--window", type=int, default=None,
                         help="varlen part: the causal sliding window (WINDOW, 0) in every call")
     parser.add_argument("--softcap", type=float, default=0.0, help="varlen part: the cap of every call's scores")
+    parser.add_argument("--headdim-v", type=int, default=None,
+                        help="V's head dim (MLA: --headdims 192 --headdim-v 128)")
+    parser.add_argument("--variants", nargs="*", default=[], choices=list(hopper_bwd.VARIANTS),
+                        help="varlen part: native variants timed beside auto's choice")
+    parser.add_argument("--no-triton", action="store_true", help="varlen part: no Triton backward")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    if args.headdim_v is not None and (len(args.headdims) != 1 or
+                                       (args.headdims[0], args.headdim_v) not in hopper_bwd.HEADDIM_PAIRS):
+        parser.error(f"--headdim-v {args.headdim_v} takes one --headdims value forming a pair of "
+                     f"{hopper_bwd.HEADDIM_PAIRS}, got --headdims {args.headdims}")
     result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
                   dense=dense_ab(args, base_library(args.base)) if args.base else [], varlen=varlen_rows(args))
     if args.json:
@@ -212,8 +228,9 @@ def main() -> int:
     for r in result["varlen"]:
         t, d = r["tflops"], r["max_abs_diff_to_native_varlen"]
         print(f"| {r['headdim']} | {r['case']} ({r['sequences']}) | {'yes' if r['causal'] else 'no'} | "
-              f"{t['native_varlen']:.1f} | {t['triton_varlen']:.1f} | {t.get('native_dense', float('nan')):.1f} | "
-              f"{d['triton_varlen']:.2e}, {d.get('native_dense', float('nan')):.2e} |"
+              f"{t['native_varlen']:.1f} | {t.get('triton_varlen', float('nan')):.1f} | "
+              f"{t.get('native_dense', float('nan')):.1f} | "
+              f"{d.get('triton_varlen', float('nan')):.2e}, {d.get('native_dense', float('nan')):.2e} |"
               + "".join(f" {t.get(m, float('nan')):.1f} |" for m in extra))
     return 0
 

@@ -84,7 +84,7 @@ def test_check_arguments_names_the_bad_argument(change, expected):
 def test_mla_head_dims_are_checked():
     """Multi-head latent attention (q / k 192, v 128): accepted with out / dout of v's head dim; other unequal pairs,
     and out shaped like q, are named; windows and softcap are refused there (no such kernels), in launch and in
-    refusal; bulk_dq and mla_keys are its variants, mla_keys the dense default (varlen runs bulk_dq)."""
+    refusal; bulk_dq and mla_keys are its variants, mla_keys the default (dense and varlen)."""
     q, k, v = random_qkv(2, 100, 120, 4, 2, 192, torch.bfloat16, headdim_v=128)
     o = torch.randn(2, 100, 4, 128, dtype=torch.bfloat16)
     args = dict(dout=o, q=q, k=k, v=v, out=o.clone(), lse=torch.randn(2, 4, 100))
@@ -108,10 +108,7 @@ def test_mla_head_dims_are_checked():
     with pytest.raises(ValueError, match=r"window_size=\(64, 0\) at head dims 192 / 128"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, window_size=(64, 0), variant="red_dq", **args)
     assert hopper_bwd.variants_for(192) == ["bulk_dq", "mla_keys"]
-    assert hopper_bwd.default_variant(192, varlen=False) == "mla_keys"
-    assert hopper_bwd.default_variant(192, varlen=True) == "bulk_dq"
-    assert [hopper_bwd.default_variant(d, varlen=v) for d in (64, 128, 256) for v in (False, True)] == [
-        "m128", "m128", "bulk_dq", "bulk_dq", "bulk_dq", "bulk_dq"]
+    assert [hopper_bwd.default_variant(d) for d in (64, 128, 192, 256)] == ["m128", "bulk_dq", "mla_keys", "bulk_dq"]
     with pytest.raises(ValueError, match=r"variant 'red_dq' is built for head dim \(64, 128, 256\) only"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, variant="red_dq", **args)
     call = AttnCall(device_type="cuda", capability=(9, 0), dtype=torch.bfloat16, headdim=192, headdim_v=128,
@@ -198,9 +195,6 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
         assert error(8, 2, headdim=headdim, headdim_v=headdim_v) == (1, unsupported)
     assert error(8, 2, headdim=192, headdim_v=128) == (
         1, "head dims 192 / 128's backward is built as variants 1 (bulk dQ) and 5 (mla_keys) only")
-    varlen_cu = ctypes.c_void_p(16)
-    assert error(8, 2, headdim=192, headdim_v=128, variant=5, cu_q=varlen_cu, cu_k=varlen_cu) == (
-        1, "head dims 192 / 128's variant 5 (mla_keys) is built dense only")
     assert error(8, 2, variant=5) == (1, "unknown backward variant (built: 0 red dQ, 1 bulk dQ, 2 overlap, 3 bulk dQ "
                                          "+ overlap, 4 m128; 5 mla_keys at head dims 192 / 128 only)")
     assert error(8, 2, headdim=192, headdim_v=128, variant=1, window=(32, 0)) == (
@@ -976,6 +970,10 @@ def test_mla_keys_persistent_matches_reference(causal, seqlens, schedule):
     assert torch.equal(dk, per_tile[1]) and torch.equal(dv, per_tile[2]), "dK / dV differ from one CTA per tile"
 
 
+# Varlen: both variants, the default (mla_keys, its tiles published by the producer, BwdConfig::kPublishTiles:
+# persistent on 3 CTAs walks many published tiles, sequences without keys or queries leave tiles unpublished) and
+# bulk_dq.
+@pytest.mark.parametrize("variant", [None, "bulk_dq"], ids=lambda v: v or "default")
 @pytest.mark.parametrize("schedule", [dict(schedule="per_tile"), dict(schedule="persistent", max_ctas=3)],
                          ids=lambda s: s["schedule"])
 @pytest.mark.parametrize("case", list(VARLEN_CASES))
@@ -983,8 +981,8 @@ def test_mla_keys_persistent_matches_reference(causal, seqlens, schedule):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.gpu
 @needs_hopper
-def test_mla_varlen_backward_matches_reference(causal, heads, case, schedule):
-    _varlen_case(torch.bfloat16, MLA[0], causal, heads, case, schedule, headdim_v=MLA[1])
+def test_mla_varlen_backward_matches_reference(causal, heads, case, schedule, variant):
+    _varlen_case(torch.bfloat16, MLA[0], causal, heads, case, dict(schedule, variant=variant), headdim_v=MLA[1])
 
 
 @pytest.mark.gpu

@@ -48,8 +48,8 @@ SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 # K, V, the Q / dO ring and P^T / dS^T, so its bulk dQ stages in the ring stage it has just read, BwdConfig::
 # kDQInRing; no overlap: its S^T / dP^T GEMMs issued ahead would need 32 more of the 240 registers).
 # mla_keys: multi-head latent attention (192 / 128) with 128-key blocks in the d128 kernel's key split
-# (kernels/hopper/flash_bwd_mla_keys.cuh: Q / dO loads and dQ reduce-adds once per 128 keys, as cuDNN's; built
-# dense only; the dense default there, DENSE_DEFAULT_VARIANTS).
+# (kernels/hopper/flash_bwd_mla_keys.cuh: Q / dO loads and dQ reduce-adds once per 128 keys, as cuDNN's; the
+# default there, dense and varlen).
 VARIANTS = {"red_dq": 0, "bulk_dq": 1, "overlap": 2, "bulk_dq_overlap": 3, "m128": 4, "mla_keys": 5}
 # Variants built for some head dims (q's) only; bulk_dq is built for all.
 VARIANT_HEADDIMS = {"red_dq": SUPPORTED_HEADDIMS, "overlap": (64, 128), "bulk_dq_overlap": (64, 128), "m128": (64,),
@@ -73,11 +73,9 @@ SCALAR_DKDV_BIT = 32
 SCHEDULES = ("auto", "per_tile", "persistent")
 
 
-def default_variant(headdim: int | None, varlen: bool) -> str:
-    """The variant a call without one runs: DENSE_DEFAULT_VARIANTS' for a dense call of those head dims, else
-    DEFAULT_VARIANTS' (red_dq for a head dim without one, which check_arguments then refuses)."""
-    if not varlen and headdim in DENSE_DEFAULT_VARIANTS:
-        return DENSE_DEFAULT_VARIANTS[headdim]
+def default_variant(headdim: int | None) -> str:
+    """The variant a call without one runs, dense or varlen: DEFAULT_VARIANTS' (red_dq for a head dim without one,
+    which check_arguments then refuses)."""
     return DEFAULT_VARIANTS.get(headdim, "red_dq")
 
 
@@ -94,15 +92,13 @@ def variants_for(headdim: int) -> list[str]:
 # 0.91-0.99x cuDNN at 2048/16384, 1.09-1.12x the previous build in the same run.
 # d256 (2026-12-04, results/s30c-h200-20261204-1708/): bulk_dq (staged in the ring) 1.12-1.32x red_dq at 512-8192,
 # 0.97-1.14x cuDNN, 1.31-1.55x FA2 (red_dq: 0.76-0.96x cuDNN, s30a).
-# 192 (with v 128): bulk_dq for varlen; dense calls mla_keys (DENSE_DEFAULT_VARIANTS).
 # d128 since 2026-12-06 (NOTES "forty-first session", results/s41a-h100-20261206-0004/, s41c-...-0003/): bulk_dq
 # in FlashAttention-3's order (dQ staged under the dK GEMM, kernels/hopper/flash_bwd.cuh bwd_consumer), 1.000-1.034x
 # bulk_dq_overlap at 512-16384, causal and not (H100); 1.00-1.06x cuDNN in one bench.py run (s41d-h100-20261206-0005).
-DEFAULT_VARIANTS = {64: "m128", 128: "bulk_dq", 256: "bulk_dq", 192: "bulk_dq"}
-# Dense calls of these head dims run another variant by default; varlen, windows and softcap keep DEFAULT_VARIANTS'.
-# 192 / 128 since 2026-12-06: mla_keys (128-key blocks, built dense only), 1.10-1.27x bulk_dq at 512-8k, causal
-# 1.10 / 1.14 / 1.17, non-causal 1.24 / 1.27 / 1.23 (H100, same process, results/s43d-h100-20261206-0527/).
-DENSE_DEFAULT_VARIANTS = {192: "mla_keys"}
+# 192 / 128 since 2026-12-06: mla_keys (128-key blocks), dense 1.10-1.27x bulk_dq at 512-8k, causal 1.10 / 1.14 /
+# 1.17, non-causal 1.24 / 1.27 / 1.23 (H100, same process, results/s43d-h100-20261206-0527/); varlen since the
+# forty-fourth session (its tiles published by the producer, BwdConfig::kPublishTiles): VARLEN_MLA_MEASURED.
+DEFAULT_VARIANTS = {64: "m128", 128: "bulk_dq", 256: "bulk_dq", 192: "mla_keys"}
 # GQA/MQA in `backward`: True = the kernel walks each K/V head's query heads (no K/V copies, no group sum); False = the
 # expansion path (repeat_interleave K/V, MHA kernel, fp32 group sum), which costs group x K/V memory, two copies and a
 # sum. H200, 2026-11-30 17:25 UTC (scripts/hopper_bwd_gqa_check.py, 16 query heads on 4 or 2 K/V heads, bf16):
@@ -215,7 +211,7 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     out and lse are then those with the sinks): returns (dq, dk, dv, dsinks), the sinks' gradient from the
     preprocess's delta and lse_log2 (fa3nn.sinks.sinks_gradient_of_delta), no further pass over dout and out."""
     if variant is None:  # a head dim without a default: check_arguments names the problem
-        variant = default_variant(q.shape[-1] if isinstance(q, torch.Tensor) else None, varlen is not None)
+        variant = default_variant(q.shape[-1] if isinstance(q, torch.Tensor) else None)
     if variant not in VARIANTS:
         raise ValueError(f"variant {variant!r} is not a backward variant; choose one of {', '.join(VARIANTS)}")
     if grid_order not in GRID_ORDERS:

@@ -108,6 +108,10 @@ struct BwdParams {
   float softcap_pre;
 };
 
+// The shared memory of the tiles the producer publishes to the consumers (BwdConfig::kPublishTiles,
+// BwdPublished).
+constexpr uint32_t kBwdPublishedBytes = 128;
+
 template <int kHeadDim_, int kStages_, bool kBF16_, bool kCausal_, bool kDQBulk_ = false, bool kOverlap_ = false,
           int kBlockM_ = 64, bool kVarlen_ = false, bool kLocal_ = false, bool kSoftcap_ = false,
           int kHeadDimV_ = kHeadDim_, bool kMlaKeySplit_ = false>
@@ -219,9 +223,8 @@ struct BwdConfig {
   static constexpr uint32_t kDQFullBarrier = NamedBarrier::kFirstId + 2;   // + buffer
   static constexpr uint32_t kDQEmptyBarrier = NamedBarrier::kFirstId + 4;  // + buffer
   // The MLA key split's one dS^T buffer free again (flash_bwd_mla_keys.cuh): warpgroup 0's dQ GEMMs done for
-  // warpgroup 1 each step, both consumers' at the CTA's first step.
+  // warpgroup 1 each step.
   static constexpr uint32_t kDSFreeBarrier = NamedBarrier::kFirstId + 6;
-  static constexpr uint32_t kDSFirstBarrier = NamedBarrier::kFirstId + 7;
   static constexpr uint32_t kDQBarrierThreads = 128 * kConsumers + 32;
 
   struct Barriers {
@@ -251,7 +254,12 @@ struct BwdConfig {
   static constexpr uint32_t kOffLse = kOffDQ + kDQBuffers * kDQStageBytes;
   static constexpr uint32_t kOffDelta = kOffLse + kStages * kRowStatBytes;
   static constexpr uint32_t kOffBarriers = kOffDelta + kStages * kRowStatBytes;
-  static constexpr uint32_t kSmemBytes = kOffBarriers + sizeof(Barriers) + 1024;  // + alignment slack
+  // Varlen under the MLA key split: the producer publishes each tile (its decode, lengths and rows) in two slots after
+  // the barriers, and the consumers read it there (BwdPublishedTiles says why).
+  static constexpr bool kPublishTiles = kMlaKeySplit && kVarlen;
+  static constexpr uint32_t kOffPublished = kOffBarriers + sizeof(Barriers);
+  static constexpr uint32_t kSmemBytes =
+      kOffPublished + (kPublishTiles ? kBwdPublishedBytes : 0) + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 232448, "exceeds Hopper's 227 KB of shared memory per block");
 };
 
@@ -389,6 +397,41 @@ struct BwdCtaTiles {
   }
 };
 
+// BwdConfig::kPublishTiles: the producer publishes each of its CTA's tiles in shared memory (slot iter & 1, and the
+// tile's sequence once more as `current`), written after the kv_free wait and before the K/V barrier's arrive, which
+// releases them with the K/V; after its last tile one slot with valid = 0 (the K/V barrier arrived without bytes).
+// The consumers walk the slots instead of dealing and decoding tiles themselves, and read a tile's lengths and rows
+// where they use them: each step's masks from `current` (no index: a consumer's last mask of a tile precedes its
+// kv_free arrival, after which the producer may rewrite it), the stores after the loop from the tile's slot (reused
+// two tiles later, after the consumers' kv_free arrivals of the tile between, which follow this tile's stores).
+// Why: the MLA key split's consumers sit at 240 registers with nothing to spare (dense: 0 spills; one step counter
+// more spilled 8 B); its varlen form, decoding tiles as every other kernel does, kept the decode's launch constants
+// (FastDiv fields, cu_seqlens pointers) and the lengths in registers across the step loop and spilled 44 / 76 B (non-
+// causal / causal), some of it reloaded at every step; four other arrangements spilled 48-140 B; slots indexed by the
+// tile count at every step, 0 / 80 B (nvcc 13.0, forty-fourth session). The dQ writer deals and decodes as before.
+struct BwdPublishedTile {
+  BwdTile t;
+  int valid;  // 0: the CTA has no more tiles
+};
+struct BwdPublished {
+  BwdPublishedTile slot[2];
+  BwdTile current;
+};
+static_assert(sizeof(BwdPublished) <= kBwdPublishedBytes, "BwdConfig reserves kBwdPublishedBytes for it");
+
+template <class Cfg>
+__device__ __forceinline__ BwdPublished& bwd_published(uint8_t* smem) {
+  return *reinterpret_cast<BwdPublished*>(smem + Cfg::kOffPublished);
+}
+
+// The producer's end of its tiles (kPublishTiles): the slot after the last tile says none is left.
+template <class Cfg>
+__device__ __forceinline__ void bwd_publish_end(uint8_t* smem, typename Cfg::Barriers& bars, int iter) {
+  if (iter > 0) bars.kv_free.wait_sleeping((iter - 1) & 1);
+  bwd_published<Cfg>(smem).slot[iter & 1].valid = 0;
+  bars.kv.arrive();
+}
+
 // The steps of one CTA: every query head h = kv_head * group + g of its K/V head (g = 0 .. group - 1), each over the
 // query blocks [begin, num_m_blocks) (first_m_block does not depend on the head), as one flat sequence of total =
 // group * (num_m_blocks - begin) steps. All four loops (producer, dQ writer, both consumers) walk it with the same step
@@ -427,6 +470,11 @@ template <class Cfg>
 __device__ __forceinline__ void bwd_load_kv(const CUtensorMap* tma_k, const CUtensorMap* tma_v, const BwdTile& t,
                                             int iter, uint8_t* smem, typename Cfg::Barriers& bars) {
   if (iter > 0) bars.kv_free.wait_sleeping((iter - 1) & 1);
+  if constexpr (Cfg::kPublishTiles) {
+    BwdPublished& pub = bwd_published<Cfg>(smem);
+    pub.slot[iter & 1] = BwdPublishedTile{t, 1};
+    pub.current = t;
+  }
   bars.kv.arrive_expect_tx(Cfg::kKBytes + Cfg::kVBytes);
 #pragma unroll
   for (int panel = 0; panel < Cfg::kPanels; ++panel) {
@@ -450,7 +498,8 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUt
   tma_prefetch_descriptor(tma_v);
   tma_prefetch_descriptor(tma_do);
   PipelineState<Cfg::kStages> st;
-  for (BwdCtaTiles<Cfg> tiles(p); tiles.valid(p); tiles.advance(p)) {
+  BwdCtaTiles<Cfg> tiles(p);
+  for (; tiles.valid(p); tiles.advance(p)) {
     const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
     bwd_load_kv<Cfg>(tma_k, tma_v, t, tiles.iter, smem, bars);
     BwdQueryWalk<Cfg> walk(p, t.seq, t.n_block, t.kv_head);
@@ -475,6 +524,7 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUt
       st.advance();
     }
   }
+  if constexpr (Cfg::kPublishTiles) bwd_publish_end<Cfg>(smem, bars, tiles.iter);
 }
 
 // Bulk dQ: warp 1 of the producer warpgroup. Per step (the consumers' order: BwdQueryWalk over each of the CTA's
@@ -492,6 +542,9 @@ __device__ __forceinline__ void bwd_dq_writer(const CUtensorMap* tma_dq, const B
     const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
     cta_steps += BwdQueryWalk<Cfg>(p, t.seq, t.n_block, t.kv_head).total;
   }
+  // The MLA key split's consumers wait for the empty barrier at every step, the CTA's first too
+  // (flash_bwd_mla_keys.cuh): one arrival ahead for it.
+  if (Cfg::kMlaKeySplit && cta_steps > 0) NamedBarrier::arrive(Cfg::kDQEmptyBarrier, Cfg::kDQBarrierThreads);
   int step = 0;  // across tiles
   for (BwdCtaTiles<Cfg> tiles(p); tiles.valid(p); tiles.advance(p)) {
     const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
@@ -537,6 +590,59 @@ __device__ __forceinline__ void wait_in_loop(MBarrier& bar, uint32_t parity) {
 #else
   bar.wait(parity);
 #endif
+}
+
+// The consumers' walk over the published tiles (the interface of BwdCtaTiles they use). valid() waits for the
+// tile's K/V phase, which publishes the slot. Reads go through 32-bit shared addresses (ld.shared): the generic
+// pointer to the slots, 64 bits held across the step loop, spilled with the tile count (80 B causal).
+template <class Cfg>
+struct BwdPublishedTiles {
+  int iter = 0;
+
+  __device__ __forceinline__ explicit BwdPublishedTiles(const BwdParams&) {}
+  __device__ __forceinline__ bool valid(const BwdParams&) const {
+    uint8_t* smem = aligned_dynamic_smem();
+    wait_in_loop(reinterpret_cast<typename Cfg::Barriers*>(smem + Cfg::kOffBarriers)->kv, iter & 1);
+    return read(smem_addr(smem), slot_field(offsetof(BwdPublishedTile, valid))) != 0;
+  }
+  __device__ __forceinline__ void advance(const BwdParams&) { ++iter; }
+  __device__ __forceinline__ BwdTile tile() const {
+    const uint32_t base = smem_addr(aligned_dynamic_smem());
+    const auto field = [&](uint32_t offset) { return read(base, slot_field(offsetof(BwdPublishedTile, t) + offset)); };
+    return BwdTile{field(offsetof(BwdTile, n_block)), field(offsetof(BwdTile, kv_head)), field(offsetof(BwdTile, batch)),
+                   BwdSeq{field(offsetof(BwdTile, seq) + offsetof(BwdSeq, seqlen_q)),
+                          field(offsetof(BwdTile, seq) + offsetof(BwdSeq, seqlen_k)),
+                          field(offsetof(BwdTile, seq) + offsetof(BwdSeq, q_row0)),
+                          field(offsetof(BwdTile, seq) + offsetof(BwdSeq, k_row0)),
+                          field(offsetof(BwdTile, seq) + offsetof(BwdSeq, ws_row0)),
+                          field(offsetof(BwdTile, seq) + offsetof(BwdSeq, tma_batch))}};
+  }
+  // The key block and lengths for a step's masks (BwdPublished::current; the masks read no other field, the rest
+  // is 0). base: smem_addr of the aligned shared memory, which the consumers hold anyway.
+  __device__ __forceinline__ static BwdTile tile_in_step(uint32_t base) {
+    constexpr uint32_t current = offsetof(BwdPublished, current), seq = current + offsetof(BwdTile, seq);
+    return BwdTile{read(base, current + offsetof(BwdTile, n_block)), 0, 0,
+                   BwdSeq{read(base, seq + offsetof(BwdSeq, seqlen_q)), read(base, seq + offsetof(BwdSeq, seqlen_k)),
+                          0, 0, 0, 0}};
+  }
+
+ private:
+  __device__ __forceinline__ uint32_t slot_field(uint32_t offset) const {
+    return offsetof(BwdPublished, slot) + (iter & 1) * sizeof(BwdPublishedTile) + offset;
+  }
+  __device__ __forceinline__ static int read(uint32_t base, uint32_t offset) {
+    return static_cast<int>(ld_shared_b32(base + Cfg::kOffPublished + offset));
+  }
+};
+
+// The tile a consumer's walk is at: decoded (BwdCtaTiles) or published (BwdPublishedTiles).
+template <class Cfg>
+__device__ __forceinline__ BwdTile bwd_tile_at(const BwdParams& p, const BwdCtaTiles<Cfg>& tiles) {
+  return bwd_tile<Cfg>(p, tiles.tile);
+}
+template <class Cfg>
+__device__ __forceinline__ BwdTile bwd_tile_at(const BwdParams&, const BwdPublishedTiles<Cfg>& tiles) {
+  return tiles.tile();
 }
 
 // fence_operands over the k-steps of a 64 x 16K A operand held in registers.
@@ -958,13 +1064,14 @@ struct BwdConsumerStart {
 // A consumer's tile boundaries: wait for the tile's K/V (phase iter); after the tile's last K/V read (its last dQ
 // GEMM waited for), let the producer load the next tile's (one arrival per consumer warpgroup: the leader's wait
 // covers the warpgroup's wgmmas, as for the ring's release).
-template <class Cfg>
-__device__ __forceinline__ void bwd_wait_kv(typename Cfg::Barriers& bars, const BwdCtaTiles<Cfg>& tiles) {
+// (Tiles: BwdCtaTiles<Cfg>, or BwdPublishedTiles<Cfg> under kPublishTiles.)
+template <class Cfg, class Tiles>
+__device__ __forceinline__ void bwd_wait_kv(typename Cfg::Barriers& bars, const Tiles& tiles) {
   wait_in_loop(bars.kv, tiles.iter & 1);
 }
-template <class Cfg>
+template <class Cfg, class Tiles>
 __device__ __forceinline__ void bwd_free_kv(const BwdConsumer<Cfg>& c, typename Cfg::Barriers& bars,
-                                            const BwdCtaTiles<Cfg>& tiles) {
+                                            const Tiles& tiles) {
   if (c.leader) bars.kv_free.arrive();
   bwd_trace(c.leader, c.wg, tiles.iter, kTraceKVFree);
 }
@@ -979,6 +1086,11 @@ __device__ __forceinline__ BwdTile bwd_tile_after_loop(const BwdParams& p, const
                                                        const BwdTile& t) {
   if constexpr (Cfg::kVarlen) return bwd_tile<Cfg>(p, tiles.tile);
   return t;
+}
+template <class Cfg>
+__device__ __forceinline__ BwdTile bwd_tile_after_loop(const BwdParams&, const BwdPublishedTiles<Cfg>& tiles,
+                                                       const BwdTile&) {
+  return tiles.tile();
 }
 
 // dK and dV accumulators to zero (before the first step). (Sizes differ in flash_bwd_mla.cuh's roles.)
@@ -1010,11 +1122,11 @@ __device__ __forceinline__ void bwd_store_dkdv(const BwdConsumer<Cfg>& c, const 
 
 // Every consumer's tile start (this file's, flash_bwd_overlap.cuh's, flash_bwd_cols.cuh's): dK / dV zeroed, the
 // tile's K/V waited for, and the tile's query walk.
-template <class Cfg, int kDKRegs, int kDVRegs>
+template <class Cfg, int kDKRegs, int kDVRegs, class Tiles>
 __device__ __forceinline__ BwdQueryWalk<Cfg> bwd_begin_tile(const BwdConsumer<Cfg>& c, const BwdParams& p,
-                                                            typename Cfg::Barriers& bars,
-                                                            const BwdCtaTiles<Cfg>& tiles, const BwdTile& t,
-                                                            float (&dk)[kDKRegs], float (&dv)[kDVRegs]) {
+                                                            typename Cfg::Barriers& bars, const Tiles& tiles,
+                                                            const BwdTile& t, float (&dk)[kDKRegs],
+                                                            float (&dv)[kDVRegs]) {
   bwd_zero_dkdv(dk, dv);
   bwd_trace(c.leader, c.wg, tiles.iter, kTraceTileStart);
   bwd_wait_kv<Cfg>(bars, tiles);
@@ -1023,9 +1135,9 @@ __device__ __forceinline__ BwdQueryWalk<Cfg> bwd_begin_tile(const BwdConsumer<Cf
 }
 
 // And its end, after the last step: dK / dV stored from their first columns dk_col0 / dv_col0 (bwd_store_dkdv).
-template <class Cfg, int kDKRegs, int kDVRegs>
-__device__ __forceinline__ void bwd_end_tile(const BwdConsumer<Cfg>& c, const BwdParams& p,
-                                             const BwdCtaTiles<Cfg>& tiles, const BwdTile& t,
+template <class Cfg, int kDKRegs, int kDVRegs, class Tiles>
+__device__ __forceinline__ void bwd_end_tile(const BwdConsumer<Cfg>& c, const BwdParams& p, const Tiles& tiles,
+                                             const BwdTile& t,
                                              const float (&dk)[kDKRegs], const float (&dv)[kDVRegs], int dk_col0,
                                              int dv_col0) {
   bwd_store_dkdv(c, p, bwd_tile_after_loop(p, tiles, t), dk, dv, dk_col0, dv_col0);

@@ -35,7 +35,7 @@ extern "C" {
 // reduce-adds from one producer thread; flash_bwd.cuh), 2 = overlap (next block's score GEMMs issued before this
 // block's dQ GEMM; flash_bwd_overlap.cuh), 3 = both, 4 = bulk dQ with 128-row query blocks (head dim 64 only); head
 // dim 256 has 0 and 1 only (flash_bwd_cols.cuh; its bulk dQ stages in the Q / dO ring), 192 / 128 has 1 and 5
-// (mla_keys: 128-key blocks, flash_bwd_mla_keys.cuh; dense only); any of them + 16
+// (mla_keys: 128-key blocks, flash_bwd_mla_keys.cuh); any of them + 16
 // (kScalarPrePostBit) with the 2-byte preprocess / postprocess kernels (benchmarks; by default the 16-byte
 // preprocess runs wherever out and dout, the 16-byte postprocess wherever dq, are 16-B aligned with strides of
 // multiples of 8 elements); + 32 (kScalarDKDVBit): dK / dV stored 4 bytes at a time (by default 16 bytes wherever dk

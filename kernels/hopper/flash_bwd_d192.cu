@@ -1,5 +1,5 @@
 // Backward instantiations for multi-head latent attention's head dims (q / k 192, v 128): variant 1 (bulk dQ, 64-key
-// blocks, flash_bwd_mla.cuh) dense or varlen, variant 5 (mla_keys, 128-key blocks, flash_bwd_mla_keys.cuh) dense;
+// blocks, flash_bwd_mla.cuh) and variant 5 (mla_keys, 128-key blocks, flash_bwd_mla_keys.cuh), dense or varlen;
 // bf16 / fp16, causal or not; no windows or softcap (as the 192 / 128 forward).
 #include "flash_bwd_launch.cuh"
 
@@ -7,8 +7,8 @@ namespace fa3nn::hopper::host {
 
 namespace {
 
-// kKeySplit: variant 5 (mla_keys, flash_bwd_mla_keys.cuh, 128-key blocks; the dense default, Python's
-// hopper_bwd.DENSE_DEFAULT_VARIANTS), built dense only; else variant 1 (bulk dQ, 64-key blocks), dense or varlen.
+// kKeySplit: variant 5 (mla_keys, flash_bwd_mla_keys.cuh, 128-key blocks; the default, Python's
+// hopper_bwd.DEFAULT_VARIANTS); else variant 1 (bulk dQ, 64-key blocks).
 template <bool kVarlen, bool kKeySplit = false>
 int run_mla(const BwdProblem& pr, bool bf16, bool causal) {
   constexpr int S = BwdTiles<192, 64>::kStages;
@@ -25,10 +25,8 @@ int run_mla(const BwdProblem& pr, bool bf16, bool causal) {
 int run_bwd_d192_128(const BwdProblem& pr, bool bf16, bool causal, int variant) {
   if (pr.window.local || pr.softcap > 0.f)
     return fail("%s", "head dims 192 / 128 have no sliding-window or softcap backward");
-  if (variant == 5) {
-    if (pr.cu_seqlens_q != nullptr) return fail("%s", "head dims 192 / 128's variant 5 (mla_keys) is built dense only");
-    return run_mla<false, true>(pr, bf16, causal);
-  }
+  if (variant == 5)
+    return pr.cu_seqlens_q != nullptr ? run_mla<true, true>(pr, bf16, causal) : run_mla<false, true>(pr, bf16, causal);
   if (variant != 1)
     return fail("%s", "head dims 192 / 128's backward is built as variants 1 (bulk dQ) and 5 (mla_keys) only");
   return pr.cu_seqlens_q != nullptr ? run_mla<true>(pr, bf16, causal) : run_mla<false>(pr, bf16, causal);

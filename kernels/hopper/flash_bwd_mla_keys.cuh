@@ -13,7 +13,7 @@
 // One dS^T buffer (BwdConfig::kDSBuffers: shared memory K 48 + V 32 + two Q / dO stages 80 + dS^T 16 + dQ 48 KB): a
 // warpgroup writes step s + 1's only after both have read step s's in their dQ GEMMs. Warpgroup 0 (two panels) passes
 // the dQ empty barrier (both consumers and the writer) after warpgroup 1's only dQ GEMM and before its own next
-// writes (the CTA's first step, without an empty wait, syncs the consumers instead: kDSFirstBarrier); warpgroup 1
+// writes (the CTA's first step too: the dQ writer arrives once ahead for it, bwd_dq_writer); warpgroup 1
 // waits for warpgroup 0's second dQ GEMM on kDSFreeBarrier (one arrive / sync pair per step within a tile; across
 // tiles the K/V barrier orders them: the next tile's K/V loads after both consumers freed this one's).
 #pragma once
@@ -36,10 +36,10 @@ struct MlaKeysDQ {
 // `prev` holds the fragments of a group still in flight (the first half's dV), kept live up to this half's first
 // wait, which retires that group (a fragment register reused before the wait would feed the running wgmma a new
 // value).
-template <class Cfg, bool kPrev, class H, class BeforeWrite>
-__device__ __forceinline__ void mla_keys_half(const H& view, const BwdParams& p, const BwdSeq& seq,
+template <class Cfg, int kRole, bool kPrev, class H, class BeforeWrite>
+__device__ __forceinline__ void mla_keys_half(const H& view, const BwdParams& p, const BwdTile& t, uint32_t base,
                                               const BwdStage<Cfg>& stage, const BwdKVDescs<Cfg>& descs,
-                                              uint8_t* ds_rows, int m_block, int key_block,
+                                              uint8_t* ds_rows, int m_block,
                                               float (&dv)[Cfg::kHeadDimV / 2], uint32_t (&frag)[H::kKSteps][4],
                                               uint32_t (&prev)[H::kKSteps][4], BeforeWrite before_write) {
   float s[H::kSRegs], dp[H::kSRegs];
@@ -54,7 +54,11 @@ __device__ __forceinline__ void mla_keys_half(const H& view, const BwdParams& p,
   wgmma_wait<1>();
   if constexpr (kPrev) fence_fragments(prev);
   fence_operands(s);
-  view.masked_probs(s, p, seq, stage.lse_log2, m_block, key_block);
+  // The masks' lengths and key block (this warpgroup's 64 keys as the view's block 2 n_block + role): published
+  // ones (varlen) read here, live for the masks only (BwdPublishedTiles; base: smem_addr of the aligned shared
+  // memory); dense ones the tile's.
+  const BwdTile at = Cfg::kPublishTiles ? BwdPublishedTiles<Cfg>::tile_in_step(base) : t;
+  view.masked_probs(s, p, at.seq, stage.lse_log2, m_block, 2 * at.n_block + kRole);
   wgmma_wait<0>();
   fence_operands(dp);
   view.dscores(dp, s, stage.delta);
@@ -67,17 +71,6 @@ __device__ __forceinline__ void mla_keys_half(const H& view, const BwdParams& p,
   gemm_rs<H::kSQueries, Cfg::kHeadDimV, Cfg::kBF16>(
       dv, frag, make_desc_mnmajor_sw128(stage.do_smem + query_rows, Cfg::kQPanelBytes));
   wgmma_commit();
-}
-
-// NamedBarrier::sync before staging the step's first dQ panel: the writer's reduce-adds of the previous step have
-// read the tile (the CTA's first step: the consumers' first dQ GEMMs instead, kDSFirstBarrier).
-template <class Cfg>
-__device__ __forceinline__ void mla_keys_dq_tile_free(bool cta_first_step) {
-  if (!cta_first_step) {
-    NamedBarrier::sync(Cfg::kDQEmptyBarrier, Cfg::kDQBarrierThreads);
-  } else {
-    NamedBarrier::sync(Cfg::kDSFirstBarrier, BwdConsumer<Cfg>::kDSBarrierThreads);
-  }
 }
 
 template <class Cfg, int kRole>
@@ -102,9 +95,10 @@ __device__ __forceinline__ void bwd_consumer_mla_keys(const BwdParams& p, uint8_
   uint32_t frag[2][H::kKSteps][4];  // P^T's A fragments of the two halves (dV's RS GEMMs)
 
   PipelineState<Cfg::kStages> st;
-  for (BwdCtaTiles<Cfg> tiles(p); tiles.valid(p); tiles.advance(p)) {
-    const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
-    const int key_block = 2 * t.n_block + kRole;  // this warpgroup's keys as the half views' 64-key block
+  // Varlen walks the tiles its producer publishes (BwdConfig::kPublishTiles: decoding them here spilled).
+  using Tiles = std::conditional_t<Cfg::kPublishTiles, BwdPublishedTiles<Cfg>, BwdCtaTiles<Cfg>>;
+  for (Tiles tiles(p); tiles.valid(p); tiles.advance(p)) {
+    const BwdTile t = bwd_tile_at<Cfg>(p, tiles);
     BwdQueryWalk<Cfg> walk = bwd_begin_tile(c, p, bars, tiles, t, dk, dv);
     for (int i = 0; i < walk.total; ++i, walk.advance()) {
       const int m_block = walk.m_block;
@@ -113,12 +107,12 @@ __device__ __forceinline__ void bwd_consumer_mla_keys(const BwdParams& p, uint8_
       const BwdStage<Cfg> stage(smem, base, st.index);
 
       // dS^T into the one buffer once both warpgroups' dQ GEMMs of the previous step have read it (file comment).
-      mla_keys_half<Cfg, false>(H{0, c.tid, c.leader}, p, t.seq, stage, descs, ds_rows, m_block, key_block, dv,
+      mla_keys_half<Cfg, kRole, false>(H{0, c.tid, c.leader}, p, t, base, stage, descs, ds_rows, m_block, dv,
                                 frag[0], frag[1], [&] {
                                   if (kRole == 1 && i >= 1)
                                     NamedBarrier::sync(Cfg::kDSFreeBarrier, C::kDSBarrierThreads);
                                 });
-      mla_keys_half<Cfg, true>(H{1, c.tid, c.leader}, p, t.seq, stage, descs, ds_rows, m_block, key_block, dv,
+      mla_keys_half<Cfg, kRole, true>(H{1, c.tid, c.leader}, p, t, base, stage, descs, ds_rows, m_block, dv,
                                frag[1], frag[0], [] {});
       bwd_sync_ds<Cfg>(kRole);  // both warpgroups' dS^T rows written (dK reads this one's, dQ all 128 keys)
       // dK += dS^T Q: A = this warpgroup's key rows of dS^T (K-major, k-steps of 16 queries), B = Q read N-major.
@@ -153,8 +147,10 @@ __device__ __forceinline__ void bwd_consumer_mla_keys(const BwdParams& p, uint8_
         wgmma_commit();
         wgmma_wait<0>();
         fence_operands(dq);
-        // (The CTA's first step: its first tile's, every tile having one; a step counter held across tiles spilled.)
-        if (panel == 0) mla_keys_dq_tile_free<Cfg>(tiles.iter == 0 && i == 0);
+        // The writer's reduce-adds of the previous step have read the dQ tile (at the CTA's first step, the writer's
+        // arrival ahead). An arrival ahead rather than a first-step test: the test kept the tile count live in the
+        // step loop, which the varlen kernels spilled (8-16 B, nvcc 13.0).
+        if (panel == 0) NamedBarrier::sync(Cfg::kDQEmptyBarrier, Cfg::kDQBarrierThreads);
         if (panel + 1 == D::kPanels) {
           if (i + 1 == walk.total) {  // K's last read of the tile done: the next tile's K/V may load
             bwd_trace(c.leader, kRole, tiles.iter, kTraceLoopEnd);
