@@ -435,9 +435,10 @@ def test_varlen_launch_checks_before_the_gpu():
     hopper_bwd.check_arguments(softmax_scale=0.1, varlen=varlen, **args)  # valid: no exception
     with pytest.raises(ValueError, match="q must be 3-d"):  # a dense call's tensors with varlen metadata
         hopper_bwd.launch(softmax_scale=0.1, causal=False, varlen=varlen, **_inputs())
-    with pytest.raises(ValueError, match="the varlen backward is built for the default variant of head dim 128 only "
-                                         r"\('bulk_dq'\)"):
+    with pytest.raises(ValueError, match="variant 'red_dq': the varlen backward of head dim 128 is built as "
+                                         "'bulk_dq' only"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, varlen=varlen, variant="red_dq", **args)
+    assert hopper_bwd.varlen_variants(192) == ("bulk_dq", "mla_keys")  # MLA builds both variants varlen
     with pytest.raises(ValueError, match="needs a CUDA"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, varlen=varlen, **args)
 

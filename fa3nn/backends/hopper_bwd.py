@@ -79,6 +79,12 @@ def default_variant(headdim: int | None) -> str:
     return DEFAULT_VARIANTS.get(headdim, "red_dq")
 
 
+def varlen_variants(headdim: int) -> tuple[str, ...]:
+    """The backward variants built for varlen at `headdim`: the default, and at 192 / 128 both of its variants
+    (kernels/hopper/flash_bwd_d192.cu)."""
+    return ("bulk_dq", "mla_keys") if headdim == 192 else (DEFAULT_VARIANTS.get(headdim, "red_dq"),)
+
+
 def variants_for(headdim: int) -> list[str]:
     """The backward variants built for `headdim`."""
     return [name for name in VARIANTS if headdim in VARIANT_HEADDIMS.get(name, QK_HEADDIMS)]
@@ -232,9 +238,9 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     if softcap > 0 and variant != DEFAULT_VARIANTS[q.shape[-1]]:
         raise ValueError(f"softcap {softcap}: the native backward has softcap in the default variant "
                          f"({DEFAULT_VARIANTS[q.shape[-1]]!r}) only; use backend='triton' otherwise")
-    if varlen is not None and variant != DEFAULT_VARIANTS[q.shape[-1]]:
-        raise ValueError(f"variant {variant!r}: the varlen backward is built for the default variant of head dim "
-                         f"{q.shape[-1]} only ({DEFAULT_VARIANTS[q.shape[-1]]!r})")
+    if varlen is not None and variant not in varlen_variants(q.shape[-1]):
+        raise ValueError(f"variant {variant!r}: the varlen backward of head dim {q.shape[-1]} is built as "
+                         f"{', '.join(map(repr, varlen_variants(q.shape[-1])))} only")
     if variant not in variants_for(q.shape[-1]):
         raise ValueError(f"variant {variant!r} is built for head dim {VARIANT_HEADDIMS[variant]} only, q has head dim "
                          f"{q.shape[-1]}; choose one of {', '.join(variants_for(q.shape[-1]))}")
