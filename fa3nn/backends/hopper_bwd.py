@@ -103,7 +103,9 @@ def variants_for(headdim: int) -> list[str]:
 # bulk_dq_overlap at 512-16384, causal and not (H100); 1.00-1.06x cuDNN in one bench.py run (s41d-h100-20261206-0005).
 # 192 / 128 since 2026-12-06: mla_keys (128-key blocks), dense 1.10-1.27x bulk_dq at 512-8k, causal 1.10 / 1.14 /
 # 1.17, non-causal 1.24 / 1.27 / 1.23 (H100, same process, results/s43d-h100-20261206-0527/); varlen since the
-# forty-fourth session (its tiles published by the producer, BwdConfig::kPublishTiles): VARLEN_MLA_MEASURED.
+# forty-fourth session (its tiles published by the producer, BwdConfig::kPublishTiles): x bulk_dq on the same packed
+# calls 1.18-1.26x non-causal, 1.10-1.12x causal, uniform 512 / 2048 and mixed lengths (H100, results/s44e-h100-
+# 20261206-0738/).
 DEFAULT_VARIANTS = {64: "m128", 128: "bulk_dq", 256: "bulk_dq", 192: "mla_keys"}
 # GQA/MQA in `backward`: True = the kernel walks each K/V head's query heads (no K/V copies, no group sum); False = the
 # expansion path (repeat_interleave K/V, MHA kernel, fp32 group sum), which costs group x K/V memory, two copies and a
