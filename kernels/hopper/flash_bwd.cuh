@@ -398,17 +398,17 @@ struct BwdCtaTiles {
 };
 
 // BwdConfig::kPublishTiles: the producer publishes each of its CTA's tiles in shared memory (slot iter & 1, and the
-// tile's sequence once more as `current`), written after the kv_free wait and before the K/V barrier's arrive, which
-// releases them with the K/V; after its last tile one slot with valid = 0 (the K/V barrier arrived without bytes).
-// The consumers walk the slots instead of dealing and decoding tiles themselves, and read a tile's lengths and rows
-// where they use them: each step's masks from `current` (no index: a consumer's last mask of a tile precedes its
-// kv_free arrival, after which the producer may rewrite it), the stores after the loop from the tile's slot (reused
-// two tiles later, after the consumers' kv_free arrivals of the tile between, which follow this tile's stores).
-// Why: the MLA key split's consumers sit at 240 registers with nothing to spare (dense: 0 spills; one step counter
-// more spilled 8 B); its varlen form, decoding tiles as every other kernel does, kept the decode's launch constants
-// (FastDiv fields, cu_seqlens pointers) and the lengths in registers across the step loop and spilled 44 / 76 B (non-
-// causal / causal), some of it reloaded at every step; four other arrangements spilled 48-140 B; slots indexed by the
-// tile count at every step, 0 / 80 B (nvcc 13.0, forty-fourth session). The dQ writer deals and decodes as before.
+// tile once more as `current`), written after the kv_free wait and before the K/V barrier's arrive, which releases
+// them with the K/V; after its last tile one slot with valid = 0 (the K/V barrier arrived without bytes). The
+// consumers walk the slots instead of dealing and decoding tiles themselves, and read a tile's values where they use
+// them: each step's masks (lengths, key block) from `current` (no index: a consumer's last mask of a tile precedes
+// its kv_free arrival, after which the producer may rewrite it), the stores after the loop from the tile's slot
+// (reused two tiles later, after the consumers' kv_free arrivals of the tile between, which follow this tile's
+// stores). Why: the MLA key split's consumers sit at 240 registers with nothing to spare (dense: 0 spills; one step
+// counter more spilled 8 B); its varlen form, decoding tiles as every other kernel does, kept the decode's launch
+// constants (FastDiv fields, cu_seqlens pointers) and the lengths in registers across the step loop and spilled 44 /
+// 76 B (non-causal / causal), some of it reloaded at every step; four other arrangements spilled 48-140 B (nvcc 13.0,
+// forty-fourth session; benchmarks/NOTES.md has the steps to 0). The dQ writer deals and decodes as before.
 struct BwdPublishedTile {
   BwdTile t;
   int valid;  // 0: the CTA has no more tiles
