@@ -209,7 +209,46 @@ class _EagerAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dout, dlse):
-        return _gradients(_backward_impl, ctx, dout, dlse)
+        refusal = _double_backward_refusal(ctx) if torch.is_grad_enabled() else None  # grad mode: create_graph=True
+        if refusal is None:
+            return _gradients(_backward_impl, ctx, dout, dlse)
+        with torch.no_grad():
+            gradients = _gradients(_backward_impl, ctx, dout, dlse)
+        q, k, v, *_, sinks = ctx.saved_tensors  # with dout and dlse: what a second derivative reaches through them
+        return _OnceDifferentiable.apply(refusal, len(gradients), *gradients, q, k, v, sinks, dout, dlse)
+
+
+def _double_backward_refusal(ctx) -> str | None:
+    """None where the backward's gradients can be differentiated again (the reference backend's, without sinks:
+    Backend.twice_differentiable), else the error a double backward raises. A kernel's gradients carry no autograd
+    history and fa3nn.sinks' gradient detaches the sinks: taken with create_graph=True, a gradient penalty on them
+    would be silently dropped (or wrong in the sinks)."""
+    q, k, v, _, _, cu_seqlens_q, _, sinks = ctx.saved_tensors
+    max_seqlen_q, max_seqlen_k, softmax_scale, window_left, window_right, softcap, deterministic, backend = ctx.scalars
+    params = _params(softmax_scale, window_left, window_right, softcap, deterministic, ctx.sm_margin)
+    chosen = resolve(backend, AttnCall.of(q, k, v, params, cu_seqlens_q is not None), backward=True)
+    if chosen.twice_differentiable and sinks is None:
+        return None
+    why = "sinks" if chosen.twice_differentiable else f"the {chosen.name} backend's backward"
+    return (f"fa3nn attention with {why} does not support double backward (differentiating gradients taken with "
+            f"create_graph=True, e.g. a gradient penalty); only backend='reference' without sinks does (slow)")
+
+
+class _OnceDifferentiable(torch.autograd.Function):
+    """The gradients as they are, from a node whose backward raises `refusal`, on the tensors a second derivative
+    reaches (q, k, v, sinks, dout, dlse): torch's once_differentiable, with a message that says why and a node on q,
+    k, v too (it hangs on backward's arguments alone: a penalty after out.sum(), whose dout needs no gradient, went
+    through)."""
+
+    @staticmethod
+    def forward(ctx, refusal, num_gradients, *gradients_then_inputs):
+        ctx.refusal = refusal
+        gradients = gradients_then_inputs[:num_gradients]
+        return tuple(None if g is None else g.detach() for g in gradients)  # detach: not views of the inputs
+
+    @staticmethod
+    def backward(ctx, *unused):
+        raise RuntimeError(ctx.refusal)
 
 
 def attention_call(q, k, v, *arguments, sinks=None, sm_margin=0) -> tuple[Tensor, Tensor]:

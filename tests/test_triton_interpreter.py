@@ -850,3 +850,14 @@ def test_sinks_in_the_kernel(case, dtype):
                 torch.testing.assert_close(g.double(), e, rtol=2e-6, atol=1e-6)
             else:
                 assert_error_ratio(g, e, y, name)
+
+
+def test_double_backward_raises():
+    """The kernels' gradients carry no autograd history: a gradient penalty through them raises (it was silently
+    dropped) rather than differentiate as a constant."""
+    q, k, v = random_qkv(1, 16, 16, 2, 2, 16, torch.float32, requires_grad=True)
+    out = flash_attn_func(q, k, v, causal=True, backend="triton")
+    dq = torch.autograd.grad(out.sum(), q, create_graph=True)[0]
+    loss = out.sum() + (dq * dq).sum()
+    with pytest.raises(RuntimeError, match="triton backend's backward does not support double backward"):
+        torch.autograd.grad(loss, q, allow_unused=True)

@@ -92,3 +92,26 @@ def test_no_keys_gives_zeros_and_neg_inf():
     q, k, v = torch.randn(2, 3, 4, 16), torch.randn(2, 0, 2, 16), torch.randn(2, 0, 2, 16)
     out, lse = fa3nn.flash_attn_func(q, k, v, return_lse=True)
     assert torch.equal(out, torch.zeros_like(q)) and torch.isneginf(lse).all()
+
+
+def test_gradgradcheck_reference_float64():
+    """The reference backward is torch ops on the saved tensors: a second derivative (gradient penalty) through it
+    is exact, dense and packed."""
+    q, k, v = random_qkv(1, 4, 5, 2, 1, 8, torch.float64, requires_grad=True)
+    assert torch.autograd.gradgradcheck(lambda q, k, v: fa3nn.flash_attn_func(q, k, v, causal=True), (q, k, v))
+    cu = torch.tensor([0, 2, 5], dtype=torch.int32)
+    q, k, v = (torch.randn(5, 2, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    assert torch.autograd.gradgradcheck(lambda q, k, v: fa3nn.flash_attn_varlen_func(q, k, v, cu, cu, 3, 3), (q, k, v))
+
+
+def test_double_backward_with_sinks_raises():
+    """fa3nn.sinks' gradient detaches the sinks (their second derivative would be wrong), so a penalty on gradients
+    taken with create_graph=True raises on differentiation, even with a dout that needs no gradient (out.sum())."""
+    q, k, v = random_qkv(1, 3, 3, 2, 2, 4, torch.float64, requires_grad=True)
+    sinks = torch.randn(2, dtype=torch.float64, requires_grad=True)
+    out = fa3nn.flash_attn_func(q, k, v, sinks=sinks)
+    grads = torch.autograd.grad(out.sum(), (q, sinks), create_graph=True)  # first order: fine
+    assert all(torch.isfinite(g).all() for g in grads)
+    penalty = sum((g * g).sum() for g in grads)
+    with pytest.raises(RuntimeError, match="sinks does not support double backward"):
+        torch.autograd.grad(penalty, (q, sinks), allow_unused=True)

@@ -99,6 +99,10 @@ class Backend:
     # Whether this backend's kernels leave AttnParams.sm_margin SMs free (fa3nn.fa3_compat.note_sm_margin warns once
     # about the calls whose backend does not).
     honours_sm_margin: bool = False
+    # Whether backward() is differentiable torch ops, so that gradients taken with create_graph=True (a gradient
+    # penalty, gradgradcheck) can be differentiated again; a kernel's gradients carry no autograd history
+    # (fa3nn.ops refuses their double backward rather than drop the second-order term).
+    twice_differentiable: bool = False
 
     def refusal(self, call: AttnCall, backward: bool) -> str | None:
         """None if this backend can serve the call (forward, or backward when `backward`), else the reason."""

@@ -146,6 +146,7 @@ def _per_sequence(varlen: Varlen):
 
 class ReferenceBackend(Backend):
     name = "reference"
+    twice_differentiable = True  # backward_dense: torch ops on saved tensors (test_varlen_and_gradcheck)
 
     def refusal(self, call: AttnCall, backward: bool) -> str | None:
         return None  # every device, dtype, head dim and feature
