@@ -4,7 +4,7 @@ error-ratio rule's dtypes. A kit that accepts a wrong input passes wrong kernels
 import pytest
 import torch
 
-from fa3nn.testing import pad, random_padding_mask, unpad
+from fa3nn.testing import attention_ref, pad, random_padding_mask, random_qkv, unpad
 
 
 def test_unpad_and_pad_take_hugging_face_int_masks():
@@ -37,3 +37,34 @@ def test_random_padding_mask_of_no_sequences():
     mask = random_padding_mask(0, 5)
     assert mask.shape == (0, 5) and mask.dtype == torch.bool
     assert random_padding_mask(3, 4)[0].all()  # the first sequence is full
+
+
+def _left_padded(x: torch.Tensor, lengths: list[int]) -> torch.Tensor:
+    """x (batch, seqlen, ...) right-padded to `lengths` with each row's real tokens moved to its end."""
+    return torch.stack([row.roll(row.shape[0] - n, 0) for row, n in zip(x, lengths)])
+
+
+def test_attention_ref_left_padded_masks_are_the_right_padded_sequences():
+    """A left-padded mask (Hugging Face generation) is the same sequences: only mask.sum(-1) was read, so it was
+    masked as right-padded (keys at the padding attended, real ones dropped)."""
+    lengths_q, lengths_k = [3, 5], [4, 6]
+    q, k, v = random_qkv(2, 5, 6, 2, 1, 8, torch.float64)
+    mask_q = torch.arange(5)[None] < torch.tensor(lengths_q)[:, None]
+    mask_k = torch.arange(6)[None] < torch.tensor(lengths_k)[:, None]
+    out, lse = attention_ref(q, k, v, mask_q, mask_k, causal=True, window_size=(2, -1))
+    left = [_left_padded(t, n) for t, n in ((q, lengths_q), (k, lengths_k), (v, lengths_k))]
+    out_left, lse_left = attention_ref(*left, _left_padded(mask_q, lengths_q), _left_padded(mask_k, lengths_k).long(),
+                                       causal=True, window_size=(2, -1))
+    torch.testing.assert_close(out_left, _left_padded(out, lengths_q))
+    torch.testing.assert_close(lse_left, _left_padded(lse.transpose(1, 2), lengths_q).transpose(1, 2))
+
+
+@pytest.mark.parametrize("name", ["query_padding_mask", "key_padding_mask"])
+@pytest.mark.parametrize("mask, error", [
+    (torch.ones(2, 4, dtype=torch.bool), "must have shape"),  # silently dropped keys 4 and 5 before
+    (torch.ones(2, 6), "must be bool or 0/1 integers"),
+], ids=["shape", "float"])
+def test_attention_ref_refuses_bad_masks(name, mask, error):
+    q, k, v = random_qkv(2, 6, 6, 2, 2, 8, torch.float32)
+    with pytest.raises((TypeError, ValueError), match=f"{name} {error}"):
+        attention_ref(q, k, v, **{name: mask})

@@ -10,17 +10,29 @@ from __future__ import annotations
 
 import torch
 
+from fa3nn.testing.data import as_padding_mask
+
 
 def _upcast_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype in (torch.float32, torch.float64) else torch.float32
 
 
-def _allowed(query_len, key_len, seqlen_q, seqlen_k, window_size, device):
-    """(batch, 1, seqlen_q, seqlen_k) bool: key j attended by query i of a sequence with the given true lengths."""
-    i = torch.arange(seqlen_q, device=device).view(1, 1, -1, 1)
-    j = torch.arange(seqlen_k, device=device).view(1, 1, 1, -1)
-    diagonal = i + (key_len - query_len).view(-1, 1, 1, 1)
-    allowed = (j < key_len.view(-1, 1, 1, 1)) & (i < query_len.view(-1, 1, 1, 1))
+def _real_tokens(padding_mask, shape, name, device) -> torch.Tensor:
+    """The mask `name` as bool `shape` (batch, seqlen) (fa3nn.testing.data.as_padding_mask), all True where None."""
+    if padding_mask is None:
+        return torch.ones(shape, dtype=torch.bool, device=device)
+    return as_padding_mask(padding_mask, shape, name).to(device)
+
+
+def _allowed(query_mask, key_mask, window_size):
+    """(batch, 1, seqlen_q, seqlen_k) bool: key j attended by query i. Each row's real tokens, in order, are one
+    sequence (what unpad packs: right- and left-padded alike), masked bottom-right on its own true lengths by their
+    positions among the real tokens."""
+    position_q, position_k = query_mask.cumsum(-1) - 1, key_mask.cumsum(-1) - 1  # (batch, seqlen)
+    query_len, key_len = query_mask.sum(-1, keepdim=True), key_mask.sum(-1, keepdim=True)
+    i, j = position_q[:, None, :, None], position_k[:, None, None, :]
+    diagonal = i + (key_len - query_len)[:, None, :, None]
+    allowed = query_mask[:, None, :, None] & key_mask[:, None, None, :]
     left, right = window_size
     if left >= 0:
         allowed = allowed & (j >= diagonal - left)
@@ -45,9 +57,10 @@ def attention_ref(
 ):
     """Dense attention, differentiable through autograd. Returns (out, lse).
 
-    q (batch, seqlen_q, nheads, d), k/v (batch, seqlen_k, nheads_kv, d[v]); padding masks are bool (batch, seqlen),
-    True on real tokens, right-padded: each sequence is masked bottom-right on its own true lengths. Padded query rows
-    and rows that attend no key give zeros and lse = -inf. `reorder_ops` scales q before Q·Kᵀ instead of the scores
+    q (batch, seqlen_q, nheads, d), k/v (batch, seqlen_k, nheads_kv, d[v]); padding masks are bool or 0/1 integer
+    (batch, seqlen_q) and (batch, seqlen_k), True on real tokens, right- or left-padded: each row's real tokens, in
+    order, are one sequence (the one unpad packs), masked bottom-right on its own true lengths. Padded query rows and
+    rows that attend no key give zeros and lse = -inf. `reorder_ops` scales q before Q·Kᵀ instead of the scores
     after (a different rounding order); `intermediate_dtype` rounds P to that dtype before P·V (FP8 emulation).
     """
     dtype_og = q.dtype
@@ -64,12 +77,11 @@ def attention_ref(
         scores = torch.einsum("bthd,bshd->bhts", q, k) * scale
     if softcap > 0:
         scores = torch.tanh(scores / softcap) * softcap
-    full = torch.full((batch,), 1, dtype=torch.long, device=q.device)
-    query_len = full * seqlen_q if query_padding_mask is None else query_padding_mask.sum(-1)
-    key_len = full * seqlen_k if key_padding_mask is None else key_padding_mask.sum(-1)
+    query_mask = _real_tokens(query_padding_mask, (batch, seqlen_q), "query_padding_mask", q.device)
+    key_mask = _real_tokens(key_padding_mask, (batch, seqlen_k), "key_padding_mask", q.device)
     if causal:
         window_size = (window_size[0], 0)
-    allowed = _allowed(query_len, key_len, seqlen_q, seqlen_k, window_size, q.device)
+    allowed = _allowed(query_mask, key_mask, window_size)
     scores = scores.masked_fill(~allowed, float("-inf"))
     lse = torch.logsumexp(scores.to(_upcast_dtype(compute)), dim=-1)
     probs = torch.softmax(scores, dim=-1)
