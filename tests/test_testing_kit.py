@@ -4,7 +4,15 @@ error-ratio rule's dtypes. A kit that accepts a wrong input passes wrong kernels
 import pytest
 import torch
 
-from fa3nn.testing import attention_ref, pad, random_padding_mask, random_qkv, unpad
+from fa3nn.testing import (
+    assert_error_ratio,
+    attention_ref,
+    error_ratio_report,
+    pad,
+    random_padding_mask,
+    random_qkv,
+    unpad,
+)
 
 
 def test_unpad_and_pad_take_hugging_face_int_masks():
@@ -68,3 +76,16 @@ def test_attention_ref_refuses_bad_masks(name, mask, error):
     q, k, v = random_qkv(2, 6, 6, 2, 2, 8, torch.float32)
     with pytest.raises((TypeError, ValueError), match=f"{name} {error}"):
         attention_ref(q, k, v, **{name: mask})
+
+
+@pytest.mark.parametrize("name", ["actual", "ref", "pt"])
+@pytest.mark.parametrize("bad", [torch.ones(3, dtype=torch.int64), torch.ones(3, dtype=torch.bool),
+                                 torch.ones(3, dtype=torch.complex64), [1.0, 1.0, 1.0]], ids=["int", "bool", "complex",
+                                                                                             "list"])
+def test_error_ratio_refuses_non_floating_tensors(name, bad):
+    """Integer and bool tensors passed off-by-one values (their "noise" was the rounding of r + 0.3)."""
+    tensors = {"actual": torch.zeros(3), "ref": torch.zeros(3), "pt": torch.zeros(3), name: bad}
+    with pytest.raises(TypeError, match=f"{name} must be a floating-point torch.Tensor"):
+        error_ratio_report(**tensors)
+    with pytest.raises(TypeError, match=name):
+        assert_error_ratio(**tensors)

@@ -27,8 +27,19 @@ def rounding_noise(ref: torch.Tensor, dtype: torch.dtype) -> float:
     return 2.0 * (shifted.to(dtype).to(torch.float64) - shifted).abs().max().item()
 
 
+def _check_floating(**tensors) -> None:
+    """The rule measures rounding: integer or bool tensors have none to measure (their noise came out as the
+    rounding of r + 0.3 and passed off-by-one values), and complex ones would lose their imaginary parts."""
+    for name, tensor in tensors.items():
+        if not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point():
+            got = tensor.dtype if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+            raise TypeError(f"{name} must be a floating-point torch.Tensor (the error-ratio rule bounds rounding), got "
+                            f"{got}; compare integer or bool results with torch.equal")
+
+
 def error_ratio_report(actual, ref, pt, ratio: float = DEFAULT_RATIO) -> tuple[bool, str]:
-    """(passed, one-line report with the numbers) for the rule above."""
+    """(passed, one-line report with the numbers) for the rule above; actual, ref and pt floating-point tensors."""
+    _check_floating(actual=actual, ref=ref, pt=pt)
     if actual.shape != ref.shape or pt.shape != ref.shape:
         return False, f"shape mismatch: actual {tuple(actual.shape)}, ref {tuple(ref.shape)}, pt {tuple(pt.shape)}"
     wide = torch.float64
