@@ -330,3 +330,56 @@ def test_split_dkdv_grid_counts_both_parts(monkeypatch):
     assert launch._launcher("dkdv_split", None, shape) == configs.Tile(32, 128, 8, 2)
     assert launch._launcher("dkdv", None, shape) == configs.Tile(64, 32, 8, 2)  # 64 x 32 rows: no halving
     assert configs.fill_sms("dkdv", configs.Tile(32, 128, 8, 2), 5, 1024, H200_SMS) == configs.Tile(32, 64, 8, 2)
+
+
+def _fresh_launch():
+    """fa3nn.backends.triton.launch executed afresh as a new module, so its import-time switches read the
+    environment as it is now (the imported module, which other tests patch, is left alone)."""
+    import importlib.util
+
+    from fa3nn.backends.triton import launch
+
+    spec = importlib.util.spec_from_file_location("fa3nn_launch_fresh", launch.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+LAUNCH_SWITCHES = {"FA3NN_TRITON_BWD_STREAMS": "BWD_STREAMS", "FA3NN_TRITON_UNMASKED_ROW_STATS": "UNMASKED_ROW_STATS",
+                   "FA3NN_TRITON_ATOMIC_DQ": "ATOMIC_DQ", "FA3NN_TRITON_POISON": "POISON_OUTPUTS"}
+
+
+@pytest.mark.parametrize("env", LAUNCH_SWITCHES)
+def test_launch_switches_take_1_or_0_and_refuse_the_rest(env, monkeypatch):
+    """Read as `== "1"`, =true turned the default-on switches (BWD_STREAMS, UNMASKED_ROW_STATS) off and did nothing
+    for the opt-ins (ATOMIC_DQ)."""
+    pytest.importorskip("triton")
+    for value, expected in (("1", True), ("0", False)):
+        monkeypatch.setenv(env, value)
+        assert getattr(_fresh_launch(), LAUNCH_SWITCHES[env]) is expected
+    for value in ("true", "yes", "on", "auto"):
+        monkeypatch.setenv(env, value)
+        with pytest.raises(ValueError, match=f"{env}={value}: use 1 or 0"):
+            _fresh_launch()
+
+
+def test_call_time_switches_refuse_other_values(monkeypatch):
+    """FA3NN_TRITON_AUTOTUNE=yes did nothing, FA3NN_TRITON_TMA=on was auto, FA3NN_TRITON_CPU=true was off."""
+    pytest.importorskip("triton")
+    from fa3nn.backends.triton import _interpreting, configs, launch
+
+    monkeypatch.setenv("FA3NN_TRITON_AUTOTUNE", "yes")
+    with pytest.raises(ValueError, match="FA3NN_TRITON_AUTOTUNE=yes: use 1 or 0"):
+        configs.autotune_enabled()
+    for value, expected in (("1", True), ("0", False), ("auto", None)):
+        monkeypatch.setenv("FA3NN_TRITON_TMA", value)
+        assert launch._tma_switch() is expected
+    monkeypatch.setenv("FA3NN_TRITON_TMA", "on")
+    with pytest.raises(ValueError, match=r"FA3NN_TRITON_TMA=on: use auto \(the default\), 1 or 0"):
+        launch._tma_switch()
+    monkeypatch.setenv("FA3NN_TRITON_CPU", "true")
+    with pytest.raises(ValueError, match="FA3NN_TRITON_CPU=true: use 1 or 0"):
+        _interpreting()
+    monkeypatch.setenv("FA3NN_TRITON_CPU", "1")
+    monkeypatch.setenv("TRITON_INTERPRET", "true")  # Triton's own variable, read as Triton reads it
+    assert _interpreting()

@@ -48,6 +48,7 @@ import os
 import torch
 
 from fa3nn.backends.base import AttnCall, Backend
+from fa3nn.backends.triton import configs
 
 MAX_HEADDIM = 256
 GPU_DTYPES = (torch.float16, torch.bfloat16)
@@ -60,7 +61,10 @@ def _triton_installed() -> bool:
 
 
 def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1" and os.environ.get("FA3NN_TRITON_CPU", "0") == "1"
+    """FA3NN_TRITON_CPU=1 (configs.switch: 1 or 0) and TRITON_INTERPRET on, as Triton reads it (3.9's knobs: 1,
+    true, on or yes, any case)."""
+    opted_in = configs.env_switch("FA3NN_TRITON_CPU", "0")
+    return opted_in and os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
 
 
 def _launch():

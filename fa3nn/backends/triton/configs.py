@@ -426,10 +426,25 @@ INTERPRETER = {"fwd": Tile(32, 16, 4, 1), "dq": Tile(32, 16, 4, 1),
 OVERRIDES: dict[str, Tile] = {}
 
 
+def switch(value: str, env: str, auto: bool = False) -> bool | None:
+    """The backend's switches, one reading: True for "1", False for "0", None for "auto" where the switch has that
+    mode (`auto`). Anything else raises, naming the variable `env`: read as `== "1"`, "true" turned default-on
+    switches off, "yes" did nothing and FA3NN_TRITON_TMA=on meant auto."""
+    if value not in (("auto", "1", "0") if auto else ("1", "0")):
+        raise ValueError(f"{env}={value}: use auto (the default), 1 or 0" if auto else f"{env}={value}: use 1 or 0")
+    return None if value == "auto" else value == "1"
+
+
+def env_switch(env: str, default: str) -> bool | None:
+    """The environment variable `env` through switch, `default` ("1", "0" or "auto", which gives it that mode)
+    where it is unset."""
+    return switch(os.environ.get(env, default), env, auto=default == "auto")
+
+
 def autotune_enabled() -> bool:
     """FA3NN_TRITON_AUTOTUNE=1 opts into timing the candidates on first use of each key (not reproducible run to
     run; deterministic=True calls still take the pinned tile)."""
-    return os.environ.get("FA3NN_TRITON_AUTOTUNE", "0") == "1"
+    return env_switch("FA3NN_TRITON_AUTOTUNE", "0")
 
 
 def seq_bucket(max_seqlen: int) -> int:

@@ -30,13 +30,13 @@ try:
 except ImportError:
     TensorDescriptor = None
 
-POISON_OUTPUTS = os.environ.get("FA3NN_TRITON_POISON", "0") == "1"
-ATOMIC_DQ = os.environ.get("FA3NN_TRITON_ATOMIC_DQ", "0") == "1"
+POISON_OUTPUTS = configs.env_switch("FA3NN_TRITON_POISON", "0")
+ATOMIC_DQ = configs.env_switch("FA3NN_TRITON_ATOMIC_DQ", "0")
 # On by default (bitwise the same results; FA3NN_TRITON_UNMASKED_ROW_STATS=0 turns it off): the dK/dV kernel's
 # unmasked run loads lse/delta without the row checks that cannot fire there (kernels._bwd_dkdv_kernel; -24%
 # instructions per step at d128, sm_90a). H200, Triton 3.6, 2026-11-30 (scripts/triton_tile_ab.py, pinned tiles):
 # backward +4.2-6.2% at d128 (2048, 8192; causal and not), +15-28% at d64.
-UNMASKED_ROW_STATS = os.environ.get("FA3NN_TRITON_UNMASKED_ROW_STATS", "1") == "1"
+UNMASKED_ROW_STATS = configs.env_switch("FA3NN_TRITON_UNMASKED_ROW_STATS", "1")
 # At head dims >= 256 when the output split is off (FA3NN_TRITON_DKDV_OUTPUTS=joint; the output split is the d256
 # default since 2026-12-02, +12..+23% over this), or with the atomic dQ (FA3NN_TRITON_DKDV_SPLIT_D=1 turns it
 # off): the dK/dV kernel runs two programs
@@ -80,7 +80,7 @@ DKDV_OUTPUTS = os.environ.get("FA3NN_TRITON_DKDV_OUTPUTS", "auto")
 # other's instead of leaving SMs idle at each kernel boundary. Bitwise the same gradients. H200, Triton 3.6,
 # 2026-12-02 (scripts/triton_tile_ab.py, whole backward): +1..+4% at d64 / d128 512-16k, causal and not (d128 2048
 # 359 -> 369 non-causal, 282 -> 295 causal), +1..+4% at d256 (results/outsplit-h200-20261202-1528, o2-…-1529).
-BWD_STREAMS = os.environ.get("FA3NN_TRITON_BWD_STREAMS", "1") == "1"
+BWD_STREAMS = configs.env_switch("FA3NN_TRITON_BWD_STREAMS", "1")
 LOG2E = math.log2(math.e)
 _side_streams: dict[int, torch.cuda.Stream] = {}
 
@@ -106,11 +106,14 @@ def dkdv_split(block_d: int, block_dv: int, atomic_dq: bool) -> int:
 
 
 def _forced(value: str, env: str) -> bool | None:
-    """A tri-state switch's value: True ("1") or False ("0") when forced, None for "auto"; anything else is refused,
-    naming the variable."""
-    if value not in ("auto", "0", "1"):
-        raise ValueError(f"{env}={value}: use auto (the default), 1 or 0")
-    return None if value == "auto" else value == "1"
+    """A tri-state switch's value (configs.switch): True ("1") or False ("0") when forced, None for "auto"."""
+    return configs.switch(value, env, auto=True)
+
+
+def _tma_switch() -> bool | None:
+    """FA3NN_TRITON_TMA: True (1) descriptors wherever the views allow, on any device (offline compiles on the
+    CPU), False (0) never, None (auto) on sm_90+ GPUs."""
+    return configs.env_switch("FA3NN_TRITON_TMA", "auto")
 
 
 def dkdv_query_major(kind: str, block_d: int, causal: bool, max_seqlen: int, pointers: bool = False) -> bool:
@@ -161,9 +164,9 @@ def _tma_views(*tensors, shape, batched: bool = False) -> tuple | None:
     """(rows, heads * dim) views of the (batch, seqlen, heads, dim) or packed tensors for tensor descriptors
     ((batch, seqlen, heads * dim) for dense calls when `batched`, tma_batched's answer), or None where the pointer
     path must serve."""
-    mode = os.environ.get("FA3NN_TRITON_TMA", "auto")
+    mode = _tma_switch()
     first = tensors[0]
-    if mode == "0" or (mode != "1" and (first.device.type != "cuda" or _device(first.device)[0] < 9)):
+    if mode is False or (mode is None and (first.device.type != "cuda" or _device(first.device)[0] < 9)):
         return None
     if TensorDescriptor is None:
         return None
@@ -211,10 +214,10 @@ def _dq_reduce_target(dq_acc: torch.Tensor, shape) -> object | None:
     per-element atomics must serve: varlen (a tile would reach into the next sequence), padded head dims, no
     descriptors (Triton < 3.4, pre-Hopper GPUs, the interpreter), FA3NN_TRITON_TMA=0 (=1 forces them, for
     offline compiles on the CPU)."""
-    mode = os.environ.get("FA3NN_TRITON_TMA", "auto")
-    if mode == "0" or TensorDescriptor is None or shape.varlen or shape.headdim != shape.block_d:
+    mode = _tma_switch()
+    if mode is False or TensorDescriptor is None or shape.varlen or shape.headdim != shape.block_d:
         return None
-    if mode != "1" and (dq_acc.device.type != "cuda" or _device(dq_acc.device)[0] < 9):
+    if mode is None and (dq_acc.device.type != "cuda" or _device(dq_acc.device)[0] < 9):
         return None
     view = dq_acc.view(dq_acc.shape[0], dq_acc.shape[1], dq_acc.shape[2] * dq_acc.shape[3])
     return TensorDescriptor.from_tensor(view, [1, 16, shape.headdim])  # block shape set per tile at launch
