@@ -16,6 +16,7 @@ lse is the natural-log sum of exp of the scaled (and soft-capped) scores; it is 
 from __future__ import annotations
 
 import dataclasses
+import numbers
 
 import torch
 
@@ -338,6 +339,7 @@ def flash_attn_qkvpacked_func(
         raise TypeError(f"qkv must be a torch.Tensor (batch, seqlen, 3, nheads, headdim) or, with num_heads_q, "
                         f"(batch, seqlen, nheads + 2 * nheads_kv, headdim); got {type_name(qkv)} "
                         f"{tuple(qkv.shape) if isinstance(qkv, torch.Tensor) else ''}")
+    num_heads_q = _as_num_heads_q(num_heads_q)
     if qkv.dim() == 5:
         if qkv.shape[2] != 3 or num_heads_q not in (None, qkv.shape[3]):
             raise ValueError(f"a 5-D qkv must be (batch, seqlen, 3, nheads, headdim) with num_heads_q None or nheads, "
@@ -345,8 +347,7 @@ def flash_attn_qkvpacked_func(
         q, k, v = qkv.unbind(dim=2)
     else:
         heads = qkv.shape[2]
-        if isinstance(num_heads_q, bool) or not isinstance(num_heads_q, int) or not 0 < num_heads_q < heads or (
-                heads - num_heads_q) % 2:
+        if num_heads_q is None or not 0 < num_heads_q < heads or (heads - num_heads_q) % 2:
             raise ValueError(f"a 4-D qkv (batch, seqlen, nheads + 2 * nheads_kv, headdim) needs num_heads_q, an int in "
                              f"(0, {heads}) leaving an even count for k and v; got {num_heads_q!r}")
         nheads_kv = (heads - num_heads_q) // 2
@@ -354,6 +355,14 @@ def flash_attn_qkvpacked_func(
     return flash_attn_func(q, k, v, softmax_scale, causal, None, q_descale, k_descale, v_descale, window_size,
                            attention_chunk, softcap, 1, None, deterministic, sm_margin, return_attn_probs,
                            return_lse=return_lse, sinks=sinks, fp8=fp8, backend=backend)
+
+
+def _as_num_heads_q(value) -> int | None:
+    """num_heads_q as a Python int (None stays None): an int or a numpy integer, as max_seqlen takes them
+    (fa3nn.checks.as_max_seqlen); a bool or a float (4.0) is refused whichever layout qkv has."""
+    if value is None or (isinstance(value, numbers.Integral) and not isinstance(value, bool)):
+        return None if value is None else int(value)
+    raise TypeError(f"num_heads_q must be an int (the query heads in qkv) or None, got {type_name(value)} {value!r}")
 
 
 def explain(

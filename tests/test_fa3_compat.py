@@ -5,6 +5,7 @@ descales, each against an independent oracle."""
 import inspect
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -546,6 +547,18 @@ def test_qkvpacked_matches_separate_tensors(gqa):
 def test_qkvpacked_refused_clearly(shape, num_heads_q, match):
     with pytest.raises(ValueError, match=match):
         fa3nn.flash_attn_qkvpacked_func(torch.randn(shape), num_heads_q=num_heads_q)
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 12, 16), (2, 5, 3, 8, 16)], ids=["4d", "5d"])
+def test_qkvpacked_num_heads_q_is_an_integer_in_both_layouts(shape):
+    """The 4-D layout refused np.int64(8) while the 5-D one took 4.0 / 8.0: both take ints and numpy integers (as
+    max_seqlen does) and refuse floats and bools, naming num_heads_q."""
+    qkv = torch.randn(shape)
+    out = fa3nn.flash_attn_qkvpacked_func(qkv, num_heads_q=np.int64(8))
+    assert torch.equal(out, fa3nn.flash_attn_qkvpacked_func(qkv, num_heads_q=8))
+    for bad in (8.0, True):
+        with pytest.raises(TypeError, match=f"num_heads_q must be an int .* got {type(bad).__name__} {bad}"):
+            fa3nn.flash_attn_qkvpacked_func(qkv, num_heads_q=bad)
 
 
 def _per_head_quantized(q, k, v, cu_q=None, cu_k=None, max_q=None, max_k=None):
