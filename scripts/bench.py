@@ -300,7 +300,9 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, checked before any GPU work (parser.error: usage and exit status 2): a seqlen of 0 or a head
+    dim of 0 divided by zero, and one past TOKENS / WIDTH gave batch or nheads 0 and failed far from its cause."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backends", nargs="+", default=["triton", "cudnn", "fa2", "mem-eff"],
                         help=f"ratios: every fa3nn backend against cudnn and fa2; choices: {FA3NN + tuple(SDPA)}")
@@ -324,11 +326,26 @@ def main() -> None:
                         "compare their e4m3 values (slow to compile: bench_fp8.py)")
     parser.add_argument("--out-dir", type=Path, default=RESULTS)
     parser.add_argument("--tag", default=None, help="file name stem (default: bench-<gpu>-<date>)")
-    args = parser.parse_args()
-    if args.rounds < 1:
-        parser.error(f"--rounds must be >= 1, got {args.rounds}")
-    for b in args.backends:
-        attention_fn(b)  # fail fast on a typo
+    args = parser.parse_args(argv)
+    # (values, largest allowed, why): batch = TOKENS // seqlen and nheads = WIDTH // headdim must stay >= 1
+    limits = {"--seqlens": (args.seqlens, TOKENS, f"batch = {TOKENS} tokens // seqlen >= 1"),
+              "--headdims": (args.headdims, WIDTH, f"nheads = {WIDTH} // headdim >= 1"),
+              "--headdim-v": ([] if args.headdim_v is None else [args.headdim_v], None, None),
+              **{f"--{name}": ([getattr(args, name)], None, None) for name in ("iters", "reps", "rotate", "rounds")}}
+    for option, (values, most, why) in limits.items():
+        for value in values:
+            if value < 1 or (most is not None and value > most):
+                parser.error(f"{option} must be >= 1" + (f" and <= {most} ({why})" if most else "") + f", got {value}")
+    for backend in args.backends:
+        try:
+            attention_fn(backend)  # fail fast on a typo
+        except ValueError as exc:
+            parser.error(f"--backends: {exc}")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
     env = environment()
     causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
     if args.precompile and "triton" in args.backends:

@@ -4,6 +4,7 @@ first call after the last one in all rounds but one: 5-8% slower at seqlen 16384
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import pytest
@@ -40,3 +41,27 @@ def test_merge_rounds_takes_each_figure_median(monkeypatch):
     assert row["results"]["hopper"]["fwd_tflops"] == 700.0
     assert row["results"]["hopper"]["fwd_ms"] == 1.0 / 700.0
     assert row["results"]["flaky"] == {"error": "RuntimeError: boom"}
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["--seqlens", "2048", "0"], "--seqlens must be >= 1 and <= 16384 .* got 0"),  # divided by zero
+    (["--seqlens", "-5"], "--seqlens must be >= 1 .* got -5"),
+    (["--seqlens", "32768"], "--seqlens must be >= 1 and <= 16384 .* got 32768"),  # batch 0
+    (["--headdims", "0"], "--headdims must be >= 1 and <= 2048 .* got 0"),
+    (["--headdims", "4096"], "--headdims must be >= 1 and <= 2048 .* got 4096"),  # nheads 0
+    (["--iters", "0"], "--iters must be >= 1, got 0"),
+    (["--reps", "-1"], "--reps must be >= 1, got -1"),
+    (["--backends", "triton", "tritonn"], "--backends: unknown backend 'tritonn'"),
+], ids=lambda x: "")
+def test_bench_arguments_are_usage_errors(argv, error, monkeypatch, capsys):
+    """scripts/bench.py refuses its arguments before any GPU work, with argparse's usage error (exit status 2)."""
+    from script_module import SCRIPTS
+
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    bench = load_script("bench")
+    with pytest.raises(SystemExit) as exit_info:
+        bench.parse_args(argv)
+    assert exit_info.value.code == 2
+    assert re.search(error, capsys.readouterr().err)
+    args = bench.parse_args(["--seqlens", "16384", "--headdims", "2048", "--backends", "triton-fp8", "cudnn"])
+    assert args.seqlens == [16384] and args.headdims == [2048]
