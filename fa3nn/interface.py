@@ -244,7 +244,8 @@ def flash_attn_func(
     "current") or True (per_tile): the forward quantizes Q, K, V to e4m3, the backward is the bf16 one.
     DelayedScaling keeps state across calls, so it needs a FlashAttentionV3. e4m3 q, k, v with q_descale /
     k_descale / v_descale: FlashAttention-3's FP8 call, forward only (fa3nn.fp8.inputs). sinks (nheads,): gpt-oss's
-    per-head sink logits (fa3nn.sinks); lse then includes the sink.
+    per-head sink logits (fa3nn.sinks); lse then includes the sink. attention_chunk > 0 reads the chunk boundaries on
+    the host (fa3nn.chunks): under torch.compile a graph break per call, so fullgraph=True refuses it.
     """
     lse_wanted = wants_lse(return_attn_probs, return_lse)
     check_hints(num_splits, pack_gqa, sm_margin)
@@ -294,7 +295,9 @@ def flash_attn_varlen_func(
 
     As in FlashAttention-3, seqused_q / seqused_k (int32 (batch,)) use only the first seqused[i] rows of slot i, and
     a side whose cu_seqlens is None is dense, (batch, seqlen, nheads, headdim) (fa3nn.slots); out and lse then
-    follow q's layout. Padding query rows get zeros.
+    follow q's layout. Padding query rows get zeros. Both read seqused / the boundaries on the host to pack the used
+    rows, as attention_chunk does its chunks: under torch.compile a graph break per call (fullgraph=True refuses it);
+    plain cu_seqlens calls compile without one.
     """
     lse_wanted = wants_lse(return_attn_probs, return_lse)
     check_hints(num_splits, pack_gqa, sm_margin)

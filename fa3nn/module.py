@@ -25,7 +25,8 @@ class FlashAttentionV3(nn.Module):
     Engine DelayedScaling), its name ("per_tile", "current", "delayed") or True (per_tile). layer_idx seeds the
     layer's incoherent-processing signs, so that layers differ. With DelayedScaling, call fa3nn.sync_amax(model)
     once per optimizer step (it all-reduces the amaxes under torch.distributed). attention_chunk > 0: chunked
-    attention (Llama 4's local layers; fa3nn.chunks).
+    attention (Llama 4's local layers; fa3nn.chunks), whose boundaries are read on the host: under torch.compile a
+    graph break per call, so fullgraph=True refuses it.
     """
 
     def __init__(
