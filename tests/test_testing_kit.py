@@ -89,3 +89,13 @@ def test_error_ratio_refuses_non_floating_tensors(name, bad):
         error_ratio_report(**tensors)
     with pytest.raises(TypeError, match=name):
         assert_error_ratio(**tensors)
+
+
+@pytest.mark.parametrize("ratio", [-1.0, float("nan"), float("inf"), True, "2"], ids=str)
+def test_error_ratio_refuses_a_ratio_that_is_not_a_finite_number(ratio):
+    """ratio was taken as given: NaN made every bound NaN (every tensor failed, reporting "bound nan"), a negative
+    one could put the bound below 0; now refused, naming ratio. 0 and other finite ratios still work."""
+    x = torch.zeros(3)
+    with pytest.raises(ValueError, match="ratio must be a finite number >= 0"):
+        error_ratio_report(x, x, x, ratio=ratio)
+    assert error_ratio_report(x, x, x, ratio=0)[0] and error_ratio_report(x, x, x, ratio=3)[0]

@@ -38,8 +38,13 @@ def _check_floating(**tensors) -> None:
 
 
 def error_ratio_report(actual, ref, pt, ratio: float = DEFAULT_RATIO) -> tuple[bool, str]:
-    """(passed, one-line report with the numbers) for the rule above; actual, ref and pt floating-point tensors."""
+    """(passed, one-line report with the numbers) for the rule above; actual, ref and pt floating-point tensors,
+    ratio a finite number >= 0 (NaN made every bound NaN, failing every tensor; a negative one can put the bound below
+    0)."""
     _check_floating(actual=actual, ref=ref, pt=pt)
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio < float("inf"):
+        raise ValueError(f"ratio must be a finite number >= 0 (FlashAttention-3's rule: {DEFAULT_RATIO}), "
+                         f"got {ratio!r}")
     if actual.shape != ref.shape or pt.shape != ref.shape:
         return False, f"shape mismatch: actual {tuple(actual.shape)}, ref {tuple(ref.shape)}, pt {tuple(pt.shape)}"
     wide = torch.float64
