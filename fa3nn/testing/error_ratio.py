@@ -15,6 +15,8 @@ truth as plain PyTorch at its own precision. NaN/Inf must appear exactly where t
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 DEFAULT_RATIO = 2.0
@@ -42,7 +44,7 @@ def error_ratio_report(actual, ref, pt, ratio: float = DEFAULT_RATIO) -> tuple[b
     ratio a finite number >= 0 (NaN made every bound NaN, failing every tensor; a negative one can put the bound below
     0)."""
     _check_floating(actual=actual, ref=ref, pt=pt)
-    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio < float("inf"):
+    if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real) or not 0 <= ratio < float("inf"):
         raise ValueError(f"ratio must be a finite number >= 0 (FlashAttention-3's rule: {DEFAULT_RATIO}), "
                          f"got {ratio!r}")
     if actual.shape != ref.shape or pt.shape != ref.shape:
