@@ -118,6 +118,11 @@ def as_max_seqlen(name: str, value) -> int | None:
                     f"int({name}) or {name}.item()")
 
 
+def as_max_seqlens(max_seqlen_q, max_seqlen_k) -> tuple[int | None, int | None]:
+    """as_max_seqlen of both, each named."""
+    return as_max_seqlen("max_seqlen_q", max_seqlen_q), as_max_seqlen("max_seqlen_k", max_seqlen_k)
+
+
 # cu_seqlens read and validated once per device tensor (fa3nn.memo, which says what edits it cannot see), not per
 # layer call; a CPU tensor's at every call.
 _validated = TensorMemo(remember_cpu=False)

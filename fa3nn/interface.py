@@ -24,7 +24,7 @@ from fa3nn.backends.base import AttnCall, AttnParams, lse_dtype
 from fa3nn.checks import (
     FP8_INPUT_DTYPES,
     SUPPORTED_DTYPES,
-    as_max_seqlen,
+    as_max_seqlens,
     check_cu_seqlens_values,
     check_dense,
     check_options,
@@ -122,8 +122,7 @@ def attention(
     attention_chunk > 0: chunked attention, each chunk a packed sequence (fa3nn.chunks). sinks (nheads,): gpt-oss's
     per-head sink logits (fa3nn.sinks), in the forward kernels (native, Triton), else one pass over the output.
     sm_margin: SMs to leave free for overlapping kernels (fa3nn.fa3_compat; checked by the public functions)."""
-    max_seqlen_q, max_seqlen_k = as_max_seqlen("max_seqlen_q", max_seqlen_q), as_max_seqlen("max_seqlen_k",
-                                                                                           max_seqlen_k)
+    max_seqlen_q, max_seqlen_k = as_max_seqlens(max_seqlen_q, max_seqlen_k)
     if attention_chunk:
         check_attention_chunk(attention_chunk)
         _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)  # as without chunks
@@ -302,8 +301,7 @@ def flash_attn_varlen_func(
     lse_wanted = wants_lse(return_attn_probs, return_lse)
     check_hints(num_splits, pack_gqa, sm_margin)
     check_attention_chunk(attention_chunk)
-    max_seqlen_q, max_seqlen_k = as_max_seqlen("max_seqlen_q", max_seqlen_q), as_max_seqlen("max_seqlen_k",
-                                                                                           max_seqlen_k)
+    max_seqlen_q, max_seqlen_k = as_max_seqlens(max_seqlen_q, max_seqlen_k)
     if cu_seqlens_q is None and cu_seqlens_k is None and seqused_q is None and seqused_k is None:
         raise TypeError("flash_attn_varlen_func needs cu_seqlens_q and cu_seqlens_k (int32, (batch + 1,)) with packed "
                         f"(total_tokens, nheads, headdim) q, k, v (or seqused_q / seqused_k with dense slots); got "
@@ -390,8 +388,7 @@ def explain(
     GPUs, "fp8 emulation (reference)" elsewhere); the backward is bf16. e4m3 q, k, v (FlashAttention-3's FP8
     inputs, fa3nn.fp8.inputs) name the FP8 path and no backward.
     """
-    max_seqlen_q, max_seqlen_k = as_max_seqlen("max_seqlen_q", max_seqlen_q), as_max_seqlen("max_seqlen_k",
-                                                                                           max_seqlen_k)
+    max_seqlen_q, max_seqlen_k = as_max_seqlens(max_seqlen_q, max_seqlen_k)
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     fp8_inputs = is_fp8_call(q, None, None, None)
     if fp8_inputs:

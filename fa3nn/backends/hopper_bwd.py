@@ -82,7 +82,7 @@ def default_variant(headdim: int | None) -> str:
 def varlen_variants(headdim: int) -> tuple[str, ...]:
     """The backward variants built for varlen at `headdim`: the default, and at 192 / 128 both of its variants
     (kernels/hopper/flash_bwd_d192.cu)."""
-    return ("bulk_dq", "mla_keys") if headdim == 192 else (DEFAULT_VARIANTS.get(headdim, "red_dq"),)
+    return tuple(variants_for(headdim)) if headdim == 192 else (default_variant(headdim),)
 
 
 def variants_for(headdim: int) -> list[str]:

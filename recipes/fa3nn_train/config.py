@@ -82,8 +82,7 @@ class ModelConfig:
         if self.num_heads % self.num_kv_heads:
             raise ConfigError(f"model.num_heads ({self.num_heads}) must be a multiple of model.num_kv_heads "
                               f"({self.num_kv_heads})")
-        if self.attention not in ATTENTIONS:
-            raise ConfigError(f"model.attention must be one of {ATTENTIONS}, got {self.attention!r}")
+        _require("model.attention", self.attention, self.attention in ATTENTIONS, f"one of {ATTENTIONS}")
         if self.attention != "fa3nn" and self.fp8_attention is not None:
             raise ConfigError("model.fp8_attention needs model.attention = 'fa3nn'")
         if self.fp8_attention is not None:
@@ -117,14 +116,10 @@ class DataConfig:
         _at_least("data.shuffle_buffer", self.shuffle_buffer, 0, " (0: no shuffle while streaming)")
         _at_least("data.block_shuffle_buffer", self.block_shuffle_buffer, 0, " (0 keeps packing order)")
         _positive("data.max_corpus_mb", self.max_corpus_mb)
-        if self.prefetch_steps < 0:
-            raise ConfigError(f"data.prefetch_steps must be >= 0 (0 turns the background thread off), "
-                              f"got {self.prefetch_steps}")
-        if self.seq_len < 2:
-            raise ConfigError(f"data.seq_len must be >= 2, got {self.seq_len}")
-        if self.tokenizer == "local" and self.vocab_size < 300:
-            raise ConfigError(f"data.vocab_size must be >= 300 for a byte-level BPE (256 bytes + merges), "
-                              f"got {self.vocab_size}")
+        _at_least("data.prefetch_steps", self.prefetch_steps, 0, " (0 turns the background thread off)")
+        _at_least("data.seq_len", self.seq_len, 2)
+        if self.tokenizer == "local":
+            _at_least("data.vocab_size", self.vocab_size, 300, " for a byte-level BPE (256 bytes + merges)")
 
 
 @dataclass
@@ -182,8 +177,8 @@ class RunConfig:
         if self.global_batch_size % self.micro_batch_size:
             raise ConfigError(f"run.global_batch_size ({self.global_batch_size}) must be a multiple of "
                               f"run.micro_batch_size ({self.micro_batch_size})")
-        if self.mixed_precision not in MIXED_PRECISIONS:
-            raise ConfigError(f"run.mixed_precision must be one of {MIXED_PRECISIONS}, got {self.mixed_precision!r}")
+        _require("run.mixed_precision", self.mixed_precision, self.mixed_precision in MIXED_PRECISIONS,
+                 f"one of {MIXED_PRECISIONS}")
         _at_least("run.stall_dump_s", self.stall_dump_s, 0, " (0: off)")
         for name in ("max_steps", "log_every", "keep_checkpoints"):
             _at_least(f"run.{name}", getattr(self, name), 1)

@@ -105,11 +105,6 @@ def dkdv_split(block_d: int, block_dv: int, atomic_dq: bool) -> int:
     return int(DKDV_SPLIT_D)
 
 
-def _forced(value: str, env: str) -> bool | None:
-    """A tri-state switch's value (configs.switch): True ("1") or False ("0") when forced, None for "auto"."""
-    return configs.switch(value, env, auto=True)
-
-
 def _tma_switch() -> bool | None:
     """FA3NN_TRITON_TMA: True (1) descriptors wherever the views allow, on any device (offline compiles on the
     CPU), False (0) never, None (auto) on sm_90+ GPUs."""
@@ -119,7 +114,7 @@ def _tma_switch() -> bool | None:
 def dkdv_query_major(kind: str, block_d: int, causal: bool, max_seqlen: int, pointers: bool = False) -> bool:
     """Whether the key-block kernel of `kind` takes query-major scores (DKDV_QUERY_MAJOR); "auto" only where the
     tile table was measured that way (configs.QUERY_MAJOR, the "dkdv" kernel; `pointers` as configs.pinned)."""
-    forced = _forced(DKDV_QUERY_MAJOR, "FA3NN_TRITON_DKDV_QUERY_MAJOR")
+    forced = configs.switch(DKDV_QUERY_MAJOR, "FA3NN_TRITON_DKDV_QUERY_MAJOR", auto=True)
     if forced is not None:
         return forced
     return kind == "dkdv" and configs.query_major(block_d, causal, max_seqlen, pointers)
@@ -130,14 +125,14 @@ def tma_loads(kind: str, block_d: int, causal: bool, max_seqlen: int) -> bool:
     (DQ_TMA_LOADS) or a key-block kernel's Q / dO (DKDV_TMA_LOADS); "auto" only where its tiles were measured that
     way (configs.TMA_LOADS: the "dkdv", "dv" and "dq" kernels)."""
     switch, env = (DQ_TMA_LOADS, "FA3NN_TRITON_DQ_TMA") if kind == "dq" else (DKDV_TMA_LOADS, "FA3NN_TRITON_DKDV_TMA")
-    forced = _forced(switch, env)
+    forced = configs.switch(switch, env, auto=True)
     return forced if forced is not None else configs.tma_loads(kind, block_d, causal, max_seqlen)
 
 
 def tma_batched(direction: str, block_d: int, causal: bool, max_seqlen: int) -> bool:
     """Whether a dense call's descriptors of `direction` ("fwd" / "bwd") take the (batch, seqlen, heads * dim) views
     (TMA_BATCHED; "auto": configs.TMA_BATCHED)."""
-    forced = _forced(TMA_BATCHED, "FA3NN_TRITON_TMA_BATCHED")
+    forced = configs.switch(TMA_BATCHED, "FA3NN_TRITON_TMA_BATCHED", auto=True)
     return forced if forced is not None else configs.tma_batched(direction, block_d, causal, max_seqlen)
 
 
