@@ -73,13 +73,17 @@ def check_dense(q, k, v, dtypes=SUPPORTED_DTYPES) -> None:
 
 
 def check_cu_seqlens_tensor(name: str, cu, device: torch.device, owner: str = "q") -> None:
-    """cu_seqlens as a tensor: int32, 1-D (batch + 1,), on `owner`'s device (its values: check_cu_seqlens_values)."""
+    """cu_seqlens as a tensor: int32, 1-D (batch + 1,), contiguous, on `owner`'s device (its values:
+    check_cu_seqlens_values)."""
     if not isinstance(cu, torch.Tensor):
         raise TypeError(f"{name} must be an int32 torch.Tensor of shape (batch + 1,), got {type(cu).__name__}")
     if cu.dtype != torch.int32:
         raise TypeError(f"{name} must have dtype torch.int32, got {cu.dtype}")
     if cu.dim() != 1 or cu.shape[0] < 1:
         raise ValueError(f"{name} must be 1-D of shape (batch + 1,), got shape {tuple(cu.shape)}")
+    if cu.shape[0] > 1 and cu.stride(0) != 1:  # the kernels read it as consecutive int32s
+        raise ValueError(f"{name} must be contiguous (stride 1), got stride {cu.stride(0)}; call {name}.contiguous() "
+                         "first")
     if cu.device != device:
         raise ValueError(f"{name} must be on {owner}'s device {device}, got {cu.device}")
 

@@ -67,6 +67,12 @@ CASES = {
                                    r"backend='triton' cannot run this forward call: .*can: \['reference'\]"),
     "cu_seqlens dtype": (lambda: fa3nn.flash_attn_varlen_func(*packed()[:3], packed()[3].long(), packed()[4], 5, 4),
                          TypeError, r"cu_seqlens_q must have dtype torch.int32, got torch.int64"),
+    # the kernels read cu_seqlens as consecutive int32s: a strided view (every other entry of a longer tensor here)
+    # ran the Triton forward on the wrong boundaries (the interpreter crashed; a GPU reads past them), as
+    # FlashAttention-3's CHECK_CONTIGUOUS refuses it
+    "cu_seqlens strided": (lambda: fa3nn.flash_attn_varlen_func(
+        *packed()[:3], torch.tensor([0, 9, 3, 9, 8, 9], dtype=torch.int32)[::2], packed()[4], 5, 4),
+        ValueError, r"cu_seqlens_q must be contiguous \(stride 1\), got stride 2; call cu_seqlens_q.contiguous\(\)"),
     "cu_seqlens 2-D": (lambda: fa3nn.flash_attn_varlen_func(*packed()[:3], packed()[3][None], packed()[4], 5, 4),
                        ValueError, r"cu_seqlens_q must be 1-D"),
     "cu_seqlens not from 0": (varlen_call(packed(cu_q=(1, 3, 8))), ValueError, r"cu_seqlens_q must start at 0, got 1"),
