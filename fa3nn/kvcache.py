@@ -96,11 +96,12 @@ def _check_cache_tensor(name: str, t, like: torch.Tensor | None, layout: str, nd
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,
            interleaved: bool) -> torch.Tensor:
     """x (..., heads, d) with its first 2 * cos.shape[1] columns rotated by the angles of rows positions (x's leading
-    shape) of cos / sin (fp32 arithmetic, x's dtype out); the other columns unchanged."""
+    shape) of cos / sin (float32 arithmetic, float64 for float64 x; x's dtype out); the other columns unchanged."""
     half = cos.shape[1]
-    c = cos[positions].float().unsqueeze(-2)  # (..., 1, half)
-    s = sin[positions].float().unsqueeze(-2)
-    rot = x[..., : 2 * half].float()
+    compute = torch.promote_types(x.dtype, torch.float32)
+    c = cos[positions].to(compute).unsqueeze(-2)  # (..., 1, half)
+    s = sin[positions].to(compute).unsqueeze(-2)
+    rot = x[..., : 2 * half].to(compute)
     if interleaved:
         x1, x2 = rot[..., 0::2], rot[..., 1::2]
         out = torch.stack((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1).flatten(-2)
