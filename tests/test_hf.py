@@ -921,6 +921,49 @@ def test_unsupported_models_get_a_clear_error():
         fa3nn.unpatch_hf(_model("llama"))
 
 
+T5_SMALL = dict(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, decoder_start_token_id=0)
+
+
+@pytest.mark.parametrize("family", ["T5", "MT5", "UMT5", "LongT5", "SwitchTransformers"])
+def test_t5_style_position_bias_refused_at_patch_time(family):
+    """T5's attention adds a learned relative position bias to the scores on every call (its own, the first layer's
+    handed on, or zeros; the decoder's cross-attention too), which fa3nn cannot add: such a model was patched without
+    complaint and refused only at its first forward. Its attention layers say so up front (T5's
+    `has_relative_attention_bias` attribute, with `position_bias` in their forward): patch_hf refuses, naming the
+    model and the layer, and changes nothing. transformers 4.x's T5 family bypasses the AttentionInterface: refused
+    as such."""
+    extra = dict(num_experts=2, expert_capacity=8) if family == "SwitchTransformers" else {}
+    config = getattr(transformers, f"{family}Config")(**T5_SMALL, **extra)
+    model = getattr(transformers, f"{family}ForConditionalGeneration")(config).eval()
+    before = model.config._attn_implementation
+    if int(transformers.__version__.split(".")[0]) < 5:
+        with pytest.raises(UnsupportedModel, match="does not go through the AttentionInterface"):
+            fa3nn.patch_hf(model)
+        return
+    with pytest.raises(UnsupportedModel, match=(
+            rf"fa3nn.patch_hf cannot swap the attention of {family}ForConditionalGeneration: its {family}Attention "
+            r"layers add a relative position bias to the attention scores \(T5's position_bias\), which fa3nn does "
+            r"not implement; keep attn_implementation='sdpa' or 'eager' for this model")):
+        fa3nn.patch_hf(model)
+    assert model.config._attn_implementation == before and not hasattr(model, "_fa3nn_previous")
+    assert not any(hasattr(m, LAYER_ATTRIBUTE) for m in model.modules())
+
+
+def test_t5_selected_by_name_is_refused_at_its_first_forward():
+    """The safety net: a model built with attn_implementation="fa3nn" meets no patch_hf call, so a T5 selected by name
+    is refused where its attention first passes the bias (transformers 5.x; 4.x's T5 does not take the name)."""
+    if int(transformers.__version__.split(".")[0]) < 5:
+        pytest.skip("transformers 4.x's T5 bypasses the AttentionInterface")
+    fa3nn.patch_hf()
+    model = transformers.T5ForConditionalGeneration(
+        transformers.T5Config(**T5_SMALL, attn_implementation=ATTN_IMPLEMENTATION)).eval()
+    ids = torch.randint(0, VOCAB, (1, 6))
+    with torch.no_grad(), pytest.raises(NotImplementedError, match=(
+            r"T5Attention passes `position_bias` to attention, which fa3nn does not implement; use "
+            r"attn_implementation='eager' for this model")):
+        model(input_ids=ids, decoder_input_ids=ids)
+
+
 def test_test_inputs_exercise_window_and_softcap():
     """Guards the tests above: with these sizes the sliding window and the softcap change the eager output."""
     ids = torch.randint(0, VOCAB, (1, SEQLEN))

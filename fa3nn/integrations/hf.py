@@ -414,13 +414,19 @@ def _attention_layers(model: nn.Module) -> list[nn.Module]:
     ]
 
 
-@functools.cache
 def _looks_up_interface(cls: type) -> bool:
+    return _forward_mentions(cls, "ALL_ATTENTION_FUNCTIONS")
+
+
+@functools.cache
+def _forward_mentions(cls: type, name: str) -> bool:
+    """Whether `name` appears in the source of cls.forward; False without source (compiled, built at run time):
+    then only the attribute rules apply (`scaling` for _attention_layers, none for _adds_position_bias)."""
     try:
         source = inspect.getsource(cls.forward)
-    except (OSError, TypeError):  # no source (compiled, built at run time): only the `scaling` rule applies
+    except (OSError, TypeError):
         return False
-    return "ALL_ATTENTION_FUNCTIONS" in source
+    return name in source
 
 
 class _PackingWatch:
@@ -512,7 +518,30 @@ def _check_model(model: nn.Module) -> list[nn.Module]:
     layers = _attention_layers(model)
     if not layers:
         raise _unsupported(model, "no attention layer of the AttentionInterface kind was found")
+    biased = next((layer for layer in layers if _adds_position_bias(layer)), None)
+    if biased is not None:
+        raise UnsupportedModel(
+            f"fa3nn.patch_hf cannot swap the attention of {type(model).__name__}: its {type(biased).__name__} layers "
+            "add a relative position bias to the attention scores (T5's position_bias), which fa3nn does not "
+            "implement; keep attn_implementation='sdpa' or 'eager' for this model"
+        )
     return layers
+
+
+def _adds_position_bias(layer: nn.Module) -> bool:
+    """Whether an attention layer adds a position bias to its scores on every call, known before any forward: T5's
+    attention and its copies (mT5, UMT5, LongT5, Switch Transformers, Pix2Struct's text, UDOP, Pop2Piano in
+    transformers 5.x) hold `has_relative_attention_bias` and pass `position_bias` (their own relative bias, the first
+    layer's handed on, or zeros) to the attention function at every call, cross-attention included.
+
+    transformers' class flags do not say it (5.25): `_supports_flash_attn` is False on Llama 4, which fa3nn serves,
+    and `_supports_attention_backend` False on BART, served too; config.model_type would need a list kept by hand.
+    Other models pass a bias only under some configs (Wav2Vec2-Conformer's, Wav2Vec2-BERT's and SeamlessM4T's
+    speech encoders with position_embeddings_type="relative", LayoutLMv3's encoder with has_relative_attention_bias
+    or has_spatial_attention_bias): nothing on their attention layers tells, so they are refused at the first
+    forward that passes one (fa3nn_attention_forward), as is any model selected by name."""
+    return isinstance(getattr(layer, "has_relative_attention_bias", None), bool) and _forward_mentions(
+        type(layer), "position_bias")
 
 
 def _configs(model: nn.Module) -> list:
