@@ -150,3 +150,40 @@ def test_compile_fullgraph_inductor_varlen():
     expected = f(q, k, v)
     got = torch.compile(f, fullgraph=True)(q, k, v)
     torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("fp8", [None, "per_tile"])
+def test_explain_inside_a_fullgraph_compiled_function(fp8):
+    """fa3nn.explain of a dense call traces under torch.compile(fullgraph=True): it reads only shapes, dtypes and
+    options, so the compiled function returns the same Explanation as eager (a constant of the graph, guarded on the
+    shapes)."""
+    torch._dynamo.reset()
+    q, k, v = random_qkv(1, 8, 8, 2, 2, 16, torch.float32)
+
+    def f(q, k, v):
+        return q * 2, fa3nn.explain(q, k, v, causal=True, window_size=(3, 0), fp8=fp8, backend="reference")
+
+    doubled, found = torch.compile(f, fullgraph=True)(q, k, v)
+    expected = fa3nn.explain(q, k, v, causal=True, window_size=(3, 0), fp8=fp8, backend="reference")
+    assert found == expected and torch.equal(doubled, q * 2)
+    assert (found.forward, found.backward) == ("fp8 emulation (reference)" if fp8 else "reference", "reference")
+
+
+def test_explain_of_a_varlen_call_under_compile():
+    """explain of a varlen call reads cu_seqlens on the host (the checks the call makes inside its op), which a graph
+    cannot: under fullgraph=True Dynamo refuses it (today with its own message about torch.compiler.disable, the
+    step that runs the read eagerly); without fullgraph the read runs eagerly and the answer is eager's."""
+    torch._dynamo.reset()
+    q, k, v = varlen_args(requires_grad=False)[:3]
+    cu_q = torch.tensor([0, 3, 8], dtype=torch.int32)
+    cu_k = torch.tensor([0, 6, 11], dtype=torch.int32)
+
+    def f(q, k, v, cu_q, cu_k):
+        return fa3nn.explain(q, k, v, cu_q, cu_k, 5, 6, causal=True, backend="reference")
+
+    expected = f(q, k, v, cu_q, cu_k)
+    assert (expected.forward, expected.backward) == ("reference", "reference")
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        torch.compile(f, fullgraph=True)(q, k, v, cu_q, cu_k)
+    torch._dynamo.reset()
+    assert torch.compile(f)(q, k, v, cu_q, cu_k) == expected
