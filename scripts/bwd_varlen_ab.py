@@ -11,9 +11,12 @@
    each sequence's attended pairs. With --softcap C, every call of this part caps its scores at C (native forward
    and backward, the Triton backward on the same lse). --headdim-v 128 with --headdims 192: multi-head latent
    attention's head dims (nheads = 2048 / 192 = 10). --variants: native backward variants timed beside auto's
-   choice on the same packed call (rows variant_<name>); --no-triton drops the Triton backward.
+   choice on the same packed call (rows variant_<name>); --no-triton drops the Triton backward; --compare NAME=PATH
+   times another build of the library (main's, say) on the same packed call, in its default variant (rows
+   build_<name>), rounds interleaved with this build's.
 
     python scripts/bwd_varlen_ab.py --json out.json [--base build_main/libfa3nn_hopper.so] [--rounds 5]
+        [--compare main=build/main/libfa3nn_hopper.so]
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import TOKENS, WIDTH, time_ms  # noqa: E402
 from bwd_prepost_ab import kernel_times  # noqa: E402
 
-from fa3nn.backends import hopper_bwd  # noqa: E402
+from fa3nn.backends import hopper_build, hopper_bwd  # noqa: E402
 from fa3nn.backends.base import AttnParams, Varlen  # noqa: E402
 from fa3nn.backends.hopper import launch as forward  # noqa: E402
 from fa3nn.backends.triton import launch as triton_launch  # noqa: E402
@@ -118,6 +121,7 @@ def lengths_of(case: str) -> list[int]:
 
 def varlen_rows(args) -> list:
     rows = []
+    builds = {name: hopper_build.load(Path(path)) for name, path in args.compare}
     for headdim in args.headdims:
         nheads = WIDTH // headdim
         for case in args.varlen_cases:
@@ -150,6 +154,9 @@ def varlen_rows(args) -> list:
                 for variant in args.variants:
                     calls[f"variant_{variant}"] = functools.partial(win, dout, q, k, v, out, lse, scale, causal,
                                                                     varlen=varlen, variant=variant)
+                for name, library in builds.items():
+                    calls[f"build_{name}"] = functools.partial(win, dout, q, k, v, out, lse, scale, causal,
+                                                               varlen=varlen, library=library)
                 for schedule in args.schedules:  # explicit launches beside auto's choice
                     for order in ("key_blocks_inner", "key_blocks_outer"):
                         calls[f"{schedule}_{order.split('_')[-1]}"] = functools.partial(
@@ -199,10 +206,16 @@ def main() -> int:
     parser.add_argument("--variants", nargs="*", default=[], choices=list(hopper_bwd.VARIANTS),
                         help="varlen part: native variants timed beside auto's choice")
     parser.add_argument("--no-triton", action="store_true", help="varlen part: no Triton backward")
+    parser.add_argument("--compare", nargs="+", default=[], metavar="NAME=PATH",
+                        help="varlen part: other builds' libfa3nn_hopper.so timed on the same packed calls")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    pairs = [item.partition("=") for item in args.compare]
+    if any(not sep or not name or not path for name, sep, path in pairs) or len({n for n, _, _ in pairs}) < len(pairs):
+        parser.error(f"--compare expects NAME=PATH with distinct names, got {args.compare}")
+    args.compare = [(name, path) for name, _, path in pairs]
     if args.headdim_v is not None and (len(args.headdims) != 1 or
                                        (args.headdims[0], args.headdim_v) not in hopper_bwd.HEADDIM_PAIRS):
         parser.error(f"--headdim-v {args.headdim_v} takes one --headdims value forming a pair of "
