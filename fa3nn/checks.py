@@ -12,7 +12,9 @@ import numbers
 
 import torch
 
+from fa3nn.backends.base import AttnParams
 from fa3nn.fp8.config import as_recipe
+from fa3nn.masks import Window
 from fa3nn.memo import TensorMemo
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -40,29 +42,33 @@ def check_tensor(name: str, t, ndim: int, layout: str, dtypes=SUPPORTED_DTYPES) 
         )
 
 
-def check_qkv_consistency(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, batch_dims: int) -> None:
-    """Checks shared by the dense and varlen layouts; heads sit at dim batch_dims + 1 - 1 from the end."""
+def check_qkv_consistency(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, batch_dims: int,
+                          names: tuple[str, str, str] = ("q", "k", "v")) -> None:
+    """Checks shared by the dense and varlen layouts; heads sit at dim batch_dims + 1 - 1 from the end. `names`: the
+    three arguments as the caller's signature calls them (flash_attn_with_kvcache's k_cache and v_cache)."""
+    nq, nk, nv = names
     if k.dtype != q.dtype or v.dtype != q.dtype:
-        raise TypeError(f"q, k and v must share one dtype, got q {q.dtype}, k {k.dtype}, v {v.dtype}")
+        raise TypeError(f"{nq}, {nk} and {nv} must share one dtype, got {nq} {q.dtype}, {nk} {k.dtype}, {nv} {v.dtype}")
     if k.device != q.device or v.device != q.device:
-        raise ValueError(f"q, k and v must be on one device, got q {q.device}, k {k.device}, v {v.device}")
+        raise ValueError(f"{nq}, {nk} and {nv} must be on one device, got {nq} {q.device}, {nk} {k.device}, "
+                         f"{nv} {v.device}")
     if batch_dims and (k.shape[0] != q.shape[0] or v.shape[0] != q.shape[0]):
         raise ValueError(
-            f"batch must match: q has {q.shape[0]}, k has {k.shape[0]}, v has {v.shape[0]}"
+            f"batch must match: {nq} has {q.shape[0]}, {nk} has {k.shape[0]}, {nv} has {v.shape[0]}"
         )
     if k.shape[:-1] != v.shape[:-1]:
         raise ValueError(
-            f"k and v must match in every dimension but headdim: k {tuple(k.shape)}, v {tuple(v.shape)}"
+            f"{nk} and {nv} must match in every dimension but headdim: {nk} {tuple(k.shape)}, {nv} {tuple(v.shape)}"
         )
     if k.shape[-1] != q.shape[-1]:
-        raise ValueError(f"headdim of k must equal headdim of q: q has {q.shape[-1]}, k has {k.shape[-1]}")
+        raise ValueError(f"headdim of {nk} must equal headdim of {nq}: {nq} has {q.shape[-1]}, {nk} has {k.shape[-1]}")
     nheads, nheads_kv = q.shape[-2], k.shape[-2]
     if nheads_kv == 0 or nheads % nheads_kv != 0:
         raise ValueError(
-            f"nheads of q ({nheads}) must be a multiple of nheads of k/v ({nheads_kv}) for MHA/GQA/MQA"
+            f"nheads of {nq} ({nheads}) must be a multiple of nheads of {nk}/{nv} ({nheads_kv}) for MHA/GQA/MQA"
         )
     if q.shape[-1] == 0 or v.shape[-1] == 0:
-        raise ValueError(f"headdim must be positive, got q {q.shape[-1]}, v {v.shape[-1]}")
+        raise ValueError(f"headdim must be positive, got {nq} {q.shape[-1]}, {nv} {v.shape[-1]}")
 
 
 def check_dense(q, k, v, dtypes=SUPPORTED_DTYPES) -> None:
@@ -260,3 +266,18 @@ def check_options(softmax_scale, causal, window_size, softcap, deterministic, fp
     as_recipe(fp8)  # raises on an unknown recipe name or a value that is no recipe
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a string, got {type(backend).__name__}")
+
+
+def attention_params(q: torch.Tensor, softmax_scale, causal, window_size, softcap, deterministic, fp8, backend,
+                     sm_margin: int = 0) -> AttnParams:
+    """An attention call's options checked (check_options, the backend's name, softcap against the scale the call
+    will use) and normalized as the backends take them: softmax_scale resolved from q's headdim, causal folded into
+    the window. Every public entry point runs it before any kernel, flash_attn_with_kvcache before it writes the
+    cache."""
+    from fa3nn.dispatch import check_backend_name  # here: fa3nn.dispatch imports the backends, which import this
+
+    check_options(softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
+    check_backend_name(backend)
+    scale = q.shape[-1] ** -0.5 if softmax_scale is None else float(softmax_scale)
+    check_softcap(softcap, scale)
+    return AttnParams(scale, Window.from_args(causal, window_size), float(softcap), deterministic, sm_margin)

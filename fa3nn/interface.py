@@ -20,37 +20,26 @@ import numbers
 
 import torch
 
-from fa3nn.backends.base import AttnCall, AttnParams, lse_dtype
+from fa3nn.backends.base import AttnCall, lse_dtype
 from fa3nn.checks import (
     FP8_INPUT_DTYPES,
     SUPPORTED_DTYPES,
     as_max_seqlens,
+    attention_params,
     check_cu_seqlens_values,
     check_dense,
-    check_options,
-    check_softcap,
     check_varlen,
     type_name,
 )
 from fa3nn.chunks import chunked
-from fa3nn.dispatch import Explanation, check_backend_name, explain_call
+from fa3nn.dispatch import Explanation, explain_call
 from fa3nn.fa3_compat import check_attention_chunk, check_hints, check_qv, wants_lse, with_qv
 from fa3nn.fp8 import DelayedScaling, HadamardRotation, PerTileScaling, as_recipe, fp8_attention_forward
 from fa3nn.fp8.inputs import OUT_DTYPE, check_descales, check_fp8_inputs, is_fp8_call
 from fa3nn.fp8.quantize import scale_block_k
-from fa3nn.masks import Window
 from fa3nn.ops import attention_call
 from fa3nn.sinks import with_sinks
 from fa3nn.slots import to_packed
-
-
-def _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8, backend, sm_margin=0):
-    check_options(softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
-    check_backend_name(backend)
-    scale = q.shape[-1] ** -0.5 if softmax_scale is None else float(softmax_scale)
-    check_softcap(softcap, scale)
-    return AttnParams(scale, Window.from_args(causal, window_size), float(softcap), deterministic, sm_margin)
-
 
 # Incoherent-processing state for calls without a module, per recipe seed: layer 0's signs, kept on the CPU (the
 # rotation matrix moves to q's device per call). A plain dict, created with the default seed at import, so that
@@ -133,7 +122,8 @@ def attention(
                              fp8_state=fp8_state, training=training, sinks=sinks, sm_margin=sm_margin)
         return call.restore(out, lse)
     max_seqlen_q, max_seqlen_k = _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    params = _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8_recipe, backend, sm_margin)
+    params = attention_params(q, softmax_scale, causal, window_size, softcap, deterministic, fp8_recipe, backend,
+                              sm_margin)
     if fp8_recipe is not None:
         out, lse = fp8_attention_forward(q, k, v, params, fp8_recipe, fp8_state, cu_seqlens_q, cu_seqlens_k,
                                          max_seqlen_q, max_seqlen_k, training=training, backend=backend)
@@ -154,7 +144,7 @@ def _fp8_inputs_attention(q, k, v, descales, cu_seqlens_q, cu_seqlens_k, max_seq
     """(out, lse) of FlashAttention-3's FP8 call: e4m3 q, k, v and (batch, nheads_kv) descales (fa3nn.fp8.inputs)."""
     max_seqlen_q, max_seqlen_k = _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                                FP8_INPUT_DTYPES)
-    params = _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, None, backend)
+    params = attention_params(q, softmax_scale, causal, window_size, softcap, deterministic, None, backend)
     check_descales(descales, q.shape[0] if cu_seqlens_q is None else cu_seqlens_q.shape[0] - 1, k.shape[-2], q.device)
     return torch.ops.fa3nn.fwd_fp8_inputs(
         q, k, v, *descales, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, params.softmax_scale,
@@ -403,7 +393,7 @@ def explain(
     if varlen:  # what the call checks inside its op (a host sync: explain runs no kernel, so it may)
         check_cu_seqlens_values("cu_seqlens_q", cu_seqlens_q, q.shape[0], "max_seqlen_q", max_seqlen_q)
         check_cu_seqlens_values("cu_seqlens_k", cu_seqlens_k, k.shape[0], "max_seqlen_k", max_seqlen_k)
-    params = _normalize(q, softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
+    params = attention_params(q, softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
     call = AttnCall.of(q, k, v, params, varlen)
     if fp8_inputs:  # the FP8 paths with one descale tile per sequence, bf16 out; no backward
         found = explain_call(backend, dataclasses.replace(call, dtype=OUT_DTYPE), fp8=True, block_k=0,

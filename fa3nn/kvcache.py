@@ -33,7 +33,9 @@ import torch
 
 from fa3nn.backends.base import AttnCall
 from fa3nn.checks import (
+    FP8_INPUT_DTYPES,
     as_max_seqlen,
+    attention_params,
     check_bool,
     check_cu_seqlens_tensor,
     check_cu_seqlens_values,
@@ -44,7 +46,7 @@ from fa3nn.checks import (
 )
 from fa3nn.dispatch import resolve
 from fa3nn.fa3_compat import check_hints
-from fa3nn.interface import _normalize, flash_attn_varlen_func
+from fa3nn.interface import flash_attn_varlen_func
 
 # FlashAttention-3 arguments this function refuses, with what to do instead.
 _REFUSED = {
@@ -210,9 +212,12 @@ def flash_attn_with_kvcache(
         raise ValueError(f"k_cache and v_cache must agree on all but the head dim, got {tuple(k_cache.shape)} and "
                          f"{tuple(v_cache.shape)}")
     # What the attention call below checks, checked before the cache is written: a refused call leaves it unchanged.
+    if q.dtype in FP8_INPUT_DTYPES:
+        raise NotImplementedError(f"flash_attn_with_kvcache: FP8 ({q.dtype}) q and caches are not supported by fa3nn; "
+                                  f"{_REFUSED['q_descale']}")
     check_tensor("q", q, q.dim(), "(total_q, nheads, headdim)" if packed_q else "(batch, seqlen_q, nheads, headdim)")
-    check_qkv_consistency(q, k_cache, v_cache, batch_dims=0)
-    params = _normalize(q, softmax_scale, causal, window_size, softcap, False, None, backend, sm_margin)
+    check_qkv_consistency(q, k_cache, v_cache, batch_dims=0, names=("q", "k_cache", "v_cache"))
+    params = attention_params(q, softmax_scale, causal, window_size, softcap, False, None, backend, sm_margin)
     if backend != "auto":  # a forced backend that cannot serve the call raises UnsupportedCall (auto always finds one)
         resolve(backend, AttnCall.of(q, k_cache, v_cache, params, varlen=True))
 

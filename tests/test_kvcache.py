@@ -331,8 +331,8 @@ def test_gpu_backends_match_the_cpu_call(backend, layout):
     (dict(softmax_scale=float("nan")), "softmax_scale must be finite"),
     (dict(backend="cuda"), "backend must be one of"),
     (dict(backend="hopper"), "backend='hopper' cannot run"),  # a CPU call
-    (dict(q_headdim=D // 2), "headdim of k must equal headdim of q"),
-    (dict(q_heads=3), r"nheads of q \(3\) must be a multiple of nheads of k/v \(2\)"),
+    (dict(q_headdim=D // 2), "headdim of k_cache must equal headdim of q"),
+    (dict(q_heads=3), r"nheads of q \(3\) must be a multiple of nheads of k_cache/v_cache \(2\)"),
 ])
 def test_a_refused_call_writes_nothing(bad, error):
     q, k_cache, v_cache, k, v, _, _ = make_case(6)
@@ -407,3 +407,19 @@ def test_float64_rotary_keeps_float64_precision():
     for b, (want_out, want_lse) in enumerate(expected):
         torch.testing.assert_close(out[b], want_out, atol=1e-12, rtol=0)
         torch.testing.assert_close(lse[b], want_lse, atol=1e-12, rtol=0)
+
+
+def test_cache_errors_name_k_cache_and_v_cache():
+    """The attention call's shared checks, run on the caches, name them (they said k, v and pointed FP8 q at
+    q_descale, which this function refuses)."""
+    q, k_cache, v_cache, _, _, _, _ = make_case(8)
+    with pytest.raises(ValueError, match=r"nheads of q \(4\) must be a multiple of nheads of k_cache/v_cache \(3\)"):
+        flash_attn_with_kvcache(q, k_cache[:, :, :1].repeat(1, 1, 3, 1), v_cache[:, :, :1].repeat(1, 1, 3, 1))
+    with pytest.raises(ValueError, match=r"headdim of k_cache must equal headdim of q: q has 16, k_cache has 8"):
+        flash_attn_with_kvcache(q, k_cache[..., :8], v_cache)
+    with pytest.raises(ValueError, match=r"headdim must be positive, got q 16, v_cache 0"):
+        flash_attn_with_kvcache(q, k_cache, v_cache[..., :0])
+    e4m3 = torch.float8_e4m3fn
+    with pytest.raises(NotImplementedError, match=r"flash_attn_with_kvcache: FP8 \(torch.float8_e4m3fn\) q and caches "
+                                                  r"are not supported by fa3nn; FP8 caches are not read here"):
+        flash_attn_with_kvcache(q.to(e4m3), k_cache.to(e4m3), v_cache.to(e4m3))
