@@ -91,5 +91,6 @@ class FlashAttentionV3(nn.Module):
         return (
             f"causal={self.causal}, softmax_scale={self.softmax_scale}, window_size={self.window_size}, "
             f"softcap={self.softcap}, backend={self.backend!r}, fp8={self.fp8_recipe!r}, layer_idx={self.layer_idx}"
+            + (", deterministic=True" if self.deterministic else "")
             + (f", attention_chunk={self.attention_chunk}" if self.attention_chunk else "")
         )

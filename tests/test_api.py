@@ -32,6 +32,14 @@ def test_module_state_dict_round_trips():
     assert "causal=True" in repr(attn)
 
 
+def test_module_repr_shows_every_option():
+    """repr names each non-default option the layer was built with (deterministic=True was left out)."""
+    attn = fa3nn.FlashAttentionV3(deterministic=True, backend="reference", attention_chunk=8)
+    assert repr(attn) == ("FlashAttentionV3(causal=False, softmax_scale=None, window_size=(-1, -1), softcap=0.0, "
+                          "backend='reference', fp8=None, layer_idx=0, deterministic=True, attention_chunk=8)")
+    assert "deterministic" not in repr(fa3nn.FlashAttentionV3())
+
+
 def test_default_scale_is_inverse_sqrt_headdim():
     q, k, v = random_qkv(1, 7, 9, 2, 2, 64, torch.float64)
     torch.testing.assert_close(fa3nn.flash_attn_func(q, k, v), fa3nn.flash_attn_func(q, k, v, softmax_scale=0.125))
