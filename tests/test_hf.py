@@ -964,6 +964,68 @@ def test_t5_selected_by_name_is_refused_at_its_first_forward():
         model(input_ids=ids, decoder_input_ids=ids)
 
 
+def _window_not_handed(family: str, window: int):
+    """PhiMoE (every layer sliding when config.sliding_window is set) and Qwen2-MoE (layer_types): their masks
+    slide, but their attention modules do not hand sliding_window to the attention function."""
+    if family == "phimoe":
+        config = transformers.PhimoeConfig(**COMMON, num_local_experts=2, num_experts_per_tok=1, sliding_window=window)
+        return _widen(transformers.PhimoeForCausalLM(config).eval())
+    config = transformers.Qwen2MoeConfig(
+        **COMMON, num_experts=2, num_experts_per_tok=1, moe_intermediate_size=32, shared_expert_intermediate_size=32,
+        use_sliding_window=True, sliding_window=window, max_window_layers=0,
+        layer_types=["sliding_attention", "full_attention"])
+    return _widen(transformers.Qwen2MoeForCausalLM(config).eval())
+
+
+@pytest.mark.parametrize("family", ["phimoe", "qwen2_moe"])
+def test_a_window_the_mask_has_but_attention_is_not_handed_is_refused(family):
+    """PhiMoE's and Qwen2-MoE's sliding layers get their window from the mask alone (eager, SDPA); the attention
+    function is handed sliding_window=None, so fa3nn ran them unwindowed: at window 4 over 16 tokens the logits
+    moved by about 1 from eager's, silently. Now such a layer is refused once its keys outnumber the window; within
+    it the patched model matches eager."""
+    ids = torch.randint(0, VOCAB, (1, SEQLEN))
+    model = _window_not_handed(family, 4)
+    with torch.no_grad():
+        eager = model(ids).logits
+        wide = _window_not_handed(family, 4096)
+        wide.load_state_dict(model.state_dict())
+        assert (wide(ids).logits - eager).abs().max() > 0.1  # the window matters for these inputs
+    layer = "PhimoeAttention" if family == "phimoe" else "Qwen2MoeAttention"
+    with torch.no_grad(), pytest.raises(NotImplementedError, match=(
+            rf"{layer} \(layer 0\) gets a sliding window of 4 from the model's mask \(config.sliding_window\) "
+            r"but is not handed it \(sliding_window=None\): fa3nn would attend to all 16 keys; use "
+            r"attn_implementation='sdpa' or 'eager' for sequences longer than the window")):
+        fa3nn.patch_hf(copy.deepcopy(model))(ids)
+    short = ids[:, :4]
+    with torch.no_grad():
+        torch.testing.assert_close(fa3nn.patch_hf(copy.deepcopy(model))(short).logits, model(short).logits)
+
+
+def test_falcon_alibi_refused_at_patch_time():
+    """Falcon with alibi=True adds its ALiBi bias onto the 4D mask transformers builds; patched, that mask is
+    fa3nn's layout, and the first forward died inside Falcon's code (RuntimeError: The size of tensor a (10) must
+    match the size of tensor b (4)). patch_hf refuses it up front and changes nothing; Falcon without ALiBi is
+    patched and matches eager."""
+    def falcon(alibi):
+        config = transformers.FalconConfig(vocab_size=VOCAB, hidden_size=64, num_attention_heads=4,
+                                           num_hidden_layers=2, alibi=alibi, attn_implementation="eager")
+        torch.manual_seed(0)
+        return transformers.FalconForCausalLM(config).eval()
+
+    model = falcon(True)
+    with pytest.raises(UnsupportedModel, match=(
+            r"fa3nn.patch_hf cannot swap the attention of FalconForCausalLM: its config sets alibi=True \(ALiBi "
+            r"position biases added to the attention mask\), which fa3nn does not implement; keep "
+            r"attn_implementation='sdpa' or 'eager' for this model")):
+        fa3nn.patch_hf(model)
+    assert model.config._attn_implementation == "eager" and not hasattr(model, "_fa3nn_previous")
+    ids = torch.randint(0, VOCAB, (2, SEQLEN))
+    model = falcon(False)
+    with torch.no_grad():
+        eager = model(ids).logits
+        torch.testing.assert_close(fa3nn.patch_hf(model)(ids).logits, eager)
+
+
 def test_test_inputs_exercise_window_and_softcap():
     """Guards the tests above: with these sizes the sliding window and the softcap change the eager output."""
     ids = torch.randint(0, VOCAB, (1, SEQLEN))

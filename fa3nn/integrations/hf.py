@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import threading
 import warnings
 from dataclasses import dataclass
@@ -341,6 +342,8 @@ def fa3nn_attention_forward(
     q, k, v = (t.transpose(1, 2).to(dtype) for t in (query, key, value))
     if _is_layout(attention_mask) and k.shape[1] > attention_mask.shape[2]:  # a static cache's empty slots
         k, v = k[:, :attention_mask.shape[2]], v[:, :attention_mask.shape[2]]
+    if sliding_window is None and is_causal:
+        _refuse_a_window_not_handed(module, k.shape[1])
     packed, blocks, is_causal = _boundaries_of_call(module, q, k, v, attention_mask, is_causal, sliding_window,
                                                     attention_chunk, kwargs)
     if blocks is not None and sinks is not None:  # (chunks: refused by pack_by_layout)
@@ -366,6 +369,41 @@ def fa3nn_attention_forward(
     if blocks is not None:  # their rows again, non-causal over each block's keys (fa3nn.integrations.hf_layout)
         out = blocks.replace(out, blocks.attend(attend, q, k, v, options["window_size"][0]))
     return out, None
+
+
+def _refuse_a_window_not_handed(module: nn.Module, seqlen_k: int) -> None:
+    """A causal layer whose mask slides but which is not handed its window. transformers builds a sliding layer's
+    mask from config.sliding_window (create_sliding_window_causal_mask; with layer_types, for the "sliding_attention"
+    layers, else for every layer), and most attention modules pass the window on; PhiMoE's and Qwen2-MoE's (5.25)
+    do not, so eager and SDPA slide while fa3nn, handed sliding_window=None and a padding-only mask, attended to
+    every key (as transformers' flash_attention_2 does): logits off by about 1 at window 4 over 16 tokens, silently.
+    Only refuses, never adds the window: which layers slide is read from the same config fields transformers' model
+    code reads, but that code is the model's, not fa3nn's. Layers whose forward mentions sliding_window pass it
+    (None there means a full layer), and models that never build sliding masks are left alone."""
+    cls = type(module)
+    if _forward_mentions(cls, "sliding_window") or not _builds_sliding_masks(cls):
+        return
+    config, layer_idx = getattr(module, "config", None), getattr(module, "layer_idx", None)
+    window = getattr(config, "sliding_window", None)
+    if not isinstance(window, int) or isinstance(window, bool) or window <= 0 or seqlen_k <= window:
+        return  # (no window, or one that leaves every key of this call in view)
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types is not None and (layer_idx is None or layer_types[layer_idx] != "sliding_attention"):
+        return
+    where = "" if layer_idx is None else f" (layer {layer_idx})"
+    raise NotImplementedError(
+        f"{cls.__name__}{where} gets a sliding window of {window} from the model's mask (config.sliding_window) but "
+        f"is not handed it (sliding_window=None): fa3nn would attend to all {seqlen_k} keys; use "
+        "attn_implementation='sdpa' or 'eager' for sequences longer than the window")
+
+
+@functools.cache
+def _builds_sliding_masks(cls: type) -> bool:
+    """Whether the modeling file of an attention class builds sliding-window causal masks."""
+    try:
+        return "create_sliding_window_causal_mask" in inspect.getsource(sys.modules[cls.__module__])
+    except (KeyError, OSError, TypeError):
+        return False
 
 
 def _boundaries_of_call(module, q, k, v, attention_mask, is_causal: bool, sliding_window, attention_chunk: int,
@@ -518,6 +556,15 @@ def _check_model(model: nn.Module) -> list[nn.Module]:
     layers = _attention_layers(model)
     if not layers:
         raise _unsupported(model, "no attention layer of the AttentionInterface kind was found")
+    # Falcon's ALiBi is added onto the 4D mask transformers builds, which fa3nn's mask function replaces: the first
+    # forward died in Falcon's own code on a shape mismatch. (Falcon is the AttentionInterface model with config.alibi;
+    # transformers refuses flash attention for it the same way.)
+    if any(getattr(config, "alibi", None) is True for config in _configs(model)):
+        raise UnsupportedModel(
+            f"fa3nn.patch_hf cannot swap the attention of {type(model).__name__}: its config sets alibi=True (ALiBi "
+            "position biases added to the attention mask), which fa3nn does not implement; keep "
+            "attn_implementation='sdpa' or 'eager' for this model"
+        )
     biased = next((layer for layer in layers if _adds_position_bias(layer)), None)
     if biased is not None:
         raise UnsupportedModel(
