@@ -256,7 +256,8 @@ struct BwdConfig {
   static constexpr uint32_t kOffBarriers = kOffDelta + kStages * kRowStatBytes;
   // Varlen under the MLA key split: the producer publishes each tile (its decode, lengths and rows) in two slots after
   // the barriers, and the consumers read it there (BwdPublishedTiles says why).
-  static constexpr bool kPublishTiles = kMlaKeySplit && kVarlen;
+  static constexpr bool kPublishTiles =
+      kVarlen && (kMlaKeySplit || (kHeadDim == 128 && kDQBulk && !kOverlap && !kLocal && !kCausal));
   static constexpr uint32_t kOffPublished = kOffBarriers + sizeof(Barriers);
   static constexpr uint32_t kSmemBytes =
       kOffPublished + (kPublishTiles ? kBwdPublishedBytes : 0) + 1024;  // + alignment slack
@@ -1158,9 +1159,9 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
 
   PipelineState<Cfg::kStages> st;
   int step0 = 0;  // the CTA's steps before this tile (the dS^T / dQ buffers alternate across tiles)
-  for (BwdCtaTiles<Cfg> tiles(p); tiles.valid(p); tiles.advance(p)) {
-    const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
-    const int n_block = t.n_block;
+  using Tiles = std::conditional_t<Cfg::kPublishTiles, BwdPublishedTiles<Cfg>, BwdCtaTiles<Cfg>>;
+  for (Tiles tiles(p); tiles.valid(p); tiles.advance(p)) {
+    const BwdTile t = bwd_tile_at<Cfg>(p, tiles);
     BwdQueryWalk<Cfg> walk = bwd_begin_tile(c, p, bars, tiles, t, dk, dv);
     for (int i = 0; i < walk.total; ++i, walk.advance()) {
       const int step = step0 + i;
@@ -1173,7 +1174,10 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
       bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, stage);
       wgmma_wait<1>();
       fence_operands(s);
-      c.masked_probs(s, p, t.seq, stage.lse_log2, m_block, n_block);
+      {
+        const BwdTile at = Cfg::kPublishTiles ? BwdPublishedTiles<Cfg>::tile_in_step(base) : t;
+        c.masked_probs(s, p, at.seq, stage.lse_log2, m_block, at.n_block);
+      }
       wgmma_wait<0>();
       fence_operands(dp);
       // dS^T first, packed and stored, so dP^T dies before P^T is packed (d128 peaks here at dK + dV + 64).
