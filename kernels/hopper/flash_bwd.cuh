@@ -257,7 +257,7 @@ struct BwdConfig {
   // Varlen under the MLA key split: the producer publishes each tile (its decode, lengths and rows) in two slots after
   // the barriers, and the consumers read it there (BwdPublishedTiles says why).
   static constexpr bool kPublishTiles =
-      kVarlen && (kMlaKeySplit || (kHeadDim == 128 && kDQBulk && !kOverlap && !kLocal && !kCausal));
+      kVarlen && (kMlaKeySplit || ((kHeadDim == 128 || kBlockM == 128) && kDQBulk && !kOverlap && !kLocal && !kCausal));
   static constexpr uint32_t kOffPublished = kOffBarriers + sizeof(Barriers);
   static constexpr uint32_t kSmemBytes =
       kOffPublished + (kPublishTiles ? kBwdPublishedBytes : 0) + 1024;  // + alignment slack
