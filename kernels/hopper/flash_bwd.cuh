@@ -254,9 +254,17 @@ struct BwdConfig {
   static constexpr uint32_t kOffLse = kOffDQ + kDQBuffers * kDQStageBytes;
   static constexpr uint32_t kOffDelta = kOffLse + kStages * kRowStatBytes;
   static constexpr uint32_t kOffBarriers = kOffDelta + kStages * kRowStatBytes;
-  // Varlen under the MLA key split: the producer publishes each tile (its decode, lengths and rows) in two slots after
-  // the barriers, and the consumers read it there (BwdPublishedTiles says why).
-  static constexpr bool kPublishTiles = kMlaKeySplit && kVarlen;
+  // The producer publishes each tile (its decode, lengths and rows) in two slots after the barriers, and the consumers
+  // read it there (BwdPublishedTiles says why): varlen under the MLA key split, and the default variants' varlen
+  // kernels without causal or window at d64 (m128) and, with softcap, d128. Their consumers, decoding tiles
+  // themselves, held uniform values in vector registers (nvcc 13.0, step loop against the dense kernel's: d64 1016 /
+  // 872 instructions, softcap 2309 / 2158; d128 855 / 703, softcap 1178 / 1025); published, the dense lengths. H100
+  // s45a / s45b, x main on the same packed calls: d64 1.00-1.02 (lengths in [256, 4096] 1.02 / 1.07), softcap
+  // 1.01-1.02; d128 softcap 1.03-1.08, d128 without softcap 0.98-1.00 (its loop is not issue-bound), so not there.
+  // Causal varlen loops are at the dense length already; the window kernels serialized their wgmmas (C7512).
+  static constexpr bool kPublishTiles =
+      kVarlen && (kMlaKeySplit || (kDQBulk && !kOverlap && !kLocal && !kCausal &&
+                                   (kBlockM == 128 || (kHeadDim == 128 && kSoftcap))));
   static constexpr uint32_t kOffPublished = kOffBarriers + sizeof(Barriers);
   static constexpr uint32_t kSmemBytes =
       kOffPublished + (kPublishTiles ? kBwdPublishedBytes : 0) + 1024;  // + alignment slack
@@ -408,7 +416,8 @@ struct BwdCtaTiles {
 // counter more spilled 8 B); its varlen form, decoding tiles as every other kernel does, kept the decode's launch
 // constants (FastDiv fields, cu_seqlens pointers) and the lengths in registers across the step loop and spilled 44 /
 // 76 B (non-causal / causal), some of it reloaded at every step; four other arrangements spilled 48-140 B (nvcc 13.0,
-// forty-fourth session; benchmarks/NOTES.md has the steps to 0). The dQ writer deals and decodes as before.
+// forty-fourth session; benchmarks/NOTES.md has the steps to 0). d64's and d128's varlen kernels publish for their
+// step loops' length (BwdConfig::kPublishTiles). The dQ writer deals and decodes as before.
 struct BwdPublishedTile {
   BwdTile t;
   int valid;  // 0: the CTA has no more tiles
@@ -1158,9 +1167,9 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
 
   PipelineState<Cfg::kStages> st;
   int step0 = 0;  // the CTA's steps before this tile (the dS^T / dQ buffers alternate across tiles)
-  for (BwdCtaTiles<Cfg> tiles(p); tiles.valid(p); tiles.advance(p)) {
-    const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
-    const int n_block = t.n_block;
+  using Tiles = std::conditional_t<Cfg::kPublishTiles, BwdPublishedTiles<Cfg>, BwdCtaTiles<Cfg>>;
+  for (Tiles tiles(p); tiles.valid(p); tiles.advance(p)) {
+    const BwdTile t = bwd_tile_at<Cfg>(p, tiles);
     BwdQueryWalk<Cfg> walk = bwd_begin_tile(c, p, bars, tiles, t, dk, dv);
     for (int i = 0; i < walk.total; ++i, walk.advance()) {
       const int step = step0 + i;
@@ -1173,7 +1182,10 @@ __device__ __forceinline__ void bwd_consumer(const BwdParams& p, uint8_t* smem, 
       bwd_issue_scores<Cfg, true>(s, dp, descs.k_rows, descs.v_rows, stage);
       wgmma_wait<1>();
       fence_operands(s);
-      c.masked_probs(s, p, t.seq, stage.lse_log2, m_block, n_block);
+      {
+        const BwdTile at = Cfg::kPublishTiles ? BwdPublishedTiles<Cfg>::tile_in_step(base) : t;
+        c.masked_probs(s, p, at.seq, stage.lse_log2, m_block, at.n_block);
+      }
       wgmma_wait<0>();
       fence_operands(dp);
       // dS^T first, packed and stored, so dP^T dies before P^T is packed (d128 peaks here at dK + dV + 64).
