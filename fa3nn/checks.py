@@ -7,8 +7,8 @@ device checks run in the Python wrappers (torch.compile traces them); checks tha
 
 from __future__ import annotations
 
-import math
 import numbers
+import sys
 
 import torch
 
@@ -198,17 +198,35 @@ def check_bool(name: str, value) -> None:
         raise TypeError(f"{name} must be a bool (True or False), got {type_name(value)} {value!r}")
 
 
+FLOAT64_MAX = sys.float_info.max
+
+
 def _finite(value) -> bool:
-    """math.isfinite without its OverflowError on ints beyond float range (those are not finite floats either)."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
+    """math.isfinite of an int or float, False for an int beyond float range (math.isfinite's OverflowError), and
+    symbolic-safe: under torch.compile(dynamic=True) a float argument (softmax_scale, softcap, even a function's
+    default softcap=0.0) is a SymFloat, which Dynamo cannot pass to math.isfinite (Unsupported "torch.* op returned
+    non-Tensor"), while it traces comparisons (each a guard). x - x is 0 for every finite float and NaN for NaN and
+    +-inf."""
+    if isinstance(value, int):
+        return abs(value) <= FLOAT64_MAX
+    return value - value == 0
+
+
+def _shown(value):
+    """A number as an error message shows it. Under torch.compile(dynamic=True) a float or int argument is symbolic
+    and Dynamo cannot format it into a string ("BUILD_STRING type error"); float() / int() make it concrete (a guard,
+    taken only on the way to raising)."""
+    if isinstance(value, float):
+        return float(value)
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 # float32's largest finite and smallest normal values: the native kernels take softcap and softmax_scale / softcap as
 # float32 (a smaller positive cap would round to 0, i.e. no cap, or leave the quotient infinite).
 FLOAT32_MAX, FLOAT32_MIN_NORMAL = 3.4028234663852886e38, 1.1754943508222875e-38
+# ... as the messages show them, formatted once: Dynamo cannot trace an f-string that puts a format spec and a
+# symbolic number (_shown's) side by side ("BUILD_STRING type error").
+_FLOAT32_MAX_TEXT, _FLOAT32_MIN_NORMAL_TEXT = f"{FLOAT32_MAX:.4g}", f"{FLOAT32_MIN_NORMAL:.4g}"
 # The smallest softmax_scale / softcap the kernels take: below it a score times that quotient reaches float32's
 # subnormals, which the kernels flush to zero (every capped score 0: uniform attention, silently). Such a cap is
 # > 2^100 times the scale, so cap * tanh(s / cap) equals s for any score the inputs can produce.
@@ -220,21 +238,22 @@ def check_softcap(softcap, softmax_scale: float | None = None) -> None:
     `softmax_scale`, also small enough a quotient softmax_scale / softcap for float32 (the native launchers fold it
     into the kernels' tanh argument). The API's and the native launchers' check."""
     if isinstance(softcap, bool) or not isinstance(softcap, (int, float)) or not _finite(softcap):
-        raise TypeError(f"softcap must be a finite float, got {softcap!r}")
+        raise TypeError(f"softcap must be a finite float, got {_shown(softcap)!r}")
     if softcap < 0:
-        raise ValueError(f"softcap must be >= 0 (0 disables it), got {softcap}")
+        raise ValueError(f"softcap must be >= 0 (0 disables it), got {_shown(softcap)}")
     if 0 < softcap < FLOAT32_MIN_NORMAL:
-        raise ValueError(f"softcap must be 0 or at least {FLOAT32_MIN_NORMAL:.4g} (float32's smallest normal), "
-                         f"got {softcap}")
+        raise ValueError(f"softcap must be 0 or at least {_FLOAT32_MIN_NORMAL_TEXT} (float32's smallest normal), "
+                         f"got {_shown(softcap)}")
     if softcap > FLOAT32_MAX:
-        raise ValueError(f"softcap must be at most {FLOAT32_MAX:.4g} (float32's largest finite value), got {softcap}")
+        raise ValueError(f"softcap must be at most {_FLOAT32_MAX_TEXT} (float32's largest finite value), "
+                         f"got {_shown(softcap)}")
     if softcap > 0 and softmax_scale is not None and abs(softmax_scale) / softcap > FLOAT32_MAX:
-        raise ValueError(f"softcap {softcap} is too small for softmax_scale {softmax_scale}: their quotient "
-                         "overflows float32")
+        raise ValueError(f"softcap {_shown(softcap)} is too small for softmax_scale {_shown(softmax_scale)}: their "
+                         "quotient overflows float32")
     if softcap > 0 and softmax_scale and abs(softmax_scale) / softcap < SOFTCAP_PRE_MIN:
-        raise ValueError(f"softcap {softcap} is so large against softmax_scale {softmax_scale} that the kernels' tanh "
-                         "argument (softmax_scale / softcap times a score) underflows float32; a cap that large "
-                         "changes no score: pass softcap=0")
+        raise ValueError(f"softcap {_shown(softcap)} is so large against softmax_scale {_shown(softmax_scale)} that "
+                         "the kernels' tanh argument (softmax_scale / softcap times a score) underflows float32; a cap "
+                         "that large changes no score: pass softcap=0")
 
 
 def check_native_softcap(softcap, softmax_scale: float) -> None:
@@ -253,10 +272,10 @@ def check_options(softmax_scale, causal, window_size, softcap, deterministic, fp
         if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, (int, float)):
             raise TypeError(f"softmax_scale must be a float or None, got {type_name(softmax_scale)}")
         if not _finite(softmax_scale):
-            raise ValueError(f"softmax_scale must be finite, got {softmax_scale}")
+            raise ValueError(f"softmax_scale must be finite, got {_shown(softmax_scale)}")
         if abs(softmax_scale) > FLOAT32_MAX:  # the kernels take it as float32: inf there, NaN scores
-            raise ValueError(f"softmax_scale must be at most {FLOAT32_MAX:.4g} in magnitude (float32's largest finite "
-                             f"value), got {softmax_scale}")
+            raise ValueError(f"softmax_scale must be at most {_FLOAT32_MAX_TEXT} in magnitude (float32's largest "
+                             f"finite value), got {_shown(softmax_scale)}")
     check_bool("causal", causal)
     check_bool("deterministic", deterministic)
     check_window_size(window_size)

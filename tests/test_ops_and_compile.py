@@ -1,5 +1,7 @@
 """The custom ops pass torch.library.opcheck, and torch.compile(fullgraph=True) traces a model with no graph break."""
 
+import re
+
 import pytest
 import torch
 
@@ -150,6 +152,91 @@ def test_compile_fullgraph_inductor_varlen():
     expected = f(q, k, v)
     got = torch.compile(f, fullgraph=True)(q, k, v)
     torch.testing.assert_close(got, expected)
+
+
+def _dense_call(seqlen):
+    q, k, v = random_qkv(2, seqlen, seqlen + 3, 4, 2, 16, torch.float32, requires_grad=True)
+    return (q, k, v)
+
+
+def _varlen_call(seqlen):
+    lengths_q, lengths_k = (3, seqlen - 3), (seqlen - 2, 5)
+    q = torch.randn(sum(lengths_q), 4, 16, requires_grad=True)
+    k, v = (torch.randn(sum(lengths_k), 2, 16, requires_grad=True) for _ in range(2))
+    cu_q, cu_k = (torch.tensor([0, n[0], sum(n)], dtype=torch.int32) for n in (lengths_q, lengths_k))
+    return (q, k, v, cu_q, cu_k, max(lengths_q), max(lengths_k))
+
+
+def _qkvpacked_call(seqlen):
+    return (torch.randn(2, seqlen, 3, 4, 16, requires_grad=True),)
+
+
+_window_layer = fa3nn.FlashAttentionV3(causal=True, window_size=(4, -1), backend="reference")
+
+# Each public entry point, and how to build its inputs at a sequence length. Under dynamic=True the defaulted
+# softmax_scale (headdim ** -0.5), a function's float defaults (softcap=0.0) and the compiled function's own float
+# arguments are symbolic.
+DYNAMIC_CALLS = {
+    "flash_attn_func": (lambda q, k, v: fa3nn.flash_attn_func(q, k, v, causal=True, backend="reference"),
+                        _dense_call),
+    "flash_attn_func_softcap": (lambda q, k, v, softcap=5.0: fa3nn.flash_attn_func(
+        q, k, v, causal=True, softcap=softcap, backend="reference"), _dense_call),
+    "flash_attn_varlen_func": (lambda q, k, v, cu_q, cu_k, max_q, max_k: fa3nn.flash_attn_varlen_func(
+        q, k, v, cu_q, cu_k, max_q, max_k, causal=True, backend="reference"), _varlen_call),
+    "flash_attn_qkvpacked_func": (lambda qkv: fa3nn.flash_attn_qkvpacked_func(qkv, causal=True, backend="reference"),
+                                  _qkvpacked_call),
+    "FlashAttentionV3": (lambda q, k, v: _window_layer(q, k, v), _dense_call),
+}
+
+
+@pytest.mark.parametrize("name", list(DYNAMIC_CALLS))
+def test_compile_dynamic_fullgraph_matches_eager(name):
+    """torch.compile(dynamic=True, fullgraph=True) traces every entry point with a symbolic headdim and symbolic
+    float options: the checks compare them instead of calling math.isfinite, which Dynamo refused ("torch.* op
+    returned non-Tensor"). Forward and backward equal eager's at two sequence lengths, the second one without a
+    recompile."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch._dynamo.reset()
+    fn, make_args = DYNAMIC_CALLS[name]
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(fn, dynamic=True, fullgraph=True, backend=counter)
+    frames = []
+    for seqlen in (9, 14):
+        args = make_args(seqlen)
+        leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+        expected = fn(*args)
+        expected_grads = torch.autograd.grad(expected.square().sum(), leaves)
+        got = compiled(*args)
+        got_grads = torch.autograd.grad(got.square().sum(), leaves)
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+        for g, e in zip(got_grads, expected_grads):
+            torch.testing.assert_close(g, e, rtol=0, atol=0)
+            assert e.abs().sum() > 0
+        frames.append(counter.frame_count)
+    assert frames[1] == frames[0] > 0  # the graphs of the first length serve the second
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 1e39], ids=["nan", "inf", "1e39"])
+def test_compile_dynamic_refuses_a_bad_softmax_scale_with_eager_message(bad):
+    """A user's softmax_scale is symbolic under dynamic=True as well; its checks still refuse NaN, inf and values
+    beyond float32 with eager's message (inside Dynamo's error under fullgraph, as a ValueError without it)."""
+    def f(q, k, v, scale):
+        return fa3nn.flash_attn_func(q, k, v, softmax_scale=scale, backend="reference")
+
+    q, k, v = _dense_call(8)
+    message = (f"softmax_scale must be finite, got {bad}" if bad != 1e39 else
+               "softmax_scale must be at most 3.403e+38 in magnitude (float32's largest finite value), got 1e+39")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        f(q, k, v, bad)
+    torch._dynamo.reset()
+    fullgraph = torch.compile(f, dynamic=True, fullgraph=True, backend="aot_eager")
+    fullgraph(q, k, v, 0.5)  # a graph with a symbolic scale first
+    with pytest.raises(torch._dynamo.exc.Unsupported, match=re.escape(message)):
+        fullgraph(q, k, v, bad)
+    torch._dynamo.reset()
+    with pytest.raises(ValueError, match=re.escape(message)):
+        torch.compile(f, dynamic=True, backend="aot_eager")(q, k, v, bad)
 
 
 @pytest.mark.parametrize("fp8", [None, "per_tile"])
