@@ -376,10 +376,16 @@ def explain(
     None then dense as there) would use for this call in the forward and the backward, and why each other backend
     was refused. Runs no kernel. With an fp8 recipe the forward names its FP8 path ("triton fp8 kernel" on sm_89+
     GPUs, "fp8 emulation (reference)" elsewhere); the backward is bf16. e4m3 q, k, v (FlashAttention-3's FP8
-    inputs, fa3nn.fp8.inputs) name the FP8 path and no backward.
+    inputs, fa3nn.fp8.inputs) name the FP8 path and no backward. A dense call's explain traces under torch.compile
+    (a constant of the graph); a varlen call's reads cu_seqlens on the host, so under fullgraph=True it raises.
     """
     max_seqlen_q, max_seqlen_k = as_max_seqlens(max_seqlen_q, max_seqlen_k)
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    if varlen and torch.compiler.is_compiling():
+        # (Dynamo's own refusal named a function marked as skipped: the torch.compiler.disable around the read.)
+        # Without fullgraph this breaks the graph and explain runs eagerly.
+        raise RuntimeError("fa3nn.explain of a varlen call (cu_seqlens_q / cu_seqlens_k given) reads cu_seqlens on "
+                           "the host, which torch.compile cannot trace; call explain outside the compiled function")
     fp8_inputs = is_fp8_call(q, None, None, None)
     if fp8_inputs:
         check_fp8_inputs(q, k, v, fp8)

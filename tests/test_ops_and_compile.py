@@ -258,8 +258,9 @@ def test_explain_inside_a_fullgraph_compiled_function(fp8):
 
 def test_explain_of_a_varlen_call_under_compile():
     """explain of a varlen call reads cu_seqlens on the host (the checks the call makes inside its op), which a graph
-    cannot: under fullgraph=True Dynamo refuses it (today with its own message about torch.compiler.disable, the
-    step that runs the read eagerly); without fullgraph the read runs eagerly and the answer is eager's."""
+    cannot: under fullgraph=True it refuses with a message saying so (Dynamo's own was about a function marked as
+    skipped, torch.compiler.disable's); without fullgraph the refusal breaks the graph, explain runs eagerly and the
+    answer is eager's."""
     torch._dynamo.reset()
     q, k, v = varlen_args(requires_grad=False)[:3]
     cu_q = torch.tensor([0, 3, 8], dtype=torch.int32)
@@ -270,7 +271,10 @@ def test_explain_of_a_varlen_call_under_compile():
 
     expected = f(q, k, v, cu_q, cu_k)
     assert (expected.forward, expected.backward) == ("reference", "reference")
-    with pytest.raises(torch._dynamo.exc.Unsupported):
+    message = ("fa3nn.explain of a varlen call (cu_seqlens_q / cu_seqlens_k given) reads cu_seqlens on the host, "
+               "which torch.compile cannot trace; call explain outside the compiled function")
+    with pytest.raises(torch._dynamo.exc.Unsupported, match=re.escape(message)) as refused:
         torch.compile(f, fullgraph=True)(q, k, v, cu_q, cu_k)
+    assert "RuntimeError" in str(refused.value) and "marked as skipped" not in str(refused.value)
     torch._dynamo.reset()
     assert torch.compile(f)(q, k, v, cu_q, cu_k) == expected
