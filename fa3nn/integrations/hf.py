@@ -25,14 +25,14 @@ patch_hf's options belong to the model it was given: each of its attention layer
 attribute), so two models patched with different options keep them. A layer no patch_hf call reached (a model built
 with attn_implementation="fa3nn" by name) reads the one process-wide set, which only `patch_hf()` without a model
 sets.
+
+What is refused rather than run (position biases, a sliding window a layer is not handed, packing it cannot see,
+dropout), and why: hf_refusals.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
-import sys
-import threading
 import warnings
 from dataclasses import dataclass
 
@@ -52,24 +52,27 @@ from fa3nn.integrations.hf_padding import (
     unpad_by_mask,
     unpad_keys_by_mask,
 )
+from fa3nn.integrations.hf_refusals import (  # noqa: F401 (UnsupportedModel: raised by patch_hf, imported from here)
+    PackingWatch,
+    UnsupportedModel,
+    forward_mentions,
+    position_id_holders,
+    refuse_a_window_not_handed,
+    refuse_position_biases,
+    refuse_unseen_packing,
+    refuse_unsupported_arguments,
+    unsupported,
+)
 from fa3nn.interface import attention
 from fa3nn.module import FlashAttentionV3
 
 ATTN_IMPLEMENTATION = "fa3nn"
 LAYER_ATTRIBUTE = "fa3nn_attention"
 EXPLICIT_BOUNDARIES = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")  # DataCollatorWithFlattening's
-WATCH_ATTRIBUTE = "_fa3nn_packing_watch"  # the model's _PackingWatch, a plain attribute of each attention layer
+WATCH_ATTRIBUTE = "_fa3nn_packing_watch"  # the model's PackingWatch, a plain attribute of each attention layer
 OPTIONS_ATTRIBUTE = "_fa3nn_options"  # the model's _Options, a plain attribute of each attention layer
 MIN_TRANSFORMERS = (4, 53)
-TESTED_FAMILIES = (
-    "Llama", "Mistral", "Qwen2", "Gemma-2", "Qwen3", "Gemma-3", "Phi-3", "Granite", "OLMo-2", "Starcoder2", "gpt-oss",
-    "Mixtral", "DeepSeek-V3", "Llama 4 (text)", "Cohere2", "Gemma-3 (images)", "BART", "CLIP (text)", "SigLIP (text)",
-    "ModernBERT",
-)
-
-
-class UnsupportedModel(TypeError):
-    """The model does not route its attention through transformers' AttentionInterface."""
+_PackingWatch = PackingWatch  # its name here before hf_refusals: patched models torch.save'd then load by it
 
 
 @dataclass(frozen=True)
@@ -291,19 +294,6 @@ def _compute_dtype(query, key, value) -> torch.dtype:
     return functools.reduce(torch.promote_types, (query.dtype, key.dtype, value.dtype))
 
 
-def _refuse_unseen_packing(module: nn.Module, q, k, v) -> None:
-    """A layer handed no boundaries, in a model called with position_ids that pack sequences (_PackingWatch)."""
-    watch = getattr(module, WATCH_ATTRIBUTE, None)
-    if watch is None or watch.position_ids is None or not getattr(module, "is_causal", True):
-        return  # (a vision tower's or an encoder's layers: the text's position_ids are not theirs)
-    if watch.position_ids.shape[-1] == q.shape[1] and pack_by_position_ids(q, k, v, watch.position_ids) is not None:
-        raise NotImplementedError(
-            f"{type(module).__name__} is not handed position_ids by its decoder layer, but the model was called with "
-            "position_ids that pack several sequences per row: attention cannot see the packing. Pass "
-            "cu_seq_lens_q / cu_seq_lens_k / max_length_q / max_length_k (DataCollatorWithFlattening("
-            "return_flash_attn_kwargs=True)) or an attention_mask instead")
-
-
 def fa3nn_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
@@ -321,19 +311,9 @@ def fa3nn_attention_forward(
     seqlen_k, headdim[_v]) in; (out (batch, seqlen_q, nheads, headdim_v), None) back."""
     layer = getattr(module, LAYER_ATTRIBUTE, None)
     patch_options = getattr(module, OPTIONS_ATTRIBUTE, _defaults)  # its model's, or the by-name ones
-    if dropout and dropout > 0 and not patch_options.ignore_dropout:
-        raise ValueError(
-            f"attention dropout {dropout} is set on {type(module).__name__}, but FlashAttention-3 has no dropout. "
-            "Set config.attention_dropout = 0.0, or call fa3nn.patch_hf(..., ignore_dropout=True) to train without it"
-        )
+    refuse_unsupported_arguments(module, dropout, patch_options.ignore_dropout, kwargs)
     sinks = kwargs.get("s_aux")  # gpt-oss's per-head sink logits (fa3nn.sinks)
     attention_chunk = _attention_chunk(module)
-    for unsupported in ("sinks", "position_bias"):
-        if kwargs.get(unsupported) is not None:
-            raise NotImplementedError(
-                f"{type(module).__name__} passes `{unsupported}` to attention, which fa3nn does not implement; "
-                "use attn_implementation='eager' for this model"
-            )
     if kwargs.get("output_attentions"):
         warnings.warn("fa3nn does not return attention weights (output_attentions=True gives None)", stacklevel=2)
 
@@ -343,7 +323,7 @@ def fa3nn_attention_forward(
     if _is_layout(attention_mask) and k.shape[1] > attention_mask.shape[2]:  # a static cache's empty slots
         k, v = k[:, :attention_mask.shape[2]], v[:, :attention_mask.shape[2]]
     if sliding_window is None and is_causal:
-        _refuse_a_window_not_handed(module, k.shape[1])
+        refuse_a_window_not_handed(module, k.shape[1])
     packed, blocks, is_causal = _boundaries_of_call(module, q, k, v, attention_mask, is_causal, sliding_window,
                                                     attention_chunk, kwargs)
     if blocks is not None and sinks is not None:  # (chunks: refused by pack_by_layout)
@@ -369,41 +349,6 @@ def fa3nn_attention_forward(
     if blocks is not None:  # their rows again, non-causal over each block's keys (fa3nn.integrations.hf_layout)
         out = blocks.replace(out, blocks.attend(attend, q, k, v, options["window_size"][0]))
     return out, None
-
-
-def _refuse_a_window_not_handed(module: nn.Module, seqlen_k: int) -> None:
-    """A causal layer whose mask slides but which is not handed its window. transformers builds a sliding layer's
-    mask from config.sliding_window (create_sliding_window_causal_mask; with layer_types, for the "sliding_attention"
-    layers, else for every layer), and most attention modules pass the window on; PhiMoE's and Qwen2-MoE's (5.25)
-    do not, so eager and SDPA slide while fa3nn, handed sliding_window=None and a padding-only mask, attended to
-    every key (as transformers' flash_attention_2 does): logits off by about 1 at window 4 over 16 tokens, silently.
-    Only refuses, never adds the window: which layers slide is read from the same config fields transformers' model
-    code reads, but that code is the model's, not fa3nn's. Layers whose forward mentions sliding_window pass it
-    (None there means a full layer), and models that never build sliding masks are left alone."""
-    cls = type(module)
-    if _forward_mentions(cls, "sliding_window") or not _builds_sliding_masks(cls):
-        return
-    config, layer_idx = getattr(module, "config", None), getattr(module, "layer_idx", None)
-    window = getattr(config, "sliding_window", None)
-    if not isinstance(window, int) or isinstance(window, bool) or window <= 0 or seqlen_k <= window:
-        return  # (no window, or one that leaves every key of this call in view)
-    layer_types = getattr(config, "layer_types", None)
-    if layer_types is not None and (layer_idx is None or layer_types[layer_idx] != "sliding_attention"):
-        return
-    where = "" if layer_idx is None else f" (layer {layer_idx})"
-    raise NotImplementedError(
-        f"{cls.__name__}{where} gets a sliding window of {window} from the model's mask (config.sliding_window) but "
-        f"is not handed it (sliding_window=None): fa3nn would attend to all {seqlen_k} keys; use "
-        "attn_implementation='sdpa' or 'eager' for sequences longer than the window")
-
-
-@functools.cache
-def _builds_sliding_masks(cls: type) -> bool:
-    """Whether the modeling file of an attention class builds sliding-window causal masks."""
-    try:
-        return "create_sliding_window_causal_mask" in inspect.getsource(sys.modules[cls.__module__])
-    except (KeyError, OSError, TypeError):
-        return False
 
 
 def _boundaries_of_call(module, q, k, v, attention_mask, is_causal: bool, sliding_window, attention_chunk: int,
@@ -433,7 +378,7 @@ def _boundaries_of_call(module, q, k, v, attention_mask, is_causal: bool, slidin
         return packed, None, is_causal
     if kwargs.get("position_ids") is not None:
         return pack_by_position_ids(q, k, v, kwargs["position_ids"]), None, is_causal
-    _refuse_unseen_packing(module, q, k, v)
+    refuse_unseen_packing(module, getattr(module, WATCH_ATTRIBUTE, None), q, k, v)
     return None, None, is_causal
 
 
@@ -453,142 +398,22 @@ def _attention_layers(model: nn.Module) -> list[nn.Module]:
 
 
 def _looks_up_interface(cls: type) -> bool:
-    return _forward_mentions(cls, "ALL_ATTENTION_FUNCTIONS")
-
-
-@functools.cache
-def _forward_mentions(cls: type, name: str) -> bool:
-    """Whether `name` appears in the source of cls.forward; False without source (compiled, built at run time):
-    then only the attribute rules apply (`scaling` for _attention_layers, none for _adds_position_bias)."""
-    try:
-        source = inspect.getsource(cls.forward)
-    except (OSError, TypeError):
-        return False
-    return name in source
-
-
-class _PackingWatch:
-    """Forward hooks on a patched model and the modules inside it that take position_ids and hold attention layers
-    (_position_id_holders) keep the position_ids of the current call for attention layers that are not handed them
-    (some decoder layers drop them: Llama 4's, Cohere2's in transformers 4.57): such a causal layer refuses a batch
-    those position_ids pack (fa3nn_attention_forward) instead of running it unpacked. Without a cache transformers
-    finds the packing itself and the mask brings it (the layout), so this is for calls with a cache. The position_ids
-    are read by name or position; an inner call without them keeps the outer call's; each call's end restores what
-    was there before (after the outermost: nothing), even when it raises. Per thread: two threads calling one model
-    see their own calls' position_ids. Only refuses, never uses them: under activation checkpointing a layer's
-    recompute runs in the backward."""
-
-    def __init__(self):
-        self._local = threading.local()
-
-    # A copy (copy.deepcopy of a patched model, torch.save) starts with no call in flight: threading.local does not
-    # pickle.
-    def __getstate__(self):
-        return {}
-
-    def __setstate__(self, state):
-        self._local = threading.local()
-
-    @property
-    def position_ids(self):
-        return getattr(self._local, "position_ids", None)
-
-    def _outer(self) -> list:
-        if not hasattr(self._local, "outer"):
-            self._local.outer = []
-        return self._local.outer
-
-    def before(self, module, args, kwargs):
-        found = _argument(module, "position_ids", args, kwargs)
-        outer = self._outer()
-        outer.append(self.position_ids)
-        if found is not None or len(outer) == 1:
-            self._local.position_ids = found
-
-    def after(self, module, args, kwargs, output):
-        outer = self._outer()
-        if outer:
-            self._local.position_ids = outer.pop()
-
-
-def _position_id_holders(model: nn.Module, layers: list[nn.Module]) -> list[nn.Module]:
-    """The model and the modules inside it that take position_ids and hold attention layers (the base model, a VLM's
-    language model: whichever a caller may call directly; decoder layers too, which read them by position or drop
-    them), the layers themselves excepted."""
-    attention = {id(layer) for layer in layers}
-    return [m for m in model.modules() if id(m) not in attention and "position_ids" in _forward_parameters(type(m))
-            and any(id(sub) in attention for sub in m.modules())]
-
-
-def _argument(module: nn.Module, name: str, args: tuple, kwargs: dict):
-    """A forward argument by name, given by keyword or by position."""
-    if name in kwargs:
-        return kwargs[name]
-    names = _forward_parameters(type(module))
-    return args[names.index(name)] if name in names and names.index(name) < len(args) else None
-
-
-@functools.cache
-def _forward_parameters(cls: type) -> tuple[str, ...]:
-    try:
-        return tuple(inspect.signature(cls.forward).parameters)[1:]  # without self
-    except (TypeError, ValueError):
-        return ()
-
-
-def _unsupported(model: nn.Module, why: str) -> UnsupportedModel:
-    return UnsupportedModel(
-        f"fa3nn.patch_hf cannot swap the attention of {type(model).__name__}: {why}. It supports transformers "
-        "models whose attention layers call transformers' AttentionInterface (ALL_ATTENTION_FUNCTIONS.get_interface), "
-        f"as most decoder LLMs' do (tested: {', '.join(TESTED_FAMILIES)}). "
-        "For another model, call fa3nn.flash_attn_func from its attention module yourself"
-    )
+    return forward_mentions(cls, "ALL_ATTENTION_FUNCTIONS")
 
 
 def _check_model(model: nn.Module) -> list[nn.Module]:
     from transformers import PreTrainedModel
 
     if not isinstance(model, PreTrainedModel):
-        raise _unsupported(model, "it is not a transformers PreTrainedModel")
+        raise unsupported(model, "it is not a transformers PreTrainedModel")
     can_set = getattr(type(model), "_can_set_attn_implementation", None)
     if can_set is not None and not can_set():
-        raise _unsupported(model, "its modeling code does not go through the AttentionInterface")
+        raise unsupported(model, "its modeling code does not go through the AttentionInterface")
     layers = _attention_layers(model)
     if not layers:
-        raise _unsupported(model, "no attention layer of the AttentionInterface kind was found")
-    # Falcon's ALiBi is added onto the 4D mask transformers builds, which fa3nn's mask function replaces: the first
-    # forward died in Falcon's own code on a shape mismatch. (Falcon is the AttentionInterface model with config.alibi;
-    # transformers refuses flash attention for it the same way.)
-    if any(getattr(config, "alibi", None) is True for config in _configs(model)):
-        raise UnsupportedModel(
-            f"fa3nn.patch_hf cannot swap the attention of {type(model).__name__}: its config sets alibi=True (ALiBi "
-            "position biases added to the attention mask), which fa3nn does not implement; keep "
-            "attn_implementation='sdpa' or 'eager' for this model"
-        )
-    biased = next((layer for layer in layers if _adds_position_bias(layer)), None)
-    if biased is not None:
-        raise UnsupportedModel(
-            f"fa3nn.patch_hf cannot swap the attention of {type(model).__name__}: its {type(biased).__name__} layers "
-            "add a relative position bias to the attention scores (T5's position_bias), which fa3nn does not "
-            "implement; keep attn_implementation='sdpa' or 'eager' for this model"
-        )
+        raise unsupported(model, "no attention layer of the AttentionInterface kind was found")
+    refuse_position_biases(model, layers, _configs(model))
     return layers
-
-
-def _adds_position_bias(layer: nn.Module) -> bool:
-    """Whether an attention layer adds a position bias to its scores on every call, known before any forward: T5's
-    attention and its copies (mT5, UMT5, LongT5, Switch Transformers, Pix2Struct's text, UDOP, Pop2Piano in
-    transformers 5.x) hold `has_relative_attention_bias` and pass `position_bias` (their own relative bias, the first
-    layer's handed on, or zeros) to the attention function at every call, cross-attention included.
-
-    transformers' class flags do not say it (5.25): `_supports_flash_attn` is False on Llama 4, which fa3nn serves,
-    and `_supports_attention_backend` False on BART, served too; config.model_type would need a list kept by hand.
-    Other models pass a bias only under some configs (Wav2Vec2-Conformer's, Wav2Vec2-BERT's and SeamlessM4T's
-    speech encoders with position_embeddings_type="relative", LayoutLMv3's encoder with has_relative_attention_bias
-    or has_spatial_attention_bias): nothing on their attention layers tells, so they are refused at the first
-    forward that passes one (fa3nn_attention_forward), as is any model selected by name."""
-    return isinstance(getattr(layer, "has_relative_attention_bias", None), bool) and _forward_mentions(
-        type(layer), "position_bias")
 
 
 def _configs(model: nn.Module) -> list:
@@ -670,7 +495,7 @@ def patch_hf(
         unpatch_hf(patched)
     previous = {id(c): (c, c._attn_implementation_internal) for c in _configs(model)}
     _switch_configs(model, previous)
-    watch = _PackingWatch()
+    watch = PackingWatch()
     for position, layer in enumerate(layers):
         device = next((p.device for p in layer.parameters()), None)
         layer_idx = getattr(layer, "layer_idx", None)
@@ -679,7 +504,7 @@ def patch_hf(
         layer.add_module(LAYER_ATTRIBUTE, attention.to(device) if device is not None else attention)
         setattr(layer, WATCH_ATTRIBUTE, watch)
         setattr(layer, OPTIONS_ATTRIBUTE, options)
-    watched = _position_id_holders(model, layers)
+    watched = position_id_holders(model, layers)
     model._fa3nn_watch_hooks = [hook for m in watched for hook in (
         m.register_forward_pre_hook(watch.before, with_kwargs=True),
         m.register_forward_hook(watch.after, with_kwargs=True, always_call=True))]
@@ -708,7 +533,7 @@ def _switch_configs(model: nn.Module, previous: dict) -> None:
         if kept:
             _restore_configs(previous)
             owner, implementation = kept[0]
-            raise _unsupported(model, f"its sub-model {owner} kept attn_implementation={implementation!r} "
+            raise unsupported(model, f"its sub-model {owner} kept attn_implementation={implementation!r} "
                                       "(transformers does not switch a sub-model whose attention bypasses the "
                                       "AttentionInterface)")
     for config, _ in previous.values():  # what the setter left (copies no sub-model holds), or all without a setter
