@@ -5,7 +5,8 @@ flash_attn_varlen_func takes, as FlashAttention-3's does, two more ways to say w
 - seqused_q / seqused_k, int32 (batch,): sequence i uses only the first seqused[i] rows of its slot (rows
   cu_seqlens[i] .. cu_seqlens[i + 1] of the packed tensor, or row i of a dense one); the rest of the slot is padding.
   Masks align bottom-right on the used lengths. Padding query rows get zeros and lse = -inf (FlashAttention-3 leaves
-  them unwritten), and zero gradients; padding keys are never attended.
+  them unwritten; with sinks, the head's sink logit, as every row that attends no key: fa3nn.sinks), and zero
+  gradients; padding keys are never attended.
 - cu_seqlens_q or cu_seqlens_k None: that side is dense, (batch, seqlen, nheads, headdim), every slot seqlen rows.
   The output and lse follow q's layout.
 
@@ -16,7 +17,7 @@ of a slot without seqused); a dense side's may be None. The packed call gets the
 and a slot with padding becomes three sequences, which the kernels already handle:
 
     3i:      used queries    x used keys         (the real sequence)
-    3i + 1:  padding queries x no keys           (zeros, lse = -inf)
+    3i + 1:  padding queries x no keys           (zeros, lse = -inf; with sinks the sink)
     3i + 2:  no queries      x padding keys      (nothing)
 
 Reading seqused's values is a host sync; it happens once per device tensor (fa3nn.memo, which says what edits it

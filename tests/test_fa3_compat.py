@@ -404,6 +404,41 @@ def check_seqused(q, k, v, used_q, used_k, layout, causal, window_size, backend=
         assert_error_ratio(g, g_ref, g_pt, name)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_seqused_with_sinks(causal):
+    """Sinks with seqused: padding query rows get zeros and lse = the head's sink (a row that attends no key,
+    fa3nn.slots); used rows equal the packed call of the used rows alone, out, lse and every gradient (the sinks' too,
+    padding rows' zero)."""
+    q, k, v = random_qkv(3, 8, 9, 4, 2, 16, torch.float64)
+    sinks = torch.randn(4, dtype=torch.float64)
+    used_q, used_k = torch.tensor([8, 3, 0], dtype=torch.int32), torch.tensor([9, 4, 5], dtype=torch.int32)
+    leaves = [t.detach().requires_grad_() for t in (q, k, v, sinks)]
+    flat = [t.reshape(-1, *t.shape[2:]) for t in leaves[:3]]
+    cu_q, cu_k = (torch.arange(4, dtype=torch.int32) * n for n in (8, 9))
+    out, lse = fa3nn.flash_attn_varlen_func(*flat, cu_q, cu_k, 8, 9, used_q, used_k, causal=causal,
+                                            sinks=leaves[3], return_attn_probs=True, backend="reference")
+    rows_q = torch.cat([torch.arange(8 * i, 8 * i + n) for i, n in enumerate(used_q.tolist())])
+    rows_k = torch.cat([torch.arange(9 * i, 9 * i + n) for i, n in enumerate(used_k.tolist())])
+    padding = torch.ones(24, dtype=torch.bool)
+    padding[rows_q] = False
+    assert torch.equal(out[padding], torch.zeros_like(out[padding]))
+    assert torch.equal(lse[:, padding], leaves[3][:, None].detach().expand(4, int(padding.sum())))
+
+    refs = [t.detach().requires_grad_() for t in (q, k, v, sinks)]
+    packed = [refs[0].reshape(-1, 4, 16)[rows_q]] + [t.reshape(-1, 2, 16)[rows_k] for t in refs[1:3]]
+    cu = [torch.tensor([0, *torch.cumsum(u, 0).tolist()], dtype=torch.int32) for u in (used_q, used_k)]
+    out_ref, lse_ref = fa3nn.flash_attn_varlen_func(*packed, *cu, 8, 9, causal=causal, sinks=refs[3],
+                                                    return_attn_probs=True, backend="reference")
+    torch.testing.assert_close(out[rows_q], out_ref, rtol=0, atol=1e-12)
+    torch.testing.assert_close(lse[:, rows_q], lse_ref, rtol=0, atol=1e-12)
+    dout = torch.randn_like(out)
+    dout[padding] = 0  # padding rows carry no loss (their zero output has no gradient to give)
+    grads = torch.autograd.grad(out, leaves, dout)
+    grads_ref = torch.autograd.grad(out_ref, refs, dout[rows_q])
+    for g, g_ref in zip(grads, grads_ref):  # padding rows: zero in both (the reference never sees them)
+        torch.testing.assert_close(g, g_ref, rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
 @pytest.mark.parametrize("causal,window_size", [(False, (-1, -1)), (True, (-1, -1)), (False, (5, 2))])
 @pytest.mark.parametrize("layout", ["packed", "dense_q_dense_k", "packed_q_dense_k"])
