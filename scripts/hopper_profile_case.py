@@ -10,6 +10,8 @@ bwd: the bf16 backward in its default variant or --bwd-variant (flash_bwd_kernel
 postprocess kernels);
 cudnn: cuDNN's forward through torch SDPA (the comparator of scripts/bench.py) on the same inputs; cudnn-bwd: its
 backward (the forward run once before).
+--varlen (fwd, bwd): the same batch as packed sequences of --seqlen rows each (uniform cu_seqlens), the varlen
+kernels on the dense call's work.
 The last call runs inside the NVTX range "profiled", so a profiler can take every kernel of one call:
     ncu --nvtx --nvtx-include "profiled/" --section LaunchStats python scripts/hopper_profile_case.py --kernel cudnn-bwd
 """
@@ -19,6 +21,7 @@ import argparse
 import torch
 
 from fa3nn.backends import hopper_bwd
+from fa3nn.backends.base import Varlen
 from fa3nn.backends.hopper import launch
 from fa3nn.backends.hopper_fp8 import fp8_forward
 from fa3nn.fp8.key_blocks import default_block_k
@@ -36,17 +39,26 @@ parser.add_argument("--causal", action="store_true")
 parser.add_argument("--calls", type=int, default=3)
 parser.add_argument("--block-k", type=int, default=None)
 parser.add_argument("--variant", default="full", help="FP8 benchmark variant (fa3nn.backends.hopper_fp8.VARIANTS)")
+parser.add_argument("--varlen", action="store_true", help="fwd / bwd: uniform packed sequences (varlen kernels)")
 parser.add_argument("--bwd-variant", default=None, help="--kernel bwd: hopper_bwd.VARIANTS (default: the head dim's)")
 args = parser.parse_args()
 batch, nheads = 16384 // args.seqlen, 2048 // args.headdim
 scale = args.headdim**-0.5
 if args.headdim_v is not None and args.kernel == "fp8":
     parser.error("--headdim-v is for --kernel fwd / bwd / cudnn / cudnn-bwd")
+if args.varlen and args.kernel not in ("fwd", "bwd"):
+    parser.error("--varlen is for --kernel fwd / bwd")
 q, k, v = (torch.randn(batch, args.seqlen, nheads, d, device="cuda", dtype=torch.bfloat16)
            for d in (args.headdim, args.headdim, args.headdim_v or args.headdim))
+varlen = None
+if args.varlen:
+    q, k, v = (x.reshape(-1, *x.shape[2:]) for x in (q, k, v))
+    starts = tuple(range(0, batch * args.seqlen + 1, args.seqlen))
+    cu = torch.tensor(starts, dtype=torch.int32, device="cuda")
+    varlen = Varlen(cu, cu, args.seqlen, args.seqlen, starts, starts)
 if args.kernel == "fwd":
     def call():
-        launch(q, k, v, scale, args.causal)
+        launch(q, k, v, scale, args.causal, varlen)
 elif args.kernel == "fp8":
     block_k = args.block_k or default_block_k(args.headdim)
     quantized = quantize_qkv_tensors(q, k, v, 128, block_k)
@@ -74,11 +86,11 @@ elif args.kernel in ("cudnn", "cudnn-bwd"):
     else:
         call = sdpa
 else:
-    out, lse = launch(q, k, v, scale, args.causal)
+    out, lse = launch(q, k, v, scale, args.causal, varlen)
     dout = torch.randn_like(out)
 
     def call():
-        hopper_bwd.launch(dout, q, k, v, out, lse, scale, args.causal, variant=args.bwd_variant)
+        hopper_bwd.launch(dout, q, k, v, out, lse, scale, args.causal, variant=args.bwd_variant, varlen=varlen)
 for _ in range(args.calls - 1):
     call()
 torch.cuda.nvtx.range_push("profiled")
@@ -86,4 +98,4 @@ call()
 torch.cuda.nvtx.range_pop()
 torch.cuda.synchronize()
 print(f"ran {args.calls} calls of {args.kernel}: d{args.headdim} / {args.headdim_v or args.headdim} "
-      f"seqlen {args.seqlen} causal={args.causal}")
+      f"seqlen {args.seqlen} causal={args.causal}{' varlen' if args.varlen else ''}")
