@@ -9,7 +9,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
+from fa3nn import FlashAttentionV3
 from fa3nn.backends.base import AttnParams
 from fa3nn.fp8 import (
     CurrentScaling,
@@ -177,6 +179,11 @@ def _worker(rank, world, init_file, results):
         dist.destroy_process_group()
 
 
+GLOO = pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()),
+                          reason="needs torch.distributed with the gloo backend")
+
+
+@GLOO
 def test_sync_amax_two_gloo_processes(tmp_path):
     results = mp.Manager().dict()
     mp.spawn(_worker, args=(2, os.fspath(tmp_path / "store"), results), nprocs=2, join=True)
@@ -194,6 +201,97 @@ def test_sync_amax_two_gloo_processes(tmp_path):
     assert r0["scale"][0][2].item() == 1.0  # ...so v keeps its previous (initial) scale
     assert r1["history"][1][0, 0].item() == 10.0  # layer 1 ran on rank 0 only; rank 1 gets its amax too
     assert r0["history"][2].abs().sum().item() == 0.0 and r0["skipped"][2] == [0, 0, 0]  # ran nowhere: untouched
+
+
+def _training_loop_worker(rank, world, init_file, results):
+    """Two FlashAttentionV3 layers per rank, each called twice per step (gradient accumulation), checkpointed, with an
+    eval forward between steps; then the same layers synced over a one-rank group passed to sync_amax."""
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        own_group = [dist.new_group([r]) for r in range(world)][rank]  # every rank creates every group
+        calls = []
+        all_reduce = dist.all_reduce
+
+        def counting_all_reduce(tensor, *args, **kwargs):
+            calls.append(tuple(tensor.shape))
+            return all_reduce(tensor, *args, **kwargs)
+
+        dist.all_reduce = counting_all_reduce
+        recipe = DelayedScaling(amax_history_len=3, margin=1)
+        model = nn.ModuleList([FlashAttentionV3(fp8=recipe, layer_idx=i) for i in range(2)]).train()
+
+        def block(q, k, v):
+            return model[1](model[0](q, k, v), k, v).float().square()
+
+        step_amax = []  # this rank's per-step max over both micro-batches, of layer 0's q, k, v
+        for step in range(4):
+            amax = torch.zeros(3)
+            for micro_batch in range(2):
+                generator = torch.Generator().manual_seed(100 * step + 10 * micro_batch + rank)
+                q, k, v = (torch.randn(1, 16, 2, 16, generator=generator).mul(rank + step + 1).requires_grad_()
+                           for _ in range(3))
+                amax = torch.maximum(amax, torch.stack([t.detach().abs().max() for t in (q, k, v)]))
+                checkpoint(block, q, k, v, use_reentrant=False).sum().backward()
+            model.eval()
+            with torch.no_grad():
+                block(q * 100, k, v)  # eval: records nothing
+            model.train()
+            step_amax.append(amax)
+            sync_amax(model)
+        results[rank] = dict(
+            calls=list(calls),
+            history=[layer.fp8_state.amax_history.clone() for layer in model],
+            scale=[layer.fp8_state.scale.clone() for layer in model],
+            step_amax=torch.stack(step_amax),
+        )
+        dist.all_reduce = all_reduce
+        # A one-rank group given to sync_amax (a data-parallel group of one: tensor parallelism over the world):
+        # the forward left its amax for the hook, which must fold it in without a reduction.
+        layer = FlashAttentionV3(fp8=DelayedScaling(amax_history_len=3)).train()
+        q, k, v = (torch.full((1, 16, 2, 16), float(rank + 2 + i)) for i in range(3))
+        layer(q, k, v)
+        reductions = sync_amax(layer, group=own_group)
+        results[rank] = dict(results[rank], own_group=dict(
+            reductions=reductions, history=layer.fp8_state.amax_history[0].tolist(),
+            pending=bool(layer.fp8_state.pending), scale=layer.fp8_state.scale.tolist()))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def training_loop_results(tmp_path_factory):
+    results = mp.Manager().dict()
+    init_file = os.fspath(tmp_path_factory.mktemp("gloo") / "store")
+    mp.spawn(_training_loop_worker, args=(2, init_file, results), nprocs=2, join=True)
+    return results[0], results[1]
+
+
+@GLOO
+def test_sync_amax_two_gloo_processes_training_loop(training_loop_results):
+    """Once per step, not per layer call: 4 steps of 2 layers x 2 micro-batches (checkpointed, so each forward runs
+    twice) make 4 all_reduces of one (layers, 4) tensor; every rank ends with the same history and scales, the
+    history holding the max over ranks of each step's amax and scale = 448 / max(history) / 2**margin."""
+    r0, r1 = training_loop_results
+    assert r0["calls"] == r1["calls"] == [(2, 4)] * 4
+    for layer in range(2):
+        assert torch.equal(r0["history"][layer], r1["history"][layer])
+        assert torch.equal(r0["scale"][layer], r1["scale"][layer])
+    expect = torch.maximum(r0["step_amax"], r1["step_amax"])  # (steps, 3): max over ranks
+    assert torch.equal(r0["history"][0], expect.flip(0)[:3])  # newest first; history of 3: step 0 rolled out
+    history_max = r0["history"][0].amax(dim=0)
+    assert torch.equal(r0["scale"][0], (448.0 / 2) / history_max)
+
+
+@GLOO
+def test_sync_amax_over_a_one_rank_group_updates(training_loop_results):
+    """sync_amax(model, group=<a one-rank group>) while the recipe reduces over the world: the forward deferred its
+    update to the hook, and the hook skipped states with nothing to reduce, so the history stayed empty for good and
+    every forward quantized with its own amax (pending was never folded in)."""
+    for rank, result in enumerate(training_loop_results):
+        got = result["own_group"]
+        assert got["reductions"] == 0
+        assert got["history"] == [rank + 2.0, rank + 3.0, rank + 4.0] and not got["pending"]
+        assert got["scale"] == (448.0 / torch.tensor([rank + 2.0, rank + 3.0, rank + 4.0])).tolist()
 
 
 @pytest.mark.parametrize("bad", ["model", None, 3, ["layer"]])

@@ -190,14 +190,17 @@ def sync_amax(modules_or_states: nn.Module | Iterable, group=None) -> int:
     for those that need a reduction, concatenates their pending amaxes plus a pending flag into one tensor per
     process group (`group` overrides each recipe's process_group), does ONE all_reduce(MAX) on it, and updates
     each state. A layer that ran on one rank only still gets the global amax; a layer that ran on no rank is left
-    as is. States that need no reduction were already updated in their forward; all states warn once if updates
-    were skipped.
+    as is. States that need no reduction were already updated in their forward, except where `group` has one rank
+    while the recipe's group has more: the forward left the amax to this hook, which updates from it unreduced.
+    All states warn once if updates were skipped.
     """
     states = _collect(modules_or_states)
     by_group = defaultdict(list)
     for state in states:
         if state.needs_reduce(group):
             by_group[group or state.recipe.process_group].append(state)
+        elif state.needs_reduce():  # the forward left its amax to this hook, but `group` has one rank: fold it in
+            state.update()
     for pg, members in by_group.items():
         packed = torch.stack([torch.cat([s.pending_amax, s.pending.to(s.pending_amax).unsqueeze(0)]) for s in members])
         dist.all_reduce(packed, op=dist.ReduceOp.MAX, group=pg)
