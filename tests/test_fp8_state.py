@@ -312,3 +312,22 @@ def test_hadamard_signs_take_any_seed():
         HadamardRotation(0, "a")
     with pytest.raises(ValueError, match=r"seed must be an int >= 0, got -1"):
         HadamardRotation(-1, 0)
+
+
+def test_a_tensor_with_no_amax_yet_scales_from_this_call():
+    """A first step whose V amax was 0 (NaN and Inf alike: not pushed) leaves V's history column empty and its scale
+    the placeholder 1.0. The next forward quantized V with that 1.0, since `started` asked whether the history held
+    any amax at all: V at 1e-3 then fell into e4m3's subnormals (output SQNR 5 dB against 26 with its own amax)."""
+    recipe = DelayedScaling()
+    state = make_state(recipe)
+    q, k, v = (torch.randn(1, 64, 2, 32) for _ in range(3))
+    fp8_attention_forward(q, k, torch.zeros_like(v), PARAMS, recipe, state, training=True)
+    assert state.skipped_updates.tolist() == [0, 0, 1] and state.scale[2].item() == 1.0
+    small_v = v * 1e-3
+    for quantize in (quantize_qkv, torch.compile(quantize_qkv, fullgraph=True, backend="eager")):
+        quantized = quantize(q * 0.5, k, small_v, recipe, state)
+        assert quantized.q_descale.flatten()[0].item() == pytest.approx(q.abs().max().item() / 448, rel=1e-6)
+        assert quantized.v_descale.flatten()[0].item() == pytest.approx(small_v.abs().max().item() / 448, rel=1e-6)
+    fp8_attention_forward(q, k, small_v, PARAMS, recipe, state, training=True)
+    assert state.amax_history[0, 2].item() == small_v.abs().max().item() and state.started
+    assert state.scale[2].item() == (448.0 / small_v.abs().max()).item()

@@ -119,15 +119,12 @@ def recipe_arguments(recipe: Recipe, state: torch.nn.Module | None, q, k, v) -> 
                 "DelayedScaling needs the layer's DelayedScalingState (fa3nn.fp8.make_state(recipe)); got "
                 f"{type(state).__name__}"
             )
-        if state._started is not True and torch.compiler.is_compiling():  # no host sync in a graph: select on device
-            amax_now = torch.stack([tensor_amax(x.detach()) for x in (q, k, v)])
-            started = state.amax_history.amax() > 0
-            scales = torch.where(started, state.scale, state.first_call_scale(amax_now.to(state.scale)))
-        elif state.started:
+        # (under torch.compile `started` is not read: no host sync in a graph, the selection runs on the device)
+        if state._started is True or (not torch.compiler.is_compiling() and state.started):
             scales = state.scale
-        else:  # no history yet: scale this first call by its own per-tensor amax
+        else:  # a tensor without history yet is scaled by this call's own per-tensor amax
             amax_now = torch.stack([tensor_amax(x.detach()) for x in (q, k, v)])  # scales carry no gradient
-            scales = state.first_call_scale(amax_now.to(state.scale))
+            scales = state.scale_without_history(amax_now.to(state.scale))
         return dict(block_q=0, block_k=0, rotation=None, tensor_scales=scales)
     raise TypeError(f"not an fa3nn FP8 recipe: {type(recipe).__name__}")
 

@@ -22,9 +22,10 @@ A checkpointed recompute of a training forward (fa3nn.fp8.attention) records not
 
 The float buffers stay float32 when the model is cast to bf16/fp16 (moves to another device follow the model).
 
-Before the first update the history is empty (`scale` is a placeholder 1.0), so the forward uses this call's amax
-instead (first_call_scale); `started` says which. It is tracked in Python and read from the device (a host sync)
-only until the history holds an amax, so a steady-state training forward never syncs.
+Before a tensor's first good update its history column is empty (its `scale` is a placeholder 1.0), so the forward
+scales that tensor from this call's amax instead (first_call_scale), per tensor: a first step whose V amax was 0, NaN
+or Inf leaves V alone without history. `started` says whether all three have one; it is tracked in Python and read
+from the device (a host sync) only until they do, so a steady-state training forward never syncs.
 """
 
 from __future__ import annotations
@@ -91,16 +92,25 @@ class DelayedScalingState(nn.Module):
 
     @property
     def started(self) -> bool:
-        """True once an update has put an amax in the history; until then the forward scales from this call's
-        amax (first_call_scale), since `scale` is still the placeholder 1.0."""
+        """True once updates have put an amax of each of q, k, v in the history; until then the forward scales a
+        tensor without one from this call's amax (scale_without_history), its `scale` being the placeholder 1.0."""
         if self._started is None:
-            self._started = bool(self.amax_history.amax() > 0)
+            self._started = bool(self.history_started().all())
         return self._started
+
+    def history_started(self) -> torch.Tensor:
+        """(3,) bool on the device: which of q, k, v have an amax in the history."""
+        return self.amax_history.amax(dim=0) > 0
 
     def first_call_scale(self, amax_now: torch.Tensor) -> torch.Tensor:
         """(3,) scales from this call's (3,) amax, for forwards before the first update."""
         scale, _ = amax_to_scale(amax_now, self.fp8_max, self.recipe.margin, self.scale)
         return scale
+
+    def scale_without_history(self, amax_now: torch.Tensor) -> torch.Tensor:
+        """(3,) scales for a forward before `started`: `scale` where a tensor has history, else from this call's
+        amax. On the device, no host sync (torch.compile traces it)."""
+        return torch.where(self.history_started(), self.scale, self.first_call_scale(amax_now))
 
     @torch.no_grad()
     def observe(self, amax_qkv: torch.Tensor) -> None:
