@@ -13,6 +13,7 @@ from fa3nn.checks import check_options
 from fa3nn.dispatch import check_backend_name
 from fa3nn.fa3_compat import check_attention_chunk
 from fa3nn.fp8 import as_recipe, make_state
+from fa3nn.fp8.state import switch_state
 from fa3nn.interface import attention
 
 
@@ -58,8 +59,26 @@ class FlashAttentionV3(nn.Module):
         self.backend = backend
         self.layer_idx = layer_idx
         self.attention_chunk = attention_chunk
-        self.fp8_recipe = as_recipe(fp8)
-        self.fp8_state = make_state(self.fp8_recipe, layer_idx)  # a submodule (its buffers), or None
+        self._fp8_recipe = as_recipe(fp8)
+        self.fp8_state = make_state(self._fp8_recipe, layer_idx)  # a submodule (its buffers), or None
+
+    @property
+    def fp8_recipe(self):
+        """The layer's FP8 recipe (None: bf16). Assigning one (anything fp8= takes) switches the layer: its
+        fp8_state is rebuilt for the new recipe, keeping what still applies (fa3nn.fp8.state.switch_state: a
+        delayed-scaling history rescaled with the new margin, Hadamard signs while the seed stays)."""
+        return self._fp8_recipe
+
+    @fp8_recipe.setter
+    def fp8_recipe(self, fp8):
+        recipe = as_recipe(fp8)
+        self.fp8_state = switch_state(self.fp8_state, self._fp8_recipe, recipe, self.layer_idx)
+        self._fp8_recipe = recipe
+
+    def __setstate__(self, state):
+        if "fp8_recipe" in state:  # pickled before fp8_recipe became a property
+            state["_fp8_recipe"] = state.pop("fp8_recipe")
+        super().__setstate__(state)
 
     def forward(self, q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, sinks=None):
         """sinks (nheads,): per-head sink logits (gpt-oss; fa3nn.sinks), typically the caller's nn.Parameter."""

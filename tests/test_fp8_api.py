@@ -266,6 +266,43 @@ def test_module_training_updates_delayed_state_eval_does_not():
     assert torch.equal(attn.fp8_state.amax_history, history) and not attn.fp8_state.pending
 
 
+def test_switching_the_recipe_keeps_what_state_applies():
+    """Assigning a layer's fp8_recipe left its state as it was: after DelayedScaling, CurrentScaling or
+    PerTileScaling(incoherent=False) raised "copy_(): argument 'other' ... must be Tensor, not NoneType" at the next
+    training forward, PerTileScaling() and per_tile -> delayed a TypeError about make_state, and
+    DelayedScaling(margin=2) kept scaling with the old recipe's margin 0 (scale 133 where 448 / 4 / amax is 33)."""
+    q, k, v = bf16_qkv()
+    attn = fa3nn.FlashAttentionV3(fp8=fa3nn.DelayedScaling(amax_history_len=4)).train()
+    for step in range(3):
+        attn(q * (step + 1), k, v)
+    history = attn.fp8_state.amax_history.clone()
+    attn.fp8_recipe = fa3nn.DelayedScaling(amax_history_len=2, margin=2, amax_compute_algo="most_recent")
+    state = attn.fp8_state
+    assert state.recipe is attn.fp8_recipe and torch.equal(state.amax_history, history[:2])  # the newest rows
+    assert torch.equal(state.scale, (448.0 / 4) / history[0])  # rescaled from the kept history at once
+    attn(q * 5, k, v)
+    assert state.amax_history[:, 0].tolist() == [(q * 5).abs().max().item(), (q * 3).abs().max().item()]
+    assert torch.equal(state.scale, (448.0 / 4) / state.amax_history[0])
+    for fp8 in ("current", fa3nn.PerTileScaling(incoherent=False), "per_tile", None, "delayed"):
+        attn.fp8_recipe = fp8
+        assert attn.fp8_recipe == fa3nn.fp8.as_recipe(fp8) and f"fp8={attn.fp8_recipe!r}" in repr(attn)
+        assert type(attn.fp8_state) is type(make_state(attn.fp8_recipe, 0))
+        out = attn(q, k, v)  # training forward
+        if fp8 != "delayed":
+            assert torch.equal(out, fa3nn.flash_attn_func(q, k, v, fp8=fp8))
+    assert attn.fp8_state.recipe == fa3nn.DelayedScaling() and attn.fp8_state.amax_history[1:].eq(0).all()
+    # PerTileScaling's Hadamard signs stay when the new recipe draws the same ones (e.g. loaded from a checkpoint)
+    attn = fa3nn.FlashAttentionV3(fp8="per_tile", layer_idx=0)
+    attn.load_state_dict(fa3nn.FlashAttentionV3(fp8="per_tile", layer_idx=3).state_dict())
+    signs = attn.fp8_state.hadamard_signs
+    attn.fp8_recipe = fa3nn.PerTileScaling(block_q=64)
+    assert attn.fp8_state.hadamard_signs is signs
+    attn.fp8_recipe = fa3nn.PerTileScaling(seed=1)
+    assert torch.equal(attn.fp8_state.hadamard_signs, HadamardRotation(1, 0).hadamard_signs)
+    with pytest.raises(ValueError, match="unknown FP8 recipe name 'fp9'"):
+        attn.fp8_recipe = "fp9"
+
+
 @pytest.mark.parametrize("use_reentrant", [False, True])
 def test_activation_checkpointing_records_the_amax_once(use_reentrant):
     """torch.utils.checkpoint recomputes the forward inside the backward; the recompute must not push a second

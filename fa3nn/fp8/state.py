@@ -129,16 +129,21 @@ class DelayedScalingState(nn.Module):
         skipped = self.pending & ~good
         shifted = torch.cat([amax.unsqueeze(0), self.amax_history[:-1]], dim=0)
         self.amax_history.copy_(torch.where(good, shifted, self.amax_history))
+        self.scale.copy_(torch.where(good, self.history_scale(), self.scale))
+        self.skipped_updates.add_(skipped.to(torch.int64))
+        self.pending_amax.zero_()
+        self.pending.fill_(False)
+        self._started = None if self._started is False else self._started  # re-read lazily, once
+
+    def history_scale(self) -> torch.Tensor:
+        """(3,) fp8_max / amax / 2**margin, amax from the history by the recipe's amax_compute_algo (the current
+        scale where that amax is 0, NaN or Inf)."""
         if self.recipe.amax_compute_algo == "max":
             history_amax = self.amax_history.amax(dim=0)
         else:
             history_amax = self.amax_history[0]
         scale, _ = amax_to_scale(history_amax, self.fp8_max, self.recipe.margin, self.scale)
-        self.scale.copy_(torch.where(good, scale, self.scale))
-        self.skipped_updates.add_(skipped.to(torch.int64))
-        self.pending_amax.zero_()
-        self.pending.fill_(False)
-        self._started = None if self._started is False else self._started  # re-read lazily, once
+        return scale
 
     def warn_if_skipped(self) -> None:
         """Warn once per state when updates were skipped (reads the counter: a host sync, so only the step hook
@@ -173,6 +178,27 @@ def make_state(recipe: Recipe | None, layer_idx: int = 0) -> nn.Module | None:
     if recipe is None or isinstance(recipe, (PerTileScaling, CurrentScaling)):
         return None
     raise TypeError(f"not an fa3nn FP8 recipe: {type(recipe).__name__}")
+
+
+def switch_state(state: nn.Module | None, old_recipe: Recipe | None, recipe: Recipe | None,
+                 layer_idx: int = 0) -> nn.Module | None:
+    """The state of a layer whose recipe changes from old_recipe to recipe (FlashAttentionV3.fp8_recipe = ...),
+    on the old state's device. DelayedScaling to DelayedScaling keeps the newest amax_history_len rows of the history
+    and skipped_updates, and rescales them with the new margin and amax_compute_algo; a PerTileScaling(incoherent=True)
+    keeps its Hadamard signs (loaded ones included) while the seed stays; anything else starts afresh (make_state)."""
+    new = make_state(recipe, layer_idx)
+    if isinstance(new, HadamardRotation) and isinstance(state, HadamardRotation) and old_recipe.seed == recipe.seed:
+        return state
+    if new is not None and state is not None:
+        new = new.to(next(state.buffers()).device)
+    if isinstance(new, DelayedScalingState) and isinstance(state, DelayedScalingState):
+        with torch.no_grad():
+            rows = min(len(new.amax_history), len(state.amax_history))
+            new.amax_history[:rows].copy_(state.amax_history[:rows])
+            new.skipped_updates.copy_(state.skipped_updates)
+            new.scale.copy_(torch.where(new.history_started(), new.history_scale(), state.scale))
+        new._started = None
+    return new
 
 
 def _collect(modules_or_states) -> list[DelayedScalingState]:
