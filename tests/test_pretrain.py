@@ -363,6 +363,11 @@ BAD_VALUES = {
     "data.shuffle_buffer=-1": "data.shuffle_buffer must be >= 0",
     "data.block_shuffle_buffer=-1": "data.block_shuffle_buffer must be >= 0",
     "data.max_corpus_mb=-1": "data.max_corpus_mb must be a finite number > 0, got -1.0",
+    # a placeholder other than {config}: a bare KeyError: 'name' from str.format in pretrain.main
+    "run.run_dir=runs/{name}": "run.run_dir may hold no placeholder but {config}, got 'runs/{name}'",
+    "run.run_dir=runs/{}": "run.run_dir may hold no placeholder but {config}, got 'runs/{}'",
+    # an odd head dim: transformers' RoPE validation error, naming neither field, once the corpus was built
+    "model.hidden_size=60": "model.hidden_size / model.num_heads = 60 / 4 = 15 must be even (rotary embeddings",
 }
 
 
@@ -377,8 +382,10 @@ def test_edge_values_that_work_are_accepted():
     config = load_config("tiny", ["data.shuffle_buffer=0", "data.block_shuffle_buffer=0", "run.stall_dump_s=0",
                                   "run.warmup_steps_excluded=0", "run.seed=0", "optim.beta1=0", "optim.lr=0",
                                   "optim.min_lr=0", "optim.weight_decay=0", "optim.grad_clip=0",
-                                  "run.global_batch_size=1", "run.micro_batch_size=1", "model.backend=reference"])
+                                  "run.global_batch_size=1", "run.micro_batch_size=1", "model.backend=reference",
+                                  "run.run_dir=runs/{config}-a", "model.hidden_size=72"])
     assert (config.run.micro_batch_size, config.optim.lr, config.model.backend) == (1, 0.0, "reference")
+    assert config.run.run_dir.format(config=config.name) == "runs/tiny-a"
 
 
 def test_fa3nn_and_sdpa_training_agree(tmp_path, cache_dir):

@@ -79,6 +79,10 @@ class ModelConfig:
         if self.hidden_size % self.num_heads:
             raise ConfigError(f"model.hidden_size ({self.hidden_size}) must be divisible by model.num_heads "
                               f"({self.num_heads})")
+        head_dim = self.hidden_size // self.num_heads
+        if head_dim % 2:  # transformers refused it only once the corpus and tokenizer were built, naming neither field
+            raise ConfigError(f"model.hidden_size / model.num_heads = {self.hidden_size} / {self.num_heads} = "
+                              f"{head_dim} must be even (rotary embeddings rotate pairs of dimensions)")
         if self.num_heads % self.num_kv_heads:
             raise ConfigError(f"model.num_heads ({self.num_heads}) must be a multiple of model.num_kv_heads "
                               f"({self.num_kv_heads})")
@@ -184,6 +188,11 @@ class RunConfig:
             _at_least(f"run.{name}", getattr(self, name), 1)
         _at_least("run.save_every", self.save_every, 0, " (0 saves only at the end)")
         _at_least("run.warmup_steps_excluded", self.warmup_steps_excluded, 0)
+        try:  # pretrain.main formats it; another placeholder raised a bare KeyError there
+            self.run_dir.format(config="")
+        except (KeyError, IndexError, ValueError):
+            raise ConfigError(f"run.run_dir may hold no placeholder but {{config}}, got {self.run_dir!r} (write a "
+                              "literal brace as {{ or }})") from None
         _at_least("run.seed", self.seed, 0, " (numpy's generators, which datasets shuffles with, take no negative "
                   "seed)")
 
