@@ -331,3 +331,13 @@ def test_a_tensor_with_no_amax_yet_scales_from_this_call():
     fp8_attention_forward(q, k, small_v, PARAMS, recipe, state, training=True)
     assert state.amax_history[0, 2].item() == small_v.abs().max().item() and state.started
     assert state.scale[2].item() == (448.0 / small_v.abs().max()).item()
+
+
+def test_skip_warning_points_at_the_sync_amax_call():
+    """The warning's stacklevel counted sync_amax's frames without the wrapper of its torch.no_grad() decorator, so
+    it named torch/utils/_contextlib.py as its source rather than the training loop's sync_amax line."""
+    state = DelayedScalingState(DelayedScaling())
+    _step(state, [1.0, 0.0, 1.0])
+    with pytest.warns(UserWarning, match="amax was 0, NaN or Inf") as caught:
+        sync_amax(state)
+    assert [w.filename for w in caught] == [__file__]

@@ -217,7 +217,6 @@ def _collect(modules_or_states) -> list[DelayedScalingState]:
     return states
 
 
-@torch.no_grad()
 def sync_amax(modules_or_states: nn.Module | Iterable, group=None) -> int:
     """The once-per-step hook for delayed scaling: call it after the forward (or the backward) of every step,
     on every rank, with the same model; returns the number of all_reduce calls made.
@@ -245,5 +244,5 @@ def sync_amax(modules_or_states: nn.Module | Iterable, group=None) -> int:
             state.pending.copy_(row[len(TENSORS)] > 0)
             state.update()
     for state in states:
-        state.warn_if_skipped()
+        state.warn_if_skipped()  # its stacklevel names sync_amax's caller: no decorator wrapper in between
     return len(by_group)
