@@ -119,6 +119,7 @@ def main(argv=None, keep_process_group: bool = False) -> list[dict]:
             fa3nn.sync_amax(model)
         grad_norm = accelerator.clip_grad_norm_(model.parameters(), config.optim.grad_clip or float("inf"))
         optimizer.step()
+        lr = scheduler.get_last_lr()[0]  # the rate this step trained with; after scheduler.step() it is the next's
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         state["tokens_seen"] += tokens_per_step
@@ -127,7 +128,7 @@ def main(argv=None, keep_process_group: bool = False) -> list[dict]:
             logger.start_window(done)  # tokens/s leaves out allocator warm-up and compilation
         if done % run.log_every == 0 or done == run.max_steps:
             mean_loss = (accelerator.reduce(loss_total, "sum") / global_targets).item()
-            metrics = logger.log(done, mean_loss, scheduler.get_last_lr()[0], float(grad_norm), state["tokens_seen"])
+            metrics = logger.log(done, mean_loss, lr, float(grad_norm), state["tokens_seen"])
             history.append(metrics)
             if accelerator.is_main_process:
                 progress.write(format_line(metrics))
