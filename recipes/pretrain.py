@@ -20,11 +20,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # `fa3nn_train` imports however this script is launched
 
 import torch  # noqa: E402
-from fa3nn_train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint  # noqa: E402
-from fa3nn_train.config import load_config  # noqa: E402
+from fa3nn_train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, trainer_state  # noqa: E402
+from fa3nn_train.config import check_resume, load_config  # noqa: E402
 from fa3nn_train.corpus import load_documents  # noqa: E402
 from fa3nn_train.data import BlockStream, micro_batches, prefetched  # noqa: E402
-from fa3nn_train.metrics_logger import MetricsLogger, format_line  # noqa: E402
+from fa3nn_train.metrics_logger import MetricsLogger, drop_steps_after, format_line  # noqa: E402
 from fa3nn_train.model import build_model, flops_per_token, loss_sum  # noqa: E402
 from fa3nn_train.optim import build_optimizer, build_scheduler  # noqa: E402
 from fa3nn_train.runtime import make_accelerator, start_trackers  # noqa: E402
@@ -76,8 +76,11 @@ def main(argv=None, keep_process_group: bool = False) -> list[dict]:
         checkpoint = latest_checkpoint(run_dir)
         if checkpoint is None:
             raise SystemExit(f"--resume: no checkpoint under {run_dir / 'checkpoints'}; run without --resume first")
+        check_resume(trainer_state(checkpoint).get("config"), config, checkpoint.name)
         state = load_checkpoint(accelerator, checkpoint, model, optimizer, scheduler)
         start_step = state["step"]
+        if accelerator.is_main_process:  # lines a crashed run logged after its last checkpoint are logged again
+            drop_steps_after(run_dir / "metrics.jsonl", start_step)
         accelerator.print(f"resumed from {checkpoint} at step {start_step}")
     elif accelerator.is_main_process:
         (run_dir / "metrics.jsonl").unlink(missing_ok=True)  # a fresh run starts a fresh log

@@ -1,9 +1,10 @@
 """The pretraining recipe run in this process (a 0.1M-parameter model, about 2 s a run): what a run logs about its
-learning rate."""
+learning rate, what metrics.jsonl holds after a resume, and which resumes it refuses."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -17,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "recipes"))
 
 import pretrain  # noqa: E402
-from fa3nn_train.config import load_config  # noqa: E402
+from fa3nn_train.config import ConfigError, load_config  # noqa: E402
 from fa3nn_train.optim import lr_at  # noqa: E402
 
 SMALL = [
@@ -53,3 +54,34 @@ def test_logged_lr_is_the_one_the_step_trained_with(tmp_path, cache_dir):
     expected = [lr_at(step - 1, optim, 4) for step in (1, 2, 3, 4)]  # LambdaLR: lr x (lr_at / lr), rounded
     assert [m["lr"] for m in history] == pytest.approx(expected, rel=1e-12, abs=0)
     assert expected[:3] == [1.5e-3, 3e-3, 3e-3] and expected[3] < 3e-3  # warmup, then cosine
+
+
+def test_resume_after_a_crash_logs_each_step_once(tmp_path, cache_dir):
+    """A run that crashed after logging step 4 but last saved step 2 resumes at step 2 in the same run_dir: its
+    metrics.jsonl kept the crashed run's steps 3 and 4 and appended the resumed ones, [1, 2, 3, 4, 3, 4, 5]."""
+    args = ["run.max_steps=4", "run.save_every=2", "run.keep_checkpoints=2"]
+    first = _train(tmp_path, cache_dir, *args)
+    (tmp_path / "checkpoints/latest").write_text("step-00000002")  # the step-4 save never happened
+    shutil.rmtree(tmp_path / "checkpoints/step-00000004")
+    resumed = _train(tmp_path, cache_dir, *args[1:], "run.max_steps=5", "--resume")
+    assert [m["step"] for m in resumed] == [3, 4, 5]
+    assert [m["loss"] for m in resumed[:2]] == [m["loss"] for m in first[2:]]
+    assert _jsonl_steps(tmp_path) == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("change, message", [
+    ("run.global_batch_size=16", "run.global_batch_size: 8 in the checkpoint, 16 now"),
+    ("data.seq_len=32", "data.seq_len: 64 in the checkpoint, 32 now"),
+    ("run.seed=7", "run.seed: 1234 in the checkpoint, 7 now"),
+])
+def test_resume_refuses_a_change_of_the_data_order(tmp_path, cache_dir, change, message):
+    """The data position of a checkpoint is its step (data.py): with another global batch, sequence length, seed or
+    corpus the resumed run trained on other blocks than the interrupted one would have, and said nothing."""
+    _train(tmp_path, cache_dir, "run.max_steps=1")
+    with pytest.raises(ConfigError) as error:
+        _train(tmp_path, cache_dir, "run.max_steps=2", change, "--resume")
+    assert message in str(error.value) and "start a fresh run" in str(error.value), str(error.value)
+    assert _jsonl_steps(tmp_path) == [1]  # refused before anything was trained or logged
+    # what does not touch the data order may change
+    assert [m["step"] for m in _train(tmp_path, cache_dir, "run.max_steps=2", "data.prefetch_steps=2",
+                                      "optim.lr=1e-3", "optim.min_lr=1e-4", "--resume")] == [2]

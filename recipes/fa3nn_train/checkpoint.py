@@ -125,6 +125,11 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return path
 
 
+def trainer_state(path: Path) -> dict:
+    """A checkpoint's trainer.json: step, token count, config (TrainConfig.to_dict()), wandb run id."""
+    return json.loads((path / "trainer.json").read_text())
+
+
 def load_checkpoint(accelerator, path: Path, model, optimizer, scheduler) -> dict:
     """Restore model, optimizer, scheduler and this process's RNG; returns trainer.json's contents."""
     from safetensors.torch import load_file
@@ -145,4 +150,4 @@ def load_checkpoint(accelerator, path: Path, model, optimizer, scheduler) -> dic
         raise FileNotFoundError(f"{rng_file} is missing: resume with the same number of processes that saved "
                                 f"{path.name} (or start fresh)")
     set_rng_state(torch.load(rng_file, weights_only=True))
-    return json.loads((path / "trainer.json").read_text())
+    return trainer_state(path)

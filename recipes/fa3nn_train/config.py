@@ -223,6 +223,34 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
+# The fields that decide which blocks step s trains on (fa3nn_train.data): a checkpoint's data position is its step,
+# so a resume that changes one of them would silently train on other blocks than the interrupted run.
+DATA_ORDER_FIELDS = (
+    "data.source", "data.hub_config", "data.split", "data.text_field", "data.streaming", "data.shuffle_buffer",
+    "data.block_shuffle_buffer", "data.tokenizer", "data.vocab_size", "data.seq_len", "data.keep_boundaries",
+    "data.max_corpus_mb", "run.seed", "run.global_batch_size",
+)
+
+
+def check_resume(saved: dict | None, config: TrainConfig, checkpoint_name: str) -> None:
+    """Refuse to resume from a checkpoint whose config (trainer.json's, a TrainConfig.to_dict()) differs from
+    `config` in a DATA_ORDER_FIELDS field; None (a checkpoint without its config) is not checked."""
+    if saved is None:
+        return
+    now = config.to_dict()
+    changed = []
+    for dotted in DATA_ORDER_FIELDS:
+        section, name = dotted.split(".")
+        if name in saved.get(section, {}) and saved[section][name] != now[section][name]:
+            changed.append(f"{dotted}: {saved[section][name]!r} in the checkpoint, {now[section][name]!r} now")
+    if changed:
+        raise ConfigError(
+            f"--resume from {checkpoint_name} would train on other data than the interrupted run (a checkpoint's data "
+            f"position is its step): {'; '.join(changed)}. Resume with the checkpoint's values, or start a fresh run "
+            "(another --run-dir, or no --resume)"
+        )
+
+
 def _coerce(section: str, name: str, value, annotation: str):
     where = f"{section}.{name}"
     kinds = {"int": int, "float": float, "bool": bool, "str": str}

@@ -37,6 +37,17 @@ def configure_wandb(run_dir: Path) -> bool:
     return True
 
 
+def drop_steps_after(jsonl: Path, step: int) -> None:
+    """Keep only the lines of metrics.jsonl up to `step`: a run resumed from step s after a crash logs s + 1, ...
+    again, and a log holding both the crashed run's lines and the resumed run's had each of those steps twice."""
+    if not jsonl.exists():
+        return
+    lines = [line for line in jsonl.read_text().splitlines(keepends=True) if json.loads(line)["step"] <= step]
+    tmp = jsonl.with_name(f".{jsonl.name}.tmp{os.getpid()}")
+    tmp.write_text("".join(lines))
+    os.replace(tmp, jsonl)
+
+
 def peak_memory_gib(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**30
