@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,23 @@ def test_resume_refuses_a_change_of_the_data_order(tmp_path, cache_dir, change, 
     # what does not touch the data order may change
     assert [m["step"] for m in _train(tmp_path, cache_dir, "run.max_steps=2", "data.prefetch_steps=2",
                                       "optim.lr=1e-3", "optim.min_lr=1e-4", "--resume")] == [2]
+
+
+def test_accelerate_launch_cpu_with_several_processes_warns(tmp_path, monkeypatch):
+    """`accelerate launch --num_processes 2 --cpu recipes/pretrain.py` starts one process (accelerate's simple
+    launcher runs several only under mpirun, with --mpirun_hostfile), which trained alone with 2x the accumulation;
+    only "1 process(es)" in its header said so. That launcher leaves ACCELERATE_USE_CPU=True and MASTER_ADDR set
+    (the latter only for --num_processes > 1) and no WORLD_SIZE."""
+    from fa3nn_train.runtime import make_accelerator
+
+    config = load_config("tiny", ["run.wandb=false"])
+    monkeypatch.setenv("ACCELERATE_USE_CPU", "True")
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # `accelerate launch --num_processes 1 --cpu`: nothing to say
+        assert make_accelerator(config, tmp_path).num_processes == 1
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    with pytest.warns(UserWarning, match=r"accelerate launch --cpu started 1 process.*torchrun --standalone "
+                                         r"--nproc_per_node N recipes/pretrain.py"):
+        make_accelerator(config, tmp_path)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import warnings
 from pathlib import Path
 
 import torch
@@ -26,7 +28,7 @@ def make_accelerator(config, run_dir: Path):
 
         precision, kwargs_handlers = "fp8", [AORecipeKwargs()]
     use_wandb = run.wandb and configure_wandb(run_dir)
-    return Accelerator(
+    accelerator = Accelerator(
         mixed_precision=precision,
         log_with="wandb" if use_wandb else None,
         project_dir=str(run_dir),
@@ -34,6 +36,15 @@ def make_accelerator(config, run_dir: Path):
         cpu=not on_gpu,  # on CPU, several processes (torchrun or accelerate launch) join through gloo
         step_scheduler_with_optimizer=False,  # the schedule advances once per optimizer step, by our own call
     )
+    # `accelerate launch --num_processes N --cpu` starts one process unless under mpirun (--mpirun_hostfile); its
+    # launcher sets MASTER_ADDR for N > 1 and no WORLD_SIZE, so one process with MASTER_ADDR is that case
+    if (os.environ.get("ACCELERATE_USE_CPU", "").lower() == "true" and os.environ.get("MASTER_ADDR")
+            and accelerator.num_processes == 1):
+        warnings.warn("accelerate launch --cpu started 1 process, not --num_processes (accelerate starts several CPU "
+                      "processes only through mpirun, --mpirun_hostfile); training alone with the accumulation "
+                      "of them all. For N processes on CPU (gloo): torchrun --standalone --nproc_per_node N "
+                      "recipes/pretrain.py", stacklevel=2)
+    return accelerator
 
 
 def start_trackers(accelerator, config, run_dir: Path, wandb_id: str | None) -> str | None:
