@@ -106,3 +106,18 @@ def test_accelerate_launch_cpu_with_several_processes_warns(tmp_path, monkeypatc
     with pytest.warns(UserWarning, match=r"accelerate launch --cpu started 1 process.*torchrun --standalone "
                                          r"--nproc_per_node N recipes/pretrain.py"):
         make_accelerator(config, tmp_path)
+
+
+def test_drop_steps_after_keeps_a_log_whose_last_line_a_crash_cut(tmp_path):
+    """A crash mid-write leaves metrics.jsonl ending in half a line: the resume keeps the whole lines up to its step
+    and drops the cut one (json.loads of it raised, and the resume died before training)."""
+    from fa3nn_train.metrics_logger import drop_steps_after
+
+    jsonl = tmp_path / "metrics.jsonl"
+    lines = [json.dumps({"step": s, "loss": 1.0 / s}) + "\n" for s in (1, 2, 3, 4)]
+    jsonl.write_text("".join(lines) + '{"step": 5, "lo')
+    drop_steps_after(jsonl, 3)
+    assert jsonl.read_text() == "".join(lines[:3])
+    jsonl.write_text("".join(lines) + '{"step": 5, "lo')
+    drop_steps_after(jsonl, 9)
+    assert jsonl.read_text() == "".join(lines)

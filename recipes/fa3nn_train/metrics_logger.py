@@ -37,12 +37,24 @@ def configure_wandb(run_dir: Path) -> bool:
     return True
 
 
+def _logged_step(line: str) -> int | None:
+    """A metrics.jsonl line's step, None for a line a crash cut short (no newline, or not JSON)."""
+    if not line.endswith("\n"):
+        return None
+    try:
+        return json.loads(line)["step"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return None
+
+
 def drop_steps_after(jsonl: Path, step: int) -> None:
     """Keep only the lines of metrics.jsonl up to `step`: a run resumed from step s after a crash logs s + 1, ...
-    again, and a log holding both the crashed run's lines and the resumed run's had each of those steps twice."""
+    again, and a log holding both the crashed run's lines and the resumed run's had each of those steps twice. A line
+    the crash cut short goes too."""
     if not jsonl.exists():
         return
-    lines = [line for line in jsonl.read_text().splitlines(keepends=True) if json.loads(line)["step"] <= step]
+    lines = [line for line in jsonl.read_text().splitlines(keepends=True)
+             if (logged := _logged_step(line)) is not None and logged <= step]
     tmp = jsonl.with_name(f".{jsonl.name}.tmp{os.getpid()}")
     tmp.write_text("".join(lines))
     os.replace(tmp, jsonl)
