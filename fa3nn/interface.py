@@ -374,10 +374,12 @@ def explain(
 ) -> Explanation:
     """Which backend `flash_attn_func` (or, given cu_seqlens, `flash_attn_varlen_func`, a side whose cu_seqlens is
     None then dense as there) would use for this call in the forward and the backward, and why each other backend
-    was refused. Runs no kernel. With an fp8 recipe the forward names its FP8 path ("triton fp8 kernel" on sm_89+
-    GPUs, "fp8 emulation (reference)" elsewhere); the backward is bf16. e4m3 q, k, v (FlashAttention-3's FP8
-    inputs, fa3nn.fp8.inputs) name the FP8 path and no backward. A dense call's explain traces under torch.compile
-    (a constant of the graph); a varlen call's reads cu_seqlens on the host, so under fullgraph=True it raises.
+    was refused. Runs no kernel. With an fp8 recipe the forward names its FP8 path ("hopper fp8 kernel" on sm_90
+    where the native FP8 forward serves the call, else "triton fp8 kernel" on sm_89+ GPUs, "fp8 emulation
+    (reference)" elsewhere; fa3nn.dispatch.FP8_FORWARD_PATHS); the backward is bf16. e4m3 q, k, v
+    (FlashAttention-3's FP8 inputs, fa3nn.fp8.inputs) name the FP8 path and no backward. A dense call's explain
+    traces under torch.compile (a constant of the graph); a varlen call's reads cu_seqlens on the host, so under
+    fullgraph=True it raises.
     """
     max_seqlen_q, max_seqlen_k = as_max_seqlens(max_seqlen_q, max_seqlen_k)
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
