@@ -140,6 +140,28 @@ def test_launch_rejects_bad_gradient_buffers_and_cpu_tensors():
         hopper_bwd.launch(softmax_scale=0.1, causal=False, **args)
 
 
+def test_auto_takes_the_dense_rule_for_varlen_of_one_length():
+    """fa3nn_hopper_bwd's ctas per schedule (hopper_bwd.launch_ctas): auto passes CTAS_AUTO_UNIFORM (-2, the dense
+    call's rule in flash_bwd_launch.cuh auto_persistent_bwd) only for a varlen call whose sequences all have one
+    query length and one key length, both positive; mixed lengths, an empty sequence or none keep plain auto (0)."""
+    def varlen(starts_q, starts_k):
+        return Varlen(torch.tensor(starts_q, dtype=torch.int32), torch.tensor(starts_k, dtype=torch.int32),
+                      max(b - a for a, b in zip(starts_q, starts_q[1:])) if len(starts_q) > 1 else 0,
+                      max(b - a for a, b in zip(starts_k, starts_k[1:])) if len(starts_k) > 1 else 0,
+                      tuple(starts_q), tuple(starts_k))
+
+    launch_ctas = hopper_bwd.launch_ctas
+    assert hopper_bwd.CTAS_AUTO_UNIFORM == -2
+    assert launch_ctas("auto", None, None, "cpu") == 0
+    assert launch_ctas("per_tile", None, varlen([0, 4, 8], [0, 4, 8]), "cpu") == -1
+    assert launch_ctas("persistent", 3, varlen([0, 4, 8], [0, 4, 8]), "cpu") == 3
+    uniform = ([0, 512, 1024, 1536], [0, 300, 600, 900])  # one query length, one (other) key length
+    assert launch_ctas("auto", None, varlen(*uniform), "cpu") == -2
+    for starts_q, starts_k in (([0, 512, 1000], [0, 512, 1024]), ([0, 512, 1024], [0, 512, 1000]),
+                               ([0, 0, 0], [0, 4, 8]), ([0, 4, 8], [0, 0, 0]), ([0], [0]), ([0, 4, 4], [0, 4, 8])):
+        assert launch_ctas("auto", None, varlen(starts_q, starts_k), "cpu") == 0, (starts_q, starts_k)
+
+
 def test_launch_rejects_an_unknown_variant():
     with pytest.raises(ValueError, match="variant 'tma_dq' is not a backward variant; choose one of red_dq, bulk_dq"):
         hopper_bwd.launch(softmax_scale=0.1, causal=False, variant="tma_dq", **_inputs())
@@ -177,7 +199,8 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
         assert error(nheads, nheads_kv) == (1, "nheads_kv must be positive and divide nheads (GQA/MQA: query heads "
                                                "in groups of equal size)")
     assert error(8, 2, grid_order=3) == (1, "grid_order must be 0 (auto), 1 or 2")
-    assert error(8, 2, ctas=-2) == (1, "ctas must be 0 (auto), -1 (one CTA per tile) or a positive CTA count")
+    assert error(8, 2, ctas=-3) == (1, "ctas must be 0 (auto), -2 (auto, varlen of one length), -1 (one CTA per "
+                                       "tile) or a positive CTA count")
     for softcap in (-1.0, float("inf"), float("nan")):
         assert error(8, 2, softcap=softcap) == (1, "softcap must be a finite number >= 0 (0: none)")
     # softcap (and the float after the window's ints) lands where the C side reads it: variant 0 is refused for it.

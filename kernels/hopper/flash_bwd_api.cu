@@ -51,8 +51,9 @@ extern "C" {
 // grid_order: 0 = auto (key blocks outermost for dense causal GQA/MQA, else innermost), 1 = key blocks innermost (the MHA
 // order), 2 = outermost (flash_bwd.cuh, bwd_tile); for benchmarks and tests.
 // ctas: the main kernel's CTAs. 0 = auto (one per SM chaining tiles where use_persistent_bwd says so, else one per
-// (key block, K/V head, batch) tile), -1 = one per tile, n > 0 = at most n, each walking tiles blockIdx.x + k * n
-// (the persistent form; tests pass small n so that few tiles chain).
+// (key block, K/V head, batch) tile), -2 = auto for a varlen call whose sequences all have one query length and one
+// key length, both positive (the dense call's rule; kCtasAutoUniform), -1 = one per tile, n > 0 = at most n, each
+// walking tiles blockIdx.x + k * n (the persistent form; tests pass small n so that few tiles chain).
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void* v, const void* out, const float* lse,
                      const float* dlse, void* dq, void* dk, void* dv, float* dq_accum, float* lse_log2, float* delta,
@@ -73,7 +74,9 @@ int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void*
                 dk,       dv,       dq_accum, lse_log2,   delta,        cu_seqlens_q, cu_seqlens_k, batch,
                 seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, nheads, nheads_kv,   headdim,      strides,
                 softmax_scale, grid_order, static_cast<cudaStream_t>(stream)};
-  if (ctas < -1) return fail("%s", "ctas must be 0 (auto), -1 (one CTA per tile) or a positive CTA count");
+  if (ctas < kCtasAutoUniform)
+    return fail("%s", "ctas must be 0 (auto), -2 (auto, varlen of one length), -1 (one CTA per tile) or a positive "
+                      "CTA count");
   if (const int status = window_args(causal, window_left, window_right, pr.window)) return status;
   pr.ctas = ctas;
   pr.softcap = softcap;

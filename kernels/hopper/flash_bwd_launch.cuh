@@ -36,7 +36,7 @@ struct BwdProblem {
   int grid_order;  // 0 auto (key blocks outermost iff causal GQA/MQA), 1 key blocks innermost, 2 outermost (bwd_tile)
   cudaStream_t stream;
   int prepost_vec = 1;  // 0: the 2-byte preprocess / postprocess kernels even where 16-byte ones could run
-  int ctas = 0;         // main kernel CTAs: 0 auto (use_persistent_bwd), -1 one per tile, n > 0 at most n (persistent)
+  int ctas = 0;  // main kernel CTAs: 0 auto (auto_persistent_bwd), kCtasAutoUniform, -1 one per tile, n > 0 at most n
   int dkdv_vec16 = 1;   // 0: dK / dV stored 4 bytes at a time even where 16-byte stores could run
   // local: the BwdConfig::kLocal kernels (dense or varlen); dk and dv zeroed by the caller (tiles no window reaches
   // are skipped).
@@ -57,12 +57,16 @@ constexpr int kScalarDKDVBit = 32;
 // (benchmarks/NOTES.md): non-causal d128 1.028 / 1.017 / 0.975 / 0.991 / 0.994, d64 1.074 / 1.035 / 1.004 / 1.005 /
 // 1.005 (s27d); causal, dealt boustrophedon (BwdCtaTiles), d128 1.025 / 1.028 / 1.045 / 1.015 / 0.725, d64 1.075 /
 // 1.048 / 1.031 / 1.019 / 0.968 (s28a; at 16k a CTA's tiles differ by up to 128 key blocks' work).
-// Varlen: never. Its grid counts the longest sequence's key blocks for every sequence, so the static deal hands
-// some CTAs rounds of empty tiles while others get the long ones; one CTA per tile lets the hardware balance them
-// (empty ones exit at once). H200, 16384 packed tokens, d128 / d64 TFLOP/s, per tile x persistent (key blocks
-// innermost; benchmarks/NOTES.md, s29b): lengths uniform in [256, 4096] 460 / 426 and 405 / 364 non-causal, 417 / 307
-// and 360 / 308 causal; in [32, 1024] 345 / 296, 294 / 268, 239 / 215, 202 / 196; all 2048: 462 / 455, 415 / 419,
-// 381 / 395, 351 / 362.
+// Varlen: never (skips_empty_tiles), unless every sequence has one query length and one key length (auto_persistent_bwd,
+// kCtasAutoUniform): then no tile is empty, the tiles are the dense call's, and so is the rule. Otherwise the grid
+// counts the longest sequence's key blocks for every sequence, so the static deal hands some CTAs rounds of empty
+// tiles while others get the long ones; one CTA per tile lets the hardware balance them (empty ones exit at once).
+// H200, 16384 packed tokens, d128 / d64 TFLOP/s, per tile x persistent (key blocks innermost; benchmarks/NOTES.md,
+// s29b): lengths uniform in [256, 4096] 460 / 426 and 405 / 364 non-causal, 417 / 307 and 360 / 308 causal; in
+// [32, 1024] 345 / 296, 294 / 268, 239 / 215, 202 / 196; all 2048: 462 / 455, 415 / 419, 381 / 395, 351 / 362. H100
+// (s45l, scripts/bwd_varlen_ab.py --schedules): all 2048 d128 493.7 / 514.4, 393.2 / 418.7, d64 440.3 / 453.5,
+// 345.3 / 366.1 (non-causal, causal); all 512 d128 306.0 / 296.6, 168.9 / 159.3, d64 281.4 / 284.5, 168.3 / 168.1;
+// lengths in [256, 4096] 0.70-0.95x, in [32, 1024] 0.78-0.89x.
 // Windows (kLocal): never either; one CTA per SM chaining tiles measured 1-13% slower on causal windows (1024, 0) /
 // (4096, 0) at 4k / 16k (s31c, scripts/window_ab.py).
 // Multi-head latent attention (BwdConfig::kPanelSplit): never. H100, scripts/bwd_schedule_ab.py, persistent x one
@@ -81,6 +85,20 @@ inline bool use_persistent_bwd(int headdim, bool causal, int group, int seqlen_q
   const long long rows = static_cast<long long>(group) * seqlen_q;
   if (headdim == 128) return causal && rows >= 2048 && rows <= 8192;
   return rows <= (causal ? 4096 : 1024);
+}
+
+// BwdProblem::ctas for auto on a varlen call whose sequences all have one query length and one key length, both
+// positive (the caller checks: hopper_bwd.py, uniform_lengths).
+constexpr int kCtasAutoUniform = -2;
+
+// Whether a launch with `ctas` (BwdProblem::ctas) runs auto's persistent form: use_persistent_bwd, with varlen
+// tiles counted as possibly empty unless the caller said every sequence has one length (kCtasAutoUniform), and
+// windows' always.
+inline bool auto_persistent_bwd(int ctas, int headdim, bool causal, bool varlen, bool local, int group, int seqlen_q,
+                                bool panel_split) {
+  if (ctas != 0 && ctas != kCtasAutoUniform) return false;
+  return use_persistent_bwd(headdim, causal, group, seqlen_q, local || (varlen && ctas != kCtasAutoUniform),
+                            panel_split);
 }
 
 inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
@@ -213,10 +231,8 @@ int launch_bwd(const BwdProblem& pr) {
   p.tile_inner = FastDiv(p.key_blocks_outer ? pr.nheads_kv : n_blocks);
   p.tile_middle = FastDiv(p.key_blocks_outer ? pr.batch : pr.nheads_kv);
   static const int sms = num_sms();
-  const bool auto_persistent =
-      pr.ctas == 0 &&
-      use_persistent_bwd(Cfg::kHeadDim, Cfg::kCausal, p.group, pr.max_seqlen_q, Cfg::kSkipsEmptyTiles,
-                         Cfg::kPanelSplit);
+  const bool auto_persistent = auto_persistent_bwd(pr.ctas, Cfg::kHeadDim, Cfg::kCausal, Cfg::kVarlen, Cfg::kLocal,
+                                                   p.group, pr.max_seqlen_q, Cfg::kPanelSplit);
   const int ctas = pr.ctas > 0 ? pr.ctas : auto_persistent ? sms : p.num_tiles;
   const int grid = ctas < p.num_tiles ? ctas : p.num_tiles;
   // 16-byte dK / dV stores (BwdConsumer::store_rows) where both are 16-B aligned with strides of multiples of 8.

@@ -33,8 +33,38 @@ constexpr Case kCases[] = {
 };
 // clang-format on
 
+// auto_persistent_bwd: the launch's ctas (0 auto, -2 auto for varlen of one length, -1 one per tile, n > 0) with the
+// kernel's varlen / window flags.
+struct AutoCase {
+  int ctas, headdim;
+  bool causal, varlen, local;
+  int seqlen_q;
+  bool persistent;
+};
+
+// clang-format off
+constexpr AutoCase kAutoCases[] = {
+    {0, 128, true, false, false, 2048, true},    {-1, 128, true, false, false, 2048, false},
+    {3, 128, true, false, false, 2048, false},   // an explicit count is not auto's form
+    {0, 128, true, true, false, 2048, false},    {-2, 128, true, true, false, 2048, true},   // varlen: one length
+    {-2, 128, false, true, false, 2048, false},  {-2, 128, true, true, false, 512, false},   // the dense rule's
+    {-2, 64, false, true, false, 512, true},     {-2, 64, true, true, false, 8192, false},
+    {-2, 256, true, true, false, 2048, false},   {-2, 128, true, true, true, 2048, false},   // windows: never
+    {0, 64, true, false, true, 512, false},
+};
+// clang-format on
+
 int main() {
   int failures = 0;
+  for (const AutoCase& c : kAutoCases) {
+    const bool got = fa3nn::hopper::host::auto_persistent_bwd(c.ctas, c.headdim, c.causal, c.varlen, c.local, 1,
+                                                               c.seqlen_q, false);
+    if (got != c.persistent) {
+      ++failures;
+      std::printf("FAIL auto ctas %d headdim %d causal %d varlen %d local %d seqlen_q %d: persistent %d\n", c.ctas,
+                  c.headdim, c.causal, c.varlen, c.local, c.seqlen_q, got);
+    }
+  }
   for (const Case& c : kCases) {
     const bool got = fa3nn::hopper::host::use_persistent_bwd(c.headdim, c.causal, c.group, c.seqlen_q,
                                                               c.skips_empty_tiles, c.panel_split);
@@ -44,6 +74,7 @@ int main() {
                   c.headdim, c.causal, c.group, c.seqlen_q, c.skips_empty_tiles, c.panel_split, got);
     }
   }
-  std::printf("%zu backward schedules checked; %d failures\n", sizeof(kCases) / sizeof(kCases[0]), failures);
+  std::printf("%zu backward schedules checked; %d failures\n",
+              sizeof(kCases) / sizeof(kCases[0]) + sizeof(kAutoCases) / sizeof(kAutoCases[0]), failures);
   return failures != 0;
 }
