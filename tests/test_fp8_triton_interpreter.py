@@ -354,6 +354,14 @@ def test_forward_seqlen_q_longer_than_k_causal():
     check_forward(q, k, v, 16, 16, Window(-1, 0), **TIGHT)
 
 
+@pytest.mark.parametrize("window", [Window(2**31 - 1, 2**31 - 1), Window(-1, 2**31 - 60)], ids=str)
+def test_forward_windows_up_to_int32_max(window):
+    """Sides up to 2**31 - 1 (fa3nn.checks.WINDOW_MAX): the kernel adds them to indices in int32, so the launcher
+    bounds them by the sequence lengths (kernels.kernel_window); unbounded they wrapped around (out off by ~0.9)."""
+    q, k, v = qkv(1, 40, 50, 2, 1, 32)
+    check_forward(q, k, v, 16, 16, window, **TIGHT)
+
+
 @pytest.mark.parametrize("window", [Window(), Window(-1, 0), Window(10, 3)], ids=str)
 def test_forward_varlen_unaligned_and_empty(window):
     """Key sequences that start at unaligned cu_seqlens_k offsets (17, 18, 51, ...), an empty key sequence with

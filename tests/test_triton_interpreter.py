@@ -248,6 +248,23 @@ def test_varlen_atomic_dq_path(monkeypatch):
     check_varlen(3, 40, 57, 2, 1, 32, torch.float16, "cpu", causal=True)
 
 
+# window_size takes sides up to 2**31 - 1 (fa3nn.checks.WINDOW_MAX). The kernels add them to row and column indices
+# in int32: unclamped, m0 + diag + right (and m0 + diag - left with more queries than keys) wrapped around and rows
+# attended nothing or the wrong keys (out off by ~1, lse -inf, NaN dK/dV). The launchers bound each side by the
+# sequence lengths (kernels.kernel_window), which leaves the mask as it was.
+WIDEST = 2**31 - 1
+
+
+@pytest.mark.parametrize("window", [(WIDEST, WIDEST), (WIDEST, 0), (0, WIDEST), (-1, WIDEST - 60)], ids=str)
+def test_windows_up_to_int32_max(window):
+    check_dense(1, 40, 50, 2, 1, 32, torch.float16, "cpu", window=window)
+    check_dense(1, 50, 40, 2, 1, 32, torch.float16, "cpu", window=window)
+
+
+def test_windows_up_to_int32_max_varlen():
+    check_varlen(3, 40, 57, 2, 1, 32, torch.float16, "cpu", window=(WIDEST, WIDEST))
+
+
 def _split_dkdv(monkeypatch):
     """The dK/dV head-dim split (default from padded head dim 256) for every head dim (these shapes are small): two
     dK/dV programs per key block, each accumulating half of the columns."""
