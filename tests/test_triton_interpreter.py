@@ -15,6 +15,7 @@ machine's BLAS. Shapes are small but cross several of the interpreter's 16/32-ro
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import sys
@@ -367,6 +368,10 @@ def test_refusals_name_the_reason():
     assert backend.refusal(_call(), backward=True) is None
     assert "interpreter" in backend.refusal(_call(dtype=torch.bfloat16), False)
     assert "head dim 512" in backend.refusal(_call(headdim=512), False)
+    # V's head dim over the limit with Q's within it: the reason names v, not a "head dim" the user's q doesn't have
+    wide_v = dataclasses.replace(_call(headdim=64), headdim_v=512)
+    assert "head dim 512 of v is over 256" in backend.refusal(wide_v, False)
+    assert "head dim 512 of q/k is over 256" in backend.refusal(dataclasses.replace(wide_v, headdim=512), False)
     assert "multiple" in backend.refusal(_call(nheads_kv=3), False)
     del os.environ["FA3NN_TRITON_CPU"]
     try:

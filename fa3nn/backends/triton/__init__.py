@@ -92,8 +92,9 @@ class TritonBackend(Backend):
                 return f"dtype {call.dtype} is not supported under the interpreter (supported: float16, float32)"
         else:
             return f"device {call.device_type} is not supported (needs CUDA, or the CPU interpreter)"
-        if max(call.headdim, call.headdim_v) > MAX_HEADDIM:
-            return f"head dim {max(call.headdim, call.headdim_v)} is over {MAX_HEADDIM}"
+        for operands, headdim in (("q/k", call.headdim), ("v", call.headdim_v)):
+            if headdim > MAX_HEADDIM:
+                return f"head dim {headdim} of {operands} is over {MAX_HEADDIM}"
         if call.nheads % call.nheads_kv != 0:
             return f"nheads {call.nheads} is not a multiple of nheads_kv {call.nheads_kv}"
         return None
