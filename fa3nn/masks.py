@@ -58,6 +58,17 @@ class Window:
     def unmasked(self) -> bool:
         return self.left < 0 and self.right < 0
 
+    def kernel_sides(self, seqlen_q: int, seqlen_k: int) -> tuple[int, int]:
+        """(left, right) as the kernels take them: each side no wider than the sequences, which is the same mask. The
+        Triton and native kernels add the sides to row and column indices in int32, and the API takes sides up to
+        2**31 - 1 (fa3nn.checks.WINDOW_MAX): row + diagonal + right wrapped around there and rows attended nothing or
+        the wrong keys. A left side of seqlen_k reaches key 0 from every row (row i's first key is i + seqlen_k -
+        seqlen_q - left <= -1), a right side of seqlen_q the last key from every row; for varlen calls pass lengths at
+        least every sequence's (the max_seqlens, or the packed totals). -1 (unbounded) stays -1."""
+        left = self.left if self.left < 0 else min(self.left, seqlen_k)
+        right = self.right if self.right < 0 else min(self.right, seqlen_q)
+        return left, right
+
     def allowed(self, row_start: int, row_end: int, seqlen_q: int, seqlen_k: int, device) -> torch.Tensor | None:
         """Bool (row_end - row_start, seqlen_k) mask of attended keys for query rows [row_start, row_end), or None
         when every key is attended."""

@@ -53,6 +53,24 @@ def test_causal_overrides_right_window_like_fa3():
     )
 
 
+def test_window_kernel_sides_keep_the_mask():
+    """Window.kernel_sides (what the Triton and native launchers pass their int32 kernels) bounds each side by the
+    sequences' lengths: the same mask for every shorter (varlen) sequence, -1 kept, sides within the lengths kept."""
+    from fa3nn.masks import Window
+
+    big = 2**31 - 1
+    assert Window(big, big).kernel_sides(40, 50) == (50, 40)
+    assert Window(-1, 2**31 - 60).kernel_sides(40, 50) == (-1, 40)
+    assert Window(7, 0).kernel_sides(40, 50) == (7, 0) and Window(-1, -1).kernel_sides(40, 50) == (-1, -1)
+    for window in (Window(big, big), Window(big, 0), Window(0, big), Window(-1, big), Window(big, -1), Window(60, 3),
+                   Window(3, 45), Window(0, 0)):
+        bounded = Window(*window.kernel_sides(40, 50))
+        for seqlen_q, seqlen_k in ((40, 50), (40, 1), (1, 50), (17, 23), (40, 40), (33, 7)):  # up to (40, 50)
+            got = bounded.allowed(0, seqlen_q, seqlen_q, seqlen_k, "cpu")
+            want = window.allowed(0, seqlen_q, seqlen_q, seqlen_k, "cpu")
+            assert torch.equal(got, want), (window, seqlen_q, seqlen_k)
+
+
 def test_explain_names_backends_and_reasons():
     q, k, v = random_qkv(1, 8, 8, 2, 2, 64, torch.bfloat16)
     explanation = fa3nn.explain(q, k, v, causal=True)

@@ -357,7 +357,8 @@ def test_forward_seqlen_q_longer_than_k_causal():
 @pytest.mark.parametrize("window", [Window(2**31 - 1, 2**31 - 1), Window(-1, 2**31 - 60)], ids=str)
 def test_forward_windows_up_to_int32_max(window):
     """Sides up to 2**31 - 1 (fa3nn.checks.WINDOW_MAX): the kernel adds them to indices in int32, so the launcher
-    bounds them by the sequence lengths (kernels.kernel_window); unbounded they wrapped around (out off by ~0.9)."""
+    bounds them by the sequence lengths (fa3nn.masks.Window.kernel_sides); unbounded they wrapped around (out off
+    by ~0.9)."""
     q, k, v = qkv(1, 40, 50, 2, 1, 32)
     check_forward(q, k, v, 16, 16, window, **TIGHT)
 

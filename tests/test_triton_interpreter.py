@@ -252,7 +252,7 @@ def test_varlen_atomic_dq_path(monkeypatch):
 # window_size takes sides up to 2**31 - 1 (fa3nn.checks.WINDOW_MAX). The kernels add them to row and column indices
 # in int32: unclamped, m0 + diag + right (and m0 + diag - left with more queries than keys) wrapped around and rows
 # attended nothing or the wrong keys (out off by ~1, lse -inf, NaN dK/dV). The launchers bound each side by the
-# sequence lengths (kernels.kernel_window), which leaves the mask as it was.
+# sequence lengths (fa3nn.masks.Window.kernel_sides), which leaves the mask as it was.
 WIDEST = 2**31 - 1
 
 

@@ -112,7 +112,7 @@ def launch(
             q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(),
             None if cu_q is None else cu_q.data_ptr(), None if cu_k is None else cu_k.data_ptr(),
             batch, seqlen_q, seqlen_k, max_seqlen_q, nheads, nheads_kv, headdim, headdim_v, stride_array,
-            float(softmax_scale), int(causal), window.left, window.right, float(softcap),
+            float(softmax_scale), int(causal), *window.kernel_sides(seqlen_q, seqlen_k), float(softcap),
             None if sinks is None else sinks.data_ptr(), int(q.dtype == torch.bfloat16), VARIANTS[variant], max_ctas,
             stream,
         )

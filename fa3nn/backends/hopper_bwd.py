@@ -336,7 +336,7 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
             None if cu_q is None else cu_q.data_ptr(), None if cu_k is None else cu_k.data_ptr(),
             batch, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, nheads, k.shape[-2], headdim, v.shape[-1],
             stride_array,
-            float(softmax_scale), int(causal), window.left, window.right, float(softcap),
+            float(softmax_scale), int(causal), *window.kernel_sides(seqlen_q, seqlen_k), float(softcap),
             int(q.dtype == torch.bfloat16), VARIANTS[variant] | (SCALAR_PREPOST_BIT if scalar_prepost else 0)
             | (SCALAR_DKDV_BIT if scalar_dkdv else 0),
             GRID_ORDERS[grid_order], ctas, stream,

@@ -20,7 +20,6 @@ from fa3nn.backends.base import lse_dtype
 from fa3nn.backends.triton import configs
 from fa3nn.backends.triton.configs import Tile
 from fa3nn.backends.triton.fp8_kernels import _fp8_fwd_kernel
-from fa3nn.backends.triton.kernels import kernel_window
 from fa3nn.fp8.operands import check_vt_starts
 from fa3nn.masks import Window
 
@@ -143,7 +142,7 @@ def forward_fp8(
         *strides3(q8), *strides3(k8), *vt_strides, q_descale.stride(0), q_descale.stride(1),
         k_descale.stride(0), k_descale.stride(1), *strides3(out), *lse_strides,
         seqlen_q, seqlen_k, nheads // nheads_kv, block_q, block_k, q_descale.shape[-1],
-        qk_scale, softcap2, *kernel_window(window, seqlen_q, seqlen_k),
+        qk_scale, softcap2, *window.kernel_sides(seqlen_q, seqlen_k),
         mask_kind, configs.seq_bucket(max(seqlen_q, seqlen_k)),
     )
     constexprs = dict(

@@ -30,18 +30,6 @@ LOG2E = tl.constexpr(1.4426950408889634)
 LN2 = tl.constexpr(0.6931471805599453)
 
 
-def kernel_window(window, seqlen_q: int, seqlen_k: int) -> tuple[int, int]:
-    """(left, right) of `window` (fa3nn.masks.Window) as the kernels take it: each side no wider than the
-    sequences, which is the same mask. The kernels add the sides to row and column indices in int32, and the API
-    takes sides up to 2**31 - 1 (fa3nn.checks.WINDOW_MAX): m0 + diag + right wrapped around there and rows attended
-    nothing or the wrong keys. A left side of seqlen_k reaches key 0 from every row (row i's first key is
-    i + seqlen_k - seqlen_q - left <= -1), a right side of seqlen_q the last key from every row; for varlen calls
-    pass the max_seqlens, at least every sequence's length. -1 (unbounded) stays -1."""
-    left = window.left if window.left < 0 else min(window.left, seqlen_k)
-    right = window.right if window.right < 0 else min(window.right, seqlen_q)
-    return left, right
-
-
 @triton.jit
 def _seq_bounds(cu_seqlens, batch, seqlen_dense, IS_VARLEN: tl.constexpr):
     """(first row in the packed tensor, length) of this batch entry's sequence."""

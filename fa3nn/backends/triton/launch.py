@@ -283,7 +283,7 @@ class _Shape:
             self.qk_scale, self.softcap2 = params.softmax_scale * unit, 1.0
         self.softmax_scale = params.softmax_scale
         self.deterministic = params.deterministic
-        self.window_left, self.window_right = K.kernel_window(window, self.seqlen_q, self.seqlen_k)
+        self.window_left, self.window_right = window.kernel_sides(self.seqlen_q, self.seqlen_k)
         self.dot_precision = "ieee" if q.dtype == torch.float32 else "tf32"
         self.elem_bytes = q.element_size()
         self.device = q.device
