@@ -140,19 +140,25 @@ def test_training_forward_updates_every_call_eval_does_not():
 # --- two gloo processes ---------------------------------------------------------------------------------------
 
 
+def _count_all_reduces() -> tuple[list, object]:
+    """dist.all_reduce wrapped (in this worker process) to record each call's tensor shape in the returned list;
+    also returns the original, to put back."""
+    calls, all_reduce = [], dist.all_reduce
+
+    def counting_all_reduce(tensor, *args, **kwargs):
+        calls.append(tuple(tensor.shape))
+        return all_reduce(tensor, *args, **kwargs)
+
+    dist.all_reduce = counting_all_reduce
+    return calls, all_reduce
+
+
 def _worker(rank, world, init_file, results):
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
         recipe = DelayedScaling(amax_history_len=4)
         layers = nn.ModuleList([make_state(recipe) for _ in range(3)])
-        calls = []
-        all_reduce = dist.all_reduce
-
-        def counting_all_reduce(tensor, *args, **kwargs):
-            calls.append(tuple(tensor.shape))
-            return all_reduce(tensor, *args, **kwargs)
-
-        dist.all_reduce = counting_all_reduce
+        calls, all_reduce = _count_all_reduces()
         q, k, v = (torch.randn(1, 32, 2, 16) for _ in range(3))
         q[0, 0, 0, 0] = 10.0 * (rank + 1)  # rank 1 holds the larger q amax
         v[0, 0, 0, 0] = float("nan") if rank == 0 else 1.0
@@ -209,14 +215,7 @@ def _training_loop_worker(rank, world, init_file, results):
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
         own_group = [dist.new_group([r]) for r in range(world)][rank]  # every rank creates every group
-        calls = []
-        all_reduce = dist.all_reduce
-
-        def counting_all_reduce(tensor, *args, **kwargs):
-            calls.append(tuple(tensor.shape))
-            return all_reduce(tensor, *args, **kwargs)
-
-        dist.all_reduce = counting_all_reduce
+        calls, all_reduce = _count_all_reduces()
         recipe = DelayedScaling(amax_history_len=3, margin=1)
         model = nn.ModuleList([FlashAttentionV3(fp8=recipe, layer_idx=i) for i in range(2)]).train()
 
