@@ -37,7 +37,7 @@ from fa3nn.fa3_compat import check_attention_chunk, check_hints, check_qv, wants
 from fa3nn.fp8 import DelayedScaling, HadamardRotation, PerTileScaling, as_recipe, fp8_attention_forward
 from fa3nn.fp8.inputs import OUT_DTYPE, check_descales, check_fp8_inputs, is_fp8_call
 from fa3nn.fp8.quantize import scale_block_k
-from fa3nn.ops import attention_call
+from fa3nn.ops import attention_call, check_no_function_transforms
 from fa3nn.sinks import with_sinks
 from fa3nn.slots import to_packed
 
@@ -111,6 +111,7 @@ def attention(
     attention_chunk > 0: chunked attention, each chunk a packed sequence (fa3nn.chunks). sinks (nheads,): gpt-oss's
     per-head sink logits (fa3nn.sinks), in the forward kernels (native, Triton), else one pass over the output.
     sm_margin: SMs to leave free for overlapping kernels (fa3nn.fa3_compat; checked by the public functions)."""
+    check_no_function_transforms(q, k, v, sinks)
     max_seqlen_q, max_seqlen_k = as_max_seqlens(max_seqlen_q, max_seqlen_k)
     if attention_chunk:
         check_attention_chunk(attention_chunk)

@@ -251,6 +251,30 @@ class _OnceDifferentiable(torch.autograd.Function):
         raise RuntimeError(ctx.refusal)
 
 
+TRANSFORMS_REFUSAL = (
+    "fa3nn attention does not support torch.func transforms (vmap, grad, jvp, jacrev, jacfwd) or forward-mode AD "
+    "(torch.autograd.forward_ad): its ops have no forward-mode derivative and no functorch rules. Take gradients with "
+    "loss.backward() or torch.autograd.grad, and loop over a batch instead of vmap"
+)
+
+
+def check_no_function_transforms(*tensors: Tensor | None) -> None:
+    """Refuse torch.func transforms and forward-mode dual inputs with TRANSFORMS_REFUSAL. Without it, eager calls
+    failed with torch's generic autograd.Function message (setup_context / jvp staticmethod), and compiled calls lost
+    the tangent without a word (jvp: zeros; dual tensors: none): the custom op's autograd runs its no-grad forward
+    when no input requires grad."""
+    if torch._C._are_functorch_transforms_active():  # (Dynamo traces this one)
+        raise RuntimeError(TRANSFORMS_REFUSAL)
+    if torch.autograd.forward_ad._current_level >= 0:  # inside a dual_level only: no graph break otherwise
+        _check_no_tangents(tensors)
+
+
+@torch.compiler.disable  # Dynamo's unpack_dual sees no tangent: the check runs eagerly, on the real inputs
+def _check_no_tangents(tensors) -> None:
+    if any(t is not None and torch.autograd.forward_ad.unpack_dual(t).tangent is not None for t in tensors):
+        raise RuntimeError(TRANSFORMS_REFUSAL)
+
+
 def attention_call(q, k, v, *arguments, sinks=None, sm_margin=0) -> tuple[Tensor, Tensor]:
     """fa3nn::fwd with its autograd: the registered custom op where torch.compile traces (one opaque node per call),
     the same implementation through a plain autograd.Function in eager mode (see _EagerAttention). arguments:

@@ -278,3 +278,41 @@ def test_explain_of_a_varlen_call_under_compile():
     assert "RuntimeError" in str(refused.value) and "marked as skipped" not in str(refused.value)
     torch._dynamo.reset()
     assert torch.compile(f)(q, k, v, cu_q, cu_k) == expected
+
+
+def _dual_forward(f, q, k, v, tangent):
+    import torch.autograd.forward_ad as fwAD
+
+    with fwAD.dual_level():
+        return fwAD.unpack_dual(f(fwAD.make_dual(q, tangent), k, v)).tangent
+
+
+TRANSFORMS = {  # each way of asking for a transformed attention; the compiled ones lost the tangent silently (0, None)
+    "vmap": lambda f, q, k, v: torch.func.vmap(f)(q[None], k[None], v[None]),
+    "grad": lambda f, q, k, v: torch.func.grad(lambda q: f(q, k, v).sum())(q),
+    "jvp": lambda f, q, k, v: torch.func.jvp(lambda q: f(q, k, v), (q,), (torch.ones_like(q),)),
+    "jvp_compiled": lambda f, q, k, v: torch.compile(lambda q, t: torch.func.jvp(lambda q: f(q, k, v), (q,), (t,)),
+                                                     backend="aot_eager")(q, torch.ones_like(q)),
+    "forward_ad": lambda f, q, k, v: _dual_forward(f, q, k, v, torch.ones_like(q)),
+    "forward_ad_compiled": lambda f, q, k, v: _dual_forward(torch.compile(f, backend="aot_eager"), q, k, v,
+                                                            torch.ones_like(q)),
+}
+
+
+@pytest.mark.parametrize("transform", list(TRANSFORMS))
+def test_function_transforms_and_forward_ad_are_refused_by_name(transform):
+    """fa3nn has no forward-mode derivative and its eager autograd.Function no functorch support: torch.func
+    transforms and forward-mode AD are refused with a message naming fa3nn and what to use instead. Before, eager
+    calls failed with torch's generic autograd.Function message (about setup_context / a jvp staticmethod), and
+    compiled ones returned a zero (jvp) or missing (dual tensors) tangent without a word: the custom op's autograd
+    runs its no-grad forward when no input requires grad."""
+    torch._dynamo.reset()
+    q, k, v = random_qkv(1, 6, 7, 2, 1, 8, torch.float64)
+
+    def f(q, k, v):
+        return fa3nn.flash_attn_func(q, k, v, causal=True, backend="reference")
+
+    message = ("fa3nn attention does not support torch.func transforms (vmap, grad, jvp, jacrev, jacfwd) or "
+               "forward-mode AD")
+    with pytest.raises(Exception, match=re.escape(message)):
+        TRANSFORMS[transform](f, q, k, v)
