@@ -266,10 +266,15 @@ def check_no_function_transforms(*tensors: Tensor | None) -> None:
     if torch._C._are_functorch_transforms_active():  # (Dynamo traces this one)
         raise RuntimeError(TRANSFORMS_REFUSAL)
     if torch.autograd.forward_ad._current_level >= 0:  # inside a dual_level only: no graph break otherwise
-        _check_no_tangents(tensors)
+        # Under torch.compile, eagerly on the real inputs (Dynamo's unpack_dual sees no tangent). The disabled copy
+        # is made only while compiling: as an import-time decorator torch.compiler.disable imports dynamo and triton
+        # with `import fa3nn` (fa3nn.memo says why that must not happen).
+        if torch.compiler.is_compiling():
+            torch.compiler.disable(_check_no_tangents)(tensors)
+        else:
+            _check_no_tangents(tensors)
 
 
-@torch.compiler.disable  # Dynamo's unpack_dual sees no tangent: the check runs eagerly, on the real inputs
 def _check_no_tangents(tensors) -> None:
     if any(t is not None and torch.autograd.forward_ad.unpack_dual(t).tangent is not None for t in tensors):
         raise RuntimeError(TRANSFORMS_REFUSAL)
