@@ -258,14 +258,21 @@ TRANSFORMS_REFUSAL = (
 )
 
 
+def _transforms_active() -> bool:
+    """torch._C._are_functorch_transforms_active, a private binding (torch 2.x, 2.11 on the GPU machine and 2.13 here):
+    read through getattr so a torch without it skips this check instead of failing every call."""
+    active = getattr(torch._C, "_are_functorch_transforms_active", None)
+    return active is not None and active()
+
+
 def check_no_function_transforms(*tensors: Tensor | None) -> None:
     """Refuse torch.func transforms and forward-mode dual inputs with TRANSFORMS_REFUSAL. Without it, eager calls
     failed with torch's generic autograd.Function message (setup_context / jvp staticmethod), and compiled calls lost
     the tangent without a word (jvp: zeros; dual tensors: none): the custom op's autograd runs its no-grad forward
     when no input requires grad."""
-    if torch._C._are_functorch_transforms_active():  # (Dynamo traces this one)
+    if _transforms_active():  # (Dynamo traces this one)
         raise RuntimeError(TRANSFORMS_REFUSAL)
-    if torch.autograd.forward_ad._current_level >= 0:  # inside a dual_level only: no graph break otherwise
+    if getattr(torch.autograd.forward_ad, "_current_level", -1) >= 0:  # inside a dual_level only: no graph break
         # Under torch.compile, eagerly on the real inputs (Dynamo's unpack_dual sees no tangent). The disabled copy
         # is made only while compiling: as an import-time decorator torch.compiler.disable imports dynamo and triton
         # with `import fa3nn` (fa3nn.memo says why that must not happen).
