@@ -24,7 +24,7 @@ Unlike FlashAttention-3's single kernel, a cache that is not plain-and-in-order 
 page table) is gathered into a dense copy first; the write, the rotary and the gather are torch operations. Every
 index and length is checked in one host read per call (a sync; each new cu_seqlens tensor is read once more, and
 flash_attn_varlen_func reads seqused_k): FlashAttention-3 checks none of them and writes past the cache's end
-instead.
+instead. The host read is why a call cannot be captured in a CUDA graph (FlashAttention-3's can), which is refused.
 """
 
 from __future__ import annotations
@@ -169,6 +169,11 @@ def flash_attn_with_kvcache(
     into it first (module docstring). Returns out of q's layout with headdim_v, or with return_softmax_lse (out, lse)
     (lse (batch, nheads, seqlen_q), or (nheads, total_q) packed). FlashAttention-3's parameters in its order;
     backend as flash_attn_func's."""
+    if isinstance(q, torch.Tensor) and q.is_cuda and torch.cuda.is_current_stream_capturing():
+        # (torch's own error named a CPU-CUDA copy, not this function or why)
+        raise RuntimeError("flash_attn_with_kvcache reads cache_seqlens and the other lengths and indices on the host "
+                           "(one read per call, to check them and size the attention; FlashAttention-3 reads them in "
+                           "its kernel), which a CUDA graph cannot capture: call it outside CUDA graph capture")
     given = dict(qv=qv, q_descale=q_descale, k_descale=k_descale, v_descale=v_descale, rotary_seqlens=rotary_seqlens,
                  scheduler_metadata=scheduler_metadata)
     for name, value in given.items():

@@ -294,6 +294,24 @@ def test_bad_calls_name_the_argument(monkeypatch):
 
 
 @pytest.mark.gpu
+def test_cuda_graph_capture_is_refused_by_name():
+    """FlashAttention-3's flash_attn_with_kvcache is captured into CUDA graphs by decoding loops; fa3nn's reads the
+    lengths on the host, which failed inside torch under capture ("Cannot copy between CPU and CUDA tensors during
+    CUDA graph capture unless the CPU tensor is pinned", H100), naming nothing of fa3nn. Refused by name, before the
+    cache is written."""
+    q, k_cache, v_cache, k, v, _, _ = make_case(7)
+    q, k_cache, v_cache, k, v = (x.cuda() for x in (q, k_cache, v_cache, k, v))
+    ends = torch.tensor([5, 0, 11], dtype=torch.int32, device="cuda")
+    flash_attn_with_kvcache(q, k_cache.clone(), v_cache.clone(), k, v, cache_seqlens=ends)  # warm-up, eager
+    before = k_cache.clone()
+    torch.cuda.synchronize()
+    with pytest.raises(RuntimeError, match=r"flash_attn_with_kvcache reads cache_seqlens .* on the host.*CUDA graph"):
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=ends)
+    assert torch.equal(k_cache, before)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("backend", ["auto", "triton", "reference"])
 @pytest.mark.parametrize("layout", ["plain", "paged", "packed"])
 def test_gpu_backends_match_the_cpu_call(backend, layout):
