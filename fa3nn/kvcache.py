@@ -268,6 +268,9 @@ def flash_attn_with_kvcache(
             raise ValueError(f"k / v must be {dims}headdim) with the cache's heads and head dims (batch {batch}), got "
                              f"k {tuple(k.shape)}, v {tuple(v.shape)} for caches {tuple(k_cache.shape)}, "
                              f"{tuple(v_cache.shape)}")
+        if cache_seqlens is None:  # (as FlashAttention-3 refuses it)
+            raise ValueError("k / v are written at each sequence's cache_seqlens: pass cache_seqlens (an int or an "
+                             "int32 tensor (batch,), each sequence's cache rows before the new keys) with them")
         if packed_k:
             check_cu_seqlens_tensor("cu_seqlens_k_new", cu_seqlens_k_new, device, owner="k")
             if cu_seqlens_k_new.shape != (batch + 1,):

@@ -293,6 +293,17 @@ def test_bad_calls_name_the_argument(monkeypatch):
         flash_attn_with_kvcache(q, k_cache, v_cache, sm_margin=4)
 
 
+def test_new_keys_without_cache_seqlens_are_refused_by_name():
+    """k / v are written at each sequence's cache_seqlens; without it (FlashAttention-3: "If k_new is supplied,
+    seqlens_k must also be passed in") the cache's end stood in and the message reported "cache_seqlens in [24, 24]",
+    a value the caller never passed."""
+    q, k_cache, v_cache, k, v, _, _ = make_case(8)
+    before = k_cache.clone()
+    with pytest.raises(ValueError, match=r"k / v are written at each sequence's cache_seqlens: pass cache_seqlens"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, k, v)
+    assert torch.equal(k_cache, before)
+
+
 @pytest.mark.gpu
 def test_cuda_graph_capture_is_refused_by_name():
     """FlashAttention-3's flash_attn_with_kvcache is captured into CUDA graphs by decoding loops; fa3nn's reads the
