@@ -287,6 +287,13 @@ def check_options(softmax_scale, causal, window_size, softcap, deterministic, fp
         raise TypeError(f"backend must be a string, got {type(backend).__name__}")
 
 
+def wants_deterministic(deterministic: bool) -> bool:
+    """deterministic=True, or torch.use_deterministic_algorithms(True) (warn_only too), which asks every op for a
+    run-to-run identical result: the native backward's fp32-atomic dQ must not run under it. Read where AttnParams
+    are made, inside the ops at run time, so a compiled graph follows the flag as eager calls do."""
+    return bool(deterministic) or torch.are_deterministic_algorithms_enabled()
+
+
 def attention_params(q: torch.Tensor, softmax_scale, causal, window_size, softcap, deterministic, fp8, backend,
                      sm_margin: int = 0) -> AttnParams:
     """An attention call's options checked (check_options, the backend's name, softcap against the scale the call
@@ -299,4 +306,5 @@ def attention_params(q: torch.Tensor, softmax_scale, causal, window_size, softca
     check_backend_name(backend)
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else float(softmax_scale)
     check_softcap(softcap, scale)
-    return AttnParams(scale, Window.from_args(causal, window_size), float(softcap), deterministic, sm_margin)
+    return AttnParams(scale, Window.from_args(causal, window_size), float(softcap), wants_deterministic(deterministic),
+                      sm_margin)

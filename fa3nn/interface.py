@@ -228,8 +228,9 @@ def flash_attn_func(
     attention_chunk, num_splits, pack_gqa and sm_margin do here); fa3nn's own are keyword-only.
 
     softmax_scale defaults to headdim ** -0.5. window_size = (left, right), -1 = unbounded; causal=True is the
-    window (left, 0) and combines with a left window. deterministic=True asks for a run-to-run bitwise identical
-    backward. backend is "auto", "hopper", "triton" or "reference"; fa3nn.explain says which one a call gets.
+    window (left, 0) and combines with a left window. deterministic=True (implied by
+    torch.use_deterministic_algorithms(True)) asks for a run-to-run bitwise identical backward. backend is "auto",
+    "hopper", "triton" or "reference"; fa3nn.explain says which one a call gets.
     fp8 is None (no FP8), a recipe (fa3nn.PerTileScaling(), fa3nn.CurrentScaling()), its name ("per_tile",
     "current") or True (per_tile): the forward quantizes Q, K, V to e4m3, the backward is the bf16 one.
     DelayedScaling keeps state across calls, so it needs a FlashAttentionV3. e4m3 q, k, v with q_descale /

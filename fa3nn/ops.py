@@ -16,7 +16,7 @@ from torch import Tensor
 
 from fa3nn.backends import hopper_fp8
 from fa3nn.backends.base import AttnCall, AttnParams, Varlen, saved_lse_dtype
-from fa3nn.checks import check_cu_seqlens_values
+from fa3nn.checks import check_cu_seqlens_values, wants_deterministic
 from fa3nn.dispatch import FP8_FORWARD_PATHS, resolve, resolve_fp8
 from fa3nn.fa3_compat import note_sm_margin
 from fa3nn.fp8 import inputs as fp8_inputs
@@ -28,8 +28,8 @@ from fa3nn.sinks import apply_sinks, check_sinks, sinks_gradient
 
 
 def _params(softmax_scale, window_left, window_right, softcap, deterministic, sm_margin=0) -> AttnParams:
-    return AttnParams(float(softmax_scale), Window(window_left, window_right), float(softcap), deterministic,
-                      sm_margin)
+    return AttnParams(float(softmax_scale), Window(window_left, window_right), float(softcap),
+                      wants_deterministic(deterministic), sm_margin)
 
 
 def _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) -> Varlen | None:

@@ -1,5 +1,7 @@
 """Dispatch decisions on calls this machine cannot make itself: a synthetic Hopper call (no GPU needed)."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -59,3 +61,31 @@ def test_dense_backward_resolves_to_hopper_when_the_library_loads(monkeypatch):
         assert resolve("auto", hopper_call(**call), backward=True).name == "hopper"
         assert resolve("auto", hopper_call(varlen=True, **call), backward=True).name == "hopper"
     assert resolve("auto", hopper_call(deterministic=True), backward=True).name == "triton"
+
+
+@pytest.fixture
+def deterministic_algorithms():
+    """torch.use_deterministic_algorithms(True) for one test, then back to what it was."""
+    was, warn_only = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.use_deterministic_algorithms(was, warn_only=warn_only)
+
+
+def test_use_deterministic_algorithms_asks_for_the_deterministic_backward(monkeypatch, deterministic_algorithms):
+    """torch.use_deterministic_algorithms(True) is a deterministic=True for every call, so that the native backward's
+    atomic dQ never runs under it (it ran there before: deterministic=False, the default, reached the dispatch as is).
+    Checked on what the ops hand the dispatch, forward and backward, and on what explain reads."""
+    import fa3nn
+    from fa3nn import ops
+    from fa3nn.checks import attention_params
+
+    seen = []
+    monkeypatch.setattr(ops, "resolve", lambda backend, call, backward=False: seen.append(call) or resolve(
+        backend, call, backward))
+    q = torch.randn(1, 4, 2, 16, requires_grad=True)
+    fa3nn.flash_attn_func(q, q, q, deterministic=False).sum().backward()
+    assert len(seen) == 2 and all(call.deterministic for call in seen)
+    assert attention_params(q, None, False, (-1, -1), 0.0, False, None, "auto").deterministic
+    assert resolve("auto", dataclasses.replace(hopper_call(), deterministic=seen[1].deterministic),
+                   backward=True).name == "triton"
