@@ -172,11 +172,13 @@ WINDOW_MAX = 2**31 - 1
 
 
 def check_window_size(window_size) -> None:
-    """(left, right) ints in [-1, WINDOW_MAX] (-1 = unbounded): the API's and the native launchers' check."""
+    """(left, right) ints in [-1, WINDOW_MAX] (-1 = unbounded): the API's and the native launchers' check. A numpy
+    integer is an int here, as for max_seqlen (as_max_seqlen) and in FlashAttention-3's op; Window.from_args makes
+    it one."""
     if (
         not isinstance(window_size, (tuple, list))
         or len(window_size) != 2
-        or any(isinstance(w, bool) or not isinstance(w, int) for w in window_size)
+        or any(isinstance(w, bool) or not isinstance(w, numbers.Integral) for w in window_size)
     ):
         raise TypeError(f"window_size must be a pair of ints (left, right), got {window_size!r}")
     if window_size[0] < -1 or window_size[1] < -1:
