@@ -13,6 +13,7 @@ from typing import Optional
 
 import torch
 from torch import Tensor
+from torch._subclasses.fake_tensor import is_fake  # (loaded with torch itself)
 
 from fa3nn.autocast import autocast_off
 from fa3nn.backends import hopper_fp8
@@ -294,9 +295,15 @@ def attention_call(q, k, v, *arguments, sinks=None, sm_margin=0) -> tuple[Tensor
     """fa3nn::fwd with its autograd: the registered custom op where torch.compile traces (one opaque node per call),
     the same implementation through a plain autograd.Function in eager mode (see _EagerAttention). arguments:
     fa3nn::fwd's from cu_seqlens_q to backend."""
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or _holds_no_values(q):
         return attention_forward(q, k, v, *arguments, sinks, sm_margin)
     return _EagerAttention.apply(q, k, v, *arguments, sinks, sm_margin)
+
+
+def _holds_no_values(t: Tensor) -> bool:
+    """A meta or fake tensor: the op's fake implementation gives the shapes without reading any value (the eager
+    path reads cu_seqlens, which they cannot give: 'Cannot copy out of meta tensor', DataDependentOutputException)."""
+    return t.device.type == "meta" or is_fake(t)
 
 
 @torch.library.custom_op("fa3nn::fwd_fp8", mutates_args=())
