@@ -22,13 +22,16 @@ import contextlib
 import torch
 
 _CAST_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # what autocast casts (never float64, never FP8)
+# Devices with an autocast (torch.is_autocast_enabled raises for others, e.g. meta). A fixed list, not
+# torch.amp.is_autocast_available: torch 2.11's Dynamo cannot trace that one, so it failed every fullgraph compile.
+_AUTOCAST_DEVICE_TYPES = ("cpu", "cuda", "xpu", "mps", "hpu", "xla", "mtia", "maia", "privateuseone")
 
 
 def autocast_dtype(device: torch.device) -> torch.dtype | None:
     """The dtype torch.autocast asks of lower-precision ops on `device`; None outside autocast (or on a device
     without autocast, e.g. meta)."""
     device_type = device.type
-    if torch.amp.is_autocast_available(device_type) and torch.is_autocast_enabled(device_type):
+    if device_type in _AUTOCAST_DEVICE_TYPES and torch.is_autocast_enabled(device_type):
         return torch.get_autocast_dtype(device_type)
     return None
 

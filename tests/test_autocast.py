@@ -97,3 +97,22 @@ def test_explain_sees_the_autocast_dtype():
     q, k, v = _inputs()
     with torch.autocast(**AUTOCAST):
         assert fa3nn.explain(q.bfloat16(), k, v).forward == "reference"
+
+
+def test_compiled_call_under_autocast_matches_eager():
+    """fullgraph=True traces the autocast cast (fa3nn.autocast reads autocast's state with functions torch 2.11's
+    Dynamo can trace: torch.amp.is_autocast_available failed every fullgraph compile there); out and the float32
+    gradients as in eager."""
+    q, k, v = _inputs()
+    compiled = torch.compile(lambda q, k, v: fa3nn.flash_attn_func(q, k, v, causal=True), fullgraph=True,
+                             backend="aot_eager")
+    results = []
+    for run in (compiled, lambda q, k, v: fa3nn.flash_attn_func(q, k, v, causal=True)):
+        leaves = _leaves(q, k, v)
+        with torch.autocast(**AUTOCAST):
+            out = run(*leaves)
+        out.float().square().sum().backward()
+        results.append([out] + [t.grad for t in leaves])
+    assert results[0][0].dtype == torch.bfloat16
+    for got, want in zip(*results):
+        assert torch.equal(got, want)
