@@ -63,7 +63,9 @@ def check_qkv_consistency(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bat
     if k.shape[-1] != q.shape[-1]:
         raise ValueError(f"headdim of {nk} must equal headdim of {nq}: {nq} has {q.shape[-1]}, {nk} has {k.shape[-1]}")
     nheads, nheads_kv = q.shape[-2], k.shape[-2]
-    if nheads_kv == 0 or nheads % nheads_kv != 0:
+    if nheads_kv == 0:
+        raise ValueError(f"nheads of {nk}/{nv} must be positive, got {nk} {tuple(k.shape)}, {nv} {tuple(v.shape)}")
+    if nheads % nheads_kv != 0:
         raise ValueError(
             f"nheads of {nq} ({nheads}) must be a multiple of nheads of {nk}/{nv} ({nheads_kv}) for MHA/GQA/MQA"
         )

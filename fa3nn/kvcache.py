@@ -168,8 +168,9 @@ def flash_attn_with_kvcache(
 ):
     """Attention of q (batch, seqlen_q, nheads, headdim), or packed by cu_seqlens_q, over the cache, k / v written
     into it first (module docstring). Returns out of q's layout with headdim_v, or with return_softmax_lse (out, lse)
-    (lse (batch, nheads, seqlen_q), or (nheads, total_q) packed). FlashAttention-3's parameters in its order;
-    backend as flash_attn_func's."""
+    (lse (batch, nheads, seqlen_q), or (nheads, total_q) packed; FlashAttention-3's returns two split-KV accumulators
+    after them, so `out, lse, *_ = ...` reads both). FlashAttention-3's parameters in its order; backend as
+    flash_attn_func's."""
     if isinstance(q, torch.Tensor) and q.is_cuda and torch.cuda.is_current_stream_capturing():
         # (torch's own error named a CPU-CUDA copy, not this function or why)
         raise RuntimeError("flash_attn_with_kvcache reads cache_seqlens and the other lengths and indices on the host "

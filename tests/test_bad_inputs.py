@@ -38,6 +38,8 @@ CASES = {
     "headdim mismatch": (dense_call(tensors=(q, k[..., :8], v)), ValueError, r"headdim of k must equal"),
     "k/v mismatch": (dense_call(tensors=(q, k, v[:, :4])), ValueError, r"k and v must match"),
     "heads not divisible": (dense_call(tensors=qkv(nheads=5, nheads_kv=2)), ValueError, r"multiple of nheads of k/v"),
+    "no k/v heads": (dense_call(tensors=qkv(nheads_kv=0)), ValueError,
+                     r"nheads of k/v must be positive, got k \(2, 8, 0, 16\)"),
     "integer dtype": (dense_call(tensors=(q.long(), k, v)), TypeError, r"q must be a floating tensor"),
     "mixed dtypes": (dense_call(tensors=(q.half(), k, v)), TypeError, r"one dtype, got q torch.float16"),
     "not a tensor": (dense_call(tensors=(q.tolist(), k, v)), TypeError, r"q must be a torch.Tensor"),
