@@ -58,7 +58,7 @@ VARIANTS = {
 def launch(
     q, k, v, softmax_scale: float, causal: bool, varlen: Varlen | None = None, variant: str = "full", out=None,
     lse=None, library: ctypes.CDLL | None = None, window_size: tuple[int, int] = (-1, -1), softcap: float = 0.0,
-    sinks: torch.Tensor | None = None, sm_margin: int = 0,
+    sinks: torch.Tensor | None = None, sm_margin: int = 0, varlen_deal: str = "dynamic",
 ):
     """Run the kernel; returns (out, lse). Allocates through torch (unless `out`/`lse` are given: tests pass
     NaN-poisoned ones), launches on the current stream, never syncs. `library` (a hopper_build.load() result) runs
@@ -68,7 +68,11 @@ def launch(
     (softmax(softcap * tanh(scores * softmax_scale / softcap)), variant "full" only). `sinks` (nheads,): gpt-oss's
     per-head sink logits, applied in the kernel's epilogue (fa3nn.sinks: out and lse of the softmax with the sink).
     `sm_margin`: SMs left free for overlapping kernels (hopper_lib.max_ctas_leaving; the launch is persistent, so
-    at most the others run attention)."""
+    at most the others run attention). `varlen_deal`: how a varlen call's tiles reach the CTAs, "dynamic" (each CTA
+    takes its next tile from a counter as it finishes one; VARLEN_DEALS says why) or "static" (CTA i takes tiles i, i
+    + grid, ...: the deal before, for benchmarks); dense calls are always dealt statically."""
+    if varlen_deal not in VARLEN_DEALS:
+        raise ValueError(f"varlen_deal must be one of {VARLEN_DEALS}, got {varlen_deal!r}")
     window = hopper_bwd.window_of(causal, window_size)
     if window.sliding and variant != "full":
         raise ValueError(f"window_size {window_size}: the sliding-window forward is built for variant 'full' only, "
@@ -105,6 +109,9 @@ def launch(
         strides = [s for t in (q, k, v, out) for s in (0, *t.stride()[:2])]
         cu_q = varlen.cu_seqlens_q.to(torch.int32).contiguous()
         cu_k = varlen.cu_seqlens_k.to(torch.int32).contiguous()
+    # The dynamic deal's counter (zeroed by the library on the stream): one per call, so that calls on other streams
+    # never share one.
+    counter = torch.empty(1, dtype=torch.int32, device=q.device) if varlen and varlen_deal == "dynamic" else None
     stride_array = (ctypes.c_int64 * 12)(*strides)
     with torch.cuda.device(q.device):
         stream = torch.cuda.current_stream(q.device).cuda_stream
@@ -114,11 +121,18 @@ def launch(
             batch, seqlen_q, seqlen_k, max_seqlen_q, nheads, nheads_kv, headdim, headdim_v, stride_array,
             float(softmax_scale), int(causal), *window.kernel_sides(seqlen_q, seqlen_k), float(softcap),
             None if sinks is None else sinks.data_ptr(), int(q.dtype == torch.bfloat16), VARIANTS[variant], max_ctas,
-            stream,
+            None if counter is None else counter.data_ptr(), stream,
         )
     if status != 0:
         raise RuntimeError(f"fa3nn hopper forward failed: {lib.fa3nn_hopper_last_error().decode()}")
     return out, lse
+
+# How a varlen forward deals its tiles (launch's varlen_deal). The static deal gives CTA i tiles i, i + grid, ...
+# whatever their lengths; on packed sequences of mixed lengths some CTAs draw more of the long tiles
+# (scripts/fwd_varlen_balance.py: a model of the deal put the static makespan at 1.10-1.76x the balanced one at lengths
+# drawn from [256, 4096] and [32, 1024]); the dynamic deal hands each CTA its next tile as it finishes one
+# (FwdConfig::kDynamic). Measured: benchmarks/NOTES.md, forty-sixth session.
+VARLEN_DEALS = ("dynamic", "static")
 
 
 class HopperBackend(Backend):
