@@ -133,6 +133,15 @@ def as_max_seqlens(max_seqlen_q, max_seqlen_k) -> tuple[int | None, int | None]:
     return as_max_seqlen("max_seqlen_q", max_seqlen_q), as_max_seqlen("max_seqlen_k", max_seqlen_k)
 
 
+def check_has_values(name: str, t: torch.Tensor) -> None:
+    """Before a read on the host: a meta tensor holds no values (its read failed with 'Cannot copy out of meta
+    tensor; no data!'). Plain packed calls need no read there (the ops' fake implementation gives the shapes)."""
+    if t.device.type == "meta":
+        raise ValueError(f"{name} is on the meta device, which holds no values, and this call reads it on the host "
+                         "(attention_chunk, seqused_q / seqused_k or a dense side of flash_attn_varlen_func, explain "
+                         "of a packed call); run it on tensors with values, or without those arguments")
+
+
 # cu_seqlens read and validated once per device tensor (fa3nn.memo, which says what edits it cannot see), not per
 # layer call; a CPU tensor's at every call.
 _validated = TensorMemo(remember_cpu=False)
@@ -145,6 +154,7 @@ def check_cu_seqlens_values(
     max_seqlen None: no bound on the lengths (fa3nn.slots bounds the used ones)."""
 
     def read() -> tuple[tuple[int, ...], int]:
+        check_has_values(name, cu)
         values = tuple(cu.tolist())
         if values[0] != 0:
             raise ValueError(f"{name} must start at 0, got {values[0]}")
@@ -172,11 +182,13 @@ WINDOW_MAX = 2**31 - 1
 
 
 def check_window_size(window_size) -> None:
-    """(left, right) ints in [-1, WINDOW_MAX] (-1 = unbounded): the API's and the native launchers' check."""
+    """(left, right) ints in [-1, WINDOW_MAX] (-1 = unbounded): the API's and the native launchers' check. A numpy
+    integer is an int here, as for max_seqlen (as_max_seqlen) and in FlashAttention-3's op; Window.from_args makes
+    it one."""
     if (
         not isinstance(window_size, (tuple, list))
         or len(window_size) != 2
-        or any(isinstance(w, bool) or not isinstance(w, int) for w in window_size)
+        or any(isinstance(w, bool) or not isinstance(w, numbers.Integral) for w in window_size)
     ):
         raise TypeError(f"window_size must be a pair of ints (left, right), got {window_size!r}")
     if window_size[0] < -1 or window_size[1] < -1:

@@ -29,7 +29,8 @@ fa3nn's functions take the same names in the same positions. What each does here
 
 FlashAttention-3's flash_attn_qkvpacked_func (fa3nn.interface), flash_attn_combine (fa3nn.combine) and
 flash_attn_with_kvcache (fa3nn.kvcache: an in-place cache update, paged caches, rotary, packed queries / new keys; no
-qv or FP8 caches) exist too.
+qv or FP8 caches) exist too, and get_scheduler_metadata (fa3nn.kvcache), a scheduling hint as num_splits is: it returns
+None, which flash_attn_with_kvcache takes.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ import numbers
 
 import torch
 
+from fa3nn.autocast import to_autocast_dtype
 from fa3nn.backends.base import AttnCall, lse_dtype
 from fa3nn.checks import (
     FP8_INPUT_DTYPES,
@@ -110,7 +111,9 @@ def attention(
     layer's fp8_state, fa3nn.fp8.fp8_attention_forward (training=True lets delayed scaling record its amax).
     attention_chunk > 0: chunked attention, each chunk a packed sequence (fa3nn.chunks). sinks (nheads,): gpt-oss's
     per-head sink logits (fa3nn.sinks), in the forward kernels (native, Triton), else one pass over the output.
-    sm_margin: SMs to leave free for overlapping kernels (fa3nn.fa3_compat; checked by the public functions)."""
+    sm_margin: SMs to leave free for overlapping kernels (fa3nn.fa3_compat; checked by the public functions).
+    Under torch.autocast q, k, v run in the autocast dtype (fa3nn.autocast)."""
+    q, k, v = to_autocast_dtype(q, k, v)
     check_no_function_transforms(q, k, v, sinks)
     max_seqlen_q, max_seqlen_k = as_max_seqlens(max_seqlen_q, max_seqlen_k)
     if attention_chunk:
@@ -241,6 +244,7 @@ def flash_attn_func(
     lse_wanted = wants_lse(return_attn_probs, return_lse)
     check_hints(num_splits, pack_gqa, sm_margin)
     check_attention_chunk(attention_chunk)
+    q, k, v, qv = to_autocast_dtype(q, k, v, qv)
     descales = (q_descale, k_descale, v_descale)
     if attention_chunk:  # chunks are packed sequences (fa3nn.chunks)
         out, lse = _packed_call(q, k, v, None, None, None, None, None, None, attention_chunk, softmax_scale, causal,
@@ -293,6 +297,7 @@ def flash_attn_varlen_func(
     lse_wanted = wants_lse(return_attn_probs, return_lse)
     check_hints(num_splits, pack_gqa, sm_margin)
     check_attention_chunk(attention_chunk)
+    q, k, v, qv = to_autocast_dtype(q, k, v, qv)
     max_seqlen_q, max_seqlen_k = as_max_seqlens(max_seqlen_q, max_seqlen_k)
     if cu_seqlens_q is None and cu_seqlens_k is None and seqused_q is None and seqused_k is None:
         raise TypeError("flash_attn_varlen_func needs cu_seqlens_q and cu_seqlens_k (int32, (batch + 1,)) with packed "
@@ -384,6 +389,7 @@ def explain(
     fullgraph=True it raises.
     """
     max_seqlen_q, max_seqlen_k = as_max_seqlens(max_seqlen_q, max_seqlen_k)
+    q, k, v = to_autocast_dtype(q, k, v)  # as the call would run them
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     if varlen and torch.compiler.is_compiling():
         # (Dynamo's own refusal named a function marked as skipped: the torch.compiler.disable around the read.)

@@ -55,7 +55,8 @@ _REFUSED = {
     "k_descale": "FP8 caches are not read here; dequantize the cache or use flash_attn_func with descales",
     "v_descale": "FP8 caches are not read here; dequantize the cache or use flash_attn_func with descales",
     "rotary_seqlens": "rotary positions follow cache_seqlens here",
-    "scheduler_metadata": "FlashAttention-3's precomputed schedule does not apply to fa3nn's kernels",
+    "scheduler_metadata": "FlashAttention-3's precomputed schedule does not apply to fa3nn's kernels (fa3nn's "
+                          "get_scheduler_metadata returns None, which this call takes)",
 }
 
 
@@ -386,3 +387,35 @@ def flash_attn_with_kvcache(
         lengths, softmax_scale, causal, window_size=tuple(window_size), softcap=softcap, sm_margin=sm_margin,
         return_lse=True, backend=backend)
     return (out, lse) if return_softmax_lse else out
+
+
+def get_scheduler_metadata(
+    batch_size,
+    max_seqlen_q,
+    max_seqlen_k,
+    num_heads_q,
+    num_heads_kv,
+    headdim,
+    cache_seqlens,
+    qkv_dtype=torch.bfloat16,
+    headdim_v=None,
+    cu_seqlens_q=None,
+    cu_seqlens_k_new=None,
+    cache_leftpad=None,
+    page_size=None,
+    max_seqlen_k_new=0,
+    causal=False,
+    window_size=(-1, -1),
+    attention_chunk=0,
+    has_softcap=False,
+    num_splits=0,
+    pack_gqa=None,
+    sm_margin=0,
+):
+    """FlashAttention-3's precomputed decoding schedule (split-KV counts, tile order) for flash_attn_with_kvcache's
+    scheduler_metadata: a scheduling hint like num_splits, which changes results only by rounding there. fa3nn's
+    kernels schedule themselves, so this returns None, which flash_attn_with_kvcache takes: code that builds the
+    schedule once per batch and passes it along runs unchanged. FlashAttention-3's parameters in its order; the
+    hints are checked as flash_attn_with_kvcache checks them, the shapes at the call that uses them."""
+    check_hints(num_splits, pack_gqa, sm_margin)
+    return None

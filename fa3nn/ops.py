@@ -13,7 +13,9 @@ from typing import Optional
 
 import torch
 from torch import Tensor
+from torch._subclasses.fake_tensor import is_fake  # (loaded with torch itself)
 
+from fa3nn.autocast import autocast_off
 from fa3nn.backends import hopper_fp8
 from fa3nn.backends.base import AttnCall, AttnParams, Varlen, saved_lse_dtype
 from fa3nn.checks import check_cu_seqlens_values, wants_deterministic
@@ -79,15 +81,16 @@ def _forward_impl(
     """sinks (nheads,) or None: gpt-oss's sink logits (fa3nn.sinks), out and lse then those of the softmax with the
     sink; fa3nn::bwd takes them too and adds their gradient. sm_margin: SMs to leave free (AttnParams), fa3nn::bwd's
     too."""
-    params = _params(softmax_scale, window_left, window_right, softcap, deterministic, sm_margin)
-    varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    chosen = resolve(backend, AttnCall.of(q, k, v, params, varlen is not None))
-    note_sm_margin(sm_margin, chosen.honours_sm_margin, chosen.name)
-    if sinks is not None:
-        check_sinks(sinks, q.shape[-2], q.device)
-    if q.numel() == 0 or k.numel() == 0:  # empty batch/sequence, or no keys at all: nothing to attend
-        return apply_sinks(*_nothing_attended(q, v, varlen is not None), sinks)
-    return chosen.forward(q, k, v, params, varlen, sinks)
+    with autocast_off(q.device):  # (fa3nn.autocast)
+        params = _params(softmax_scale, window_left, window_right, softcap, deterministic, sm_margin)
+        varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+        chosen = resolve(backend, AttnCall.of(q, k, v, params, varlen is not None))
+        note_sm_margin(sm_margin, chosen.honours_sm_margin, chosen.name)
+        if sinks is not None:
+            check_sinks(sinks, q.shape[-2], q.device)
+        if q.numel() == 0 or k.numel() == 0:  # empty batch/sequence, or no keys at all: nothing to attend
+            return apply_sinks(*_nothing_attended(q, v, varlen is not None), sinks)
+        return chosen.forward(q, k, v, params, varlen, sinks)
 
 
 attention_forward = torch.library.custom_op("fa3nn::fwd", _forward_impl, mutates_args=())
@@ -124,22 +127,23 @@ def _backward_impl(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """(dq, dk, dv, dsinks): with the forward's sinks (its out and lse include them), their gradient (the
     backend's backward_with_sinks); without, an empty tensor in its place."""
-    params = _params(softmax_scale, window_left, window_right, softcap, deterministic, sm_margin)
-    varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    call = AttnCall.of(q, k, v, params, varlen is not None)
-    chosen = resolve(backend, call, backward=True)
-    note_sm_margin(sm_margin, chosen.honours_sm_margin, chosen.name)
-    if q.numel() == 0 or k.numel() == 0:
-        dsinks = q.new_empty(0) if sinks is None else sinks_gradient(dout, out, lse, dlse, sinks)
-        return *(t.new_zeros(t.shape) for t in (q, k, v)), dsinks
-    if dout.stride(-1) != 1:
-        dout = dout.contiguous()
-    # Gradients are contiguous whatever the inputs' strides (the fake impl promises that layout).
-    if sinks is None:
-        grads = (*chosen.backward(dout, q, k, v, out, lse, dlse, params, varlen), q.new_empty(0))
-    else:
-        grads = chosen.backward_with_sinks(dout, q, k, v, out, lse, dlse, params, varlen, sinks)
-    return tuple(g.contiguous() for g in grads)
+    with autocast_off(dout.device):  # (fa3nn.autocast)
+        params = _params(softmax_scale, window_left, window_right, softcap, deterministic, sm_margin)
+        varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+        call = AttnCall.of(q, k, v, params, varlen is not None)
+        chosen = resolve(backend, call, backward=True)
+        note_sm_margin(sm_margin, chosen.honours_sm_margin, chosen.name)
+        if q.numel() == 0 or k.numel() == 0:
+            dsinks = q.new_empty(0) if sinks is None else sinks_gradient(dout, out, lse, dlse, sinks)
+            return *(t.new_zeros(t.shape) for t in (q, k, v)), dsinks
+        if dout.stride(-1) != 1:
+            dout = dout.contiguous()
+        # Gradients are contiguous whatever the inputs' strides (the fake impl promises that layout).
+        if sinks is None:
+            grads = (*chosen.backward(dout, q, k, v, out, lse, dlse, params, varlen), q.new_empty(0))
+        else:
+            grads = chosen.backward_with_sinks(dout, q, k, v, out, lse, dlse, params, varlen, sinks)
+        return tuple(g.contiguous() for g in grads)
 
 
 attention_backward = torch.library.custom_op("fa3nn::bwd", _backward_impl, mutates_args=())
@@ -291,9 +295,15 @@ def attention_call(q, k, v, *arguments, sinks=None, sm_margin=0) -> tuple[Tensor
     """fa3nn::fwd with its autograd: the registered custom op where torch.compile traces (one opaque node per call),
     the same implementation through a plain autograd.Function in eager mode (see _EagerAttention). arguments:
     fa3nn::fwd's from cu_seqlens_q to backend."""
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or _holds_no_values(q):
         return attention_forward(q, k, v, *arguments, sinks, sm_margin)
     return _EagerAttention.apply(q, k, v, *arguments, sinks, sm_margin)
+
+
+def _holds_no_values(t: Tensor) -> bool:
+    """A meta or fake tensor: the op's fake implementation gives the shapes without reading any value (the eager
+    path reads cu_seqlens, which they cannot give: 'Cannot copy out of meta tensor', DataDependentOutputException)."""
+    return t.device.type == "meta" or is_fake(t)
 
 
 @torch.library.custom_op("fa3nn::fwd_fp8", mutates_args=())
@@ -322,28 +332,29 @@ def attention_forward_fp8(
     scale tile, the Hadamard rotation or None, per-tensor scales or None), its fast_exp2 and sm_margin. Returns out
     (q's dtype), lse and the (3,) float32 amax of Q, K, V as quantized, which delayed scaling records. The backward
     is the bf16 one (`fa3nn::bwd`) from the high-precision q, k, v."""
-    params = _params(softmax_scale, window_left, window_right, softcap, deterministic, sm_margin)
-    varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    call = AttnCall.of(q, k, v, params, varlen is not None)
-    keys = max_seqlen_k if varlen is not None else k.shape[1]  # the longest key sequence
-    chosen = resolve_fp8(backend, call, block_k, keys)  # or raises
-    note_sm_margin(sm_margin, FP8_FORWARD_PATHS[chosen].sm_margin, FP8_FORWARD_PATHS[chosen].description)
-    if q.numel() == 0 or k.numel() == 0:
-        return *_nothing_attended(q, v, varlen is not None), torch.zeros(3, dtype=torch.float32, device=q.device)
-    kernel = FP8_FORWARD_PATHS[chosen].kernel
-    if kernel is None:  # the emulation of the kernels' rounding points (fa3nn.fp8.reference), any device
-        quantized = quantize_qkv_tensors(q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q,
-                                         cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-        out, lse = _fp8_emulation(quantized, params, call, block_k, keys, cu_seqlens_q, cu_seqlens_k, q.dtype,
-                                  fast_exp2)
-        return out, lse, quantized.amax.to(torch.float32)
-    from fa3nn.backends.triton.quantize import quantize_fused  # imports triton: only where a kernel path runs
+    with autocast_off(q.device):  # (fa3nn.autocast)
+        params = _params(softmax_scale, window_left, window_right, softcap, deterministic, sm_margin)
+        varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+        call = AttnCall.of(q, k, v, params, varlen is not None)
+        keys = max_seqlen_k if varlen is not None else k.shape[1]  # the longest key sequence
+        chosen = resolve_fp8(backend, call, block_k, keys)  # or raises
+        note_sm_margin(sm_margin, FP8_FORWARD_PATHS[chosen].sm_margin, FP8_FORWARD_PATHS[chosen].description)
+        if q.numel() == 0 or k.numel() == 0:
+            return *_nothing_attended(q, v, varlen is not None), torch.zeros(3, dtype=torch.float32, device=q.device)
+        kernel = FP8_FORWARD_PATHS[chosen].kernel
+        if kernel is None:  # the emulation of the kernels' rounding points (fa3nn.fp8.reference), any device
+            quantized = quantize_qkv_tensors(q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q,
+                                             cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+            out, lse = _fp8_emulation(quantized, params, call, block_k, keys, cu_seqlens_q, cu_seqlens_k, q.dtype,
+                                      fast_exp2)
+            return out, lse, quantized.amax.to(torch.float32)
+        from fa3nn.backends.triton.quantize import quantize_fused  # imports triton: only where a kernel path runs
 
-    operands = quantize_fused(q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q, cu_seqlens_k,
-                              max_seqlen_q, max_seqlen_k)
-    out, lse = _fp8_kernel(chosen, operands, params, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                           q.dtype, fast_exp2)
-    return out, lse, operands.amax
+        operands = quantize_fused(q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q, cu_seqlens_k,
+                                  max_seqlen_q, max_seqlen_k)
+        out, lse = _fp8_kernel(chosen, operands, params, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                               q.dtype, fast_exp2)
+        return out, lse, operands.amax
 
 
 def _fp8_emulation(quantized, params: AttnParams, call: AttnCall, block_k: int, keys: int, cu_seqlens_q,
@@ -410,22 +421,23 @@ def attention_forward_fp8_inputs(
 ) -> tuple[Tensor, Tensor]:
     """The FP8 forward on the caller's e4m3 q8, k8, v8 and (batch, nheads_kv) descales (fa3nn.fp8.inputs):
     out bfloat16, lse float32. No autograd (fa3nn.fp8.inputs.check_fp8_inputs refuses inputs that want one)."""
-    params = _params(softmax_scale, window_left, window_right, softcap, False, sm_margin)
-    varlen = _varlen(q8, k8, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    call = dataclasses.replace(AttnCall.of(q8, k8, v8, params, varlen is not None), dtype=fp8_inputs.OUT_DTYPE)
-    keys = max_seqlen_k if varlen is not None else k8.shape[1]
-    chosen = resolve_fp8(backend, call, 0, keys)  # one descale tile per sequence: block_k 0
-    note_sm_margin(sm_margin, FP8_FORWARD_PATHS[chosen].sm_margin, FP8_FORWARD_PATHS[chosen].description)
-    if q8.numel() == 0 or k8.numel() == 0:
-        return _nothing_attended(q8, v8, varlen is not None, fp8_inputs.OUT_DTYPE)
-    batch = varlen.batch if varlen is not None else q8.shape[0]
-    rows_q = max_seqlen_q if varlen is not None else q8.shape[1]
-    quantized = fp8_inputs.quantized_inputs(q8, k8, v8, q_descale, k_descale, v_descale, batch, rows_q, keys)
-    if FP8_FORWARD_PATHS[chosen].kernel is None:
-        return _fp8_emulation(quantized, params, call, 0, keys, cu_seqlens_q, cu_seqlens_k, fp8_inputs.OUT_DTYPE,
-                              False)
-    return _fp8_kernel(chosen, to_operands(quantized, cu_seqlens_k), params, cu_seqlens_q, cu_seqlens_k,
-                       rows_q, keys, fp8_inputs.OUT_DTYPE, False)
+    with autocast_off(q8.device):  # (fa3nn.autocast)
+        params = _params(softmax_scale, window_left, window_right, softcap, False, sm_margin)
+        varlen = _varlen(q8, k8, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+        call = dataclasses.replace(AttnCall.of(q8, k8, v8, params, varlen is not None), dtype=fp8_inputs.OUT_DTYPE)
+        keys = max_seqlen_k if varlen is not None else k8.shape[1]
+        chosen = resolve_fp8(backend, call, 0, keys)  # one descale tile per sequence: block_k 0
+        note_sm_margin(sm_margin, FP8_FORWARD_PATHS[chosen].sm_margin, FP8_FORWARD_PATHS[chosen].description)
+        if q8.numel() == 0 or k8.numel() == 0:
+            return _nothing_attended(q8, v8, varlen is not None, fp8_inputs.OUT_DTYPE)
+        batch = varlen.batch if varlen is not None else q8.shape[0]
+        rows_q = max_seqlen_q if varlen is not None else q8.shape[1]
+        quantized = fp8_inputs.quantized_inputs(q8, k8, v8, q_descale, k_descale, v_descale, batch, rows_q, keys)
+        if FP8_FORWARD_PATHS[chosen].kernel is None:
+            return _fp8_emulation(quantized, params, call, 0, keys, cu_seqlens_q, cu_seqlens_k, fp8_inputs.OUT_DTYPE,
+                                  False)
+        return _fp8_kernel(chosen, to_operands(quantized, cu_seqlens_k), params, cu_seqlens_q, cu_seqlens_k,
+                           rows_q, keys, fp8_inputs.OUT_DTYPE, False)
 
 
 @attention_forward_fp8_inputs.register_fake

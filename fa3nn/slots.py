@@ -33,7 +33,14 @@ from dataclasses import dataclass
 
 import torch
 
-from fa3nn.checks import SUPPORTED_DTYPES, check_cu_seqlens_values, check_tensor, check_varlen, type_name
+from fa3nn.checks import (
+    SUPPORTED_DTYPES,
+    check_cu_seqlens_values,
+    check_has_values,
+    check_tensor,
+    check_varlen,
+    type_name,
+)
 from fa3nn.memo import TensorMemo
 
 _used_values = TensorMemo(remember_cpu=False)
@@ -140,6 +147,7 @@ def _check_seqused(name: str, used, batch: int, device: torch.device) -> None:
     if used.dtype != torch.int32 or used.shape != (batch,) or used.device != device:
         raise ValueError(f"{name} must be int32 of shape (batch,) = ({batch},) on {device}, got {used.dtype} "
                          f"{tuple(used.shape)} on {used.device}")
+    check_has_values(name, used)
 
 
 def _used_lengths(name: str, used, cu_name: str, starts: tuple[int, ...]) -> tuple[int, ...]:

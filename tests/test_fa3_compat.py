@@ -81,6 +81,22 @@ def test_fa3_arguments_refused_clearly(kwargs, error, match):
         fa3nn.flash_attn_func(q, k, v, **kwargs)
 
 
+def test_window_size_takes_numpy_integers():
+    """FlashAttention-3 hands window_size[0] / [1] to its op as ints, which takes a numpy integer (a window read from
+    a numpy array of per-layer windows), as fa3nn's max_seqlen and num_heads_q do: window_size refused them
+    ("must be a pair of ints"). Floats and bools stay refused."""
+    q, k, v = random_qkv(2, 9, 11, 4, 2, 16, torch.float64)
+    want = fa3nn.flash_attn_func(q, k, v, window_size=(3, 1))
+    for window in ((np.int64(3), np.int32(1)), [np.int64(3), 1]):
+        torch.testing.assert_close(fa3nn.flash_attn_func(q, k, v, window_size=window), want, rtol=0, atol=0)
+        torch.testing.assert_close(fa3nn.FlashAttentionV3(window_size=window)(q, k, v), want, rtol=0, atol=0)
+    for bad in ((3.0, 1), (np.float32(3), 1), (True, 1), (np.True_, 1)):
+        with pytest.raises(TypeError, match=r"window_size must be a pair of ints"):
+            fa3nn.flash_attn_func(q, k, v, window_size=bad)
+    with pytest.raises(ValueError, match=r"window_size entries must be >= -1"):
+        fa3nn.flash_attn_func(q, k, v, window_size=(np.int64(-2), 0))
+
+
 @pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
 def test_qv_is_an_extra_score_term(varlen):
     """scores = (q·kᵀ + qv·vᵀ) * (d + dv) ** -0.5, the output P·V: against that formula written out in float64."""

@@ -17,6 +17,7 @@ import fa3nn
 from fa3nn.backends import hopper_build
 from fa3nn.backends.base import AttnCall
 from fa3nn.backends.hopper import SOFTCAP_HEADDIMS, HopperBackend, launch
+from fa3nn.checks import WINDOW_MAX
 from fa3nn.masks import Window
 from fa3nn.testing import assert_error_ratio, attention_ref, random_padding_mask, random_qkv, unpad
 
@@ -303,6 +304,22 @@ def test_window_forward_matches_reference(dtype, headdim, heads, window, seqlens
 def test_window_varlen_matches_reference(headdim, window):
     (window_size, causal) = window
     _varlen_case(torch.bfloat16, headdim, causal, 700, window_size)
+
+
+# Window sides up to fa3nn.checks.WINDOW_MAX: the kernels add them to row and column indices in int32, so the launcher
+# bounds them by the sequence lengths first (Window.kernel_sides; unbounded, the Triton kernels' sums wrapped: out off
+# by 0.87, lse -inf). Same mask as the bounded window; 511x1537 and 1537x511 put the diagonal off the tile grid.
+WIDE_WINDOWS = [(WINDOW_MAX, WINDOW_MAX), (WINDOW_MAX, 0), (0, WINDOW_MAX), (-1, WINDOW_MAX - 60)]
+
+
+@pytest.mark.parametrize("seqlens", [(511, 1537), (1537, 511)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("window_size", WIDE_WINDOWS, ids=lambda w: f"w{w[0]}_{w[1]}")
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.gpu
+@needs_hopper
+def test_windows_up_to_int32_max_forward(headdim, window_size, seqlens):
+    q, k, v = random_qkv(2, *seqlens, 6, 2, headdim, torch.bfloat16, device="cuda")
+    _launch_and_check(q, k, v, False, window_size=window_size)
 
 
 def _mask_id(mask) -> str:

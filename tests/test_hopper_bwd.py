@@ -28,6 +28,7 @@ from script_module import load_script
 
 from fa3nn.backends import hopper_build, hopper_bwd
 from fa3nn.backends.base import AttnCall, AttnParams, Varlen
+from fa3nn.checks import WINDOW_MAX
 from fa3nn.masks import Window
 from fa3nn.testing import assert_error_ratio, attention_ref, random_qkv
 
@@ -687,6 +688,21 @@ def test_window_backward_matches_reference(headdim, heads, window, seqlens):
     # Keys no query's window reaches: exactly zero (their tiles are skipped, the buffers zeroed first).
     unreached = ~params.window.allowed(0, seqlens[0], *seqlens, "cuda").any(0)
     assert not dk[:, unreached].any() and not dv[:, unreached].any()
+
+
+# Window sides up to fa3nn.checks.WINDOW_MAX, bounded by the sequence lengths before the int32 kernels
+# (Window.kernel_sides; the forward's test above says why): the same checks as the windows above.
+WIDE_WINDOWS = [((WINDOW_MAX, WINDOW_MAX), False), ((WINDOW_MAX, 0), False), ((0, WINDOW_MAX), False),
+                ((-1, WINDOW_MAX - 60), False)]
+
+
+@pytest.mark.parametrize("seqlens", [(511, 1537), (1537, 511)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("window", WIDE_WINDOWS, ids=lambda w: f"w{w[0][0]}_{w[0][1]}")
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.gpu
+@needs_hopper
+def test_windows_up_to_int32_max_backward(headdim, window, seqlens):
+    test_window_backward_matches_reference(headdim, (6, 2), window, seqlens)
 
 
 # Softcap (BwdConfig::kSoftcap, Gemma 2): out and lse from the reference forward with the same cap, the gradients

@@ -293,6 +293,37 @@ def test_bad_calls_name_the_argument(monkeypatch):
         flash_attn_with_kvcache(q, k_cache, v_cache, sm_margin=4)
 
 
+# FlashAttention-3's get_scheduler_metadata parameters in order (hopper/flash_attn_interface.py)
+FA3_SCHEDULER_METADATA = ["batch_size", "max_seqlen_q", "max_seqlen_k", "num_heads_q", "num_heads_kv", "headdim",
+                          "cache_seqlens", "qkv_dtype", "headdim_v", "cu_seqlens_q", "cu_seqlens_k_new",
+                          "cache_leftpad", "page_size", "max_seqlen_k_new", "causal", "window_size", "attention_chunk",
+                          "has_softcap", "num_splits", "pack_gqa", "sm_margin"]
+
+
+def test_get_scheduler_metadata_is_a_hint_that_changes_nothing():
+    """Decoding code written for FlashAttention-3 imports get_scheduler_metadata with flash_attn_with_kvcache and
+    passes its result along: `from fa3nn import get_scheduler_metadata` raised ImportError. fa3nn's kernels schedule
+    themselves, so it returns None (its hints checked as num_splits / pack_gqa / sm_margin are), which the call takes;
+    a tensor from FlashAttention-3's own function is still refused."""
+    import inspect
+
+    import fa3nn
+
+    assert [p.name for p in inspect.signature(fa3nn.get_scheduler_metadata).parameters.values()] == \
+        FA3_SCHEDULER_METADATA
+    q, k_cache, v_cache, k, v, _, _ = make_case(9)
+    ends = torch.tensor([5, 0, 11], dtype=torch.int32)
+    metadata = fa3nn.get_scheduler_metadata(B, q.shape[1], k_cache.shape[1], HQ, HK, D, ends, q.dtype, DV,
+                                            max_seqlen_k_new=k.shape[1], causal=True)
+    assert metadata is None
+    want = flash_attn_with_kvcache(q, k_cache.clone(), v_cache.clone(), k, v, cache_seqlens=ends, causal=True)
+    got = flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=ends, causal=True,
+                                  scheduler_metadata=metadata)
+    assert torch.equal(got, want)
+    with pytest.raises(TypeError, match=r"num_splits must be an int"):
+        fa3nn.get_scheduler_metadata(B, 2, 24, HQ, HK, D, ends, num_splits=1.5)
+
+
 def test_new_keys_without_cache_seqlens_are_refused_by_name():
     """k / v are written at each sequence's cache_seqlens; without it (FlashAttention-3: "If k_new is supplied,
     seqlens_k must also be passed in") the cache's end stood in and the message reported "cache_seqlens in [24, 24]",
