@@ -1022,6 +1022,65 @@ def test_a_window_the_mask_has_but_attention_is_not_handed_is_refused(family):
         torch.testing.assert_close(fa3nn.patch_hf(copy.deepcopy(model))(short).logits, model(short).logits)
 
 
+def _sparse_attention_model(family: str, by_name: bool = False):
+    """Tiny models whose attention attends to keys an indexer selects and hands the selection to attention functions
+    other than eager / SDPA as `block_indices` (MiniMax-M3: top-k blocks of 4 keys) or `indices` (DeepSeek-V3.2's
+    DeepSeek Sparse Attention: top-4 keys); eager and SDPA fold it into their mask."""
+    if family == "minimax_m3":
+        if not hasattr(transformers, "MiniMaxM3VLTextConfig"):
+            pytest.skip(f"transformers {transformers.__version__} has no MiniMax-M3")
+        config = transformers.MiniMaxM3VLTextConfig(
+            **{**COMMON, "intermediate_size": 48}, head_dim=16, num_experts_per_tok=1, num_local_experts=2,
+            dense_intermediate_size=48, shared_intermediate_size=32, rotary_dim=8, mlp_layer_types=["dense"] * 2,
+            index_n_heads=2, index_head_dim=8, index_block_size=4, index_topk_blocks=2, index_local_blocks=1,
+            layer_types=["minimax_m3_sparse"] * 2, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+        model_class = transformers.MiniMaxM3VLForCausalLM
+    else:
+        if not hasattr(transformers, "DeepseekV32Config"):
+            pytest.skip(f"transformers {transformers.__version__} has no DeepSeek-V3.2")
+        config = transformers.DeepseekV32Config(
+            **{**COMMON, "num_key_value_heads": 4}, moe_intermediate_size=32, n_routed_experts=4, num_experts_per_tok=2,
+            n_shared_experts=1, first_k_dense_replace=2, q_lora_rank=32, kv_lora_rank=32, qk_rope_head_dim=8,
+            qk_nope_head_dim=16, v_head_dim=16, head_dim=24, n_group=1, topk_group=1, index_topk=4,
+            index_head_dim=16, index_n_heads=2, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+        model_class = transformers.DeepseekV32ForCausalLM
+    if by_name:
+        config._attn_implementation = ATTN_IMPLEMENTATION
+    torch.manual_seed(0)
+    return _widen(model_class(config).eval())
+
+
+@pytest.mark.parametrize("family", ["minimax_m3", "deepseek_v32"])
+def test_sparse_attention_models_are_refused(family):
+    """Sparse attention (an indexer picks the keys each query attends to) reaches fa3nn as `block_indices` /
+    `indices`, which it ignored: a patched MiniMax-M3 ran dense attention, its logits 0.43 from eager's at 32 tokens,
+    silently; DeepSeek-V3.2's indexer died in its own code on fa3nn's mask (IndexError: too many indices for tensor
+    of dimension 3). patch_hf refuses both, naming the layer and changing nothing; a MiniMax-M3 selected by name is
+    refused at its first forward."""
+    model = _sparse_attention_model(family)
+    layer = {"minimax_m3": "MiniMaxM3VLAttention", "deepseek_v32": "DeepseekV32Attention"}[family]
+    argument = {"minimax_m3": "block_indices", "deepseek_v32": "indices"}[family]
+    ids = torch.randint(3, VOCAB, (1, 32))
+    with torch.no_grad():
+        before = model(ids).logits
+    with pytest.raises(UnsupportedModel, match=(
+            rf"fa3nn.patch_hf cannot swap the attention of {type(model).__name__}: its {layer} layers hand the "
+            rf"attention function `{argument}` \(sparse attention: the keys an indexer selects\), which fa3nn does "
+            r"not implement; keep attn_implementation='sdpa' or 'eager' for this model")):
+        fa3nn.patch_hf(model)
+    assert model.config._attn_implementation == "eager" and not hasattr(model, "_fa3nn_previous")
+    assert not any(hasattr(m, LAYER_ATTRIBUTE) for m in model.modules())
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, before)
+    if family == "minimax_m3":
+        fa3nn.patch_hf()
+        by_name = _sparse_attention_model(family, by_name=True)
+        with torch.no_grad(), pytest.raises(NotImplementedError, match=(
+                r"MiniMaxM3VLAttention passes `block_indices` to attention, which fa3nn does not implement; use "
+                r"attn_implementation='eager' for this model")):
+            by_name(ids)
+
+
 def test_falcon_alibi_refused_at_patch_time():
     """Falcon with alibi=True adds its ALiBi bias onto the 4D mask transformers builds; patched, that mask is
     fa3nn's layout, and the first forward died inside Falcon's code (RuntimeError: The size of tensor a (10) must

@@ -16,7 +16,9 @@ from fa3nn.integrations.hf_refusals import (
     builds_sliding_masks,
     refuse_a_window_not_handed,
     refuse_position_biases,
+    refuse_sparse_attention,
     refuse_unsupported_arguments,
+    sparse_index_argument,
 )
 
 
@@ -46,6 +48,14 @@ class WindowlessAttention(nn.Module):
         return hidden_states
 
 
+class SparseAttention(nn.Module):
+    """MiniMax-M3's shape: the indexer's selection handed to the attention function by keyword."""
+
+    def forward(self, hidden_states, attention_interface=None):
+        block_indices = hidden_states.argmax(-1)
+        return attention_interface(hidden_states, block_indices=block_indices)
+
+
 class FalconLike(nn.Module):
     pass
 
@@ -66,6 +76,19 @@ def test_alibi_and_relative_position_bias_are_refused_at_patch_time():
         "attn_implementation='sdpa' or 'eager' for this model")
     assert refuse_position_biases(model, plain, [SimpleNamespace(alibi=None), SimpleNamespace()]) is None
     assert (adds_position_bias(BiasedAttention()), adds_position_bias(PlainAttention())) == (True, False)
+
+
+def test_sparse_attention_is_refused_at_patch_time():
+    model = FalconLike()
+    with pytest.raises(UnsupportedModel) as sparse:
+        refuse_sparse_attention(model, [PlainAttention(), SparseAttention()])
+    assert str(sparse.value) == (
+        "fa3nn.patch_hf cannot swap the attention of FalconLike: its SparseAttention layers hand the attention "
+        "function `block_indices` (sparse attention: the keys an indexer selects), which fa3nn does not implement; "
+        "keep attn_implementation='sdpa' or 'eager' for this model")
+    assert refuse_sparse_attention(model, [PlainAttention(), BiasedAttention()]) is None
+    # a local variable of that name is not a keyword handed on
+    assert (sparse_index_argument(SparseAttention), sparse_index_argument(PlainAttention)) == ("block_indices", None)
 
 
 def test_a_window_the_layer_is_not_handed_is_refused_past_the_window():
@@ -91,8 +114,8 @@ def test_dropout_and_arguments_without_a_counterpart_are_refused_per_call():
     assert str(dropout.value) == (
         "attention dropout 0.1 is set on PlainAttention, but FlashAttention-3 has no dropout. Set "
         "config.attention_dropout = 0.0, or call fa3nn.patch_hf(..., ignore_dropout=True) to train without it")
-    refuse_unsupported_arguments(layer, 0.1, True, {"sinks": None, "position_bias": None})
-    for argument in ("sinks", "position_bias"):
+    refuse_unsupported_arguments(layer, 0.1, True, {"sinks": None, "position_bias": None, "indices": None})
+    for argument in ("sinks", "position_bias", "indices", "block_indices"):
         with pytest.raises(NotImplementedError) as passed:
             refuse_unsupported_arguments(layer, 0.0, False, {argument: 1.0})
         assert str(passed.value) == (f"PlainAttention passes `{argument}` to attention, which fa3nn does not "

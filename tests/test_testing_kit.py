@@ -99,3 +99,15 @@ def test_error_ratio_refuses_a_ratio_that_is_not_a_finite_number(ratio):
     with pytest.raises(ValueError, match="ratio must be a finite number >= 0"):
         error_ratio_report(x, x, x, ratio=ratio)
     assert error_ratio_report(x, x, x, ratio=0)[0] and error_ratio_report(x, x, x, ratio=3)[0]
+
+
+def test_attention_ref_keeps_its_precision_under_autocast():
+    """The oracle under a caller's torch.autocast is the oracle without it, out and lse bit for bit (its float32
+    einsums had run in bf16 there: bf16 inputs' out error against float64 9.7e-4 -> 4.9e-3 at seqlen 512)."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 64, 4, 32, generator=gen, dtype=torch.bfloat16) for _ in range(3))
+    plain = attention_ref(q, k, v, causal=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        autocast = attention_ref(q, k, v, causal=True)
+    for got, want in zip(autocast, plain):
+        assert got.dtype == want.dtype and torch.equal(got, want)

@@ -26,8 +26,8 @@ attribute), so two models patched with different options keep them. A layer no p
 with attn_implementation="fa3nn" by name) reads the one process-wide set, which only `patch_hf()` without a model
 sets.
 
-What is refused rather than run (position biases, a sliding window a layer is not handed, packing it cannot see,
-dropout), and why: hf_refusals.
+What is refused rather than run (position biases, sparse attention, a sliding window a layer is not handed, packing
+it cannot see, dropout), and why: hf_refusals.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ from fa3nn.integrations.hf_refusals import (  # noqa: F401 (UnsupportedModel: ra
     position_id_holders,
     refuse_a_window_not_handed,
     refuse_position_biases,
+    refuse_sparse_attention,
     refuse_unseen_packing,
     refuse_unsupported_arguments,
     unsupported,
@@ -413,6 +414,7 @@ def _check_model(model: nn.Module) -> list[nn.Module]:
     if not layers:
         raise unsupported(model, "no attention layer of the AttentionInterface kind was found")
     refuse_position_biases(model, layers, _configs(model))
+    refuse_sparse_attention(model, layers)
     return layers
 
 

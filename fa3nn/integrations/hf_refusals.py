@@ -3,20 +3,23 @@ over silently wrong, or that would die obscurely inside the model's own code. Ea
 layer and says what to use instead.
 
 At patch time (fa3nn.integrations.hf._check_model): a model that is no transformers model or bypasses the
-AttentionInterface (`unsupported`), and position biases added to the scores, which fa3nn does not implement
-(`refuse_position_biases`: Falcon's ALiBi, T5's relative bias).
+AttentionInterface (`unsupported`), position biases added to the scores, which fa3nn does not implement
+(`refuse_position_biases`: Falcon's ALiBi, T5's relative bias), and sparse attention over the keys an indexer selects
+(`refuse_sparse_attention`: DeepSeek-V3.2's family, MiniMax-M3).
 
-At each call (fa3nn.integrations.hf.fa3nn_attention_forward): attention dropout and the `sinks` / `position_bias`
-arguments fa3nn has no counterpart for (`refuse_unsupported_arguments`), a sliding window the model's mask applies
-but the layer is not handed (`refuse_a_window_not_handed`), and packed position_ids a layer is not handed
-(`PackingWatch`, `refuse_unseen_packing`).
+At each call (fa3nn.integrations.hf.fa3nn_attention_forward): attention dropout and the `sinks` / `position_bias` /
+sparse-index arguments fa3nn has no counterpart for (`refuse_unsupported_arguments`), a sliding window the model's
+mask applies but the layer is not handed (`refuse_a_window_not_handed`), and packed position_ids a layer is not
+handed (`PackingWatch`, `refuse_unseen_packing`).
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
 import sys
+import textwrap
 import threading
 
 from torch import nn
@@ -64,6 +67,40 @@ def refuse_position_biases(model: nn.Module, layers: list[nn.Module], configs: l
         )
 
 
+# Keyword arguments by which attention layers hand an attention function the keys each query attends to, selected by
+# an indexer (transformers 5.x): DeepSeek-V3.2's DeepSeek Sparse Attention and its copies (GLM-MoE-DSA, Mistral-Large-4,
+# AXK2, HY-V4, Dots3-Note: `indices`, top-k keys per query) and MiniMax-M3 (`block_indices`, top-k key blocks). eager
+# and SDPA fold the selection into their mask; other implementations get it by these names, which fa3nn ignored.
+SPARSE_INDEX_ARGUMENTS = ("indices", "block_indices")
+
+
+def refuse_sparse_attention(model: nn.Module, layers: list[nn.Module]) -> None:
+    """A model whose attention layers hand the attention function the keys an indexer selects (sparse attention),
+    known before any forward from their forward's source: fa3nn would attend to every key (MiniMax-M3: logits 0.43
+    off at 32 tokens, silently), and DeepSeek-V3.2's indexer reads a 4D mask fa3nn's mask function does not make (it
+    died in the model's own code: IndexError: too many indices for tensor of dimension 3)."""
+    for layer in layers:
+        argument = sparse_index_argument(type(layer))
+        if argument is not None:
+            raise UnsupportedModel(
+                f"fa3nn.patch_hf cannot swap the attention of {type(model).__name__}: its {type(layer).__name__} "
+                f"layers hand the attention function `{argument}` (sparse attention: the keys an indexer selects), "
+                "which fa3nn does not implement; keep attn_implementation='sdpa' or 'eager' for this model"
+            )
+
+
+@functools.cache
+def sparse_index_argument(cls: type) -> str | None:
+    """The first of SPARSE_INDEX_ARGUMENTS that cls.forward passes by keyword to a call, or None (also without
+    source: the per-call refusal in refuse_unsupported_arguments remains)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    passed = {keyword.arg for node in ast.walk(tree) if isinstance(node, ast.Call) for keyword in node.keywords}
+    return next((name for name in SPARSE_INDEX_ARGUMENTS if name in passed), None)
+
+
 def adds_position_bias(layer: nn.Module) -> bool:
     """Whether an attention layer adds a position bias to its scores on every call, known before any forward: T5's
     attention and its copies (mT5, UMT5, LongT5, Switch Transformers, Pix2Struct's text, UDOP, Pop2Piano in
@@ -94,13 +131,14 @@ def forward_mentions(cls: type, name: str) -> bool:
 def refuse_unsupported_arguments(module: nn.Module, dropout, ignore_dropout: bool, kwargs: dict) -> None:
     """What a layer hands attention that fa3nn has no counterpart for: dropout (unless patch_hf's ignore_dropout),
     attention sinks under that name, a position bias (models that pass one only under some configs, or any model
-    selected by name: adds_position_bias)."""
+    selected by name: adds_position_bias), the keys of sparse attention (a model selected by name:
+    refuse_sparse_attention)."""
     if dropout and dropout > 0 and not ignore_dropout:
         raise ValueError(
             f"attention dropout {dropout} is set on {type(module).__name__}, but FlashAttention-3 has no dropout. "
             "Set config.attention_dropout = 0.0, or call fa3nn.patch_hf(..., ignore_dropout=True) to train without it"
         )
-    for argument in ("sinks", "position_bias"):
+    for argument in ("sinks", "position_bias", *SPARSE_INDEX_ARGUMENTS):
         if kwargs.get(argument) is not None:
             raise NotImplementedError(
                 f"{type(module).__name__} passes `{argument}` to attention, which fa3nn does not implement; "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from fa3nn.autocast import autocast_off
 from fa3nn.testing.data import as_padding_mask
 
 
@@ -63,31 +64,32 @@ def attention_ref(
     rows that attend no key give zeros and lse = -inf. `reorder_ops` scales q before Q·Kᵀ instead of the scores
     after (a different rounding order); `intermediate_dtype` rounds P to that dtype before P·V (FP8 emulation).
     """
-    dtype_og = q.dtype
-    compute = _upcast_dtype(q.dtype) if upcast else q.dtype
-    q, k, v = q.to(compute), k.to(compute), v.to(compute)
-    batch, seqlen_q, nheads, headdim = q.shape
-    seqlen_k, group = k.shape[1], nheads // k.shape[2]
-    k = k.repeat_interleave(group, dim=2)
-    v = v.repeat_interleave(group, dim=2)
-    scale = headdim**-0.5 if softmax_scale is None else softmax_scale
-    if reorder_ops:
-        scores = torch.einsum("bthd,bshd->bhts", q * scale, k)
-    else:
-        scores = torch.einsum("bthd,bshd->bhts", q, k) * scale
-    if softcap > 0:
-        scores = torch.tanh(scores / softcap) * softcap
-    query_mask = _real_tokens(query_padding_mask, (batch, seqlen_q), "query_padding_mask", q.device)
-    key_mask = _real_tokens(key_padding_mask, (batch, seqlen_k), "key_padding_mask", q.device)
-    if causal:
-        window_size = (window_size[0], 0)
-    allowed = _allowed(query_mask, key_mask, window_size)
-    scores = scores.masked_fill(~allowed, float("-inf"))
-    lse = torch.logsumexp(scores.to(_upcast_dtype(compute)), dim=-1)
-    probs = torch.softmax(scores, dim=-1)
-    probs = probs.masked_fill(~allowed.any(-1, keepdim=True), 0.0)  # rows with no key: softmax gave NaN
-    if intermediate_dtype is not None:
-        probs = probs.to(intermediate_dtype).to(compute)
-    out = torch.einsum("bhts,bshd->bthd", probs, v)
-    lse_dtype = torch.float64 if dtype_og == torch.float64 else torch.float32
-    return out.to(dtype_og), lse.to(lse_dtype)
+    with autocast_off(q.device):  # a caller's torch.autocast must not round the oracle's einsums (fa3nn.autocast)
+        dtype_og = q.dtype
+        compute = _upcast_dtype(q.dtype) if upcast else q.dtype
+        q, k, v = q.to(compute), k.to(compute), v.to(compute)
+        batch, seqlen_q, nheads, headdim = q.shape
+        seqlen_k, group = k.shape[1], nheads // k.shape[2]
+        k = k.repeat_interleave(group, dim=2)
+        v = v.repeat_interleave(group, dim=2)
+        scale = headdim**-0.5 if softmax_scale is None else softmax_scale
+        if reorder_ops:
+            scores = torch.einsum("bthd,bshd->bhts", q * scale, k)
+        else:
+            scores = torch.einsum("bthd,bshd->bhts", q, k) * scale
+        if softcap > 0:
+            scores = torch.tanh(scores / softcap) * softcap
+        query_mask = _real_tokens(query_padding_mask, (batch, seqlen_q), "query_padding_mask", q.device)
+        key_mask = _real_tokens(key_padding_mask, (batch, seqlen_k), "key_padding_mask", q.device)
+        if causal:
+            window_size = (window_size[0], 0)
+        allowed = _allowed(query_mask, key_mask, window_size)
+        scores = scores.masked_fill(~allowed, float("-inf"))
+        lse = torch.logsumexp(scores.to(_upcast_dtype(compute)), dim=-1)
+        probs = torch.softmax(scores, dim=-1)
+        probs = probs.masked_fill(~allowed.any(-1, keepdim=True), 0.0)  # rows with no key: softmax gave NaN
+        if intermediate_dtype is not None:
+            probs = probs.to(intermediate_dtype).to(compute)
+        out = torch.einsum("bhts,bshd->bthd", probs, v)
+        lse_dtype = torch.float64 if dtype_og == torch.float64 else torch.float32
+        return out.to(dtype_og), lse.to(lse_dtype)

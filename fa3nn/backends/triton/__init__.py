@@ -41,7 +41,6 @@ GPU FP8 forward is fed by, fp8_kernels.py / fp8_launch.py the Triton FP8 forward
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import os
 
@@ -55,9 +54,10 @@ GPU_DTYPES = (torch.float16, torch.bfloat16)
 INTERPRETER_DTYPES = (torch.float16, torch.float32)  # the interpreter's bf16 tl.dot is wrong (numpy has no bf16)
 
 
-@functools.cache  # asked on every call; find_spec was a visible share of a short call's host time
-def _triton_installed() -> bool:
-    return importlib.util.find_spec("triton") is not None
+# Found once at import (find_spec does not import triton; asked per call it was a visible share of a short call's
+# host time), a plain bool that torch.compile reads as a constant: torch 2.11's Dynamo cannot trace find_spec, even
+# behind functools.cache, so fa3nn.explain failed under fullgraph=True there ("function marked as skipped").
+_TRITON_INSTALLED = importlib.util.find_spec("triton") is not None
 
 
 def _interpreting() -> bool:
@@ -77,7 +77,7 @@ class TritonBackend(Backend):
     name = "triton"
 
     def refusal(self, call: AttnCall, backward: bool) -> str | None:
-        if not _triton_installed():
+        if not _TRITON_INSTALLED:
             return "triton is not installed (pip install 'fa3nn[triton]')"
         if call.device_type == "cuda":
             if call.capability is not None and call.capability < (8, 0):
