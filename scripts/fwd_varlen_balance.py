@@ -4,9 +4,10 @@ The forward walks tiles (m_block, head, sequence) over the longest sequence's qu
 static deal gives CTA i tiles i, i + gridDim.x, ... whatever their lengths, so with sequences of mixed lengths some
 CTAs draw more long tiles than others; the dynamic deal (the default) hands each CTA its next tile as it finishes
 one. This script times, on 16384 packed tokens at the FlashAttention-3 paper's heads:
-- native_varlen: the packed call (the default, dynamic deal), sequences in the drawn order;
-- varlen_static: the same call with the static deal;
-- varlen_sorted / static_sorted: the same lengths with the sequences longest first, both deals (same work);
+- native_varlen: the packed call (auto's deal: dynamic but where every sequence has one length), sequences in the
+  drawn order;
+- varlen_dynamic / varlen_static: the same call with each deal;
+- varlen_sorted / static_sorted: the same lengths with the sequences longest first, dynamic and static (same work);
 - native_dense: where every sequence has one length L, the dense (16384 / L, L) call (the same tiles, dense);
 and prints the static deal's simulated makespan over the balanced one (work spread evenly over the SMs; a tile
 costs its key blocks + 0.5, an empty tile 0.05), so the measured gap can be read against the model.
@@ -39,7 +40,8 @@ from fa3nn.metrics import attention_flops  # noqa: E402
 TILES = {64: (192, 128), 128: (128, 176), 256: (128, 80)}
 
 
-STATIC_NAMES = {"native_varlen": "varlen_static", "varlen_sorted": "static_sorted"}  # the static deal's rows
+DEAL_NAMES = {("native_varlen", "dynamic"): "varlen_dynamic", ("native_varlen", "static"): "varlen_static",
+              ("varlen_sorted", "dynamic"): "varlen_sorted", ("varlen_sorted", "static"): "static_sorted"}
 
 
 def simulated_static_over_balanced(lengths: list[int], nheads: int, tile: tuple[int, int], causal: bool,
@@ -85,11 +87,11 @@ def rows_for(args) -> list:
                 scale = headdim**-0.5
                 flops = sum(attention_flops(1, nheads, n, n, headdim, headdim, causal=causal, direction="fwd")
                             for n in lengths)
-                calls = {}
+                calls = {"native_varlen": functools.partial(forward, q, k, v, scale, causal, packed(lengths))}
                 for name, ls in orders.items():
-                    calls[name] = functools.partial(forward, q, k, v, scale, causal, packed(ls))
-                    calls[STATIC_NAMES[name]] = functools.partial(forward, q, k, v, scale, causal, packed(ls),
-                                                                  varlen_deal="static")
+                    for deal in ("dynamic", "static"):
+                        calls[DEAL_NAMES[name, deal]] = functools.partial(forward, q, k, v, scale, causal, packed(ls),
+                                                                          varlen_deal=deal)
                 if len(set(lengths)) == 1:
                     q4, k4, v4 = (t.view(len(lengths), lengths[0], *t.shape[1:]) for t in (q, k, v))
                     calls["native_dense"] = functools.partial(forward, q4, k4, v4, scale, causal)
@@ -118,13 +120,14 @@ def main() -> int:
     rows = rows_for(args)
     if args.json:
         Path(args.json).write_text(json.dumps(dict(device=torch.cuda.get_device_name(), rows=rows), indent=1))
-    print("| d | lengths | causal | dynamic | static | dynamic / static | sorted: dynamic, static | dense | "
+    print("| d | lengths | causal | auto | dynamic | static | dynamic / static | sorted: dynamic, static | dense | "
           "model: static / balanced (drawn, sorted) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         t, m = r["tflops"], r["simulated_over_balanced"]
         print(f"| {r['headdim']} | {r['case']} ({r['sequences']}) | {'yes' if r['causal'] else 'no'} | "
-              f"{t['native_varlen']:.1f} | {t['varlen_static']:.1f} | {t['native_varlen'] / t['varlen_static']:.3f} | "
+              f"{t['native_varlen']:.1f} | {t['varlen_dynamic']:.1f} | {t['varlen_static']:.1f} | "
+              f"{t['varlen_dynamic'] / t['varlen_static']:.3f} | "
               f"{t['varlen_sorted']:.1f}, {t['static_sorted']:.1f} | {t.get('native_dense', float('nan')):.1f} | "
               f"{m['native_varlen']:.3f}, {m['varlen_sorted']:.3f} |")
     return 0
