@@ -99,7 +99,7 @@ def test_c_abi_checks_head_dims_before_touching_the_gpu():
 
     def error(headdim, headdim_v, window=(-1, -1), softcap=0.0, bf16=1, variant=0, nheads_kv=2, max_ctas=0):
         status = lib.fa3nn_hopper_fwd(*([None] * 7), 2, 100, 120, 100, 8, nheads_kv, headdim, headdim_v, strides, 0.1,
-                                      0, *window, softcap, None, bf16, variant, max_ctas, None)
+                                      0, *window, softcap, None, bf16, variant, max_ctas, None, None)
         return status, lib.fa3nn_hopper_last_error().decode()
 
     unsupported = "unsupported head dims (built: q / k and v equal 64, 128 or 256, or q / k 192 with v 128)"
@@ -386,6 +386,64 @@ def _varlen_case(dtype, headdim, causal, max_seqlen, window_size=(-1, -1), headd
     finite = torch.isfinite(lse_ref_packed)
     assert torch.equal(finite, torch.isfinite(lse_packed))
     torch.testing.assert_close(lse_packed[finite], lse_ref_packed[finite], atol=1e-3, rtol=1e-4)
+
+
+# The varlen forward's two deals (hopper.VARLEN_DEALS): the dynamic one (default) hands tiles to CTAs as they finish,
+# the static one in a fixed order; each tile is computed the same way on whichever CTA, so out and lse must agree
+# bitwise, NaN-poisoned first. Lengths mixed (one sequence empty, queries past keys under causal: tiles whose rows
+# attend no key, published without a Q load) and more tiles than SMs, so most are taken from the counter; also a
+# window, and a call with far fewer tiles than SMs.
+@pytest.mark.parametrize("case", ["mixed", "mixed_causal", "window", "few_tiles"])
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.gpu
+@needs_hopper
+def test_varlen_deals_agree(headdim, case):
+    from fa3nn.backends.base import Varlen
+
+    lengths_q, lengths_k = [1900, 0, 300, 1024, 77, 2048, 640], [1800, 0, 450, 1024, 60, 2048, 700]
+    if case == "few_tiles":
+        lengths_q, lengths_k = [100, 130], [90, 200]
+    causal, window_size = case == "mixed_causal", (300, 20) if case == "window" else (-1, -1)
+    starts_q, starts_k = ([0] + torch.tensor(ls).cumsum(0).tolist() for ls in (lengths_q, lengths_k))
+    cu_q, cu_k = (torch.tensor(st, dtype=torch.int32, device="cuda") for st in (starts_q, starts_k))
+    varlen = Varlen(cu_q, cu_k, max(lengths_q), max(lengths_k), tuple(starts_q), tuple(starts_k))
+    q = torch.randn(starts_q[-1], 8, headdim, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(starts_k[-1], 2, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    results = {}
+    for deal in ("dynamic", "static"):
+        out = _poisoned((*q.shape[:-1], headdim), q.dtype)
+        lse = _poisoned((8, starts_q[-1]), torch.float32)
+        results[deal] = launch(q, k, v, headdim**-0.5, causal, varlen, out=out, lse=lse, window_size=window_size,
+                               varlen_deal=deal)
+    (out_d, lse_d), (out_s, lse_s) = results["dynamic"], results["static"]
+    assert not out_d.isnan().any() and not lse_d.isnan().any(), "a row the dynamic deal never wrote"
+    assert torch.equal(out_d, out_s) and torch.equal(lse_d, lse_s)
+    if causal:  # the 77 queries over 60 keys: the first 17 rows attend nothing (tiles without key blocks)
+        row0 = starts_q[4]
+        assert not out_d[row0:row0 + 17].any() and torch.isinf(lse_d[:, row0:row0 + 17]).all()
+
+
+def test_varlen_deal_is_checked():
+    with pytest.raises(ValueError, match="varlen_deal must be one of"):
+        launch(*(torch.zeros(1, 8, 2, 64) for _ in range(3)), 0.125, False, varlen_deal="greedy")
+
+
+def test_auto_deals_varlen_dynamically_but_at_one_length():
+    """hopper.varlen_deal_for: auto deals a varlen call dynamically unless every sequence has one query and one key
+    length (there the static deal measured 1.02-1.13x the dynamic one causal, s46b); dense calls have no deal."""
+    from fa3nn.backends.base import Varlen
+    from fa3nn.backends.hopper import varlen_deal_for
+
+    def packed(starts_q, starts_k):
+        cu_q, cu_k = torch.tensor(starts_q), torch.tensor(starts_k)
+        return Varlen(cu_q, cu_k, 0, 0, tuple(starts_q), tuple(starts_k))
+
+    one_length, mixed = packed((0, 512, 1024), (0, 512, 1024)), packed((0, 300, 1024), (0, 300, 1024))
+    assert varlen_deal_for(one_length, "auto") == "static" and varlen_deal_for(mixed, "auto") == "dynamic"
+    assert varlen_deal_for(packed((0, 512, 1024), (0, 600, 1200)), "auto") == "static"  # one length per side
+    assert varlen_deal_for(packed((0, 512, 1024), (0, 512, 1000)), "auto") == "dynamic"
+    assert varlen_deal_for(one_length, "dynamic") == "dynamic" and varlen_deal_for(mixed, "static") == "static"
+    assert varlen_deal_for(None, "auto") is None
 
 
 # Multi-head latent attention in its training form (DeepSeek: q / k 192 = 128 + 64 rotary, v 128;

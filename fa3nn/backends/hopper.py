@@ -58,7 +58,7 @@ VARIANTS = {
 def launch(
     q, k, v, softmax_scale: float, causal: bool, varlen: Varlen | None = None, variant: str = "full", out=None,
     lse=None, library: ctypes.CDLL | None = None, window_size: tuple[int, int] = (-1, -1), softcap: float = 0.0,
-    sinks: torch.Tensor | None = None, sm_margin: int = 0,
+    sinks: torch.Tensor | None = None, sm_margin: int = 0, varlen_deal: str = "auto",
 ):
     """Run the kernel; returns (out, lse). Allocates through torch (unless `out`/`lse` are given: tests pass
     NaN-poisoned ones), launches on the current stream, never syncs. `library` (a hopper_build.load() result) runs
@@ -68,7 +68,10 @@ def launch(
     (softmax(softcap * tanh(scores * softmax_scale / softcap)), variant "full" only). `sinks` (nheads,): gpt-oss's
     per-head sink logits, applied in the kernel's epilogue (fa3nn.sinks: out and lse of the softmax with the sink).
     `sm_margin`: SMs left free for overlapping kernels (hopper_lib.max_ctas_leaving; the launch is persistent, so
-    at most the others run attention)."""
+    at most the others run attention). `varlen_deal`: how a varlen call's tiles reach the CTAs, "dynamic" (each CTA
+    takes its next tile from a counter as it finishes one), "static" (CTA i takes tiles i, i + grid, ...) or "auto"
+    (varlen_deal_for: dynamic but where every sequence has one length); dense calls are always dealt statically."""
+    deal = varlen_deal_for(varlen, varlen_deal)
     window = hopper_bwd.window_of(causal, window_size)
     if window.sliding and variant != "full":
         raise ValueError(f"window_size {window_size}: the sliding-window forward is built for variant 'full' only, "
@@ -105,6 +108,9 @@ def launch(
         strides = [s for t in (q, k, v, out) for s in (0, *t.stride()[:2])]
         cu_q = varlen.cu_seqlens_q.to(torch.int32).contiguous()
         cu_k = varlen.cu_seqlens_k.to(torch.int32).contiguous()
+    # The dynamic deal's counter (zeroed by the library on the stream): one per call, so that calls on other streams
+    # never share one.
+    counter = torch.empty(1, dtype=torch.int32, device=q.device) if deal == "dynamic" else None
     stride_array = (ctypes.c_int64 * 12)(*strides)
     with torch.cuda.device(q.device):
         stream = torch.cuda.current_stream(q.device).cuda_stream
@@ -114,11 +120,33 @@ def launch(
             batch, seqlen_q, seqlen_k, max_seqlen_q, nheads, nheads_kv, headdim, headdim_v, stride_array,
             float(softmax_scale), int(causal), *window.kernel_sides(seqlen_q, seqlen_k), float(softcap),
             None if sinks is None else sinks.data_ptr(), int(q.dtype == torch.bfloat16), VARIANTS[variant], max_ctas,
-            stream,
+            None if counter is None else counter.data_ptr(), stream,
         )
     if status != 0:
         raise RuntimeError(f"fa3nn hopper forward failed: {lib.fa3nn_hopper_last_error().decode()}")
     return out, lse
+
+# How a varlen forward deals its tiles (launch's varlen_deal). The static deal gives CTA i tiles i, i + grid, ...
+# whatever their lengths, so on packed sequences of mixed lengths some CTAs draw more of the long tiles; the dynamic
+# deal (FwdConfig::kDynamic) hands each CTA its next tile as it finishes one. Measured on the H100 (s46b,
+# scripts/fwd_varlen_balance.py, 16384 tokens, dynamic x static): lengths drawn from [256, 4096] 1.06-1.30x, from
+# [32, 1024] 1.17-1.45x at d64 / d128 / d256, causal and not; but with every sequence 2048 long 0.89-0.98x causal (the
+# static deal's boustrophedon over one (sequence, head) pair per section is balanced there, as for the dense call)
+# and 0.97-1.01x non-causal. So auto deals dynamically unless every sequence has one length.
+VARLEN_DEALS = ("auto", "dynamic", "static")
+
+
+def varlen_deal_for(varlen: Varlen | None, requested: str) -> str | None:
+    """The deal a forward call runs: None for a dense call; for a varlen call `requested` ("dynamic" or "static"),
+    or for "auto" static where every sequence has one query and one key length (hopper_bwd.uniform_lengths), else
+    dynamic (VARLEN_DEALS says why)."""
+    if requested not in VARLEN_DEALS:
+        raise ValueError(f"varlen_deal must be one of {VARLEN_DEALS}, got {requested!r}")
+    if varlen is None:
+        return None
+    if requested == "auto":
+        return "static" if hopper_bwd.uniform_lengths(varlen) else "dynamic"
+    return requested
 
 
 class HopperBackend(Backend):

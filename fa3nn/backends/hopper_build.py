@@ -155,7 +155,7 @@ def library_path() -> Path:
 
 # The C ABI these bindings are written for (flash_fwd_api.cu, fa3nn_hopper_abi_version): bumped with every change to
 # an exported function's arguments.
-ABI_VERSION = 5
+ABI_VERSION = 6
 
 
 def check_abi(lib: ctypes.CDLL, path) -> None:
@@ -179,7 +179,7 @@ def load(path: Path) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(path))
     check_abi(lib, path)
     i32, i64p, ptr, f32 = ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p, ctypes.c_float
-    lib.fa3nn_hopper_fwd.argtypes = [ptr] * 7 + [i32] * 8 + [i64p, f32] + [i32] * 3 + [f32, ptr] + [i32] * 3 + [ptr]
+    lib.fa3nn_hopper_fwd.argtypes = [ptr] * 7 + [i32] * 8 + [i64p, f32] + [i32] * 3 + [f32, ptr] + [i32] * 3 + [ptr] * 2
     lib.fa3nn_hopper_fwd.restype = i32
     lib.fa3nn_hopper_last_error.restype = ctypes.c_char_p
     lib.fa3nn_hopper_fp8_fwd.argtypes = [ptr] * 11 + [i32] * 9 + [i64p, i64p, i32, i32, f32] + [i32] * 4 + [ptr]

@@ -24,6 +24,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "mbarrier.cuh"
 #include "named_barrier.cuh"
@@ -66,6 +67,14 @@ struct FwdBarriers {
   }
 };
 
+// The dynamic deal's rings (FwdConfig::kDynamic): FwdBarriers plus one published tile index per Q stage, written by
+// the producer before its arrival on the stage's full barrier (which releases it with the Q load) and read by the
+// consumers after their wait on it; -1 says no tile is left.
+template <int kQStages, int kStages>
+struct FwdTileBarriers : FwdBarriers<kQStages, kStages> {
+  int tile[kQStages];
+};
+
 struct FwdParams {
   void* out;
   float* lse;
@@ -90,6 +99,10 @@ struct FwdParams {
   // Attention sinks (gpt-oss): one logit per query head, natural-log units of the scaled scores, joining every row's
   // softmax without a value (OnlineSoftmax::finalize); null for none. bf16 / fp16 forward only.
   const float* sinks;
+  // FwdConfig::kDynamic (varlen calls): tiles after a CTA's first (blockIdx.x) are taken from this counter, zeroed by
+  // the launcher before each launch, in the deal's order; num_tiles = num_m_blocks * batch * nheads.
+  int* tile_counter;
+  int num_tiles;
 };
 
 // kSkipKVLoads is a diagnostic only (wrong results): the producer signals K/V stages without loading them, which
@@ -102,7 +115,7 @@ struct FwdParams {
 template <int kHeadDim_, int kBlockN_, int kStages_, bool kBF16_, bool kCausal_, bool kPingpong_ = true,
           bool kOverlap_ = true, int kConsumers_ = 2, bool kSkipKVLoads_ = false, int kQStages_ = 1,
           bool kCrossTile_ = true, bool kIntMax_ = false, bool kLocal_ = false, bool kSoftcap_ = false,
-          int kHeadDimV_ = kHeadDim_>
+          int kHeadDimV_ = kHeadDim_, bool kDynamic_ = false>
 struct FwdConfig {
   static constexpr bool kIntMax = kIntMax_;  // the row max from integer maxes (OnlineSoftmax, softmax.cuh)
   static constexpr bool kLocal = kLocal_, kSoftcap = kSoftcap_;
@@ -137,7 +150,16 @@ struct FwdConfig {
   static_assert(kHeadDim % kPanelCols == 0 && kBlockN % 16 == 0, "tile shape");
   static_assert(kKVPanelBytes % 1024 == 0 && kQPanelBytes % 1024 == 0, "SW128 panels must stay 1024-B aligned");
 
-  using Barriers = FwdBarriers<kQStages, kStages>;
+  // The dynamic deal (varlen calls; launch() picks Dynamic where FwdParams::tile_counter is set): the producer takes
+  // each tile after its CTA's first from a global counter (FwdParams::tile_counter) and publishes it with its Q stage
+  // (FwdTileBarriers), so the CTAs that finish first take the next tiles. The static deal (tile + gridDim.x) gives
+  // each CTA a fixed share of the tiles whatever their lengths: with packed sequences of mixed lengths some CTAs draw
+  // more long tiles (scripts/fwd_varlen_balance.py).
+  static constexpr bool kDynamic = kDynamic_;
+  static_assert(!kDynamic || (kCrossTile && !kSkipKVLoads), "the dynamic deal is built for the cross-tile loop");
+  using Dynamic = FwdConfig<kHeadDim_, kBlockN_, kStages_, kBF16_, kCausal_, kPingpong_, kOverlap_, kConsumers_,
+                            kSkipKVLoads_, kQStages_, kCrossTile_, kIntMax_, kLocal_, kSoftcap_, kHeadDimV_, true>;
+  using Barriers = std::conditional_t<kDynamic, FwdTileBarriers<kQStages, kStages>, FwdBarriers<kQStages, kStages>>;
   // Shared memory, from a 1024-B aligned base: Q stages | K stages | V stages | barriers.
   static constexpr uint32_t kOffK = kQStages * kQBytes;
   static constexpr uint32_t kOffV = kOffK + kStages * kKBytes;
@@ -218,15 +240,10 @@ __device__ __forceinline__ void producer_loop(const CUtensorMap* tma_q, const CU
   StaticPersistentScheduler<Cfg::kCausal> sched(p.deal);
   PipelineState<Cfg::kStages> k_state, v_state;
   PipelineState<Cfg::kQStages> q_state;
-  for (int tile = sched.first(); sched.valid(tile); tile = sched.next(tile)) {
-    const Tile t = sched.decode(tile);
-    const SeqRange r = seq_range(p, t.batch);
-    if (t.m_block * Cfg::kBlockM >= r.seqlen_q) continue;
-    const KeyBlocks blocks = key_block_range<Cfg>(p, r, t.m_block);
-    if (blocks.count <= 0) continue;
-    const int head_kv = p.group_div.div(t.head);
-
-    bars.q.producer_acquire(q_state, Cfg::kQBytes);
+  // Q (its stage acquired by the caller, which publishes the tile there first under the dynamic deal), then K_n and
+  // V_n for the tile's key blocks, last first.
+  auto load_tile = [&](const Tile& t, const SeqRange& r, const KeyBlocks& blocks, int head_kv) {
+    bars.q.full[q_state.index].arrive_expect_tx(Cfg::kQBytes);
     uint8_t* q_dst = smem + q_state.index * Cfg::kQBytes;
 #pragma unroll
     for (int panel = 0; panel < Cfg::kPanels; ++panel)
@@ -255,6 +272,42 @@ __device__ __forceinline__ void producer_loop(const CUtensorMap* tma_q, const CU
         tma_load_4d(tma_v, bars.v.full_barrier(v_state), v_dst + panel * Cfg::kKVPanelBytes, panel * kPanelCols, row,
                     head_kv, r.batch_coord);
       v_state.advance();
+    }
+  };
+  if constexpr (Cfg::kDynamic) {
+    // Every tile with rows is published in a Q stage, also one whose rows attend no key (no Q loaded: the arrival
+    // completes the phase; the consumers write its zeros and release the stage). The next index is taken as a tile
+    // starts, so the atomic's round trip runs under the tile's loads.
+    for (int tile = sched.first(); sched.valid(tile);) {
+      const int next = p.deal.grid + atomicAdd(p.tile_counter, 1);  // gridDim.x, held here, spilled (24 registers)
+      const Tile t = sched.decode(tile);
+      const SeqRange r = seq_range(p, t.batch);
+      if (t.m_block * Cfg::kBlockM < r.seqlen_q) {
+        const KeyBlocks blocks = key_block_range<Cfg>(p, r, t.m_block);
+        bars.q.producer_wait_empty(q_state);
+        bars.tile[q_state.index] = tile;
+        if (blocks.count > 0) {
+          load_tile(t, r, blocks, p.group_div.div(t.head));  // K/V head after the wait: 0 spills (before: 4 B)
+        } else {
+          bars.q.full[q_state.index].arrive();
+          q_state.advance();
+        }
+      }
+      tile = next;
+    }
+    bars.q.producer_wait_empty(q_state);
+    bars.tile[q_state.index] = -1;
+    bars.q.full[q_state.index].arrive();
+  } else {
+    for (int tile = sched.first(); sched.valid(tile); tile = sched.next(tile)) {
+      const Tile t = sched.decode(tile);
+      const SeqRange r = seq_range(p, t.batch);
+      if (t.m_block * Cfg::kBlockM >= r.seqlen_q) continue;
+      const KeyBlocks blocks = key_block_range<Cfg>(p, r, t.m_block);
+      if (blocks.count <= 0) continue;
+      const int head_kv = p.group_div.div(t.head);
+      bars.q.producer_wait_empty(q_state);
+      load_tile(t, r, blocks, head_kv);
     }
   }
 }
@@ -420,8 +473,10 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
   using C = Consumer<Cfg>;
   C c{wg, static_cast<int>(threadIdx.x % 128), threadIdx.x % 128 == 0};
   // With the TMA-store epilogue a tile's Q stage is released after its O has been stored from it, not after the
-  // tile's last Q K^T.
-  const bool store_via_q_stage = Cfg::kTmaStoreO && p.store_o_tma != 0;
+  // tile's last Q K^T. Never under the dynamic deal (varlen calls store O directly anyway, store_o_direct): its
+  // consumers wait for the next published tile before the previous tile's epilogue, which would then still hold the
+  // stage the producer needs to publish in.
+  const bool store_via_q_stage = Cfg::kTmaStoreO && !Cfg::kDynamic && p.store_o_tma != 0;
   int stored_q_stage = -1;  // Q stage whose O store is in flight, handed back by release_stored_q()
   if (store_via_q_stage && c.leader) tma_prefetch_descriptor(tma_o);
   StaticPersistentScheduler<Cfg::kCausal> sched(p.deal);
@@ -505,24 +560,42 @@ __device__ __forceinline__ void consumer_loop(const CUtensorMap* tma_o, const Fw
     softmax.finalize(p.scale_log2, w.sink, inv_sum, lse);
     epilogue(w, inv_sum, lse);
   };
-  // Next tile (from scheduler index `from`) that has key blocks; tiles whose rows attend nothing are written here.
-  auto find_work = [&](int from, WorkTile& w) -> bool {
-    for (int tile = from; sched.valid(tile); tile = sched.next(tile)) {
-      w.index = tile;
-      w.t = sched.decode(tile);
-      w.r = seq_range(p, w.t.batch);
-      if (w.t.m_block * Cfg::kBlockM >= w.r.seqlen_q) continue;
-      const KeyBlocks blocks = key_block_range<Cfg>(p, w.r, w.t.m_block);
-      w.n_blocks = blocks.count;
-      w.n_first = blocks.first;
-      w.q_stage = q_state.index;  // q_state has advanced past every earlier tile
-      if (w.n_blocks > 0) {
-        w.sink = p.sinks != nullptr ? p.sinks[w.t.head] : -INFINITY;
-        return true;
-      }
-      c.store_empty(p, w.r, w.t);
+  // The tile at scheduler index `tile` into w: 1 if it has key blocks; 0 if its rows attend none (written here: zeros
+  // and lse -inf); -1 if it has no rows (a varlen sequence shorter than the longest).
+  auto take_tile = [&](int tile, WorkTile& w) -> int {
+    w.index = tile;
+    w.t = sched.decode(tile);
+    w.r = seq_range(p, w.t.batch);
+    if (w.t.m_block * Cfg::kBlockM >= w.r.seqlen_q) return -1;
+    const KeyBlocks blocks = key_block_range<Cfg>(p, w.r, w.t.m_block);
+    w.n_blocks = blocks.count;
+    w.n_first = blocks.first;
+    w.q_stage = q_state.index;  // q_state has advanced past every earlier tile
+    if (w.n_blocks > 0) {
+      w.sink = p.sinks != nullptr ? p.sinks[w.t.head] : -INFINITY;
+      return 1;
     }
-    return false;
+    c.store_empty(p, w.r, w.t);
+    return 0;
+  };
+  // Next tile that has key blocks: from scheduler index `from` on (static deal), or the producer's next published
+  // tile (dynamic deal; it publishes tiles with rows only, those without key blocks without a Q load).
+  auto find_work = [&](int from, WorkTile& w) -> bool {
+    if constexpr (Cfg::kDynamic) {
+      while (true) {
+        bars.q.consumer_wait(q_state);
+        const int tile = static_cast<int>(ld_shared_b32(smem_addr(&bars.tile[q_state.index])));
+        if (tile < 0) return false;
+        if (take_tile(tile, w) > 0) return true;
+        if (c.leader) bars.q.consumer_release(q_state);
+        q_state.advance();
+      }
+    } else {
+      for (int tile = from; sched.valid(tile); tile = sched.next(tile)) {
+        if (take_tile(tile, w) > 0) return true;
+      }
+      return false;
+    }
   };
   // The steady-state step (FA3 Algorithm 2): S for block n_block while P V of the previous block runs. O is
   // rescaled by the previous softmax's factors (o_scale) right before the P V that adds to it, between the two

@@ -39,8 +39,9 @@ extern "C" {
 // backward); 2: softcap in the backward (after window_right); 3: sinks in the forward (after softcap); 4: headdim_v
 // in the forward and the backward (after headdim), fa3nn_hopper_supports_headdim removed (never called; the head-dim
 // pairs are fa3nn/backends/hopper_bwd.py's HEADDIM_PAIRS). Libraries built before 1 have no version and are refused
-// too. 5: max_ctas in the forward and the FP8 forward (after variant; FlashAttention-3's sm_margin).
-int fa3nn_hopper_abi_version() { return 5; }
+// too. 5: max_ctas in the forward and the FP8 forward (after variant; FlashAttention-3's sm_margin). 6: tile_counter in
+// the forward (after max_ctas; the dynamic deal of varlen calls).
+int fa3nn_hopper_abi_version() { return 6; }
 
 const char* fa3nn_hopper_last_error() { return g_error; }
 
@@ -66,12 +67,15 @@ const char* fa3nn_hopper_last_error() { return g_error; }
 // those of the softmax with the sink, a row that attends no key gets zeros and lse = its head's sink.
 // max_ctas: 0 = one CTA per SM (each walking tiles), n > 0 = at most n (persistent_grid: the SMs left to overlapping
 // kernels, FlashAttention-3's sm_margin).
+// tile_counter: null, or (varlen calls) one int of device memory that the call may overwrite: the tiles are then
+// dealt dynamically (each CTA's next tile from this counter, zeroed on the stream before the launch; FwdConfig::
+// kDynamic), else statically (CTA i takes tiles i, i + grid, ...). Calls running concurrently need one each.
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_fwd(const void* q, const void* k, const void* v, void* out, float* lse, const int* cu_seqlens_q,
                      const int* cu_seqlens_k, int batch, int seqlen_q, int seqlen_k, int max_seqlen_q, int nheads,
                      int nheads_kv, int headdim, int headdim_v, const int64_t* strides, float softmax_scale, int causal,
                      int window_left, int window_right, float softcap, const float* sinks, int bf16, int variant,
-                     int max_ctas, void* stream) {
+                     int max_ctas, int* tile_counter, void* stream) {
   g_error[0] = '\0';
   Problem pr{q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, batch, seqlen_q, seqlen_k, max_seqlen_q,
              nheads, nheads_kv, headdim, strides, softmax_scale, static_cast<cudaStream_t>(stream)};
@@ -83,6 +87,7 @@ int fa3nn_hopper_fwd(const void* q, const void* k, const void* v, void* out, flo
   pr.sinks = sinks;
   pr.headdim_v = headdim_v;
   pr.max_ctas = max_ctas;
+  pr.tile_counter = tile_counter;
   if (headdim == 192 && headdim_v == 128) return run_d192_128(pr, bf16 != 0, causal != 0, variant);
   if (headdim_v == headdim) {
     switch (headdim) {
