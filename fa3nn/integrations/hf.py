@@ -57,6 +57,7 @@ from fa3nn.integrations.hf_refusals import (  # noqa: F401 (UnsupportedModel: ra
     UnsupportedModel,
     forward_mentions,
     position_id_holders,
+    read_class_facts,
     refuse_a_window_not_handed,
     refuse_position_biases,
     refuse_sparse_attention,
@@ -506,6 +507,7 @@ def patch_hf(
         layer.add_module(LAYER_ATTRIBUTE, attention.to(device) if device is not None else attention)
         setattr(layer, WATCH_ATTRIBUTE, watch)
         setattr(layer, OPTIONS_ATTRIBUTE, options)
+    read_class_facts(layers)
     watched = position_id_holders(model, layers)
     model._fa3nn_watch_hooks = [hook for m in watched for hook in (
         m.register_forward_pre_hook(watch.before, with_kwargs=True),

@@ -33,6 +33,26 @@ TESTED_FAMILIES = (
 )
 
 
+def class_fact(read):
+    """functools.cache for what a class's source or signature says, in a form torch.compile reads as a constant.
+    Under torch.compile Dynamo ignores functools.cache's wrapper and traces the function itself, into inspect, which
+    it cannot trace: the per-call window refusal broke the graph once per layer (a 2-layer Llama's compiled decode
+    step: 9 graph breaks, against none under SDPA; benchmarks/NOTES.md, "forty-sixth session, helper"). A plain dict
+    lookup it traces as a constant, guarded on the dict's keys; so patch_hf reads at patch time every fact a patched
+    model's calls ask for (read_class_facts), and only a class first met under torch.compile (a model selected by
+    name) breaks the graph, at that call, to read it."""
+    facts = {}
+
+    @functools.wraps(read)
+    def cached(*args):
+        if args not in facts:
+            facts[args] = read(*args)
+        return facts[args]
+
+    cached.cache_clear = facts.clear
+    return cached
+
+
 class UnsupportedModel(TypeError):
     """The model does not route its attention through transformers' AttentionInterface."""
 
@@ -89,7 +109,7 @@ def refuse_sparse_attention(model: nn.Module, layers: list[nn.Module]) -> None:
             )
 
 
-@functools.cache
+@class_fact
 def sparse_index_argument(cls: type) -> str | None:
     """The first of SPARSE_INDEX_ARGUMENTS that cls.forward passes by keyword to a call, or None (also without
     source: the per-call refusal in refuse_unsupported_arguments remains)."""
@@ -117,7 +137,7 @@ def adds_position_bias(layer: nn.Module) -> bool:
         type(layer), "position_bias")
 
 
-@functools.cache
+@class_fact
 def forward_mentions(cls: type, name: str) -> bool:
     """Whether `name` appears in the source of cls.forward; False without source (compiled, built at run time):
     then only the attribute rules apply (`scaling` for hf._attention_layers, none for adds_position_bias)."""
@@ -156,7 +176,7 @@ def refuse_a_window_not_handed(module: nn.Module, seqlen_k: int) -> None:
     code reads, but that code is the model's, not fa3nn's. Layers whose forward mentions sliding_window pass it
     (None there means a full layer), and models that never build sliding masks are left alone."""
     cls = type(module)
-    if forward_mentions(cls, "sliding_window") or not builds_sliding_masks(cls):
+    if not may_miss_its_window(cls):
         return
     config, layer_idx = getattr(module, "config", None), getattr(module, "layer_idx", None)
     window = getattr(config, "sliding_window", None)
@@ -172,7 +192,22 @@ def refuse_a_window_not_handed(module: nn.Module, seqlen_k: int) -> None:
         "attn_implementation='sdpa' or 'eager' for sequences longer than the window")
 
 
-@functools.cache
+@class_fact
+def may_miss_its_window(cls: type) -> bool:
+    """Whether a causal layer of cls may get a sliding mask without being handed its window: its forward does not
+    mention sliding_window and its modeling file builds sliding masks (refuse_a_window_not_handed)."""
+    return not forward_mentions(cls, "sliding_window") and builds_sliding_masks(cls)
+
+
+def read_class_facts(layers: list[nn.Module]) -> None:
+    """At patch time, what each call asks of its layer's class (class_fact), so that a compiled call finds it as a
+    constant. (The forward parameters the PackingWatch hooks look position_ids up by are read by position_id_holders,
+    also at patch time.)"""
+    for layer in layers:
+        may_miss_its_window(type(layer))
+
+
+@class_fact
 def builds_sliding_masks(cls: type) -> bool:
     """Whether the modeling file of an attention class builds sliding-window causal masks."""
     try:
@@ -242,7 +277,7 @@ def forward_argument(module: nn.Module, name: str, args: tuple, kwargs: dict):
     return args[names.index(name)] if name in names and names.index(name) < len(args) else None
 
 
-@functools.cache
+@class_fact
 def forward_parameters(cls: type) -> tuple[str, ...]:
     try:
         return tuple(inspect.signature(cls.forward).parameters)[1:]  # without self
