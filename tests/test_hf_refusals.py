@@ -107,6 +107,22 @@ def test_a_window_the_layer_is_not_handed_is_refused_past_the_window():
         refuse_a_window_not_handed(WindowlessAttention(4, 1, ["full_attention", "sliding_attention"]), 16)
 
 
+def test_a_class_first_met_compiled_is_read_and_refused():
+    """A layer class whose source facts patch_hf did not read (a model selected by name) is read at its first
+    compiled call (a graph break there: inspect cannot be traced) and refused with the eager message."""
+    import torch
+
+    hf_refusals.may_miss_its_window.cache_clear()
+    layer = WindowlessAttention(4, layer_idx=1)
+    with pytest.raises(NotImplementedError, match=r"^WindowlessAttention \(layer 1\) gets a sliding window of 4 "):
+        torch.compile(lambda x: hf_refusals.refuse_a_window_not_handed(layer, x.shape[0]) or x,
+                      backend="eager")(torch.zeros(16))
+    compiled = torch.compile(lambda x: hf_refusals.refuse_a_window_not_handed(PlainAttention(), x.shape[0]) or x,
+                             backend="eager", fullgraph=True)  # read before: a constant of the graph
+    hf_refusals.may_miss_its_window(PlainAttention)
+    assert compiled(torch.ones(16)).sum() == 16
+
+
 def test_dropout_and_arguments_without_a_counterpart_are_refused_per_call():
     layer = PlainAttention()
     with pytest.raises(ValueError) as dropout:
