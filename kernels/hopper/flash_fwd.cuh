@@ -279,7 +279,9 @@ __device__ __forceinline__ void producer_loop(const CUtensorMap* tma_q, const CU
     // completes the phase; the consumers write its zeros and release the stage). The next index is taken as a tile
     // starts, so the atomic's round trip runs under the tile's loads.
     for (int tile = sched.first(); sched.valid(tile);) {
-      const int next = p.deal.grid + atomicAdd(p.tile_counter, 1);  // gridDim.x, held here, spilled (24 registers)
+      // p.deal.grid is gridDim.x, read from the parameters: gridDim.x itself was held in a register across the loop
+      // and spilled 4 B in the window kernels (24 producer registers).
+      const int next = p.deal.grid + atomicAdd(p.tile_counter, 1);
       const Tile t = sched.decode(tile);
       const SeqRange r = seq_range(p, t.batch);
       if (t.m_block * Cfg::kBlockM < r.seqlen_q) {
