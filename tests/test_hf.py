@@ -929,6 +929,13 @@ def test_unsupported_models_get_a_clear_error():
         fa3nn.unpatch_hf(_model("llama"))
 
 
+def _refused_unchanged(model, pattern: str) -> None:
+    """patch_hf(model) raises UnsupportedModel matching `pattern` and leaves the model as it was (eager, no state)."""
+    with pytest.raises(UnsupportedModel, match=pattern):
+        fa3nn.patch_hf(model)
+    assert model.config._attn_implementation == "eager" and not hasattr(model, "_fa3nn_previous")
+
+
 def _refused_as_bypassing_the_interface(model) -> bool:
     """Where the model's modeling code bypasses the AttentionInterface (these models on transformers 4.x, Falcon on
     5.17 too: transformers' own _can_set_attn_implementation says so): patch_hf refuses the model as such (asserted)
@@ -1063,12 +1070,10 @@ def test_sparse_attention_models_are_refused(family):
     ids = torch.randint(3, VOCAB, (1, 32))
     with torch.no_grad():
         before = model(ids).logits
-    with pytest.raises(UnsupportedModel, match=(
-            rf"fa3nn.patch_hf cannot swap the attention of {type(model).__name__}: its {layer} layers hand the "
-            rf"attention function `{argument}` \(sparse attention: the keys an indexer selects\), which fa3nn does "
-            r"not implement; keep attn_implementation='sdpa' or 'eager' for this model")):
-        fa3nn.patch_hf(model)
-    assert model.config._attn_implementation == "eager" and not hasattr(model, "_fa3nn_previous")
+    _refused_unchanged(model, (
+        rf"fa3nn.patch_hf cannot swap the attention of {type(model).__name__}: its {layer} layers hand the "
+        rf"attention function `{argument}` \(sparse attention: the keys an indexer selects\), which fa3nn does "
+        r"not implement; keep attn_implementation='sdpa' or 'eager' for this model"))
     assert not any(hasattr(m, LAYER_ATTRIBUTE) for m in model.modules())
     with torch.no_grad():
         assert torch.equal(model(ids).logits, before)
@@ -1095,12 +1100,10 @@ def test_falcon_alibi_refused_at_patch_time():
     model = falcon(True)
     if _refused_as_bypassing_the_interface(model):  # 4.x's Falcon
         return
-    with pytest.raises(UnsupportedModel, match=(
-            r"fa3nn.patch_hf cannot swap the attention of FalconForCausalLM: its config sets alibi=True \(ALiBi "
-            r"position biases added to the attention mask\), which fa3nn does not implement; keep "
-            r"attn_implementation='sdpa' or 'eager' for this model")):
-        fa3nn.patch_hf(model)
-    assert model.config._attn_implementation == "eager" and not hasattr(model, "_fa3nn_previous")
+    _refused_unchanged(model, (
+        r"fa3nn.patch_hf cannot swap the attention of FalconForCausalLM: its config sets alibi=True \(ALiBi "
+        r"position biases added to the attention mask\), which fa3nn does not implement; keep "
+        r"attn_implementation='sdpa' or 'eager' for this model"))
     ids = torch.randint(0, VOCAB, (2, SEQLEN))
     model = falcon(False)
     with torch.no_grad():
