@@ -126,6 +126,7 @@ def launch(
         raise RuntimeError(f"fa3nn hopper forward failed: {lib.fa3nn_hopper_last_error().decode()}")
     return out, lse
 
+
 # How a varlen forward deals its tiles (launch's varlen_deal). The static deal gives CTA i tiles i, i + grid, ...
 # whatever their lengths, so on packed sequences of mixed lengths some CTAs draw more of the long tiles; the dynamic
 # deal (FwdConfig::kDynamic) hands each CTA its next tile as it finishes one. Measured on the H100 (s46b,
