@@ -1,7 +1,9 @@
 """Delayed-scaling state: history and scale updates, bad-amax handling, state_dict round trips, the training
 forward's updates, and the once-per-step amax all_reduce across two gloo processes."""
 
+import datetime
 import os
+import time
 import warnings
 
 import pytest
@@ -196,7 +198,8 @@ def test_sync_amax_two_gloo_processes(tmp_path):
     r0, r1 = results[0], results[1]
     for r in (r0, r1):
         assert r["pending_before"] == 0.0  # distributed: nothing updated in the forward
-        assert r["calls"] == [(3, 4)] and r["groups"] == 1  # ONE all_reduce for all layers: (layers, q/k/v + flag)
+        # ONE all_reduce for all layers: (layers, q/k/v + flag), after the first sync's check of the layer count
+        assert r["calls"] == [(2,), (3, 4)] and r["groups"] == 1
         assert r["warned"]
     for layer in range(3):
         assert torch.equal(r0["history"][layer], r1["history"][layer])  # every rank holds the same history
@@ -268,10 +271,11 @@ def training_loop_results(tmp_path_factory):
 @GLOO
 def test_sync_amax_two_gloo_processes_training_loop(training_loop_results):
     """Once per step, not per layer call: 4 steps of 2 layers x 2 micro-batches (checkpointed, so each forward runs
-    twice) make 4 all_reduces of one (layers, 4) tensor; every rank ends with the same history and scales, the
-    history holding the max over ranks of each step's amax and scale = 448 / max(history) / 2**margin."""
+    twice) make 4 all_reduces of one (layers, 4) tensor (and one of the layer count before the first); every rank
+    ends with the same history and scales, the history holding the max over ranks of each step's amax and
+    scale = 448 / max(history) / 2**margin."""
     r0, r1 = training_loop_results
-    assert r0["calls"] == r1["calls"] == [(2, 4)] * 4
+    assert r0["calls"] == r1["calls"] == [(2,)] + [(2, 4)] * 4  # the layer count checked at the first sync only
     for layer in range(2):
         assert torch.equal(r0["history"][layer], r1["history"][layer])
         assert torch.equal(r0["scale"][layer], r1["scale"][layer])
@@ -340,3 +344,46 @@ def test_skip_warning_points_at_the_sync_amax_call():
     with pytest.warns(UserWarning, match="amax was 0, NaN or Inf") as caught:
         sync_amax(state)
     assert [w.filename for w in caught] == [__file__]
+
+
+def _spawn_with_timeout(worker, world: int, init_file: str, results, seconds: float = 60.0) -> None:
+    """mp.spawn that cannot hang the suite: joins for at most `seconds`, then kills the workers and fails."""
+    context = mp.start_processes(worker, args=(world, init_file, results), nprocs=world, join=False,
+                                 start_method="spawn")
+    deadline = time.monotonic() + seconds
+    while not context.join(timeout=1.0):
+        if time.monotonic() > deadline:
+            for process in context.processes:
+                process.kill()
+            pytest.fail(f"{worker.__name__} did not finish in {seconds} s")
+
+
+def _layer_count_mismatch_worker(rank, world, init_file, results):
+    """Rank r holds 2 + r delayed-scaling layers (pipeline stages synced over the world by mistake)."""
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=20))
+    try:
+        model = nn.ModuleList([FlashAttentionV3(fp8=DelayedScaling(amax_history_len=4), layer_idx=i)
+                               for i in range(2 + rank)]).train()
+        q, k, v = (torch.randn(1, 32, 2, 16) for _ in range(3))
+        for layer in model:
+            layer(q, k, v)
+        try:
+            sync_amax(model)
+            results[rank] = "no error"
+        except RuntimeError as error:
+            results[rank] = str(error)
+    finally:
+        dist.destroy_process_group()
+
+
+@GLOO
+def test_sync_amax_refuses_ranks_with_different_layers(tmp_path):
+    """Ranks whose models hold different numbers of DelayedScaling layers packed tensors of different sizes into one
+    all_reduce: gloo aborted the worker process (SIGABRT, 'Received data size doesn't match expected size'), NCCL
+    would hang or mix one layer's amaxes into another's. Every rank must raise, naming both counts."""
+    results = mp.Manager().dict()
+    _spawn_with_timeout(_layer_count_mismatch_worker, 3, os.fspath(tmp_path / "store"), results)
+    for rank in range(3):
+        assert "different numbers of DelayedScaling layers" in results[rank], results[rank]
+        assert f"this rank {2 + rank}" in results[rank] and "2 to 4" in results[rank], results[rank]

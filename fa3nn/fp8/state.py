@@ -61,6 +61,8 @@ class DelayedScalingState(nn.Module):
         # since a single-process forward has already updated `scale` by the time its backward recomputes it.
         self.register_buffer("forward_scale", torch.ones(len(TENSORS)), persistent=False)
         self._warned_skips = 0
+        # (id of the process group, number of states) that sync_amax last checked every rank agrees on.
+        self._checked_layers: tuple[int, int] | None = None
         # Python-side: whether the history holds an amax yet (None = unknown after load_state_dict; reading it once
         # costs one host sync). Lets a fused quantization pass use `scale` without first computing this call's amax.
         self._started: bool | None = False
@@ -217,9 +219,31 @@ def _collect(modules_or_states) -> list[DelayedScalingState]:
     return states
 
 
+def _check_same_layers(members: list[DelayedScalingState], group) -> None:
+    """Raise on every rank of `group` when its ranks hold different numbers of states to reduce: their packed tensors
+    would differ in size, which gloo answers by aborting the process and NCCL by hanging or mixing one layer's amaxes
+    into another's. One all_reduce of two numbers and one host read, only the first time a rank reduces these states
+    over this group (each state remembers it); a rank whose layers change later is checked again only there."""
+    mark = (id(group), len(members))
+    if all(getattr(state, "_checked_layers", None) == mark for state in members):  # older pickles lack it
+        return
+    counts = torch.tensor([len(members), -len(members)], dtype=torch.float32, device=members[0].pending_amax.device)
+    dist.all_reduce(counts, op=dist.ReduceOp.MAX, group=group)
+    most, fewest = int(counts[0]), -int(counts[1])
+    if most != fewest:
+        raise RuntimeError(
+            f"sync_amax: the ranks of the process group hold different numbers of DelayedScaling layers to reduce "
+            f"(this rank {len(members)}, the group {fewest} to {most}), so their amaxes cannot be reduced layer by "
+            f"layer. Every rank of a group must pass the same layers: with pipeline parallelism reduce over the "
+            f"data-parallel group (DelayedScaling(process_group=...) or sync_amax(model, group=...))"
+        )
+    for state in members:
+        state._checked_layers = mark
+
+
 def sync_amax(modules_or_states: nn.Module | Iterable, group=None) -> int:
     """The once-per-step hook for delayed scaling: call it after the forward (or the backward) of every step,
-    on every rank, with the same model; returns the number of all_reduce calls made.
+    on every rank, with the same model; returns the number of amax reductions made (one per process group).
 
     Finds every DelayedScalingState in the given modules (in module order, which is the same on every rank) and,
     for those that need a reduction, concatenates their pending amaxes plus a pending flag into one tensor per
@@ -227,7 +251,9 @@ def sync_amax(modules_or_states: nn.Module | Iterable, group=None) -> int:
     each state. A layer that ran on one rank only still gets the global amax; a layer that ran on no rank is left
     as is. States that need no reduction were already updated in their forward, except where `group` has one rank
     while the recipe's group has more: the forward left the amax to this hook, which updates from it unreduced.
-    All states warn once if updates were skipped.
+    All states warn once if updates were skipped. The first reduction of a set of states over a group is preceded by
+    one all_reduce of the number of states, so that ranks holding different layers raise a RuntimeError on every
+    rank instead of aborting in gloo or hanging in NCCL (_check_same_layers).
     """
     states = _collect(modules_or_states)
     by_group = defaultdict(list)
@@ -237,6 +263,7 @@ def sync_amax(modules_or_states: nn.Module | Iterable, group=None) -> int:
         elif state.needs_reduce():  # the forward left its amax to this hook, but `group` has one rank: fold it in
             state.update()
     for pg, members in by_group.items():
+        _check_same_layers(members, pg)
         packed = torch.stack([torch.cat([s.pending_amax, s.pending.to(s.pending_amax).unsqueeze(0)]) for s in members])
         dist.all_reduce(packed, op=dist.ReduceOp.MAX, group=pg)
         for state, row in zip(members, packed):
