@@ -387,3 +387,26 @@ def test_sync_amax_refuses_ranks_with_different_layers(tmp_path):
     for rank in range(3):
         assert "different numbers of DelayedScaling layers" in results[rank], results[rank]
         assert f"this rank {2 + rank}" in results[rank] and "2 to 4" in results[rank], results[rank]
+
+
+def test_loading_a_history_rescales_it_with_this_layers_recipe():
+    """The loaded `scale` was kept as saved: a checkpoint of DelayedScaling(margin=1) loaded into a margin-0 layer
+    quantized its next forward with half the recipe's scale (224 / amax for 448 / amax), and one saved under "max"
+    loaded into "most_recent" with the history's max, silently, until the next update. The scales are recomputed
+    from the loaded history with the layer's recipe, as switching fp8_recipe does; a history of another length is
+    refused naming amax_history_len."""
+    saved = DelayedScalingState(DelayedScaling(amax_history_len=3, margin=1))
+    _step(saved, [8.0, 4.0, 2.0])
+    _step(saved, [1.0, 1.0, 1.0])
+    for recipe, expect in ((DelayedScaling(amax_history_len=3), [56.0, 112.0, 224.0]),
+                           (DelayedScaling(amax_history_len=3, amax_compute_algo="most_recent"), [448.0] * 3),
+                           (DelayedScaling(amax_history_len=3, margin=1), [28.0, 56.0, 112.0])):
+        loaded = DelayedScalingState(recipe)
+        loaded.load_state_dict(saved.state_dict())
+        assert loaded.scale.tolist() == expect, recipe
+        assert torch.equal(loaded.amax_history, saved.amax_history)
+    empty = DelayedScalingState(DelayedScaling(amax_history_len=3, margin=2))
+    empty.load_state_dict(DelayedScalingState(DelayedScaling(amax_history_len=3)).state_dict())
+    assert empty.scale.tolist() == [1.0, 1.0, 1.0] and not empty.started  # no history: the placeholder stays
+    with pytest.raises(RuntimeError, match=r"amax_history_len=3.*amax_history_len=5"):
+        DelayedScalingState(DelayedScaling(amax_history_len=5)).load_state_dict(saved.state_dict())

@@ -70,6 +70,19 @@ class DelayedScalingState(nn.Module):
         # through torch.save(model) and copy.deepcopy.
         self.register_load_state_dict_post_hook(_forget_started)
 
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        saved = state_dict.get(prefix + "amax_history")
+        if isinstance(saved, torch.Tensor) and saved.shape[0] != self.amax_history.shape[0]:
+            error_msgs.append(
+                f"{prefix}amax_history was saved by a layer with DelayedScaling(amax_history_len={saved.shape[0]}), "
+                f"this layer has amax_history_len={self.amax_history.shape[0]}: load it into a layer with the saved "
+                f"length, then assign the new recipe to the layer's fp8_recipe (which keeps the newest rows)"
+            )
+            return
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+
     def _apply(self, fn, recurse=True):
         """Moves follow the model, casts do not: after model.half() or model.to(torch.bfloat16) the amax history
         and the scales hold the same float32 values. Casting there and back is not enough: fp16 turns a scale
@@ -166,8 +179,13 @@ class DelayedScalingState(nn.Module):
 
 
 def _forget_started(state: DelayedScalingState, incompatible_keys) -> None:
-    """load_state_dict post hook: the loaded history may or may not hold an amax; `started` reads it once."""
+    """load_state_dict post hook: the loaded history may or may not hold an amax; `started` reads it once. The
+    scales are recomputed from the loaded history with this layer's recipe (a checkpoint saved under another margin
+    or amax_compute_algo kept its own scales until the next update); where a tensor has no history yet its loaded
+    scale, the placeholder, stays."""
     state._started = None
+    with torch.no_grad():
+        state.scale.copy_(torch.where(state.history_started(), state.history_scale(), state.scale))
 
 
 def make_state(recipe: Recipe | None, layer_idx: int = 0) -> nn.Module | None:
