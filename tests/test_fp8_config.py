@@ -159,3 +159,12 @@ def test_from_transformer_engine_current_scaling_checks_the_format():
         from_transformer_engine(Float8CurrentScaling(TEFormat.E5M2))
     for fmt in (TEFormat.E4M3, TEFormat.HYBRID):
         assert from_transformer_engine(Float8CurrentScaling(fmt)) == CurrentScaling()
+
+
+def test_a_group_this_rank_is_not_in_is_named_as_such():
+    """dist.new_group(ranks) returns GroupMember.NON_GROUP_MEMBER (-100) on a rank outside `ranks`; the recipe built
+    from it on every rank said 'got int (-100)' there, which does not tell the user the rank is not a member."""
+    from torch import distributed as dist
+
+    with pytest.raises(TypeError, match=r"not a member of that process group.*its own data-parallel group"):
+        DelayedScaling(process_group=dist.GroupMember.NON_GROUP_MEMBER)

@@ -160,6 +160,13 @@ class DelayedScaling:
         if self.process_group is not None:
             from torch import distributed as dist
 
+            if dist.is_available() and isinstance(self.process_group, int) and (
+                    self.process_group == dist.GroupMember.NON_GROUP_MEMBER):
+                raise TypeError(
+                    "DelayedScaling.process_group is GroupMember.NON_GROUP_MEMBER: dist.new_group(ranks) returned it "
+                    "because this rank is not a member of that process group. Give each rank its own data-parallel "
+                    "group (every rank calls dist.new_group for every group, and keeps the one it belongs to)"
+                )
             if dist.is_available() and not isinstance(self.process_group, dist.ProcessGroup):
                 raise TypeError(
                     "DelayedScaling.process_group must be None (the whole world) or a torch.distributed "
