@@ -334,6 +334,24 @@ def test_config_errors_name_the_field():
         assert load_config(name).data.seq_len >= 2048
 
 
+def test_one_error_names_every_bad_field():
+    """Three bad values, an unknown field and a bad type in one command line: the error named only the first one
+    found (model.num_heads), so fixing a config took one run per mistake. The divisibility checks that a bad size
+    would make meaningless (or a ZeroDivisionError) are left out."""
+    with pytest.raises(ConfigError) as error:
+        load_config("tiny", ["optim.beta1=2", "run.max_steps=0", "model.num_heads=0", "optim.learning_rate=1",
+                             "run.log_every=often", "run.micro_batch_size=0"])
+    message = str(error.value)
+    assert message.startswith("6 config problems:\n"), message
+    for expected in ("model.num_heads must be >= 1, got 0", "optim.beta1 must be in [0, 1), got 2.0",
+                     "run.max_steps must be >= 1, got 0", "unknown field optim.learning_rate; optim has: lr",
+                     "run.log_every must be int, got 'often'", "run.micro_batch_size must be >= 1, got 0"):
+        assert expected in message, (expected, message)
+    assert "divisible" not in message and "multiple" not in message
+    with pytest.raises(ConfigError, match=r"^model.num_kv_heads must be >= 1, got 0$"):  # one problem: as before
+        load_config("tiny", ["model.num_kv_heads=0"])
+
+
 # Values load_config accepted (or met with a bare ZeroDivisionError): each must be refused naming its field.
 BAD_VALUES = {
     "model.hidden_size=0": "model.hidden_size must be >= 1, got 0",

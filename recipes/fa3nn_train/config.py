@@ -29,20 +29,31 @@ class ConfigError(ValueError):
     """A config file or override names an unknown field or gives a value that cannot work."""
 
 
-def _require(where: str, value, ok: bool, rule: str) -> None:
-    """A ConfigError naming the field unless `ok`. Callers write `ok` so that nan fails it: every comparison with nan
-    is False, so a check written as `value < 0` let nan through (run.stall_dump_s=nan was accepted)."""
+def _require(problems: list[str], where: str, value, ok: bool, rule: str) -> bool:
+    """Adds a problem naming the field to `problems` unless `ok`; returns `ok`. Callers write `ok` so that nan fails
+    it: every comparison with nan is False, so a check written as `value < 0` let nan through (run.stall_dump_s=nan
+    was accepted)."""
     if not ok:
-        raise ConfigError(f"{where} must be {rule}, got {value!r}")
+        problems.append(f"{where} must be {rule}, got {value!r}")
+    return ok
 
 
-def _at_least(where: str, value, minimum, note: str = "") -> None:
+def _at_least(problems: list[str], where: str, value, minimum, note: str = "") -> bool:
     """value >= minimum, and finite (optim.lr=inf and run.stall_dump_s=nan were accepted)."""
-    _require(where, value, math.isfinite(value) and value >= minimum, f"{_number(value)}>= {minimum}{note}")
+    return _require(problems, where, value, math.isfinite(value) and value >= minimum,
+                    f"{_number(value)}>= {minimum}{note}")
 
 
-def _positive(where: str, value, note: str = "") -> None:
-    _require(where, value, math.isfinite(value) and value > 0, f"{_number(value)}> 0{note}")
+def _positive(problems: list[str], where: str, value, note: str = "") -> bool:
+    return _require(problems, where, value, math.isfinite(value) and value > 0, f"{_number(value)}> 0{note}")
+
+
+def _raise_problems(problems: list[str]) -> None:
+    """One ConfigError naming every bad field: a config with three bad values took three runs to learn of them."""
+    if len(problems) == 1:
+        raise ConfigError(problems[0])
+    if problems:
+        raise ConfigError(f"{len(problems)} config problems:\n" + "\n".join(f"  {p}" for p in problems))
 
 
 def _number(value) -> str:
@@ -68,32 +79,33 @@ class ModelConfig:
     activation_checkpointing: bool = False  # recompute each decoder layer in the backward
     compile: bool = False  # torch.compile the model
 
-    def check(self) -> None:
-        # sizes before the divisibility checks: a zero divisor raised a bare ZeroDivisionError, and a zero or
-        # negative size passed them and failed later, inside transformers
-        for name in ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads"):
-            _at_least(f"model.{name}", getattr(self, name), 1)
-        _positive("model.rope_theta", self.rope_theta)
-        _positive("model.init_std", self.init_std, " (a zero init gives every unit the same weights)")
-        _require("model.backend", self.backend, self.backend in BACKEND_CHOICES, f"one of {BACKEND_CHOICES}")
-        if self.hidden_size % self.num_heads:
-            raise ConfigError(f"model.hidden_size ({self.hidden_size}) must be divisible by model.num_heads "
-                              f"({self.num_heads})")
-        head_dim = self.hidden_size // self.num_heads
-        if head_dim % 2:  # transformers refused it only once the corpus and tokenizer were built, naming neither field
-            raise ConfigError(f"model.hidden_size / model.num_heads = {self.hidden_size} / {self.num_heads} = "
-                              f"{head_dim} must be even (rotary embeddings rotate pairs of dimensions)")
-        if self.num_heads % self.num_kv_heads:
-            raise ConfigError(f"model.num_heads ({self.num_heads}) must be a multiple of model.num_kv_heads "
-                              f"({self.num_kv_heads})")
-        _require("model.attention", self.attention, self.attention in ATTENTIONS, f"one of {ATTENTIONS}")
+    def check(self, problems: list[str]) -> None:
+        # sizes before the divisibility checks, which run only on valid sizes: a zero divisor raised a bare
+        # ZeroDivisionError, and a zero or negative size passed them and failed later, inside transformers
+        sizes = ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads")
+        sizes_ok = all([_at_least(problems, f"model.{name}", getattr(self, name), 1) for name in sizes])
+        _positive(problems, "model.rope_theta", self.rope_theta)
+        _positive(problems, "model.init_std", self.init_std, " (a zero init gives every unit the same weights)")
+        _require(problems, "model.backend", self.backend, self.backend in BACKEND_CHOICES, f"one of {BACKEND_CHOICES}")
+        if sizes_ok and self.hidden_size % self.num_heads:
+            problems.append(f"model.hidden_size ({self.hidden_size}) must be divisible by model.num_heads "
+                            f"({self.num_heads})")
+        elif sizes_ok and (self.hidden_size // self.num_heads) % 2:
+            # transformers refused it only once the corpus and tokenizer were built, naming neither field
+            problems.append(f"model.hidden_size / model.num_heads = {self.hidden_size} / {self.num_heads} = "
+                            f"{self.hidden_size // self.num_heads} must be even (rotary embeddings rotate pairs of "
+                            "dimensions)")
+        if sizes_ok and self.num_heads % self.num_kv_heads:
+            problems.append(f"model.num_heads ({self.num_heads}) must be a multiple of model.num_kv_heads "
+                            f"({self.num_kv_heads})")
+        _require(problems, "model.attention", self.attention, self.attention in ATTENTIONS, f"one of {ATTENTIONS}")
         if self.attention != "fa3nn" and self.fp8_attention is not None:
-            raise ConfigError("model.fp8_attention needs model.attention = 'fa3nn'")
+            problems.append("model.fp8_attention needs model.attention = 'fa3nn'")
         if self.fp8_attention is not None:
             try:
                 from_recipe_name(self.fp8_attention)
             except ValueError as error:
-                raise ConfigError(f"model.fp8_attention: {error}") from None
+                problems.append(f"model.fp8_attention: {error}")
 
 
 @dataclass
@@ -116,14 +128,14 @@ class DataConfig:
     cache_dir: str = "~/.cache/fa3nn"  # built corpora and trained tokenizers
     prefetch_steps: int = 4  # global steps of batches a background thread prepares ahead (0: on demand, in the loop)
 
-    def check(self) -> None:
-        _at_least("data.shuffle_buffer", self.shuffle_buffer, 0, " (0: no shuffle while streaming)")
-        _at_least("data.block_shuffle_buffer", self.block_shuffle_buffer, 0, " (0 keeps packing order)")
-        _positive("data.max_corpus_mb", self.max_corpus_mb)
-        _at_least("data.prefetch_steps", self.prefetch_steps, 0, " (0 turns the background thread off)")
-        _at_least("data.seq_len", self.seq_len, 2)
+    def check(self, problems: list[str]) -> None:
+        _at_least(problems, "data.shuffle_buffer", self.shuffle_buffer, 0, " (0: no shuffle while streaming)")
+        _at_least(problems, "data.block_shuffle_buffer", self.block_shuffle_buffer, 0, " (0 keeps packing order)")
+        _positive(problems, "data.max_corpus_mb", self.max_corpus_mb)
+        _at_least(problems, "data.prefetch_steps", self.prefetch_steps, 0, " (0 turns the background thread off)")
+        _at_least(problems, "data.seq_len", self.seq_len, 2)
         if self.tokenizer == "local":
-            _at_least("data.vocab_size", self.vocab_size, 300, " for a byte-level BPE (256 bytes + merges)")
+            _at_least(problems, "data.vocab_size", self.vocab_size, 300, " for a byte-level BPE (256 bytes + merges)")
 
 
 @dataclass
@@ -139,17 +151,17 @@ class OptimConfig:
     eps: float = 1e-8
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
 
-    def check(self) -> None:
-        _at_least("optim.lr", self.lr, 0)
+    def check(self, problems: list[str]) -> None:
+        _at_least(problems, "optim.lr", self.lr, 0)
         if not 0 <= self.min_lr <= self.lr:
-            raise ConfigError(f"optim.min_lr ({self.min_lr}) must be in [0, optim.lr = {self.lr}]")
-        _at_least("optim.warmup_steps", self.warmup_steps, 0)
-        _at_least("optim.weight_decay", self.weight_decay, 0)
+            problems.append(f"optim.min_lr ({self.min_lr}) must be in [0, optim.lr = {self.lr}]")
+        _at_least(problems, "optim.warmup_steps", self.warmup_steps, 0)
+        _at_least(problems, "optim.weight_decay", self.weight_decay, 0)
         for name in ("beta1", "beta2"):  # AdamW's range, which torch checks only once the model and data are built
             beta = getattr(self, name)
-            _require(f"optim.{name}", beta, 0 <= beta < 1, "in [0, 1)")
-        _positive("optim.eps", self.eps, " (it keeps a zero gradient's update from being 0 / 0)")
-        _at_least("optim.grad_clip", self.grad_clip, 0, " (0: no clipping)")
+            _require(problems, f"optim.{name}", beta, 0 <= beta < 1, "in [0, 1)")
+        _positive(problems, "optim.eps", self.eps, " (it keeps a zero gradient's update from being 0 / 0)")
+        _at_least(problems, "optim.grad_clip", self.grad_clip, 0, " (0: no clipping)")
 
 
 @dataclass
@@ -173,28 +185,28 @@ class RunConfig:
     # run_dir/stalls-rank{R}.txt (fa3nn_train.stall_watch), to find host-side stalls; 0: off
     stall_dump_s: float = 0.0
 
-    def check(self) -> None:
-        # batch sizes before the modulo: 0 raised ZeroDivisionError, a negative micro batch trained on nothing and
-        # reported tokens/s, a zero global batch gave a nan loss
-        _at_least("run.micro_batch_size", self.micro_batch_size, 1)
-        _at_least("run.global_batch_size", self.global_batch_size, 1)
-        if self.global_batch_size % self.micro_batch_size:
-            raise ConfigError(f"run.global_batch_size ({self.global_batch_size}) must be a multiple of "
-                              f"run.micro_batch_size ({self.micro_batch_size})")
-        _require("run.mixed_precision", self.mixed_precision, self.mixed_precision in MIXED_PRECISIONS,
+    def check(self, problems: list[str]) -> None:
+        # batch sizes before the modulo, which runs only on valid sizes: 0 raised ZeroDivisionError, a negative micro
+        # batch trained on nothing and reported tokens/s, a zero global batch gave a nan loss
+        micro_ok = _at_least(problems, "run.micro_batch_size", self.micro_batch_size, 1)
+        global_ok = _at_least(problems, "run.global_batch_size", self.global_batch_size, 1)
+        if micro_ok and global_ok and self.global_batch_size % self.micro_batch_size:
+            problems.append(f"run.global_batch_size ({self.global_batch_size}) must be a multiple of "
+                            f"run.micro_batch_size ({self.micro_batch_size})")
+        _require(problems, "run.mixed_precision", self.mixed_precision, self.mixed_precision in MIXED_PRECISIONS,
                  f"one of {MIXED_PRECISIONS}")
-        _at_least("run.stall_dump_s", self.stall_dump_s, 0, " (0: off)")
+        _at_least(problems, "run.stall_dump_s", self.stall_dump_s, 0, " (0: off)")
         for name in ("max_steps", "log_every", "keep_checkpoints"):
-            _at_least(f"run.{name}", getattr(self, name), 1)
-        _at_least("run.save_every", self.save_every, 0, " (0 saves only at the end)")
-        _at_least("run.warmup_steps_excluded", self.warmup_steps_excluded, 0)
+            _at_least(problems, f"run.{name}", getattr(self, name), 1)
+        _at_least(problems, "run.save_every", self.save_every, 0, " (0 saves only at the end)")
+        _at_least(problems, "run.warmup_steps_excluded", self.warmup_steps_excluded, 0)
         try:  # pretrain.main formats it; another placeholder raised a bare KeyError there
             self.run_dir.format(config="")
         except (KeyError, IndexError, ValueError):
-            raise ConfigError(f"run.run_dir may hold no placeholder but {{config}}, got {self.run_dir!r} (write a "
-                              "literal brace as {{ or }})") from None
-        _at_least("run.seed", self.seed, 0, " (numpy's generators, which datasets shuffles with, take no negative "
-                  "seed)")
+            problems.append(f"run.run_dir may hold no placeholder but {{config}}, got {self.run_dir!r} (write a "
+                            "literal brace as {{ or }})")
+        _at_least(problems, "run.seed", self.seed, 0, " (numpy's generators, which datasets shuffles with, take no "
+                  "negative seed)")
 
     def grad_accum_steps(self, world_size: int) -> int:
         per_step = self.micro_batch_size * world_size
@@ -214,9 +226,12 @@ class TrainConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
-    def check(self) -> TrainConfig:
+    def check(self, problems: list[str] | None = None) -> TrainConfig:
+        """Raises one ConfigError naming every bad field (with `problems`, those found earlier too)."""
+        problems = [] if problems is None else problems
         for section in (self.model, self.data, self.optim, self.run):
-            section.check()
+            section.check(problems)
+        _raise_problems(problems)
         return self
 
     def to_dict(self) -> dict:
@@ -277,18 +292,24 @@ def _coerce(section: str, name: str, value, annotation: str):
     return value
 
 
-def _apply(config: TrainConfig, section: str, values: dict) -> None:
+def _apply(config: TrainConfig, section: str, values: dict, problems: list[str]) -> None:
+    """Sets the fields; an unknown one or a value of the wrong type adds a problem and leaves the field as it was."""
     if section == "name":
         config.name = str(values)
         return
     target = getattr(config, section, None)
     if not dataclasses.is_dataclass(target):
-        raise ConfigError(f"unknown config table [{section}]; tables: model, data, optim, run")
+        problems.append(f"unknown config table [{section}]; tables: model, data, optim, run")
+        return
     fields = {f.name: f for f in dataclasses.fields(target)}
     for name, value in values.items():
         if name not in fields:
-            raise ConfigError(f"unknown field {section}.{name}; {section} has: {', '.join(fields)}")
-        setattr(target, name, _coerce(section, name, value, str(fields[name].type)))
+            problems.append(f"unknown field {section}.{name}; {section} has: {', '.join(fields)}")
+            continue
+        try:
+            setattr(target, name, _coerce(section, name, value, str(fields[name].type)))
+        except ConfigError as error:
+            problems.append(str(error))
 
 
 def resolve_config_path(name_or_path: str) -> Path:
@@ -307,12 +328,14 @@ def load_config(name_or_path: str = "tiny", overrides: list[str] = ()) -> TrainC
     with open(path, "rb") as f:
         tables = tomllib.load(f)
     config = TrainConfig(name=path.stem)
+    problems = []  # every unknown field and bad value, file and overrides, in one error
     for section, values in tables.items():
-        _apply(config, section, values)
+        _apply(config, section, values, problems)
     for override in overrides:
         key, sep, value = override.partition("=")
         section, dot, name = key.partition(".")
         if not sep or not dot:
-            raise ConfigError(f"overrides look like section.field=value (e.g. optim.lr=3e-4), got {override!r}")
-        _apply(config, section, {name: value})
-    return config.check()
+            problems.append(f"overrides look like section.field=value (e.g. optim.lr=3e-4), got {override!r}")
+            continue
+        _apply(config, section, {name: value}, problems)
+    return config.check(problems)
