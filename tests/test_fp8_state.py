@@ -1,6 +1,7 @@
 """Delayed-scaling state: history and scale updates, bad-amax handling, state_dict round trips, the training
 forward's updates, and the once-per-step amax all_reduce across two gloo processes."""
 
+import copy
 import datetime
 import os
 import time
@@ -410,3 +411,33 @@ def test_loading_a_history_rescales_it_with_this_layers_recipe():
     assert empty.scale.tolist() == [1.0, 1.0, 1.0] and not empty.started  # no history: the placeholder stays
     with pytest.raises(RuntimeError, match=r"amax_history_len=3.*amax_history_len=5"):
         DelayedScalingState(DelayedScaling(amax_history_len=5)).load_state_dict(saved.state_dict())
+
+
+def _deepcopy_worker(rank, world, init_file, results):
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=20))
+    try:
+        group = dist.new_group([0])
+        layer = FlashAttentionV3(fp8=DelayedScaling(amax_history_len=4, process_group=group)).train()
+        q, k, v = (torch.randn(1, 32, 2, 16) for _ in range(3))
+        layer(q, k, v)
+        try:
+            copied = copy.deepcopy(layer)
+        except TypeError as error:
+            results[rank] = str(error)
+            return
+        results[rank] = dict(same_group=copied.fp8_recipe.process_group is group,
+                             same_recipe=copied.fp8_recipe == layer.fp8_recipe,
+                             history=torch.equal(copied.fp8_state.amax_history, layer.fp8_state.amax_history),
+                             own_history=copied.fp8_state.amax_history is not layer.fp8_state.amax_history)
+    finally:
+        dist.destroy_process_group()
+
+
+@GLOO
+def test_deepcopy_of_a_layer_reducing_over_a_group(tmp_path):
+    """copy.deepcopy(model) (an EMA copy, a reference model) failed with "cannot pickle ProcessGroup" once the
+    DelayedScaling recipe named a process group: the copy now shares the group and owns a copy of the state."""
+    results = mp.Manager().dict()
+    _spawn_with_timeout(_deepcopy_worker, 1, os.fspath(tmp_path / "store"), results)
+    assert results[0] == dict(same_group=True, same_recipe=True, history=True, own_history=True), results[0]

@@ -15,6 +15,7 @@ float32 descale tensors, and that is all a kernel sees.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass
 from typing import Any
@@ -186,6 +187,11 @@ class DelayedScaling:
                 f"DelayedScaling.fp8_format must be one of {[f.name for f in Format]} (a fa3nn.fp8.Format or its "
                 f"name), got {self.fp8_format!r}; e5m2-only forwards are not supported"
             )
+
+    def __deepcopy__(self, memo):
+        """A copy shares the process group, a handle to the ranks' communicator that cannot be copied
+        (copy.deepcopy(model) failed with "cannot pickle ProcessGroup"); every other field is immutable."""
+        return dataclasses.replace(self)
 
 
 Recipe = PerTileScaling | CurrentScaling | DelayedScaling
