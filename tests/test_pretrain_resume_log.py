@@ -57,6 +57,22 @@ def test_logged_lr_is_the_one_the_step_trained_with(tmp_path, cache_dir):
     assert expected[:3] == [1.5e-3, 3e-3, 3e-3] and expected[3] < 3e-3  # warmup, then cosine
 
 
+def test_a_zero_learning_rate_trains_at_zero(tmp_path, cache_dir):
+    """optim.lr=0 passes the config's checks (a run that times steps without learning) but build_scheduler divided
+    by it: ZeroDivisionError before the first step. Now every step trains at 0 and the weights stay the initial ones
+    (weight decay is lr-scaled too)."""
+    import torch
+    from fa3nn_train.model import build_model
+    from safetensors.torch import load_file
+
+    history = _train(tmp_path, cache_dir, "run.max_steps=2", "optim.lr=0", "optim.min_lr=0")
+    assert [m["lr"] for m in history] == [0.0, 0.0] and all(m["grad_norm"] > 0 for m in history)
+    torch.manual_seed(load_config("tiny", SMALL).run.seed)  # pretrain.main's init
+    initial = build_model(load_config("tiny", SMALL).model, 512, 64).state_dict()
+    trained = load_file(tmp_path / "checkpoints/step-00000002/model.safetensors")
+    assert trained.keys() == initial.keys() and all(torch.equal(trained[k], initial[k]) for k in initial)
+
+
 def test_resume_after_a_crash_logs_each_step_once(tmp_path, cache_dir):
     """A run that crashed after logging step 4 but last saved step 2 resumes at step 2 in the same run_dir: its
     metrics.jsonl kept the crashed run's steps 3 and 4 and appended the resumed ones, [1, 2, 3, 4, 3, 4, 5]."""

@@ -25,7 +25,7 @@ def lr_at(step: int, optim, max_steps: int) -> float:
 
 
 def build_scheduler(optimizer, optim, max_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
-    def factor(step: int) -> float:
-        return lr_at(step, optim, max_steps) / optim.lr
+    def factor(step: int) -> float:  # LambdaLR multiplies optim.lr by it; optim.lr = 0 trains at 0 throughout
+        return lr_at(step, optim, max_steps) / optim.lr if optim.lr > 0 else 0.0
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
