@@ -26,7 +26,7 @@ from fa3nn_train.corpus import load_documents  # noqa: E402
 from fa3nn_train.data import BlockStream, micro_batches, prefetched  # noqa: E402
 from fa3nn_train.metrics_logger import MetricsLogger, drop_steps_after, format_line  # noqa: E402
 from fa3nn_train.model import build_model, flops_per_token, loss_sum  # noqa: E402
-from fa3nn_train.optim import build_optimizer, build_scheduler  # noqa: E402
+from fa3nn_train.optim import apply_config_after_resume, build_optimizer, build_scheduler  # noqa: E402
 from fa3nn_train.runtime import make_accelerator, start_trackers  # noqa: E402
 from fa3nn_train.stall_watch import StallWatch  # noqa: E402
 from fa3nn_train.tokenizer import load_tokenizer  # noqa: E402
@@ -78,6 +78,7 @@ def main(argv=None, keep_process_group: bool = False) -> list[dict]:
             raise SystemExit(f"--resume: no checkpoint under {run_dir / 'checkpoints'}; run without --resume first")
         check_resume(trainer_state(checkpoint).get("config"), config, checkpoint.name)
         state = load_checkpoint(accelerator, checkpoint, model, optimizer, scheduler)
+        apply_config_after_resume(optimizer, scheduler, config.optim)  # optim.* and run.max_steps as given now
         start_step = state["step"]
         if accelerator.is_main_process:  # lines a crashed run logged after its last checkpoint are logged again
             drop_steps_after(run_dir / "metrics.jsonl", start_step)

@@ -86,6 +86,27 @@ def test_resume_after_a_crash_logs_each_step_once(tmp_path, cache_dir):
     assert _jsonl_steps(tmp_path) == [1, 2, 3, 4, 5]
 
 
+def test_resume_trains_with_the_optimizer_settings_it_is_given(tmp_path, cache_dir):
+    """A resume that changes optim.lr, min_lr, weight_decay, beta2, eps or run.max_steps (allowed: they do not
+    change the data order) trained with the checkpoint's: AdamW's load_state_dict restores each group's lr,
+    weight_decay, betas and eps, and LambdaLR's its base_lrs, so weight decay 0.5 and beta2 0.99 were ignored and
+    steps 3-4 trained at 3.0e-3 (the checkpoint's lr) and 1.65e-3 (the new schedule's factor times the old lr)
+    instead of 1e-3 and 5.5e-4."""
+    import torch
+
+    _train(tmp_path, cache_dir, "run.max_steps=2")
+    changed = ["run.max_steps=4", "optim.lr=1e-3", "optim.min_lr=1e-4", "optim.weight_decay=0.5", "optim.beta2=0.99",
+               "optim.eps=1e-6"]
+    resumed = _train(tmp_path, cache_dir, *changed, "--resume")
+    optim = load_config("tiny", [*SMALL, *changed]).optim
+    assert [m["lr"] for m in resumed] == pytest.approx([lr_at(s, optim, 4) for s in (2, 3)], rel=1e-12, abs=0)
+    groups = torch.load(tmp_path / "checkpoints/step-00000004/optimizer.pt", weights_only=True)["param_groups"]
+    assert [(g["weight_decay"], tuple(g["betas"]), g["eps"], g["initial_lr"]) for g in groups] == [
+        (0.5, (0.9, 0.99), 1e-6, 1e-3), (0.0, (0.9, 0.99), 1e-6, 1e-3)]
+    scheduler = torch.load(tmp_path / "checkpoints/step-00000004/scheduler.pt", weights_only=True)
+    assert scheduler["base_lrs"] == [1e-3, 1e-3]
+
+
 @pytest.mark.parametrize("change, message", [
     ("run.global_batch_size=16", "run.global_batch_size: 8 in the checkpoint, 16 now"),
     ("data.seq_len=32", "data.seq_len: 64 in the checkpoint, 32 now"),
