@@ -199,6 +199,24 @@ def test_crash_during_save_keeps_previous_checkpoint(tmp_path, monkeypatch):
     assert not list((tmp_path / "checkpoints").glob(".tmp-*"))
 
 
+def test_a_fresh_run_over_an_earlier_runs_checkpoints_keeps_its_own(tmp_path):
+    """A fresh run (no --resume) in a run_dir where a longer run left step-90 and step-100: pruning to the newest
+    `keep` by name deleted the checkpoint just written (sorted [10, 90, 100][:-2] is [10]) while `latest` named it,
+    so the run kept none of its own and --resume failed ("latest names step-00000010, which is missing")."""
+    accelerator, model, optimizer, scheduler = _tiny_setup()
+    for step in (90, 100):
+        save_checkpoint(accelerator, tmp_path, step, model, optimizer, scheduler, {"tokens_seen": step}, keep=2)
+    _train_step(model, optimizer, scheduler)
+    for step in (10, 20, 30):
+        save_checkpoint(accelerator, tmp_path, step, model, optimizer, scheduler, {"tokens_seen": step}, keep=2)
+    assert latest_checkpoint(tmp_path).name == "step-00000030"
+    kept = sorted(p.name for p in (tmp_path / "checkpoints").glob("step-*"))
+    assert kept == ["step-00000020", "step-00000030", "step-00000090", "step-00000100"], kept
+    _, fresh, fresh_optimizer, fresh_scheduler = _tiny_setup()
+    assert load_checkpoint(accelerator, latest_checkpoint(tmp_path), fresh, fresh_optimizer,
+                           fresh_scheduler)["step"] == 30
+
+
 def test_pack_blocks_keeps_document_boundaries():
     docs = [[10, 11, 12], [20, 21], [30, 31, 32, 33, 34]]  # + eos (0) after each: 13 tokens
     blocks = [[a.tolist() for a in b] for b in pack_blocks(iter(docs), seq_len=4, eos_id=0, keep_boundaries=True)]

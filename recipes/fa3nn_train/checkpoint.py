@@ -109,7 +109,9 @@ def save_checkpoint(accelerator, run_dir: Path, step: int, model, optimizer, sch
         os.replace(tmp, final)
         _fsync_dir(root)
         _write_atomic_text(root / LATEST, final.name)
-        for old in sorted(p for p in root.glob("step-*") if p.is_dir())[:-keep]:
+        # the newest `keep` up to this step; later ones are an earlier, longer run's in this run_dir (a fresh run
+        # there): pruning them by name instead deleted the checkpoint just written, the one `latest` names
+        for old in sorted(p for p in root.glob("step-*") if p.is_dir() and p.name < final.name)[:-keep + 1 or None]:
             shutil.rmtree(old)
     accelerator.wait_for_everyone()
     return final
