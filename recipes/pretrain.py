@@ -85,8 +85,10 @@ def main(argv=None, keep_process_group: bool = False) -> list[dict]:
         accelerator.print(f"resumed from {checkpoint} at step {start_step}")
     elif accelerator.is_main_process:
         (run_dir / "metrics.jsonl").unlink(missing_ok=True)  # a fresh run starts a fresh log
-    state["wandb_id"] = start_trackers(accelerator, config, run_dir, state.get("wandb_id"))
     n_params = sum(p.numel() for p in accelerator.unwrap_model(model).parameters())
+    launch = {"processes": world, "grad_accum_steps": accum, "run_dir": str(run_dir), "params": n_params,
+              "flops_per_token": flops, "device": _device_name(accelerator.device)}
+    state["wandb_id"] = start_trackers(accelerator, config, run_dir, state.get("wandb_id"), launch)
     accelerator.print(
         f"{config.name}: {n_params / 1e6:.1f}M params, attention={config.model.attention}, {world} process(es) x "
         f"{run.micro_batch_size} seqs x {accum} accumulation = {run.global_batch_size} seqs of {data.seq_len} tokens;"
@@ -154,6 +156,10 @@ def main(argv=None, keep_process_group: bool = False) -> list[dict]:
     else:
         accelerator.end_training()  # finishes the trackers and destroys the process group
     return history
+
+
+def _device_name(device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
 
 
 def _progress(accelerator, start: int, total: int):

@@ -85,6 +85,15 @@ def test_default_config_runs_logs_and_learns(tmp_path, cache_dir):
     assert history[-1]["tokens_seen"] == 12 * 16 * 128
     logged = _wandb_history_values(tmp_path, "tokens_per_s")
     assert logged == [m["tokens_per_s"] for m in history[1:]]
+    # the run's config in wandb says what the numbers depend on beyond the config file: processes (tokens/s per
+    # device), accumulation, parameters and FLOPs per token (MFU), the run_dir actually used (--run-dir, not the
+    # run.run_dir template "runs/{config}" it recorded alone)
+    (log,) = tmp_path.glob("wandb/offline-run-*/run-*.wandb")
+    launch = re.search(rb'launch[^{]{0,8}(\{"processes"[^}]*\})', log.read_bytes())  # key, length, JSON value
+    assert launch is not None
+    launch = json.loads(launch.group(1))
+    assert (launch["processes"], launch["grad_accum_steps"], launch["run_dir"]) == (1, 2, str(tmp_path)), launch
+    assert launch["params"] > 1e6 and launch["flops_per_token"] > 6 * 1e6 and launch["device"] == "cpu", launch
     assert latest_checkpoint(tmp_path).name == "step-00000012"
 
 

@@ -47,12 +47,15 @@ def make_accelerator(config, run_dir: Path):
     return accelerator
 
 
-def start_trackers(accelerator, config, run_dir: Path, wandb_id: str | None) -> str | None:
-    """Starts wandb (when enabled) and returns its run id, so a resumed run continues the same wandb run."""
+def start_trackers(accelerator, config, run_dir: Path, wandb_id: str | None, launch: dict) -> str | None:
+    """Starts wandb (when enabled) and returns its run id, so a resumed run continues the same wandb run. The run's
+    config is the TrainConfig plus `launch`: what the logged numbers depend on beyond it (process count and
+    accumulation for tokens/s per device, parameters and FLOPs per token for MFU, the run_dir actually used)."""
     if not accelerator.log_with:
         return None
     init = {"wandb": {"dir": str(run_dir), "name": run_dir.name, "id": wandb_id, "resume": "allow"}}
-    accelerator.init_trackers(config.run.wandb_project, config=config.to_dict(), init_kwargs=init)
+    accelerator.init_trackers(config.run.wandb_project, config={**config.to_dict(), "launch": launch},
+                              init_kwargs=init)
     if accelerator.is_main_process:
         return accelerator.get_tracker("wandb", unwrap=True).id
     return wandb_id
