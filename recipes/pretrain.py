@@ -41,7 +41,7 @@ def parse_args(argv=None):
     parser.add_argument("--resume", action="store_true", help="continue from run_dir/checkpoints/latest")
     parser.add_argument("--no-wandb", action="store_true", help="log to metrics.jsonl and stdout only")
     parser.add_argument("overrides", nargs="*", metavar="section.field=value")
-    return parser.parse_args(argv)
+    return parser.parse_intermixed_args(argv)  # overrides before and after options
 
 
 def main(argv=None, keep_process_group: bool = False) -> list[dict]:

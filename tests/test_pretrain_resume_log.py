@@ -125,6 +125,13 @@ def test_resume_refuses_a_change_of_the_data_order(tmp_path, cache_dir, change, 
                                       "optim.lr=1e-3", "optim.min_lr=1e-4", "--resume")] == [2]
 
 
+def test_options_and_overrides_mix_in_any_order():
+    """`pretrain.py run.max_steps=300 --resume optim.lr=1e-3` exited with "unrecognized arguments: optim.lr=1e-3"
+    (argparse takes a nargs="*" positional once, so overrides after an option were refused)."""
+    args = pretrain.parse_args(["run.max_steps=300", "--resume", "optim.lr=1e-3", "--no-wandb", "run.seed=1"])
+    assert args.resume and args.no_wandb and args.overrides == ["run.max_steps=300", "optim.lr=1e-3", "run.seed=1"]
+
+
 def test_accelerate_launch_cpu_with_several_processes_warns(tmp_path, monkeypatch):
     """`accelerate launch --num_processes 2 --cpu recipes/pretrain.py` starts one process (accelerate's simple
     launcher runs several only under mpirun, with --mpirun_hostfile), which trained alone with 2x the accumulation;
