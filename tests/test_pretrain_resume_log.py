@@ -152,6 +152,24 @@ def test_accelerate_launch_cpu_with_several_processes_warns(tmp_path, monkeypatc
         make_accelerator(config, tmp_path)
 
 
+def test_fsdp_asked_for_on_cpu_warns(tmp_path, monkeypatch):
+    """`accelerate launch` with an FSDP config (ACCELERATE_USE_FSDP=true) on a machine without a GPU: accelerate
+    runs DDP-style replication (MULTI_CPU, or NO for one process) and the run said nothing, so a CPU rehearsal of an
+    FSDP2 run exercised neither sharding nor the FSDP checkpoint path."""
+    from fa3nn_train.runtime import make_accelerator
+
+    config = load_config("tiny", ["run.wandb=false"])
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    monkeypatch.setenv("FSDP_VERSION", "2")
+    with pytest.warns(UserWarning, match=r"FSDP was asked for \(ACCELERATE_USE_FSDP\) but accelerate runs NO"):
+        assert make_accelerator(config, tmp_path).distributed_type.name == "NO"
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "false")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make_accelerator(config, tmp_path)
+
+
 def test_drop_steps_after_keeps_a_log_whose_last_line_a_crash_cut(tmp_path):
     """A crash mid-write leaves metrics.jsonl ending in half a line: the resume keeps the whole lines up to its step
     and drops the cut one (json.loads of it raised, and the resume died before training)."""

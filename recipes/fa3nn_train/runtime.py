@@ -44,6 +44,10 @@ def make_accelerator(config, run_dir: Path):
                       "processes only through mpirun, --mpirun_hostfile); training alone with the accumulation "
                       "of them all. For N processes on CPU (gloo): torchrun --standalone --nproc_per_node N "
                       "recipes/pretrain.py", stacklevel=2)
+    if os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true" and accelerator.distributed_type.name != "FSDP":
+        warnings.warn(f"FSDP was asked for (ACCELERATE_USE_FSDP) but accelerate runs "
+                      f"{accelerator.distributed_type.name}: it has no FSDP on CPU, so every process holds the whole "
+                      "model and optimizer (replicated, as DDP) and checkpoints take the non-FSDP path", stacklevel=2)
     return accelerator
 
 
