@@ -170,6 +170,17 @@ def test_fsdp_asked_for_on_cpu_warns(tmp_path, monkeypatch):
         make_accelerator(config, tmp_path)
 
 
+def test_log_line_shows_small_tflops():
+    """The README's CPU run printed "TFLOP/s 0.00/dev" on every line (4.6 GFLOP/s at two decimals of a TFLOP/s),
+    reading as no compute at all; three significant digits show it and change nothing on a GPU's hundreds."""
+    from fa3nn_train.metrics_logger import format_line
+
+    line = {"step": 10, "loss": 7.1, "lr": 3e-3, "grad_norm": 0.9, "tokens_per_s": 572.0,
+            "tokens_per_s_per_device": 572.0, "tflops_per_device": 0.004559, "mfu": None, "peak_mem_gib": 0.85}
+    assert "TFLOP/s 0.00456/dev" in format_line(line), format_line(line)
+    assert "TFLOP/s 362/dev | MFU 36.6%" in format_line({**line, "tflops_per_device": 362.4, "mfu": 0.3663})
+
+
 def test_drop_steps_after_keeps_a_log_whose_last_line_a_crash_cut(tmp_path):
     """A crash mid-write leaves metrics.jsonl ending in half a line: the resume keeps the whole lines up to its step
     and drops the cut one (json.loads of it raised, and the resume died before training)."""

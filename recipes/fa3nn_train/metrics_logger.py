@@ -129,7 +129,7 @@ def format_line(m: dict) -> str:
     parts = [f"step {m['step']:>6}", f"loss {m['loss']:.4f}", f"lr {m['lr']:.2e}", f"gnorm {m['grad_norm']:.3f}"]
     if "tokens_per_s" in m:
         parts += [f"tok/s {m['tokens_per_s']:,.0f} ({m['tokens_per_s_per_device']:,.0f}/dev)",
-                  f"TFLOP/s {m['tflops_per_device']:.2f}/dev"]
+                  f"TFLOP/s {m['tflops_per_device']:.3g}/dev"]
         parts.append(f"MFU {100 * m['mfu']:.1f}%" if m.get("mfu") is not None else "MFU n/a")
     parts.append(f"mem {m['peak_mem_gib']:.2f} GiB")
     return " | ".join(parts)
