@@ -20,6 +20,7 @@ import json
 import os
 import random
 import shutil
+import warnings
 from pathlib import Path
 
 import torch
@@ -148,8 +149,10 @@ def load_checkpoint(accelerator, path: Path, model, optimizer, scheduler) -> dic
         optimizer.load_state_dict(optimizer_state)
     scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
     rng_file = path / f"rng-rank{accelerator.process_index}.pt"
-    if not rng_file.exists():
-        raise FileNotFoundError(f"{rng_file} is missing: resume with the same number of processes that saved "
-                                f"{path.name} (or start fresh)")
-    set_rng_state(torch.load(rng_file, weights_only=True))
+    if rng_file.exists():
+        set_rng_state(torch.load(rng_file, weights_only=True))
+    else:  # resumed on more processes than saved: the model, optimizer and data position do not depend on the count
+        warnings.warn(f"no {rng_file.name} in {path.name} (saved by fewer processes): this process keeps its seeded "
+                      "RNG state (the recipe draws no random numbers while training: no dropout, and the data "
+                      "shuffles with its own seeded generators)", stacklevel=2)
     return trainer_state(path)
