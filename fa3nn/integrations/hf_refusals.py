@@ -113,9 +113,12 @@ def refuse_sparse_attention(model: nn.Module, layers: list[nn.Module]) -> None:
 def sparse_index_argument(cls: type) -> str | None:
     """The first of SPARSE_INDEX_ARGUMENTS that cls.forward passes by keyword to a call, or None (also without
     source: the per-call refusal in refuse_unsupported_arguments remains)."""
+    source = forward_source(cls)
+    if source is None:
+        return None
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
-    except (OSError, TypeError, SyntaxError):
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
         return None
     passed = {keyword.arg for node in ast.walk(tree) if isinstance(node, ast.Call) for keyword in node.keywords}
     return next((name for name in SPARSE_INDEX_ARGUMENTS if name in passed), None)
@@ -138,14 +141,21 @@ def adds_position_bias(layer: nn.Module) -> bool:
 
 
 @class_fact
-def forward_mentions(cls: type, name: str) -> bool:
-    """Whether `name` appears in the source of cls.forward; False without source (compiled, built at run time):
-    then only the attribute rules apply (`scaling` for hf._attention_layers, none for adds_position_bias)."""
+def forward_source(cls: type) -> str | None:
+    """The source of cls.forward, or None without one (compiled, built at run time): forward_mentions and
+    sparse_index_argument read it."""
     try:
-        source = inspect.getsource(cls.forward)
+        return inspect.getsource(cls.forward)
     except (OSError, TypeError):
-        return False
-    return name in source
+        return None
+
+
+@class_fact
+def forward_mentions(cls: type, name: str) -> bool:
+    """Whether `name` appears in the source of cls.forward; False without source: then only the attribute rules
+    apply (`scaling` for hf._attention_layers, none for adds_position_bias)."""
+    source = forward_source(cls)
+    return source is not None and name in source
 
 
 def refuse_unsupported_arguments(module: nn.Module, dropout, ignore_dropout: bool, kwargs: dict) -> None:
