@@ -112,7 +112,8 @@ def save_checkpoint(accelerator, run_dir: Path, step: int, model, optimizer, sch
         _write_atomic_text(root / LATEST, final.name)
         # the newest `keep` up to this step; later ones are an earlier, longer run's in this run_dir (a fresh run
         # there): pruning them by name instead deleted the checkpoint just written, the one `latest` names
-        for old in sorted(p for p in root.glob("step-*") if p.is_dir() and p.name < final.name)[:-keep + 1 or None]:
+        older = sorted(p for p in root.glob("step-*") if p.is_dir() and p.name < final.name)
+        for old in older[:max(len(older) - (keep - 1), 0)]:  # this step's and the keep - 1 before it stay
             shutil.rmtree(old)
     accelerator.wait_for_everyone()
     return final
