@@ -237,6 +237,9 @@ def flash_attn_with_kvcache(
             raise TypeError(f"page_table must be an int32 tensor (batch={batch}, pages_per_seq >= 1) on {device}, got "
                             f"{_what(page_table)}")
         page_size = k_cache.shape[1]
+        if page_size == 0:  # (the page arithmetic below divides by it)
+            raise ValueError(f"k_cache's pages must hold at least one row (page_size = k_cache.shape[1]), got shape "
+                             f"{tuple(k_cache.shape)}")
         capacity = page_table.shape[1] * page_size
         rows = None
     else:
@@ -372,7 +375,10 @@ def flash_attn_with_kvcache(
             v_cache[cache_row, leftpad[k_seq] + logical] = flat_v
 
     lengths = (ends - leftpad + new_len).to(torch.int32)
-    if paged:  # each sequence's pages in order, as a dense (batch, pages * page_size, ...) copy
+    if length_max == 0:  # no sequence reads a key: one unread row each (an empty cache has no row 0 to gather)
+        keys = k_cache.new_zeros((batch, 1, *k_cache.shape[2:]))
+        values = v_cache.new_zeros((batch, 1, *v_cache.shape[2:]))
+    elif paged:  # each sequence's pages in order, as a dense (batch, pages * page_size, ...) copy
         pages_needed = max(-(-length_max // page_size), 1)
         table = torch.where(used[:, :pages_needed], page_table[:, :pages_needed].long(), 0)  # unread: any page
         keys = k_cache[table].flatten(1, 2)

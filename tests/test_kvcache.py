@@ -483,3 +483,29 @@ def test_cache_errors_name_k_cache_and_v_cache():
     with pytest.raises(NotImplementedError, match=r"flash_attn_with_kvcache: FP8 \(torch.float8_e4m3fn\) q and caches "
                                                   r"are not supported by fa3nn; FP8 caches are not read here"):
         flash_attn_with_kvcache(q.to(e4m3), k_cache.to(e4m3), v_cache.to(e4m3))
+
+
+def test_empty_caches_read_nothing_and_zero_row_pages_are_refused():
+    """A plain cache of 0 rows read through cache_batch_idx / cache_leftpad, or a paged cache of 0 pages that no
+    sequence reads (cache_seqlens 0, no new keys), attends no key: zeros and lse -inf, as the plain cache of 0 rows
+    gives. Both raised a bare IndexError ('index is out of bounds for dimension with size 0') from the gather. A
+    paged cache with pages of 0 rows raised 'RuntimeError: ZeroDivisionError', naming nothing: refused by name."""
+    q = torch.randn(B, 2, HQ, D, generator=torch.Generator().manual_seed(11))
+    calls = [
+        dict(k_cache=torch.randn(4, 0, HK, D), v_cache=torch.randn(4, 0, HK, DV),
+             cache_batch_idx=torch.tensor([3, 0, 1], dtype=torch.int32)),
+        dict(k_cache=torch.randn(B, 0, HK, D), v_cache=torch.randn(B, 0, HK, DV),
+             cache_leftpad=torch.zeros(B, dtype=torch.int32)),
+        dict(k_cache=torch.randn(0, 4, HK, D), v_cache=torch.randn(0, 4, HK, DV), cache_seqlens=0,
+             page_table=torch.zeros(B, 2, dtype=torch.int32)),
+    ]
+    for call in calls:
+        out, lse = flash_attn_with_kvcache(q, return_softmax_lse=True, **call)
+        assert out.shape == (B, 2, HQ, DV) and torch.equal(out, torch.zeros_like(out))
+        assert torch.equal(lse, torch.full((B, HQ, 2), -math.inf))
+    k_pages, v_pages = torch.randn(4, 0, HK, D), torch.randn(4, 0, HK, DV)
+    k, v = torch.randn(B, 1, HK, D), torch.randn(B, 1, HK, DV)
+    for extra in (dict(), dict(cache_seqlens=0), dict(k=k, v=v, cache_seqlens=0)):
+        with pytest.raises(ValueError, match=r"k_cache's pages must hold at least one row \(page_size = k_cache"
+                                             r".shape\[1\]\), got shape \(4, 0, 2, 16\)"):
+            flash_attn_with_kvcache(q, k_pages, v_pages, page_table=torch.zeros(B, 2, dtype=torch.int32), **extra)
