@@ -71,6 +71,8 @@ def _int_vector(name: str, value, batch: int, device: torch.device, what: str) -
     """An integer (batch,) tensor on `device` from an int or an int32 / int64 tensor of that shape; its values are
     checked later, with every other length, in one host read (_host_values)."""
     if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value < 2**31:  # (torch.full raised a bare OverflowError past int64)
+            raise ValueError(f"{name} entries must be in [0, 2**31), got values in [{value}, {value}]")
         return torch.full((batch,), value, dtype=torch.int64, device=device)
     if not isinstance(value, torch.Tensor) or value.dtype not in (torch.int32, torch.int64) or value.dim() != 1:
         raise TypeError(f"{name} must be an int or an int32 tensor (batch,) ({what}), got {_what(value)}")

@@ -509,3 +509,15 @@ def test_empty_caches_read_nothing_and_zero_row_pages_are_refused():
         with pytest.raises(ValueError, match=r"k_cache's pages must hold at least one row \(page_size = k_cache"
                                              r".shape\[1\]\), got shape \(4, 0, 2, 16\)"):
             flash_attn_with_kvcache(q, k_pages, v_pages, page_table=torch.zeros(B, 2, dtype=torch.int32), **extra)
+
+
+@pytest.mark.parametrize("name,value", [("cache_seqlens", 2**70), ("cache_leftpad", -2**70),
+                                        ("cache_batch_idx", 2**64)])
+def test_python_ints_beyond_int64_are_refused_by_name(name, value):
+    """cache_seqlens / cache_leftpad / cache_batch_idx given as Python ints beyond int64 raised torch's bare
+    'OverflowError: int too big to convert' (or 'can't convert negative int to unsigned'), naming no argument; they
+    get the range error a tensor's values get."""
+    q, k_cache, v_cache, _, _, _, _ = make_case(10)
+    with pytest.raises(ValueError, match=rf"{name} entries must be in \[0, 2\*\*31\), got values in \[{value}, "
+                                         rf"{value}\]"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, **{name: value})
