@@ -91,11 +91,16 @@ def model_flops_per_token(
 
 # Dense (no 2:4 sparsity) peak tensor-core TFLOP/s per GPU, from NVIDIA's datasheets, whose headline numbers are
 # "with sparsity" and twice these. H100 SXM5 and H200 (same GH100 chip, same clocks): 989.4 bf16 / 1978.9 fp8;
-# H100 PCIe: 756 / 1513; H100 NVL: 835 / 1671; A100 (SXM and PCIe): 312 bf16, no fp8.
-# Keys are matched against torch.cuda.get_device_name() (e.g. "NVIDIA H200", "NVIDIA H100 80GB HBM3"), first match.
+# H100 PCIe: 756 / 1513; H100 NVL and H200 NVL (the same 1,671 / 3,341 sparse): 835 / 1671; H800 SXM5 and PCIe
+# (H100's compute, slower links): as H100 SXM5 and PCIe; A100 (SXM and PCIe): 312 bf16, no fp8.
+# Keys are matched against torch.cuda.get_device_name() (e.g. "NVIDIA H200", "NVIDIA H100 80GB HBM3"), first match,
+# so a board's own row comes before the row whose name is a part of its name ("H200 NVL" before "H200").
 PEAK_TFLOPS: dict[str, dict[str, float]] = {
     "H100 PCIe": {"bf16": 756.0, "fp8": 1513.0},
     "H100 NVL": {"bf16": 835.0, "fp8": 1671.0},
+    "H200 NVL": {"bf16": 835.0, "fp8": 1671.0},
+    "H800 PCIe": {"bf16": 756.0, "fp8": 1513.0},
+    "H800": {"bf16": 989.4, "fp8": 1978.9},
     "H100": {"bf16": 989.4, "fp8": 1978.9},
     "H200": {"bf16": 989.4, "fp8": 1978.9},
     "GH200": {"bf16": 989.4, "fp8": 1978.9},

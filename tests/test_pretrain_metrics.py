@@ -29,6 +29,19 @@ def test_peak_table_and_mfu():
     assert mfu(100_000, 1e9, None) is None
 
 
+def test_peak_table_knows_every_hopper_variant():
+    """torch.cuda.get_device_name() of Hopper boards whose dense peak is not the H100 SXM's. "NVIDIA H200 NVL" matched
+    the "H200" row: 989.4 TFLOP/s where NVIDIA's datasheet gives 1,671 bf16 / 3,341 fp8 with sparsity (835.5 /
+    1670.5 dense, the H100 NVL's figures), so MFU read 0.84x the truth. H800 boards (H100's compute, slower links)
+    matched nothing and logged "MFU n/a"."""
+    assert peak_tflops("NVIDIA H200 NVL") == peak_tflops("NVIDIA H100 NVL") == 835.0
+    assert peak_tflops("NVIDIA H200 NVL", "fp8") == peak_tflops("NVIDIA H100 NVL", "fp8") == 1671.0
+    assert peak_tflops("NVIDIA H800") == peak_tflops("NVIDIA H100 80GB HBM3") == 989.4
+    assert peak_tflops("NVIDIA H800", "fp8") == 1978.9
+    assert peak_tflops("NVIDIA H800 PCIe") == peak_tflops("NVIDIA H100 PCIe") == 756.0
+    assert peak_tflops("NVIDIA GH200 480GB") == peak_tflops("NVIDIA H200") == 989.4
+
+
 def test_window_flops_count_attended_pairs():
     """attended_pairs against the mask itself (fa3nn.masks.Window.allowed), and attention_flops with a window: the
     full window is the dense count, a window past the sequence changes nothing, causal bounds the right side."""
