@@ -21,10 +21,12 @@ from fa3nn.backends.base import AttnCall, AttnParams, Varlen, saved_lse_dtype
 from fa3nn.checks import check_cu_seqlens_values, wants_deterministic
 from fa3nn.dispatch import FP8_FORWARD_PATHS, resolve, resolve_fp8
 from fa3nn.fa3_compat import note_sm_margin
+from fa3nn.fp8 import backward as fp8_backward
 from fa3nn.fp8 import inputs as fp8_inputs
 from fa3nn.fp8.operands import to_operands
 from fa3nn.fp8.quantize import quantize_qkv_tensors
 from fa3nn.fp8.reference import attention_fp8
+from fa3nn.fp8.scaling import E4M3
 from fa3nn.masks import Window
 from fa3nn.sinks import apply_sinks, check_sinks, sinks_gradient
 
@@ -156,13 +158,13 @@ def _(dout, q, k, v, out, lse, dlse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, m
         sinks.shape))
 
 
-def _setup_context(ctx, inputs, output, sinks=None, sm_margin=0):
+def _setup_context(ctx, inputs, output, sinks=None, sm_margin=0, extra=()):
     """Shared by fa3nn::fwd and fa3nn::fwd_fp8: both start with fa3nn::bwd's arguments (fwd_fp8 appends the recipe's,
-    fwd the sinks) and both backwards are the bf16 fa3nn::bwd from the high-precision q, k, v, with the forward's
-    sm_margin."""
+    fwd the sinks) and both backwards are the bf16 fa3nn::bwd with the forward's sm_margin, from the q, k, v in
+    `inputs` (fwd_fp8 may put its quantized q and k there: _setup_fwd_fp8). `extra` tensors are saved after them."""
     q, k, v, cu_seqlens_q, cu_seqlens_k = inputs[:5]
     out, lse = output[:2]
-    ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks)
+    ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks, *extra)
     ctx.scalars = inputs[5:13]  # max_seqlen_q ... backend: fa3nn::bwd's trailing arguments
     ctx.sm_margin = sm_margin
     ctx.num_inputs = len(inputs)
@@ -178,11 +180,11 @@ def _setup_fwd(ctx, inputs, output):
     _setup_context(ctx, inputs, output, _input(inputs, SINKS_INPUT, None), _input(inputs, SM_MARGIN_INPUT, 0))
 
 
-def _gradients(backward, ctx, dout, dlse) -> tuple:
-    """q, k, v's gradients from the tensors _setup_context saved, through `backward` (fa3nn::bwd, or its
-    implementation in eager mode), the sinks' (its fourth output) where fa3nn::fwd had some, and None for every other
-    input."""
-    q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks = ctx.saved_tensors
+def _gradients(backward, ctx, dout, dlse, saved=None) -> tuple:
+    """q, k, v's gradients from the tensors _setup_context saved (or `saved`, the same eight), through `backward`
+    (fa3nn::bwd, or its implementation in eager mode), the sinks' (its fourth output) where fa3nn::fwd had some, and
+    None for every other input."""
+    q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks = saved or ctx.saved_tensors[:8]
     dq, dk, dv, dsinks = backward(dout, q, k, v, out, lse, dlse, cu_seqlens_q, cu_seqlens_k, *ctx.scalars, sinks,
                                   ctx.sm_margin)
     gradients = [dq, dk, dv] + [None] * (ctx.num_inputs - 3)
@@ -327,11 +329,14 @@ def attention_forward_fp8(
     tensor_scales: Optional[Tensor],
     fast_exp2: bool = False,
     sm_margin: int = 0,
-) -> tuple[Tensor, Tensor, Tensor]:
+    backward_from_quantized: bool = False,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """The FP8 forward: `fa3nn::fwd`'s arguments plus the recipe as numbers (fa3nn.fp8.recipe_arguments: rows per
-    scale tile, the Hadamard rotation or None, per-tensor scales or None), its fast_exp2 and sm_margin. Returns out
-    (q's dtype), lse and the (3,) float32 amax of Q, K, V as quantized, which delayed scaling records. The backward
-    is the bf16 one (`fa3nn::bwd`) from the high-precision q, k, v."""
+    scale tile, the Hadamard rotation or None, per-tensor scales or None), its fast_exp2 and sm_margin, and whether
+    the backward reads the quantized Q and K (the recipe's backward_from). Returns out (q's dtype), lse, the (3,)
+    float32 amax of Q, K, V as quantized (which delayed scaling records), then q8, k8 (e4m3 bits as uint8) and their
+    float32 descales (empty unless backward_from_quantized). The backward is the bf16 one (`fa3nn::bwd`), from q8 and k8
+    dequantized (gradients rotated back) or from the high-precision q, k (fa3nn.fp8.backward)."""
     with autocast_off(q.device):  # (fa3nn.autocast)
         params = _params(softmax_scale, window_left, window_right, softcap, deterministic, sm_margin)
         varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
@@ -340,21 +345,33 @@ def attention_forward_fp8(
         chosen = resolve_fp8(backend, call, block_k, keys)  # or raises
         note_sm_margin(sm_margin, FP8_FORWARD_PATHS[chosen].sm_margin, FP8_FORWARD_PATHS[chosen].description)
         if q.numel() == 0 or k.numel() == 0:
-            return *_nothing_attended(q, v, varlen is not None), torch.zeros(3, dtype=torch.float32, device=q.device)
+            return (*_nothing_attended(q, v, varlen is not None), torch.zeros(3, dtype=torch.float32, device=q.device),
+                    *fp8_backward.empty_quantized(q, k, block_q, block_k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                                  max_seqlen_k, backward_from_quantized))
         kernel = FP8_FORWARD_PATHS[chosen].kernel
         if kernel is None:  # the emulation of the kernels' rounding points (fa3nn.fp8.reference), any device
             quantized = quantize_qkv_tensors(q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q,
                                              cu_seqlens_k, max_seqlen_q, max_seqlen_k)
             out, lse = _fp8_emulation(quantized, params, call, block_k, keys, cu_seqlens_q, cu_seqlens_k, q.dtype,
                                       fast_exp2)
-            return out, lse, quantized.amax.to(torch.float32)
+            return out, lse, quantized.amax.to(torch.float32), *_kept_for_backward(quantized, backward_from_quantized)
         from fa3nn.backends.triton.quantize import quantize_fused  # imports triton: only where a kernel path runs
 
         operands = quantize_fused(q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q, cu_seqlens_k,
                                   max_seqlen_q, max_seqlen_k)
         out, lse = _fp8_kernel(chosen, operands, params, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                q.dtype, fast_exp2)
-        return out, lse, operands.amax
+        return out, lse, operands.amax, *_kept_for_backward(operands, backward_from_quantized)
+
+
+def _kept_for_backward(quantized, kept: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """fwd_fp8's last four outputs from a QuantizedQKV or FP8Operands: q8, k8 (their e4m3 bits as uint8: a float8
+    output has no sum, which torch.library.opcheck takes of every output) and their descales (contiguous: with
+    per-tensor scales the PyTorch pass's are expanded views), or empty tensors when the backward does not read them."""
+    if not kept:
+        return fp8_backward.empty_quantized(quantized.q, quantized.k, 0, 0, None, None, 0, 0, False)
+    return (quantized.q.view(torch.uint8), quantized.k.view(torch.uint8), quantized.q_descale.contiguous(),
+            quantized.k_descale.contiguous())
 
 
 def _fp8_emulation(quantized, params: AttnParams, call: AttnCall, block_k: int, keys: int, cu_seqlens_q,
@@ -385,19 +402,50 @@ def _fp8_kernel(chosen: str, operands, params: AttnParams, cu_seqlens_q, cu_seql
 
 @attention_forward_fp8.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, window_left, window_right,
-      softcap, deterministic, backend, block_q, block_k, rotation, tensor_scales, fast_exp2=False, sm_margin=0):
-    return *_outputs_like(q, v, cu_seqlens_q is not None), q.new_empty(3, dtype=torch.float32)
+      softcap, deterministic, backend, block_q, block_k, rotation, tensor_scales, fast_exp2=False, sm_margin=0,
+      backward_from_quantized=False):
+    quantized = fp8_backward.empty_quantized(q, k, block_q, block_k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                             max_seqlen_k, backward_from_quantized)
+    return *_outputs_like(q, v, cu_seqlens_q is not None), q.new_empty(3, dtype=torch.float32), *(
+        x.new_empty(x.shape) for x in quantized)
 
 
 FP8_SM_MARGIN_INPUT = 18  # fa3nn::fwd_fp8's sm_margin, after fast_exp2
+FP8_BLOCK_INPUTS = slice(13, 16)  # block_q, block_k, rotation
+FP8_FROM_QUANTIZED_INPUT = 19  # backward_from_quantized, after sm_margin
 
 
 def _setup_fwd_fp8(ctx, inputs, output):
-    """fa3nn::fwd_fp8's: _setup_context's, without sinks, with its sm_margin."""
-    _setup_context(ctx, inputs, output, None, _input(inputs, FP8_SM_MARGIN_INPUT, 0))
+    """fa3nn::fwd_fp8's: _setup_context's, without sinks, with its sm_margin; with backward_from_quantized its
+    q8 and k8 stand in for q and k, and their descales and the rotation are saved after the eight."""
+    sm_margin = _input(inputs, FP8_SM_MARGIN_INPUT, 0)
+    ctx.from_quantized = bool(_input(inputs, FP8_FROM_QUANTIZED_INPUT, False))
+    if not ctx.from_quantized:
+        _setup_context(ctx, inputs, output, None, sm_margin)
+        return
+    q8, k8, q_descale, k_descale = output[3:7]
+    block_q, block_k, rotation = inputs[FP8_BLOCK_INPUTS]
+    ctx.blocks = (block_q, block_k)
+    _setup_context(ctx, (q8, k8, *inputs[2:]), output, None, sm_margin, extra=(q_descale, k_descale, rotation))
 
 
-attention_forward_fp8.register_autograd(_backward, setup_context=_setup_fwd_fp8)
+def _backward_fp8(ctx, dout, dlse, *unused_grads):  # amax, q8, k8 and the descales have no gradient
+    """fa3nn::fwd_fp8's backward: _backward's, or with backward_from_quantized fa3nn::bwd from q8 and k8 dequantized
+    to v's dtype (in the rotated basis when the recipe rotates) and the gradients of q and k rotated back."""
+    if not ctx.from_quantized:
+        return _gradients(attention_backward, ctx, dout, dlse)
+    q8, k8, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks, q_descale, k_descale, rotation = ctx.saved_tensors
+    q8, k8 = q8.view(E4M3), k8.view(E4M3)
+    max_seqlen_q, max_seqlen_k = ctx.scalars[:2]
+    with autocast_off(dout.device):  # a caller's autocast must not lower the rotation's float32 matmuls
+        q = fp8_backward.dequantize(q8, q_descale, ctx.blocks[0], cu_seqlens_q, max_seqlen_q, v.dtype)
+        k = fp8_backward.dequantize(k8, k_descale, ctx.blocks[1], cu_seqlens_k, max_seqlen_k, v.dtype)
+        dq, dk, *rest = _gradients(attention_backward, ctx, dout, dlse,
+                                   (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks))
+        return fp8_backward.rotate_back(dq, rotation), fp8_backward.rotate_back(dk, rotation), *rest
+
+
+attention_forward_fp8.register_autograd(_backward_fp8, setup_context=_setup_fwd_fp8)
 
 
 @torch.library.custom_op("fa3nn::fwd_fp8_inputs", mutates_args=())

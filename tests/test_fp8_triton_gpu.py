@@ -171,3 +171,38 @@ def test_fp8_kernel_paths_train(backend):
     grads_pt = torch.autograd.grad(pt, (q, k, v), dout)
     for name, g, g_ref, g_pt in zip(("dq", "dk", "dv"), grads, grads_ref, grads_pt):
         assert_error_ratio(g, g_ref, g_pt, name, ratio=FP8_GRAD_ERROR_RATIO)
+
+
+@pytest.mark.parametrize("backend", ["auto", "triton"])
+@pytest.mark.parametrize("varlen", [False, True])
+def test_fp8_kernel_backward_reads_the_quantized_operands(backend, varlen):
+    """backward_from="quantized" (the default) on the kernel paths: the gradients are fa3nn::bwd's from the kernel
+    forward's own e4m3 Q and K (the op's q8 / k8 outputs, dequantized; gradients rotated back) and its out and lse,
+    bit for bit, dense and packed (sequences 300, 1, 700, 0 long: tiles restart at each sequence)."""
+    torch.manual_seed(0)
+    recipe = fa3nn.PerTileScaling()
+    state = fa3nn.fp8.make_state(recipe, 5)
+    if varlen:
+        lengths = torch.tensor([300, 1, 700, 0])
+        cu = torch.nn.functional.pad(lengths.cumsum(0), (1, 0)).to(torch.int32).cuda()
+        q, k, v = (torch.randn(1001, h, 128, device="cuda").to(torch.bfloat16).requires_grad_() for h in (4, 2, 2))
+        head = (q, k, v, cu, cu, 700, 700)
+    else:
+        q, k, v = (x.requires_grad_() for x in qkv(2, 640, 640, 4, 2, 128))
+        cu, head = None, (q, k, v, None, None, 640, 640)
+    a = fa3nn.fp8.recipe_arguments(recipe, state, q, k, v)
+    out, lse, _, q8, k8, q_descale, k_descale = torch.ops.fa3nn.fwd_fp8(
+        *head, 128**-0.5, -1, 0, 0.0, False, backend, a["block_q"], a["block_k"], a["rotation"], a["tensor_scales"],
+        False, 0, True)
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    from fa3nn.fp8.backward import dequantize, rotate_back
+    max_seqlen = 700 if varlen else None
+    from_q = dequantize(q8.view(torch.float8_e4m3fn), q_descale, a["block_q"], cu, max_seqlen, q.dtype)
+    from_k = dequantize(k8.view(torch.float8_e4m3fn), k_descale, a["block_k"], cu, max_seqlen, q.dtype)
+    expect = torch.ops.fa3nn.bwd(dout, from_q, from_k, v.detach(), out.detach(), lse.detach(), None, *head[3:],
+                                 128**-0.5, -1, 0, 0.0, False, "auto")
+    expect = [rotate_back(expect[0], a["rotation"]), rotate_back(expect[1], a["rotation"]), expect[2]]
+    for name, got, want in zip(("dq", "dk", "dv"), grads, expect):
+        assert torch.equal(got, want), name
+    assert torch.isfinite(grads[0]).all() and grads[0].abs().max() > 0

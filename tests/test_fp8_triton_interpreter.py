@@ -408,10 +408,11 @@ def test_op_runs_the_fused_pass_and_triton_kernel():
                                      operands.v_descale, 16, 16, 32**-0.5, Window(-1, 0), None, None, 40, 40,
                                      torch.float16)
     leaves = [x.clone().requires_grad_() for x in (q, k, v)]
-    out, lse, amax = torch.ops.fa3nn.fwd_fp8(*leaves, None, None, 40, 40, 32**-0.5, -1, 0, 0.0, False, "triton",
-                                             16, 16, arguments["rotation"], None)
+    out, lse, amax, q8, k8, *_ = torch.ops.fa3nn.fwd_fp8(*leaves, None, None, 40, 40, 32**-0.5, -1, 0, 0.0, False,
+                                                         "triton", 16, 16, arguments["rotation"], None, False, 0, True)
     assert torch.equal(out, expect) and torch.equal(lse, expect_lse)
-    _, _, amax_emulated = torch.ops.fa3nn.fwd_fp8(q, k, v, None, None, 40, 40, 32**-0.5, -1, 0, 0.0, False,
+    assert torch.equal(q8, operands.q.view(torch.uint8)) and torch.equal(k8, operands.k.view(torch.uint8))
+    _, _, amax_emulated, *_ = torch.ops.fa3nn.fwd_fp8(q, k, v, None, None, 40, 40, 32**-0.5, -1, 0, 0.0, False,
                                                   "reference", 16, 16, arguments["rotation"], None)
     torch.testing.assert_close(amax, amax_emulated, rtol=1e-5, atol=0)  # rotated Q, K: summation order
     grads = torch.autograd.grad(out, leaves, torch.randn_like(out))

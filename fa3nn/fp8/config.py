@@ -63,6 +63,18 @@ def _check_int(recipe: str, field: str, value: Any, minimum: int, maximum: int |
         raise ValueError(f"{recipe}.{field} must be <= {maximum}{unit}, got {value}{why_maximum}")
 
 
+# Which Q and K training's bf16 backward rebuilds the scores from (fa3nn.fp8.backward): the first is the default.
+BACKWARD_FROM = ("quantized", "inputs")
+
+
+def _check_backward_from(recipe: str, value: Any) -> None:
+    if value not in BACKWARD_FROM:
+        raise ValueError(
+            f"{recipe}.backward_from must be one of {BACKWARD_FROM} (which Q and K the bf16 backward rebuilds the "
+            f"scores from; fa3nn.fp8.backward says what each costs in accuracy), got {value!r}"
+        )
+
+
 def _check_bool(recipe: str, field: str, value: Any) -> None:
     if not isinstance(value, bool):
         raise TypeError(f"{recipe}.{field} must be a bool, got {type(value).__name__} ({value!r})")
@@ -88,6 +100,10 @@ class PerTileScaling:
                 it: the native d128 kernel on 256-key blocks, on half its scores (fa3nn.fp8.key_blocks.FAST_EXP2_EVERY;
                 H200: +11..+15% non-causal, +8..+12% causal at 2k-16k keys; output error on N(0, 1) inputs 5.26e-2 ->
                 5.38e-2 against fp64). Every other kernel, the Triton FP8 one included, keeps the exact exp2.
+    backward_from  "quantized" (the default): training's bf16 backward rebuilds the scores from the quantized Q and
+                K, consistent with the FP8 forward's lse and output, so the gradients are those of the attention the
+                forward computed; "inputs": from the high-precision Q and K, better where the scores are tame and
+                broken where they spread (fa3nn.fp8.backward has the measured table).
     """
 
     block_q: int = 128
@@ -95,6 +111,7 @@ class PerTileScaling:
     incoherent: bool = True
     seed: int = 0
     fast_exp2: bool = False
+    backward_from: str = "quantized"
 
     def __post_init__(self):
         for field in ("block_q", "block_k"):
@@ -111,6 +128,7 @@ class PerTileScaling:
         _check_bool("PerTileScaling", "incoherent", self.incoherent)
         _check_int("PerTileScaling", "seed", self.seed, 0)
         _check_bool("PerTileScaling", "fast_exp2", self.fast_exp2)
+        _check_backward_from("PerTileScaling", self.backward_from)
 
 
 @dataclass(frozen=True)
@@ -118,13 +136,15 @@ class CurrentScaling:
     """One e4m3 scale per (batch, head) for each of Q, K and V (per sequence in a packed batch), computed from this
     call's amax. Needs no state: every call is scaled on its own values.
 
-    fast_exp2   as PerTileScaling's.
+    fast_exp2, backward_from  as PerTileScaling's.
     """
 
     fast_exp2: bool = False
+    backward_from: str = "quantized"
 
     def __post_init__(self):
         _check_bool("CurrentScaling", "fast_exp2", self.fast_exp2)
+        _check_backward_from("CurrentScaling", self.backward_from)
 
 
 _AMAX_ALGOS = ("max", "most_recent")
@@ -142,7 +162,7 @@ class DelayedScaling:
                        every rank uses one scale; done once per step by fa3nn.fp8.sync_amax, not per layer call.
     fp8_format         Format.E4M3 or Format.HYBRID (the same thing in this forward-only FP8; see Format).
     process_group      the group the amaxes are reduced over; None means the whole world.
-    fast_exp2          as PerTileScaling's.
+    fast_exp2, backward_from  as PerTileScaling's.
     """
 
     margin: int = 0
@@ -152,6 +172,7 @@ class DelayedScaling:
     fp8_format: Format = Format.HYBRID
     process_group: Any = None
     fast_exp2: bool = False
+    backward_from: str = "quantized"
 
     def __post_init__(self):
         _check_int("DelayedScaling", "margin", self.margin, 0, MAX_MARGIN, "",
@@ -180,6 +201,7 @@ class DelayedScaling:
             )
         _check_bool("DelayedScaling", "reduce_amax", self.reduce_amax)
         _check_bool("DelayedScaling", "fast_exp2", self.fast_exp2)
+        _check_backward_from("DelayedScaling", self.backward_from)
         if isinstance(self.fp8_format, str) and self.fp8_format.upper() in Format.__members__:
             object.__setattr__(self, "fp8_format", Format[self.fp8_format.upper()])
         if not isinstance(self.fp8_format, Format):

@@ -1,0 +1,97 @@
+"""Which Q and K the bf16 backward of an FP8 forward reads: the recipes' `backward_from`.
+
+The backward rebuilds P = exp(S - lse) from its own scores S and the forward's lse, and takes
+delta = rowsum(dO * O) from the forward's O. After an FP8 forward, lse and O come from the scores of the quantized Q
+and K. Two choices:
+
+    "quantized"  S from the quantized Q and K (dequantized to the inputs' dtype, in the rotated basis when the recipe
+                 rotates; the gradients of Q and K rotated back): P is consistent with lse and O, and the gradients
+                 are those of the attention the forward computed, at the quantized point (what an FP8 backward
+                 reading its forward's FP8 tensors computes). Their error follows the forward's own.
+    "inputs"     S from the high-precision Q and K: exact scores, but against an lse and an O that are not theirs.
+                 Each row of P is off by exp(lse error), which grows with the scores' spread, and delta no longer
+                 cancels P * dP.
+
+Measured (scripts/fp8_grad_accuracy.py: CPU emulation, PerTileScaling with the rotation, causal, 256 keys, head dim
+128, medians of 3 seeds; SQNR in dB against fp64 gradients, dQ; the FP8 forward's output in brackets):
+
+    score std     1            2            4            16           30
+    "quantized"   27.5 (27.1)  24.2 (24.5)  19.7 (22.5)  7.6 (17.2)   1.4 (15.7)
+    "inputs"      33.6 (27.1)  25.2 (24.5)  12.0 (22.5)  -22.8 (17.2) -52.9 (15.7)
+    bf16 path     55.6         55.6         55.6         55.6         55.7
+
+"inputs" is better where the scores are tame (std <= 2) and collapses where they spread (an error 14x the gradient
+at std 16, 440x at 30); "quantized" stays within 10-14 dB of the forward's own error. "quantized" is the default:
+its gradients degrade with the forward's accuracy, where "inputs" loses them altogether. It also saves less for the
+backward (e4m3 Q and K and their per-tile descales instead of 16-bit Q and K) and adds a dequantization and, with
+the rotation, two (rows x d x d) float32 matmuls to the backward.
+
+This module maps the saved e4m3 tensors back to what fa3nn::bwd takes; fa3nn.ops does the autograd plumbing.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fa3nn.fp8.scaling import num_tiles
+
+
+def rows_per_tile(block: int, seqlen_or_max: int) -> int:
+    """A recipe's rows per scale tile as the quantization pass takes it: block, or 0 = one tile per sequence."""
+    return block if block > 0 else max(1, seqlen_or_max)
+
+
+def descale_shape(x: torch.Tensor, block: int, cu_seqlens: torch.Tensor | None, max_seqlen: int) -> tuple:
+    """(batch, heads, tiles) of the descales the quantization pass returns for x (dense or packed): what the FP8
+    op's fake implementation gives without running it."""
+    batch = x.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
+    rows = x.shape[1] if cu_seqlens is None else max_seqlen
+    return batch, x.shape[-2], num_tiles(rows, rows_per_tile(block, rows))
+
+
+def _row_tiles(descale: torch.Tensor, block: int, rows: int, cu_seqlens: torch.Tensor | None) -> torch.Tensor:
+    """One descale per row: (batch, rows, heads) dense, (total, heads) packed, without a host sync (a packed row's
+    sequence by searchsorted, where fa3nn.fp8.scaling.rows_from_tiles reads the lengths on the host)."""
+    batch, heads, tiles = descale.shape
+    if cu_seqlens is None:
+        return descale.repeat_interleave(block, dim=-1)[..., :rows].transpose(1, 2)
+    row = torch.arange(rows, device=descale.device)
+    cu = cu_seqlens.to(torch.int64)
+    sequence = torch.searchsorted(cu[1:], row, right=True)
+    tile = sequence * tiles + (row - cu[sequence]) // block
+    return descale.transpose(1, 2).reshape(batch * tiles, heads)[tile]
+
+
+def dequantize(x8: torch.Tensor, descale: torch.Tensor, block: int, cu_seqlens: torch.Tensor | None,
+               max_seqlen: int, dtype: torch.dtype) -> torch.Tensor:
+    """e4m3 x8 (dense or packed) times its per-tile descales (block rows per tile as the recipe gives it, 0 = one
+    per sequence), in `dtype`: the values the FP8 forward's scores were computed from, rounded once (both factors
+    exact in float32, their product rounded to dtype)."""
+    rows = x8.shape[1] if cu_seqlens is None else x8.shape[0]
+    block = rows_per_tile(block, x8.shape[1] if cu_seqlens is None else max_seqlen)
+    scale = _row_tiles(descale, block, rows, cu_seqlens).unsqueeze(-1)
+    return (x8.to(torch.float32) * scale).to(dtype)
+
+
+def rotate_back(grad: torch.Tensor, rotation: torch.Tensor | None) -> torch.Tensor:
+    """The gradient with respect to x from the one with respect to x @ rotation (rotation orthogonal): grad @ Rᵀ,
+    in float32, rounded once to grad's dtype."""
+    if rotation is None:
+        return grad
+    return (grad.to(torch.float32) @ rotation.to(grad.device, torch.float32).T).to(grad.dtype)
+
+
+def empty_quantized(q: torch.Tensor, k: torch.Tensor, block_q: int, block_k: int, cu_seqlens_q, cu_seqlens_k,
+                    max_seqlen_q: int, max_seqlen_k: int, saved: bool) -> tuple[torch.Tensor, ...]:
+    """(q8, k8, q_descale, k_descale) placeholders as fa3nn::fwd_fp8 returns them (e4m3 bits as uint8): zeros of
+    the real shapes when `saved` (a call with no query or no key, whose backward still reads them), else empty
+    tensors (backward_from="inputs" saves none)."""
+    if not saved:
+        return q.new_empty(0, dtype=torch.uint8), k.new_empty(0, dtype=torch.uint8), *(
+            x.new_empty(0, dtype=torch.float32) for x in (q, k))
+    return (q.new_zeros(q.shape, dtype=torch.uint8), k.new_zeros(k.shape, dtype=torch.uint8),
+            q.new_zeros(descale_shape(q, block_q, cu_seqlens_q, max_seqlen_q), dtype=torch.float32),
+            k.new_zeros(descale_shape(k, block_k, cu_seqlens_k, max_seqlen_k), dtype=torch.float32))
+
+
+__all__ = ["dequantize", "descale_shape", "empty_quantized", "rotate_back", "rows_per_tile"]
