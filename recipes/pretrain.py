@@ -76,7 +76,8 @@ def main(argv=None, keep_process_group: bool = False) -> list[dict]:
         checkpoint = latest_checkpoint(run_dir)
         if checkpoint is None:
             raise SystemExit(f"--resume: no checkpoint under {run_dir / 'checkpoints'}; run without --resume first")
-        check_resume(trainer_state(checkpoint).get("config"), config, checkpoint.name)
+        saved = trainer_state(checkpoint)
+        check_resume(saved.get("config"), config, checkpoint.name, saved["step"])
         state = load_checkpoint(accelerator, checkpoint, model, optimizer, scheduler)
         apply_config_after_resume(optimizer, scheduler, config.optim)  # optim.* and run.max_steps as given now
         start_step = state["step"]

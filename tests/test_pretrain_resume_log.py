@@ -125,6 +125,19 @@ def test_resume_refuses_a_change_of_the_data_order(tmp_path, cache_dir, change, 
                                       "optim.lr=1e-3", "optim.min_lr=1e-4", "--resume")] == [2]
 
 
+@pytest.mark.parametrize("max_steps", [1, 2])
+def test_resume_refuses_a_max_steps_it_has_already_reached(tmp_path, cache_dir, max_steps):
+    """--resume from step 2 with run.max_steps 1 or 2 (an override forgotten or lowered): the loop ran no step,
+    saved nothing and exited 0 after "resumed from ... at step 2", as if the run had trained on."""
+    _train(tmp_path, cache_dir, "run.max_steps=2")
+    with pytest.raises(ConfigError) as error:
+        _train(tmp_path, cache_dir, f"run.max_steps={max_steps}", "--resume")
+    assert (f"run.max_steps = {max_steps} but step-00000002 is at step 2: nothing to train; raise run.max_steps"
+            in str(error.value)), str(error.value)
+    assert _jsonl_steps(tmp_path) == [1, 2]
+    assert [m["step"] for m in _train(tmp_path, cache_dir, "run.max_steps=3", "--resume")] == [3]
+
+
 def test_options_and_overrides_mix_in_any_order():
     """`pretrain.py run.max_steps=300 --resume optim.lr=1e-3` exited with "unrecognized arguments: optim.lr=1e-3"
     (argparse takes a nargs="*" positional once, so overrides after an option were refused)."""

@@ -247,9 +247,13 @@ DATA_ORDER_FIELDS = (
 )
 
 
-def check_resume(saved: dict | None, config: TrainConfig, checkpoint_name: str) -> None:
+def check_resume(saved: dict | None, config: TrainConfig, checkpoint_name: str, step: int | None = None) -> None:
     """Refuse to resume from a checkpoint whose config (trainer.json's, a TrainConfig.to_dict()) differs from
-    `config` in a DATA_ORDER_FIELDS field; None (a checkpoint without its config) is not checked."""
+    `config` in a DATA_ORDER_FIELDS field (None, a checkpoint without its config, is not checked), or whose `step`
+    is already run.max_steps or past it: the loop then ran no step and the run exited 0 as if it had trained on."""
+    if step is not None and step >= config.run.max_steps:
+        raise ConfigError(f"--resume: run.max_steps = {config.run.max_steps} but {checkpoint_name} is at step {step}: "
+                          f"nothing to train; raise run.max_steps (e.g. run.max_steps={step + config.run.max_steps})")
     if saved is None:
         return
     now = config.to_dict()
