@@ -4,7 +4,8 @@
 # process): the static kernels' SASS moved by 1-8 instructions in 20 of 94; two rounds each, alternated. 2. The
 # varlen deals at d128 / d256 with the dynamic deal also over L2-sized sections and one section (whether a wider
 # section lets it match the static deal at one length). 3. The uniform-varlen backward rule (ctas -2) against one
-# CTA per tile on the same packed call.
+# CTA per tile on the same packed call. 4. FP8 training with the default backward_from="quantized" (0ece33b): the
+# attention step (forward + backward) against bf16 and against "inputs", and the gradients' SQNR on the kernels.
 set -u
 source "$(dirname "$0")/../gpu_env.sh"
 gpu_setup /tmp/fa3nn-s47b s47a.tar.xz
@@ -51,4 +52,11 @@ timeout 50 python3 scripts/bwd_varlen_ab.py --headdims 128 64 --varlen-cases 204
     --rounds 3 --json "$out/varlen.json" > "$out/varlen.log" 2>&1
 echo "varlen rc $?"; grep -E "^\| " "$out/varlen.log" | cut -c1-220
 stamp "uniform rule"
+timeout 60 python3 scripts/fp8_train_step.py --headdims 128 --seqlens 2048 8192 --json "$out/fp8_step.json" \
+    > "$out/fp8_step.log" 2>&1
+echo "fp8 step rc $?"; grep -E "^\| [0-9]" "$out/fp8_step.log"
+timeout 60 python3 scripts/fp8_grad_accuracy.py --seqlen 2048 --stds 1 4 16 --json "$out/fp8_grad.json" \
+    > "$out/fp8_grad.log" 2>&1
+echo "fp8 grad rc $?"; grep -E "^\| [0-9]" "$out/fp8_grad.log"
+stamp fp8
 gpu_archive s47b.tgz
