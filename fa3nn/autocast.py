@@ -36,6 +36,12 @@ def autocast_dtype(device: torch.device) -> torch.dtype | None:
     return None
 
 
+def dtype_under_autocast(dtype: torch.dtype, device: torch.device) -> torch.dtype:
+    """The dtype a tensor of `dtype` on `device` takes under the current autocast (to_autocast_dtype's rule)."""
+    cast = autocast_dtype(device)
+    return cast if cast is not None and dtype in _CAST_DTYPES else dtype
+
+
 def to_autocast_dtype(*tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
     """`tensors` (None passed through) cast to the autocast dtype of the first one's device under autocast, as they
     are outside it."""

@@ -29,8 +29,11 @@ instead. The host read is why a call cannot be captured in a CUDA graph (FlashAt
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
+from fa3nn.autocast import dtype_under_autocast
 from fa3nn.backends.base import AttnCall
 from fa3nn.checks import (
     FP8_INPUT_DTYPES,
@@ -228,7 +231,9 @@ def flash_attn_with_kvcache(
     check_qkv_consistency(q, k_cache, v_cache, batch_dims=0, names=("q", "k_cache", "v_cache"))
     params = attention_params(q, softmax_scale, causal, window_size, softcap, False, None, backend, sm_margin)
     if backend != "auto":  # a forced backend that cannot serve the call raises UnsupportedCall (auto always finds one)
-        resolve(backend, AttnCall.of(q, k_cache, v_cache, params, varlen=True))
+        # in the dtype the attention runs in: flash_attn_varlen_func takes q, k, v in autocast's
+        call = AttnCall.of(q, k_cache, v_cache, params, varlen=True)
+        resolve(backend, dataclasses.replace(call, dtype=dtype_under_autocast(q.dtype, q.device)))
 
     if paged:
         if cache_batch_idx is not None or cache_leftpad is not None:

@@ -883,3 +883,27 @@ def test_double_backward_raises():
     loss = out.sum() + (dq * dq).sum()
     with pytest.raises(RuntimeError, match="triton backend's backward does not support double backward"):
         torch.autograd.grad(loss, q, allow_unused=True)
+
+
+def test_kvcache_forced_triton_under_autocast_is_checked_in_the_autocast_dtype():
+    """flash_attn_with_kvcache checks a forced backend before it writes the cache, but it checked q's own dtype while
+    the attention runs in autocast's (flash_attn_varlen_func casts): float32 tensors under a bf16 autocast passed the
+    check (the interpreter takes float32), the new keys were written, then the bf16 attention was refused, leaving
+    the cache changed by a refused call (and on a GPU, where Triton takes no float32, such a call was refused though
+    it would run in bf16). Under an fp16 autocast it runs in fp16 on the interpreter."""
+    from fa3nn import flash_attn_with_kvcache
+    from fa3nn.dispatch import UnsupportedCall
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 1, 2, 32, generator=g) for _ in range(3))
+    k_cache, v_cache = torch.randn(2, 8, 2, 32, generator=g), torch.randn(2, 8, 2, 32, generator=g)
+    before_k, before_v = k_cache.clone(), v_cache.clone()
+    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(UnsupportedCall, match="dtype torch.bfloat16"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=3, backend="triton")
+    assert torch.equal(k_cache, before_k) and torch.equal(v_cache, before_v)
+    with torch.autocast("cpu", dtype=torch.float16):
+        out = flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=3, causal=True, backend="triton")
+    want = flash_attn_with_kvcache(q.half(), before_k.half(), before_v.half(), k.half(), v.half(), cache_seqlens=3,
+                                   causal=True, backend="triton")
+    assert out.dtype == torch.float16 and torch.equal(out, want)
+    assert torch.equal(k_cache[:, 3], k[:, 0])
