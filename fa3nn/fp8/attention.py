@@ -45,7 +45,8 @@ def fp8_attention_forward(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """out in q's dtype and lse (float32 for 16-bit inputs; fa3nn.backends.base.saved_lse_dtype, which
     fa3nn.interface rounds for the user), in the layouts of fa3nn.flash_attn_func (dense) or, given cu_seqlens,
-    flash_attn_varlen_func (packed). Differentiable: the backward is fa3nn's bf16 backward from q, k, v.
+    flash_attn_varlen_func (packed). Differentiable: the backward is fa3nn's bf16 backward, from the Q and K the
+    recipe's backward_from names (fa3nn.fp8.backward).
 
     state is the layer's fa3nn.fp8.make_state(recipe, layer_idx). With training=True a DelayedScalingState
     observes this call's amax and, unless a distributed reduction is pending (then fa3nn.fp8.sync_amax does it

@@ -30,7 +30,7 @@ class Format(enum.Enum):
 
     E4M3    e4m3 everywhere (max 448, 3 mantissa bits): the precise format, for Q, K, V and P.
     HYBRID  Transformer Engine's meaning: e4m3 in the forward, e5m2 (max 57344, 2 mantissa bits) for gradients.
-            fa3nn's FP8 is forward-only (the backward runs in bf16 from the original Q, K, V), so here HYBRID
+            fa3nn's FP8 is forward-only (the backward runs in bf16: fa3nn.fp8.backward), so here HYBRID
             behaves exactly like E4M3 for Q, K, V and P; it is accepted so TE recipes convert unchanged.
     """
 
