@@ -33,6 +33,16 @@ def step(q, k, v, dout, causal, recipe):
     return torch.autograd.grad(out, (q, k, v), dout)
 
 
+def backward_extras(q8, k8, q_descale, k_descale, dq, rotation, block_q, block_k):
+    """What backward_from="quantized" adds to the backward, alone: Q and K dequantized, dQ and dK rotated back."""
+    from fa3nn.fp8.backward import dequantize, rotate_back
+
+    dequantize(q8, q_descale, block_q, None, None, dq.dtype)
+    dequantize(k8, k_descale, block_k, None, None, dq.dtype)
+    rotate_back(dq, rotation)
+    rotate_back(dq, rotation)
+
+
 def time_batch(fn, iters: int) -> float:
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
@@ -63,6 +73,15 @@ def main() -> None:
                 q, k, v = (t.requires_grad_() for t in (q, k, v))
                 fns = {name: functools.partial(step, q, k, v, dout, causal, recipe)
                        for name, recipe in VARIANTS.items()}
+                recipe = VARIANTS["fp8 quantized"]
+                state = fa3nn.fp8.make_state(recipe, 0)
+                a = fa3nn.fp8.recipe_arguments(recipe, state, q, k, v)
+                *_, q8, k8, q_descale, k_descale = torch.ops.fa3nn.fwd_fp8(
+                    q, k, v, None, None, seqlen, seqlen, headdim**-0.5, -1, 0 if causal else -1, 0.0, False, "auto",
+                    a["block_q"], a["block_k"], a["rotation"], None, False, 0, True)
+                fns["extras alone"] = functools.partial(
+                    backward_extras, q8.view(torch.float8_e4m3fn), k8.view(torch.float8_e4m3fn), q_descale,
+                    k_descale, dout, a["rotation"], a["block_q"], a["block_k"])
                 for fn in fns.values():  # warm-up: compile, autotune, allocator
                     time_batch(fn, 2)
                 samples = {name: [] for name in fns}
