@@ -134,6 +134,24 @@ def trainer_state(path: Path) -> dict:
     return json.loads((path / "trainer.json").read_text())
 
 
+def _keyed_by_name(model, optimizer, optimizer_state: dict) -> dict:
+    """The optimizer state of a checkpoint saved without FSDP (torch's optimizer.state_dict(): parameters named by
+    their position in param_groups) keyed by parameter name, as set_state_dict wants (it raised KeyError
+    'state.0.step' on it); one saved by FSDP (get_state_dict: already by name) is returned as it is. Positions map
+    to names through this optimizer's param_groups, whose order build_optimizer fixes whatever the wrapping."""
+    groups = optimizer_state["param_groups"]
+    positions = [index for group in groups for index in group["params"]]
+    if not all(isinstance(index, int) for index in positions):
+        return optimizer_state
+    name_of = {id(param): name.replace("_orig_mod.", "") for name, param in model.named_parameters()}
+    names = [name_of[id(param)] for group in optimizer.param_groups for param in group["params"]]
+    if len(names) != len(positions):
+        raise ValueError(f"the checkpoint's optimizer holds {len(positions)} parameters, this model's {len(names)}")
+    name_at = dict(zip(positions, names))
+    return {"state": {name_at[index]: state for index, state in optimizer_state["state"].items()},
+            "param_groups": [{**group, "params": [name_at[index] for index in group["params"]]} for group in groups]}
+
+
 def load_checkpoint(accelerator, path: Path, model, optimizer, scheduler) -> dict:
     """Restore model, optimizer, scheduler and this process's RNG; returns trainer.json's contents."""
     from safetensors.torch import load_file
@@ -143,6 +161,7 @@ def load_checkpoint(accelerator, path: Path, model, optimizer, scheduler) -> dic
     if accelerator.distributed_type.name == "FSDP":
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
 
+        optimizer_state = _keyed_by_name(model, optimizer, optimizer_state)
         set_state_dict(model, optimizer, model_state_dict=model_state, optim_state_dict=optimizer_state,
                        options=StateDictOptions(full_state_dict=True))
     else:
