@@ -20,6 +20,7 @@ from fa3nn.fp8 import (
     recipe_arguments,
 )
 from fa3nn.fp8.backward import dequantize as fp8_dequantize
+from fa3nn.fp8.backward import rotate_back as fp8_rotate_back
 from fa3nn.masks import Window
 from fa3nn.ops import attention_forward_fp8
 
@@ -154,12 +155,42 @@ def test_fp8_backward_is_the_bf16_backward(backward_from, varlen):
                                  max_seqlen or q.shape[1], max_seqlen or k.shape[1], 64**-0.5, -1, 0, 0.0, False,
                                  "auto")
     if backward_from == "quantized":
-        expect = [(g.float() @ rotation.T).to(g.dtype) for g in expect[:2]] + [expect[2]]
+        expect = [fp8_rotate_back(g, rotation) for g in expect[:2]] + [expect[2]]
     out = fa3nn.flash_attn_varlen_func(q, k, v, cu, cu, max_seqlen, max_seqlen, causal=True) if varlen else (
         fa3nn.flash_attn_func(q, k, v, causal=True))
     for got, want, bf16 in zip(grads8, expect, torch.autograd.grad(out, (q, k, v), dout)):
         assert torch.equal(got, want)  # ...the backward bf16, from the named Q and K
         assert (got.float() - bf16.float()).abs().max() < 0.2 * bf16.float().abs().max()
+
+
+@pytest.mark.parametrize("headdim", [64, 96, 128, 256])
+def test_backward_dequantizes_and_rotates_back_within_an_ulp(headdim):
+    """fa3nn.fp8.backward's two steps against float32 arithmetic: the dequantized Q is (q8 * descale) rounded once
+    to bf16, bit for bit, dense and packed; the rotated-back gradient (a GEMM on the rotation's +-1 entries, then its
+    scale: two roundings; exact at 64 and 256, where c is a power of two) is within one bf16 ulp, at each row's largest
+    entry, of (grad @ Rᵀ in float32) rounded once (whose float32 products of +-c round where the +-1 GEMM's do not:
+    entry by entry a cancelling sum differs by up to 128 ulps of its own size), and brings x @ R back to x."""
+    torch.manual_seed(headdim)
+    recipe = fa3nn.PerTileScaling(block_q=32)
+    q, k, v = bf16_qkv(2, 70, 70, 4, 2, headdim)
+    quantized = quantize_qkv(q, k, v, recipe, make_state(recipe, 0))
+    rows = quantized.q_descale.repeat_interleave(32, dim=-1)[..., :70].transpose(1, 2).unsqueeze(-1)
+    assert torch.equal(fp8_dequantize(quantized.q, quantized.q_descale, 32, None, None, torch.bfloat16),
+                       (quantized.q.float() * rows).to(torch.bfloat16))
+    cu = torch.tensor([0, 5, 70], dtype=torch.int32)
+    packed = quantize_qkv(q[0], k[0], v[0], recipe, make_state(recipe, 0), cu, cu, 65, 65)
+    tile = torch.cat([torch.arange(5) // 32, 3 + torch.arange(65) // 32])  # sequence * tiles + tile, 3 tiles each
+    rows = packed.q_descale.transpose(1, 2).reshape(6, 4)[tile].unsqueeze(-1)
+    assert torch.equal(fp8_dequantize(packed.q, packed.q_descale, 32, cu, 65, torch.bfloat16),
+                       (packed.q.float() * rows).to(torch.bfloat16))
+    rotation = make_state(recipe, 7).rotation(headdim)
+    grad = torch.randn(3, 50, 4, headdim).to(torch.bfloat16)
+    got, want = fp8_rotate_back(grad, rotation).float(), (grad.float() @ rotation.T).to(torch.bfloat16).float()
+    ulp = torch.finfo(torch.bfloat16).eps * want.abs().amax(-1, keepdim=True)  # at the row's largest entry
+    assert ((got - want).abs() <= ulp).all(), ((got - want).abs() / ulp).max()
+    x = torch.randn(5, headdim).to(torch.bfloat16)
+    back = fp8_rotate_back((x.float() @ rotation).to(torch.bfloat16), rotation).float()
+    assert (back - x.float()).norm() <= 2 * torch.finfo(torch.bfloat16).eps * x.float().norm()  # Rᵀ, not R: O(1)
 
 
 @pytest.mark.parametrize("recipe_name", ["per_tile_incoherent", "current", "delayed"])
