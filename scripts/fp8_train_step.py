@@ -43,6 +43,16 @@ def backward_extras(q8, k8, q_descale, k_descale, dq, rotation, block_q, block_k
     rotate_back(dq, rotation)
 
 
+def backward_extras_fp32(q8, k8, q_descale, k_descale, dq, rotation, block_q, block_k):
+    """backward_extras as first written (0ece33b): float32 copies, a float32 GEMM; kept to time the difference."""
+    from fa3nn.fp8.backward import _row_tiles
+
+    for x8, descale, block in ((q8, q_descale, block_q), (k8, k_descale, block_k)):
+        (x8.to(torch.float32) * _row_tiles(descale, block, x8.shape[1], None).unsqueeze(-1)).to(dq.dtype)
+    for _ in range(2):
+        (dq.to(torch.float32) @ rotation.T).to(dq.dtype)
+
+
 def time_batch(fn, iters: int) -> float:
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
@@ -81,6 +91,9 @@ def main() -> None:
                     a["block_q"], a["block_k"], a["rotation"], None, False, 0, True)
                 fns["extras alone"] = functools.partial(
                     backward_extras, q8.view(torch.float8_e4m3fn), k8.view(torch.float8_e4m3fn), q_descale,
+                    k_descale, dout, a["rotation"], a["block_q"], a["block_k"])
+                fns["extras alone, fp32 (before)"] = functools.partial(
+                    backward_extras_fp32, q8.view(torch.float8_e4m3fn), k8.view(torch.float8_e4m3fn), q_descale,
                     k_descale, dout, a["rotation"], a["block_q"], a["block_k"])
                 for fn in fns.values():  # warm-up: compile, autotune, allocator
                     time_batch(fn, 2)
