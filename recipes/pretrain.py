@@ -7,7 +7,8 @@
 
 Each optimizer step consumes `run.global_batch_size` sequences whatever the number of processes; the loss is the
 mean next-token cross-entropy over all of them (summed per micro-batch, divided by the global target count), so a
-run on W processes follows the same trajectory as one process with gradient accumulation.
+run on W processes follows the same trajectory as one process with gradient accumulation. Every `eval.every` steps
+and at the end it logs the loss on held-out documents (fa3nn_train.evaluation), which training never sees.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from fa3nn_train.checkpoint import latest_checkpoint, load_checkpoint, save_chec
 from fa3nn_train.config import check_resume, load_config  # noqa: E402
 from fa3nn_train.corpus import load_documents  # noqa: E402
 from fa3nn_train.data import BlockStream, micro_batches, prefetched  # noqa: E402
+from fa3nn_train.evaluation import build_eval_set, eval_due, evaluate, hold_out  # noqa: E402
 from fa3nn_train.metrics_logger import MetricsLogger, drop_steps_after, format_line  # noqa: E402
 from fa3nn_train.model import build_model, flops_per_token, loss_sum  # noqa: E402
 from fa3nn_train.optim import apply_config_after_resume, build_optimizer, build_scheduler  # noqa: E402
@@ -59,9 +61,13 @@ def main(argv=None, keep_process_group: bool = False) -> list[dict]:
 
     cache_dir = Path(data.cache_dir).expanduser()
     with accelerator.main_process_first():  # the main process builds the corpus and tokenizer, the others load them
-        dataset, text_field = load_documents(data, cache_dir)
-        fingerprint = getattr(dataset, "_fingerprint", None) or f"{data.source}|{data.hub_config}|{data.split}"
+        corpus, text_field = load_documents(data, cache_dir)
+        fingerprint = getattr(corpus, "_fingerprint", None) or f"{data.source}|{data.hub_config}|{data.split}"
+        dataset, held_out = hold_out(corpus, config.eval.holdout_documents, data.streaming, text_field)
+        if held_out is not None:  # the local tokenizer learns from the training documents alone
+            fingerprint += f"|holdout {config.eval.holdout_documents}"
         tokenizer = load_tokenizer(data, dataset, text_field, cache_dir, fingerprint)
+        eval_set = build_eval_set(config, held_out, tokenizer, cache_dir, rank, world)
 
     model = build_model(config.model, tokenizer.vocab_size, data.seq_len)
     flops = flops_per_token(model, config.model, data.seq_len)
@@ -95,6 +101,8 @@ def main(argv=None, keep_process_group: bool = False) -> list[dict]:
         f"{run.micro_batch_size} seqs x {accum} accumulation = {run.global_batch_size} seqs of {data.seq_len} tokens;"
         f" tokenizer {tokenizer.name} ({tokenizer.vocab_size} tokens); run dir {run_dir}"
     )
+    if eval_set is not None:
+        accelerator.print(eval_set.description)
 
     stream = BlockStream(dataset, text_field, tokenizer, data.seq_len, data.keep_boundaries, run.seed,
                          data.streaming, data.shuffle_buffer, data.block_shuffle_buffer)
@@ -133,10 +141,14 @@ def main(argv=None, keep_process_group: bool = False) -> list[dict]:
         done = step + 1
         if done == start_step + run.warmup_steps_excluded:
             logger.start_window(done)  # tokens/s leaves out allocator warm-up and compilation
-        if done % run.log_every == 0 or done == run.max_steps:
+        evaluating = eval_set is not None and eval_due(config.eval, done, run.max_steps)
+        if done % run.log_every == 0 or done == run.max_steps or evaluating:
             mean_loss = (accelerator.reduce(loss_total, "sum") / global_targets).item()
-            metrics = logger.log(done, mean_loss, lr, float(grad_norm), state["tokens_seen"])
-            history.append(metrics)
+            metrics = logger.measure(done, mean_loss, lr, float(grad_norm), state["tokens_seen"])
+            if evaluating:  # before the checkpoint: a resume from this step does not evaluate it again
+                metrics.update(evaluate(model, eval_set, accelerator))
+                logger.leave_out(done)  # the evaluation's time is not training's: not in tokens/s
+            history.append(logger.write(metrics))
             if accelerator.is_main_process:
                 progress.write(format_line(metrics))
         if (run.save_every and done % run.save_every == 0) or done == run.max_steps:

@@ -85,6 +85,11 @@ def test_default_config_runs_logs_and_learns(tmp_path, cache_dir):
     assert history[-1]["tokens_seen"] == 12 * 16 * 128
     logged = _wandb_history_values(tmp_path, "tokens_per_s")
     assert logged == [m["tokens_per_s"] for m in history[1:]]
+    # eval.at_end: the held-out loss on the last line, in wandb too (eval.every = 50 comes later)
+    assert [m["step"] for m in history if "eval/loss" in m] == [12]
+    assert history[-1]["eval/loss"] < 8.0 and history[-1]["eval/tokens"] > 0.9 * 8 * 16 * 128
+    assert _wandb_history_values(tmp_path, "eval/loss") == [history[-1]["eval/loss"]]
+    assert _wandb_history_values(tmp_path, "eval/perplexity") == [history[-1]["eval/perplexity"]]
     # the run's config in wandb says what the numbers depend on beyond the config file: processes (tokens/s per
     # device), accumulation, parameters and FLOPs per token (MFU), the run_dir actually used (--run-dir, not the
     # run.run_dir template "runs/{config}" it recorded alone)
@@ -129,7 +134,8 @@ def test_stall_watch_dumps_only_a_step_that_outlasts_it():
 
 def test_two_processes_match_one(tmp_path, cache_dir):
     """Same global batch of 8: one process (micro 4 x 2 accumulation) vs two gloo processes (micro 4 x 1).
-    Only the order of float32 sums differs (gradient all-reduce, loss reduce): losses agree to rtol 1e-5."""
+    Only the order of float32 sums differs (gradient all-reduce, loss reduce): losses and the eval loss agree to
+    rtol 1e-5."""
     args = [*SMALL, "run.max_steps=5", "run.wandb=false"]
     one = _train(tmp_path / "one", cache_dir, *args)
     two = _train(tmp_path / "two", cache_dir, *args, processes=2)
@@ -137,6 +143,10 @@ def test_two_processes_match_one(tmp_path, cache_dir):
     assert len(losses_one) == len(losses_two) == 5
     torch.testing.assert_close(torch.tensor(losses_two), torch.tensor(losses_one), rtol=1e-5, atol=0)
     assert losses_one[-1] < losses_one[0]
+    # the held-out set and its loss do not depend on the process count (eval.at_end, step 5); the weights agree to
+    # float32 sums, as the losses do
+    assert "eval/loss" in one[-1] and one[-1]["eval/tokens"] == two[-1]["eval/tokens"]
+    assert two[-1]["eval/loss"] == pytest.approx(one[-1]["eval/loss"], rel=1e-5, abs=0)
 
 
 def test_resume_matches_uninterrupted_run(tmp_path, cache_dir):

@@ -1,4 +1,5 @@
-"""Run configuration: four dataclasses, one per TOML table ([model], [data], [optim], [run]) of a file in configs/.
+"""Run configuration: five dataclasses, one per TOML table ([model], [data], [optim], [run], [eval]) of a file in
+configs/.
 
 Every field is documented where it is declared; `load_config` rejects unknown keys and bad values with a message
 that names the field. Command-line overrides use the same dotted names: `optim.lr=3e-4 run.max_steps=100`.
@@ -54,6 +55,11 @@ def _raise_problems(problems: list[str]) -> None:
         raise ConfigError(problems[0])
     if problems:
         raise ConfigError(f"{len(problems)} config problems:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+def _is_local(source: str) -> bool:
+    """data.source names the offline stdlib corpus or a local file or folder (corpus.load_documents' rule)."""
+    return source == "stdlib" or Path(source).expanduser().exists()
 
 
 def _number(value) -> str:
@@ -219,20 +225,65 @@ class RunConfig:
 
 
 @dataclass
+class EvalConfig:
+    """Validation loss on text the run never trains on (fa3nn_train.evaluation): by default documents held out of
+    data.source, or a separate corpus (eval.source) or hub split (eval.split)."""
+
+    every: int = 50  # optimizer steps between evaluations; 0: only at the end (eval.at_end)
+    at_end: bool = True  # evaluate after the last step too
+    batches: int = 8  # global batches (run.global_batch_size blocks of data.seq_len tokens) per evaluation
+    # documents of data.source held out of training, the eval set (0: none). Chosen from the corpus alone (see
+    # evaluation.hold_out), so it decides which data training sees: a resume may not change it
+    holdout_documents: int = 8
+    source: str | None = None  # a separate eval corpus, read like data.source (local file/folder or hub dataset)
+    split: str | None = None  # the hub split to evaluate on (of eval.source, else of data.source), e.g. "validation"
+
+    @property
+    def enabled(self) -> bool:
+        return self.every > 0 or self.at_end
+
+    def check(self, problems: list[str]) -> None:
+        _at_least(problems, "eval.every", self.every, 0, " (0: only eval.at_end)")
+        _at_least(problems, "eval.batches", self.batches, 1)
+        _at_least(problems, "eval.holdout_documents", self.holdout_documents, 0, " (0: none)")
+
+
+@dataclass
 class TrainConfig:
     name: str = "tiny"
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
 
     def check(self, problems: list[str] | None = None) -> TrainConfig:
         """Raises one ConfigError naming every bad field (with `problems`, those found earlier too)."""
         problems = [] if problems is None else problems
-        for section in (self.model, self.data, self.optim, self.run):
+        for section in (self.model, self.data, self.optim, self.run, self.eval):
             section.check(problems)
+        self._check_eval_set(problems)
         _raise_problems(problems)
         return self
+
+    def _check_eval_set(self, problems: list[str]) -> None:
+        """Where the eval set comes from: held-out documents, or eval.source / eval.split, never both."""
+        evaluation = self.eval
+        named = evaluation.source is not None or evaluation.split is not None
+        if named and evaluation.holdout_documents > 0:
+            problems.append("eval.holdout_documents must be 0 when eval.split or eval.source names the eval set (held-"
+                            f"out documents would only be lost to training), got {evaluation.holdout_documents}")
+        elif evaluation.enabled and not named and evaluation.holdout_documents == 0:
+            asked = [f"eval.every = {evaluation.every}"] if evaluation.every > 0 else []
+            asked += ["eval.at_end"] if evaluation.at_end else []
+            problems.append(f"evaluation ({' and '.join(asked)}) needs a held-out set, and there is none: set "
+                            "eval.holdout_documents > 0, eval.split or eval.source, or turn evaluation off "
+                            "(eval.every=0 eval.at_end=false)")
+        where, source = ("data.source", self.data.source) if evaluation.source is None else ("eval.source",
+                                                                                             evaluation.source)
+        if evaluation.split is not None and _is_local(source):
+            problems.append(f"eval.split names a split of the hub dataset {where}; {where} {source!r} is local: name "
+                            "a file or folder with eval.source")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -243,8 +294,10 @@ class TrainConfig:
 DATA_ORDER_FIELDS = (
     "data.source", "data.hub_config", "data.split", "data.text_field", "data.streaming", "data.shuffle_buffer",
     "data.block_shuffle_buffer", "data.tokenizer", "data.vocab_size", "data.seq_len", "data.keep_boundaries",
-    "data.max_corpus_mb", "run.seed", "run.global_batch_size",
+    "data.max_corpus_mb", "run.seed", "run.global_batch_size", "eval.holdout_documents",
 )
+# What a checkpoint whose config lacks a field (saved before the field existed) trained with.
+DATA_ORDER_DEFAULTS_BEFORE_FIELD = {"eval.holdout_documents": 0}
 
 
 def check_resume(saved: dict | None, config: TrainConfig, checkpoint_name: str, step: int | None = None) -> None:
@@ -260,8 +313,14 @@ def check_resume(saved: dict | None, config: TrainConfig, checkpoint_name: str, 
     changed = []
     for dotted in DATA_ORDER_FIELDS:
         section, name = dotted.split(".")
-        if name in saved.get(section, {}) and saved[section][name] != now[section][name]:
-            changed.append(f"{dotted}: {saved[section][name]!r} in the checkpoint, {now[section][name]!r} now")
+        if name in saved.get(section, {}):
+            was = saved[section][name]
+        elif dotted in DATA_ORDER_DEFAULTS_BEFORE_FIELD:
+            was = DATA_ORDER_DEFAULTS_BEFORE_FIELD[dotted]
+        else:
+            continue
+        if was != now[section][name]:
+            changed.append(f"{dotted}: {was!r} in the checkpoint, {now[section][name]!r} now")
     if changed:
         raise ConfigError(
             f"--resume from {checkpoint_name} would train on other data than the interrupted run (a checkpoint's data "
@@ -303,7 +362,7 @@ def _apply(config: TrainConfig, section: str, values: dict, problems: list[str])
         return
     target = getattr(config, section, None)
     if not dataclasses.is_dataclass(target):
-        problems.append(f"unknown config table [{section}]; tables: model, data, optim, run")
+        problems.append(f"unknown config table [{section}]; tables: model, data, optim, run, eval")
         return
     fields = {f.name: f for f in dataclasses.fields(target)}
     for name, value in values.items():

@@ -1,5 +1,6 @@
-"""One metrics line every `log_every` steps, to three places: stdout (main process), metrics.jsonl in the run
-directory, and the accelerate trackers (Weights & Biases, offline when no API key is configured).
+"""One metrics line every `log_every` steps (and at each evaluation, whose eval/loss, eval/perplexity and
+eval/tokens it then carries), to three places: stdout (main process), metrics.jsonl in the run directory, and the
+accelerate trackers (Weights & Biases, offline when no API key is configured).
 
 tokens/s counts the tokens of every process (global) and per device, over the steps since the last line (or, for
 the first line, since the end of the `run.warmup_steps_excluded` warm-up steps: allocator warm-up, compilation).
@@ -88,7 +89,18 @@ class MetricsLogger:
             torch.cuda.synchronize()
         self._mark_step, self._mark_time = step, time.perf_counter()
 
+    def leave_out(self, step: int) -> None:
+        """Restart the window at `step` if timing has started, leaving out of tokens/s what ran since the line just
+        measured (an evaluation); during the excluded warm-up steps timing starts later anyway."""
+        if self._mark_step is not None:
+            self.start_window(step)
+
     def log(self, step: int, loss: float, lr: float, grad_norm: float, tokens_seen: int) -> dict:
+        return self.write(self.measure(step, loss, lr, grad_norm, tokens_seen))
+
+    def measure(self, step: int, loss: float, lr: float, grad_norm: float, tokens_seen: int) -> dict:
+        """The line's metrics (throughput over the window that ends now, which starts the next one); `write` logs
+        them, after the trainer has added what it measured in between (the evaluation, left out of the window)."""
         if self.accelerator.device.type == "cuda":
             torch.cuda.synchronize()
         now = time.perf_counter()
@@ -107,7 +119,11 @@ class MetricsLogger:
             metrics.update(self._across_ranks(metrics["peak_mem_gib"]))
         if self._mark_step is not None:  # the next window starts here (once timing has started at all)
             self._mark_step, self._mark_time = step, now
-        self.accelerator.log({k: v for k, v in metrics.items() if v is not None and k != "step"}, step=step)
+        return metrics
+
+    def write(self, metrics: dict) -> dict:
+        """To the trackers (wandb: eval/loss and eval/perplexity group under "eval") and metrics.jsonl."""
+        self.accelerator.log({k: v for k, v in metrics.items() if v is not None and k != "step"}, step=metrics["step"])
         if self.jsonl is not None:
             self.jsonl.write(json.dumps(metrics) + "\n")
             self.jsonl.flush()
@@ -132,4 +148,6 @@ def format_line(m: dict) -> str:
                   f"TFLOP/s {m['tflops_per_device']:.3g}/dev"]
         parts.append(f"MFU {100 * m['mfu']:.1f}%" if m.get("mfu") is not None else "MFU n/a")
     parts.append(f"mem {m['peak_mem_gib']:.2f} GiB")
+    if "eval/loss" in m:
+        parts += [f"eval loss {m['eval/loss']:.4f}", f"eval ppl {m['eval/perplexity']:.1f}"]
     return " | ".join(parts)
