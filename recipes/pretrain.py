@@ -67,7 +67,7 @@ def main(argv=None, keep_process_group: bool = False) -> list[dict]:
         if held_out is not None:  # the local tokenizer learns from the training documents alone
             fingerprint += f"|holdout {config.eval.holdout_documents}"
         tokenizer = load_tokenizer(data, dataset, text_field, cache_dir, fingerprint)
-        eval_set = build_eval_set(config, held_out, tokenizer, cache_dir, rank, world)
+        eval_set = build_eval_set(config, held_out, text_field, tokenizer, cache_dir, rank, world)
 
     model = build_model(config.model, tokenizer.vocab_size, data.seq_len)
     flops = flops_per_token(model, config.model, data.seq_len)

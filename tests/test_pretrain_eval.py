@@ -213,6 +213,28 @@ def test_held_out_documents_never_reach_training(tmp_path, streaming):
     assert {int(t) - 1 for block in evaluated for t in block[0] if t} == set(documents(held))
 
 
+@pytest.mark.parametrize("streaming", [False, True])
+def test_eval_set_of_a_txt_corpus_reads_its_text_column(tmp_path, streaming):
+    """A .txt corpus's documents are in column "text" whatever data.text_field says (corpus.load_documents); the
+    eval set read the held-out documents' data.text_field column and raised KeyError 'body'. Two processes take 3
+    of its 6 micro-batches of 2 blocks each, every block once."""
+    from fa3nn_train.corpus import load_documents
+    from fa3nn_train.evaluation import build_eval_set
+
+    corpus_file = tmp_path / "corpus.txt"
+    corpus_file.write_text("".join(f"d{i} " * (8 + i % 5) + "\n" for i in range(30)))
+    config = load_config("tiny", [f"data.source={corpus_file}", "data.text_field=body", f"data.streaming={streaming}",
+                                  "data.seq_len=16", "run.global_batch_size=4", "run.micro_batch_size=2",
+                                  "eval.batches=3", "eval.holdout_documents=10"])
+    corpus, field = load_documents(config.data, tmp_path)
+    assert field == "text"
+    _, held = hold_out(corpus, 10, streaming, field)
+    shares = [build_eval_set(config, held, field, _DocTokenizer(), tmp_path, rank, 2) for rank in (0, 1)]
+    assert [share.blocks for share in shares] == [12, 12] and [len(share.batches) for share in shares] == [3, 3]
+    rows = [tuple(row.tolist()) for share in shares for batch in share.batches for row in batch.input_ids]
+    assert len(set(rows)) == 12
+
+
 def test_holdout_leaves_too_small_a_corpus_with_an_error(tmp_path):
     from fa3nn_train.corpus import load_documents
 

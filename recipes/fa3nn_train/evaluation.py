@@ -66,13 +66,14 @@ def hold_out(corpus, n: int, streaming: bool, text_field: str):
     return training, datasets.Dataset.from_dict({text_field: held_texts})
 
 
-def eval_documents(config, held_out, cache_dir):
-    """The documents the eval set is cut from: the held-out ones, or eval.source / eval.split's corpus."""
+def eval_documents(config, held_out, text_field: str, cache_dir):
+    """The documents the eval set is cut from and their text column: the held-out ones (`held_out`, in the corpus's
+    column `text_field`), or eval.source / eval.split's corpus."""
     from fa3nn_train.corpus import load_documents
 
     evaluation = config.eval
     if evaluation.source is None and evaluation.split is None:
-        return held_out, config.data.text_field
+        return held_out, text_field
     source = evaluation.source if evaluation.source is not None else config.data.source
     data = dataclasses.replace(config.data, source=source, split=evaluation.split or config.data.split,
                                hub_config=config.data.hub_config if evaluation.source is None else None)
@@ -89,22 +90,25 @@ def eval_blocks(documents, text_field: str, tokenizer, seq_len: int, keep_bounda
     return list(itertools.islice(pack_blocks(token_docs(), seq_len, tokenizer.eos_id, keep_boundaries), count))
 
 
-def build_eval_set(config, held_out, tokenizer, cache_dir, rank: int, world: int) -> EvalSet | None:
-    """This process's share of the eval set; None when evaluation is off."""
+def build_eval_set(config, held_out, text_field: str, tokenizer, cache_dir, rank: int, world: int) -> EvalSet | None:
+    """This process's share of the eval set (held_out and text_field: hold_out's documents and the corpus's text
+    column); None when evaluation is off."""
     evaluation, data = config.eval, config.data
     if not evaluation.enabled:
         return None
-    documents, text_field = eval_documents(config, held_out, cache_dir)
+    documents, text_field = eval_documents(config, held_out, text_field, cache_dir)
     wanted = evaluation.batches * config.run.global_batch_size
     blocks = eval_blocks(documents, text_field, tokenizer, data.seq_len, data.keep_boundaries, wanted)
-    where = ("eval.source / eval.split" if evaluation.source is not None or evaluation.split is not None
-             else f"the {evaluation.holdout_documents} documents of eval.holdout_documents")
+    held = evaluation.source is None and evaluation.split is None
+    where = f"the {evaluation.holdout_documents} documents of eval.holdout_documents" if held else \
+        "eval.source / eval.split"
+    more = " (raise eval.holdout_documents for more)" if held else ""
     if not blocks:
         raise ConfigError(f"the eval set is empty: {where} hold fewer than data.seq_len + 1 = {data.seq_len + 1} "
-                          "tokens")
+                          f"tokens{more}")
     if len(blocks) < wanted:
         warnings.warn(f"eval.batches = {evaluation.batches} asks for {wanted} blocks but {where} give "
-                      f"{len(blocks)}: evaluating on those (raise eval.holdout_documents for more)", stacklevel=2)
+                      f"{len(blocks)}: evaluating on those{more}", stacklevel=2)
     eval_set = EvalSet(blocks, config.run.micro_batch_size, rank, world)
     when = [f"every {evaluation.every} steps"] if evaluation.every else []
     eval_set.description = (f"eval: {len(blocks)} blocks of {data.seq_len} tokens from {where}, "
