@@ -418,6 +418,7 @@ FP8_FROM_QUANTIZED_INPUT = 19  # backward_from_quantized, after sm_margin
 def _setup_fwd_fp8(ctx, inputs, output):
     """fa3nn::fwd_fp8's: _setup_context's, without sinks, with its sm_margin; with backward_from_quantized its
     q8 and k8 stand in for q and k, and their descales and the rotation are saved after the eight."""
+    ctx.mark_non_differentiable(*output[2:])  # amax, q8, k8 and the descales: no gradient flows into them
     sm_margin = _input(inputs, FP8_SM_MARGIN_INPUT, 0)
     ctx.from_quantized = bool(_input(inputs, FP8_FROM_QUANTIZED_INPUT, False))
     if not ctx.from_quantized:

@@ -98,6 +98,16 @@ def test_op_returns_the_emulation_and_the_amax(varlen):
     assert torch.equal(q_descale, quantized.q_descale) and torch.equal(k_descale, quantized.k_descale)
 
 
+def test_op_outputs_past_out_and_lse_carry_no_gradient():
+    """amax, q8, k8 and the descales are non-differentiable outputs even when q, k, v require grad: the descales
+    feed fa3nn.fp8.backward.dequantize (whose out= product refuses grad-requiring factors; a GPU run raised
+    'functions with out=... arguments don't support automatic differentiation' before)."""
+    args = op_args("per_tile_incoherent", varlen=False)
+    outputs = attention_forward_fp8(*args, False, 0, True)
+    assert [t.requires_grad for t in outputs] == [True, True] + [False] * 5
+    fp8_dequantize(outputs[3].view(torch.float8_e4m3fn), outputs[5], args[13], None, None, torch.bfloat16)
+
+
 @pytest.mark.parametrize("recipe", [fa3nn.PerTileScaling(fast_exp2=True), fa3nn.CurrentScaling(fast_exp2=True)])
 def test_fast_exp2_reaches_the_emulation_where_the_kernel_has_it(recipe):
     """fast_exp2 in a recipe: at head dim 128 on 256-key blocks (more than 256 keys) the emulation of the native
