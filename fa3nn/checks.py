@@ -113,21 +113,56 @@ def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
             raise ValueError(f"{name} must be a non-negative int, got {m!r}")
 
 
-def as_max_seqlen(name: str, value) -> int | None:
-    """max_seqlen_q / max_seqlen_k as a Python int (None stays None): any integral number (int, a numpy integer),
-    or a 0-d integer CPU tensor. A GPU tensor is refused rather than read (a hidden host sync per call). Its range is
-    checked where it is used."""
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+def _python_number(value, integral: bool):
+    """`value` as the Python number it holds, or None when it holds none of the kind asked for. FlashAttention-3's op
+    takes its `int` and `float` arguments through torch's schema, which converts numpy scalars and 0-d tensors (a
+    setting read from a numpy array of per-layer values): an int is an int, a numpy integer or a 0-d integer CPU
+    tensor; a float (integral=False) any of those, a float, a numpy floating scalar or a 0-d floating CPU tensor.
+    Refused: bools (the schema takes True as 1), non-integers where an int is required (it truncates
+    np.float32(2.5) to 2), and tensors off the CPU (reading one is a host sync per call). A Python int or float
+    comes back as it is: under torch.compile(dynamic=True) it is symbolic and stays so."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) or (not integral and isinstance(value, float)):
         return value
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+    if isinstance(value, numbers.Integral):
         return int(value)
+    if not integral and isinstance(value, numbers.Real):
+        return float(value)
     if (isinstance(value, torch.Tensor) and value.dim() == 0 and value.device.type == "cpu"
-            and not value.is_floating_point() and not value.is_complex() and value.dtype != torch.bool):
-        return int(value)
-    what = f"{type_name(value)} {value!r}" if not isinstance(value, torch.Tensor) else (
-        f"a tensor of dtype {value.dtype}, shape {tuple(value.shape)}, device {value.device}")
-    raise TypeError(f"{name} must be an int (the longest sequence's length), got {what}; pass an int, e.g. "
-                    f"int({name}) or {name}.item()")
+            and value.dtype != torch.bool and not value.is_complex() and not (integral and value.is_floating_point())):
+        return value.item()
+    return None
+
+
+def _described(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of dtype {value.dtype}, shape {tuple(value.shape)}, device {value.device}"
+    return f"{type_name(value)} {value!r}"
+
+
+def as_int(name: str, value, expected: str) -> int:
+    """`value` as a Python int (_python_number says what counts as one); else a TypeError: `name` must be
+    `expected`."""
+    number = _python_number(value, integral=True)
+    if number is None:
+        raise TypeError(f"{name} must be {expected}, got {_described(value)}; pass an int, e.g. int({name})")
+    return number
+
+
+def as_real(name: str, value, expected: str) -> int | float:
+    """`value` as a Python int or float (_python_number says what counts as one); else a TypeError: `name` must be
+    `expected`."""
+    number = _python_number(value, integral=False)
+    if number is None:
+        raise TypeError(f"{name} must be {expected}, got {_described(value)}; pass a float, e.g. float({name})")
+    return number
+
+
+def as_max_seqlen(name: str, value) -> int | None:
+    """max_seqlen_q / max_seqlen_k as a Python int (as_int; None stays None). Its range is checked where it is
+    used."""
+    return None if value is None else as_int(name, value, "an int (the longest sequence's length)")
 
 
 def as_max_seqlens(max_seqlen_q, max_seqlen_k) -> tuple[int | None, int | None]:
@@ -183,21 +218,20 @@ def check_cu_seqlens_values(
 WINDOW_MAX = 2**31 - 1
 
 
-def check_window_size(window_size) -> None:
-    """(left, right) ints in [-1, WINDOW_MAX] (-1 = unbounded): the API's and the native launchers' check. A numpy
-    integer is an int here, as for max_seqlen (as_max_seqlen) and in FlashAttention-3's op; Window.from_args makes
-    it one."""
-    if (
-        not isinstance(window_size, (tuple, list))
-        or len(window_size) != 2
-        or any(isinstance(w, bool) or not isinstance(w, numbers.Integral) for w in window_size)
-    ):
+def check_window_size(window_size) -> tuple[int, int]:
+    """(left, right) ints in [-1, WINDOW_MAX] (-1 = unbounded): the API's and the native launchers' check. Returns
+    the pair as Python ints: each side may be a numpy integer or a 0-d integer CPU tensor, as an int argument of
+    FlashAttention-3's op may (_python_number)."""
+    sides = tuple(window_size) if isinstance(window_size, (tuple, list)) else ()
+    sides = tuple(_python_number(w, integral=True) for w in sides)
+    if len(sides) != 2 or None in sides:
         raise TypeError(f"window_size must be a pair of ints (left, right), got {window_size!r}")
-    if window_size[0] < -1 or window_size[1] < -1:
-        raise ValueError(f"window_size entries must be >= -1 (-1 = unbounded), got {tuple(window_size)}")
-    if max(window_size) > WINDOW_MAX:
+    if sides[0] < -1 or sides[1] < -1:
+        raise ValueError(f"window_size entries must be >= -1 (-1 = unbounded), got {sides}")
+    if max(sides) > WINDOW_MAX:
         raise ValueError(f"window_size entries must be at most {WINDOW_MAX} (int32); use -1 for an unbounded side, "
-                         f"got {tuple(window_size)}")
+                         f"got {sides}")
+    return sides
 
 
 def type_name(value) -> str:
@@ -247,11 +281,13 @@ _FLOAT32_MAX_TEXT, _FLOAT32_MIN_NORMAL_TEXT = f"{FLOAT32_MAX:.4g}", f"{FLOAT32_M
 SOFTCAP_PRE_MIN = 2.0**-100
 
 
-def check_softcap(softcap, softmax_scale: float | None = None) -> None:
+def check_softcap(softcap, softmax_scale: float | None = None) -> int | float:
     """A finite number >= 0 (0 disables it), and a positive one at least float32's smallest normal; with
     `softmax_scale`, also small enough a quotient softmax_scale / softcap for float32 (the native launchers fold it
-    into the kernels' tanh argument). The API's and the native launchers' check."""
-    if isinstance(softcap, bool) or not isinstance(softcap, (int, float)) or not _finite(softcap):
+    into the kernels' tanh argument). The API's and the native launchers' check. Returns softcap as a Python number
+    (as_real: a numpy scalar or 0-d CPU tensor is one)."""
+    softcap = as_real("softcap", softcap, "a finite float")
+    if not _finite(softcap):
         raise TypeError(f"softcap must be a finite float, got {_shown(softcap)!r}")
     if softcap < 0:
         raise ValueError(f"softcap must be >= 0 (0 disables it), got {_shown(softcap)}")
@@ -268,6 +304,7 @@ def check_softcap(softcap, softmax_scale: float | None = None) -> None:
         raise ValueError(f"softcap {_shown(softcap)} is so large against softmax_scale {_shown(softmax_scale)} that "
                          "the kernels' tanh argument (softmax_scale / softcap times a score) underflows float32; a cap "
                          "that large changes no score: pass softcap=0")
+    return softcap
 
 
 def check_native_softcap(softcap, softmax_scale: float) -> None:
@@ -281,10 +318,11 @@ def check_native_softcap(softcap, softmax_scale: float) -> None:
                          "softmax_scale > 0; run such a call on backend='reference'")
 
 
-def check_options(softmax_scale, causal, window_size, softcap, deterministic, fp8, backend) -> None:
+def check_options(softmax_scale, causal, window_size, softcap, deterministic, fp8, backend):
+    """The options an attention call or layer takes, checked; returns (softmax_scale, window_size, softcap) as Python
+    numbers (each may be given as a numpy scalar or 0-d CPU tensor: _python_number)."""
     if softmax_scale is not None:
-        if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, (int, float)):
-            raise TypeError(f"softmax_scale must be a float or None, got {type_name(softmax_scale)}")
+        softmax_scale = as_real("softmax_scale", softmax_scale, "a float or None")
         if not _finite(softmax_scale):
             raise ValueError(f"softmax_scale must be finite, got {_shown(softmax_scale)}")
         if abs(softmax_scale) > FLOAT32_MAX:  # the kernels take it as float32: inf there, NaN scores
@@ -292,13 +330,14 @@ def check_options(softmax_scale, causal, window_size, softcap, deterministic, fp
                              f"finite value), got {_shown(softmax_scale)}")
     check_bool("causal", causal)
     check_bool("deterministic", deterministic)
-    check_window_size(window_size)
+    window_size = check_window_size(window_size)
     # With a scale given, the quotient the forward would refuse is refused here, at a module's construction, not
     # at its every forward; with None the scale depends on headdim and the forward checks it.
-    check_softcap(softcap, softmax_scale)
+    softcap = check_softcap(softcap, softmax_scale)
     as_recipe(fp8)  # raises on an unknown recipe name or a value that is no recipe
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a string, got {type(backend).__name__}")
+    return softmax_scale, window_size, softcap
 
 
 def wants_deterministic(deterministic: bool) -> bool:
@@ -316,7 +355,8 @@ def attention_params(q: torch.Tensor, softmax_scale, causal, window_size, softca
     cache."""
     from fa3nn.dispatch import check_backend_name  # here: fa3nn.dispatch imports the backends, which import this
 
-    check_options(softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
+    softmax_scale, window_size, softcap = check_options(softmax_scale, causal, window_size, softcap, deterministic,
+                                                        fp8, backend)
     check_backend_name(backend)
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else float(softmax_scale)
     check_softcap(softcap, scale)

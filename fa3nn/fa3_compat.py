@@ -27,6 +27,13 @@ fa3nn's functions take the same names in the same positions. What each does here
   (the results are the same either way). FlashAttentionV3 and patch_hf take no sm_margin.
 - return_attn_probs: return (out, lse) instead of out, as FlashAttention-3 does (fa3nn's `return_lse` is the same).
 
+Scalars: FlashAttention-3's op takes its int and float arguments (window_size's sides, attention_chunk, softcap,
+softmax_scale, num_splits, sm_margin, max_seqlen) through torch's schema, which converts numpy scalars and 0-d
+tensors; fa3nn takes them too, numpy integers / floating scalars and 0-d CPU tensors, as the numbers they hold
+(fa3nn.checks.as_int / as_real, one rule for every public function). Refused, naming the argument: bools (the schema
+takes True as 1), a non-integer where an int is required (it truncates np.float32(2.5) to 2), and GPU tensors
+(reading one is a host sync per call).
+
 FlashAttention-3's flash_attn_qkvpacked_func (fa3nn.interface), flash_attn_combine (fa3nn.combine) and
 flash_attn_with_kvcache (fa3nn.kvcache: an in-place cache update, paged caches, rotary, packed queries / new keys; no
 qv or FP8 caches) exist too, and get_scheduler_metadata (fa3nn.kvcache), a scheduling hint as num_splits is: it returns
@@ -39,25 +46,28 @@ import warnings
 
 import torch
 
-from fa3nn.checks import WINDOW_MAX, check_bool, type_name
+from fa3nn.checks import WINDOW_MAX, as_int, check_bool, type_name
 
 # The backends (and FP8 paths) a call with sm_margin > 0 ran on without honouring it, each warned about once.
 _warned_sm_margin: set[str] = set()
 
 
-def _check_int(name: str, value, minimum: int | None, what: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int ({what}), got {type_name(value)} {value!r}")
+def _as_int(name: str, value, minimum: int | None, what: str) -> int:
+    """`value` as a Python int (fa3nn.checks.as_int: a numpy integer or 0-d integer CPU tensor is one, as in
+    FlashAttention-3's op), at least `minimum`."""
+    value = as_int(name, value, f"an int ({what})")
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum} ({what}), got {value}")
+    return value
 
 
-def check_hints(num_splits, pack_gqa, sm_margin) -> None:
-    """FlashAttention-3's scheduling hints: checked as it types them; they change no result (module docstring)."""
-    _check_int("num_splits", num_splits, None, "FlashAttention-3's split-KV count, <= 0 for its heuristic")
+def check_hints(num_splits, pack_gqa, sm_margin) -> tuple[int, bool | None, int]:
+    """FlashAttention-3's scheduling hints: checked as it types them, returned as Python values; they change no
+    result (module docstring)."""
+    num_splits = _as_int("num_splits", num_splits, None, "FlashAttention-3's split-KV count, <= 0 for its heuristic")
     if pack_gqa is not None:
         check_bool("pack_gqa", pack_gqa)
-    _check_int("sm_margin", sm_margin, 0, "SMs to leave free")
+    return num_splits, pack_gqa, _as_int("sm_margin", sm_margin, 0, "SMs to leave free")
 
 
 def note_sm_margin(sm_margin: int, honoured: bool, backend: str) -> None:
@@ -70,10 +80,12 @@ def note_sm_margin(sm_margin: int, honoured: bool, backend: str) -> None:
                       "SMs wait instead); the hopper backend honours it", stacklevel=2)
 
 
-def check_attention_chunk(attention_chunk) -> None:
-    _check_int("attention_chunk", attention_chunk, 0, "chunked attention's chunk length, 0 for none")
+def check_attention_chunk(attention_chunk) -> int:
+    """attention_chunk as a Python int in [0, WINDOW_MAX]."""
+    attention_chunk = _as_int("attention_chunk", attention_chunk, 0, "chunked attention's chunk length, 0 for none")
     if attention_chunk > WINDOW_MAX:
         raise ValueError(f"attention_chunk must be at most {WINDOW_MAX} (int32), got {attention_chunk}")
+    return attention_chunk
 
 
 def wants_lse(return_attn_probs, return_lse) -> bool:

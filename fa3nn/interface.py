@@ -16,7 +16,6 @@ lse is the natural-log sum of exp of the scaled (and soft-capped) scores; it is 
 from __future__ import annotations
 
 import dataclasses
-import numbers
 
 import torch
 
@@ -25,6 +24,7 @@ from fa3nn.backends.base import AttnCall, lse_dtype
 from fa3nn.checks import (
     FP8_INPUT_DTYPES,
     SUPPORTED_DTYPES,
+    as_int,
     as_max_seqlens,
     attention_params,
     check_cu_seqlens_values,
@@ -117,7 +117,7 @@ def attention(
     check_no_function_transforms(q, k, v, sinks)
     max_seqlen_q, max_seqlen_k = as_max_seqlens(max_seqlen_q, max_seqlen_k)
     if attention_chunk:
-        check_attention_chunk(attention_chunk)
+        attention_chunk = check_attention_chunk(attention_chunk)
         _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)  # as without chunks
         call = chunked(to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k), attention_chunk)
         out, lse = attention(call.q, call.k, call.v, call.cu_seqlens_q, call.cu_seqlens_k, call.max_seqlen_q,
@@ -242,8 +242,8 @@ def flash_attn_func(
     the host (fa3nn.chunks): under torch.compile a graph break per call, so fullgraph=True refuses it.
     """
     lse_wanted = wants_lse(return_attn_probs, return_lse)
-    check_hints(num_splits, pack_gqa, sm_margin)
-    check_attention_chunk(attention_chunk)
+    num_splits, pack_gqa, sm_margin = check_hints(num_splits, pack_gqa, sm_margin)
+    attention_chunk = check_attention_chunk(attention_chunk)
     q, k, v, qv = to_autocast_dtype(q, k, v, qv)
     descales = (q_descale, k_descale, v_descale)
     if attention_chunk:  # chunks are packed sequences (fa3nn.chunks)
@@ -295,8 +295,8 @@ def flash_attn_varlen_func(
     plain cu_seqlens calls compile without one.
     """
     lse_wanted = wants_lse(return_attn_probs, return_lse)
-    check_hints(num_splits, pack_gqa, sm_margin)
-    check_attention_chunk(attention_chunk)
+    num_splits, pack_gqa, sm_margin = check_hints(num_splits, pack_gqa, sm_margin)
+    attention_chunk = check_attention_chunk(attention_chunk)
     q, k, v, qv = to_autocast_dtype(q, k, v, qv)
     max_seqlen_q, max_seqlen_k = as_max_seqlens(max_seqlen_q, max_seqlen_k)
     if cu_seqlens_q is None and cu_seqlens_k is None and seqused_q is None and seqused_k is None:
@@ -356,11 +356,9 @@ def flash_attn_qkvpacked_func(
 
 
 def _as_num_heads_q(value) -> int | None:
-    """num_heads_q as a Python int (None stays None): an int or a numpy integer, as max_seqlen takes them
-    (fa3nn.checks.as_max_seqlen); a bool or a float (4.0) is refused whichever layout qkv has."""
-    if value is None or (isinstance(value, numbers.Integral) and not isinstance(value, bool)):
-        return None if value is None else int(value)
-    raise TypeError(f"num_heads_q must be an int (the query heads in qkv) or None, got {type_name(value)} {value!r}")
+    """num_heads_q as a Python int (None stays None; fa3nn.checks.as_int, as max_seqlen): a bool or a float (4.0) is
+    refused whichever layout qkv has."""
+    return None if value is None else as_int("num_heads_q", value, "an int (the query heads in qkv) or None")
 
 
 def explain(

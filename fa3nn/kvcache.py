@@ -37,6 +37,7 @@ from fa3nn.autocast import dtype_under_autocast
 from fa3nn.backends.base import AttnCall
 from fa3nn.checks import (
     FP8_INPUT_DTYPES,
+    as_int,
     as_max_seqlen,
     attention_params,
     check_bool,
@@ -48,7 +49,7 @@ from fa3nn.checks import (
     type_name,
 )
 from fa3nn.dispatch import resolve
-from fa3nn.fa3_compat import check_hints
+from fa3nn.fa3_compat import check_attention_chunk, check_hints
 from fa3nn.interface import flash_attn_varlen_func
 
 # FlashAttention-3 arguments this function refuses, with what to do instead.
@@ -71,13 +72,15 @@ def _what(value) -> str:
 
 
 def _int_vector(name: str, value, batch: int, device: torch.device, what: str) -> torch.Tensor:
-    """An integer (batch,) tensor on `device` from an int or an int32 / int64 tensor of that shape; its values are
-    checked later, with every other length, in one host read (_host_values)."""
-    if isinstance(value, int) and not isinstance(value, bool):
+    """An integer (batch,) tensor on `device` from an int (a numpy integer too: fa3nn.checks.as_int) or an int32 /
+    int64 tensor of that shape; its values are checked later, with every other length, in one host read
+    (_host_values)."""
+    if not isinstance(value, torch.Tensor):
+        value = as_int(name, value, f"an int or an int32 tensor (batch,) ({what})")
         if not 0 <= value < 2**31:  # (torch.full raised a bare OverflowError past int64)
             raise ValueError(f"{name} entries must be in [0, 2**31), got values in [{value}, {value}]")
         return torch.full((batch,), value, dtype=torch.int64, device=device)
-    if not isinstance(value, torch.Tensor) or value.dtype not in (torch.int32, torch.int64) or value.dim() != 1:
+    if value.dtype not in (torch.int32, torch.int64) or value.dim() != 1:
         raise TypeError(f"{name} must be an int or an int32 tensor (batch,) ({what}), got {_what(value)}")
     if value.shape[0] != batch:
         raise ValueError(f"{name} must have one entry per sequence (q's batch, {batch}), got {_what(value)}")
@@ -186,14 +189,14 @@ def flash_attn_with_kvcache(
     for name, value in given.items():
         if value is not None:
             raise NotImplementedError(f"flash_attn_with_kvcache: {name} is not supported by fa3nn; {_REFUSED[name]}")
-    if isinstance(attention_chunk, bool) or not isinstance(attention_chunk, int) or attention_chunk != 0:
+    if check_attention_chunk(attention_chunk) != 0:
         raise NotImplementedError(f"flash_attn_with_kvcache: attention_chunk must be 0 here (chunked attention over a "
                                   f"cache is not supported), got {attention_chunk!r}")
-    check_hints(num_splits, pack_gqa, sm_margin)
+    num_splits, pack_gqa, sm_margin = check_hints(num_splits, pack_gqa, sm_margin)
     check_bool("causal", causal)
     check_bool("rotary_interleaved", rotary_interleaved)
     check_bool("return_softmax_lse", return_softmax_lse)
-    check_window_size(window_size)
+    window_size = check_window_size(window_size)
     packed_q = cu_seqlens_q is not None
     if packed_q:
         if not isinstance(q, torch.Tensor) or q.dim() != 3:
@@ -364,7 +367,7 @@ def flash_attn_with_kvcache(
         _check_rotary_reach(h["reach"] - 1, rotary_cos.shape[0], "the new keys")
         k_positions = (ends[k_seq] + k_idx).view(k.shape[:-2])
         k = rotate(k, rotary_cos, rotary_sin, k_positions, rotary_interleaved)
-        local = causal or tuple(window_size) != (-1, -1)
+        local = causal or window_size != (-1, -1)
         _check_rotary_reach(h["q_reach"] - 1 if local else h["ends_max"], rotary_cos.shape[0], "the queries")
         q_seq, q_idx = _tokens(cu_seqlens_q, q.shape[0] if packed_q else q.shape[0] * q.shape[1], batch, device)
         q_positions = (ends[q_seq] + (q_idx if local else 0)).view(q.shape[:-2])
@@ -398,7 +401,7 @@ def flash_attn_with_kvcache(
         keys, values = k_cache[cache_rows, index], v_cache[cache_rows, index]
     out, lse = flash_attn_varlen_func(
         q, keys.contiguous(), values.contiguous(), cu_seqlens_q, None, max_seqlen_q, max(keys.shape[1], 1), None,
-        lengths, softmax_scale, causal, window_size=tuple(window_size), softcap=softcap, sm_margin=sm_margin,
+        lengths, softmax_scale, causal, window_size=window_size, softcap=softcap, sm_margin=sm_margin,
         return_lse=True, backend=backend)
     return (out, lse) if return_softmax_lse else out
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from fa3nn.checks import check_options
+from fa3nn.checks import as_int, check_options
 from fa3nn.dispatch import check_backend_name
 from fa3nn.fa3_compat import check_attention_chunk
 from fa3nn.fp8 import as_recipe, make_state
@@ -43,12 +43,11 @@ class FlashAttentionV3(nn.Module):
         attention_chunk: int = 0,
     ):
         super().__init__()
-        check_options(softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
-        check_attention_chunk(attention_chunk)
+        softmax_scale, window_size, softcap = check_options(softmax_scale, causal, window_size, softcap,
+                                                            deterministic, fp8, backend)
+        attention_chunk = check_attention_chunk(attention_chunk)
         check_backend_name(backend)
-        if isinstance(layer_idx, bool) or not isinstance(layer_idx, int):
-            raise TypeError(f"layer_idx must be an int >= 0 (the layer's position), got {type(layer_idx).__name__} "
-                            f"{layer_idx!r}")
+        layer_idx = as_int("layer_idx", layer_idx, "an int >= 0 (the layer's position)")
         if layer_idx < 0:
             raise ValueError(f"layer_idx must be an int >= 0 (the layer's position), got {layer_idx}")
         self.causal = causal

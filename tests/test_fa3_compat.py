@@ -97,6 +97,101 @@ def test_window_size_takes_numpy_integers():
         fa3nn.flash_attn_func(q, k, v, window_size=(np.int64(-2), 0))
 
 
+# FlashAttention-3's scalar arguments as numpy scalars or 0-d CPU tensors, and the Python number each stands for:
+# its op takes both through torch's schema (an `int` argument takes np.int64 and a 0-d integer tensor, a `float` one
+# np.float32 / np.float64 / np.int64 and a 0-d tensor), e.g. a value read from a numpy array of per-layer settings.
+NUMPY_SCALARS = [
+    ("num_splits", np.int64(2), 2), ("num_splits", torch.tensor(2), 2), ("sm_margin", np.int64(0), 0),
+    ("sm_margin", np.uint8(0), 0), ("attention_chunk", np.int64(3), 3), ("attention_chunk", torch.tensor(3), 3),
+    ("softcap", np.float32(5.0), 5.0), ("softcap", np.float64(5.0), 5.0), ("softcap", np.int64(5), 5),
+    ("softcap", torch.tensor(5.0), 5.0), ("softmax_scale", np.float32(0.25), 0.25),
+    ("softmax_scale", np.int32(1), 1), ("softmax_scale", torch.tensor(0.25, dtype=torch.float64), 0.25),
+    ("window_size", (np.int64(3), np.int32(1)), (3, 1)), ("window_size", (torch.tensor(3), 1), (3, 1)),
+]
+
+
+def _each_public_function(name, value):
+    """(label, call) for every public function taking `name`, each called with name=value and the other options
+    fixed. flash_attn_with_kvcache takes attention_chunk 0 only (as FlashAttention-3's), so it gets value * 0."""
+    q, k, v = random_qkv(2, 9, 11, 4, 2, 16, torch.float64, generator=torch.Generator().manual_seed(7))
+    cu_q, cu_k = torch.tensor([0, 9, 18], dtype=torch.int32), torch.tensor([0, 11, 22], dtype=torch.int32)
+    kw = {**(dict(causal=True) if name == "softcap" else dict(causal=True, softcap=2.0)), name: value}
+    cache_kw = {**kw, name: value * 0} if name == "attention_chunk" else kw
+    calls = [
+        ("flash_attn_func", lambda: fa3nn.flash_attn_func(q, k, v, **kw)),
+        ("flash_attn_varlen_func", lambda: fa3nn.flash_attn_varlen_func(
+            q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), cu_q, cu_k, 9, 11, **kw)),
+        ("flash_attn_with_kvcache", lambda: fa3nn.flash_attn_with_kvcache(
+            q, k.clone(), v.clone(), k[:, :2], v[:, :2], cache_seqlens=5, **cache_kw)),
+    ]
+    if name not in ("num_splits", "sm_margin"):  # (FlashAttentionV3 takes neither)
+        calls.append(("FlashAttentionV3", lambda: fa3nn.FlashAttentionV3(**kw)(q, k, v)))
+    if name != "num_splits":  # (FlashAttention-3's flash_attn_qkvpacked_func takes none)
+        qkv = torch.stack([q, q.flip(1), q.roll(1, dims=1)], dim=2)
+        calls.append(("flash_attn_qkvpacked_func", lambda: fa3nn.flash_attn_qkvpacked_func(qkv, **kw)))
+    if name in ("softmax_scale", "softcap", "window_size"):
+        calls.append(("explain", lambda: fa3nn.explain(q, k, v, **kw).forward))
+    if name in ("num_splits", "sm_margin"):
+        calls.append(("get_scheduler_metadata", lambda: fa3nn.get_scheduler_metadata(2, 9, 11, 4, 2, 16, 5,
+                                                                                       **{name: value})))
+    return calls
+
+
+@pytest.mark.parametrize("name,value,number", NUMPY_SCALARS, ids=lambda x: "")
+def test_numpy_scalars_and_0d_tensors_are_the_numbers_they_hold(name, value, number):
+    """Every public function takes FlashAttention-3's scalar arguments as numpy scalars and 0-d CPU tensors, with the
+    result of the Python number, bit for bit: num_splits / sm_margin / attention_chunk as np.int64 and softcap as
+    np.float32 were refused ('num_splits must be an int ... got numpy.int64'), as were softmax_scale as np.float32
+    and any of them as a 0-d tensor (np.float64 passed, being a float)."""
+    for (label, call), (_, want) in zip(_each_public_function(name, value), _each_public_function(name, number)):
+        got, expected = call(), want()
+        if isinstance(got, torch.Tensor):
+            assert torch.equal(got, expected), label
+        else:
+            assert got == expected, label
+
+
+def test_flash_attention_v3_layer_idx_may_be_a_numpy_integer():
+    """FlashAttentionV3's own int argument follows the same rule (a layer index from np.arange): np.int64(3) is the
+    int 3, np.float32(3) and True are refused by name."""
+    layer = fa3nn.FlashAttentionV3(layer_idx=np.int64(3))
+    assert layer.layer_idx == 3 and type(layer.layer_idx) is int
+    for bad in (np.float32(3), True):
+        with pytest.raises(TypeError, match=r"layer_idx must be an int >= 0"):
+            fa3nn.FlashAttentionV3(layer_idx=bad)
+
+
+@pytest.mark.parametrize("name,bad,error,match", [
+    ("num_splits", np.float32(2.0), TypeError, r"num_splits must be an int .*got numpy.float32"),
+    ("num_splits", np.True_, TypeError, r"num_splits must be an int .*got numpy.bool"),
+    ("sm_margin", torch.tensor(True), TypeError, r"sm_margin must be an int .*torch.bool"),
+    ("sm_margin", np.int64(-1), ValueError, r"sm_margin must be >= 0 \(SMs to leave free\), got -1"),
+    ("attention_chunk", torch.tensor(2.0), TypeError, r"attention_chunk must be an int .*torch.float32"),
+    ("attention_chunk", torch.tensor([2]), TypeError, r"attention_chunk must be an int .*shape \(1,\)"),
+    ("attention_chunk", torch.tensor(2, device="meta"), TypeError, r"attention_chunk must be an int .*device meta"),
+    ("attention_chunk", np.int64(2**31), ValueError, r"attention_chunk must be at most 2147483647"),
+    ("softcap", np.True_, TypeError, r"softcap must be a finite float"),
+    ("softcap", np.float32("nan"), TypeError, r"softcap must be a finite float, got nan"),
+    ("softcap", np.float32(-1.0), ValueError, r"softcap must be >= 0 \(0 disables it\), got -1.0"),
+    ("softcap", torch.tensor(True), TypeError, r"softcap must be a finite float"),
+    ("softmax_scale", np.True_, TypeError, r"softmax_scale must be a float or None"),
+    ("softmax_scale", np.float32("inf"), ValueError, r"softmax_scale must be finite, got inf"),
+    ("softmax_scale", torch.tensor([0.5]), TypeError, r"softmax_scale must be a float or None"),
+    ("window_size", (np.float32(3), 1), TypeError, r"window_size must be a pair of ints"),
+    ("window_size", (torch.tensor(3.0), 1), TypeError, r"window_size must be a pair of ints"),
+    ("window_size", (np.int64(-2), 1), ValueError, r"window_size entries must be >= -1"),
+], ids=lambda x: "")
+def test_numpy_scalars_of_the_wrong_kind_are_refused_by_name(name, bad, error, match):
+    """A bool, a non-integer where an int is required (torch's schema takes True as 1 and truncates np.float32(2.5)
+    to 2: fa3nn refuses both), a tensor that is not a 0-d CPU number, or a bad value is refused by every public
+    function, naming the argument."""
+    for label, call in _each_public_function(name, bad):
+        if label == "flash_attn_with_kvcache" and name == "attention_chunk" and error is ValueError:
+            continue  # (bad * 0 is a good 0 there)
+        with pytest.raises(error, match=match):
+            call()
+
+
 @pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
 def test_qv_is_an_extra_score_term(varlen):
     """scores = (q·kᵀ + qv·vᵀ) * (d + dv) ** -0.5, the output P·V: against that formula written out in float64."""

@@ -421,6 +421,18 @@ def test_packed_queries_take_a_numpy_max_seqlen_q():
         flash_attn_with_kvcache(q.flatten(0, 1), k_cache, v_cache, cu_seqlens_q=cu_q, max_seqlen_q=0)
 
 
+def test_an_int_cache_seqlens_may_be_a_numpy_integer():
+    """cache_seqlens as an int stands for every sequence's length; a numpy integer (np.int64(5)) is that int, as for
+    the call's other int arguments (fa3nn.checks.as_int); it was refused ('must be an int or an int32 tensor')."""
+    q, k_cache, v_cache, k, v, _, _ = make_case(7)
+    want = flash_attn_with_kvcache(q, k_cache.clone(), v_cache.clone(), k, v, cache_seqlens=5, causal=True)
+    got = flash_attn_with_kvcache(q, k_cache.clone(), v_cache.clone(), k, v, cache_seqlens=np.int64(5), causal=True)
+    assert torch.equal(got, want)
+    for bad in (5.0, np.float32(5), True):
+        with pytest.raises(TypeError, match=r"cache_seqlens must be an int or an int32 tensor"):
+            flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=bad)
+
+
 def test_page_table_padding_past_the_pages_read_is_ignored():
     """A sequence reads pages ceil((cache_seqlens + new keys) / page_size) of its row (3, 4 and 1 here); the rest is
     padding, which FlashAttention-3 ignores and fa3nn refused (-1 or 99: "must index k_cache's 17 pages")."""
