@@ -18,7 +18,8 @@ bottom-right (the queries are the last positions), through flash_attn_varlen_fun
 Rotary (rotary_cos / rotary_sin (seqlen_ro, rotary_dim / 2), rotary_interleaved: GPT-J pairs (x0, x1), (x2, x3) ...;
 else GPT-NeoX halves; with k / v only, as FlashAttention-3) rotates the first rotary_dim columns of the new keys at
 cache rows cache_seqlens + i (FlashAttention-3 counts rotary positions from the cache's row 0, left padding
-included), and q at those positions when causal or windowed, else every query at cache_seqlens.
+included), and q at those positions when causal or windowed, else every query at cache_seqlens; a window side that
+reaches every key (left >= the cache's capacity - 1, right >= seqlen_q - 1) is no window there, as in FlashAttention-3.
 
 Unlike FlashAttention-3's single kernel, a cache that is not plain-and-in-order (cache_batch_idx, cache_leftpad or a
 page table) is gathered into a dense copy first; the write, the rotary and the gather are torch operations. Every
@@ -126,6 +127,18 @@ def _check_rotary_reach(last: int, rows: int, what: str) -> None:
     if last >= rows:
         raise ValueError(f"rotary_cos / rotary_sin have {rows} rows, but {what} reach position {last}; pass tables "
                          "covering every position of the cache")
+
+
+def _moving_rotary(causal: bool, window_size: tuple[int, int], seqlen_q: int, capacity: int) -> bool:
+    """Whether query i is rotated at cache_seqlens + i (else every query at cache_seqlens), by FlashAttention-3's
+    rule: its mha_fwd (hopper/flash_api.cpp) first makes unbounded (-1) a side that reaches every key, the left one
+    when >= seqlen_k - 1 (seqlen_k: the cache's capacity, pages per sequence x page_size when paged), the right one
+    when >= seqlen_q - 1 (max_seqlen_q when packed); its kernels then rotate at moving positions for a causal or local
+    call only (Rotary's FixedPosition = !(Is_causal || Is_local)). Such a side masks no key, so only the rotary
+    sees the difference."""
+    left = -1 if window_size[0] >= capacity - 1 else window_size[0]
+    right = -1 if window_size[1] >= seqlen_q - 1 else window_size[1]
+    return causal or (left, right) != (-1, -1)
 
 
 def _tokens(cu: torch.Tensor | None, total: int, batch: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -367,7 +380,7 @@ def flash_attn_with_kvcache(
         _check_rotary_reach(h["reach"] - 1, rotary_cos.shape[0], "the new keys")
         k_positions = (ends[k_seq] + k_idx).view(k.shape[:-2])
         k = rotate(k, rotary_cos, rotary_sin, k_positions, rotary_interleaved)
-        local = causal or window_size != (-1, -1)
+        local = _moving_rotary(causal, window_size, max_seqlen_q if packed_q else q.shape[1], capacity)
         _check_rotary_reach(h["q_reach"] - 1 if local else h["ends_max"], rotary_cos.shape[0], "the queries")
         q_seq, q_idx = _tokens(cu_seqlens_q, q.shape[0] if packed_q else q.shape[0] * q.shape[1], batch, device)
         q_positions = (ends[q_seq] + (q_idx if local else 0)).view(q.shape[:-2])

@@ -175,6 +175,58 @@ def test_rotary_on_new_keys_and_queries(interleaved, causal):
     check(out, lse, expected)
 
 
+# (layout, seqlen_q or the packed max_seqlen_q, window, whether query i sits at cache_seqlens + i): FlashAttention-3's
+# mha_fwd (hopper/flash_api.cpp) turns a left side >= seqlen_k - 1 (seqlen_k: the cache's capacity, 24 plain, 4 pages
+# of 8 = 32 paged) and a right side >= seqlen_q - 1 into -1 before it decides is_causal / is_local, and rotates the
+# queries at moving positions only for a causal or local call.
+WINDOW_COVERS_ALL = [
+    ("plain", 2, (23, -1), False), ("plain", 2, (22, -1), True), ("plain", 2, (-1, 1), False),
+    ("plain", 3, (-1, 1), True), ("plain", 3, (-1, 2), False), ("plain", 2, (100, 5), False),
+    ("plain", 2, (-1, 0), True), ("paged", 2, (23, -1), True), ("paged", 2, (30, -1), True),
+    ("paged", 2, (31, -1), False), ("packed", 3, (-1, 2), False), ("packed", 3, (-1, 1), True),
+    ("packed", 4, (-1, 2), True),  # max_seqlen_q 4 > the longest run (3): FlashAttention-3 reads max_seqlen_q
+]
+
+
+@pytest.mark.parametrize("layout,seqlen_q,window,moving", WINDOW_COVERS_ALL, ids=lambda x: "")
+def test_rotary_positions_follow_fa3s_window_normalization(layout, seqlen_q, window, moving):
+    """A non-causal window covering every key is no window to FlashAttention-3, whose rotary then puts every query
+    at cache_seqlens; fa3nn rotated query i at cache_seqlens + i whenever window_size != (-1, -1) (window (23, -1)
+    over a 24-row cache: out off by up to ~1 from FlashAttention-3's). The masks are the same either way."""
+    q, k_cache, v_cache, k, v, cos, sin = make_case(12, seqlen_q=3)
+    ends = torch.tensor([4, 9, 2], dtype=torch.int32)
+    q_lens = [2, 0, 3] if layout == "packed" else [seqlen_q] * B
+    extra = {}
+    logical_k, logical_v = list(k_cache.clone()), list(v_cache.clone())
+    if layout == "paged":  # the plain cache's rows as pages of 8, shuffled, and a fourth (unread) page per sequence
+        perm = torch.randperm(B * 3, generator=torch.Generator().manual_seed(5))
+        k_cache, v_cache = (c.reshape(B * 3, 8, *c.shape[2:])[perm.argsort()] for c in (k_cache, v_cache))
+        extra = dict(page_table=torch.cat([perm.view(B, 3), perm.view(B, 3)[:, :1]], dim=1).to(torch.int32))
+    if layout == "packed":
+        extra = dict(cu_seqlens_q=torch.tensor([0, 2, 2, 5], dtype=torch.int32), max_seqlen_q=seqlen_q)
+        q_in = torch.cat([q[b, :n] for b, n in enumerate(q_lens)])
+    else:
+        q_in = q[:, :seqlen_q]
+    out, lse = flash_attn_with_kvcache(q_in, k_cache, v_cache, k, v, rotary_cos=cos, rotary_sin=sin,
+                                       cache_seqlens=ends, window_size=window, return_softmax_lse=True, **extra)
+    start = 0
+    for b in range(B):
+        e, n = int(ends[b]), q_lens[b]
+        new_k = torch.stack([rotate_oracle(k[b, i].double(), cos.double(), sin.double(), e + i, True)
+                             for i in range(2)])
+        keys = torch.cat([logical_k[b][:e].double(), new_k])
+        values = torch.cat([logical_v[b][:e].double(), v[b].double()])
+        if n:
+            qb = torch.stack([rotate_oracle(q[b, i].double(), cos.double(), sin.double(), e + i if moving else e, True)
+                              for i in range(n)])
+            want_out, want_lse = attention_oracle(qb, keys, values, D**-0.5, False, window, 0.0)
+            got_out, got_lse = (out[start:start + n], lse[:, start:start + n]) if layout == "packed" else (out[b],
+                                                                                                          lse[b])
+            torch.testing.assert_close(got_out.double(), want_out, atol=2e-5, rtol=2e-5)
+            torch.testing.assert_close(got_lse.double(), want_lse, atol=2e-5, rtol=2e-5)
+        start += n
+
+
 @pytest.mark.parametrize("paged", [False, True])
 def test_packed_queries_and_new_keys(paged):
     """cu_seqlens_q / cu_seqlens_k_new: each sequence its own count of queries and new keys (0 included), rotary at
