@@ -25,7 +25,7 @@ from fa3nn_train.optim import lr_at  # noqa: E402
 SMALL = [
     "model.hidden_size=64", "model.intermediate_size=128", "model.num_layers=2", "data.seq_len=64",
     "data.vocab_size=512", "data.max_corpus_mb=0.5", "run.global_batch_size=8", "run.micro_batch_size=4",
-    "run.log_every=1", "optim.warmup_steps=2", "data.prefetch_steps=0",
+    "run.log_every=1", "optim.warmup_steps=2", "eval.batches=1", "data.prefetch_steps=0",
 ]
 
 
