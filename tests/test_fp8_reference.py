@@ -227,6 +227,16 @@ def _kernel_style_backward(dout, q, k, v, out, lse, softmax_scale, causal):
     return [g.transpose(1, 2).to(q.dtype) for g in grads]
 
 
+def _gradient_yardsticks(shape, causal):
+    """N(0, 1) bf16 q, k, v (requiring grad) and dout, and the gradients of the error-ratio rule's two references:
+    fp32 attention (ref) and attention in bf16 arithmetic (pt)."""
+    q, k, v = (torch.randn(shape).to(torch.bfloat16).requires_grad_() for _ in range(3))
+    dout = torch.randn(shape).to(torch.bfloat16)
+    ref, _ = attention_ref(q, k, v, causal=causal)
+    pt, _ = attention_ref(q, k, v, causal=causal, upcast=False, reorder_ops=True)
+    return q, k, v, dout, torch.autograd.grad(ref, (q, k, v), dout), torch.autograd.grad(pt, (q, k, v), dout)
+
+
 # Gradient SQNR vs fp32 with the FP8 forward's lse and O: measured min 35.2 dB non-causal, 27.5 causal (the first
 # causal rows attend few keys, where the softmax gradient nearly cancels); the bf16 path reaches 45-49 dB, and an
 # lse off by 0.1 (probabilities off by 10%) drops every case to ~20.5 dB.
@@ -242,12 +252,7 @@ def test_fp8_forward_gradients(name, shape, causal):
     """backward_from="inputs": the bf16 backward from the original Q, K, V, reading lse and O from the FP8 forward
     (a kernel's math, written out). Gradients meet the error-ratio rule against the bf16 path with
     FP8_GRAD_ERROR_RATIO (worst rows; see fa3nn.fp8.reference) and an SQNR floor (all rows)."""
-    q, k, v = (torch.randn(shape).to(torch.bfloat16).requires_grad_() for _ in range(3))
-    dout = torch.randn(shape).to(torch.bfloat16)
-    ref, _ = attention_ref(q, k, v, causal=causal)
-    pt, _ = attention_ref(q, k, v, causal=causal, upcast=False, reorder_ops=True)
-    grads_ref = torch.autograd.grad(ref, (q, k, v), dout)
-    grads_pt = torch.autograd.grad(pt, (q, k, v), dout)
+    q, k, v, dout, grads_ref, grads_pt = _gradient_yardsticks(shape, causal)
     with torch.no_grad():
         out8, lse8 = run(RECIPES[name], q, k, v, causal)
         grads = _kernel_style_backward(dout, q, k, v, out8, lse8, shape[-1] ** -0.5, causal)
@@ -271,12 +276,7 @@ def test_fp8_gradients_from_quantized(name, shape, causal):
     """The default backward (fa3nn.fp8.backward): through a FlashAttentionV3 training step, the gradients meet the
     error-ratio rule against the bf16 path with FP8_GRAD_ERROR_RATIO and QUANTIZED_GRAD_SQNR_FLOOR."""
     torch.manual_seed(sum(shape) + causal)
-    q, k, v = (torch.randn(shape).to(torch.bfloat16).requires_grad_() for _ in range(3))
-    dout = torch.randn(shape).to(torch.bfloat16)
-    ref, _ = attention_ref(q, k, v, causal=causal)
-    pt, _ = attention_ref(q, k, v, causal=causal, upcast=False, reorder_ops=True)
-    grads_ref = torch.autograd.grad(ref, (q, k, v), dout)
-    grads_pt = torch.autograd.grad(pt, (q, k, v), dout)
+    q, k, v, dout, grads_ref, grads_pt = _gradient_yardsticks(shape, causal)
     out8 = fa3nn.FlashAttentionV3(causal=causal, fp8=RECIPES[name]).train()(q, k, v)
     grads = torch.autograd.grad(out8, (q, k, v), dout)
     for grad_name, actual, expect, yardstick in zip(("dq", "dk", "dv"), grads, grads_ref, grads_pt):
