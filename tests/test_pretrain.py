@@ -12,35 +12,21 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pretrain_kit  # skips this module without the training extras; puts recipes/ on sys.path for fa3nn_train
 import pytest
 import torch
+from pretrain_kit import ROOT, SMALL
+
+# isort: split
+from fa3nn_train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from fa3nn_train.config import ConfigError, load_config
+from fa3nn_train.data import IGNORE_INDEX, micro_batches, pack_blocks
+from fa3nn_train.stall_watch import StallWatch
 
 import fa3nn
 
-pytest.importorskip("accelerate")
-pytest.importorskip("datasets")
-pytest.importorskip("tokenizers")
-
-ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "recipes" / "pretrain.py"
-sys.path.insert(0, str(ROOT / "recipes"))
-
-from fa3nn_train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint  # noqa: E402
-from fa3nn_train.config import ConfigError, load_config  # noqa: E402
-from fa3nn_train.data import IGNORE_INDEX, micro_batches, pack_blocks  # noqa: E402
-from fa3nn_train.stall_watch import StallWatch  # noqa: E402
-
-# A 0.1M-parameter model on 0.5 MB of the stdlib corpus: seconds per run.
-SMALL = [
-    "model.hidden_size=64", "model.intermediate_size=128", "model.num_layers=2", "data.seq_len=64",
-    "data.vocab_size=512", "data.max_corpus_mb=0.5", "run.global_batch_size=8", "run.micro_batch_size=4",
-    "run.log_every=1", "optim.warmup_steps=2", "eval.batches=1",
-]
-
-
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("fa3nn-cache")
+cache_dir = pretrain_kit.cache_dir  # the module-scoped fixture, bound here so that tests can request it
 
 
 def _env():

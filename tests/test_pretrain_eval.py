@@ -7,44 +7,21 @@ import json
 import math
 import re
 import shutil
-import sys
 from pathlib import Path
 
+import pretrain_kit  # skips this module without the training extras; puts recipes/ on sys.path
 import pytest
 import torch
 import torch.nn.functional as F
+from pretrain_kit import SMALL_IN_PROCESS, train_in_process
 
-pytest.importorskip("accelerate")
-pytest.importorskip("datasets")
-pytest.importorskip("tokenizers")
+# isort: split
+from fa3nn_train.config import ConfigError, load_config
+from fa3nn_train.data import IGNORE_INDEX, BlockStream
+from fa3nn_train.evaluation import EvalSet, eval_blocks, evaluate, hold_out
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "recipes"))
-
-import pretrain  # noqa: E402
-from fa3nn_train.config import ConfigError, load_config  # noqa: E402
-from fa3nn_train.data import IGNORE_INDEX, BlockStream  # noqa: E402
-from fa3nn_train.evaluation import EvalSet, eval_blocks, evaluate, hold_out  # noqa: E402
-
-SMALL = [
-    "model.hidden_size=64", "model.intermediate_size=128", "model.num_layers=2", "data.seq_len=64",
-    "data.vocab_size=512", "data.max_corpus_mb=0.5", "run.global_batch_size=8", "run.micro_batch_size=4",
-    "run.log_every=1", "optim.warmup_steps=2", "eval.batches=1", "data.prefetch_steps=0",
-]
-
-
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("fa3nn-cache")
-
-
-@pytest.fixture(autouse=True)
-def _quiet(monkeypatch):
-    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
-
-
-def _train(run_dir, cache_dir, *args):
-    return pretrain.main(["--run-dir", str(run_dir), "--no-wandb", f"data.cache_dir={cache_dir}", *SMALL, *args])
+cache_dir = pretrain_kit.cache_dir  # the fixtures, bound here so that tests request them (quiet_tokenizers: autouse)
+quiet_tokenizers = pretrain_kit.quiet_tokenizers
 
 
 def _blocks(count: int, seq_len: int, vocab: int, seed: int = 0):
@@ -77,7 +54,7 @@ def _tiny_model():
     from fa3nn_train.model import build_model
 
     torch.manual_seed(0)
-    return build_model(load_config("tiny", SMALL).model, 512, 16)
+    return build_model(load_config("tiny", SMALL_IN_PROCESS).model, 512, 16)
 
 
 def test_eval_loss_is_the_mean_token_loss_over_the_held_out_blocks():
@@ -250,8 +227,8 @@ def test_eval_is_logged_and_leaves_training_untouched(tmp_path, cache_dir):
     """eval/loss and eval/perplexity every eval.every steps and at the end, in metrics.jsonl and the returned
     history (wandb gets the same dict); steps that only evaluate log a line too. Training with evaluation gives the
     losses, bit for bit, of training without it on the same held-out split."""
-    with_eval = _train(tmp_path / "on", cache_dir, "run.max_steps=5", "run.log_every=2", "eval.every=3",
-                       "eval.batches=1")
+    with_eval = train_in_process(tmp_path / "on", cache_dir, "run.max_steps=5", "run.log_every=2", "eval.every=3",
+                                 "eval.batches=1")
     assert [m["step"] for m in with_eval] == [2, 3, 4, 5]
     evaluated = {m["step"]: m for m in with_eval if "eval/loss" in m}
     assert sorted(evaluated) == [3, 5]
@@ -261,8 +238,8 @@ def test_eval_is_logged_and_leaves_training_untouched(tmp_path, cache_dir):
     assert evaluated[5]["eval/loss"] < evaluated[3]["eval/loss"]
     logged = [json.loads(line) for line in (tmp_path / "on/metrics.jsonl").read_text().splitlines()]
     assert logged == with_eval
-    without = _train(tmp_path / "off", cache_dir, "run.max_steps=5", "run.log_every=2", "eval.every=0",
-                     "eval.at_end=false")
+    without = train_in_process(tmp_path / "off", cache_dir, "run.max_steps=5", "run.log_every=2", "eval.every=0",
+                               "eval.at_end=false")
     assert not any("eval/loss" in m for m in without)
     assert [m["loss"] for m in without] == [m["loss"] for m in with_eval if m["step"] != 3]
 
@@ -272,13 +249,13 @@ def test_resume_with_eval_matches_uninterrupted_run(tmp_path, cache_dir):
     that went on, bit for bit; the resume may change eval.every, eval.batches and eval.at_end (they decide no
     training data), but not eval.holdout_documents (it does)."""
     args = ["run.max_steps=4", "run.save_every=2", "run.keep_checkpoints=3", "eval.every=1", "eval.batches=1"]
-    full = _train(tmp_path / "full", cache_dir, *args)
+    full = train_in_process(tmp_path / "full", cache_dir, *args)
     assert [m["step"] for m in full] == [1, 2, 3, 4] and all("eval/loss" in m for m in full)
     for name, changes in (("same", []), ("changed", ["eval.every=3", "eval.batches=2", "eval.at_end=false"])):
         run_dir = tmp_path / name
         shutil.copytree(tmp_path / "full/checkpoints/step-00000002", run_dir / "checkpoints/step-00000002")
         (run_dir / "checkpoints/latest").write_text("step-00000002")
-        resumed = _train(run_dir, cache_dir, *args, *changes, "--resume")
+        resumed = train_in_process(run_dir, cache_dir, *args, *changes, "--resume")
         assert [m["step"] for m in resumed] == [3, 4]
         assert [(m["loss"], m["grad_norm"]) for m in resumed] == [(m["loss"], m["grad_norm"]) for m in full[2:]]
         if name == "same":
@@ -286,21 +263,22 @@ def test_resume_with_eval_matches_uninterrupted_run(tmp_path, cache_dir):
         else:
             assert "eval/loss" in resumed[0] and "eval/loss" not in resumed[1]
     with pytest.raises(ConfigError, match=r"eval.holdout_documents: 8 in the checkpoint, 4 now"):
-        _train(tmp_path / "full", cache_dir, *args, "run.max_steps=5", "eval.holdout_documents=4", "--resume")
+        train_in_process(tmp_path / "full", cache_dir, *args, "run.max_steps=5", "eval.holdout_documents=4", "--resume")
 
 
 def test_resume_of_a_checkpoint_from_before_eval_refuses_a_holdout(tmp_path, cache_dir):
     """A checkpoint saved before the eval section existed trained on the whole corpus: resuming it with held-out
     documents would train on other data, so it is refused (the saved config has no eval.holdout_documents: 0)."""
-    _train(tmp_path, cache_dir, "run.max_steps=1", "eval.holdout_documents=0", "eval.every=0", "eval.at_end=false")
+    train_in_process(tmp_path, cache_dir, "run.max_steps=1", "eval.holdout_documents=0", "eval.every=0",
+                     "eval.at_end=false")
     trainer = tmp_path / "checkpoints/step-00000001/trainer.json"
     state = json.loads(trainer.read_text())
     del state["config"]["eval"]
     trainer.write_text(json.dumps(state))
     with pytest.raises(ConfigError, match=r"eval.holdout_documents: 0 in the checkpoint, 8 now"):
-        _train(tmp_path, cache_dir, "run.max_steps=2", "--resume")
-    resumed = _train(tmp_path, cache_dir, "run.max_steps=2", "eval.holdout_documents=0", "eval.every=0",
-                     "eval.at_end=false", "--resume")
+        train_in_process(tmp_path, cache_dir, "run.max_steps=2", "--resume")
+    resumed = train_in_process(tmp_path, cache_dir, "run.max_steps=2", "eval.holdout_documents=0", "eval.every=0",
+                               "eval.at_end=false", "--resume")
     assert [m["step"] for m in resumed] == [2]
 
 
@@ -344,10 +322,10 @@ def test_a_separate_eval_source_keeps_the_whole_corpus_for_training(tmp_path, ca
     valid = tmp_path / "valid.jsonl"
     valid.write_text("".join(json.dumps({"text": f"def f{i}(x):\n    return x * {i}\n" * 20}) + "\n"
                              for i in range(30)))
-    history = _train(tmp_path / "run", cache_dir, "run.max_steps=2", "eval.holdout_documents=0",
-                     f"eval.source={valid}", "eval.batches=1")
-    plain = _train(tmp_path / "plain", cache_dir, "run.max_steps=2", "eval.holdout_documents=0", "eval.every=0",
-                   "eval.at_end=false")
+    history = train_in_process(tmp_path / "run", cache_dir, "run.max_steps=2", "eval.holdout_documents=0",
+                               f"eval.source={valid}", "eval.batches=1")
+    plain = train_in_process(tmp_path / "plain", cache_dir, "run.max_steps=2", "eval.holdout_documents=0",
+                             "eval.every=0", "eval.at_end=false")
     assert [m["loss"] for m in history] == [m["loss"] for m in plain]
     assert "eval/loss" not in history[0] and history[1]["eval/tokens"] > 0.9 * 8 * 64
 

@@ -5,42 +5,20 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import warnings
 from pathlib import Path
 
+import pretrain_kit  # skips this module without the training extras; puts recipes/ on sys.path
 import pytest
+from pretrain_kit import SMALL_IN_PROCESS, train_in_process
 
-pytest.importorskip("accelerate")
-pytest.importorskip("datasets")
-pytest.importorskip("tokenizers")
+# isort: split
+import pretrain
+from fa3nn_train.config import ConfigError, load_config
+from fa3nn_train.optim import lr_at
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "recipes"))
-
-import pretrain  # noqa: E402
-from fa3nn_train.config import ConfigError, load_config  # noqa: E402
-from fa3nn_train.optim import lr_at  # noqa: E402
-
-SMALL = [
-    "model.hidden_size=64", "model.intermediate_size=128", "model.num_layers=2", "data.seq_len=64",
-    "data.vocab_size=512", "data.max_corpus_mb=0.5", "run.global_batch_size=8", "run.micro_batch_size=4",
-    "run.log_every=1", "optim.warmup_steps=2", "eval.batches=1", "data.prefetch_steps=0",
-]
-
-
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("fa3nn-cache")
-
-
-@pytest.fixture(autouse=True)
-def _quiet(monkeypatch):
-    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
-
-
-def _train(run_dir, cache_dir, *args):
-    return pretrain.main(["--run-dir", str(run_dir), "--no-wandb", f"data.cache_dir={cache_dir}", *SMALL, *args])
+cache_dir = pretrain_kit.cache_dir  # the fixtures, bound here so that tests request them (quiet_tokenizers: autouse)
+quiet_tokenizers = pretrain_kit.quiet_tokenizers
 
 
 def _jsonl_steps(run_dir) -> list[int]:
@@ -50,8 +28,8 @@ def _jsonl_steps(run_dir) -> list[int]:
 def test_logged_lr_is_the_one_the_step_trained_with(tmp_path, cache_dir):
     """Step 1 of a 2-step warmup trains at lr / 2; the line for step 1 said lr (the schedule's value for step 2,
     read after scheduler.step()), and every later line was one step ahead too."""
-    history = _train(tmp_path, cache_dir, "run.max_steps=4")
-    optim = load_config("tiny", SMALL).optim
+    history = train_in_process(tmp_path, cache_dir, "run.max_steps=4")
+    optim = load_config("tiny", SMALL_IN_PROCESS).optim
     expected = [lr_at(step - 1, optim, 4) for step in (1, 2, 3, 4)]  # LambdaLR: lr x (lr_at / lr), rounded
     assert [m["lr"] for m in history] == pytest.approx(expected, rel=1e-12, abs=0)
     assert expected[:3] == [1.5e-3, 3e-3, 3e-3] and expected[3] < 3e-3  # warmup, then cosine
@@ -65,10 +43,10 @@ def test_a_zero_learning_rate_trains_at_zero(tmp_path, cache_dir):
     from fa3nn_train.model import build_model
     from safetensors.torch import load_file
 
-    history = _train(tmp_path, cache_dir, "run.max_steps=2", "optim.lr=0", "optim.min_lr=0")
+    history = train_in_process(tmp_path, cache_dir, "run.max_steps=2", "optim.lr=0", "optim.min_lr=0")
     assert [m["lr"] for m in history] == [0.0, 0.0] and all(m["grad_norm"] > 0 for m in history)
-    torch.manual_seed(load_config("tiny", SMALL).run.seed)  # pretrain.main's init
-    initial = build_model(load_config("tiny", SMALL).model, 512, 64).state_dict()
+    torch.manual_seed(load_config("tiny", SMALL_IN_PROCESS).run.seed)  # pretrain.main's init
+    initial = build_model(load_config("tiny", SMALL_IN_PROCESS).model, 512, 64).state_dict()
     trained = load_file(tmp_path / "checkpoints/step-00000002/model.safetensors")
     assert trained.keys() == initial.keys() and all(torch.equal(trained[k], initial[k]) for k in initial)
 
@@ -77,10 +55,10 @@ def test_resume_after_a_crash_logs_each_step_once(tmp_path, cache_dir):
     """A run that crashed after logging step 4 but last saved step 2 resumes at step 2 in the same run_dir: its
     metrics.jsonl kept the crashed run's steps 3 and 4 and appended the resumed ones, [1, 2, 3, 4, 3, 4, 5]."""
     args = ["run.max_steps=4", "run.save_every=2", "run.keep_checkpoints=2"]
-    first = _train(tmp_path, cache_dir, *args)
+    first = train_in_process(tmp_path, cache_dir, *args)
     (tmp_path / "checkpoints/latest").write_text("step-00000002")  # the step-4 save never happened
     shutil.rmtree(tmp_path / "checkpoints/step-00000004")
-    resumed = _train(tmp_path, cache_dir, *args[1:], "run.max_steps=5", "--resume")
+    resumed = train_in_process(tmp_path, cache_dir, *args[1:], "run.max_steps=5", "--resume")
     assert [m["step"] for m in resumed] == [3, 4, 5]
     assert [m["loss"] for m in resumed[:2]] == [m["loss"] for m in first[2:]]
     assert _jsonl_steps(tmp_path) == [1, 2, 3, 4, 5]
@@ -94,11 +72,11 @@ def test_resume_trains_with_the_optimizer_settings_it_is_given(tmp_path, cache_d
     instead of 1e-3 and 5.5e-4."""
     import torch
 
-    _train(tmp_path, cache_dir, "run.max_steps=2")
+    train_in_process(tmp_path, cache_dir, "run.max_steps=2")
     changed = ["run.max_steps=4", "optim.lr=1e-3", "optim.min_lr=1e-4", "optim.weight_decay=0.5", "optim.beta2=0.99",
                "optim.eps=1e-6"]
-    resumed = _train(tmp_path, cache_dir, *changed, "--resume")
-    optim = load_config("tiny", [*SMALL, *changed]).optim
+    resumed = train_in_process(tmp_path, cache_dir, *changed, "--resume")
+    optim = load_config("tiny", [*SMALL_IN_PROCESS, *changed]).optim
     assert [m["lr"] for m in resumed] == pytest.approx([lr_at(s, optim, 4) for s in (2, 3)], rel=1e-12, abs=0)
     groups = torch.load(tmp_path / "checkpoints/step-00000004/optimizer.pt", weights_only=True)["param_groups"]
     assert [(g["weight_decay"], tuple(g["betas"]), g["eps"], g["initial_lr"]) for g in groups] == [
@@ -115,27 +93,27 @@ def test_resume_trains_with_the_optimizer_settings_it_is_given(tmp_path, cache_d
 def test_resume_refuses_a_change_of_the_data_order(tmp_path, cache_dir, change, message):
     """The data position of a checkpoint is its step (data.py): with another global batch, sequence length, seed or
     corpus the resumed run trained on other blocks than the interrupted one would have, and said nothing."""
-    _train(tmp_path, cache_dir, "run.max_steps=1")
+    train_in_process(tmp_path, cache_dir, "run.max_steps=1")
     with pytest.raises(ConfigError) as error:
-        _train(tmp_path, cache_dir, "run.max_steps=2", change, "--resume")
+        train_in_process(tmp_path, cache_dir, "run.max_steps=2", change, "--resume")
     assert message in str(error.value) and "start a fresh run" in str(error.value), str(error.value)
     assert _jsonl_steps(tmp_path) == [1]  # refused before anything was trained or logged
     # what does not touch the data order may change
-    assert [m["step"] for m in _train(tmp_path, cache_dir, "run.max_steps=2", "data.prefetch_steps=2",
-                                      "optim.lr=1e-3", "optim.min_lr=1e-4", "--resume")] == [2]
+    assert [m["step"] for m in train_in_process(tmp_path, cache_dir, "run.max_steps=2", "data.prefetch_steps=2",
+                                                "optim.lr=1e-3", "optim.min_lr=1e-4", "--resume")] == [2]
 
 
 @pytest.mark.parametrize("max_steps", [1, 2])
 def test_resume_refuses_a_max_steps_it_has_already_reached(tmp_path, cache_dir, max_steps):
     """--resume from step 2 with run.max_steps 1 or 2 (an override forgotten or lowered): the loop ran no step,
     saved nothing and exited 0 after "resumed from ... at step 2", as if the run had trained on."""
-    _train(tmp_path, cache_dir, "run.max_steps=2")
+    train_in_process(tmp_path, cache_dir, "run.max_steps=2")
     with pytest.raises(ConfigError) as error:
-        _train(tmp_path, cache_dir, f"run.max_steps={max_steps}", "--resume")
+        train_in_process(tmp_path, cache_dir, f"run.max_steps={max_steps}", "--resume")
     assert (f"run.max_steps = {max_steps} but step-00000002 is at step 2: nothing to train; raise run.max_steps"
             in str(error.value)), str(error.value)
     assert _jsonl_steps(tmp_path) == [1, 2]
-    assert [m["step"] for m in _train(tmp_path, cache_dir, "run.max_steps=3", "--resume")] == [3]
+    assert [m["step"] for m in train_in_process(tmp_path, cache_dir, "run.max_steps=3", "--resume")] == [3]
 
 
 def test_options_and_overrides_mix_in_any_order():
@@ -238,7 +216,7 @@ def _fsdp_resume_worker(rank, init_file, run_dir):
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=1)
     try:
-        config = load_config("tiny", SMALL)
+        config = load_config("tiny", SMALL_IN_PROCESS)
 
         def make(shard: bool):
             torch.manual_seed(0)
