@@ -43,6 +43,20 @@ def backward_extras(q8, k8, q_descale, k_descale, dq, rotation, block_q, block_k
     rotate_back(dq, rotation)
 
 
+def dequantize_alone(q8, k8, q_descale, k_descale, dq, rotation, block_q, block_k):
+    from fa3nn.fp8.backward import dequantize
+
+    dequantize(q8, q_descale, block_q, None, None, dq.dtype)
+    dequantize(k8, k_descale, block_k, None, None, dq.dtype)
+
+
+def rotate_back_alone(q8, k8, q_descale, k_descale, dq, rotation, block_q, block_k):
+    from fa3nn.fp8.backward import rotate_back
+
+    rotate_back(dq, rotation)
+    rotate_back(dq, rotation)
+
+
 def backward_extras_fp32(q8, k8, q_descale, k_descale, dq, rotation, block_q, block_k):
     """backward_extras as first written (0ece33b): float32 copies, a float32 GEMM; kept to time the difference."""
     from fa3nn.fp8.backward import _row_tiles
@@ -92,6 +106,10 @@ def main() -> None:
                 fns["extras alone"] = functools.partial(
                     backward_extras, q8.view(torch.float8_e4m3fn), k8.view(torch.float8_e4m3fn), q_descale,
                     k_descale, dout, a["rotation"], a["block_q"], a["block_k"])
+                for name, fn in (("dequantize alone", dequantize_alone), ("rotate_back alone", rotate_back_alone)):
+                    fns[name] = functools.partial(fn, q8.view(torch.float8_e4m3fn), k8.view(torch.float8_e4m3fn),
+                                                  q_descale, k_descale, dout, a["rotation"], a["block_q"],
+                                                  a["block_k"])
                 fns["extras alone, fp32 (before)"] = functools.partial(
                     backward_extras_fp32, q8.view(torch.float8_e4m3fn), k8.view(torch.float8_e4m3fn), q_descale,
                     k_descale, dout, a["rotation"], a["block_q"], a["block_k"])

@@ -6,6 +6,8 @@ of each table entry, so the emulation can walk keys in the kernel's own block si
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -178,7 +180,8 @@ def test_fp8_kernel_paths_train(backend):
 def test_fp8_kernel_backward_reads_the_quantized_operands(backend, varlen):
     """backward_from="quantized" (the default) on the kernel paths: the gradients are fa3nn::bwd's from the kernel
     forward's own e4m3 Q and K (the op's q8 / k8 outputs, dequantized; gradients rotated back) and its out and lse,
-    bit for bit, dense and packed (sequences 300, 1, 700, 0 long: tiles restart at each sequence)."""
+    bit for bit, dense and packed (sequences 300, 1, 700, 0 long: tiles restart at each sequence). The expected
+    backward runs on the op's backend (s47c: against the native backward the 'triton' cases differed)."""
     torch.manual_seed(0)
     recipe = fa3nn.PerTileScaling()
     state = fa3nn.fp8.make_state(recipe, 5)
@@ -191,9 +194,10 @@ def test_fp8_kernel_backward_reads_the_quantized_operands(backend, varlen):
         q, k, v = (x.requires_grad_() for x in qkv(2, 640, 640, 4, 2, 128))
         cu, head = None, (q, k, v, None, None, 640, 640)
     a = fa3nn.fp8.recipe_arguments(recipe, state, q, k, v)
+    deterministic = backend == "triton"  # Triton's default backward adds dK / dV with atomics: not bitwise repeatable
     out, lse, _, q8, k8, q_descale, k_descale = torch.ops.fa3nn.fwd_fp8(
-        *head, 128**-0.5, -1, 0, 0.0, False, backend, a["block_q"], a["block_k"], a["rotation"], a["tensor_scales"],
-        False, 0, True)
+        *head, 128**-0.5, -1, 0, 0.0, deterministic, backend, a["block_q"], a["block_k"], a["rotation"],
+        a["tensor_scales"], False, 0, True)
     dout = torch.randn_like(out)
     grads = torch.autograd.grad(out, (q, k, v), dout)
     from fa3nn.fp8.backward import dequantize, rotate_back
@@ -201,8 +205,24 @@ def test_fp8_kernel_backward_reads_the_quantized_operands(backend, varlen):
     from_q = dequantize(q8.view(torch.float8_e4m3fn), q_descale, a["block_q"], cu, max_seqlen, q.dtype)
     from_k = dequantize(k8.view(torch.float8_e4m3fn), k_descale, a["block_k"], cu, max_seqlen, q.dtype)
     expect = torch.ops.fa3nn.bwd(dout, from_q, from_k, v.detach(), out.detach(), lse.detach(), None, *head[3:],
-                                 128**-0.5, -1, 0, 0.0, False, "auto")
+                                 128**-0.5, -1, 0, 0.0, deterministic, backend)
     expect = [rotate_back(expect[0], a["rotation"]), rotate_back(expect[1], a["rotation"]), expect[2]]
     for name, got, want in zip(("dq", "dk", "dv"), grads, expect):
         assert torch.equal(got, want), name
     assert torch.isfinite(grads[0]).all() and grads[0].abs().max() > 0
+
+
+@pytest.mark.parametrize("varlen", [False, True])
+def test_dequantize_kernel_is_the_torch_definition(varlen):
+    """fa3nn.fp8.backward.dequantize on the GPU (the Triton pass) against its PyTorch form on the CPU, bitwise in
+    bf16: every e4m3 byte (NaN and subnormals included), per-tile descales, dense and packed with an empty sequence."""
+    from fa3nn.fp8.backward import dequantize
+
+    shape = (2, 300, 4, 128) if not varlen else (600, 4, 128)
+    x8 = torch.arange(256, dtype=torch.uint8).repeat(math.prod(shape) // 256 + 1)[:math.prod(shape)]
+    x8 = x8.view(shape).view(torch.float8_e4m3fn)
+    cu = None if not varlen else torch.tensor([0, 250, 250, 600], dtype=torch.int32)
+    descale = torch.rand(2 if not varlen else 3, 4, 3) * 3
+    cpu = dequantize(x8, descale, 128, cu, 350, torch.bfloat16)
+    gpu = dequantize(x8.cuda(), descale.cuda(), 128, None if cu is None else cu.cuda(), 350, torch.bfloat16).cpu()
+    assert torch.equal(cpu.isnan(), gpu.isnan()) and torch.equal(cpu[~cpu.isnan()], gpu[~gpu.isnan()])

@@ -445,3 +445,22 @@ def test_auto_keeps_the_emulation_on_the_cpu():
         assert fa3nn.explain(q, k, v, fp8=True).forward == "fp8 emulation (reference)"
     finally:
         os.environ["FA3NN_TRITON_CPU"] = "1"
+
+
+@pytest.mark.parametrize("varlen", [False, True])
+def test_dequantize_kernel_under_the_interpreter(varlen):
+    """fa3nn.backends.triton.dequantize (the backward's Q and K from e4m3, on a GPU) against its PyTorch definition,
+    bitwise in fp16: every e4m3 byte (NaN and subnormals included), dense and packed with an empty sequence."""
+    from fa3nn.backends.triton.dequantize import dequantize_rows
+    from fa3nn.fp8.backward import _row_base, _row_tiles
+
+    shape = (2, 37, 3, 64) if not varlen else (50, 3, 64)
+    count = shape[0] * shape[1] * shape[2] * (shape[3] if len(shape) == 4 else 1)
+    x8 = torch.arange(256, dtype=torch.uint8).repeat(count // 256 + 1)[:count].view(shape).view(torch.float8_e4m3fn)
+    cu = None if not varlen else torch.tensor([0, 5, 5, 50], dtype=torch.int32)
+    descale = torch.rand(2 if not varlen else 3, 3, 3) * 4
+    rows = shape[1] if not varlen else shape[0]
+    want = (x8.float() * _row_tiles(descale, 16, rows, cu).unsqueeze(-1)).to(torch.float16)
+    got = dequantize_rows(x8, descale, _row_base(descale, 16, x8, cu), torch.float16)
+    assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got[~got.isnan()], want[~want.isnan()])
+    assert got.isnan().any() and (got[~got.isnan()] != 0).any()  # the bytes reach NaN and nonzero values

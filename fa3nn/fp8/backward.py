@@ -62,14 +62,33 @@ def _row_tiles(descale: torch.Tensor, block: int, rows: int, cu_seqlens: torch.T
     return descale.transpose(1, 2).reshape(batch * tiles, heads)[tile]
 
 
+def _row_base(descale: torch.Tensor, block: int, x8: torch.Tensor, cu_seqlens: torch.Tensor | None) -> torch.Tensor:
+    """int64 per row of x8 (dense rows batch-major, or packed): batch * heads * tiles + the row's tile, the offset of
+    its (batch, head 0, tile) descale in a contiguous (batch, heads, tiles) tensor. No host sync."""
+    _, heads, tiles = descale.shape
+    if cu_seqlens is None:
+        batch, seqlen = x8.shape[0], x8.shape[1]
+        row = torch.arange(batch * seqlen, device=x8.device)
+        return row // seqlen * heads * tiles + row % seqlen // block
+    row = torch.arange(x8.shape[0], device=x8.device)
+    cu = cu_seqlens.to(torch.int64)
+    sequence = torch.searchsorted(cu[1:], row, right=True)
+    return sequence * heads * tiles + (row - cu[sequence]) // block
+
+
 def dequantize(x8: torch.Tensor, descale: torch.Tensor, block: int, cu_seqlens: torch.Tensor | None,
                max_seqlen: int, dtype: torch.dtype) -> torch.Tensor:
     """e4m3 x8 (dense or packed) times its per-tile descales (block rows per tile as the recipe gives it, 0 = one
-    per sequence), in `dtype`: the values the FP8 forward's scores were computed from. x8 widens to dtype exactly
-    (every e4m3 value is a bf16 and an fp16 value) and the product, formed in float32, is written in dtype: two
-    passes of 3 and 4 bytes per element where widening to float32 first took 19."""
+    per sequence), in `dtype`: the values the FP8 forward's scores were computed from, the product formed in float32
+    and rounded once. On a GPU one Triton pass (fa3nn.backends.triton.dequantize: 3 bytes per element); elsewhere
+    PyTorch, which widens x8 to dtype exactly (every e4m3 value is a bf16 and an fp16 value) and writes the product
+    with one out= multiply (the definition the kernel matches bit for bit)."""
     rows = x8.shape[1] if cu_seqlens is None else x8.shape[0]
     block = rows_per_tile(block, x8.shape[1] if cu_seqlens is None else max_seqlen)
+    if x8.is_cuda:
+        from fa3nn.backends.triton.dequantize import dequantize_rows  # imports triton: GPU calls only
+
+        return dequantize_rows(x8, descale, _row_base(descale, block, x8, cu_seqlens), dtype)
     scale = _row_tiles(descale, block, rows, cu_seqlens).unsqueeze(-1)
     return torch.mul(x8.to(dtype), scale, out=torch.empty(x8.shape, dtype=dtype, device=x8.device))
 
