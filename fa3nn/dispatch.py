@@ -96,13 +96,16 @@ class FP8Path:
     nonzero, so a kernel without softcap refuses such calls and need not take the argument. fast_exp2: the kernel
     takes fast_exp2=True (the recipes' fast_exp2, passed only when set); a path without it runs the exact exp2.
     sm_margin: the kernel takes sm_margin=n (AttnParams.sm_margin, passed only when nonzero) and leaves that many SMs
-    free; calls with a margin on a path without it are warned about once (fa3nn.fa3_compat.note_sm_margin)."""
+    free; calls with a margin on a path without it are warned about once (fa3nn.fa3_compat.note_sm_margin).
+    varlen_deal: the kernel takes varlen_deal="dynamic" | "static" (packed calls only; fa3nn.backends.hopper.
+    varlen_deal_for's choice)."""
 
     description: str
     refusal: Callable[[AttnCall, int, int], str | None]
     kernel: Callable | None = None
     fast_exp2: bool = False
     sm_margin: bool = False
+    varlen_deal: bool = False
 
 
 def _serves_all(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
@@ -113,7 +116,7 @@ def _serves_all(call: AttnCall, block_k: int, max_seqlen_k: int) -> str | None:
 # `backend=` can force it; AUTO_ORDER ranks it).
 FP8_FORWARD_PATHS: dict[str, FP8Path] = {
     "hopper": FP8Path("hopper fp8 kernel", hopper_fp8.refusal, hopper_fp8.fp8_forward, fast_exp2=True,
-                      sm_margin=True),
+                      sm_margin=True, varlen_deal=True),
     "triton": FP8Path("triton fp8 kernel", lambda call, block_k, max_seqlen_k: BACKENDS["triton"].fp8_refusal(call),
                       BACKENDS["triton"].forward_fp8),
     "reference": FP8Path("fp8 emulation (reference)", _serves_all),

@@ -18,6 +18,7 @@ from torch._subclasses.fake_tensor import is_fake  # (loaded with torch itself)
 from fa3nn.autocast import autocast_off
 from fa3nn.backends import hopper_fp8
 from fa3nn.backends.base import AttnCall, AttnParams, Varlen, saved_lse_dtype
+from fa3nn.backends.hopper import varlen_deal_for
 from fa3nn.checks import check_cu_seqlens_values, wants_deterministic
 from fa3nn.dispatch import FP8_FORWARD_PATHS, resolve, resolve_fp8
 from fa3nn.fa3_compat import note_sm_margin
@@ -359,8 +360,7 @@ def attention_forward_fp8(
 
         operands = quantize_fused(q, k, v, block_q, block_k, rotation, tensor_scales, cu_seqlens_q, cu_seqlens_k,
                                   max_seqlen_q, max_seqlen_k)
-        out, lse = _fp8_kernel(chosen, operands, params, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                               q.dtype, fast_exp2)
+        out, lse = _fp8_kernel(chosen, operands, params, varlen, max_seqlen_q, max_seqlen_k, q.dtype, fast_exp2)
         return out, lse, operands.amax, *_kept_for_backward(operands, backward_from_quantized)
 
 
@@ -385,15 +385,20 @@ def _fp8_emulation(quantized, params: AttnParams, call: AttnCall, block_k: int, 
     return out.contiguous(), lse.to(saved_lse_dtype(out_dtype)).contiguous()
 
 
-def _fp8_kernel(chosen: str, operands, params: AttnParams, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+def _fp8_kernel(chosen: str, operands, params: AttnParams, varlen: Varlen | None, max_seqlen_q, max_seqlen_k,
                 out_dtype: torch.dtype, fast_exp2: bool) -> tuple[Tensor, Tensor]:
-    """FP8_FORWARD_PATHS[chosen]'s kernel on fa3nn.fp8.operands' FP8Operands."""
+    """FP8_FORWARD_PATHS[chosen]'s kernel on fa3nn.fp8.operands' FP8Operands (packed when `varlen`; dense calls
+    pass their lengths as max_seqlen_q / max_seqlen_k)."""
+    path = FP8_FORWARD_PATHS[chosen]
     options = {"softcap": params.softcap} if params.softcap > 0 else {}  # see fa3nn.dispatch.FP8Path
-    if fast_exp2 and FP8_FORWARD_PATHS[chosen].fast_exp2:
+    if fast_exp2 and path.fast_exp2:
         options["fast_exp2"] = True
-    if params.sm_margin and FP8_FORWARD_PATHS[chosen].sm_margin:
+    if params.sm_margin and path.sm_margin:
         options["sm_margin"] = params.sm_margin
-    out, lse = FP8_FORWARD_PATHS[chosen].kernel(
+    if varlen is not None and path.varlen_deal:
+        options["varlen_deal"] = varlen_deal_for(varlen, "auto")
+    cu_seqlens_q, cu_seqlens_k = (None, None) if varlen is None else (varlen.cu_seqlens_q, varlen.cu_seqlens_k)
+    out, lse = path.kernel(
         operands.q, operands.k, operands.vt, operands.q_descale, operands.k_descale, operands.v_descale,
         operands.block_q, operands.block_k, params.softmax_scale, params.window, cu_seqlens_q, cu_seqlens_k,
         max_seqlen_q, max_seqlen_k, out_dtype, vt_starts=operands.vt_starts, **options)

@@ -36,6 +36,7 @@ import ctypes
 import torch
 
 from fa3nn.backends.base import AttnCall
+from fa3nn.backends.hopper import VARLEN_DEALS
 from fa3nn.backends.hopper_lib import LIBRARY, max_ctas_leaving, tma_ready
 from fa3nn.fp8.key_blocks import (
     KEY_BLOCK,
@@ -231,6 +232,7 @@ def fp8_forward(
     library: ctypes.CDLL | None = None,
     fast_exp2: bool = False,
     sm_margin: int = 0,
+    varlen_deal: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the FP8 forward (layouts in the module docstring); returns (out, lse). `window` may be unmasked or
     causal (bottom-right aligned, fa3nn.masks). The positional arguments are fa3nn.dispatch.FP8Path's kernel
@@ -241,7 +243,13 @@ def fp8_forward(
     `library` (a hopper_build.load() result): another build of the library, for benchmarks. fast_exp2 (the FP8
     recipes' field): the default kernels with the linear exp2 where they have it (fa3nn.fp8.key_blocks.
     fast_exp2_every), the same as variant "fast_exp2". sm_margin: SMs left free for overlapping kernels
-    (hopper_lib.max_ctas_leaving; variant "one_cta_per_tile" launches one CTA per tile whatever it says)."""
+    (hopper_lib.max_ctas_leaving; variant "one_cta_per_tile" launches one CTA per tile whatever it says).
+    varlen_deal: how a packed call's tiles reach the CTAs, "dynamic" (a counter hands each CTA its next tile as it
+    finishes one; the default kernels, variants "full" and "fast_exp2"), "static" (CTA i takes tiles i, i + grid, ...)
+    or "auto" (dynamic; fa3nn::fwd_fp8 passes fa3nn.backends.hopper.varlen_deal_for's choice, which knows the
+    lengths); dense calls are dealt statically."""
+    if varlen_deal not in VARLEN_DEALS:
+        raise ValueError(f"varlen_deal must be one of {VARLEN_DEALS}, got {varlen_deal!r}")
     if not isinstance(fast_exp2, bool):
         raise TypeError(f"fast_exp2 must be a bool, got {fast_exp2!r}")
     if fast_exp2:
@@ -320,6 +328,9 @@ def fp8_forward(
     else:
         strides = [s for t in (q8, k8, vt8, out) for s in t.stride()[:3]]
         cu_q = cu_k = None
+    # The dynamic deal's counter (zeroed by the library on the stream), one per call as the bf16 forward's.
+    dynamic = varlen and varlen_deal != "static"
+    counter = torch.empty(1, dtype=torch.int32, device=q8.device) if dynamic else None
     stride_array = (ctypes.c_int64 * 12)(*strides)
     descale_strides = (ctypes.c_int64 * 6)(*(s for t in (q_descale, k_descale, v_descale) for s in t.stride()[:2]))
     with torch.cuda.device(q8.device):
@@ -331,7 +342,8 @@ def fp8_forward(
             q_descale.data_ptr(), k_descale.data_ptr(), v_descale.data_ptr(),
             batch, seqlen_q, seqlen_k, vt8.shape[-1], max_seqlen_q, max_seqlen_k, nheads, nheads_kv, headdim,
             stride_array, descale_strides, block_q, block_k, float(softmax_scale), int(window.causal),
-            int(out_dtype == torch.bfloat16), VARIANTS[variant], max_ctas, stream,
+            int(out_dtype == torch.bfloat16), VARIANTS[variant], max_ctas,
+            None if counter is None else counter.data_ptr(), stream,
         )
     if status != 0:
         raise RuntimeError(f"fa3nn hopper FP8 forward failed: {lib.fa3nn_hopper_last_error().decode()}")

@@ -67,11 +67,11 @@ struct FwdBarriers {
   }
 };
 
-// The dynamic deal's rings (FwdConfig::kDynamic): FwdBarriers plus one published tile index per Q stage, written by
+// The dynamic deal's rings (FwdConfig::kDynamic, Fp8FwdConfig::kDynamic): FwdBarriers plus one published tile index per Q stage, written by
 // the producer before its arrival on the stage's full barrier (which releases it with the Q load) and read by the
 // consumers after their wait on it; -1 says no tile is left.
-template <int kQStages, int kStages>
-struct FwdTileBarriers : FwdBarriers<kQStages, kStages> {
+template <int kQStages, int kStages, uint32_t kKVReleases = 1>
+struct FwdTileBarriers : FwdBarriers<kQStages, kStages, kKVReleases> {
   int tile[kQStages];
 };
 

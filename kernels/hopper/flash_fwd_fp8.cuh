@@ -31,6 +31,7 @@
 //     128-key blocks, spilling 36-60 B (CI forbids spills), so that form was removed.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "flash_fwd.cuh"
 #include "pack16.cuh"
@@ -143,7 +144,7 @@ __host__ __device__ constexpr int softmax_cut(int experiment) {
 // d64 kernel: +12-38% over two at 2k-16k keys, fp8d64w3-h200-20261202-0238).
 template <int kHeadDim_, int kStages_, int kQStages_, bool kOutBF16_, bool kCausal_, bool kPingpong_ = true,
           int kPolyExpEvery_ = 0, int kExperiment_ = kNoExperiment, int kBlockN_ = 128, bool kPromote_ = false,
-          int kConsumers_ = 2>
+          int kConsumers_ = 2, bool kDynamic_ = false>
 struct Fp8FwdConfig {
   static constexpr int kHeadDim = kHeadDim_, kStages = kStages_, kQStages = kQStages_;
   static constexpr int kPolyExpEvery = kPolyExpEvery_, kExperiment = kExperiment_;
@@ -226,7 +227,15 @@ struct Fp8FwdConfig {
   // releases on warp 1 or the producer on warp 1 each halved that spread; s20d / s20e: +0..+3% in 16 of 18 rows of
   // a same-run A/B). The bf16 forward measured no gain from the same change (s20g) and keeps thread 0's releases.
   static constexpr uint32_t kWarpsPerConsumer = 4;
-  using Barriers = FwdBarriers<kQStages, kStages, kWarpsPerConsumer>;
+  // The dynamic deal of varlen calls, as the bf16 kernel's (FwdConfig::kDynamic): the producer takes each tile after
+  // its CTA's first from FwdParams::tile_counter and publishes it with its Q stage (FwdTileBarriers); the consumers
+  // walk the published tiles. Built for the default kernels only (run_fp8_tiles).
+  static constexpr bool kDynamic = kDynamic_;
+  static_assert(!kDynamic || (kFused && !skips_kv_loads(kExperiment_)), "the dynamic deal: the fused-turn kernels");
+  using Dynamic = Fp8FwdConfig<kHeadDim_, kStages_, kQStages_, kOutBF16_, kCausal_, kPingpong_, kPolyExpEvery_,
+                               kExperiment_, kBlockN_, kPromote_, kConsumers_, true>;
+  using Barriers = std::conditional_t<kDynamic, FwdTileBarriers<kQStages, kStages, kWarpsPerConsumer>,
+                                      FwdBarriers<kQStages, kStages, kWarpsPerConsumer>>;
   // Shared memory, from a 1024-B aligned base: Q stages | K stages | Vt stages | barriers.
   static constexpr uint32_t kOffK = kQStages * kQBytes;
   static constexpr uint32_t kOffV = kOffK + kStages * kKBytes;
@@ -248,16 +257,12 @@ __device__ __forceinline__ void fp8_producer_loop(const CUtensorMap* tma_q, cons
   StaticPersistentScheduler<Cfg::kCausal> sched(p.deal);
   PipelineState<Cfg::kStages> k_state, v_state;
   PipelineState<Cfg::kQStages> q_state;
-  for (int tile = sched.first(); sched.valid(tile); tile = sched.next(tile)) {
-    const Tile t = sched.decode(tile);
-    const SeqRange r = seq_range(p, t.batch);
-    if (t.m_block * Cfg::kBlockM >= r.seqlen_q) continue;
-    const int n_blocks = key_block_range<Cfg>(p, r, t.m_block).count;
-    if (n_blocks <= 0) continue;
+  // Q (its stage acquired by the caller, which publishes the tile there first under the dynamic deal), then K_n and
+  // Vt_n for the tile's key blocks.
+  auto load_tile = [&](const Tile& t, const SeqRange& r, int n_blocks) {
     const int head_kv = p.group_div.div(t.head);
     const int vt_start = vt_starts != nullptr ? vt_starts[t.batch] : 0;
-
-    bars.q.producer_acquire(q_state, Cfg::kQBytes);
+    bars.q.full[q_state.index].arrive_expect_tx(Cfg::kQBytes);
     uint8_t* q_dst = smem + q_state.index * Cfg::kQBytes;
 #pragma unroll
     for (int panel = 0; panel < Cfg::kPanels; ++panel)
@@ -286,6 +291,40 @@ __device__ __forceinline__ void fp8_producer_loop(const CUtensorMap* tma_q, cons
         tma_load_4d(tma_vt, bars.v.full_barrier(v_state), v_dst + panel * Cfg::kVPanelStride,
                     vt_start + n_block * Cfg::kBlockN + panel * Cfg::kVPanelKeys, 0, head_kv, r.batch_coord);
       v_state.advance();
+    }
+  };
+  if constexpr (Cfg::kDynamic) {
+    // As the bf16 producer's dynamic deal (flash_fwd.cuh): every tile with rows is published in a Q stage, one whose
+    // rows attend no key without a Q load; the next index is taken as a tile starts.
+    for (int tile = sched.first(); sched.valid(tile);) {
+      const int next = p.deal.grid + atomicAdd(p.tile_counter, 1);
+      const Tile t = sched.decode(tile);
+      const SeqRange r = seq_range(p, t.batch);
+      if (t.m_block * Cfg::kBlockM < r.seqlen_q) {
+        const int n_blocks = key_block_range<Cfg>(p, r, t.m_block).count;
+        bars.q.producer_wait_empty(q_state);
+        bars.tile[q_state.index] = tile;
+        if (n_blocks > 0) {
+          load_tile(t, r, n_blocks);
+        } else {
+          bars.q.full[q_state.index].arrive();
+          q_state.advance();
+        }
+      }
+      tile = next;
+    }
+    bars.q.producer_wait_empty(q_state);
+    bars.tile[q_state.index] = -1;
+    bars.q.full[q_state.index].arrive();
+  } else {
+    for (int tile = sched.first(); sched.valid(tile); tile = sched.next(tile)) {
+      const Tile t = sched.decode(tile);
+      const SeqRange r = seq_range(p, t.batch);
+      if (t.m_block * Cfg::kBlockM >= r.seqlen_q) continue;
+      const int n_blocks = key_block_range<Cfg>(p, r, t.m_block).count;
+      if (n_blocks <= 0) continue;
+      bars.q.producer_wait_empty(q_state);
+      load_tile(t, r, n_blocks);
     }
   }
 }
@@ -585,18 +624,36 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     }
   };
 
-  // Next tile (from scheduler index `from`) that has key blocks; tiles whose rows attend nothing are written here.
+  // The tile at scheduler index `tile` into w: 1 if it has key blocks; 0 if its rows attend none (written here: zeros
+  // and lse -inf); -1 if it has no rows (a varlen sequence shorter than the longest).
+  auto take_tile = [&](int tile, WorkTile& w) -> int {
+    w.index = tile;
+    w.t = sched.decode(tile);
+    w.r = seq_range(p, w.t.batch);
+    if (w.t.m_block * Cfg::kBlockM >= w.r.seqlen_q) return -1;
+    w.n_blocks = key_block_range<Cfg>(p, w.r, w.t.m_block).count;
+    if (w.n_blocks > 0) return 1;
+    c.store_empty(p, w.r, w.t);
+    return 0;
+  };
+  // Next tile that has key blocks: from scheduler index `from` on (static deal), or the producer's next published
+  // tile (dynamic deal; it publishes tiles with rows only, those without key blocks without a Q load).
   auto find_work = [&](int from, WorkTile& w) -> bool {
-    for (int tile = from; sched.valid(tile); tile = sched.next(tile)) {
-      w.index = tile;
-      w.t = sched.decode(tile);
-      w.r = seq_range(p, w.t.batch);
-      if (w.t.m_block * Cfg::kBlockM >= w.r.seqlen_q) continue;
-      w.n_blocks = key_block_range<Cfg>(p, w.r, w.t.m_block).count;
-      if (w.n_blocks > 0) return true;
-      c.store_empty(p, w.r, w.t);
+    if constexpr (Cfg::kDynamic) {
+      while (true) {
+        bars.q.consumer_wait(q_state);
+        const int tile = static_cast<int>(ld_shared_b32(smem_addr(&bars.tile[q_state.index])));
+        if (tile < 0) return false;
+        if (take_tile(tile, w) > 0) return true;
+        if (leader) bars.q.consumer_release(q_state);
+        q_state.advance();
+      }
+    } else {
+      for (int tile = from; sched.valid(tile); tile = sched.next(tile)) {
+        if (take_tile(tile, w) > 0) return true;
+      }
+      return false;
     }
-    return false;
   };
   // The tile's descales: this thread's two query rows, and key block 0's (k0, v0; block 1's prefetched).
   auto begin_tile = [&](const WorkTile& w, float& k0, float& v0) {

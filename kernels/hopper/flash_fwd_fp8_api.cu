@@ -31,6 +31,8 @@ extern "C" {
 // quarter of the exp2s on the FP32 pipe (d128), 5 = one CTA per tile instead of one per SM, 6-50 = the variants
 // listed in flash_fwd_fp8_launch.cuh (fa3nn/backends/hopper_fp8.py VARIANTS names them).
 // max_ctas: as fa3nn_hopper_fwd's (0 = one CTA per SM; variant 5 launches one per tile whatever it says).
+// tile_counter: as fa3nn_hopper_fwd's (varlen calls of the default kernels, variants 0 and 53, deal their tiles
+// dynamically given one int of device memory; null: the static deal).
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_fp8_fwd(const void* q8, const void* k8, const void* vt8, void* out, float* lse,
                          const int* cu_seqlens_q, const int* cu_seqlens_k, const int* vt_starts,
@@ -38,7 +40,8 @@ int fa3nn_hopper_fp8_fwd(const void* q8, const void* k8, const void* vt8, void* 
                          int seqlen_q, int seqlen_k, int seqlen_k_pad, int max_seqlen_q, int max_seqlen_k, int nheads,
                          int nheads_kv, int headdim,
                          const int64_t* strides, const int64_t* descale_strides, int block_q, int block_k,
-                         float softmax_scale, int causal, int out_bf16, int variant, int max_ctas, void* stream) {
+                         float softmax_scale, int causal, int out_bf16, int variant, int max_ctas, int* tile_counter,
+                         void* stream) {
   if (nheads_kv <= 0 || nheads % nheads_kv != 0) return fail("%s", "nheads must be a multiple of nheads_kv");
   if (block_q <= 0) return fail("%s", "block_q must be positive");
   if (max_ctas < 0) return fail("%s", "max_ctas must be 0 (one CTA per SM) or positive");
@@ -54,6 +57,7 @@ int fa3nn_hopper_fp8_fwd(const void* q8, const void* k8, const void* vt8, void* 
                 strides, descale_strides, block_q, block_k, softmax_scale, out_bf16 != 0, causal != 0,
                 static_cast<cudaStream_t>(stream)};
   pr.max_ctas = max_ctas;
+  pr.tile_counter = tile_counter;
   switch (headdim) {
     case 64: return run_fp8_d64(pr, variant);
     case 128: return run_fp8_d128(pr, variant);

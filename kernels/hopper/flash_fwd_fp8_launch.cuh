@@ -32,10 +32,11 @@ struct Fp8Problem {
   bool one_cta_per_tile = false;  // variant 5: grid = tiles; else one CTA per SM looping over tiles (the default)
   int causal_deal = 1;            // as Problem::causal_deal (flash_fwd_launch.cuh): variant 19 sets 0
   int max_ctas = 0;               // as Problem::max_ctas (persistent_grid)
+  int* tile_counter = nullptr;    // as Problem::tile_counter: varlen calls' dynamic deal (Fp8FwdConfig::kDynamic)
 };
 
 template <class Cfg>
-int launch_fp8(const Fp8Problem& pr) {
+int launch_fp8_dealt(const Fp8Problem& pr) {
   if (pr.block_k % Cfg::kBlockN != 0 && pr.block_k < pr.max_seqlen_k)
     return fail("%s", Cfg::kBlockN == 128   ? "block_k must be a multiple of 128 (the kernel's key block) or >= max_seqlen_k"
                       : Cfg::kBlockN == 192 ? "block_k must be a multiple of 192 (this variant's key block) or >= max_seqlen_k"
@@ -88,6 +89,12 @@ int launch_fp8(const Fp8Problem& pr) {
   const int grid = pr.one_cta_per_tile ? static_cast<int>(tiles) : persistent_grid(tiles, sms, pr.max_ctas);
   fp.base.deal = TileDeal::make(fp.base.num_m_blocks, pr.nheads, pr.batch, fp.base.heads_per_section,
                                 fp.base.boustrophedon, grid);
+  if constexpr (Cfg::kDynamic) {
+    fp.base.tile_counter = pr.tile_counter;
+    fp.base.num_tiles = static_cast<int>(tiles);
+    const cudaError_t err = cudaMemsetAsync(pr.tile_counter, 0, sizeof(int), pr.stream);
+    if (err != cudaSuccess) return fail("zeroing the tile counter: %s", cudaGetErrorString(err));
+  }
   if constexpr (Cfg::kTmaStoreO) {
     // O: one 64-row box per consumer warpgroup and 64-column panel; varlen, or an output TMA cannot address, keeps
     // the direct stores.
@@ -105,6 +112,16 @@ int launch_fp8(const Fp8Problem& pr) {
     kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, fp);
   }
   return check_launch("kernel launch: %s");
+}
+
+// Varlen calls given a tile counter (Fp8Problem::tile_counter) take the dynamic deal where kDeals (the default
+// kernels: run_fp8_tiles), the rest the static one; the caller decides (fa3nn/backends/hopper.py varlen_deal_for).
+template <class Cfg, bool kDeals = false>
+int launch_fp8(const Fp8Problem& pr) {
+  if constexpr (kDeals) {
+    if (pr.tile_counter != nullptr && pr.cu_seqlens_q != nullptr) return launch_fp8_dealt<typename Cfg::Dynamic>(pr);
+  }
+  return launch_fp8_dealt<Cfg>(pr);
 }
 
 // K/V stages and Q stages per head dim (key blocks of 128, or 192 at head dim 128: run_fp8_headdim). An FP8 key
@@ -187,24 +204,25 @@ template <int D, int kVariant, bool kPingpong = true, int kPolyExpEvery = Fp8Til
 int run_fp8_tiles(const Fp8Problem& pr) {
   using T = Fp8Tiles<D, kVariant>;
   constexpr int S = T::kStages, Q = T::kQStages, P = kPolyExpEvery, X = kExperiment;
-  if (pr.out_bf16)
-    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, P, X, N, kPromote, W>>(pr)
-                     : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, P, X, N, kPromote, W>>(pr);
-  // run_fp8_default's kernels (the fused turn at every head dim, d64's with three consumers), the only ones built
-  // for fp16 output too
+  // run_fp8_default's kernels (the fused turn at every head dim, d64's with three consumers): the only ones built for
+  // fp16 output too, and the only ones with the dynamic deal (launch_fp8's kDeals)
   constexpr int kDefaultPoly = N == 192 ? 4 : T::kPolyExpEvery;  // the 192-key default: a quarter of exp2s on FP32
   // the 256-key default with fast_exp2 (run_fp8_default): half its P8 from the linear exp2
   constexpr int kFastPoly = N == 256 ? kFastExp2Every : kDefaultPoly;
   constexpr int kDefaultSchedule = N == 256 ? kFusedTurnMmaRowSumCrossTileTmaStore : kFusedTurn;
   constexpr int kDefaultTiles = N == 256 ? 2 : 0;  // the 256-key default's rows of ones leave room for two stages
   constexpr bool kDefaultKernel = kPromote && X == kDefaultSchedule && (N == 128 || (D == 128 && N >= 192)) &&
-                                  W == (D == 64 ? 3 : 2);
-  if constexpr (kVariant != kDefaultTiles || !kPingpong || (P != kDefaultPoly && P != kFastPoly) ||
-                !kDefaultKernel) {
+                                  W == (D == 64 ? 3 : 2) && kVariant == kDefaultTiles && kPingpong &&
+                                  (P == kDefaultPoly || P == kFastPoly);
+  constexpr bool kDeals = kDefaultKernel;
+  if (pr.out_bf16)
+    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, P, X, N, kPromote, W>, kDeals>(pr)
+                     : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, P, X, N, kPromote, W>, kDeals>(pr);
+  if constexpr (!kDefaultKernel) {
     return fail("%s", "FP8 benchmark variants exist for bf16 output only");
   } else {
-    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, false, true, true, P, X, N, kPromote, W>>(pr)
-                     : launch_fp8<Fp8FwdConfig<D, S, Q, false, false, true, P, X, N, kPromote, W>>(pr);
+    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, false, true, true, P, X, N, kPromote, W>, true>(pr)
+                     : launch_fp8<Fp8FwdConfig<D, S, Q, false, false, true, P, X, N, kPromote, W>, true>(pr);
   }
 }
 
