@@ -695,36 +695,37 @@ def test_varlen_on_the_fused_pass_operands(causal, record_property):
     record_property("errors", _run_varlen(quantized, ops.vt, ops.vt_starts, cu_q, cu_k, max_q, max_k, causal))
 
 
-# The varlen forward's two deals (as the bf16 forward's, tests/test_hopper.py test_varlen_deals_agree): each tile is
-# computed the same way on whichever CTA, so the dynamic deal (a counter hands tiles to CTAs as they finish) must
-# give the static deal's out and lse bitwise, NaN-poisoned first. Lengths mixed with an empty sequence, queries past
-# keys under causal (tiles whose rows attend no key: published without a Q load) and more tiles than SMs; d128 also
-# on its 256-key cross-tile kernel (block_k 256) and with fast_exp2.
-@pytest.mark.parametrize("kernel", ["d64", "d128", "d128_256_keys", "d128_fast_exp2", "d256"])
+# The varlen forward's two deals (as the bf16 forward's, tests/test_hopper.py test_varlen_deals_agree) on the one
+# kernel that has the dynamic deal, d128's on 256-key blocks (Fp8FwdConfig::kDynamic): each tile is computed the same
+# way on whichever CTA, so the dynamic deal must give the static deal's out and lse bitwise, NaN-poisoned first.
+# Lengths mixed with an empty sequence, queries past keys under causal (tiles whose rows attend no key: written by
+# the producer under the dynamic deal) and more tiles than SMs; also with fast_exp2 and fp16 output.
+@pytest.mark.parametrize("kernel", ["bf16_out", "fp16_out", "fast_exp2"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.gpu
 @needs_hopper
 def test_varlen_deals_agree(kernel, causal):
-    headdim = int(kernel[1:].split("_")[0])
-    block_k = 256 if kernel in ("d128_256_keys", "d128_fast_exp2") else 128
-    variant = "fast_exp2" if kernel == "d128_fast_exp2" else "full"
+    out_dtype = torch.float16 if kernel == "fp16_out" else torch.bfloat16
+    variant = "fast_exp2" if kernel == "fast_exp2" else "full"
     lengths_q, lengths_k = [1900, 0, 300, 1024, 77, 2048, 640, 3000], [1800, 0, 450, 1024, 60, 2048, 700, 2900]
     starts_q, starts_k = ([0] + torch.tensor(ls).cumsum(0).tolist() for ls in (lengths_q, lengths_k))
     cu_q, cu_k = (torch.tensor(st, dtype=torch.int32, device="cuda") for st in (starts_q, starts_k))
-    q = torch.randn(starts_q[-1], 8, headdim, device="cuda").to(torch.bfloat16)
-    k, v = (torch.randn(starts_k[-1], 2, headdim, device="cuda").to(torch.bfloat16) for _ in range(2))
+    q = torch.randn(starts_q[-1], 8, 128, device="cuda").to(torch.bfloat16)
+    k, v = (torch.randn(starts_k[-1], 2, 128, device="cuda").to(torch.bfloat16) for _ in range(2))
     max_q, max_k = max(lengths_q), max(lengths_k)
-    quantized = quantize_qkv_tensors(q, k, v, 128, block_k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max_q,
+    quantized = quantize_qkv_tensors(q, k, v, 128, 256, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max_q,
                                      max_seqlen_k=max_k)
+    assert key_block(128, 256, max_k, variant) == 256
     vt8, starts = transpose_v(quantized.v, cu_k), vt_starts(cu_k)
     window = Window.from_args(causal, (-1, -1))
     results = {}
     for deal in ("dynamic", "static"):
-        out = torch.full((starts_q[-1], 8, headdim), float("nan"), dtype=torch.bfloat16, device="cuda")
+        out = torch.full((starts_q[-1], 8, 128), float("nan"), dtype=out_dtype, device="cuda")
         lse = torch.full((8, starts_q[-1]), float("nan"), dtype=torch.float32, device="cuda")
         results[deal] = fp8_forward(quantized.q, quantized.k, vt8, quantized.q_descale, quantized.k_descale,
-                                    quantized.v_descale, 128, block_k, headdim**-0.5, window, cu_q, cu_k, max_q,
-                                    max_k, out=out, lse=lse, vt_starts=starts, variant=variant, varlen_deal=deal)
+                                    quantized.v_descale, 128, 256, 128**-0.5, window, cu_q, cu_k, max_q, max_k,
+                                    out_dtype=out_dtype, out=out, lse=lse, vt_starts=starts, variant=variant,
+                                    varlen_deal=deal)
     (out_d, lse_d), (out_s, lse_s) = results["dynamic"], results["static"]
     assert not out_d.isnan().any() and not lse_d.isnan().any(), "a row the dynamic deal never wrote"
     assert torch.equal(out_d, out_s) and torch.equal(lse_d, lse_s)

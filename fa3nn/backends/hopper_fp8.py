@@ -245,9 +245,10 @@ def fp8_forward(
     fast_exp2_every), the same as variant "fast_exp2". sm_margin: SMs left free for overlapping kernels
     (hopper_lib.max_ctas_leaving; variant "one_cta_per_tile" launches one CTA per tile whatever it says).
     varlen_deal: how a packed call's tiles reach the CTAs, "dynamic" (a counter hands each CTA its next tile as it
-    finishes one; the default kernels, variants "full" and "fast_exp2"), "static" (CTA i takes tiles i, i + grid, ...)
-    or "auto" (dynamic; fa3nn::fwd_fp8 passes fa3nn.backends.hopper.varlen_deal_for's choice, which knows the
-    lengths); dense calls are dealt statically."""
+    finishes one), "static" (CTA i takes tiles i, i + grid, ...) or "auto" (dynamic; fa3nn::fwd_fp8 passes
+    fa3nn.backends.hopper.varlen_deal_for's choice, which knows the lengths). Only the d128 kernel on 256-key blocks
+    (the default beyond 256 keys where the descale tiles allow it, variants "full" and "fast_exp2") deals
+    dynamically; every other kernel, and every dense call, statically (kernels/hopper/flash_fwd_fp8.cuh kDynamic)."""
     if varlen_deal not in VARLEN_DEALS:
         raise ValueError(f"varlen_deal must be one of {VARLEN_DEALS}, got {varlen_deal!r}")
     if not isinstance(fast_exp2, bool):

@@ -229,9 +229,10 @@ struct Fp8FwdConfig {
   static constexpr uint32_t kWarpsPerConsumer = 4;
   // The dynamic deal of varlen calls, as the bf16 kernel's (FwdConfig::kDynamic): the producer takes each tile after
   // its CTA's first from FwdParams::tile_counter and publishes it with its Q stage (FwdTileBarriers); the consumers
-  // walk the published tiles. Built for the default kernels only (run_fp8_tiles).
+  // walk the published tiles. Built for the cross-tile default (d128, 256-key blocks) only: with it the other
+  // default kernels spilled 52-720 B (run_fp8_tiles).
   static constexpr bool kDynamic = kDynamic_;
-  static_assert(!kDynamic || (kFused && !skips_kv_loads(kExperiment_)), "the dynamic deal: the fused-turn kernels");
+  static_assert(!kDynamic || (kCrossTile && !skips_kv_loads(kExperiment_)), "the dynamic deal: the cross-tile chain");
   using Dynamic = Fp8FwdConfig<kHeadDim_, kStages_, kQStages_, kOutBF16_, kCausal_, kPingpong_, kPolyExpEvery_,
                                kExperiment_, kBlockN_, kPromote_, kConsumers_, true>;
   using Barriers = std::conditional_t<kDynamic, FwdTileBarriers<kQStages, kStages, kWarpsPerConsumer>,
@@ -246,6 +247,21 @@ struct Fp8FwdConfig {
   static constexpr uint32_t kSmemBytes = kOffBarriers + sizeof(Barriers) + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 232448, "exceeds Hopper's 227 KB of shared memory per block");
 };
+
+// The dynamic deal's tiles whose rows attend no key (causal calls with more queries than keys), written by the
+// producer thread: zeros and lse -inf, one 4-byte store at a time (rare tiles; the consumers' store_empty in their
+// tile walk made the 256-key kernel spill 4-28 B).
+template <class Cfg>
+__device__ __forceinline__ void store_empty_tile(const FwdParams& p, const SeqRange& r, const Tile& t) {
+  uint16_t* out = static_cast<uint16_t*>(p.out) + t.batch * p.out_batch_stride + t.head * p.out_head_stride;
+  float* lse = p.lse + t.batch * p.lse_batch_stride + t.head * p.lse_head_stride + r.q_start;
+  const int row_end = min(r.seqlen_q, (t.m_block + 1) * Cfg::kBlockM);
+  for (int row = t.m_block * Cfg::kBlockM; row < row_end; ++row) {
+    uint32_t* out_row = reinterpret_cast<uint32_t*>(out + static_cast<int64_t>(r.q_start + row) * p.out_row_stride);
+    for (int col = 0; col < Cfg::kHeadDim / 2; ++col) out_row[col] = 0u;
+    lse[row] = -INFINITY;
+  }
+}
 
 template <class Cfg>
 __device__ __forceinline__ void fp8_producer_loop(const CUtensorMap* tma_q, const CUtensorMap* tma_k,
@@ -294,21 +310,20 @@ __device__ __forceinline__ void fp8_producer_loop(const CUtensorMap* tma_q, cons
     }
   };
   if constexpr (Cfg::kDynamic) {
-    // As the bf16 producer's dynamic deal (flash_fwd.cuh): every tile with rows is published in a Q stage, one whose
-    // rows attend no key without a Q load; the next index is taken as a tile starts.
+    // As the bf16 producer's dynamic deal (flash_fwd.cuh), but a tile whose rows attend no key is written here
+    // (store_empty_tile) instead of being published; the next index is taken as a tile starts.
     for (int tile = sched.first(); sched.valid(tile);) {
       const int next = p.deal.grid + atomicAdd(p.tile_counter, 1);
       const Tile t = sched.decode(tile);
       const SeqRange r = seq_range(p, t.batch);
       if (t.m_block * Cfg::kBlockM < r.seqlen_q) {
         const int n_blocks = key_block_range<Cfg>(p, r, t.m_block).count;
-        bars.q.producer_wait_empty(q_state);
-        bars.tile[q_state.index] = tile;
         if (n_blocks > 0) {
+          bars.q.producer_wait_empty(q_state);
+          bars.tile[q_state.index] = tile;
           load_tile(t, r, n_blocks);
         } else {
-          bars.q.full[q_state.index].arrive();
-          q_state.advance();
+          store_empty_tile<Cfg>(p, r, t);
         }
       }
       tile = next;
@@ -624,33 +639,27 @@ __device__ __forceinline__ void fp8_consumer_loop(const Fp8FwdParams& params, ui
     }
   };
 
-  // The tile at scheduler index `tile` into w: 1 if it has key blocks; 0 if its rows attend none (written here: zeros
-  // and lse -inf); -1 if it has no rows (a varlen sequence shorter than the longest).
-  auto take_tile = [&](int tile, WorkTile& w) -> int {
-    w.index = tile;
-    w.t = sched.decode(tile);
-    w.r = seq_range(p, w.t.batch);
-    if (w.t.m_block * Cfg::kBlockM >= w.r.seqlen_q) return -1;
-    w.n_blocks = key_block_range<Cfg>(p, w.r, w.t.m_block).count;
-    if (w.n_blocks > 0) return 1;
-    c.store_empty(p, w.r, w.t);
-    return 0;
-  };
-  // Next tile that has key blocks: from scheduler index `from` on (static deal), or the producer's next published
-  // tile (dynamic deal; it publishes tiles with rows only, those without key blocks without a Q load).
+  // Next tile that has key blocks: from scheduler index `from` on, tiles whose rows attend nothing written here
+  // (static deal), or the producer's next published tile (dynamic deal: it publishes tiles with key blocks only and
+  // writes the others itself; with those stores here the 256-key kernel spilled 4-28 B).
   auto find_work = [&](int from, WorkTile& w) -> bool {
     if constexpr (Cfg::kDynamic) {
-      while (true) {
-        bars.q.consumer_wait(q_state);
-        const int tile = static_cast<int>(ld_shared_b32(smem_addr(&bars.tile[q_state.index])));
-        if (tile < 0) return false;
-        if (take_tile(tile, w) > 0) return true;
-        if (leader) bars.q.consumer_release(q_state);
-        q_state.advance();
-      }
+      bars.q.consumer_wait(q_state);
+      w.index = static_cast<int>(ld_shared_b32(smem_addr(&bars.tile[q_state.index])));
+      if (w.index < 0) return false;
+      w.t = sched.decode(w.index);
+      w.r = seq_range(p, w.t.batch);
+      w.n_blocks = key_block_range<Cfg>(p, w.r, w.t.m_block).count;
+      return true;
     } else {
       for (int tile = from; sched.valid(tile); tile = sched.next(tile)) {
-        if (take_tile(tile, w) > 0) return true;
+        w.index = tile;
+        w.t = sched.decode(tile);
+        w.r = seq_range(p, w.t.batch);
+        if (w.t.m_block * Cfg::kBlockM >= w.r.seqlen_q) continue;
+        w.n_blocks = key_block_range<Cfg>(p, w.r, w.t.m_block).count;
+        if (w.n_blocks > 0) return true;
+        c.store_empty(p, w.r, w.t);
       }
       return false;
     }

@@ -31,8 +31,8 @@ extern "C" {
 // quarter of the exp2s on the FP32 pipe (d128), 5 = one CTA per tile instead of one per SM, 6-50 = the variants
 // listed in flash_fwd_fp8_launch.cuh (fa3nn/backends/hopper_fp8.py VARIANTS names them).
 // max_ctas: as fa3nn_hopper_fwd's (0 = one CTA per SM; variant 5 launches one per tile whatever it says).
-// tile_counter: as fa3nn_hopper_fwd's (varlen calls of the default kernels, variants 0 and 53, deal their tiles
-// dynamically given one int of device memory; null: the static deal).
+// tile_counter: as fa3nn_hopper_fwd's (varlen calls of the 256-key d128 default, variants 0 and 53, deal their
+// tiles dynamically given one int of device memory; null, or any other kernel: the static deal).
 // Returns 0, or nonzero with fa3nn_hopper_last_error() set. Never synchronizes.
 int fa3nn_hopper_fp8_fwd(const void* q8, const void* k8, const void* vt8, void* out, float* lse,
                          const int* cu_seqlens_q, const int* cu_seqlens_k, const int* vt_starts,

@@ -114,8 +114,8 @@ int launch_fp8_dealt(const Fp8Problem& pr) {
   return check_launch("kernel launch: %s");
 }
 
-// Varlen calls given a tile counter (Fp8Problem::tile_counter) take the dynamic deal where kDeals (the default
-// kernels: run_fp8_tiles), the rest the static one; the caller decides (fa3nn/backends/hopper.py varlen_deal_for).
+// Varlen calls given a tile counter (Fp8Problem::tile_counter) take the dynamic deal where kDeals (the cross-tile
+// default: run_fp8_tiles), the rest the static one; the caller decides (fa3nn/backends/hopper.py varlen_deal_for).
 template <class Cfg, bool kDeals = false>
 int launch_fp8(const Fp8Problem& pr) {
   if constexpr (kDeals) {
@@ -205,7 +205,8 @@ int run_fp8_tiles(const Fp8Problem& pr) {
   using T = Fp8Tiles<D, kVariant>;
   constexpr int S = T::kStages, Q = T::kQStages, P = kPolyExpEvery, X = kExperiment;
   // run_fp8_default's kernels (the fused turn at every head dim, d64's with three consumers): the only ones built for
-  // fp16 output too, and the only ones with the dynamic deal (launch_fp8's kDeals)
+  // fp16 output too; of them the cross-tile chain (d128, 256-key blocks) also deals varlen calls dynamically
+  // (launch_fp8's kDeals; Fp8FwdConfig::kDynamic says why only that one)
   constexpr int kDefaultPoly = N == 192 ? 4 : T::kPolyExpEvery;  // the 192-key default: a quarter of exp2s on FP32
   // the 256-key default with fast_exp2 (run_fp8_default): half its P8 from the linear exp2
   constexpr int kFastPoly = N == 256 ? kFastExp2Every : kDefaultPoly;
@@ -214,15 +215,15 @@ int run_fp8_tiles(const Fp8Problem& pr) {
   constexpr bool kDefaultKernel = kPromote && X == kDefaultSchedule && (N == 128 || (D == 128 && N >= 192)) &&
                                   W == (D == 64 ? 3 : 2) && kVariant == kDefaultTiles && kPingpong &&
                                   (P == kDefaultPoly || P == kFastPoly);
-  constexpr bool kDeals = kDefaultKernel;
+  constexpr bool kDeals = kDefaultKernel && Fp8FwdConfig<D, S, Q, true, false, true, P, X, N, kPromote, W>::kCrossTile;
   if (pr.out_bf16)
     return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, true, true, kPingpong, P, X, N, kPromote, W>, kDeals>(pr)
                      : launch_fp8<Fp8FwdConfig<D, S, Q, true, false, kPingpong, P, X, N, kPromote, W>, kDeals>(pr);
   if constexpr (!kDefaultKernel) {
     return fail("%s", "FP8 benchmark variants exist for bf16 output only");
   } else {
-    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, false, true, true, P, X, N, kPromote, W>, true>(pr)
-                     : launch_fp8<Fp8FwdConfig<D, S, Q, false, false, true, P, X, N, kPromote, W>, true>(pr);
+    return pr.causal ? launch_fp8<Fp8FwdConfig<D, S, Q, false, true, true, P, X, N, kPromote, W>, kDeals>(pr)
+                     : launch_fp8<Fp8FwdConfig<D, S, Q, false, false, true, P, X, N, kPromote, W>, kDeals>(pr);
   }
 }
 
