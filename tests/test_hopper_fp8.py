@@ -698,8 +698,8 @@ def test_varlen_on_the_fused_pass_operands(causal, record_property):
 # The varlen forward's two deals (as the bf16 forward's, tests/test_hopper.py test_varlen_deals_agree) on the one
 # kernel that has the dynamic deal, d128's on 256-key blocks (Fp8FwdConfig::kDynamic): each tile is computed the same
 # way on whichever CTA, so the dynamic deal must give the static deal's out and lse bitwise, NaN-poisoned first.
-# Lengths mixed with an empty sequence, queries past keys under causal (tiles whose rows attend no key: written by
-# the producer under the dynamic deal) and more tiles than SMs; also with fast_exp2 and fp16 output.
+# Lengths mixed with an empty sequence, queries past keys under causal (whole tiles whose rows attend no key: written
+# by the producer under the dynamic deal) and more tiles than SMs; also with fast_exp2 and fp16 output.
 @pytest.mark.parametrize("kernel", ["bf16_out", "fp16_out", "fast_exp2"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.gpu
@@ -707,7 +707,8 @@ def test_varlen_on_the_fused_pass_operands(causal, record_property):
 def test_varlen_deals_agree(kernel, causal):
     out_dtype = torch.float16 if kernel == "fp16_out" else torch.bfloat16
     variant = "fast_exp2" if kernel == "fast_exp2" else "full"
-    lengths_q, lengths_k = [1900, 0, 300, 1024, 77, 2048, 640, 3000], [1800, 0, 450, 1024, 60, 2048, 700, 2900]
+    lengths_q = [1900, 0, 300, 1024, 77, 2048, 640, 3000, 400]
+    lengths_k = [1800, 0, 450, 1024, 60, 2048, 700, 2900, 100]
     starts_q, starts_k = ([0] + torch.tensor(ls).cumsum(0).tolist() for ls in (lengths_q, lengths_k))
     cu_q, cu_k = (torch.tensor(st, dtype=torch.int32, device="cuda") for st in (starts_q, starts_k))
     q = torch.randn(starts_q[-1], 8, 128, device="cuda").to(torch.bfloat16)
@@ -729,9 +730,11 @@ def test_varlen_deals_agree(kernel, causal):
     (out_d, lse_d), (out_s, lse_s) = results["dynamic"], results["static"]
     assert not out_d.isnan().any() and not lse_d.isnan().any(), "a row the dynamic deal never wrote"
     assert torch.equal(out_d, out_s) and torch.equal(lse_d, lse_s)
-    if causal:  # the 77 queries over 60 keys: the first 17 rows attend nothing (tiles without key blocks)
-        row0 = starts_q[4]
-        assert not out_d[row0:row0 + 17].any() and torch.isinf(lse_d[:, row0:row0 + 17]).all()
+    if causal:  # queries past keys: 77 over 60 (17 rows, inside a tile with keys), 400 over 100 (300 rows: two whole
+        # 128-row tiles without key blocks, which the dynamic deal's producer writes)
+        for sequence, rows in ((4, 17), (8, 300)):
+            row0 = starts_q[sequence]
+            assert not out_d[row0:row0 + rows].any() and torch.isinf(lse_d[:, row0:row0 + rows]).all()
 
 
 def test_varlen_deal_is_checked():
