@@ -43,11 +43,11 @@ def backward_extras(q8, k8, q_descale, k_descale, dq, rotation, block_q, block_k
     rotate_back(dq, rotation)
 
 
-def dequantize_alone(q8, k8, q_descale, k_descale, dq, rotation, block_q, block_k):
+def dequantize_alone(q8, k8, q_descale, k_descale, dq, rotation, block_q, block_k, kernel=False):
     from fa3nn.fp8.backward import dequantize
 
-    dequantize(q8, q_descale, block_q, None, None, dq.dtype)
-    dequantize(k8, k_descale, block_k, None, None, dq.dtype)
+    dequantize(q8, q_descale, block_q, None, None, dq.dtype, kernel=kernel)
+    dequantize(k8, k_descale, block_k, None, None, dq.dtype, kernel=kernel)
 
 
 def rotate_back_alone(q8, k8, q_descale, k_descale, dq, rotation, block_q, block_k):
@@ -106,7 +106,9 @@ def main() -> None:
                 fns["extras alone"] = functools.partial(
                     backward_extras, q8.view(torch.float8_e4m3fn), k8.view(torch.float8_e4m3fn), q_descale,
                     k_descale, dout, a["rotation"], a["block_q"], a["block_k"])
-                for name, fn in (("dequantize alone", dequantize_alone), ("rotate_back alone", rotate_back_alone)):
+                for name, fn in (("dequantize alone", dequantize_alone),
+                                 ("dequantize alone, Triton", functools.partial(dequantize_alone, kernel=True)),
+                                 ("rotate_back alone", rotate_back_alone)):
                     fns[name] = functools.partial(fn, q8.view(torch.float8_e4m3fn), k8.view(torch.float8_e4m3fn),
                                                   q_descale, k_descale, dout, a["rotation"], a["block_q"],
                                                   a["block_k"])

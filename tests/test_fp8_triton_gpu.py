@@ -224,5 +224,6 @@ def test_dequantize_kernel_is_the_torch_definition(varlen):
     cu = None if not varlen else torch.tensor([0, 250, 250, 600], dtype=torch.int32)
     descale = torch.rand(2 if not varlen else 3, 4, 3) * 3
     cpu = dequantize(x8, descale, 128, cu, 350, torch.bfloat16)
-    gpu = dequantize(x8.cuda(), descale.cuda(), 128, None if cu is None else cu.cuda(), 350, torch.bfloat16).cpu()
+    gpu = dequantize(x8.cuda(), descale.cuda(), 128, None if cu is None else cu.cuda(), 350, torch.bfloat16,
+                     kernel=True).cpu()
     assert torch.equal(cpu.isnan(), gpu.isnan()) and torch.equal(cpu[~cpu.isnan()], gpu[~gpu.isnan()])

@@ -77,15 +77,19 @@ def _row_base(descale: torch.Tensor, block: int, x8: torch.Tensor, cu_seqlens: t
 
 
 def dequantize(x8: torch.Tensor, descale: torch.Tensor, block: int, cu_seqlens: torch.Tensor | None,
-               max_seqlen: int, dtype: torch.dtype) -> torch.Tensor:
+               max_seqlen: int, dtype: torch.dtype, kernel: bool = False) -> torch.Tensor:
     """e4m3 x8 (dense or packed) times its per-tile descales (block rows per tile as the recipe gives it, 0 = one
     per sequence), in `dtype`: the values the FP8 forward's scores were computed from, the product formed in float32
-    and rounded once. On a GPU one Triton pass (fa3nn.backends.triton.dequantize: 3 bytes per element); elsewhere
-    PyTorch, which widens x8 to dtype exactly (every e4m3 value is a bf16 and an fp16 value) and writes the product
-    with one out= multiply (the definition the kernel matches bit for bit)."""
+    and rounded once. PyTorch widens x8 to dtype exactly (every e4m3 value is a bf16 and an fp16 value) and writes the
+    product with one out= multiply: the definition. kernel=True on a GPU: one Triton pass instead
+    (fa3nn.backends.triton.dequantize, 3 bytes per element, bitwise the definition under TRITON_INTERPRET=1). Not
+    yet the backward's default: it has not run on a GPU (no device time was left in the forty-seventh session;
+    tests/test_fp8_triton_gpu.py test_dequantize_kernel_is_the_torch_definition and scripts/fp8_train_step.py are
+    waiting for it), and the PyTorch form measured 0.95 ms for Q and K plus the two rotations at 16k tokens x 16
+    heads (H100, s47c)."""
     rows = x8.shape[1] if cu_seqlens is None else x8.shape[0]
     block = rows_per_tile(block, x8.shape[1] if cu_seqlens is None else max_seqlen)
-    if x8.is_cuda:
+    if kernel and x8.is_cuda:
         from fa3nn.backends.triton.dequantize import dequantize_rows  # imports triton: GPU calls only
 
         return dequantize_rows(x8, descale, _row_base(descale, block, x8, cu_seqlens), dtype)
