@@ -443,7 +443,7 @@ def _backward_fp8(ctx, dout, dlse, *unused_grads):  # amax, q8, k8 and the desca
     q8, k8, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks, q_descale, k_descale, rotation = ctx.saved_tensors
     q8, k8 = q8.view(E4M3), k8.view(E4M3)
     max_seqlen_q, max_seqlen_k = ctx.scalars[:2]
-    with autocast_off(dout.device):  # a caller's autocast must not lower the rotation's float32 matmuls
+    with autocast_off(dout.device):  # a caller's autocast must not change the dequantization's or the GEMM's dtypes
         q = fp8_backward.dequantize(q8, q_descale, ctx.blocks[0], cu_seqlens_q, max_seqlen_q, v.dtype)
         k = fp8_backward.dequantize(k8, k_descale, ctx.blocks[1], cu_seqlens_k, max_seqlen_k, v.dtype)
         dq, dk, *rest = _gradients(attention_backward, ctx, dout, dlse,
