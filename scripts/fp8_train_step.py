@@ -59,10 +59,10 @@ def rotate_back_alone(q8, k8, q_descale, k_descale, dq, rotation, block_q, block
 
 def backward_extras_fp32(q8, k8, q_descale, k_descale, dq, rotation, block_q, block_k):
     """backward_extras as first written (0ece33b): float32 copies, a float32 GEMM; kept to time the difference."""
-    from fa3nn.fp8.backward import _row_tiles
+    from fa3nn.fp8.scaling import rows_from_tiles
 
     for x8, descale, block in ((q8, q_descale, block_q), (k8, k_descale, block_k)):
-        (x8.to(torch.float32) * _row_tiles(descale, block, x8.shape[1], None).unsqueeze(-1)).to(dq.dtype)
+        (x8.to(torch.float32) * rows_from_tiles(descale, block, x8.shape[1]).unsqueeze(-1)).to(dq.dtype)
     for _ in range(2):
         (dq.to(torch.float32) @ rotation.T).to(dq.dtype)
 

@@ -452,7 +452,8 @@ def test_dequantize_kernel_under_the_interpreter(varlen):
     """fa3nn.backends.triton.dequantize (the backward's Q and K from e4m3, on a GPU) against its PyTorch definition,
     bitwise in fp16: every e4m3 byte (NaN and subnormals included), dense and packed with an empty sequence."""
     from fa3nn.backends.triton.dequantize import dequantize_rows
-    from fa3nn.fp8.backward import _row_base, _row_tiles
+    from fa3nn.fp8.backward import _row_base
+    from fa3nn.fp8.scaling import rows_from_tiles
 
     shape = (2, 37, 3, 64) if not varlen else (50, 3, 64)
     count = shape[0] * shape[1] * shape[2] * (shape[3] if len(shape) == 4 else 1)
@@ -460,7 +461,7 @@ def test_dequantize_kernel_under_the_interpreter(varlen):
     cu = None if not varlen else torch.tensor([0, 5, 5, 50], dtype=torch.int32)
     descale = torch.rand(2 if not varlen else 3, 3, 3) * 4
     rows = shape[1] if not varlen else shape[0]
-    want = (x8.float() * _row_tiles(descale, 16, rows, cu).unsqueeze(-1)).to(torch.float16)
+    want = (x8.float() * rows_from_tiles(descale, 16, rows, cu).unsqueeze(-1)).to(torch.float16)
     got = dequantize_rows(x8, descale, _row_base(descale, 16, x8, cu), torch.float16)
     assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got[~got.isnan()], want[~want.isnan()])
     assert got.isnan().any() and (got[~got.isnan()] != 0).any()  # the bytes reach NaN and nonzero values

@@ -49,22 +49,10 @@ def descale_shape(x: torch.Tensor, block: int, cu_seqlens: torch.Tensor | None, 
     return batch, x.shape[-2], num_tiles(rows, rows_per_tile(block, rows))
 
 
-def _row_tiles(descale: torch.Tensor, block: int, rows: int, cu_seqlens: torch.Tensor | None) -> torch.Tensor:
-    """One descale per row: (batch, rows, heads) dense, (total, heads) packed, without a host sync (a packed row's
-    sequence by searchsorted, where fa3nn.fp8.scaling.rows_from_tiles reads the lengths on the host)."""
-    batch, heads, tiles = descale.shape
-    if cu_seqlens is None:
-        return descale.repeat_interleave(block, dim=-1)[..., :rows].transpose(1, 2)
-    row = torch.arange(rows, device=descale.device)
-    cu = cu_seqlens.to(torch.int64)
-    sequence = torch.searchsorted(cu[1:], row, right=True)
-    tile = sequence * tiles + (row - cu[sequence]) // block
-    return descale.transpose(1, 2).reshape(batch * tiles, heads)[tile]
-
-
 def _row_base(descale: torch.Tensor, block: int, x8: torch.Tensor, cu_seqlens: torch.Tensor | None) -> torch.Tensor:
     """int64 per row of x8 (dense rows batch-major, or packed): batch * heads * tiles + the row's tile, the offset of
-    its (batch, head 0, tile) descale in a contiguous (batch, heads, tiles) tensor. No host sync."""
+    its (batch, head 0, tile) descale in a contiguous (batch, heads, tiles) tensor. No host sync (a packed row's
+    sequence by searchsorted, where fa3nn.fp8.scaling.rows_from_tiles reads the lengths on the host)."""
     _, heads, tiles = descale.shape
     if cu_seqlens is None:
         batch, seqlen = x8.shape[0], x8.shape[1]
@@ -74,6 +62,13 @@ def _row_base(descale: torch.Tensor, block: int, x8: torch.Tensor, cu_seqlens: t
     cu = cu_seqlens.to(torch.int64)
     sequence = torch.searchsorted(cu[1:], row, right=True)
     return sequence * heads * tiles + (row - cu[sequence]) // block
+
+
+def _row_descales(descale: torch.Tensor, row_base: torch.Tensor, x8: torch.Tensor) -> torch.Tensor:
+    """One descale per (row, head), contiguous, shaped as x8 without its last dim: one gather."""
+    heads, tiles = descale.shape[1], descale.shape[2]
+    offsets = row_base[:, None] + torch.arange(heads, device=row_base.device) * tiles
+    return descale.contiguous().view(-1)[offsets].view(x8.shape[:-1])
 
 
 def dequantize(x8: torch.Tensor, descale: torch.Tensor, block: int, cu_seqlens: torch.Tensor | None,
@@ -87,13 +82,13 @@ def dequantize(x8: torch.Tensor, descale: torch.Tensor, block: int, cu_seqlens: 
     tests/test_fp8_triton_gpu.py test_dequantize_kernel_is_the_torch_definition and scripts/fp8_train_step.py are
     waiting for it), and the PyTorch form measured 0.95 ms for Q and K plus the two rotations at 16k tokens x 16
     heads (H100, s47c)."""
-    rows = x8.shape[1] if cu_seqlens is None else x8.shape[0]
     block = rows_per_tile(block, x8.shape[1] if cu_seqlens is None else max_seqlen)
+    row_base = _row_base(descale, block, x8, cu_seqlens)
     if kernel and x8.is_cuda:
         from fa3nn.backends.triton.dequantize import dequantize_rows  # imports triton: GPU calls only
 
-        return dequantize_rows(x8, descale, _row_base(descale, block, x8, cu_seqlens), dtype)
-    scale = _row_tiles(descale, block, rows, cu_seqlens).unsqueeze(-1)
+        return dequantize_rows(x8, descale, row_base, dtype)
+    scale = _row_descales(descale, row_base, x8).unsqueeze(-1)
     return torch.mul(x8.to(dtype), scale, out=torch.empty(x8.shape, dtype=dtype, device=x8.device))
 
 
