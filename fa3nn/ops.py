@@ -448,7 +448,7 @@ def _backward_fp8(ctx, dout, dlse, *unused_grads):  # amax, q8, k8 and the desca
         k = fp8_backward.dequantize(k8, k_descale, ctx.blocks[1], cu_seqlens_k, max_seqlen_k, v.dtype)
         dq, dk, *rest = _gradients(attention_backward, ctx, dout, dlse,
                                    (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks))
-        return fp8_backward.rotate_back(dq, rotation), fp8_backward.rotate_back(dk, rotation), *rest
+        return *fp8_backward.rotate_back_all((dq, dk), rotation), *rest
 
 
 attention_forward_fp8.register_autograd(_backward_fp8, setup_context=_setup_fwd_fp8)

@@ -97,12 +97,17 @@ def rotate_back(grad: torch.Tensor, rotation: torch.Tensor | None) -> torch.Tens
     random-sign Hadamard rotations of fa3nn.fp8.hadamard, whose entries are 0 or +-c (c = 1 / sqrt(block)). Run as
     grad @ (rotationᵀ / c), a GEMM in grad's dtype on entries 0 / +-1 (exact) with float32 accumulation, then times
     c: two roundings to grad's dtype where a float32 GEMM rounds once, and no float32 copy of the gradient."""
+    return rotate_back_all((grad,), rotation)[0]
+
+
+def rotate_back_all(grads: tuple[torch.Tensor, ...], rotation: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """rotate_back of several gradients of one dtype (dQ and dK), the +-1 matrix and c made once for all."""
     if rotation is None:
-        return grad
-    rotation = rotation.to(grad.device, torch.float32)
+        return grads
+    rotation = rotation.to(grads[0].device, torch.float32)
     c = rotation.abs().amax()
-    signs = (rotation.T / c).to(grad.dtype)
-    return torch.mul(grad @ signs, c, out=torch.empty_like(grad))
+    signs = (rotation.T / c).to(grads[0].dtype)
+    return tuple(torch.mul(grad @ signs, c, out=torch.empty_like(grad)) for grad in grads)
 
 
 def empty_quantized(q: torch.Tensor, k: torch.Tensor, block_q: int, block_k: int, cu_seqlens_q, cu_seqlens_k,
@@ -118,4 +123,4 @@ def empty_quantized(q: torch.Tensor, k: torch.Tensor, block_q: int, block_k: int
             k.new_zeros(descale_shape(k, block_k, cu_seqlens_k, max_seqlen_k), dtype=torch.float32))
 
 
-__all__ = ["dequantize", "descale_shape", "empty_quantized", "rotate_back", "rows_per_tile"]
+__all__ = ["dequantize", "descale_shape", "empty_quantized", "rotate_back", "rotate_back_all", "rows_per_tile"]
