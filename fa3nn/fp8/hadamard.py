@@ -99,4 +99,4 @@ class HadamardRotation(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (..., headdim) -> x @ R in float32."""
-        return x.to(torch.float32) @ self.rotation(x.shape[-1])
+        return x.to(torch.float32, memory_format=torch.contiguous_format) @ self.rotation(x.shape[-1])  # (quantize.py)

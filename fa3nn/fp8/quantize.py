@@ -72,7 +72,9 @@ def quantize_qkv_tensors(
     max over the tile amaxes), one extra reduction with tensor_scales (which the fused GPU pass does as it casts).
     """
     if rotation is not None:
-        q, k = q.to(torch.float32) @ rotation, k.to(torch.float32) @ rotation
+        # contiguous: on the CPU the GEMM's summation order follows x's strides, and a transposed K (Hugging Face's
+        # with use_cache=True) got other e4m3 values than its contiguous copy (tests/test_fp8_api.py)
+        q, k = (x.to(torch.float32, memory_format=torch.contiguous_format) @ rotation for x in (q, k))
     seqs = ((q, cu_seqlens_q, max_seqlen_q), (k, cu_seqlens_k, max_seqlen_k), (v, cu_seqlens_k, max_seqlen_k))
     blocks = [block if block > 0 else _rows(x, cu, m) for (x, cu, m), block in zip(seqs, (block_q, block_k, block_k))]
     if tensor_scales is None:
