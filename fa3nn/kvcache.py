@@ -52,6 +52,7 @@ from fa3nn.checks import (
 from fa3nn.dispatch import resolve
 from fa3nn.fa3_compat import check_attention_chunk, check_hints
 from fa3nn.interface import flash_attn_varlen_func
+from fa3nn.packed import sequence_positions
 
 # FlashAttention-3 arguments this function refuses, with what to do instead.
 _REFUSED = {
@@ -143,13 +144,11 @@ def _moving_rotary(causal: bool, window_size: tuple[int, int], seqlen_q: int, ca
 
 def _tokens(cu: torch.Tensor | None, total: int, batch: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """Each of `total` tokens' sequence and index in it: packed by cu (batch + 1,), else total / batch per sequence."""
+    if cu is not None:
+        return sequence_positions(cu, total)
     token = torch.arange(total, device=device)
-    if cu is None:
-        per_seq = max(total // batch, 1)
-        return token // per_seq, token % per_seq
-    cu = cu.long()
-    seq = torch.searchsorted(cu[1:], token, right=True)
-    return seq, token - cu[seq]
+    per_seq = max(total // batch, 1)
+    return token // per_seq, token % per_seq
 
 
 @torch.no_grad()

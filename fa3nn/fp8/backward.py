@@ -24,7 +24,7 @@ Measured (scripts/fp8_grad_accuracy.py: CPU emulation, PerTileScaling with the r
 at std 16, 440x at 30); "quantized" stays within 10-14 dB of the forward's own error. "quantized" is the default:
 its gradients degrade with the forward's accuracy, where "inputs" loses them altogether. It also saves less for the
 backward (e4m3 Q and K and their per-tile descales instead of 16-bit Q and K) and adds a dequantization and, with
-the rotation, two (rows x d x d) float32 matmuls to the backward.
+the rotation, two (rows x d x d) GEMMs on the rotation's +-1 entries to the backward (rotate_back_all).
 
 This module maps the saved e4m3 tensors back to what fa3nn::bwd takes; fa3nn.ops does the autograd plumbing.
 """
@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import torch
 
-from fa3nn.fp8.scaling import num_tiles
+from fa3nn.fp8.scaling import num_tiles, rows_from_tiles
+from fa3nn.packed import sequence_positions
 
 
 def rows_per_tile(block: int, seqlen_or_max: int) -> int:
@@ -51,24 +52,15 @@ def descale_shape(x: torch.Tensor, block: int, cu_seqlens: torch.Tensor | None, 
 
 def _row_base(descale: torch.Tensor, block: int, x8: torch.Tensor, cu_seqlens: torch.Tensor | None) -> torch.Tensor:
     """int64 per row of x8 (dense rows batch-major, or packed): batch * heads * tiles + the row's tile, the offset of
-    its (batch, head 0, tile) descale in a contiguous (batch, heads, tiles) tensor. No host sync (a packed row's
-    sequence by searchsorted, where fa3nn.fp8.scaling.rows_from_tiles reads the lengths on the host)."""
+    its (batch, head 0, tile) descale in a contiguous (batch, heads, tiles) tensor: what the Triton dequantization
+    reads. No host sync (fa3nn.packed)."""
     _, heads, tiles = descale.shape
     if cu_seqlens is None:
         batch, seqlen = x8.shape[0], x8.shape[1]
         row = torch.arange(batch * seqlen, device=x8.device)
         return row // seqlen * heads * tiles + row % seqlen // block
-    row = torch.arange(x8.shape[0], device=x8.device)
-    cu = cu_seqlens.to(torch.int64)
-    sequence = torch.searchsorted(cu[1:], row, right=True)
-    return sequence * heads * tiles + (row - cu[sequence]) // block
-
-
-def _row_descales(descale: torch.Tensor, row_base: torch.Tensor, x8: torch.Tensor) -> torch.Tensor:
-    """One descale per (row, head), contiguous, shaped as x8 without its last dim: one gather."""
-    heads, tiles = descale.shape[1], descale.shape[2]
-    offsets = row_base[:, None] + torch.arange(heads, device=row_base.device) * tiles
-    return descale.contiguous().view(-1)[offsets].view(x8.shape[:-1])
+    sequence, position = sequence_positions(cu_seqlens, x8.shape[0])
+    return sequence * heads * tiles + position // block
 
 
 def dequantize(x8: torch.Tensor, descale: torch.Tensor, block: int, cu_seqlens: torch.Tensor | None,
@@ -83,12 +75,13 @@ def dequantize(x8: torch.Tensor, descale: torch.Tensor, block: int, cu_seqlens: 
     waiting for it), and the PyTorch form measured 0.95 ms for Q and K plus the two rotations at 16k tokens x 16
     heads (H100, s47c)."""
     block = rows_per_tile(block, x8.shape[1] if cu_seqlens is None else max_seqlen)
-    row_base = _row_base(descale, block, x8, cu_seqlens)
     if kernel and x8.is_cuda:
         from fa3nn.backends.triton.dequantize import dequantize_rows  # imports triton: GPU calls only
 
-        return dequantize_rows(x8, descale, row_base, dtype)
-    scale = _row_descales(descale, row_base, x8).unsqueeze(-1)
+        return dequantize_rows(x8, descale, _row_base(descale, block, x8, cu_seqlens), dtype)
+    rows = x8.shape[1] if cu_seqlens is None else x8.shape[0]
+    # contiguous: a multiply by the dense layout's transposed view could not coalesce its dims (NOTES Next 1)
+    scale = rows_from_tiles(descale, block, rows, cu_seqlens).contiguous().unsqueeze(-1)
     return torch.mul(x8.to(dtype), scale, out=torch.empty(x8.shape, dtype=dtype, device=x8.device))
 
 

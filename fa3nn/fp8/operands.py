@@ -49,6 +49,7 @@ from dataclasses import dataclass
 import torch
 
 from fa3nn.fp8.quantize import QuantizedQKV
+from fa3nn.packed import sequence_positions
 
 VT_PAD = 16  # keys per FP8 wgmma K step (32 bytes of e4m3 = 16 keys is the smallest TMA-friendly row multiple)
 
@@ -82,11 +83,9 @@ def vt_starts(cu_seqlens_k: torch.Tensor) -> torch.Tensor:
 
 def vt_column_of_key(cu_seqlens_k: torch.Tensor, total_k: int) -> torch.Tensor:
     """int64 (total_k,): the packed vt8 column of each packed key (the group order included). No host sync
-    (searchsorted where repeat_interleave would read the lengths on the host)."""
-    key = torch.arange(total_k, device=cu_seqlens_k.device)
-    cu = cu_seqlens_k.to(torch.int64)
-    sequence = torch.searchsorted(cu[1:], key, right=True)  # empty sequences share a boundary: take the last
-    return vt_group_column(key - cu[sequence]) + vt_starts(cu_seqlens_k).to(torch.int64)[sequence]
+    (fa3nn.packed)."""
+    sequence, position = sequence_positions(cu_seqlens_k, total_k)
+    return vt_group_column(position) + vt_starts(cu_seqlens_k).to(torch.int64)[sequence]
 
 
 def check_vt_starts(vt8: torch.Tensor, starts: torch.Tensor | None, cu_seqlens_k: torch.Tensor,

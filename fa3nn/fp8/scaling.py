@@ -20,6 +20,8 @@ import math
 
 import torch
 
+from fa3nn.packed import sequence_positions
+
 E4M3 = torch.float8_e4m3fn
 E4M3_MAX = torch.finfo(E4M3).max  # 448.0
 
@@ -65,10 +67,8 @@ def num_tiles(seqlen: int, block: int) -> int:
 
 
 def _packed_tile_index(cu_seqlens: torch.Tensor, total: int, block: int, tiles: int) -> torch.Tensor:
-    """For each packed row, the flat index sequence * tiles + tile-within-sequence."""
-    lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).long()
-    sequence = torch.repeat_interleave(torch.arange(lengths.numel(), device=cu_seqlens.device), lengths)
-    position = torch.arange(total, device=cu_seqlens.device) - cu_seqlens[:-1].long()[sequence]
+    """For each packed row, the flat index sequence * tiles + tile-within-sequence (no host sync)."""
+    sequence, position = sequence_positions(cu_seqlens, total)
     return sequence * tiles + position // block
 
 
