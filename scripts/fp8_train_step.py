@@ -33,16 +33,6 @@ def step(q, k, v, dout, causal, recipe):
     return torch.autograd.grad(out, (q, k, v), dout)
 
 
-def backward_extras(q8, k8, q_descale, k_descale, dq, rotation, block_q, block_k):
-    """What backward_from="quantized" adds to the backward, alone: Q and K dequantized, dQ and dK rotated back."""
-    from fa3nn.fp8.backward import dequantize, rotate_back
-
-    dequantize(q8, q_descale, block_q, None, None, dq.dtype)
-    dequantize(k8, k_descale, block_k, None, None, dq.dtype)
-    rotate_back(dq, rotation)
-    rotate_back(dq, rotation)
-
-
 def dequantize_alone(q8, k8, q_descale, k_descale, dq, rotation, block_q, block_k, kernel=False):
     from fa3nn.fp8.backward import dequantize
 
@@ -51,10 +41,15 @@ def dequantize_alone(q8, k8, q_descale, k_descale, dq, rotation, block_q, block_
 
 
 def rotate_back_alone(q8, k8, q_descale, k_descale, dq, rotation, block_q, block_k):
-    from fa3nn.fp8.backward import rotate_back
+    from fa3nn.fp8.backward import rotate_back_all
 
-    rotate_back(dq, rotation)
-    rotate_back(dq, rotation)
+    rotate_back_all((dq, dq), rotation)  # dQ and dK, as the backward does
+
+
+def backward_extras(*operands):
+    """What backward_from="quantized" adds to the backward, alone: Q and K dequantized, dQ and dK rotated back."""
+    dequantize_alone(*operands)
+    rotate_back_alone(*operands)
 
 
 def backward_extras_fp32(q8, k8, q_descale, k_descale, dq, rotation, block_q, block_k):
