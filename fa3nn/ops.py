@@ -490,8 +490,8 @@ def attention_forward_fp8_inputs(
         if FP8_FORWARD_PATHS[chosen].kernel is None:
             return _fp8_emulation(quantized, params, call, 0, keys, cu_seqlens_q, cu_seqlens_k, fp8_inputs.OUT_DTYPE,
                                   False)
-        return _fp8_kernel(chosen, to_operands(quantized, cu_seqlens_k), params, cu_seqlens_q, cu_seqlens_k,
-                           rows_q, keys, fp8_inputs.OUT_DTYPE, False)
+        return _fp8_kernel(chosen, to_operands(quantized, cu_seqlens_k), params, varlen, rows_q, keys,
+                           fp8_inputs.OUT_DTYPE, False)
 
 
 @attention_forward_fp8_inputs.register_fake

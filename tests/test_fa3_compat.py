@@ -944,3 +944,43 @@ def test_sinks_gpu(backend):
     grads_pt = torch.autograd.grad(out_pt, pts, dout)
     for name, g, g_ref, g_pt in zip(("dq", "dk", "dv", "dsinks"), grads, grads_ref, grads_pt):
         assert_error_ratio(g, g_ref, g_pt, name)
+
+
+class _KernelReached(Exception):
+    pass
+
+
+@pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
+def test_fp8_inputs_reach_the_kernel_path_with_its_arguments(monkeypatch, varlen):
+    """The kernel paths of FP8 inputs (GPU only) are called as fa3nn.dispatch.FP8Path documents: a stand-in kernel on
+    the CPU records its arguments (s48a: a changed signature left this caller passing cu_seqlens where the kernel
+    path takes a Varlen, and every GPU FP8-inputs call raised TypeError)."""
+    from fa3nn import dispatch
+
+    seen = {}
+
+    def kernel(*args, **kwargs):
+        seen.update(args=args, kwargs=kwargs)
+        raise _KernelReached
+
+    monkeypatch.setitem(dispatch.FP8_FORWARD_PATHS, "reference",
+                        dispatch.FP8Path("stand-in", lambda *_: None, kernel=kernel, varlen_deal=True))
+    batch, seqlen_q, seqlen_k, nheads, d = 2, 9, 13, 2, 64
+    e4m3 = torch.float8_e4m3fn
+    q8, k8, v8 = (torch.randn(batch, s, nheads, d).to(e4m3) for s in (seqlen_q, seqlen_k, seqlen_k))
+    descales = [torch.rand(batch, nheads) + 0.5 for _ in range(3)]
+    cu_q, cu_k = (torch.arange(batch + 1, dtype=torch.int32) * s for s in (seqlen_q, seqlen_k))
+    with pytest.raises(_KernelReached):
+        if varlen:
+            fa3nn.flash_attn_varlen_func(*(x.flatten(0, 1) for x in (q8, k8, v8)), cu_q, cu_k, seqlen_q, seqlen_k,
+                                         q_descale=descales[0], k_descale=descales[1], v_descale=descales[2],
+                                         backend="reference")
+        else:
+            fa3nn.flash_attn_func(q8, k8, v8, None, False, None, *descales, backend="reference")
+    args, kwargs = seen["args"], seen["kwargs"]
+    assert len(args) == 15 and args[-1] == torch.bfloat16 and args[12:14] == (seqlen_q, seqlen_k)
+    if varlen:
+        assert torch.equal(args[10], cu_q) and torch.equal(args[11], cu_k)
+        assert kwargs["varlen_deal"] in ("dynamic", "static") and kwargs["vt_starts"] is not None
+    else:
+        assert args[10] is None and args[11] is None and "varlen_deal" not in kwargs and kwargs["vt_starts"] is None
