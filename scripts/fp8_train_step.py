@@ -3,8 +3,9 @@ fp8=PerTileScaling(backward_from="quantized" | "inputs"), at the FlashAttention-
 2048 = heads x head dim), on a GPU (backend auto: the native kernels on Hopper).
 
 "quantized" adds a dequantization of Q and K and, with the rotation, dQ and dK rotated back (one bf16 GEMM with a
-+-1 matrix each, then a scale) to the backward (fa3nn/fp8/backward.py); this measures what that costs against the FP8 forward's saving. Each figure is
-the median of --reps batches of --iters steps timed with CUDA events, the variants interleaved per rep.
++-1 matrix each, then a scale) to the backward (fa3nn/fp8/backward.py); this measures what that costs against the FP8
+forward's saving. Each figure is the median of --reps batches of --iters steps timed with CUDA events, the variants
+interleaved per rep.
 
     python scripts/fp8_train_step.py --headdims 128 --seqlens 2048 8192 --json out.json
 """
