@@ -337,7 +337,7 @@ def attention_forward_fp8(
     the backward reads the quantized Q and K (the recipe's backward_from). Returns out (q's dtype), lse, the (3,)
     float32 amax of Q, K, V as quantized (which delayed scaling records), then q8, k8 (e4m3 bits as uint8) and their
     float32 descales (empty unless backward_from_quantized). The backward is the bf16 one (`fa3nn::bwd`), from q8 and k8
-    dequantized (gradients rotated back) or from the high-precision q, k (fa3nn.fp8.backward)."""
+    dequantized, the rotation undone, or from the high-precision q, k (fa3nn.fp8.backward)."""
     with autocast_off(q.device):  # (fa3nn.autocast)
         params = _params(softmax_scale, window_left, window_right, softcap, deterministic, sm_margin)
         varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
@@ -437,18 +437,16 @@ def _setup_fwd_fp8(ctx, inputs, output):
 
 def _backward_fp8(ctx, dout, dlse, *unused_grads):  # amax, q8, k8 and the descales have no gradient
     """fa3nn::fwd_fp8's backward: _backward's, or with backward_from_quantized fa3nn::bwd from q8 and k8 dequantized
-    to v's dtype (in the rotated basis when the recipe rotates) and the gradients of q and k rotated back."""
+    to v's dtype with the recipe's rotation undone (fa3nn.fp8.backward.restore)."""
     if not ctx.from_quantized:
         return _gradients(attention_backward, ctx, dout, dlse)
     q8, k8, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks, q_descale, k_descale, rotation = ctx.saved_tensors
     q8, k8 = q8.view(E4M3), k8.view(E4M3)
     max_seqlen_q, max_seqlen_k = ctx.scalars[:2]
     with autocast_off(dout.device):  # a caller's autocast must not change the dequantization's or the GEMM's dtypes
-        q = fp8_backward.dequantize(q8, q_descale, ctx.blocks[0], cu_seqlens_q, max_seqlen_q, v.dtype)
-        k = fp8_backward.dequantize(k8, k_descale, ctx.blocks[1], cu_seqlens_k, max_seqlen_k, v.dtype)
-        dq, dk, *rest = _gradients(attention_backward, ctx, dout, dlse,
-                                   (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks))
-        return *fp8_backward.rotate_back_all((dq, dk), rotation), *rest
+        q = fp8_backward.restore(q8, q_descale, ctx.blocks[0], cu_seqlens_q, max_seqlen_q, rotation, v.dtype)
+        k = fp8_backward.restore(k8, k_descale, ctx.blocks[1], cu_seqlens_k, max_seqlen_k, rotation, v.dtype)
+        return _gradients(attention_backward, ctx, dout, dlse, (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks))
 
 
 attention_forward_fp8.register_autograd(_backward_fp8, setup_context=_setup_fwd_fp8)

@@ -19,8 +19,7 @@ from fa3nn.fp8 import (
     quantize_qkv,
     recipe_arguments,
 )
-from fa3nn.fp8.backward import dequantize as fp8_dequantize
-from fa3nn.fp8.backward import rotate_back as fp8_rotate_back
+from fa3nn.fp8.backward import restore as fp8_restore
 from fa3nn.masks import Window
 from fa3nn.ops import attention_forward_fp8
 
@@ -100,12 +99,12 @@ def test_op_returns_the_emulation_and_the_amax(varlen):
 
 def test_op_outputs_past_out_and_lse_carry_no_gradient():
     """amax, q8, k8 and the descales are non-differentiable outputs even when q, k, v require grad: the descales
-    feed fa3nn.fp8.backward.dequantize (whose out= product refuses grad-requiring factors; a GPU run raised
-    'functions with out=... arguments don't support automatic differentiation' before)."""
+    feed fa3nn.fp8.backward.restore (whose out= product, in the s47 form, refused grad-requiring factors; a GPU run
+    raised 'functions with out=... arguments don't support automatic differentiation' before)."""
     args = op_args("per_tile_incoherent", varlen=False)
     outputs = attention_forward_fp8(*args, False, 0, True)
     assert [t.requires_grad for t in outputs] == [True, True] + [False] * 5
-    fp8_dequantize(outputs[3].view(torch.float8_e4m3fn), outputs[5], args[13], None, None, torch.bfloat16)
+    fp8_restore(outputs[3].view(torch.float8_e4m3fn), outputs[5], args[13], None, None, args[15], torch.bfloat16)
 
 
 @pytest.mark.parametrize("recipe", [fa3nn.PerTileScaling(fast_exp2=True), fa3nn.CurrentScaling(fast_exp2=True)])
@@ -136,8 +135,8 @@ def test_fast_exp2_reaches_the_emulation_where_the_kernel_has_it(recipe):
 def test_fp8_backward_is_the_bf16_backward(backward_from, varlen):
     """Training: FP8 forward, then the bf16 backward (fa3nn::bwd) with the FP8 forward's out and lse, as every
     backward takes its forward's, from the Q and K the recipe's backward_from names: the quantized ones (dequantized,
-    in the rotated basis, the gradients of q and k rotated back) or the high-precision ones. The gradients for one
-    dout are that op's exactly, and within FP8's error of the bf16 path's."""
+    the rotation undone: fa3nn.fp8.backward.restore) or the high-precision ones. The gradients for one dout are that
+    op's exactly, and within FP8's error of the bf16 path's."""
     recipe = fa3nn.PerTileScaling(block_q=64, block_k=32, backward_from=backward_from)
     torch.manual_seed(0)
     if varlen:  # two sequences, 30 and 110 long, packed
@@ -157,15 +156,14 @@ def test_fp8_backward_is_the_bf16_backward(backward_from, varlen):
     grads8 = torch.autograd.grad(out8, (q, k, v), dout)
     rotation = state.rotation(64)
     if backward_from == "quantized":
-        from_q, from_k = (fp8_dequantize(x8, descale, block, cu, max_seqlen, q.dtype) for x8, descale, block in (
-            (quantized.q, quantized.q_descale, 64), (quantized.k, quantized.k_descale, 32)))
+        from_q, from_k = (fp8_restore(x8, descale, block, cu, max_seqlen, rotation, q.dtype)
+                          for x8, descale, block in ((quantized.q, quantized.q_descale, 64),
+                                                     (quantized.k, quantized.k_descale, 32)))
     else:
         from_q, from_k = q.detach(), k.detach()
     expect = torch.ops.fa3nn.bwd(dout, from_q, from_k, v.detach(), expect_out, expect_lse.float(), None, cu, cu,
                                  max_seqlen or q.shape[1], max_seqlen or k.shape[1], 64**-0.5, -1, 0, 0.0, False,
                                  "auto")
-    if backward_from == "quantized":
-        expect = [fp8_rotate_back(g, rotation) for g in expect[:2]] + [expect[2]]
     out = fa3nn.flash_attn_varlen_func(q, k, v, cu, cu, max_seqlen, max_seqlen, causal=True) if varlen else (
         fa3nn.flash_attn_func(q, k, v, causal=True))
     for got, want, bf16 in zip(grads8, expect, torch.autograd.grad(out, (q, k, v), dout)):
@@ -174,33 +172,32 @@ def test_fp8_backward_is_the_bf16_backward(backward_from, varlen):
 
 
 @pytest.mark.parametrize("headdim", [64, 96, 128, 256])
-def test_backward_dequantizes_and_rotates_back_within_an_ulp(headdim):
-    """fa3nn.fp8.backward's two steps against float32 arithmetic: the dequantized Q is (q8 * descale) rounded once
-    to bf16, bit for bit, dense and packed; the rotated-back gradient (a GEMM on the rotation's +-1 entries, then its
-    scale: two roundings; exact at 64 and 256, where c is a power of two) is within one bf16 ulp, at each row's largest
-    entry, of (grad @ Rᵀ in float32) rounded once (whose float32 products of +-c round where the +-1 GEMM's do not:
-    entry by entry a cancelling sum differs by up to 128 ulps of its own size), and brings x @ R back to x."""
+def test_restore_is_the_quantized_input_in_its_basis(headdim):
+    """fa3nn.fp8.backward.restore against float64 arithmetic: without a rotation (q8 * descale) rounded once to bf16,
+    bit for bit, dense and packed; with one (q8 * descale) @ Rᵀ within one bf16 ulp at each row's largest entry (the
+    float32 sum of the +-1 GEMM, then the scale, then one rounding), and within FP8's error of the q it came from."""
     torch.manual_seed(headdim)
-    recipe = fa3nn.PerTileScaling(block_q=32)
+    recipe = fa3nn.PerTileScaling(block_q=32, block_k=32)
     q, k, v = bf16_qkv(2, 70, 70, 4, 2, headdim)
     quantized = quantize_qkv(q, k, v, recipe, make_state(recipe, 0))
     rows = quantized.q_descale.repeat_interleave(32, dim=-1)[..., :70].transpose(1, 2).unsqueeze(-1)
-    assert torch.equal(fp8_dequantize(quantized.q, quantized.q_descale, 32, None, None, torch.bfloat16),
+    assert torch.equal(fp8_restore(quantized.q, quantized.q_descale, 32, None, None, None, torch.bfloat16),
                        (quantized.q.float() * rows).to(torch.bfloat16))
+    rotation = make_state(recipe, 0).rotation(headdim)  # the one quantize_qkv applied
+    got = fp8_restore(quantized.q, quantized.q_descale, 32, None, None, rotation, torch.bfloat16).double()
+    exact = (quantized.q.double() * rows.double()) @ rotation.double().T
+    ulp = torch.finfo(torch.bfloat16).eps * exact.abs().amax(-1, keepdim=True)
+    assert ((got - exact).abs() <= ulp).all(), ((got - exact).abs() / ulp).max()
+    assert (got - q.double()).norm() < 0.1 * q.double().norm()  # back in q's basis (R, not Rᵀ: O(1) off)
     cu = torch.tensor([0, 5, 70], dtype=torch.int32)
     packed = quantize_qkv(q[0], k[0], v[0], recipe, make_state(recipe, 0), cu, cu, 65, 65)
     tile = torch.cat([torch.arange(5) // 32, 3 + torch.arange(65) // 32])  # sequence * tiles + tile, 3 tiles each
     rows = packed.q_descale.transpose(1, 2).reshape(6, 4)[tile].unsqueeze(-1)
-    assert torch.equal(fp8_dequantize(packed.q, packed.q_descale, 32, cu, 65, torch.bfloat16),
+    assert torch.equal(fp8_restore(packed.q, packed.q_descale, 32, cu, 65, None, torch.bfloat16),
                        (packed.q.float() * rows).to(torch.bfloat16))
-    rotation = make_state(recipe, 7).rotation(headdim)
-    grad = torch.randn(3, 50, 4, headdim).to(torch.bfloat16)
-    got, want = fp8_rotate_back(grad, rotation).float(), (grad.float() @ rotation.T).to(torch.bfloat16).float()
-    ulp = torch.finfo(torch.bfloat16).eps * want.abs().amax(-1, keepdim=True)  # at the row's largest entry
-    assert ((got - want).abs() <= ulp).all(), ((got - want).abs() / ulp).max()
-    x = torch.randn(5, headdim).to(torch.bfloat16)
-    back = fp8_rotate_back((x.float() @ rotation).to(torch.bfloat16), rotation).float()
-    assert (back - x.float()).norm() <= 2 * torch.finfo(torch.bfloat16).eps * x.float().norm()  # Rᵀ, not R: O(1)
+    got = fp8_restore(packed.q, packed.q_descale, 32, cu, 65, rotation, torch.bfloat16).double()
+    exact = (packed.q.double() * rows.double()) @ rotation.double().T
+    assert ((got - exact).abs() <= torch.finfo(torch.bfloat16).eps * exact.abs().amax(-1, keepdim=True)).all()
 
 
 @pytest.mark.parametrize("recipe_name", ["per_tile_incoherent", "current", "delayed"])

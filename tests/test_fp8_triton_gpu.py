@@ -179,7 +179,7 @@ def test_fp8_kernel_paths_train(backend):
 @pytest.mark.parametrize("varlen", [False, True])
 def test_fp8_kernel_backward_reads_the_quantized_operands(backend, varlen):
     """backward_from="quantized" (the default) on the kernel paths: the gradients are fa3nn::bwd's from the kernel
-    forward's own e4m3 Q and K (the op's q8 / k8 outputs, dequantized; gradients rotated back) and its out and lse,
+    forward's own e4m3 Q and K (the op's q8 / k8 outputs, dequantized, the rotation undone) and its out and lse,
     bit for bit, dense and packed (sequences 300, 1, 700, 0 long: tiles restart at each sequence). The expected
     backward runs on the op's backend (s47c: against the native backward the 'triton' cases differed)."""
     torch.manual_seed(0)
@@ -200,30 +200,44 @@ def test_fp8_kernel_backward_reads_the_quantized_operands(backend, varlen):
         a["tensor_scales"], False, 0, True)
     dout = torch.randn_like(out)
     grads = torch.autograd.grad(out, (q, k, v), dout)
-    from fa3nn.fp8.backward import dequantize, rotate_back
+    from fa3nn.fp8.backward import restore
     max_seqlen = 700 if varlen else None
-    from_q = dequantize(q8.view(torch.float8_e4m3fn), q_descale, a["block_q"], cu, max_seqlen, q.dtype)
-    from_k = dequantize(k8.view(torch.float8_e4m3fn), k_descale, a["block_k"], cu, max_seqlen, q.dtype)
+    from_q = restore(q8.view(torch.float8_e4m3fn), q_descale, a["block_q"], cu, max_seqlen, a["rotation"], q.dtype)
+    from_k = restore(k8.view(torch.float8_e4m3fn), k_descale, a["block_k"], cu, max_seqlen, a["rotation"], q.dtype)
     expect = torch.ops.fa3nn.bwd(dout, from_q, from_k, v.detach(), out.detach(), lse.detach(), None, *head[3:],
                                  128**-0.5, -1, 0, 0.0, deterministic, backend)
-    expect = [rotate_back(expect[0], a["rotation"]), rotate_back(expect[1], a["rotation"]), expect[2]]
     for name, got, want in zip(("dq", "dk", "dv"), grads, expect):
         assert torch.equal(got, want), name
     assert torch.isfinite(grads[0]).all() and grads[0].abs().max() > 0
 
 
+@pytest.mark.parametrize("rotate", [False, True])
 @pytest.mark.parametrize("varlen", [False, True])
-def test_dequantize_kernel_is_the_torch_definition(varlen):
-    """fa3nn.fp8.backward.dequantize on the GPU (the Triton pass) against its PyTorch form on the CPU, bitwise in
-    bf16: every e4m3 byte (NaN and subnormals included), per-tile descales, dense and packed with an empty sequence."""
-    from fa3nn.fp8.backward import dequantize
+def test_dequantize_kernel_is_the_torch_definition(varlen, rotate):
+    """fa3nn.fp8.backward.restore on the GPU (the Triton pass) against its PyTorch form on the CPU in bf16: without
+    a rotation bitwise on every e4m3 byte (NaN and subnormals included); with one (the rotation's +-1 GEMM on the
+    tensor cores) within one bf16 ulp at each row's largest entry, on values spanning subnormals to 448. Per-tile
+    descales, dense and packed with an empty sequence, head dims 128 and 256."""
+    from fa3nn.fp8.backward import restore
 
-    shape = (2, 300, 4, 128) if not varlen else (600, 4, 128)
-    x8 = torch.arange(256, dtype=torch.uint8).repeat(math.prod(shape) // 256 + 1)[:math.prod(shape)]
-    x8 = x8.view(shape).view(torch.float8_e4m3fn)
-    cu = None if not varlen else torch.tensor([0, 250, 250, 600], dtype=torch.int32)
-    descale = torch.rand(2 if not varlen else 3, 4, 3) * 3
-    cpu = dequantize(x8, descale, 128, cu, 350, torch.bfloat16)
-    gpu = dequantize(x8.cuda(), descale.cuda(), 128, None if cu is None else cu.cuda(), 350, torch.bfloat16,
-                     kernel=True).cpu()
-    assert torch.equal(cpu.isnan(), gpu.isnan()) and torch.equal(cpu[~cpu.isnan()], gpu[~gpu.isnan()])
+    for d in (128, 256):
+        shape = (2, 300, 4, d) if not varlen else (600, 4, d)
+        if rotate:
+            torch.manual_seed(d)
+            x8 = (torch.randn(shape) * torch.exp2(torch.randint(-10, 9, shape).float())).clamp(-448, 448)
+            x8 = x8.to(torch.float8_e4m3fn)
+        else:
+            x8 = torch.arange(256, dtype=torch.uint8).repeat(math.prod(shape) // 256 + 1)[:math.prod(shape)]
+            x8 = x8.view(shape).view(torch.float8_e4m3fn)
+        cu = None if not varlen else torch.tensor([0, 250, 250, 600], dtype=torch.int32)
+        descale = torch.rand(2 if not varlen else 3, 4, 3) * 3
+        rotation = fa3nn.fp8.make_state(fa3nn.PerTileScaling(), 1).rotation(d) if rotate else None
+        cpu = restore(x8, descale, 128, cu, 350, rotation, torch.bfloat16)
+        gpu = restore(x8.cuda(), descale.cuda(), 128, None if cu is None else cu.cuda(), 350,
+                      None if rotation is None else rotation.cuda(), torch.bfloat16).cpu()
+        if rotate:
+            ulp = torch.finfo(torch.bfloat16).eps * cpu.float().abs().amax(-1, keepdim=True)
+            assert ((gpu.float() - cpu.float()).abs() <= ulp).all(), d
+            assert cpu.float().abs().amax() > 0
+        else:
+            assert torch.equal(cpu.isnan(), gpu.isnan()) and torch.equal(cpu[~cpu.isnan()], gpu[~gpu.isnan()]), d

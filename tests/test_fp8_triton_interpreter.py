@@ -449,10 +449,10 @@ def test_auto_keeps_the_emulation_on_the_cpu():
 
 @pytest.mark.parametrize("varlen", [False, True])
 def test_dequantize_kernel_under_the_interpreter(varlen):
-    """fa3nn.backends.triton.dequantize (the backward's Q and K from e4m3, on a GPU) against its PyTorch definition,
-    bitwise in fp16: every e4m3 byte (NaN and subnormals included), dense and packed with an empty sequence."""
-    from fa3nn.backends.triton.dequantize import dequantize_rows
-    from fa3nn.fp8.backward import _row_base
+    """fa3nn.backends.triton.dequantize (the backward's Q and K from e4m3, on a GPU) without a rotation against
+    (x8 * descale) rounded once and against fa3nn.fp8.backward.restore's PyTorch form, bitwise in fp16: every e4m3 byte
+    (NaN and subnormals included), dense and packed with an empty sequence."""
+    from fa3nn.fp8.backward import restore
     from fa3nn.fp8.scaling import rows_from_tiles
 
     shape = (2, 37, 3, 64) if not varlen else (50, 3, 64)
@@ -462,6 +462,30 @@ def test_dequantize_kernel_under_the_interpreter(varlen):
     descale = torch.rand(2 if not varlen else 3, 3, 3) * 4
     rows = shape[1] if not varlen else shape[0]
     want = (x8.float() * rows_from_tiles(descale, 16, rows, cu).unsqueeze(-1)).to(torch.float16)
-    got = dequantize_rows(x8, descale, _row_base(descale, 16, x8, cu), torch.float16)
-    assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got[~got.isnan()], want[~want.isnan()])
+    got = restore(x8, descale, 16, cu, 45, None, torch.float16, kernel=True)
+    definition = restore(x8, descale, 16, cu, 45, None, torch.float16, kernel=False)
+    for other in (want, definition):
+        assert torch.equal(got.isnan(), other.isnan()) and torch.equal(got[~got.isnan()], other[~other.isnan()])
     assert got.isnan().any() and (got[~got.isnan()] != 0).any()  # the bytes reach NaN and nonzero values
+
+
+@pytest.mark.parametrize("headdim", [64, 96, 128, 256])
+@pytest.mark.parametrize("varlen", [False, True])
+def test_restore_kernel_under_the_interpreter(varlen, headdim):
+    """The same pass undoing a rotation (a tensor-core product with its +-1 matrix): within one fp16 ulp of the
+    PyTorch definition at each row's largest entry (the two sum in float32 in different orders; most entries equal),
+    on e4m3 values spanning subnormals to 448, per-tile descales, dense and packed with an empty sequence."""
+    from fa3nn.fp8.backward import restore
+
+    torch.manual_seed(headdim)
+    shape = (2, 37, 3, headdim) if not varlen else (50, 3, headdim)
+    x8 = (torch.randn(shape) * torch.exp2(torch.randint(-10, 9, shape).float())).clamp(-448, 448)
+    x8 = x8.to(torch.float8_e4m3fn)
+    cu = None if not varlen else torch.tensor([0, 5, 5, 50], dtype=torch.int32)
+    descale = torch.rand(2 if not varlen else 3, 3, 3) * 4
+    rotation = fa3nn.fp8.make_state(fa3nn.PerTileScaling(), 3).rotation(headdim)
+    want = restore(x8, descale, 16, cu, 45, rotation, torch.float16, kernel=False).float()
+    got = restore(x8, descale, 16, cu, 45, rotation, torch.float16, kernel=True).float()
+    ulp = torch.finfo(torch.float16).eps * want.abs().amax(-1, keepdim=True)
+    assert ((got - want).abs() <= ulp).all(), ((got - want).abs() / ulp).max()
+    assert (got == want).float().mean() > 0.9 and want.abs().amax() > 0

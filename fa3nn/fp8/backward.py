@@ -4,8 +4,8 @@ The backward rebuilds P = exp(S - lse) from its own scores S and the forward's l
 delta = rowsum(dO * O) from the forward's O. After an FP8 forward, lse and O come from the scores of the quantized Q
 and K. Two choices:
 
-    "quantized"  S from the quantized Q and K (dequantized to the inputs' dtype, in the rotated basis when the recipe
-                 rotates; the gradients of Q and K rotated back): P is consistent with lse and O, and the gradients
+    "quantized"  S from the quantized Q and K (dequantized to the inputs' dtype, the recipe's rotation undone:
+                 restore): P is consistent with lse and O, and the gradients
                  are those of the attention the forward computed, at the quantized point (what an FP8 backward
                  reading its forward's FP8 tensors computes). Their error follows the forward's own.
     "inputs"     S from the high-precision Q and K: exact scores, but against an lse and an O that are not theirs.
@@ -13,18 +13,20 @@ and K. Two choices:
                  cancels P * dP.
 
 Measured (scripts/fp8_grad_accuracy.py: CPU emulation, PerTileScaling with the rotation, causal, 256 keys, head dim
-128, medians of 3 seeds; SQNR in dB against fp64 gradients, dQ; the FP8 forward's output in brackets):
+128, medians of 3 seeds; SQNR in dB against fp64 gradients, dQ; the FP8 forward's output in brackets; "quantized"
+with Q and K restored (s48; the s47 form, dQ and dK rotated back: 27.5 / 24.2 / 19.7 / 7.6 / 1.4):
 
     score std     1            2            4            16           30
-    "quantized"   27.5 (27.1)  24.2 (24.5)  19.7 (22.5)  7.6 (17.2)   1.4 (15.7)
+    "quantized"   27.5 (27.1)  24.3 (24.5)  19.9 (22.5)  7.5 (17.2)   2.1 (15.7)
     "inputs"      33.6 (27.1)  25.2 (24.5)  12.0 (22.5)  -22.8 (17.2) -52.9 (15.7)
     bf16 path     55.6         55.6         55.6         55.6         55.7
 
 "inputs" is better where the scores are tame (std <= 2) and collapses where they spread (an error 14x the gradient
 at std 16, 440x at 30); "quantized" stays within 10-14 dB of the forward's own error. "quantized" is the default:
 its gradients degrade with the forward's accuracy, where "inputs" loses them altogether. It also saves less for the
-backward (e4m3 Q and K and their per-tile descales instead of 16-bit Q and K) and adds a dequantization and, with
-the rotation, two (rows x d x d) GEMMs on the rotation's +-1 entries to the backward (rotate_back_all).
+backward (e4m3 Q and K and their per-tile descales instead of 16-bit Q and K) and adds one pass over them to the
+backward (restore: a dequantization with, when the recipe rotates, a (rows x d x d) GEMM on the rotation's +-1
+entries).
 
 This module maps the saved e4m3 tensors back to what fa3nn::bwd takes; fa3nn.ops does the autograd plumbing.
 """
@@ -63,44 +65,47 @@ def _row_base(descale: torch.Tensor, block: int, x8: torch.Tensor, cu_seqlens: t
     return sequence * heads * tiles + position // block
 
 
-def dequantize(x8: torch.Tensor, descale: torch.Tensor, block: int, cu_seqlens: torch.Tensor | None,
-               max_seqlen: int, dtype: torch.dtype, kernel: bool = False) -> torch.Tensor:
-    """e4m3 x8 (dense or packed) times its per-tile descales (block rows per tile as the recipe gives it, 0 = one
-    per sequence), in `dtype`: the values the FP8 forward's scores were computed from, the product formed in float32
-    and rounded once. PyTorch widens x8 to dtype exactly (every e4m3 value is a bf16 and an fp16 value) and writes the
-    product with one out= multiply: the definition. kernel=True on a GPU: one Triton pass instead
-    (fa3nn.backends.triton.dequantize, 3 bytes per element, bitwise the definition under TRITON_INTERPRET=1). Not
-    yet the backward's default: it has not run on a GPU (no device time was left in the forty-seventh session;
-    tests/test_fp8_triton_gpu.py test_dequantize_kernel_is_the_torch_definition and scripts/fp8_train_step.py are
-    waiting for it), and the PyTorch form measured 0.95 ms for Q and K plus the two rotations at 16k tokens x 16
-    heads (H100, s47c)."""
+def restore(x8: torch.Tensor, descale: torch.Tensor, block: int, cu_seqlens: torch.Tensor | None, max_seqlen: int,
+            rotation: torch.Tensor | None, dtype: torch.dtype, kernel: bool | None = None) -> torch.Tensor:
+    """The Q (or K) the FP8 forward's scores were computed from, in the inputs' basis and `dtype`: e4m3 x8 (dense or
+    packed) times its per-tile descales (block rows per tile as the recipe gives it, 0 = one per sequence), the
+    recipe's rotation undone (x8 @ rotationᵀ; rotation None: none).
+
+    Definition (PyTorch): x8 widened to float32 (exact), times the rotation's +-1 matrix (rotationᵀ / c, entries 0 /
+    +-1 exactly, c its entries' magnitude) in float32, times (descale * c) per row in float32, rounded once to
+    `dtype`. Without a rotation that is x8 * descale rounded once. The backward takes these Q and K: its scores are
+    the forward's (Q̂ K̂ᵀ = x8_q x8_kᵀ scaled, R Rᵀ = I) and its dQ, dK are already the inputs' (undoing the rotation
+    here, on e4m3 reads, replaced rotating dQ and dK back after the backward: two (rows x d x d) GEMMs on 16-bit
+    gradients and 14 small launches, 0.38 ms at 16k tokens x 16 heads on an H100, s48a).
+
+    kernel: None = the Triton pass (fa3nn.backends.triton.dequantize) on CUDA tensors, the definition elsewhere; True
+    / False force one. The pass reads 1 byte and writes 2 per element, with the rotation as a tensor-core product on
+    the e4m3 values widened to fp16 (exact) with float32 accumulation: the definition bit for bit without a rotation,
+    with one within float32 summation order (tests/test_fp8_triton_interpreter.py)."""
     block = rows_per_tile(block, x8.shape[1] if cu_seqlens is None else max_seqlen)
-    if kernel and x8.is_cuda:
-        from fa3nn.backends.triton.dequantize import dequantize_rows  # imports triton: GPU calls only
+    signs, c = _signs(rotation, x8.device)
+    if x8.is_cuda if kernel is None else kernel:  # True on the CPU: the tests' TRITON_INTERPRET=1
+        from fa3nn.backends.triton.dequantize import dequantize_rows  # imports triton: kernel calls only
 
-        return dequantize_rows(x8, descale, _row_base(descale, block, x8, cu_seqlens), dtype)
+        return dequantize_rows(x8, descale, _row_base(descale, block, x8, cu_seqlens), dtype, signs, c)
     rows = x8.shape[1] if cu_seqlens is None else x8.shape[0]
-    # contiguous: a multiply by the dense layout's transposed view could not coalesce its dims (NOTES Next 1)
+    # contiguous: a multiply by the dense layout's transposed view could not coalesce its dims (s47)
     scale = rows_from_tiles(descale, block, rows, cu_seqlens).contiguous().unsqueeze(-1)
-    return torch.mul(x8.to(dtype), scale, out=torch.empty(x8.shape, dtype=dtype, device=x8.device))
+    values = x8.to(torch.float32, memory_format=torch.contiguous_format)  # the GEMM's sums: layout-independent
+    if signs is not None:
+        values = values @ signs.to(torch.float32)
+        scale = scale * c
+    return (values * scale).to(dtype)
 
 
-def rotate_back(grad: torch.Tensor, rotation: torch.Tensor | None) -> torch.Tensor:
-    """The gradient with respect to x from the one with respect to x @ rotation: grad @ rotationᵀ, for the
-    random-sign Hadamard rotations of fa3nn.fp8.hadamard, whose entries are 0 or +-c (c = 1 / sqrt(block)). Run as
-    grad @ (rotationᵀ / c), a GEMM in grad's dtype on entries 0 / +-1 (exact) with float32 accumulation, then times
-    c: two roundings to grad's dtype where a float32 GEMM rounds once, and no float32 copy of the gradient."""
-    return rotate_back_all((grad,), rotation)[0]
-
-
-def rotate_back_all(grads: tuple[torch.Tensor, ...], rotation: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """rotate_back of several gradients of one dtype (dQ and dK), the +-1 matrix and c made once for all."""
+def _signs(rotation: torch.Tensor | None, device: torch.device) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """rotationᵀ / c as fp16 (entries 0 / +-1, exact) and c (float32, one element): the random-sign Hadamard
+    rotations of fa3nn.fp8.hadamard have entries 0 or +-c (c = 1 / sqrt(block))."""
     if rotation is None:
-        return grads
-    rotation = rotation.to(grads[0].device, torch.float32)
-    c = rotation.abs().amax()
-    signs = (rotation.T / c).to(grads[0].dtype)
-    return tuple(torch.mul(grad @ signs, c, out=torch.empty_like(grad)) for grad in grads)
+        return None, None
+    rotation = rotation.to(device, torch.float32)
+    c = rotation.abs().amax().reshape(1)
+    return (rotation.T / c).to(torch.float16).contiguous(), c
 
 
 def empty_quantized(q: torch.Tensor, k: torch.Tensor, block_q: int, block_k: int, cu_seqlens_q, cu_seqlens_k,
@@ -116,4 +121,4 @@ def empty_quantized(q: torch.Tensor, k: torch.Tensor, block_q: int, block_k: int
             k.new_zeros(descale_shape(k, block_k, cu_seqlens_k, max_seqlen_k), dtype=torch.float32))
 
 
-__all__ = ["dequantize", "descale_shape", "empty_quantized", "rotate_back", "rotate_back_all", "rows_per_tile"]
+__all__ = ["descale_shape", "empty_quantized", "restore", "rows_per_tile"]
