@@ -489,3 +489,27 @@ def test_restore_kernel_under_the_interpreter(varlen, headdim):
     ulp = torch.finfo(torch.float16).eps * want.abs().amax(-1, keepdim=True)
     assert ((got - want).abs() <= ulp).all(), ((got - want).abs() / ulp).max()
     assert (got == want).float().mean() > 0.9 and want.abs().amax() > 0
+
+
+@pytest.mark.parametrize("headdim", [1, 4, 8, 24])
+def test_restore_kernel_takes_head_dims_under_16_as_a_gpu_compiles_it(monkeypatch, headdim):
+    """Head dims under 16 (any positive one reaches the backward: the FP8 emulation serves every call, also on a GPU)
+    with the rotation: the product with its +-1 matrix is an fp16 tl.dot, whose K a GPU compile requires >= 16
+    (Triton's NVIDIA min_dot_size). The interpreter accepts any size, so its lower bound is set to the GPU's here:
+    with BLOCK_D = next_power_of_2(d) a d-8 backward failed to compile on CUDA ('K >= 16'); BLOCK_D is padded to 16
+    as in the quantization pass."""
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import min_dot_size
+    from triton.runtime.interpreter import interpreter_builder
+
+    from fa3nn.fp8.backward import restore
+
+    monkeypatch.setitem(interpreter_builder.codegen_fns, "min_dot_size", min_dot_size(GPUTarget("cuda", 90, 32)))
+    torch.manual_seed(headdim)
+    x8 = (torch.randn(2, 37, 3, headdim) * 8).clamp(-448, 448).to(torch.float8_e4m3fn)
+    descale = torch.rand(2, 3, 3) * 4
+    for rotation in (None, fa3nn.fp8.make_state(fa3nn.PerTileScaling(), 3).rotation(headdim)):
+        want = restore(x8, descale, 16, None, None, rotation, torch.float16, kernel=False).float()
+        got = restore(x8, descale, 16, None, None, rotation, torch.float16, kernel=True).float()
+        ulp = torch.finfo(torch.float16).eps * want.abs().amax(-1, keepdim=True)
+        assert ((got - want).abs() <= ulp).all() and want.abs().amax() > 0

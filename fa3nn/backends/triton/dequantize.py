@@ -77,8 +77,11 @@ def dequantize_rows(x8: torch.Tensor, descale: torch.Tensor, row_base: torch.Ten
     if pairs == 0:
         return out
     rotate = signs is not None
+    # at least 16 columns: the rotation's fp16 tl.dot needs K >= 16 on a GPU (Triton's NVIDIA min_dot_size; the
+    # interpreter takes any), and head dims under 16 reach here through the FP8 emulation, which serves every call
+    block_d = max(16, triton.next_power_of_2(d))
     grid = (triton.cdiv(pairs, BLOCK_R),)
     _dequantize_kernel[grid](x8.view(torch.uint8), row_base, descale.contiguous(), signs if rotate else descale,
                              c if rotate else descale, out, pairs, heads, descale.shape[-1], D=d,
-                             BLOCK_D=triton.next_power_of_2(d), BLOCK=BLOCK_R, BLOCK_N=BLOCK_N, ROTATE=rotate)
+                             BLOCK_D=block_d, BLOCK=BLOCK_R, BLOCK_N=BLOCK_N, ROTATE=rotate)
     return out
