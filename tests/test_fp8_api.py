@@ -200,6 +200,29 @@ def test_restore_is_the_quantized_input_in_its_basis(headdim):
     assert ((got - exact).abs() <= torch.finfo(torch.bfloat16).eps * exact.abs().amax(-1, keepdim=True)).all()
 
 
+def test_restore_on_cuda_without_triton_is_the_definition(monkeypatch):
+    """restore's default (kernel=None) is the Triton pass on CUDA tensors, but triton is an optional dependency
+    (fa3nn[triton]) and the FP8 emulation serves GPU calls without it: there the backward must take the PyTorch
+    definition, as it did before the pass became the default, not fail importing triton. A CUDA x8 on a machine
+    without triton is stood in for: is_cuda reports True, the Triton backend says triton is not installed and the
+    pass's module cannot be imported."""
+    import sys
+
+    import fa3nn.backends.triton as triton_backend
+
+    torch.manual_seed(0)
+    x8 = (torch.randn(2, 37, 3, 64) * 8).to(torch.float8_e4m3fn)
+    descale = torch.rand(2, 3, 3)
+    rotation = make_state(fa3nn.PerTileScaling(), 0).rotation(64)
+    want = fp8_restore(x8, descale, 16, None, None, rotation, torch.bfloat16, kernel=False)
+    monkeypatch.setattr(triton_backend, "_TRITON_INSTALLED", False)
+    monkeypatch.setitem(sys.modules, "fa3nn.backends.triton.dequantize", None)  # importing it fails, as without triton
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    got = fp8_restore(x8, descale, 16, None, None, rotation, torch.bfloat16)
+    monkeypatch.undo()
+    assert torch.equal(got, want)
+
+
 @pytest.mark.parametrize("recipe_name", ["per_tile_incoherent", "current", "delayed"])
 def test_compile_fullgraph_module_with_fp8(recipe_name):
     """torch.compile(fullgraph=True) over a FlashAttentionV3 with an FP8 recipe: no graph break, the same outputs,

@@ -78,13 +78,14 @@ def restore(x8: torch.Tensor, descale: torch.Tensor, block: int, cu_seqlens: tor
     here, on e4m3 reads, replaced rotating dQ and dK back after the backward: two (rows x d x d) GEMMs on 16-bit
     gradients and 14 small launches, 0.38 ms at 16k tokens x 16 heads on an H100, s48a).
 
-    kernel: None = the Triton pass (fa3nn.backends.triton.dequantize) on CUDA tensors, the definition elsewhere; True
-    / False force one. The pass reads 1 byte and writes 2 per element, with the rotation as a tensor-core product on
+    kernel: None = the Triton pass (fa3nn.backends.triton.dequantize) on CUDA tensors where triton is installed (an
+    optional dependency: the FP8 emulation serves GPU calls without it), the definition elsewhere; True / False force
+    one. The pass reads 1 byte and writes 2 per element, with the rotation as a tensor-core product on
     the e4m3 values widened to fp16 (exact) with float32 accumulation: the definition bit for bit without a rotation,
     with one within float32 summation order (tests/test_fp8_triton_interpreter.py)."""
     block = rows_per_tile(block, x8.shape[1] if cu_seqlens is None else max_seqlen)
     signs, c = _signs(rotation, x8.device)
-    if x8.is_cuda if kernel is None else kernel:  # True on the CPU: the tests' TRITON_INTERPRET=1
+    if _kernel_by_default(x8) if kernel is None else kernel:  # True on the CPU: the tests' TRITON_INTERPRET=1
         from fa3nn.backends.triton.dequantize import dequantize_rows  # imports triton: kernel calls only
 
         return dequantize_rows(x8, descale, _row_base(descale, block, x8, cu_seqlens), dtype, signs, c)
@@ -96,6 +97,14 @@ def restore(x8: torch.Tensor, descale: torch.Tensor, block: int, cu_seqlens: tor
         values = values @ signs.to(torch.float32)
         scale = scale * c
     return (values * scale).to(dtype)
+
+
+def _kernel_by_default(x8: torch.Tensor) -> bool:
+    """restore's kernel=None: the Triton pass on CUDA tensors where triton is installed (fa3nn.backends.triton's
+    flag, found once at import without importing triton)."""
+    from fa3nn.backends import triton as triton_backend
+
+    return x8.is_cuda and triton_backend._TRITON_INSTALLED
 
 
 def _signs(rotation: torch.Tensor | None, device: torch.device) -> tuple[torch.Tensor | None, torch.Tensor | None]:
