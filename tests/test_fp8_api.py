@@ -200,6 +200,20 @@ def test_restore_is_the_quantized_input_in_its_basis(headdim):
     assert ((got - exact).abs() <= torch.finfo(torch.bfloat16).eps * exact.abs().amax(-1, keepdim=True)).all()
 
 
+def test_restore_is_its_definition_under_autocast():
+    """restore's definition is a float32 product with the rotation's +-1 matrix, rounded once: under a caller's
+    autocast (its CPU bf16 one here) the matmul was cast to bf16 (0.125 off at these values). fa3nn::fwd_fp8's
+    backward runs it with autocast off; restore called directly must not depend on the caller's autocast either."""
+    torch.manual_seed(0)
+    x8 = (torch.randn(2, 37, 3, 64) * 8).to(torch.float8_e4m3fn)
+    descale = torch.rand(2, 3, 3)
+    rotation = make_state(fa3nn.PerTileScaling(), 0).rotation(64)
+    want = fp8_restore(x8, descale, 16, None, None, rotation, torch.bfloat16)
+    with torch.autocast("cpu", torch.bfloat16):
+        got = fp8_restore(x8, descale, 16, None, None, rotation, torch.bfloat16)
+    assert torch.equal(got, want)
+
+
 def test_restore_on_cuda_without_triton_is_the_definition(monkeypatch):
     """restore's default (kernel=None) is the Triton pass on CUDA tensors, but triton is an optional dependency
     (fa3nn[triton]) and the FP8 emulation serves GPU calls without it: there the backward must take the PyTorch

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import torch
 
+from fa3nn.autocast import autocast_off
 from fa3nn.fp8.scaling import num_tiles, rows_from_tiles
 from fa3nn.packed import sequence_positions
 
@@ -94,7 +95,8 @@ def restore(x8: torch.Tensor, descale: torch.Tensor, block: int, cu_seqlens: tor
     scale = rows_from_tiles(descale, block, rows, cu_seqlens).contiguous().unsqueeze(-1)
     values = x8.to(torch.float32, memory_format=torch.contiguous_format)  # the GEMM's sums: layout-independent
     if signs is not None:
-        values = values @ signs.to(torch.float32)
+        with autocast_off(x8.device):  # float32 whatever the caller's autocast (which would cast it to bf16 / fp16)
+            values = values @ signs.to(torch.float32)
         scale = scale * c
     return (values * scale).to(dtype)
 
