@@ -217,10 +217,11 @@ def test_dequantize_kernel_is_the_torch_definition(varlen, rotate):
     """fa3nn.fp8.backward.restore on the GPU (the Triton pass) against its PyTorch form on the CPU in bf16: without
     a rotation bitwise on every e4m3 byte (NaN and subnormals included); with one (the rotation's +-1 GEMM on the
     tensor cores) within one bf16 ulp at each row's largest entry, on values spanning subnormals to 448. Per-tile
-    descales, dense and packed with an empty sequence, head dims 128 and 256."""
+    descales, dense and packed with an empty sequence, head dims 8 (BLOCK_D padded to tl.dot's minimum K of 16), 96,
+    128 and 256."""
     from fa3nn.fp8.backward import restore
 
-    for d in (128, 256):
+    for d in (8, 96, 128, 256):
         shape = (2, 300, 4, d) if not varlen else (600, 4, d)
         if rotate:
             torch.manual_seed(d)
