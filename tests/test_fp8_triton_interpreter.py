@@ -513,3 +513,48 @@ def test_restore_kernel_takes_head_dims_under_16_as_a_gpu_compiles_it(monkeypatc
         got = restore(x8, descale, 16, None, None, rotation, torch.float16, kernel=True).float()
         ulp = torch.finfo(torch.float16).eps * want.abs().amax(-1, keepdim=True)
         assert ((got - want).abs() <= ulp).all() and want.abs().amax() > 0
+
+
+@pytest.mark.parametrize("varlen", [False, True])
+def test_compiled_fp8_training_with_the_triton_restore(monkeypatch, varlen):
+    """torch.compile over FP8 training whose backward restores Q and K with the Triton pass (restore's default on
+    CUDA; on the CPU made the default here): AOTAutograd traces fa3nn::fwd_fp8's backward on fake tensors, where a
+    raw Triton launch cannot run (on the GPU a FakeTensor has no data pointer; under the interpreter 'Attempted to
+    access the data pointer on an invalid python storage'). The pass is a custom op with a fake implementation when
+    traced; the compiled gradients are eager's, bit for bit."""
+    import fa3nn.fp8.backward as fp8_backward
+
+    monkeypatch.setattr(fp8_backward, "_kernel_by_default", lambda x8: True)
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    recipe = fa3nn.PerTileScaling(block_q=16, block_k=16)
+    eager = fa3nn.FlashAttentionV3(causal=True, fp8=recipe, layer_idx=2).train()
+    compiled = torch.compile(fa3nn.FlashAttentionV3(causal=True, fp8=recipe, layer_idx=2).train(), fullgraph=True,
+                             backend="aot_eager")
+    q = torch.randn(1, 40, 4, 32).half()
+    k, v = (torch.randn(1, 40, 2, 32).half() for _ in range(2))
+    extra = ()
+    if varlen:
+        q, k, v = q[0], k[0], v[0]
+        extra = (torch.tensor([0, 15, 15, 40], dtype=torch.int32),) * 2 + (25, 25)
+    results = []
+    for layer in (eager, compiled):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = layer(*leaves, *extra)
+        results.append((out, *torch.autograd.grad(out.float().sum(), leaves)))
+    for got, want in zip(*results):
+        assert torch.equal(got, want)
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("rotate", [False, True])
+def test_opcheck_restore_rows(rotate):
+    """fa3nn::restore_rows (the Triton restore pass as a custom op, for traced backwards; e4m3 bits as uint8):
+    torch.library.opcheck."""
+    from fa3nn.fp8.backward import _row_base, _signs
+
+    x8 = (torch.randn(2, 37, 3, 64) * 8).to(torch.float8_e4m3fn)
+    descale = torch.rand(2, 3, 3)
+    signs, c = _signs(make_state(fa3nn.PerTileScaling(), 3).rotation(64) if rotate else None, x8.device)
+    torch.library.opcheck(torch.ops.fa3nn.restore_rows.default,
+                          (x8.view(torch.uint8), descale, _row_base(descale, 16, x8, None), torch.float16, signs, c))

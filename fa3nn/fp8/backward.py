@@ -33,7 +33,10 @@ This module maps the saved e4m3 tensors back to what fa3nn::bwd takes; fa3nn.ops
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
+from torch._subclasses.fake_tensor import is_fake  # (loaded with torch itself)
 
 from fa3nn.autocast import autocast_off
 from fa3nn.fp8.scaling import num_tiles, rows_from_tiles
@@ -87,9 +90,10 @@ def restore(x8: torch.Tensor, descale: torch.Tensor, block: int, cu_seqlens: tor
     block = rows_per_tile(block, x8.shape[1] if cu_seqlens is None else max_seqlen)
     signs, c = _signs(rotation, x8.device)
     if _kernel_by_default(x8) if kernel is None else kernel:  # True on the CPU: the tests' TRITON_INTERPRET=1
-        from fa3nn.backends.triton.dequantize import dequantize_rows  # imports triton: kernel calls only
-
-        return dequantize_rows(x8, descale, _row_base(descale, block, x8, cu_seqlens), dtype, signs, c)
+        row_base = _row_base(descale, block, x8, cu_seqlens)
+        if torch.compiler.is_compiling() or is_fake(x8):  # traced (fa3nn::fwd_fp8's backward under torch.compile)
+            return torch.ops.fa3nn.restore_rows(x8.view(torch.uint8), descale, row_base, dtype, signs, c)
+        return _restore_rows_impl(x8, descale, row_base, dtype, signs, c)  # eager: without the op's dispatch
     rows = x8.shape[1] if cu_seqlens is None else x8.shape[0]
     # contiguous: a multiply by the dense layout's transposed view could not coalesce its dims (s47)
     scale = rows_from_tiles(descale, block, rows, cu_seqlens).contiguous().unsqueeze(-1)
@@ -99,6 +103,25 @@ def restore(x8: torch.Tensor, descale: torch.Tensor, block: int, cu_seqlens: tor
             values = values @ signs.to(torch.float32)
         scale = scale * c
     return (values * scale).to(dtype)
+
+
+def _restore_rows_impl(x8: torch.Tensor, descale: torch.Tensor, row_base: torch.Tensor, dtype: torch.dtype,
+                       signs: Optional[torch.Tensor], c: Optional[torch.Tensor]) -> torch.Tensor:
+    """The Triton pass; x8: e4m3, or its bits as uint8 (the op's: opcheck cannot multiply float8)."""
+    from fa3nn.backends.triton.dequantize import dequantize_rows  # imports triton: kernel calls only
+
+    return dequantize_rows(x8.view(torch.float8_e4m3fn), descale, row_base, dtype, signs, c)
+
+
+# The Triton pass as a custom op, for traced calls: torch.compile's AOTAutograd runs fa3nn::fwd_fp8's backward on
+# fake tensors, where a raw Triton launch cannot run (a FakeTensor has no data pointer); the op is one opaque node
+# with the shape of its output. Eager calls launch the pass directly (a custom op's dispatch costs host time).
+_restore_rows = torch.library.custom_op("fa3nn::restore_rows", _restore_rows_impl, mutates_args=())
+
+
+@_restore_rows.register_fake
+def _(x8, descale, row_base, dtype, signs, c):
+    return x8.new_empty(x8.shape, dtype=dtype)
 
 
 def _kernel_by_default(x8: torch.Tensor) -> bool:
