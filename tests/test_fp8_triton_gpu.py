@@ -242,3 +242,22 @@ def test_dequantize_kernel_is_the_torch_definition(varlen, rotate):
             assert cpu.float().abs().amax() > 0
         else:
             assert torch.equal(cpu.isnan(), gpu.isnan()) and torch.equal(cpu[~cpu.isnan()], gpu[~gpu.isnan()]), d
+
+
+def test_compile_fp8_training_on_the_gpu():
+    """torch.compile(fullgraph=True) over a FlashAttentionV3 training with FP8 on the GPU: the backward restores Q and
+    K with the Triton pass, which AOTAutograd traces on fake tensors (fa3nn::restore_rows, f5b0060); out and every
+    gradient equal eager's. (The CPU tests compile only the emulation's PyTorch backward, and the interpreter's.)"""
+    torch._dynamo.reset()
+    eager = fa3nn.FlashAttentionV3(causal=True, fp8=True, layer_idx=2).train()
+    compiled = torch.compile(fa3nn.FlashAttentionV3(causal=True, fp8=True, layer_idx=2).train(), fullgraph=True,
+                             backend="aot_eager")
+    q, k, v = qkv(2, 300, 300, 4, 2, 128)
+    results = []
+    for layer in (eager, compiled):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = layer(*leaves)
+        results.append((out, *torch.autograd.grad(out.float().sum(), leaves)))
+    for name, got, want in zip(("out", "dq", "dk", "dv"), *results):
+        assert torch.equal(got, want), name
+    torch._dynamo.reset()
