@@ -247,11 +247,11 @@ def test_dequantize_kernel_is_the_torch_definition(varlen, rotate):
 def test_compile_fp8_training_on_the_gpu():
     """torch.compile(fullgraph=True) over a FlashAttentionV3 training with FP8 on the GPU: the backward restores Q and
     K with the Triton pass, which AOTAutograd traces on fake tensors (fa3nn::restore_rows, f5b0060); out and every
-    gradient equal eager's. (The CPU tests compile only the emulation's PyTorch backward, and the interpreter's.)"""
+    gradient equal eager's (deterministic: no atomics in the backward). (The CPU tests compile only the emulation's
+    PyTorch backward, and the interpreter's.)"""
     torch._dynamo.reset()
-    eager = fa3nn.FlashAttentionV3(causal=True, fp8=True, layer_idx=2).train()
-    compiled = torch.compile(fa3nn.FlashAttentionV3(causal=True, fp8=True, layer_idx=2).train(), fullgraph=True,
-                             backend="aot_eager")
+    layers = [fa3nn.FlashAttentionV3(causal=True, deterministic=True, fp8=True, layer_idx=2).train() for _ in range(2)]
+    eager, compiled = layers[0], torch.compile(layers[1], fullgraph=True, backend="aot_eager")
     q, k, v = qkv(2, 300, 300, 4, 2, 128)
     results = []
     for layer in (eager, compiled):
