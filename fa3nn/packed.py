@@ -1,8 +1,9 @@
 """Row arithmetic of packed (varlen) batches: sequences laid end to end, delimited by cu_seqlens (batch + 1 offsets).
 
 One definition for every place that maps packed rows back to their sequences (FP8 scale tiles, the packed Vᵀ
-layout, the backward's dequantization, kvcache tokens), computed on the device without a host sync:
-searchsorted over the sequence ends, where repeat_interleave(lengths) would read the lengths on the host.
+layout, kvcache tokens; the FP8 backward's restore pass searches cu_seqlens in its kernel by the same rule), computed
+on the device without a host sync: searchsorted over the sequence ends, where repeat_interleave(lengths) would read
+the lengths on the host.
 """
 
 from __future__ import annotations

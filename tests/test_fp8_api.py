@@ -584,3 +584,19 @@ def test_fp8_saturates_inf_and_propagates_nan(recipe, name):
     poisoned[name][0, 5, 1, 7] = float("nan")
     out, bf16 = fa3nn.flash_attn_func(**poisoned, fp8=recipe), fa3nn.flash_attn_func(**poisoned)
     assert torch.equal(torch.isnan(out), torch.isnan(bf16)) and torch.isnan(out).any()
+
+
+def test_restore_keeps_the_rotations_signs_per_tensor_and_version():
+    """restore's +-1 matrix and c are made once per rotation tensor (host time: s48b) and made again when that tensor
+    changes in place (load_state_dict copies new signs into a layer's buffers) or another tensor comes."""
+    from fa3nn.fp8.backward import _signs
+
+    rotation = make_state(fa3nn.PerTileScaling(), 0).rotation(64).clone()
+    first = _signs(rotation, rotation.device)
+    assert _signs(rotation, rotation.device)[0] is first[0]  # kept
+    assert torch.equal(first[0].float() * first[1], rotation.T) and set(first[0].unique().tolist()) == {-1.0, 1.0}
+    rotation.mul_(-1)
+    flipped = _signs(rotation, rotation.device)
+    assert torch.equal(flipped[0], -first[0]) and torch.equal(flipped[1], first[1])
+    other = make_state(fa3nn.PerTileScaling(), 5).rotation(64)
+    assert torch.equal(_signs(other, other.device)[0].float() * first[1], other.T)

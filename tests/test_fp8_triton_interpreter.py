@@ -547,14 +547,34 @@ def test_compiled_fp8_training_with_the_triton_restore(monkeypatch, varlen):
     torch._dynamo.reset()
 
 
+@pytest.mark.parametrize("varlen", [False, True])
 @pytest.mark.parametrize("rotate", [False, True])
-def test_opcheck_restore_rows(rotate):
+def test_opcheck_restore_rows(rotate, varlen):
     """fa3nn::restore_rows (the Triton restore pass as a custom op, for traced backwards; e4m3 bits as uint8):
-    torch.library.opcheck."""
-    from fa3nn.fp8.backward import _row_base, _signs
+    torch.library.opcheck, dense and packed."""
+    from fa3nn.fp8.backward import _signs
 
     x8 = (torch.randn(2, 37, 3, 64) * 8).to(torch.float8_e4m3fn)
     descale = torch.rand(2, 3, 3)
+    cu = torch.tensor([0, 30, 74], dtype=torch.int32) if varlen else None
+    if varlen:
+        x8 = x8.flatten(0, 1)
     signs, c = _signs(make_state(fa3nn.PerTileScaling(), 3).rotation(64) if rotate else None, x8.device)
     torch.library.opcheck(torch.ops.fa3nn.restore_rows.default,
-                          (x8.view(torch.uint8), descale, _row_base(descale, 16, x8, None), torch.float16, signs, c))
+                          (x8.view(torch.uint8), descale, cu, 16, torch.float16, signs, c))
+
+
+@pytest.mark.parametrize("lengths", [[0, 7, 0, 0, 19, 1, 0, 33, 2, 0, 0, 5, 0], [40], [0, 40], [40, 0], [3] * 17])
+def test_restore_pass_finds_each_rows_sequence(lengths):
+    """The restore pass finds a packed row's sequence by a binary search over cu_seqlens in the kernel (no per-row
+    tensor from the host): empty sequences first, last and in runs, one sequence, batches past a power of two; each
+    row takes its own sequence's tiles (descales differ per sequence and tile), bitwise the PyTorch definition."""
+    from fa3nn.fp8.backward import restore
+
+    cu = torch.nn.functional.pad(torch.tensor(lengths).cumsum(0), (1, 0)).to(torch.int32)
+    total, batch = int(cu[-1]), len(lengths)
+    x8 = (torch.randn(total, 2, 32) * 4).to(torch.float8_e4m3fn)
+    descale = torch.arange(1, batch * 2 * 5 + 1, dtype=torch.float32).view(batch, 2, 5) / 8  # all distinct
+    want = restore(x8, descale, 8, cu, max(lengths), None, torch.float16, kernel=False)
+    got = restore(x8, descale, 8, cu, max(lengths), None, torch.float16, kernel=True)
+    assert torch.equal(got, want) and (want != 0).any()

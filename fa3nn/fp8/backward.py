@@ -40,7 +40,6 @@ from torch._subclasses.fake_tensor import is_fake  # (loaded with torch itself)
 
 from fa3nn.autocast import autocast_off
 from fa3nn.fp8.scaling import num_tiles, rows_from_tiles
-from fa3nn.packed import sequence_positions
 
 
 def rows_per_tile(block: int, seqlen_or_max: int) -> int:
@@ -54,19 +53,6 @@ def descale_shape(x: torch.Tensor, block: int, cu_seqlens: torch.Tensor | None, 
     batch = x.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
     rows = x.shape[1] if cu_seqlens is None else max_seqlen
     return batch, x.shape[-2], num_tiles(rows, rows_per_tile(block, rows))
-
-
-def _row_base(descale: torch.Tensor, block: int, x8: torch.Tensor, cu_seqlens: torch.Tensor | None) -> torch.Tensor:
-    """int64 per row of x8 (dense rows batch-major, or packed): batch * heads * tiles + the row's tile, the offset of
-    its (batch, head 0, tile) descale in a contiguous (batch, heads, tiles) tensor: what the Triton dequantization
-    reads. No host sync (fa3nn.packed)."""
-    _, heads, tiles = descale.shape
-    if cu_seqlens is None:
-        batch, seqlen = x8.shape[0], x8.shape[1]
-        row = torch.arange(batch * seqlen, device=x8.device)
-        return row // seqlen * heads * tiles + row % seqlen // block
-    sequence, position = sequence_positions(cu_seqlens, x8.shape[0])
-    return sequence * heads * tiles + position // block
 
 
 def restore(x8: torch.Tensor, descale: torch.Tensor, block: int, cu_seqlens: torch.Tensor | None, max_seqlen: int,
@@ -90,10 +76,9 @@ def restore(x8: torch.Tensor, descale: torch.Tensor, block: int, cu_seqlens: tor
     block = rows_per_tile(block, x8.shape[1] if cu_seqlens is None else max_seqlen)
     signs, c = _signs(rotation, x8.device)
     if _kernel_by_default(x8) if kernel is None else kernel:  # True on the CPU: the tests' TRITON_INTERPRET=1
-        row_base = _row_base(descale, block, x8, cu_seqlens)
         if torch.compiler.is_compiling() or is_fake(x8):  # traced (fa3nn::fwd_fp8's backward under torch.compile)
-            return torch.ops.fa3nn.restore_rows(x8.view(torch.uint8), descale, row_base, dtype, signs, c)
-        return _restore_rows_impl(x8, descale, row_base, dtype, signs, c)  # eager: without the op's dispatch
+            return torch.ops.fa3nn.restore_rows(x8.view(torch.uint8), descale, cu_seqlens, block, dtype, signs, c)
+        return _restore_rows_impl(x8, descale, cu_seqlens, block, dtype, signs, c)  # eager: without the op's dispatch
     rows = x8.shape[1] if cu_seqlens is None else x8.shape[0]
     # contiguous: a multiply by the dense layout's transposed view could not coalesce its dims (s47)
     scale = rows_from_tiles(descale, block, rows, cu_seqlens).contiguous().unsqueeze(-1)
@@ -105,12 +90,12 @@ def restore(x8: torch.Tensor, descale: torch.Tensor, block: int, cu_seqlens: tor
     return (values * scale).to(dtype)
 
 
-def _restore_rows_impl(x8: torch.Tensor, descale: torch.Tensor, row_base: torch.Tensor, dtype: torch.dtype,
-                       signs: Optional[torch.Tensor], c: Optional[torch.Tensor]) -> torch.Tensor:
+def _restore_rows_impl(x8: torch.Tensor, descale: torch.Tensor, cu_seqlens: Optional[torch.Tensor], block: int,
+                       dtype: torch.dtype, signs: Optional[torch.Tensor], c: Optional[torch.Tensor]) -> torch.Tensor:
     """The Triton pass; x8: e4m3, or its bits as uint8 (the op's: opcheck cannot multiply float8)."""
     from fa3nn.backends.triton.dequantize import dequantize_rows  # imports triton: kernel calls only
 
-    return dequantize_rows(x8.view(torch.float8_e4m3fn), descale, row_base, dtype, signs, c)
+    return dequantize_rows(x8.view(torch.float8_e4m3fn), descale, block, cu_seqlens, dtype, signs, c)
 
 
 # The Triton pass as a custom op, for traced calls: torch.compile's AOTAutograd runs fa3nn::fwd_fp8's backward on
@@ -120,7 +105,7 @@ _restore_rows = torch.library.custom_op("fa3nn::restore_rows", _restore_rows_imp
 
 
 @_restore_rows.register_fake
-def _(x8, descale, row_base, dtype, signs, c):
+def _(x8, descale, cu_seqlens, block, dtype, signs, c):
     return x8.new_empty(x8.shape, dtype=dtype)
 
 
@@ -134,12 +119,32 @@ def _kernel_by_default(x8: torch.Tensor) -> bool:
 
 def _signs(rotation: torch.Tensor | None, device: torch.device) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """rotationᵀ / c as fp16 (entries 0 / +-1, exact) and c (float32, one element): the random-sign Hadamard
-    rotations of fa3nn.fp8.hadamard have entries 0 or +-c (c = 1 / sqrt(block))."""
+    rotations of fa3nn.fp8.hadamard have entries 0 or +-c (c = 1 / sqrt(block)). Kept per rotation tensor (each
+    layer's is one cached tensor, fa3nn.fp8.hadamard.HadamardRotation.rotation): making them is 5 small launches of
+    host time per backward call (s48b: the FP8 training step is host-bound)."""
     if rotation is None:
         return None, None
-    rotation = rotation.to(device, torch.float32)
+    if torch.compiler.is_compiling() or is_fake(rotation):  # traced: an identity-keyed cache cannot be
+        return _make_signs(rotation.to(device))
+    key = (id(rotation), device)
+    kept = _SIGNS.get(key)
+    if kept is None or kept[0] is not rotation or kept[1] != rotation._version:
+        if len(_SIGNS) >= _SIGNS_KEPT:
+            _SIGNS.pop(next(iter(_SIGNS)))
+        kept = _SIGNS[key] = (rotation, rotation._version, *_make_signs(rotation.to(device)))
+    return kept[2], kept[3]
+
+
+def _make_signs(rotation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    rotation = rotation.to(torch.float32)
     c = rotation.abs().amax().reshape(1)
     return (rotation.T / c).to(torch.float16).contiguous(), c
+
+
+# {(id(rotation), device): (rotation, its _version, signs, c)}: the tensor itself is held so that its id cannot pass
+# to another; the oldest is dropped past this many (a model has one rotation per layer)
+_SIGNS: dict = {}
+_SIGNS_KEPT = 256
 
 
 def empty_quantized(q: torch.Tensor, k: torch.Tensor, block_q: int, block_k: int, cu_seqlens_q, cu_seqlens_k,
