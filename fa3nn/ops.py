@@ -309,8 +309,7 @@ def _holds_no_values(t: Tensor) -> bool:
     return t.device.type == "meta" or is_fake(t)
 
 
-@torch.library.custom_op("fa3nn::fwd_fp8", mutates_args=())
-def attention_forward_fp8(
+def _forward_fp8_impl(
     q: Tensor,
     k: Tensor,
     v: Tensor,
@@ -405,6 +404,9 @@ def _fp8_kernel(chosen: str, operands, params: AttnParams, varlen: Varlen | None
     return out, lse.to(saved_lse_dtype(out_dtype))
 
 
+attention_forward_fp8 = torch.library.custom_op("fa3nn::fwd_fp8", _forward_fp8_impl, mutates_args=())
+
+
 @attention_forward_fp8.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, window_left, window_right,
       softcap, deterministic, backend, block_q, block_k, rotation, tensor_scales, fast_exp2=False, sm_margin=0,
@@ -435,21 +437,60 @@ def _setup_fwd_fp8(ctx, inputs, output):
     _setup_context(ctx, (q8, k8, *inputs[2:]), output, None, sm_margin, extra=(q_descale, k_descale, rotation))
 
 
-def _backward_fp8(ctx, dout, dlse, *unused_grads):  # amax, q8, k8 and the descales have no gradient
+def _backward_fp8(ctx, dout, dlse, *unused_grads, backward=attention_backward):  # amax, q8, k8, descales: none
     """fa3nn::fwd_fp8's backward: _backward's, or with backward_from_quantized fa3nn::bwd from q8 and k8 dequantized
-    to v's dtype with the recipe's rotation undone (fa3nn.fp8.backward.restore)."""
+    to v's dtype with the recipe's rotation undone (fa3nn.fp8.backward.restore). `backward`: fa3nn::bwd, or its
+    implementation in eager mode (_EagerAttentionFP8)."""
     if not ctx.from_quantized:
-        return _gradients(attention_backward, ctx, dout, dlse)
+        return _gradients(backward, ctx, dout, dlse)
     q8, k8, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks, q_descale, k_descale, rotation = ctx.saved_tensors
     q8, k8 = q8.view(E4M3), k8.view(E4M3)
     max_seqlen_q, max_seqlen_k = ctx.scalars[:2]
     with autocast_off(dout.device):  # a caller's autocast must not change the dequantization's or the GEMM's dtypes
         q = fp8_backward.restore(q8, q_descale, ctx.blocks[0], cu_seqlens_q, max_seqlen_q, rotation, v.dtype)
         k = fp8_backward.restore(k8, k_descale, ctx.blocks[1], cu_seqlens_k, max_seqlen_k, rotation, v.dtype)
-        return _gradients(attention_backward, ctx, dout, dlse, (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks))
+        return _gradients(backward, ctx, dout, dlse, (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks))
 
 
 attention_forward_fp8.register_autograd(_backward_fp8, setup_context=_setup_fwd_fp8)
+
+FP8_DOUBLE_BACKWARD_REFUSAL = (
+    "fa3nn FP8 attention does not support double backward (differentiating gradients taken with create_graph=True, "
+    "e.g. a gradient penalty): its backward is a kernel's, with no autograd history; use fp8=None with "
+    "backend='reference' for that"
+)
+
+
+class _EagerAttentionFP8(torch.autograd.Function):
+    """fa3nn::fwd_fp8 and its backward without the custom-op dispatcher, for eager mode (as _EagerAttention): the
+    dispatch (argument normalization, redispatch, the generated autograd wrapper) was ~30% of the FP8 op's host time
+    in a training step (cProfile, s48d), and the FP8 step is host-bound at 2k tokens per sequence (s48b). Same
+    functions, saved tensors and gradients; a double backward raises FP8_DOUBLE_BACKWARD_REFUSAL (the op's raised
+    torch's 'no autograd formula' for fa3nn::bwd)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, *arguments):  # arguments: fa3nn::fwd_fp8's, after v
+        output = _forward_fp8_impl(q, k, v, *arguments)
+        _setup_fwd_fp8(ctx, (q, k, v, *arguments), output)
+        return output
+
+    @staticmethod
+    def backward(ctx, dout, dlse, *unused_grads):
+        if not torch.is_grad_enabled():
+            return _backward_fp8(ctx, dout, dlse, backward=_backward_impl)
+        with torch.no_grad():  # grad mode: create_graph=True
+            gradients = _backward_fp8(ctx, dout, dlse, backward=_backward_impl)
+        q, k, v = ctx.saved_tensors[:3]
+        return _OnceDifferentiable.apply(FP8_DOUBLE_BACKWARD_REFUSAL, len(gradients), *gradients, q, k, v, None, dout,
+                                         dlse)
+
+
+def attention_call_fp8(q, k, v, *arguments) -> tuple[Tensor, ...]:
+    """fa3nn::fwd_fp8 with its autograd: the registered custom op where torch.compile traces, the same
+    implementation through _EagerAttentionFP8 in eager mode. arguments: fa3nn::fwd_fp8's after v."""
+    if torch.compiler.is_compiling() or _holds_no_values(q):
+        return attention_forward_fp8(q, k, v, *arguments)
+    return _EagerAttentionFP8.apply(q, k, v, *arguments)
 
 
 @torch.library.custom_op("fa3nn::fwd_fp8_inputs", mutates_args=())

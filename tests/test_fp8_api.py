@@ -600,3 +600,36 @@ def test_restore_keeps_the_rotations_signs_per_tensor_and_version():
     assert torch.equal(flipped[0], -first[0]) and torch.equal(flipped[1], first[1])
     other = make_state(fa3nn.PerTileScaling(), 5).rotation(64)
     assert torch.equal(_signs(other, other.device)[0].float() * first[1], other.T)
+
+
+@pytest.mark.parametrize("from_quantized", [False, True])
+@pytest.mark.parametrize("varlen", [False, True])
+def test_eager_fp8_path_is_the_op_without_its_dispatch(varlen, from_quantized):
+    """Eager FP8 calls run fa3nn::fwd_fp8's implementation through a plain autograd.Function (fa3nn.ops.
+    attention_call_fp8: the custom op's dispatch was ~30% of the FP8 op's host time, s48d): outputs and gradients
+    are the op's bit for bit, dense and packed, from either backward_from."""
+    from fa3nn.ops import attention_call_fp8
+
+    args = op_args("per_tile_incoherent", varlen)
+    tail = (False, 0, from_quantized)
+    eager = attention_call_fp8(*args, *tail)
+    assert type(eager[0].grad_fn).__name__ == "_EagerAttentionFP8Backward"
+    op = attention_forward_fp8(*args, *tail)
+    assert "fa3nn_fwd_fp8" in type(op[0].grad_fn).__name__
+    for a, b in zip(eager, op):
+        assert torch.equal(a, b)
+    dout = torch.randn_like(op[0])
+    for a, b in zip(torch.autograd.grad(eager[0], args[:3], dout), torch.autograd.grad(op[0], args[:3], dout)):
+        assert torch.equal(a, b)
+    assert [t.requires_grad for t in eager] == [True, True] + [False] * 5
+
+
+def test_fp8_double_backward_says_it_is_unsupported():
+    """A gradient penalty through FP8 attention: first-order gradients with create_graph=True are fine, the second
+    derivative raises a message that names FP8 attention (the op raised torch's 'no autograd formula' for
+    fa3nn.bwd)."""
+    q, k, v = bf16_qkv(1, 40, 40, 2, 2, 32, requires_grad=True)
+    out = fa3nn.flash_attn_func(q, k, v, fp8=fa3nn.PerTileScaling())
+    dq = torch.autograd.grad(out.float().pow(2).sum(), q, create_graph=True)[0]
+    with pytest.raises(RuntimeError, match="fa3nn FP8 attention does not support double backward"):
+        dq.float().pow(2).sum().backward()

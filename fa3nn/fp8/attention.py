@@ -60,9 +60,11 @@ def fp8_attention_forward(
         arguments["tensor_scales"] = state.forward_scale
     if cu_seqlens_q is None:
         max_seqlen_q, max_seqlen_k = q.shape[1], k.shape[1]
-    # fa3nn.ops registers the op when fa3nn is imported; calling it through torch.ops keeps fa3nn.fp8 free of an
-    # import cycle (fa3nn.ops imports the quantization pass and the emulation from here).
-    out, lse, amax, *_ = torch.ops.fa3nn.fwd_fp8(
+    # fa3nn.ops imports the quantization pass and the emulation from fa3nn.fp8: imported here, at the call, to keep
+    # fa3nn.fp8 free of an import cycle (fa3nn.ops is loaded with fa3nn, so this is a lookup)
+    from fa3nn.ops import attention_call_fp8
+
+    out, lse, amax, *_ = attention_call_fp8(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, params.softmax_scale, params.window.left,
         params.window.right, params.softcap, params.deterministic, backend, arguments["block_q"],
         arguments["block_k"], arguments["rotation"], arguments["tensor_scales"], recipe.fast_exp2, params.sm_margin,
