@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Forty-eighth session, third call: the restore pass with its row offsets found in the kernel (no per-row tensor
-# from the host) and its +-1 matrix kept per rotation; the helper's fixes (fa3nn::restore_rows for traced backwards,
-# BLOCK_D >= 16, a compile-vs-eager FP8 training test); where the FP8 step's host time goes (s48b: the host issued
-# one step in 0.79 ms for bf16, 1.76 / 2.61 ms for fp8 "inputs" / "quantized", against 1.7-1.9 ms of kernels).
-# Library build/final47/ (main's kernels, C ABI 7) in s47d.tar.xz.
+# Owed from the forty-eighth session (its s48d ran only the restore tests, one step timing and the profile): on main's
+# final code, the FP8 GPU tests, fp8_train_step (2k / 8k) and the host profile, now with eager FP8 calls off the
+# custom-op dispatcher (attention_call_fp8: predicted -0.1..-0.3 ms of host time per FP8 step; s48d issued one in
+# 1.76 ms for "inputs", 2.13 for "quantized", bf16 0.71). Library build/final47/ (main's kernels, C ABI 7: no kernel
+# changed since) in build/s47d.tar.xz.
 set -u
 source "$(dirname "$0")/../gpu_env.sh"
 gpu_setup /tmp/fa3nn-s48c s47d.tar.xz
