@@ -383,3 +383,14 @@ def test_call_time_switches_refuse_other_values(monkeypatch):
     monkeypatch.setenv("FA3NN_TRITON_CPU", "1")
     monkeypatch.setenv("TRITON_INTERPRET", "true")  # Triton's own variable, read as Triton reads it
     assert _interpreting()
+
+
+def test_host_next_power_of_2_is_tritons():
+    """fa3nn.backends.triton.configs.next_power_of_2 (the launchers' host-side sizes, without the cost of Triton's
+    ConstexprFunction) gives triton.next_power_of_2's value for every size a launcher meets, and past it."""
+    import triton
+
+    from fa3nn.backends.triton.configs import next_power_of_2
+
+    for n in [*range(0, 4100), 2**20 - 1, 2**20, 2**20 + 1, 2**31 - 1]:
+        assert next_power_of_2(n) == triton.next_power_of_2(n), n

@@ -26,6 +26,13 @@ class Tile:
     num_stages: int
 
 
+def next_power_of_2(n: int) -> int:
+    """triton.next_power_of_2 for the launchers' host-side sizes (n >= 1; 0 for n <= 0, as Triton's): Triton's is a
+    ConstexprFunction, ~2 us per call from the host on the CPU machine, and one FP8 quantization call made 18 (s48:
+    the FP8 training step is host-bound at 2k tokens per sequence)."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
 # Sequence buckets by max(seqlen_q, seqlen_k): <= 1024, <= 4096, longer. The autotune key uses the same buckets.
 SEQ_BUCKET_LIMITS = (1024, 4096)
 # One sequence length inside each bucket, for code that walks the buckets through the call-shape functions.

@@ -18,6 +18,8 @@ import torch
 import triton
 import triton.language as tl
 
+from fa3nn.backends.triton.configs import next_power_of_2
+
 BLOCK_R = 64  # (row, head) pairs per program: 64 x 128 bytes in, 16 KB out at d128; tl.dot wants >= 16 rows
 BLOCK_N = 64  # output columns per product with the rotation's +-1 matrix
 
@@ -106,7 +108,7 @@ def dequantize_rows(x8: torch.Tensor, descale: torch.Tensor, block: int, cu_seql
     rotate = signs is not None
     # at least 16 columns: the rotation's fp16 tl.dot needs K >= 16 on a GPU (Triton's NVIDIA min_dot_size; the
     # interpreter takes any), and head dims under 16 reach here through the FP8 emulation, which serves every call
-    block_d = max(16, triton.next_power_of_2(d))
+    block_d = max(16, next_power_of_2(d))
     grid = (triton.cdiv(pairs, BLOCK_R),)
     _dequantize_kernel[grid](x8.view(torch.uint8), cu_seqlens if varlen else descale, descale.contiguous(),
                              signs if rotate else descale, c if rotate else descale, out, pairs,

@@ -18,7 +18,7 @@ import triton
 
 from fa3nn.backends.base import lse_dtype
 from fa3nn.backends.triton import configs
-from fa3nn.backends.triton.configs import Tile
+from fa3nn.backends.triton.configs import Tile, next_power_of_2
 from fa3nn.backends.triton.fp8_kernels import _fp8_fwd_kernel
 from fa3nn.fp8.operands import check_vt_starts
 from fa3nn.masks import Window
@@ -114,8 +114,8 @@ def forward_fp8(
     else:
         batch, seqlen_q, seqlen_k = q8.shape[0], q8.shape[1], k8.shape[1]
     nheads, nheads_kv, headdim, headdim_v = q8.shape[-2], k8.shape[-2], q8.shape[-1], vt8.shape[-2]
-    block_d = max(32, triton.next_power_of_2(headdim))  # an e4m3 tensor-core step reduces over 32 elements
-    block_dv = max(32, triton.next_power_of_2(headdim_v))
+    block_d = max(32, next_power_of_2(headdim))  # an e4m3 tensor-core step reduces over 32 elements
+    block_dv = max(32, next_power_of_2(headdim_v))
     q_descale, k_descale, v_descale = (d.contiguous() for d in (q_descale, k_descale, v_descale))
     if k_descale.stride() != v_descale.stride():
         raise ValueError(f"k_descale {tuple(k_descale.shape)} and v_descale {tuple(v_descale.shape)} must have "

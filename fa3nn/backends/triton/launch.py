@@ -23,6 +23,7 @@ import triton
 from fa3nn.backends.base import AttnParams, Varlen, saved_lse_dtype
 from fa3nn.backends.triton import configs
 from fa3nn.backends.triton import kernels as K
+from fa3nn.backends.triton.configs import next_power_of_2
 from fa3nn.sinks import sinks_gradient_of_delta
 
 try:
@@ -266,8 +267,8 @@ class _Shape:
             self.cu_q = self.cu_k = q  # unused placeholders (IS_VARLEN=False never reads them)
         self.nheads, self.nheads_kv = q.shape[-2], k.shape[-2]
         self.headdim, self.headdim_v = q.shape[-1], v.shape[-1]
-        self.block_d = max(16, triton.next_power_of_2(self.headdim))
-        self.block_dv = max(16, triton.next_power_of_2(self.headdim_v))
+        self.block_d = max(16, next_power_of_2(self.headdim))
+        self.block_dv = max(16, next_power_of_2(self.headdim_v))
         window = params.window
         self.has_left, self.has_right = window.left >= 0, window.right >= 0
         self.causal = window.right == 0

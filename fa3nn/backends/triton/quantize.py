@@ -33,6 +33,7 @@ import torch
 import triton
 import triton.language as tl
 
+from fa3nn.backends.triton.configs import next_power_of_2
 from fa3nn.fp8.operands import VT_PAD, FP8Operands, padded_keys, vt_columns, vt_starts
 from fa3nn.fp8.scaling import E4M3, amax_to_scale, num_tiles
 
@@ -357,12 +358,12 @@ def _parts(rows: int) -> tuple[int, int]:
     fp8table-h200-20261202-0314); as 128 + 128 in one launch 0.155-0.160 (quant256-h200-20261202-0816); as 128 + 128
     with Q in a launch of its own (127 registers there against the K/V launch's 197) 0.144 (0.115;
     quantsplit-h200-20261202-0942)."""
-    high = triton.next_power_of_2(rows) // 2
+    high = next_power_of_2(rows) // 2
     if rows >= 48 and rows == high + high // 2:
         return high, high // 2
     if rows == 256:
         return 128, 128
-    return max(16, triton.next_power_of_2(rows)), 0
+    return max(16, next_power_of_2(rows)), 0
 
 
 class _Plan:
@@ -413,7 +414,7 @@ def quantize_fused(
     q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
     nheads, nheads_kv, headdim, headdim_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     # One scale tile per program when it fits in registers and scales come from this call's amax.
-    block_d, block_dv = (max(16, triton.next_power_of_2(d)) for d in (headdim, headdim_v))
+    block_d, block_dv = (max(16, next_power_of_2(d)) for d in (headdim, headdim_v))
     fwht = rotate_precision == "fwht" and block_d == headdim
     if rotate_precision == "fwht" and not fwht:
         rotate_precision = FWHT_FALLBACK
