@@ -633,3 +633,25 @@ def test_fp8_double_backward_says_it_is_unsupported():
     dq = torch.autograd.grad(out.float().pow(2).sum(), q, create_graph=True)[0]
     with pytest.raises(RuntimeError, match="fa3nn FP8 attention does not support double backward"):
         dq.float().pow(2).sum().backward()
+
+
+@pytest.mark.parametrize("capability, kernel", [((7, 5), False), ((8, 0), True), ((9, 0), True)])
+def test_restore_runs_the_triton_pass_only_on_gpus_the_triton_backend_serves(monkeypatch, capability, kernel):
+    """restore's default on CUDA: the Triton pass from sm_80 on (the Triton backend's floor), the PyTorch definition
+    on older GPUs, which the FP8 emulation reaches with backward_from="quantized" (a stand-in CUDA tensor and
+    capability; the pass itself is a stub that records being called)."""
+    import fa3nn.backends.triton as triton_backend
+    from fa3nn.fp8 import backward as fp8_backward
+
+    x8 = (torch.randn(2, 37, 3, 64) * 8).to(torch.float8_e4m3fn)
+    descale = torch.rand(2, 3, 3)
+    called = []
+    monkeypatch.setattr(triton_backend, "_TRITON_INSTALLED", True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(fp8_backward, "_restore_rows_impl", lambda *args: called.append(args) or "pass")
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    got = fp8_restore(x8, descale, 16, None, None, None, torch.bfloat16)
+    monkeypatch.undo()
+    assert bool(called) == kernel
+    if not kernel:
+        assert torch.equal(got, fp8_restore(x8, descale, 16, None, None, None, torch.bfloat16, kernel=False))

@@ -111,10 +111,13 @@ def _(x8, descale, cu_seqlens, block, dtype, signs, c):
 
 def _kernel_by_default(x8: torch.Tensor) -> bool:
     """restore's kernel=None: the Triton pass on CUDA tensors where triton is installed (fa3nn.backends.triton's
-    flag, found once at import without importing triton)."""
+    flag, found once at import without importing triton) and the GPU is one the Triton backend serves (sm_80 on:
+    the FP8 emulation, which reaches here on any CUDA GPU, would otherwise hand an older one a kernel Triton may not
+    compile for it)."""
     from fa3nn.backends import triton as triton_backend
 
-    return x8.is_cuda and triton_backend._TRITON_INSTALLED
+    return (x8.is_cuda and triton_backend._TRITON_INSTALLED
+            and torch.cuda.get_device_capability(x8.device) >= triton_backend.MIN_CAPABILITY)
 
 
 def _signs(rotation: torch.Tensor | None, device: torch.device) -> tuple[torch.Tensor | None, torch.Tensor | None]:

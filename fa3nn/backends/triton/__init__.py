@@ -58,6 +58,7 @@ INTERPRETER_DTYPES = (torch.float16, torch.float32)  # the interpreter's bf16 tl
 # host time), a plain bool that torch.compile reads as a constant: torch 2.11's Dynamo cannot trace find_spec, even
 # behind functools.cache, so fa3nn.explain failed under fullgraph=True there ("function marked as skipped").
 _TRITON_INSTALLED = importlib.util.find_spec("triton") is not None
+MIN_CAPABILITY = (8, 0)  # the oldest GPU served: sm_80 (A100)
 
 
 def _interpreting() -> bool:
@@ -80,7 +81,7 @@ class TritonBackend(Backend):
         if not _TRITON_INSTALLED:
             return "triton is not installed (pip install 'fa3nn[triton]')"
         if call.device_type == "cuda":
-            if call.capability is not None and call.capability < (8, 0):
+            if call.capability is not None and call.capability < MIN_CAPABILITY:
                 return f"needs an sm_80 or newer GPU (this one is sm_{call.capability[0]}{call.capability[1]})"
             if call.dtype not in GPU_DTYPES:
                 return f"dtype {call.dtype} is not supported on the GPU (supported: float16, bfloat16)"
