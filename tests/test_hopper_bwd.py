@@ -510,6 +510,73 @@ def test_gqa_backward_expands_kv_and_sums_each_group(monkeypatch):
             torch.testing.assert_close(g, leaf.grad, rtol=1e-5, atol=1e-5, msg=f"{name} (nheads_kv {nheads_kv})")
 
 
+@pytest.mark.parametrize("group, nheads_kv, key_blocks, causal, sms, expected", [
+    (8, 1, 64, True, 132, 8),     # Llama-3-70B under 8-way tensor parallelism, one 8k sequence: 64 tiles
+    (8, 1, 64, False, 132, 4),    # non-causal: 256 tiles >= 132
+    (8, 1, 64, True, 10, 1),      # enough tiles for 10 SMs as it is
+    (4, 8, 64, True, 132, 1),     # Llama-3-8B, one 8k sequence: 512 tiles
+    (4, 8, 16, True, 132, 4),     # ... one 2k sequence: 128 tiles -> 512
+    (16, 1, 16, True, 132, 16),   # MQA 16 / 1 at 2k: every query head its own tile, and still short of 264
+    (6, 1, 16, True, 132, 2),     # the largest power of two dividing 6
+    (7, 4, 16, True, 132, 1),     # Qwen's 28 / 4: 7 has no power-of-two factor
+    (1, 16, 1, True, 132, 1),     # MHA is never split
+])
+def test_kv_parts_rule(group, nheads_kv, key_blocks, causal, sms, expected):
+    assert hopper_bwd.kv_parts(group, nheads_kv, key_blocks, causal, sms) == expected
+
+
+def test_key_blocks_count_each_sequence():
+    """kv_parts' tile count: dense batch x ceil(seqlen_k / block), varlen the sum over sequences; head dim 256's
+    blocks are 64 keys."""
+    k = torch.empty(3, 300, 2, 128)
+    assert hopper_bwd._key_blocks(k, None) == 3 * 3
+    assert hopper_bwd._key_blocks(torch.empty(3, 300, 2, 256), None) == 3 * 5
+    starts = [0, 1, 129, 129, 400]  # lengths 1, 128, 0, 271
+    cu = torch.tensor(starts, dtype=torch.int32)
+    varlen = Varlen(cu, cu, 271, 271, tuple(starts), tuple(starts))
+    assert hopper_bwd._key_blocks(torch.empty(400, 2, 128), varlen) == 1 + 1 + 0 + 3
+
+
+@pytest.mark.parametrize("parts, causal", [(2, False), (4, True), ("auto", True)])
+def test_gqa_backward_in_parts_matches_the_reference(monkeypatch, parts, causal):
+    """GQA split into parts (KV_PARTS): `launch` replaced by the exact backward of whatever heads it gets (fp32
+    autograd of attention_ref, whose GQA maps query head h to K/V head h // (its group)), so what is checked is the
+    wrapper: K / V copies at heads j * parts + c, dK / dV summed over each head's copies, against the reference's own
+    GQA backward. "auto" with a stand-in of 64 SMs: 2 x 1 key blocks x 2 K/V heads = 4 tiles -> 8 parts (the group)."""
+    seen = []
+
+    def exact_backward(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None, varlen=None, window_size=(-1, -1),
+                       softcap=0.0, sinks=None):
+        seen.append(k.shape[2])
+        leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
+        o, _ = attention_ref(*leaves, causal=causal, softmax_scale=softmax_scale)
+        o.backward(dout.float())
+        return tuple(t.grad.to(q.dtype) for t in leaves)
+
+    monkeypatch.setattr(hopper_bwd, "launch", exact_backward)
+    monkeypatch.setattr(hopper_bwd, "KV_PARTS", parts)
+    monkeypatch.setattr(hopper_bwd, "_sm_count", lambda device: 64)
+    args = _inputs(nheads=16, nheads_kv=2, seqlen_q=40, seqlen_k=56, dtype=torch.float32)
+    params = _params(window=Window(-1, 0) if causal else None)
+    got = hopper_bwd.backward(**args, dlse=None, params=params, varlen=None)
+    assert seen == [2 * (8 if parts == "auto" else parts)]
+    leaves = [args[n].detach().clone().requires_grad_() for n in ("q", "k", "v")]
+    out, _ = attention_ref(*leaves, causal=causal, softmax_scale=0.1)
+    out.backward(args["dout"])
+    for name, g, leaf in zip(("dq", "dk", "dv"), got, leaves):
+        assert g.shape == leaf.shape, name
+        torch.testing.assert_close(g, leaf.grad, rtol=1e-5, atol=1e-5, msg=f"{name} (parts {parts})")
+
+
+@pytest.mark.parametrize("bad", [3, 0, "two", 2.0])
+def test_kv_parts_setting_must_divide_the_group(monkeypatch, bad):
+    monkeypatch.setattr(hopper_bwd, "launch", lambda *a, **kw: pytest.fail("launched"))
+    monkeypatch.setattr(hopper_bwd, "KV_PARTS", bad)
+    with pytest.raises(ValueError, match=r"hopper_bwd.KV_PARTS must be 'auto' or a positive int dividing the GQA "
+                                         r"group \(4\)"):
+        hopper_bwd.backward(**_inputs(nheads=8, nheads_kv=2), dlse=None, params=_params(), varlen=None)
+
+
 @pytest.mark.parametrize("native_gqa", [True, False])
 def test_backward_routes_gqa_by_the_native_gqa_flag(monkeypatch, native_gqa):
     """NATIVE_GQA on: `launch` gets K/V as they are (nheads_kv heads) and its dK/dV are returned untouched; off: it
