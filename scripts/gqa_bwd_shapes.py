@@ -1,12 +1,14 @@
-"""GQA / MQA backward at the shapes models train with, against cuDNN (SDPA, enable_gqa) and against the same call
-as MHA (K / V expanded to every query head beforehand, no copies timed: the same FLOPs).
+"""GQA / MQA backward at the shapes models train with: fa3nn with auto's parts (hopper_bwd.kv_parts) and with each
+group in one tile (KV_PARTS 1), against cuDNN (SDPA, enable_gqa) and against the same call as MHA (K / V expanded to
+every query head beforehand, no copies timed: the same FLOPs).
 
 The native backward runs one CTA per (key block, K/V head, batch) and walks every query head of the group in it
 (kernels/hopper/flash_bwd.cuh): with few K/V heads (MQA, or GQA under tensor parallelism: Llama-3-70B's 64 / 8 heads
 on 8 GPUs is 8 / 1 per GPU) and one sequence, that is fewer CTAs than SMs, and under a causal mask block 0's CTA is
-the whole makespan. scripts' list-scheduling model (132 SMs) gives 0.25 / 0.48 of the SMs' time busy for 8 / 1
-heads at 8k causal / non-causal, 0.52 for 32 / 8 heads at one 2k causal sequence. Backward only (bf16, out and lse
-from the forward), TFLOP/s from fa3nn.metrics.attention_flops over the query heads, medians of CUDA-event batches.
+the whole makespan. scripts/model_bwd_gqa_parts.py (list scheduling on 132 SMs) gives 0.25 / 0.48 of the SMs' time
+busy for 8 / 1 heads at 8k causal / non-causal, 0.52 for 32 / 8 heads at one 2k causal sequence. Backward only (bf16,
+out and lse from the forward), TFLOP/s from fa3nn.metrics.attention_flops over the query heads, medians of CUDA-event
+batches.
 
     python scripts/gqa_bwd_shapes.py --json out.json
 """
@@ -28,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import time_ms  # noqa: E402
 
 from fa3nn import flash_attn_func  # noqa: E402
+from fa3nn.backends import hopper_bwd  # noqa: E402
 from fa3nn.metrics import attention_flops  # noqa: E402
 
 # (name, batch, seqlen, nheads, nheads_kv, headdim)
@@ -45,9 +48,17 @@ SHAPES = [
 
 def backward_call(q, k, v, causal, kind):
     dout = torch.randn_like(q)
-    if kind == "fa3nn":
+    if kind in ("fa3nn", "whole"):  # auto's parts (hopper_bwd.kv_parts), or each group in one tile (KV_PARTS 1)
         out = flash_attn_func(q, k, v, causal=causal)
-        return lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+        parts = "auto" if kind == "fa3nn" else 1
+
+        def call():
+            kept, hopper_bwd.KV_PARTS = hopper_bwd.KV_PARTS, parts
+            try:
+                return torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+            finally:
+                hopper_bwd.KV_PARTS = kept
+        return call
     if kind == "mha":  # K / V expanded beforehand (not timed): the same FLOPs as MHA, no group sum
         group = q.shape[2] // k.shape[2]
         kh, vh = (x.detach().repeat_interleave(group, dim=2).requires_grad_() for x in (k, v))
@@ -83,7 +94,10 @@ def main() -> None:
             flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal, direction="bwd")
             row = dict(name=name, batch=batch, seqlen=seqlen, nheads=nheads, nheads_kv=nheads_kv, headdim=headdim,
                        causal=causal)
-            for kind in ("fa3nn", "mha", "cudnn"):
+            key_blocks = batch * -(-seqlen // hopper_bwd.KEY_BLOCK_ROWS[headdim])
+            row["parts"] = hopper_bwd.kv_parts(nheads // nheads_kv, nheads_kv, key_blocks, causal,
+                                               torch.cuda.get_device_properties(0).multi_processor_count)
+            for kind in ("fa3nn", "whole", "mha", "cudnn"):
                 try:
                     ms = time_ms([backward_call(q, k, v, causal, kind)], args.iters, args.reps)
                     row[kind] = flops / ms / 1e9
@@ -93,12 +107,13 @@ def main() -> None:
             rows.append(row)
             if args.json:
                 args.json.write_text(json.dumps(rows, indent=1))
-    print("| shape | causal | fa3nn | as MHA | cuDNN | fa3nn / MHA | fa3nn / cuDNN |")
-    print("|---|---|---|---|---|---|---|")
+    print("| shape | causal | parts | fa3nn (auto parts) | whole groups | as MHA | cuDNN | auto / whole | auto / MHA | "
+          "auto / cuDNN | whole / cuDNN |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        f, m, c = r["fa3nn"], r["mha"], r["cudnn"]
-        print(f"| {r['name']} | {'yes' if r['causal'] else 'no'} | {_cell(f)} | {_cell(m)} | {_cell(c)} | "
-              f"{_ratio(f, m)} | {_ratio(f, c)} |")
+        f, w, m, c = r["fa3nn"], r["whole"], r["mha"], r["cudnn"]
+        print(f"| {r['name']} | {'yes' if r['causal'] else 'no'} | {r['parts']} | {_cell(f)} | {_cell(w)} | "
+              f"{_cell(m)} | {_cell(c)} | {_ratio(f, w)} | {_ratio(f, m)} | {_ratio(f, c)} | {_ratio(w, c)} |")
 
 
 if __name__ == "__main__":

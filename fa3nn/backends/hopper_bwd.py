@@ -148,7 +148,7 @@ GRID_ORDERS = {"auto": 0, "key_blocks_inner": 1, "key_blocks_outer": 2}
 # GQA/MQA parts (backward, kv_parts): "auto", or a positive int dividing the group (benchmarks and tests). One CTA per
 # (key block, K/V head, batch) walks the whole group, so few K/V heads and one short batch leave SMs idle: Llama-3-70B's
 # 64 / 8 heads under 8-way tensor parallelism are 8 / 1 per GPU, 64 tiles at one 8k sequence, and a list-scheduling
-# model of 132 SMs (benchmarks/NOTES.md, forty-ninth session) gives 0.48 of the SMs' time busy non-causal, 0.25 causal
+# model of 132 SMs (scripts/model_bwd_gqa_parts.py) gives 0.48 of the SMs' time busy non-causal, 0.25 causal
 # (key block 0's tile walks all 8 heads' 64 query blocks while the average SM has 126 steps); in 4 parts 0.97 / 0.98.
 KV_PARTS = "auto"
 # Keys per tile of each head dim's default kernels (kernels/hopper/flash_bwd.cuh BwdConfig::kBlockN; 192 / 128's
