@@ -568,13 +568,80 @@ def test_gqa_backward_in_parts_matches_the_reference(monkeypatch, parts, causal)
         torch.testing.assert_close(g, leaf.grad, rtol=1e-5, atol=1e-5, msg=f"{name} (parts {parts})")
 
 
-@pytest.mark.parametrize("bad", [3, 0, "two", 2.0])
+@pytest.mark.parametrize("bad", [3, 0, "two", 2.0, True])
 def test_kv_parts_setting_must_divide_the_group(monkeypatch, bad):
     monkeypatch.setattr(hopper_bwd, "launch", lambda *a, **kw: pytest.fail("launched"))
     monkeypatch.setattr(hopper_bwd, "KV_PARTS", bad)
     with pytest.raises(ValueError, match=r"hopper_bwd.KV_PARTS must be 'auto' or a positive int dividing the GQA "
                                          r"group \(4\)"):
         hopper_bwd.backward(**_inputs(nheads=8, nheads_kv=2), dlse=None, params=_params(), varlen=None)
+
+
+def test_sm_margin_does_not_change_the_parts(monkeypatch):
+    """sm_margin schedules the same tiles on fewer SMs; it must not change dK / dV (test_sm_margin.py's GPU test wants
+    them bitwise equal), so the parts come from the device's SMs, not from the margin's CTA cap. 2 x 8 key blocks x 2
+    K/V heads = 32 tiles, causal on 132 SMs: 4 parts, whatever the margin."""
+    seen = []
+
+    def fake_launch(dout, q, k, v, *positional, schedule="auto", max_ctas=None, **kwargs):
+        seen.append((k.shape[2], max_ctas))
+        return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+
+    monkeypatch.setattr(hopper_bwd, "launch", fake_launch)
+    monkeypatch.setattr(hopper_bwd, "_sm_count", lambda device: 132)
+    monkeypatch.setattr(hopper_bwd, "max_ctas_leaving", lambda margin, device: 132 - margin)
+    args = _inputs(nheads=8, nheads_kv=2, seqlen_k=900, dtype=torch.float32)
+    for margin in (0, 100, 131):
+        hopper_bwd.backward(**args, dlse=None, params=dataclasses.replace(_params(Window(-1, 0)), sm_margin=margin),
+                            varlen=None)
+    assert seen == [(8, None), (8, 32), (8, 1)]
+
+
+def _reference_launch(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None, varlen=None, window_size=(-1, -1),
+                      softcap=0.0, sinks=None, **schedule):
+    """A stand-in for `launch`: the reference backend's exact gradients of whatever heads it gets (its GQA maps query
+    head h to K/V head h // its group), with the masks, dlse, varlen and sinks `launch` would get."""
+    from fa3nn.backends.reference import ReferenceBackend
+
+    params = AttnParams(softmax_scale, Window.from_args(causal, window_size), softcap, False)
+    if sinks is None:
+        return ReferenceBackend().backward(dout, q, k, v, out, lse, dlse, params, varlen)
+    return ReferenceBackend().backward_with_sinks(dout, q, k, v, out, lse, dlse, params, varlen, sinks)
+
+
+@pytest.mark.parametrize("parts", [2, 4])
+@pytest.mark.parametrize("packed", [False, True], ids=["dense", "varlen"])
+@pytest.mark.parametrize("with_sinks", [False, True], ids=["plain", "sinks"])
+def test_gqa_backward_in_parts_with_varlen_sinks_and_masks(monkeypatch, parts, packed, with_sinks):
+    """The parts path with every other input of `launch`: varlen (heads at dim -2 of the packed tensors, a sequence
+    without queries whose keys get exactly zero dK / dV), sinks (the fourth value, per query head), dlse, a causal
+    window and softcap, against the reference backend on the K/V heads themselves."""
+    from fa3nn.backends.reference import ReferenceBackend
+
+    monkeypatch.setattr(hopper_bwd, "launch", _reference_launch)
+    monkeypatch.setattr(hopper_bwd, "KV_PARTS", parts)
+    torch.manual_seed(0)
+    if packed:
+        args, varlen = _varlen_inputs([30, 0, 1, 47], [25, 9, 1, 60], nheads=8, nheads_kv=2, headdim=64,
+                                      dtype=torch.float32)
+    else:
+        args, varlen = _inputs(seqlen_q=37, seqlen_k=45, nheads=8, nheads_kv=2, headdim=64, dtype=torch.float32), None
+    params = _params(window=Window(16, 0), softcap=5.0)
+    sinks = torch.randn(8) if with_sinks else None
+    args["out"], args["lse"] = ReferenceBackend().forward(args["q"], args["k"], args["v"], params, varlen, sinks)
+    dlse = torch.randn_like(args["lse"])
+    got = hopper_bwd.backward(**args, dlse=dlse, params=params, varlen=varlen, sinks=sinks)
+    reference = ReferenceBackend()
+    if sinks is None:
+        want = reference.backward(**args, dlse=dlse, params=params, varlen=varlen)
+    else:
+        want = reference.backward_with_sinks(**args, dlse=dlse, params=params, varlen=varlen, sinks=sinks)
+    assert len(got) == len(want) == (4 if with_sinks else 3)
+    for name, g, w in zip(("dq", "dk", "dv", "dsinks"), got, want):
+        assert g.shape == w.shape, name
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5, msg=f"{name} (parts {parts})")
+    if packed:  # sequence 1 has keys but no queries
+        assert not got[1][25:34].any() and not got[2][25:34].any()
 
 
 @pytest.mark.parametrize("native_gqa", [True, False])
@@ -1071,6 +1138,7 @@ def test_backward_with_native_gqa_runs_the_kernel_on_unexpanded_kv(monkeypatch, 
     params = AttnParams(softmax_scale=scale, window=Window.from_args(causal, (-1, -1)), softcap=0.0,
                         deterministic=False)
     monkeypatch.setattr(hopper_bwd, "NATIVE_GQA", True)
+    monkeypatch.setattr(hopper_bwd, "KV_PARTS", 1)  # whole groups (auto gives 4 parts here: 32 tiles on 132 SMs)
     dq, dk, dv = hopper_bwd.backward(dout, q, k, v, out, lse, None, params, None)
     _, dk_launch, dv_launch = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal)
     assert torch.equal(dk, dk_launch) and torch.equal(dv, dv_launch)

@@ -9,8 +9,10 @@ not bitwise deterministic. Varlen, windows and softcap run each head dim's defau
 library builds no other for them). Under GQA/MQA one CTA per K/V head walks every query head of its group and sums
 dK/dV in registers (kernels/hopper/flash_bwd.cuh, BwdQueryWalk): dK/dV stay deterministic and are written once per
 K/V head.
-`backward` runs GQA/MQA through that in-kernel path (NATIVE_GQA, the default); with NATIVE_GQA off it expands K and V
-to every query head (copies), runs the kernel as MHA and sums dK/dV over each group.
+`backward` runs GQA/MQA through that in-kernel path (NATIVE_GQA, the default), each group in parts where the whole
+groups give fewer tiles than the device has SMs (KV_PARTS, kv_parts: K/V copies, each copy's dK/dV rounded to the input
+dtype and summed in fp32, so dK/dV depend on the parts, which sm_margin does not change); with NATIVE_GQA off it
+expands K and V to every query head (copies), runs the kernel as MHA and sums dK/dV over each group.
 `lse` is the forward's: float32, natural log, (batch, nheads, seqlen_q), or (nheads, total_q) for varlen.
 
 `backward` has the Backend.backward signature (fa3nn/backends/base.py); `launch` is the kernel call with the
@@ -458,10 +460,11 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     if group > 1 and not NATIVE_GQA:
         parts = group
     elif group > 1 and KV_PARTS == "auto":
-        sms = schedule.get("max_ctas") or _sm_count(q.device)
-        parts = kv_parts(group, k.shape[-2], _key_blocks(k, varlen), params.window.causal, sms)
+        # The device's SMs even under sm_margin: the margin schedules the same tiles on fewer SMs and must not change
+        # dK / dV (the copies' sum rounds each copy's partial dK / dV first).
+        parts = kv_parts(group, k.shape[-2], _key_blocks(k, varlen), params.window.causal, _sm_count(q.device))
     elif group > 1:
-        if not isinstance(KV_PARTS, int) or KV_PARTS < 1 or group % KV_PARTS:
+        if isinstance(KV_PARTS, bool) or not isinstance(KV_PARTS, int) or KV_PARTS < 1 or group % KV_PARTS:
             raise ValueError(f"hopper_bwd.KV_PARTS must be 'auto' or a positive int dividing the GQA group ({group}), "
                              f"got {KV_PARTS!r}")
         parts = KV_PARTS
