@@ -28,22 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import time_ms  # noqa: E402
+from model_bwd_gqa_parts import SHAPES, busy_share, tiles_of  # noqa: E402
 
 from fa3nn import flash_attn_func  # noqa: E402
 from fa3nn.backends import hopper_bwd  # noqa: E402
 from fa3nn.metrics import attention_flops  # noqa: E402
-
-# (name, batch, seqlen, nheads, nheads_kv, headdim)
-SHAPES = [
-    ("70b-tp8 8k", 1, 8192, 8, 1, 128),
-    ("70b-tp8 4k x2", 2, 4096, 8, 1, 128),
-    ("8b-tp4 8k", 1, 8192, 8, 2, 128),
-    ("8b 2k x1", 1, 2048, 32, 8, 128),
-    ("8b 8k x1", 1, 8192, 32, 8, 128),
-    ("paper mqa 8k", 2, 8192, 16, 1, 128),
-    ("gemma mqa 8k", 1, 8192, 8, 1, 256),
-    ("1b-recipe 4k x8", 8, 4096, 32, 8, 64),
-]
 
 
 def backward_call(q, k, v, causal, kind):
@@ -85,7 +74,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     rows = []
-    for name, batch, seqlen, nheads, nheads_kv, headdim in SHAPES:
+    for name, batch, seqlen, nheads_kv, group, headdim in SHAPES:
+        nheads = nheads_kv * group
         for causal in (False, True):
             torch.manual_seed(0)
             q = torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -95,8 +85,11 @@ def main() -> None:
             row = dict(name=name, batch=batch, seqlen=seqlen, nheads=nheads, nheads_kv=nheads_kv, headdim=headdim,
                        causal=causal)
             key_blocks = batch * -(-seqlen // hopper_bwd.KEY_BLOCK_ROWS[headdim])
-            row["parts"] = hopper_bwd.kv_parts(nheads // nheads_kv, nheads_kv, key_blocks, causal,
-                                               torch.cuda.get_device_properties(0).multi_processor_count)
+            sms = torch.cuda.get_device_properties(0).multi_processor_count
+            row["parts"] = hopper_bwd.kv_parts(group, nheads_kv, key_blocks, causal, sms)
+            block = hopper_bwd.KEY_BLOCK_ROWS[headdim]
+            row["model_busy"] = {p: busy_share(tiles_of(batch, seqlen, nheads_kv, group, causal, p, block), sms)
+                                 for p in (1, row["parts"])}
             for kind in ("fa3nn", "whole", "mha", "cudnn"):
                 try:
                     ms = time_ms([backward_call(q, k, v, causal, kind)], args.iters, args.reps)
@@ -107,13 +100,16 @@ def main() -> None:
             rows.append(row)
             if args.json:
                 args.json.write_text(json.dumps(rows, indent=1))
-    print("| shape | causal | parts | fa3nn (auto parts) | whole groups | as MHA | cuDNN | auto / whole | auto / MHA | "
-          "auto / cuDNN | whole / cuDNN |")
+    print("| shape | causal | parts | fa3nn (auto parts) | whole groups | as MHA | cuDNN | auto / whole (model) | "
+          "auto / MHA | auto / cuDNN | whole / cuDNN |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         f, w, m, c = r["fa3nn"], r["whole"], r["mha"], r["cudnn"]
+        busy = r["model_busy"]
+        model = f"{busy[r['parts']] / busy[1]:.2f}"
         print(f"| {r['name']} | {'yes' if r['causal'] else 'no'} | {r['parts']} | {_cell(f)} | {_cell(w)} | "
-              f"{_cell(m)} | {_cell(c)} | {_ratio(f, w)} | {_ratio(f, m)} | {_ratio(f, c)} | {_ratio(w, c)} |")
+              f"{_cell(m)} | {_cell(c)} | {_ratio(f, w)} ({model}) | {_ratio(f, m)} | {_ratio(f, c)} | "
+              f"{_ratio(w, c)} |")
 
 
 if __name__ == "__main__":
