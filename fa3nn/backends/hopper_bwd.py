@@ -9,10 +9,11 @@ not bitwise deterministic. Varlen, windows and softcap run each head dim's defau
 library builds no other for them). Under GQA/MQA one CTA per K/V head walks every query head of its group and sums
 dK/dV in registers (kernels/hopper/flash_bwd.cuh, BwdQueryWalk): dK/dV stay deterministic and are written once per
 K/V head.
-`backward` runs GQA/MQA through that in-kernel path (NATIVE_GQA, the default), each group in parts where the whole
-groups give fewer tiles than the device has SMs (KV_PARTS, kv_parts: K/V copies, each copy's dK/dV rounded to the input
-dtype and summed in fp32, so dK/dV depend on the parts, which sm_margin does not change); with NATIVE_GQA off it
-expands K and V to every query head (copies), runs the kernel as MHA and sums dK/dV over each group.
+`backward` runs GQA/MQA through that in-kernel path (NATIVE_GQA, the default), whole groups by default; opt-in
+(KV_PARTS "auto" or a part count), each group in parts where the whole groups give fewer tiles than the device has SMs
+(kv_parts: K/V copies, each copy's dK/dV rounded to the input dtype and summed in fp32, so dK/dV depend on the parts,
+which sm_margin does not change); with NATIVE_GQA off it expands K and V to every query head (copies), runs the
+kernel as MHA and sums dK/dV over each group.
 `lse` is the forward's: float32, natural log, (batch, nheads, seqlen_q), or (nheads, total_q) for varlen.
 
 `backward` has the Backend.backward signature (fa3nn/backends/base.py); `launch` is the kernel call with the
@@ -152,7 +153,14 @@ GRID_ORDERS = {"auto": 0, "key_blocks_inner": 1, "key_blocks_outer": 2}
 # 64 / 8 heads under 8-way tensor parallelism are 8 / 1 per GPU, 64 tiles at one 8k sequence, and a list-scheduling
 # model of 132 SMs (scripts/model_bwd_gqa_parts.py) gives 0.48 of the SMs' time busy non-causal, 0.25 causal
 # (key block 0's tile walks all 8 heads' 64 query blocks while the average SM has 126 steps); in 4 parts 0.97 / 0.98.
-KV_PARTS = "auto"
+# Measured (H200, s49a, scripts/gqa_bwd_shapes.py, auto x whole groups): 70B-TP8 one 8k sequence 1.82x non-causal (4
+# parts; 0.56 -> 1.02x cuDNN), 2.00x causal (8 parts; 0.36 -> 0.72x cuDNN), MQA 16 / 1 at 2 x 8k causal 1.77x, d256
+# MQA causal 1.86x; but 0.82-0.98x where the rule split 128 non-causal tiles (one 2k sequence 0.82: a second wave of
+# tiles for no fuller first one), and 1.03x for 8B-TP4 causal (its 4 parts run as MHA, itself 0.78x cuDNN at 512 causal
+# tiles). And the copies' partials are rounded to bf16 before the sum: dv broke the error-ratio rule in one GPU case
+# (d256 varlen, 2 parts). So whole groups stay the default (1) until the kernel sums fp32 partials without copies
+# (benchmarks/NOTES.md, forty-ninth session).
+KV_PARTS = 1
 # Keys per tile of each head dim's default kernels (kernels/hopper/flash_bwd.cuh BwdConfig::kBlockN; 192 / 128's
 # mla_keys has 128), for kv_parts' tile count.
 KEY_BLOCK_ROWS = {64: 128, 128: 128, 256: 64, 192: 128}
@@ -444,9 +452,10 @@ def _key_blocks(k: torch.Tensor, varlen: Varlen | None) -> int:
 
 def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None, sinks=None):
     """Backend.backward for the native kernels. GQA/MQA: the kernel walks each K/V head's group of query heads
-    (NATIVE_GQA), in KV_PARTS parts where the whole groups give too few tiles (kv_parts): K and V are then repeated
-    `parts` times along the head axis (each copy serving group / parts query heads) and dK / dV summed over the copies
-    in fp32; with NATIVE_GQA off every query head gets its own copy. With `sinks`: (dq, dk, dv, dsinks) (launch).
+    (NATIVE_GQA); with KV_PARTS set (opt-in; default 1, whole groups) in parts where the whole groups give too few
+    tiles (kv_parts for "auto"): K and V are then repeated `parts` times along the head axis (each copy serving
+    group / parts query heads) and dK / dV summed over the copies in fp32; with NATIVE_GQA off every query head gets
+    its own copy. With `sinks`: (dq, dk, dv, dsinks) (launch).
     params.sm_margin > 0 runs the main kernel persistent on the SMs it leaves (hopper_lib.max_ctas_leaving), whatever
     auto would pick (varlen and windows included); the preprocess and postprocess kernels (one CTA per block of rows,
     memory-bound) are not bounded."""
