@@ -189,21 +189,17 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
     strides = (ctypes.c_int64 * 24)(*([8] * 24))
 
     def error(nheads, nheads_kv, grid_order=0, softmax_scale=0.1, ctas=0, cu_q=None, cu_k=None, max_q=100,
-              variant=0, headdim=128, window=(-1, -1), softcap=0.0, headdim_v=None, kv_parts=1):
+              variant=0, headdim=128, window=(-1, -1), softcap=0.0, headdim_v=None):
         headdim_v = headdim if headdim_v is None else headdim_v
         status = lib.fa3nn_hopper_bwd(*([None] * 13), cu_q, cu_k, 2, 100, 120, max_q, 120, nheads, nheads_kv, headdim,
                                       headdim_v, strides, softmax_scale, 1, *window, softcap, 1, variant, grid_order,
-                                      ctas, kv_parts, None)
+                                      ctas, None)
         return status, lib.fa3nn_hopper_last_error().decode()
 
     for nheads, nheads_kv in ((8, 3), (8, 0)):
         assert error(nheads, nheads_kv) == (1, "nheads_kv must be positive and divide nheads (GQA/MQA: query heads "
                                                "in groups of equal size)")
     assert error(8, 2, grid_order=3) == (1, "grid_order must be 0 (auto), 1 or 2")
-    # kv_parts (after ctas): a power of two dividing the group; the group of 8 / 2 heads is 4.
-    for kv_parts in (0, 3, 8, -2):
-        assert error(8, 2, kv_parts=kv_parts) == (1, "kv_parts must be a power of two dividing the GQA group (nheads "
-                                                     "/ nheads_kv)")
     assert error(8, 2, ctas=-3) == (1, "ctas must be 0 (auto), -2 (auto, varlen of one length), -1 (one CTA per "
                                        "tile) or a positive CTA count")
     for softcap in (-1.0, float("inf"), float("nan")):
@@ -515,10 +511,8 @@ def test_gqa_backward_expands_kv_and_sums_each_group(monkeypatch):
 
 
 @pytest.mark.parametrize("group, nheads_kv, key_blocks, causal, sms, expected", [
-    (8, 1, 64, True, 132, 8),     # Llama-3-70B under 8-way tensor parallelism, one 8k sequence: 64 tiles -> 512
-    (8, 1, 64, False, 132, 2),    # non-causal: the most parts within one wave, 128 tiles
-    (8, 1, 16, False, 132, 8),    # one 2k sequence: 16 tiles -> 128
-    (4, 8, 16, False, 132, 1),    # Llama-3-8B, one 2k sequence: 128 tiles already (s49a: split, 0.82x)
+    (8, 1, 64, True, 132, 8),     # Llama-3-70B under 8-way tensor parallelism, one 8k sequence: 64 tiles
+    (8, 1, 64, False, 132, 4),    # non-causal: 256 tiles >= 132
     (8, 1, 64, True, 10, 1),      # enough tiles for 10 SMs as it is
     (4, 8, 64, True, 132, 1),     # Llama-3-8B, one 8k sequence: 512 tiles
     (4, 8, 16, True, 132, 4),     # ... one 2k sequence: 128 tiles -> 512
@@ -526,7 +520,6 @@ def test_gqa_backward_expands_kv_and_sums_each_group(monkeypatch):
     (6, 1, 16, True, 132, 2),     # the largest power of two dividing 6
     (7, 4, 16, True, 132, 1),     # Qwen's 28 / 4: 7 has no power-of-two factor
     (1, 16, 1, True, 132, 1),     # MHA is never split
-    (1, 16, 1, False, 132, 1),
 ])
 def test_kv_parts_rule(group, nheads_kv, key_blocks, causal, sms, expected):
     assert hopper_bwd.kv_parts(group, nheads_kv, key_blocks, causal, sms) == expected
@@ -544,34 +537,44 @@ def test_key_blocks_count_each_sequence():
     assert hopper_bwd._key_blocks(torch.empty(400, 2, 128), varlen) == 1 + 1 + 0 + 3
 
 
-def _recording_launch(seen):
-    def fake_launch(dout, q, k, v, *positional, kv_parts=1, max_ctas=None, **kwargs):
-        seen.append((k.shape[-2], kv_parts, max_ctas))
-        return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-    return fake_launch
-
-
-@pytest.mark.parametrize("setting, causal, expected", [("auto", True, 8), ("auto", False, 8), (2, True, 2),
-                                                        (1, True, 1)])
-def test_backward_passes_the_parts_to_launch(monkeypatch, setting, causal, expected):
-    """KV_PARTS reaches launch as kv_parts with K / V as they are (the kernel splits the group; no copies): "auto" on a
-    stand-in of 64 SMs with 2 x 1 key blocks x 2 K/V heads (4 tiles) gives the group, 8, either way."""
+@pytest.mark.parametrize("parts, causal", [(2, False), (4, True), ("auto", True)])
+def test_gqa_backward_in_parts_matches_the_reference(monkeypatch, parts, causal):
+    """GQA split into parts (KV_PARTS): `launch` replaced by the exact backward of whatever heads it gets (fp32
+    autograd of attention_ref, whose GQA maps query head h to K/V head h // (its group)), so what is checked is the
+    wrapper: K / V copies at heads j * parts + c, dK / dV summed over each head's copies, against the reference's own
+    GQA backward. "auto" with a stand-in of 64 SMs: 2 x 1 key blocks x 2 K/V heads = 4 tiles -> 8 parts (the group)."""
     seen = []
-    monkeypatch.setattr(hopper_bwd, "launch", _recording_launch(seen))
-    monkeypatch.setattr(hopper_bwd, "KV_PARTS", setting)
+
+    def exact_backward(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None, varlen=None, window_size=(-1, -1),
+                       softcap=0.0, sinks=None):
+        seen.append(k.shape[2])
+        leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
+        o, _ = attention_ref(*leaves, causal=causal, softmax_scale=softmax_scale)
+        o.backward(dout.float())
+        return tuple(t.grad.to(q.dtype) for t in leaves)
+
+    monkeypatch.setattr(hopper_bwd, "launch", exact_backward)
+    monkeypatch.setattr(hopper_bwd, "KV_PARTS", parts)
     monkeypatch.setattr(hopper_bwd, "_sm_count", lambda device: 64)
     args = _inputs(nheads=16, nheads_kv=2, seqlen_q=40, seqlen_k=56, dtype=torch.float32)
-    hopper_bwd.backward(**args, dlse=None, params=_params(window=Window(-1, 0) if causal else None), varlen=None)
-    assert seen == [(2, expected, None)]
+    params = _params(window=Window(-1, 0) if causal else None)
+    got = hopper_bwd.backward(**args, dlse=None, params=params, varlen=None)
+    assert seen == [2 * (8 if parts == "auto" else parts)]
+    leaves = [args[n].detach().clone().requires_grad_() for n in ("q", "k", "v")]
+    out, _ = attention_ref(*leaves, causal=causal, softmax_scale=0.1)
+    out.backward(args["dout"])
+    for name, g, leaf in zip(("dq", "dk", "dv"), got, leaves):
+        assert g.shape == leaf.shape, name
+        torch.testing.assert_close(g, leaf.grad, rtol=1e-5, atol=1e-5, msg=f"{name} (parts {parts})")
 
 
-@pytest.mark.parametrize("bad", [3, 0, 8, -2, "two", 2.0, True])
-def test_launch_refuses_parts_that_do_not_split_the_group(bad):
-    """launch's kv_parts: a power of two dividing the group (8 / 2 heads: 4), named before anything runs (CPU tensors:
-    the device check comes after)."""
-    with pytest.raises(ValueError, match=r"kv_parts must be a power of two dividing the GQA group \(4 query heads per "
-                                         r"K/V head\), got"):
-        hopper_bwd.launch(**_inputs(nheads=8, nheads_kv=2), softmax_scale=0.1, causal=False, kv_parts=bad)
+@pytest.mark.parametrize("bad", [3, 0, "two", 2.0, True])
+def test_kv_parts_setting_must_divide_the_group(monkeypatch, bad):
+    monkeypatch.setattr(hopper_bwd, "launch", lambda *a, **kw: pytest.fail("launched"))
+    monkeypatch.setattr(hopper_bwd, "KV_PARTS", bad)
+    with pytest.raises(ValueError, match=r"hopper_bwd.KV_PARTS must be 'auto' or a positive int dividing the GQA "
+                                         r"group \(4\)"):
+        hopper_bwd.backward(**_inputs(nheads=8, nheads_kv=2), dlse=None, params=_params(), varlen=None)
 
 
 def test_sm_margin_does_not_change_the_parts(monkeypatch):
@@ -579,7 +582,12 @@ def test_sm_margin_does_not_change_the_parts(monkeypatch):
     them bitwise equal), so the parts come from the device's SMs, not from the margin's CTA cap. 2 x 8 key blocks x 2
     K/V heads = 32 tiles, causal on 132 SMs: 4 parts, whatever the margin."""
     seen = []
-    monkeypatch.setattr(hopper_bwd, "launch", _recording_launch(seen))
+
+    def fake_launch(dout, q, k, v, *positional, schedule="auto", max_ctas=None, **kwargs):
+        seen.append((k.shape[2], max_ctas))
+        return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+
+    monkeypatch.setattr(hopper_bwd, "launch", fake_launch)
     monkeypatch.setattr(hopper_bwd, "KV_PARTS", "auto")
     monkeypatch.setattr(hopper_bwd, "_sm_count", lambda device: 132)
     monkeypatch.setattr(hopper_bwd, "max_ctas_leaving", lambda margin, device: 132 - margin)
@@ -587,7 +595,54 @@ def test_sm_margin_does_not_change_the_parts(monkeypatch):
     for margin in (0, 100, 131):
         hopper_bwd.backward(**args, dlse=None, params=dataclasses.replace(_params(Window(-1, 0)), sm_margin=margin),
                             varlen=None)
-    assert seen == [(2, 4, None), (2, 4, 32), (2, 4, 1)]
+    assert seen == [(8, None), (8, 32), (8, 1)]
+
+
+def _reference_launch(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None, varlen=None, window_size=(-1, -1),
+                      softcap=0.0, sinks=None, **schedule):
+    """A stand-in for `launch`: the reference backend's exact gradients of whatever heads it gets (its GQA maps query
+    head h to K/V head h // its group), with the masks, dlse, varlen and sinks `launch` would get."""
+    from fa3nn.backends.reference import ReferenceBackend
+
+    params = AttnParams(softmax_scale, Window.from_args(causal, window_size), softcap, False)
+    if sinks is None:
+        return ReferenceBackend().backward(dout, q, k, v, out, lse, dlse, params, varlen)
+    return ReferenceBackend().backward_with_sinks(dout, q, k, v, out, lse, dlse, params, varlen, sinks)
+
+
+@pytest.mark.parametrize("parts", [2, 4])
+@pytest.mark.parametrize("packed", [False, True], ids=["dense", "varlen"])
+@pytest.mark.parametrize("with_sinks", [False, True], ids=["plain", "sinks"])
+def test_gqa_backward_in_parts_with_varlen_sinks_and_masks(monkeypatch, parts, packed, with_sinks):
+    """The parts path with every other input of `launch`: varlen (heads at dim -2 of the packed tensors, a sequence
+    without queries whose keys get exactly zero dK / dV), sinks (the fourth value, per query head), dlse, a causal
+    window and softcap, against the reference backend on the K/V heads themselves."""
+    from fa3nn.backends.reference import ReferenceBackend
+
+    monkeypatch.setattr(hopper_bwd, "launch", _reference_launch)
+    monkeypatch.setattr(hopper_bwd, "KV_PARTS", parts)
+    torch.manual_seed(0)
+    if packed:
+        args, varlen = _varlen_inputs([30, 0, 1, 47], [25, 9, 1, 60], nheads=8, nheads_kv=2, headdim=64,
+                                      dtype=torch.float32)
+    else:
+        args, varlen = _inputs(seqlen_q=37, seqlen_k=45, nheads=8, nheads_kv=2, headdim=64, dtype=torch.float32), None
+    params = _params(window=Window(16, 0), softcap=5.0)
+    sinks = torch.randn(8) if with_sinks else None
+    args["out"], args["lse"] = ReferenceBackend().forward(args["q"], args["k"], args["v"], params, varlen, sinks)
+    dlse = torch.randn_like(args["lse"])
+    got = hopper_bwd.backward(**args, dlse=dlse, params=params, varlen=varlen, sinks=sinks)
+    reference = ReferenceBackend()
+    if sinks is None:
+        want = reference.backward(**args, dlse=dlse, params=params, varlen=varlen)
+    else:
+        want = reference.backward_with_sinks(**args, dlse=dlse, params=params, varlen=varlen, sinks=sinks)
+    assert len(got) == len(want) == (4 if with_sinks else 3)
+    for name, g, w in zip(("dq", "dk", "dv", "dsinks"), got, want):
+        assert g.shape == w.shape, name
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5, msg=f"{name} (parts {parts})")
+    if packed:  # sequence 1 has keys but no queries
+        assert not got[1][25:34].any() and not got[2][25:34].any()
 
 
 @pytest.mark.parametrize("native_gqa", [True, False])
@@ -597,7 +652,7 @@ def test_backward_routes_gqa_by_the_native_gqa_flag(monkeypatch, native_gqa):
     seen = {}
 
     def fake_launch(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None, varlen=None, window_size=(-1, -1),
-                    softcap=0.0, sinks=None, kv_parts=1):
+                    softcap=0.0, sinks=None):
         seen["k_heads"] = k.shape[2]
         return torch.zeros_like(q), torch.full_like(k, 2.0), torch.full_like(v, 3.0)
 
@@ -735,59 +790,60 @@ def _varlen_case(dtype, headdim, causal, heads, case, schedule, headdim_v=None):
             assert not dk[rk].any() and not dv[rk].any(), f"sequence {b} has no queries but nonzero dk / dv"
 
 
-# GQA/MQA in parts through `backward` (KV_PARTS -> launch's kv_parts: each tile walks group / parts query heads and
-# writes an fp32 partial dK / dV, summed once): 8 query heads on one K/V head, dense and varlen (the mixed case: empty
-# sequences' keys get exactly zero dK / dV through the sums too), causal or not, every head-dim pair's default kernel,
-# against the reference gradients by the error-ratio rule, NaN-poisoned outputs. (s49a's first form of the parts,
-# K/V copies with bf16 partials, broke the rule once: d256 varlen non-causal, 2 parts, dv 6.25e-2 against 5.63e-2.)
-@pytest.mark.parametrize("parts", [1, 2, 8, "auto"])
+# GQA/MQA in parts through `backward` (KV_PARTS; the kernel sees K / V repeated per part): 8 query heads on one K/V
+# head, dense and varlen (the mixed case: empty sequences' keys get exactly zero dK / dV through the sums too), causal
+# or not. dQ by the error-ratio rule in every case; dK / dV by the rule with whole groups (KV_PARTS 1, the default),
+# and in parts within the whole groups' error plus the partials' own roundings: each part's dK / dV is rounded to
+# bf16 before the fp32 sum, which is one bf16 rounding of up to half an ulp per part at the result's magnitude. (The
+# error-ratio rule itself failed once in 48 cases with parts, s49a: d256 varlen non-causal, 2 parts, dv max error
+# 6.25e-2 against its bound 5.63e-2 = 2 x 1.56e-2 + 2.5e-2; hence parts are opt-in, benchmarks/NOTES.md.)
+@pytest.mark.parametrize("parts", [2, 8, "auto"])
 @pytest.mark.parametrize("varlen_case", [None, "mixed"])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("dims", [(64, 64), (128, 128), (256, 256), (192, 128)], ids=lambda d: f"d{d[0]}_{d[1]}")
+@pytest.mark.parametrize("headdim", [64, 128, 256])
 @pytest.mark.gpu
 @needs_hopper
-def test_gqa_parts_backward_matches_reference(monkeypatch, dims, causal, varlen_case, parts):
+def test_gqa_parts_backward_against_the_reference(monkeypatch, headdim, causal, varlen_case, parts):
     from fa3nn.backends.hopper import launch as forward
 
-    headdim, headdim_v = dims
-    monkeypatch.setattr(hopper_bwd, "KV_PARTS", parts)
     scale = headdim**-0.5
-    params = dataclasses.replace(_params(window=Window(-1, 0) if causal else None), softmax_scale=scale)
+    params = _params(window=Window(-1, 0) if causal else None)
+    params = dataclasses.replace(params, softmax_scale=scale)
     if varlen_case is None:
-        q, k, v = random_qkv(1, 1000, 1000, 8, 1, headdim, torch.bfloat16, device="cuda", headdim_v=headdim_v)
+        q, k, v = random_qkv(1, 1000, 1000, 8, 1, headdim, torch.bfloat16, device="cuda")
         out, lse = forward(q, k, v, scale, causal)
         args, varlen = dict(dout=torch.randn_like(out), q=q, k=k, v=v, out=out, lse=lse), None
     else:
-        args, varlen = _varlen_inputs(*VARLEN_CASES[varlen_case], 8, 1, headdim, torch.bfloat16, device="cuda",
-                                      headdim_v=headdim_v)
+        args, varlen = _varlen_inputs(*VARLEN_CASES[varlen_case], 8, 1, headdim, torch.bfloat16, device="cuda")
         args["out"], args["lse"] = forward(args["q"], args["k"], args["v"], scale, causal, varlen)
+    monkeypatch.setattr(hopper_bwd, "KV_PARTS", 1)
+    whole = hopper_bwd.backward(**args, dlse=None, params=params, varlen=varlen)
+    monkeypatch.setattr(hopper_bwd, "KV_PARTS", parts)
     got = hopper_bwd.backward(**args, dlse=None, params=params, varlen=varlen)
+    used = hopper_bwd.kv_parts(8, 1, hopper_bwd._key_blocks(args["k"], varlen), causal,
+                               hopper_bwd._sm_count(args["q"].device)) if parts == "auto" else parts
     if varlen is None:
         ref = _reference_grads(args["q"], args["k"], args["v"], args["dout"], causal, upcast=True)
         pt = _reference_grads(args["q"], args["k"], args["v"], args["dout"], causal, upcast=False)
     else:
         ref = _varlen_reference(args, varlen, causal, scale, upcast=True)
         pt = _varlen_reference(args, varlen, causal, scale, upcast=False)
-    for name, g, r, p in zip(("dq", "dk", "dv"), got, ref, pt):
-        assert g.shape == r.shape and not g.isnan().any(), name
-        assert_error_ratio(g, r, p, f"{name} (parts {parts})")
+    for name, g, w, r, p in zip(("dq", "dk", "dv"), got, whole, ref, pt):
+        assert g.shape == r.shape and not g.isnan().any() and not w.isnan().any(), name
+        if name == "dq":
+            assert_error_ratio(g, r, p, f"{name} (parts {parts})")
+            continue
+        assert_error_ratio(w, r, p, f"{name} (whole groups)")
+        ulp = 2.0 ** (torch.floor(torch.log2(r.abs().max().double())).item() - 7)  # bf16's at the largest value
+        err, err_whole = ((x.double() - r.double()).abs().max().item() for x in (g, w))
+        allowance = used * ulp / 2
+        assert err <= err_whole + allowance, (
+            f"{name} in {used} parts: max error {err:.3e}, whole groups {err_whole:.3e}, allowance {allowance:.3e}")
     if varlen is not None:
         for b in range(varlen.batch):
             rk = slice(varlen.seqstarts_k[b], varlen.seqstarts_k[b + 1])
             if varlen.seqstarts_q[b + 1] == varlen.seqstarts_q[b]:
                 assert not got[1][rk].any() and not got[2][rk].any(), f"sequence {b}: no queries, nonzero dk / dv"
-
-
-@pytest.mark.parametrize("variant", ["red_dq", "bulk_dq", "bulk_dq_overlap"])
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.gpu
-@needs_hopper
-def test_gqa_parts_in_every_d128_variant(causal, variant):
-    """launch's kv_parts in the d128 variants besides the default (their own consumers store dK / dV through the same
-    store_rows): 2 and 4 parts of a group of 4 against the reference by the error-ratio rule."""
-    for kv_parts in (2, 4):
-        _check_against_reference(torch.bfloat16, 128, causal, (700, 900), variant, nheads=8, nheads_kv=2,
-                                 kv_parts=kv_parts)
 
 
 # Sliding windows (BwdConfig::kLocal; the native forward has none, so out and lse come from the reference backend's
