@@ -9,11 +9,8 @@ not bitwise deterministic. Varlen, windows and softcap run each head dim's defau
 library builds no other for them). Under GQA/MQA one CTA per K/V head walks every query head of its group and sums
 dK/dV in registers (kernels/hopper/flash_bwd.cuh, BwdQueryWalk): dK/dV stay deterministic and are written once per
 K/V head.
-`backward` runs GQA/MQA through that in-kernel path (NATIVE_GQA, the default), whole groups by default; opt-in
-(KV_PARTS "auto" or a part count), each group in parts where the whole groups give fewer tiles than the device has SMs
-(kv_parts: K/V copies, each copy's dK/dV rounded to the input dtype and summed in fp32, so dK/dV depend on the parts,
-which sm_margin does not change); with NATIVE_GQA off it expands K and V to every query head (copies), runs the
-kernel as MHA and sums dK/dV over each group.
+`backward` runs GQA/MQA through that in-kernel path (NATIVE_GQA, the default); with NATIVE_GQA off it expands K and V
+to every query head (copies), runs the kernel as MHA and sums dK/dV over each group.
 `lse` is the forward's: float32, natural log, (batch, nheads, seqlen_q), or (nheads, total_q) for varlen.
 
 `backward` has the Backend.backward signature (fa3nn/backends/base.py); `launch` is the kernel call with the
@@ -148,22 +145,6 @@ NATIVE_GQA = True
 # mask (group times longer under GQA), of every (K/V head, batch) starts first. auto: outer for dense causal
 # GQA/MQA, else inner (kernels/hopper/flash_bwd_launch.cuh gives the scheduling model's numbers).
 GRID_ORDERS = {"auto": 0, "key_blocks_inner": 1, "key_blocks_outer": 2}
-# GQA/MQA parts (backward, kv_parts): "auto", or a positive int dividing the group (benchmarks and tests). One CTA per
-# (key block, K/V head, batch) walks the whole group, so few K/V heads and one short batch leave SMs idle: Llama-3-70B's
-# 64 / 8 heads under 8-way tensor parallelism are 8 / 1 per GPU, 64 tiles at one 8k sequence, and a list-scheduling
-# model of 132 SMs (scripts/model_bwd_gqa_parts.py) gives 0.48 of the SMs' time busy non-causal, 0.25 causal
-# (key block 0's tile walks all 8 heads' 64 query blocks while the average SM has 126 steps); in 4 parts 0.97 / 0.98.
-# Measured (H200, s49a, scripts/gqa_bwd_shapes.py, auto x whole groups): 70B-TP8 one 8k sequence 1.82x non-causal (4
-# parts; 0.56 -> 1.02x cuDNN), 2.00x causal (8 parts; 0.36 -> 0.72x cuDNN), MQA 16 / 1 at 2 x 8k causal 1.77x, d256
-# MQA causal 1.86x; but 0.82-0.98x where the rule split 128 non-causal tiles (one 2k sequence 0.82: a second wave of
-# tiles for no fuller first one), and 1.03x for 8B-TP4 causal (its 4 parts run as MHA, itself 0.78x cuDNN at 512 causal
-# tiles). And the copies' partials are rounded to bf16 before the sum: dv broke the error-ratio rule in one GPU case
-# (d256 varlen, 2 parts). So whole groups stay the default (1) until the kernel sums fp32 partials without copies
-# (benchmarks/NOTES.md, forty-ninth session).
-KV_PARTS = 1
-# Keys per tile of each head dim's default kernels (kernels/hopper/flash_bwd.cuh BwdConfig::kBlockN; 192 / 128's
-# mla_keys has 128), for kv_parts' tile count.
-KEY_BLOCK_ROWS = {64: 128, 128: 128, 256: 64, 192: 128}
 
 
 def check_arguments(dout, q, k, v, out, lse, softmax_scale: float, varlen: Varlen | None = None) -> None:
@@ -422,70 +403,26 @@ def refusal(call: AttnCall) -> str | None:
     return None
 
 
-def kv_parts(group: int, nheads_kv: int, key_blocks: int, causal: bool, sms: int) -> int:
-    """Parts each K/V head's group of query heads is split into (KV_PARTS "auto"): the smallest power of two dividing
-    `group` whose tiles, key_blocks (summed over the batch) x nheads_kv x parts, reach `sms` (non-causal) or twice
-    `sms` (causal: key block 0 walks every query block, so its tile is the makespan unless the average SM's share is
-    at least as long; the list-scheduling model's edge), else the largest power of two dividing `group`. 1 wherever
-    the whole groups give enough tiles, which is every MHA call and GQA at the usual batch sizes."""
-    target = sms * (2 if causal else 1)
-    parts = 1
-    while key_blocks * nheads_kv * parts < target and group % (2 * parts) == 0:
-        parts *= 2
-    return parts
-
-
-def _sm_count(device: torch.device) -> int:
-    """The SMs of `device`, kv_parts' unit (0 off CUDA, where `launch` refuses the call; tests stand in for it)."""
-    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 0
-
-
-def _key_blocks(k: torch.Tensor, varlen: Varlen | None) -> int:
-    """Key blocks of a call over its batch (varlen: each sequence's own), in the default kernels' blocks of keys
-    (KEY_BLOCK_ROWS)."""
-    rows = KEY_BLOCK_ROWS.get(k.shape[-1], 128)
-    if varlen is None:
-        return k.shape[0] * -(-k.shape[1] // rows)
-    starts = varlen.seqstarts_k
-    return sum(-(-(b - a) // rows) for a, b in zip(starts, starts[1:]))
-
-
 def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None, sinks=None):
-    """Backend.backward for the native kernels. GQA/MQA: the kernel walks each K/V head's group of query heads
-    (NATIVE_GQA); with KV_PARTS set (opt-in; default 1, whole groups) in parts where the whole groups give too few
-    tiles (kv_parts for "auto"): K and V are then repeated `parts` times along the head axis (each copy serving
-    group / parts query heads) and dK / dV summed over the copies in fp32; with NATIVE_GQA off every query head gets
-    its own copy. With `sinks`: (dq, dk, dv, dsinks) (launch).
-    params.sm_margin > 0 runs the main kernel persistent on the SMs it leaves (hopper_lib.max_ctas_leaving), whatever
-    auto would pick (varlen and windows included); the preprocess and postprocess kernels (one CTA per block of rows,
-    memory-bound) are not bounded."""
+    """Backend.backward for the native kernels; GQA/MQA in the kernel with NATIVE_GQA, else through copies of K and V
+    (module docstring). With `sinks`: (dq, dk, dv, dsinks) (launch). params.sm_margin > 0 runs the main kernel
+    persistent on the SMs it leaves (hopper_lib.max_ctas_leaving), whatever auto would pick (varlen and windows
+    included); the preprocess and postprocess kernels (one CTA per block of rows, memory-bound) are not bounded."""
     schedule = {}
     if params.sm_margin:
         schedule = dict(schedule="persistent", max_ctas=max_ctas_leaving(params.sm_margin, q.device))
     group = q.shape[-2] // k.shape[-2] if q.dim() >= 3 and k.dim() >= 3 and k.shape[-2] else 1
-    if group > 1 and q.shape[-2] != group * k.shape[-2]:
-        raise ValueError(f"q has {q.shape[-2]} heads, not a multiple of k's {k.shape[-2]}")
-    parts = 1
-    if group > 1 and not NATIVE_GQA:
-        parts = group
-    elif group > 1 and KV_PARTS == "auto":
-        # The device's SMs even under sm_margin: the margin schedules the same tiles on fewer SMs and must not change
-        # dK / dV (the copies' sum rounds each copy's partial dK / dV first).
-        parts = kv_parts(group, k.shape[-2], _key_blocks(k, varlen), params.window.causal, _sm_count(q.device))
-    elif group > 1:
-        if isinstance(KV_PARTS, bool) or not isinstance(KV_PARTS, int) or KV_PARTS < 1 or group % KV_PARTS:
-            raise ValueError(f"hopper_bwd.KV_PARTS must be 'auto' or a positive int dividing the GQA group ({group}), "
-                             f"got {KV_PARTS!r}")
-        parts = KV_PARTS
-    masks = dict(window_size=(params.window.left, params.window.right), softcap=params.softcap, sinks=sinks)
-    if parts == 1:
+    if group == 1 or NATIVE_GQA:
         return launch(dout, q, k, v, out, lse, params.softmax_scale, params.window.causal, dlse=dlse, varlen=varlen,
-                      **masks, **schedule)
-    # Query head h reads K/V head h // group (the forward's convention), so copy c of K/V head j, at head j * parts +
-    # c, serves query heads j * group + c * (group / parts) ..: the kernel's own h // (group / parts).
-    k_parts, v_parts = (t.repeat_interleave(parts, dim=-2) for t in (k, v))
-    dq, dk_parts, dv_parts, *dsinks = launch(dout, q, k_parts, v_parts, out, lse, params.softmax_scale,
-                                             params.window.causal, dlse=dlse, varlen=varlen, **masks, **schedule)
-    dk, dv = (g.unflatten(-2, (k.shape[-2], parts)).sum(-2, dtype=torch.float32).to(k.dtype)
-              for g in (dk_parts, dv_parts))
+                      window_size=(params.window.left, params.window.right), softcap=params.softcap, sinks=sinks,
+                      **schedule)
+    if q.shape[-2] != group * k.shape[-2]:
+        raise ValueError(f"q has {q.shape[-2]} heads, not a multiple of k's {k.shape[-2]}")
+    # GQA: query head h reads kv head h // group (the forward's convention), so repeat_interleave on the head axis.
+    k_full, v_full = (t.repeat_interleave(group, dim=-2) for t in (k, v))
+    dq, dk_full, dv_full, *dsinks = launch(
+        dout, q, k_full, v_full, out, lse, params.softmax_scale, params.window.causal, dlse=dlse, varlen=varlen,
+        window_size=(params.window.left, params.window.right), softcap=params.softcap, sinks=sinks, **schedule)
+    dk, dv = (g.unflatten(-2, (k.shape[-2], group)).sum(-2, dtype=torch.float32).to(k.dtype)
+              for g in (dk_full, dv_full))
     return dq, dk, dv, *dsinks
