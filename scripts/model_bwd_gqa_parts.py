@@ -7,6 +7,14 @@ first, each to the SM that frees up first (list scheduling; one tile per SM at a
 over SMs x makespan. No per-tile costs (K/V loads, dK / dV stores, launch): it shows where the grid is too small.
 
     python scripts/model_bwd_gqa_parts.py [--sms 132]
+    python scripts/model_bwd_gqa_parts.py --modes   # MHA at few causal tiles, in the kernel's own schedules
+
+--modes models the schedules the kernel has instead of longest-first list scheduling, for causal MHA (or GQA in as
+many parts as the group): one CTA per tile in launch order, key blocks innermost (the MHA order) or outermost (every
+head's key block 0 first), each tile taken by the SM that frees up first, +1 step per tile for its launch; and
+persistent (one CTA per SM, round r of SMs tiles dealt boustrophedon, flash_bwd.cuh BwdCtaTiles), +0.3 step per
+chained tile. No L2: the outermost order re-reads Q / dO across heads, which measured 0.73x innermost for causal MHA
+at 2k in 2026-11-30's run (benchmarks/results/late-h200-20261130-2350/).
 """
 
 from __future__ import annotations
@@ -42,10 +50,54 @@ def tiles_of(batch: int, seqlen: int, nheads_kv: int, group: int, causal: bool, 
     return per_head * (batch * nheads_kv * parts)
 
 
+# (batch, seqlen, heads, head dim) of causal MHA calls with few tiles, and the paper's 2048-tile shape
+FEW_TILE_SHAPES = [(1, 8192, 8, 128), (2, 4096, 8, 128), (1, 2048, 32, 128), (1, 8192, 16, 128), (2, 8192, 16, 128)]
+
+
+def launch_order(batch: int, nb: int, heads: int, outer: bool) -> list[int]:
+    """Causal tiles' steps (key block n of nb: nb - n) in the grid's order: key blocks innermost (n fastest, then
+    heads, then batch) or outermost (heads fastest, then batch, then key blocks)."""
+    if outer:
+        return [nb - n for n in range(nb) for _ in range(batch * heads)]
+    return [nb - n for _ in range(batch * heads) for n in range(nb)]
+
+
+def per_tile(tiles: list[int], sms: int, launch_cost: float = 1.0) -> float:
+    finish = [0.0] * sms
+    for t in tiles:
+        heapq.heapreplace(finish, finish[0] + t + launch_cost)
+    return sum(tiles) / (sms * max(finish))
+
+
+def persistent(tiles: list[int], sms: int, chain_cost: float = 0.3) -> float:
+    load = [0.0] * sms
+    for r in range(-(-len(tiles) // sms)):
+        for cta in range(sms):
+            index = r * sms + (sms - 1 - cta if r & 1 else cta)
+            if index < len(tiles):
+                load[cta] += tiles[index] + chain_cost
+    return sum(tiles) / (sms * max(load))
+
+
+def print_modes(sms: int) -> None:
+    print("| causal MHA | tiles | persistent, innermost | persistent, outermost | per tile, innermost | "
+          "per tile, outermost |")
+    print("|---|---|---|---|---|---|")
+    for batch, seqlen, heads, headdim in FEW_TILE_SHAPES:
+        nb = -(-seqlen // (64 if headdim == 256 else 128))
+        inner, outer = (launch_order(batch, nb, heads, o) for o in (False, True))
+        print(f"| {batch} x {seqlen}, {heads} heads, d{headdim} | {len(inner)} | {persistent(inner, sms):.2f} | "
+              f"{persistent(outer, sms):.2f} | {per_tile(inner, sms):.2f} | {per_tile(outer, sms):.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sms", type=int, default=132)
+    parser.add_argument("--modes", action="store_true", help="the kernel's schedules for causal MHA at few tiles")
     args = parser.parse_args()
+    if args.modes:
+        print_modes(args.sms)
+        return
     print("| shape | non-causal, parts 1 / 2 / 4 / 8 | causal, parts 1 / 2 / 4 / 8 |")
     print("|---|---|---|")
     for name, batch, seqlen, nheads_kv, group, headdim in SHAPES:
