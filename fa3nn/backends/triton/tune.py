@@ -129,7 +129,7 @@ def precompile(headdims, causals, kinds=("fwd", "dkdv", "dq"), workers: int = 8)
 
 
 def triton_block(headdim: int) -> int:
-    return max(16, 1 << (headdim - 1).bit_length())
+    return max(16, configs.next_power_of_2(headdim))
 
 
 def _time_ms(fn, iters: int = 10, reps: int = 5) -> float:
