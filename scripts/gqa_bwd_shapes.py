@@ -1,7 +1,6 @@
-"""GQA / MQA backward at the shapes models train with: fa3nn against cuDNN (SDPA, enable_gqa) and against the same call
-as MHA (K / V expanded to every query head beforehand, no copies timed: the same FLOPs), beside the SMs' busy share
-that scripts/model_bwd_gqa_parts.py predicts for the kernel's tiles. (Branch wip/gqa-parts-kernel times the group
-split into parts, hopper_bwd.KV_PARTS, against this.)
+"""GQA / MQA backward at the shapes models train with: fa3nn with auto's parts (hopper_bwd.kv_parts) and with each
+group in one tile (KV_PARTS 1), against cuDNN (SDPA, enable_gqa) and against the same call as MHA (K / V expanded to
+every query head beforehand, no copies timed: the same FLOPs).
 
 The native backward runs one CTA per (key block, K/V head, batch) and walks every query head of the group in it
 (kernels/hopper/flash_bwd.cuh): with few K/V heads (MQA, or GQA under tensor parallelism: Llama-3-70B's 64 / 8 heads
@@ -32,14 +31,23 @@ from bench import time_ms  # noqa: E402
 from model_bwd_gqa_parts import SHAPES, busy_share, tiles_of  # noqa: E402
 
 from fa3nn import flash_attn_func  # noqa: E402
+from fa3nn.backends import hopper_bwd  # noqa: E402
 from fa3nn.metrics import attention_flops  # noqa: E402
 
 
 def backward_call(q, k, v, causal, kind):
     dout = torch.randn_like(q)
-    if kind == "fa3nn":
+    if kind in ("fa3nn", "whole"):  # auto's parts (hopper_bwd.kv_parts), or each group in one tile (KV_PARTS 1)
         out = flash_attn_func(q, k, v, causal=causal)
-        return lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+        parts = "auto" if kind == "fa3nn" else 1
+
+        def call():
+            kept, hopper_bwd.KV_PARTS = hopper_bwd.KV_PARTS, parts
+            try:
+                return torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+            finally:
+                hopper_bwd.KV_PARTS = kept
+        return call
     if kind == "mha":  # K / V expanded beforehand (not timed): the same FLOPs as MHA, no group sum
         group = q.shape[2] // k.shape[2]
         kh, vh = (x.detach().repeat_interleave(group, dim=2).requires_grad_() for x in (k, v))
@@ -76,10 +84,13 @@ def main() -> None:
             flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal, direction="bwd")
             row = dict(name=name, batch=batch, seqlen=seqlen, nheads=nheads, nheads_kv=nheads_kv, headdim=headdim,
                        causal=causal)
+            key_blocks = batch * -(-seqlen // hopper_bwd.KEY_BLOCK_ROWS[headdim])
             sms = torch.cuda.get_device_properties(0).multi_processor_count
-            block = 64 if headdim == 256 else 128  # the default kernels' keys per tile (BwdConfig::kBlockN)
-            row["model_busy"] = busy_share(tiles_of(batch, seqlen, nheads_kv, group, causal, 1, block), sms)
-            for kind in ("fa3nn", "mha", "cudnn"):
+            row["parts"] = hopper_bwd.kv_parts(group, nheads_kv, key_blocks, causal, sms)
+            block = hopper_bwd.KEY_BLOCK_ROWS[headdim]
+            row["model_busy"] = {p: busy_share(tiles_of(batch, seqlen, nheads_kv, group, causal, p, block), sms)
+                                 for p in (1, row["parts"])}
+            for kind in ("fa3nn", "whole", "mha", "cudnn"):
                 try:
                     ms = time_ms([backward_call(q, k, v, causal, kind)], args.iters, args.reps)
                     row[kind] = flops / ms / 1e9
@@ -89,12 +100,16 @@ def main() -> None:
             rows.append(row)
             if args.json:
                 args.json.write_text(json.dumps(rows, indent=1))
-    print("| shape | causal | fa3nn | as MHA | cuDNN | fa3nn / MHA | fa3nn / cuDNN | model: SMs busy |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| shape | causal | parts | fa3nn (auto parts) | whole groups | as MHA | cuDNN | auto / whole (model) | "
+          "auto / MHA | auto / cuDNN | whole / cuDNN |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        f, m, c = r["fa3nn"], r["mha"], r["cudnn"]
-        print(f"| {r['name']} | {'yes' if r['causal'] else 'no'} | {_cell(f)} | {_cell(m)} | {_cell(c)} | "
-              f"{_ratio(f, m)} | {_ratio(f, c)} | {r['model_busy']:.2f} |")
+        f, w, m, c = r["fa3nn"], r["whole"], r["mha"], r["cudnn"]
+        busy = r["model_busy"]
+        model = f"{busy[r['parts']] / busy[1]:.2f}"
+        print(f"| {r['name']} | {'yes' if r['causal'] else 'no'} | {r['parts']} | {_cell(f)} | {_cell(w)} | "
+              f"{_cell(m)} | {_cell(c)} | {_ratio(f, w)} ({model}) | {_ratio(f, m)} | {_ratio(f, c)} | "
+              f"{_ratio(w, c)} |")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """The share of the SMs' time the native backward's tiles keep busy under GQA/MQA, with each K/V head's group of
-query heads in 1, 2, 4 or 8 parts (branch wip/gqa-parts-kernel: hopper_bwd.kv_parts), at model shapes.
+query heads in 1, 2, 4 or 8 parts (fa3nn.backends.hopper_bwd.kv_parts), at model shapes.
 
 A tile is one (key block, K/V head copy, batch) and walks group / parts query heads over its query blocks (all of
 them non-causal, those at or below the key block causal: key block n of nb has nb - n). Tiles go to SMs longest

@@ -189,17 +189,21 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
     strides = (ctypes.c_int64 * 24)(*([8] * 24))
 
     def error(nheads, nheads_kv, grid_order=0, softmax_scale=0.1, ctas=0, cu_q=None, cu_k=None, max_q=100,
-              variant=0, headdim=128, window=(-1, -1), softcap=0.0, headdim_v=None):
+              variant=0, headdim=128, window=(-1, -1), softcap=0.0, headdim_v=None, kv_parts=1):
         headdim_v = headdim if headdim_v is None else headdim_v
         status = lib.fa3nn_hopper_bwd(*([None] * 13), cu_q, cu_k, 2, 100, 120, max_q, 120, nheads, nheads_kv, headdim,
                                       headdim_v, strides, softmax_scale, 1, *window, softcap, 1, variant, grid_order,
-                                      ctas, None)
+                                      ctas, kv_parts, None)
         return status, lib.fa3nn_hopper_last_error().decode()
 
     for nheads, nheads_kv in ((8, 3), (8, 0)):
         assert error(nheads, nheads_kv) == (1, "nheads_kv must be positive and divide nheads (GQA/MQA: query heads "
                                                "in groups of equal size)")
     assert error(8, 2, grid_order=3) == (1, "grid_order must be 0 (auto), 1 or 2")
+    # kv_parts (after ctas): a power of two dividing the group; the group of 8 / 2 heads is 4.
+    for kv_parts in (0, 3, 8, -2):
+        assert error(8, 2, kv_parts=kv_parts) == (1, "kv_parts must be a power of two dividing the GQA group (nheads "
+                                                     "/ nheads_kv)")
     assert error(8, 2, ctas=-3) == (1, "ctas must be 0 (auto), -2 (auto, varlen of one length), -1 (one CTA per "
                                        "tile) or a positive CTA count")
     for softcap in (-1.0, float("inf"), float("nan")):
@@ -510,6 +514,82 @@ def test_gqa_backward_expands_kv_and_sums_each_group(monkeypatch):
             torch.testing.assert_close(g, leaf.grad, rtol=1e-5, atol=1e-5, msg=f"{name} (nheads_kv {nheads_kv})")
 
 
+@pytest.mark.parametrize("group, nheads_kv, key_blocks, causal, sms, expected", [
+    (8, 1, 64, True, 132, 8),     # Llama-3-70B under 8-way tensor parallelism, one 8k sequence: 64 tiles -> 512
+    (8, 1, 64, False, 132, 2),    # non-causal: the most parts within one wave, 128 tiles
+    (8, 1, 16, False, 132, 8),    # one 2k sequence: 16 tiles -> 128
+    (4, 8, 16, False, 132, 1),    # Llama-3-8B, one 2k sequence: 128 tiles already (s49a: split, 0.82x)
+    (8, 1, 64, True, 10, 1),      # enough tiles for 10 SMs as it is
+    (4, 8, 64, True, 132, 1),     # Llama-3-8B, one 8k sequence: 512 tiles
+    (4, 8, 16, True, 132, 4),     # ... one 2k sequence: 128 tiles -> 512
+    (16, 1, 16, True, 132, 16),   # MQA 16 / 1 at 2k: every query head its own tile, and still short of 264
+    (6, 1, 16, True, 132, 2),     # the largest power of two dividing 6
+    (7, 4, 16, True, 132, 1),     # Qwen's 28 / 4: 7 has no power-of-two factor
+    (1, 16, 1, True, 132, 1),     # MHA is never split
+    (1, 16, 1, False, 132, 1),
+])
+def test_kv_parts_rule(group, nheads_kv, key_blocks, causal, sms, expected):
+    assert hopper_bwd.kv_parts(group, nheads_kv, key_blocks, causal, sms) == expected
+
+
+def test_key_blocks_count_each_sequence():
+    """kv_parts' tile count: dense batch x ceil(seqlen_k / block), varlen the sum over sequences; head dim 256's
+    blocks are 64 keys."""
+    k = torch.empty(3, 300, 2, 128)
+    assert hopper_bwd._key_blocks(k, None) == 3 * 3
+    assert hopper_bwd._key_blocks(torch.empty(3, 300, 2, 256), None) == 3 * 5
+    starts = [0, 1, 129, 129, 400]  # lengths 1, 128, 0, 271
+    cu = torch.tensor(starts, dtype=torch.int32)
+    varlen = Varlen(cu, cu, 271, 271, tuple(starts), tuple(starts))
+    assert hopper_bwd._key_blocks(torch.empty(400, 2, 128), varlen) == 1 + 1 + 0 + 3
+
+
+def _recording_launch(seen):
+    def fake_launch(dout, q, k, v, *positional, kv_parts=1, max_ctas=None, **kwargs):
+        seen.append((k.shape[-2], kv_parts, max_ctas))
+        return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    return fake_launch
+
+
+@pytest.mark.parametrize("setting, causal, expected", [("auto", True, 8), ("auto", False, 8), (2, True, 2),
+                                                        (1, True, 1)])
+def test_backward_passes_the_parts_to_launch(monkeypatch, setting, causal, expected):
+    """KV_PARTS reaches launch as kv_parts with K / V as they are (the kernel splits the group; no copies): "auto" on a
+    stand-in of 64 SMs with 2 x 1 key blocks x 2 K/V heads (4 tiles) gives the group, 8, either way."""
+    seen = []
+    monkeypatch.setattr(hopper_bwd, "launch", _recording_launch(seen))
+    monkeypatch.setattr(hopper_bwd, "KV_PARTS", setting)
+    monkeypatch.setattr(hopper_bwd, "_sm_count", lambda device: 64)
+    args = _inputs(nheads=16, nheads_kv=2, seqlen_q=40, seqlen_k=56, dtype=torch.float32)
+    hopper_bwd.backward(**args, dlse=None, params=_params(window=Window(-1, 0) if causal else None), varlen=None)
+    assert seen == [(2, expected, None)]
+
+
+@pytest.mark.parametrize("bad", [3, 0, 8, -2, "two", 2.0, True])
+def test_launch_refuses_parts_that_do_not_split_the_group(bad):
+    """launch's kv_parts: a power of two dividing the group (8 / 2 heads: 4), named before anything runs (CPU tensors:
+    the device check comes after)."""
+    with pytest.raises(ValueError, match=r"kv_parts must be a power of two dividing the GQA group \(4 query heads per "
+                                         r"K/V head\), got"):
+        hopper_bwd.launch(**_inputs(nheads=8, nheads_kv=2), softmax_scale=0.1, causal=False, kv_parts=bad)
+
+
+def test_sm_margin_does_not_change_the_parts(monkeypatch):
+    """sm_margin schedules the same tiles on fewer SMs; it must not change dK / dV (test_sm_margin.py's GPU test wants
+    them bitwise equal), so the parts come from the device's SMs, not from the margin's CTA cap. 2 x 8 key blocks x 2
+    K/V heads = 32 tiles, causal on 132 SMs: 4 parts, whatever the margin."""
+    seen = []
+    monkeypatch.setattr(hopper_bwd, "launch", _recording_launch(seen))
+    monkeypatch.setattr(hopper_bwd, "KV_PARTS", "auto")
+    monkeypatch.setattr(hopper_bwd, "_sm_count", lambda device: 132)
+    monkeypatch.setattr(hopper_bwd, "max_ctas_leaving", lambda margin, device: 132 - margin)
+    args = _inputs(nheads=8, nheads_kv=2, seqlen_k=900, dtype=torch.float32)
+    for margin in (0, 100, 131):
+        hopper_bwd.backward(**args, dlse=None, params=dataclasses.replace(_params(Window(-1, 0)), sm_margin=margin),
+                            varlen=None)
+    assert seen == [(2, 4, None), (2, 4, 32), (2, 4, 1)]
+
+
 @pytest.mark.parametrize("native_gqa", [True, False])
 def test_backward_routes_gqa_by_the_native_gqa_flag(monkeypatch, native_gqa):
     """NATIVE_GQA on: `launch` gets K/V as they are (nheads_kv heads) and its dK/dV are returned untouched; off: it
@@ -517,7 +597,7 @@ def test_backward_routes_gqa_by_the_native_gqa_flag(monkeypatch, native_gqa):
     seen = {}
 
     def fake_launch(dout, q, k, v, out, lse, softmax_scale, causal, dlse=None, varlen=None, window_size=(-1, -1),
-                    softcap=0.0, sinks=None):
+                    softcap=0.0, sinks=None, kv_parts=1):
         seen["k_heads"] = k.shape[2]
         return torch.zeros_like(q), torch.full_like(k, 2.0), torch.full_like(v, 3.0)
 
@@ -653,6 +733,143 @@ def _varlen_case(dtype, headdim, causal, heads, case, schedule, headdim_v=None):
             assert not dq[rq].any(), f"sequence {b} has no keys but nonzero dq"
         if rq.start == rq.stop:
             assert not dk[rk].any() and not dv[rk].any(), f"sequence {b} has no queries but nonzero dk / dv"
+
+
+# GQA/MQA in parts through `backward` (KV_PARTS -> launch's kv_parts: each tile walks group / parts query heads and
+# writes an fp32 partial dK / dV, summed once): 8 query heads on one K/V head, dense and varlen (the mixed case: empty
+# sequences' keys get exactly zero dK / dV through the sums too), causal or not, every head-dim pair's default kernel,
+# against the reference gradients by the error-ratio rule (backward allocates dq / dk / dv, so nothing is poisoned here;
+# test_gqa_parts_in_the_other_kernels checks on NaN-poisoned ones that launch's sums write every dk / dv element).
+# (s49a's first form of the parts, K/V copies with bf16 partials, broke the rule once: d256 varlen non-causal, 2 parts,
+# dv 6.25e-2 against 5.63e-2.)
+@pytest.mark.parametrize("parts", [1, 2, 8, "auto"])
+@pytest.mark.parametrize("varlen_case", [None, "mixed"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dims", [(64, 64), (128, 128), (256, 256), (192, 128)], ids=lambda d: f"d{d[0]}_{d[1]}")
+@pytest.mark.gpu
+@needs_hopper
+def test_gqa_parts_backward_matches_reference(monkeypatch, dims, causal, varlen_case, parts):
+    from fa3nn.backends.hopper import launch as forward
+
+    headdim, headdim_v = dims
+    monkeypatch.setattr(hopper_bwd, "KV_PARTS", parts)
+    scale = headdim**-0.5
+    params = dataclasses.replace(_params(window=Window(-1, 0) if causal else None), softmax_scale=scale)
+    if varlen_case is None:
+        q, k, v = random_qkv(1, 1000, 1000, 8, 1, headdim, torch.bfloat16, device="cuda", headdim_v=headdim_v)
+        out, lse = forward(q, k, v, scale, causal)
+        args, varlen = dict(dout=torch.randn_like(out), q=q, k=k, v=v, out=out, lse=lse), None
+    else:
+        args, varlen = _varlen_inputs(*VARLEN_CASES[varlen_case], 8, 1, headdim, torch.bfloat16, device="cuda",
+                                      headdim_v=headdim_v)
+        args["out"], args["lse"] = forward(args["q"], args["k"], args["v"], scale, causal, varlen)
+    got = hopper_bwd.backward(**args, dlse=None, params=params, varlen=varlen)
+    if varlen is None:
+        ref = _reference_grads(args["q"], args["k"], args["v"], args["dout"], causal, upcast=True)
+        pt = _reference_grads(args["q"], args["k"], args["v"], args["dout"], causal, upcast=False)
+    else:
+        ref = _varlen_reference(args, varlen, causal, scale, upcast=True)
+        pt = _varlen_reference(args, varlen, causal, scale, upcast=False)
+    for name, g, r, p in zip(("dq", "dk", "dv"), got, ref, pt):
+        assert g.shape == r.shape and not g.isnan().any(), name
+        assert_error_ratio(g, r, p, f"{name} (parts {parts})")
+    if varlen is not None:
+        for b in range(varlen.batch):
+            rk = slice(varlen.seqstarts_k[b], varlen.seqstarts_k[b + 1])
+            if varlen.seqstarts_q[b + 1] == varlen.seqstarts_q[b]:
+                assert not got[1][rk].any() and not got[2][rk].any(), f"sequence {b}: no queries, nonzero dk / dv"
+
+
+@pytest.mark.parametrize("variant", ["red_dq", "bulk_dq", "bulk_dq_overlap"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.gpu
+@needs_hopper
+def test_gqa_parts_in_every_d128_variant(causal, variant):
+    """launch's kv_parts in the d128 variants besides the default (their own consumers store dK / dV through the same
+    store_rows): 2 and 4 parts of a group of 4 against the reference by the error-ratio rule."""
+    for kv_parts in (2, 4):
+        _check_against_reference(torch.bfloat16, 128, causal, (700, 900), variant, nheads=8, nheads_kv=2,
+                                 kv_parts=kv_parts)
+
+
+# GQA in parts in the kernels the two tests above leave out, each with its own consumer, tiles or columns ahead of the
+# shared BwdConsumer::store_rows: d64's other variants (the key-split dQ, overlap with dP^T ahead), d128's overlap,
+# d256's red_dq, 192 / 128's 64-key column split (bulk_dq, flash_bwd_mla.cuh: dK / dV from panel columns 128 / 64),
+# dense and varlen; chains of the parts' tiles on 3 CTAs in both grid orders; fp16; windows (skipped tiles: exactly
+# zero dK / dV through the sums) and softcap (the d128 varlen softcap kernel publishes its tiles, BwdConfig::
+# kPublishTiles): NaN-poisoned dq / dk / dv (launch's sums must overwrite every dk / dv element) by the error-ratio
+# rule; sinks with a gradient into lse: dQ / dK / dV / dsinks against whole groups'. 8 query heads on 2 K/V heads
+# (group 4). Not run yet (written in a CPU-only review of the parts).
+@pytest.mark.parametrize("kv_parts", [2, 4])
+@pytest.mark.gpu
+@needs_hopper
+def test_gqa_parts_in_the_other_kernels(kv_parts):
+    from fa3nn.backends.hopper import launch as forward
+    from fa3nn.backends.reference import ReferenceBackend
+
+    for headdim, variant in ((64, "red_dq"), (64, "bulk_dq"), (64, "overlap"), (64, "bulk_dq_overlap"),
+                             (128, "overlap"), (256, "red_dq"), (MLA[0], "bulk_dq")):
+        for causal in (False, True):
+            _check_against_reference(torch.bfloat16, headdim, causal, (511, 1537), variant, nheads=8, nheads_kv=2,
+                                     headdim_v=MLA[1] if headdim == MLA[0] else None, kv_parts=kv_parts)
+    for causal in (False, True):
+        for grid_order in ("key_blocks_inner", "key_blocks_outer"):
+            _check_against_reference(torch.bfloat16, 128, causal, (1000, 1000), "bulk_dq", nheads=8, nheads_kv=2,
+                                     grid_order=grid_order, schedule="persistent", max_ctas=3, kv_parts=kv_parts)
+        _check_against_reference(torch.float16, 128, causal, (700, 900), "bulk_dq", nheads=8, nheads_kv=2,
+                                 kv_parts=kv_parts)
+        _varlen_case(torch.bfloat16, MLA[0], causal, (8, 2), "mixed", dict(variant="bulk_dq", kv_parts=kv_parts),
+                     headdim_v=MLA[1])
+        _varlen_case(torch.bfloat16, 256, causal, (8, 2), "mixed",
+                     dict(schedule="persistent", max_ctas=3, kv_parts=kv_parts))
+    # Windows and softcap (dense: out and lse from the reference forward, as the window tests above).
+    for headdim in HEADDIMS:
+        for (causal, window_size), softcap in (((False, (100, 30)), 0.0), ((True, (200, -1)), 0.0),
+                                               ((False, (-1, -1)), 5.0), ((True, (300, -1)), 5.0)):
+            q, k, v = random_qkv(2, 511, 1537, 8, 2, headdim, torch.bfloat16, device="cuda")
+            q = q * 4 if softcap else q
+            scale = headdim**-0.5
+            params = AttnParams(softmax_scale=scale, window=Window.from_args(causal, window_size), softcap=softcap,
+                                deterministic=False)
+            out, lse = ReferenceBackend().forward(q, k, v, params, None)
+            dout = torch.randn_like(out)
+            dq, dk, dv = (_poisoned_like(t) for t in (q, k, v))
+            hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, dq=dq, dk=dk, dv=dv, window_size=window_size,
+                              softcap=softcap, kv_parts=kv_parts)
+            ref, pt = (_reference_grads(q, k, v, dout, causal, upcast, window_size=window_size, softcap=softcap)
+                       for upcast in (True, False))
+            label = f"d{headdim} window {window_size} causal {causal} cap {softcap}"
+            for name, got, r, p in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, pt):
+                assert not got.isnan().any(), f"{name} has NaNs ({label})"
+                assert_error_ratio(got, r, p, f"{name} ({label})")
+            allowed = params.window.allowed(0, 511, 511, 1537, "cuda")
+            if allowed is not None:
+                unreached = ~allowed.any(0)
+                assert not dk[:, unreached].any() and not dv[:, unreached].any(), label
+    # Varlen softcap at d128, non-causal: the kernel that publishes its tiles.
+    args, varlen = _varlen_inputs(*VARLEN_CASES["mixed"], 8, 2, 128, torch.bfloat16, device="cuda")
+    args["q"] = args["q"] * 4
+    scale, masks = 128**-0.5, dict(window_size=(-1, -1), softcap=5.0)
+    args["out"], args["lse"] = forward(args["q"], args["k"], args["v"], scale, False, varlen, **masks)
+    dq, dk, dv = (_poisoned_like(args[n]) for n in ("q", "k", "v"))
+    hopper_bwd.launch(**args, softmax_scale=scale, causal=False, dq=dq, dk=dk, dv=dv, varlen=varlen, kv_parts=kv_parts,
+                      **masks)
+    ref = _varlen_reference(args, varlen, False, scale, upcast=True, **masks)
+    pt = _varlen_reference(args, varlen, False, scale, upcast=False, **masks)
+    for name, got, r, p in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, pt):
+        assert not got.isnan().any(), f"{name} has NaNs (varlen, cap 5)"
+        assert_error_ratio(got, r, p, f"{name} (varlen, cap 5)")
+    # Sinks and dlse: the parts change nothing but dK / dV's rounding (and dQ's atomics' order).
+    q, k, v = random_qkv(2, 700, 900, 8, 2, 128, torch.bfloat16, device="cuda")
+    scale, sinks = 128**-0.5, torch.randn(8, device="cuda")
+    out, lse = forward(q, k, v, scale, True, sinks=sinks)
+    dout, dlse = torch.randn_like(out), torch.randn_like(lse)
+    whole = hopper_bwd.launch(dout, q, k, v, out, lse, scale, True, dlse=dlse, sinks=sinks)
+    parts = hopper_bwd.launch(dout, q, k, v, out, lse, scale, True, dlse=dlse, sinks=sinks, kv_parts=kv_parts)
+    for name, got, expected in zip(("dq", "dk", "dv", "dsinks"), parts, whole):
+        expected = expected.float()
+        torch.testing.assert_close(got.float(), expected, rtol=2**-6, atol=1e-3 * expected.abs().max().item(),
+                                   msg=lambda m, name=name: f"{name} (sinks): {m}")
 
 
 # Sliding windows (BwdConfig::kLocal; the native forward has none, so out and lse come from the reference backend's
@@ -964,6 +1181,7 @@ def test_backward_with_native_gqa_runs_the_kernel_on_unexpanded_kv(monkeypatch, 
     params = AttnParams(softmax_scale=scale, window=Window.from_args(causal, (-1, -1)), softcap=0.0,
                         deterministic=False)
     monkeypatch.setattr(hopper_bwd, "NATIVE_GQA", True)
+    monkeypatch.setattr(hopper_bwd, "KV_PARTS", 1)  # whole groups (auto gives 4 parts here: 32 tiles on 132 SMs)
     dq, dk, dv = hopper_bwd.backward(dout, q, k, v, out, lse, None, params, None)
     _, dk_launch, dv_launch = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal)
     assert torch.equal(dk, dk_launch) and torch.equal(dv, dv_launch)

@@ -155,7 +155,7 @@ def library_path() -> Path:
 
 # The C ABI these bindings are written for (flash_fwd_api.cu, fa3nn_hopper_abi_version): bumped with every change to
 # an exported function's arguments.
-ABI_VERSION = 7
+ABI_VERSION = 8
 
 
 def check_abi(lib: ctypes.CDLL, path) -> None:
@@ -184,7 +184,7 @@ def load(path: Path) -> ctypes.CDLL:
     lib.fa3nn_hopper_last_error.restype = ctypes.c_char_p
     lib.fa3nn_hopper_fp8_fwd.argtypes = [ptr] * 11 + [i32] * 9 + [i64p, i64p, i32, i32, f32] + [i32] * 4 + [ptr] * 2
     lib.fa3nn_hopper_fp8_fwd.restype = i32
-    lib.fa3nn_hopper_bwd.argtypes = [ptr] * 15 + [i32] * 9 + [i64p, f32] + [i32] * 3 + [f32] + [i32] * 4 + [ptr]
+    lib.fa3nn_hopper_bwd.argtypes = [ptr] * 15 + [i32] * 9 + [i64p, f32] + [i32] * 3 + [f32] + [i32] * 5 + [ptr]
     lib.fa3nn_hopper_bwd.restype = i32
     lib.fa3nn_hopper_bwd_block_m.restype = i32
     return lib

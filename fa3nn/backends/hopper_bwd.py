@@ -9,8 +9,10 @@ not bitwise deterministic. Varlen, windows and softcap run each head dim's defau
 library builds no other for them). Under GQA/MQA one CTA per K/V head walks every query head of its group and sums
 dK/dV in registers (kernels/hopper/flash_bwd.cuh, BwdQueryWalk): dK/dV stay deterministic and are written once per
 K/V head.
-`backward` runs GQA/MQA through that in-kernel path (NATIVE_GQA, the default); with NATIVE_GQA off it expands K and V
-to every query head (copies), runs the kernel as MHA and sums dK/dV over each group.
+`backward` runs GQA/MQA through that in-kernel path (NATIVE_GQA, the default), each group in parts where the whole
+groups give too few tiles for the device's SMs (KV_PARTS, kv_parts: tiles of group / parts query heads, fp32 partial
+dK/dV summed once, so dK/dV's summation order depends on the parts, which sm_margin does not change); with NATIVE_GQA
+off it expands K and V to every query head (copies), runs the kernel as MHA and sums dK/dV over each group.
 `lse` is the forward's: float32, natural log, (batch, nheads, seqlen_q), or (nheads, total_q) for varlen.
 
 `backward` has the Backend.backward signature (fa3nn/backends/base.py); `launch` is the kernel call with the
@@ -145,6 +147,20 @@ NATIVE_GQA = True
 # mask (group times longer under GQA), of every (K/V head, batch) starts first. auto: outer for dense causal
 # GQA/MQA, else inner (kernels/hopper/flash_bwd_launch.cuh gives the scheduling model's numbers).
 GRID_ORDERS = {"auto": 0, "key_blocks_inner": 1, "key_blocks_outer": 2}
+# GQA/MQA in parts (backward, kv_parts; launch's kv_parts): "auto", or a power of two dividing the group (benchmarks
+# and tests). One CTA per (key block, K/V head, batch) tile walks the whole group, so few K/V heads and a short batch
+# leave SMs idle: Llama-3-70B's 64 / 8 heads under 8-way tensor parallelism are 8 / 1 per GPU, 64 tiles at one 8k
+# sequence, and a list-scheduling model of 132 SMs (scripts/model_bwd_gqa_parts.py) gives 0.48 of the SMs' time
+# busy non-causal, 0.25 causal (key block 0's tile walks all 8 heads' 64 query blocks while the average SM has 126
+# steps). In parts each tile walks group / parts of the heads and writes an fp32 partial dK / dV, summed once.
+# s49a (H200, the same split done with K/V copies and bf16 partials, scripts/gqa_bwd_shapes.py, x whole groups):
+# 70B-TP8 one 8k sequence 1.82x non-causal (0.56 -> 1.02x cuDNN), 2.00x causal (0.36 -> 0.72x), MQA 16 / 1 at 2 x 8k
+# causal 1.77x, d256 MQA causal 1.86x; 0.82-0.98x where 128 non-causal tiles were split (the rule no longer splits
+# them); its bf16 partials broke the error-ratio rule once (d256 varlen dv, 2 parts), which the fp32 ones avoid.
+KV_PARTS = "auto"
+# Keys per tile of each head dim's default kernels (kernels/hopper/flash_bwd.cuh BwdConfig::kBlockN; 192 / 128's
+# mla_keys has 128), for kv_parts' tile count.
+KEY_BLOCK_ROWS = {64: 128, 128: 128, 256: 64, 192: 128}
 
 
 def check_arguments(dout, q, k, v, out, lse, softmax_scale: float, varlen: Varlen | None = None) -> None:
@@ -228,7 +244,7 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
            variant: str | None = None, library: ctypes.CDLL | None = None, grid_order: str = "auto",
            scalar_prepost: bool = False, schedule: str = "auto", max_ctas: int | None = None,
            scalar_dkdv: bool = False, varlen: Varlen | None = None, window_size: tuple[int, int] = (-1, -1),
-           softcap: float = 0.0, sinks: torch.Tensor | None = None):
+           softcap: float = 0.0, sinks: torch.Tensor | None = None, kv_parts: int = 1):
     """Run preprocess, main kernel and postprocess; returns (dq, dk, dv). Allocates outputs and fp32 workspaces
     through torch unless dq/dk/dv are given, launches on the current stream, never syncs. `dlse` (the gradient into
     lse, lse's shape; None for none) is folded into the preprocess's delta. `variant` picks a build of the main
@@ -244,7 +260,9 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     the gradient of softmax(softcap * tanh(scores * softmax_scale / softcap)) (the softcap kernels, the default variant;
     `lse` must come from a forward with the same cap). `sinks` (nheads,): the forward's attention sinks (fa3nn.sinks;
     out and lse are then those with the sinks): returns (dq, dk, dv, dsinks), the sinks' gradient from the
-    preprocess's delta and lse_log2 (fa3nn.sinks.sinks_gradient_of_delta), no further pass over dout and out."""
+    preprocess's delta and lse_log2 (fa3nn.sinks.sinks_gradient_of_delta), no further pass over dout and out.
+    `kv_parts` > 1 (GQA/MQA; a power of two dividing the group): each K/V head's query heads walked by that many
+    tiles per key block, their fp32 partial dK / dV summed here into dk / dv (kv_parts says when; backward)."""
     if variant is None:  # a head dim without a default: check_arguments names the problem
         variant = default_variant(q.shape[-1] if isinstance(q, torch.Tensor) else None)
     if variant not in VARIANTS:
@@ -282,6 +300,11 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
                                  or any(s % 2 for s in grad.stride()[:-1]) or grad.data_ptr() % 4):
             raise ValueError(f"{name} must have shape {tuple(like.shape)}, dtype {like.dtype}, a contiguous head dim "
                              "and even strides (or pass None and let the backward allocate it)")
+    group = q.shape[-2] // k.shape[-2]
+    if isinstance(kv_parts, bool) or not isinstance(kv_parts, int) or kv_parts < 1 or kv_parts & (kv_parts - 1) \
+            or group % kv_parts:
+        raise ValueError(f"kv_parts must be a power of two dividing the GQA group ({group} query heads per K/V head), "
+                         f"got {kv_parts!r}")
     if q.device.type != "cuda":
         raise ValueError(f"q is on {q.device}; the native backward needs a CUDA (Hopper) device")
     lib = library if library is not None else LIBRARY.require()
@@ -309,6 +332,12 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
             if varlen.seqstarts_q[b + 1] == varlen.seqstarts_q[b]:
                 dk[varlen.seqstarts_k[b]:varlen.seqstarts_k[b + 1]].zero_()
                 dv[varlen.seqstarts_k[b]:varlen.seqstarts_k[b + 1]].zero_()
+    # GQA in parts: the kernel writes each part's fp32 partial sum at head h * kv_parts + part (zeroed first: rows
+    # that dk / dv would get zeroed above are never written), summed into dk / dv after it.
+    dk_out, dv_out = dk, dv
+    if kv_parts > 1:
+        dk, dv = (torch.zeros(*t.shape[:-2], t.shape[-2] * kv_parts, t.shape[-1], dtype=torch.float32,
+                              device=t.device) for t in (k, v))
     rows = lib.fa3nn_hopper_bwd_block_m()  # the library's padding unit (its largest query block)
     ws_batch, ws_rows = workspace_shape(batch, seqlen_q, rows, varlen is not None)
     workspace = dict(dtype=torch.float32, device=q.device)
@@ -339,10 +368,14 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
             float(softmax_scale), int(causal), *window.kernel_sides(seqlen_q, seqlen_k), float(softcap),
             int(q.dtype == torch.bfloat16), VARIANTS[variant] | (SCALAR_PREPOST_BIT if scalar_prepost else 0)
             | (SCALAR_DKDV_BIT if scalar_dkdv else 0),
-            GRID_ORDERS[grid_order], ctas, stream,
+            GRID_ORDERS[grid_order], ctas, kv_parts, stream,
         )
     if status != 0:
         raise RuntimeError(f"fa3nn hopper backward failed: {lib.fa3nn_hopper_last_error().decode()}")
+    if kv_parts > 1:
+        for total, parts in ((dk_out, dk), (dv_out, dv)):
+            total.copy_(parts.unflatten(-2, (total.shape[-2], kv_parts)).sum(-2))  # one rounding, from fp32
+        dk, dv = dk_out, dv_out
     if sinks is None:
         return dq, dk, dv
     if seqlen_k == 0 or seqlen_q == 0:  # the kernels launched nothing: no workspace row holds its statistics
@@ -403,26 +436,68 @@ def refusal(call: AttnCall) -> str | None:
     return None
 
 
+def kv_parts(group: int, nheads_kv: int, key_blocks: int, causal: bool, sms: int) -> int:
+    """Parts each K/V head's group of query heads is walked in (KV_PARTS "auto"), a power of two dividing `group`;
+    tiles = key_blocks (summed over the batch) x nheads_kv x parts. Causal: the fewest parts whose tiles reach twice
+    `sms` (key block 0 walks every query block, so its tile is the makespan unless the average SM's share is at least
+    as long; the list-scheduling model's edge), else as many as the group allows. Non-causal (equal tiles): the most
+    parts whose tiles still fit one wave of `sms`, so the SMs fill without a second wave of smaller tiles (s49a: 128
+    tiles split into 256 measured 0.82-0.98x). 1 wherever the whole groups give enough tiles: every MHA call, and GQA
+    at the usual batch sizes."""
+    parts = 1
+    if causal:
+        while key_blocks * nheads_kv * parts < 2 * sms and group % (2 * parts) == 0:
+            parts *= 2
+    else:
+        while key_blocks * nheads_kv * parts * 2 <= sms and group % (2 * parts) == 0:
+            parts *= 2
+    return parts
+
+
+def _sm_count(device: torch.device) -> int:
+    """The SMs of `device`, kv_parts' unit (0 off CUDA, where `launch` refuses the call; tests stand in for it)."""
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 0
+
+
+def _key_blocks(k: torch.Tensor, varlen: Varlen | None) -> int:
+    """Key blocks of a call over its batch (varlen: each sequence's own), in the default kernels' blocks of keys
+    (KEY_BLOCK_ROWS)."""
+    rows = KEY_BLOCK_ROWS.get(k.shape[-1], 128)
+    if varlen is None:
+        return k.shape[0] * -(-k.shape[1] // rows)
+    starts = varlen.seqstarts_k
+    return sum(-(-(b - a) // rows) for a, b in zip(starts, starts[1:]))
+
+
 def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None, sinks=None):
-    """Backend.backward for the native kernels; GQA/MQA in the kernel with NATIVE_GQA, else through copies of K and V
-    (module docstring). With `sinks`: (dq, dk, dv, dsinks) (launch). params.sm_margin > 0 runs the main kernel
-    persistent on the SMs it leaves (hopper_lib.max_ctas_leaving), whatever auto would pick (varlen and windows
-    included); the preprocess and postprocess kernels (one CTA per block of rows, memory-bound) are not bounded."""
+    """Backend.backward for the native kernels. GQA/MQA: the kernel walks each K/V head's group of query heads
+    (NATIVE_GQA), in KV_PARTS parts (kv_parts for "auto"; launch's kv_parts: fp32 partial dK / dV, summed once) where
+    the whole groups give too few tiles; with NATIVE_GQA off K and V are expanded to every query head (copies), the
+    kernel runs as MHA and dK / dV are summed over each group. With `sinks`: (dq, dk, dv, dsinks) (launch).
+    params.sm_margin > 0 runs the main kernel persistent on the SMs it leaves (hopper_lib.max_ctas_leaving), whatever
+    auto would pick (varlen and windows included); the preprocess and postprocess kernels (one CTA per block of rows,
+    memory-bound) are not bounded."""
     schedule = {}
     if params.sm_margin:
         schedule = dict(schedule="persistent", max_ctas=max_ctas_leaving(params.sm_margin, q.device))
     group = q.shape[-2] // k.shape[-2] if q.dim() >= 3 and k.dim() >= 3 and k.shape[-2] else 1
+    masks = dict(window_size=(params.window.left, params.window.right), softcap=params.softcap, sinks=sinks)
     if group == 1 or NATIVE_GQA:
+        parts = 1
+        if group > 1 and KV_PARTS == "auto":
+            # The device's SMs, not the margin's CTA cap: the parts change dK / dV's summation order, which
+            # sm_margin must not (tests/test_sm_margin.py wants them bitwise equal).
+            parts = kv_parts(group, k.shape[-2], _key_blocks(k, varlen), params.window.causal, _sm_count(q.device))
+        elif group > 1:
+            parts = KV_PARTS  # launch checks it
         return launch(dout, q, k, v, out, lse, params.softmax_scale, params.window.causal, dlse=dlse, varlen=varlen,
-                      window_size=(params.window.left, params.window.right), softcap=params.softcap, sinks=sinks,
-                      **schedule)
+                      kv_parts=parts, **masks, **schedule)
     if q.shape[-2] != group * k.shape[-2]:
         raise ValueError(f"q has {q.shape[-2]} heads, not a multiple of k's {k.shape[-2]}")
     # GQA: query head h reads kv head h // group (the forward's convention), so repeat_interleave on the head axis.
     k_full, v_full = (t.repeat_interleave(group, dim=-2) for t in (k, v))
-    dq, dk_full, dv_full, *dsinks = launch(
-        dout, q, k_full, v_full, out, lse, params.softmax_scale, params.window.causal, dlse=dlse, varlen=varlen,
-        window_size=(params.window.left, params.window.right), softcap=params.softcap, sinks=sinks, **schedule)
+    dq, dk_full, dv_full, *dsinks = launch(dout, q, k_full, v_full, out, lse, params.softmax_scale,
+                                           params.window.causal, dlse=dlse, varlen=varlen, **masks, **schedule)
     dk, dv = (g.unflatten(-2, (k.shape[-2], group)).sum(-2, dtype=torch.float32).to(k.dtype)
               for g in (dk_full, dv_full))
     return dq, dk, dv, *dsinks

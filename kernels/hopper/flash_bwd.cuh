@@ -3,8 +3,9 @@
 // Head dim 256 takes 64-key blocks whose consumers split the head dim instead (flash_bwd_cols.cuh, BwdConfig).
 // A CTA computes one tile, or (persistent launch) chains tiles with one K/V buffer (BwdCtaTiles). Per tile it walks
 // every query head of its K/V head's group (GQA/MQA: heads kv_head * group .. + group - 1; MHA: group 1), each over
-// its query blocks, as one sequence of steps (BwdQueryWalk): dK/dV sum over the whole group in registers and are
-// written once per K/V head, with no atomics (so deterministic).
+// its query blocks, as one sequence of steps (BwdQueryWalk): dK/dV sum over the tile's query heads in registers and
+// are written once per tile, with no atomics (so deterministic). GQA in parts (BwdParams::kv_parts_shift): a tile
+// walks group / parts of the heads and writes an fp32 partial dK/dV, which the caller sums.
 //
 //   producer (warpgroup 0, one elected thread): K_n and V_n once, then for each step (query head h, query block m of
 //       64 rows) Q_m and dO_m of head h (TMA, SW128 panels) plus lse_log2_m and delta_m (64 floats each, bulk copies)
@@ -83,8 +84,14 @@ struct BwdParams {
   int64_t dk_batch_stride, dk_row_stride, dk_head_stride;  // elements
   int64_t dv_batch_stride, dv_row_stride, dv_head_stride;
   int seqlen_q, seqlen_k, seqlen_q_rounded;
-  int nheads;  // query heads (Q, dO, lse, delta, dq_accum); K, V, dK, dV have nheads / group
-  int group;   // query heads per K/V head: 1 MHA, nheads MQA
+  int nheads;  // query heads (Q, dO, lse, delta, dq_accum); K, V, dK, dV have nheads / (group << kv_parts_shift)
+  int group;   // query heads per tile's K/V head: 1 MHA, nheads MQA; GQA in parts: the group / parts
+  // GQA in parts (kv_parts = 1 << kv_parts_shift): each K/V head's group is walked by `parts` tiles, tile K/V head
+  // v = head * parts + part reading K/V head v >> kv_parts_shift and walking query heads v * group .. (group being
+  // the part's), its dK / dV a partial sum written to fp32 buffers with parts x nheads_kv heads (dkdv_f32), which the
+  // caller sums. 0 / 0: whole groups, dK / dV in the inputs' 16-bit type.
+  int kv_parts_shift;
+  int dkdv_f32;
   // Tiles (key block, K/V head, batch), numbered in the launch's order (bwd_tile): nonzero key_blocks_outer =
   // (nheads_kv fastest, batch, key blocks), else (key blocks fastest, nheads_kv, batch); tile_inner / tile_middle
   // divide by the two fastest counts. A CTA walks tiles blockIdx.x, + gridDim.x, ... (BwdCtaTiles).
@@ -477,7 +484,9 @@ struct BwdQueryWalk {
 // (iter > 0).
 template <class Cfg>
 __device__ __forceinline__ void bwd_load_kv(const CUtensorMap* tma_k, const CUtensorMap* tma_v, const BwdTile& t,
-                                            int iter, uint8_t* smem, typename Cfg::Barriers& bars) {
+                                            int iter, int kv_parts_shift, uint8_t* smem,
+                                            typename Cfg::Barriers& bars) {
+  const int kv_head = t.kv_head >> kv_parts_shift;  // the tile's K/V head is a part's (BwdParams::kv_parts_shift)
   if (iter > 0) bars.kv_free.wait_sleeping((iter - 1) & 1);
   if constexpr (Cfg::kPublishTiles) {
     BwdPublished& pub = bwd_published<Cfg>(smem);
@@ -488,10 +497,10 @@ __device__ __forceinline__ void bwd_load_kv(const CUtensorMap* tma_k, const CUte
 #pragma unroll
   for (int panel = 0; panel < Cfg::kPanels; ++panel) {
     tma_load_4d(tma_k, &bars.kv, smem + panel * Cfg::kKVPanelBytes, panel * kPanelCols,
-                t.seq.k_row0 + t.n_block * Cfg::kBlockN, t.kv_head, t.seq.tma_batch);
+                t.seq.k_row0 + t.n_block * Cfg::kBlockN, kv_head, t.seq.tma_batch);
     if (panel < Cfg::kPanelsV)
       tma_load_4d(tma_v, &bars.kv, smem + Cfg::kOffV + panel * Cfg::kKVPanelBytes, panel * kPanelCols,
-                  t.seq.k_row0 + t.n_block * Cfg::kBlockN, t.kv_head, t.seq.tma_batch);
+                  t.seq.k_row0 + t.n_block * Cfg::kBlockN, kv_head, t.seq.tma_batch);
   }
 }
 
@@ -510,7 +519,7 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUt
   BwdCtaTiles<Cfg> tiles(p);
   for (; tiles.valid(p); tiles.advance(p)) {
     const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
-    bwd_load_kv<Cfg>(tma_k, tma_v, t, tiles.iter, smem, bars);
+    bwd_load_kv<Cfg>(tma_k, tma_v, t, tiles.iter, p.kv_parts_shift, smem, bars);
     BwdQueryWalk<Cfg> walk(p, t.seq, t.n_block, t.kv_head);
     // Counted down: one register fewer than step < total under the producer's 24 (the causal kernels spilled).
     for (int left = walk.total; left > 0; --left, walk.advance()) {
@@ -903,10 +912,26 @@ struct BwdConsumer {
   // The 4-byte form took ~7.8 us per tile at d128 (64 KB of dK / dV per CTA; scripts/bwd_trace.py, s27c), a third of
   // a 512-key tile's time.
   // col0: the first column of acc (col_base(); multi-head latent attention's panels, flash_bwd_mla.cuh).
+  // f32 (BwdParams::dkdv_f32, GQA in parts): fp32 rows (a partial sum), 8 bytes at a time, whatever vec16 says.
   template <int kRegs>
   __device__ __forceinline__ void store_rows(void* dst, int64_t batch_stride, int64_t row_stride, int64_t head_stride,
                                              const BwdSeq& seq, int head, int n_block, const float (&acc)[kRegs],
-                                             float scale, bool vec16, int col0) const {
+                                             float scale, bool vec16, int col0, bool f32) const {
+    if (f32) {
+      float* out = static_cast<float*>(dst) + seq.tma_batch * batch_stride + head * head_stride + col0;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int key = n_block * Cfg::kBlockN + key_base() + row_in_warpgroup(half);
+        if (key >= seq.seqlen_k) continue;
+        float* out_row = out + static_cast<int64_t>(seq.k_row0 + key) * row_stride;
+#pragma unroll
+        for (int j = 0; j < kRegs / 4; ++j) {
+          const int i = 4 * j + 2 * half;
+          *reinterpret_cast<float2*>(out_row + 8 * j + 2 * (tid % 4)) = make_float2(acc[i] * scale, acc[i + 1] * scale);
+        }
+      }
+      return;
+    }
     uint16_t* out = static_cast<uint16_t*>(dst) + seq.tma_batch * batch_stride + head * head_stride + col0;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -1122,11 +1147,11 @@ template <class Cfg, int kDKRegs, int kDVRegs>
 __device__ __forceinline__ void bwd_store_dkdv(const BwdConsumer<Cfg>& c, const BwdParams& p, const BwdTile& cta,
                                                const float (&dk)[kDKRegs], const float (&dv)[kDVRegs], int dk_col0,
                                                int dv_col0) {
-  const bool vec16 = p.dkdv_vec16 != 0;
+  const bool vec16 = p.dkdv_vec16 != 0, f32 = p.dkdv_f32 != 0;
   c.store_rows(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, cta.seq, cta.kv_head, cta.n_block, dk,
-               p.softmax_scale, vec16, dk_col0);
+               p.softmax_scale, vec16, dk_col0, f32);
   c.store_rows(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, cta.seq, cta.kv_head, cta.n_block, dv, 1.f,
-               vec16, dv_col0);
+               vec16, dv_col0, f32);
 }
 
 // Every consumer's tile start (this file's, flash_bwd_overlap.cuh's, flash_bwd_cols.cuh's): dK / dV zeroed, the

@@ -44,6 +44,10 @@ struct BwdProblem {
   // > 0: softmax(softcap * tanh(scores * softmax_scale / softcap)), the BwdConfig::kSoftcap kernels (default variants).
   float softcap = 0.f;
   int headdim_v = 0;  // v's, out's, dout's and dv's head dim: Cfg::kHeadDimV (headdim but at 192 / 128)
+  // GQA in parts (BwdParams::kv_parts_shift): a power of two dividing the group; above 1, dk and dv are fp32 buffers
+  // of kv_parts x nheads_kv heads (head h * kv_parts + part: that part's sum over its query heads), with their strides
+  // in st[18..23], in elements, which the caller sums over the parts.
+  int kv_parts = 1;
 };
 
 // The variant bit that selects the 2-byte preprocess / postprocess kernels (benchmarks: fa3nn_hopper_bwd).
@@ -181,7 +185,11 @@ int launch_bwd(const BwdProblem& pr) {
   p.seqlen_k = pr.max_seqlen_k;
   p.seqlen_q_rounded = seqlen_q_rounded;
   p.nheads = pr.nheads;
-  p.group = pr.nheads / pr.nheads_kv;
+  const int group = pr.nheads / pr.nheads_kv;  // kv_parts: a power of two dividing it (fa3nn_hopper_bwd checks)
+  const int tile_heads = pr.nheads_kv * pr.kv_parts;  // the tiles' K/V heads: parts of each group
+  p.group = group / pr.kv_parts;
+  p.kv_parts_shift = 31 - __builtin_clz(static_cast<unsigned>(pr.kv_parts));
+  p.dkdv_f32 = pr.kv_parts > 1;
   p.num_m_blocks = (pr.max_seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   p.scale_log2 = pr.softmax_scale * 1.4426950408889634f;
   p.softmax_scale = pr.softmax_scale;
@@ -223,20 +231,21 @@ int launch_bwd(const BwdProblem& pr) {
   // Persistent (ctas > 0, or auto where use_persistent_bwd: one CTA per SM): each CTA walks tiles blockIdx.x + k *
   // gridDim.x in the same order, so the CTAs in flight hold the tiles one CTA per tile would.
   const int n_blocks = (pr.max_seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
-  p.key_blocks_outer = pr.grid_order == 2 || (pr.grid_order == 0 && Cfg::kCausal && p.group > 1 && !varlen);
-  const long long tiles = static_cast<long long>(n_blocks) * pr.nheads_kv * pr.batch;
+  // (GQA in parts keeps the GQA order: its parts' key block 0 tiles are as long as MHA's, as many as the group's.)
+  p.key_blocks_outer = pr.grid_order == 2 || (pr.grid_order == 0 && Cfg::kCausal && group > 1 && !varlen);
+  const long long tiles = static_cast<long long>(n_blocks) * tile_heads * pr.batch;
   // Below 2^30, so that a CTA's next tile index (tile + gridDim.x, BwdCtaTiles) stays an int.
   if (tiles >= (1LL << 30)) return fail("%s", "too many key blocks x K/V heads x batch for one launch (2^30 at most)");
   p.num_tiles = static_cast<int>(tiles);
-  p.tile_inner = FastDiv(p.key_blocks_outer ? pr.nheads_kv : n_blocks);
-  p.tile_middle = FastDiv(p.key_blocks_outer ? pr.batch : pr.nheads_kv);
+  p.tile_inner = FastDiv(p.key_blocks_outer ? tile_heads : n_blocks);
+  p.tile_middle = FastDiv(p.key_blocks_outer ? pr.batch : tile_heads);
   static const int sms = num_sms();
   const bool auto_persistent = auto_persistent_bwd(pr.ctas, Cfg::kHeadDim, Cfg::kCausal, Cfg::kVarlen, Cfg::kLocal,
                                                    p.group, pr.max_seqlen_q, Cfg::kPanelSplit);
   const int ctas = pr.ctas > 0 ? pr.ctas : auto_persistent ? sms : p.num_tiles;
   const int grid = ctas < p.num_tiles ? ctas : p.num_tiles;
   // 16-byte dK / dV stores (BwdConsumer::store_rows) where both are 16-B aligned with strides of multiples of 8.
-  p.dkdv_vec16 = pr.dkdv_vec16 != 0 && aligned16(pr.dk) && aligned16(pr.dv) &&
+  p.dkdv_vec16 = pr.dkdv_vec16 != 0 && !p.dkdv_f32 && aligned16(pr.dk) && aligned16(pr.dv) &&
                  strides_of_8({st[18], st[19], st[20], st[21], st[22], st[23]});
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, pr.stream>>>(tq, tk, tv, tdo, tdq, p);
 

@@ -1,0 +1,114 @@
+"""The native backward's CTA schedules over causal shapes from few tiles to the paper's, MHA and GQA: the data for
+auto's rule (kernels/hopper/flash_bwd_launch.cuh use_persistent_bwd and the grid order). s50a (H100) measured one
+CTA per tile with key blocks outermost at 1.66x auto for 8 heads x one causal 8k sequence (512 tiles, auto runs
+persistent), but 0.98x at 32 heads x one 2k sequence (also 512 tiles: shorter ones), and whole-group GQA causal in
+its key-blocks-outer order at 0.54x the same call as MHA (the llama-1b recipe's 8 x 4k, 32 / 8 heads d64; 0.98x on
+an H200 in s49a). Per shape: launch with auto's schedule, then one CTA per tile and persistent, each in both grid
+orders; GQA shapes with whole groups and with auto's parts. Whole backward (preprocess, main, postprocess), bf16,
+rounds interleaved, TFLOP/s; cuDNN (SDPA) beside it.
+
+    python scripts/bwd_schedule_grid.py --json out.json [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import time_ms  # noqa: E402
+
+from fa3nn.backends import hopper_bwd  # noqa: E402
+from fa3nn.backends.hopper import launch as forward  # noqa: E402
+from fa3nn.metrics import attention_flops  # noqa: E402
+
+# (batch, seqlen, query heads, K/V heads, head dim); causal only (s50a: the schedules differ by < 3% non-causal).
+SHAPES = [
+    (1, 8192, 8, 8, 128), (1, 8192, 16, 16, 128), (1, 8192, 32, 32, 128), (2, 8192, 16, 16, 128),
+    (1, 16384, 8, 8, 128), (1, 16384, 16, 16, 128), (2, 4096, 8, 8, 128), (4, 4096, 16, 16, 128),
+    (1, 4096, 32, 32, 128), (1, 2048, 32, 32, 128), (8, 2048, 16, 16, 128), (1, 2048, 64, 64, 128),
+    (1, 8192, 16, 16, 64), (2, 8192, 32, 32, 64), (8, 2048, 32, 32, 64), (1, 8192, 8, 8, 256), (2, 8192, 8, 8, 256),
+    (8, 4096, 32, 8, 64), (2, 4096, 32, 8, 128), (1, 8192, 32, 8, 128), (1, 2048, 32, 8, 128),
+    (1, 8192, 28, 4, 128), (1, 8192, 8, 1, 128), (2, 8192, 16, 1, 128),
+]
+SCHEDULES = {
+    "auto": {},
+    "tile_inner": dict(schedule="per_tile", grid_order="key_blocks_inner"),
+    "tile_outer": dict(schedule="per_tile", grid_order="key_blocks_outer"),
+    "pers_inner": dict(schedule="persistent", grid_order="key_blocks_inner"),
+    "pers_outer": dict(schedule="persistent", grid_order="key_blocks_outer"),
+}
+
+
+def modes(group: int) -> dict[str, dict]:
+    """Every schedule with auto's parts; GQA also every schedule with whole groups (kv_parts 1)."""
+    parts = {"": "auto"} if group == 1 else {"": "auto", "whole ": 1}
+    return {prefix + name: dict(kw, kv_parts=p) for prefix, p in parts.items() for name, kw in SCHEDULES.items()}
+
+
+def _calls(batch: int, seqlen: int, nheads: int, nheads_kv: int, headdim: int, sms: int) -> dict:
+    """One backward call per mode (modes) and cuDNN's, over the same causal inputs."""
+    group = nheads // nheads_kv
+    q = torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(batch, seqlen, nheads_kv, headdim, device="cuda", dtype=torch.bfloat16) for _ in "kv")
+    scale = headdim**-0.5
+    out, lse = forward(q, k, v, scale, True)
+    dout = torch.randn_like(out)
+    inputs = (dout, q, k, v, out, lse, scale, True)
+    auto_parts = hopper_bwd.kv_parts(group, nheads_kv, hopper_bwd._key_blocks(k, None), True, sms)
+    calls = {}
+    for mode, kw in modes(group).items():
+        kw = dict(kw, kv_parts=auto_parts if kw["kv_parts"] == "auto" else 1)  # "auto": backward's choice
+        calls[mode] = (lambda kw=kw: hopper_bwd.launch(*inputs, **kw))
+    qt, kt, vt = (x.detach().transpose(1, 2).requires_grad_() for x in (q, k, v))
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        ref = F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, enable_gqa=group > 1)
+    dref = dout.transpose(1, 2)
+    calls["cudnn"] = lambda: torch.autograd.grad(ref, (qt, kt, vt), dref, retain_graph=True)
+    return calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--iters", type=int, default=6)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows = []
+    for batch, seqlen, nheads, nheads_kv, headdim in SHAPES:
+        calls = _calls(batch, seqlen, nheads, nheads_kv, headdim, sms)
+        flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=True, direction="bwd")
+        samples = {mode: [] for mode in calls}
+        for _ in range(args.rounds):
+            for mode, call in calls.items():
+                samples[mode].append(time_ms([call], args.iters, 1))
+        ms = {mode: statistics.median(s) for mode, s in samples.items()}
+        rows.append(dict(batch=batch, seqlen=seqlen, nheads=nheads, nheads_kv=nheads_kv, headdim=headdim, sms=sms,
+                         ms=ms, samples=samples, tflops={m: flops / t / 1e9 for m, t in ms.items()}))
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1))
+    print("| shape | tiles | auto | best | best x auto | best x cuDNN | auto x cuDNN | others x auto |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        t = r["tflops"]
+        ours = {m: x for m, x in t.items() if m != "cudnn"}
+        best = max(ours, key=ours.get)
+        tiles = r["batch"] * r["nheads_kv"] * -(-r["seqlen"] // hopper_bwd.KEY_BLOCK_ROWS.get(r["headdim"], 128))
+        others = ", ".join(f"{m} {x / t['auto']:.2f}" for m, x in ours.items() if m != "auto")
+        print(f"| {r['batch']} x {r['seqlen']}, {r['nheads']} / {r['nheads_kv']}, d{r['headdim']} | {tiles} | "
+              f"{t['auto']:.0f} | {best} {t[best]:.0f} | {t[best] / t['auto']:.2f} | {t[best] / t['cudnn']:.2f} | "
+              f"{t['auto'] / t['cudnn']:.2f} | {others} |")
+
+
+if __name__ == "__main__":
+    main()
