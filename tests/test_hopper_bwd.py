@@ -200,10 +200,10 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
         assert error(nheads, nheads_kv) == (1, "nheads_kv must be positive and divide nheads (GQA/MQA: query heads "
                                                "in groups of equal size)")
     assert error(8, 2, grid_order=3) == (1, "grid_order must be 0 (auto), 1 or 2")
-    # kv_parts (after ctas): a power of two dividing the group; the group of 8 / 2 heads is 4.
-    for kv_parts in (0, 3, 8, -2):
-        assert error(8, 2, kv_parts=kv_parts) == (1, "kv_parts must be a power of two dividing the GQA group (nheads "
-                                                     "/ nheads_kv)")
+    # kv_parts (after ctas): a positive divisor of the group; the group of 12 / 2 heads is 6.
+    for kv_parts in (0, 4, 12, -2):
+        assert error(12, 2, kv_parts=kv_parts) == (1, "kv_parts must be a positive divisor of the GQA group (nheads "
+                                                      "/ nheads_kv)")
     assert error(8, 2, ctas=-3) == (1, "ctas must be 0 (auto), -2 (auto, varlen of one length), -1 (one CTA per "
                                        "tile) or a positive CTA count")
     for softcap in (-1.0, float("inf"), float("nan")):
@@ -523,8 +523,14 @@ def test_gqa_backward_expands_kv_and_sums_each_group(monkeypatch):
     (4, 8, 64, True, 132, 1),     # Llama-3-8B, one 8k sequence: 512 tiles
     (4, 8, 16, True, 132, 4),     # ... one 2k sequence: 128 tiles -> 512
     (16, 1, 16, True, 132, 16),   # MQA 16 / 1 at 2k: every query head its own tile, and still short of 264
-    (6, 1, 16, True, 132, 2),     # the largest power of two dividing 6
-    (7, 4, 16, True, 132, 1),     # Qwen's 28 / 4: 7 has no power-of-two factor
+    (6, 1, 16, True, 132, 6),     # 16 x 3 = 48 tiles are short of 264: the whole group, 6
+    (6, 1, 64, True, 132, 6),     # 64 x 3 = 192 too
+    (6, 2, 64, True, 132, 3),     # 128 x 3 = 384: 3 parts, no power of two
+    (7, 4, 16, True, 132, 7),     # Qwen2.5-7B's 28 / 4 at one 2k sequence: 64 tiles -> 448
+    (7, 4, 64, True, 132, 7),     # ... one 8k sequence: 256 tiles, short of 264; 7 is the next divisor
+    (7, 1, 64, False, 132, 1),    # Qwen under 4-way TP (7 / 1), non-causal: 448 tiles would be 3.4 waves
+    (6, 1, 16, False, 132, 6),    # 96 tiles fit one wave
+    (6, 1, 32, False, 132, 3),    # 96 do, 192 would not
     (1, 16, 1, True, 132, 1),     # MHA is never split
     (1, 16, 1, False, 132, 1),
 ])
@@ -567,9 +573,9 @@ def test_backward_passes_the_parts_to_launch(monkeypatch, setting, causal, expec
 
 @pytest.mark.parametrize("bad", [3, 0, 8, -2, "two", 2.0, True])
 def test_launch_refuses_parts_that_do_not_split_the_group(bad):
-    """launch's kv_parts: a power of two dividing the group (8 / 2 heads: 4), named before anything runs (CPU tensors:
+    """launch's kv_parts: a positive divisor of the group (8 / 2 heads: 4), named before anything runs (CPU tensors:
     the device check comes after)."""
-    with pytest.raises(ValueError, match=r"kv_parts must be a power of two dividing the GQA group \(4 query heads per "
+    with pytest.raises(ValueError, match=r"kv_parts must be a positive divisor of the GQA group \(4 query heads per "
                                          r"K/V head\), got"):
         hopper_bwd.launch(**_inputs(nheads=8, nheads_kv=2), softmax_scale=0.1, causal=False, kv_parts=bad)
 
@@ -780,6 +786,34 @@ def test_gqa_parts_backward_matches_reference(monkeypatch, dims, causal, varlen_
                 assert not got[1][rk].any() and not got[2][rk].any(), f"sequence {b}: no queries, nonzero dk / dv"
 
 
+# Parts that are no power of two (C ABI 9: the producer finds a tile's K/V head by a division): groups of 6 in 3 and
+# 6 parts and of 7 in 7 (Qwen2.5-7B's 28 / 4 heads), dense and varlen (the mixed case), every head-dim pair's default
+# kernel, NaN-poisoned for dense (launch's sums must write every dK / dV element), by the error-ratio rule.
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dims", [(64, 64), (128, 128), (256, 256), (192, 128)], ids=lambda d: f"d{d[0]}_{d[1]}")
+@pytest.mark.gpu
+@needs_hopper
+def test_gqa_parts_of_any_divisor(monkeypatch, dims, causal):
+    from fa3nn.backends.hopper import launch as forward
+
+    headdim, headdim_v = dims
+    for nheads, nheads_kv, kv_parts in ((12, 2, 3), (12, 2, 6), (14, 2, 7)):
+        _check_against_reference(torch.bfloat16, headdim, causal, (511, 700), hopper_bwd.default_variant(headdim),
+                                 nheads=nheads, nheads_kv=nheads_kv, headdim_v=headdim_v, kv_parts=kv_parts)
+    monkeypatch.setattr(hopper_bwd, "KV_PARTS", 7)
+    scale = headdim**-0.5
+    params = dataclasses.replace(_params(window=Window(-1, 0) if causal else None), softmax_scale=scale)
+    args, varlen = _varlen_inputs(*VARLEN_CASES["mixed"], 14, 2, headdim, torch.bfloat16, device="cuda",
+                                  headdim_v=headdim_v)
+    args["out"], args["lse"] = forward(args["q"], args["k"], args["v"], scale, causal, varlen)
+    got = hopper_bwd.backward(**args, dlse=None, params=params, varlen=varlen)
+    ref = _varlen_reference(args, varlen, causal, scale, upcast=True)
+    pt = _varlen_reference(args, varlen, causal, scale, upcast=False)
+    for name, g, r, p in zip(("dq", "dk", "dv"), got, ref, pt):
+        assert g.shape == r.shape and not g.isnan().any(), name
+        assert_error_ratio(g, r, p, f"{name} (varlen, 7 parts)")
+
+
 @pytest.mark.parametrize("variant", ["red_dq", "bulk_dq", "bulk_dq_overlap"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.gpu
@@ -799,7 +833,7 @@ def test_gqa_parts_in_every_d128_variant(causal, variant):
 # zero dK / dV through the sums) and softcap (the d128 varlen softcap kernel publishes its tiles, BwdConfig::
 # kPublishTiles): NaN-poisoned dq / dk / dv (launch's sums must overwrite every dk / dv element) by the error-ratio
 # rule; sinks with a gradient into lse: dQ / dK / dV / dsinks against whole groups'. 8 query heads on 2 K/V heads
-# (group 4). Not run yet (written in a CPU-only review of the parts).
+# (group 4). Passed on an H100 in s50a.
 @pytest.mark.parametrize("kv_parts", [2, 4])
 @pytest.mark.gpu
 @needs_hopper

@@ -155,7 +155,7 @@ def library_path() -> Path:
 
 # The C ABI these bindings are written for (flash_fwd_api.cu, fa3nn_hopper_abi_version): bumped with every change to
 # an exported function's arguments.
-ABI_VERSION = 8
+ABI_VERSION = 9
 
 
 def check_abi(lib: ctypes.CDLL, path) -> None:

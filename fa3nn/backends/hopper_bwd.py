@@ -147,8 +147,8 @@ NATIVE_GQA = True
 # mask (group times longer under GQA), of every (K/V head, batch) starts first. auto: outer for dense causal
 # GQA/MQA, else inner (kernels/hopper/flash_bwd_launch.cuh gives the scheduling model's numbers).
 GRID_ORDERS = {"auto": 0, "key_blocks_inner": 1, "key_blocks_outer": 2}
-# GQA/MQA in parts (backward, kv_parts; launch's kv_parts): "auto", or a power of two dividing the group (benchmarks
-# and tests). One CTA per (key block, K/V head, batch) tile walks the whole group, so few K/V heads and a short batch
+# GQA/MQA in parts (backward, kv_parts; launch's kv_parts): "auto", or a divisor of the group (benchmarks and
+# tests). One CTA per (key block, K/V head, batch) tile walks the whole group, so few K/V heads and a short batch
 # leave SMs idle: Llama-3-70B's 64 / 8 heads under 8-way tensor parallelism are 8 / 1 per GPU, 64 tiles at one 8k
 # sequence, and a list-scheduling model of 132 SMs (scripts/model_bwd_gqa_parts.py) gives 0.48 of the SMs' time
 # busy non-causal, 0.25 causal (key block 0's tile walks all 8 heads' 64 query blocks while the average SM has 126
@@ -261,7 +261,7 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     `lse` must come from a forward with the same cap). `sinks` (nheads,): the forward's attention sinks (fa3nn.sinks;
     out and lse are then those with the sinks): returns (dq, dk, dv, dsinks), the sinks' gradient from the
     preprocess's delta and lse_log2 (fa3nn.sinks.sinks_gradient_of_delta), no further pass over dout and out.
-    `kv_parts` > 1 (GQA/MQA; a power of two dividing the group): each K/V head's query heads walked by that many
+    `kv_parts` > 1 (GQA/MQA; a divisor of the group): each K/V head's query heads walked by that many
     tiles per key block, their fp32 partial dK / dV summed here into dk / dv (kv_parts says when; backward)."""
     if variant is None:  # a head dim without a default: check_arguments names the problem
         variant = default_variant(q.shape[-1] if isinstance(q, torch.Tensor) else None)
@@ -301,9 +301,8 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
             raise ValueError(f"{name} must have shape {tuple(like.shape)}, dtype {like.dtype}, a contiguous head dim "
                              "and even strides (or pass None and let the backward allocate it)")
     group = q.shape[-2] // k.shape[-2]
-    if isinstance(kv_parts, bool) or not isinstance(kv_parts, int) or kv_parts < 1 or kv_parts & (kv_parts - 1) \
-            or group % kv_parts:
-        raise ValueError(f"kv_parts must be a power of two dividing the GQA group ({group} query heads per K/V head), "
+    if isinstance(kv_parts, bool) or not isinstance(kv_parts, int) or kv_parts < 1 or group % kv_parts:
+        raise ValueError(f"kv_parts must be a positive divisor of the GQA group ({group} query heads per K/V head), "
                          f"got {kv_parts!r}")
     if q.device.type != "cuda":
         raise ValueError(f"q is on {q.device}; the native backward needs a CUDA (Hopper) device")
@@ -437,21 +436,19 @@ def refusal(call: AttnCall) -> str | None:
 
 
 def kv_parts(group: int, nheads_kv: int, key_blocks: int, causal: bool, sms: int) -> int:
-    """Parts each K/V head's group of query heads is walked in (KV_PARTS "auto"), a power of two dividing `group`;
-    tiles = key_blocks (summed over the batch) x nheads_kv x parts. Causal: the fewest parts whose tiles reach twice
-    `sms` (key block 0 walks every query block, so its tile is the makespan unless the average SM's share is at least
-    as long; the list-scheduling model's edge), else as many as the group allows. Non-causal (equal tiles): the most
-    parts whose tiles still fit one wave of `sms`, so the SMs fill without a second wave of smaller tiles (s49a: 128
-    tiles split into 256 measured 0.82-0.98x). 1 wherever the whole groups give enough tiles: every MHA call, and GQA
-    at the usual batch sizes."""
-    parts = 1
+    """Parts each K/V head's group of query heads is walked in (KV_PARTS "auto"), a divisor of `group` (Qwen2.5's
+    groups of 7 and 5 included); tiles = key_blocks (summed over the batch) x nheads_kv x parts. Causal: the fewest
+    parts whose tiles reach twice `sms` (key block 0 walks every query block, so its tile is the makespan unless the
+    average SM's share is at least as long; the list-scheduling model's edge), else the whole group. Non-causal (equal
+    tiles): the most parts whose tiles still fit one wave of `sms`, so the SMs fill without a second wave of smaller
+    tiles (s49a: 128 tiles split into 256 measured 0.82-0.98x); a group with no such divisor stays whole (7 / 1 heads
+    at one 8k sequence: 64 tiles, 448 in 7 parts). 1 wherever the whole groups give enough tiles: every MHA call, and
+    GQA at the usual batch sizes."""
+    tiles = key_blocks * nheads_kv
+    divisors = [d for d in range(1, group + 1) if group % d == 0]
     if causal:
-        while key_blocks * nheads_kv * parts < 2 * sms and group % (2 * parts) == 0:
-            parts *= 2
-    else:
-        while key_blocks * nheads_kv * parts * 2 <= sms and group % (2 * parts) == 0:
-            parts *= 2
-    return parts
+        return next((d for d in divisors if tiles * d >= 2 * sms), group)
+    return max(d for d in divisors if d == 1 or tiles * d <= sms)
 
 
 def _sm_count(device: torch.device) -> int:

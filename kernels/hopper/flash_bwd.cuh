@@ -4,7 +4,7 @@
 // A CTA computes one tile, or (persistent launch) chains tiles with one K/V buffer (BwdCtaTiles). Per tile it walks
 // every query head of its K/V head's group (GQA/MQA: heads kv_head * group .. + group - 1; MHA: group 1), each over
 // its query blocks, as one sequence of steps (BwdQueryWalk): dK/dV sum over the tile's query heads in registers and
-// are written once per tile, with no atomics (so deterministic). GQA in parts (BwdParams::kv_parts_shift): a tile
+// are written once per tile, with no atomics (so deterministic). GQA in parts (BwdParams::kv_parts): a tile
 // walks group / parts of the heads and writes an fp32 partial dK/dV, which the caller sums.
 //
 //   producer (warpgroup 0, one elected thread): K_n and V_n once, then for each step (query head h, query block m of
@@ -84,13 +84,13 @@ struct BwdParams {
   int64_t dk_batch_stride, dk_row_stride, dk_head_stride;  // elements
   int64_t dv_batch_stride, dv_row_stride, dv_head_stride;
   int seqlen_q, seqlen_k, seqlen_q_rounded;
-  int nheads;  // query heads (Q, dO, lse, delta, dq_accum); K, V, dK, dV have nheads / (group << kv_parts_shift)
+  int nheads;  // query heads (Q, dO, lse, delta, dq_accum); K, V, dK, dV have nheads / (group * kv_parts)
   int group;   // query heads per tile's K/V head: 1 MHA, nheads MQA; GQA in parts: the group / parts
-  // GQA in parts (kv_parts = 1 << kv_parts_shift): each K/V head's group is walked by `parts` tiles, tile K/V head
-  // v = head * parts + part reading K/V head v >> kv_parts_shift and walking query heads v * group .. (group being
-  // the part's), its dK / dV a partial sum written to fp32 buffers with parts x nheads_kv heads (dkdv_f32), which the
-  // caller sums. 0 / 0: whole groups, dK / dV in the inputs' 16-bit type.
-  int kv_parts_shift;
+  // GQA in parts (a divisor of the group): each K/V head's group is walked by `kv_parts` tiles, tile K/V head
+  // v = head * kv_parts + part reading K/V head v / kv_parts and walking query heads v * group .. (group being the
+  // part's), its dK / dV a partial sum written to fp32 buffers with kv_parts x nheads_kv heads (dkdv_f32), which the
+  // caller sums. 1 / 0: whole groups, dK / dV in the inputs' 16-bit type.
+  int kv_parts;
   int dkdv_f32;
   // Tiles (key block, K/V head, batch), numbered in the launch's order (bwd_tile): nonzero key_blocks_outer =
   // (nheads_kv fastest, batch, key blocks), else (key blocks fastest, nheads_kv, batch); tile_inner / tile_middle
@@ -484,9 +484,9 @@ struct BwdQueryWalk {
 // (iter > 0).
 template <class Cfg>
 __device__ __forceinline__ void bwd_load_kv(const CUtensorMap* tma_k, const CUtensorMap* tma_v, const BwdTile& t,
-                                            int iter, int kv_parts_shift, uint8_t* smem,
+                                            int iter, int kv_parts, uint8_t* smem,
                                             typename Cfg::Barriers& bars) {
-  const int kv_head = t.kv_head >> kv_parts_shift;  // the tile's K/V head is a part's (BwdParams::kv_parts_shift)
+  const int kv_head = t.kv_head / kv_parts;  // the tile's K/V head is a part's (BwdParams::kv_parts); once per tile
   if (iter > 0) bars.kv_free.wait_sleeping((iter - 1) & 1);
   if constexpr (Cfg::kPublishTiles) {
     BwdPublished& pub = bwd_published<Cfg>(smem);
@@ -519,7 +519,7 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tma_q, const CUt
   BwdCtaTiles<Cfg> tiles(p);
   for (; tiles.valid(p); tiles.advance(p)) {
     const BwdTile t = bwd_tile<Cfg>(p, tiles.tile);
-    bwd_load_kv<Cfg>(tma_k, tma_v, t, tiles.iter, p.kv_parts_shift, smem, bars);
+    bwd_load_kv<Cfg>(tma_k, tma_v, t, tiles.iter, p.kv_parts, smem, bars);
     BwdQueryWalk<Cfg> walk(p, t.seq, t.n_block, t.kv_head);
     // Counted down: one register fewer than step < total under the producer's 24 (the causal kernels spilled).
     for (int left = walk.total; left > 0; --left, walk.advance()) {

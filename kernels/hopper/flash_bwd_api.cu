@@ -54,7 +54,7 @@ extern "C" {
 // (key block, K/V head, batch) tile), -2 = auto for a varlen call whose sequences all have one query length and one
 // key length, both positive (the dense call's rule; kCtasAutoUniform), -1 = one per tile, n > 0 = at most n, each
 // walking tiles blockIdx.x + k * n (the persistent form; tests pass small n so that few tiles chain).
-// kv_parts: 1, or (GQA/MQA) a power of two dividing the group: each K/V head's query heads walked by kv_parts tiles
+// kv_parts: 1, or (GQA/MQA) a divisor of the group: each K/V head's query heads walked by kv_parts tiles
 // per key block, dk and dv then fp32 (batch, seqlen_k, nheads_kv * kv_parts, d / dv) buffers (varlen: (total_k,
 // nheads_kv * kv_parts, ...)), head h * kv_parts + part holding that part's sum (strides in elements as above; zeroed
 // first where dk / dv would be), which the caller sums over the parts (fa3nn/backends/hopper_bwd.py).
@@ -67,8 +67,8 @@ int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void*
                      float softcap, int bf16, int variant, int grid_order, int ctas, int kv_parts, void* stream) {
   if (nheads_kv <= 0 || nheads % nheads_kv != 0)
     return fail("%s", "nheads_kv must be positive and divide nheads (GQA/MQA: query heads in groups of equal size)");
-  if (kv_parts < 1 || (kv_parts & (kv_parts - 1)) != 0 || (nheads / nheads_kv) % kv_parts != 0)
-    return fail("%s", "kv_parts must be a power of two dividing the GQA group (nheads / nheads_kv)");
+  if (kv_parts < 1 || (nheads / nheads_kv) % kv_parts != 0)
+    return fail("%s", "kv_parts must be a positive divisor of the GQA group (nheads / nheads_kv)");
   if (!(softmax_scale > 0.f)) return fail("%s", "softmax_scale must be positive");
   if (const int status = softcap_arg(softmax_scale, softcap)) return status;
   if (grid_order < 0 || grid_order > 2) return fail("%s", "grid_order must be 0 (auto), 1 or 2");

@@ -44,7 +44,7 @@ struct BwdProblem {
   // > 0: softmax(softcap * tanh(scores * softmax_scale / softcap)), the BwdConfig::kSoftcap kernels (default variants).
   float softcap = 0.f;
   int headdim_v = 0;  // v's, out's, dout's and dv's head dim: Cfg::kHeadDimV (headdim but at 192 / 128)
-  // GQA in parts (BwdParams::kv_parts_shift): a power of two dividing the group; above 1, dk and dv are fp32 buffers
+  // GQA in parts (BwdParams::kv_parts): a divisor of the group; above 1, dk and dv are fp32 buffers
   // of kv_parts x nheads_kv heads (head h * kv_parts + part: that part's sum over its query heads), with their strides
   // in st[18..23], in elements, which the caller sums over the parts.
   int kv_parts = 1;
@@ -185,10 +185,10 @@ int launch_bwd(const BwdProblem& pr) {
   p.seqlen_k = pr.max_seqlen_k;
   p.seqlen_q_rounded = seqlen_q_rounded;
   p.nheads = pr.nheads;
-  const int group = pr.nheads / pr.nheads_kv;  // kv_parts: a power of two dividing it (fa3nn_hopper_bwd checks)
+  const int group = pr.nheads / pr.nheads_kv;  // kv_parts divides it (fa3nn_hopper_bwd checks)
   const int tile_heads = pr.nheads_kv * pr.kv_parts;  // the tiles' K/V heads: parts of each group
   p.group = group / pr.kv_parts;
-  p.kv_parts_shift = 31 - __builtin_clz(static_cast<unsigned>(pr.kv_parts));
+  p.kv_parts = pr.kv_parts;
   p.dkdv_f32 = pr.kv_parts > 1;
   p.num_m_blocks = (pr.max_seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   p.scale_log2 = pr.softmax_scale * 1.4426950408889634f;

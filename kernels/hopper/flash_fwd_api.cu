@@ -41,8 +41,9 @@ extern "C" {
 // pairs are fa3nn/backends/hopper_bwd.py's HEADDIM_PAIRS). Libraries built before 1 have no version and are refused
 // too. 5: max_ctas in the forward and the FP8 forward (after variant; FlashAttention-3's sm_margin). 6: tile_counter in
 // the forward (after max_ctas; the dynamic deal of varlen calls). 7: tile_counter in the FP8 forward (after max_ctas).
-// 8: kv_parts in the backward (after ctas; GQA in parts, fp32 partial dK / dV).
-int fa3nn_hopper_abi_version() { return 8; }
+// 8: kv_parts in the backward (after ctas; GQA in parts, fp32 partial dK / dV). 9: kv_parts any divisor of the
+// group (8 took powers of two only).
+int fa3nn_hopper_abi_version() { return 9; }
 
 const char* fa3nn_hopper_last_error() { return g_error; }
 
