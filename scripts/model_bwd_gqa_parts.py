@@ -30,6 +30,7 @@ SHAPES = [
     ("Llama-3-70B TP8, 2 x 4k", 2, 4096, 1, 8, 128),
     ("Llama-3-8B TP4, one 8k sequence", 1, 8192, 2, 4, 128),
     ("Qwen2.5-7B 28 / 4, one 8k sequence", 1, 8192, 4, 7, 128),
+    ("Qwen2.5-7B TP4 7 / 1, one 8k sequence", 1, 8192, 1, 7, 128),
     ("fa3nn llama-1b recipe, 8 x 4k", 8, 4096, 8, 4, 64),
     ("MQA d256 8 / 1, one 8k sequence", 1, 8192, 1, 8, 256),
     ("Llama-3-8B, one 2k sequence", 1, 2048, 8, 4, 128),
