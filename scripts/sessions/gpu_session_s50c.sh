@@ -11,8 +11,8 @@ gpu_setup /tmp/fa3nn-s50c s50div.tar.xz
 export FA3NN_HOPPER_LIB=$PWD/build/s50div/libfa3nn_hopper.so
 stamp start
 cat "$out/gpu_state.txt"
-# ~760 s of device time left: the parts tests alone (every kernel's, the new any-divisor one), then the grid
-gpu_pytest tests_bwd.log 120 tests/test_hopper_bwd.py tests/test_sm_margin.py -k "parts or margin"
+# ~385 s of device time left: the parts tests alone (every kernel's, the new any-divisor one), then the grid
+gpu_pytest tests_bwd.log 80 tests/test_hopper_bwd.py tests/test_sm_margin.py -k "parts or margin"
 gpu_log_summary "$out/tests_bwd.log"
 stamp tests
 timeout 130 python3 scripts/bwd_schedule_grid.py --json "$out/schedule_grid.json" > "$out/schedule_grid.log" 2>&1
