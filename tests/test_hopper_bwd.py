@@ -516,7 +516,7 @@ def test_gqa_backward_expands_kv_and_sums_each_group(monkeypatch):
 
 @pytest.mark.parametrize("group, nheads_kv, key_blocks, causal, sms, expected", [
     (8, 1, 64, True, 132, 8),     # Llama-3-70B under 8-way tensor parallelism, one 8k sequence: 64 tiles -> 512
-    (8, 1, 64, False, 132, 2),    # non-causal: the most parts within one wave, 128 tiles
+    (8, 1, 64, False, 132, 2),    # non-causal: 2, 4 and 8 parts fill 0.97 of their waves; the fewest
     (8, 1, 16, False, 132, 8),    # one 2k sequence: 16 tiles -> 128
     (4, 8, 16, False, 132, 1),    # Llama-3-8B, one 2k sequence: 128 tiles already (s49a: split, 0.82x)
     (8, 1, 64, True, 10, 1),      # enough tiles for 10 SMs as it is
@@ -528,7 +528,9 @@ def test_gqa_backward_expands_kv_and_sums_each_group(monkeypatch):
     (6, 2, 64, True, 132, 3),     # 128 x 3 = 384: 3 parts, no power of two
     (7, 4, 16, True, 132, 7),     # Qwen2.5-7B's 28 / 4 at one 2k sequence: 64 tiles -> 448
     (7, 4, 64, True, 132, 7),     # ... one 8k sequence: 256 tiles, short of 264; 7 is the next divisor
-    (7, 1, 64, False, 132, 1),    # Qwen under 4-way TP (7 / 1), non-causal: 448 tiles would be 3.4 waves
+    (7, 1, 64, False, 132, 7),    # Qwen under 4-way TP (7 / 1), non-causal: 64 tiles fill 0.48, 448 fill 0.85
+    (4, 1, 140, False, 132, 4),   # 140 tiles fill 0.53 of 2 waves, 280 0.71 of 3, 560 0.85 of 5
+    (2, 1, 120, False, 132, 1),   # 120 tiles fill 0.91 of one wave, 240 the same of 2: no split
     (6, 1, 16, False, 132, 6),    # 96 tiles fit one wave
     (6, 1, 32, False, 132, 3),    # 96 do, 192 would not
     (1, 16, 1, True, 132, 1),     # MHA is never split

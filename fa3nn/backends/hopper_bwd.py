@@ -145,7 +145,8 @@ NATIVE_GQA = True
 # CTA order of the main kernel's grid (fa3nn_hopper_bwd's `grid_order`): key_blocks_inner = (key blocks, K/V heads,
 # batch), the MHA order; key_blocks_outer = (K/V heads, batch, key blocks): key block 0, the longest CTA under a causal
 # mask (group times longer under GQA), of every (K/V head, batch) starts first. auto: outer for dense causal
-# GQA/MQA, else inner (kernels/hopper/flash_bwd_launch.cuh gives the scheduling model's numbers).
+# GQA/MQA and for dense causal MHA that auto runs persistent over at most 16 (head, batch) pairs, else inner
+# (kernels/hopper/flash_bwd_launch.cuh auto_key_blocks_outer gives the measurements).
 GRID_ORDERS = {"auto": 0, "key_blocks_inner": 1, "key_blocks_outer": 2}
 # GQA/MQA in parts (backward, kv_parts; launch's kv_parts): "auto", or a divisor of the group (benchmarks and
 # tests). One CTA per (key block, K/V head, batch) tile walks the whole group, so few K/V heads and a short batch
@@ -435,20 +436,32 @@ def refusal(call: AttnCall) -> str | None:
     return None
 
 
+# kv_parts' tolerance (non-causal): a divisor's wave fill within this of the best counts as the best, so equal fills
+# keep the fewer parts (64 tiles: 2, 4 or 8 parts all fill 0.97 of their waves on 132 SMs; 2 is taken).
+FILL_SLACK = 0.05
+
+
+def _wave_fill(tiles: int, sms: int) -> float:
+    """The share of `sms` x waves that `tiles` equal tiles keep busy (one tile per SM at a time)."""
+    return tiles / (sms * -(-tiles // sms)) if tiles and sms > 0 else 0.0
+
+
 def kv_parts(group: int, nheads_kv: int, key_blocks: int, causal: bool, sms: int) -> int:
     """Parts each K/V head's group of query heads is walked in (KV_PARTS "auto"), a divisor of `group` (Qwen2.5's
     groups of 7 and 5 included); tiles = key_blocks (summed over the batch) x nheads_kv x parts. Causal: the fewest
     parts whose tiles reach twice `sms` (key block 0 walks every query block, so its tile is the makespan unless the
     average SM's share is at least as long; the list-scheduling model's edge), else the whole group. Non-causal (equal
-    tiles): the most parts whose tiles still fit one wave of `sms`, so the SMs fill without a second wave of smaller
-    tiles (s49a: 128 tiles split into 256 measured 0.82-0.98x); a group with no such divisor stays whole (7 / 1 heads
-    at one 8k sequence: 64 tiles, 448 in 7 parts). 1 wherever the whole groups give enough tiles: every MHA call, and
-    GQA at the usual batch sizes."""
+    tiles): the fewest parts whose waves of `sms` are filled best (_wave_fill), within FILL_SLACK of the best divisor's:
+    splitting costs fp32 partials and their sum, and measured 0.82-0.98x where it gave no fill (s49a: 128 tiles into
+    256, 0.97 either way), while 64 tiles in 2 parts (0.48 -> 0.97) measured 1.84x (s50c, 70B-TP8 8k) and 7 / 1 heads
+    at one 8k sequence, 64 tiles whole (0.48) against 448 in 7 parts (0.85), ran 0.60x the same 448 tiles as MHA.
+    1 wherever the whole groups give enough tiles: every MHA call, and GQA at the usual batch sizes."""
     tiles = key_blocks * nheads_kv
     divisors = [d for d in range(1, group + 1) if group % d == 0]
     if causal:
         return next((d for d in divisors if tiles * d >= 2 * sms), group)
-    return max(d for d in divisors if d == 1 or tiles * d <= sms)
+    best = max(_wave_fill(tiles * d, sms) for d in divisors)
+    return next(d for d in divisors if _wave_fill(tiles * d, sms) >= best - FILL_SLACK)
 
 
 def _sm_count(device: torch.device) -> int:

@@ -105,6 +105,25 @@ inline bool auto_persistent_bwd(int ctas, int headdim, bool causal, bool varlen,
                             panel_split);
 }
 
+// The most (K/V head, batch) pairs for which auto's persistent causal MHA deal takes key blocks outermost (below).
+constexpr int kOuterPairsMax = 16;
+
+// Whether the main kernel's tiles run key blocks outermost (bwd_tile): grid_order 2, or auto (0) on dense causal
+// calls that are GQA/MQA (group > 1, the real group: parts keep it), or MHA run persistent by auto with at most
+// kOuterPairsMax (K/V head, batch) pairs. Persistent innermost deals each round of SMs tiles from one or two pairs'
+// key blocks, so with few pairs a CTA's tiles are all long or all short; outermost deals key block 0 of every pair
+// first. H200, s50c (scripts/bwd_schedule_grid.py), persistent outermost x auto (persistent innermost), causal d128:
+// 1 x 8k x 8 heads (8 pairs) 1.67, 1 x 8k x 16 1.43, 2 x 4k x 8 1.42 (the schedule model: 1.80 / 1.52 / 1.51); from
+// 32 pairs up it loses (0.98 / 0.99 / 0.99 at 1 x 8k / 4k / 2k x 32 heads, 0.93 at the paper's 2 x 8k x 16, 0.91 at
+// 64 pairs, 0.68 at 8 x 2k x 16): key block 0 of every pair in flight reads every pair's Q / dO, past L2. One CTA
+// per tile keeps innermost (outermost 0.95-0.99 at 16k d128 and d256 8k; 1.10 at d64 one 8k x 16 heads).
+inline bool auto_key_blocks_outer(int grid_order, bool causal, bool varlen, int group, bool auto_persistent,
+                                  long long pairs) {
+  if (grid_order != 0) return grid_order == 2;
+  if (!causal || varlen) return false;
+  return group > 1 || (auto_persistent && pairs <= kOuterPairsMax);
+}
+
 inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 inline bool strides_of_8(std::initializer_list<int64_t> strides) {
   for (const int64_t s : strides)
@@ -224,15 +243,19 @@ int launch_bwd(const BwdProblem& pr) {
   // key block 0 has the most query blocks (times group under GQA). Key blocks innermost (the MHA order) start the
   // longest tile of each (K/V head, batch) first; outermost start all of them first (bwd_tile), which a greedy model
   // of the 132 SMs puts at 0.97-0.99 of ideal against 0.62-0.81 innermost for 16 query heads on 4 or 2 K/V heads at
-  // seqlen 2048-8192 (benchmarks/NOTES.md, "In-kernel GQA"), so auto picks it for causal GQA/MQA; MHA keeps its order.
+  // seqlen 2048-8192 (benchmarks/NOTES.md, "In-kernel GQA"), so auto picks it for causal GQA/MQA; MHA keeps its order
+  // but where auto runs it persistent over few (head, batch) pairs (auto_key_blocks_outer).
   // Varlen keeps key blocks innermost: causal, 16384 packed tokens, GQA 4, one CTA per tile, innermost x outermost
   // (H200, s29c): lengths in [256, 4096] 1.15 (d64) / 0.98 (d128), in [32, 1024] 1.14 / 1.07, all 2048 0.93 / 0.89
   // (geometric mean 1.02); MHA 0.74-0.98x outermost in every varlen row (empty tiles and Q / dO's L2 reuse).
   // Persistent (ctas > 0, or auto where use_persistent_bwd: one CTA per SM): each CTA walks tiles blockIdx.x + k *
   // gridDim.x in the same order, so the CTAs in flight hold the tiles one CTA per tile would.
   const int n_blocks = (pr.max_seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  const bool auto_persistent = auto_persistent_bwd(pr.ctas, Cfg::kHeadDim, Cfg::kCausal, Cfg::kVarlen, Cfg::kLocal,
+                                                   p.group, pr.max_seqlen_q, Cfg::kPanelSplit);
   // (GQA in parts keeps the GQA order: its parts' key block 0 tiles are as long as MHA's, as many as the group's.)
-  p.key_blocks_outer = pr.grid_order == 2 || (pr.grid_order == 0 && Cfg::kCausal && group > 1 && !varlen);
+  p.key_blocks_outer = auto_key_blocks_outer(pr.grid_order, Cfg::kCausal, varlen, group, auto_persistent,
+                                             static_cast<long long>(tile_heads) * pr.batch);
   const long long tiles = static_cast<long long>(n_blocks) * tile_heads * pr.batch;
   // Below 2^30, so that a CTA's next tile index (tile + gridDim.x, BwdCtaTiles) stays an int.
   if (tiles >= (1LL << 30)) return fail("%s", "too many key blocks x K/V heads x batch for one launch (2^30 at most)");
@@ -240,8 +263,6 @@ int launch_bwd(const BwdProblem& pr) {
   p.tile_inner = FastDiv(p.key_blocks_outer ? tile_heads : n_blocks);
   p.tile_middle = FastDiv(p.key_blocks_outer ? pr.batch : tile_heads);
   static const int sms = num_sms();
-  const bool auto_persistent = auto_persistent_bwd(pr.ctas, Cfg::kHeadDim, Cfg::kCausal, Cfg::kVarlen, Cfg::kLocal,
-                                                   p.group, pr.max_seqlen_q, Cfg::kPanelSplit);
   const int ctas = pr.ctas > 0 ? pr.ctas : auto_persistent ? sms : p.num_tiles;
   const int grid = ctas < p.num_tiles ? ctas : p.num_tiles;
   // 16-byte dK / dV stores (BwdConsumer::store_rows) where both are 16-B aligned with strides of multiples of 8.

@@ -54,8 +54,38 @@ constexpr AutoCase kAutoCases[] = {
 };
 // clang-format on
 
+// auto_key_blocks_outer: grid_order, causal, varlen, the real GQA group, whether auto runs persistent, (K/V head,
+// batch) pairs -> key blocks outermost.
+struct OrderCase {
+  int grid_order;
+  bool causal, varlen;
+  int group;
+  bool auto_persistent;
+  long long pairs;
+  bool outer;
+};
+
+// clang-format off
+constexpr OrderCase kOrderCases[] = {
+    {0, true, false, 1, true, 8, true},      {0, true, false, 1, true, 16, true},     // MHA persistent, few pairs
+    {0, true, false, 1, true, 32, false},    {0, true, false, 1, false, 8, false},    // many pairs; one CTA per tile
+    {0, false, false, 1, true, 8, false},    {0, true, true, 1, true, 8, false},      // non-causal; varlen
+    {0, true, false, 4, false, 512, true},   {0, true, true, 4, false, 8, false},     // GQA causal dense / varlen
+    {1, true, false, 4, true, 8, false},     {2, false, true, 1, false, 512, true},   // explicit orders
+};
+// clang-format on
+
 int main() {
   int failures = 0;
+  for (const OrderCase& c : kOrderCases) {
+    const bool got = fa3nn::hopper::host::auto_key_blocks_outer(c.grid_order, c.causal, c.varlen, c.group,
+                                                                 c.auto_persistent, c.pairs);
+    if (got != c.outer) {
+      ++failures;
+      std::printf("FAIL order %d causal %d varlen %d group %d persistent %d pairs %lld: outer %d\n", c.grid_order,
+                  c.causal, c.varlen, c.group, c.auto_persistent, c.pairs, got);
+    }
+  }
   for (const AutoCase& c : kAutoCases) {
     const bool got = fa3nn::hopper::host::auto_persistent_bwd(c.ctas, c.headdim, c.causal, c.varlen, c.local, 1,
                                                                c.seqlen_q, false);
@@ -75,6 +105,8 @@ int main() {
     }
   }
   std::printf("%zu backward schedules checked; %d failures\n",
-              sizeof(kCases) / sizeof(kCases[0]) + sizeof(kAutoCases) / sizeof(kAutoCases[0]), failures);
+              sizeof(kCases) / sizeof(kCases[0]) + sizeof(kAutoCases) / sizeof(kAutoCases[0]) +
+                  sizeof(kOrderCases) / sizeof(kOrderCases[0]),
+              failures);
   return failures != 0;
 }
