@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# s51a (branch wip/bwd-outer-few-pairs; library build/s50o/ in build/s50o.tar.xz, C ABI 9): the backward's auto with
+# key blocks outermost for causal MHA that auto runs persistent over <= 16 (head, batch) pairs (auto_key_blocks_outer)
+# and kv_parts' non-causal wave-fill rule. Predicted (from s50c's explicit modes, H200): auto at 1 x 8k x 8 heads
+# d128 causal 1.67x s50c's auto (349 -> ~584 TFLOP/s), 1 x 8k x 16 1.43x, 2 x 4k x 8 1.42x, every other grid row
+# unchanged (same modes); Qwen TP4 7 / 1 non-causal 7 parts ~1.6x whole groups (322 -> ~520; MHA's same tiles 540).
+# Then the whole GPU suite (the C ABI 9 library ran only the parts tests, s50c). On an H100 the grid also answers why
+# whole-group GQA causal ran 0.54x MHA at 8 x 4k 32 / 8 d64 in s50a (0.97-1.00 on the H200 in s50c).
+set -u
+source "$(dirname "$0")/../gpu_env.sh"
+gpu_setup /tmp/fa3nn-s51a s50o.tar.xz
+export FA3NN_HOPPER_LIB=$PWD/build/s50o/libfa3nn_hopper.so
+stamp start
+cat "$out/gpu_state.txt"
+gpu_pytest tests_bwd.log 150 tests/test_hopper_bwd.py tests/test_sm_margin.py
+gpu_log_summary "$out/tests_bwd.log"
+stamp "bwd tests"
+timeout 130 python3 scripts/bwd_schedule_grid.py --json "$out/schedule_grid.json" > "$out/schedule_grid.log" 2>&1
+echo "grid rc $?"; grep -E "^\|" "$out/schedule_grid.log"; tail -n 3 "$out/schedule_grid.log" | grep -v "^|"
+stamp grid
+timeout 60 python3 scripts/gqa_bwd_shapes.py --json "$out/gqa_bwd.json" > "$out/gqa_bwd.log" 2>&1
+echo "gqa rc $?"; grep -E "^\|" "$out/gqa_bwd.log"; tail -n 3 "$out/gqa_bwd.log" | grep -v "^|"
+stamp gqa
+gpu_all_tests 330 60
+stamp "all tests"
+gpu_archive s51a.tgz
