@@ -158,6 +158,9 @@ GRID_ORDERS = {"auto": 0, "key_blocks_inner": 1, "key_blocks_outer": 2}
 # 70B-TP8 one 8k sequence 1.82x non-causal (0.56 -> 1.02x cuDNN), 2.00x causal (0.36 -> 0.72x), MQA 16 / 1 at 2 x 8k
 # causal 1.77x, d256 MQA causal 1.86x; 0.82-0.98x where 128 non-causal tiles were split (the rule no longer splits
 # them); its bf16 partials broke the error-ratio rule once (d256 varlen dv, 2 parts), which the fp32 ones avoid.
+# This kernel form (H200 s50c, x whole groups, x cuDNN): 70B-TP8 8k 1.84x / 1.03x non-causal, 3.23x / 1.18x causal;
+# Qwen2.5-7B under 4-way TP (7 / 1, 7 parts) causal 3.05x / 1.15x; MQA 16 / 1 2 x 8k causal 1.77x / 1.09x; H100 s50a
+# likewise (1.86x / 3.18x at 70B-TP8 8k).
 KV_PARTS = "auto"
 # Keys per tile of each head dim's default kernels (kernels/hopper/flash_bwd.cuh BwdConfig::kBlockN; 192 / 128's
 # mla_keys has 128), for kv_parts' tile count.
