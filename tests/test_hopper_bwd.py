@@ -639,6 +639,13 @@ def _poisoned_like(t):
     return torch.full_like(t, float("nan"))
 
 
+def _nan_partials(monkeypatch):
+    """launch's fp32 partial dK / dV buffers (GQA in parts) NaN-filled: launch does not zero them (hopper_bwd.
+    _partial_buffer), so a row no tile writes and launch does not zero reaches dk / dv as NaN."""
+    real = hopper_bwd._partial_buffer
+    monkeypatch.setattr(hopper_bwd, "_partial_buffer", lambda like, parts: real(like, parts).fill_(float("nan")))
+
+
 def _check_against_reference(dtype, headdim, causal, seqlens, variant, nheads=4, nheads_kv=None, grid_order="auto",
                              batch=None, headdim_v=None, **schedule):
     """Runs `variant` on NaN-poisoned gradients, asserts the error-ratio rule per gradient; returns the inputs and
@@ -759,6 +766,7 @@ def _varlen_case(dtype, headdim, causal, heads, case, schedule, headdim_v=None):
 def test_gqa_parts_backward_matches_reference(monkeypatch, dims, causal, varlen_case, parts):
     from fa3nn.backends.hopper import launch as forward
 
+    _nan_partials(monkeypatch)
     headdim, headdim_v = dims
     monkeypatch.setattr(hopper_bwd, "KV_PARTS", parts)
     scale = headdim**-0.5
@@ -798,6 +806,7 @@ def test_gqa_parts_backward_matches_reference(monkeypatch, dims, causal, varlen_
 def test_gqa_parts_of_any_divisor(monkeypatch, dims, causal):
     from fa3nn.backends.hopper import launch as forward
 
+    _nan_partials(monkeypatch)
     headdim, headdim_v = dims
     for nheads, nheads_kv, kv_parts in ((12, 2, 3), (12, 2, 6), (14, 2, 7)):
         _check_against_reference(torch.bfloat16, headdim, causal, (511, 700), hopper_bwd.default_variant(headdim),
@@ -820,9 +829,10 @@ def test_gqa_parts_of_any_divisor(monkeypatch, dims, causal):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.gpu
 @needs_hopper
-def test_gqa_parts_in_every_d128_variant(causal, variant):
+def test_gqa_parts_in_every_d128_variant(monkeypatch, causal, variant):
     """launch's kv_parts in the d128 variants besides the default (their own consumers store dK / dV through the same
-    store_rows): 2 and 4 parts of a group of 4 against the reference by the error-ratio rule."""
+    store_rows): 2 and 4 parts of a group of 4 against the reference by the error-ratio rule, NaN-filled partials."""
+    _nan_partials(monkeypatch)
     for kv_parts in (2, 4):
         _check_against_reference(torch.bfloat16, 128, causal, (700, 900), variant, nheads=8, nheads_kv=2,
                                  kv_parts=kv_parts)
@@ -839,10 +849,11 @@ def test_gqa_parts_in_every_d128_variant(causal, variant):
 @pytest.mark.parametrize("kv_parts", [2, 4])
 @pytest.mark.gpu
 @needs_hopper
-def test_gqa_parts_in_the_other_kernels(kv_parts):
+def test_gqa_parts_in_the_other_kernels(monkeypatch, kv_parts):
     from fa3nn.backends.hopper import launch as forward
     from fa3nn.backends.reference import ReferenceBackend
 
+    _nan_partials(monkeypatch)
     for headdim, variant in ((64, "red_dq"), (64, "bulk_dq"), (64, "overlap"), (64, "bulk_dq_overlap"),
                              (128, "overlap"), (256, "red_dq"), (MLA[0], "bulk_dq")):
         for causal in (False, True):

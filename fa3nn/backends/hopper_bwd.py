@@ -93,6 +93,14 @@ def uniform_lengths(varlen: Varlen) -> bool:
     return _one_length(tuple(varlen.seqstarts_q)) and _one_length(tuple(varlen.seqstarts_k))
 
 
+def _partial_buffer(like: torch.Tensor, kv_parts: int) -> torch.Tensor:
+    """An fp32 buffer for the kernel's partial dK or dV of `like` (k or v) in kv_parts parts: heads h * kv_parts +
+    part. Not zeroed: every row a tile owns is written (launch zeroes the rest, as for dk / dv; s49's form zeroed all
+    of it, one more pass over parts x the K/V size). Tests replace it with a NaN-filled one."""
+    return torch.empty(*like.shape[:-2], like.shape[-2] * kv_parts, like.shape[-1], dtype=torch.float32,
+                       device=like.device)
+
+
 def launch_ctas(schedule: str, max_ctas: int | None, varlen: Varlen | None, device) -> int:
     """fa3nn_hopper_bwd's `ctas` for a launch with `schedule` (SCHEDULES)."""
     if schedule == "persistent":
@@ -325,6 +333,11 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
     dq = torch.empty_like(q) if dq is None else dq
     dk = torch.empty_like(k) if dk is None else dk
     dv = torch.empty_like(v) if dv is None else dv
+    # GQA in parts: the kernel writes each part's fp32 partial sum at head h * kv_parts + part into buffers that stand
+    # in for dk / dv here (zeroed below where dk / dv would be: rows no tile writes), summed into dk / dv after it.
+    dk_out, dv_out = dk, dv
+    if kv_parts > 1:
+        dk, dv = (_partial_buffer(t, kv_parts) for t in (k, v))
     if seqlen_k == 0:  # no keys: nothing reaches q; the kernels launch nothing for an empty call
         dq.zero_()
     if seqlen_q == 0 or window.sliding:  # (a window's key blocks no query reaches are not written)
@@ -335,12 +348,6 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
             if varlen.seqstarts_q[b + 1] == varlen.seqstarts_q[b]:
                 dk[varlen.seqstarts_k[b]:varlen.seqstarts_k[b + 1]].zero_()
                 dv[varlen.seqstarts_k[b]:varlen.seqstarts_k[b + 1]].zero_()
-    # GQA in parts: the kernel writes each part's fp32 partial sum at head h * kv_parts + part (zeroed first: rows
-    # that dk / dv would get zeroed above are never written), summed into dk / dv after it.
-    dk_out, dv_out = dk, dv
-    if kv_parts > 1:
-        dk, dv = (torch.zeros(*t.shape[:-2], t.shape[-2] * kv_parts, t.shape[-1], dtype=torch.float32,
-                              device=t.device) for t in (k, v))
     rows = lib.fa3nn_hopper_bwd_block_m()  # the library's padding unit (its largest query block)
     ws_batch, ws_rows = workspace_shape(batch, seqlen_q, rows, varlen is not None)
     workspace = dict(dtype=torch.float32, device=q.device)
