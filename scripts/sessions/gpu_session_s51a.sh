@@ -5,8 +5,8 @@
 # d128 causal 1.67x s50c's auto (349 -> ~584 TFLOP/s), 1 x 8k x 16 1.43x, 2 x 4k x 8 1.42x, every other grid row
 # unchanged (same modes); Qwen TP4 7 / 1 non-causal 7 parts ~1.6x whole groups (322 -> ~520; MHA's same tiles 540).
 # Also launch no longer zeroes the fp32 partial dK / dV (every row a tile owns is written; the parts tests now fill
-# them with NaN). Then the whole GPU suite (the C ABI 9 library ran only the parts tests, s50c). On an H100 the grid also answers why
-# whole-group GQA causal ran 0.54x MHA at 8 x 4k 32 / 8 d64 in s50a (0.97-1.00 on the H200 in s50c).
+# them with NaN). Then the whole GPU suite (the C ABI 9 library ran only the parts tests, s50c). On an H100 the grid
+# also answers why whole-group GQA causal ran 0.54x MHA at 8 x 4k 32 / 8 d64 in s50a (0.97-1.00 on the H200 in s50c).
 set -u
 source "$(dirname "$0")/../gpu_env.sh"
 gpu_setup /tmp/fa3nn-s51a s50o.tar.xz
