@@ -446,8 +446,10 @@ def refusal(call: AttnCall) -> str | None:
     return None
 
 
-# kv_parts' tolerance (non-causal): a divisor's wave fill within this of the best counts as the best, so equal fills
-# keep the fewer parts (64 tiles: 2, 4 or 8 parts all fill 0.97 of their waves on 132 SMs; 2 is taken).
+# kv_parts' tolerance (non-causal): a divisor's wave fill within this share of the best counts as the best, so equal
+# fills keep the fewer parts (64 tiles: 2, 4 or 8 parts all fill 0.97 of their waves on 132 SMs; 2 is taken).
+# Relative: as an absolute 0.05 every divisor came within it where the best fill is below 0.05 (a few tiles in one
+# partial wave, where the fill is proportional to the tiles), and 4 tiles of a group of 2 stayed whole.
 FILL_SLACK = 0.05
 
 
@@ -461,7 +463,7 @@ def kv_parts(group: int, nheads_kv: int, key_blocks: int, causal: bool, sms: int
     groups of 7 and 5 included); tiles = key_blocks (summed over the batch) x nheads_kv x parts. Causal: the fewest
     parts whose tiles reach twice `sms` (key block 0 walks every query block, so its tile is the makespan unless the
     average SM's share is at least as long; the list-scheduling model's edge), else the whole group. Non-causal (equal
-    tiles): the fewest parts whose waves of `sms` are filled best (_wave_fill), within FILL_SLACK of the best divisor's:
+    tiles): the fewest parts whose waves of `sms` are filled best (_wave_fill), within a share FILL_SLACK of the best:
     splitting costs fp32 partials and their sum, and measured 0.82-0.98x where it gave no fill (s49a: 128 tiles into
     256, 0.97 either way), while 64 tiles in 2 parts (0.48 -> 0.97) measured 1.84x (s50c, 70B-TP8 8k) and 7 / 1 heads
     at one 8k sequence, 64 tiles whole (0.48) against 448 in 7 parts (0.85), ran 0.60x the same 448 tiles as MHA.
@@ -471,7 +473,7 @@ def kv_parts(group: int, nheads_kv: int, key_blocks: int, causal: bool, sms: int
     if causal:
         return next((d for d in divisors if tiles * d >= 2 * sms), group)
     best = max(_wave_fill(tiles * d, sms) for d in divisors)
-    return next(d for d in divisors if _wave_fill(tiles * d, sms) >= best - FILL_SLACK)
+    return next(d for d in divisors if _wave_fill(tiles * d, sms) >= best * (1 - FILL_SLACK))
 
 
 def _sm_count(device: torch.device) -> int:
