@@ -531,6 +531,9 @@ def test_gqa_backward_expands_kv_and_sums_each_group(monkeypatch):
     (7, 1, 64, False, 132, 7),    # Qwen under 4-way TP (7 / 1), non-causal: 64 tiles fill 0.48, 448 fill 0.85
     (4, 1, 140, False, 132, 4),   # 140 tiles fill 0.53 of 2 waves, 280 0.71 of 3, 560 0.85 of 5
     (2, 1, 120, False, 132, 1),   # 120 tiles fill 0.91 of one wave, 240 the same of 2: no split
+    (16, 1, 120, False, 132, 1),  # MQA: 0.91 whole, 0.97-0.99 in parts, short of MIN_SPLIT_GAIN (1.25)
+    (2, 1, 200, False, 132, 1),   # 0.76 whole, 400 tiles 0.76 too
+    (4, 1, 200, False, 132, 1),   # 800 tiles fill 0.87: 1.15x the whole groups', short of 1.25
     (2, 1, 4, False, 132, 2),     # 4 tiles fill 0.03, 8 fill 0.06: twice the SMs busy (an absolute slack took 1)
     (8, 1, 1, False, 132, 8),     # MQA 8 / 1 at one 128-key sequence: 1 tile -> 8 (an absolute slack took 2)
     (6, 1, 16, False, 132, 6),    # 96 tiles fit one wave

@@ -451,6 +451,12 @@ def refusal(call: AttnCall) -> str | None:
 # Relative: as an absolute 0.05 every divisor came within it where the best fill is below 0.05 (a few tiles in one
 # partial wave, where the fill is proportional to the tiles), and 4 tiles of a group of 2 stayed whole.
 FILL_SLACK = 0.05
+# kv_parts (non-causal): split only where the best divisor's predicted fill is at least this many times the whole
+# groups'. Splitting costs (fp32 partial stores, their sum): 0.82-0.98x where it added no fill (s49a), and the parts
+# of a causal 2k call ran 0.74x the same tiles as MHA (s50c); the measured wins had 2x or more (64 tiles: 0.48 ->
+# 0.97, 1.84x measured) and 1.75x (7 / 1 heads at 8k, predicted). Without it a CPU sweep (group 1-16, K/V heads
+# 1-8, 1-200 key blocks, 132 SMs) split 3,129 shapes whose whole groups already filled 0.9 of their waves.
+MIN_SPLIT_GAIN = 1.25
 
 
 def _wave_fill(tiles: int, sms: int) -> float:
@@ -466,13 +472,16 @@ def kv_parts(group: int, nheads_kv: int, key_blocks: int, causal: bool, sms: int
     tiles): the fewest parts whose waves of `sms` are filled best (_wave_fill), within a share FILL_SLACK of the best:
     splitting costs fp32 partials and their sum, and measured 0.82-0.98x where it gave no fill (s49a: 128 tiles into
     256, 0.97 either way), while 64 tiles in 2 parts (0.48 -> 0.97) measured 1.84x (s50c, 70B-TP8 8k) and 7 / 1 heads
-    at one 8k sequence, 64 tiles whole (0.48) against 448 in 7 parts (0.85), ran 0.60x the same 448 tiles as MHA.
-    1 wherever the whole groups give enough tiles: every MHA call, and GQA at the usual batch sizes."""
+    at one 8k sequence, 64 tiles whole (0.48) against 448 in 7 parts (0.85), ran 0.60x the same 448 tiles as MHA;
+    whole groups unless that fill is MIN_SPLIT_GAIN times theirs. 1 wherever the whole groups give enough tiles (or
+    fill their waves well enough): every MHA call, and GQA at the usual batch sizes."""
     tiles = key_blocks * nheads_kv
     divisors = [d for d in range(1, group + 1) if group % d == 0]
     if causal:
         return next((d for d in divisors if tiles * d >= 2 * sms), group)
     best = max(_wave_fill(tiles * d, sms) for d in divisors)
+    if best < MIN_SPLIT_GAIN * _wave_fill(tiles, sms):
+        return 1
     return next(d for d in divisors if _wave_fill(tiles * d, sms) >= best * (1 - FILL_SLACK))
 
 

@@ -48,7 +48,8 @@ extern "C" {
 // softcap: 0 (none) or the cap c > 0 of softmax(c * tanh(scores * softmax_scale / c)) (Gemma 2), the forward's
 // (fa3nn_hopper_fwd): the lse passed in must come from a forward with the same cap. Softcap kernels are built for the
 // default variant of each head dim, dense or varlen, with any mask.
-// grid_order: 0 = auto (key blocks outermost for dense causal GQA/MQA, else innermost), 1 = key blocks innermost (the MHA
+// grid_order: 0 = auto (flash_bwd_launch.cuh auto_key_blocks_outer: outermost for dense causal GQA/MQA and for dense
+// causal MHA auto runs persistent over few (head, batch) pairs, else innermost), 1 = key blocks innermost (the MHA
 // order), 2 = outermost (flash_bwd.cuh, bwd_tile); for benchmarks and tests.
 // ctas: the main kernel's CTAs. 0 = auto (one per SM chaining tiles where use_persistent_bwd says so, else one per
 // (key block, K/V head, batch) tile), -2 = auto for a varlen call whose sequences all have one query length and one

@@ -33,7 +33,7 @@ struct BwdProblem {
   int batch, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, nheads, nheads_kv, headdim;
   const int64_t* strides;  // q, k, v, out, dout, dq, dk, dv: (batch, row, head) each, in elements
   float softmax_scale;
-  int grid_order;  // 0 auto (key blocks outermost iff causal GQA/MQA), 1 key blocks innermost, 2 outermost (bwd_tile)
+  int grid_order;  // 0 auto (auto_key_blocks_outer), 1 key blocks innermost, 2 outermost (bwd_tile)
   cudaStream_t stream;
   int prepost_vec = 1;  // 0: the 2-byte preprocess / postprocess kernels even where 16-byte ones could run
   int ctas = 0;  // main kernel CTAs: 0 auto (auto_persistent_bwd), kCtasAutoUniform, -1 one per tile, n > 0 at most n
