@@ -677,6 +677,27 @@ def _check_against_reference(dtype, headdim, causal, seqlens, variant, nheads=4,
     return (dout, q, k, v, out, lse, scale), (dq, dk, dv)
 
 
+def _check_masked(q, k, v, causal, window_size, softcap, label, **launch_kw):
+    """launch with a window and / or softcap on NaN-poisoned gradients (out and lse from the reference forward),
+    asserting the error-ratio rule per gradient; returns the params and (dq, dk, dv)."""
+    from fa3nn.backends.reference import ReferenceBackend
+
+    scale = q.shape[-1]**-0.5
+    params = AttnParams(softmax_scale=scale, window=Window.from_args(causal, window_size), softcap=softcap,
+                        deterministic=False)
+    out, lse = ReferenceBackend().forward(q, k, v, params, None)
+    dout = torch.randn_like(out)
+    dq, dk, dv = (_poisoned_like(t) for t in (q, k, v))
+    hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, dq=dq, dk=dk, dv=dv, window_size=window_size,
+                      softcap=softcap, **launch_kw)
+    ref, pt = (_reference_grads(q, k, v, dout, causal, upcast, window_size=window_size, softcap=softcap)
+               for upcast in (True, False))
+    for name, got, r, p in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, pt):
+        assert not got.isnan().any(), f"{name} has NaNs (unwritten rows of the poisoned buffer, or NaN math; {label})"
+        assert_error_ratio(got, r, p, f"{name} ({label})")
+    return params, (dq, dk, dv)
+
+
 @pytest.mark.parametrize("seqlens", SEQLENS, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("headdim", HEADDIMS)
@@ -856,7 +877,6 @@ def test_gqa_parts_in_every_d128_variant(monkeypatch, causal, variant):
 @needs_hopper
 def test_gqa_parts_in_the_other_kernels(monkeypatch, kv_parts):
     from fa3nn.backends.hopper import launch as forward
-    from fa3nn.backends.reference import ReferenceBackend
 
     _nan_partials(monkeypatch)
     for headdim, variant in ((64, "red_dq"), (64, "bulk_dq"), (64, "overlap"), (64, "bulk_dq_overlap"),
@@ -880,20 +900,8 @@ def test_gqa_parts_in_the_other_kernels(monkeypatch, kv_parts):
                                                ((False, (-1, -1)), 5.0), ((True, (300, -1)), 5.0)):
             q, k, v = random_qkv(2, 511, 1537, 8, 2, headdim, torch.bfloat16, device="cuda")
             q = q * 4 if softcap else q
-            scale = headdim**-0.5
-            params = AttnParams(softmax_scale=scale, window=Window.from_args(causal, window_size), softcap=softcap,
-                                deterministic=False)
-            out, lse = ReferenceBackend().forward(q, k, v, params, None)
-            dout = torch.randn_like(out)
-            dq, dk, dv = (_poisoned_like(t) for t in (q, k, v))
-            hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, dq=dq, dk=dk, dv=dv, window_size=window_size,
-                              softcap=softcap, kv_parts=kv_parts)
-            ref, pt = (_reference_grads(q, k, v, dout, causal, upcast, window_size=window_size, softcap=softcap)
-                       for upcast in (True, False))
             label = f"d{headdim} window {window_size} causal {causal} cap {softcap}"
-            for name, got, r, p in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, pt):
-                assert not got.isnan().any(), f"{name} has NaNs ({label})"
-                assert_error_ratio(got, r, p, f"{name} ({label})")
+            params, (dq, dk, dv) = _check_masked(q, k, v, causal, window_size, softcap, label, kv_parts=kv_parts)
             allowed = params.window.allowed(0, 511, 511, 1537, "cuda")
             if allowed is not None:
                 unreached = ~allowed.any(0)
@@ -939,21 +947,9 @@ WINDOWS = [((100, -1), False), ((-1, 70), False), ((64, 64), False), ((0, 0), Fa
 @pytest.mark.gpu
 @needs_hopper
 def test_window_backward_matches_reference(headdim, heads, window, seqlens):
-    from fa3nn.backends.reference import ReferenceBackend
-
     (window_size, causal), (nheads, nheads_kv) = window, heads
     q, k, v = random_qkv(2, *seqlens, nheads, nheads_kv, headdim, torch.bfloat16, device="cuda")
-    scale = headdim**-0.5
-    params = AttnParams(softmax_scale=scale, window=Window.from_args(causal, window_size), softcap=0.0,
-                        deterministic=False)
-    out, lse = ReferenceBackend().forward(q, k, v, params, None)
-    dout = torch.randn_like(out)
-    dq, dk, dv = (_poisoned_like(t) for t in (q, k, v))
-    hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, dq=dq, dk=dk, dv=dv, window_size=window_size)
-    ref, pt = (_reference_grads(q, k, v, dout, causal, upcast, window_size=window_size) for upcast in (True, False))
-    for name, got, r, p in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, pt):
-        assert not got.isnan().any(), f"{name} has NaNs (unwritten rows of the poisoned buffer, or NaN math)"
-        assert_error_ratio(got, r, p, name)
+    params, (dq, dk, dv) = _check_masked(q, k, v, causal, window_size, 0.0, f"window {window_size}")
     # Keys no query's window reaches: exactly zero (their tiles are skipped, the buffers zeroed first).
     unreached = ~params.window.allowed(0, seqlens[0], *seqlens, "cuda").any(0)
     assert not dk[:, unreached].any() and not dv[:, unreached].any()
@@ -995,24 +991,9 @@ def _mask_id(mask):
 @pytest.mark.gpu
 @needs_hopper
 def test_softcap_backward_matches_reference(dtype, headdim, heads, mask, seqlens, softcap):
-    from fa3nn.backends.reference import ReferenceBackend
-
     (causal, window_size), (nheads, nheads_kv) = mask, heads
     q, k, v = random_qkv(2, *seqlens, nheads, nheads_kv, headdim, dtype, device="cuda")
-    q = q * 4
-    scale = headdim**-0.5
-    params = AttnParams(softmax_scale=scale, window=Window.from_args(causal, window_size), softcap=softcap,
-                        deterministic=False)
-    out, lse = ReferenceBackend().forward(q, k, v, params, None)
-    dout = torch.randn_like(out)
-    dq, dk, dv = (_poisoned_like(t) for t in (q, k, v))
-    hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, dq=dq, dk=dk, dv=dv, window_size=window_size,
-                      softcap=softcap)
-    ref, pt = (_reference_grads(q, k, v, dout, causal, upcast, window_size=window_size, softcap=softcap)
-               for upcast in (True, False))
-    for name, got, r, p in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, pt):
-        assert not got.isnan().any(), f"{name} has NaNs (unwritten rows of the poisoned buffer, or NaN math)"
-        assert_error_ratio(got, r, p, f"{name} (cap {softcap})")
+    _check_masked(q * 4, k, v, causal, window_size, softcap, f"cap {softcap}")
 
 
 # Varlen with softcap: the native forward's out and lse (the pair auto runs at head dims 128 / 256), each sequence
