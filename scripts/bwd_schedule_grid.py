@@ -5,14 +5,16 @@ persistent), but 0.98x at 32 heads x one 2k sequence (also 512 tiles: shorter on
 its key-blocks-outer order at 0.54x the same call as MHA (the llama-1b recipe's 8 x 4k, 32 / 8 heads d64; 0.98x on
 an H200 in s49a). Per shape: launch with auto's schedule, then one CTA per tile and persistent, each in both grid
 orders; GQA shapes with whole groups and with auto's parts. Whole backward (preprocess, main, postprocess), bf16,
-rounds interleaved, TFLOP/s; cuDNN (SDPA) beside it.
+rounds interleaved, TFLOP/s; cuDNN (SDPA) beside it. Causal by default; --causal no / both for the non-causal calls
+(s50a, the few-tile shapes: the schedules within -3..+1.4% of each other there).
 
-    python scripts/bwd_schedule_grid.py --json out.json [--rounds 3]
+    python scripts/bwd_schedule_grid.py --json out.json [--rounds 3] [--causal yes|no|both]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -31,7 +33,7 @@ from fa3nn.backends import hopper_bwd  # noqa: E402
 from fa3nn.backends.hopper import launch as forward  # noqa: E402
 from fa3nn.metrics import attention_flops  # noqa: E402
 
-# (batch, seqlen, query heads, K/V heads, head dim); causal only (s50a: the schedules differ by < 3% non-causal).
+# (batch, seqlen, query heads, K/V heads, head dim).
 SHAPES = [  # the most telling first: a short run (timeout) keeps the rows done so far
     (1, 8192, 8, 8, 128), (8, 4096, 32, 8, 64), (2, 8192, 16, 16, 128), (8, 2048, 16, 16, 128),
     (1, 2048, 32, 32, 128), (1, 8192, 28, 4, 128), (2, 4096, 32, 8, 128), (1, 16384, 16, 16, 128),
@@ -55,23 +57,23 @@ def modes(group: int) -> dict[str, dict]:
     return {prefix + name: dict(kw, kv_parts=p) for prefix, p in parts.items() for name, kw in SCHEDULES.items()}
 
 
-def _calls(batch: int, seqlen: int, nheads: int, nheads_kv: int, headdim: int, sms: int) -> dict:
-    """One backward call per mode (modes) and cuDNN's, over the same causal inputs."""
+def _calls(batch: int, seqlen: int, nheads: int, nheads_kv: int, headdim: int, causal: bool, sms: int) -> dict:
+    """One backward call per mode (modes) and cuDNN's, over the same inputs."""
     group = nheads // nheads_kv
     q = torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(batch, seqlen, nheads_kv, headdim, device="cuda", dtype=torch.bfloat16) for _ in "kv")
     scale = headdim**-0.5
-    out, lse = forward(q, k, v, scale, True)
+    out, lse = forward(q, k, v, scale, causal)
     dout = torch.randn_like(out)
-    inputs = (dout, q, k, v, out, lse, scale, True)
-    auto_parts = hopper_bwd.kv_parts(group, nheads_kv, hopper_bwd._key_blocks(k, None), True, sms)
+    inputs = (dout, q, k, v, out, lse, scale, causal)
+    auto_parts = hopper_bwd.kv_parts(group, nheads_kv, hopper_bwd._key_blocks(k, None), causal, sms)
     calls = {}
     for mode, kw in modes(group).items():
         kw = dict(kw, kv_parts=auto_parts if kw["kv_parts"] == "auto" else 1)  # "auto": backward's choice
         calls[mode] = (lambda kw=kw: hopper_bwd.launch(*inputs, **kw))
     qt, kt, vt = (x.detach().transpose(1, 2).requires_grad_() for x in (q, k, v))
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-        ref = F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, enable_gqa=group > 1)
+        ref = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, enable_gqa=group > 1)
     dref = dout.transpose(1, 2)
     calls["cudnn"] = lambda: torch.autograd.grad(ref, (qt, kt, vt), dref, retain_graph=True)
     return calls
@@ -82,30 +84,33 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--iters", type=int, default=6)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--causal", choices=("yes", "no", "both"), default="yes")
     args = parser.parse_args()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
+    masks = {"yes": (True,), "no": (False,), "both": (True, False)}[args.causal]
     rows = []
-    for batch, seqlen, nheads, nheads_kv, headdim in SHAPES:
-        calls = _calls(batch, seqlen, nheads, nheads_kv, headdim, sms)
-        flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=True, direction="bwd")
+    for (batch, seqlen, nheads, nheads_kv, headdim), causal in itertools.product(SHAPES, masks):
+        calls = _calls(batch, seqlen, nheads, nheads_kv, headdim, causal, sms)
+        flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal, direction="bwd")
         samples = {mode: [] for mode in calls}
         for _ in range(args.rounds):
             for mode, call in calls.items():
                 samples[mode].append(time_ms([call], args.iters, 1))
         ms = {mode: statistics.median(s) for mode, s in samples.items()}
         rows.append(dict(batch=batch, seqlen=seqlen, nheads=nheads, nheads_kv=nheads_kv, headdim=headdim, sms=sms,
-                         ms=ms, samples=samples, tflops={m: flops / t / 1e9 for m, t in ms.items()}))
+                         causal=causal, ms=ms, samples=samples, tflops={m: flops / t / 1e9 for m, t in ms.items()}))
         if args.json:
             args.json.write_text(json.dumps(rows, indent=1))
-    print("| shape | tiles | auto | best | best x auto | best x cuDNN | auto x cuDNN | others x auto |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| shape | causal | tiles | auto | best | best x auto | best x cuDNN | auto x cuDNN | others x auto |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         t = r["tflops"]
         ours = {m: x for m, x in t.items() if m != "cudnn"}
         best = max(ours, key=ours.get)
         tiles = r["batch"] * r["nheads_kv"] * -(-r["seqlen"] // hopper_bwd.KEY_BLOCK_ROWS.get(r["headdim"], 128))
         others = ", ".join(f"{m} {x / t['auto']:.2f}" for m, x in ours.items() if m != "auto")
-        print(f"| {r['batch']} x {r['seqlen']}, {r['nheads']} / {r['nheads_kv']}, d{r['headdim']} | {tiles} | "
+        print(f"| {r['batch']} x {r['seqlen']}, {r['nheads']} / {r['nheads_kv']}, d{r['headdim']} | "
+              f"{'yes' if r['causal'] else 'no'} | {tiles} | "
               f"{t['auto']:.0f} | {best} {t[best]:.0f} | {t[best] / t['auto']:.2f} | {t[best] / t['cudnn']:.2f} | "
               f"{t['auto'] / t['cudnn']:.2f} | {others} |")
 

@@ -790,6 +790,13 @@ def _varlen_case(dtype, headdim, causal, heads, case, schedule, headdim_v=None):
 @pytest.mark.gpu
 @needs_hopper
 def test_gqa_parts_backward_matches_reference(monkeypatch, dims, causal, varlen_case, parts):
+    _check_backward_in_parts(monkeypatch, dims, causal, varlen_case, parts, nheads=8, nheads_kv=1)
+
+
+def _check_backward_in_parts(monkeypatch, dims, causal, varlen_case, parts, nheads, nheads_kv):
+    """backward with KV_PARTS = parts on nheads / nheads_kv heads, dense (one 1000-token sequence) or VARLEN_CASES[
+    varlen_case], against the reference gradients by the error-ratio rule (launch's partials NaN-filled); varlen:
+    sequences without queries get exactly zero dk / dv."""
     from fa3nn.backends.hopper import launch as forward
 
     _nan_partials(monkeypatch)
@@ -798,12 +805,13 @@ def test_gqa_parts_backward_matches_reference(monkeypatch, dims, causal, varlen_
     scale = headdim**-0.5
     params = dataclasses.replace(_params(window=Window(-1, 0) if causal else None), softmax_scale=scale)
     if varlen_case is None:
-        q, k, v = random_qkv(1, 1000, 1000, 8, 1, headdim, torch.bfloat16, device="cuda", headdim_v=headdim_v)
+        q, k, v = random_qkv(1, 1000, 1000, nheads, nheads_kv, headdim, torch.bfloat16, device="cuda",
+                             headdim_v=headdim_v)
         out, lse = forward(q, k, v, scale, causal)
         args, varlen = dict(dout=torch.randn_like(out), q=q, k=k, v=v, out=out, lse=lse), None
     else:
-        args, varlen = _varlen_inputs(*VARLEN_CASES[varlen_case], 8, 1, headdim, torch.bfloat16, device="cuda",
-                                      headdim_v=headdim_v)
+        args, varlen = _varlen_inputs(*VARLEN_CASES[varlen_case], nheads, nheads_kv, headdim, torch.bfloat16,
+                                      device="cuda", headdim_v=headdim_v)
         args["out"], args["lse"] = forward(args["q"], args["k"], args["v"], scale, causal, varlen)
     got = hopper_bwd.backward(**args, dlse=None, params=params, varlen=varlen)
     if varlen is None:
@@ -814,7 +822,7 @@ def test_gqa_parts_backward_matches_reference(monkeypatch, dims, causal, varlen_
         pt = _varlen_reference(args, varlen, causal, scale, upcast=False)
     for name, g, r, p in zip(("dq", "dk", "dv"), got, ref, pt):
         assert g.shape == r.shape and not g.isnan().any(), name
-        assert_error_ratio(g, r, p, f"{name} (parts {parts})")
+        assert_error_ratio(g, r, p, f"{name} (parts {parts}, {varlen_case or 'dense'})")
     if varlen is not None:
         for b in range(varlen.batch):
             rk = slice(varlen.seqstarts_k[b], varlen.seqstarts_k[b + 1])
@@ -830,25 +838,12 @@ def test_gqa_parts_backward_matches_reference(monkeypatch, dims, causal, varlen_
 @pytest.mark.gpu
 @needs_hopper
 def test_gqa_parts_of_any_divisor(monkeypatch, dims, causal):
-    from fa3nn.backends.hopper import launch as forward
-
     _nan_partials(monkeypatch)
     headdim, headdim_v = dims
     for nheads, nheads_kv, kv_parts in ((12, 2, 3), (12, 2, 6), (14, 2, 7)):
         _check_against_reference(torch.bfloat16, headdim, causal, (511, 700), hopper_bwd.default_variant(headdim),
                                  nheads=nheads, nheads_kv=nheads_kv, headdim_v=headdim_v, kv_parts=kv_parts)
-    monkeypatch.setattr(hopper_bwd, "KV_PARTS", 7)
-    scale = headdim**-0.5
-    params = dataclasses.replace(_params(window=Window(-1, 0) if causal else None), softmax_scale=scale)
-    args, varlen = _varlen_inputs(*VARLEN_CASES["mixed"], 14, 2, headdim, torch.bfloat16, device="cuda",
-                                  headdim_v=headdim_v)
-    args["out"], args["lse"] = forward(args["q"], args["k"], args["v"], scale, causal, varlen)
-    got = hopper_bwd.backward(**args, dlse=None, params=params, varlen=varlen)
-    ref = _varlen_reference(args, varlen, causal, scale, upcast=True)
-    pt = _varlen_reference(args, varlen, causal, scale, upcast=False)
-    for name, g, r, p in zip(("dq", "dk", "dv"), got, ref, pt):
-        assert g.shape == r.shape and not g.isnan().any(), name
-        assert_error_ratio(g, r, p, f"{name} (varlen, 7 parts)")
+    _check_backward_in_parts(monkeypatch, dims, causal, "mixed", 7, nheads=14, nheads_kv=2)
 
 
 @pytest.mark.parametrize("variant", ["red_dq", "bulk_dq", "bulk_dq_overlap"])

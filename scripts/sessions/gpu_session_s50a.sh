@@ -4,6 +4,7 @@
 # the MHA backward's schedules at few causal tiles (scripts/bwd_few_tiles_ab.py; the list-scheduling model says
 # persistent key-blocks-innermost keeps 0.55 of the SMs busy at 8 heads x one causal 8k sequence, per-tile
 # key-blocks-outermost ~0.99; s49a measured auto there at 0.78x cuDNN).
+# (scripts/bwd_few_tiles_ab.py was later folded into scripts/bwd_schedule_grid.py: --causal both over its modes.)
 set -u
 source "$(dirname "$0")/../gpu_env.sh"
 gpu_setup /tmp/fa3nn-s50a s49.tar.xz
