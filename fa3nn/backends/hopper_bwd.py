@@ -101,6 +101,12 @@ def _partial_buffer(like: torch.Tensor, kv_parts: int) -> torch.Tensor:
                        device=like.device)
 
 
+def sum_head_groups(x: torch.Tensor, nheads_kv: int) -> torch.Tensor:
+    """x's heads (axis -2) summed in consecutive groups down to nheads_kv heads, in fp32: the parts' partial dK / dV
+    (head h * kv_parts + part) and, with NATIVE_GQA off, the expanded query heads' (head h * group + i)."""
+    return x.unflatten(-2, (nheads_kv, x.shape[-2] // nheads_kv)).sum(-2, dtype=torch.float32)
+
+
 def launch_ctas(schedule: str, max_ctas: int | None, varlen: Varlen | None, device) -> int:
     """fa3nn_hopper_bwd's `ctas` for a launch with `schedule` (SCHEDULES)."""
     if schedule == "persistent":
@@ -384,7 +390,7 @@ def launch(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, dq=None,
         raise RuntimeError(f"fa3nn hopper backward failed: {lib.fa3nn_hopper_last_error().decode()}")
     if kv_parts > 1:
         for total, parts in ((dk_out, dk), (dv_out, dv)):
-            total.copy_(parts.unflatten(-2, (total.shape[-2], kv_parts)).sum(-2))  # one rounding, from fp32
+            total.copy_(sum_head_groups(parts, total.shape[-2]))  # one rounding, from fp32
         dk, dv = dk_out, dv_out
     if sinks is None:
         return dq, dk, dv
@@ -529,6 +535,5 @@ def backward(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen |
     k_full, v_full = (t.repeat_interleave(group, dim=-2) for t in (k, v))
     dq, dk_full, dv_full, *dsinks = launch(dout, q, k_full, v_full, out, lse, params.softmax_scale,
                                            params.window.causal, dlse=dlse, varlen=varlen, **masks, **schedule)
-    dk, dv = (g.unflatten(-2, (k.shape[-2], group)).sum(-2, dtype=torch.float32).to(k.dtype)
-              for g in (dk_full, dv_full))
+    dk, dv = (sum_head_groups(g, k.shape[-2]).to(k.dtype) for g in (dk_full, dv_full))
     return dq, dk, dv, *dsinks
