@@ -23,7 +23,7 @@ timeout 60 python3 scripts/gqa_bwd_shapes.py --json "$out/gqa_bwd.json" > "$out/
 echo "gqa rc $?"; grep -E "^\|" "$out/gqa_bwd.log"; tail -n 3 "$out/gqa_bwd.log" | grep -v "^|"
 stamp gqa
 # the rest of the GPU suite (the backward's files ran above): one call holds it all on an H100 (s50a: 55 s for those)
-gpu_pytest tests_rest.log 250 --ignore=tests/test_hopper_bwd.py --ignore=tests/test_sm_margin.py tests/
+gpu_pytest tests_rest.log 200 --ignore=tests/test_hopper_bwd.py --ignore=tests/test_sm_margin.py tests/
 grep -E "^(FAILED|ERROR) " "$out/tests_rest.log" | head -n 15
 stamp "rest of the suite"
 gpu_archive s51a.tgz
