@@ -4,11 +4,12 @@ CTA per tile with key blocks outermost at 1.66x auto for 8 heads x one causal 8k
 persistent), but 0.98x at 32 heads x one 2k sequence (also 512 tiles: shorter ones), and whole-group GQA causal in
 its key-blocks-outer order at 0.54x the same call as MHA (the llama-1b recipe's 8 x 4k, 32 / 8 heads d64; 0.98x on
 an H200 in s49a). Per shape: launch with auto's schedule, then one CTA per tile and persistent, each in both grid
-orders; GQA shapes with whole groups and with auto's parts. Whole backward (preprocess, main, postprocess), bf16,
+orders and key blocks outermost per batch (key_blocks_outer_per_batch: the CTAs in flight read one batch's Q / dO);
+GQA shapes with whole groups and with auto's parts. Whole backward (preprocess, main, postprocess), bf16,
 rounds interleaved, TFLOP/s; cuDNN (SDPA) beside it. Causal by default; --causal no / both for the non-causal calls
 (s50a, the few-tile shapes: the schedules within -3..+1.4% of each other there).
 
-    python scripts/bwd_schedule_grid.py --json out.json [--rounds 3] [--causal yes|no|both]
+    python scripts/bwd_schedule_grid.py --json out.json [--rounds 3] [--causal yes|no|both] [--shapes 1 0 3]
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ SCHEDULES = {
     "tile_outer": dict(schedule="per_tile", grid_order="key_blocks_outer"),
     "pers_inner": dict(schedule="persistent", grid_order="key_blocks_inner"),
     "pers_outer": dict(schedule="persistent", grid_order="key_blocks_outer"),
+    "tile_batch": dict(schedule="per_tile", grid_order="key_blocks_outer_per_batch"),
+    "pers_batch": dict(schedule="persistent", grid_order="key_blocks_outer_per_batch"),
 }
 
 
@@ -85,11 +88,14 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=6)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--causal", choices=("yes", "no", "both"), default="yes")
+    parser.add_argument("--shapes", type=int, nargs="+", default=None,
+                        help="indices into SHAPES to run, in this order (default: all)")
     args = parser.parse_args()
+    shapes = SHAPES if args.shapes is None else [SHAPES[i] for i in args.shapes]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     masks = {"yes": (True,), "no": (False,), "both": (True, False)}[args.causal]
     rows = []
-    for (batch, seqlen, nheads, nheads_kv, headdim), causal in itertools.product(SHAPES, masks):
+    for (batch, seqlen, nheads, nheads_kv, headdim), causal in itertools.product(shapes, masks):
         calls = _calls(batch, seqlen, nheads, nheads_kv, headdim, causal, sms)
         flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal, direction="bwd")
         samples = {mode: [] for mode in calls}

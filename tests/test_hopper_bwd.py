@@ -199,7 +199,8 @@ def test_c_abi_checks_heads_and_grid_order_before_touching_the_gpu():
     for nheads, nheads_kv in ((8, 3), (8, 0)):
         assert error(nheads, nheads_kv) == (1, "nheads_kv must be positive and divide nheads (GQA/MQA: query heads "
                                                "in groups of equal size)")
-    assert error(8, 2, grid_order=3) == (1, "grid_order must be 0 (auto), 1 or 2")
+    for grid_order in (4, -1):
+        assert error(8, 2, grid_order=grid_order) == (1, "grid_order must be 0 (auto), 1, 2 or 3")
     # kv_parts (after ctas): a positive divisor of the group; the group of 12 / 2 heads is 6.
     for kv_parts in (0, 4, 12, -2):
         assert error(12, 2, kv_parts=kv_parts) == (1, "kv_parts must be a positive divisor of the GQA group (nheads "
@@ -880,7 +881,7 @@ def test_gqa_parts_in_the_other_kernels(monkeypatch, kv_parts):
             _check_against_reference(torch.bfloat16, headdim, causal, (511, 1537), variant, nheads=8, nheads_kv=2,
                                      headdim_v=MLA[1] if headdim == MLA[0] else None, kv_parts=kv_parts)
     for causal in (False, True):
-        for grid_order in ("key_blocks_inner", "key_blocks_outer"):
+        for grid_order in ("key_blocks_inner", "key_blocks_outer", "key_blocks_outer_per_batch"):
             _check_against_reference(torch.bfloat16, 128, causal, (1000, 1000), "bulk_dq", nheads=8, nheads_kv=2,
                                      grid_order=grid_order, schedule="persistent", max_ctas=3, kv_parts=kv_parts)
         _check_against_reference(torch.float16, 128, causal, (700, 900), "bulk_dq", nheads=8, nheads_kv=2,
@@ -1163,7 +1164,7 @@ def test_grid_orders_give_the_same_dk_dv(headdim, causal, heads):
     (dout, q, k, v, out, lse, scale), (_, dk, dv) = _check_against_reference(
         torch.bfloat16, headdim, causal, (511, 1537), None, nheads=nheads, nheads_kv=nheads_kv,
         grid_order="key_blocks_outer")
-    for order in ("key_blocks_inner", "auto"):
+    for order in ("key_blocks_inner", "key_blocks_outer_per_batch", "auto"):
         _, dk_other, dv_other = hopper_bwd.launch(dout, q, k, v, out, lse, scale, causal, grid_order=order)
         assert torch.equal(dk, dk_other) and torch.equal(dv, dv_other), f"grid order {order} changed dK/dV"
 

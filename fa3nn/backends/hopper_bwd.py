@@ -160,8 +160,10 @@ NATIVE_GQA = True
 # batch), the MHA order; key_blocks_outer = (K/V heads, batch, key blocks): key block 0, the longest CTA under a causal
 # mask (group times longer under GQA), of every (K/V head, batch) starts first. auto: outer for dense causal
 # GQA/MQA and for dense causal MHA that auto runs persistent over at most 16 (head, batch) pairs, else inner
-# (kernels/hopper/flash_bwd_launch.cuh auto_key_blocks_outer gives the measurements).
-GRID_ORDERS = {"auto": 0, "key_blocks_inner": 1, "key_blocks_outer": 2}
+# (kernels/hopper/flash_bwd_launch.cuh auto_key_blocks_outer gives the measurements). key_blocks_outer_per_batch =
+# (K/V heads, key blocks, batch): outermost within each batch, so the CTAs in flight read one batch's Q / dO (L2)
+# while its long causal tiles still start first; not in auto (benchmarks, tests).
+GRID_ORDERS = {"auto": 0, "key_blocks_inner": 1, "key_blocks_outer": 2, "key_blocks_outer_per_batch": 3}
 # GQA/MQA in parts (backward, kv_parts; launch's kv_parts): "auto", or a divisor of the group (benchmarks and
 # tests). One CTA per (key block, K/V head, batch) tile walks the whole group, so few K/V heads and a short batch
 # leave SMs idle: Llama-3-70B's 64 / 8 heads under 8-way tensor parallelism are 8 / 1 per GPU, 64 tiles at one 8k

@@ -75,6 +75,9 @@
 
 namespace fa3nn::hopper {
 
+// The order of the main kernel's tiles (BwdParams::tile_order, bwd_tile; chosen in flash_bwd_launch.cuh tile_order).
+enum BwdTileOrder : int { kKeyBlocksInner = 0, kKeyBlocksOuter = 1, kKeyBlocksPerBatch = 2 };
+
 struct BwdParams {
   float* dq_accum;        // (batch, nheads, seqlen_q_rounded, d) fp32, zeroed by the preprocess kernel
   const float* lse_log2;  // (batch, nheads, seqlen_q_rounded): lse * log2(e); +inf on padded / empty rows
@@ -92,10 +95,11 @@ struct BwdParams {
   // caller sums. 1 / 0: whole groups, dK / dV in the inputs' 16-bit type.
   int kv_parts;
   int dkdv_f32;
-  // Tiles (key block, K/V head, batch), numbered in the launch's order (bwd_tile): nonzero key_blocks_outer =
-  // (nheads_kv fastest, batch, key blocks), else (key blocks fastest, nheads_kv, batch); tile_inner / tile_middle
-  // divide by the two fastest counts. A CTA walks tiles blockIdx.x, + gridDim.x, ... (BwdCtaTiles).
-  int key_blocks_outer;
+  // Tiles (key block, K/V head, batch), numbered in the launch's order (bwd_tile, BwdTileOrder): key blocks
+  // innermost (key blocks fastest, nheads_kv, batch), outermost (nheads_kv fastest, batch, key blocks) or outermost
+  // per batch (nheads_kv fastest, key blocks, batch); tile_inner / tile_middle divide by the two fastest counts. A
+  // CTA walks tiles blockIdx.x, + gridDim.x, ... (BwdCtaTiles).
+  int tile_order;
   int num_tiles;
   FastDiv tile_inner, tile_middle;
   int dkdv_vec16;   // nonzero: dK / dV stored 16 bytes at a time (BwdConsumer::store_rows)
@@ -343,7 +347,9 @@ template <class Cfg>
 __device__ __forceinline__ BwdTile bwd_tile(const BwdParams& p, int tile) {
   int x, y;
   const int z = p.tile_middle.divmod(p.tile_inner.divmod(tile, x), y);
-  BwdTile t = p.key_blocks_outer ? BwdTile{z, x, y} : BwdTile{x, y, z};
+  BwdTile t = p.tile_order == kKeyBlocksOuter      ? BwdTile{z, x, y}
+              : p.tile_order == kKeyBlocksPerBatch ? BwdTile{y, x, z}
+                                                   : BwdTile{x, y, z};
   t.seq = bwd_seq<Cfg::kVarlen>(p.cu_seqlens_q, p.cu_seqlens_k, p.seqlen_q, p.seqlen_k, t.batch);
   return t;
 }

@@ -50,7 +50,7 @@ extern "C" {
 // default variant of each head dim, dense or varlen, with any mask.
 // grid_order: 0 = auto (flash_bwd_launch.cuh auto_key_blocks_outer: outermost for dense causal GQA/MQA and for dense
 // causal MHA auto runs persistent over few (head, batch) pairs, else innermost), 1 = key blocks innermost (the MHA
-// order), 2 = outermost (flash_bwd.cuh, bwd_tile); for benchmarks and tests.
+// order), 2 = outermost, 3 = outermost within each batch (flash_bwd.cuh, bwd_tile); for benchmarks and tests.
 // ctas: the main kernel's CTAs. 0 = auto (one per SM chaining tiles where use_persistent_bwd says so, else one per
 // (key block, K/V head, batch) tile), -2 = auto for a varlen call whose sequences all have one query length and one
 // key length, both positive (the dense call's rule; kCtasAutoUniform), -1 = one per tile, n > 0 = at most n, each
@@ -72,7 +72,7 @@ int fa3nn_hopper_bwd(const void* dout, const void* q, const void* k, const void*
     return fail("%s", "kv_parts must be a positive divisor of the GQA group (nheads / nheads_kv)");
   if (!(softmax_scale > 0.f)) return fail("%s", "softmax_scale must be positive");
   if (const int status = softcap_arg(softmax_scale, softcap)) return status;
-  if (grid_order < 0 || grid_order > 2) return fail("%s", "grid_order must be 0 (auto), 1 or 2");
+  if (grid_order < 0 || grid_order > 3) return fail("%s", "grid_order must be 0 (auto), 1, 2 or 3");
   if ((cu_seqlens_q == nullptr) != (cu_seqlens_k == nullptr))
     return fail("%s", "pass both cu_seqlens_q and cu_seqlens_k (varlen) or neither (dense)");
   if (cu_seqlens_q == nullptr && (max_seqlen_q != seqlen_q || max_seqlen_k != seqlen_k))

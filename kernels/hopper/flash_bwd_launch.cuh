@@ -33,7 +33,7 @@ struct BwdProblem {
   int batch, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, nheads, nheads_kv, headdim;
   const int64_t* strides;  // q, k, v, out, dout, dq, dk, dv: (batch, row, head) each, in elements
   float softmax_scale;
-  int grid_order;  // 0 auto (auto_key_blocks_outer), 1 key blocks innermost, 2 outermost (bwd_tile)
+  int grid_order;  // 0 auto (auto_key_blocks_outer), 1 key blocks innermost, 2 outermost, 3 outermost per batch
   cudaStream_t stream;
   int prepost_vec = 1;  // 0: the 2-byte preprocess / postprocess kernels even where 16-byte ones could run
   int ctas = 0;  // main kernel CTAs: 0 auto (auto_persistent_bwd), kCtasAutoUniform, -1 one per tile, n > 0 at most n
@@ -122,6 +122,16 @@ inline bool auto_key_blocks_outer(int grid_order, bool causal, bool varlen, int 
   if (grid_order != 0) return grid_order == 2;
   if (!causal || varlen) return false;
   return group > 1 || (auto_persistent && pairs <= kOuterPairsMax);
+}
+
+// BwdParams::tile_order of a call: grid_order 3 runs key blocks outermost within each batch (K/V heads fastest, then
+// key blocks, then batch: the long causal tiles of one batch's pairs first, the CTAs in flight reading one batch's
+// Q / dO), for benchmarks until a measurement puts it in auto; else auto_key_blocks_outer's choice.
+inline BwdTileOrder tile_order(int grid_order, bool causal, bool varlen, int group, bool auto_persistent,
+                               long long pairs) {
+  if (grid_order == 3) return kKeyBlocksPerBatch;
+  return auto_key_blocks_outer(grid_order, causal, varlen, group, auto_persistent, pairs) ? kKeyBlocksOuter
+                                                                                          : kKeyBlocksInner;
 }
 
 inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
@@ -254,14 +264,16 @@ int launch_bwd(const BwdProblem& pr) {
   const bool auto_persistent = auto_persistent_bwd(pr.ctas, Cfg::kHeadDim, Cfg::kCausal, Cfg::kVarlen, Cfg::kLocal,
                                                    p.group, pr.max_seqlen_q, Cfg::kPanelSplit);
   // (GQA in parts keeps the GQA order: its parts' key block 0 tiles are as long as MHA's, as many as the group's.)
-  p.key_blocks_outer = auto_key_blocks_outer(pr.grid_order, Cfg::kCausal, varlen, group, auto_persistent,
-                                             static_cast<long long>(tile_heads) * pr.batch);
+  p.tile_order = tile_order(pr.grid_order, Cfg::kCausal, varlen, group, auto_persistent,
+                            static_cast<long long>(tile_heads) * pr.batch);
   const long long tiles = static_cast<long long>(n_blocks) * tile_heads * pr.batch;
   // Below 2^30, so that a CTA's next tile index (tile + gridDim.x, BwdCtaTiles) stays an int.
   if (tiles >= (1LL << 30)) return fail("%s", "too many key blocks x K/V heads x batch for one launch (2^30 at most)");
   p.num_tiles = static_cast<int>(tiles);
-  p.tile_inner = FastDiv(p.key_blocks_outer ? tile_heads : n_blocks);
-  p.tile_middle = FastDiv(p.key_blocks_outer ? pr.batch : tile_heads);
+  p.tile_inner = FastDiv(p.tile_order == kKeyBlocksInner ? n_blocks : tile_heads);
+  p.tile_middle = FastDiv(p.tile_order == kKeyBlocksInner ? tile_heads
+                          : p.tile_order == kKeyBlocksOuter ? pr.batch
+                                                            : n_blocks);
   static const int sms = num_sms();
   const int ctas = pr.ctas > 0 ? pr.ctas : auto_persistent ? sms : p.num_tiles;
   const int grid = ctas < p.num_tiles ? ctas : p.num_tiles;

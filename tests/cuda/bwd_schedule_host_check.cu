@@ -54,36 +54,37 @@ constexpr AutoCase kAutoCases[] = {
 };
 // clang-format on
 
-// auto_key_blocks_outer: grid_order, causal, varlen, the real GQA group, whether auto runs persistent, (K/V head,
-// batch) pairs -> key blocks outermost.
+// tile_order (auto_key_blocks_outer for grid_order 0): grid_order, causal, varlen, the real GQA group, whether auto
+// runs persistent, (K/V head, batch) pairs -> BwdTileOrder (0 key blocks innermost, 1 outermost, 2 per batch).
 struct OrderCase {
   int grid_order;
   bool causal, varlen;
   int group;
   bool auto_persistent;
   long long pairs;
-  bool outer;
+  int order;
 };
 
 // clang-format off
 constexpr OrderCase kOrderCases[] = {
-    {0, true, false, 1, true, 8, true},      {0, true, false, 1, true, 16, true},     // MHA persistent, few pairs
-    {0, true, false, 1, true, 32, false},    {0, true, false, 1, false, 8, false},    // many pairs; one CTA per tile
-    {0, false, false, 1, true, 8, false},    {0, true, true, 1, true, 8, false},      // non-causal; varlen
-    {0, true, false, 4, false, 512, true},   {0, true, true, 4, false, 8, false},     // GQA causal dense / varlen
-    {1, true, false, 4, true, 8, false},     {2, false, true, 1, false, 512, true},   // explicit orders
+    {0, true, false, 1, true, 8, 1},         {0, true, false, 1, true, 16, 1},        // MHA persistent, few pairs
+    {0, true, false, 1, true, 32, 0},        {0, true, false, 1, false, 8, 0},        // many pairs; one CTA per tile
+    {0, false, false, 1, true, 8, 0},        {0, true, true, 1, true, 8, 0},          // non-causal; varlen
+    {0, true, false, 4, false, 512, 1},      {0, true, true, 4, false, 8, 0},         // GQA causal dense / varlen
+    {1, true, false, 4, true, 8, 0},         {2, false, true, 1, false, 512, 1},      // explicit orders
+    {3, true, false, 4, false, 512, 2},      {3, false, true, 1, true, 8, 2},
 };
 // clang-format on
 
 int main() {
   int failures = 0;
   for (const OrderCase& c : kOrderCases) {
-    const bool got = fa3nn::hopper::host::auto_key_blocks_outer(c.grid_order, c.causal, c.varlen, c.group,
-                                                                 c.auto_persistent, c.pairs);
-    if (got != c.outer) {
+    const int got = fa3nn::hopper::host::tile_order(c.grid_order, c.causal, c.varlen, c.group, c.auto_persistent,
+                                                    c.pairs);
+    if (got != c.order) {
       ++failures;
-      std::printf("FAIL order %d causal %d varlen %d group %d persistent %d pairs %lld: outer %d\n", c.grid_order,
-                  c.causal, c.varlen, c.group, c.auto_persistent, c.pairs, got);
+      std::printf("FAIL order %d causal %d varlen %d group %d persistent %d pairs %lld: tile order %d\n",
+                  c.grid_order, c.causal, c.varlen, c.group, c.auto_persistent, c.pairs, got);
     }
   }
   for (const AutoCase& c : kAutoCases) {
