@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shutil
 from pathlib import Path
@@ -115,14 +116,16 @@ def _eval_worker(rank, world, init_file, out_dir):
         model = torch.nn.parallel.DistributedDataParallel(_Bigram())
         result = evaluate(model, EvalSet(_blocks(7, 16, 512), micro=2, rank=rank, world=world), Reduce())
         (Path(out_dir) / f"eval-{rank}.json").write_text(json.dumps(result))
-        # Teardown in order: every rank done communicating, and DDP's reducer (which holds the process group) gone
-        # before the group is destroyed. Without it rank 0 aborted at exit once in CI ("terminate called without an
-        # active exception", SIGABRT; s48: 1 of 4 CI runs, 0 of 20 local ones): a group left to the interpreter's
-        # shutdown destroys its gloo threads unjoined.
         dist.barrier()
-        del model
-    finally:
+    except BaseException:
         dist.destroy_process_group()
+        raise
+    # Every rank is past the barrier, its result written: the process leaves without tearing down the gloo group and
+    # DDP's reducer. Their teardown aborted a worker at exit ("terminate called without an active exception",
+    # SIGABRT) in two clean-clone CI runs: s48 rank 0 with the group left to the interpreter's shutdown, s51 rank 2
+    # after a barrier, `del model` and destroy_process_group (0 of 20 local runs either time). What the test checks is
+    # in the result files; os._exit skips the C++ destructors that abort.
+    os._exit(0)
 
 
 def test_processes_share_the_eval_set_and_agree_with_one():
