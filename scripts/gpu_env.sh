@@ -7,6 +7,9 @@
 #                          gpu_pytest), else 8
 #   gpu_wheels TARGET GLOB  the carried wheels matching .whl/GLOB installed into TARGET (no index, no dependencies),
 #                          TARGET put first on PYTHONPATH; a failed install is printed, not fatal
+#   gpu_table NAME LIMIT SCRIPT ARGS...  python3 SCRIPT --json $out/NAME.json ARGS into $out/NAME.log within LIMIT
+#                          seconds; prints its exit code, its markdown table's rows and its last non-table lines
+#                          (scripts/bwd_schedule_grid.py, scripts/gqa_bwd_shapes.py)
 #   gpu_log_summary LOG    a pytest -v log's PASSED count, its first 15 failures/errors and its last line
 #   gpu_archive NAME       everything in $out into $out/NAME (tar.gz) and the rest deleted: the device tool returns
 #                          only a few files
@@ -132,6 +135,13 @@ gpu_cudnn_fp8() {
         > "$out/cudnn_fp8.log" 2>&1
     echo "cudnn rc $?"; sed -n '/^| hdim/,$p' "$out/cudnn_fp8.log" | cut -d'|' -f2-7
     rm -rf "$out/wheels"
+}
+
+gpu_table() {
+    local name=$1 limit=$2 script=$3
+    shift 3
+    timeout "$limit" python3 "$script" --json "$out/$name.json" "$@" > "$out/$name.log" 2>&1
+    echo "$name rc $?"; grep -E "^\|" "$out/$name.log"; tail -n 3 "$out/$name.log" | grep -v "^|"
 }
 
 gpu_all_tests() {

@@ -15,10 +15,8 @@ cat "$out/gpu_state.txt"
 gpu_pytest tests_bwd.log 80 tests/test_hopper_bwd.py tests/test_sm_margin.py -k "parts or margin"
 gpu_log_summary "$out/tests_bwd.log"
 stamp tests
-timeout 130 python3 scripts/bwd_schedule_grid.py --json "$out/schedule_grid.json" > "$out/schedule_grid.log" 2>&1
-echo "grid rc $?"; grep -E "^\|" "$out/schedule_grid.log"; tail -n 3 "$out/schedule_grid.log" | grep -v "^|"
+gpu_table schedule_grid 130 scripts/bwd_schedule_grid.py
 stamp grid
-timeout 60 python3 scripts/gqa_bwd_shapes.py --json "$out/gqa_bwd.json" > "$out/gqa_bwd.log" 2>&1
-echo "gqa rc $?"; grep -E "^\|" "$out/gqa_bwd.log"; tail -n 3 "$out/gqa_bwd.log" | grep -v "^|"
+gpu_table gqa_bwd 60 scripts/gqa_bwd_shapes.py
 stamp gqa
 gpu_archive s50c.tgz

@@ -18,11 +18,9 @@ gpu_pytest tests_bwd.log 120 tests/test_hopper_bwd.py tests/test_sm_margin.py
 gpu_log_summary "$out/tests_bwd.log"
 stamp "bwd tests"
 # the telling shapes first (the H100 GQA row, the few-pair rows, the many-pair MHA rows), so a timeout cuts the rest
-timeout 150 python3 scripts/bwd_schedule_grid.py --json "$out/schedule_grid.json" \
-    --shapes 1 0 3 2 6 10 8 9 16 17 5 4 7 11 12 13 14 15 18 19 20 21 22 23 24 > "$out/schedule_grid.log" 2>&1
-echo "grid rc $?"; grep -E "^\|" "$out/schedule_grid.log"; tail -n 3 "$out/schedule_grid.log" | grep -v "^|"
+gpu_table schedule_grid 150 scripts/bwd_schedule_grid.py \
+    --shapes 1 0 3 2 6 10 8 9 16 17 5 4 7 11 12 13 14 15 18 19 20 21 22 23 24
 stamp grid
-timeout 50 python3 scripts/gqa_bwd_shapes.py --json "$out/gqa_bwd.json" > "$out/gqa_bwd.log" 2>&1
-echo "gqa rc $?"; grep -E "^\|" "$out/gqa_bwd.log"; tail -n 3 "$out/gqa_bwd.log" | grep -v "^|"
+gpu_table gqa_bwd 50 scripts/gqa_bwd_shapes.py
 stamp gqa
 gpu_archive s51a.tgz
