@@ -158,11 +158,11 @@ DEFAULT_VARIANTS = {64: "m128", 128: "bulk_dq", 256: "bulk_dq", 192: "mla_keys"}
 NATIVE_GQA = True
 # CTA order of the main kernel's grid (fa3nn_hopper_bwd's `grid_order`): key_blocks_inner = (key blocks, K/V heads,
 # batch), the MHA order; key_blocks_outer = (K/V heads, batch, key blocks): key block 0, the longest CTA under a causal
-# mask (group times longer under GQA), of every (K/V head, batch) starts first. auto: outer for dense causal
-# GQA/MQA and for dense causal MHA that auto runs persistent over at most 16 (head, batch) pairs, else inner
-# (kernels/hopper/flash_bwd_launch.cuh auto_key_blocks_outer gives the measurements). key_blocks_outer_per_batch =
+# mask (group times longer under GQA), of every (K/V head, batch) starts first. key_blocks_outer_per_batch =
 # (K/V heads, key blocks, batch): outermost within each batch, so the CTAs in flight read one batch's Q / dO (L2)
-# while its long causal tiles still start first; not in auto (benchmarks, tests).
+# while its long causal tiles still start first. auto: per batch for dense causal GQA/MQA run one CTA per tile,
+# outer for it run persistent and for dense causal MHA that auto runs persistent over at most 16 (head, batch)
+# pairs, else inner (kernels/hopper/flash_bwd_launch.cuh auto_key_blocks_outer and tile_order give the measurements).
 GRID_ORDERS = {"auto": 0, "key_blocks_inner": 1, "key_blocks_outer": 2, "key_blocks_outer_per_batch": 3}
 # GQA/MQA in parts (backward, kv_parts; launch's kv_parts): "auto", or a divisor of the group (benchmarks and
 # tests). One CTA per (key block, K/V head, batch) tile walks the whole group, so few K/V heads and a short batch

@@ -48,9 +48,10 @@ extern "C" {
 // softcap: 0 (none) or the cap c > 0 of softmax(c * tanh(scores * softmax_scale / c)) (Gemma 2), the forward's
 // (fa3nn_hopper_fwd): the lse passed in must come from a forward with the same cap. Softcap kernels are built for the
 // default variant of each head dim, dense or varlen, with any mask.
-// grid_order: 0 = auto (flash_bwd_launch.cuh auto_key_blocks_outer: outermost for dense causal GQA/MQA and for dense
-// causal MHA auto runs persistent over few (head, batch) pairs, else innermost), 1 = key blocks innermost (the MHA
-// order), 2 = outermost, 3 = outermost within each batch (flash_bwd.cuh, bwd_tile); for benchmarks and tests.
+// grid_order: 0 = auto (flash_bwd_launch.cuh tile_order: outermost per batch for dense causal GQA/MQA one CTA per
+// tile, outermost for it persistent and for dense causal MHA auto runs persistent over few (head, batch) pairs, else
+// innermost), 1 = key blocks innermost (the MHA order), 2 = outermost, 3 = outermost within each batch (flash_bwd.cuh,
+// bwd_tile); for benchmarks and tests.
 // ctas: the main kernel's CTAs. 0 = auto (one per SM chaining tiles where use_persistent_bwd says so, else one per
 // (key block, K/V head, batch) tile), -2 = auto for a varlen call whose sequences all have one query length and one
 // key length, both positive (the dense call's rule; kCtasAutoUniform), -1 = one per tile, n > 0 = at most n, each

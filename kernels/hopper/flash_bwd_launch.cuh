@@ -109,7 +109,8 @@ inline bool auto_persistent_bwd(int ctas, int headdim, bool causal, bool varlen,
 constexpr int kOuterPairsMax = 16;
 
 // Whether the main kernel's tiles run key blocks outermost (bwd_tile): grid_order 2, or auto (0) on dense causal
-// calls that are GQA/MQA (group > 1, the real group: parts keep it), or MHA run persistent by auto with at most
+// calls that are GQA/MQA (group > 1, the real group: parts keep it; tile_order runs it per batch where one CTA runs
+// each tile), or MHA run persistent by auto with at most
 // kOuterPairsMax (K/V head, batch) pairs. Persistent innermost deals each round of SMs tiles from one or two pairs'
 // key blocks, so with few pairs a CTA's tiles are all long or all short; outermost deals key block 0 of every pair
 // first. H200, s50c (scripts/bwd_schedule_grid.py), persistent outermost x auto (persistent innermost), causal d128:
@@ -126,12 +127,17 @@ inline bool auto_key_blocks_outer(int grid_order, bool causal, bool varlen, int 
 
 // BwdParams::tile_order of a call: grid_order 3 runs key blocks outermost within each batch (K/V heads fastest, then
 // key blocks, then batch: the long causal tiles of one batch's pairs first, the CTAs in flight reading one batch's
-// Q / dO), for benchmarks until a measurement puts it in auto; else auto_key_blocks_outer's choice.
+// Q / dO); auto takes it where auto_key_blocks_outer picks outermost for dense causal GQA/MQA run one CTA per tile
+// (`per_tile`: not persistent, auto's or the caller's). H100, s51a (scripts/bwd_schedule_grid.py), per batch x
+// outermost, causal: the llama-1b recipe's 8 x 4k 32 / 8 d64 1.65x (whole groups; 0.76 -> 1.25x cuDNN: outermost
+// keeps 64 pairs' Q / dO in flight, past L2), 2 x 4k 32 / 8 d128 1.10x, MQA 2 x 8k 16 / 1 in 4 parts 1.03x; at
+// batch 1 the two orders are the same tiles in the same order. Persistent keeps outermost: a round of 132 tiles per
+// batch is one or two key blocks of it, which deals the long tiles to few CTAs (per batch 0.74-0.80x there).
 inline BwdTileOrder tile_order(int grid_order, bool causal, bool varlen, int group, bool auto_persistent,
-                               long long pairs) {
+                               bool per_tile, long long pairs) {
   if (grid_order == 3) return kKeyBlocksPerBatch;
-  return auto_key_blocks_outer(grid_order, causal, varlen, group, auto_persistent, pairs) ? kKeyBlocksOuter
-                                                                                          : kKeyBlocksInner;
+  if (!auto_key_blocks_outer(grid_order, causal, varlen, group, auto_persistent, pairs)) return kKeyBlocksInner;
+  return grid_order == 0 && group > 1 && per_tile ? kKeyBlocksPerBatch : kKeyBlocksOuter;
 }
 
 inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
@@ -265,7 +271,7 @@ int launch_bwd(const BwdProblem& pr) {
                                                    p.group, pr.max_seqlen_q, Cfg::kPanelSplit);
   // (GQA in parts keeps the GQA order: its parts' key block 0 tiles are as long as MHA's, as many as the group's.)
   p.tile_order = tile_order(pr.grid_order, Cfg::kCausal, varlen, group, auto_persistent,
-                            static_cast<long long>(tile_heads) * pr.batch);
+                            !auto_persistent && pr.ctas <= 0, static_cast<long long>(tile_heads) * pr.batch);
   const long long tiles = static_cast<long long>(n_blocks) * tile_heads * pr.batch;
   // Below 2^30, so that a CTA's next tile index (tile + gridDim.x, BwdCtaTiles) stays an int.
   if (tiles >= (1LL << 30)) return fail("%s", "too many key blocks x K/V heads x batch for one launch (2^30 at most)");
