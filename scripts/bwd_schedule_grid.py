@@ -10,6 +10,7 @@ rounds interleaved, TFLOP/s; cuDNN (SDPA) beside it. Causal by default; --causal
 (s50a, the few-tile shapes: the schedules within -3..+1.4% of each other there).
 
     python scripts/bwd_schedule_grid.py --json out.json [--rounds 3] [--causal yes|no|both] [--shapes 1 0 3]
+        [--parts 2 4]
 """
 
 from __future__ import annotations
@@ -56,13 +57,23 @@ SCHEDULES = {
 }
 
 
-def modes(group: int) -> dict[str, dict]:
-    """Every schedule with auto's parts; GQA also every schedule with whole groups (kv_parts 1)."""
+# The schedules timed for each of --parts' explicit part counts (GQA shapes whose group it divides).
+PART_SCHEDULES = ("auto", "tile_inner", "tile_batch")
+
+
+def modes(group: int, extra_parts: tuple[int, ...] = ()) -> dict[str, dict]:
+    """Every schedule with auto's parts; GQA also every schedule with whole groups (kv_parts 1) and PART_SCHEDULES
+    with each of `extra_parts` that divides the group ("p2 tile_batch": 2 parts, one CTA per tile, per batch)."""
     parts = {"": "auto"} if group == 1 else {"": "auto", "whole ": 1}
-    return {prefix + name: dict(kw, kv_parts=p) for prefix, p in parts.items() for name, kw in SCHEDULES.items()}
+    out = {prefix + name: dict(kw, kv_parts=p) for prefix, p in parts.items() for name, kw in SCHEDULES.items()}
+    for p in extra_parts:
+        if group > 1 and p > 1 and group % p == 0:
+            out.update({f"p{p} {name}": dict(SCHEDULES[name], kv_parts=p) for name in PART_SCHEDULES})
+    return out
 
 
-def _calls(batch: int, seqlen: int, nheads: int, nheads_kv: int, headdim: int, causal: bool, sms: int) -> dict:
+def _calls(batch: int, seqlen: int, nheads: int, nheads_kv: int, headdim: int, causal: bool, sms: int,
+           extra_parts: tuple[int, ...] = ()) -> dict:
     """One backward call per mode (modes) and cuDNN's, over the same inputs."""
     group = nheads // nheads_kv
     q = torch.randn(batch, seqlen, nheads, headdim, device="cuda", dtype=torch.bfloat16)
@@ -73,7 +84,7 @@ def _calls(batch: int, seqlen: int, nheads: int, nheads_kv: int, headdim: int, c
     inputs = (dout, q, k, v, out, lse, scale, causal)
     auto_parts = hopper_bwd.kv_parts(group, nheads_kv, hopper_bwd._key_blocks(k, None), causal, sms)
     calls = {}
-    for mode, kw in modes(group).items():
+    for mode, kw in modes(group, extra_parts).items():
         kw = dict(kw, kv_parts=auto_parts if kw["kv_parts"] == "auto" else 1)  # "auto": backward's choice
         calls[mode] = (lambda kw=kw: hopper_bwd.launch(*inputs, **kw))
     qt, kt, vt = (x.detach().transpose(1, 2).requires_grad_() for x in (q, k, v))
@@ -92,13 +103,15 @@ def main() -> None:
     parser.add_argument("--causal", choices=("yes", "no", "both"), default="yes")
     parser.add_argument("--shapes", type=int, nargs="+", default=None,
                         help="indices into SHAPES to run, in this order (default: all)")
+    parser.add_argument("--parts", type=int, nargs="+", default=(),
+                        help="GQA shapes also run PART_SCHEDULES with these kv_parts (divisors of the group)")
     args = parser.parse_args()
     shapes = SHAPES if args.shapes is None else [SHAPES[i] for i in args.shapes]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     masks = {"yes": (True,), "no": (False,), "both": (True, False)}[args.causal]
     rows = []
     for (batch, seqlen, nheads, nheads_kv, headdim), causal in itertools.product(shapes, masks):
-        calls = _calls(batch, seqlen, nheads, nheads_kv, headdim, causal, sms)
+        calls = _calls(batch, seqlen, nheads, nheads_kv, headdim, causal, sms, tuple(args.parts))
         flops = attention_flops(batch, nheads, seqlen, seqlen, headdim, causal=causal, direction="bwd")
         samples = {mode: [] for mode in calls}
         for _ in range(args.rounds):

@@ -6,6 +6,7 @@
 # unchanged. This is an H200 if one comes: s50c's H200 had whole outermost at 0.98 and innermost 0.94 of auto at 8 x 4k,
 # so ~1.0 there, to be measured. Then the whole grid (the H200's rows for every shape, owed since s50c) and the GQA
 # shapes table; d64 MHA per tile over few pairs (SHAPES 15, 25-28: is 1 x 8k x 16's outermost 1.10x an L2-fit rule?).
+# GQA rows also in 2 and 4 parts (--parts): Llama-3-8B 2 x 4k causal whole groups ran 0.82x its MHA twin in s51a.
 # The record table and the rest of the suite are gpu_session_s52b.sh.
 set -u
 source "$(dirname "$0")/../gpu_env.sh"
@@ -17,7 +18,7 @@ gpu_pytest tests_bwd.log 120 tests/test_hopper_bwd.py tests/test_sm_margin.py
 gpu_log_summary "$out/tests_bwd.log"
 stamp "bwd tests"
 # the rule's rows first (GQA at batch > 1, then batch 1), then the MHA rows
-gpu_table schedule_grid 200 scripts/bwd_schedule_grid.py \
+gpu_table schedule_grid 240 scripts/bwd_schedule_grid.py --parts 2 4 \
     --shapes 1 6 23 5 20 21 22 24 15 25 26 27 28 0 3 2 10 8 9 16 17 4 7 11 12 13 14 18 19
 stamp grid
 gpu_table gqa_bwd 50 scripts/gqa_bwd_shapes.py
