@@ -5,11 +5,14 @@
 #                          FA3NN_HOPPER_LIB when build/libfa3nn_hopper.so was carried; the GPU's clocks and
 #                          temperature into $out/gpu_state.txt; TEST_WORKERS, unless set, 4 on an H100 (see
 #                          gpu_pytest), else 8
+#   gpu_start DEFAULT_OUT NAME  gpu_setup DEFAULT_OUT NAME.tar.xz with FA3NN_HOPPER_LIB its build/NAME/ library,
+#                          then the start stamp and the GPU's state printed (the session scripts' preamble)
 #   gpu_wheels TARGET GLOB  the carried wheels matching .whl/GLOB installed into TARGET (no index, no dependencies),
 #                          TARGET put first on PYTHONPATH; a failed install is printed, not fatal
 #   gpu_table NAME LIMIT SCRIPT ARGS...  python3 SCRIPT --json $out/NAME.json ARGS into $out/NAME.log within LIMIT
 #                          seconds; prints its exit code, its markdown table's rows and its last non-table lines
 #                          (scripts/bwd_schedule_grid.py, scripts/gqa_bwd_shapes.py)
+#   gpu_tests LOG LIMIT ARGS...  gpu_pytest, then gpu_log_summary of its log
 #   gpu_log_summary LOG    a pytest -v log's PASSED count, its first 15 failures/errors and its last line
 #   gpu_archive NAME       everything in $out into $out/NAME (tar.gz) and the rest deleted: the device tool returns
 #                          only a few files
@@ -53,6 +56,13 @@ gpu_setup() {
     return 0
 }
 
+gpu_start() {
+    gpu_setup "$1" "$2.tar.xz"
+    export FA3NN_HOPPER_LIB=$PWD/build/$2/libfa3nn_hopper.so
+    stamp start
+    cat "$out/gpu_state.txt"
+}
+
 gpu_wheels() {
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$1" .whl/$2 \
         > "$out/pip.log" 2>&1 || echo "wheel install failed: $(tail -n 2 "$out/pip.log")"
@@ -77,6 +87,11 @@ gpu_pytest() {
     shift 2
     timeout "$limit" python -m pytest -m gpu -n "${TEST_WORKERS:-8}" -q -rfE -p no:cacheprovider "$@" > "$out/$log" 2>&1
     echo "$log rc $?"; tail -n 2 "$out/$log"
+}
+
+gpu_tests() {
+    gpu_pytest "$@"
+    gpu_log_summary "$out/$1"
 }
 
 gpu_ncu_fp8() {

@@ -10,12 +10,8 @@
 # The record table and the rest of the suite are gpu_session_s52b.sh.
 set -u
 source "$(dirname "$0")/../gpu_env.sh"
-gpu_setup /tmp/fa3nn-s52a s52o.tar.xz
-export FA3NN_HOPPER_LIB=$PWD/build/s52o/libfa3nn_hopper.so
-stamp start
-cat "$out/gpu_state.txt"
-gpu_pytest tests_bwd.log 120 tests/test_hopper_bwd.py tests/test_sm_margin.py
-gpu_log_summary "$out/tests_bwd.log"
+gpu_start /tmp/fa3nn-s52a s52o
+gpu_tests tests_bwd.log 120 tests/test_hopper_bwd.py tests/test_sm_margin.py
 stamp "bwd tests"
 # the rule's rows first (GQA at batch > 1, then batch 1), then the MHA rows
 gpu_table schedule_grid 240 scripts/bwd_schedule_grid.py --parts 2 4 \

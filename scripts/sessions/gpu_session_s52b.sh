@@ -4,15 +4,11 @@
 # causal and not), then every GPU test but the backward's files (s52a ran those).
 set -u
 source "$(dirname "$0")/../gpu_env.sh"
-gpu_setup /tmp/fa3nn-s52b s52o.tar.xz
-export FA3NN_HOPPER_LIB=$PWD/build/s52o/libfa3nn_hopper.so
-stamp start
-cat "$out/gpu_state.txt"
+gpu_start /tmp/fa3nn-s52b s52o
 timeout 260 python3 scripts/bench.py --backends hopper cudnn fa2 --headdims 64 128 256 --directions fwd bwd \
     --seqlens 512 2048 8192 16384 --out-dir "$out" --tag rows > "$out/bench_rows.log" 2>&1
 echo "bench rc $?"; grep -E "^\| (64|128|256) " "$out/rows.md"
 stamp bench
-gpu_pytest tests_rest.log 260 tests/ --ignore=tests/test_hopper_bwd.py --ignore=tests/test_sm_margin.py
-gpu_log_summary "$out/tests_rest.log"
+gpu_tests tests_rest.log 260 tests/ --ignore=tests/test_hopper_bwd.py --ignore=tests/test_sm_margin.py
 stamp "rest of the suite"
 gpu_archive s52b.tgz
