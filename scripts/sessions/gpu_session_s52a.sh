@@ -14,7 +14,7 @@ gpu_start /tmp/fa3nn-s52a s52o
 gpu_tests tests_bwd.log 120 tests/test_hopper_bwd.py tests/test_sm_margin.py
 stamp "bwd tests"
 # the rule's rows first (GQA at batch > 1, then batch 1), then the MHA rows
-gpu_table schedule_grid 240 scripts/bwd_schedule_grid.py --parts 2 4 \
+gpu_table schedule_grid 180 scripts/bwd_schedule_grid.py --parts 2 4 \
     --shapes 1 6 23 5 20 21 22 24 15 25 26 27 28 0 3 2 10 8 9 16 17 4 7 11 12 13 14 18 19
 stamp grid
 gpu_table gqa_bwd 50 scripts/gqa_bwd_shapes.py
