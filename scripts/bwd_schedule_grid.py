@@ -43,8 +43,10 @@ SHAPES = [  # the most telling first: a short run (timeout) keeps the rows done 
     (1, 16384, 8, 8, 128), (1, 4096, 32, 32, 128), (1, 2048, 64, 64, 128), (1, 8192, 16, 16, 64),
     (2, 8192, 32, 32, 64), (8, 2048, 32, 32, 64), (1, 8192, 8, 8, 256), (2, 8192, 8, 8, 256), (1, 8192, 32, 8, 128),
     (1, 2048, 32, 8, 128), (1, 8192, 8, 1, 128), (2, 8192, 16, 1, 128), (1, 8192, 7, 1, 128),
-    # d64 MHA one CTA per tile over few pairs (s50c / s51a: outermost 1.10x at 1 x 8k x 16, whose Q / dO fit L2)
-    (1, 8192, 8, 8, 64), (2, 8192, 8, 8, 64), (1, 16384, 16, 16, 64), (1, 16384, 8, 8, 64),
+    # MHA one CTA per tile over few pairs (s50c / s51a: outermost 1.10x at d64 1 x 8k x 16; the schedule model,
+    # model_bwd_gqa_parts.py's per_tile, puts outermost / innermost at 1.23 / 1.11 / 1.00 / 1.00 / 1.23 / 1.56 here)
+    (1, 8192, 8, 8, 64), (2, 8192, 8, 8, 64), (1, 16384, 16, 16, 64), (1, 16384, 8, 8, 64), (1, 4096, 8, 8, 256),
+    (1, 2048, 8, 8, 256),
 ]
 SCHEDULES = {
     "auto": {},
