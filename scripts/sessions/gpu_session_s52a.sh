@@ -10,7 +10,7 @@
 # model's 1.107 for its 64 key blocks x 16 pairs; it predicts 1.23 / 1.11 / 1.00 / 1.00 / 1.23 / 1.56 at 25-30).
 # GQA rows also in 2 and 4 parts (--parts): Llama-3-8B 2 x 4k causal whole groups ran 0.82x its MHA twin in s51a.
 # The branch: causal MHA one CTA per tile over <= 16 pairs of <= 96 key blocks runs outermost (rows 15, 25, 26,
-# 29, 30 are its auto; 27 / 28 keep innermost). The record table and the rest of the suite are gpu_session_s52b.sh.
+# 29, 30 are its auto; 27 / 28 keep innermost). The record table and the rest of the suite: gpu_session_s52c.sh.
 set -u
 source "$(dirname "$0")/../gpu_env.sh"
 gpu_start /tmp/fa3nn-s52a s52p
