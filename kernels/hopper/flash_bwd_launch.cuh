@@ -110,14 +110,14 @@ constexpr int kOuterPairsMax = 16;
 
 // Whether the main kernel's tiles run key blocks outermost (bwd_tile): grid_order 2, or auto (0) on dense causal
 // calls that are GQA/MQA (group > 1, the real group: parts keep it; tile_order runs it per batch where one CTA runs
-// each tile), or MHA run persistent by auto with at most
-// kOuterPairsMax (K/V head, batch) pairs. Persistent innermost deals each round of SMs tiles from one or two pairs'
-// key blocks, so with few pairs a CTA's tiles are all long or all short; outermost deals key block 0 of every pair
-// first. H200, s50c (scripts/bwd_schedule_grid.py), persistent outermost x auto (persistent innermost), causal d128:
-// 1 x 8k x 8 heads (8 pairs) 1.67, 1 x 8k x 16 1.43, 2 x 4k x 8 1.42 (the schedule model: 1.80 / 1.52 / 1.51); from
-// 32 pairs up it loses (0.98 / 0.99 / 0.99 at 1 x 8k / 4k / 2k x 32 heads, 0.93 at the paper's 2 x 8k x 16, 0.91 at
-// 64 pairs, 0.68 at 8 x 2k x 16): key block 0 of every pair in flight reads every pair's Q / dO, past L2. One CTA
-// per tile keeps innermost (outermost 0.95-0.99 at 16k d128 and d256 8k; 1.10 at d64 one 8k x 16 heads).
+// each tile), or MHA run persistent by auto with at most kOuterPairsMax (K/V head, batch) pairs. Persistent
+// innermost deals each round of SMs tiles from one or two pairs' key blocks, so with few pairs a CTA's tiles are all
+// long or all short; outermost deals key block 0 of every pair first. H200, s50c (scripts/bwd_schedule_grid.py),
+// persistent outermost x auto (persistent innermost), causal d128: 1 x 8k x 8 heads (8 pairs) 1.67, 1 x 8k x 16
+// 1.43, 2 x 4k x 8 1.42 (the schedule model: 1.80 / 1.52 / 1.51); from 32 pairs up it loses (0.98 / 0.99 / 0.99 at
+// 1 x 8k / 4k / 2k x 32 heads, 0.93 at the paper's 2 x 8k x 16, 0.91 at 64 pairs, 0.68 at 8 x 2k x 16): key block 0
+// of every pair in flight reads every pair's Q / dO, past L2. One CTA per tile keeps innermost (outermost 0.95-0.99
+// at 16k d128 and d256 8k; 1.10 at d64 one 8k x 16 heads).
 inline bool auto_key_blocks_outer(int grid_order, bool causal, bool varlen, int group, bool auto_persistent,
                                   long long pairs) {
   if (grid_order != 0) return grid_order == 2;

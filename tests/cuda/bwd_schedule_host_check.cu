@@ -69,11 +69,11 @@ struct OrderCase {
 // clang-format off
 constexpr OrderCase kOrderCases[] = {
     {0, true, false, 1, true, false, 8, 1},     {0, true, false, 1, true, false, 16, 1},   // MHA persistent, few pairs
-    {0, true, false, 1, true, false, 32, 0},    {0, true, false, 1, false, true, 8, 0},    // many pairs; one CTA per tile
+    {0, true, false, 1, true, false, 32, 0},    {0, true, false, 1, false, true, 8, 0},    // many pairs; per tile
     {0, true, false, 1, false, false, 8, 0},                                               // MHA, the caller's ctas
     {0, false, false, 1, true, false, 8, 0},    {0, true, true, 1, true, false, 8, 0},     // non-causal; varlen
     {0, true, false, 4, false, true, 512, 2},   {0, true, false, 8, false, true, 8, 2},    // GQA causal dense per tile
-    {0, true, false, 4, true, false, 512, 1},   {0, true, false, 4, false, false, 64, 1},  // GQA persistent (auto, ctas)
+    {0, true, false, 4, true, false, 512, 1},   {0, true, false, 4, false, false, 64, 1},  // GQA persistent
     {0, true, true, 4, false, true, 8, 0},      {0, false, false, 4, false, true, 8, 0},   // GQA varlen; non-causal
     {1, true, false, 4, true, false, 8, 0},     {2, false, true, 1, false, true, 512, 1},  // explicit orders
     {2, true, false, 4, false, true, 512, 1},   {1, true, false, 4, false, true, 512, 0},
@@ -88,7 +88,7 @@ int main() {
                                                     c.per_tile, c.pairs);
     if (got != c.order) {
       ++failures;
-      std::printf("FAIL order %d causal %d varlen %d group %d persistent %d per tile %d pairs %lld: tile order %d\n",
+      std::printf("FAIL order %d causal %d varlen %d group %d persistent %d per tile %d pairs %lld: order %d\n",
                   c.grid_order, c.causal, c.varlen, c.group, c.auto_persistent, c.per_tile, c.pairs, got);
     }
   }
