@@ -49,9 +49,9 @@ extern "C" {
 // (fa3nn_hopper_fwd): the lse passed in must come from a forward with the same cap. Softcap kernels are built for the
 // default variant of each head dim, dense or varlen, with any mask.
 // grid_order: 0 = auto (flash_bwd_launch.cuh tile_order: outermost per batch for dense causal GQA/MQA one CTA per
-// tile, outermost for it persistent and for dense causal MHA auto runs persistent over few (head, batch) pairs, else
-// innermost), 1 = key blocks innermost (the MHA order), 2 = outermost, 3 = outermost within each batch (flash_bwd.cuh,
-// bwd_tile); for benchmarks and tests.
+// tile, outermost for it persistent and for dense causal MHA over few (head, batch) pairs, persistent or of few key
+// blocks, else innermost), 1 = key blocks innermost (the MHA order), 2 = outermost, 3 = outermost within each batch
+// (flash_bwd.cuh, bwd_tile); for benchmarks and tests.
 // ctas: the main kernel's CTAs. 0 = auto (one per SM chaining tiles where use_persistent_bwd says so, else one per
 // (key block, K/V head, batch) tile), -2 = auto for a varlen call whose sequences all have one query length and one
 // key length, both positive (the dense call's rule; kCtasAutoUniform), -1 = one per tile, n > 0 = at most n, each

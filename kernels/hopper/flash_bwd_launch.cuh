@@ -110,19 +110,31 @@ constexpr int kOuterPairsMax = 16;
 
 // Whether the main kernel's tiles run key blocks outermost (bwd_tile): grid_order 2, or auto (0) on dense causal
 // calls that are GQA/MQA (group > 1, the real group: parts keep it; tile_order runs it per batch where one CTA runs
-// each tile), or MHA run persistent by auto with at most kOuterPairsMax (K/V head, batch) pairs. Persistent
-// innermost deals each round of SMs tiles from one or two pairs' key blocks, so with few pairs a CTA's tiles are all
-// long or all short; outermost deals key block 0 of every pair first. H200, s50c (scripts/bwd_schedule_grid.py),
-// persistent outermost x auto (persistent innermost), causal d128: 1 x 8k x 8 heads (8 pairs) 1.67, 1 x 8k x 16
-// 1.43, 2 x 4k x 8 1.42 (the schedule model: 1.80 / 1.52 / 1.51); from 32 pairs up it loses (0.98 / 0.99 / 0.99 at
-// 1 x 8k / 4k / 2k x 32 heads, 0.93 at the paper's 2 x 8k x 16, 0.91 at 64 pairs, 0.68 at 8 x 2k x 16): key block 0
-// of every pair in flight reads every pair's Q / dO, past L2. One CTA per tile keeps innermost (outermost 0.95-0.99
-// at 16k d128 and d256 8k; 1.10 at d64 one 8k x 16 heads).
+// each tile), or MHA over at most kOuterPairsMax (K/V head, batch) pairs run persistent by auto or, with at most
+// kOuterTileBlocksMax key blocks each, one CTA per tile. Persistent innermost deals each round of SMs tiles from one
+// or two pairs' key blocks, so with few pairs a CTA's tiles are all long or all short; outermost deals key block 0
+// of every pair first. H200, s50c (scripts/bwd_schedule_grid.py), persistent outermost x auto (persistent
+// innermost), causal d128: 1 x 8k x 8 heads (8 pairs) 1.67, 1 x 8k x 16 1.43, 2 x 4k x 8 1.42 (the schedule model:
+// 1.80 / 1.52 / 1.51); from 32 pairs up it loses (0.98 / 0.99 / 0.99 at 1 x 8k / 4k / 2k x 32 heads, 0.93 at the
+// paper's 2 x 8k x 16, 0.91 at 64 pairs, 0.68 at 8 x 2k x 16): key block 0 of every pair in flight reads every
+// pair's Q / dO, past L2.
+// MHA run one CTA per tile (`per_tile`: not persistent, auto's or the caller's) over at most kOuterPairsMax pairs
+// takes outermost too where each pair has at most kOuterTileBlocksMax key blocks (`n_blocks`). The schedule model
+// (scripts/model_bwd_gqa_parts.py per_tile: each tile to the SM that frees up first, no L2) puts outermost /
+// innermost at 1.11 for 64 key blocks x 16 pairs (measured 1.10 / 1.11 at d64 one causal 8k x 16 heads, H100 s51a /
+// H200 s50c), 1.23 at 8 pairs, 1.03-1.12 at 96 blocks, and 1.00 from 128 blocks up, where outermost's L2 cost is
+// all that is left (0.93-1.00 measured at d128 16k x 8 / 16 heads, d256 8k x 8). Measured as auto (H100, s53a),
+// this rule x one CTA per tile innermost, causal: d64 one 8k x 8 heads 1.20 (model 1.23), 2 x 8k x 8 1.10 (1.11),
+// one 8k x 16 1.09 (1.11); d256 one 4k x 8 1.16 (1.23), one 2k x 8 1.37 (1.56); d64 16k x 8 / 16 1.00 / 1.01.
+constexpr int kOuterTileBlocksMax = 96;
+
 inline bool auto_key_blocks_outer(int grid_order, bool causal, bool varlen, int group, bool auto_persistent,
-                                  long long pairs) {
+                                  bool per_tile, long long pairs, int n_blocks) {
   if (grid_order != 0) return grid_order == 2;
   if (!causal || varlen) return false;
-  return group > 1 || (auto_persistent && pairs <= kOuterPairsMax);
+  if (group > 1) return true;
+  if (pairs > kOuterPairsMax) return false;
+  return auto_persistent || (per_tile && n_blocks <= kOuterTileBlocksMax);
 }
 
 // BwdParams::tile_order of a call: grid_order 3 runs key blocks outermost within each batch (K/V heads fastest, then
@@ -134,9 +146,10 @@ inline bool auto_key_blocks_outer(int grid_order, bool causal, bool varlen, int 
 // batch 1 the two orders are the same tiles in the same order. Persistent keeps outermost: a round of 132 tiles per
 // batch is one or two key blocks of it, which deals the long tiles to few CTAs (per batch 0.74-0.80x there).
 inline BwdTileOrder tile_order(int grid_order, bool causal, bool varlen, int group, bool auto_persistent,
-                               bool per_tile, long long pairs) {
+                               bool per_tile, long long pairs, int n_blocks) {
   if (grid_order == 3) return kKeyBlocksPerBatch;
-  if (!auto_key_blocks_outer(grid_order, causal, varlen, group, auto_persistent, pairs)) return kKeyBlocksInner;
+  if (!auto_key_blocks_outer(grid_order, causal, varlen, group, auto_persistent, per_tile, pairs, n_blocks))
+    return kKeyBlocksInner;
   return grid_order == 0 && group > 1 && per_tile ? kKeyBlocksPerBatch : kKeyBlocksOuter;
 }
 
@@ -271,7 +284,8 @@ int launch_bwd(const BwdProblem& pr) {
                                                    p.group, pr.max_seqlen_q, Cfg::kPanelSplit);
   // (GQA in parts keeps the GQA order: its parts' key block 0 tiles are as long as MHA's, as many as the group's.)
   p.tile_order = tile_order(pr.grid_order, Cfg::kCausal, varlen, group, auto_persistent,
-                            !auto_persistent && pr.ctas <= 0, static_cast<long long>(tile_heads) * pr.batch);
+                            !auto_persistent && pr.ctas <= 0, static_cast<long long>(tile_heads) * pr.batch,
+                            n_blocks);
   const long long tiles = static_cast<long long>(n_blocks) * tile_heads * pr.batch;
   // Below 2^30, so that a CTA's next tile index (tile + gridDim.x, BwdCtaTiles) stays an int.
   if (tiles >= (1LL << 30)) return fail("%s", "too many key blocks x K/V heads x batch for one launch (2^30 at most)");

@@ -55,29 +55,32 @@ constexpr AutoCase kAutoCases[] = {
 // clang-format on
 
 // tile_order (auto_key_blocks_outer for grid_order 0): grid_order, causal, varlen, the real GQA group, whether auto
-// runs persistent, whether one CTA runs each tile, (K/V head, batch) pairs -> BwdTileOrder (0 key blocks innermost,
-// 1 outermost, 2 outermost per batch).
+// runs persistent, whether one CTA runs each tile, (K/V head, batch) pairs, key blocks per pair -> BwdTileOrder (0 key
+// blocks innermost, 1 outermost, 2 outermost per batch).
 struct OrderCase {
   int grid_order;
   bool causal, varlen;
   int group;
   bool auto_persistent, per_tile;
   long long pairs;
-  int order;
+  int n_blocks, order;
 };
 
 // clang-format off
 constexpr OrderCase kOrderCases[] = {
-    {0, true, false, 1, true, false, 8, 1},     {0, true, false, 1, true, false, 16, 1},   // MHA persistent, few pairs
-    {0, true, false, 1, true, false, 32, 0},    {0, true, false, 1, false, true, 8, 0},    // many pairs; per tile
-    {0, true, false, 1, false, false, 8, 0},                                               // MHA, the caller's ctas
-    {0, false, false, 1, true, false, 8, 0},    {0, true, true, 1, true, false, 8, 0},     // non-causal; varlen
-    {0, true, false, 4, false, true, 512, 2},   {0, true, false, 8, false, true, 8, 2},    // GQA causal dense per tile
-    {0, true, false, 4, true, false, 512, 1},   {0, true, false, 4, false, false, 64, 1},  // GQA persistent
-    {0, true, true, 4, false, true, 8, 0},      {0, false, false, 4, false, true, 8, 0},   // GQA varlen; non-causal
-    {1, true, false, 4, true, false, 8, 0},     {2, false, true, 1, false, true, 512, 1},  // explicit orders
-    {2, true, false, 4, false, true, 512, 1},   {1, true, false, 4, false, true, 512, 0},
-    {3, true, false, 4, false, true, 512, 2},   {3, false, true, 1, true, false, 8, 2},
+    {0, true, false, 1, true, false, 8, 64, 1},    {0, true, false, 1, true, false, 16, 128, 1},  // MHA persistent,
+    {0, true, false, 1, true, false, 32, 64, 0},                                                  // few pairs / many
+    {0, true, false, 1, false, true, 16, 64, 1},   {0, true, false, 1, false, true, 8, 96, 1},    // MHA per tile: few
+    {0, true, false, 1, false, true, 8, 97, 0},    {0, true, false, 1, false, true, 17, 64, 0},   // pairs <= 96 blocks
+    {0, true, false, 1, false, false, 8, 64, 0},                                                  // the caller's ctas
+    {0, false, false, 1, true, false, 8, 64, 0},   {0, false, false, 1, false, true, 8, 64, 0},   // non-causal
+    {0, true, true, 1, true, false, 8, 64, 0},     {0, true, true, 1, false, true, 8, 64, 0},     // varlen
+    {0, true, false, 4, false, true, 512, 32, 2},  {0, true, false, 8, false, true, 8, 128, 2},   // GQA causal dense
+    {0, true, false, 4, true, false, 512, 32, 1},  {0, true, false, 4, false, false, 64, 32, 1},  // GQA persistent
+    {0, true, true, 4, false, true, 8, 64, 0},     {0, false, false, 4, false, true, 8, 64, 0},   // varlen; non-causal
+    {1, true, false, 4, true, false, 8, 64, 0},    {2, false, true, 1, false, true, 512, 64, 1},  // explicit orders
+    {2, true, false, 4, false, true, 512, 64, 1},  {1, true, false, 1, false, true, 8, 64, 0},
+    {3, true, false, 4, false, true, 512, 64, 2},  {3, false, true, 1, true, false, 8, 64, 2},
 };
 // clang-format on
 
@@ -85,11 +88,11 @@ int main() {
   int failures = 0;
   for (const OrderCase& c : kOrderCases) {
     const int got = fa3nn::hopper::host::tile_order(c.grid_order, c.causal, c.varlen, c.group, c.auto_persistent,
-                                                    c.per_tile, c.pairs);
+                                                    c.per_tile, c.pairs, c.n_blocks);
     if (got != c.order) {
       ++failures;
-      std::printf("FAIL order %d causal %d varlen %d group %d persistent %d per tile %d pairs %lld: order %d\n",
-                  c.grid_order, c.causal, c.varlen, c.group, c.auto_persistent, c.per_tile, c.pairs, got);
+      std::printf("FAIL order %d causal %d varlen %d group %d persistent %d per tile %d pairs %lld blocks %d: %d\n",
+                  c.grid_order, c.causal, c.varlen, c.group, c.auto_persistent, c.per_tile, c.pairs, c.n_blocks, got);
     }
   }
   for (const AutoCase& c : kAutoCases) {
