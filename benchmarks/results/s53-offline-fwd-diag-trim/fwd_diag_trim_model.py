@@ -1,17 +1,32 @@
+"""s53's GEMM-work model for trimming the native forward's masked key blocks per consumer warpgroup (benchmarks/NOTES.md
+"s53 offline"): causal, seqlen_q = seqlen_k, the default tiles (head dim: consumers, kBlockN); each warpgroup's work
+per visited key block is kBlockN columns untrimmed, its attended columns rounded up to 16 trimmed. Prints the trimmed
+share of the untrimmed work, all masked blocks and the first visited block only."""
+
 import math
-cfg={64:(3,128),128:(2,176),256:(2,80)}
-for d,(wgs,BN) in cfg.items():
-    BM=64*wgs
-    for S in (512,1024,2048,8192):
-        full=trim=trim1=0; zero=0
-        for m in range(math.ceil(S/BM)):
-            last=min(S,(m+1)*BM); nb=math.ceil(last/BN)
-            for w in range(wgs):
-                r0=m*BM+w*64; r1=min(S,r0+64)
-                if r0>=S: continue
-                for n in range(nb):
-                    need=max(0,min(BN,r1-n*BN))
-                    full+=BN; t=16*math.ceil(need/16); trim+=t
-                    trim1+= t if n==nb-1 else BN
-                    zero+= (n==nb-1 and need==0)
-        print(f"d{d} S{S}: all masked blocks {trim/full:.3f}  first block only {trim1/full:.3f}  wg-blocks with 0 cols {zero}")
+
+TILES = {64: (3, 128), 128: (2, 176), 256: (2, 80)}  # head dim: (consumer warpgroups, kBlockN)
+
+
+def shares(consumers: int, block_n: int, seqlen: int) -> tuple[float, float]:
+    block_m = 64 * consumers
+    full = trimmed = first_only = 0
+    for m in range(math.ceil(seqlen / block_m)):
+        blocks = math.ceil(min(seqlen, (m + 1) * block_m) / block_n)
+        for wg in range(consumers):
+            first_row = m * block_m + wg * 64
+            if first_row >= seqlen:
+                continue
+            end_row = min(seqlen, first_row + 64)
+            for n in range(blocks):
+                cols = 16 * math.ceil(max(0, min(block_n, end_row - n * block_n)) / 16)
+                full += block_n
+                trimmed += cols
+                first_only += cols if n == blocks - 1 else block_n
+    return trimmed / full, first_only / full
+
+
+for headdim, (consumers, block_n) in TILES.items():
+    for seqlen in (512, 1024, 2048, 8192):
+        every, first = shares(consumers, block_n, seqlen)
+        print(f"d{headdim} {seqlen}: all masked blocks {every:.3f}, first block only {first:.3f}")
