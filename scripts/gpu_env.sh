@@ -27,6 +27,10 @@
 #                          $out/NAME.{json,log} within LIMIT seconds; prints its exit code and its table compactly
 #   gpu_bench TAG LIMIT ARGS...  scripts/bench.py, triton / cuDNN / FA2 (12 compile workers), into $out/TAG.{json,md}
 #                          and $out/bench_TAG.log within LIMIT seconds; prints its exit code and its table's rows
+#   gpu_bench_rows LIMIT   the native bf16 record table: scripts/bench.py, hopper / cuDNN / FA2 at the paper's shapes
+#                          (d64 / d128 / d256, forward and backward, 512 / 2k / 8k / 16k, causal and not) into
+#                          $out/rows.{json,md} and $out/bench_rows.log within LIMIT seconds; prints its exit code and
+#                          rows
 #   gpu_all_tests LIMIT RERUN_LIMIT  every GPU test (pytest -m gpu, $TEST_WORKERS workers, default 8) into
 #                          $out/tests_all.log within LIMIT seconds, then its failures (up to $RERUN_MAX, default 40)
 #                          rerun alone into $out/rerun.log within RERUN_LIMIT (12 workers sharing the GPU ran the fp32
@@ -123,6 +127,12 @@ gpu_bench() {
     timeout "$limit" python3 scripts/bench.py --backends triton cudnn fa2 "$@" --out-dir "$out" --tag "$tag" \
         --precompile 12 > "$out/bench_$tag.log" 2>&1
     echo "bench rc $?"; grep -E "^\| [0-9]+ " "$out/$tag.md"
+}
+
+gpu_bench_rows() {
+    timeout "$1" python3 scripts/bench.py --backends hopper cudnn fa2 --headdims 64 128 256 --directions fwd bwd \
+        --seqlens 512 2048 8192 16384 --out-dir "$out" --tag rows > "$out/bench_rows.log" 2>&1
+    echo "bench rc $?"; grep -E "^\| (64|128|256) " "$out/rows.md"
 }
 
 gpu_sweep() {

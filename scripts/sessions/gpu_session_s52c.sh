@@ -10,9 +10,7 @@ gpu_tests tests_bwd.log 100 tests/test_hopper_bwd.py tests/test_sm_margin.py
 stamp "bwd tests"
 gpu_table schedule_grid 130 scripts/bwd_schedule_grid.py --parts 2 4 --shapes 1 6 15 25 26 29 30 27 23 28 5 20 24
 stamp grid
-timeout 110 python3 scripts/bench.py --backends hopper cudnn fa2 --headdims 64 128 256 --directions fwd bwd \
-    --seqlens 512 2048 8192 16384 --out-dir "$out" --tag rows > "$out/bench_rows.log" 2>&1
-echo "bench rc $?"; grep -E "^\| (64|128|256) " "$out/rows.md"
+gpu_bench_rows 110
 stamp bench
 gpu_tests tests_rest.log 200 tests/ --ignore=tests/test_hopper_bwd.py --ignore=tests/test_sm_margin.py
 stamp "rest of the suite"

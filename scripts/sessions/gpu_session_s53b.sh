@@ -6,7 +6,5 @@ source "$(dirname "$0")/../gpu_env.sh"
 gpu_start /tmp/fa3nn-s53b s52p
 gpu_table schedule_grid 60 scripts/bwd_schedule_grid.py --parts 2 4 --shapes 1 6 15 25 26 29 30 27 23 28 5 20 24
 stamp grid
-timeout 90 python3 scripts/bench.py --backends hopper cudnn fa2 --headdims 64 128 256 --directions fwd bwd \
-    --seqlens 512 2048 8192 16384 --out-dir "$out" --tag rows > "$out/bench_rows.log" 2>&1
-echo "bench rc $?"; grep -E "^\| (64|128|256) " "$out/rows.md"
+gpu_bench_rows 90
 stamp bench
