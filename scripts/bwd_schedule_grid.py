@@ -49,6 +49,11 @@ SHAPES = [  # the most telling first: a short run (timeout) keeps the rows done 
     (1, 2048, 8, 8, 256),
     # the paper's d256 causal 2k (8 x 2k x 8 heads), below cuDNN on the H100 (0.95x, s53a / s53b)
     (8, 2048, 8, 8, 256),
+    # d128 causal MHA at pair counts where the persistent static deal is modelled far from per tile's list
+    # scheduling (model_bwd_gqa_parts.py per_tile / persistent, innermost; per tile x persistent 1.17 / 1.11 / 1.13 /
+    # 1.05 / 0.94 / 0.95 in this order; the paper's 2 x 8k x 16, shape 2, 0.955)
+    (1, 8192, 24, 24, 128), (1, 8192, 40, 40, 128), (3, 8192, 16, 16, 128), (1, 4096, 48, 48, 128),
+    (5, 2048, 16, 16, 128), (6, 4096, 16, 16, 128),
 ]
 SCHEDULES = {
     "auto": {},
