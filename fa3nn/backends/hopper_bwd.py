@@ -70,9 +70,11 @@ SCALAR_DKDV_BIT = 32
 # "persistent" one CTA per SM (or `max_ctas`), each walking tiles (round k of gridDim.x tiles, dealt boustrophedon when
 # causal) with its next tile's K/V loaded under its current tile's dQ hand-off and dK / dV stores; "auto" the library's
 # choice (flash_bwd_launch.cuh use_persistent_bwd: persistent for dense tiles of at most 1024 query rows non-causal,
-# 4096 causal, at head dim 128 for causal tiles of 2048-8192 rows only; varlen as dense where every sequence has one
-# query length and one key length (uniform_lengths), else one CTA per tile, as windows, 192 / 128 and 256), or
-# persistent on SMs - sm_margin CTAs for a call with a margin (backward). Benchmarks and tests pick the others.
+# 4096 causal, at head dim 128 for causal tiles of 2048-8192 rows only, but one CTA per tile for causal MHA over more
+# than 16 (head, batch) pairs where the static deal is modelled to balance worse (static_deal_gives_way,
+# bwd_deal_model.cuh); varlen as dense where every sequence has one query length and one key length
+# (uniform_lengths), else one CTA per tile, as windows, 192 / 128 and 256), or persistent on SMs - sm_margin CTAs for
+# a call with a margin (backward). Benchmarks and tests pick the others.
 SCHEDULES = ("auto", "per_tile", "persistent")
 # fa3nn_hopper_bwd's `ctas` for auto on a varlen call of uniform_lengths (flash_bwd_launch.cuh kCtasAutoUniform).
 CTAS_AUTO_UNIFORM = -2

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "bwd_deal_model.cuh"
 #include "flash_bwd.cuh"
 #include "flash_bwd_cols.cuh"
 #include "flash_bwd_mla.cuh"
@@ -153,6 +154,16 @@ inline BwdTileOrder tile_order(int grid_order, bool causal, bool varlen, int gro
   return grid_order == 0 && group > 1 && per_tile ? kKeyBlocksPerBatch : kKeyBlocksOuter;
 }
 
+// Whether auto's persistent form gives way to one CTA per tile because its static deal is modelled to lose
+// (bwd_deal_model.cuh, with the measurements): causal MHA (the real group 1) over more than kOuterPairsMax (head,
+// batch) pairs, whose deal runs key blocks innermost (grid_order 0 or 1). Head dim 128 only, the one measured (d64's
+// persistent causal calls, up to 4096 rows, are unmeasured at such pair counts).
+inline bool static_deal_gives_way(int headdim, bool causal, int group, int grid_order, long long pairs, int seqlen_q,
+                                  int seqlen_k, int block_n, int block_m, int sms) {
+  if (headdim != 128 || !causal || group != 1 || grid_order > 1 || pairs <= kOuterPairsMax) return false;
+  return per_tile_beats_static_deal(pairs, block_n, block_m, seqlen_q, seqlen_k, sms);
+}
+
 inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 inline bool strides_of_8(std::initializer_list<int64_t> strides) {
   for (const int64_t s : strides)
@@ -280,12 +291,16 @@ int launch_bwd(const BwdProblem& pr) {
   // Persistent (ctas > 0, or auto where use_persistent_bwd: one CTA per SM): each CTA walks tiles blockIdx.x + k *
   // gridDim.x in the same order, so the CTAs in flight hold the tiles one CTA per tile would.
   const int n_blocks = (pr.max_seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
-  const bool auto_persistent = auto_persistent_bwd(pr.ctas, Cfg::kHeadDim, Cfg::kCausal, Cfg::kVarlen, Cfg::kLocal,
-                                                   p.group, pr.max_seqlen_q, Cfg::kPanelSplit);
+  static const int sms = num_sms();
+  const long long pairs = static_cast<long long>(tile_heads) * pr.batch;
+  const bool auto_persistent =
+      auto_persistent_bwd(pr.ctas, Cfg::kHeadDim, Cfg::kCausal, Cfg::kVarlen, Cfg::kLocal, p.group, pr.max_seqlen_q,
+                          Cfg::kPanelSplit) &&
+      !static_deal_gives_way(Cfg::kHeadDim, Cfg::kCausal, group, pr.grid_order, pairs, pr.max_seqlen_q,
+                             pr.max_seqlen_k, Cfg::kBlockN, Cfg::kBlockM, sms);
   // (GQA in parts keeps the GQA order: its parts' key block 0 tiles are as long as MHA's, as many as the group's.)
   p.tile_order = tile_order(pr.grid_order, Cfg::kCausal, varlen, group, auto_persistent,
-                            !auto_persistent && pr.ctas <= 0, static_cast<long long>(tile_heads) * pr.batch,
-                            n_blocks);
+                            !auto_persistent && pr.ctas <= 0, pairs, n_blocks);
   const long long tiles = static_cast<long long>(n_blocks) * tile_heads * pr.batch;
   // Below 2^30, so that a CTA's next tile index (tile + gridDim.x, BwdCtaTiles) stays an int.
   if (tiles >= (1LL << 30)) return fail("%s", "too many key blocks x K/V heads x batch for one launch (2^30 at most)");
@@ -294,7 +309,6 @@ int launch_bwd(const BwdProblem& pr) {
   p.tile_middle = FastDiv(p.tile_order == kKeyBlocksInner ? tile_heads
                           : p.tile_order == kKeyBlocksOuter ? pr.batch
                                                             : n_blocks);
-  static const int sms = num_sms();
   const int ctas = pr.ctas > 0 ? pr.ctas : auto_persistent ? sms : p.num_tiles;
   const int grid = ctas < p.num_tiles ? ctas : p.num_tiles;
   // 16-byte dK / dV stores (BwdConsumer::store_rows) where both are 16-B aligned with strides of multiples of 8.

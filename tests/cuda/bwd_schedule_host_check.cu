@@ -84,8 +84,45 @@ constexpr OrderCase kOrderCases[] = {
 };
 // clang-format on
 
+// static_deal_gives_way (bwd_deal_model.cuh) on 132 SMs: head dim, causal, the real group, grid_order, batch, seqlen
+// (query = key), heads -> one CTA per tile instead of auto's persistent deal. The first five are s54c's measured
+// shapes where one CTA per tile won 1.08-1.23x (H100; one 8k x 28 heads modelled only), then shapes where persistent
+// measured ahead or level (s50c / s51a / s54c), then calls the rule leaves alone.
+struct DealCase {
+  int headdim;
+  bool causal;
+  int group, grid_order, batch, seqlen, heads;
+  bool gives_way;
+};
+
+// clang-format off
+constexpr DealCase kDealCases[] = {
+    {128, true, 1, 0, 1, 8192, 24, true},    {128, true, 1, 0, 1, 8192, 40, true},
+    {128, true, 1, 0, 3, 8192, 16, true},    {128, true, 1, 0, 1, 4096, 48, true},
+    {128, true, 1, 0, 1, 8192, 28, true},
+    {128, true, 1, 0, 2, 8192, 16, false},   {128, true, 1, 0, 1, 8192, 32, false},   // the paper's; 32 heads
+    {128, true, 1, 0, 6, 4096, 16, false},   {128, true, 1, 0, 5, 2048, 16, false},
+    {128, true, 1, 0, 8, 2048, 16, false},   {128, true, 1, 0, 4, 4096, 16, false},
+    {128, true, 1, 0, 1, 2048, 64, false},   {128, true, 1, 0, 1, 4096, 32, false},
+    {128, true, 1, 0, 1, 8192, 16, false},   {128, true, 4, 0, 1, 8192, 24, false},   // <= 16 pairs; GQA
+    {128, false, 1, 0, 1, 8192, 24, false},  {64, true, 1, 0, 1, 4096, 24, false},    // non-causal; d64
+    {128, true, 1, 2, 1, 8192, 24, false},   {128, true, 1, 1, 1, 8192, 24, true},    // outermost; innermost asked
+    {128, true, 1, 0, 1, 8192, 72, false},                                            // past 32 rounds of tiles
+};
+// clang-format on
+
 int main() {
   int failures = 0;
+  for (const DealCase& c : kDealCases) {
+    const bool got = fa3nn::hopper::host::static_deal_gives_way(c.headdim, c.causal, c.group, c.grid_order,
+                                                                static_cast<long long>(c.batch) * c.heads, c.seqlen,
+                                                                c.seqlen, 128, 64, 132);
+    if (got != c.gives_way) {
+      ++failures;
+      std::printf("FAIL deal headdim %d causal %d group %d order %d batch %d seqlen %d heads %d: gives way %d\n",
+                  c.headdim, c.causal, c.group, c.grid_order, c.batch, c.seqlen, c.heads, got);
+    }
+  }
   for (const OrderCase& c : kOrderCases) {
     const int got = fa3nn::hopper::host::tile_order(c.grid_order, c.causal, c.varlen, c.group, c.auto_persistent,
                                                     c.per_tile, c.pairs, c.n_blocks);
@@ -115,7 +152,7 @@ int main() {
   }
   std::printf("%zu backward schedules checked; %d failures\n",
               sizeof(kCases) / sizeof(kCases[0]) + sizeof(kAutoCases) / sizeof(kAutoCases[0]) +
-                  sizeof(kOrderCases) / sizeof(kOrderCases[0]),
+                  sizeof(kOrderCases) / sizeof(kOrderCases[0]) + sizeof(kDealCases) / sizeof(kDealCases[0]),
               failures);
   return failures != 0;
 }
