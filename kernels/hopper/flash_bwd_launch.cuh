@@ -157,7 +157,10 @@ inline BwdTileOrder tile_order(int grid_order, bool causal, bool varlen, int gro
 // Whether auto's persistent form gives way to one CTA per tile because its static deal is modelled to lose
 // (bwd_deal_model.cuh, with the measurements): causal MHA (the real group 1) over more than kOuterPairsMax (head,
 // batch) pairs, whose deal runs key blocks innermost (grid_order 0 or 1). Head dim 128 only, the one measured (d64's
-// persistent causal calls, up to 4096 rows, are unmeasured at such pair counts).
+// persistent causal calls, up to 4096 rows, are unmeasured at such pair counts). As auto (H100, s54d; the same launch
+// as one CTA per tile innermost there), TFLOP/s against the persistent deal and cuDNN: one 8k x 24 heads 535-552 /
+// 436 / 484, one 8k x 40 518-548 / 459 / 503, 3 x 8k x 16 514-531 / 473 / 492, one 4k x 48 486-487 / 447 / 460;
+// where it keeps the deal (the paper's 2 x 8k x 16, one 8k x 32, 6 x 4k x 16, 5 x 2k x 16) auto is unchanged.
 inline bool static_deal_gives_way(int headdim, bool causal, int group, int grid_order, long long pairs, int seqlen_q,
                                   int seqlen_k, int block_n, int block_m, int sms) {
   if (headdim != 128 || !causal || group != 1 || grid_order > 1 || pairs <= kOuterPairsMax) return false;
