@@ -31,12 +31,13 @@ ONE_PAIR = {64: lambda s: s <= 4096, 128: SECTIONED[128], 256: SECTIONED[256], "
 
 
 def imbalance(seqlen: int, headdim: int | str, sections: str | None, boustrophedon: bool,
-              dynamic: bool = False) -> float:
+              dynamic: bool = False, num_bh: int | None = None) -> float:
     """sections: None (one section of every head), "l2" (as many heads as fit half the L2: variant 7's) or
-    "one" (one head per section: the default deal's)."""
+    "one" (one head per section: the default deal's). num_bh: (batch, head) pairs, the paper's by default."""
     block_m, block_n = TILES[headdim](seqlen)
     width = 128 if headdim == "fp8-128" else headdim
-    num_m, num_bh = math.ceil(seqlen / block_m), (TOKENS // seqlen) * (WIDTH // width)
+    num_m = math.ceil(seqlen / block_m)
+    num_bh = (TOKENS // seqlen) * (WIDTH // width) if num_bh is None else num_bh
     per_section = num_bh
     if sections == "l2":
         per_section = max(1, min(num_bh, (L2_BYTES // 2) // (2 * seqlen * width * 2)))

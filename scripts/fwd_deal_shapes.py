@@ -1,0 +1,86 @@
+"""The native forward's causal deals at (batch, heads) counts off the paper's: the default (one (batch, head) pair per
+longest-first section, dealt boustrophedon, up to 8k at d128) against one longest-first section over every tile
+(variant one_section) and L2-sized sections (l2_sections), with cuDNN beside them, and each deal's per-CTA work
+balance from scripts/simulate_causal_balance.py (max / mean, 132 SMs). The paper's shapes (batch x seqlen = 16384,
+16 heads at d128) give the one-pair deal 32 pairs of whole ramps per round pair; one sequence of 8k over 8 / 16 / 24
+heads (tensor-parallel shards, fine-tuning at batch 1) gives it 1.27-1.76 in the simulation, one section 1.00-1.03.
+bf16, causal, rounds interleaved; the deals' outputs must agree bitwise (they do in test_causal_deals_agree_bitwise).
+
+    python scripts/fwd_deal_shapes.py [--headdims 128 64] [--rounds 5] --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import time_ms  # noqa: E402
+from simulate_causal_balance import imbalance  # noqa: E402
+
+from fa3nn.backends.hopper import launch  # noqa: E402
+from fa3nn.metrics import attention_flops  # noqa: E402
+
+# (batch, seqlen, heads): few pairs at 8k / 4k first, then the paper's d128 8k / 2k shapes (the controls)
+SHAPES = [(1, 8192, 8), (1, 8192, 16), (1, 8192, 24), (1, 4096, 16), (1, 4096, 24), (2, 8192, 16), (8, 2048, 16)]
+DEALS = {"default": "full", "one_section": "one_section", "l2_sections": "l2_sections"}
+SIMULATED = {"default": "one", "one_section": None, "l2_sections": "l2"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--headdims", type=int, nargs="+", default=[128, 64])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    rows = []
+    print("| d | batch x seqlen x heads | default TFLOP/s | one_section x default | l2_sections x default | "
+          "cuDNN x default | simulated max / mean: default, one section, L2 |")
+    print("|---|---|---|---|---|---|---|")
+    for headdim in args.headdims:
+        for batch, seqlen, heads in SHAPES:
+            q, k, v = (torch.randn(batch, seqlen, heads, headdim, device="cuda", dtype=torch.bfloat16)
+                       for _ in range(3))
+            scale = headdim ** -0.5
+            calls = {name: (lambda variant=variant: launch(q, k, v, scale, True, variant=variant))
+                     for name, variant in DEALS.items()}
+            outs = {name: call()[0] for name, call in calls.items()}
+            agree = all(torch.equal(outs["default"], o) for o in outs.values())
+            qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+
+            def cudnn():
+                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                    return F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, scale=scale)
+
+            calls["cudnn"] = cudnn
+            samples: dict[str, list[float]] = {name: [] for name in calls}
+            for _ in range(args.rounds):
+                for name, call in calls.items():
+                    samples[name].append(time_ms([call], args.iters, 3))
+            flops = attention_flops(batch, heads, seqlen, seqlen, headdim, causal=True)
+            ms = {name: statistics.median(s) for name, s in samples.items()}
+            tflops = {name: flops / (t * 1e-3) / 1e12 for name, t in ms.items()}
+            sim = {name: imbalance(seqlen, headdim, sec, True, num_bh=batch * heads) for name, sec in SIMULATED.items()}
+            rows.append(dict(headdim=headdim, batch=batch, seqlen=seqlen, heads=heads, bitwise=agree, ms=ms,
+                             samples=samples, tflops=tflops, simulated=sim))
+            base = tflops["default"]
+            print(f"| {headdim} | {batch} x {seqlen} x {heads}{'' if agree else ' (DEALS DIFFER)'} | {base:.1f} | "
+                  f"{tflops['one_section'] / base:.2f} | {tflops['l2_sections'] / base:.2f} | "
+                  f"{tflops['cudnn'] / base:.2f} | {sim['default']:.2f}, {sim['one_section']:.2f}, "
+                  f"{sim['l2_sections']:.2f} |", flush=True)
+            if args.json:
+                args.json.write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), rows=rows), indent=1))
+
+
+if __name__ == "__main__":
+    main()
