@@ -36,6 +36,35 @@ DEALS = {"default": "full", "one_section": "one_section", "l2_sections": "l2_sec
 SIMULATED = {"default": "one", "one_section": None, "l2_sections": "l2"}
 
 
+def measure(headdim: int, batch: int, seqlen: int, heads: int, rounds: int, iters: int) -> dict:
+    """One shape: each deal's output against the default's (bitwise) and TFLOP/s, cuDNN's, the simulated balance."""
+    q, k, v = (torch.randn(batch, seqlen, heads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    scale = headdim ** -0.5
+
+    def deal(variant: str):
+        return lambda: launch(q, k, v, scale, True, variant=variant)
+
+    def cudnn():
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, scale=scale)
+
+    calls = {name: deal(variant) for name, variant in DEALS.items()}
+    outs = {name: call()[0] for name, call in calls.items()}
+    agree = all(torch.equal(outs["default"], o) for o in outs.values())
+    calls["cudnn"] = cudnn
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            samples[name].append(time_ms([call], iters, 3))
+    flops = attention_flops(batch, heads, seqlen, seqlen, headdim, causal=True)
+    ms = {name: statistics.median(s) for name, s in samples.items()}
+    return dict(headdim=headdim, batch=batch, seqlen=seqlen, heads=heads, bitwise=agree, ms=ms, samples=samples,
+                tflops={name: flops / (t * 1e-3) / 1e12 for name, t in ms.items()},
+                simulated={name: imbalance(seqlen, headdim, sec, True, num_bh=batch * heads)
+                           for name, sec in SIMULATED.items()})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--headdims", type=int, nargs="+", default=[128, 64])
@@ -49,33 +78,12 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for headdim in args.headdims:
         for batch, seqlen, heads in SHAPES:
-            q, k, v = (torch.randn(batch, seqlen, heads, headdim, device="cuda", dtype=torch.bfloat16)
-                       for _ in range(3))
-            scale = headdim ** -0.5
-            calls = {name: (lambda variant=variant: launch(q, k, v, scale, True, variant=variant))
-                     for name, variant in DEALS.items()}
-            outs = {name: call()[0] for name, call in calls.items()}
-            agree = all(torch.equal(outs["default"], o) for o in outs.values())
-            qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
-
-            def cudnn():
-                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                    return F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, scale=scale)
-
-            calls["cudnn"] = cudnn
-            samples: dict[str, list[float]] = {name: [] for name in calls}
-            for _ in range(args.rounds):
-                for name, call in calls.items():
-                    samples[name].append(time_ms([call], args.iters, 3))
-            flops = attention_flops(batch, heads, seqlen, seqlen, headdim, causal=True)
-            ms = {name: statistics.median(s) for name, s in samples.items()}
-            tflops = {name: flops / (t * 1e-3) / 1e12 for name, t in ms.items()}
-            sim = {name: imbalance(seqlen, headdim, sec, True, num_bh=batch * heads) for name, sec in SIMULATED.items()}
-            rows.append(dict(headdim=headdim, batch=batch, seqlen=seqlen, heads=heads, bitwise=agree, ms=ms,
-                             samples=samples, tflops=tflops, simulated=sim))
+            row = measure(headdim, batch, seqlen, heads, args.rounds, args.iters)
+            rows.append(row)
+            tflops, sim = row["tflops"], row["simulated"]
             base = tflops["default"]
-            print(f"| {headdim} | {batch} x {seqlen} x {heads}{'' if agree else ' (DEALS DIFFER)'} | {base:.1f} | "
-                  f"{tflops['one_section'] / base:.2f} | {tflops['l2_sections'] / base:.2f} | "
+            print(f"| {headdim} | {batch} x {seqlen} x {heads}{'' if row['bitwise'] else ' (DEALS DIFFER)'} | "
+                  f"{base:.1f} | {tflops['one_section'] / base:.2f} | {tflops['l2_sections'] / base:.2f} | "
                   f"{tflops['cudnn'] / base:.2f} | {sim['default']:.2f}, {sim['one_section']:.2f}, "
                   f"{sim['l2_sections']:.2f} |", flush=True)
             if args.json:
