@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import time_ms  # noqa: E402
-from simulate_causal_balance import imbalance  # noqa: E402
+from simulate_causal_balance import ONE_PAIR, SECTIONED, imbalance  # noqa: E402
 
 from fa3nn.backends.hopper import launch  # noqa: E402
 from fa3nn.metrics import attention_flops  # noqa: E402
@@ -33,7 +33,17 @@ from fa3nn.metrics import attention_flops  # noqa: E402
 # (batch, seqlen, heads): few pairs at 8k / 4k first, then the paper's d128 8k / 2k shapes (the controls)
 SHAPES = [(1, 8192, 8), (1, 8192, 16), (1, 8192, 24), (1, 4096, 16), (1, 4096, 24), (2, 8192, 16), (8, 2048, 16)]
 DEALS = {"default": "full", "one_section": "one_section", "l2_sections": "l2_sections"}
-SIMULATED = {"default": "one", "one_section": None, "l2_sections": "l2"}
+
+
+def simulated(headdim: int, seqlen: int, num_bh: int) -> dict[str, float]:
+    """Each deal's max / mean per-CTA work as flash_fwd_launch.cuh deals it at this length (simulate_causal_balance's
+    main(): one-pair sections where use_one_pair_sections, L2-sized round-robin sections where use_l2_sections,
+    else one boustrophedon section)."""
+    one = imbalance(seqlen, headdim, None, True, num_bh=num_bh)
+    return {"default": imbalance(seqlen, headdim, "one", True, num_bh=num_bh) if ONE_PAIR[headdim](seqlen) else one,
+            "one_section": one,
+            "l2_sections": imbalance(seqlen, headdim, "l2", False, num_bh=num_bh) if SECTIONED[headdim](seqlen)
+            else one}
 
 
 def measure(headdim: int, batch: int, seqlen: int, heads: int, rounds: int, iters: int) -> dict:
@@ -61,8 +71,7 @@ def measure(headdim: int, batch: int, seqlen: int, heads: int, rounds: int, iter
     ms = {name: statistics.median(s) for name, s in samples.items()}
     return dict(headdim=headdim, batch=batch, seqlen=seqlen, heads=heads, bitwise=agree, ms=ms, samples=samples,
                 tflops={name: flops / (t * 1e-3) / 1e12 for name, t in ms.items()},
-                simulated={name: imbalance(seqlen, headdim, sec, True, num_bh=batch * heads)
-                           for name, sec in SIMULATED.items()})
+                simulated=simulated(headdim, seqlen, batch * heads))
 
 
 def main() -> None:
