@@ -6,7 +6,10 @@ balance from scripts/simulate_causal_balance.py (max / mean, 132 SMs). The paper
 heads (tensor-parallel shards, fine-tuning at batch 1) gives it 1.27-1.76 in the simulation, one section 1.00-1.03.
 bf16, causal, rounds interleaved; the deals' outputs must agree bitwise (they do in test_causal_deals_agree_bitwise).
 
-    python scripts/fwd_deal_shapes.py [--headdims 128 64] [--rounds 5] --json out.json
+    python scripts/fwd_deal_shapes.py [--headdims 128 64] [--rounds 5] [--compare before=/tmp/main.so] --json out.json
+
+--compare NAME=PATH times another build's default deal beside this one's (main's library against a change of the
+default deal), its output bitwise against this build's default too.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import time_ms  # noqa: E402
 from simulate_causal_balance import ONE_PAIR, SECTIONED, imbalance  # noqa: E402
 
+from fa3nn.backends import hopper_build  # noqa: E402
 from fa3nn.backends.hopper import launch  # noqa: E402
 from fa3nn.metrics import attention_flops  # noqa: E402
 
@@ -37,29 +41,31 @@ DEALS = {"default": "full", "one_section": "one_section", "l2_sections": "l2_sec
 
 def simulated(headdim: int, seqlen: int, num_bh: int) -> dict[str, float]:
     """Each deal's max / mean per-CTA work as flash_fwd_launch.cuh deals it at this length (simulate_causal_balance's
-    main(): one-pair sections where use_one_pair_sections, L2-sized round-robin sections where use_l2_sections,
-    else one boustrophedon section)."""
+    main()): one_pair the default before 2026-12-07 (one-pair sections where use_one_pair_sections), one_section,
+    l2_sections (L2-sized round-robin sections where use_l2_sections); else one boustrophedon section."""
     one = imbalance(seqlen, headdim, None, True, num_bh=num_bh)
-    return {"default": imbalance(seqlen, headdim, "one", True, num_bh=num_bh) if ONE_PAIR[headdim](seqlen) else one,
+    return {"one_pair": imbalance(seqlen, headdim, "one", True, num_bh=num_bh) if ONE_PAIR[headdim](seqlen) else one,
             "one_section": one,
             "l2_sections": imbalance(seqlen, headdim, "l2", False, num_bh=num_bh) if SECTIONED[headdim](seqlen)
             else one}
 
 
-def measure(headdim: int, batch: int, seqlen: int, heads: int, rounds: int, iters: int) -> dict:
-    """One shape: each deal's output against the default's (bitwise) and TFLOP/s, cuDNN's, the simulated balance."""
+def measure(headdim: int, batch: int, seqlen: int, heads: int, rounds: int, iters: int, others: dict) -> dict:
+    """One shape: each deal's output against the default's (bitwise) and TFLOP/s, cuDNN's, the simulated balance;
+    `others` (name -> loaded library) run their default deal."""
     q, k, v = (torch.randn(batch, seqlen, heads, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
     scale = headdim ** -0.5
 
-    def deal(variant: str):
-        return lambda: launch(q, k, v, scale, True, variant=variant)
+    def deal(variant: str, library=None):
+        return lambda: launch(q, k, v, scale, True, variant=variant, library=library)
 
     def cudnn():
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
             return F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, scale=scale)
 
     calls = {name: deal(variant) for name, variant in DEALS.items()}
+    calls.update({name: deal("full", library) for name, library in others.items()})
     outs = {name: call()[0] for name, call in calls.items()}
     agree = all(torch.equal(outs["default"], o) for o in outs.values())
     calls["cudnn"] = cudnn
@@ -80,20 +86,29 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--compare", nargs="*", default=[], metavar="NAME=PATH", help="other builds' default deal")
     args = parser.parse_args()
+    others = {}
+    for item in args.compare:
+        name, sep, path = item.partition("=")
+        if not sep or name in DEALS or name == "cudnn":
+            parser.error(f"--compare expects NAME=PATH with a name other than {list(DEALS)} and cudnn, got {item!r}")
+        others[name] = hopper_build.load(Path(path))
     rows = []
     print("| d | batch x seqlen x heads | default TFLOP/s | one_section x default | l2_sections x default | "
-          "cuDNN x default | simulated max / mean: default, one section, L2 |")
-    print("|---|---|---|---|---|---|---|")
+          + "".join(f"{name} x default | " for name in others)
+          + "cuDNN x default | simulated max / mean: one pair, one section, L2 |")
+    print("|---|---|---|---|---|" + "---|" * len(others) + "---|---|")
     for headdim in args.headdims:
         for batch, seqlen, heads in SHAPES:
-            row = measure(headdim, batch, seqlen, heads, args.rounds, args.iters)
+            row = measure(headdim, batch, seqlen, heads, args.rounds, args.iters, others)
             rows.append(row)
             tflops, sim = row["tflops"], row["simulated"]
             base = tflops["default"]
             print(f"| {headdim} | {batch} x {seqlen} x {heads}{'' if row['bitwise'] else ' (DEALS DIFFER)'} | "
                   f"{base:.1f} | {tflops['one_section'] / base:.2f} | {tflops['l2_sections'] / base:.2f} | "
-                  f"{tflops['cudnn'] / base:.2f} | {sim['default']:.2f}, {sim['one_section']:.2f}, "
+                  + "".join(f"{tflops[name] / base:.2f} | " for name in others)
+                  + f"{tflops['cudnn'] / base:.2f} | {sim['one_pair']:.2f}, {sim['one_section']:.2f}, "
                   f"{sim['l2_sections']:.2f} |", flush=True)
             if args.json:
                 args.json.write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), rows=rows), indent=1))
