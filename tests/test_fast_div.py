@@ -4,7 +4,8 @@ run. It compares FastDiv with plain division (every divisor up to 4096 with ever
 up to 2^31 for ~20k divisors), makes sure a multiplier off by one is caught, and walks every CTA of many scheduler
 shapes against the plain-division walk; tests/cuda/causal_deal_host_check.cu checks the deals the launchers pick,
 tests/cuda/bwd_schedule_host_check.cu the backward's auto schedule.
-Needs nvcc (no GPU); skipped without it."""
+Needs nvcc (no GPU); skipped without it. The backward deal script's choices (scripts/model_bwd_gqa_parts.py) are
+checked against the same written-out shapes in Python."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from script_module import load_script
 
 from fa3nn.backends import hopper_build
 
@@ -58,3 +60,22 @@ def test_backward_auto_schedule(tmp_path):
     out = _build_and_run(tmp_path, "bwd_schedule_host_check", "-I", str(ROOT / "kernels" / "hopper"),
                          hopper_build.GENCODE)
     assert "75 backward schedules checked; 0 failures" in out, out
+
+
+# (batch, seqlen, heads) of d128 causal MHA -> one CTA per tile under static_deal_gives_way: the host check's
+# written-out cases (tests/cuda/bwd_schedule_host_check.cu kDealCases, MHA over more than 16 pairs).
+DEAL_SHAPES = [((1, 8192, 24), True), ((1, 8192, 40), True), ((3, 8192, 16), True), ((1, 4096, 48), True),
+               ((1, 8192, 28), True), ((2, 8192, 16), False), ((1, 8192, 32), False), ((6, 4096, 16), False),
+               ((5, 2048, 16), False), ((8, 2048, 16), False), ((4, 4096, 16), False), ((1, 2048, 64), False),
+               ((1, 4096, 32), False)]
+
+
+@pytest.mark.parametrize(("shape", "per_tile"), DEAL_SHAPES)
+def test_backward_deal_script_agrees_with_the_launcher(shape, per_tile):
+    """scripts/model_bwd_gqa_parts.py's per_tile / persistent (where the measurements of kernels/hopper/
+    bwd_deal_model.cuh were predicted) choose one CTA per tile exactly where the launcher's host model does, so the
+    script's numbers in benchmarks/NOTES.md stay the launcher's. No nvcc needed."""
+    model = load_script("model_bwd_gqa_parts")
+    batch, seqlen, heads = shape
+    tiles = model.launch_order(batch, seqlen // 128, heads, outer=False)
+    assert (model.per_tile(tiles, 132) > model.persistent(tiles, 132)) == per_tile
