@@ -54,6 +54,9 @@ SHAPES = [  # the most telling first: a short run (timeout) keeps the rows done 
     # 1.05 / 0.94 / 0.95 in this order; the paper's 2 x 8k x 16, shape 2, 0.955)
     (1, 8192, 24, 24, 128), (1, 8192, 40, 40, 128), (3, 8192, 16, 16, 128), (1, 4096, 48, 48, 128),
     (5, 2048, 16, 16, 128), (6, 4096, 16, 16, 128),
+    # d64 causal MHA (persistent up to 4096 rows; the deal rule is d128's only): per tile x persistent modelled 1.12 /
+    # 1.04 / 1.05 here and 0.89 at one 2k x 24 (the control)
+    (1, 4096, 20, 20, 64), (1, 4096, 24, 24, 64), (3, 4096, 16, 16, 64), (1, 2048, 24, 24, 64),
 ]
 SCHEDULES = {
     "auto": {},

@@ -9,7 +9,9 @@
 # default (the rule) = one_section, 1.2-1.6x "before" on the few-pair rows if the balance is what they lose; default =
 # before on the paper's shapes (2 x 8k x 16, 8 x 2k x 16), where the rule keeps the one-pair deal. Every deal's output
 # is compared bitwise with the default's (the deals only reorder tiles); 3 rounds, to fit the session's last device
-# minutes.
+# minutes. Then the backward grid (the s54f library carries main's backward deal rule): d64 causal MHA shapes 38-41
+# (per tile x persistent modelled 1.12 / 1.04 / 1.05 / 0.89: data for extending the rule to d64) and the d128 rule's
+# shapes 32 / 33 again (on an H200, the rule's first H200 row).
 set -u
 source "$(dirname "$0")/../gpu_env.sh"
 gpu_start /tmp/fa3nn-s54e s54f
@@ -18,3 +20,5 @@ timeout 120 python3 scripts/fwd_deal_shapes.py --headdims 128 64 --rounds 3 \
     --compare before=build/s52p/libfa3nn_hopper.so --json "$out/deals.json" > "$out/deals.log" 2>&1
 echo "deals rc $?"; grep -E "^\|" "$out/deals.log"; tail -n 3 "$out/deals.log"
 stamp deals
+gpu_table schedule_grid 90 scripts/bwd_schedule_grid.py --shapes 38 39 40 41 32 33
+stamp grid
