@@ -155,15 +155,17 @@ inline BwdTileOrder tile_order(int grid_order, bool causal, bool varlen, int gro
 }
 
 // Whether auto's persistent form gives way to one CTA per tile because its static deal is modelled to lose
-// (bwd_deal_model.cuh, with the measurements): causal MHA (the real group 1) over more than kOuterPairsMax (head,
-// batch) pairs, whose deal runs key blocks innermost (grid_order 0 or 1). Head dim 128 only, the one measured (d64's
-// persistent causal calls, up to 4096 rows, are unmeasured at such pair counts). As auto (H100, s54d; the same launch
+// (bwd_deal_model.cuh, with the measurements): causal calls whose persistent deal would run key blocks innermost
+// (tile_order: MHA over more than kOuterPairsMax (head, batch) pairs, grid_order 0 or 1). Head dim 128 only, the one
+// measured (d64's persistent causal calls, up to 4096 rows, are unmeasured at such pair counts). As auto (H100, s54d; the same launch
 // as one CTA per tile innermost there), TFLOP/s against the persistent deal and cuDNN: one 8k x 24 heads 535-552 /
 // 436 / 484, one 8k x 40 518-548 / 459 / 503, 3 x 8k x 16 514-531 / 473 / 492, one 4k x 48 486-487 / 447 / 460;
 // where it keeps the deal (the paper's 2 x 8k x 16, one 8k x 32, 6 x 4k x 16, 5 x 2k x 16) auto is unchanged.
-inline bool static_deal_gives_way(int headdim, bool causal, int group, int grid_order, long long pairs, int seqlen_q,
-                                  int seqlen_k, int block_n, int block_m, int sms) {
-  if (headdim != 128 || !causal || group != 1 || grid_order > 1 || pairs <= kOuterPairsMax) return false;
+inline bool static_deal_gives_way(int headdim, bool causal, bool varlen, int group, int grid_order, long long pairs,
+                                  int n_blocks, int seqlen_q, int seqlen_k, int block_n, int block_m, int sms) {
+  if (headdim != 128 || !causal ||
+      tile_order(grid_order, causal, varlen, group, true, false, pairs, n_blocks) != kKeyBlocksInner)
+    return false;
   return per_tile_beats_static_deal(pairs, block_n, block_m, seqlen_q, seqlen_k, sms);
 }
 
@@ -299,12 +301,12 @@ int launch_bwd(const BwdProblem& pr) {
   const bool auto_persistent =
       auto_persistent_bwd(pr.ctas, Cfg::kHeadDim, Cfg::kCausal, Cfg::kVarlen, Cfg::kLocal, p.group, pr.max_seqlen_q,
                           Cfg::kPanelSplit) &&
-      !static_deal_gives_way(Cfg::kHeadDim, Cfg::kCausal, group, pr.grid_order, pairs, pr.max_seqlen_q,
-                             pr.max_seqlen_k, Cfg::kBlockN, Cfg::kBlockM, sms);
+      !static_deal_gives_way(Cfg::kHeadDim, Cfg::kCausal, varlen, group, pr.grid_order, pairs, n_blocks,
+                             pr.max_seqlen_q, pr.max_seqlen_k, Cfg::kBlockN, Cfg::kBlockM, sms);
   // (GQA in parts keeps the GQA order: its parts' key block 0 tiles are as long as MHA's, as many as the group's.)
   p.tile_order = tile_order(pr.grid_order, Cfg::kCausal, varlen, group, auto_persistent,
                             !auto_persistent && pr.ctas <= 0, pairs, n_blocks);
-  const long long tiles = static_cast<long long>(n_blocks) * tile_heads * pr.batch;
+  const long long tiles = pairs * n_blocks;
   // Below 2^30, so that a CTA's next tile index (tile + gridDim.x, BwdCtaTiles) stays an int.
   if (tiles >= (1LL << 30)) return fail("%s", "too many key blocks x K/V heads x batch for one launch (2^30 at most)");
   p.num_tiles = static_cast<int>(tiles);

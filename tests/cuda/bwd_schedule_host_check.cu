@@ -114,9 +114,9 @@ constexpr DealCase kDealCases[] = {
 int main() {
   int failures = 0;
   for (const DealCase& c : kDealCases) {
-    const bool got = fa3nn::hopper::host::static_deal_gives_way(c.headdim, c.causal, c.group, c.grid_order,
-                                                                static_cast<long long>(c.batch) * c.heads, c.seqlen,
-                                                                c.seqlen, 128, 64, 132);
+    const bool got = fa3nn::hopper::host::static_deal_gives_way(c.headdim, c.causal, false, c.group, c.grid_order,
+                                                                static_cast<long long>(c.batch) * c.heads,
+                                                                c.seqlen / 128, c.seqlen, c.seqlen, 128, 64, 132);
     if (got != c.gives_way) {
       ++failures;
       std::printf("FAIL deal headdim %d causal %d group %d order %d batch %d seqlen %d heads %d: gives way %d\n",
