@@ -249,7 +249,8 @@ FwdParams fill_fwd_params(const ProblemT& pr, int kv_element_bytes) {
                   use_one_pair_sections(pr.headdim, pr.max_seqlen_q, kv_element_bytes);
   if (one_pair && kv_element_bytes == 2 && !varlen) {
     // Few (batch, head) pairs: one section over every tile where the one-pair deal is modelled to balance the SMs
-    // worse by more than kOnePairDealMargin (fwd_deal_model.cuh). bf16 / fp16 dense calls, the measured ones.
+    // worse by more than kOnePairDealMargin (fwd_deal_model.cuh). bf16 / fp16 dense calls (scripts/fwd_deal_shapes.py
+    // measures them; the FP8 forward and varlen calls keep their deals).
     static const int sms = num_sms();
     const long long pairs = static_cast<long long>(pr.batch) * pr.nheads;
     const int grid = persistent_grid(pairs * p.num_m_blocks, sms, pr.max_ctas);
