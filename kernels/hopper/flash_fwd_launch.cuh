@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "flash_fwd.cuh"
+#include "fwd_deal_model.cuh"
 
 namespace fa3nn::hopper::host {
 
@@ -173,6 +174,10 @@ inline bool use_one_pair_sections(int headdim, int max_seqlen_q, int kv_element_
   return headdim == 64 ? max_seqlen_q <= 4096 : use_l2_sections(headdim, max_seqlen_q);
 }
 
+// How much better one section over every tile must balance the SMs (max / mean per-CTA work, fwd_deal_model.cuh)
+// before a causal call leaves the one-pair deal, whose L2 locality measured +3-7% at the paper's shapes.
+constexpr double kOnePairDealMargin = 0.10;
+
 inline int num_sms() {
   int device = 0, sms = 0;
   cudaGetDevice(&device);
@@ -240,8 +245,18 @@ FwdParams fill_fwd_params(const ProblemT& pr, int kv_element_bytes) {
   p.group_div = FastDiv(p.group);
   p.num_m_blocks = (pr.max_seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   p.heads_per_section = pr.batch * pr.nheads;  // one section: plain longest-first over every tile
-  const bool one_pair = Cfg::kCausal && pr.causal_deal == 1 &&
-                        use_one_pair_sections(pr.headdim, pr.max_seqlen_q, kv_element_bytes);
+  bool one_pair = Cfg::kCausal && pr.causal_deal == 1 &&
+                  use_one_pair_sections(pr.headdim, pr.max_seqlen_q, kv_element_bytes);
+  if (one_pair && kv_element_bytes == 2 && !varlen) {
+    // Few (batch, head) pairs: one section over every tile where the one-pair deal is modelled to balance the SMs
+    // worse by more than kOnePairDealMargin (fwd_deal_model.cuh). bf16 / fp16 dense calls (scripts/fwd_deal_shapes.py
+    // measures them; the FP8 forward and varlen calls keep their deals).
+    static const int sms = num_sms();
+    const long long pairs = static_cast<long long>(pr.batch) * pr.nheads;
+    const int grid = persistent_grid(pairs * p.num_m_blocks, sms, pr.max_ctas);
+    one_pair = !one_section_balances_better(p.num_m_blocks, Cfg::kBlockM, Cfg::kBlockN, pr.seqlen_q, pr.seqlen_k,
+                                            pairs, grid, kOnePairDealMargin);
+  }
   if (one_pair) {
     p.heads_per_section = 1;  // the default deal: one (batch, head) pair per section, boustrophedon
   } else if (Cfg::kCausal && pr.causal_deal == 0 && use_l2_sections(pr.headdim, pr.max_seqlen_q)) {

@@ -10,9 +10,9 @@
 using namespace fa3nn::hopper;
 using namespace fa3nn::hopper::host;
 
-struct CausalTiles {  // fill_fwd_params reads these two of a kernel configuration
+struct CausalTiles {  // fill_fwd_params reads these three of a kernel configuration
   static constexpr bool kCausal = true;
-  static constexpr int kBlockM = 128;
+  static constexpr int kBlockM = 128, kBlockN = 128;
 };
 
 static int failures = 0;
@@ -52,6 +52,29 @@ int main() {
         }
       }
     }
+  }
+  // Few (batch, head) pairs (fwd_deal_model.cuh, 132 SMs without a GPU): one sequence of 8k x 8 / 16 / 24 heads and
+  // of 4k x 16 at d128 take one section over every tile in the bf16 forward (the one-pair deal simulates 1.27-1.76
+  // max / mean there, one section 1.00-1.02); 2 x 8k x 16 (the paper's) and one 8k x 32 keep one pair per section;
+  // the FP8 forward (K/V of 1 byte) and deal 2 as above.
+  struct FewPairs {
+    int batch, seqlen, heads;
+    bool one_section;
+  };
+  for (const FewPairs& c : {FewPairs{1, 8192, 8, true}, FewPairs{1, 8192, 16, true}, FewPairs{1, 8192, 24, true},
+                            FewPairs{1, 4096, 16, true}, FewPairs{2, 8192, 16, false}, FewPairs{1, 8192, 32, false}}) {
+    Fp8Problem pr{};
+    pr.strides = strides;
+    pr.batch = c.batch;
+    pr.nheads = pr.nheads_kv = c.heads;
+    pr.seqlen_q = pr.seqlen_k = pr.max_seqlen_q = pr.max_seqlen_k = c.seqlen;
+    pr.headdim = 128;
+    pr.causal_deal = 1;
+    const int pairs = c.batch * c.heads;
+    const FwdParams bf16 = fill_fwd_params<CausalTiles>(pr, 2), fp8 = fill_fwd_params<CausalTiles>(pr, 1);
+    expect(bf16.heads_per_section == (c.one_section ? pairs : 1), "bf16 few-pair deal (last number: heads)", 128, c.seqlen, c.heads);
+    expect(fp8.heads_per_section == (c.seqlen <= 4096 ? 1 : pairs), "FP8 few-pair deal (last number: heads)", 128, c.seqlen, c.heads);
+    expect(bf16.boustrophedon == 1 && fp8.boustrophedon == 1, "few-pair boustrophedon (last number: heads)", 128, c.seqlen, c.heads);
   }
   std::printf("causal deals checked; %d failures\n", failures);
   return failures == 0 ? 0 : 1;
