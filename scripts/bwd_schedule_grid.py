@@ -57,6 +57,12 @@ SHAPES = [  # the most telling first: a short run (timeout) keeps the rows done 
     # d64 causal MHA (persistent up to 4096 rows; the deal rule is d128's only): per tile x persistent modelled 1.12 /
     # 1.04 / 1.05 here and 0.89 at one 2k x 24 (the control)
     (1, 4096, 20, 20, 64), (1, 4096, 24, 24, 64), (3, 4096, 16, 16, 64), (1, 2048, 24, 24, 64),
+    # d64 causal MHA past kOuterPairsMax (16) pairs: key blocks outermost ran 1.14-1.31x auto at 20-24 pairs (s55b);
+    # where does it stop paying (d128's L2 loss began at 32 pairs, s50c)? 32 / 48 / 64 / 128 pairs at 4k and 2k (the
+    # paper's d64 4k is 4 x 4k x 32, 2k is 8 x 2k x 32: shape 17), and one CTA per tile at 8k (24 / 32 pairs)
+    (1, 4096, 32, 32, 64), (1, 4096, 48, 48, 64), (2, 4096, 32, 32, 64), (4, 4096, 32, 32, 64),
+    (1, 2048, 32, 32, 64), (1, 2048, 48, 48, 64), (2, 2048, 32, 32, 64), (4, 2048, 32, 32, 64),
+    (1, 8192, 24, 24, 64), (1, 8192, 32, 32, 64),
 ]
 SCHEDULES = {
     "auto": {},
