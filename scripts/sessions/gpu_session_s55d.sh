@@ -12,3 +12,6 @@ source "$(dirname "$0")/../gpu_env.sh"
 gpu_start /tmp/fa3nn-s55d "${LIB:-s55o}"
 gpu_table schedule_grid 300 scripts/bwd_schedule_grid.py --shapes 42 43 44 45 46 47 48 49 50 51 17
 stamp grid
+# Then the backward's tests on the candidate (its auto order at d64 over 17-64 pairs; kernels unchanged).
+[ -n "${NO_TESTS:-}" ] || gpu_tests tests_bwd.log 150 tests/test_hopper_bwd.py tests/test_sm_margin.py
+stamp "bwd tests"
