@@ -54,7 +54,7 @@ def test_backward_auto_schedule(tmp_path):
     """tests/cuda/bwd_schedule_host_check.cu: use_persistent_bwd at written-out shapes (d64's rule, d128's causal
     2048-8192 rows, d256 never since s44b, varlen / windows / MLA never), and auto_persistent_bwd: the launch's ctas,
     varlen of one length (ctas -2) under the dense rule, windows never; tile_order: causal GQA dense outermost per batch
-    one CTA per tile, outermost persistent, causal MHA outermost over at most 16 (head, batch) pairs (d64: 64)
+    one CTA per tile, outermost persistent, causal MHA outermost over at most 16 (head, batch) pairs (d64: 48)
     persistent or, with at most 96 key blocks each, one CTA per tile, explicit orders (3: per batch) as given;
     static_deal_gives_way:
     d128 causal MHA over more than 16 pairs one CTA per tile where the deal model says so (s54c's shapes)."""

@@ -108,16 +108,20 @@ inline bool auto_persistent_bwd(int ctas, int headdim, bool causal, bool varlen,
 
 // The most (K/V head, batch) pairs for which auto's persistent causal MHA deal takes key blocks outermost (below).
 constexpr int kOuterPairsMax = 16;
-// Head dim 64's (candidate, s55d measures it): key blocks outermost ran 1.14-1.31x auto's persistent innermost at
-// 20-24 pairs of one 4k / 2k sequence and 1.08x at 3 x 4k x 16 (H100, s55b, scripts/bwd_schedule_grid.py rows 38-41),
-// where d128 loses from 32 pairs (below): d64's Q / dO rows are half d128's bytes.
-constexpr int kOuterPairsMaxD64 = 64;
-inline int outer_pairs_max(int headdim) { return headdim == 64 ? kOuterPairsMaxD64 : kOuterPairsMax; }
+// Head dim 64's, persistent: key blocks outermost x persistent innermost (H100, s55b, scripts/bwd_schedule_grid.py
+// rows 38-41, causal MHA): one 4k x 20 / 24 heads 1.31 / 1.22, one 2k x 24 1.14, 3 x 4k x 16 (48 pairs) 1.08, where
+// d128 loses from 32 pairs (below): d64's Q / dO rows are half d128's bytes. Unmeasured from 49 pairs (the paper's
+// d64 4k is 128, 2k 256) and for one CTA per tile (8k), which keep kOuterPairsMax.
+constexpr int kOuterPairsMaxD64Persistent = 48;
+inline int outer_pairs_max(int headdim, bool auto_persistent) {
+  return headdim == 64 && auto_persistent ? kOuterPairsMaxD64Persistent : kOuterPairsMax;
+}
 
 // Whether the main kernel's tiles run key blocks outermost (bwd_tile): grid_order 2, or auto (0) on dense causal
 // calls that are GQA/MQA (group > 1, the real group: parts keep it; tile_order runs it per batch where one CTA runs
-// each tile), or MHA over at most kOuterPairsMax (K/V head, batch) pairs run persistent by auto or, with at most
-// kOuterTileBlocksMax key blocks each, one CTA per tile. Persistent innermost deals each round of SMs tiles from one
+// each tile), or MHA over at most kOuterPairsMax (K/V head, batch) pairs (d64 persistent: 48, outer_pairs_max) run
+// persistent by auto or, with at most kOuterTileBlocksMax key blocks each, one CTA per tile. Persistent innermost
+// deals each round of SMs tiles from one
 // or two pairs' key blocks, so with few pairs a CTA's tiles are all long or all short; outermost deals key block 0
 // of every pair first. H200, s50c (scripts/bwd_schedule_grid.py), persistent outermost x auto (persistent
 // innermost), causal d128: 1 x 8k x 8 heads (8 pairs) 1.67, 1 x 8k x 16 1.43, 2 x 4k x 8 1.42 (the schedule model:
@@ -139,7 +143,7 @@ inline bool auto_key_blocks_outer(int grid_order, int headdim, bool causal, bool
   if (grid_order != 0) return grid_order == 2;
   if (!causal || varlen) return false;
   if (group > 1) return true;
-  if (pairs > outer_pairs_max(headdim)) return false;
+  if (pairs > outer_pairs_max(headdim, auto_persistent)) return false;
   return auto_persistent || (per_tile && n_blocks <= kOuterTileBlocksMax);
 }
 

@@ -64,7 +64,7 @@ struct OrderCase {
   bool auto_persistent, per_tile;
   long long pairs;
   int n_blocks, order;
-  int headdim = 128;  // 64: outer_pairs_max's own bound (kOuterPairsMaxD64)
+  int headdim = 128;  // 64: outer_pairs_max's own bound when persistent (kOuterPairsMaxD64Persistent)
 };
 
 // clang-format off
@@ -82,9 +82,9 @@ constexpr OrderCase kOrderCases[] = {
     {1, true, false, 4, true, false, 8, 64, 0},    {2, false, true, 1, false, true, 512, 64, 1},  // explicit orders
     {2, true, false, 4, false, true, 512, 64, 1},  {1, true, false, 1, false, true, 8, 64, 0},
     {3, true, false, 4, false, true, 512, 64, 2},  {3, false, true, 1, true, false, 8, 64, 2},
-    {0, true, false, 1, true, false, 24, 32, 1, 64},  {0, true, false, 1, true, false, 64, 16, 1, 64},  // d64 MHA:
-    {0, true, false, 1, true, false, 65, 32, 0, 64},  {0, true, false, 1, false, true, 32, 64, 1, 64},  // <= 64 pairs
-    {0, true, false, 1, true, false, 24, 32, 0, 128},                                                 // (d128: 16)
+    {0, true, false, 1, true, false, 20, 32, 1, 64},  {0, true, false, 1, true, false, 48, 32, 1, 64},  // d64 MHA
+    {0, true, false, 1, true, false, 49, 32, 0, 64},  {0, true, false, 1, false, true, 24, 64, 0, 64},  // persistent:
+    {0, true, false, 1, true, false, 24, 32, 0, 128},                                                 // <= 48 pairs
 };
 // clang-format on
 
