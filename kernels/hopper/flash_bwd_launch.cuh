@@ -108,11 +108,20 @@ inline bool auto_persistent_bwd(int ctas, int headdim, bool causal, bool varlen,
 
 // The most (K/V head, batch) pairs for which auto's persistent causal MHA deal takes key blocks outermost (below).
 constexpr int kOuterPairsMax = 16;
+// Head dim 64's, persistent: key blocks outermost x persistent innermost (H100, s55b, scripts/bwd_schedule_grid.py
+// rows 38-41, causal MHA): one 4k x 20 / 24 heads 1.31 / 1.22, one 2k x 24 1.14, 3 x 4k x 16 (48 pairs) 1.08, where
+// d128 loses from 32 pairs (below): d64's Q / dO rows are half d128's bytes. Unmeasured from 49 pairs (the paper's
+// d64 4k is 128, 2k 256) and for one CTA per tile (8k), which keep kOuterPairsMax.
+constexpr int kOuterPairsMaxD64Persistent = 48;
+inline int outer_pairs_max(int headdim, bool auto_persistent) {
+  return headdim == 64 && auto_persistent ? kOuterPairsMaxD64Persistent : kOuterPairsMax;
+}
 
 // Whether the main kernel's tiles run key blocks outermost (bwd_tile): grid_order 2, or auto (0) on dense causal
 // calls that are GQA/MQA (group > 1, the real group: parts keep it; tile_order runs it per batch where one CTA runs
-// each tile), or MHA over at most kOuterPairsMax (K/V head, batch) pairs run persistent by auto or, with at most
-// kOuterTileBlocksMax key blocks each, one CTA per tile. Persistent innermost deals each round of SMs tiles from one
+// each tile), or MHA over at most kOuterPairsMax (K/V head, batch) pairs (d64 persistent: 48, outer_pairs_max) run
+// persistent by auto or, with at most kOuterTileBlocksMax key blocks each, one CTA per tile. Persistent innermost
+// deals each round of SMs tiles from one
 // or two pairs' key blocks, so with few pairs a CTA's tiles are all long or all short; outermost deals key block 0
 // of every pair first. H200, s50c (scripts/bwd_schedule_grid.py), persistent outermost x auto (persistent
 // innermost), causal d128: 1 x 8k x 8 heads (8 pairs) 1.67, 1 x 8k x 16 1.43, 2 x 4k x 8 1.42 (the schedule model:
@@ -129,12 +138,12 @@ constexpr int kOuterPairsMax = 16;
 // one 8k x 16 1.09 (1.11); d256 one 4k x 8 1.16 (1.23), one 2k x 8 1.37 (1.56); d64 16k x 8 / 16 1.00 / 1.01.
 constexpr int kOuterTileBlocksMax = 96;
 
-inline bool auto_key_blocks_outer(int grid_order, bool causal, bool varlen, int group, bool auto_persistent,
-                                  bool per_tile, long long pairs, int n_blocks) {
+inline bool auto_key_blocks_outer(int grid_order, int headdim, bool causal, bool varlen, int group,
+                                  bool auto_persistent, bool per_tile, long long pairs, int n_blocks) {
   if (grid_order != 0) return grid_order == 2;
   if (!causal || varlen) return false;
   if (group > 1) return true;
-  if (pairs > kOuterPairsMax) return false;
+  if (pairs > outer_pairs_max(headdim, auto_persistent)) return false;
   return auto_persistent || (per_tile && n_blocks <= kOuterTileBlocksMax);
 }
 
@@ -146,10 +155,10 @@ inline bool auto_key_blocks_outer(int grid_order, bool causal, bool varlen, int 
 // keeps 64 pairs' Q / dO in flight, past L2), 2 x 4k 32 / 8 d128 1.10x, MQA 2 x 8k 16 / 1 in 4 parts 1.03x; at
 // batch 1 the two orders are the same tiles in the same order. Persistent keeps outermost: a round of 132 tiles per
 // batch is one or two key blocks of it, which deals the long tiles to few CTAs (per batch 0.74-0.80x there).
-inline BwdTileOrder tile_order(int grid_order, bool causal, bool varlen, int group, bool auto_persistent,
+inline BwdTileOrder tile_order(int grid_order, int headdim, bool causal, bool varlen, int group, bool auto_persistent,
                                bool per_tile, long long pairs, int n_blocks) {
   if (grid_order == 3) return kKeyBlocksPerBatch;
-  if (!auto_key_blocks_outer(grid_order, causal, varlen, group, auto_persistent, per_tile, pairs, n_blocks))
+  if (!auto_key_blocks_outer(grid_order, headdim, causal, varlen, group, auto_persistent, per_tile, pairs, n_blocks))
     return kKeyBlocksInner;
   return grid_order == 0 && group > 1 && per_tile ? kKeyBlocksPerBatch : kKeyBlocksOuter;
 }
@@ -164,7 +173,7 @@ inline BwdTileOrder tile_order(int grid_order, bool causal, bool varlen, int gro
 inline bool static_deal_gives_way(int headdim, bool causal, bool varlen, int group, int grid_order, long long pairs,
                                   int n_blocks, int seqlen_q, int seqlen_k, int block_n, int block_m, int sms) {
   if (headdim != 128 || !causal ||
-      tile_order(grid_order, causal, varlen, group, true, false, pairs, n_blocks) != kKeyBlocksInner)
+      tile_order(grid_order, headdim, causal, varlen, group, true, false, pairs, n_blocks) != kKeyBlocksInner)
     return false;
   return per_tile_beats_static_deal(pairs, block_n, block_m, seqlen_q, seqlen_k, sms);
 }
@@ -304,7 +313,7 @@ int launch_bwd(const BwdProblem& pr) {
       !static_deal_gives_way(Cfg::kHeadDim, Cfg::kCausal, varlen, group, pr.grid_order, pairs, n_blocks,
                              pr.max_seqlen_q, pr.max_seqlen_k, Cfg::kBlockN, Cfg::kBlockM, sms);
   // (GQA in parts keeps the GQA order: its parts' key block 0 tiles are as long as MHA's, as many as the group's.)
-  p.tile_order = tile_order(pr.grid_order, Cfg::kCausal, varlen, group, auto_persistent,
+  p.tile_order = tile_order(pr.grid_order, Cfg::kHeadDim, Cfg::kCausal, varlen, group, auto_persistent,
                             !auto_persistent && pr.ctas <= 0, pairs, n_blocks);
   const long long tiles = pairs * n_blocks;
   // Below 2^30, so that a CTA's next tile index (tile + gridDim.x, BwdCtaTiles) stays an int.

@@ -64,6 +64,7 @@ struct OrderCase {
   bool auto_persistent, per_tile;
   long long pairs;
   int n_blocks, order;
+  int headdim = 128;  // 64: outer_pairs_max's own bound when persistent (kOuterPairsMaxD64Persistent)
 };
 
 // clang-format off
@@ -81,6 +82,9 @@ constexpr OrderCase kOrderCases[] = {
     {1, true, false, 4, true, false, 8, 64, 0},    {2, false, true, 1, false, true, 512, 64, 1},  // explicit orders
     {2, true, false, 4, false, true, 512, 64, 1},  {1, true, false, 1, false, true, 8, 64, 0},
     {3, true, false, 4, false, true, 512, 64, 2},  {3, false, true, 1, true, false, 8, 64, 2},
+    {0, true, false, 1, true, false, 20, 32, 1, 64},  {0, true, false, 1, true, false, 48, 32, 1, 64},  // d64 MHA
+    {0, true, false, 1, true, false, 49, 32, 0, 64},  {0, true, false, 1, false, true, 24, 64, 0, 64},  // persistent:
+    {0, true, false, 1, true, false, 24, 32, 0, 128},                                                 // <= 48 pairs
 };
 // clang-format on
 
@@ -124,12 +128,13 @@ int main() {
     }
   }
   for (const OrderCase& c : kOrderCases) {
-    const int got = fa3nn::hopper::host::tile_order(c.grid_order, c.causal, c.varlen, c.group, c.auto_persistent,
-                                                    c.per_tile, c.pairs, c.n_blocks);
+    const int got = fa3nn::hopper::host::tile_order(c.grid_order, c.headdim, c.causal, c.varlen, c.group,
+                                                    c.auto_persistent, c.per_tile, c.pairs, c.n_blocks);
     if (got != c.order) {
       ++failures;
-      std::printf("FAIL order %d causal %d varlen %d group %d persistent %d per tile %d pairs %lld blocks %d: %d\n",
-                  c.grid_order, c.causal, c.varlen, c.group, c.auto_persistent, c.per_tile, c.pairs, c.n_blocks, got);
+      std::printf("FAIL order %d d%d causal %d varlen %d group %d persistent %d per tile %d pairs %lld blocks %d: %d\n",
+                  c.grid_order, c.headdim, c.causal, c.varlen, c.group, c.auto_persistent, c.per_tile, c.pairs,
+                  c.n_blocks, got);
     }
   }
   for (const AutoCase& c : kAutoCases) {
