@@ -56,8 +56,8 @@ def test_backward_auto_schedule(tmp_path):
     varlen of one length (ctas -2) under the dense rule, windows never; tile_order: causal GQA dense outermost per batch
     one CTA per tile, outermost persistent, causal MHA outermost over at most 16 (head, batch) pairs (d64: 48)
     persistent or, with at most 96 key blocks each, one CTA per tile, explicit orders (3: per batch) as given;
-    static_deal_gives_way:
-    d128 causal MHA over more than 16 pairs one CTA per tile where the deal model says so (s54c's shapes)."""
+    static_deal_gives_way: d128 causal MHA over more than 16 pairs one CTA per tile where the deal model says so
+    (s54c's shapes)."""
     out = _build_and_run(tmp_path, "bwd_schedule_host_check", "-I", str(ROOT / "kernels" / "hopper"),
                          hopper_build.GENCODE)
     assert "80 backward schedules checked; 0 failures" in out, out

@@ -165,8 +165,7 @@ NATIVE_GQA = True
 # while its long causal tiles still start first. auto: per batch for dense causal GQA/MQA run one CTA per tile,
 # outer for it run persistent and for dense causal MHA over at most 16 (head, batch) pairs (48 at head dim 64) that
 # auto runs persistent or, with at most 96 key blocks each, over at most 16 one CTA per tile, else inner
-# (kernels/hopper/flash_bwd_launch.cuh
-# auto_key_blocks_outer and tile_order give the measurements).
+# (kernels/hopper/flash_bwd_launch.cuh auto_key_blocks_outer and tile_order give the measurements).
 GRID_ORDERS = {"auto": 0, "key_blocks_inner": 1, "key_blocks_outer": 2, "key_blocks_outer_per_batch": 3}
 # GQA/MQA in parts (backward, kv_parts; launch's kv_parts): "auto", or a divisor of the group (benchmarks and
 # tests). One CTA per (key block, K/V head, batch) tile walks the whole group, so few K/V heads and a short batch

@@ -121,13 +121,12 @@ inline int outer_pairs_max(int headdim, bool auto_persistent) {
 // calls that are GQA/MQA (group > 1, the real group: parts keep it; tile_order runs it per batch where one CTA runs
 // each tile), or MHA over at most kOuterPairsMax (K/V head, batch) pairs (d64 persistent: 48, outer_pairs_max) run
 // persistent by auto or, with at most kOuterTileBlocksMax key blocks each, one CTA per tile. Persistent innermost
-// deals each round of SMs tiles from one
-// or two pairs' key blocks, so with few pairs a CTA's tiles are all long or all short; outermost deals key block 0
-// of every pair first. H200, s50c (scripts/bwd_schedule_grid.py), persistent outermost x auto (persistent
-// innermost), causal d128: 1 x 8k x 8 heads (8 pairs) 1.67, 1 x 8k x 16 1.43, 2 x 4k x 8 1.42 (the schedule model:
-// 1.80 / 1.52 / 1.51); from 32 pairs up it loses (0.98 / 0.99 / 0.99 at 1 x 8k / 4k / 2k x 32 heads, 0.93 at the
-// paper's 2 x 8k x 16, 0.91 at 64 pairs, 0.68 at 8 x 2k x 16): key block 0 of every pair in flight reads every
-// pair's Q / dO, past L2.
+// deals each round of SMs tiles from one or two pairs' key blocks, so with few pairs a CTA's tiles are all long or
+// all short; outermost deals key block 0 of every pair first. H200, s50c (scripts/bwd_schedule_grid.py), persistent
+// outermost x auto (persistent innermost), causal d128: 1 x 8k x 8 heads (8 pairs) 1.67, 1 x 8k x 16 1.43, 2 x 4k x 8
+// 1.42 (the schedule model: 1.80 / 1.52 / 1.51); from 32 pairs up it loses (0.98 / 0.99 / 0.99 at 1 x 8k / 4k / 2k x
+// 32 heads, 0.93 at the paper's 2 x 8k x 16, 0.91 at 64 pairs, 0.68 at 8 x 2k x 16): key block 0 of every pair in
+// flight reads every pair's Q / dO, past L2.
 // MHA run one CTA per tile (`per_tile`: not persistent, auto's or the caller's) over at most kOuterPairsMax pairs
 // takes outermost too where each pair has at most kOuterTileBlocksMax key blocks (`n_blocks`). The schedule model
 // (scripts/model_bwd_gqa_parts.py per_tile: each tile to the SM that frees up first, no L2) puts outermost /

@@ -72,9 +72,12 @@ int main() {
     pr.causal_deal = 1;
     const int pairs = c.batch * c.heads;
     const FwdParams bf16 = fill_fwd_params<CausalTiles>(pr, 2), fp8 = fill_fwd_params<CausalTiles>(pr, 1);
-    expect(bf16.heads_per_section == (c.one_section ? pairs : 1), "bf16 few-pair deal (last number: heads)", 128, c.seqlen, c.heads);
-    expect(fp8.heads_per_section == (c.seqlen <= 4096 ? 1 : pairs), "FP8 few-pair deal (last number: heads)", 128, c.seqlen, c.heads);
-    expect(bf16.boustrophedon == 1 && fp8.boustrophedon == 1, "few-pair boustrophedon (last number: heads)", 128, c.seqlen, c.heads);
+    expect(bf16.heads_per_section == (c.one_section ? pairs : 1), "bf16 few-pair deal (last number: heads)", 128,
+           c.seqlen, c.heads);
+    expect(fp8.heads_per_section == (c.seqlen <= 4096 ? 1 : pairs), "FP8 few-pair deal (last number: heads)", 128,
+           c.seqlen, c.heads);
+    expect(bf16.boustrophedon == 1 && fp8.boustrophedon == 1, "few-pair boustrophedon (last number: heads)", 128,
+           c.seqlen, c.heads);
   }
   std::printf("causal deals checked; %d failures\n", failures);
   return failures == 0 ? 0 : 1;
