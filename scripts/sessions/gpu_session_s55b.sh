@@ -5,8 +5,8 @@
 # build/s52p.tar.xz.
 # build/s55m = 451b359 of branch wip/bwd-m80, m80 in the default order (`python -m fa3nn.backends.hopper_build --out
 # build/s55m/libfa3nn_hopper.so` in a worktree of it, `tar cJf build/s55m.tar.xz -C build s55m/libfa3nn_hopper.so`).
-# First its GPU tests (dK / dV bitwise equal to red_dq's, dQ by the error-ratio rule; GQA, GQA in parts, persistent), then bulk_dq (the default) x m80 in
-# one process at the paper's d128 shapes, causal and not. Predicted: m80 1.03-1.08x bulk_dq non-causal from 2k (5%
+# First its GPU tests (dK / dV bitwise equal to red_dq's, dQ by the error-ratio rule; GQA, GQA in parts,
+# persistent), then bulk_dq (the default) x m80 in one process at the paper's d128 shapes, causal and not. Predicted: m80 1.03-1.08x bulk_dq non-causal from 2k (5%
 # less shared-memory traffic per FLOP, 20% fewer per-step waits; FlashAttention-3's tile, whose H200 backward runs
 # 1.05-1.11x ours there), causal ~1.0 (more masked work on the diagonal blocks); 512 below 1 (the workspace rounding,
 # 640 rows against 512, and a third of the steps on diagonal or ragged blocks). build/s55n (5ac5285, the branch's
