@@ -164,11 +164,12 @@ inline BwdTileOrder tile_order(int grid_order, int headdim, bool causal, bool va
 
 // Whether auto's persistent form gives way to one CTA per tile because its static deal is modelled to lose
 // (bwd_deal_model.cuh, with the measurements): causal calls whose persistent deal would run key blocks innermost
-// (tile_order: MHA over more than kOuterPairsMax (head, batch) pairs, grid_order 0 or 1). Head dim 128 only, the one
-// measured (d64's persistent causal calls, up to 4096 rows, are unmeasured at such pair counts). As auto (H100, s54d; the same launch
-// as one CTA per tile innermost there), TFLOP/s against the persistent deal and cuDNN: one 8k x 24 heads 535-552 /
-// 436 / 484, one 8k x 40 518-548 / 459 / 503, 3 x 8k x 16 514-531 / 473 / 492, one 4k x 48 486-487 / 447 / 460;
-// where it keeps the deal (the paper's 2 x 8k x 16, one 8k x 32, 6 x 4k x 16, 5 x 2k x 16) auto is unchanged.
+// (tile_order: MHA over more than kOuterPairsMax (head, batch) pairs, grid_order 0 or 1). Head dim 128 only: at d64
+// one CTA per tile measured 0.94-1.12x the deal at 20-48 pairs (H100 s55b), where key blocks outermost, which
+// outer_pairs_max takes there, measured 1.08-1.31x. As auto (H100, s54d; the same launch as one CTA per tile
+// innermost there), TFLOP/s against the persistent deal and cuDNN: one 8k x 24 heads 535-552 / 436 / 484, one 8k x
+// 40 518-548 / 459 / 503, 3 x 8k x 16 514-531 / 473 / 492, one 4k x 48 486-487 / 447 / 460; where it keeps the deal
+// (the paper's 2 x 8k x 16, one 8k x 32, 6 x 4k x 16, 5 x 2k x 16) auto is unchanged.
 inline bool static_deal_gives_way(int headdim, bool causal, bool varlen, int group, int grid_order, long long pairs,
                                   int n_blocks, int seqlen_q, int seqlen_k, int block_n, int block_m, int sms) {
   if (headdim != 128 || !causal ||
