@@ -20,6 +20,8 @@
 #   gpu_pytest LOG LIMIT ARGS...  `pytest -m gpu` with $TEST_WORKERS workers (default 8; 4 on an H100, whose 80 GB
 #                          the largest fp32 references of 8 outgrow: s37d, s38g) on ARGS into $out/LOG within LIMIT
 #                          seconds; prints its exit code and the last two lines
+#   gpu_ncu_pages NAME     the report $out/NAME.ncu-rep's details, raw metrics and SASS source (per-instruction samples)
+#                          pages into $out/NAME.{details.txt,raw.txt,sass.csv}
 #   gpu_ncu_fp8 NAME VARIANT LIMIT  Nsight Compute (--set full) of one FP8 forward launch (d128, 16k, K/V tiles of 384
 #                          rows, benchmark VARIANT) into $out/NAME.*: details, SASS csv and raw metrics; prints the
 #                          headline figures and the pipe utilizations
@@ -98,15 +100,19 @@ gpu_tests() {
     gpu_log_summary "$out/$1"
 }
 
+gpu_ncu_pages() {
+    ncu -i "$out/$1.ncu-rep" --page details > "$out/$1.details.txt" 2>&1
+    ncu -i "$out/$1.ncu-rep" --page raw > "$out/$1.raw.txt" 2>&1  # pipe utilizations: MUFU (xu), FMA, tensor
+    ncu -i "$out/$1.ncu-rep" --page source --csv --print-source sass > "$out/$1.sass.csv" 2>&1
+}
+
 gpu_ncu_fp8() {
     timeout "$3" ncu --clock-control none --set full --import-source no -k "regex:flash_fwd_fp8_kernel" \
         --launch-skip 2 --launch-count 1 -f -o "$out/$1" python3 scripts/hopper_profile_case.py --kernel fp8 \
         --headdim 128 --block-k 384 --variant "$2" > "$out/$1.ncu.log" 2>&1
     echo "$1 rc $?"
-    ncu -i "$out/$1.ncu-rep" --page details > "$out/$1.details.txt" 2>&1
-    ncu -i "$out/$1.ncu-rep" --page source --csv --print-source sass > "$out/$1.sass.csv" 2>&1
+    gpu_ncu_pages "$1"
     grep -E "Duration|SM Frequency|Issue Slots Busy|Executed Ipc A|No Eligible|Tensor" "$out/$1.details.txt" | head -n 8
-    ncu -i "$out/$1.ncu-rep" --page raw > "$out/$1.raw.txt" 2>&1  # pipe utilizations: MUFU (xu), FMA, tensor
     grep -E "sm__pipe_(xu|fma|alu|tensor_op_gmma|shared)[a-z_]*cycles_active.avg.pct_of_peak_sustained_active" \
         "$out/$1.raw.txt" | head -n 6
     grep -E "sm__inst_executed_pipe_xu.avg.pct" "$out/$1.raw.txt" | head -n 2

@@ -21,9 +21,7 @@ for who in bwd cudnn-bwd; do
     timeout 150 ncu --clock-control none --set full --import-source no "${sel[@]}" -f -o "$out/ncu_$who" \
         python3 scripts/hopper_profile_case.py --kernel $who --headdim 128 --seqlen 8192 > "$out/ncu_$who.log" 2>&1
     echo "ncu $who rc $?"
-    ncu -i "$out/ncu_$who.ncu-rep" --page details > "$out/ncu_$who.details.txt" 2>&1
-    ncu -i "$out/ncu_$who.ncu-rep" --page raw > "$out/ncu_$who.raw.txt" 2>&1
-    ncu -i "$out/ncu_$who.ncu-rep" --page source --csv --print-source sass > "$out/ncu_$who.sass.csv" 2>&1
+    gpu_ncu_pages "ncu_$who"
     grep -E "^  [a-zA-Z_].*\(|Duration|Registers Per|Block Size|Grid Size|Dynamic Shared|Issue Slots Busy" \
         "$out/ncu_$who.details.txt" | head -n 24
     grep -E "^  [a-zA-Z_].*\(|$pipes|$banks|lts__t_sectors.avg.pct_of_peak_sustained_elapsed" \
