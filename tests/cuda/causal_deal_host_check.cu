@@ -14,6 +14,10 @@ struct CausalTiles {  // fill_fwd_params reads these three of a kernel configura
   static constexpr bool kCausal = true;
   static constexpr int kBlockM = 128, kBlockN = 128;
 };
+struct Fp8CausalTiles {  // the FP8 forward's d128 default beyond 256 keys: 128-row tiles, 256-key blocks
+  static constexpr bool kCausal = true;
+  static constexpr int kBlockM = 128, kBlockN = 256;
+};
 
 static int failures = 0;
 
@@ -53,16 +57,22 @@ int main() {
       }
     }
   }
-  // Few (batch, head) pairs (fwd_deal_model.cuh, 132 SMs without a GPU): one sequence of 8k x 8 / 16 / 24 heads and
-  // of 4k x 16 at d128 take one section over every tile in the bf16 forward (the one-pair deal simulates 1.27-1.76
-  // max / mean there, one section 1.00-1.02); 2 x 8k x 16 (the paper's) and one 8k x 32 keep one pair per section;
-  // the FP8 forward (K/V of 1 byte) and deal 2 as above.
+  // Few (batch, head) pairs (fwd_deal_model.cuh, 132 SMs without a GPU), d128: one sequence of 8k x 8 / 16 / 24 heads
+  // and of 4k x 16 take one section over every tile in the bf16 forward (the one-pair deal simulates 1.27-1.76 max /
+  // mean there, one section 1.00-1.02); 2 x 8k x 16 (the paper's) and one 8k x 32 keep one pair per section. The FP8
+  // forward (K/V of 1 byte, 256-key blocks) deals one section beyond 4k whatever the pairs, and within its one-pair
+  // lengths by the same model: one 4k x 8 / 16 / 24 and one 2k x 16 one section (simulated 1.25-1.68 against
+  // 1.01-1.03), one 2k x 32 and the paper's 4 x 4k x 16 / 8 x 2k x 16 one pair.
   struct FewPairs {
     int batch, seqlen, heads;
-    bool one_section;
+    bool bf16_one_section, fp8_one_section;
   };
-  for (const FewPairs& c : {FewPairs{1, 8192, 8, true}, FewPairs{1, 8192, 16, true}, FewPairs{1, 8192, 24, true},
-                            FewPairs{1, 4096, 16, true}, FewPairs{2, 8192, 16, false}, FewPairs{1, 8192, 32, false}}) {
+  for (const FewPairs& c : {FewPairs{1, 8192, 8, true, true}, FewPairs{1, 8192, 16, true, true},
+                            FewPairs{1, 8192, 24, true, true}, FewPairs{1, 4096, 16, true, true},
+                            FewPairs{2, 8192, 16, false, true}, FewPairs{1, 8192, 32, false, true},
+                            FewPairs{1, 4096, 8, true, true}, FewPairs{1, 4096, 24, true, true},
+                            FewPairs{1, 2048, 16, true, true}, FewPairs{1, 2048, 32, false, false},
+                            FewPairs{4, 4096, 16, false, false}, FewPairs{8, 2048, 16, false, false}}) {
     Fp8Problem pr{};
     pr.strides = strides;
     pr.batch = c.batch;
@@ -71,10 +81,10 @@ int main() {
     pr.headdim = 128;
     pr.causal_deal = 1;
     const int pairs = c.batch * c.heads;
-    const FwdParams bf16 = fill_fwd_params<CausalTiles>(pr, 2), fp8 = fill_fwd_params<CausalTiles>(pr, 1);
-    expect(bf16.heads_per_section == (c.one_section ? pairs : 1), "bf16 few-pair deal (last number: heads)", 128,
-           c.seqlen, c.heads);
-    expect(fp8.heads_per_section == (c.seqlen <= 4096 ? 1 : pairs), "FP8 few-pair deal (last number: heads)", 128,
+    const FwdParams bf16 = fill_fwd_params<CausalTiles>(pr, 2), fp8 = fill_fwd_params<Fp8CausalTiles>(pr, 1);
+    expect(bf16.heads_per_section == (c.bf16_one_section ? pairs : 1), "bf16 few-pair deal (last number: heads)",
+           128, c.seqlen, c.heads);
+    expect(fp8.heads_per_section == (c.fp8_one_section ? pairs : 1), "FP8 few-pair deal (last number: heads)", 128,
            c.seqlen, c.heads);
     expect(bf16.boustrophedon == 1 && fp8.boustrophedon == 1, "few-pair boustrophedon (last number: heads)", 128,
            c.seqlen, c.heads);
