@@ -249,11 +249,12 @@ FwdParams fill_fwd_params(const ProblemT& pr, int kv_element_bytes) {
                   use_one_pair_sections(pr.headdim, pr.max_seqlen_q, kv_element_bytes);
   if (one_pair && !varlen) {
     // Few (batch, head) pairs: one section over every tile where the one-pair deal is modelled to balance the SMs
-    // worse by more than kOnePairDealMargin (fwd_deal_model.cuh). Dense calls, bf16 / fp16 and FP8 (its one-pair
-    // lengths, up to 4k at d128; FP8 measured in s56a, NOTES); varlen calls keep their deals. H100, s55b (scripts/fwd_deal_shapes.py, causal, this rule x the one-pair deal it
-    // replaces, same process): d128 one 8k x 8 / 16 / 24 heads 1.61 / 1.47 / 1.22, one 4k x 16 / 24 1.37 / 1.16 (then
-    // 1.14-1.33x cuDNN), d64 one 4k x 16 1.25; the paper's 2 x 8k x 16 and 8 x 2k x 16, where it keeps the one-pair
-    // deal, 1.05 / 1.00 (the same kernels and deal in both builds: noise).
+    // worse by more than kOnePairDealMargin (fwd_deal_model.cuh). Dense calls, bf16 / fp16 and FP8; varlen calls keep
+    // their deals. Measured with scripts/fwd_deal_shapes.py (causal, this rule x the one-pair deal it replaces, same
+    // process, H100): bf16 (s55b) d128 one 8k x 8 / 16 / 24 heads 1.61 / 1.47 / 1.22, one 4k x 16 / 24 1.37 / 1.16
+    // (then 1.14-1.33x cuDNN), d64 one 4k x 16 1.25; FP8 d128 (s56a, --fp8, its one-pair lengths end at 4k) one 4k x
+    // 8 / 16 / 24 1.52 / 1.37 / 1.23, one 2k x 16 1.25. Where it keeps the one-pair deal (the paper's 2 x 8k x 16 and
+    // 8 x 2k x 16, FP8's 4 x 4k x 16, one 2k x 32) 0.95-1.05: the same kernels and deal in both builds, noise.
     static const int sms = num_sms();
     const long long pairs = static_cast<long long>(pr.batch) * pr.nheads;
     const int grid = persistent_grid(pairs * p.num_m_blocks, sms, pr.max_ctas);
