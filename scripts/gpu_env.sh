@@ -7,6 +7,7 @@
 #                          gpu_pytest), else 8
 #   gpu_start DEFAULT_OUT NAME  gpu_setup DEFAULT_OUT NAME.tar.xz with FA3NN_HOPPER_LIB its build/NAME/ library,
 #                          then the start stamp and the GPU's state printed (the session scripts' preamble)
+#   gpu_unpack NAME...     each carried build/NAME.tar.xz unpacked into build/ (libraries compared beside gpu_start's)
 #   gpu_wheels TARGET GLOB  the carried wheels matching .whl/GLOB installed into TARGET (no index, no dependencies),
 #                          TARGET put first on PYTHONPATH; a failed install is printed, not fatal
 #   gpu_table NAME LIMIT SCRIPT ARGS...  python3 SCRIPT --json $out/NAME.json ARGS into $out/NAME.log within LIMIT
@@ -67,6 +68,13 @@ gpu_start() {
     export FA3NN_HOPPER_LIB=$PWD/build/$2/libfa3nn_hopper.so
     stamp start
     cat "$out/gpu_state.txt"
+}
+
+gpu_unpack() {
+    local name
+    for name in "$@"; do
+        python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall('build')" "build/$name.tar.xz"
+    done
 }
 
 gpu_wheels() {

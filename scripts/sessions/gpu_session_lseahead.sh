@@ -12,9 +12,7 @@
 # not. 3. Nsight Compute of s56l's d128 kernel at s56c's shape (does the FFMA stall move to the DEPBAR?).
 set -u
 source "$(dirname "$0")/../gpu_env.sh"
-for lib in s56m s55p; do
-    python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall('build')" "build/$lib.tar.xz"
-done
+gpu_unpack s56m s55p
 gpu_start /tmp/fa3nn-lseahead s56l
 gpu_tests tests_bwd.log 200 tests/test_hopper_bwd.py
 stamp "bwd tests"

@@ -16,9 +16,7 @@
 # 6. Every other GPU test (TESTS_LIMIT seconds: what the call has left).
 set -u
 source "$(dirname "$0")/../gpu_env.sh"
-for lib in s55p s52p; do
-    python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall('build')" "build/$lib.tar.xz"
-done
+gpu_unpack s55p s52p
 gpu_start /tmp/fa3nn-s56a s56f
 gpu_tests tests_bwd.log 200 tests/test_hopper_bwd.py tests/test_sm_margin.py tests/test_hopper_fp8.py -k \
     "not test_hopper_fp8 or deal"
