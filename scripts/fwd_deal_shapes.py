@@ -12,8 +12,8 @@ bf16, causal, rounds interleaved; the deals' outputs must agree bitwise (they do
 default deal), its output bitwise against this build's default too.
 
 --fp8: the FP8 forward (d128, per-tile e4m3 inputs, 128-row Q / default_block_k K/V descale tiles) instead, whose
-one-pair deal reaches 4k only (flash_fwd_launch.cuh use_one_pair_sections; its few-pair rule is bf16 / fp16 only):
-one 4k / 2k sequence over 8-24 heads, the paper's 4 x 4k and 8 x 2k as controls; cuDNN's bf16 forward beside it for
+one-pair deal reaches 4k only (flash_fwd_launch.cuh use_one_pair_sections; the few-pair rule covers FP8 since s56a):
+one 4k / 2k sequence over 8-32 heads, the paper's 4 x 4k and 8 x 2k as controls; cuDNN's bf16 forward beside it for
 scale (not FP8's peer). Its simulated balance is the "fp8-128" tiles' (128 x 256).
 """
 
