@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The backward's lse pairs loaded ahead of the wait for S^T (branch wip/bwd-lse-ahead, f9692bd; BwdConsumer::
-# kLseAhead; the column-split step of d256 and MLA's panel split too): Nsight Compute of main's d128 backward (s56c, H100, 2 x 8k x 16 non-causal) put 6.5% of the kernel's
-# stall samples on probs' first FFMA (short scoreboard: its LDS.64 of lse issued after WARPGROUP.DEPBAR), 9.7% on
-# FFMA in all; in the branch the LDS are issued before the last dP^T HGMMA (SASS checked; same 2832 instructions,
-# 0 spills at d64 / d128 / d192 / d256). Carry build/s56l.tar.xz (the branch: 8 pairs ahead, all of d128's / d256's,
-# half of d64's m128; `python -m fa3nn.backends.hopper_build --out build/s56l/libfa3nn_hopper.so` in a worktree of
-# it; d256's column split takes all 4 of its pairs), build/s56m.tar.xz (the same with --define FA3NN_BWD_LSE_AHEAD=3)
-# and build/s55p.tar.xz (main's backward).
+# kLseAhead; the column-split step of d256 and MLA's panel split too): Nsight Compute of main's d128 backward (s56c,
+# H100, 2 x 8k x 16 non-causal) put 6.5% of the kernel's stall samples on probs' first FFMA (short scoreboard: its
+# LDS.64 of lse issued after WARPGROUP.DEPBAR), 9.7% on FFMA in all; in the branch the LDS are issued before the
+# DEPBAR (SASS checked; d128 the same 2832 instructions; 0 spills in every backward unit). Carry build/s56l.tar.xz
+# (the branch: 8 pairs ahead, all of d128's, half of d64's m128, d256's column split all 4 of its; `python -m
+# fa3nn.backends.hopper_build --out build/s56l/libfa3nn_hopper.so` in a worktree of it), build/s56m.tar.xz (the same
+# with --define FA3NN_BWD_LSE_AHEAD=3) and build/s55p.tar.xz (main's backward).
 # Predicted: +1-3% at d128 from 2k (the two consumer warpgroups hide part of one's stall under the other's GEMMs:
 # tensor pipe 62% busy in s56c), d64 / d256 +0-2%; 3 ahead within 1% of 8.
 # 1. The backward's tests on s56l. 2. bwd_build_ab.py s56l x s56m x main, d128 / d64 / d256, 512-16k, causal and
