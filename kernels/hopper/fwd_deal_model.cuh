@@ -10,7 +10,7 @@
 // flash_fwd_launch.cuh, fill_fwd_params, has the rest).
 #pragma once
 
-#include <vector>
+#include "scheduler.cuh"
 
 namespace fa3nn::hopper::host {
 
@@ -19,28 +19,27 @@ namespace fa3nn::hopper::host {
 constexpr long long kFwdDealModelMaxRounds = 64;
 
 // max / mean per-CTA work of the causal static deal over `pairs` pairs of num_m_blocks query blocks, sections of
-// `per_section` pairs walked longest-first (the pairs of a section interleaved per query block, scheduler.cuh
-// decode), rounds of `grid` tiles, odd rounds reversed when `snake`.
+// `per_section` pairs, rounds of `grid` tiles, odd rounds reversed when `snake`: each CTA walks its tiles with the
+// kernels' own scheduler (scheduler.cuh StaticPersistentScheduler, longest-first decode), so the model deals exactly
+// as they do. A tile's work: its key blocks + 1.
 inline double fwd_deal_imbalance(int num_m_blocks, int block_m, int block_n, int seqlen_q, int seqlen_k,
                                  long long pairs, long long per_section, bool snake, int grid) {
   if (grid <= 0 || pairs <= 0 || num_m_blocks <= 0) return 1.0;
-  const long long tiles = pairs * num_m_blocks, section_tiles = per_section * num_m_blocks;
-  std::vector<double> work(grid, 0.0);
-  double total = 0.0;
-  for (long long tile = 0; tile < tiles; ++tile) {
-    const long long section = tile / section_tiles, i = tile % section_tiles;
-    const long long left = pairs - section * per_section;
-    const long long here = left < per_section ? left : per_section;
-    const long long m_block = num_m_blocks - 1 - i / here;
-    long long keys = (m_block + 1) * block_m + (seqlen_k - seqlen_q);
-    keys = keys < 0 ? 0 : (keys > seqlen_k ? seqlen_k : keys);
-    const double w = double((keys + block_n - 1) / block_n + 1);
-    const long long round = tile / grid, slot = tile % grid;
-    work[snake && (round & 1) ? grid - 1 - slot : slot] += w;
-    total += w;
+  // The deal sees (batch, head) pairs only: `pairs` heads of one batch.
+  const TileDeal deal = TileDeal::make(num_m_blocks, static_cast<int>(pairs), 1, static_cast<int>(per_section),
+                                       snake ? 1 : 0, grid);
+  double most = 0.0, total = 0.0;
+  for (int cta = 0; cta < grid; ++cta) {
+    const StaticPersistentScheduler<true> walk(deal, cta);
+    double work = 0.0;
+    for (int tile = walk.first(); walk.valid(tile); tile = walk.next(tile)) {
+      long long keys = (walk.decode(tile).m_block + 1LL) * block_m + (seqlen_k - seqlen_q);
+      keys = keys < 0 ? 0 : (keys > seqlen_k ? seqlen_k : keys);
+      work += double((keys + block_n - 1) / block_n + 1);
+    }
+    most = work > most ? work : most;
+    total += work;
   }
-  double most = 0.0;
-  for (int c = 0; c < grid; ++c) most = work[c] > most ? work[c] : most;
   return total > 0.0 ? most * grid / total : 1.0;
 }
 
