@@ -110,8 +110,9 @@ inline bool auto_persistent_bwd(int ctas, int headdim, bool causal, bool varlen,
 constexpr int kOuterPairsMax = 16;
 // Head dim 64's, persistent: key blocks outermost x persistent innermost (H100, s55b, scripts/bwd_schedule_grid.py
 // rows 38-41, causal MHA): one 4k x 20 / 24 heads 1.31 / 1.22, one 2k x 24 1.14, 3 x 4k x 16 (48 pairs) 1.08, where
-// d128 loses from 32 pairs (below): d64's Q / dO rows are half d128's bytes. Unmeasured from 49 pairs (the paper's
-// d64 4k is 128, 2k 256) and for one CTA per tile (8k), which keep kOuterPairsMax.
+// d128 loses from 32 pairs (below): d64's Q / dO rows are half d128's bytes. As auto (s56a, rows 42-51): innermost
+// 0.90-0.99x it at 32 / 48 pairs, outermost 0.55-0.93x innermost from 64 pairs (the paper's d64 4k is 128, 2k 256).
+// One CTA per tile (8k) keeps kOuterPairsMax: outermost 1.01-1.06x there at 24 / 32 pairs, one row each.
 constexpr int kOuterPairsMaxD64Persistent = 48;
 inline int outer_pairs_max(int headdim, bool auto_persistent) {
   return headdim == 64 && auto_persistent ? kOuterPairsMaxD64Persistent : kOuterPairsMax;
