@@ -63,6 +63,9 @@ SHAPES = [  # the most telling first: a short run (timeout) keeps the rows done 
     (1, 4096, 32, 32, 64), (1, 4096, 48, 48, 64), (2, 4096, 32, 32, 64), (4, 4096, 32, 32, 64),
     (1, 2048, 32, 32, 64), (1, 2048, 48, 48, 64), (2, 2048, 32, 32, 64), (4, 2048, 32, 32, 64),
     (1, 8192, 24, 24, 64), (1, 8192, 32, 32, 64),
+    # d64 one CTA per tile at 8k between 16 and 32 pairs (row 50, 24 pairs: key blocks outermost 1.05-1.06x auto in
+    # s56a's one run; rows 15 and 51 are the 16 and 32)
+    (1, 8192, 20, 20, 64), (1, 8192, 28, 28, 64),
 ]
 SCHEDULES = {
     "auto": {},
