@@ -140,6 +140,57 @@ def test_training_forward_updates_every_call_eval_does_not():
     assert torch.equal(state.amax_history, history) and not state.pending
 
 
+@pytest.mark.parametrize("recipe", [PerTileScaling(), CurrentScaling(), DelayedScaling(amax_history_len=4)],
+                         ids=["per_tile", "current", "delayed"])
+def test_training_after_an_inference_mode_evaluation(recipe):
+    """A layer first called under torch.inference_mode (an evaluation before training) then trains: nothing it
+    cached in the evaluation may be an inference tensor (the incoherent rotation was one: 'Inference tensors cannot
+    be saved for backward' at the first training step). Its outputs are those of a layer that never evaluated."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 64, 2, 64) for _ in range(3))
+    evaluated, fresh = (FlashAttentionV3(causal=True, fp8=recipe) for _ in range(2))
+    with torch.inference_mode():
+        evaluated.eval()(q, k, v)
+    outputs, grads = [], []
+    for layer in (evaluated.train(), fresh):
+        leaf = q.clone().requires_grad_()
+        out = layer(leaf, k, v)
+        out.sum().backward()
+        outputs.append(out.detach())
+        grads.append(leaf.grad)
+    assert torch.equal(outputs[0], outputs[1]) and torch.equal(grads[0], grads[1])
+    assert grads[0].abs().sum() > 0
+
+
+@pytest.mark.parametrize("recipe", [PerTileScaling(), CurrentScaling()], ids=["per_tile", "current"])
+def test_a_layer_made_under_inference_mode_trains_without_delayed_state(recipe):
+    """Made under inference_mode, a layer whose recipe keeps no state to update (its Hadamard signs are inference
+    tensors) evaluates and trains, with the outputs of one made outside it."""
+    q, k, v = (torch.randn(1, 64, 2, 64) for _ in range(3))
+    with torch.inference_mode():
+        made_inside = FlashAttentionV3(causal=True, fp8=recipe)
+        inside_eval = made_inside(q, k, v)
+    made_outside = FlashAttentionV3(causal=True, fp8=recipe)
+    leaf = q.clone().requires_grad_()
+    trained = made_inside(leaf, k, v)
+    trained.sum().backward()
+    assert torch.equal(inside_eval, made_outside(q, k, v).detach()) and torch.equal(trained.detach(), inside_eval)
+    assert leaf.grad.abs().sum() > 0
+
+
+def test_delayed_state_made_under_inference_mode_refuses_training_by_name():
+    """Its amax history cannot be updated outside inference_mode: training says so and what to do instead of
+    torch's 'Inplace update to inference tensor' (evaluation, under inference_mode or eval(), still runs)."""
+    q, k, v = (torch.randn(1, 64, 2, 64) for _ in range(3))
+    with torch.inference_mode():
+        layer = FlashAttentionV3(causal=True, fp8=DelayedScaling(amax_history_len=4))
+        layer(q, k, v)
+    layer.eval()(q, k, v)
+    with pytest.raises(RuntimeError, match=r"DelayedScaling state .* created under torch\.inference_mode\(\).*"
+                                           r"create the module outside inference_mode"):
+        layer.train()(q.clone().requires_grad_(), k, v)
+
+
 # --- two gloo processes ---------------------------------------------------------------------------------------
 
 

@@ -54,6 +54,14 @@ def fp8_attention_forward(
     quantizes with the scales of the forward it recomputes.
     """
     delayed_training = training and isinstance(state, DelayedScalingState) and q.numel() > 0 and k.numel() > 0
+    if (delayed_training and not torch.compiler.is_compiling() and state.amax_history.is_inference()
+            and not torch.is_inference_mode_enabled()):
+        raise RuntimeError(
+            "this layer's DelayedScaling state (amax history and scales) was created under torch.inference_mode(), "
+            "and inference tensors cannot be updated outside it, which every training forward does: create the "
+            "module outside inference_mode (torch.no_grad() is enough for evaluation), or call eval() on it for "
+            "forwards that should not update the recipe"
+        )
     recomputing = delayed_training and _recomputing()
     arguments = recipe_arguments(recipe, state, q, k, v)
     if recomputing:

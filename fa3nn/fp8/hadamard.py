@@ -80,11 +80,21 @@ class HadamardRotation(nn.Module):
         device = torch.device(device) if device is not None else self.hadamard_signs.device
         if torch.compiler.is_compiling():  # traced into the graph (a version-keyed cache cannot be)
             return random_sign_hadamard(self.hadamard_signs[:headdim]).to(device)
+        if self.hadamard_signs.is_inference():
+            # A module made under torch.inference_mode: its signs have no version counter to key a cache on (an
+            # inference_mode load_state_dict may rewrite them in place), so the matrix is built per call, as a
+            # normal tensor that a training forward can save.
+            with torch.inference_mode(False):
+                return random_sign_hadamard(self.hadamard_signs[:headdim]).to(device)
         if not self._cache_is_for(headdim):
             self._cache = {}
             self._cache_source = (self.hadamard_signs, self.hadamard_signs._version, headdim)
         if device not in self._cache:
-            self._cache[device] = random_sign_hadamard(self.hadamard_signs[:headdim]).to(device)
+            # Built outside inference mode, whatever the caller's: the matrix is kept for later calls, and one made
+            # by an inference_mode evaluation is an inference tensor, which a later training forward cannot save for
+            # its backward (RuntimeError at the first training step after an evaluation).
+            with torch.inference_mode(False):
+                self._cache[device] = random_sign_hadamard(self.hadamard_signs[:headdim]).to(device)
         return self._cache[device]
 
     def _cache_is_for(self, headdim: int) -> bool:
