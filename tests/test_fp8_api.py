@@ -564,6 +564,37 @@ def test_patch_hf_fp8_per_layer_state_and_sync_amax():
         assert (state.amax_history[0] > 0).all() and (state.amax_history[1:] == 0).all(), f"layer {i}"
 
 
+def test_save_pretrained_keeps_the_amax_history_for_a_patched_model(tmp_path):
+    """What the README says of DelayedScaling and save_pretrained: the history is in the saved file; from_pretrained
+    into an unpatched model drops it (no layer holds it yet), and loading the file's state_dict into the model after
+    patch_hf restores it exactly."""
+    transformers = pytest.importorskip("transformers")
+    safetensors_torch = pytest.importorskip("safetensors.torch")
+    config = transformers.LlamaConfig(
+        vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64,
+    )
+    recipe = fa3nn.DelayedScaling(amax_history_len=4)
+    model = fa3nn.patch_hf(transformers.LlamaForCausalLM(config), fp8=recipe).train()
+    ids = torch.randint(0, 96, (2, 16))
+    for _ in range(2):
+        model(ids, labels=ids).loss.backward()
+    histories = {name: buffer.clone() for name, buffer in model.named_buffers() if name.endswith("amax_history")}
+    assert len(histories) == 2 and all((h[:2] > 0).all() for h in histories.values())
+    model.save_pretrained(tmp_path)
+
+    resumed = transformers.LlamaForCausalLM.from_pretrained(tmp_path)
+    assert not any(name.endswith("amax_history") for name, _ in resumed.named_buffers())
+    resumed = fa3nn.patch_hf(resumed, fp8=recipe)
+    assert all((buffer == 0).all() for name, buffer in resumed.named_buffers() if name.endswith("amax_history"))
+    missing, unexpected = resumed.load_state_dict(safetensors_torch.load_file(tmp_path / "model.safetensors"),
+                                                  strict=False)
+    assert not unexpected and not any("fp8_state" in name for name in missing)
+    for name, buffer in resumed.named_buffers():
+        if name.endswith("amax_history"):
+            assert torch.equal(buffer, histories[name]), name
+
+
 @pytest.mark.parametrize("recipe", ["current", fa3nn.PerTileScaling(incoherent=False)], ids=["current", "per_tile"])
 @pytest.mark.parametrize("name", ["q", "k", "v"])
 def test_fp8_saturates_inf_and_propagates_nan(recipe, name):
