@@ -162,6 +162,19 @@ def test_training_after_an_inference_mode_evaluation(recipe):
     assert grads[0].abs().sum() > 0
 
 
+def test_stateless_fp8_call_trains_after_an_inference_mode_call():
+    """The same through fa3nn.flash_attn_func(fp8="per_tile"), whose rotation lives in a module-level cache."""
+    from fa3nn import flash_attn_func
+
+    q, k, v = (torch.randn(1, 64, 2, 64) for _ in range(3))
+    with torch.inference_mode():
+        evaluated = flash_attn_func(q, k, v, causal=True, fp8="per_tile")
+    leaf = q.clone().requires_grad_()
+    trained = flash_attn_func(leaf, k, v, causal=True, fp8="per_tile")
+    trained.sum().backward()
+    assert torch.equal(trained.detach(), evaluated) and leaf.grad.abs().sum() > 0
+
+
 @pytest.mark.parametrize("recipe", [PerTileScaling(), CurrentScaling()], ids=["per_tile", "current"])
 def test_a_layer_made_under_inference_mode_trains_without_delayed_state(recipe):
     """Made under inference_mode, a layer whose recipe keeps no state to update (its Hadamard signs are inference
