@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# s57a (was gpu_session_lseahead.sh, s56): the backward's lse pairs loaded ahead of the wait for S^T (branch
+# s57a (gpu_session_lseahead.sh of s56, renamed): the backward's lse pairs loaded ahead of the wait for S^T (branch
 # wip/bwd-lse-ahead, f9692bd; BwdConsumer::kLseAhead; the column-split step of d256 and MLA's panel split too).
 # Nsight Compute of main's d128 backward (s56c, H100, 2 x 8k x 16 non-causal) put 6.5% of the kernel's stall samples
 # on probs' first FFMA (short scoreboard: its LDS.64 of lse issued after WARPGROUP.DEPBAR), 9.7% on FFMA in all; in
@@ -12,12 +12,6 @@
 # tensor pipe 62% busy in s56c), d64 / d256 +0-2%; 3 ahead within 1% of 8.
 # 1. The backward's tests on s56l. 2. bwd_build_ab.py s56l x s56m x main, d128 / d64 / d256, 512-16k, causal and
 # not. 3. Nsight Compute of s56l's d128 kernel at s56c's shape (does the FFMA stall move to the DEPBAR?).
-# 4. (before 3) The varlen causal backward's grid order: auto launches varlen one CTA per tile, key blocks innermost
-# (sequence by sequence in the drawn order); a greedy list-scheduling model (132 SMs, a tile costs its query blocks +
-# a fixed 1.5-2) puts key blocks outermost at 0.975 / 0.986 of innermost's makespan on "mixed" causal d128 / d64,
-# 0.963 / 0.990 on "short", >= 1.006 non-causal (longest-first over all tiles about the same). The model leaves out
-# L2: outermost keeps many (head, sequence) pairs' Q / dO in flight, which lost at 64+ dense pairs (s56a).
-# per_tile_inner / per_tile_outer rows, on main's library (s55p).
 set -u
 source "$(dirname "$0")/../gpu_env.sh"
 gpu_unpack s56m s55p
@@ -29,11 +23,6 @@ timeout 220 python3 scripts/bwd_build_ab.py --headdims 128 64 256 --seqlens 512 
     > "$out/lse_ab.log" 2>&1
 echo "ab rc $?"; grep -E "^\|" "$out/lse_ab.log"; tail -n 3 "$out/lse_ab.log"
 stamp ab
-FA3NN_HOPPER_LIB=$PWD/build/s55p/libfa3nn_hopper.so timeout 100 python3 scripts/bwd_varlen_ab.py --headdims 128 64 \
-    --varlen-cases mixed short --schedules per_tile --no-triton --rounds 5 --json "$out/varlen_order.json" \
-    > "$out/varlen_order.log" 2>&1
-echo "varlen order rc $?"; grep -E "^\|" "$out/varlen_order.log"; tail -n 2 "$out/varlen_order.log"
-stamp "varlen order"
 timeout 60 ncu --clock-control none --set full --import-source no -k "regex:flash_bwd_kernel" --launch-skip 2 \
     --launch-count 1 -f -o "$out/ncu_bwd" python3 scripts/hopper_profile_case.py --kernel bwd --headdim 128 \
     --seqlen 8192 > "$out/ncu_bwd.log" 2>&1
