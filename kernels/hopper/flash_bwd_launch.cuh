@@ -112,15 +112,23 @@ constexpr int kOuterPairsMax = 16;
 // rows 38-41, causal MHA): one 4k x 20 / 24 heads 1.31 / 1.22, one 2k x 24 1.14, 3 x 4k x 16 (48 pairs) 1.08, where
 // d128 loses from 32 pairs (below): d64's Q / dO rows are half d128's bytes. As auto (s56a, rows 42-51): innermost
 // 0.90-0.99x it at 32 / 48 pairs, outermost 0.55-0.93x innermost from 64 pairs (the paper's d64 4k is 128, 2k 256).
-// One CTA per tile (8k) keeps kOuterPairsMax: outermost 1.01-1.06x there at 24 / 32 pairs, one row each.
 constexpr int kOuterPairsMaxD64Persistent = 48;
-inline int outer_pairs_max(int headdim, bool auto_persistent) {
-  return headdim == 64 && auto_persistent ? kOuterPairsMaxD64Persistent : kOuterPairsMax;
+// Head dim 64's, one CTA per tile (causal beyond 4096 rows), where each pair has at most kOuterTileBlocksD64Wide key
+// blocks: per tile outermost x auto (innermost past 16 pairs), one 8k x 16 / 20 / 24 / 28 / 32 heads 1.00 / 1.06 /
+// 1.05 / 1.04 / 1.01 (H100 s57b, scripts/bwd_schedule_grid.py rows 15, 52, 50, 53, 51; s56a 24 / 32: 1.05-1.06 /
+// 1.01). The gain fades as the pairs' Q / dO (2 MB a pair at 8k) outgrow the 50 MB L2, so 28 pairs, and only at the
+// measured 64 key blocks: longer pairs keep kOuterPairsMax (not measured past 16 there).
+constexpr int kOuterPairsMaxD64PerTile = 28;
+constexpr int kOuterTileBlocksD64Wide = 64;
+inline int outer_pairs_max(int headdim, bool auto_persistent, int n_blocks) {
+  if (headdim != 64) return kOuterPairsMax;
+  if (auto_persistent) return kOuterPairsMaxD64Persistent;
+  return n_blocks <= kOuterTileBlocksD64Wide ? kOuterPairsMaxD64PerTile : kOuterPairsMax;
 }
 
 // Whether the main kernel's tiles run key blocks outermost (bwd_tile): grid_order 2, or auto (0) on dense causal
 // calls that are GQA/MQA (group > 1, the real group: parts keep it; tile_order runs it per batch where one CTA runs
-// each tile), or MHA over at most kOuterPairsMax (K/V head, batch) pairs (d64 persistent: 48, outer_pairs_max) run
+// each tile), or MHA over at most kOuterPairsMax (K/V head, batch) pairs (d64: outer_pairs_max) run
 // persistent by auto or, with at most kOuterTileBlocksMax key blocks each, one CTA per tile. Persistent innermost
 // deals each round of SMs tiles from one or two pairs' key blocks, so with few pairs a CTA's tiles are all long or
 // all short; outermost deals key block 0 of every pair first. H200, s50c (scripts/bwd_schedule_grid.py), persistent
@@ -143,7 +151,7 @@ inline bool auto_key_blocks_outer(int grid_order, int headdim, bool causal, bool
   if (grid_order != 0) return grid_order == 2;
   if (!causal || varlen) return false;
   if (group > 1) return true;
-  if (pairs > outer_pairs_max(headdim, auto_persistent)) return false;
+  if (pairs > outer_pairs_max(headdim, auto_persistent, n_blocks)) return false;
   return auto_persistent || (per_tile && n_blocks <= kOuterTileBlocksMax);
 }
 

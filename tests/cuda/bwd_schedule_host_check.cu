@@ -64,7 +64,7 @@ struct OrderCase {
   bool auto_persistent, per_tile;
   long long pairs;
   int n_blocks, order;
-  int headdim = 128;  // 64: outer_pairs_max's own bound when persistent (kOuterPairsMaxD64Persistent)
+  int headdim = 128;  // 64: outer_pairs_max's own bounds (persistent 48, one CTA per tile 28 at <= 64 key blocks)
 };
 
 // clang-format off
@@ -83,8 +83,11 @@ constexpr OrderCase kOrderCases[] = {
     {2, true, false, 4, false, true, 512, 64, 1},  {1, true, false, 1, false, true, 8, 64, 0},
     {3, true, false, 4, false, true, 512, 64, 2},  {3, false, true, 1, true, false, 8, 64, 2},
     {0, true, false, 1, true, false, 20, 32, 1, 64},  {0, true, false, 1, true, false, 48, 32, 1, 64},  // d64 MHA
-    {0, true, false, 1, true, false, 49, 32, 0, 64},  {0, true, false, 1, false, true, 24, 64, 0, 64},  // persistent:
-    {0, true, false, 1, true, false, 24, 32, 0, 128},                                                 // <= 48 pairs
+    {0, true, false, 1, true, false, 49, 32, 0, 64},  {0, true, false, 1, true, false, 24, 32, 0, 128},  // persistent:
+    // <= 48 pairs; d64 one CTA per tile: <= 28 pairs of <= 64 key blocks, else kOuterPairsMax (16)
+    {0, true, false, 1, false, true, 24, 64, 1, 64},  {0, true, false, 1, false, true, 28, 64, 1, 64},
+    {0, true, false, 1, false, true, 29, 64, 0, 64},  {0, true, false, 1, false, true, 20, 65, 0, 64},
+    {0, true, false, 1, false, true, 16, 96, 1, 64},  {0, true, false, 1, false, true, 24, 64, 0, 128},
 };
 // clang-format on
 
