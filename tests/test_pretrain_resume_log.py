@@ -103,6 +103,37 @@ def test_resume_refuses_a_change_of_the_data_order(tmp_path, cache_dir, change, 
                                                 "optim.lr=1e-3", "optim.min_lr=1e-4", "--resume")] == [2]
 
 
+@pytest.mark.parametrize("before, after", [(None, "per_tile"), ("delayed", None), ("delayed", "per_tile")],
+                         ids=["fp8_on", "fp8_off", "delayed_to_per_tile"])
+def test_resume_may_change_the_fp8_attention_recipe(tmp_path, cache_dir, capsys, before, after):
+    """bf16 first and FP8 later (or FP8 turned off, or another recipe) across a resume: the strict load raised
+    torch's "Missing key(s) ... fp8_state.hadamard_signs" / "Unexpected key(s) ... fp8_state.amax_history". Now the
+    checkpoint's FP8 attention state this run does not hold is dropped, what it holds fresh starts as in a fresh run,
+    the run says so, and every other weight is the checkpoint's (a step at lr 0 keeps what it loaded)."""
+    import torch
+    from safetensors.torch import load_file
+
+    def fp8(recipe):
+        return [] if recipe is None else [f"model.fp8_attention={recipe}"]
+
+    train_in_process(tmp_path, cache_dir, "run.max_steps=1", *fp8(before))
+    saved = load_file(tmp_path / "checkpoints/step-00000001/model.safetensors")
+    capsys.readouterr()
+    # lr 0 for the resumed step: its weights are then the ones it loaded (weight decay is lr-scaled too)
+    resumed = train_in_process(tmp_path, cache_dir, "run.max_steps=2", "optim.lr=0", "optim.min_lr=0", *fp8(after),
+                               "--resume")
+    assert [m["step"] for m in resumed] == [2] and resumed[0]["loss"] > 0
+    printed = capsys.readouterr().out
+    held = {"per_tile": 2, "delayed": 2 * 3, None: 0}  # per layer: the signs; history, scale, skipped_updates
+    assert f"{held[before]} FP8 attention state tensors of the checkpoint not loaded, {held[after]} started fresh" \
+        in printed, printed
+    layers = [k for k in saved if ".fp8_state." not in k]
+    trained = load_file(tmp_path / "checkpoints/step-00000002/model.safetensors")
+    assert set(layers) == {k for k in trained if ".fp8_state." not in k}
+    assert all(torch.equal(saved[k], trained[k]) for k in layers)  # the checkpoint's weights, loaded
+    assert len(trained) - len(layers) == held[after]
+
+
 @pytest.mark.parametrize("max_steps", [1, 2])
 def test_resume_refuses_a_max_steps_it_has_already_reached(tmp_path, cache_dir, max_steps):
     """--resume from step 2 with run.max_steps 1 or 2 (an override forgotten or lowered): the loop ran no step,

@@ -152,11 +152,34 @@ def _keyed_by_name(model, optimizer, optimizer_state: dict) -> dict:
             "param_groups": [{**group, "params": [name_at[index] for index in group["params"]]} for group in groups]}
 
 
+# fa3nn's FP8 attention state in a model's state_dict (FlashAttentionV3.fp8_state: per-tile Hadamard signs, delayed
+# scaling's amax history and scales): what model.fp8_attention decides, and may change across a resume.
+FP8_STATE_KEY = ".fp8_state."
+
+
+def fp8_state_as_configured(saved: dict, current: dict) -> tuple[dict, list[str], list[str]]:
+    """A checkpoint's model state with fa3nn's FP8 attention state made this run's, for a resume that turned
+    model.fp8_attention on, off or to another recipe (bf16 first, FP8 later; a strict load refused it with torch's
+    missing / unexpected keys): the checkpoint's FP8 tensors this model does not hold are dropped, and the ones it
+    holds that the checkpoint lacks keep this run's fresh values (per-tile signs depend only on the seed and the
+    layer; a delayed history starts empty, as in a fresh run). Returns (state, dropped keys, fresh keys); every
+    other key is left to the strict load."""
+    dropped = sorted(k for k in saved if FP8_STATE_KEY in k and k not in current)
+    fresh = sorted(k for k in current if FP8_STATE_KEY in k and k not in saved)
+    state = {k: v for k, v in saved.items() if k not in dropped}
+    state.update({k: current[k].detach().cpu() for k in fresh})
+    return state, dropped, fresh
+
+
 def load_checkpoint(accelerator, path: Path, model, optimizer, scheduler) -> dict:
     """Restore model, optimizer, scheduler and this process's RNG; returns trainer.json's contents."""
     from safetensors.torch import load_file
 
-    model_state = load_file(path / "model.safetensors")
+    model_state, dropped, fresh = fp8_state_as_configured(load_file(path / "model.safetensors"),
+                                                          _bare_model(accelerator, model).state_dict())
+    if dropped or fresh:
+        accelerator.print(f"resume: model.fp8_attention differs from {path.name}'s run: {len(dropped)} FP8 attention "
+                          f"state tensors of the checkpoint not loaded, {len(fresh)} started fresh")
     optimizer_state = torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True)
     if accelerator.distributed_type.name == "FSDP":
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
