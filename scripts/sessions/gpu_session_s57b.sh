@@ -18,9 +18,8 @@ stamp bench
 gpu_table schedule_grid 130 scripts/bwd_schedule_grid.py --shapes 5 32 33 34 35 36 37 15 52 50 53 51 \
     42 43 44 45 46 47 48 49 17
 stamp grid
-timeout 70 python3 scripts/fwd_deal_shapes.py --headdims 128 64 --rounds 3 \
-    --compare before=build/s52p/libfa3nn_hopper.so --json "$out/deals.json" > "$out/deals.log" 2>&1
-echo "deals rc $?"; grep -E "^\|" "$out/deals.log"; tail -n 3 "$out/deals.log"
+gpu_table deals 70 scripts/fwd_deal_shapes.py --headdims 128 64 --rounds 3 \
+    --compare before=build/s52p/libfa3nn_hopper.so
 stamp deals
 left=$((${TESTS_END:-570} - SECONDS))
 [ "$left" -gt 60 ] && gpu_tests tests_all.log "$left" tests/
