@@ -28,6 +28,13 @@ def _describe(t: torch.Tensor) -> str:
 def check_tensor(name: str, t, ndim: int, layout: str, dtypes=SUPPORTED_DTYPES) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of layout {layout}, got {type(t).__name__}")
+    if t.is_nested:  # SDPA takes them; here they passed every check and failed inside a backend without a name
+        raise TypeError(
+            f"{name} is a nested tensor; fa3nn takes dense ones: pass a jagged batch as flash_attn_varlen_func's "
+            f"packed rows, {name}.values() (total_rows, nheads, headdim), with cu_seqlens {name}.offsets().int()"
+        )
+    if t.layout != torch.strided:
+        raise TypeError(f"{name} must be a dense (strided) tensor, got layout {t.layout}; call {name}.to_dense() first")
     if t.dim() != ndim:
         raise ValueError(f"{name} must have {ndim} dimensions {layout}, got {t.dim()} ({_describe(t)})")
     if t.dtype not in dtypes:
@@ -141,9 +148,21 @@ def _described(value) -> str:
     return f"{type_name(value)} {value!r}"
 
 
+def _refuse_learnable(name: str, value) -> None:
+    """A 0-d tensor that requires grad (a learnable temperature or cap, an nn.Parameter) would be read as the number
+    it holds and get no gradient, silently: refused."""
+    if isinstance(value, torch.Tensor) and value.requires_grad:
+        raise TypeError(
+            f"{name} is a tensor that requires grad; fa3nn reads it as the number it holds, so it would get no "
+            f"gradient: pass float({name}) for a fixed value (a learnable softmax scale: multiply q by it and pass "
+            "softmax_scale=1.0)"
+        )
+
+
 def as_int(name: str, value, expected: str) -> int:
     """`value` as a Python int (_python_number says what counts as one); else a TypeError: `name` must be
     `expected`."""
+    _refuse_learnable(name, value)
     number = _python_number(value, integral=True)
     if number is None:
         raise TypeError(f"{name} must be {expected}, got {_described(value)}; pass an int, e.g. int({name})")
@@ -153,6 +172,7 @@ def as_int(name: str, value, expected: str) -> int:
 def as_real(name: str, value, expected: str) -> int | float:
     """`value` as a Python int or float (_python_number says what counts as one); else a TypeError: `name` must be
     `expected`."""
+    _refuse_learnable(name, value)
     number = _python_number(value, integral=False)
     if number is None:
         raise TypeError(f"{name} must be {expected}, got {_described(value)}; pass a float, e.g. float({name})")

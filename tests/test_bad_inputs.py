@@ -114,6 +114,23 @@ CASES = {
     "varlen one cu_seqlens": (lambda: fa3nn.flash_attn_varlen_func(*packed()[:3], packed()[3], None, 5, 4), ValueError,
                               r"k must have 4 dimensions .* cu_seqlens_k is None, so k is dense \(pass cu_seqlens_k "
                               r"for a packed k\), got 3"),
+    # a learnable temperature or cap (a 0-d tensor that requires grad) was read as its number: no gradient, silently
+    "learnable softmax_scale": (dense_call(softmax_scale=torch.tensor(0.3, requires_grad=True)), TypeError,
+                                r"softmax_scale is a tensor that requires grad; .* no gradient: pass "
+                                r"float\(softmax_scale\) .* multiply q by it and pass softmax_scale=1.0"),
+    "learnable softcap": (dense_call(softcap=torch.nn.Parameter(torch.tensor(2.0))), TypeError,
+                          r"softcap is a tensor that requires grad"),
+    "module learnable scale": (lambda: fa3nn.FlashAttentionV3(softmax_scale=torch.nn.Parameter(torch.tensor(0.3))),
+                               TypeError, r"softmax_scale is a tensor that requires grad"),
+    # nested tensors (SDPA takes them) passed every check and failed in the backend with ATen's text, naming nothing
+    "nested jagged q": (dense_call(tensors=(torch.nested.nested_tensor([q[0], q[1, :5]], layout=torch.jagged), k, v)),
+                        TypeError, r"q is a nested tensor; fa3nn takes dense ones: .* flash_attn_varlen_func's packed "
+                        r"rows, q.values\(\) .* cu_seqlens q.offsets\(\).int\(\)"),
+    "nested k": (dense_call(tensors=(q, torch.nested.nested_tensor([k[0], k[1]]), v)), TypeError,
+                 r"k is a nested tensor"),
+    # a sparse q was told to call .contiguous(), which raises for sparse layouts
+    "sparse q": (dense_call(tensors=(q.to_sparse(), k, v)), TypeError,
+                 r"q must be a dense \(strided\) tensor, got layout torch.sparse_coo; call q.to_dense\(\) first"),
 }
 
 
