@@ -53,7 +53,7 @@ gpu_setup() {
     out=${OUT:-$1}
     mkdir -p "$out"
     export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-    [ -n "${2:-}" ] && python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall('build')" "build/$2"
+    [ -n "${2:-}" ] && gpu_unpack "${2%.tar.xz}"
     [ -f build/libfa3nn_hopper.so ] && export FA3NN_HOPPER_LIB=$PWD/build/libfa3nn_hopper.so
     nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$out/gpu_state.txt"
     if [ -z "${TEST_WORKERS:-}" ]; then

@@ -82,20 +82,21 @@ class HadamardRotation(nn.Module):
             return random_sign_hadamard(self.hadamard_signs[:headdim]).to(device)
         if self.hadamard_signs.is_inference():
             # A module made under torch.inference_mode: its signs have no version counter to key a cache on (an
-            # inference_mode load_state_dict may rewrite them in place), so the matrix is built per call, as a
-            # normal tensor that a training forward can save.
-            with torch.inference_mode(False):
-                return random_sign_hadamard(self.hadamard_signs[:headdim]).to(device)
+            # inference_mode load_state_dict may rewrite them in place), so the matrix is built per call.
+            return self._built(headdim, device)
         if not self._cache_is_for(headdim):
             self._cache = {}
             self._cache_source = (self.hadamard_signs, self.hadamard_signs._version, headdim)
         if device not in self._cache:
-            # Built outside inference mode, whatever the caller's: the matrix is kept for later calls, and one made
-            # by an inference_mode evaluation is an inference tensor, which a later training forward cannot save for
-            # its backward (RuntimeError at the first training step after an evaluation).
-            with torch.inference_mode(False):
-                self._cache[device] = random_sign_hadamard(self.hadamard_signs[:headdim]).to(device)
+            self._cache[device] = self._built(headdim, device)
         return self._cache[device]
+
+    def _built(self, headdim: int, device: torch.device) -> torch.Tensor:
+        """The matrix built outside inference mode, whatever the caller's: one made by an inference_mode evaluation
+        and kept (cached) is an inference tensor, which a later training forward cannot save for its backward
+        (RuntimeError at the first training step after an evaluation)."""
+        with torch.inference_mode(False):
+            return random_sign_hadamard(self.hadamard_signs[:headdim]).to(device)
 
     def _cache_is_for(self, headdim: int) -> bool:
         """Whether the cached rotations were built from the current signs. load_state_dict copies new signs into
