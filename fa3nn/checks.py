@@ -126,7 +126,8 @@ def _python_number(value, integral: bool):
     setting read from a numpy array of per-layer values): an int is an int, a numpy integer or a 0-d integer CPU
     tensor; a float (integral=False) any of those, a float, a numpy floating scalar or a 0-d floating CPU tensor.
     Refused: bools (the schema takes True as 1), non-integers where an int is required (it truncates
-    np.float32(2.5) to 2), and tensors off the CPU (reading one is a host sync per call). A Python int or float
+    np.float32(2.5) to 2), and tensors off the CPU (reading one is a host sync per call); as_int / as_real also
+    refuse tensors that require grad (_refuse_learnable). A Python int or float
     comes back as it is: under torch.compile(dynamic=True) it is symbolic and stays so."""
     if isinstance(value, bool):
         return None

@@ -31,8 +31,8 @@ Scalars: FlashAttention-3's op takes its int and float arguments (window_size's 
 softmax_scale, num_splits, sm_margin, max_seqlen) through torch's schema, which converts numpy scalars and 0-d
 tensors; fa3nn takes them too, numpy integers / floating scalars and 0-d CPU tensors, as the numbers they hold
 (fa3nn.checks.as_int / as_real, one rule for every public function). Refused, naming the argument: bools (the schema
-takes True as 1), a non-integer where an int is required (it truncates np.float32(2.5) to 2), and GPU tensors
-(reading one is a host sync per call).
+takes True as 1), a non-integer where an int is required (it truncates np.float32(2.5) to 2), GPU tensors
+(reading one is a host sync per call), and tensors that require grad (a learnable scale or cap would get no gradient).
 
 FlashAttention-3's flash_attn_qkvpacked_func (fa3nn.interface), flash_attn_combine (fa3nn.combine) and
 flash_attn_with_kvcache (fa3nn.kvcache: an in-place cache update, paged caches, rotary, packed queries / new keys; no
