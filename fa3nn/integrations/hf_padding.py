@@ -9,9 +9,13 @@ flash-attention path does):
    blocks), the layout fa3nn's mask function read from it (hf_mask_probe; packed by hf_layout);
 2. `cu_seq_lens_q/k` + `max_length_q/k` kwargs, as `DataCollatorWithFlattening(return_flash_attn_kwargs=True)`
    produces for sequences flattened into one row;
-3. `position_ids` that restart (1, 2, 3, 0, 1, 0, 1, 2 ...): every token whose position is not its left
-   neighbour's + 1 starts a sequence. Unlike transformers' own check this also accepts batch > 1 (a sequence never
-   spans two rows) and any start value (`position_ids_start`).
+3. `position_ids` that restart (1, 2, 3, 0, 1, 0, 1, 2 ...): every token whose position is not above its left
+   neighbour's starts a sequence. Unlike transformers' own check this also accepts batch > 1 (a sequence never
+   spans two rows) and any start value (`position_ids_start`). Positions that skip ahead (0 .. 9, 30 .. 39: PoSE,
+   or a sequence continued after dropped tokens) are one sequence, as transformers' flash-attention path reads
+   them (sequences start at the row's smallest position) and as eager runs them whenever a padding mask or a cache
+   is given; the one call where eager cuts at every step that is not + 1 (no mask, no cache) reaches fa3nn as the
+   mask's layout (case 1).
 
 Everything else is a dense call. All functions take and return the (batch, seqlen, nheads, headdim) layout.
 """
@@ -193,10 +197,10 @@ def pack_by_cu_seqlens(q, k, v, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_
 
 
 def sequence_starts(position_ids: torch.Tensor) -> torch.Tensor:
-    """Bool (batch, seqlen): True where a sequence starts (a row's first token, or a position that is not its left
-    neighbour's + 1)."""
+    """Bool (batch, seqlen): True where a sequence starts (a row's first token, or a position not above its left
+    neighbour's: a restart; a skip ahead continues the sequence, module docstring case 3)."""
     starts = torch.ones_like(position_ids, dtype=torch.bool)
-    starts[:, 1:] = position_ids[:, 1:] != position_ids[:, :-1] + 1
+    starts[:, 1:] = position_ids[:, 1:] <= position_ids[:, :-1]
     return starts
 
 
