@@ -31,7 +31,7 @@ def chunk_boundaries(starts_q: tuple[int, ...], starts_k: tuple[int, ...], chunk
     """(cu_seqlens_q, cu_seqlens_k, chunks per sequence) of the chunks of every sequence (module docstring); the
     queries before the first key (chunks c < 0, which hold no key) are one sequence. Remembered for the last
     boundaries seen (the same lengths come back every layer)."""
-    cu_q, cu_k, per_sequence = [0], [0], []
+    cu_q, cu_k, per_sequence = [starts_q[0]], [starts_k[0]], []  # (rows before the first sequence stay out)
     for i in range(len(starts_q) - 1):
         seqlen_q, seqlen_k = starts_q[i + 1] - starts_q[i], starts_k[i + 1] - starts_k[i]
         if seqlen_q == 0 or seqlen_k == 0:
@@ -51,9 +51,9 @@ def _chunked(call: PackedCall, chunk: int) -> PackedCall:
     check_varlen(call.q, call.k, call.v, call.cu_seqlens_q, call.cu_seqlens_k, call.max_seqlen_q, call.max_seqlen_k,
                  SUPPORTED_DTYPES + FP8_INPUT_DTYPES)  # before reading cu_seqlens (the call checks dtypes again)
     starts_q = check_cu_seqlens_values("cu_seqlens_q", call.cu_seqlens_q, call.q.shape[0], "max_seqlen_q",
-                                       call.max_seqlen_q)
+                                       call.max_seqlen_q, within=True)
     starts_k = check_cu_seqlens_values("cu_seqlens_k", call.cu_seqlens_k, call.k.shape[0], "max_seqlen_k",
-                                       call.max_seqlen_k)
+                                       call.max_seqlen_k, within=True)
     return call.refined(*chunk_boundaries(starts_q, starts_k, chunk))
 
 

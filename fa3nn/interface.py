@@ -405,8 +405,8 @@ def explain(
     max_seqlen_q, max_seqlen_k = _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                                dtypes)
     if varlen:  # what the call checks inside its op (a host sync: explain runs no kernel, so it may)
-        check_cu_seqlens_values("cu_seqlens_q", cu_seqlens_q, q.shape[0], "max_seqlen_q", max_seqlen_q)
-        check_cu_seqlens_values("cu_seqlens_k", cu_seqlens_k, k.shape[0], "max_seqlen_k", max_seqlen_k)
+        check_cu_seqlens_values("cu_seqlens_q", cu_seqlens_q, q.shape[0], "max_seqlen_q", max_seqlen_q, within=True)
+        check_cu_seqlens_values("cu_seqlens_k", cu_seqlens_k, k.shape[0], "max_seqlen_k", max_seqlen_k, within=True)
     params = attention_params(q, softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
     call = AttnCall.of(q, k, v, params, varlen)
     if fp8_inputs:  # the FP8 paths with one descale tile per sequence, bf16 out; no backward

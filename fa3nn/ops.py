@@ -30,6 +30,7 @@ from fa3nn.fp8.reference import attention_fp8
 from fa3nn.fp8.scaling import E4M3
 from fa3nn.masks import Window
 from fa3nn.sinks import apply_sinks, check_sinks, sinks_gradient
+from fa3nn.spans import RowSpan
 
 
 def _params(softmax_scale, window_left, window_right, softcap, deterministic, sm_margin=0) -> AttnParams:
@@ -40,8 +41,10 @@ def _params(softmax_scale, window_left, window_right, softcap, deterministic, sm
 def _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) -> Varlen | None:
     if cu_seqlens_q is None:
         return None
-    starts_q = check_cu_seqlens_values("cu_seqlens_q", cu_seqlens_q, q.shape[0], "max_seqlen_q", max_seqlen_q)
-    starts_k = check_cu_seqlens_values("cu_seqlens_k", cu_seqlens_k, k.shape[0], "max_seqlen_k", max_seqlen_k)
+    starts_q = check_cu_seqlens_values("cu_seqlens_q", cu_seqlens_q, q.shape[0], "max_seqlen_q", max_seqlen_q,
+                                       within=True)
+    starts_k = check_cu_seqlens_values("cu_seqlens_k", cu_seqlens_k, k.shape[0], "max_seqlen_k", max_seqlen_k,
+                                       within=True)
     return Varlen(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, starts_q, starts_k)
 
 
@@ -83,17 +86,26 @@ def _forward_impl(
 ) -> tuple[Tensor, Tensor]:
     """sinks (nheads,) or None: gpt-oss's sink logits (fa3nn.sinks), out and lse then those of the softmax with the
     sink; fa3nn::bwd takes them too and adds their gradient. sm_margin: SMs to leave free (AttnParams), fa3nn::bwd's
-    too."""
+    too. Packed rows outside every sequence: fa3nn.spans."""
     with autocast_off(q.device):  # (fa3nn.autocast)
         params = _params(softmax_scale, window_left, window_right, softcap, deterministic, sm_margin)
         varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-        chosen = resolve(backend, AttnCall.of(q, k, v, params, varlen is not None))
-        note_sm_margin(sm_margin, chosen.honours_sm_margin, chosen.name)
-        if sinks is not None:
-            check_sinks(sinks, q.shape[-2], q.device)
-        if q.numel() == 0 or k.numel() == 0:  # empty batch/sequence, or no keys at all: nothing to attend
-            return apply_sinks(*_nothing_attended(q, v, varlen is not None), sinks)
-        return chosen.forward(q, k, v, params, varlen, sinks)
+        span = RowSpan.of(varlen, q.shape[0], k.shape[0])
+        if span is None:
+            return _forward_rows(q, k, v, params, varlen, backend, sinks)
+        out, lse = _forward_rows(span.q(q), span.k(k), span.k(v), params, span.inner(varlen), backend, sinks)
+        return span.spread_q(out), span.spread_lse(lse)
+
+
+def _forward_rows(q, k, v, params: AttnParams, varlen: Varlen | None, backend: str, sinks) -> tuple[Tensor, Tensor]:
+    """_forward_impl's work on rows that every sequence covers."""
+    chosen = resolve(backend, AttnCall.of(q, k, v, params, varlen is not None))
+    note_sm_margin(params.sm_margin, chosen.honours_sm_margin, chosen.name)
+    if sinks is not None:
+        check_sinks(sinks, q.shape[-2], q.device)
+    if q.numel() == 0 or k.numel() == 0:  # empty batch/sequence, or no keys at all: nothing to attend
+        return apply_sinks(*_nothing_attended(q, v, varlen is not None), sinks)
+    return chosen.forward(q, k, v, params, varlen, sinks)
 
 
 attention_forward = torch.library.custom_op("fa3nn::fwd", _forward_impl, mutates_args=())
@@ -133,20 +145,30 @@ def _backward_impl(
     with autocast_off(dout.device):  # (fa3nn.autocast)
         params = _params(softmax_scale, window_left, window_right, softcap, deterministic, sm_margin)
         varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-        call = AttnCall.of(q, k, v, params, varlen is not None)
-        chosen = resolve(backend, call, backward=True)
-        note_sm_margin(sm_margin, chosen.honours_sm_margin, chosen.name)
-        if q.numel() == 0 or k.numel() == 0:
-            dsinks = q.new_empty(0) if sinks is None else sinks_gradient(dout, out, lse, dlse, sinks)
-            return *(t.new_zeros(t.shape) for t in (q, k, v)), dsinks
-        if dout.stride(-1) != 1:
-            dout = dout.contiguous()
-        # Gradients are contiguous whatever the inputs' strides (the fake impl promises that layout).
-        if sinks is None:
-            grads = (*chosen.backward(dout, q, k, v, out, lse, dlse, params, varlen), q.new_empty(0))
-        else:
-            grads = chosen.backward_with_sinks(dout, q, k, v, out, lse, dlse, params, varlen, sinks)
-        return tuple(g.contiguous() for g in grads)
+        span = RowSpan.of(varlen, q.shape[0], k.shape[0])
+        if span is None:
+            return _backward_rows(dout, q, k, v, out, lse, dlse, params, varlen, backend, sinks)
+        dq, dk, dv, dsinks = _backward_rows(span.q(dout), span.q(q), span.k(k), span.k(v), span.q(out), span.lse(lse),
+                                            span.lse(dlse), params, span.inner(varlen), backend, sinks)
+        return span.spread_q(dq), span.spread_k(dk), span.spread_k(dv), dsinks
+
+
+def _backward_rows(dout, q, k, v, out, lse, dlse, params: AttnParams, varlen: Varlen | None, backend: str, sinks
+                   ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """_backward_impl's work on rows that every sequence covers."""
+    chosen = resolve(backend, AttnCall.of(q, k, v, params, varlen is not None), backward=True)
+    note_sm_margin(params.sm_margin, chosen.honours_sm_margin, chosen.name)
+    if q.numel() == 0 or k.numel() == 0:
+        dsinks = q.new_empty(0) if sinks is None else sinks_gradient(dout, out, lse, dlse, sinks)
+        return *(t.new_zeros(t.shape) for t in (q, k, v)), dsinks
+    if dout.stride(-1) != 1:
+        dout = dout.contiguous()
+    # Gradients are contiguous whatever the inputs' strides (the fake impl promises that layout).
+    if sinks is None:
+        grads = (*chosen.backward(dout, q, k, v, out, lse, dlse, params, varlen), q.new_empty(0))
+    else:
+        grads = chosen.backward_with_sinks(dout, q, k, v, out, lse, dlse, params, varlen, sinks)
+    return tuple(g.contiguous() for g in grads)
 
 
 attention_backward = torch.library.custom_op("fa3nn::bwd", _backward_impl, mutates_args=())
@@ -340,6 +362,7 @@ def _forward_fp8_impl(
     with autocast_off(q.device):  # (fa3nn.autocast)
         params = _params(softmax_scale, window_left, window_right, softcap, deterministic, sm_margin)
         varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+        _refuse_fp8_recipe_span(RowSpan.of(varlen, q.shape[0], k.shape[0]))
         call = AttnCall.of(q, k, v, params, varlen is not None)
         keys = max_seqlen_k if varlen is not None else k.shape[1]  # the longest key sequence
         chosen = resolve_fp8(backend, call, block_k, keys)  # or raises
@@ -361,6 +384,21 @@ def _forward_fp8_impl(
                                   max_seqlen_q, max_seqlen_k)
         out, lse = _fp8_kernel(chosen, operands, params, varlen, max_seqlen_q, max_seqlen_k, q.dtype, fast_exp2)
         return out, lse, operands.amax, *_kept_for_backward(operands, backward_from_quantized)
+
+
+def _refuse_fp8_recipe_span(span: RowSpan | None) -> None:
+    """An FP8 recipe's per-tile scales and saved e4m3 Q / K are laid out by the sequences' rows, so its calls take
+    cu_seqlens that cover every packed row (FlashAttention-3's own FP8 call, e4m3 inputs, takes others:
+    fa3nn.spans)."""
+    if span is None:
+        return
+    rows = [f"{name}[0] = {r.start}, {name}[-1] = {r.stop} of {total} rows"
+            for name, r, total in (("cu_seqlens_q", span.q_rows, span.total_q), ("cu_seqlens_k", span.k_rows,
+                                                                                 span.total_k))
+            if (r.start, r.stop) != (0, total)]
+    raise ValueError(f"an fp8 recipe needs cu_seqlens covering every packed row (from 0 to the total), got "
+                     f"{'; '.join(rows)}: pass the covered rows (q[cu_seqlens_q[0]:cu_seqlens_q[-1]], the same for "
+                     "k and v, with cu_seqlens shifted to start at 0), or fp8=None")
 
 
 def _kept_for_backward(quantized, kept: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -517,20 +555,33 @@ def attention_forward_fp8_inputs(
     with autocast_off(q8.device):  # (fa3nn.autocast)
         params = _params(softmax_scale, window_left, window_right, softcap, False, sm_margin)
         varlen = _varlen(q8, k8, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-        call = dataclasses.replace(AttnCall.of(q8, k8, v8, params, varlen is not None), dtype=fp8_inputs.OUT_DTYPE)
-        keys = max_seqlen_k if varlen is not None else k8.shape[1]
-        chosen = resolve_fp8(backend, call, 0, keys)  # one descale tile per sequence: block_k 0
-        note_sm_margin(sm_margin, FP8_FORWARD_PATHS[chosen].sm_margin, FP8_FORWARD_PATHS[chosen].description)
-        if q8.numel() == 0 or k8.numel() == 0:
-            return _nothing_attended(q8, v8, varlen is not None, fp8_inputs.OUT_DTYPE)
-        batch = varlen.batch if varlen is not None else q8.shape[0]
-        rows_q = max_seqlen_q if varlen is not None else q8.shape[1]
-        quantized = fp8_inputs.quantized_inputs(q8, k8, v8, q_descale, k_descale, v_descale, batch, rows_q, keys)
-        if FP8_FORWARD_PATHS[chosen].kernel is None:
-            return _fp8_emulation(quantized, params, call, 0, keys, cu_seqlens_q, cu_seqlens_k, fp8_inputs.OUT_DTYPE,
-                                  False)
-        return _fp8_kernel(chosen, to_operands(quantized, cu_seqlens_k), params, varlen, rows_q, keys,
-                           fp8_inputs.OUT_DTYPE, False)
+        descales = (q_descale, k_descale, v_descale)
+        span = RowSpan.of(varlen, q8.shape[0], k8.shape[0])
+        if span is None:
+            return _fp8_inputs_rows(q8, k8, v8, descales, params, varlen, max_seqlen_q, max_seqlen_k, backend)
+        out, lse = _fp8_inputs_rows(span.q(q8), span.k(k8), span.k(v8), descales, params, span.inner(varlen),
+                                    max_seqlen_q, max_seqlen_k, backend)
+        return span.spread_q(out), span.spread_lse(lse)
+
+
+def _fp8_inputs_rows(q8, k8, v8, descales, params: AttnParams, varlen: Varlen | None, max_seqlen_q: int,
+                     max_seqlen_k: int, backend: str) -> tuple[Tensor, Tensor]:
+    """fa3nn::fwd_fp8_inputs' work on rows that every sequence covers."""
+    call = dataclasses.replace(AttnCall.of(q8, k8, v8, params, varlen is not None), dtype=fp8_inputs.OUT_DTYPE)
+    keys = max_seqlen_k if varlen is not None else k8.shape[1]
+    chosen = resolve_fp8(backend, call, 0, keys)  # one descale tile per sequence: block_k 0
+    note_sm_margin(params.sm_margin, FP8_FORWARD_PATHS[chosen].sm_margin, FP8_FORWARD_PATHS[chosen].description)
+    if q8.numel() == 0 or k8.numel() == 0:
+        return _nothing_attended(q8, v8, varlen is not None, fp8_inputs.OUT_DTYPE)
+    batch = varlen.batch if varlen is not None else q8.shape[0]
+    rows_q = max_seqlen_q if varlen is not None else q8.shape[1]
+    quantized = fp8_inputs.quantized_inputs(q8, k8, v8, *descales, batch, rows_q, keys)
+    cu_seqlens_q, cu_seqlens_k = (None, None) if varlen is None else (varlen.cu_seqlens_q, varlen.cu_seqlens_k)
+    if FP8_FORWARD_PATHS[chosen].kernel is None:
+        return _fp8_emulation(quantized, params, call, 0, keys, cu_seqlens_q, cu_seqlens_k, fp8_inputs.OUT_DTYPE,
+                              False)
+    return _fp8_kernel(chosen, to_operands(quantized, cu_seqlens_k), params, varlen, rows_q, keys,
+                       fp8_inputs.OUT_DTYPE, False)
 
 
 @attention_forward_fp8_inputs.register_fake

@@ -218,9 +218,9 @@ def _to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
             _check_seqused(name, used, batch, q.device)
     # cu_seqlens' values (remembered per tensor); a side whose lengths seqused gives is bounded by those below
     starts_q = check_cu_seqlens_values("cu_seqlens_q", cu_seqlens_q, q.shape[0], "max_seqlen_q",
-                                       None if seqused_q is not None or dense_q else max_seqlen_q)
+                                       None if seqused_q is not None or dense_q else max_seqlen_q, within=True)
     starts_k = check_cu_seqlens_values("cu_seqlens_k", cu_seqlens_k, k.shape[0], "max_seqlen_k",
-                                       None if seqused_k is not None or dense_k else max_seqlen_k)
+                                       None if seqused_k is not None or dense_k else max_seqlen_k, within=True)
     used_q = _used_lengths("seqused_q", seqused_q, "cu_seqlens_q", starts_q)
     used_k = _used_lengths("seqused_k", seqused_k, "cu_seqlens_k", starts_k)
     _check_longest("max_seqlen_q", given_q, used_q, "sequence of q" + (" (seqused_q)" if seqused_q is not None else ""))

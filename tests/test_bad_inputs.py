@@ -77,12 +77,15 @@ CASES = {
         ValueError, r"cu_seqlens_q must be contiguous \(stride 1\), got stride 2; call cu_seqlens_q.contiguous\(\)"),
     "cu_seqlens 2-D": (lambda: fa3nn.flash_attn_varlen_func(*packed()[:3], packed()[3][None], packed()[4], 5, 4),
                        ValueError, r"cu_seqlens_q must be 1-D"),
-    "cu_seqlens not from 0": (varlen_call(packed(cu_q=(1, 3, 8))), ValueError, r"cu_seqlens_q must start at 0, got 1"),
+    # (cu_seqlens may start after row 0 or end before the last row, as FlashAttention-3's: tests/test_row_spans.py)
+    "cu_seqlens before row 0": (lambda: fa3nn.flash_attn_varlen_func(
+        *packed()[:3], torch.tensor([-1, 3, 8], dtype=torch.int32), packed()[4], 5, 4),
+        ValueError, r"cu_seqlens_q\[0\] must be >= 0 \(the first sequence's first row\), got -1"),
     "cu_seqlens decreasing": (varlen_call(packed(cu_k=(0, 6, 4, 8), cu_q=(0, 3, 5, 8))), ValueError,
                               r"cu_seqlens_k must be non-decreasing"),
     "cu_seqlens total": (lambda: fa3nn.flash_attn_varlen_func(
-        *packed()[:3], torch.tensor([0, 3, 7], dtype=torch.int32), packed()[4], 5, 4),
-        ValueError, r"cu_seqlens_q\[-1\] must equal the total tokens of the packed tensor \(8\), got 7"),
+        *packed()[:3], torch.tensor([0, 3, 9], dtype=torch.int32), packed()[4], 6, 4),
+        ValueError, r"cu_seqlens_q\[-1\] \(9\) is past the packed tensor's 8 rows: it must be <= 8"),
     "cu_seqlens batch mismatch": (varlen_call(packed(cu_k=(0, 8))), ValueError, r"both have batch \+ 1 entries"),
     "max_seqlen too small": (varlen_call(packed(max_q=4)), ValueError,
                              r"max_seqlen_q \(4\) is smaller than the longest sequence \(5\)"),
@@ -218,8 +221,11 @@ def test_explain_checks_what_the_call_checks():
         fa3nn.explain(q, k, v, None, cu_k, max_q, max_k)
     with pytest.raises(ValueError, match=r"max_seqlen_q \(4\) is smaller than the longest sequence \(5\)"):
         fa3nn.explain(pq, pk, pv, cu_q, cu_k, 4, max_k)
-    with pytest.raises(ValueError, match=r"cu_seqlens_k\[-1\] must equal the total tokens"):
-        fa3nn.explain(pq, pk, pv, cu_q, torch.tensor([0, 4, 7], dtype=torch.int32), max_q, max_k)
+    with pytest.raises(ValueError, match=r"cu_seqlens_k\[-1\] \(9\) is past the packed tensor's 8 rows"):
+        fa3nn.explain(pq, pk, pv, cu_q, torch.tensor([0, 4, 9], dtype=torch.int32), max_q, 5)
+    # rows outside every sequence are a call the functions take (fa3nn.spans), so explain answers for it
+    assert fa3nn.explain(pq, pk, pv, cu_q, torch.tensor([1, 4, 7], dtype=torch.int32), max_q, max_k).forward \
+        == "reference"
     assert fa3nn.explain(pq, pk, pv, cu_q, cu_k, max_q, max_k).forward == "reference"
 
 

@@ -31,6 +31,7 @@ if "triton" not in sys.modules:
 triton = pytest.importorskip("triton")
 import triton.language as tl  # noqa: E402
 from test_fa3_compat import check_seqused  # noqa: E402
+from test_row_spans import SPANS, check_span  # noqa: E402
 from test_triton_helpers import check_dense, check_varlen  # noqa: E402
 
 from fa3nn import flash_attn_func  # noqa: E402
@@ -240,6 +241,12 @@ def test_seqused_slots():
     q, k, v = random_qkv(3, 40, 57, 2, 1, 32, torch.float32)
     used_q, used_k = torch.tensor([40, 0, 17], dtype=torch.int32), torch.tensor([9, 57, 0], dtype=torch.int32)
     check_seqused(q, k, v, used_q, used_k, "packed", True, (-1, -1), "triton")
+
+
+@pytest.mark.parametrize("span", ["both_sides", "empty_cover"])
+def test_rows_outside_every_sequence(span):
+    """cu_seqlens leaving packed rows out (fa3nn.spans): the Triton kernels on the covered rows, the rest zeros."""
+    check_span(SPANS[span], backend="triton", causal=True)
 
 
 def test_varlen_atomic_dq_path(monkeypatch):
