@@ -731,6 +731,27 @@ def test_position_ids_packing_with_batch_and_offset_start():
     torch.testing.assert_close(actual, torch.cat([expected_row0, expected_row1]), atol=2e-5, rtol=0)
 
 
+def test_shared_attention_block_with_negative_layer_idx():
+    """Zamba2's shared attention block is built with layer_idx=-1 (it serves several hybrid layers): patch_hf raised
+    FlashAttentionV3's layer_idx error there (found by a probe in s58); such a layer takes its position instead."""
+    if not hasattr(transformers, "Zamba2Config"):
+        pytest.skip(f"transformers {transformers.__version__} has no Zamba2")
+    config = transformers.Zamba2Config(
+        vocab_size=VOCAB, hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4,
+        mamba_d_state=16, mamba_headdim=16, n_mamba_heads=8, attention_head_dim=32, intermediate_size=96,
+        layers_block_type=["mamba", "hybrid", "mamba", "hybrid"], hybrid_layer_ids=[1, 3], num_mem_blocks=1,
+        pad_token_id=0)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    assert any(getattr(m, "layer_idx", None) == -1 for m in model.modules())
+    patched = fa3nn.patch_hf(copy.deepcopy(model))
+    ids = torch.randint(1, VOCAB, (2, 12))
+    mask = torch.ones_like(ids)
+    mask[1, :3] = 0
+    with torch.no_grad():
+        torch.testing.assert_close(patched(ids, attention_mask=mask).logits[mask.bool()],
+                                   model(ids, attention_mask=mask).logits[mask.bool()], atol=2e-5, rtol=0)
+
+
 @pytest.mark.parametrize("call", ["mask", "cache", "no_mask_no_cache"])
 def test_position_ids_skipping_ahead_are_one_sequence(call):
     """Positions that skip ahead (PoSE: 0 .. 9, 30 .. 39) are one sequence where eager runs them as one (a padding

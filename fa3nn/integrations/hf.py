@@ -502,8 +502,10 @@ def patch_hf(
     for position, layer in enumerate(layers):
         device = next((p.device for p in layer.parameters()), None)
         layer_idx = getattr(layer, "layer_idx", None)
+        if not isinstance(layer_idx, int) or isinstance(layer_idx, bool) or layer_idx < 0:
+            layer_idx = position  # none, or a shared block's -1 (Zamba2's attention serves several hybrid layers)
         attention = FlashAttentionV3(causal=True, deterministic=deterministic, fp8=fp8, backend=backend,
-                                     layer_idx=position if layer_idx is None else layer_idx)
+                                     layer_idx=layer_idx)
         layer.add_module(LAYER_ATTRIBUTE, attention.to(device) if device is not None else attention)
         setattr(layer, WATCH_ATTRIBUTE, watch)
         setattr(layer, OPTIONS_ATTRIBUTE, options)
