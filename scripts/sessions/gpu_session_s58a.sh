@@ -8,7 +8,8 @@
 #   forward's few-pair deal against s52p, then every GPU test in what is left.
 # H100: s57c (auto's d64 per-tile rule run as auto: rows 52 / 50 / 53 predicted auto = tile_outer, 1.04-1.06x
 #   tile_inner; 15 and 51 unchanged; then the backward's GPU tests), then the second run of d64 lse-ahead 3 against
-#   main (s57a: +0.4-3.0% in six of six d64 rows from 2k; predicted again +0.5-3%, else it was noise).
+#   main (s57a: +0.4-3.0% in six of six d64 rows from 2k; predicted again +0.5-3%, else it was noise). The backward
+#   tests run with tests/test_row_spans.py (cu_seqlens leaving packed rows out, 1a8cf30: its GPU cases).
 set -u
 source "$(dirname "$0")/../gpu_env.sh"
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
@@ -30,7 +31,7 @@ else
     gpu_start /tmp/fa3nn-s58a s57r
     gpu_table schedule_grid 60 scripts/bwd_schedule_grid.py --shapes 52 50 53 15 51 --rounds 3
     stamp grid
-    gpu_tests tests_bwd.log 110 tests/test_hopper_bwd.py
+    gpu_tests tests_bwd.log 120 tests/test_hopper_bwd.py tests/test_row_spans.py
     stamp "bwd tests"
     timeout 150 python3 scripts/bwd_build_ab.py --headdims 64 --seqlens 512 2048 8192 16384 --rounds 7 \
         --compare ahead3=build/s56m/libfa3nn_hopper.so --json "$out/lse_ab.json" > "$out/lse_ab.log" 2>&1
