@@ -1015,6 +1015,21 @@ def test_t5_style_position_bias_refused_at_patch_time(family):
     assert not any(hasattr(m, LAYER_ATTRIBUTE) for m in model.modules())
 
 
+def test_doge_dynamic_mask_refused_at_patch_time():
+    """Doge's attention adds a bias it computes at every call (its dynamic mask) to the scores: patched, its first
+    forward died in Doge's own code on fa3nn's mask layout (found by a probe in s58). Refused at patch time, nothing
+    changed."""
+    if not hasattr(transformers, "DogeConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no Doge")
+    config = transformers.DogeConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                     num_attention_heads=4, num_key_value_heads=2)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    before = model.config._attn_implementation
+    with pytest.raises(UnsupportedModel, match=r"DogeForCausalLM: its DogeAttention layers add a learned bias"):
+        fa3nn.patch_hf(model)
+    assert model.config._attn_implementation == before and not hasattr(model, "_fa3nn_previous")
+
+
 def test_t5_selected_by_name_is_refused_at_its_first_forward():
     """The safety net: a model built with attn_implementation="fa3nn" meets no patch_hf call, so a T5 selected by name
     is refused where its attention first passes the bias (transformers 5.x; 4.x's T5 does not take the name)."""

@@ -56,6 +56,16 @@ class SparseAttention(nn.Module):
         return attention_interface(hidden_states, block_indices=block_indices)
 
 
+class DynamicMaskAttention(nn.Module):
+    """Doge's shape: a bias computed from the inputs at every call, added to the mask the attention function gets."""
+
+    def prepare_dynamic_mask(self, hidden_states, attention_mask):
+        return attention_mask + hidden_states.mean()
+
+    def forward(self, hidden_states, attention_mask=None):
+        return hidden_states + self.prepare_dynamic_mask(hidden_states, attention_mask)
+
+
 class FalconLike(nn.Module):
     pass
 
@@ -73,6 +83,12 @@ def test_alibi_and_relative_position_bias_are_refused_at_patch_time():
     assert str(biased.value) == (
         "fa3nn.patch_hf cannot swap the attention of FalconLike: its BiasedAttention layers add a relative position "
         "bias to the attention scores (T5's position_bias), which fa3nn does not implement; keep "
+        "attn_implementation='sdpa' or 'eager' for this model")
+    with pytest.raises(UnsupportedModel) as dynamic:
+        refuse_position_biases(model, [PlainAttention(), DynamicMaskAttention()], [SimpleNamespace(alibi=False)])
+    assert str(dynamic.value) == (
+        "fa3nn.patch_hf cannot swap the attention of FalconLike: its DynamicMaskAttention layers add a learned bias "
+        "to the attention scores (prepare_dynamic_mask: Doge's dynamic mask), which fa3nn does not implement; keep "
         "attn_implementation='sdpa' or 'eager' for this model")
     assert refuse_position_biases(model, plain, [SimpleNamespace(alibi=None), SimpleNamespace()]) is None
     assert (adds_position_bias(BiasedAttention()), adds_position_bias(PlainAttention())) == (True, False)

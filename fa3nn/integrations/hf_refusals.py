@@ -85,6 +85,18 @@ def refuse_position_biases(model: nn.Module, layers: list[nn.Module], configs: l
             "add a relative position bias to the attention scores (T5's position_bias), which fa3nn does not "
             "implement; keep attn_implementation='sdpa' or 'eager' for this model"
         )
+    # Doge's attention adds a bias it computes from the values at every call (its dynamic mask) onto the 4D mask
+    # transformers builds: patched, the first forward died in Doge's own code (IndexError on fa3nn's mask layout).
+    dynamic = next((layer for layer in layers if forward_mentions(type(layer), DYNAMIC_MASK_METHOD)), None)
+    if dynamic is not None:
+        raise UnsupportedModel(
+            f"fa3nn.patch_hf cannot swap the attention of {type(model).__name__}: its {type(dynamic).__name__} layers "
+            f"add a learned bias to the attention scores ({DYNAMIC_MASK_METHOD}: Doge's dynamic mask), which fa3nn "
+            "does not implement; keep attn_implementation='sdpa' or 'eager' for this model"
+        )
+
+
+DYNAMIC_MASK_METHOD = "prepare_dynamic_mask"  # (transformers 5.25's Doge; its forward calls self.<this>)
 
 
 # Keyword arguments by which attention layers hand an attention function the keys each query attends to, selected by
