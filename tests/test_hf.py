@@ -18,7 +18,7 @@ transformers = pytest.importorskip("transformers")
 
 import fa3nn  # noqa: E402
 from fa3nn.integrations import hf_mask_probe  # noqa: E402
-from fa3nn.integrations.hf import ATTN_IMPLEMENTATION, LAYER_ATTRIBUTE, UnsupportedModel  # noqa: E402
+from fa3nn.integrations.hf import ATTN_IMPLEMENTATION, LAYER_ATTRIBUTE, QUERY_SLICER, UnsupportedModel  # noqa: E402
 from fa3nn.testing import assert_error_ratio  # noqa: E402
 
 VOCAB, SEQLEN, WINDOW = 96, 16, 6
@@ -1013,6 +1013,36 @@ def test_t5_style_position_bias_refused_at_patch_time(family):
         fa3nn.patch_hf(model)
     assert model.config._attn_implementation == before and not hasattr(model, "_fa3nn_previous")
     assert not any(hasattr(m, LAYER_ATTRIBUTE) for m in model.modules())
+
+
+def test_gemma4_kv_shared_layers_with_masks():
+    """Gemma 4's KV-shared layers run on the last logits_to_keep query rows, the 4D masks sliced to match, unless the
+    implementation is flash or flex: fa3nn's masks cannot be sliced that way either, and a left-padded, generating or
+    packed call died in Gemma 4's own code (IndexError, found by a probe in s58). A patched model keeps every row
+    there (hf.QUERY_SLICER); unpatching restores the slicing."""
+    if not hasattr(transformers, "Gemma4TextConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no Gemma 4")
+    config = transformers.Gemma4TextConfig(
+        vocab_size=VOCAB, vocab_size_per_layer_input=VOCAB, hidden_size=64, hidden_size_per_layer_input=16,
+        intermediate_size=96, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        sliding_window=8, layer_types=["sliding_attention", "full_attention"] * 2,
+        per_layer_config={"01": {"head_dim": 32}, "03": {"head_dim": 32}}, num_kv_shared_layers=2, pad_token_id=0,
+        bos_token_id=1, eos_token_id=2)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    patched = fa3nn.patch_hf(copy.deepcopy(model))
+    ids = torch.randint(3, VOCAB, (2, 20))
+    mask = torch.ones_like(ids)
+    mask[0, :5] = 0
+    packed = dict(position_ids=torch.cat([torch.arange(8), torch.arange(12)])[None], use_cache=False)
+    options = dict(attention_mask=mask, max_new_tokens=6, do_sample=False, pad_token_id=0)
+    with torch.no_grad():
+        torch.testing.assert_close(patched(ids, attention_mask=mask).logits[mask.bool()],
+                                   model(ids, attention_mask=mask).logits[mask.bool()], atol=2e-5, rtol=0)
+        torch.testing.assert_close(patched(ids[:1], **packed).logits, model(ids[:1], **packed).logits, atol=2e-5,
+                                   rtol=0)
+        assert torch.equal(patched.generate(ids, **options), model.generate(ids, **options))
+    fa3nn.unpatch_hf(patched)
+    assert not any(QUERY_SLICER in m.__dict__ for m in patched.modules())
 
 
 def test_doge_dynamic_mask_refused_at_patch_time():

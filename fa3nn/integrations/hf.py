@@ -33,6 +33,7 @@ it cannot see, dropout), and why: hf_refusals.
 from __future__ import annotations
 
 import functools
+import inspect
 import warnings
 from dataclasses import dataclass
 
@@ -491,6 +492,7 @@ def patch_hf(
         return None
     layers = _check_model(model)
     _refuse_patched_through_another(model, layers)
+    slicers = _query_slicers(model)  # (may refuse: before anything changes)
     # re-patching (e.g. new options) starts from the original state, and so does patching a model with a patched
     # sub-model inside (patch_hf(m.model); patch_hf(m)): the outer patch replaces the inner one, so that
     # unpatch_hf(m) restores both (the inner one's hooks and config stayed before)
@@ -510,12 +512,42 @@ def patch_hf(
         setattr(layer, WATCH_ATTRIBUTE, watch)
         setattr(layer, OPTIONS_ATTRIBUTE, options)
     read_class_facts(layers)
+    for module in slicers:
+        module.__dict__[QUERY_SLICER] = _keep_every_query_row
     watched = position_id_holders(model, layers)
     model._fa3nn_watch_hooks = [hook for m in watched for hook in (
         m.register_forward_pre_hook(watch.before, with_kwargs=True),
         m.register_forward_hook(watch.after, with_kwargs=True, always_call=True))]
     model._fa3nn_previous = previous
     return model
+
+
+# Gemma 4's text model (transformers 5.x) runs its KV-shared layers on the last logits_to_keep query rows only and
+# slices the 4D masks to match, except under flash or flex attention, whose masks it cannot slice: nor fa3nn's (a
+# padding mask or the layout; patched, a left-padded or packed call died there: IndexError, found by a probe in s58).
+# A patched model keeps every row there, as transformers does under flash attention: the kept rows' logits are the
+# same, the others are computed too.
+QUERY_SLICER = "_maybe_slice_kv_shared_inputs"
+_QUERY_SLICER_PARAMETERS = ("self", "hidden_states", "per_layer_inputs", "position_embeddings", "causal_mask_mapping")
+
+
+def _query_slicers(model: nn.Module) -> list[nn.Module]:
+    """The modules whose class has QUERY_SLICER with the parameters _keep_every_query_row stands in for."""
+    found = []
+    for module in model.modules():
+        method = getattr(type(module), QUERY_SLICER, None)
+        if callable(method):
+            names = tuple(inspect.signature(method).parameters)[:len(_QUERY_SLICER_PARAMETERS)]
+            if names != _QUERY_SLICER_PARAMETERS:
+                raise unsupported(model, f"its {type(module).__name__}.{QUERY_SLICER} takes {names}, not the "
+                                  f"{_QUERY_SLICER_PARAMETERS} fa3nn knows how to keep every query row for")
+            found.append(module)
+    return found
+
+
+def _keep_every_query_row(hidden_states, per_layer_inputs, position_embeddings, causal_mask_mapping, *unused,
+                          **unused_kwargs):
+    return hidden_states, per_layer_inputs, position_embeddings, causal_mask_mapping
 
 
 def _switch_configs(model: nn.Module, previous: dict) -> None:
@@ -578,6 +610,8 @@ def unpatch_hf(model: nn.Module | None = None):
             del layer._modules[LAYER_ATTRIBUTE]
         layer.__dict__.pop(WATCH_ATTRIBUTE, None)
         layer.__dict__.pop(OPTIONS_ATTRIBUTE, None)
+    for module in _query_slicers(model):
+        module.__dict__.pop(QUERY_SLICER, None)
     for hook in model._fa3nn_watch_hooks:
         hook.remove()
     del model._fa3nn_previous, model._fa3nn_watch_hooks
