@@ -221,11 +221,14 @@ def flash_attn_with_kvcache(
                              f"{max_seqlen_q!r}")
         batch, device = cu_seqlens_q.numel() - 1, q.device
     else:
-        if max_seqlen_q is not None:
-            raise ValueError("max_seqlen_q goes with cu_seqlens_q (packed queries); dense q (batch, seqlen_q, ...) "
-                             "takes neither")
         if not isinstance(q, torch.Tensor) or q.dim() != 4:
             raise TypeError(f"q must be a 4-D torch.Tensor (batch, seqlen_q, nheads, headdim), got {_what(q)}")
+        # FlashAttention-3 takes max_seqlen_q with dense q too (a decode loop's 1) and reads q's seqlen instead: a
+        # bound that holds it is accepted and unused, a smaller one refused (it would describe other queries)
+        max_seqlen_q = as_max_seqlen("max_seqlen_q", max_seqlen_q)
+        if max_seqlen_q is not None and max_seqlen_q < q.shape[1]:
+            raise ValueError(f"max_seqlen_q ({max_seqlen_q}) is smaller than dense q's seqlen_q ({q.shape[1]}); with "
+                             "dense q it may be left out (q's shape gives the length)")
         batch, device = q.shape[0], q.device
     if batch == 0:
         raise ValueError(f"q has no sequences (batch 0, shape {tuple(q.shape)}): nothing to attend or write")
@@ -412,9 +415,9 @@ def flash_attn_with_kvcache(
         cache_rows = (torch.arange(batch, device=device) if rows is None else rows.long())[:, None]
         keys, values = k_cache[cache_rows, index], v_cache[cache_rows, index]
     out, lse = flash_attn_varlen_func(
-        q, keys.contiguous(), values.contiguous(), cu_seqlens_q, None, max_seqlen_q, max(keys.shape[1], 1), None,
-        lengths, softmax_scale, causal, window_size=window_size, softcap=softcap, sm_margin=sm_margin,
-        return_lse=True, backend=backend)
+        q, keys.contiguous(), values.contiguous(), cu_seqlens_q, None, max_seqlen_q if packed_q else None,
+        max(keys.shape[1], 1), None, lengths, softmax_scale, causal, window_size=window_size, softcap=softcap,
+        sm_margin=sm_margin, return_lse=True, backend=backend)
     return (out, lse) if return_softmax_lse else out
 
 

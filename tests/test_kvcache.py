@@ -86,6 +86,16 @@ def test_plain_cache_appends_and_attends(causal, window, softcap):
     assert out.shape == (B, 2, HQ, DV) and lse.shape == (B, HQ, 2) and not out.requires_grad
 
 
+def test_dense_q_takes_a_max_seqlen_q_it_does_not_need():
+    """FlashAttention-3 takes max_seqlen_q with dense q (a decode loop passes 1) and reads q's length instead: so
+    does fa3nn, for any bound that holds q's seqlen (a helper's FA3-compat probe found it refused, s58)."""
+    q, k_cache, v_cache, _, _, _, _ = make_case(1)
+    expected = flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=5, causal=True)
+    for bound in (2, 7):
+        got = flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=5, causal=True, max_seqlen_q=bound)
+        assert torch.equal(got, expected)
+
+
 def test_without_new_keys_reads_the_cache_as_is():
     q, k_cache, v_cache, _, _, _, _ = make_case(1)
     before = k_cache.clone()
@@ -323,8 +333,8 @@ def test_bad_calls_name_the_argument(monkeypatch):
         flash_attn_with_kvcache(q, k_cache.double(), v_cache)
     with pytest.raises(ValueError, match="k / v must be"):
         flash_attn_with_kvcache(q, k_cache, v_cache, k[:, :, :1], v[:, :, :1])
-    with pytest.raises(ValueError, match="max_seqlen_q goes with cu_seqlens_q"):
-        flash_attn_with_kvcache(q, k_cache, v_cache, max_seqlen_q=2)
+    with pytest.raises(ValueError, match=r"max_seqlen_q \(1\) is smaller than dense q's seqlen_q \(2\)"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, max_seqlen_q=1)
     with pytest.raises(ValueError, match="cu_seqlens_k_new packs the new keys"):
         flash_attn_with_kvcache(q, k_cache, v_cache, cu_seqlens_k_new=torch.tensor([0, 1, 2, 3], dtype=torch.int32))
     before = k_cache.clone()
