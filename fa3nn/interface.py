@@ -38,9 +38,10 @@ from fa3nn.fa3_compat import check_attention_chunk, check_hints, check_qv, wants
 from fa3nn.fp8 import DelayedScaling, HadamardRotation, PerTileScaling, as_recipe, fp8_attention_forward
 from fa3nn.fp8.inputs import OUT_DTYPE, check_descales, check_fp8_inputs, is_fp8_call
 from fa3nn.fp8.quantize import scale_block_k
-from fa3nn.ops import attention_call, check_no_function_transforms
-from fa3nn.sinks import with_sinks
+from fa3nn.ops import attention_call, check_no_function_transforms, refuse_fp8_recipe_span
+from fa3nn.sinks import check_sinks, with_sinks
 from fa3nn.slots import to_packed
+from fa3nn.spans import RowSpan
 
 # Incoherent-processing state for calls without a module, per recipe seed: layer 0's signs, kept on the CPU (the
 # rotation matrix moves to q's device per call). A plain dict, created with the default seed at import, so that
@@ -376,43 +377,92 @@ def explain(
     deterministic=False,
     fp8=None,
     backend="auto",
+    *,
+    seqused_q=None,
+    seqused_k=None,
+    qv=None,
+    q_descale=None,
+    k_descale=None,
+    v_descale=None,
+    attention_chunk=0,
+    sinks=None,
+    **hints,
 ) -> Explanation:
-    """Which backend `flash_attn_func` (or, given cu_seqlens, `flash_attn_varlen_func`, a side whose cu_seqlens is
-    None then dense as there) would use for this call in the forward and the backward, and why each other backend
-    was refused. Runs no kernel. With an fp8 recipe the forward names its FP8 path ("hopper fp8 kernel" on sm_90
+    """Which backend `flash_attn_func` (or, given cu_seqlens / seqused, `flash_attn_varlen_func`, a side whose
+    cu_seqlens is None then dense as there) would use for this call in the forward and the backward, and why each
+    other backend was refused. Runs no kernel. Takes the call's arguments by name (their hints too: num_splits,
+    pack_gqa, sm_margin, return_attn_probs / return_lse change no choice), so a call's keywords can be handed over
+    as they are; seqused, attention_chunk and qv change the call the backends see (packed slots or chunks, [q, qv]
+    against [k, v]), sinks do not. With an fp8 recipe the forward names its FP8 path ("hopper fp8 kernel" on sm_90
     where the native FP8 forward serves the call, else "triton fp8 kernel" on sm_89+ GPUs, "fp8 emulation
-    (reference)" elsewhere; fa3nn.dispatch.FP8_FORWARD_PATHS); the backward is bf16. e4m3 q, k, v
-    (FlashAttention-3's FP8 inputs, fa3nn.fp8.inputs) name the FP8 path and no backward. A dense call's explain
-    traces under torch.compile (a constant of the graph); a varlen call's reads cu_seqlens on the host, so under
-    fullgraph=True it raises.
+    (reference)" elsewhere; fa3nn.dispatch.FP8_FORWARD_PATHS); the backward is bf16. e4m3 q, k, v with their
+    descales (FlashAttention-3's FP8 inputs, fa3nn.fp8.inputs) name the FP8 path and no backward. A dense call's
+    explain traces under torch.compile (a constant of the graph); one that reads boundaries on the host (cu_seqlens,
+    seqused, attention_chunk) raises under fullgraph=True.
     """
+    unknown = sorted(set(hints) - _HINTS)
+    if unknown:
+        raise TypeError(f"explain() got unexpected keyword arguments {unknown}: it takes flash_attn_func's and "
+                        f"flash_attn_varlen_func's arguments")
+    wants_lse(hints.get("return_attn_probs", False), hints.get("return_lse", False))
+    check_hints(hints.get("num_splits", 1), hints.get("pack_gqa"), hints.get("sm_margin", 0))
+    attention_chunk = check_attention_chunk(attention_chunk)
     max_seqlen_q, max_seqlen_k = as_max_seqlens(max_seqlen_q, max_seqlen_k)
-    q, k, v = to_autocast_dtype(q, k, v)  # as the call would run them
-    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
-    if varlen and torch.compiler.is_compiling():
+    q, k, v, qv = to_autocast_dtype(q, k, v, qv)  # as the call would run them
+    slots = seqused_q is not None or seqused_k is not None
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None or slots
+    if (varlen or attention_chunk) and torch.compiler.is_compiling():
         # (Dynamo's own refusal named a function marked as skipped: the torch.compiler.disable around the read.)
         # Without fullgraph this breaks the graph and explain runs eagerly.
-        raise RuntimeError("fa3nn.explain of a varlen call (cu_seqlens_q / cu_seqlens_k given) reads cu_seqlens on "
-                           "the host, which torch.compile cannot trace; call explain outside the compiled function")
-    fp8_inputs = is_fp8_call(q, None, None, None)
+        raise RuntimeError("fa3nn.explain of a varlen or chunked call (cu_seqlens, seqused or attention_chunk given) "
+                           "reads boundaries on the host, which torch.compile cannot trace; call explain outside the "
+                           "compiled function")
+    descales = (q_descale, k_descale, v_descale)
+    fp8_inputs = is_fp8_call(q, *descales)
     if fp8_inputs:
+        if qv is not None:
+            raise ValueError("qv with FP8 inputs is not supported: pass qv=None, or bf16 / fp16 tensors")
         check_fp8_inputs(q, k, v, fp8)
     dtypes = FP8_INPUT_DTYPES if fp8_inputs else SUPPORTED_DTYPES
-    if varlen:  # flash_attn_varlen_func's normalization: a side whose cu_seqlens is None is dense (fa3nn.slots)
-        packed = to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dtypes=dtypes)
+    if varlen or attention_chunk:  # flash_attn_varlen_func's normalization (fa3nn.slots), then the chunks
+        packed = to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
+                           dtypes)
+        if qv is not None:
+            check_qv(qv, q, v)
+        if attention_chunk:
+            packed = chunked(packed, attention_chunk)
+        qv = packed.pack_like_q(qv)
         q, k, v, cu_seqlens_q, cu_seqlens_k = packed.q, packed.k, packed.v, packed.cu_seqlens_q, packed.cu_seqlens_k
         max_seqlen_q, max_seqlen_k = packed.max_seqlen_q, packed.max_seqlen_k
     max_seqlen_q, max_seqlen_k = _check_layout(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                                dtypes)
-    if varlen:  # what the call checks inside its op (a host sync: explain runs no kernel, so it may)
-        check_cu_seqlens_values("cu_seqlens_q", cu_seqlens_q, q.shape[0], "max_seqlen_q", max_seqlen_q, within=True)
-        check_cu_seqlens_values("cu_seqlens_k", cu_seqlens_k, k.shape[0], "max_seqlen_k", max_seqlen_k, within=True)
+    span = None
+    if cu_seqlens_q is not None:  # what the call checks inside its op (a host sync: explain runs no kernel, so it may)
+        span = RowSpan.of_starts(
+            check_cu_seqlens_values("cu_seqlens_q", cu_seqlens_q, q.shape[0], "max_seqlen_q", max_seqlen_q,
+                                    within=True),
+            check_cu_seqlens_values("cu_seqlens_k", cu_seqlens_k, k.shape[0], "max_seqlen_k", max_seqlen_k,
+                                    within=True), q.shape[0], k.shape[0])
+    if sinks is not None:
+        check_sinks(sinks, q.shape[-2], q.device)
     params = attention_params(q, softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
-    call = AttnCall.of(q, k, v, params, varlen)
     if fp8_inputs:  # the FP8 paths with one descale tile per sequence, bf16 out; no backward
+        check_descales(descales, q.shape[0] if cu_seqlens_q is None else cu_seqlens_q.shape[0] - 1, k.shape[-2],
+                       q.device)
+        call = AttnCall.of(q, k, v, params, cu_seqlens_q is not None)
         found = explain_call(backend, dataclasses.replace(call, dtype=OUT_DTYPE), fp8=True, block_k=0,
                              max_seqlen_k=max_seqlen_k)
         return dataclasses.replace(found, backward="none (FP8 inputs have no backward)", backward_refusals={})
+    if qv is not None:  # the call runs attention over [q, qv] and [k, v] (fa3nn.fa3_compat.with_qv)
+        q, k, softmax_scale = with_qv(q, k, v, qv, softmax_scale)
+        params = attention_params(q, softmax_scale, causal, window_size, softcap, deterministic, fp8, backend)
+    call = AttnCall.of(q, k, v, params, cu_seqlens_q is not None)
     recipe = as_recipe(fp8)  # DelayedScaling too: the path a FlashAttentionV3(fp8=DelayedScaling(...)) layer takes
+    if recipe is not None:
+        refuse_fp8_recipe_span(span)
     block_k = scale_block_k(recipe, q.shape[-1]) if recipe is not None else 0
     return explain_call(backend, call, fp8=recipe is not None, block_k=block_k, max_seqlen_k=max_seqlen_k)
+
+
+# The call's arguments that change no backend choice, checked as the call checks them.
+_HINTS = frozenset({"num_splits", "pack_gqa", "sm_margin", "return_attn_probs", "return_lse"})

@@ -362,7 +362,7 @@ def _forward_fp8_impl(
     with autocast_off(q.device):  # (fa3nn.autocast)
         params = _params(softmax_scale, window_left, window_right, softcap, deterministic, sm_margin)
         varlen = _varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-        _refuse_fp8_recipe_span(RowSpan.of(varlen, q.shape[0], k.shape[0]))
+        refuse_fp8_recipe_span(RowSpan.of(varlen, q.shape[0], k.shape[0]))
         call = AttnCall.of(q, k, v, params, varlen is not None)
         keys = max_seqlen_k if varlen is not None else k.shape[1]  # the longest key sequence
         chosen = resolve_fp8(backend, call, block_k, keys)  # or raises
@@ -386,7 +386,7 @@ def _forward_fp8_impl(
         return out, lse, operands.amax, *_kept_for_backward(operands, backward_from_quantized)
 
 
-def _refuse_fp8_recipe_span(span: RowSpan | None) -> None:
+def refuse_fp8_recipe_span(span: RowSpan | None) -> None:
     """An FP8 recipe's per-tile scales and saved e4m3 Q / K are laid out by the sequences' rows, so its calls take
     cu_seqlens that cover every packed row (FlashAttention-3's own FP8 call, e4m3 inputs, takes others:
     fa3nn.spans)."""

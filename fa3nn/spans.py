@@ -32,9 +32,12 @@ class RowSpan:
     def of(varlen: Varlen | None, total_q: int, total_k: int) -> RowSpan | None:
         """The span of a packed call whose cu_seqlens leave rows out; None for a dense call or one that covers every
         row (the common case: nothing to narrow)."""
-        if varlen is None:
-            return None
-        starts_q, starts_k = varlen.seqstarts_q, varlen.seqstarts_k
+        return None if varlen is None else RowSpan.of_starts(varlen.seqstarts_q, varlen.seqstarts_k, total_q, total_k)
+
+    @staticmethod
+    def of_starts(starts_q: tuple[int, ...], starts_k: tuple[int, ...], total_q: int, total_k: int
+                  ) -> RowSpan | None:
+        """RowSpan.of from the checked cu_seqlens values (fa3nn.checks.check_cu_seqlens_values)."""
         if (starts_q[0], starts_q[-1], starts_k[0], starts_k[-1]) == (0, total_q, 0, total_k):
             return None
         return RowSpan(slice(starts_q[0], starts_q[-1]), slice(starts_k[0], starts_k[-1]), total_q, total_k)

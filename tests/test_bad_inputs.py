@@ -282,6 +282,42 @@ def test_explain_takes_a_dense_side_as_the_call_does(dense_side):
         fa3nn.explain(*bad)
 
 
+def test_explain_takes_the_calls_keywords(monkeypatch):
+    """explain took neither seqused, qv, attention_chunk, sinks, descales nor the hints, so a call's keywords could
+    not be handed over (a TypeError; s57's probe). It takes them now and answers for the call the backends see:
+    [q, qv] against [k, v] (head dim d + dv), chunks and slots as a packed call; sinks and hints change nothing."""
+    from fa3nn import interface
+
+    seen = []
+    monkeypatch.setattr(interface, "explain_call", lambda backend, call, **kw: seen.append(call) or "answer")
+    q, k, v = qkv(headdim=16)
+    qv = torch.randn(*q.shape[:-1], 16)
+    sinks = torch.randn(q.shape[2])
+    hints = dict(num_splits=2, pack_gqa=True, sm_margin=4, return_attn_probs=True, return_lse=True)
+    assert fa3nn.explain(q, k, v, causal=True, qv=qv, sinks=sinks, **hints) == "answer"
+    assert (seen[-1].headdim, seen[-1].headdim_v, seen[-1].varlen) == (32, 16, False)
+    fa3nn.explain(q, k, v, causal=True, attention_chunk=4)
+    assert seen[-1].varlen and seen[-1].headdim == 16
+    pq, pk, pv, cu_q, cu_k, max_q, max_k = packed()
+    fa3nn.explain(pq, pk, pv, cu_q, cu_k, max_q, max_k, seqused_q=torch.tensor([2, 5], dtype=torch.int32),
+                  seqused_k=torch.tensor([4, 1], dtype=torch.int32))
+    assert seen[-1].varlen
+    # and refuses what the call refuses, by the call's messages
+    for kwargs, error, pattern in (
+            (dict(qv=qv[..., :8]), ValueError, r"qv must have q's shape with v's headdim"),
+            (dict(sinks=sinks[:2]), ValueError, r"sinks"),
+            (dict(attention_chunk=-1), ValueError, r"attention_chunk"),
+            (dict(pack_gqa="yes"), TypeError, r"pack_gqa must be a bool")):
+        with pytest.raises(error, match=pattern):
+            fa3nn.explain(q, k, v, **kwargs)
+        with pytest.raises(error, match=pattern):  # (the call itself)
+            fa3nn.flash_attn_func(q, k, v, **kwargs)
+    with pytest.raises(TypeError, match=r"explain\(\) got unexpected keyword arguments \['window'\]"):
+        fa3nn.explain(q, k, v, window=3)
+    with pytest.raises(ValueError, match=r"an fp8 recipe needs cu_seqlens covering every packed row"):
+        fa3nn.explain(pq, pk, pv, torch.tensor([1, 3, 8], dtype=torch.int32), cu_k, max_q, max_k, fp8="per_tile")
+
+
 def test_cu_seqlens_and_seqused_edited_through_numpy_are_read_again():
     """torch.from_numpy shares memory: a write through the array leaves the tensor's version counter alone, so the
     per-tensor memo served the old boundaries (the review's probe: 2.4 off a fresh tensor's) and accepted a decreasing

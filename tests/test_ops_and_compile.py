@@ -271,8 +271,8 @@ def test_explain_of_a_varlen_call_under_compile():
 
     expected = f(q, k, v, cu_q, cu_k)
     assert (expected.forward, expected.backward) == ("reference", "reference")
-    message = ("fa3nn.explain of a varlen call (cu_seqlens_q / cu_seqlens_k given) reads cu_seqlens on the host, "
-               "which torch.compile cannot trace; call explain outside the compiled function")
+    message = ("fa3nn.explain of a varlen or chunked call (cu_seqlens, seqused or attention_chunk given) reads "
+               "boundaries on the host, which torch.compile cannot trace; call explain outside the compiled function")
     with pytest.raises(torch._dynamo.exc.Unsupported, match=re.escape(message)) as refused:
         torch.compile(f, fullgraph=True)(q, k, v, cu_q, cu_k)
     assert "RuntimeError" in str(refused.value) and "marked as skipped" not in str(refused.value)
