@@ -211,28 +211,26 @@ def check_cu_seqlens_values(
     """Checks cu_seqlens' values (reading them is a host sync, done once per device tensor) and returns them as a tuple;
     max_seqlen None: no bound on the lengths (fa3nn.slots bounds the used ones). The sequences cover the packed
     tensor's rows 0 .. total exactly, or with within=True any rows of it (FlashAttention-3's attention calls take
-    cu_seqlens that start after row 0 or end before the last row: fa3nn.ops.RowSpan)."""
+    cu_seqlens that start after row 0 or end before the last row: fa3nn.spans). The values are remembered alone,
+    both rules checked on them at every call."""
 
-    def read() -> tuple[tuple[int, ...], int]:
+    def read() -> tuple[tuple[int, ...], int, int | None]:  # (the values alone: one entry per tensor, both rules)
         check_has_values(name, cu)
         values = tuple(cu.tolist())
-        if values[0] != 0 and not (within and values[0] > 0):
-            raise ValueError(f"{name} must start at 0, got {values[0]}" if not within else
-                             f"{name}[0] must be >= 0 (the first sequence's first row), got {values[0]}")
         lengths = [b - a for a, b in zip(values[:-1], values[1:])]
-        bad = next((i for i, n in enumerate(lengths) if n < 0), None)
-        if bad is not None:
-            raise ValueError(
-                f"{name} must be non-decreasing, but {name}[{bad + 1}] = {values[bad + 1]} < {values[bad]}"
-            )
-        if values[-1] != total and not (within and values[-1] < total):
-            raise ValueError(
-                f"{name}[-1] must equal the total tokens of the packed tensor ({total}), got {values[-1]}" if not within
-                else f"{name}[-1] ({values[-1]}) is past the packed tensor's {total} rows: it must be <= {total}"
-            )
-        return values, max(lengths, default=0)
+        return values, max(lengths, default=0), next((i for i, n in enumerate(lengths) if n < 0), None)
 
-    values, longest = _validated.get(cu, (total, within), read)
+    values, longest, bad = _validated.get(cu, "values", read)
+    if values[0] != 0 and not (within and values[0] > 0):
+        raise ValueError(f"{name} must start at 0, got {values[0]}" if not within else
+                         f"{name}[0] must be >= 0 (the first sequence's first row), got {values[0]}")
+    if bad is not None:
+        raise ValueError(f"{name} must be non-decreasing, but {name}[{bad + 1}] = {values[bad + 1]} < {values[bad]}")
+    if values[-1] != total and not (within and values[-1] < total):
+        raise ValueError(
+            f"{name}[-1] must equal the total tokens of the packed tensor ({total}), got {values[-1]}" if not within
+            else f"{name}[-1] ({values[-1]}) is past the packed tensor's {total} rows: it must be <= {total}"
+        )
     if max_seqlen is not None and longest > max_seqlen:
         raise ValueError(f"{max_seqlen_name} ({max_seqlen}) is smaller than the longest sequence ({longest}) in {name}")
     return values

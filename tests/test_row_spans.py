@@ -94,6 +94,32 @@ def test_span_matches_float64_oracle():
     torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
 
 
+def test_boundaries_are_read_once_per_tensor(monkeypatch):
+    """A device tensor's cu_seqlens are read on the host once (fa3nn.memo), whichever rule a caller checks them by:
+    kvcache's strict one and the ops' within=True one kept overwriting each other's memo entry (two reads per call;
+    the s58 review). remember_cpu=True stands in for a GPU tensor."""
+    from fa3nn import checks
+
+    reads, lookup = [], checks._validated._lookup
+    monkeypatch.setattr(checks._validated, "remember_cpu", True)
+    monkeypatch.setattr(checks._validated, "_lookup",
+                        lambda tensor, key, compute: lookup(tensor, key, lambda: reads.append(key) or compute()))
+    q, k, v, cu_q, cu_k = _tensors(SPANS["both_sides"])
+    q.requires_grad_()
+    for _ in range(3):
+        fa3nn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 6, 11, causal=True).sum().backward()
+    assert len(reads) == 2  # cu_q and cu_k, once each
+    reads.clear()
+    cu = torch.tensor([0, 1, 3], dtype=torch.int32)
+    cache = torch.randn(2, 8, 2, 16)
+    for call in range(3):  # (its packed call's boundary tensors are new the first time, kept by value after it)
+        fa3nn.flash_attn_with_kvcache(torch.randn(3, 4, 16), cache, cache, cache_seqlens=4, cu_seqlens_q=cu,
+                                      max_seqlen_q=2, causal=True)
+        if call == 0:
+            first = len(reads)
+    assert first > 0 and len(reads) == first
+
+
 def test_span_with_seqused_and_chunks():
     """seqused and attention_chunk read the boundaries on the host and pack a call of their own: that call keeps the
     caller's uncovered rows out as well."""
