@@ -1043,6 +1043,11 @@ def test_gemma4_kv_shared_layers_with_masks():
         assert torch.equal(patched.generate(ids, **options), model.generate(ids, **options))
     fa3nn.unpatch_hf(patched)
     assert not any(QUERY_SLICER in m.__dict__ for m in patched.modules())
+    # selected by name there is no instance to keep the rows of: a masked call is refused by name, not an IndexError
+    fa3nn.patch_hf()
+    by_name = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=ATTN_IMPLEMENTATION).eval()
+    with torch.no_grad(), pytest.raises(NotImplementedError, match=r"call fa3nn.patch_hf\(model\) on the model"):
+        by_name(ids, attention_mask=mask)
 
 
 def test_doge_dynamic_mask_refused_at_patch_time():

@@ -315,6 +315,8 @@ def fa3nn_attention_forward(
     layer = getattr(module, LAYER_ATTRIBUTE, None)
     patch_options = getattr(module, OPTIONS_ATTRIBUTE, _defaults)  # its model's, or the by-name ones
     refuse_unsupported_arguments(module, dropout, patch_options.ignore_dropout, kwargs)
+    if attention_mask is not None and layer is None:
+        _refuse_query_slicing_by_name(module)
     sinks = kwargs.get("s_aux")  # gpt-oss's per-head sink logits (fa3nn.sinks)
     attention_chunk = _attention_chunk(module)
     if kwargs.get("output_attentions"):
@@ -543,6 +545,16 @@ def _query_slicers(model: nn.Module) -> list[nn.Module]:
                                   f"{_QUERY_SLICER_PARAMETERS} fa3nn knows how to keep every query row for")
             found.append(module)
     return found
+
+
+def _refuse_query_slicing_by_name(module: nn.Module) -> None:
+    """A model selected by name (no patch_hf(model): no per-instance QUERY_SLICER) with KV-shared layers would slice
+    fa3nn's mask in its own code before them (IndexError): refused at its first masked attention call instead."""
+    if (getattr(getattr(module, "config", None), "num_kv_shared_layers", 0) or 0) > 0:
+        raise NotImplementedError(
+            f"{type(module).__name__}: this model's KV-shared layers slice the attention masks before them, which "
+            "fa3nn's masks do not allow when the model selects attn_implementation='fa3nn' by name; call "
+            "fa3nn.patch_hf(model) on the model (it keeps every query row there), or pass no padding mask")
 
 
 def _keep_every_query_row(hidden_states, per_layer_inputs, position_embeddings, causal_mask_mapping, *unused,
