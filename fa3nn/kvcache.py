@@ -233,7 +233,7 @@ def flash_attn_with_kvcache(
     if batch == 0:
         raise ValueError(f"q has no sequences (batch 0, shape {tuple(q.shape)}): nothing to attend or write")
     if packed_q:  # before any write: the packed queries' boundaries (values read once per tensor)
-        check_cu_seqlens_values("cu_seqlens_q", cu_seqlens_q, q.shape[0], "max_seqlen_q", max_seqlen_q)
+        check_cu_seqlens_values("cu_seqlens_q", cu_seqlens_q, q.shape[0], "max_seqlen_q", max_seqlen_q, within=True)
     paged = page_table is not None
     layout = "(num_pages, page_size, nheads_k, headdim)" if paged else "(batch_cache, seqlen_cache, nheads_k, headdim)"
     _check_cache_tensor("k_cache", k_cache, q, layout)
@@ -385,7 +385,12 @@ def flash_attn_with_kvcache(
         local = _moving_rotary(causal, window_size, max_seqlen_q if packed_q else q.shape[1], capacity)
         _check_rotary_reach(h["q_reach"] - 1 if local else h["ends_max"], rotary_cos.shape[0], "the queries")
         q_seq, q_idx = _tokens(cu_seqlens_q, q.shape[0] if packed_q else q.shape[0] * q.shape[1], batch, device)
+        if packed_q:  # rows outside every sequence (fa3nn.spans) are never read: rotated at position 0
+            outside = (q_idx < 0) | (q_seq >= batch)
+            q_seq, q_idx = q_seq.clamp_max(batch - 1), q_idx.masked_fill(outside, 0)
         q_positions = (ends[q_seq] + (q_idx if local else 0)).view(q.shape[:-2])
+        if packed_q:
+            q_positions = q_positions.masked_fill(outside, 0)
         q = rotate(q, rotary_cos, rotary_sin, q_positions, rotary_interleaved)
 
     if k is not None:  # the new keys / values into the cache, in place

@@ -120,6 +120,26 @@ def test_boundaries_are_read_once_per_tensor(monkeypatch):
     assert first > 0 and len(reads) == first
 
 
+@pytest.mark.parametrize("rotary", [False, True])
+def test_kvcache_packed_queries_outside_every_sequence(rotary):
+    """flash_attn_with_kvcache's packed q takes cu_seqlens_q covering part of its rows too: the covered rows get the
+    call on those rows alone (the cache written the same), the rest zeros; rotary leaves them at position 0 (they
+    indexed past the per-sequence positions)."""
+    q = torch.randn(9, 4, 16)
+    caches = [torch.randn(2, 10, 2, 16) for _ in range(2)]
+    k, v = torch.randn(2, 3, 2, 16), torch.randn(2, 3, 2, 16)
+    extra = dict(rotary_cos=torch.rand(12, 8), rotary_sin=torch.rand(12, 8)) if rotary else {}
+    cu = torch.tensor([2, 4, 7], dtype=torch.int32)
+    whole, alone = [c.clone() for c in caches], [c.clone() for c in caches]
+    out, lse = fa3nn.flash_attn_with_kvcache(q, *whole, k, v, cache_seqlens=4, cu_seqlens_q=cu, max_seqlen_q=3,
+                                             causal=True, return_softmax_lse=True, **extra)
+    out_a, lse_a = fa3nn.flash_attn_with_kvcache(q[2:7], *alone, k, v, cache_seqlens=4, cu_seqlens_q=cu - 2,
+                                                 max_seqlen_q=3, causal=True, return_softmax_lse=True, **extra)
+    assert torch.equal(out[2:7], out_a) and torch.equal(lse[:, 2:7], lse_a)
+    assert out[:2].abs().sum() == 0 and out[7:].abs().sum() == 0 and torch.isneginf(lse[:, [0, 1, 7, 8]]).all()
+    assert all(torch.equal(a, b) for a, b in zip(whole, alone))
+
+
 def test_span_with_seqused_and_chunks():
     """seqused and attention_chunk read the boundaries on the host and pack a call of their own: that call keeps the
     caller's uncovered rows out as well."""
