@@ -347,9 +347,9 @@ def test_bad_calls_name_the_argument(monkeypatch):
     with pytest.raises(TypeError, match="cu_seqlens_q must have dtype torch.int32"):
         flash_attn_with_kvcache(q.flatten(0, 1), k_cache, v_cache, max_seqlen_q=2,
                                 cu_seqlens_q=torch.tensor([0, 2, 4, 6]))
-    with pytest.raises(ValueError, match="cu_seqlens_q"):
-        flash_attn_with_kvcache(q.flatten(0, 1), k_cache, v_cache, k, v, cache_seqlens=1, max_seqlen_q=2,
-                                cu_seqlens_q=torch.tensor([0, 2, 4, 5], dtype=torch.int32))  # ends at 5, not 6
+    with pytest.raises(ValueError, match=r"cu_seqlens_q\[-1\] \(7\) is past the packed tensor's 6 rows"):
+        flash_attn_with_kvcache(q.flatten(0, 1), k_cache, v_cache, k, v, cache_seqlens=1, max_seqlen_q=3,
+                                cu_seqlens_q=torch.tensor([0, 2, 4, 7], dtype=torch.int32))  # (ending at 5: valid)
     assert torch.equal(k_cache, before)
     with pytest.warns(UserWarning, match="sm_margin"):
         flash_attn_with_kvcache(q, k_cache, v_cache, sm_margin=4)
