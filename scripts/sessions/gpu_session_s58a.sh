@@ -11,7 +11,7 @@
 #   main (s57a: +0.4-3.0% in six of six d64 rows from 2k; predicted again +0.5-3%, else it was noise). The backward
 #   tests run with tests/test_row_spans.py (cu_seqlens leaving packed rows out, 1a8cf30: its GPU cases).
 # S58_SHORT=1 (a call with little device time left): the H200 does the bench and every GPU test only (TESTS_END
-# bounds them), the H100 the grid and the tests only.
+# bounds them; S58_TESTS names the test files instead of tests/), the H100 the grid and the tests only.
 set -u
 source "$(dirname "$0")/../gpu_env.sh"
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
@@ -28,7 +28,7 @@ if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
         stamp deals
     fi
     left=$((${TESTS_END:-570} - SECONDS))
-    [ "$left" -gt 60 ] && gpu_tests tests_all.log "$left" tests/
+    [ "$left" -gt 60 ] && gpu_tests tests_all.log "$left" ${S58_TESTS:-tests/}
     stamp "all tests"
 else
     gpu_unpack s56m
