@@ -25,7 +25,14 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from fa3nn.backends.triton.kernels import _allowed, _key_phases, _load_rows, _seq_bounds, _tanh
+from fa3nn.backends.triton.kernels import (
+    SOFTCAP_PRECISE,
+    _allowed,
+    _key_phases,
+    _load_rows,
+    _seq_bounds,
+    _tanh,
+)
 from fa3nn.backends.triton.quantize import _to_e4m3, _vt_key_of_column
 
 LN2 = tl.constexpr(0.6931471805599453)
@@ -69,7 +76,7 @@ def _fp8_fwd_inner(acc, l_i, m_i, v_scale_now, q8, row_factor, k_base, vt_base, 
         s = tl.dot(q8, tl.trans(k8))
         s = s * (row_factor * k_descale)[:, None]
         if HAS_SOFTCAP:
-            s = _tanh(s) * softcap2
+            s = _tanh(s, HAS_SOFTCAP == SOFTCAP_PRECISE) * softcap2
         if MASKED:
             keep = _allowed(rows[:, None], keys[None, :], seqlen_q, seqlen_k, window_left, window_right,
                             HAS_LEFT, HAS_RIGHT)

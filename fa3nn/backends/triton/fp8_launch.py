@@ -20,6 +20,7 @@ from fa3nn.backends.base import lse_dtype
 from fa3nn.backends.triton import configs
 from fa3nn.backends.triton.configs import Tile, next_power_of_2
 from fa3nn.backends.triton.fp8_kernels import _fp8_fwd_kernel
+from fa3nn.backends.triton.kernels import softcap_mode
 from fa3nn.fp8.operands import check_vt_starts
 from fa3nn.masks import Window
 
@@ -147,7 +148,7 @@ def forward_fp8(
     )
     constexprs = dict(
         HEADDIM=headdim, HEADDIM_V=headdim_v, BLOCK_D=block_d, BLOCK_DV=block_dv, IS_VARLEN=varlen,
-        HAS_LEFT=window.left >= 0, HAS_RIGHT=window.right >= 0, HAS_SOFTCAP=softcap > 0,
+        HAS_LEFT=window.left >= 0, HAS_RIGHT=window.right >= 0, HAS_SOFTCAP=softcap_mode(softcap),
         SOFTWARE_CAST=q8.device.type == "cpu",
     )
 

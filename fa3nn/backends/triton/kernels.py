@@ -28,6 +28,15 @@ import triton.language as tl
 
 LOG2E = tl.constexpr(1.4426950408889634)
 LN2 = tl.constexpr(0.6931471805599453)
+# HAS_SOFTCAP's values: 0 none, 1 a cap up to PRECISE_TANH_CAP (every real model's: 30-50), SOFTCAP_PRECISE above it
+# (_tanh's polynomial branch; a separate compiled variant, so the common caps keep their kernels as they were).
+SOFTCAP_PRECISE = tl.constexpr(2)
+PRECISE_TANH_CAP = 100.0
+
+
+def softcap_mode(softcap: float) -> int:
+    """HAS_SOFTCAP for a call's softcap (0 = none)."""
+    return 0 if softcap <= 0 else 1 if softcap <= PRECISE_TANH_CAP else int(SOFTCAP_PRECISE)
 
 
 @triton.jit
@@ -42,10 +51,18 @@ def _seq_bounds(cu_seqlens, batch, seqlen_dense, IS_VARLEN: tl.constexpr):
 
 
 @triton.jit
-def _tanh(x):
+def _tanh(x, PRECISE: tl.constexpr):
     # exp-based, so it lowers the same on every Triton version and under the interpreter; saturates cleanly to
-    # +-1 (exp2 overflows to inf, 2 / inf = 0).
-    return 1.0 - 2.0 / (tl.exp2(x * (2.0 * LOG2E)) + 1.0)
+    # +-1 (exp2 overflows to inf, 2 / inf = 0). Its error is absolute (~6e-8: 1 - 2 / (e + 1) cancels for small
+    # |x|), so a capped score carries ~softcap * 6e-8: out 6e-2 off at softcap 1e6, garbage at 1e8 (a fuzz of the
+    # interpreter, s58). PRECISE (SOFTCAP_PRECISE, caps above PRECISE_TANH_CAP): the odd Taylor polynomial to x^7
+    # below |x| = 1/8 (truncation under 2e-10 relative there), the exp form above.
+    t = 1.0 - 2.0 / (tl.exp2(x * (2.0 * LOG2E)) + 1.0)
+    if PRECISE:
+        x2 = x * x
+        small = x + x * x2 * (-0.3333333333333333 + x2 * (0.13333333333333333 + x2 * -0.05396825396825397))
+        t = tl.where(tl.abs(x) < 0.125, small, t)
+    return t
 
 
 @triton.jit
@@ -153,7 +170,7 @@ def _scores(s, qk_scale, softcap2, HAS_SOFTCAP: tl.constexpr):
     backward"). For bf16/fp16 that rounding (~1e-6 relative) is far under P's own rounding to 16 bits before the
     matmuls."""
     if HAS_SOFTCAP:
-        t = _tanh(s * qk_scale)
+        t = _tanh(s * qk_scale, HAS_SOFTCAP == SOFTCAP_PRECISE)
         return t * softcap2, t
     else:
         return s * qk_scale, 0.0

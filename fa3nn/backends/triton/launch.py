@@ -274,6 +274,7 @@ class _Shape:
         self.causal = window.right == 0
         self.mask_kind = 0 if window.unmasked else 1 if window.causal and not window.local else 2
         self.has_softcap = params.softcap > 0
+        self.softcap = params.softcap
         # 16-bit inputs: scores in log2 units (one FMA and one exp2 per score; the backward converts lse once per
         # row). fp32 keeps natural units, whose rounding stays under the fp32 reference's (kernels._scores).
         self.log2_scores = q.dtype != torch.float32
@@ -293,7 +294,7 @@ class _Shape:
         return dict(
             HEADDIM=self.headdim, HEADDIM_V=self.headdim_v, BLOCK_D=self.block_d, BLOCK_DV=self.block_dv,
             IS_VARLEN=self.varlen, HAS_LEFT=self.has_left, HAS_RIGHT=self.has_right,
-            HAS_SOFTCAP=self.has_softcap, DOT_PRECISION=self.dot_precision, LOG2_SCORES=self.log2_scores,
+            HAS_SOFTCAP=K.softcap_mode(self.softcap), DOT_PRECISION=self.dot_precision, LOG2_SCORES=self.log2_scores,
         )
 
     def scalars(self) -> tuple:
