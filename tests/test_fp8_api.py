@@ -284,6 +284,27 @@ def test_compile_fullgraph_module_with_fp8(recipe_name):
         assert (module.fp8_state.amax_history[:3] > 0).all() and (module.fp8_state.amax_history[3] == 0).all()
 
 
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known defect (README, fa3nn/fp8/attention.py): the "
+                   "compiled backward's recompute quantizes with the scale the forward already updated")
+def test_delayed_scaling_checkpointed_inside_compile_matches_eager():
+    """torch.compile(checkpoint(layer)) with DelayedScaling against eager (found by s58's probe: dq 0.38-0.73
+    relative off from the second step). Strict xfail: it records the defect and fails once the defect is fixed, so
+    whoever fixes it turns this into a plain test."""
+    from torch.utils.checkpoint import checkpoint
+
+    torch._dynamo.reset()
+    attn, ref = (fa3nn.FlashAttentionV3(causal=True, fp8=fa3nn.DelayedScaling(), backend="reference").train()
+                 for _ in range(2))
+    attn.load_state_dict(ref.state_dict())  # (as on resume: a fresh layer's fullgraph trace raises instead)
+    compiled = torch.compile(lambda q, k, v: checkpoint(attn, q, k, v, use_reentrant=False), fullgraph=True,
+                             backend="aot_eager")
+    for step in range(3):
+        q, k, v = (torch.randn(1, 24, 2, 16).mul(step + 1).requires_grad_() for _ in range(3))
+        got = torch.autograd.grad(compiled(q, k, v).sum(), q)[0]
+        expect = torch.autograd.grad(ref(q, k, v).sum(), q)[0]
+        torch.testing.assert_close(got, expect, msg=f"step {step}")
+
+
 # --- FlashAttentionV3 ----------------------------------------------------------------------------------------------
 
 
