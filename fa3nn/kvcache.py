@@ -387,7 +387,7 @@ def flash_attn_with_kvcache(
         q_seq, q_idx = _tokens(cu_seqlens_q, q.shape[0] if packed_q else q.shape[0] * q.shape[1], batch, device)
         if packed_q:  # rows outside every sequence (fa3nn.spans) are never read: rotated at position 0
             outside = (q_idx < 0) | (q_seq >= batch)
-            q_seq, q_idx = q_seq.clamp_max(batch - 1), q_idx.masked_fill(outside, 0)
+            q_seq = q_seq.clamp_max(batch - 1)  # (a valid index into ends; the position is replaced below)
         q_positions = (ends[q_seq] + (q_idx if local else 0)).view(q.shape[:-2])
         if packed_q:
             q_positions = q_positions.masked_fill(outside, 0)

@@ -273,13 +273,12 @@ class _Shape:
         self.has_left, self.has_right = window.left >= 0, window.right >= 0
         self.causal = window.right == 0
         self.mask_kind = 0 if window.unmasked else 1 if window.causal and not window.local else 2
-        self.has_softcap = params.softcap > 0
         self.softcap = params.softcap
         # 16-bit inputs: scores in log2 units (one FMA and one exp2 per score; the backward converts lse once per
         # row). fp32 keeps natural units, whose rounding stays under the fp32 reference's (kernels._scores).
         self.log2_scores = q.dtype != torch.float32
         unit = LOG2E if self.log2_scores else 1.0
-        if self.has_softcap:  # scores = softcap * tanh(scale * qk / softcap)
+        if self.softcap > 0:  # scores = softcap * tanh(scale * qk / softcap)
             self.qk_scale, self.softcap2 = params.softmax_scale / params.softcap, params.softcap * unit
         else:
             self.qk_scale, self.softcap2 = params.softmax_scale * unit, 1.0
