@@ -5,19 +5,11 @@ custom op (quantization + FP8 forward; bf16 backward), and record the amax of a 
 Activation checkpointing recomputes a layer's forward inside the backward. With delayed scaling that recompute
 must neither record its amax again (a second history row per step) nor quantize with a newer scale than the forward
 it recomputes (single-process, the forward has already updated `scale`; the recomputed output would then differ from
-the one the loss saw). torch.utils.checkpoint runs the recompute inside the autograd engine in both its variants
-(reentrant, whose first forward runs under no_grad, and non-reentrant), which is what `_recomputing` detects; the
-recompute then reuses the scales of the layer's last training forward (`forward_scale`). That is the right forward
-whenever each forward's backward comes before the layer's next forward (plain training, gradient accumulation);
-a schedule that runs a layer's forward twice before the first backward (pipeline parallelism) would need the scales
-kept per micro-batch. Under torch.compile the engine query cannot be traced and a forward counts as a first one.
-
-Known defect (s58's probe, not fixed): with torch.compile and activation checkpointing around the same layer the
-gradients are wrong. torch.compile(checkpoint(layer)): the compiled backward's recompute quantizes with `scale` as
-the forward left it (updated), not `forward_scale` (dq 0.38-0.73 relative off eager from the second step; a fresh
-layer's fullgraph trace raises on the `_started` side effect instead). checkpoint(torch.compile(layer)): the compiled
-recompute is not seen as one, records its amax again (each step twice in the history) and quantizes with the updated
-scale. README says so; tests/test_fp8_api.py holds the first as a strict xfail.
+the one the loss saw). Both are decided at run time by custom ops (fa3nn.fp8.recording), eager and under
+torch.compile alike, whichever of checkpoint and compile wraps the other: the recompute reuses the scales of the
+layer's last training forward (`forward_scale`). That is the right forward whenever each forward's backward comes
+before the layer's next forward (plain training, gradient accumulation); a schedule that runs a layer's forward
+twice before the first backward (pipeline parallelism) would need the scales kept per micro-batch.
 """
 
 from __future__ import annotations
@@ -28,12 +20,6 @@ from fa3nn.backends.base import AttnParams
 from fa3nn.fp8.config import Recipe
 from fa3nn.fp8.quantize import recipe_arguments
 from fa3nn.fp8.state import DelayedScalingState
-
-
-def _recomputing() -> bool:
-    """True inside a backward pass (the autograd engine is running a graph task): a checkpointed recompute.
-    torch.compile cannot trace the engine query; a compiled forward is taken as a first forward."""
-    return not torch.compiler.is_compiling() and torch._C._current_graph_task_id() != -1
 
 
 def fp8_attention_forward(
@@ -69,10 +55,9 @@ def fp8_attention_forward(
             "module outside inference_mode (torch.no_grad() is enough for evaluation), or call eval() on it for "
             "forwards that should not update the recipe"
         )
-    recomputing = delayed_training and _recomputing()
     arguments = recipe_arguments(recipe, state, q, k, v)
-    if recomputing:
-        arguments["tensor_scales"] = state.forward_scale
+    if delayed_training:
+        arguments["tensor_scales"] = state.forward_scales(arguments["tensor_scales"])
     if cu_seqlens_q is None:
         max_seqlen_q, max_seqlen_k = q.shape[1], k.shape[1]
     # fa3nn.ops imports the quantization pass and the emulation from fa3nn.fp8: imported here, at the call, to keep
@@ -85,9 +70,6 @@ def fp8_attention_forward(
         arguments["block_k"], arguments["rotation"], arguments["tensor_scales"], recipe.fast_exp2, params.sm_margin,
         recipe.backward_from == "quantized",
     )
-    if delayed_training and not recomputing:
-        state.forward_scale.copy_(arguments["tensor_scales"])
-        state.observe(amax)
-        if not state.needs_reduce():
-            state.update()
+    if delayed_training:
+        state.record(amax, arguments["tensor_scales"])
     return out, lse

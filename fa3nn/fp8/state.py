@@ -17,8 +17,9 @@ Lifecycle of one training step:
                the history ("max") or its newest row ("most_recent"). A 0/NaN/Inf amax is not pushed; that
                tensor keeps its previous scale and its skipped_updates count grows. All on device, no host sync.
 
-A checkpointed recompute of a training forward (fa3nn.fp8.attention) records nothing and quantizes with
-`forward_scale` (non-persistent), the scales that forward used.
+A checkpointed recompute of a training forward records nothing and quantizes with `forward_scale` (non-persistent),
+the scales that forward used; both decided at run time by custom ops, so under torch.compile too
+(fa3nn.fp8.recording).
 
 The float buffers stay float32 when the model is cast to bf16/fp16 (moves to another device follow the model).
 
@@ -40,6 +41,7 @@ from torch import nn
 
 from fa3nn.fp8.config import CurrentScaling, DelayedScaling, PerTileScaling, Recipe
 from fa3nn.fp8.hadamard import HadamardRotation
+from fa3nn.fp8.recording import fold_pending, forward_scales, history_scale, observe_amax, record_amax
 from fa3nn.fp8.scaling import E4M3_MAX, amax_to_scale
 
 TENSORS = ("q", "k", "v")
@@ -129,36 +131,43 @@ class DelayedScalingState(nn.Module):
 
     @torch.no_grad()
     def observe(self, amax_qkv: torch.Tensor) -> None:
-        """Max-accumulate this call's (3,) amax into the pending amax. NaN is recorded as +Inf so it survives a MAX
-        all_reduce (NaN comparisons would silently drop it) and is still caught as non-finite by update()."""
-        amax = amax_qkv.detach().to(self.pending_amax)
-        amax = torch.where(torch.isnan(amax), torch.full_like(amax, float("inf")), amax)
-        self.pending_amax.copy_(torch.where(self.pending, torch.maximum(self.pending_amax, amax), amax))
-        self.pending.fill_(True)
+        """Max-accumulate a (3,) amax into the pending amax (fa3nn.fp8.recording.observe_amax)."""
+        observe_amax(self.pending_amax, self.pending, amax_qkv)
 
     @torch.no_grad()
     def update(self) -> None:
         """Fold the pending amax into the history and recompute the scales (see the module docstring)."""
-        amax = self.pending_amax
-        good = self.pending & torch.isfinite(amax) & (amax > 0)
-        skipped = self.pending & ~good
-        shifted = torch.cat([amax.unsqueeze(0), self.amax_history[:-1]], dim=0)
-        self.amax_history.copy_(torch.where(good, shifted, self.amax_history))
-        self.scale.copy_(torch.where(good, self.history_scale(), self.scale))
-        self.skipped_updates.add_(skipped.to(torch.int64))
-        self.pending_amax.zero_()
-        self.pending.fill_(False)
+        fold_pending(*self._fold_buffers(), *self._recipe_numbers())
+        self._after_update()
+
+    def _after_update(self) -> None:
         self._started = None if self._started is False else self._started  # re-read lazily, once
+
+    def _fold_buffers(self) -> tuple[torch.Tensor, ...]:
+        return self.amax_history, self.scale, self.skipped_updates, self.pending_amax, self.pending
+
+    def _recipe_numbers(self) -> tuple[int, bool]:
+        return self.recipe.margin, self.recipe.amax_compute_algo == "most_recent"
 
     def history_scale(self) -> torch.Tensor:
         """(3,) fp8_max / amax / 2**margin, amax from the history by the recipe's amax_compute_algo (the current
         scale where that amax is 0, NaN or Inf)."""
-        if self.recipe.amax_compute_algo == "max":
-            history_amax = self.amax_history.amax(dim=0)
-        else:
-            history_amax = self.amax_history[0]
-        scale, _ = amax_to_scale(history_amax, self.fp8_max, self.recipe.margin, self.scale)
-        return scale
+        return history_scale(self.amax_history, self.scale, *self._recipe_numbers())
+
+    def forward_scales(self, scales: torch.Tensor) -> torch.Tensor:
+        """The scales a training forward quantizes with: `scales`, or in a checkpointed recompute those of the
+        forward it reruns (decided at run time, under torch.compile too: fa3nn.fp8.recording)."""
+        return forward_scales(scales, self.forward_scale)
+
+    def record(self, amax_qkv: torch.Tensor, used_scales: torch.Tensor) -> None:
+        """A training forward's amax: observed, and folded into the history and scales right away unless a
+        distributed reduction is pending (then sync_amax folds it once per step). A checkpointed recompute records
+        nothing (decided at run time: fa3nn.fp8.recording.record_amax)."""
+        update = not self.needs_reduce()
+        record_amax(amax_qkv.detach(), used_scales, *self._fold_buffers(), self.forward_scale, update,
+                    *self._recipe_numbers())
+        if update:
+            self._after_update()
 
     def warn_if_skipped(self) -> None:
         """Warn once per state when updates were skipped (reads the counter: a host sync, so only the step hook
