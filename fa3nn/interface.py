@@ -180,6 +180,17 @@ def _fa3_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, s
     )
 
 
+def _packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k, attention_chunk,
+            qv, fp8_inputs):
+    """The packed call (fa3nn.slots) a call with slots and / or chunks (fa3nn.chunks) becomes, qv checked against the
+    caller's layout before packing reshapes it: the one normalization of _packed_call and explain."""
+    call = to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
+                     FP8_INPUT_DTYPES if fp8_inputs else SUPPORTED_DTYPES)
+    if qv is not None:
+        check_qv(qv, q, v)
+    return chunked(call, attention_chunk) if attention_chunk else call
+
+
 def _packed_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
                  attention_chunk, softmax_scale, causal, qv, descales, window_size, softcap, deterministic, fp8,
                  backend, sinks, sm_margin):
@@ -188,12 +199,8 @@ def _packed_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
     fp8_inputs = is_fp8_call(q, *descales)
     if fp8_inputs:  # before packing, so that the message is about FP8 inputs, not dtypes
         check_fp8_inputs(q, k, v, fp8)
-    call = to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
-                     FP8_INPUT_DTYPES if fp8_inputs else SUPPORTED_DTYPES)
-    if qv is not None and not fp8_inputs:
-        check_qv(qv, q, v)  # against the caller's layout, before packing reshapes it
-    if attention_chunk:
-        call = chunked(call, attention_chunk)
+    call = _packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
+                   attention_chunk, None if fp8_inputs else qv, fp8_inputs)
     if fp8_inputs and call.split:  # one descale row per caller's sequence, then per packed sequence
         check_descales(descales, call.batch, call.k.shape[-2], call.q.device)
         descales = tuple(call.per_sequence(d) for d in descales)
@@ -425,12 +432,8 @@ def explain(
         check_fp8_inputs(q, k, v, fp8)
     dtypes = FP8_INPUT_DTYPES if fp8_inputs else SUPPORTED_DTYPES
     if varlen or attention_chunk:  # flash_attn_varlen_func's normalization (fa3nn.slots), then the chunks
-        packed = to_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
-                           dtypes)
-        if qv is not None:
-            check_qv(qv, q, v)
-        if attention_chunk:
-            packed = chunked(packed, attention_chunk)
+        packed = _packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
+                         attention_chunk, qv, fp8_inputs)
         qv = packed.pack_like_q(qv)
         q, k, v, cu_seqlens_q, cu_seqlens_k = packed.q, packed.k, packed.v, packed.cu_seqlens_q, packed.cu_seqlens_k
         max_seqlen_q, max_seqlen_k = packed.max_seqlen_q, packed.max_seqlen_k
