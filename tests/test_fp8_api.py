@@ -296,29 +296,44 @@ def _checkpointed(wrapping: str, attn):
     return lambda q, k, v: checkpoint(compiled, q, k, v, use_reentrant=reentrant)
 
 
-@pytest.mark.parametrize("wrapping", ["compile(checkpoint)", "checkpoint(compile)", "checkpoint(compile), reentrant"])
+WRAPPINGS = ["compile(checkpoint)", "checkpoint(compile)", "checkpoint(compile), reentrant"]
+
+
+def _check_checkpointed_and_compiled(wrapping, device, dtype, backend, shape):
+    torch._dynamo.reset()
+    attn, ref = (fa3nn.FlashAttentionV3(causal=True, fp8=fa3nn.DelayedScaling(), backend=backend,
+                                        deterministic=True).train().to(device) for _ in range(2))
+    attn.load_state_dict(ref.state_dict())  # (as on resume: compile(checkpoint) of a fresh layer's fullgraph
+    # trace raises on the `started` flag's Python side effect, fullgraph=False breaks the graph there)
+    wrapped = _checkpointed(wrapping, attn)
+    for step in range(4):
+        q, k, v = (torch.randn(*shape, device=device).mul(step + 1).to(dtype).requires_grad_() for _ in range(3))
+        wrapped(q, k, v).float().sum().backward()
+        expect = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        ref(*expect).float().sum().backward()
+        for name, got, want in zip("qkv", (q, k, v), expect):
+            torch.testing.assert_close(got.grad, want.grad, rtol=0, atol=0, msg=f"step {step} d{name}")
+    assert torch.equal(attn.fp8_state.amax_history, ref.fp8_state.amax_history)
+    assert (attn.fp8_state.amax_history[:4] > 0).all() and (attn.fp8_state.amax_history[4] == 0).all()
+    assert torch.equal(attn.fp8_state.scale, ref.fp8_state.scale)
+
+
+@pytest.mark.parametrize("wrapping", WRAPPINGS)
 def test_delayed_scaling_checkpointed_and_compiled_matches_eager(wrapping):
     """Activation checkpointing and torch.compile around the same DelayedScaling layer, against the eager layer
     without checkpointing, over four steps. The recompute was recognized in Python, a question torch.compile answers
     once at trace time: compile(checkpoint) quantized its recompute with the scale the forward had already updated
     (s58's probe: dq 0.38-0.73 relative off from the second step), checkpoint(compile) also recorded each step's amax
     twice. Now custom ops decide at run time (fa3nn.fp8.recording): gradients, history and scales bitwise equal."""
-    torch._dynamo.reset()
-    attn, ref = (fa3nn.FlashAttentionV3(causal=True, fp8=fa3nn.DelayedScaling(), backend="reference").train()
-                 for _ in range(2))
-    attn.load_state_dict(ref.state_dict())  # (as on resume: compile(checkpoint) of a fresh layer's fullgraph
-    # trace raises on the `started` flag's Python side effect, fullgraph=False breaks the graph there)
-    wrapped = _checkpointed(wrapping, attn)
-    for step in range(4):
-        q, k, v = (torch.randn(1, 24, 2, 16).mul(step + 1).requires_grad_() for _ in range(3))
-        wrapped(q, k, v).sum().backward()
-        expect = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-        ref(*expect).sum().backward()
-        for name, got, want in zip("qkv", (q, k, v), expect):
-            torch.testing.assert_close(got.grad, want.grad, rtol=0, atol=0, msg=f"step {step} d{name}")
-    assert torch.equal(attn.fp8_state.amax_history, ref.fp8_state.amax_history)
-    assert (attn.fp8_state.amax_history[:4] > 0).all() and (attn.fp8_state.amax_history[4] == 0).all()
-    assert torch.equal(attn.fp8_state.scale, ref.fp8_state.scale)
+    _check_checkpointed_and_compiled(wrapping, "cpu", torch.float32, "reference", (1, 24, 2, 16))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("wrapping", WRAPPINGS)
+def test_delayed_scaling_checkpointed_and_compiled_matches_eager_gpu(wrapping):
+    """The same on the GPU's FP8 path (auto: the fused quantization pass and the native or Triton FP8 forward, the
+    bf16 backward, deterministic so that the comparison is bitwise)."""
+    _check_checkpointed_and_compiled(wrapping, "cuda", torch.bfloat16, "auto", (2, 300, 4, 128))
 
 
 # --- FlashAttentionV3 ----------------------------------------------------------------------------------------------
