@@ -9,7 +9,8 @@
 # H100: s57c (auto's d64 per-tile rule run as auto: rows 52 / 50 / 53 predicted auto = tile_outer, 1.04-1.06x
 #   tile_inner; 15 and 51 unchanged; then the backward's GPU tests), then the second run of d64 lse-ahead 3 against
 #   main (s57a: +0.4-3.0% in six of six d64 rows from 2k; predicted again +0.5-3%, else it was noise). The backward
-#   tests run with tests/test_row_spans.py (cu_seqlens leaving packed rows out, 1a8cf30: its GPU cases).
+#   tests run with tests/test_row_spans.py (cu_seqlens leaving packed rows out, 1a8cf30: its GPU cases) and, since
+#   s59, tests/test_fp8_api.py (DelayedScaling under checkpoint + compile on the GPU, cf5bb5d).
 # S58_SHORT=1 (a call with little device time left): the H200 does the bench and every GPU test only (TESTS_END
 # bounds them; S58_TESTS names the test files instead of tests/), the H100 the grid and the tests only.
 set -u
@@ -35,7 +36,7 @@ else
     gpu_start /tmp/fa3nn-s58a s57r
     gpu_table schedule_grid 60 scripts/bwd_schedule_grid.py --shapes 52 50 53 15 51 --rounds 3
     stamp grid
-    gpu_tests tests_bwd.log 120 tests/test_hopper_bwd.py tests/test_row_spans.py
+    gpu_tests tests_bwd.log 150 tests/test_hopper_bwd.py tests/test_row_spans.py tests/test_fp8_api.py
     stamp "bwd tests"
     [ -n "${S58_SHORT:-}" ] && exit 0
     timeout 150 python3 scripts/bwd_build_ab.py --headdims 64 --seqlens 512 2048 8192 16384 --rounds 7 \
