@@ -25,9 +25,10 @@ class FlashAttentionV3(nn.Module):
     fp8 is None, a recipe (fa3nn.PerTileScaling(), fa3nn.CurrentScaling(), fa3nn.DelayedScaling(...), a Transformer
     Engine DelayedScaling), its name ("per_tile", "current", "delayed") or True (per_tile). layer_idx seeds the
     layer's incoherent-processing signs, so that layers differ. With DelayedScaling, call fa3nn.sync_amax(model)
-    once per optimizer step (it all-reduces the amaxes under torch.distributed). attention_chunk > 0: chunked
-    attention (Llama 4's local layers; fa3nn.chunks), whose boundaries are read on the host: under torch.compile a
-    graph break per call, so fullgraph=True refuses it.
+    once per optimizer step, after its last backward, single process too: it folds the step's amaxes into the
+    history (all-reduced under torch.distributed) and is the only thing that changes the scales. attention_chunk
+    > 0: chunked attention (Llama 4's local layers; fa3nn.chunks), whose boundaries are read on the host: under
+    torch.compile a graph break per call, so fullgraph=True refuses it.
     """
 
     def __init__(

@@ -121,18 +121,26 @@ def test_first_forward_scales_from_its_own_amax_then_delayed():
     q[0, 3, 1, 7] = 20.0
     first = quantize_qkv(q, k, v, recipe, state)
     assert first.q_descale.flatten()[0].item() == pytest.approx(20.0 / 448, rel=1e-6)
-    fp8_attention_forward(q, k, v, PARAMS, recipe, state, training=True)  # updates: not distributed
+    fp8_attention_forward(q, k, v, PARAMS, recipe, state, training=True)  # observes
+    assert state.amax_history[0, 0] == 0.0 and state.pending_amax[0] == 20.0
+    sync_amax(state)  # updates (single process: no reduction)
     assert state.amax_history[0, 0] == 20.0
     later = quantize_qkv(q * 0.5, k, v, recipe, state)
     assert later.q_descale.flatten()[0].item() == pytest.approx(20.0 / 448, rel=1e-6)  # the delayed scale
 
 
-def test_training_forward_updates_every_call_eval_does_not():
+def test_training_forward_observes_every_call_eval_does_not():
+    """Training forwards max-accumulate their amax, sync_amax folds it in once per step (single process too); the
+    scales do not move in between. Eval forwards record nothing."""
     recipe = DelayedScaling(amax_history_len=8)
     state = make_state(recipe)
     q, k, v = (torch.randn(2, 40, 2, 32) for _ in range(3))
     for step in range(3):
         fp8_attention_forward(q * (step + 1), k, v, PARAMS, recipe, state, training=True)
+        scale = state.scale.clone()
+        fp8_attention_forward(q * 0.5, k, v, PARAMS, recipe, state, training=True)  # a second call in the step
+        assert torch.equal(state.scale, scale) and state.pending_amax[0] == (q * (step + 1)).abs().max()
+        sync_amax(state)
     assert state.amax_history[:3, 0].tolist() == pytest.approx([3 * q.abs().max().item(), 2 * q.abs().max().item(),
                                                                 q.abs().max().item()], rel=1e-6)
     history = state.amax_history.clone()
@@ -390,6 +398,7 @@ def test_a_tensor_with_no_amax_yet_scales_from_this_call():
     state = make_state(recipe)
     q, k, v = (torch.randn(1, 64, 2, 32) for _ in range(3))
     fp8_attention_forward(q, k, torch.zeros_like(v), PARAMS, recipe, state, training=True)
+    sync_amax(state)
     assert state.skipped_updates.tolist() == [0, 0, 1] and state.scale[2].item() == 1.0
     small_v = v * 1e-3
     for quantize in (quantize_qkv, torch.compile(quantize_qkv, fullgraph=True, backend="eager")):
@@ -397,6 +406,7 @@ def test_a_tensor_with_no_amax_yet_scales_from_this_call():
         assert quantized.q_descale.flatten()[0].item() == pytest.approx(q.abs().max().item() / 448, rel=1e-6)
         assert quantized.v_descale.flatten()[0].item() == pytest.approx(small_v.abs().max().item() / 448, rel=1e-6)
     fp8_attention_forward(q, k, small_v, PARAMS, recipe, state, training=True)
+    sync_amax(state)
     assert state.amax_history[0, 2].item() == small_v.abs().max().item() and state.started
     assert state.scale[2].item() == (448.0 / small_v.abs().max()).item()
 

@@ -2,14 +2,10 @@
 and patch_hf(fp8=...): turn the recipe and the layer's state into numbers (recipe_arguments), run the `fa3nn::fwd_fp8`
 custom op (quantization + FP8 forward; bf16 backward), and record the amax of a training forward.
 
-Activation checkpointing recomputes a layer's forward inside the backward. With delayed scaling that recompute
-must neither record its amax again (a second history row per step) nor quantize with a newer scale than the forward
-it recomputes (single-process, the forward has already updated `scale`; the recomputed output would then differ from
-the one the loss saw). Both are decided at run time by custom ops (fa3nn.fp8.recording), eager and under
-torch.compile alike, whichever of checkpoint and compile wraps the other: the recompute reuses the scales of the
-layer's last training forward (`forward_scale`). That is the right forward whenever each forward's backward comes
-before the layer's next forward (plain training, gradient accumulation); a schedule that runs a layer's forward
-twice before the first backward (pipeline parallelism) would need the scales kept per micro-batch.
+A training forward quantizes with the layer's current scales and only observes its amax: sync_amax, once per
+optimizer step, folds it into the history and updates the scales (fa3nn.fp8.state). So a checkpointed recompute,
+eager or under torch.compile, quantizes exactly as its forward did, and observing the same amax again changes
+nothing.
 """
 
 from __future__ import annotations
@@ -42,9 +38,7 @@ def fp8_attention_forward(
     recipe's backward_from names (fa3nn.fp8.backward).
 
     state is the layer's fa3nn.fp8.make_state(recipe, layer_idx). With training=True a DelayedScalingState
-    observes this call's amax and, unless a distributed reduction is pending (then fa3nn.fp8.sync_amax does it
-    once per step), updates its history and scales right away; a checkpointed recompute records nothing and
-    quantizes with the scales of the forward it recomputes.
+    observes this call's amax; fa3nn.fp8.sync_amax folds it into the history once per optimizer step.
     """
     delayed_training = training and isinstance(state, DelayedScalingState) and q.numel() > 0 and k.numel() > 0
     if (delayed_training and not torch.compiler.is_compiling() and state.amax_history.is_inference()
@@ -56,8 +50,6 @@ def fp8_attention_forward(
             "forwards that should not update the recipe"
         )
     arguments = recipe_arguments(recipe, state, q, k, v)
-    if delayed_training:
-        arguments["tensor_scales"] = state.forward_scales(arguments["tensor_scales"])
     if cu_seqlens_q is None:
         max_seqlen_q, max_seqlen_k = q.shape[1], k.shape[1]
     # fa3nn.ops imports the quantization pass and the emulation from fa3nn.fp8: imported here, at the call, to keep
@@ -71,5 +63,6 @@ def fp8_attention_forward(
         recipe.backward_from == "quantized",
     )
     if delayed_training:
-        state.record(amax, arguments["tensor_scales"])
+        state.observe(amax)
+        state.check_synced()
     return out, lse

@@ -9,17 +9,26 @@ A layer using DelayedScaling owns a DelayedScalingState whose buffers are part o
 Lifecycle of one training step:
     forward    quantize with `scale` (delayed: computed from earlier steps), then observe(amax of this call), which
                max-accumulates into a pending amax (non-persistent; several calls per step accumulate, e.g. with
-               gradient accumulation). Single process, or reduce_amax=False: update() right away.
-    step hook  fa3nn.fp8.sync_amax(model) once per step: under torch.distributed with reduce_amax it reduces every
-               layer's pending amax in ONE all_reduce(MAX) per process group (not one per layer call), then updates
-               each layer; it also warns once if updates were skipped (reading that counter is its one host sync).
+               gradient accumulation or a layer called twice).
+    step hook  fa3nn.fp8.sync_amax(model) once per optimizer step, after the step's last backward, on every rank
+               (single process too): under torch.distributed with reduce_amax it reduces every layer's pending amax
+               in ONE all_reduce(MAX) per process group (not one per layer call); then it updates each layer and
+               warns once if updates were skipped (reading that counter is its one host sync).
     update     push the amax into the history (row 0), then scale = fp8_max / amax / 2**margin with amax the max of
                the history ("max") or its newest row ("most_recent"). A 0/NaN/Inf amax is not pushed; that
                tensor keeps its previous scale and its skipped_updates count grows. All on device, no host sync.
 
-A checkpointed recompute of a training forward records nothing and quantizes with `forward_scale` (non-persistent),
-the scales that forward used; both decided at run time by custom ops, so under torch.compile too
-(fa3nn.fp8.recording).
+Only sync_amax changes the scales, so every forward between two sync_amax calls quantizes with the same ones. That is
+what makes activation checkpointing exact, eager or under torch.compile, whichever wraps the other: a recompute in
+the backward reads the state its forward read (scales, or before the first update this call's own amax, recomputed
+from the same inputs) and observes an amax already observed, which the max leaves as it is; it holds for any number of
+forwards before their backwards (a layer called twice, two inputs through one model, pipeline schedules). Until s59
+single-process forwards updated right away, and recomputes were told apart from forwards in Python, which
+torch.compile answers once at trace time (wrong gradients under compile + checkpoint) and which no rule makes right
+for a layer run twice before its backward. A sync_amax between a checkpointed forward and its backward would change
+the scales under the recompute: under torch.compile the backward then raises ("modified by an inplace operation"),
+eagerly the recompute quantizes with the new scales. A layer that runs many training forwards without sync_amax
+warns once (check_synced).
 
 The float buffers stay float32 when the model is cast to bf16/fp16 (moves to another device follow the model).
 
@@ -31,6 +40,8 @@ from the device (a host sync) only until they do, so a steady-state training for
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from collections import defaultdict
 from collections.abc import Iterable
@@ -41,10 +52,12 @@ from torch import nn
 
 from fa3nn.fp8.config import CurrentScaling, DelayedScaling, PerTileScaling, Recipe
 from fa3nn.fp8.hadamard import HadamardRotation
-from fa3nn.fp8.recording import fold_pending, forward_scales, history_scale, observe_amax, record_amax
 from fa3nn.fp8.scaling import E4M3_MAX, amax_to_scale
 
 TENSORS = ("q", "k", "v")
+# check_synced warns after this many training forwards of one layer without an update (far above the forwards
+# of one step: micro-batches times calls per layer).
+UNSYNCED_FORWARDS = 1000
 
 
 class DelayedScalingState(nn.Module):
@@ -59,10 +72,10 @@ class DelayedScalingState(nn.Module):
         # Not in state_dict: an amax observed but not yet folded into the history, and whether there is one.
         self.register_buffer("pending_amax", torch.zeros(len(TENSORS)), persistent=False)
         self.register_buffer("pending", torch.zeros((), dtype=torch.bool), persistent=False)
-        # The scales the last training forward quantized with: a checkpointed recompute of that forward reuses them,
-        # since a single-process forward has already updated `scale` by the time its backward recomputes it.
-        self.register_buffer("forward_scale", torch.ones(len(TENSORS)), persistent=False)
         self._warned_skips = 0
+        # Training forwards since the last update (Python-side, eager calls only), and whether check_synced warned.
+        self._forwards_since_update = 0
+        self._warned_unsynced = False
         # (id of the process group, number of states) that sync_amax last checked every rank agrees on.
         self._checked_layers: tuple[int, int] | None = None
         # Python-side: whether the history holds an amax yet (None = unknown after load_state_dict; reading it once
@@ -131,43 +144,56 @@ class DelayedScalingState(nn.Module):
 
     @torch.no_grad()
     def observe(self, amax_qkv: torch.Tensor) -> None:
-        """Max-accumulate a (3,) amax into the pending amax (fa3nn.fp8.recording.observe_amax)."""
-        observe_amax(self.pending_amax, self.pending, amax_qkv)
+        """Max-accumulate this call's (3,) amax into the pending amax. NaN is recorded as +Inf so it survives a MAX
+        all_reduce (NaN comparisons would silently drop it) and is still caught as non-finite by update()."""
+        amax = amax_qkv.detach().to(self.pending_amax)
+        amax = torch.where(torch.isnan(amax), torch.full_like(amax, float("inf")), amax)
+        self.pending_amax.copy_(torch.where(self.pending, torch.maximum(self.pending_amax, amax), amax))
+        self.pending.fill_(True)
 
     @torch.no_grad()
     def update(self) -> None:
         """Fold the pending amax into the history and recompute the scales (see the module docstring)."""
-        fold_pending(*self._fold_buffers(), *self._recipe_numbers())
-        self._after_update()
-
-    def _after_update(self) -> None:
+        amax = self.pending_amax
+        good = self.pending & torch.isfinite(amax) & (amax > 0)
+        skipped = self.pending & ~good
+        shifted = torch.cat([amax.unsqueeze(0), self.amax_history[:-1]], dim=0)
+        self.amax_history.copy_(torch.where(good, shifted, self.amax_history))
+        self.scale.copy_(torch.where(good, self.history_scale(), self.scale))
+        self.skipped_updates.add_(skipped.to(torch.int64))
+        self.pending_amax.zero_()
+        self.pending.fill_(False)
         self._started = None if self._started is False else self._started  # re-read lazily, once
-
-    def _fold_buffers(self) -> tuple[torch.Tensor, ...]:
-        return self.amax_history, self.scale, self.skipped_updates, self.pending_amax, self.pending
-
-    def _recipe_numbers(self) -> tuple[int, bool]:
-        return self.recipe.margin, self.recipe.amax_compute_algo == "most_recent"
+        self._forwards_since_update = 0
 
     def history_scale(self) -> torch.Tensor:
         """(3,) fp8_max / amax / 2**margin, amax from the history by the recipe's amax_compute_algo (the current
         scale where that amax is 0, NaN or Inf)."""
-        return history_scale(self.amax_history, self.scale, *self._recipe_numbers())
+        if self.recipe.amax_compute_algo == "max":
+            history_amax = self.amax_history.amax(dim=0)
+        else:
+            history_amax = self.amax_history[0]
+        scale, _ = amax_to_scale(history_amax, self.fp8_max, self.recipe.margin, self.scale)
+        return scale
 
-    def forward_scales(self, scales: torch.Tensor) -> torch.Tensor:
-        """The scales a training forward quantizes with: `scales`, or in a checkpointed recompute those of the
-        forward it reruns (decided at run time, under torch.compile too: fa3nn.fp8.recording)."""
-        return forward_scales(scales, self.forward_scale)
-
-    def record(self, amax_qkv: torch.Tensor, used_scales: torch.Tensor) -> None:
-        """A training forward's amax: observed, and folded into the history and scales right away unless a
-        distributed reduction is pending (then sync_amax folds it once per step). A checkpointed recompute records
-        nothing (decided at run time: fa3nn.fp8.recording.record_amax)."""
-        update = not self.needs_reduce()
-        record_amax(amax_qkv.detach(), used_scales, *self._fold_buffers(), self.forward_scale, update,
-                    *self._recipe_numbers())
-        if update:
-            self._after_update()
+    def check_synced(self) -> None:
+        """Count an eager training forward and warn once when the layer has run UNSYNCED_FORWARDS of them without
+        an update: sync_amax is not being called, so the scales stay as they are (before the first update, every
+        forward scales from its own amax) and the history never advances. Under torch.compile this runs at trace
+        time only, so a compiled layer does not warn."""
+        if torch.compiler.is_compiling():
+            return
+        self._forwards_since_update += 1
+        if self._forwards_since_update >= UNSYNCED_FORWARDS and not self._warned_unsynced:
+            self._warned_unsynced = True
+            warnings.warn(
+                f"fa3nn FP8 delayed scaling: this layer ran {self._forwards_since_update} training forwards without "
+                f"fa3nn.sync_amax(model), which is what folds their amaxes into the history and updates the scales: "
+                f"call it once per optimizer step, after the step's last backward, on every rank (single process "
+                f"too). Until then the layer quantizes with unchanged scales (before the first update, each call "
+                f"with its own amax). This warning is shown once.",
+                stacklevel=_user_frame_level(),
+            )
 
     def warn_if_skipped(self) -> None:
         """Warn once per state when updates were skipped (reads the counter: a host sync, so only the step hook
@@ -185,6 +211,17 @@ class DelayedScalingState(nn.Module):
 
     def extra_repr(self) -> str:
         return f"recipe={self.recipe!r}"
+
+
+def _user_frame_level() -> int:
+    """warnings.warn's stacklevel, for a call from a method here, of the first frame outside fa3nn, torch and
+    transformers: the training loop's call of the layer or the model, however deep the modules nest."""
+    packages = [sys.modules[name] for name in ("fa3nn", "torch", "transformers") if name in sys.modules]
+    skip = tuple(os.path.dirname(package.__file__) + os.sep for package in packages)
+    frame, level = sys._getframe(1), 1  # the method that warns: level 1
+    while frame is not None and frame.f_code.co_filename.startswith(skip):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _forget_started(state: DelayedScalingState, incompatible_keys) -> None:
@@ -269,25 +306,25 @@ def _check_same_layers(members: list[DelayedScalingState], group) -> None:
 
 
 def sync_amax(modules_or_states: nn.Module | Iterable, group=None) -> int:
-    """The once-per-step hook for delayed scaling: call it after the forward (or the backward) of every step,
-    on every rank, with the same model; returns the number of amax reductions made (one per process group).
+    """The once-per-step hook for delayed scaling: call it once per optimizer step, after the step's last backward
+    (before or after optimizer.step()), on every rank (single process too), with the same model; returns the number
+    of amax reductions made (one per process group). Only this call changes the scales (module docstring: that is
+    what keeps checkpointed recomputes exact), so a call between a checkpointed forward and its backward is wrong.
 
     Finds every DelayedScalingState in the given modules (in module order, which is the same on every rank) and,
     for those that need a reduction, concatenates their pending amaxes plus a pending flag into one tensor per
-    process group (`group` overrides each recipe's process_group), does ONE all_reduce(MAX) on it, and updates
-    each state. A layer that ran on one rank only still gets the global amax; a layer that ran on no rank is left
-    as is. States that need no reduction were already updated in their forward, except where `group` has one rank
-    while the recipe's group has more: the forward left the amax to this hook, which updates from it unreduced.
-    All states warn once if updates were skipped. The first reduction of a set of states over a group is preceded by
-    one all_reduce of the number of states, so that ranks holding different layers raise a RuntimeError on every
-    rank instead of aborting in gloo or hanging in NCCL (_check_same_layers).
+    process group (`group` overrides each recipe's process_group) and does ONE all_reduce(MAX) on it; then updates
+    every state. A layer that ran on one rank only still gets the global amax; a layer that ran on no rank is left
+    as is. All states warn once if updates were skipped. The first reduction of a set of states over a group is
+    preceded by one all_reduce of the number of states, so that ranks holding different layers raise a RuntimeError
+    on every rank instead of aborting in gloo or hanging in NCCL (_check_same_layers).
     """
     states = _collect(modules_or_states)
     by_group = defaultdict(list)
     for state in states:
         if state.needs_reduce(group):
             by_group[group or state.recipe.process_group].append(state)
-        elif state.needs_reduce():  # the forward left its amax to this hook, but `group` has one rank: fold it in
+        else:
             state.update()
     for pg, members in by_group.items():
         _check_same_layers(members, pg)
