@@ -238,21 +238,23 @@ class _EagerAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dout, dlse):
-        refusal = _double_backward_refusal(ctx) if torch.is_grad_enabled() else None  # grad mode: create_graph=True
+        # unpacked once: torch.utils.checkpoint (non-reentrant) refuses a second unpack of the same saved tensors
+        saved = ctx.saved_tensors
+        refusal = _double_backward_refusal(ctx, saved) if torch.is_grad_enabled() else None  # create_graph=True
         if refusal is None:
-            return _gradients(_backward_impl, ctx, dout, dlse)
+            return _gradients(_backward_impl, ctx, dout, dlse, saved[:8])
         with torch.no_grad():
-            gradients = _gradients(_backward_impl, ctx, dout, dlse)
-        q, k, v, *_, sinks = ctx.saved_tensors  # with dout and dlse: what a second derivative reaches through them
+            gradients = _gradients(_backward_impl, ctx, dout, dlse, saved[:8])
+        q, k, v, *_, sinks = saved  # with dout and dlse: what a second derivative reaches through them
         return _OnceDifferentiable.apply(refusal, len(gradients), *gradients, q, k, v, sinks, dout, dlse)
 
 
-def _double_backward_refusal(ctx) -> str | None:
+def _double_backward_refusal(ctx, saved) -> str | None:
     """None where the backward's gradients can be differentiated again (the reference backend's, without sinks:
     Backend.twice_differentiable), else the error a double backward raises. A kernel's gradients carry no autograd
     history and fa3nn.sinks' gradient detaches the sinks: taken with create_graph=True, a gradient penalty on them
     would be silently dropped (or wrong in the sinks)."""
-    q, k, v, _, _, cu_seqlens_q, _, sinks = ctx.saved_tensors
+    q, k, v, _, _, cu_seqlens_q, _, sinks = saved
     max_seqlen_q, max_seqlen_k, softmax_scale, window_left, window_right, softcap, deterministic, backend = ctx.scalars
     params = _params(softmax_scale, window_left, window_right, softcap, deterministic, ctx.sm_margin)
     chosen = resolve(backend, AttnCall.of(q, k, v, params, cu_seqlens_q is not None), backward=True)
@@ -475,13 +477,14 @@ def _setup_fwd_fp8(ctx, inputs, output):
     _setup_context(ctx, (q8, k8, *inputs[2:]), output, None, sm_margin, extra=(q_descale, k_descale, rotation))
 
 
-def _backward_fp8(ctx, dout, dlse, *unused_grads, backward=attention_backward):  # amax, q8, k8, descales: none
+def _backward_fp8(ctx, dout, dlse, *unused_grads, backward=attention_backward, saved=None):  # amax ... descales: none
     """fa3nn::fwd_fp8's backward: _backward's, or with backward_from_quantized fa3nn::bwd from q8 and k8 dequantized
     to v's dtype with the recipe's rotation undone (fa3nn.fp8.backward.restore). `backward`: fa3nn::bwd, or its
     implementation in eager mode (_EagerAttentionFP8)."""
+    saved = ctx.saved_tensors if saved is None else saved
     if not ctx.from_quantized:
-        return _gradients(backward, ctx, dout, dlse)
-    q8, k8, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks, q_descale, k_descale, rotation = ctx.saved_tensors
+        return _gradients(backward, ctx, dout, dlse, saved[:8])
+    q8, k8, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks, q_descale, k_descale, rotation = saved
     q8, k8 = q8.view(E4M3), k8.view(E4M3)
     max_seqlen_q, max_seqlen_k = ctx.scalars[:2]
     with autocast_off(dout.device):  # a caller's autocast must not change the dequantization's or the GEMM's dtypes
@@ -514,11 +517,12 @@ class _EagerAttentionFP8(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dout, dlse, *unused_grads):
+        saved = ctx.saved_tensors  # once: non-reentrant checkpoint refuses a second unpack (create_graph=True did)
         if not torch.is_grad_enabled():
-            return _backward_fp8(ctx, dout, dlse, backward=_backward_impl)
+            return _backward_fp8(ctx, dout, dlse, backward=_backward_impl, saved=saved)
         with torch.no_grad():  # grad mode: create_graph=True
-            gradients = _backward_fp8(ctx, dout, dlse, backward=_backward_impl)
-        q, k, v = ctx.saved_tensors[:3]
+            gradients = _backward_fp8(ctx, dout, dlse, backward=_backward_impl, saved=saved)
+        q, k, v = saved[:3]
         return _OnceDifferentiable.apply(FP8_DOUBLE_BACKWARD_REFUSAL, len(gradients), *gradients, q, k, v, None, dout,
                                          dlse)
 

@@ -104,6 +104,32 @@ def test_gradgradcheck_reference_float64():
     assert torch.autograd.gradgradcheck(lambda q, k, v: fa3nn.flash_attn_varlen_func(q, k, v, cu, cu, 3, 3), (q, k, v))
 
 
+@pytest.mark.parametrize("fp8", [None, "delayed"])
+def test_gradient_penalty_through_a_checkpointed_layer(fp8):
+    """create_graph=True through torch.utils.checkpoint (non-reentrant): the eager backward unpacked ctx.saved_tensors
+    twice (the double-backward check, then the gradients), which checkpoint refuses ('Unpack is being triggered for a
+    tensor that was already unpacked once', s59 probe). Now the penalty equals the uncheckpointed one (reference
+    backend), and FP8 gets its own refusal at the second derivative."""
+    from torch.utils.checkpoint import checkpoint
+
+    grads = []
+    for checkpointed in (False, True):
+        layer = fa3nn.FlashAttentionV3(causal=True, fp8=fp8, backend="reference").train()
+        q, k, v = (torch.randn(1, 8, 2, 8, generator=torch.Generator().manual_seed(i)).requires_grad_()
+                   for i in range(3))
+        out = checkpoint(layer, q, k, v, use_reentrant=False) if checkpointed else layer(q, k, v)
+        first = torch.autograd.grad(out.square().sum(), (q, k, v), create_graph=True)
+        penalty = sum(g.square().sum() for g in first)
+        if fp8 is not None:
+            with pytest.raises(RuntimeError, match="fa3nn FP8 attention does not support double backward"):
+                penalty.backward()
+            continue
+        penalty.backward()
+        grads.append([t.grad for t in (q, k, v)])
+    for a, b in zip(*grads):
+        assert torch.equal(a, b)
+
+
 def test_double_backward_with_sinks_raises():
     """fa3nn.sinks' gradient detaches the sinks (their second derivative would be wrong), so a penalty on gradients
     taken with create_graph=True raises on differentiation, even with a dout that needs no gradient (out.sum())."""
