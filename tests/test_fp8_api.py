@@ -678,6 +678,31 @@ def test_patch_hf_fp8_per_layer_state_and_sync_amax():
         assert (state.amax_history[0] > 0).all() and (state.amax_history[1:] == 0).all(), f"layer {i}"
 
 
+def test_sync_amax_callback_folds_once_per_optimizer_step(tmp_path):
+    """transformers' Trainer with fa3nn.sync_amax_callback(): 3 optimizer steps of 2 accumulated micro-batches each
+    give 3 history rows per layer (the same Trainer without the callback gives none)."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64,
+    )
+    ids = torch.randint(0, 96, (12, 16), generator=torch.Generator().manual_seed(0))
+    rows = [{"input_ids": row, "labels": row} for row in ids]
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=2,
+                                          gradient_accumulation_steps=2, max_steps=3, report_to=[], use_cpu=True,
+                                          save_strategy="no", logging_strategy="no", dataloader_num_workers=0)
+    histories = {}
+    for callbacks in ([fa3nn.sync_amax_callback()], []):
+        torch.manual_seed(0)
+        model = fa3nn.patch_hf(transformers.LlamaForCausalLM(config), fp8=fa3nn.DelayedScaling(amax_history_len=4))
+        transformers.Trainer(model=model, args=args, train_dataset=rows, callbacks=callbacks).train()
+        histories[bool(callbacks)] = [layer.self_attn.fa3nn_attention.fp8_state.amax_history for layer in
+                                      model.model.layers]
+    for history in histories[True]:
+        assert (history[:3] > 0).all() and (history[3] == 0).all()
+    assert all((history == 0).all() for history in histories[False])
+
+
 def test_save_pretrained_keeps_the_amax_history_for_a_patched_model(tmp_path):
     """What the README says of DelayedScaling and save_pretrained: the history is in the saved file; from_pretrained
     into an unpatched model drops it (no layer holds it yet), and loading the file's state_dict into the model after
