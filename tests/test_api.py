@@ -10,7 +10,7 @@ import torch
 
 import fa3nn
 from fa3nn.metrics import attention_flops
-from fa3nn.testing import error_ratio_report, random_qkv
+from fa3nn.testing import attention_ref, error_ratio_report, random_qkv
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,6 +43,25 @@ def test_module_repr_shows_every_option():
 def test_default_scale_is_inverse_sqrt_headdim():
     q, k, v = random_qkv(1, 7, 9, 2, 2, 64, torch.float64)
     torch.testing.assert_close(fa3nn.flash_attn_func(q, k, v), fa3nn.flash_attn_func(q, k, v, softmax_scale=0.125))
+
+
+@pytest.mark.parametrize("scale", [0.0, -0.2])
+def test_zero_and_negative_softmax_scale_are_taken_as_given(scale):
+    """softmax_scale=0.0 is a scale, not "use the default": read as falsy (`not softmax_scale`) it became 16**-0.5 =
+    0.25 and every output row moved off the mean of its values. Float64 on the reference backend against attention_ref
+    (1e-12), negative too; at 0.0 each causal row is the uniform mean of the keys it may attend (tests/test_hopper.py
+    covers this on the GPU only)."""
+    q, k, v = random_qkv(2, 9, 13, 4, 2, 16, torch.float64)
+    out, lse = fa3nn.flash_attn_func(q, k, v, causal=True, softmax_scale=scale, return_lse=True, backend="reference")
+    out_ref, lse_ref = attention_ref(q, k, v, causal=True, softmax_scale=scale)
+    torch.testing.assert_close(out, out_ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(lse, lse_ref, rtol=1e-12, atol=1e-12)
+    if scale == 0.0:  # row i sees keys 0 .. i + 4 (bottom-right causal, 13 keys for 9 queries): lse = log(i + 5)
+        keys = torch.arange(13)[None, :] <= torch.arange(9)[:, None] + 4
+        torch.testing.assert_close(out[0, :, 0], (keys.double() / keys.sum(-1, keepdim=True)) @ v[0, :, 0],
+                                   rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(lse[0, 0], torch.log(torch.arange(5, 14, dtype=torch.float64)), rtol=1e-12,
+                                   atol=1e-12)
 
 
 def test_causal_overrides_right_window_like_fa3():
@@ -90,6 +109,16 @@ def test_attention_flops_formula():
         attention_flops(1, 1, 8, 8, 64, direction="both")
 
 
+def test_attention_flops_count_headdim_v():
+    """QK^T costs headdim and PV headdim_v (MLA-style 192 / 128, bench.py's and bwd_prepost_ab.py's headdim_v): a
+    count that ignored headdim_v gave 2 * 64 * 128 = 16384 for the first call here, not 2 * 64 * (64 + 32) = 12288,
+    and every TFLOP/s of those scripts was off by as much."""
+    assert attention_flops(1, 1, 8, 8, 64, headdim_v=32) == 2 * 8 * 8 * (64 + 32)
+    assert attention_flops(2, 3, 16, 16, 192, headdim_v=128, causal=True) == 2 * 2 * 3 * 16 * 16 * (192 + 128) / 2
+    # window (2, 0) at 8 x 8: row i sees min(i + 1, 3) keys, 1 + 2 + 3 * 6 = 21 pairs
+    assert attention_flops(1, 1, 8, 8, 64, headdim_v=32, window=(2, 0)) == 2 * 21 * (64 + 32)
+
+
 def test_error_ratio_rule_can_fail():
     ref = torch.randn(1000, dtype=torch.float64)
     pt = ref + 1e-3 * torch.randn_like(ref)
@@ -102,6 +131,19 @@ def test_error_ratio_rule_can_fail():
     ref_inf = ref.clone()
     ref_inf[5] = float("-inf")
     assert not error_ratio_report(lost_inf, ref_inf, ref_inf)[0]
+
+
+def test_error_ratio_rule_fails_on_one_bad_element():
+    """The rule bounds the largest error, not a typical one: one mis-masked row among correct ones must fail. Here a
+    single element 0.5 off among 1000 exact ones, against a largest pt error of ~3.4e-3: the max error (0.5) is 74
+    times the bound (~6.7e-3), the mean error (5e-4) under it, so a rule on the mean error passed it (the uniform
+    shifts of test_error_ratio_rule_can_fail cannot tell mean from max)."""
+    ref = torch.randn(1000, dtype=torch.float64)
+    pt = ref + 1e-3 * torch.randn_like(ref)
+    one_off = ref.clone()
+    one_off[17] += 0.5
+    passed, report = error_ratio_report(one_off, ref, pt)
+    assert not passed and "max err 5.000e-01" in report, report
 
 
 def test_kernels_dir_is_not_a_package():

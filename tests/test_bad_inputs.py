@@ -37,6 +37,12 @@ CASES = {
     "batch mismatch": (dense_call(tensors=(q, k[:1], v[:1])), ValueError, r"batch must match: q has 2, k has 1"),
     "headdim mismatch": (dense_call(tensors=(q, k[..., :8], v)), ValueError, r"headdim of k must equal"),
     "k/v mismatch": (dense_call(tensors=(q, k, v[:, :4])), ValueError, r"k and v must match"),
+    # k with 2 heads and v with 1: unchecked, the reference backend broadcast v's one head over k's two and answered
+    # wrong without a word (the seqlen mismatch above cannot tell whether heads are compared)
+    "k/v heads mismatch": (dense_call(tensors=(q, k, v[:, :, :1])), ValueError,
+                           r"k and v must match in every dimension but headdim: k \(2, 8, 2, 16\), v \(2, 8, 1, 16\)"),
+    "varlen k/v heads mismatch": (varlen_call((*packed()[:2], packed()[2][:, :1], *packed()[3:])), ValueError,
+                                  r"k and v must match .* k \(8, 2, 16\), v \(8, 1, 16\)"),
     "heads not divisible": (dense_call(tensors=qkv(nheads=5, nheads_kv=2)), ValueError, r"multiple of nheads of k/v"),
     "no k/v heads": (dense_call(tensors=qkv(nheads_kv=0)), ValueError,
                      r"nheads of k/v must be positive, got k \(2, 8, 0, 16\)"),

@@ -177,19 +177,23 @@ def test_fp8_training_with_sinks_gqa_and_an_empty_sequence(backward_from):
     """FP8 training through the pieces the backward's inputs come from at once: packed sequences with an empty one,
     GQA (4 query heads, 2 key heads), head dim 96 (the rotation block-diagonal) and attention sinks (applied past the
     FP8 op, so its backward gets a nonzero dlse): every gradient, the sinks' too, within FP8's error of the bf16
-    path's, and "quantized" reading other Q and K than "inputs"."""
+    path's, and "quantized" reading other Q and K than "inputs". The loss reaches lse too (ring attention's combine, a
+    z-loss): the sinks' gradient through the FP8 path's lse (fa3nn.sinks.with_sinks, d lse / d sink = 1 - sigmoid(lse
+    - sink)) went untested, and without it the sinks' gradient was 27% of its norm off here."""
     torch.manual_seed(1)
     cu = torch.tensor([0, 30, 30, 140, 141], dtype=torch.int32)
     q = torch.randn(141, 4, 96).to(torch.bfloat16).requires_grad_()
     k, v = (torch.randn(141, 2, 96).to(torch.bfloat16).requires_grad_() for _ in range(2))
     sinks = torch.randn(4, requires_grad=True)
     dout = torch.randn(141, 4, 96).to(torch.bfloat16)
+    dlse = torch.randn(4, 141)
     grads = {}
     other = {"quantized": "inputs", "inputs": "quantized"}[backward_from]
     for name, fp8 in (("fp8", fa3nn.PerTileScaling(block_q=64, block_k=32, backward_from=backward_from)),
                       ("other", fa3nn.PerTileScaling(block_q=64, block_k=32, backward_from=other)), ("bf16", None)):
-        out = fa3nn.flash_attn_varlen_func(q, k, v, cu, cu, 110, 110, causal=True, fp8=fp8, sinks=sinks)
-        grads[name] = torch.autograd.grad(out, (q, k, v, sinks), dout)
+        out, lse = fa3nn.flash_attn_varlen_func(q, k, v, cu, cu, 110, 110, causal=True, fp8=fp8, sinks=sinks,
+                                                return_lse=True)
+        grads[name] = torch.autograd.grad((out, lse), (q, k, v, sinks), (dout, dlse))
     for got, want in zip(grads["fp8"], grads["bf16"]):
         assert torch.isfinite(got).all() and got.abs().amax() > 0
         assert (got.float() - want.float()).norm() < 0.1 * want.float().norm()

@@ -27,6 +27,7 @@ from fa3nn.fp8 import (
     quantize_qkv,
     sync_amax,
 )
+from fa3nn.fp8.state import switch_state
 from fa3nn.masks import Window
 
 PARAMS = AttnParams(0.125, Window(), 0.0, False)
@@ -95,6 +96,20 @@ def test_bad_amax_keeps_previous_scale_counts_and_warns_once():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sync_amax(model)  # once
+
+
+def test_switching_delayed_recipes_keeps_skipped_updates():
+    """switch_state (assigning a layer's fp8_recipe, DelayedScaling to DelayedScaling) keeps skipped_updates, as its
+    docstring says: a new state started from [0, 0, 0] lost the [0, 1, 2] skips counted here (NaN and 0, then Inf),
+    and test_fp8_api's switching test never skips."""
+    old = DelayedScalingState(DelayedScaling(amax_history_len=4))
+    _step(old, [1.0, float("nan"), 0.0])
+    _step(old, [2.0, 3.0, float("inf")])
+    assert old.skipped_updates.tolist() == [0, 1, 2]
+    new = switch_state(old, old.recipe, DelayedScaling(amax_history_len=2, margin=1), 0)
+    assert new.skipped_updates.tolist() == [0, 1, 2]
+    assert new.amax_history.tolist() == [[2.0, 3.0, 0.0], [1.0, 0.0, 0.0]]  # v never had a good amax
+    assert new.scale.tolist() == pytest.approx([448 / 2 / 2, 448 / 3 / 2, 1.0], rel=1e-6)  # margin 1; v's placeholder
 
 
 def test_state_dict_round_trip_is_exact():
@@ -228,7 +243,7 @@ def _count_all_reduces() -> tuple[list, object]:
     return calls, all_reduce
 
 
-def _worker(rank, world, init_file, results):
+def _worker(rank, world, init_file, nan_rank, results):
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
         recipe = DelayedScaling(amax_history_len=4)
@@ -236,7 +251,7 @@ def _worker(rank, world, init_file, results):
         calls, all_reduce = _count_all_reduces()
         q, k, v = (torch.randn(1, 32, 2, 16) for _ in range(3))
         q[0, 0, 0, 0] = 10.0 * (rank + 1)  # rank 1 holds the larger q amax
-        v[0, 0, 0, 0] = float("nan") if rank == 0 else 1.0
+        v[0, 0, 0, 0] = float("nan") if rank == nan_rank else 1.0
         for _ in range(2):  # two micro-batches in one step: observed, not yet folded into the history
             fp8_attention_forward(q, k, v, PARAMS, recipe, layers[0], training=True)
         if rank == 0:  # layer 1 runs on rank 0 only; layer 2 runs on no rank
@@ -265,22 +280,28 @@ GLOO = pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available())
 
 
 @GLOO
-def test_sync_amax_two_gloo_processes(tmp_path):
+@pytest.mark.parametrize("nan_rank", [0, 1])
+def test_sync_amax_two_gloo_processes(tmp_path, nan_rank):
+    """One all_reduce for all layers; every rank ends with the max over ranks; a NaN amax on either rank is a bad amax
+    on both. gloo's MAX keeps a NaN that comes first (rank 0's) and drops one that comes second (max(3.1, NaN) =
+    3.1), so with the NaN on rank 1 only observe()'s NaN -> +Inf keeps it: without that, v's amax from rank 0 (3.12)
+    was pushed and skipped_updates stayed [0, 0, 0] on both ranks."""
     results = mp.Manager().dict()
-    mp.spawn(_worker, args=(2, os.fspath(tmp_path / "store"), results), nprocs=2, join=True)
+    mp.spawn(_worker, args=(2, os.fspath(tmp_path / "store"), nan_rank, results), nprocs=2, join=True)
     r0, r1 = results[0], results[1]
     for r in (r0, r1):
         assert r["pending_before"] == 0.0  # distributed: nothing updated in the forward
         # ONE all_reduce for all layers: (layers, q/k/v + flag), after the first sync's check of the layer count
         assert r["calls"] == [(2,), (3, 4)] and r["groups"] == 1
+        # a NaN on one rank is a bad amax on all ranks (not dropped by MAX); the message: what was pushed instead
+        assert r["skipped"][0] == [0, 0, 1], r["history"][0][0]
         assert r["warned"]
     for layer in range(3):
         assert torch.equal(r0["history"][layer], r1["history"][layer])  # every rank holds the same history
         assert torch.equal(r0["scale"][layer], r1["scale"][layer])
     assert r0["history"][0][0, 0].item() == 20.0  # the max over ranks
     assert r0["history"][0][0, 1].item() == max(r0["expected_k"], r1["expected_k"])
-    assert r0["skipped"][0] == [0, 0, 1]  # a NaN on one rank is a bad amax on all ranks (not dropped by MAX)
-    assert r0["scale"][0][2].item() == 1.0  # ...so v keeps its previous (initial) scale
+    assert r0["scale"][0][2].item() == 1.0 and r0["history"][0][0, 2].item() == 0.0  # v keeps its initial scale
     assert r1["history"][1][0, 0].item() == 10.0  # layer 1 ran on rank 0 only; rank 1 gets its amax too
     assert r0["history"][2].abs().sum().item() == 0.0 and r0["skipped"][2] == [0, 0, 0]  # ran nowhere: untouched
 

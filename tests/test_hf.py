@@ -717,18 +717,23 @@ def test_cu_seq_lens_beside_image_blocks():
 
 def test_position_ids_packing_with_batch_and_offset_start():
     """Restarts are found per row (batch > 1) and from any start value (DataCollatorWithFlattening's
-    position_ids_start)."""
+    position_ids_start), and a restart at an equal position is one: after a one-token sequence (row 0's middle one,
+    positions 2 .. 7, 2, 2 .. 10) the next sequence starts where it did. Read as a restart only below the previous
+    position, the one token and the next sequence ran as one (logits 0.37 off)."""
     model = _model("llama").float()
     patched = fa3nn.patch_hf(copy.deepcopy(model))
-    rows = [(6, 10), (16,)]
+    rows = [(6, 1, 9), (16,)]
     ids = torch.randint(0, VOCAB, (2, SEQLEN))
     position_ids = torch.stack([torch.cat([torch.arange(n) + 2 for n in row]) for row in rows])
     with torch.no_grad():
         actual = patched(ids, position_ids=position_ids).logits
-        expected_row0 = torch.cat([model(ids[:1, :6], position_ids=position_ids[:1, :6]).logits,
-                                   model(ids[:1, 6:], position_ids=position_ids[:1, 6:]).logits], dim=1)
-        expected_row1 = model(ids[1:], position_ids=position_ids[1:]).logits
-    torch.testing.assert_close(actual, torch.cat([expected_row0, expected_row1]), atol=2e-5, rtol=0)
+        expected = []
+        for row, lengths in enumerate(rows):
+            ends = torch.tensor(lengths).cumsum(0).tolist()
+            expected.append(torch.cat([model(ids[row:row + 1, end - n:end],
+                                             position_ids=position_ids[row:row + 1, end - n:end]).logits
+                                       for n, end in zip(lengths, ends)], dim=1))
+    torch.testing.assert_close(actual, torch.cat(expected), atol=2e-5, rtol=0)
 
 
 def test_shared_attention_block_with_negative_layer_idx():

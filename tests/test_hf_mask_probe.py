@@ -171,6 +171,9 @@ REFUSED = {  # name: (mask function, the layer's sliding_window)
     "another window than the layer's": (sliding(4), 6),
     "a bidirectional window the layer lacks": (symmetric(3), None),
     "a block across the window (OR)": (either(sliding(4), blocks(IMAGES)), 4),  # PaliGemma2's sliding composition
+    # keys 16 .. 19 back hidden, the layer without a window: only the largest witness distance (16 of 1, 2, 4, 8, 16
+    # at SEQLEN 20) sees it; without that one fa3nn ran full causal attention here
+    "a window only the largest witness sees": (sliding(16), None),
 }
 
 

@@ -258,6 +258,32 @@ def test_varlen_atomic_dq_path(monkeypatch):
     check_varlen(3, 40, 57, 2, 1, 32, torch.float16, "cpu", causal=True)
 
 
+@pytest.mark.parametrize("atomic", [True, False], ids=["atomic-dq", "dq-kernel"])
+def test_very_negative_scores_with_a_partial_key_block(atomic, monkeypatch):
+    """The dK/dV kernel's unmasked run of query blocks (_query_phases' [full_lo, full_hi)) must not cover a partial
+    key block: there the columns past seqlen_k load K as 0, score 0, and P = exp(0 - lse) overflows once every real
+    score is below about -88 (here lse is about -138: q = -5, k = +5, d = 32), so the atomic dQ got dS * 0 = inf * 0 =
+    NaN. 37 keys leave the last key block partial for every interpreter tile. Out and every gradient finite and
+    within the error-ratio rule (dq, a near-cancellation of max 5e-3: ~5e-4 off where fp16 PyTorch is ~6e-4 off); the
+    default dQ kernel never had the problem and is checked alike."""
+    from fa3nn.backends.triton import launch
+
+    monkeypatch.setattr(launch, "ATOMIC_DQ", atomic)
+    q = (-5 + 0.01 * torch.randn(1, 40, 1, 32)).half().requires_grad_()
+    k = (5 + 0.01 * torch.randn(1, 37, 1, 32)).half().requires_grad_()
+    v = torch.randn(1, 37, 1, 32).half().requires_grad_()
+    out, lse = flash_attn_func(q, k, v, return_lse=True, backend="triton")
+    assert lse.max() < -100  # every score far below exp's range: exp(0 - lse) overflows float32
+    out_ref, _ = attention_ref(q, k, v)
+    out_pt, _ = attention_ref(q, k, v, upcast=False, reorder_ops=True)
+    assert_error_ratio(out, out_ref, out_pt, "out")
+    dout = torch.randn_like(out)
+    grads, grads_ref, grads_pt = (torch.autograd.grad(o, (q, k, v), dout) for o in (out, out_ref, out_pt))
+    for name, g, g_ref, g_pt in zip(("dq", "dk", "dv"), grads, grads_ref, grads_pt):
+        assert torch.isfinite(g).all(), name
+        assert_error_ratio(g, g_ref, g_pt, name)
+
+
 # window_size takes sides up to 2**31 - 1 (fa3nn.checks.WINDOW_MAX). The kernels add them to row and column indices
 # in int32: unclamped, m0 + diag + right (and m0 + diag - left with more queries than keys) wrapped around and rows
 # attended nothing or the wrong keys (out off by ~1, lse -inf, NaN dK/dV). The launchers bound each side by the

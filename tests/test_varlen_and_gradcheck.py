@@ -94,6 +94,36 @@ def test_no_keys_gives_zeros_and_neg_inf():
     assert torch.equal(out, torch.zeros_like(q)) and torch.isneginf(lse).all()
 
 
+def test_sinks_without_any_key():
+    """A call with no key at all takes the empty-call path (no backend runs): out 0 and lse the sink on every row, so
+    d(sum lse) / d sink is the number of rows, 2 x 5 = 10 per head here. Its backward's zero gradients for q, k and v
+    are right; a zero sink gradient there passed every other test."""
+    q = torch.randn(2, 5, 3, 8, dtype=torch.float64)
+    k = v = torch.randn(2, 0, 3, 8, dtype=torch.float64)
+    sinks = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    out, lse = fa3nn.flash_attn_func(q, k, v, sinks=sinks, return_lse=True)
+    assert torch.equal(out, torch.zeros_like(out)) and torch.equal(lse, sinks.detach()[None, :, None].expand(2, 3, 5))
+    (dsinks,) = torch.autograd.grad(lse.sum(), sinks)
+    assert dsinks.tolist() == [10.0, 10.0, 10.0]
+
+
+@pytest.mark.parametrize("dense", [True, False], ids=["dense", "packed"])
+def test_gradcheck_with_sinks_float64(dense):
+    """fa3nn.sinks.with_sinks (the sinks of the FP8 forward, applied to its out and lse) through out and lse, packed
+    with a row that attended no key (lse -inf: out stays 0, lse becomes the sink). Its backward's lse terms (dlse *
+    sigmoid(lse - sink) to lse, dlse * (1 - sigmoid) to the sink) were never checked: a loss on out alone does not
+    reach them, and the FP8 end-to-end test (tests/test_fp8_api.py, within 10% of bf16) misses a wrong lse term."""
+    from fa3nn.sinks import with_sinks
+
+    shape_out, shape_lse = ((2, 5, 3, 4), (2, 3, 5)) if dense else ((7, 3, 4), (3, 7))
+    out = torch.randn(*shape_out, dtype=torch.float64, requires_grad=True)
+    lse = torch.randn(*shape_lse, dtype=torch.float64)
+    if not dense:
+        lse[:, 2] = float("-inf")
+    sinks = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(with_sinks, (out, lse.requires_grad_(), sinks))
+
+
 def test_gradgradcheck_reference_float64():
     """The reference backward is torch ops on the saved tensors: a second derivative (gradient penalty) through it
     is exact, dense and packed."""
