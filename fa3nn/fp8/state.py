@@ -22,10 +22,9 @@ Only sync_amax changes the scales, so every forward between two sync_amax calls 
 what makes activation checkpointing exact, eager or under torch.compile, whichever wraps the other: a recompute in
 the backward reads the state its forward read (scales, or before the first update this call's own amax, recomputed
 from the same inputs) and observes an amax already observed, which the max leaves as it is; it holds for any number of
-forwards before their backwards (a layer called twice, two inputs through one model, pipeline schedules). Until s59
-single-process forwards updated right away, and recomputes were told apart from forwards in Python, which
-torch.compile answers once at trace time (wrong gradients under compile + checkpoint) and which no rule makes right
-for a layer run twice before its backward. A sync_amax between a checkpointed forward and its backward would change
+forwards before their backwards (a layer called twice, two inputs through one model, pipeline schedules), with no
+need to tell a recompute from a forward (a question torch.compile answers once, at trace time: benchmarks/NOTES.md,
+fifty-ninth session). A sync_amax between a checkpointed forward and its backward would change
 the scales under the recompute: under torch.compile the backward then raises ("modified by an inplace operation"),
 eagerly the recompute quantizes with the new scales. A layer that runs many training forwards without sync_amax
 warns once (check_synced).
@@ -183,8 +182,9 @@ class DelayedScalingState(nn.Module):
         time only, so a compiled layer does not warn."""
         if torch.compiler.is_compiling():
             return
-        self._forwards_since_update += 1
-        if self._forwards_since_update >= UNSYNCED_FORWARDS and not self._warned_unsynced:
+        # (getattr: a state pickled before these attributes existed lacks them)
+        self._forwards_since_update = getattr(self, "_forwards_since_update", 0) + 1
+        if self._forwards_since_update >= UNSYNCED_FORWARDS and not getattr(self, "_warned_unsynced", False):
             self._warned_unsynced = True
             warnings.warn(
                 f"fa3nn FP8 delayed scaling: this layer ran {self._forwards_since_update} training forwards without "
