@@ -458,7 +458,9 @@ def test_module_state_dict_round_trip(recipe_name):
 
 def test_casting_the_model_keeps_delayed_state_float32():
     attn = fa3nn.FlashAttentionV3(fp8="delayed").to(torch.bfloat16)
-    assert {t.dtype for t in attn.fp8_state.buffers()} == {torch.float32, torch.int64, torch.bool}
+    assert {t.dtype for t in attn.fp8_state.buffers()} == {torch.float32, torch.int64}
+    # the pending amax and flag: this rank's own, plain attributes (not buffers), which casts leave alone too
+    assert (attn.fp8_state.pending_amax.dtype, attn.fp8_state.pending.dtype) == (torch.float32, torch.bool)
     attn.train()(*bf16_qkv())
     fa3nn.sync_amax(attn)
     q_amax = attn.fp8_state.amax_history[0, 0].item()

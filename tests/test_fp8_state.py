@@ -1,6 +1,7 @@
 """Delayed-scaling state: history and scale updates, bad-amax handling, state_dict round trips, the training
 forward's updates, and the once-per-step amax all_reduce across two gloo processes."""
 
+import contextlib
 import copy
 import datetime
 import os
@@ -536,3 +537,70 @@ def test_deepcopy_of_a_layer_reducing_over_a_group(tmp_path):
     results = mp.Manager().dict()
     _spawn_with_timeout(_deepcopy_worker, 1, os.fspath(tmp_path / "store"), results)
     assert results[0] == dict(same_group=True, same_recipe=True, history=True, own_history=True), results[0]
+
+
+class _ProjectedAttention(nn.Module):
+    """A Linear (so that DDP has parameters) in front of a DelayedScaling layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(16, 16)
+        self.attn = FlashAttentionV3(fp8=DelayedScaling(amax_history_len=4), backend="reference")
+
+    def forward(self, q, k, v):
+        return self.attn(self.proj(q), k, v)
+
+
+def _ddp_accumulation_worker(rank, world, init_file, results):
+    """Two steps of three micro-batches under DDP(broadcast_buffers=True); rank 1's first micro-batch holds by far
+    the largest q. Per no_sync setting: (the q amax the history should hold, the one it holds) per step, and
+    whether every rank holds the same history and scales."""
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=20))
+    try:
+        out = {}
+        for use_no_sync in (False, True):
+            torch.manual_seed(0)
+            model = _ProjectedAttention().train()
+            ddp = nn.parallel.DistributedDataParallel(model, broadcast_buffers=True)
+            steps = []
+            for step in range(2):
+                seen = torch.zeros(())
+                for micro in range(3):
+                    generator = torch.Generator().manual_seed(100 * step + 10 * micro + rank)
+                    q, k, v = (torch.rand(1, 8, 2, 16, generator=generator) + 0.1 for _ in range(3))
+                    if rank == 1 and micro == 0:
+                        q = q * 100.0
+                    sync = ddp.no_sync() if use_no_sync and micro < 2 else contextlib.nullcontext()
+                    with sync:
+                        ddp(q, k, v).float().sum().backward()
+                    with torch.no_grad():
+                        seen = torch.maximum(seen, model.proj(q).abs().max())
+                dist.all_reduce(seen, op=dist.ReduceOp.MAX)
+                sync_amax(ddp)
+                state = model.attn.fp8_state
+                every = [torch.zeros(5, 3) for _ in range(world)]
+                dist.all_gather(every, torch.cat([state.amax_history, state.scale.unsqueeze(0)]))
+                steps.append((float(seen), float(state.amax_history[0, 0]),
+                              all(torch.equal(every[0], other) for other in every)))
+                ddp.zero_grad()
+            out[use_no_sync] = steps
+        results[rank] = out
+    finally:
+        dist.destroy_process_group()
+
+
+@GLOO
+def test_sync_amax_under_ddp_broadcast_buffers_keeps_every_micro_batch(tmp_path):
+    """DistributedDataParallel(broadcast_buffers=True) (its default, and accelerate's) broadcasts every buffer from
+    rank 0 before a forward that follows a synced one. With pending_amax / pending as (non-persistent) buffers, the
+    amaxes rank 1 observed in earlier micro-batches of a step were replaced by rank 0's whenever gradient
+    accumulation ran without no_sync (or accelerate's sync_each_batch=True): the history got 1.27 for 121.8 here,
+    and the next steps quantized rank 1's q with a scale ~100 times too large (saturating)."""
+    results = mp.Manager().dict()
+    _spawn_with_timeout(_ddp_accumulation_worker, 2, os.fspath(tmp_path / "store"), results)
+    for rank in range(2):
+        for use_no_sync, steps in results[rank].items():
+            for expect, got, same in steps:
+                assert expect > 50.0 and got == pytest.approx(expect, rel=1e-6), (rank, use_no_sync, steps)
+                assert same, (rank, use_no_sync, steps)

@@ -8,8 +8,9 @@ A layer using DelayedScaling owns a DelayedScalingState whose buffers are part o
 
 Lifecycle of one training step:
     forward    quantize with `scale` (delayed: computed from earlier steps), then observe(amax of this call), which
-               max-accumulates into a pending amax (non-persistent; several calls per step accumulate, e.g. with
-               gradient accumulation or a layer called twice).
+               max-accumulates into a pending amax (this rank's alone: a plain tensor attribute, not a buffer, so
+               neither state_dict nor DDP's buffer broadcast carries it; several calls per step accumulate, e.g.
+               with gradient accumulation or a layer called twice).
     step hook  fa3nn.fp8.sync_amax(model) once per optimizer step, after the step's last backward, on every rank
                (single process too): under torch.distributed with reduce_amax it reduces every layer's pending amax
                in ONE all_reduce(MAX) per process group (not one per layer call); then it updates each layer and
@@ -68,9 +69,14 @@ class DelayedScalingState(nn.Module):
         self.register_buffer("amax_history", torch.zeros(recipe.amax_history_len, len(TENSORS)))
         self.register_buffer("scale", torch.ones(len(TENSORS)))
         self.register_buffer("skipped_updates", torch.zeros(len(TENSORS), dtype=torch.int64))
-        # Not in state_dict: an amax observed but not yet folded into the history, and whether there is one.
-        self.register_buffer("pending_amax", torch.zeros(len(TENSORS)), persistent=False)
-        self.register_buffer("pending", torch.zeros((), dtype=torch.bool), persistent=False)
+        # An amax observed but not yet folded into the history, and whether there is one. This rank's own, so plain
+        # tensor attributes, not buffers: DistributedDataParallel(broadcast_buffers=True), its default and
+        # accelerate's, broadcasts every buffer (non-persistent ones too) from rank 0 before a forward that follows
+        # a synced one, which replaced the other ranks' pending amaxes of earlier micro-batches (gradient
+        # accumulation without no_sync) with rank 0's before sync_amax reduced them. _apply and _pending_on_device
+        # keep them on the history's device.
+        self.pending_amax = torch.zeros(len(TENSORS))
+        self.pending = torch.zeros((), dtype=torch.bool)
         self._warned_skips = 0
         # Training forwards since the last update (Python-side, eager calls only), and whether check_synced warned.
         self._forwards_since_update = 0
@@ -107,7 +113,22 @@ class DelayedScalingState(nn.Module):
         for name, original in before.items():
             if self._buffers[name].dtype != torch.float32:  # fn cast it: keep only the move, from the original
                 self._buffers[name] = original.to(self._buffers[name].device)
+        self._pending_on_device()
         return self
+
+    def _pending_on_device(self) -> None:
+        """Move the pending amax and flag (plain attributes, not buffers) to the history's device, when a move did
+        not go through _apply (FSDP2's fully_shard moves parameters and buffers one by one). From the meta device
+        (to_empty after deferred init) they start empty: nothing pending."""
+        device = self.amax_history.device
+        if self.pending_amax.device == device:
+            return
+        if self.pending_amax.is_meta:
+            self.pending_amax = torch.zeros(len(TENSORS), device=device)
+            self.pending = torch.zeros((), dtype=torch.bool, device=device)
+        else:
+            self.pending_amax = self.pending_amax.to(device)
+            self.pending = self.pending.to(device)
 
     @property
     def fp8_max(self) -> float:
@@ -145,6 +166,7 @@ class DelayedScalingState(nn.Module):
     def observe(self, amax_qkv: torch.Tensor) -> None:
         """Max-accumulate this call's (3,) amax into the pending amax. NaN is recorded as +Inf so it survives a MAX
         all_reduce (NaN comparisons would silently drop it) and is still caught as non-finite by update()."""
+        self._pending_on_device()
         amax = amax_qkv.detach().to(self.pending_amax)
         amax = torch.where(torch.isnan(amax), torch.full_like(amax, float("inf")), amax)
         self.pending_amax.copy_(torch.where(self.pending, torch.maximum(self.pending_amax, amax), amax))
@@ -153,6 +175,7 @@ class DelayedScalingState(nn.Module):
     @torch.no_grad()
     def update(self) -> None:
         """Fold the pending amax into the history and recompute the scales (see the module docstring)."""
+        self._pending_on_device()
         amax = self.pending_amax
         good = self.pending & torch.isfinite(amax) & (amax > 0)
         skipped = self.pending & ~good
@@ -291,7 +314,7 @@ def _check_same_layers(members: list[DelayedScalingState], group) -> None:
     mark = (id(group), len(members))
     if all(getattr(state, "_checked_layers", None) == mark for state in members):  # older pickles lack it
         return
-    counts = torch.tensor([len(members), -len(members)], dtype=torch.float32, device=members[0].pending_amax.device)
+    counts = torch.tensor([len(members), -len(members)], dtype=torch.float32, device=members[0].amax_history.device)
     dist.all_reduce(counts, op=dist.ReduceOp.MAX, group=group)
     most, fewest = int(counts[0]), -int(counts[1])
     if most != fewest:
@@ -328,6 +351,8 @@ def sync_amax(modules_or_states: nn.Module | Iterable, group=None) -> int:
             state.update()
     for pg, members in by_group.items():
         _check_same_layers(members, pg)
+        for state in members:
+            state._pending_on_device()
         packed = torch.stack([torch.cat([s.pending_amax, s.pending.to(s.pending_amax).unsqueeze(0)]) for s in members])
         dist.all_reduce(packed, op=dist.ReduceOp.MAX, group=pg)
         for state, row in zip(members, packed):
